@@ -1,0 +1,1 @@
+"""Object models, manifest loading and validation."""

@@ -1,0 +1,89 @@
+"""Kubernetes quantities and kubetwin durations, parsed once into integers/floats."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+# Suffixes as in k8s.io/apimachinery/pkg/api/resource/quantity.go.
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
+            "P": Decimal(10**15), "E": Decimal(10**18)}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+
+
+class UnitError(ValueError):
+    """A quantity or duration that does not parse; the message says what is accepted."""
+
+
+def parse_quantity(value: object) -> Decimal:
+    """Parse a resource.Quantity ("500m", "256Gi", 4) into a Decimal of base units."""
+    if isinstance(value, bool):
+        raise UnitError(f"quantities must match the regular expression "
+                        f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}")
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    text = str(value).strip()
+    m = _QUANTITY.match(text)
+    if not m:
+        raise UnitError(f"quantities must match the regular expression "
+                        f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {text!r}")
+    try:
+        number = Decimal(m.group(1))
+    except InvalidOperation as exc:  # pragma: no cover - regex already guards
+        raise UnitError(f"invalid quantity {text!r}") from exc
+    suffix = m.group(2) or ""
+    return number * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+
+
+def to_milli(value: object) -> int:
+    """CPU-like quantity in milli-units, rounded up as the API server does."""
+    q = parse_quantity(value) * 1000
+    return int(q.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def to_int(value: object) -> int:
+    """Integer quantity (memory bytes, GPUs), rounded up."""
+    return int(parse_quantity(value).to_integral_value(rounding="ROUND_CEILING"))
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: object) -> float:
+    """Parse "90s", "10m", "2h", "7d", "1h30m" or a number of seconds into seconds."""
+    if isinstance(value, bool):
+        raise UnitError(f"invalid duration {value!r}: use a number of seconds or forms like 90s, 10m, 2h, 7d")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise UnitError(f"invalid duration {value!r}: must not be negative")
+        return float(value)
+    text = str(value).strip()
+    m = _DURATION.match(text)
+    if m:
+        return float(m.group(1)) * _SECONDS[m.group(2) or "s"]
+    parts = _DURATION_PART.findall(text)
+    if parts and "".join(n + u for n, u in parts) == text.replace(" ", ""):
+        return sum(float(n) * _SECONDS[u] for n, u in parts)
+    raise UnitError(f"invalid duration {text!r}: use a number of seconds or forms like 90s, 10m, 2h, 7d, 1h30m")
+
+
+def format_duration(seconds: float) -> str:
+    """kubectl-style short age: 45s, 12m, 3h5m, 2d4h."""
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 600:
+        return f"{s // 60}m{s % 60}s" if s % 60 else f"{s // 60}m"
+    if s < 3 * 3600:
+        return f"{s // 60}m"
+    if s < 8 * 3600:
+        h, m = divmod(s // 60, 60)
+        return f"{h}h{m}m" if m else f"{h}h"
+    if s < 48 * 3600:
+        return f"{s // 3600}h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d}d{h}h" if h and d < 8 else f"{d}d"

@@ -1,0 +1,285 @@
+"""Check manifests against the real API shapes (Kubernetes OpenAPI schemas) and the API server's rules.
+
+Schemas: the strict JSON schemas shipped by kubernetes-validate for Kubernetes 1.34 (the GKE release that
+made DRA GA). Beyond the schema, the checks the API server's validation does that the schema cannot
+express are written in the API server's own words (k8s.io/kubernetes pkg/apis/core/validation).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from importlib import resources
+from typing import Any
+
+import jsonschema
+from pydantic import ValidationError as PydanticError
+from referencing import Registry, Resource
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.loader import Manifest
+from kubetwin.api.twin import TWIN_API, TWIN_KINDS
+from kubetwin.api.units import UnitError, parse_duration, parse_quantity
+
+K8S_VERSION = "1.34.0"
+
+# Kinds the twin simulates.
+SIMULATED = {
+    ("v1", "Pod"), ("v1", "Namespace"), ("v1", "ConfigMap"), ("batch/v1", "Job"), ("apps/v1", "Deployment"),
+    ("apps/v1", "ReplicaSet"), ("scheduling.k8s.io/v1", "PriorityClass"),
+    (TWIN_API, "NodePool"), (TWIN_API, "Scenario"),
+}
+# Kinds kubetwin knows (they appear in the platform documents) but does not simulate yet: accepted, stored,
+# and reported with a notice so nothing is silently ignored.
+KNOWN_GROUPS = {
+    "resource.k8s.io": "Dynamic Resource Allocation",
+    "kueue.x-k8s.io": "Kueue",
+    "jobset.x-k8s.io": "JobSet",
+    "inference.networking.x-k8s.io": "Gateway API Inference Extension",
+    "inference.networking.k8s.io": "Gateway API Inference Extension",
+    "keda.sh": "KEDA",
+    "autoscaling.x-k8s.io": "ProvisioningRequest",
+    "gateway.networking.k8s.io": "Gateway API",
+}
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NON_OVERCOMMITABLE_PREFIXES = ("nvidia.com/", "google.com/", "amd.com/")
+TWIN_DURATION_ANNOTATIONS = ("kubetwin.io/duration", "kubetwin.io/create-at", "kubetwin.io/delete-at")
+
+
+@functools.cache
+def _schema_dir() -> Any:
+    return resources.files("kubernetes_validate").joinpath("kubernetes-json-schema", f"v{K8S_VERSION}-local-strict")
+
+
+@functools.cache
+def _registry() -> Registry:
+    defs = json.loads(_schema_dir().joinpath("_definitions.json").read_text())
+    return Resource.from_contents(defs) @ Registry()
+
+
+@functools.cache
+def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    f = _schema_dir().joinpath(f"{kind.lower()}-{group_version}.json")
+    if not f.is_file():
+        return None
+    schema = json.loads(f.read_text())
+    return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ _registry())
+
+
+def _path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnostic:
+    path = _path(err.absolute_path)
+    if err.validator == "additionalProperties":
+        extra = re.findall(r"'([^']+)'", err.message.split("(")[-1])
+        field = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
+        hint = "remove it, or check its spelling and indentation against the API reference"
+        return Diagnostic(m.file, m.line_of(field), m.ref, field,
+                          f'strict decoding error: unknown field "{field}"', hint)
+    if err.validator == "required":
+        missing = re.findall(r"'([^']+)'", err.message)
+        field = f"{path}.{missing[0]}" if path and missing else (missing[0] if missing else path)
+        return Diagnostic(m.file, m.line_of(path), m.ref, field, "Required value", f"set {field}")
+    if err.validator in ("type", "format", "enum"):
+        return Diagnostic(m.file, m.line_of(path), m.ref, path,
+                          f"Invalid value: {json.dumps(err.instance, default=str)[:60]}: {err.message}", "")
+    return Diagnostic(m.file, m.line_of(path), m.ref, path, err.message, "")
+
+
+def _validate_twin(m: Manifest) -> list[Diagnostic]:
+    model = TWIN_KINDS.get(m.kind)
+    if model is None:
+        return [Diagnostic(m.file, m.line, m.ref, "kind",
+                           f'no matches for kind "{m.kind}" in version "{TWIN_API}"',
+                           f"kubetwin.io/v1alpha1 kinds are: {', '.join(sorted(TWIN_KINDS))}")]
+    try:
+        model.model_validate(m.obj)
+    except PydanticError as exc:
+        out = []
+        for e in exc.errors():
+            field = _path(e["loc"])
+            msg = e["msg"]
+            if e["type"] == "extra_forbidden":
+                msg = f'strict decoding error: unknown field "{field}"'
+            elif e["type"] == "missing":
+                msg = "Required value"
+            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, msg, _twin_hint(e)))
+        return out
+    return _nodepool_catalog(m) if m.kind == "NodePool" else []
+
+
+def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
+    """machineType and accelerators must exist in the catalog and agree with each other."""
+    from kubetwin import catalog
+
+    spec = m.obj["spec"]
+    try:
+        mt = catalog.machine_type(spec["machineType"])
+    except catalog.CatalogError as exc:
+        return [Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType", str(exc),
+                           "use a GKE machine type from the catalog (kubetwin.catalog.machine_types())")]
+    out = []
+    for i, acc in enumerate(spec.get("accelerators") or []):
+        if mt.gpu != acc["type"] or mt.gpu_count != acc["count"]:
+            want = f"{mt.gpu_count} x {mt.gpu}" if mt.gpu else "no GPUs"
+            out.append(Diagnostic(m.file, m.line_of(f"spec.accelerators[{i}]"), m.ref, f"spec.accelerators[{i}]",
+                                  f"Invalid value: {acc['count']} x {acc['type']}: machine type {mt.name} comes "
+                                  f"with {want}", f"set type: {mt.gpu}, count: {mt.gpu_count}" if mt.gpu
+                                  else "remove accelerators or pick a GPU machine type (g2, a2, a3, a4)"))
+    return out
+
+
+def _twin_hint(e: dict) -> str:
+    if e["type"] == "literal_error":
+        return f"use one of {e.get('ctx', {}).get('expected', '')}"
+    if e["type"] == "extra_forbidden":
+        return "remove it, or check its spelling against docs/manifests.md"
+    return ""
+
+
+def _containers(obj: dict) -> tuple[str, dict] | None:
+    kind = obj.get("kind")
+    spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return "spec", spec
+    if kind in ("Job", "Deployment", "ReplicaSet"):
+        return "spec.template.spec", ((spec.get("template") or {}).get("spec") or {})
+    return None
+
+
+def _semantic(m: Manifest) -> list[Diagnostic]:
+    """API-server validation the OpenAPI schema does not carry."""
+    out: list[Diagnostic] = []
+    meta = m.obj.get("metadata") or {}
+    name = meta.get("name") or meta.get("generateName")
+    if not name:
+        out.append(Diagnostic(m.file, m.line, m.ref, "metadata.name",
+                              "Required value: name or generateName is required", "add metadata.name"))
+    elif not DNS1123_SUBDOMAIN.match(str(name)) or len(str(name)) > 253:
+        out.append(Diagnostic(m.file, m.line_of("metadata.name"), m.ref, "metadata.name",
+                              f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
+                              "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+                              "character", "rename it, e.g. " + re.sub(r"[^a-z0-9.-]+", "-", str(name).lower())))
+    for key in TWIN_DURATION_ANNOTATIONS:
+        for prefix, annotations in _annotation_sets(m.obj):
+            if key in annotations:
+                try:
+                    parse_duration(annotations[key])
+                except UnitError as exc:
+                    field = f'{prefix}.annotations["{key}"]'
+                    out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{key}"), m.ref, field,
+                                          str(exc), "write e.g. 45m, 2h or 7d"))
+    found = _containers(m.obj)
+    if found:
+        prefix, pod_spec = found
+        out += _pod_spec(m, prefix, pod_spec)
+    return out
+
+
+def _annotation_sets(obj: dict) -> list[tuple[str, dict]]:
+    sets = [("metadata", (obj.get("metadata") or {}).get("annotations") or {})]
+    tmpl = (obj.get("spec") or {}).get("template")
+    if isinstance(tmpl, dict):
+        sets.append(("spec.template.metadata", (tmpl.get("metadata") or {}).get("annotations") or {}))
+    return [(p, a) for p, a in sets if isinstance(a, dict)]
+
+
+def _pod_spec(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    if m.kind == "Job":
+        policy = spec.get("restartPolicy", "Always")
+        if policy not in ("OnFailure", "Never"):
+            out.append(Diagnostic(m.file, m.line_of(f"{prefix}.restartPolicy") if "restartPolicy" in spec
+                                  else m.line_of(prefix), m.ref, f"{prefix}.restartPolicy",
+                                  f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"',
+                                  f"set {prefix}.restartPolicy: Never (or OnFailure)"))
+    for i, c in enumerate(spec.get("containers") or []):
+        res = (c or {}).get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        base = f"{prefix}.containers[{i}].resources"
+        for rname, value in list(requests.items()) + list(limits.items()):
+            try:
+                parse_quantity(value)
+            except UnitError as exc:
+                out.append(Diagnostic(m.file, m.line_of(f"{base}"), m.ref, f"{base}[{rname}]", str(exc), ""))
+        for rname, value in requests.items():
+            if rname.startswith(NON_OVERCOMMITABLE_PREFIXES) and "/" in rname:
+                if rname not in limits:
+                    out.append(Diagnostic(m.file, m.line_of(f"{base}.requests.{rname}"), m.ref, f"{base}.limits",
+                                          "Required value: Limit must be set for non overcommitable resources",
+                                          f'add limits: {{{rname}: "{value}"}} (extended resources are requested '
+                                          "through limits; requests default to them)"))
+                elif str(limits[rname]) != str(value):
+                    out.append(Diagnostic(m.file, m.line_of(f"{base}.requests.{rname}"), m.ref,
+                                          f"{base}.requests[{rname}]",
+                                          f"Invalid value: {value}: must be equal to {rname} limit of "
+                                          f"{limits[rname]}", "make requests and limits equal"))
+    return out
+
+
+def _flattened_configmap(m: Manifest) -> list[Diagnostic]:
+    """The seed's device-plugin ConfigMap lost its indentation: metadata/data fields ended up top-level."""
+    stray = [k for k in m.obj if k not in ("apiVersion", "kind", "metadata", "data", "binaryData", "immutable")]
+    if m.kind != "ConfigMap" or not stray or m.obj.get("metadata"):
+        return []
+    return [Diagnostic(m.file, m.line, m.ref, "metadata",
+                       f"Required value: metadata is empty and {', '.join(repr(s) for s in stray)} are top-level "
+                       "keys: the indentation of this ConfigMap was lost",
+                       "indent name/namespace under metadata:, and the device-plugin config under data.any: |- "
+                       "(version: v1 / sharing: / timeSlicing: / resources: - name: nvidia.com/gpu, replicas: 4)")]
+
+
+def validate(manifests: list[Manifest]) -> list[Diagnostic]:
+    """All diagnostics for the manifests, errors and notices, in file order."""
+    out: list[Diagnostic] = []
+    for m in manifests:
+        out += validate_one(m)
+    return out
+
+
+def validate_one(m: Manifest) -> list[Diagnostic]:
+    api_version, kind = str(m.obj.get("apiVersion") or ""), m.kind
+    if not api_version or not kind:
+        missing = "apiVersion" if not api_version else "kind"
+        return [Diagnostic(m.file, m.line, m.ref, missing, f"Object 'Kind' is missing or '{missing}' is not set",
+                           "every object needs apiVersion and kind, e.g. apiVersion: v1, kind: Pod")]
+    if api_version == TWIN_API:
+        return _validate_twin(m) + _semantic_meta_only(m)
+    group = api_version.split("/")[0] if "/" in api_version else ""
+    flattened = _flattened_configmap(m)
+    if flattened:
+        return flattened
+    validator = _validator(api_version, kind)
+    if validator is None:
+        if group in KNOWN_GROUPS:
+            return [Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS[group]} kind {kind} ({api_version}) is "
+                               "accepted but not simulated yet: it is stored and has no effect on the run", "",
+                               "notice")]
+        return [Diagnostic(m.file, m.line, m.ref, "apiVersion",
+                           f'no matches for kind "{kind}" in version "{api_version}"',
+                           "check apiVersion/kind against `kubectl api-resources` for Kubernetes 1.34")]
+    errors = sorted(validator.iter_errors(m.obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    out = [_schema_diagnostic(m, e) for e in errors]
+    if not out:
+        out = _semantic(m)
+    if not out and (api_version, kind) not in SIMULATED:
+        note = KNOWN_GROUPS.get(group, "Kubernetes")
+        if group == "resource.k8s.io" and api_version != "resource.k8s.io/v1":
+            note += f"; {api_version} is not served by default on Kubernetes 1.34: use resource.k8s.io/v1"
+        out = [Diagnostic(m.file, m.line, m.ref, "", f"{kind} ({api_version}, {note}) is accepted but not "
+                          "simulated yet: it is stored and has no effect on the run", "", "notice")]
+    return out
+
+
+def _semantic_meta_only(m: Manifest) -> list[Diagnostic]:
+    meta = m.obj.get("metadata")
+    if isinstance(meta, dict) and meta.get("name") and not DNS1123_SUBDOMAIN.match(str(meta["name"])):
+        return _semantic(m)[:1]
+    return []

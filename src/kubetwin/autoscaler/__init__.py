@@ -1,0 +1,1 @@
+"""Node provisioning: GKE node pools (the cluster autoscaler comes later)."""

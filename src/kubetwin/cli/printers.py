@@ -1,0 +1,145 @@
+"""kubectl-style tables and describe output over replayed objects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kubetwin.api.units import format_duration
+
+
+def _age(ts: str | None, now: datetime) -> str:
+    if not ts:
+        return "<unknown>"
+    t = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    return format_duration(max(0.0, (now - t).total_seconds()))
+
+
+def pod_status(p: dict) -> str:
+    st = p.get("status") or {}
+    phase = st.get("phase", "Pending")
+    if phase == "Succeeded":
+        return "Completed"
+    if phase == "Running" and p["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    return phase
+
+
+def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[str]]:
+    rows: list[list[str]] = []
+    if kind == "Pod":
+        rows.append(["NAME", "READY", "STATUS", "RESTARTS", "AGE"] + (["IP", "NODE", "NOMINATED NODE"] if wide else []))
+        for p in objs:
+            cs = (p.get("status") or {}).get("containerStatuses") or []
+            n = len(p["spec"].get("containers") or [])
+            ready = sum(1 for c in cs if c.get("ready"))
+            row = [p["metadata"]["name"], f"{ready}/{n}", pod_status(p), "0", _age(p["metadata"].get(
+                "creationTimestamp"), now)]
+            if wide:
+                st = p.get("status") or {}
+                row += [st.get("podIP", "<none>"), p["spec"].get("nodeName") or "<none>",
+                        st.get("nominatedNodeName") or "<none>"]
+            rows.append(row)
+    elif kind == "Node":
+        rows.append(["NAME", "STATUS", "ROLES", "AGE", "VERSION"] + (["INSTANCE-TYPE", "GPUS"] if wide else []))
+        for n in objs:
+            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+            row = [n["metadata"]["name"], "Ready" if ready else "NotReady", "<none>",
+                   _age(n["metadata"].get("creationTimestamp"), now), n["status"]["nodeInfo"]["kubeletVersion"]]
+            if wide:
+                row += [n["metadata"]["labels"].get("node.kubernetes.io/instance-type", ""),
+                        n["status"]["allocatable"].get("nvidia.com/gpu", "0")]
+            rows.append(row)
+    elif kind == "Job":
+        rows.append(["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"])
+        for j in objs:
+            st = j.get("status") or {}
+            conds = {c["type"] for c in st.get("conditions") or [] if c["status"] == "True"}
+            status = "Complete" if "Complete" in conds else "Failed" if "Failed" in conds else \
+                "Suspended" if "Suspended" in conds else "Running"
+            comp = j["spec"].get("completions", 1)
+            dur = "<none>"
+            if st.get("startTime"):
+                end = datetime.fromisoformat(st["completionTime"].replace("Z", "+00:00")) if st.get(
+                    "completionTime") else now
+                dur = format_duration((end - datetime.fromisoformat(st["startTime"].replace("Z", "+00:00")))
+                                      .total_seconds())
+            rows.append([j["metadata"]["name"], status, f"{st.get('succeeded', 0)}/{comp}", dur,
+                         _age(j["metadata"].get("creationTimestamp"), now)])
+    elif kind == "Deployment":
+        rows.append(["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"])
+        for d in objs:
+            want = d["spec"].get("replicas", 1)
+            rows.append([d["metadata"]["name"], f"?/{want}", str(want), "?", _age(d["metadata"].get(
+                "creationTimestamp"), now)])
+    elif kind == "Event":
+        rows.append(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"])
+        for e in sorted(objs, key=lambda e: (e["lastTimestamp"], e["metadata"]["name"])):
+            io = e["involvedObject"]
+            rows.append([_age(e["lastTimestamp"], now), e["type"], e["reason"],
+                         f"{io['kind'].lower()}/{io['name']}", e["message"]])
+    else:
+        rows.append(["NAME", "AGE"])
+        rows += [[o["metadata"]["name"], _age(o["metadata"].get("creationTimestamp"), now)] for o in objs]
+    return rows
+
+
+def render_table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def describe(obj: dict, events: list[dict], now: datetime) -> str:
+    meta = obj["metadata"]
+    lines = [f"Name:         {meta['name']}"]
+    if meta.get("namespace"):
+        lines.append(f"Namespace:    {meta['namespace']}")
+    if obj["kind"] == "Pod":
+        spec, st = obj["spec"], obj.get("status") or {}
+        lines += [f"Priority:     {spec.get('priority', 0)}", f"Node:         {spec.get('nodeName') or '<none>'}",
+                  f"Labels:       {_kv(meta.get('labels'))}", f"Annotations:  {_kv(meta.get('annotations'))}",
+                  f"Status:       {st.get('phase', 'Pending')}"]
+        if st.get("nominatedNodeName"):
+            lines.append(f"NominatedNodeName:  {st['nominatedNodeName']}")
+        lines.append("Containers:")
+        for c in spec.get("containers") or []:
+            res = c.get("resources") or {}
+            lines.append(f"  {c['name']}:")
+            lines.append(f"    Image:      {c.get('image', '')}")
+            for section in ("limits", "requests"):
+                if res.get(section):
+                    lines.append(f"    {section.capitalize()}:")
+                    lines += [f"      {k}:  {v}" for k, v in res[section].items()]
+        lines.append("Conditions:\n  Type              Status")
+        lines += [f"  {c['type']:<17} {c['status']}" for c in st.get("conditions") or []]
+        lines.append(f"Node-Selectors:  {_kv(spec.get('nodeSelector'))}")
+        tols = [f"{t.get('key', '')}{':' + t['effect'] if t.get('effect') else ''}"
+                + (" op=Exists" if t.get("operator") == "Exists" else "") for t in spec.get("tolerations") or []]
+        lines.append("Tolerations:     " + ("\n                 ".join(tols) if tols else "<none>"))
+    elif obj["kind"] == "Node":
+        lines.append(f"Labels:       {_kv(obj['metadata'].get('labels'), sep=chr(10) + ' ' * 14)}")
+        taints = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in obj["spec"].get("taints") or []]
+        lines.append("Taints:       " + ("\n              ".join(taints) if taints else "<none>"))
+        for section in ("capacity", "allocatable"):
+            lines.append(f"{section.capitalize()}:")
+            lines += [f"  {k}:  {v}" for k, v in sorted(obj["status"][section].items())]
+    else:
+        import yaml
+
+        body = {k: v for k, v in obj.items() if k not in ("metadata",)}
+        lines.append(yaml.safe_dump(body, sort_keys=False).rstrip())
+    lines.append("Events:")
+    if not events:
+        lines[-1] += "  <none>"
+    else:
+        rows = [["Type", "Reason", "Age", "From", "Message"], ["----", "------", "----", "----", "-------"]]
+        for e in sorted(events, key=lambda e: (e["firstTimestamp"], e["metadata"]["name"])):
+            age = _age(e["lastTimestamp"], now)
+            if e.get("count", 1) > 1:
+                age = f"{age} (x{e['count']} over {_age(e['firstTimestamp'], now)})"
+            rows.append([e["type"], e["reason"], age, e["source"]["component"], e["message"]])
+        lines += ["  " + r for r in render_table(rows).splitlines()]
+    return "\n".join(lines)
+
+
+def _kv(d: dict | None, sep: str = ", ") -> str:
+    return sep.join(f"{k}={v}" for k, v in (d or {}).items()) or "<none>"

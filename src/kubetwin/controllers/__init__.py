@@ -1,0 +1,1 @@
+"""Twins of kube-controller-manager's workload controllers and of the kubelet."""

@@ -1,0 +1,53 @@
+"""Mutating admission the API server (and GKE) applies to pods on create."""
+
+from __future__ import annotations
+
+from kubetwin.store.store import Obj, Store
+
+EXTENDED_PREFIXES = ("nvidia.com/", "google.com/tpu")
+
+
+def extended_resource_toleration(obj: Obj) -> Obj:
+    """ExtendedResourceToleration (enabled on GKE): pods requesting nvidia.com/gpu tolerate the GPU taint."""
+    if obj.get("kind") != "Pod":
+        return obj
+    spec = obj["spec"]
+    names = set()
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") or {}
+        names |= {k for k in {**(res.get("requests") or {}), **(res.get("limits") or {})}
+                  if k.startswith(EXTENDED_PREFIXES)}
+    if not names:
+        return obj
+    tols = list(spec.get("tolerations") or [])
+    for name in sorted(names):
+        tol = {"key": name, "operator": "Exists", "effect": "NoSchedule"}
+        if tol not in tols:
+            tols.append(tol)
+    return {**obj, "spec": {**spec, "tolerations": tols}}
+
+
+def pod_defaults(obj: Obj) -> Obj:
+    """Defaults the API server sets on a Pod that the scheduler reads."""
+    if obj.get("kind") != "Pod":
+        return obj
+    spec = {"restartPolicy": "Always", "schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst", **obj["spec"]}
+    meta = {**obj["metadata"], "namespace": obj["metadata"].get("namespace") or "default"}
+    return {**obj, "metadata": meta, "spec": spec, "status": obj.get("status") or {"phase": "Pending"}}
+
+
+def priority(store: Store):
+    """The Priority admission plugin: resolve priorityClassName into spec.priority and preemptionPolicy."""
+    def plugin(obj: Obj) -> Obj:
+        if obj.get("kind") != "Pod":
+            return obj
+        spec = obj["spec"]
+        pc_name = spec.get("priorityClassName")
+        pc = store.get("PriorityClass", "", pc_name) if pc_name else None
+        if pc is None and not pc_name:
+            pc = next((p for p in store.list("PriorityClass") if p.get("globalDefault")), None)
+        value = int(pc.get("value", 0)) if pc else 0
+        policy = (pc or {}).get("preemptionPolicy", "PreemptLowerPriority")
+        return {**obj, "spec": {**spec, "priority": value, "preemptionPolicy": policy}}
+    return plugin

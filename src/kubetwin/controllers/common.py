@@ -1,0 +1,40 @@
+"""Helpers shared by the workload controllers: owner references, deterministic name suffixes."""
+
+from __future__ import annotations
+
+import random
+
+from kubetwin.store.store import Obj
+
+# k8s.io/apiserver storage/names: 5 characters from this alphabet (no vowels, no confusables).
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+class NameGenerator:
+    """generateName suffixes, seeded so a run is reproducible."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def suffix(self, n: int = 5) -> str:
+        return "".join(self.rng.choice(_ALPHABET) for _ in range(n))
+
+
+def owner_ref(owner: Obj) -> dict:
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def pod_from_template(template: dict, name: str, ns: str, owner: Obj, extra_labels: dict) -> Obj:
+    meta = template.get("metadata") or {}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {**(meta.get("labels") or {}), **extra_labels},
+                         "annotations": dict(meta.get("annotations") or {}), "ownerReferences": [owner_ref(owner)]},
+            "spec": dict(template.get("spec") or {}), "status": {"phase": "Pending"}}
+
+
+def controller_of(obj: Obj) -> tuple[str, str] | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref["kind"], ref["name"]
+    return None

@@ -1,0 +1,65 @@
+"""Pod lifecycle on a node: start, run for kubetwin.io/duration, finish; node loss fails its pods."""
+
+from __future__ import annotations
+
+from kubetwin.api.units import parse_duration
+from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Obj, Store
+
+DURATION = "kubetwin.io/duration"
+
+
+class Kubelet:
+    """All nodes' kubelets in one: pods bound to a node start at once and end after their duration."""
+
+    def __init__(self, store: Store, env: Environment, events: EventRecorder) -> None:
+        self.store, self.env, self.events = store, env, events
+        self._started: set[str] = set()
+        store.watch("Pod", self._on_pod)
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        if etype == "DELETED" or not pod["spec"].get("nodeName"):
+            return
+        meta = pod["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}/{meta.get('uid')}"
+        if key in self._started or pod.get("status", {}).get("phase") != "Pending":
+            return
+        self._started.add(key)
+        self.env.after(0, lambda: self._start(pod))
+
+    def _start(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        ns, name = meta.get("namespace") or "", meta["name"]
+        cur = self.store.get("Pod", ns, name)
+        if cur is None or cur["metadata"].get("uid") != meta.get("uid"):
+            return
+        now = self.store.timestamp(self.env.now)
+        status = {**cur.get("status", {}), "phase": "Running", "startTime": now,
+                  "hostIP": "10.128.0.1", "podIP": "10.4.0.1"}
+        status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"] + [
+            {"type": t, "status": "True", "lastTransitionTime": now}
+            for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")]
+        status["containerStatuses"] = [{"name": c["name"], "image": c.get("image", ""), "ready": True,
+                                        "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
+                                       for c in cur["spec"].get("containers") or []]
+        running = self.store.update({**cur, "status": status})
+        for c in cur["spec"].get("containers") or []:
+            self.events.event(running, "Normal", "Started", f"Started container {c['name']}", "kubelet")
+        annotations = meta.get("annotations") or {}
+        if DURATION in annotations:
+            self.env.after(parse_duration(annotations[DURATION]), lambda: self._finish(running, "Succeeded", 0))
+
+    def _finish(self, pod: Obj, phase: str, exit_code: int, reason: str = "Completed") -> None:
+        meta = pod["metadata"]
+        cur = self.store.get("Pod", meta.get("namespace") or "", meta["name"])
+        if cur is None or cur["metadata"].get("uid") != meta.get("uid") or cur["status"].get("phase") != "Running":
+            return
+        now = self.store.timestamp(self.env.now)
+        status = {**cur["status"], "phase": phase}
+        status["conditions"] = [({**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+                                 if c["type"] in ("Ready", "ContainersReady") else c) for c in status["conditions"]]
+        status["containerStatuses"] = [{**cs, "ready": False, "started": False, "state": {"terminated": {
+            "exitCode": exit_code, "reason": reason, "startedAt": cs["state"].get("running", {}).get("startedAt"),
+            "finishedAt": now}}} for cs in status.get("containerStatuses") or []]
+        self.store.update({**cur, "status": status})

@@ -1,0 +1,93 @@
+"""Deployment and ReplicaSet controllers: keep spec.replicas pods of the current template running."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from kubetwin.controllers.common import NameGenerator, controller_of, owner_ref, pod_from_template
+from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Obj, Store
+
+
+def template_hash(template: dict) -> str:
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+class ReplicaSetController:
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, names: NameGenerator) -> None:
+        self.store, self.env, self.events, self.names = store, env, events, names
+        self._dirty: set[tuple[str, str, str]] = set()
+        store.watch("Deployment", lambda e, o, _: e != "DELETED" and self._queue("Deployment", o))
+        store.watch("ReplicaSet", lambda e, o, _: e != "DELETED" and self._queue("ReplicaSet", o))
+        store.watch("Pod", self._on_pod)
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        owner = controller_of(pod)
+        if owner and owner[0] == "ReplicaSet":
+            ns = pod["metadata"].get("namespace") or "default"
+            if not self._dirty:
+                self.env.after(0, self._sync_all)
+            self._dirty.add(("ReplicaSet", ns, owner[1]))
+
+    def _queue(self, kind: str, obj: Obj) -> None:
+        if not self._dirty:
+            self.env.after(0, self._sync_all)
+        self._dirty.add((kind, obj["metadata"].get("namespace") or "default", obj["metadata"]["name"]))
+
+    def _sync_all(self) -> None:
+        dirty, self._dirty = sorted(self._dirty), set()
+        for kind, ns, name in dirty:
+            obj = self.store.get(kind, ns, name)
+            if obj is not None:
+                (self.sync_deployment if kind == "Deployment" else self.sync_replicaset)(obj)
+
+    def sync_deployment(self, d: Obj) -> None:
+        ns, name = d["metadata"].get("namespace") or "default", d["metadata"]["name"]
+        h = template_hash(d["spec"]["template"])
+        rs_name = f"{name}-{h}"
+        replicas = d["spec"].get("replicas", 1)
+        for rs in self.store.list("ReplicaSet", ns):
+            if controller_of(rs) == ("Deployment", name) and rs["metadata"]["name"] != rs_name \
+                    and rs["spec"].get("replicas"):
+                self.store.update({**rs, "spec": {**rs["spec"], "replicas": 0}})
+                self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled down replica set "
+                                  f"{rs['metadata']['name']} from {rs['spec']['replicas']} to 0", "deployment-controller")
+        cur = self.store.get("ReplicaSet", ns, rs_name)
+        if cur is None:
+            tmpl = d["spec"]["template"]
+            tmeta = tmpl.get("metadata") or {}
+            labels = {**(tmeta.get("labels") or {}), "pod-template-hash": h}
+            self.store.create({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+                "name": rs_name, "namespace": ns, "labels": labels, "ownerReferences": [owner_ref(d)]},
+                "spec": {"replicas": replicas, "selector": d["spec"].get("selector"),
+                         "template": {**tmpl, "metadata": {**tmeta, "labels": labels}}}})
+            self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled up replica set {rs_name} from 0 to "
+                              f"{replicas}", "deployment-controller")
+        elif cur["spec"].get("replicas") != replicas:
+            self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled {'up' if replicas > cur['spec']['replicas'] else 'down'} "
+                              f"replica set {rs_name} from {cur['spec']['replicas']} to {replicas}", "deployment-controller")
+            self.store.update({**cur, "spec": {**cur["spec"], "replicas": replicas}})
+
+    def sync_replicaset(self, rs: Obj) -> None:
+        ns, name = rs["metadata"].get("namespace") or "default", rs["metadata"]["name"]
+        pods = [p for p in self.store.list("Pod", ns) if controller_of(p) == ("ReplicaSet", name)
+                and p["status"].get("phase") in ("Pending", "Running")]
+        want = rs["spec"].get("replicas", 1)
+        for _ in range(want - len(pods)):
+            pod_name = f"{name}-{self.names.suffix()}"
+            self.store.create(pod_from_template(rs["spec"]["template"], pod_name, ns, rs, {}))
+            self.events.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "replicaset-controller")
+        # Scale down: newest first, unscheduled first (controller.ActivePods ordering, simplified).
+        excess = sorted(pods, key=lambda p: (bool(p["spec"].get("nodeName")), p["metadata"]["creationTimestamp"]),
+                        reverse=False)[:max(0, len(pods) - want)]
+        for p in excess:
+            self.store.delete("Pod", ns, p["metadata"]["name"])
+            self.events.event(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
+                              "replicaset-controller")
+        ready = sum(1 for p in pods if p["status"].get("phase") == "Running")
+        status = {"replicas": min(len(pods), want) if want < len(pods) else max(len(pods), want),
+                  "readyReplicas": ready, "availableReplicas": ready, "observedGeneration": 1}
+        if status != rs.get("status"):
+            self.store.update({**rs, "status": status})

@@ -1,0 +1,157 @@
+"""Assemble a run: manifests -> store -> controllers -> clock -> run folder. Also the notebook API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.api.loader import Manifest, load_paths
+from kubetwin.api.twin import ScenarioSpec
+from kubetwin.api.units import parse_duration
+from kubetwin.api.validate import validate
+from kubetwin.autoscaler.nodepool import NodePoolController
+from kubetwin.controllers import admission
+from kubetwin.controllers.common import NameGenerator
+from kubetwin.controllers.job import JobController
+from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.controllers.replicaset import ReplicaSetController
+from kubetwin.report.metrics import Metrics
+from kubetwin.scheduler.scheduler import Scheduler
+from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Obj, Store
+
+CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
+_ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "ConfigMap": 3}
+
+
+@dataclass
+class RunResult:
+    """What a run produced; tables come as pandas DataFrames."""
+
+    summary: dict[str, Any]
+    timeseries: dict[str, Any]
+    history: list[tuple[float, int, str, Obj]]
+    notices: list[Diagnostic] = field(default_factory=list)
+    out: Path | None = None
+
+    def _frame(self, rows: list[dict]) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(rows)
+
+    def pods(self) -> Any:
+        return self._frame(self.summary.get("_pods", []))
+
+    def events(self) -> Any:
+        rows = {}
+        for t, _, etype, o in self.history:
+            if o["kind"] == "Event" and etype != "DELETED":
+                rows[o["metadata"]["name"]] = {"time": t, "type": o["type"], "reason": o["reason"],
+                                               "object": f"{o['involvedObject']['kind']}/{o['involvedObject']['name']}",
+                                               "message": o["message"], "count": o["count"]}
+        return self._frame(list(rows.values()))
+
+    def timeseries_frame(self) -> Any:
+        df = {"t": self.timeseries["t"], "pending_pods": self.timeseries["pending_pods"]}
+        for pool, vals in self.timeseries["gpu_allocation_pct"].items():
+            df[f"gpu_allocation_pct[{pool}]"] = vals
+        return self._frame([dict(zip(df, row)) for row in zip(*df.values())])
+
+
+def _scenario(manifests: list[Manifest]) -> ScenarioSpec:
+    for m in manifests:
+        if m.kind == "Scenario" and str(m.obj.get("apiVersion", "")).startswith("kubetwin.io/"):
+            return ScenarioSpec.model_validate(m.obj.get("spec") or {})
+    return ScenarioSpec()
+
+
+def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,
+        out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
+        progress: Callable[[float, float], None] | None = None) -> RunResult:
+    """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given."""
+    manifests = load_paths(list(paths)) if paths else []
+    manifests += [Manifest(o, "<object>", 0) for o in objects or []]
+    diags = validate(manifests)
+    errors = [d for d in diags if d.severity == "error"]
+    if errors:
+        raise KubetwinError(errors)
+    scenario = _scenario(manifests)
+    if duration is not None:
+        scenario.duration = duration
+    if seed is not None:
+        scenario.seed = seed
+    until = parse_duration(scenario.duration)
+
+    env = Environment()
+    store = Store(env, scenario.seed, scenario.startTime)
+    events = EventRecorder(store)
+    names = NameGenerator(scenario.seed)
+    store.admit(admission.pod_defaults)
+    store.admit(admission.priority(store))
+    store.admit(admission.extended_resource_toleration)
+    pools = NodePoolController(store, env, scenario.clusterName)
+    scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy)
+    JobController(store, env, events, names)
+    ReplicaSetController(store, env, events, names)
+    Kubelet(store, env, events)
+    metrics = Metrics(store, env, scheduler, pools, parse_duration(scenario.sampleInterval))
+
+    for ns in ("default", "kube-system"):
+        store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: _ORDER.get(o["kind"], 9))
+    for obj in objs:
+        _schedule_object(store, env, obj)
+
+    env.run(until, on_advance=(lambda t: progress(t, until)) if progress else None)
+    pools.finish(until)
+    summary, series, jobs = metrics.finish(until)
+    summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
+                           "scoringStrategy": scenario.scoringStrategy}
+    summary["notices"] = [d.render() for d in diags if d.severity == "notice"]
+    result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"])
+    if out is not None:
+        result.out = write_run(Path(out), result, jobs, scenario)
+    return result
+
+
+def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
+    meta = obj.get("metadata") or {}
+    ann = meta.get("annotations") or {}
+    clean = {k: v for k, v in obj.items()}
+    if obj["kind"] == "Namespace" and store.get("Namespace", "", meta["name"]):
+        return
+    create_at = parse_duration(ann[CREATE_AT]) if CREATE_AT in ann else 0.0
+    env.at(create_at, lambda: store.create(clean))
+    if DELETE_AT in ann:
+        ns = meta.get("namespace") or ("" if obj["kind"] in ("Namespace", "PriorityClass", "NodePool") else "default")
+        env.at(parse_duration(ann[DELETE_AT]), lambda: store.delete(obj["kind"], ns, meta["name"]))
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: ScenarioSpec) -> Path:
+    """summary.json, events.jsonl, history.jsonl, timeseries.json and report.html, all deterministic."""
+    out.mkdir(parents=True, exist_ok=True)
+    public = {k: v for k, v in result.summary.items() if not k.startswith("_")}
+    (out / "summary.json").write_text(json.dumps(public, sort_keys=True, indent=2) + "\n")
+    (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
+    with (out / "history.jsonl").open("w") as h, (out / "events.jsonl").open("w") as e:
+        for t, rv, etype, obj in result.history:
+            line = _dump({"t": t, "rv": rv, "type": etype, "object": obj}) + "\n"
+            h.write(line)
+            if obj["kind"] == "Event":
+                e.write(line)
+    (out / "run.json").write_text(_dump({"startTime": scenario.startTime, "duration": parse_duration(
+        scenario.duration)}) + "\n")
+    if "html" in scenario.report:
+        from kubetwin.report.html import write_report
+
+        write_report(out, public, result.timeseries, jobs)
+    return out

@@ -1,0 +1,1 @@
+"""A kube-scheduler framework in miniature: queue, PreFilter/Filter/Score/Reserve/Bind plugins."""

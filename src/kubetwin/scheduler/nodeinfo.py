@@ -1,0 +1,74 @@
+"""The scheduler's cache of nodes and what the pods bound to them request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kubetwin.api.units import to_int, to_milli
+from kubetwin.store.store import Obj
+
+# schedutil.DefaultMilliCPURequest / DefaultMemoryRequest: what scoring assumes for a pod requesting nothing
+# (k8s.io/kubernetes pkg/scheduler/util/pod_resources.go).
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+
+
+def resource_value(name: str, value: object) -> int:
+    return to_milli(value) if name == "cpu" else to_int(value)
+
+
+def pod_requests(pod: Obj) -> dict[str, int]:
+    """Effective requests: sum over containers, max with each init container, plus overhead (as in kube)."""
+    spec = pod["spec"]
+    total: dict[str, int] = {}
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        reqs = dict(res.get("limits") or {})  # requests default to limits
+        reqs.update(res.get("requests") or {})
+        for k, v in reqs.items():
+            total[k] = total.get(k, 0) + resource_value(k, v)
+    for c in spec.get("initContainers") or []:
+        res = c.get("resources") or {}
+        reqs = dict(res.get("limits") or {})
+        reqs.update(res.get("requests") or {})
+        for k, v in reqs.items():
+            total[k] = max(total.get(k, 0), resource_value(k, v))
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] = total.get(k, 0) + resource_value(k, v)
+    return total
+
+
+@dataclass
+class NodeInfo:
+    name: str
+    node: Obj
+    allocatable: dict[str, int]
+    requested: dict[str, int] = field(default_factory=dict)
+    nonzero_requested: dict[str, int] = field(default_factory=lambda: {"cpu": 0, "memory": 0})
+    pods: dict[str, Obj] = field(default_factory=dict)  # "ns/name" -> pod
+
+    @classmethod
+    def from_node(cls, node: Obj) -> NodeInfo:
+        alloc = {k: resource_value(k, v) for k, v in (node.get("status", {}).get("allocatable") or {}).items()}
+        return cls(node["metadata"]["name"], node, alloc)
+
+    def add_pod(self, pod: Obj, req: dict[str, int]) -> None:
+        key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+        if key in self.pods:
+            return
+        self.pods[key] = pod
+        for k, v in req.items():
+            self.requested[k] = self.requested.get(k, 0) + v
+        self.requested["pods"] = self.requested.get("pods", 0) + 1
+        self.nonzero_requested["cpu"] += req.get("cpu") or DEFAULT_MILLI_CPU
+        self.nonzero_requested["memory"] += req.get("memory") or DEFAULT_MEMORY
+
+    def remove_pod(self, pod: Obj, req: dict[str, int]) -> None:
+        key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+        if self.pods.pop(key, None) is None:
+            return
+        for k, v in req.items():
+            self.requested[k] = self.requested.get(k, 0) - v
+        self.requested["pods"] = self.requested.get("pods", 0) - 1
+        self.nonzero_requested["cpu"] -= req.get("cpu") or DEFAULT_MILLI_CPU
+        self.nonzero_requested["memory"] -= req.get("memory") or DEFAULT_MEMORY

@@ -1,0 +1,155 @@
+"""The default kube-scheduler plugins the twin runs, in the default profile's order.
+
+Reason strings are kube-scheduler's own (k8s.io/kubernetes pkg/scheduler/framework/plugins/...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubetwin.scheduler.nodeinfo import NodeInfo
+from kubetwin.store.store import Obj
+
+SUCCESS, UNSCHEDULABLE, UNRESOLVABLE = 0, 1, 2
+MAX_NODE_SCORE = 100
+
+
+@dataclass
+class PodInfo:
+    """What the plugins need from a pod, computed once per scheduling attempt (the PreFilter state)."""
+
+    pod: Obj
+    requests: dict[str, int]
+    tolerations: list[dict]
+    node_selector: dict[str, str]
+    required_terms: list[dict] | None
+    preferred_terms: list[dict]
+    priority: int
+
+
+def tolerates(tolerations: list[dict], taint: dict) -> bool:
+    """v1.Toleration.ToleratesTaint."""
+    for t in tolerations:
+        effect = t.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        key = t.get("key")
+        if key and key != taint["key"]:
+            continue
+        op = t.get("operator", "Equal")
+        if op == "Exists" or (op == "Equal" and (t.get("value") or "") == (taint.get("value") or "")):
+            if key or op == "Exists":
+                return True
+    return False
+
+
+def _match_expr(expr: dict, labels: dict) -> bool:
+    k, op, values = expr["key"], expr["operator"], expr.get("values") or []
+    if op == "In":
+        return k in labels and labels[k] in values
+    if op == "NotIn":
+        return k not in labels or labels[k] not in values
+    if op == "Exists":
+        return k in labels
+    if op == "DoesNotExist":
+        return k not in labels
+    if op in ("Gt", "Lt") and k in labels:
+        try:
+            a, b = int(labels[k]), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def node_selector_term_matches(term: dict, node: Obj) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False  # an empty term matches no objects
+    if not all(_match_expr(e, labels) for e in exprs):
+        return False
+    return all(_match_expr(f, {"metadata.name": node["metadata"]["name"]}) for f in fields)
+
+
+# --- Filter plugins ---------------------------------------------------------------------------
+def node_unschedulable(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
+    if (ni.node.get("spec") or {}).get("unschedulable"):
+        taint = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        if not tolerates(pi.tolerations, taint):
+            return UNRESOLVABLE, ["node(s) were unschedulable"]
+    return SUCCESS, []
+
+
+def taint_toleration(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
+    for taint in (ni.node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pi.tolerations, taint):
+            return UNRESOLVABLE, [f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value') or ''}}}"]
+    return SUCCESS, []
+
+
+def node_affinity(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
+    labels = ni.node["metadata"].get("labels") or {}
+    ok = all(labels.get(k) == v for k, v in pi.node_selector.items())
+    if ok and pi.required_terms is not None:
+        ok = any(node_selector_term_matches(t, ni.node) for t in pi.required_terms)
+    if not ok:
+        return UNRESOLVABLE, ["node(s) didn't match Pod's node affinity/selector"]
+    return SUCCESS, []
+
+
+def node_resources_fit(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
+    reasons = []
+    alloc, used = ni.allocatable, ni.requested
+    if used.get("pods", 0) + 1 > alloc.get("pods", 0):
+        reasons.append("Too many pods")
+    for name, want in pi.requests.items():
+        if want and used.get(name, 0) + want > alloc.get(name, 0):
+            reasons.append(f"Insufficient {name}")
+    return (UNSCHEDULABLE, reasons) if reasons else (SUCCESS, [])
+
+
+FILTERS = [("NodeUnschedulable", node_unschedulable), ("TaintToleration", taint_toleration),
+           ("NodeAffinity", node_affinity), ("NodeResourcesFit", node_resources_fit)]
+
+
+# --- Score plugins ----------------------------------------------------------------------------
+def resources_fit_score(pi: PodInfo, ni: NodeInfo, strategy: str) -> int:
+    """NodeResourcesFit with the default resources (cpu, memory; weight 1 each)."""
+    total = 0
+    for name in ("cpu", "memory"):
+        alloc = ni.allocatable.get(name, 0)
+        want = pi.requests.get(name) or (100 if name == "cpu" else 200 * 1024 * 1024)
+        req = ni.nonzero_requested[name] + want
+        if alloc == 0:
+            continue
+        if strategy == "MostAllocated":
+            total += min(req, alloc) * MAX_NODE_SCORE // alloc
+        else:
+            total += 0 if req > alloc else (alloc - req) * MAX_NODE_SCORE // alloc
+    return total // 2
+
+
+def balanced_allocation_score(pi: PodInfo, ni: NodeInfo) -> int:
+    """NodeResourcesBalancedAllocation: (1 - std of cpu/memory fractions) * 100."""
+    fracs = []
+    for name in ("cpu", "memory"):
+        alloc = ni.allocatable.get(name, 0)
+        if alloc:
+            fracs.append(min(1.0, (ni.requested.get(name, 0) + pi.requests.get(name, 0)) / alloc))
+    if len(fracs) < 2:
+        return MAX_NODE_SCORE
+    std = abs(fracs[0] - fracs[1]) / 2
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def taint_toleration_score(pi: PodInfo, ni: NodeInfo) -> int:
+    """Counts intolerable PreferNoSchedule taints; normalized (reversed) by the framework caller."""
+    return sum(1 for t in (ni.node.get("spec") or {}).get("taints") or []
+               if t.get("effect") == "PreferNoSchedule" and not tolerates(pi.tolerations, t))
+
+
+def node_affinity_score(pi: PodInfo, ni: NodeInfo) -> int:
+    return sum(int(t.get("weight", 0)) for t in pi.preferred_terms
+               if node_selector_term_matches(t.get("preference") or {}, ni.node))

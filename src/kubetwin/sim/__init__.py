@@ -1,0 +1,1 @@
+"""Deterministic discrete-event clock."""

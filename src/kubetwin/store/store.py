@@ -1,0 +1,150 @@
+"""An in-memory API server: objects by kind/namespace/name, resourceVersions, label selectors, watches.
+
+Objects are plain dicts in their real Kubernetes shape. They are never mutated in place once stored:
+an update stores a new dict, so the history can keep references instead of copies.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kubetwin.sim.env import Environment
+
+Obj = dict[str, Any]
+Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old object)
+EPOCH_SECONDS = 0.0
+
+
+class AlreadyExists(Exception):
+    pass
+
+
+class NotFound(Exception):
+    pass
+
+
+def key_of(obj: Obj) -> tuple[str, str, str]:
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace") or "", meta["name"]
+
+
+def matches(selector: dict | None, labels: dict | None) -> bool:
+    """metav1.LabelSelector semantics: matchLabels AND matchExpressions (In, NotIn, Exists, DoesNotExist)."""
+    if not selector:
+        return True
+    labels = labels or {}
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        k, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        if op == "In" and labels.get(k) not in values:
+            return False
+        if op == "NotIn" and k in labels and labels[k] in values:
+            return False
+        if op == "Exists" and k not in labels:
+            return False
+        if op == "DoesNotExist" and k in labels:
+            return False
+    return True
+
+
+class Store:
+    """Create/update/delete with resourceVersion bumps; every change is recorded and dispatched to watchers."""
+
+    def __init__(self, env: Environment, rng_seed: int = 0, start_time: str = "2026-01-01T00:00:00Z") -> None:
+        self.env = env
+        self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._watchers: dict[str, list[Handler]] = {}
+        self._admission: list[Callable[[Obj], Obj]] = []
+        self.rv = 0
+        self.history: list[tuple[float, int, str, Obj]] = []
+        self._uid = uuid.UUID(int=rng_seed)
+        self._uid_n = 0
+        self.start_time = start_time
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def watch(self, kind: str, handler: Handler) -> None:
+        self._watchers.setdefault(kind, []).append(handler)
+
+    def admit(self, plugin: Callable[[Obj], Obj]) -> None:
+        """Register a mutating admission plugin run on create (like the API server's admission chain)."""
+        self._admission.append(plugin)
+
+    def _new_uid(self) -> str:
+        self._uid_n += 1
+        return str(uuid.uuid5(self._uid, str(self._uid_n)))
+
+    def _emit(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        self.history.append((self.env.now, self.rv, etype, obj))
+        for handler in self._watchers.get(obj["kind"], ()):
+            handler(etype, obj, old)
+
+    # -- verbs ----------------------------------------------------------------------------------
+    def create(self, obj: Obj) -> Obj:
+        for plugin in self._admission:
+            obj = plugin(obj)
+        kind, ns, name = key_of(obj)
+        bucket = self._objects.setdefault(kind, {})
+        if (ns, name) in bucket:
+            raise AlreadyExists(f'{kind.lower()}s "{name}" already exists')
+        self.rv += 1
+        meta = dict(obj["metadata"])
+        meta["resourceVersion"] = str(self.rv)
+        meta.setdefault("uid", self._new_uid())
+        meta["creationTimestamp"] = self.timestamp(self.env.now)
+        meta.setdefault("generation", 1)
+        obj = {**obj, "metadata": meta}
+        bucket[(ns, name)] = obj
+        self._emit("ADDED", obj, None)
+        return obj
+
+    def update(self, obj: Obj) -> Obj:
+        kind, ns, name = key_of(obj)
+        bucket = self._objects.get(kind, {})
+        old = bucket.get((ns, name))
+        if old is None:
+            raise NotFound(f'{kind.lower()}s "{name}" not found')
+        self.rv += 1
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
+        bucket[(ns, name)] = obj
+        self._emit("MODIFIED", obj, old)
+        return obj
+
+    def patch(self, kind: str, ns: str, name: str, fn: Callable[[Obj], Obj]) -> Obj | None:
+        """Read-modify-write: fn returns a new object built from the stored one."""
+        cur = self.get(kind, ns, name)
+        return None if cur is None else self.update(fn(cur))
+
+    def delete(self, kind: str, ns: str, name: str) -> Obj | None:
+        old = self._objects.get(kind, {}).pop((ns or "", name), None)
+        if old is not None:
+            self.rv += 1
+            gone = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self.rv),
+                                        "deletionTimestamp": self.timestamp(self.env.now)}}
+            self._emit("DELETED", gone, old)
+        return old
+
+    def get(self, kind: str, ns: str, name: str) -> Obj | None:
+        return self._objects.get(kind, {}).get((ns or "", name))
+
+    def list(self, kind: str, ns: str | None = None, selector: dict | None = None) -> list[Obj]:
+        objs = self._objects.get(kind, {})
+        return [o for (ons, _), o in objs.items()
+                if (ns is None or ons == ns) and matches(selector, o["metadata"].get("labels"))]
+
+    def kinds(self) -> list[str]:
+        return sorted(self._objects)
+
+    def timestamp(self, t: float) -> str:
+        return sim_timestamp(self.start_time, t)
+
+
+def sim_timestamp(start: str, t: float) -> str:
+    """RFC 3339 wall-clock time of simulated second t."""
+    from datetime import datetime, timedelta
+
+    base = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    return (base + timedelta(seconds=int(t))).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,72 @@
+"""Small fluent builders so each test reads like its scenario (in the style of Kueue's MakeWorkload)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+class PodBuilder:
+    def __init__(self, name: str, ns: str = "default") -> None:
+        self.obj: dict = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns,
+                          "annotations": {}}, "spec": {"containers": [{"name": "c", "image": "busybox",
+                                                                        "resources": {}}]}}
+
+    def gpus(self, n: int) -> PodBuilder:
+        self.obj["spec"]["containers"][0]["resources"].setdefault("limits", {})["nvidia.com/gpu"] = str(n)
+        return self
+
+    def cpu(self, v: str) -> PodBuilder:
+        self.obj["spec"]["containers"][0]["resources"].setdefault("requests", {})["cpu"] = v
+        return self
+
+    def duration(self, d: str) -> PodBuilder:
+        self.obj["metadata"]["annotations"]["kubetwin.io/duration"] = d
+        return self
+
+    def create_at(self, t: str) -> PodBuilder:
+        self.obj["metadata"]["annotations"]["kubetwin.io/create-at"] = t
+        return self
+
+    def priority_class(self, name: str) -> PodBuilder:
+        self.obj["spec"]["priorityClassName"] = name
+        return self
+
+    def node_selector(self, **labels: str) -> PodBuilder:
+        self.obj["spec"]["nodeSelector"] = labels
+        return self
+
+    def obj_(self) -> dict:
+        return self.obj
+
+
+def make_pod(name: str, ns: str = "default") -> PodBuilder:
+    return PodBuilder(name, ns)
+
+
+def make_pool(name: str, machine: str, nodes: int, gpu: str | None = None, count: int = 0, **spec) -> dict:
+    s = {"machineType": machine, "nodeCount": nodes, "zones": ["us-central1-a"], **spec}
+    if gpu:
+        s["accelerators"] = [{"type": gpu, "count": count}]
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": s}
+
+
+def scenario(duration: str = "2h", seed: int = 1, **spec) -> dict:
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "t"},
+            "spec": {"duration": duration, "seed": seed, "report": ["summary"], **spec}}
+
+
+def write_yaml(path: Path, objs: list[dict]) -> Path:
+    path.write_text(yaml.safe_dump_all(objs, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def shared() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip("../shared is not present")
+    return SHARED

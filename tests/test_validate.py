@@ -1,0 +1,97 @@
+"""Validation: the seed documents' manifests, and malformed input never reaching the user as a traceback."""
+
+from __future__ import annotations
+
+import re
+
+from typer.testing import CliRunner
+
+from kubetwin.api.loader import load_text
+from kubetwin.api.validate import validate
+from kubetwin.cli.main import app
+
+
+def _seed_blocks(shared) -> list[str]:
+    text = (shared / "seeds" / "002_23896c95ac16712b.txt").read_text()
+    return re.findall(r"(apiVersion:.*?)(?=\n\n|\nEOF|\n# |\Z)", text, re.S)
+
+
+def _diags(text: str) -> list[str]:
+    return [d.render() for d in validate(load_text(text, "seed.yaml"))]
+
+
+def test_seed_job_rejected_with_api_server_messages(shared) -> None:
+    job = next(b for b in _seed_blocks(shared) if "kind: Job" in b)
+    msgs = _diags(job)
+    assert any('spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", '
+               '"Never"' in m for m in msgs)
+    assert any("Limit must be set for non overcommitable resources" in m for m in msgs)
+
+
+def test_seed_time_slicing_configmap_flattened(shared) -> None:
+    cm = next(b for b in _seed_blocks(shared) if "kind: ConfigMap" in b)
+    msgs = _diags(cm)
+    assert len(msgs) == 1 and "indentation of this ConfigMap was lost" in msgs[0]
+    assert "data.any" in msgs[0]
+
+
+def test_seed_dra_v1beta1_accepted_with_notice(shared) -> None:
+    dc = next(b for b in _seed_blocks(shared) if "kind: DeviceClass" in b)
+    diags = validate(load_text(dc, "seed.yaml"))
+    assert [d.severity for d in diags] == ["notice"]
+    assert "use resource.k8s.io/v1" in diags[0].message
+
+
+def test_corrected_seed_job_accepted(shared) -> None:
+    text = (shared / "reference" / "seed-manifests-corrected.yaml").read_text()
+    job = [m for m in load_text(text, "c.yaml") if m.kind in ("Job", "ConfigMap")]
+    assert [d for d in validate(job) if d.severity == "error"] == []
+
+
+def test_unknown_field_named_with_line(tmp_path) -> None:
+    f = tmp_path / "pod.yaml"
+    f.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n"
+                 "    image: x\n    resourcez: {}\n")
+    res = CliRunner().invoke(app, ["validate", str(f)])
+    assert res.exit_code == 1
+    assert f"{f}:9: error: Pod/p: spec.containers[0].resourcez: strict decoding error: unknown field" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_wrong_type(tmp_path) -> None:
+    f = tmp_path / "job.yaml"
+    f.write_text("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\nspec:\n  parallelism: lots\n"
+                 "  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: x}]\n")
+    res = CliRunner().invoke(app, ["validate", str(f)])
+    assert res.exit_code == 1 and "spec.parallelism" in res.output and ":6:" in res.output
+
+
+def test_malformed_yaml(tmp_path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: [unclosed\n")
+    res = CliRunner().invoke(app, ["validate", str(f)])
+    assert res.exit_code == 1 and "YAML syntax error" in res.output and "Traceback" not in res.output
+
+
+def test_missing_file() -> None:
+    res = CliRunner().invoke(app, ["run", "/nonexistent/x.yaml"])
+    assert res.exit_code == 1 and "no such file or directory" in res.output
+
+
+def test_nodepool_unknown_field_and_bad_duration(tmp_path) -> None:
+    f = tmp_path / "np.yaml"
+    f.write_text("apiVersion: kubetwin.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: p\nspec:\n"
+                 "  machineType: e2-standard-4\n  nodeCnt: 3\n---\napiVersion: v1\nkind: Pod\nmetadata:\n"
+                 "  name: q\n  annotations:\n    kubetwin.io/duration: soon\nspec:\n  containers: [{name: c, image: x}]\n")
+    res = CliRunner().invoke(app, ["run", str(f)])
+    assert res.exit_code == 1
+    assert 'spec.nodeCnt: strict decoding error: unknown field "spec.nodeCnt"' in res.output
+    assert "invalid duration 'soon'" in res.output
+
+
+def test_unknown_machine_type_is_a_clear_error(tmp_path) -> None:
+    f = tmp_path / "np.yaml"
+    f.write_text("apiVersion: kubetwin.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: p\nspec:\n"
+                 "  machineType: a3-highgpu-9g\n  nodeCount: 1\n")
+    res = CliRunner().invoke(app, ["run", str(f)])
+    assert res.exit_code == 1 and "a3-highgpu-9g" in res.output and "Traceback" not in res.output
