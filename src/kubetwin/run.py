@@ -91,6 +91,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     store = Store(env, scenario.seed, scenario.startTime)
     events = EventRecorder(store)
     names = NameGenerator(scenario.seed)
+    store.admit(admission.default_namespace)
     store.admit(admission.pod_defaults)
     store.admit(admission.priority(store))
     store.admit(admission.extended_resource_toleration)

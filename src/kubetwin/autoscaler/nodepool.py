@@ -25,6 +25,7 @@ class NodePoolController:
         self.node_seconds: dict[str, float] = {}
         self._up_since: dict[str, float] = {}
         self.pool_of: dict[str, str] = {}
+        self._names: set[str] = set()
         store.watch("NodePool", self._on_pool)
 
     def _on_pool(self, etype: str, pool: Obj, old: Obj | None) -> None:
@@ -40,7 +41,12 @@ class NodePoolController:
         group = _suffix(f"{self.cluster}/{name}", 8)
         for zone in spec.get("zones") or ["us-central1-a"]:
             for i in range(per_zone):
+                salt = 0
                 node_name = f"gke-{self.cluster}-{name}-{group}-{_suffix(f'{name}/{zone}/{i}', 4)}"
+                while node_name in self._names:  # GKE's 4-character instance suffixes are unique per group
+                    salt += 1
+                    node_name = f"gke-{self.cluster}-{name}-{group}-{_suffix(f'{name}/{zone}/{i}/{salt}', 4)}"
+                self._names.add(node_name)
                 self.env.after(boot, lambda z=zone, nn=node_name: self._register(pool, mt, z, nn))
 
     def _register(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str) -> None:

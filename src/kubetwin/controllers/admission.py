@@ -51,3 +51,15 @@ def priority(store: Store):
         policy = (pc or {}).get("preemptionPolicy", "PreemptLowerPriority")
         return {**obj, "spec": {**spec, "priority": value, "preemptionPolicy": policy}}
     return plugin
+
+
+CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "NodePool", "DeviceClass", "ResourceSlice",
+                  "ClusterQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck",
+                  "ProvisioningRequestConfig"}
+
+
+def default_namespace(obj: Obj) -> Obj:
+    """Namespaced objects created without a namespace land in "default", as kubectl apply does."""
+    if obj.get("kind") in CLUSTER_SCOPED or (obj.get("metadata") or {}).get("namespace"):
+        return obj
+    return {**obj, "metadata": {**obj["metadata"], "namespace": "default"}}

@@ -64,6 +64,7 @@ class Scheduler:
         self._pending_run = False
         self._requests: dict[str, dict[str, int]] = {}
         self.schedule_attempts = 0
+        self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
 
@@ -99,6 +100,7 @@ class Scheduler:
         node_name = pod["spec"].get("nodeName")
         terminal = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
         if etype == "DELETED" or terminal:
+            self._clear_nomination(key)
             self._unschedulable.pop(key, None)
             self._queued.discard(key)
             if node_name and node_name in self.nodes:
@@ -138,7 +140,7 @@ class Scheduler:
         now = self.store.env.now
         for key in list(self._unschedulable):
             n = self._attempts.get(key, 1)
-            backoff = min(INITIAL_BACKOFF * 2 ** (n - 1), MAX_BACKOFF)
+            backoff = min(INITIAL_BACKOFF * 2 ** min(n - 1, 8), MAX_BACKOFF)
             self._unschedulable.pop(key)
             self.store.env.at(now + backoff, lambda k=key: self._retry(k))
 
@@ -196,7 +198,7 @@ class Scheduler:
         for i in range(n):
             ni = self.nodes[order[(self.next_start + i) % n]]
             processed += 1
-            code, reasons = self._filter(pi, ni)
+            code, reasons = self._filter(pi, self._with_nominated(pi, ni))
             if code == P.SUCCESS:
                 feasible.append(ni)
                 if len(feasible) >= want:
@@ -211,6 +213,23 @@ class Scheduler:
         best = self._select_host(pi, feasible)
         self._bind(pod, pi, best)
         return best.name
+
+    def _with_nominated(self, pi: P.PodInfo, ni: NodeInfo) -> NodeInfo:
+        """addNominatedPods: pods of equal or higher priority nominated to this node keep their room."""
+        noms = self._nominated.get(ni.name)
+        me = pod_key(pi.pod)
+        keep = [(req, pod) for key, (prio, req, pod) in (noms or {}).items() if key != me and prio >= pi.priority]
+        if not keep:
+            return ni
+        trial = NodeInfo(ni.name, ni.node, ni.allocatable, dict(ni.requested), dict(ni.nonzero_requested),
+                         dict(ni.pods))
+        for req, pod in keep:
+            trial.add_pod(pod, req)
+        return trial
+
+    def _clear_nomination(self, key: str) -> None:
+        for noms in self._nominated.values():
+            noms.pop(key, None)
 
     def _select_host(self, pi: P.PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
         if len(feasible) == 1:
@@ -237,6 +256,7 @@ class Scheduler:
     def _bind(self, pod: Obj, pi: P.PodInfo, ni: NodeInfo) -> None:
         key = pod_key(pod)
         self._attempts.pop(key, None)
+        self._clear_nomination(key)
         self._requests[key] = pi.requests
         ni.add_pod(pod, pi.requests)
         now = self.store.timestamp(self.store.env.now)
@@ -267,6 +287,8 @@ class Scheduler:
                                          "message": msg, "lastTransitionTime": now}]
         if nominated:
             status["nominatedNodeName"] = nominated
+            self._clear_nomination(key)
+            self._nominated.setdefault(nominated, {})[key] = (pi.priority, pi.requests, pod)
         old = pod.get("status", {})
         prev = next((c for c in old.get("conditions") or [] if c["type"] == "PodScheduled"), None)
         if not prev or prev.get("message") != msg or old.get("nominatedNodeName") != status.get("nominatedNodeName"):
