@@ -45,7 +45,7 @@ def test_untolerated_taint_on_cpu_pod_and_gpu_toleration_added() -> None:
             make_pod("cpu-only").cpu("1").obj_(), make_pod("gpu-pod").gpus(1).duration("10m").obj_()]
     result = run(objects=objs)
     last = {}
-    for _, _, etype, o in result.history:
+    for _, _, _, o in result.history:
         if o["kind"] == "Pod":
             last[o["metadata"]["name"]] = o
     assert last["gpu-pod"]["spec"]["nodeName"].startswith("gke-kubetwin-gpu-")

@@ -82,7 +82,8 @@ def test_nodepool_unknown_field_and_bad_duration(tmp_path) -> None:
     f = tmp_path / "np.yaml"
     f.write_text("apiVersion: kubetwin.io/v1alpha1\nkind: NodePool\nmetadata:\n  name: p\nspec:\n"
                  "  machineType: e2-standard-4\n  nodeCnt: 3\n---\napiVersion: v1\nkind: Pod\nmetadata:\n"
-                 "  name: q\n  annotations:\n    kubetwin.io/duration: soon\nspec:\n  containers: [{name: c, image: x}]\n")
+                 "  name: q\n  annotations:\n    kubetwin.io/duration: soon\nspec:\n"
+                 "  containers: [{name: c, image: x}]\n")
     res = CliRunner().invoke(app, ["run", str(f)])
     assert res.exit_code == 1
     assert 'spec.nodeCnt: strict decoding error: unknown field "spec.nodeCnt"' in res.output

@@ -60,7 +60,7 @@ class RunResult:
         df = {"t": self.timeseries["t"], "pending_pods": self.timeseries["pending_pods"]}
         for pool, vals in self.timeseries["gpu_allocation_pct"].items():
             df[f"gpu_allocation_pct[{pool}]"] = vals
-        return self._frame([dict(zip(df, row)) for row in zip(*df.values())])
+        return self._frame([dict(zip(df, row, strict=True)) for row in zip(*df.values(), strict=True)])
 
 
 def _scenario(manifests: list[Manifest]) -> ScenarioSpec:

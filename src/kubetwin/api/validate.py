@@ -168,10 +168,10 @@ def _semantic(m: Manifest) -> list[Diagnostic]:
                               "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
                               "character", "rename it, e.g. " + re.sub(r"[^a-z0-9.-]+", "-", str(name).lower())))
     for key in TWIN_DURATION_ANNOTATIONS:
-        for prefix, annotations in _annotation_sets(m.obj):
-            if key in annotations:
+        for prefix, anns in _annotation_sets(m.obj):
+            if key in anns:
                 try:
-                    parse_duration(annotations[key])
+                    parse_duration(anns[key])
                 except UnitError as exc:
                     field = f'{prefix}.annotations["{key}"]'
                     out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{key}"), m.ref, field,

@@ -85,7 +85,7 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
 
 def render_table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def describe(obj: dict, events: list[dict], now: datetime) -> str:

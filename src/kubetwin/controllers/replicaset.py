@@ -53,7 +53,8 @@ class ReplicaSetController:
                     and rs["spec"].get("replicas"):
                 self.store.update({**rs, "spec": {**rs["spec"], "replicas": 0}})
                 self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled down replica set "
-                                  f"{rs['metadata']['name']} from {rs['spec']['replicas']} to 0", "deployment-controller")
+                                  f"{rs['metadata']['name']} from {rs['spec']['replicas']} to 0",
+                                  "deployment-controller")
         cur = self.store.get("ReplicaSet", ns, rs_name)
         if cur is None:
             tmpl = d["spec"]["template"]
@@ -66,8 +67,9 @@ class ReplicaSetController:
             self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled up replica set {rs_name} from 0 to "
                               f"{replicas}", "deployment-controller")
         elif cur["spec"].get("replicas") != replicas:
-            self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled {'up' if replicas > cur['spec']['replicas'] else 'down'} "
-                              f"replica set {rs_name} from {cur['spec']['replicas']} to {replicas}", "deployment-controller")
+            direction = "up" if replicas > cur["spec"]["replicas"] else "down"
+            self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled {direction} replica set {rs_name} from "
+                              f"{cur['spec']['replicas']} to {replicas}", "deployment-controller")
             self.store.update({**cur, "spec": {**cur["spec"], "replicas": replicas}})
 
     def sync_replicaset(self, rs: Obj) -> None:

@@ -241,7 +241,8 @@ class Scheduler:
         tmax, amax = max(taint), max(aff)
         best, best_score, count = feasible[0], -1, 0
         for i, ni in enumerate(feasible):
-            score = (fit[i] * SCORE_WEIGHTS["NodeResourcesFit"] + bal[i] * SCORE_WEIGHTS["NodeResourcesBalancedAllocation"]
+            score = (fit[i] * SCORE_WEIGHTS["NodeResourcesFit"]
+                     + bal[i] * SCORE_WEIGHTS["NodeResourcesBalancedAllocation"]
                      + (P.MAX_NODE_SCORE - taint[i] * P.MAX_NODE_SCORE // tmax if tmax else P.MAX_NODE_SCORE)
                      * SCORE_WEIGHTS["TaintToleration"]
                      + (aff[i] * P.MAX_NODE_SCORE // amax if amax else 0) * SCORE_WEIGHTS["NodeAffinity"])
