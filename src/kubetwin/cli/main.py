@@ -146,7 +146,12 @@ def get(resource: str, name: Optional[str] = typer.Argument(None), namespace: st
         err.print(f"No resources found in {namespace} namespace." if kind not in CLUSTER_SCOPED
                   else "No resources found")
         return
-    sys.stdout.write(render_table(table(kind, items, now, output == "wide")) + "\n")
+    rows = table(kind, items, now, output == "wide")
+    if all_namespaces and kind not in CLUSTER_SCOPED:
+        rows = [["NAMESPACE", *rows[0]]] + [[o["metadata"].get("namespace", ""), *r] for o, r in zip(
+            sorted(items, key=lambda e: (e["lastTimestamp"], e["metadata"]["name"])) if kind == "Event" else items,
+            rows[1:], strict=True)]
+    sys.stdout.write(render_table(rows) + "\n")
 
 
 @app.command()

@@ -43,7 +43,7 @@ class JobController:
         status = dict(job.get("status") or {})
         if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions", [])):
             return
-        pods = [p for p in self.store.list("Pod", ns) if controller_of(p) == ("Job", name)]
+        pods = self.store.owned("Pod", ns, "Job", name)
         active = [p for p in pods if p["status"].get("phase") in ("Pending", "Running")]
         succeeded = sum(1 for p in pods if p["status"].get("phase") == "Succeeded") + status.get("_gcSucceeded", 0)
         failed = sum(1 for p in pods if p["status"].get("phase") == "Failed") + status.get("_gcFailed", 0)

@@ -16,6 +16,7 @@ class Kubelet:
     def __init__(self, store: Store, env: Environment, events: EventRecorder) -> None:
         self.store, self.env, self.events = store, env, events
         self._started: set[str] = set()
+        self._ips = 0  # pod IPs from GKE's default pod range 10.4.0.0/14, handed out in order
         store.watch("Pod", self._on_pod)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
@@ -35,8 +36,10 @@ class Kubelet:
         if cur is None or cur["metadata"].get("uid") != meta.get("uid"):
             return
         now = self.store.timestamp(self.env.now)
-        status = {**cur.get("status", {}), "phase": "Running", "startTime": now,
-                  "hostIP": "10.128.0.1", "podIP": "10.4.0.1"}
+        self._ips += 1
+        ip = f"10.{4 + (self._ips >> 16) % 4}.{(self._ips >> 8) & 255}.{self._ips & 255}"
+        status = {**cur.get("status", {}), "phase": "Running", "startTime": now, "podIP": ip,
+                  "podIPs": [{"ip": ip}]}
         status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"] + [
             {"type": t, "status": "True", "lastTransitionTime": now}
             for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")]

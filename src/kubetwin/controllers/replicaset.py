@@ -48,9 +48,8 @@ class ReplicaSetController:
         h = template_hash(d["spec"]["template"])
         rs_name = f"{name}-{h}"
         replicas = d["spec"].get("replicas", 1)
-        for rs in self.store.list("ReplicaSet", ns):
-            if controller_of(rs) == ("Deployment", name) and rs["metadata"]["name"] != rs_name \
-                    and rs["spec"].get("replicas"):
+        for rs in self.store.owned("ReplicaSet", ns, "Deployment", name):
+            if rs["metadata"]["name"] != rs_name and rs["spec"].get("replicas"):
                 self.store.update({**rs, "spec": {**rs["spec"], "replicas": 0}})
                 self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled down replica set "
                                   f"{rs['metadata']['name']} from {rs['spec']['replicas']} to 0",
@@ -74,8 +73,8 @@ class ReplicaSetController:
 
     def sync_replicaset(self, rs: Obj) -> None:
         ns, name = rs["metadata"].get("namespace") or "default", rs["metadata"]["name"]
-        pods = [p for p in self.store.list("Pod", ns) if controller_of(p) == ("ReplicaSet", name)
-                and p["status"].get("phase") in ("Pending", "Running")]
+        pods = [p for p in self.store.owned("Pod", ns, "ReplicaSet", name)
+                if p["status"].get("phase") in ("Pending", "Running")]
         want = rs["spec"].get("replicas", 1)
         for _ in range(want - len(pods)):
             pod_name = f"{name}-{self.names.suffix()}"

@@ -64,6 +64,7 @@ class Scheduler:
         self._pending_run = False
         self._requests: dict[str, dict[str, int]] = {}
         self.schedule_attempts = 0
+        self._order_dirty = False
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
@@ -73,13 +74,13 @@ class Scheduler:
         name = node["metadata"]["name"]
         if etype == "DELETED":
             self.nodes.pop(name, None)
-            self.node_order = [n for n in self.node_order if n != name]
+            self._order_dirty = True
             return
         ni = self.nodes.get(name)
         fresh = NodeInfo.from_node(node)
         if ni is None:
             self.nodes[name] = fresh
-            self._rebuild_order()
+            self._order_dirty = True
         else:
             ni.node, ni.allocatable = node, fresh.allocatable
         self._move_all("NodeChange")
@@ -189,6 +190,9 @@ class Scheduler:
     def schedule_one(self, pod: Obj) -> str | None:
         self.schedule_attempts += 1
         pi = self._pod_info(pod)
+        if self._order_dirty:
+            self._rebuild_order()
+            self._order_dirty = False
         order = self.node_order
         n = len(order)
         want = num_feasible_nodes_to_find(n)

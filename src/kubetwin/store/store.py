@@ -64,6 +64,7 @@ class Store:
         self._uid = uuid.UUID(int=rng_seed)
         self._uid_n = 0
         self.start_time = start_time
+        self._owned: dict[tuple[str, str, str, str], dict[str, Obj]] = {}  # (kind, ns, ownerKind, owner) -> objs
 
     # -- plumbing -------------------------------------------------------------------------------
     def watch(self, kind: str, handler: Handler) -> None:
@@ -77,7 +78,24 @@ class Store:
         self._uid_n += 1
         return str(uuid.uuid5(self._uid, str(self._uid_n)))
 
+    def _index(self, obj: Obj, remove: bool) -> None:
+        """Index objects by their controller owner, so controllers list what they own without a scan."""
+        meta = obj["metadata"]
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("controller"):
+                key = (obj["kind"], meta.get("namespace") or "", ref["kind"], ref["name"])
+                bucket = self._owned.setdefault(key, {})
+                if remove:
+                    bucket.pop(meta["name"], None)
+                else:
+                    bucket[meta["name"]] = obj
+
+    def owned(self, kind: str, ns: str, owner_kind: str, owner_name: str) -> list[Obj]:
+        """Objects of `kind` in `ns` whose controller is owner_kind/owner_name, in creation order."""
+        return list(self._owned.get((kind, ns or "", owner_kind, owner_name), {}).values())
+
     def _emit(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        self._index(obj, etype == "DELETED")
         self.history.append((self.env.now, self.rv, etype, obj))
         for handler in self._watchers.get(obj["kind"], ()):
             handler(etype, obj, old)
