@@ -19,6 +19,13 @@ class NameGenerator:
     def suffix(self, n: int = 5) -> str:
         return "".join(self.rng.choice(_ALPHABET) for _ in range(n))
 
+    def generate(self, store: object, kind: str, ns: str, prefix: str) -> str:
+        """generateName: a fresh suffix until the name is free (the API server retries on conflict too)."""
+        while True:
+            name = f"{prefix}-{self.suffix()}"
+            if store.get(kind, ns, name) is None:  # type: ignore[attr-defined]
+                return name
+
 
 def owner_ref(owner: Obj) -> dict:
     return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],

@@ -83,7 +83,7 @@ class JobController:
         conds = [c for c in conds if c["type"] != "Suspended"]
         want = parallelism if completions is None else min(parallelism, completions - succeeded)
         for _ in range(max(0, want - len(active))):
-            pod_name = f"{name}-{self.names.suffix()}"
+            pod_name = self.names.generate(self.store, "Pod", ns, name)
             pod = pod_from_template(spec["template"], pod_name, ns, job, {
                 "batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": name,
                 "controller-uid": meta["uid"], "job-name": name})

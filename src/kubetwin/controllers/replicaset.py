@@ -77,7 +77,7 @@ class ReplicaSetController:
                 if p["status"].get("phase") in ("Pending", "Running")]
         want = rs["spec"].get("replicas", 1)
         for _ in range(want - len(pods)):
-            pod_name = f"{name}-{self.names.suffix()}"
+            pod_name = self.names.generate(self.store, "Pod", ns, name)
             self.store.create(pod_from_template(rs["spec"]["template"], pod_name, ns, rs, {}))
             self.events.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "replicaset-controller")
         # Scale down: newest first, unscheduled first (controller.ActivePods ordering, simplified).
