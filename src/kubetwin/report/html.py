@@ -16,17 +16,17 @@ def _fig_html(fig: go.Figure, div_id: str, first: bool) -> str:
 def write_report(run_dir: Path, summary: dict, timeseries: dict, jobs: list[dict]) -> Path:
     """Write run_dir/report.html: headline table, GPU allocation, pending pods, cost by pool, job timeline."""
     hours = [t / 3600 for t in timeseries["t"]]
-    alloc = go.Figure([go.Scatter(x=hours, y=v, name=p, mode="lines", line_shape="hv")
+    alloc = go.Figure([go.Scatter(x=hours, y=v, name=html.escape(p), mode="lines", line_shape="hv")
                        for p, v in sorted(timeseries["gpu_allocation_pct"].items())])
     alloc.update_layout(title="GPU allocation per node pool (% of allocatable GPUs requested)",
                         xaxis_title="simulated hours", yaxis_title="%", yaxis_range=[0, 105])
     pending = go.Figure([go.Scatter(x=hours, y=timeseries["pending_pods"], mode="lines", line_shape="hv")])
     pending.update_layout(title="Pending pods", xaxis_title="simulated hours", yaxis_title="pods")
     by_pool = summary["cost"]["by_pool"]
-    cost = go.Figure([go.Bar(x=list(by_pool), y=list(by_pool.values()))])
+    cost = go.Figure([go.Bar(x=[html.escape(p) for p in by_pool], y=list(by_pool.values()))])
     cost.update_layout(title=f"Cost by node pool (total ${summary['cost']['total_usd']:,.2f})", yaxis_title="USD")
     end = summary["duration_seconds"]
-    names = [f"{j['namespace']}/{j['name']}" for j in jobs]
+    names = [html.escape(f"{j['namespace']}/{j['name']}") for j in jobs]
     wait = go.Bar(y=names, x=[((j["start"] if j["start"] is not None else end) - j["created"]) / 3600 for j in jobs],
                   base=[j["created"] / 3600 for j in jobs], orientation="h", name="waiting", marker_color="#f0ad4e")
     running = go.Bar(y=names, x=[((j["end"] if j["end"] is not None else end) - j["start"]) / 3600
@@ -37,7 +37,7 @@ def write_report(run_dir: Path, summary: dict, timeseries: dict, jobs: list[dict
     timeline.update_layout(title="Jobs: waiting and running", barmode="overlay", xaxis_title="simulated hours",
                            height=max(380, 18 * len(jobs) + 120))
     pods = summary["pods"]
-    rows = [("simulated time", f"{end / 3600:.1f} h"), ("pods", str(pods.get("total", ""))),
+    rows = [("simulated time", f"{end / 3600:.1f} h"), *((("pods", str(pods["total"])),) if "total" in pods else ()),
             *((f"pods {k}", str(v)) for k, v in pods["by_phase"].items()),
             ("pending p50 / p99", f"{pods['pending_seconds']['p50']:.0f} s / {pods['pending_seconds']['p99']:.0f} s"),
             *((f"GPU allocation {k}", f"{v['mean_pct']:.1f} %") for k, v in summary["gpu_allocation"].items()),
