@@ -123,11 +123,10 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
 def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
     meta = obj.get("metadata") or {}
     ann = meta.get("annotations") or {}
-    clean = {k: v for k, v in obj.items()}
     if obj["kind"] == "Namespace" and store.get("Namespace", "", meta["name"]):
         return
     create_at = parse_duration(ann[CREATE_AT]) if CREATE_AT in ann else 0.0
-    env.at(create_at, lambda: store.create(clean))
+    env.at(create_at, lambda: store.create(obj))
     if DELETE_AT in ann:
         ns = meta.get("namespace") or ("" if obj["kind"] in ("Namespace", "PriorityClass", "NodePool") else "default")
         env.at(parse_duration(ann[DELETE_AT]), lambda: store.delete(obj["kind"], ns, meta["name"]))

@@ -11,6 +11,12 @@ from kubetwin.api.units import parse_duration
 TWIN_API = "kubetwin.io/v1alpha1"
 
 
+def _check_duration(v: str) -> str:
+    """Durations are validated at load time so a bad one is reported with its field path."""
+    parse_duration(v)
+    return v
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -59,11 +65,7 @@ class NodePoolSpec(_Strict):
     bootDelay: str = "90s"
     driverInstallDelay: str = "3m"
 
-    @field_validator("bootDelay", "driverInstallDelay")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        parse_duration(v)
-        return v
+    _durations = field_validator("bootDelay", "driverInstallDelay")(_check_duration)
 
 
 class ScenarioSpec(_Strict):
@@ -75,11 +77,7 @@ class ScenarioSpec(_Strict):
     report: list[Literal["summary", "html"]] = Field(default_factory=lambda: ["summary", "html"])
     sampleInterval: str = "5m"
 
-    @field_validator("duration", "sampleInterval")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        parse_duration(v)
-        return v
+    _durations = field_validator("duration", "sampleInterval")(_check_duration)
 
 
 class Metadata(BaseModel):
