@@ -110,6 +110,7 @@ def node_resources_fit(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
     return (UNSCHEDULABLE, reasons) if reasons else (SUCCESS, [])
 
 
+# NodeResourcesFit must stay last: the scheduler caches the verdicts of the node-only filters before it.
 FILTERS = [("NodeUnschedulable", node_unschedulable), ("TaintToleration", taint_toleration),
            ("NodeAffinity", node_affinity), ("NodeResourcesFit", node_resources_fit)]
 

@@ -9,6 +9,7 @@ FitError's message and wait in the unschedulable set until a cluster event may h
 from __future__ import annotations
 
 import heapq
+import json
 import random
 
 from kubetwin.scheduler import plugins as P
@@ -65,6 +66,10 @@ class Scheduler:
         self._requests: dict[str, dict[str, int]] = {}
         self.schedule_attempts = 0
         self._order_dirty = False
+        self._node_gen = 0
+        # Node-only filter verdicts per pod shape (tolerations, selector, affinity): they change only when a
+        # node does, so identical pods (a Job's, a Deployment's) skip those plugins after the first.
+        self._static: dict[str, tuple[int, dict[str, tuple[int, list[str]]], dict[str, tuple[int, int]]]] = {}
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
@@ -74,8 +79,10 @@ class Scheduler:
         name = node["metadata"]["name"]
         if etype == "DELETED":
             self.nodes.pop(name, None)
+            self._node_gen += 1
             self._order_dirty = True
             return
+        self._node_gen += 1
         ni = self.nodes.get(name)
         fresh = NodeInfo.from_node(node)
         if ni is None:
@@ -179,6 +186,25 @@ class Scheduler:
                          aff.get("preferredDuringSchedulingIgnoredDuringExecution") or [],
                          int(spec.get("priority") or 0))
 
+    def _static_verdicts(self, pi: P.PodInfo) -> tuple[dict[str, tuple[int, list[str]]], dict[str, tuple[int, int]]]:
+        """Failures of the node-only filters, and node-only raw scores (taint, affinity), for this pod shape."""
+        sig = json.dumps([pi.tolerations, pi.node_selector, pi.required_terms, pi.preferred_terms], sort_keys=True)
+        cached = self._static.get(sig)
+        if cached is not None and cached[0] == self._node_gen:
+            return cached[1], cached[2]
+        fails: dict[str, tuple[int, list[str]]] = {}
+        scores: dict[str, tuple[int, int]] = {}
+        for name, ni in self.nodes.items():
+            for _, plugin in P.FILTERS[:-1]:
+                code, reasons = plugin(pi, ni)
+                if code != P.SUCCESS:
+                    fails[name] = (code, reasons)
+                    break
+            else:
+                scores[name] = (P.taint_toleration_score(pi, ni), P.node_affinity_score(pi, ni))
+        self._static[sig] = (self._node_gen, fails, scores)
+        return fails, scores
+
     @staticmethod
     def _filter(pi: P.PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
         for _, plugin in P.FILTERS:
@@ -199,10 +225,17 @@ class Scheduler:
         feasible: list[NodeInfo] = []
         statuses: dict[str, tuple[int, list[str]]] = {}
         processed = 0
+        static_fail, static_score = self._static_verdicts(pi)
+        nodes = self.nodes
         for i in range(n):
-            ni = self.nodes[order[(self.next_start + i) % n]]
+            name = order[(self.next_start + i) % n]
             processed += 1
-            code, reasons = self._filter(pi, self._with_nominated(pi, ni))
+            failed = static_fail.get(name)
+            if failed is not None:
+                statuses[name] = failed
+                continue
+            ni = nodes[name]
+            code, reasons = P.node_resources_fit(pi, self._with_nominated(pi, ni))
             if code == P.SUCCESS:
                 feasible.append(ni)
                 if len(feasible) >= want:
@@ -214,13 +247,15 @@ class Scheduler:
         if not feasible:
             self._unschedulable_pod(pod, pi, statuses, n)
             return None
-        best = self._select_host(pi, feasible)
+        best = self._select_host(pi, feasible, static_score)
         self._bind(pod, pi, best)
         return best.name
 
     def _with_nominated(self, pi: P.PodInfo, ni: NodeInfo) -> NodeInfo:
         """addNominatedPods: pods of equal or higher priority nominated to this node keep their room."""
         noms = self._nominated.get(ni.name)
+        if not noms:
+            return ni
         me = pod_key(pi.pod)
         keep = [(req, pod) for key, (prio, req, pod) in (noms or {}).items() if key != me and prio >= pi.priority]
         if not keep:
@@ -235,13 +270,14 @@ class Scheduler:
         for noms in self._nominated.values():
             noms.pop(key, None)
 
-    def _select_host(self, pi: P.PodInfo, feasible: list[NodeInfo]) -> NodeInfo:
+    def _select_host(self, pi: P.PodInfo, feasible: list[NodeInfo],
+                     static_score: dict[str, tuple[int, int]]) -> NodeInfo:
         if len(feasible) == 1:
             return feasible[0]
         fit = [P.resources_fit_score(pi, ni, self.strategy) for ni in feasible]
         bal = [P.balanced_allocation_score(pi, ni) for ni in feasible]
-        taint = [P.taint_toleration_score(pi, ni) for ni in feasible]
-        aff = [P.node_affinity_score(pi, ni) for ni in feasible]
+        taint = [static_score[ni.name][0] for ni in feasible]
+        aff = [static_score[ni.name][1] for ni in feasible]
         tmax, amax = max(taint), max(aff)
         best, best_score, count = feasible[0], -1, 0
         for i, ni in enumerate(feasible):
