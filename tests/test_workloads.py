@@ -53,6 +53,7 @@ def test_deployment_keeps_replicas_running() -> None:
     pods = _last(result, "Pod")
     assert len(pods) == 3 and all(p["status"]["phase"] == "Running" for p in pods.values())
     assert all(n.startswith("web-") for n in pods)
+    assert _last(result, "Deployment")["web"]["status"]["readyReplicas"] == 3
 
 
 def test_demo_writes_report(tmp_path) -> None:

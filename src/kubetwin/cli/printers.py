@@ -68,9 +68,10 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
     elif kind == "Deployment":
         rows.append(["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"])
         for d in objs:
-            want = d["spec"].get("replicas", 1)
-            rows.append([d["metadata"]["name"], f"?/{want}", str(want), "?", _age(d["metadata"].get(
-                "creationTimestamp"), now)])
+            want, st = d["spec"].get("replicas", 1), d.get("status") or {}
+            rows.append([d["metadata"]["name"], f"{st.get('readyReplicas', 0)}/{want}",
+                         str(st.get("updatedReplicas", 0)), str(st.get("availableReplicas", 0)),
+                         _age(d["metadata"].get("creationTimestamp"), now)])
     elif kind == "Event":
         rows.append(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"])
         for e in sorted(objs, key=lambda e: (e["lastTimestamp"], e["metadata"]["name"])):

@@ -92,3 +92,20 @@ class ReplicaSetController:
                   "readyReplicas": ready, "availableReplicas": ready, "observedGeneration": 1}
         if status != rs.get("status"):
             self.store.update({**rs, "status": status})
+        owner = controller_of(rs)
+        if owner and owner[0] == "Deployment":
+            self._deployment_status(ns, owner[1])
+
+    def _deployment_status(self, ns: str, name: str) -> None:
+        """Roll the ReplicaSets' counts up into the Deployment's status, as the deployment controller does."""
+        d = self.store.get("Deployment", ns, name)
+        if d is None:
+            return
+        sets = self.store.owned("ReplicaSet", ns, "Deployment", name)
+        current = f"{name}-{template_hash(d['spec']['template'])}"
+        total = {k: sum((rs.get("status") or {}).get(k, 0) for rs in sets)
+                 for k in ("replicas", "readyReplicas", "availableReplicas")}
+        updated = sum((rs.get("status") or {}).get("replicas", 0) for rs in sets if rs["metadata"]["name"] == current)
+        status = {**total, "updatedReplicas": updated, "observedGeneration": d["metadata"].get("generation", 1)}
+        if status != d.get("status"):
+            self.store.update({**d, "status": status})
