@@ -31,8 +31,10 @@ def _pods(run_dir, at: str) -> dict[str, dict]:
     return {p["metadata"]["name"]: p for p in doc["items"]}
 
 
-def test_before_anything_exists(run_dir) -> None:
-    assert _pods(run_dir, "0s") == {} or all(p["status"]["phase"] == "Pending" for p in _pods(run_dir, "0s").values())
+def test_at_start_only_first_exists_and_waits_for_a_node(run_dir) -> None:
+    pods = _pods(run_dir, "0s")
+    assert set(pods) == {"first"}
+    assert pods["first"]["status"]["phase"] == "Pending" and not pods["first"]["spec"].get("nodeName")
 
 
 def test_first_running_second_absent_at_20m(run_dir) -> None:

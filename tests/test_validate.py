@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from typer.testing import CliRunner
 
-from kubetwin.api.loader import load_text
+from kubetwin.api.loader import load_paths, load_text
 from kubetwin.api.validate import validate
 from kubetwin.cli.main import app
 
@@ -96,3 +97,23 @@ def test_unknown_machine_type_is_a_clear_error(tmp_path) -> None:
                  "  machineType: a3-highgpu-9g\n  nodeCount: 1\n")
     res = CliRunner().invoke(app, ["run", str(f)])
     assert res.exit_code == 1 and "a3-highgpu-9g" in res.output and "Traceback" not in res.output
+
+
+def test_seed_as_written_example_every_message() -> None:
+    """examples/seed-as-written.yaml pins the seed's manifests: 3 errors, 9 notices, each in its words."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "seed-as-written.yaml"
+    diags = validate(load_paths([path]))
+    errors = [(d.line, d.obj, d.field, d.message) for d in diags if d.severity == "error"]
+    assert errors == [
+        (41, "ConfigMap/<unnamed>", "metadata", "Required value: metadata is empty and 'name', 'namespace', 'any', "
+         "'version', 'sharing', 'timeSlicing', 'resources', 'replicas' are top-level keys: the indentation of this "
+         "ConfigMap was lost"),
+        (135, "Job/nlp-team/llama-finetune", "spec.template.spec.restartPolicy",
+         'Unsupported value: "Always": supported values: "OnFailure", "Never"'),
+        (141, "Job/nlp-team/llama-finetune", "spec.template.spec.containers[0].resources.limits",
+         "Required value: Limit must be set for non overcommitable resources"),
+    ]
+    notices = sorted(d.obj for d in diags if d.severity == "notice")
+    assert notices == ["ClusterQueue/gpu-cluster-queue", "DeviceClass/nvidia-gpu", "InferenceModel/ai/llama3-8b",
+                       "InferencePool/llm-pool", "LocalQueue/nlp-team/team-nlp-queue", "ResourceClaim/gpu-claim",
+                       "ResourceFlavor/nvidia-a100", "ResourceFlavor/nvidia-h100", "ScaledObject/ai/vllm-scaler"]

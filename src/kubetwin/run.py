@@ -23,7 +23,7 @@ from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store
+from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
 _ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "ConfigMap": 3}
@@ -37,6 +37,7 @@ class RunResult:
     timeseries: dict[str, Any]
     history: list[tuple[float, int, str, Obj]]
     notices: list[Diagnostic] = field(default_factory=list)
+    pod_rows: list[dict] = field(default_factory=list)
     out: Path | None = None
 
     def _frame(self, rows: list[dict]) -> Any:
@@ -45,7 +46,7 @@ class RunResult:
         return pd.DataFrame(rows)
 
     def pods(self) -> Any:
-        return self._frame(self.summary.get("_pods", []))
+        return self._frame(self.pod_rows)
 
     def events(self) -> Any:
         rows = {}
@@ -110,11 +111,11 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
 
     env.run(until, on_advance=(lambda t: progress(t, until)) if progress else None)
     pools.finish(until)
-    summary, series, jobs = metrics.finish(until)
+    summary, series, jobs, pod_rows = metrics.finish(until)
     summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
                            "scoringStrategy": scenario.scoringStrategy}
     summary["notices"] = [d.render() for d in diags if d.severity == "notice"]
-    result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"])
+    result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"], pod_rows)
     if out is not None:
         result.out = write_run(Path(out), result, jobs, scenario)
     return result
@@ -128,7 +129,7 @@ def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
     create_at = parse_duration(ann[CREATE_AT]) if CREATE_AT in ann else 0.0
     env.at(create_at, lambda: store.create(obj))
     if DELETE_AT in ann:
-        ns = meta.get("namespace") or ("" if obj["kind"] in ("Namespace", "PriorityClass", "NodePool") else "default")
+        ns = meta.get("namespace") or ("" if obj["kind"] in CLUSTER_SCOPED else "default")
         env.at(parse_duration(ann[DELETE_AT]), lambda: store.delete(obj["kind"], ns, meta["name"]))
 
 
@@ -139,8 +140,7 @@ def _dump(obj: Any) -> str:
 def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: ScenarioSpec) -> Path:
     """summary.json, events.jsonl, history.jsonl, timeseries.json and report.html, all deterministic."""
     out.mkdir(parents=True, exist_ok=True)
-    public = {k: v for k, v in result.summary.items() if not k.startswith("_")}
-    (out / "summary.json").write_text(json.dumps(public, sort_keys=True, indent=2) + "\n")
+    (out / "summary.json").write_text(json.dumps(result.summary, sort_keys=True, indent=2) + "\n")
     (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
     with (out / "history.jsonl").open("w") as h, (out / "events.jsonl").open("w") as e:
         for t, rv, etype, obj in result.history:
@@ -153,5 +153,5 @@ def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: Scenario
     if "html" in scenario.report:
         from kubetwin.report.html import write_report
 
-        write_report(out, public, result.timeseries, jobs)
+        write_report(out, result.summary, result.timeseries, jobs)
     return out

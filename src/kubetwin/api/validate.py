@@ -154,8 +154,8 @@ def _containers(obj: dict) -> tuple[str, dict] | None:
     return None
 
 
-def _semantic(m: Manifest) -> list[Diagnostic]:
-    """API-server validation the OpenAPI schema does not carry."""
+def _name(m: Manifest) -> list[Diagnostic]:
+    """metadata.name: required, and a DNS-1123 subdomain (ValidateObjectMeta)."""
     out: list[Diagnostic] = []
     meta = m.obj.get("metadata") or {}
     name = meta.get("name") or meta.get("generateName")
@@ -167,6 +167,12 @@ def _semantic(m: Manifest) -> list[Diagnostic]:
                               f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
                               "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
                               "character", "rename it, e.g. " + re.sub(r"[^a-z0-9.-]+", "-", str(name).lower())))
+    return out
+
+
+def _semantic(m: Manifest) -> list[Diagnostic]:
+    """API-server validation the OpenAPI schema does not carry."""
+    out = _name(m)
     for key in TWIN_DURATION_ANNOTATIONS:
         for prefix, anns in _annotation_sets(m.obj):
             if key in anns:
@@ -251,7 +257,8 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
         return [Diagnostic(m.file, m.line, m.ref, missing, f"Object 'Kind' is missing or '{missing}' is not set",
                            "every object needs apiVersion and kind, e.g. apiVersion: v1, kind: Pod")]
     if api_version == TWIN_API:
-        return _validate_twin(m) + _semantic_meta_only(m)
+        errors = _validate_twin(m)
+        return errors + [d for d in _name(m) if not any(e.field == d.field for e in errors)]
     group = api_version.split("/")[0] if "/" in api_version else ""
     flattened = _flattened_configmap(m)
     if flattened:
@@ -277,9 +284,3 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
                           "simulated yet: it is stored and has no effect on the run", "", "notice")]
     return out
 
-
-def _semantic_meta_only(m: Manifest) -> list[Diagnostic]:
-    meta = m.obj.get("metadata")
-    if isinstance(meta, dict) and meta.get("name") and not DNS1123_SUBDOMAIN.match(str(meta["name"])):
-        return _semantic(m)[:1]
-    return []

@@ -75,7 +75,7 @@ class NodePoolController:
         max_pods = int(spec.get("maxPodsPerNode", 110))
         cap = {k: str(v) for k, v in catalog.capacity(mt, max_pods).items()}
         alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
-        cap["cpu"], alloc["cpu"] = f"{mt.vcpus}", f"{catalog.allocatable(mt, max_pods)['cpu']}m"
+        cap["cpu"], alloc["cpu"] = f"{mt.vcpus}", f"{alloc['cpu']}m"  # quantities as the kubelet reports them
         now = self.store.timestamp(self.env.now)
         node = {
             "apiVersion": "v1", "kind": "Node",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetwin.store.store import Obj, Store
+from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
 
 EXTENDED_PREFIXES = ("nvidia.com/", "google.com/tpu")
 
@@ -51,11 +51,6 @@ def priority(store: Store):
         policy = (pc or {}).get("preemptionPolicy", "PreemptLowerPriority")
         return {**obj, "spec": {**spec, "priority": value, "preemptionPolicy": policy}}
     return plugin
-
-
-CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "NodePool", "DeviceClass", "ResourceSlice",
-                  "ClusterQueue", "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck",
-                  "ProvisioningRequestConfig"}
 
 
 def default_namespace(obj: Obj) -> Obj:

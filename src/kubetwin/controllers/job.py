@@ -45,8 +45,8 @@ class JobController:
             return
         pods = self.store.owned("Pod", ns, "Job", name)
         active = [p for p in pods if p["status"].get("phase") in ("Pending", "Running")]
-        succeeded = sum(1 for p in pods if p["status"].get("phase") == "Succeeded") + status.get("_gcSucceeded", 0)
-        failed = sum(1 for p in pods if p["status"].get("phase") == "Failed") + status.get("_gcFailed", 0)
+        succeeded = sum(1 for p in pods if p["status"].get("phase") == "Succeeded")
+        failed = sum(1 for p in pods if p["status"].get("phase") == "Failed")
         completions = spec.get("completions", 1 if spec.get("parallelism") is None else None)
         parallelism = spec.get("parallelism", 1)
         backoff_limit = spec.get("backoffLimit", 6)

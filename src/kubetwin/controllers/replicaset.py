@@ -88,7 +88,7 @@ class ReplicaSetController:
             self.events.event(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
                               "replicaset-controller")
         ready = sum(1 for p in pods if p["status"].get("phase") == "Running")
-        status = {"replicas": min(len(pods), want) if want < len(pods) else max(len(pods), want),
+        status = {"replicas": want,  # the sync above created or deleted pods up to spec.replicas
                   "readyReplicas": ready, "availableReplicas": ready, "observedGeneration": 1}
         if status != rs.get("status"):
             self.store.update({**rs, "status": status})

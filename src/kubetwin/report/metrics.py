@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubetwin.api.units import parse_duration
+from kubetwin.controllers.common import controller_of
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -30,7 +30,9 @@ class Metrics:
         self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": []}
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
         self._last_t = 0.0
+        self._jobs_seen: dict[tuple[str, str], dict[str, float | None]] = {}  # (ns, job) -> created/start/end
         store.watch("Pod", self._on_pod)
+        store.watch("Job", self._on_job)
         env.at(0, self._sample)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
@@ -39,8 +41,22 @@ class Metrics:
             self.created[key] = self.env.now
         if pod["spec"].get("nodeName") and key not in self.scheduled:
             self.scheduled[key] = self.env.now
-        self.phase[key] = "Deleted" if etype == "DELETED" and self.phase.get(key) in ("Pending", "Running") \
-            else pod.get("status", {}).get("phase", "Pending") if etype != "DELETED" else self.phase.get(key, "Pending")
+            owner = controller_of(pod)
+            job = self._jobs_seen.get((pod["metadata"].get("namespace") or "", owner[1])) if owner and \
+                owner[0] == "Job" else None
+            if job is not None and job["start"] is None:
+                job["start"] = self.env.now
+        if etype != "DELETED":
+            self.phase[key] = pod.get("status", {}).get("phase", "Pending")
+        elif self.phase.get(key) in ("Pending", "Running"):
+            self.phase[key] = "Deleted"  # preempted or removed before it finished
+
+    def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
+        key = (job["metadata"].get("namespace") or "", job["metadata"]["name"])
+        if etype == "ADDED":
+            self._jobs_seen[key] = {"created": self.env.now, "start": None, "end": None}
+        elif etype == "MODIFIED" and (job.get("status") or {}).get("completionTime") and key in self._jobs_seen:
+            self._jobs_seen[key]["end"] = self._jobs_seen[key]["end"] or self.env.now
 
     def _gpu_by_pool(self) -> dict[str, tuple[int, int]]:
         out: dict[str, list[int]] = {}
@@ -78,7 +94,8 @@ class Metrics:
                 area[1] += alloc * dt
         self._last_t = self.env.now
 
-    def finish(self, until: float) -> tuple[dict[str, Any], dict[str, Any], list[dict]]:
+    def finish(self, until: float) -> tuple[dict[str, Any], dict[str, Any], list[dict], list[dict]]:
+        """The summary, the sampled series, one row per Job and one row per pod."""
         self._accumulate()
         by_phase: dict[str, int] = {}
         for p in self.phase.values():
@@ -108,32 +125,16 @@ class Metrics:
                      "by_pool": {k: round(v, 2) for k, v in sorted(cost_by_pool.items())},
                      "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())}},
             "scheduler": {"attempts": self.scheduler.schedule_attempts},
-            "_pods": pods_rows,
         }
-        return summary, self.series, self._jobs(until)
+        return summary, self.series, self._jobs(), pods_rows
 
-    def _jobs(self, until: float) -> list[dict]:
+    def _jobs(self) -> list[dict]:
         out = []
-        for job in sorted(self.store.list("Job"), key=lambda j: (j["metadata"]["namespace"], j["metadata"]["name"])):
-            st = job.get("status") or {}
-            created = self._secs(job["metadata"]["creationTimestamp"])
-            first = [self.scheduled[k] for k in self.scheduled
-                     if k.startswith(f"{job['metadata']['namespace']}/{job['metadata']['name']}-")]
-            conds = {c["type"] for c in st.get("conditions") or [] if c["status"] == "True"}
+        for (ns, name), seen in sorted(self._jobs_seen.items()):
+            job = self.store.get("Job", ns, name)
+            conds = {c["type"] for c in ((job or {}).get("status") or {}).get("conditions") or []
+                     if c["status"] == "True"}
             status = "Complete" if "Complete" in conds else "Failed" if "Failed" in conds else \
-                "Running" if first else "Pending"
-            out.append({"name": job["metadata"]["name"], "namespace": job["metadata"]["namespace"],
-                        "created": created, "start": min(first) if first else None,
-                        "end": self._secs(st["completionTime"]) if st.get("completionTime") else None,
-                        "status": status})
+                "Running" if seen["start"] is not None else "Pending"
+            out.append({"name": name, "namespace": ns, **seen, "status": status})
         return out
-
-    def _secs(self, ts: str) -> float:
-        from datetime import datetime
-
-        a = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-        b = datetime.fromisoformat(self.store.start_time.replace("Z", "+00:00"))
-        return (a - b).total_seconds()
-
-
-__all__ = ["Metrics", "percentile", "parse_duration"]

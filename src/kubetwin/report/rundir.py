@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.store.store import CLUSTER_SCOPED
+
+__all__ = ["CLUSTER_SCOPED", "RESOURCES", "kind_of", "state_at"]
 
 # kubectl resource names and short names -> kind
 RESOURCES = {
@@ -18,7 +21,6 @@ RESOURCES = {
     "nodepools": "NodePool", "nodepool": "NodePool", "configmaps": "ConfigMap", "configmap": "ConfigMap",
     "cm": "ConfigMap",
 }
-CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "NodePool"}
 
 
 def kind_of(resource: str) -> str:

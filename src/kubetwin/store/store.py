@@ -14,7 +14,10 @@ from kubetwin.sim.env import Environment
 
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old object)
-EPOCH_SECONDS = 0.0
+# Kinds without a namespace (the API server's scope of each resource), for every kind kubetwin stores.
+CLUSTER_SCOPED = frozenset({
+    "Node", "Namespace", "PriorityClass", "NodePool", "Scenario", "DeviceClass", "ResourceSlice", "ClusterQueue",
+    "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig"})
 
 
 class AlreadyExists(Exception):
@@ -153,8 +156,6 @@ class Store:
         return [o for (ons, _), o in objs.items()
                 if (ns is None or ons == ns) and matches(selector, o["metadata"].get("labels"))]
 
-    def kinds(self) -> list[str]:
-        return sorted(self._objects)
 
     def timestamp(self, t: float) -> str:
         return sim_timestamp(self.start_time, t)
