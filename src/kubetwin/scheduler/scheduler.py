@@ -1,28 +1,34 @@
-"""The scheduler controller: scheduling queue, one scheduling cycle per pod, preemption, binding.
+"""The scheduler controller: one scheduling cycle per pod, then Reserve and Bind through the store.
 
 Mirrors kube-scheduler's schedule_one.go: Filter over nodes starting at a rotating index until
-numFeasibleNodesToFind feasible nodes are found, Score those, pick the best (seeded random tie-break),
-Reserve in the cache, Bind through the store. Unschedulable pods get a FailedScheduling event with
-FitError's message and wait in the unschedulable set until a cluster event may help (or 5 minutes).
+numFeasibleNodesToFind feasible nodes are found, Score those, pick the best (seeded random among the
+top scores, as selectHost), Reserve in the cache, Bind. Filter and Score run as numpy over the node
+table (nodetable.py); the node-only filters (NodeUnschedulable, TaintToleration, NodeAffinity) are
+evaluated once per pod shape and node change. Unschedulable pods get a FailedScheduling event with
+FitError's message and wait in the queue (queue.py) until a cluster event may help.
 """
 
 from __future__ import annotations
 
-import heapq
-import json
 import random
+
+import numpy as np
 
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
+from kubetwin.scheduler.preemption import DefaultPreemption, pod_key, priority_of
+from kubetwin.scheduler.queue import SchedulingQueue
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
 MIN_FEASIBLE_NODES_TO_FIND = 100  # schedule_one.go minFeasibleNodesToFind
 MIN_FEASIBLE_NODES_PERCENTAGE = 5  # schedule_one.go minFeasibleNodesPercentageToFind
-POD_MAX_IN_UNSCHEDULABLE = 300.0  # scheduling_queue.go DefaultPodMaxInUnschedulablePodsDuration = 5m
-INITIAL_BACKOFF, MAX_BACKOFF = 1.0, 10.0  # DefaultPodInitialBackoffDuration / DefaultPodMaxBackoffDuration
 SCORE_WEIGHTS = {"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1, "TaintToleration": 3,
                  "NodeAffinity": 2}  # default plugin weights, pkg/scheduler/apis/config/v1/default_plugins.go
+_CACHE_LIMIT = 512  # distinct pod shapes whose verdicts are kept
+STATIC_PLUGINS = {name: plugin for name, plugin in P.FILTERS[:-1]}
+FIT = "NodeResourcesFit"
 
 
 def num_feasible_nodes_to_find(num_all: int, percentage: int = 0) -> int:
@@ -31,10 +37,6 @@ def num_feasible_nodes_to_find(num_all: int, percentage: int = 0) -> int:
     if percentage == 0:
         percentage = max(50 - num_all // 125, MIN_FEASIBLE_NODES_PERCENTAGE)
     return max(num_all * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-def pod_key(pod: Obj) -> str:
-    return f"{pod['metadata'].get('namespace') or 'default'}/{pod['metadata']['name']}"
 
 
 def fit_error(num_nodes: int, reasons: dict[str, int], post_filter: str = "") -> str:
@@ -48,6 +50,12 @@ def fit_error(num_nodes: int, reasons: dict[str, int], post_filter: str = "") ->
     return msg
 
 
+def _bounded(cache: dict, key: object, value: object) -> None:
+    if len(cache) >= _CACHE_LIMIT:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+
+
 class Scheduler:
     """default-scheduler, one profile."""
 
@@ -55,22 +63,16 @@ class Scheduler:
         self.store, self.events, self.strategy = store, events, strategy
         self.rng = random.Random(seed)
         self.nodes: dict[str, NodeInfo] = {}
-        self.node_order: list[str] = []
+        self.table = NodeTable()
+        self.queue = SchedulingQueue(store.env, self._kick)
         self.next_start = 0
-        self._active: list[tuple[int, int, str]] = []
-        self._queued: set[str] = set()
-        self._unschedulable: dict[str, float] = {}
-        self._attempts: dict[str, int] = {}
-        self._seq = 0
         self._pending_run = False
-        self._requests: dict[str, dict[str, int]] = {}
+        self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
         self.schedule_attempts = 0
-        self._order_dirty = False
-        self._node_gen = 0
-        # Node-only filter verdicts per pod shape (tolerations, selector, affinity): they change only when a
-        # node does, so identical pods (a Job's, a Deployment's) skip those plugins after the first.
-        self._static: dict[str, tuple[int, dict[str, tuple[int, list[str]]], dict[str, tuple[int, int]]]] = {}
+        self._static: dict[str, StaticVerdicts] = {}  # node-only sig -> verdicts per node row
+        self._req_cache: dict[str, tuple[dict[str, int], ScoreCache]] = {}  # resources repr -> requests
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
+        self.preemption = DefaultPreemption(store, events, self._requests)
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
 
@@ -79,227 +81,174 @@ class Scheduler:
         name = node["metadata"]["name"]
         if etype == "DELETED":
             self.nodes.pop(name, None)
-            self._node_gen += 1
-            self._order_dirty = True
+            self.table.remove(name)
             return
-        self._node_gen += 1
-        ni = self.nodes.get(name)
         fresh = NodeInfo.from_node(node)
+        ni = self.nodes.get(name)
+        before = None
         if ni is None:
-            self.nodes[name] = fresh
-            self._order_dirty = True
+            ni = self.nodes[name] = fresh
         else:
+            before = NodeInfo(name, ni.node, ni.allocatable)
             ni.node, ni.allocatable = node, fresh.allocatable
-        self._move_all("NodeChange")
+        self.table.upsert(ni)
+        self.queue.move(lambda plugin, pi: self._node_hint(plugin, pi, fresh, before))
 
-    def _rebuild_order(self) -> None:
-        """nodeTree order: round-robin over zones, nodes in creation order within a zone."""
-        zones: dict[str, list[str]] = {}
-        for name, ni in self.nodes.items():
-            zone = (ni.node["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", "")
-            zones.setdefault(zone, []).append(name)
-        order, lists = [], [zones[z] for z in zones]
-        for i in range(max((len(x) for x in lists), default=0)):
-            order += [x[i] for x in lists if i < len(x)]
-        self.node_order = order
+    def _node_hint(self, plugin: str, pi: P.PodInfo, new: NodeInfo, old: NodeInfo | None) -> bool:
+        """The rejecting plugins' QueueingHints for a Node add/update."""
+        if plugin == FIT:  # noderesources isSchedulableAfterNodeChange
+            if old is not None and not any(new.allocatable.get(k, 0) > old.allocatable.get(k, 0)
+                                           for k, v in pi.requests.items() if v):
+                return False
+            return P.node_resources_fit(pi, NodeInfo(new.name, new.node, new.allocatable))[0] == P.SUCCESS
+        check = STATIC_PLUGINS.get(plugin)
+        if check is None:
+            return True
+        passes = check(pi, new)[0] == P.SUCCESS
+        return passes and (old is None or check(pi, old)[0] != P.SUCCESS)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         key = pod_key(pod)
         node_name = pod["spec"].get("nodeName")
         terminal = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
-        if etype == "DELETED" or terminal:
-            self._clear_nomination(key)
-            self._unschedulable.pop(key, None)
-            self._queued.discard(key)
-            if node_name and node_name in self.nodes:
-                req = self._requests.pop(key, None)
-                if req is not None:
-                    self.nodes[node_name].remove_pod(pod, req)
-                    self._move_all("AssignedPodDelete")
+        if etype == "DELETED" or terminal:  # the scheduler's informer drops terminal pods: a delete
+            nominated = self._clear_nomination(key)
+            self.queue.forget(key)
+            req = self._requests.pop(key, None)
+            if node_name and node_name in self.nodes and req is not None:
+                self.nodes[node_name].remove_pod(pod, req)
+                self.table.add_requests(node_name, req, -1)
+            if (node_name and req is not None) or nominated:
+                self.queue.move(lambda plugin, pi: plugin == FIT, frozenset({FIT}))
             return
         if node_name:
             if key not in self._requests and node_name in self.nodes:
                 req = pod_requests(pod)
                 self._requests[key] = req
                 self.nodes[node_name].add_pod(pod, req)
+                self.table.add_requests(node_name, req, 1)
             return
         if etype == "ADDED" and pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler":
-            self._enqueue(pod)
-
-    # -- queue ----------------------------------------------------------------------------------
-    def _enqueue(self, pod: Obj) -> None:
-        key = pod_key(pod)
-        if key in self._queued:
-            return
-        self._queued.add(key)
-        self._seq += 1
-        heapq.heappush(self._active, (-int(pod["spec"].get("priority") or 0), self._seq, key))
-        self._kick()
+            self.queue.add(key, priority_of(pod))
 
     def _kick(self) -> None:
         if not self._pending_run:
             self._pending_run = True
             self.store.env.after(0, self._run)
 
-    def _move_all(self, _event: str) -> None:
-        """MoveAllToActiveOrBackoffQueue: unschedulable pods retry after their backoff."""
-        if not self._unschedulable:
-            return
-        now = self.store.env.now
-        for key in list(self._unschedulable):
-            n = self._attempts.get(key, 1)
-            backoff = min(INITIAL_BACKOFF * 2 ** min(n - 1, 8), MAX_BACKOFF)
-            self._unschedulable.pop(key)
-            self.store.env.at(now + backoff, lambda k=key: self._retry(k))
-
-    def _retry(self, key: str) -> None:
-        ns, name = key.split("/", 1)
-        pod = self.store.get("Pod", ns, name)
-        if pod is not None and not pod["spec"].get("nodeName"):
-            self._enqueue(pod)
-
-    def _flush_unschedulable(self, key: str, since: float) -> None:
-        if self._unschedulable.get(key) == since:
-            self._unschedulable.pop(key)
-            self._retry(key)
-
-    # -- one cycle ------------------------------------------------------------------------------
     def _run(self) -> None:
         self._pending_run = False
-        while self._active:
-            _, _, key = heapq.heappop(self._active)
-            if key not in self._queued:
-                continue
-            self._queued.discard(key)
+        while True:
+            key = self.queue.pop()
+            if key is None:
+                return
             ns, name = key.split("/", 1)
             pod = self.store.get("Pod", ns, name)
             if pod is None or pod["spec"].get("nodeName"):
+                self.queue.forget(key)
                 continue
             self.schedule_one(pod)
 
-    def _pod_info(self, pod: Obj) -> P.PodInfo:
+    # -- PreFilter ------------------------------------------------------------------------------
+    def _pod_info(self, pod: Obj) -> tuple[P.PodInfo, StaticVerdicts, ScoreCache, tuple]:
+        """The pod's PreFilter state, its node-only verdicts, its score cache and its shape (hints group by it)."""
         spec = pod["spec"]
         aff = (spec.get("affinity") or {}).get("nodeAffinity") or {}
         req = aff.get("requiredDuringSchedulingIgnoredDuringExecution")
-        return P.PodInfo(pod, pod_requests(pod), spec.get("tolerations") or [], spec.get("nodeSelector") or {},
-                         req.get("nodeSelectorTerms") if req else None,
-                         aff.get("preferredDuringSchedulingIgnoredDuringExecution") or [],
-                         int(spec.get("priority") or 0))
+        tols, sel = spec.get("tolerations") or [], spec.get("nodeSelector") or {}
+        terms = req.get("nodeSelectorTerms") if req else None
+        preferred = aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        res_sig = repr(([c.get("resources") for c in spec.get("containers") or []],
+                        [c.get("resources") for c in spec.get("initContainers") or []], spec.get("overhead")))
+        cached = self._req_cache.get(res_sig)
+        if cached is None:
+            cached = (pod_requests(pod), ScoreCache())
+            _bounded(self._req_cache, res_sig, cached)
+        requests, scores = cached
+        pi = P.PodInfo(pod, requests, tols, sel, terms, preferred, priority_of(pod))
+        sig = repr((tols, sel, terms, preferred))
+        static = self._static.get(sig)
+        if static is None:
+            static = StaticVerdicts()
+            _bounded(self._static, sig, static)
+        return pi, self.table.static(pi, static), scores, (sig, res_sig)
 
-    def _static_verdicts(self, pi: P.PodInfo) -> tuple[dict[str, tuple[int, list[str]]], dict[str, tuple[int, int]]]:
-        """Failures of the node-only filters, and node-only raw scores (taint, affinity), for this pod shape."""
-        sig = json.dumps([pi.tolerations, pi.node_selector, pi.required_terms, pi.preferred_terms], sort_keys=True)
-        cached = self._static.get(sig)
-        if cached is not None and cached[0] == self._node_gen:
-            return cached[1], cached[2]
-        fails: dict[str, tuple[int, list[str]]] = {}
-        scores: dict[str, tuple[int, int]] = {}
-        for name, ni in self.nodes.items():
-            for _, plugin in P.FILTERS[:-1]:
-                code, reasons = plugin(pi, ni)
-                if code != P.SUCCESS:
-                    fails[name] = (code, reasons)
-                    break
-            else:
-                scores[name] = (P.taint_toleration_score(pi, ni), P.node_affinity_score(pi, ni))
-        self._static[sig] = (self._node_gen, fails, scores)
-        return fails, scores
-
-    @staticmethod
-    def _filter(pi: P.PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
-        for _, plugin in P.FILTERS:
-            code, reasons = plugin(pi, ni)
-            if code != P.SUCCESS:
-                return code, reasons
-        return P.SUCCESS, []
-
+    # -- one cycle ------------------------------------------------------------------------------
     def schedule_one(self, pod: Obj) -> str | None:
         self.schedule_attempts += 1
-        pi = self._pod_info(pod)
-        if self._order_dirty:
-            self._rebuild_order()
-            self._order_dirty = False
-        order = self.node_order
+        cycle = self.queue.cycle
+        pi, static, scores, shape = self._pod_info(pod)
+        table = self.table
+        order = table.scan_order()
         n = len(order)
-        want = num_feasible_nodes_to_find(n)
-        feasible: list[NodeInfo] = []
-        statuses: dict[str, tuple[int, list[str]]] = {}
-        processed = 0
-        static_fail, static_score = self._static_verdicts(pi)
-        nodes = self.nodes
-        for i in range(n):
-            name = order[(self.next_start + i) % n]
-            processed += 1
-            failed = static_fail.get(name)
-            if failed is not None:
-                statuses[name] = failed
-                continue
-            ni = nodes[name]
-            code, reasons = P.node_resources_fit(pi, self._with_nominated(pi, ni))
-            if code == P.SUCCESS:
-                feasible.append(ni)
-                if len(feasible) >= want:
-                    break
-            else:
-                statuses[ni.name] = (code, reasons)
+        ok_static = static.code[:len(table.alive)] == P.SUCCESS
+        mask = ok_static & table.fits(pi.requests)
+        override = self._nominated_fit(pi, mask) if self._nominated else {}
+        feasible, processed = table.first_feasible(mask, self.next_start, num_feasible_nodes_to_find(n))
         if n:
             self.next_start = (self.next_start + processed) % n
-        if not feasible:
-            self._unschedulable_pod(pod, pi, statuses, n)
+        if not len(feasible):
+            in_order = ok_static[order]
+            self._unschedulable_pod(pod, pi, static, order[~in_order], order[in_order], override, n, shape, cycle)
             return None
-        best = self._select_host(pi, feasible, static_score)
-        self._bind(pod, pi, best)
-        return best.name
+        best = self._select_host(pi, static, scores, feasible)
+        ni = table.infos[best]
+        assert ni is not None
+        self._bind(pod, pi, ni)
+        return ni.name
 
-    def _with_nominated(self, pi: P.PodInfo, ni: NodeInfo) -> NodeInfo:
-        """addNominatedPods: pods of equal or higher priority nominated to this node keep their room."""
-        noms = self._nominated.get(ni.name)
-        if not noms:
-            return ni
+    def _nominated_fit(self, pi: P.PodInfo, mask: np.ndarray) -> dict[int, list[str]]:
+        """addNominatedPods: nodes holding room for nominated pods of equal or higher priority are re-checked."""
+        out: dict[int, list[str]] = {}
         me = pod_key(pi.pod)
-        keep = [(req, pod) for key, (prio, req, pod) in (noms or {}).items() if key != me and prio >= pi.priority]
-        if not keep:
-            return ni
-        trial = NodeInfo(ni.name, ni.node, ni.allocatable, dict(ni.requested), dict(ni.nonzero_requested),
-                         dict(ni.pods))
-        for req, pod in keep:
-            trial.add_pod(pod, req)
-        return trial
+        for node, noms in self._nominated.items():
+            keep = [(req, pod) for key, (prio, req, pod) in noms.items() if key != me and prio >= pi.priority]
+            r = self.table.row.get(node)
+            if not keep or r is None or not mask[r]:
+                continue
+            ni = self.nodes[node]
+            trial = NodeInfo(ni.name, ni.node, ni.allocatable, dict(ni.requested), dict(ni.nonzero_requested),
+                             dict(ni.pods))
+            for req, pod in keep:
+                trial.add_pod(pod, req)
+            code, reasons = P.node_resources_fit(pi, trial)
+            mask[r] = code == P.SUCCESS
+            out[r] = reasons
+        return out
 
-    def _clear_nomination(self, key: str) -> None:
+    def _clear_nomination(self, key: str) -> bool:
+        found = False
         for noms in self._nominated.values():
-            noms.pop(key, None)
+            found = noms.pop(key, None) is not None or found
+        return found
 
-    def _select_host(self, pi: P.PodInfo, feasible: list[NodeInfo],
-                     static_score: dict[str, tuple[int, int]]) -> NodeInfo:
-        if len(feasible) == 1:
-            return feasible[0]
-        fit = [P.resources_fit_score(pi, ni, self.strategy) for ni in feasible]
-        bal = [P.balanced_allocation_score(pi, ni) for ni in feasible]
-        taint = [static_score[ni.name][0] for ni in feasible]
-        aff = [static_score[ni.name][1] for ni in feasible]
-        tmax, amax = max(taint), max(aff)
-        best, best_score, count = feasible[0], -1, 0
-        for i, ni in enumerate(feasible):
-            score = (fit[i] * SCORE_WEIGHTS["NodeResourcesFit"]
-                     + bal[i] * SCORE_WEIGHTS["NodeResourcesBalancedAllocation"]
-                     + (P.MAX_NODE_SCORE - taint[i] * P.MAX_NODE_SCORE // tmax if tmax else P.MAX_NODE_SCORE)
-                     * SCORE_WEIGHTS["TaintToleration"]
-                     + (aff[i] * P.MAX_NODE_SCORE // amax if amax else 0) * SCORE_WEIGHTS["NodeAffinity"])
-            if score > best_score:
-                best, best_score, count = ni, score, 1
-            elif score == best_score:
-                count += 1
-                if self.rng.randrange(count) == 0:  # reservoir sampling, as selectHost does
-                    best = ni
-        return best
+    def _select_host(self, pi: P.PodInfo, static: StaticVerdicts, scores: ScoreCache, rows: np.ndarray) -> int:
+        if len(rows) == 1:
+            return int(rows[0])
+        weights = (SCORE_WEIGHTS["NodeResourcesFit"], SCORE_WEIGHTS["NodeResourcesBalancedAllocation"])
+        score = self.table.base_scores(pi, scores, self.strategy, weights)[rows]
+        if static.scored:
+            taint, aff = static.taint[rows], static.affinity[rows]
+            tmax, amax = int(taint.max()), int(aff.max())
+            # TaintToleration and NodeAffinity normalize as DefaultNormalizeScore (reversed for taints).
+            if tmax:
+                score = score + (P.MAX_NODE_SCORE - taint * P.MAX_NODE_SCORE // tmax) * SCORE_WEIGHTS[
+                    "TaintToleration"]
+            else:
+                score = score + P.MAX_NODE_SCORE * SCORE_WEIGHTS["TaintToleration"]
+            if amax:
+                score = score + aff * P.MAX_NODE_SCORE // amax * SCORE_WEIGHTS["NodeAffinity"]
+        top = np.flatnonzero(score == score.max())
+        # selectHost samples uniformly among the nodes with the top score.
+        return int(rows[top[self.rng.randrange(len(top))]]) if len(top) > 1 else int(rows[top[0]])
 
     def _bind(self, pod: Obj, pi: P.PodInfo, ni: NodeInfo) -> None:
         key = pod_key(pod)
-        self._attempts.pop(key, None)
+        self.queue.forget(key)
         self._clear_nomination(key)
         self._requests[key] = pi.requests
         ni.add_pod(pod, pi.requests)
+        self.table.add_requests(ni.name, pi.requests, 1)
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
@@ -310,16 +259,36 @@ class Scheduler:
         self.events.event(bound, "Normal", "Scheduled", f"Successfully assigned {key} to {ni.name}",
                           "default-scheduler")
 
-    # -- failure and preemption -----------------------------------------------------------------
-    def _unschedulable_pod(self, pod: Obj, pi: P.PodInfo, statuses: dict, n: int) -> None:
+    # -- failure --------------------------------------------------------------------------------
+    def _unschedulable_pod(self, pod: Obj, pi: P.PodInfo, static: StaticVerdicts, failed_static: np.ndarray,
+                           cand: np.ndarray, override: dict[int, list[str]], n: int, shape: tuple,
+                           cycle: int) -> None:
+        t = self.table
         reasons: dict[str, int] = {}
-        for _, rs in statuses.values():
-            for r in rs:
-                reasons[r] = reasons.get(r, 0) + 1
-        post, nominated = self._preempt(pod, pi, statuses, n)
+        plugins: set[str] = set()
+        if len(failed_static):
+            ids, counts = np.unique(static.reason[failed_static], return_counts=True)
+            for rid, c in zip(ids.tolist(), counts.tolist(), strict=True):
+                reasons[t.reasons[rid]] = c
+                plugins.add(t.reason_plugin[t.reasons[rid]])
+        if len(cand):
+            plugins.add(FIT)
+            plain = np.ones(len(cand), bool)
+            for i, row in enumerate(cand.tolist() if override else ()):
+                if row in override:
+                    plain[i] = False
+                    for r in override[row]:
+                        reasons[r] = reasons.get(r, 0) + 1
+            for reason, bad in t.insufficient(pi.requests, cand[plain]):
+                c = int(bad.sum())
+                if c:
+                    reasons[reason] = reasons.get(reason, 0) + c
+        victims_possible = cand[t.min_prio[cand] < pi.priority] if len(cand) else cand
+        post, nominated = self.preemption.post_filter(
+            pod, pi, [ni for ni in (t.infos[int(r)] for r in victims_possible) if ni is not None],
+            len(failed_static), n)
         msg = fit_error(n, reasons, post) if n else "no nodes available to schedule pods"
         key = pod_key(pod)
-        self._attempts[key] = self._attempts.get(key, 0) + 1
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         status["phase"] = "Pending"
@@ -335,65 +304,5 @@ class Scheduler:
         if not prev or prev.get("message") != msg or old.get("nominatedNodeName") != status.get("nominatedNodeName"):
             pod = self.store.update({**pod, "status": status})
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
-        since = self.store.env.now
-        self._unschedulable[key] = since
-        self.store.env.at(since + POD_MAX_IN_UNSCHEDULABLE, lambda: self._flush_unschedulable(key, since))
-        if nominated:
-            self._move_all("Preemption")
+        self.queue.failed(key, frozenset(plugins), pi, shape, cycle)
 
-    def _preempt(self, pod: Obj, pi: P.PodInfo, statuses: dict, n: int) -> tuple[str, str | None]:
-        """DefaultPreemption PostFilter: find the node where evicting the fewest, least important pods fits."""
-        if pod["spec"].get("preemptionPolicy") == "Never":
-            return "preemption: not eligible due to preemptionPolicy=Never.", None
-        helpless = sum(1 for code, _ in statuses.values() if code == P.UNRESOLVABLE)
-        candidates = []
-        for name, (code, _) in statuses.items():
-            if code != P.UNSCHEDULABLE:
-                continue
-            victims = self._victims(pi, self.nodes[name])
-            if victims is not None:
-                candidates.append((name, victims))
-        if not candidates:
-            parts = {}
-            if n - helpless:
-                parts["No preemption victims found for incoming pod"] = n - helpless
-            if helpless:
-                parts["Preemption is not helpful for scheduling"] = helpless
-            hist = ", ".join(sorted(f"{v} {k}" for k, v in parts.items()))
-            return f"preemption: 0/{n} nodes are available: {hist}.", None
-
-        def rank(c: tuple[str, list[Obj]]) -> tuple:
-            prios = [int(v["spec"].get("priority") or 0) for v in c[1]]
-            return (max(prios), sum(prios), len(prios))
-
-        node, victims = min(candidates, key=rank)
-        for v in victims:
-            self.events.event(v, "Normal", "Preempted", f"Preempted by pod {pod['metadata'].get('uid')} on node "
-                              f"{node}", "default-scheduler")
-            ns, name = v["metadata"].get("namespace") or "", v["metadata"]["name"]
-            self.store.patch("Pod", ns, name, lambda p: {**p, "status": {**p.get("status", {}), "conditions": [
-                *(p.get("status", {}).get("conditions") or []),
-                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                 "message": "default-scheduler: preempting to accommodate a higher priority pod"}]}})
-            self.store.delete("Pod", ns, name)
-        return "", node
-
-    def _victims(self, pi: P.PodInfo, ni: NodeInfo) -> list[Obj] | None:
-        lower = [p for p in ni.pods.values() if int(p["spec"].get("priority") or 0) < pi.priority]
-        if not lower:
-            return None
-        trial = NodeInfo(ni.name, ni.node, ni.allocatable, dict(ni.requested), dict(ni.nonzero_requested),
-                         dict(ni.pods))
-        for p in lower:
-            trial.remove_pod(p, self._requests.get(pod_key(p), pod_requests(p)))
-        if self._filter(pi, trial)[0] != P.SUCCESS:
-            return None
-        victims = []
-        # Reprieve as many as possible, most important first (selectVictimsOnNode).
-        for p in sorted(lower, key=lambda p: -int(p["spec"].get("priority") or 0)):
-            req = self._requests.get(pod_key(p), pod_requests(p))
-            trial.add_pod(p, req)
-            if self._filter(pi, trial)[0] != P.SUCCESS:
-                trial.remove_pod(p, req)
-                victims.append(p)
-        return victims

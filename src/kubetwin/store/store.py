@@ -61,25 +61,29 @@ class Store:
         self.env = env
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
         self._watchers: dict[str, list[Handler]] = {}
-        self._admission: list[Callable[[Obj], Obj]] = []
+        self._admission: list[tuple[Callable[[Obj], Obj], tuple[str, ...] | None]] = []
         self.rv = 0
         self.history: list[tuple[float, int, str, Obj]] = []
-        self._uid = uuid.UUID(int=rng_seed)
+        self._uid_base = uuid.uuid5(uuid.UUID(int=rng_seed), "kubetwin").int
         self._uid_n = 0
         self.start_time = start_time
+        self._ts_t, self._ts = -1.0, ""
         self._owned: dict[tuple[str, str, str, str], dict[str, Obj]] = {}  # (kind, ns, ownerKind, owner) -> objs
 
     # -- plumbing -------------------------------------------------------------------------------
     def watch(self, kind: str, handler: Handler) -> None:
         self._watchers.setdefault(kind, []).append(handler)
 
-    def admit(self, plugin: Callable[[Obj], Obj]) -> None:
-        """Register a mutating admission plugin run on create (like the API server's admission chain)."""
-        self._admission.append(plugin)
+    def admit(self, plugin: Callable[[Obj], Obj], kinds: tuple[str, ...] | None = None) -> None:
+        """Register a mutating admission plugin run on create (like the API server's admission chain),
+        for every kind or only for `kinds`."""
+        self._admission.append((plugin, kinds))
 
     def _new_uid(self) -> str:
+        """A deterministic, unique RFC 4122-shaped uid: the seed's uuid5 namespace plus a counter."""
         self._uid_n += 1
-        return str(uuid.uuid5(self._uid, str(self._uid_n)))
+        h = f"{(self._uid_base + self._uid_n) % (1 << 128):032x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def _index(self, obj: Obj, remove: bool) -> None:
         """Index objects by their controller owner, so controllers list what they own without a scan."""
@@ -105,8 +109,10 @@ class Store:
 
     # -- verbs ----------------------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
-        for plugin in self._admission:
-            obj = plugin(obj)
+        kind = obj.get("kind")
+        for plugin, kinds in self._admission:
+            if kinds is None or kind in kinds:
+                obj = plugin(obj)
         kind, ns, name = key_of(obj)
         bucket = self._objects.setdefault(kind, {})
         if (ns, name) in bucket:
@@ -158,7 +164,10 @@ class Store:
 
 
     def timestamp(self, t: float) -> str:
-        return sim_timestamp(self.start_time, t)
+        """RFC 3339 time of simulated second t (cached: many objects are written at the same second)."""
+        if t != self._ts_t:
+            self._ts_t, self._ts = t, sim_timestamp(self.start_time, t)
+        return self._ts
 
 
 def sim_timestamp(start: str, t: float) -> str:

@@ -1,0 +1,97 @@
+"""DefaultPreemption (PostFilter): evict the fewest, least important pods from the best candidate node.
+
+As pkg/scheduler/framework/plugins/defaultpreemption: only nodes that failed with a resolvable status
+(Unschedulable, not UnschedulableAndUnresolvable) and carry lower-priority pods are candidates; on each,
+all lower-priority pods are removed, then reprieved most important first while the preemptor still fits
+(selectVictimsOnNode); the node whose victims have the lowest highest priority, then the lowest sum, then
+the fewest wins (pickOneNodeForPreemption, simplified to those three criteria).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kubetwin.scheduler import plugins as P
+from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Obj, Store
+
+
+def pod_key(pod: Obj) -> str:
+    return f"{pod['metadata'].get('namespace') or 'default'}/{pod['metadata']['name']}"
+
+
+def priority_of(pod: Obj) -> int:
+    return int(pod["spec"].get("priority") or 0)
+
+
+def filter_all(pi: P.PodInfo, ni: NodeInfo) -> int:
+    for _, plugin in P.FILTERS:
+        code, _ = plugin(pi, ni)
+        if code != P.SUCCESS:
+            return code
+    return P.SUCCESS
+
+
+def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[str, int]]) -> list[Obj] | None:
+    """selectVictimsOnNode: None when even evicting every lower-priority pod would not make room."""
+    lower = [p for p in ni.pods.values() if priority_of(p) < pi.priority]
+    if not lower:
+        return None
+    trial = NodeInfo(ni.name, ni.node, ni.allocatable, dict(ni.requested), dict(ni.nonzero_requested),
+                     dict(ni.pods))
+    for p in lower:
+        trial.remove_pod(p, requests(p))
+    if filter_all(pi, trial) != P.SUCCESS:
+        return None
+    victims = []
+    for p in sorted(lower, key=lambda p: -priority_of(p)):  # reprieve the most important first
+        req = requests(p)
+        trial.add_pod(p, req)
+        if filter_all(pi, trial) != P.SUCCESS:
+            trial.remove_pod(p, req)
+            victims.append(p)
+    return victims
+
+
+class DefaultPreemption:
+    def __init__(self, store: Store, events: EventRecorder, requests: dict[str, dict[str, int]]) -> None:
+        self.store, self.events, self._requests = store, events, requests
+
+    def _req(self, pod: Obj) -> dict[str, int]:
+        return self._requests.get(pod_key(pod)) or pod_requests(pod)
+
+    def post_filter(self, pod: Obj, pi: P.PodInfo, candidates: list[NodeInfo], unresolvable: int,
+                    n: int) -> tuple[str, str | None]:
+        """Returns (the "preemption: ..." part of the message, the nominated node or None)."""
+        if pod["spec"].get("preemptionPolicy") == "Never":
+            return "preemption: not eligible due to preemptionPolicy=Never.", None
+        found = []
+        for ni in candidates:
+            victims = victims_on_node(pi, ni, self._req)
+            if victims is not None:
+                found.append((ni.name, victims))
+        if not found:
+            parts = {}
+            if n - unresolvable:
+                parts["No preemption victims found for incoming pod"] = n - unresolvable
+            if unresolvable:
+                parts["Preemption is not helpful for scheduling"] = unresolvable
+            hist = ", ".join(sorted(f"{v} {k}" for k, v in parts.items()))
+            return f"preemption: 0/{n} nodes are available: {hist}.", None
+
+        def rank(c: tuple[str, list[Obj]]) -> tuple:
+            prios = [priority_of(v) for v in c[1]]
+            return (max(prios), sum(prios), len(prios))
+
+        node, victims = min(found, key=rank)
+        for v in victims:
+            self.events.event(v, "Normal", "Preempted", f"Preempted by pod {pod['metadata'].get('uid')} on node "
+                              f"{node}", "default-scheduler")
+            ns, name = v["metadata"].get("namespace") or "", v["metadata"]["name"]
+            self.store.patch("Pod", ns, name, lambda p: {**p, "status": {**p.get("status", {}), "conditions": [
+                *(p.get("status", {}).get("conditions") or []),
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                 "message": "default-scheduler: preempting to accommodate a higher priority pod"}]}})
+            self.store.delete("Pod", ns, name)
+        return "", node
