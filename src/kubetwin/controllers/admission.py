@@ -54,7 +54,7 @@ def priority(store: Store):
 
 
 def default_namespace(obj: Obj) -> Obj:
-    """Namespaced objects created without a namespace land in "default", as kubectl apply does."""
+    """Namespaced objects created without a namespace land in "default", as kubectl apply does (client-side)."""
     if obj.get("kind") in CLUSTER_SCOPED or (obj.get("metadata") or {}).get("namespace"):
         return obj
     return {**obj, "metadata": {**obj["metadata"], "namespace": "default"}}

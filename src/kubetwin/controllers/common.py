@@ -17,7 +17,7 @@ class NameGenerator:
         self.rng = random.Random(seed)
 
     def suffix(self, n: int = 5) -> str:
-        return "".join(self.rng.choice(_ALPHABET) for _ in range(n))
+        return "".join(self.rng.choices(_ALPHABET, k=n))
 
     def generate(self, store: object, kind: str, ns: str, prefix: str) -> str:
         """generateName: a fresh suffix until the name is free (the API server retries on conflict too)."""

@@ -25,14 +25,17 @@ class StaticVerdicts:
         self.reason = np.zeros(0, np.int32)  # index into NodeTable.reasons
         self.taint = np.zeros(0, np.int64)
         self.affinity = np.zeros(0, np.int64)
+        self.ok = np.zeros(0, bool)  # code == SUCCESS
         self.scored = False  # any node with a non-zero TaintToleration or NodeAffinity raw score
 
 
 class ScoreCache:
-    """NodeResourcesFit + BalancedAllocation raw scores per row for one request shape, refreshed per changed row."""
+    """For one request shape: NodeResourcesFit's verdict and the weighted NodeResourcesFit +
+    BalancedAllocation score per row, refreshed only for the rows that changed since (the table's log)."""
 
     def __init__(self) -> None:
-        self.gen = -1
+        self.pos = -1  # position in NodeTable.changes up to which this cache is current
+        self.fit = np.zeros(0, bool)
         self.total = np.zeros(0, np.int64)
 
 
@@ -45,8 +48,8 @@ class NodeTable:
         self.alive = np.zeros(0, bool)
         self.row_gen = np.zeros(0, np.int64)  # generation at which a row's node last changed
         self.gen = 0
-        self.use_gen = np.zeros(0, np.int64)  # generation at which a row's node or its pods last changed
-        self.ugen = 0
+        self.changes: list[int] = []  # rows whose node or pods changed, in order (ScoreCache refresh)
+        self.log_base = 0  # absolute position of changes[0]
         self.zone_ids: dict[str, int] = {}
         self.zone = np.zeros(0, np.int64)
         self.alloc: dict[str, np.ndarray] = {}
@@ -55,6 +58,7 @@ class NodeTable:
         self.nonzero_cpu = np.zeros(0, np.int64)
         self.nonzero_mem = np.zeros(0, np.int64)
         self.order = np.zeros(0, np.int64)
+        self._order2 = np.zeros(0, np.int64)
         self._order_dirty = False
         self.reasons: list[str] = [""]
         self._reason_id: dict[str, int] = {"": 0}
@@ -77,7 +81,6 @@ class NodeTable:
             return out
 
         self.alive, self.row_gen, self.zone = grow(self.alive), grow(self.row_gen), grow(self.zone)
-        self.use_gen = grow(self.use_gen)
         self.nonzero_cpu, self.nonzero_mem = grow(self.nonzero_cpu), grow(self.nonzero_mem)
         self.min_prio = grow(self.min_prio)
         self.min_prio[cap:] = NO_PODS
@@ -110,8 +113,7 @@ class NodeTable:
             self._order_dirty = True
         self.zone[i] = zid
         self.row_gen[i] = self.gen
-        self.ugen += 1
-        self.use_gen[i] = self.ugen
+        self._changed(i)
         for k in set(ni.allocatable) | set(ni.requested):
             self.column(k)
         for k, col in self.alloc.items():
@@ -137,8 +139,15 @@ class NodeTable:
         self.infos[i] = None
         self.row_gen[i] = self.gen
         self._order_dirty = True
+        self._changed(i)
 
-    def add_requests(self, name: str, req: dict[str, int], sign: int) -> None:
+    def _changed(self, i: int) -> None:
+        if len(self.changes) >= 65536:  # caches older than the log recompute in full
+            self.log_base += len(self.changes)
+            self.changes = []
+        self.changes.append(i)
+
+    def add_requests(self, name: str, req: dict[str, int], sign: int, prio: int | None = None) -> None:
         """A pod was bound to (sign=1) or left (sign=-1) the node."""
         i = self.row.get(name)
         if i is None:
@@ -150,22 +159,25 @@ class NodeTable:
         self.column("pods")
         self.used["pods"][i] += sign
         self.free["pods"][i] -= sign
-        self.ugen += 1
-        self.use_gen[i] = self.ugen
+        self._changed(i)
         self.nonzero_cpu[i] += sign * (req.get("cpu") or DEFAULT_MILLI_CPU)
         self.nonzero_mem[i] += sign * (req.get("memory") or DEFAULT_MEMORY)
-        self.refresh_min_prio(name)
+        if sign > 0 and prio is not None:
+            self.min_prio[i] = min(int(self.min_prio[i]), prio)
+        else:
+            self.refresh_min_prio(name)
 
     def scan_order(self) -> np.ndarray:
         """Live rows in nodeTree order: zones round-robin, creation order within a zone."""
         if self._order_dirty:
-            live = np.flatnonzero(self.alive[:len(self.infos)])
+            live = (self.alive[:len(self.infos)]).nonzero()[0]
             zones = self.zone[live]
             rank = np.zeros(len(live), np.int64)
             for z in np.unique(zones):
                 sel = zones == z
                 rank[sel] = np.arange(int(sel.sum()))
             self.order = live[np.lexsort((zones, rank))]
+            self._order2 = np.concatenate((self.order, self.order))
             self._order_dirty = False
         return self.order
 
@@ -173,18 +185,15 @@ class NodeTable:
         """Scan from position `start` of the nodeTree order; stop at the want-th feasible row.
 
         Returns the feasible rows in scan order and how many nodes were processed (the next start)."""
-        order = self.order
-        n = len(order)
-        pos = np.flatnonzero(mask[order])
-        if start:
-            k = int(np.searchsorted(pos, start))
-            pos = np.concatenate((pos[k:], pos[:k]))
+        n = len(self.order)
+        idx = self._order2[start:start + n]  # the order rotated to begin at `start` (a view)
+        pos = mask[idx].nonzero()[0]
         if want and len(pos) >= want:
             pos = pos[:want]
-            processed = (int(pos[-1]) - start) % n + 1
+            processed = int(pos[-1]) + 1
         else:
             processed = n
-        return order[pos], processed
+        return idx[pos], processed
 
     def reason_id(self, reason: str) -> int:
         rid = self._reason_id.get(reason)
@@ -205,7 +214,7 @@ class NodeTable:
                 new = np.zeros(size, old.dtype)
                 new[:len(old)] = old
                 setattr(cached, attr, new)
-        rows = np.flatnonzero(self.row_gen[:len(self.infos)] > cached.gen)
+        rows = (self.row_gen[:len(self.infos)] > cached.gen).nonzero()[0]
         for i in rows.tolist():
             ni = self.infos[i]
             if ni is None:
@@ -222,6 +231,7 @@ class NodeTable:
                 cached.taint[i] = P.taint_toleration_score(pi, ni)
                 cached.affinity[i] = P.node_affinity_score(pi, ni)
         cached.gen = self.gen
+        cached.ok = cached.code == P.SUCCESS
         cached.scored = bool(cached.taint.any() or cached.affinity.any())
         return cached
 
@@ -258,27 +268,33 @@ class NodeTable:
         return ok
 
     # -- Score ----------------------------------------------------------------------------------
-    def base_scores(self, pi: P.PodInfo, cache: ScoreCache, strategy: str, weights: tuple[int, int]) -> np.ndarray:
-        """Weighted NodeResourcesFit + BalancedAllocation per row, recomputed only where nodes changed."""
-        if cache.gen == self.ugen:
-            return cache.total
+    def refresh(self, pi: P.PodInfo, cache: ScoreCache, strategy: str, weights: tuple[int, int]) -> ScoreCache:
+        """Bring a request shape's fit verdicts and base scores up to date with the nodes."""
+        end = self.log_base + len(self.changes)
+        if cache.pos == end:
+            return cache
         size = len(self.alive)
         if len(cache.total) < size:
-            new = np.zeros(size, np.int64)
-            new[:len(cache.total)] = cache.total
-            cache.total = new
-        rows = np.flatnonzero(self.use_gen[:len(self.infos)] > cache.gen)
+            cache.pos = -1
         wf, wb = weights
-        if len(rows) <= 16:  # a few rows: the scalar plugins beat numpy's per-call overhead
-            for i in rows.tolist():
-                ni = self.infos[i]
-                cache.total[i] = 0 if ni is None else (P.resources_fit_score(pi, ni, strategy) * wf
-                                                       + P.balanced_allocation_score(pi, ni) * wb)
-        else:
+        if cache.pos < self.log_base or end - cache.pos > 64:  # far behind: all rows, vectorized
+            rows = np.arange(len(self.infos))
+            cache.fit = np.zeros(size, bool)
+            cache.total = np.zeros(size, np.int64)
+            cache.fit[:] = self.fits(pi.requests) & self.alive
             cache.total[rows] = (self.resources_fit_score(pi.requests, rows, strategy) * wf
                                  + self.balanced_allocation_score(pi.requests, rows) * wb)
-        cache.gen = self.ugen
-        return cache.total
+        else:  # a few rows: the scalar plugins beat numpy's per-call overhead
+            for i in set(self.changes[cache.pos - self.log_base:]):
+                ni = self.infos[i]
+                if ni is None:
+                    cache.fit[i], cache.total[i] = False, 0
+                    continue
+                cache.fit[i] = P.node_resources_fit(pi, ni)[0] == P.SUCCESS
+                cache.total[i] = (P.resources_fit_score(pi, ni, strategy) * wf
+                                  + P.balanced_allocation_score(pi, ni) * wb)
+        cache.pos = end
+        return cache
 
     def resources_fit_score(self, requests: dict[str, int], rows: np.ndarray, strategy: str) -> np.ndarray:
         """NodeResourcesFit score over cpu and memory (weight 1 each), as plugins.resources_fit_score."""

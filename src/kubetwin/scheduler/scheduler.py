@@ -70,6 +70,7 @@ class Scheduler:
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
         self.schedule_attempts = 0
         self._static: dict[str, StaticVerdicts] = {}  # node-only sig -> verdicts per node row
+        self._res_sig: dict[int, tuple[list, str]] = {}  # id(containers list) -> (that list, its resources repr)
         self._req_cache: dict[str, tuple[dict[str, int], ScoreCache]] = {}  # resources repr -> requests
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         self.preemption = DefaultPreemption(store, events, self._requests)
@@ -126,7 +127,7 @@ class Scheduler:
                 req = pod_requests(pod)
                 self._requests[key] = req
                 self.nodes[node_name].add_pod(pod, req)
-                self.table.add_requests(node_name, req, 1)
+                self.table.add_requests(node_name, req, 1, priority_of(pod))
             return
         if etype == "ADDED" and pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler":
             self.queue.add(key, priority_of(pod))
@@ -158,8 +159,14 @@ class Scheduler:
         tols, sel = spec.get("tolerations") or [], spec.get("nodeSelector") or {}
         terms = req.get("nodeSelectorTerms") if req else None
         preferred = aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-        res_sig = repr(([c.get("resources") for c in spec.get("containers") or []],
-                        [c.get("resources") for c in spec.get("initContainers") or []], spec.get("overhead")))
+        containers = spec.get("containers") or []
+        seen = self._res_sig.get(id(containers))  # pods of one template share its containers list
+        if seen is not None and seen[0] is containers and "initContainers" not in spec and "overhead" not in spec:
+            res_sig = seen[1]
+        else:
+            res_sig = repr(([c.get("resources") for c in containers],
+                            [c.get("resources") for c in spec.get("initContainers") or []], spec.get("overhead")))
+            _bounded(self._res_sig, id(containers), (containers, res_sig))
         cached = self._req_cache.get(res_sig)
         if cached is None:
             cached = (pod_requests(pod), ScoreCache())
@@ -181,8 +188,10 @@ class Scheduler:
         table = self.table
         order = table.scan_order()
         n = len(order)
-        ok_static = static.code[:len(table.alive)] == P.SUCCESS
-        mask = ok_static & table.fits(pi.requests)
+        weights = (SCORE_WEIGHTS["NodeResourcesFit"], SCORE_WEIGHTS["NodeResourcesBalancedAllocation"])
+        table.refresh(pi, scores, self.strategy, weights)
+        ok_static = static.ok
+        mask = ok_static & scores.fit
         override = self._nominated_fit(pi, mask) if self._nominated else {}
         feasible, processed = table.first_feasible(mask, self.next_start, num_feasible_nodes_to_find(n))
         if n:
@@ -225,8 +234,7 @@ class Scheduler:
     def _select_host(self, pi: P.PodInfo, static: StaticVerdicts, scores: ScoreCache, rows: np.ndarray) -> int:
         if len(rows) == 1:
             return int(rows[0])
-        weights = (SCORE_WEIGHTS["NodeResourcesFit"], SCORE_WEIGHTS["NodeResourcesBalancedAllocation"])
-        score = self.table.base_scores(pi, scores, self.strategy, weights)[rows]
+        score = scores.total[rows]
         if static.scored:
             taint, aff = static.taint[rows], static.affinity[rows]
             tmax, amax = int(taint.max()), int(aff.max())
@@ -238,7 +246,7 @@ class Scheduler:
                 score = score + P.MAX_NODE_SCORE * SCORE_WEIGHTS["TaintToleration"]
             if amax:
                 score = score + aff * P.MAX_NODE_SCORE // amax * SCORE_WEIGHTS["NodeAffinity"]
-        top = np.flatnonzero(score == score.max())
+        top = (score == score.max()).nonzero()[0]
         # selectHost samples uniformly among the nodes with the top score.
         return int(rows[top[self.rng.randrange(len(top))]]) if len(top) > 1 else int(rows[top[0]])
 
@@ -248,7 +256,7 @@ class Scheduler:
         self._clear_nomination(key)
         self._requests[key] = pi.requests
         ni.add_pod(pod, pi.requests)
-        self.table.add_requests(ni.name, pi.requests, 1)
+        self.table.add_requests(ni.name, pi.requests, 1, pi.priority)
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]

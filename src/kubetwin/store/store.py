@@ -88,7 +88,10 @@ class Store:
     def _index(self, obj: Obj, remove: bool) -> None:
         """Index objects by their controller owner, so controllers list what they own without a scan."""
         meta = obj["metadata"]
-        for ref in meta.get("ownerReferences") or ():
+        refs = meta.get("ownerReferences")
+        if not refs:
+            return
+        for ref in refs:
             if ref.get("controller"):
                 key = (obj["kind"], meta.get("namespace") or "", ref["kind"], ref["name"])
                 bucket = self._owned.setdefault(key, {})
@@ -104,8 +107,10 @@ class Store:
     def _emit(self, etype: str, obj: Obj, old: Obj | None) -> None:
         self._index(obj, etype == "DELETED")
         self.history.append((self.env.now, self.rv, etype, obj))
-        for handler in self._watchers.get(obj["kind"], ()):
-            handler(etype, obj, old)
+        handlers = self._watchers.get(obj["kind"])
+        if handlers:
+            for handler in handlers:
+                handler(etype, obj, old)
 
     # -- verbs ----------------------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
