@@ -16,18 +16,25 @@ class Kubelet:
     def __init__(self, store: Store, env: Environment, events: EventRecorder) -> None:
         self.store, self.env, self.events = store, env, events
         self._started: set[str] = set()
+        self._to_start: list[Obj] = []
         self._ips = 0  # pod IPs from GKE's default pod range 10.4.0.0/14, handed out in order
         store.watch("Pod", self._on_pod)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         if etype == "DELETED" or not pod["spec"].get("nodeName"):
             return
-        meta = pod["metadata"]
-        key = f"{meta.get('namespace')}/{meta['name']}/{meta.get('uid')}"
-        if key in self._started or pod.get("status", {}).get("phase") != "Pending":
+        key = pod["metadata"]["uid"]
+        if key in self._started or pod["status"].get("phase") != "Pending":
             return
         self._started.add(key)
-        self.env.after(0, lambda: self._start(pod))
+        if not self._to_start:  # one pass starts every pod bound at this instant, in binding order
+            self.env.after(0, self._start_all)
+        self._to_start.append(pod)
+
+    def _start_all(self) -> None:
+        pods, self._to_start = self._to_start, []
+        for pod in pods:
+            self._start(pod)
 
     def _start(self, pod: Obj) -> None:
         meta = pod["metadata"]

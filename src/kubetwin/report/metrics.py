@@ -26,7 +26,8 @@ class Metrics:
         self.interval = interval
         self.created: dict[str, float] = {}
         self.scheduled: dict[str, float] = {}
-        self.phase: dict[str, str] = {}
+        self.phase: dict[str, str] = {}  # these three by pod uid
+        self.names: dict[str, str] = {}  # uid -> ns/name
         self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": []}
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
         self._last_t = 0.0
@@ -36,9 +37,11 @@ class Metrics:
         env.at(0, self._sample)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
-        key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}/{pod['metadata'].get('uid')}"
+        meta = pod["metadata"]
+        key = meta["uid"]
         if etype == "ADDED":
             self.created[key] = self.env.now
+            self.names[key] = f"{meta.get('namespace')}/{meta['name']}"
         if pod["spec"].get("nodeName") and key not in self.scheduled:
             self.scheduled[key] = self.env.now
             owner = controller_of(pod)
@@ -112,7 +115,7 @@ class Metrics:
         gpu = {pool: {"mean_pct": round(100 * a[0] / a[1], 3) if a[1] else 0.0,
                       "gpu_hours_requested": round(a[0] / 3600, 3), "gpu_hours_allocatable": round(a[1] / 3600, 3)}
                for pool, a in sorted(self._gpu_area.items())}
-        pods_rows = [{"pod": k.rsplit("/", 1)[0], "created": t, "scheduled": self.scheduled.get(k),
+        pods_rows = [{"pod": self.names[k], "created": t, "scheduled": self.scheduled.get(k),
                       "phase": self.phase.get(k)} for k, t in self.created.items()]
         summary = {
             "duration_seconds": until,

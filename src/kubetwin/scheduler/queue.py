@@ -20,7 +20,7 @@ INITIAL_BACKOFF, MAX_BACKOFF = 1.0, 10.0  # DefaultPodInitialBackoffDuration / D
 ANY_PLUGIN = "*"  # failed with no plugin to blame (no nodes at all): any event may help
 
 
-@dataclass
+@dataclass(slots=True)
 class QueuedPodInfo:
     key: str
     priority: int

@@ -64,7 +64,7 @@ class Store:
         self._admission: list[tuple[Callable[[Obj], Obj], tuple[str, ...] | None]] = []
         self.rv = 0
         self.history: list[tuple[float, int, str, Obj]] = []
-        self._uid_base = uuid.uuid5(uuid.UUID(int=rng_seed), "kubetwin").int
+        self._uid_prefix = str(uuid.uuid5(uuid.UUID(int=rng_seed), "kubetwin"))[:24]  # "xxxxxxxx-xxxx-xxxx-xxxx-"
         self._uid_n = 0
         self.start_time = start_time
         self._ts_t, self._ts = -1.0, ""
@@ -80,10 +80,9 @@ class Store:
         self._admission.append((plugin, kinds))
 
     def _new_uid(self) -> str:
-        """A deterministic, unique RFC 4122-shaped uid: the seed's uuid5 namespace plus a counter."""
+        """A deterministic, unique RFC 4122-shaped uid: a seeded uuid5 prefix and a 48-bit counter."""
         self._uid_n += 1
-        h = f"{(self._uid_base + self._uid_n) % (1 << 128):032x}"
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        return f"{self._uid_prefix}{self._uid_n:012x}"
 
     def _index(self, obj: Obj, remove: bool) -> None:
         """Index objects by their controller owner, so controllers list what they own without a scan."""
@@ -125,9 +124,11 @@ class Store:
         self.rv += 1
         meta = dict(obj["metadata"])
         meta["resourceVersion"] = str(self.rv)
-        meta.setdefault("uid", self._new_uid())
+        if "uid" not in meta:
+            meta["uid"] = self._new_uid()
         meta["creationTimestamp"] = self.timestamp(self.env.now)
-        meta.setdefault("generation", 1)
+        if "generation" not in meta:
+            meta["generation"] = 1
         obj = {**obj, "metadata": meta}
         bucket[(ns, name)] = obj
         self._emit("ADDED", obj, None)
