@@ -12,19 +12,36 @@ def extended_resource_toleration(obj: Obj) -> Obj:
     if obj.get("kind") != "Pod":
         return obj
     spec = obj["spec"]
-    names = set()
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        res = c.get("resources") or {}
-        names |= {k for k in {**(res.get("requests") or {}), **(res.get("limits") or {})}
-                  if k.startswith(EXTENDED_PREFIXES)}
+    names = _extended_names(spec.get("containers") or [], spec.get("initContainers") or [])
     if not names:
         return obj
     tols = list(spec.get("tolerations") or [])
-    for name in sorted(names):
+    for name in names:
         tol = {"key": name, "operator": "Exists", "effect": "NoSchedule"}
         if tol not in tols:
             tols.append(tol)
     return {**obj, "spec": {**spec, "tolerations": tols}}
+
+
+_names_seen: dict[int, tuple[list, list, tuple[str, ...]]] = {}
+
+
+def _extended_names(containers: list, init: list) -> tuple[str, ...]:
+    """Sorted extended resource names the containers ask for; cached by list identity, since pods made
+    from one template share its containers list."""
+    seen = _names_seen.get(id(containers))
+    if seen is not None and seen[0] is containers and seen[1] is init:
+        return seen[2]
+    names: set[str] = set()
+    for c in containers + init:
+        res = c.get("resources") or {}
+        names |= {k for k in {**(res.get("requests") or {}), **(res.get("limits") or {})}
+                  if k.startswith(EXTENDED_PREFIXES)}
+    out = tuple(sorted(names))
+    if len(_names_seen) > 1024:
+        _names_seen.clear()
+    _names_seen[id(containers)] = (containers, init, out)
+    return out
 
 
 def pod_defaults(obj: Obj) -> Obj:
@@ -38,18 +55,33 @@ def pod_defaults(obj: Obj) -> Obj:
 
 
 def priority(store: Store):
-    """The Priority admission plugin: resolve priorityClassName into spec.priority and preemptionPolicy."""
+    """The Priority admission plugin: resolve priorityClassName into spec.priority and preemptionPolicy.
+
+    Without a class name the pod gets the globalDefault class, the lowest-valued one if several claim it
+    (plugin/pkg/admission/priority getDefaultPriorityClass); the default is looked up once per change of
+    the PriorityClasses, as the plugin reads them from an informer."""
+    default: list[Obj | None] = []
+
+    def invalidate(etype: str, obj: Obj, old: Obj | None) -> None:
+        default.clear()
+
     def plugin(obj: Obj) -> Obj:
         if obj.get("kind") != "Pod":
             return obj
         spec = obj["spec"]
         pc_name = spec.get("priorityClassName")
-        pc = store.get("PriorityClass", "", pc_name) if pc_name else None
-        if pc is None and not pc_name:
-            pc = next((p for p in store.list("PriorityClass") if p.get("globalDefault")), None)
+        if pc_name:
+            pc = store.get("PriorityClass", "", pc_name)
+        else:
+            if not default:
+                defaults = [p for p in store.list("PriorityClass") if p.get("globalDefault")]
+                default.append(min(defaults, key=lambda p: int(p.get("value", 0)), default=None))
+            pc = default[0]
         value = int(pc.get("value", 0)) if pc else 0
         policy = (pc or {}).get("preemptionPolicy", "PreemptLowerPriority")
         return {**obj, "spec": {**spec, "priority": value, "preemptionPolicy": policy}}
+
+    store.watch("PriorityClass", invalidate)
     return plugin
 
 

@@ -14,7 +14,7 @@ class JobController:
         self._dirty: set[tuple[str, str]] = set()
         self._counted: set[str] = set()
         store.watch("Job", self._on_job)
-        store.watch("Pod", self._on_pod)
+        store.watch("Pod", self._on_pod, owner_kind="Job")
 
     def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
         if etype != "DELETED":
@@ -22,7 +22,7 @@ class JobController:
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         owner = controller_of(pod)
-        if owner and owner[0] == "Job":
+        if owner:
             self._queue(pod["metadata"].get("namespace") or "default", owner[1])
 
     def _queue(self, ns: str, name: str) -> None:

@@ -21,15 +21,14 @@ class ReplicaSetController:
         self._dirty: set[tuple[str, str, str]] = set()
         store.watch("Deployment", lambda e, o, _: e != "DELETED" and self._queue("Deployment", o))
         store.watch("ReplicaSet", lambda e, o, _: e != "DELETED" and self._queue("ReplicaSet", o))
-        store.watch("Pod", self._on_pod)
+        store.watch("Pod", self._on_pod, owner_kind="ReplicaSet")
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         owner = controller_of(pod)
-        if owner and owner[0] == "ReplicaSet":
-            ns = pod["metadata"].get("namespace") or "default"
+        if owner:
             if not self._dirty:
                 self.env.after(0, self._sync_all)
-            self._dirty.add(("ReplicaSet", ns, owner[1]))
+            self._dirty.add(("ReplicaSet", pod["metadata"].get("namespace") or "default", owner[1]))
 
     def _queue(self, kind: str, obj: Obj) -> None:
         if not self._dirty:

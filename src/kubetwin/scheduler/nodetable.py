@@ -184,16 +184,27 @@ class NodeTable:
     def first_feasible(self, mask: np.ndarray, start: int, want: int) -> tuple[np.ndarray, int]:
         """Scan from position `start` of the nodeTree order; stop at the want-th feasible row.
 
-        Returns the feasible rows in scan order and how many nodes were processed (the next start)."""
+        Returns the feasible rows in scan order and how many nodes were processed (the next start).
+        The scan reads the order in growing windows, so a pod that finds its nodes early reads few."""
         n = len(self.order)
-        idx = self._order2[start:start + n]  # the order rotated to begin at `start` (a view)
-        pos = mask[idx].nonzero()[0]
-        if want and len(pos) >= want:
-            pos = pos[:want]
-            processed = int(pos[-1]) + 1
-        else:
-            processed = n
-        return idx[pos], processed
+        if not want or want >= n:
+            idx = self._order2[start:start + n]  # the order rotated to begin at `start` (a view)
+            return idx[mask[idx].nonzero()[0]], n
+        found: list[np.ndarray] = []
+        have, lo, step = 0, 0, max(2 * want, 256)
+        while lo < n:
+            hi = min(n, lo + step)
+            idx = self._order2[start + lo:start + hi]
+            pos = mask[idx].nonzero()[0]
+            if have + len(pos) >= want:
+                pos = pos[:want - have]
+                found.append(idx[pos])
+                rows = found[0] if len(found) == 1 else np.concatenate(found)
+                return rows, lo + int(pos[-1]) + 1
+            found.append(idx[pos])
+            have += len(pos)
+            lo, step = hi, 2 * step
+        return (found[0] if len(found) == 1 else np.concatenate(found)), n
 
     def reason_id(self, reason: str) -> int:
         rid = self._reason_id.get(reason)

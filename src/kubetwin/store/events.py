@@ -10,6 +10,8 @@ records through the events.k8s.io broadcaster, which has no spam filter: its eve
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from kubetwin.store.store import Obj, Store
 
 AGGREGATE_MAX_EVENTS, AGGREGATE_INTERVAL = 10, 600.0  # defaultAggregateMaxEvents, ...IntervalInSeconds
@@ -18,12 +20,13 @@ UNFILTERED = frozenset({"default-scheduler"})
 LRU_ENTRIES = 4096  # maxLruCacheEntries: the correlator forgets the least recently seen keys
 
 
-def _remember(cache: dict, key: tuple, value: object) -> None:
-    """Insert as most recent; drop the least recent beyond LRU_ENTRIES."""
-    cache.pop(key, None)
+def _remember(cache: OrderedDict, key: tuple, value: object, new: bool) -> None:
+    """Store as most recent (a new key is inserted last); drop the least recent beyond LRU_ENTRIES."""
     cache[key] = value
-    if len(cache) > LRU_ENTRIES:
-        del cache[next(iter(cache))]
+    if not new:
+        cache.move_to_end(key)
+    elif len(cache) > LRU_ENTRIES:
+        cache.popitem(last=False)
 
 
 class EventRecorder:
@@ -31,44 +34,57 @@ class EventRecorder:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._seen: dict[tuple, tuple[str, int]] = {}  # event key -> (Event name, count)
-        self._aggregate: dict[tuple, tuple[set[str], float]] = {}  # aggregate key -> (messages, last time)
-        self._spam: dict[tuple, tuple[float, float]] = {}  # spam key -> (tokens, last refill time)
+        self._seen: OrderedDict[tuple, tuple[str, int]] = OrderedDict()  # event key -> (Event name, count)
+        self._aggregate: OrderedDict[tuple, tuple[set[str], float]] = OrderedDict()  # -> (messages, last time)
+        self._spam: OrderedDict[tuple, tuple[float, float]] = OrderedDict()  # -> (tokens, last refill time)
         self._n = 0
 
     def _accept(self, spam_key: tuple, now: float) -> bool:
         """EventSourceObjectSpamFilter: a token bucket per source and object."""
-        tokens, last = self._spam.get(spam_key, (float(SPAM_BURST), now))
-        tokens = min(float(SPAM_BURST), tokens + (now - last) * SPAM_QPS)
+        bucket = self._spam.get(spam_key)
+        if bucket is None:
+            tokens = float(SPAM_BURST)
+        else:
+            tokens = min(float(SPAM_BURST), bucket[0] + (now - bucket[1]) * SPAM_QPS)
         ok = tokens >= 1.0
-        _remember(self._spam, spam_key, (tokens - 1.0 if ok else tokens, now))
+        _remember(self._spam, spam_key, (tokens - 1.0 if ok else tokens, now), bucket is None)
         return ok
+
+    def _aggregated(self, obj_key: tuple, etype: str, reason: str, message: str, now: float) -> tuple | None:
+        """EventAggregator: the aggregate key once this reason has had AGGREGATE_MAX_EVENTS distinct messages
+        within AGGREGATE_INTERVAL, else None."""
+        agg_key = (*obj_key, etype, reason)
+        record = self._aggregate.get(agg_key)
+        if record is None or now - record[1] > AGGREGATE_INTERVAL:
+            messages = {message}
+        else:
+            messages = record[0]
+            messages.add(message)
+        _remember(self._aggregate, agg_key, (messages, now), record is None)
+        if len(messages) < AGGREGATE_MAX_EVENTS:
+            return None
+        messages.discard(message)
+        return agg_key
 
     def event(self, obj: Obj, etype: str, reason: str, message: str, component: str) -> None:
         meta = obj["metadata"]
         ns = meta.get("namespace") or "default"
         obj_key = (obj["kind"], ns, meta["name"], meta.get("uid"), component)
         now_s = self.store.env.now
-        key = (*obj_key, etype, reason, message)
-        if component not in UNFILTERED:
-            agg_key = (*obj_key, etype, reason)
-            record = self._aggregate.get(agg_key)
-            if record is None or now_s - record[1] > AGGREGATE_INTERVAL:
-                messages = {message}
-            else:
-                messages = record[0]
-                messages.add(message)
-            _remember(self._aggregate, agg_key, (messages, now_s))
-            if len(messages) >= AGGREGATE_MAX_EVENTS:
-                messages.discard(message)
-                message, key = f"(combined from similar events): {message}", agg_key
+        filtered = component not in UNFILTERED
+        agg_key = self._aggregated(obj_key, etype, reason, message, now_s) if filtered else None
+        if agg_key is None:
+            key: tuple = (obj_key, etype, reason, message)
+        else:
+            message, key = f"(combined from similar events): {message}", agg_key
         seen = self._seen.get(key)
-        name, count = seen if seen is not None else (None, 0)
-        if name is None:
+        if seen is None:
             self._n += 1
-            name = f"{meta['name']}.{self._n:08x}"
-        _remember(self._seen, key, (name, count + 1))
-        if component not in UNFILTERED and not self._accept(obj_key, now_s):
+            name, count = f"{meta['name']}.{self._n:08x}", 0
+        else:
+            name, count = seen
+        _remember(self._seen, key, (name, count + 1), seen is None)
+        if filtered and not self._accept(obj_key, now_s):
             return
         now = self.store.timestamp(now_s)
         cur = self.store.get("Event", ns, name) if count else None

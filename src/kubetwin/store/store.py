@@ -60,10 +60,13 @@ class Store:
     def __init__(self, env: Environment, rng_seed: int = 0, start_time: str = "2026-01-01T00:00:00Z") -> None:
         self.env = env
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
-        self._watchers: dict[str, list[Handler]] = {}
+        self._watchers: dict[str, list[tuple[Handler, str | None]]] = {}  # kind -> (handler, owner kind)
+        self._dispatch: dict[tuple[str, str | None], list[Handler]] = {}  # (kind, controller kind) -> handlers
         self._admission: list[tuple[Callable[[Obj], Obj], tuple[str, ...] | None]] = []
+        self._admission_of: dict[str, list[Callable[[Obj], Obj]]] = {}  # per kind, in registration order
         self.rv = 0
         self.history: list[tuple[float, int, str, Obj]] = []
+        # uids: deterministic, unique and RFC 4122-shaped: a seeded uuid5 prefix and a 48-bit counter
         self._uid_prefix = str(uuid.uuid5(uuid.UUID(int=rng_seed), "kubetwin"))[:24]  # "xxxxxxxx-xxxx-xxxx-xxxx-"
         self._uid_n = 0
         self.start_time = start_time
@@ -71,25 +74,38 @@ class Store:
         self._owned: dict[tuple[str, str, str, str], dict[str, Obj]] = {}  # (kind, ns, ownerKind, owner) -> objs
 
     # -- plumbing -------------------------------------------------------------------------------
-    def watch(self, kind: str, handler: Handler) -> None:
-        self._watchers.setdefault(kind, []).append(handler)
+    def watch(self, kind: str, handler: Handler, owner_kind: str | None = None) -> None:
+        """Call handler on every change of a `kind` object; with owner_kind, only for objects whose
+        controller is of that kind (an informer with a FilterFunc on the controller reference)."""
+        self._watchers.setdefault(kind, []).append((handler, owner_kind))
+        self._dispatch.clear()
+
+    def _handlers(self, kind: str, owner_kind: str | None) -> list[Handler]:
+        handlers = self._dispatch.get((kind, owner_kind))
+        if handlers is None:
+            handlers = self._dispatch[(kind, owner_kind)] = [
+                h for h, want in self._watchers.get(kind, ()) if want is None or want == owner_kind]
+        return handlers
 
     def admit(self, plugin: Callable[[Obj], Obj], kinds: tuple[str, ...] | None = None) -> None:
         """Register a mutating admission plugin run on create (like the API server's admission chain),
         for every kind or only for `kinds`."""
         self._admission.append((plugin, kinds))
+        self._admission_of.clear()
 
-    def _new_uid(self) -> str:
-        """A deterministic, unique RFC 4122-shaped uid: a seeded uuid5 prefix and a 48-bit counter."""
-        self._uid_n += 1
-        return f"{self._uid_prefix}{self._uid_n:012x}"
+    def _plugins(self, kind: str) -> list[Callable[[Obj], Obj]]:
+        plugins = self._admission_of.get(kind)
+        if plugins is None:
+            plugins = self._admission_of[kind] = [p for p, kinds in self._admission if kinds is None or kind in kinds]
+        return plugins
 
-    def _index(self, obj: Obj, remove: bool) -> None:
-        """Index objects by their controller owner, so controllers list what they own without a scan."""
+    def _index(self, obj: Obj, remove: bool) -> str | None:
+        """Index objects by their controller owner, so controllers list what they own without a scan.
+        Returns the controller's kind."""
         meta = obj["metadata"]
         refs = meta.get("ownerReferences")
         if not refs:
-            return
+            return None
         for ref in refs:
             if ref.get("controller"):
                 key = (obj["kind"], meta.get("namespace") or "", ref["kind"], ref["name"])
@@ -98,35 +114,42 @@ class Store:
                     bucket.pop(meta["name"], None)
                 else:
                     bucket[meta["name"]] = obj
+                return ref["kind"]
+        return None
 
     def owned(self, kind: str, ns: str, owner_kind: str, owner_name: str) -> list[Obj]:
         """Objects of `kind` in `ns` whose controller is owner_kind/owner_name, in creation order."""
         return list(self._owned.get((kind, ns or "", owner_kind, owner_name), {}).values())
 
     def _emit(self, etype: str, obj: Obj, old: Obj | None) -> None:
-        self._index(obj, etype == "DELETED")
+        owner_kind = self._index(obj, etype == "DELETED")
         self.history.append((self.env.now, self.rv, etype, obj))
-        handlers = self._watchers.get(obj["kind"])
-        if handlers:
-            for handler in handlers:
-                handler(etype, obj, old)
+        handlers = self._dispatch.get((obj["kind"], owner_kind))
+        if handlers is None:
+            handlers = self._handlers(obj["kind"], owner_kind)
+        for handler in handlers:
+            handler(etype, obj, old)
 
     # -- verbs ----------------------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
         kind = obj.get("kind")
-        for plugin, kinds in self._admission:
-            if kinds is None or kind in kinds:
-                obj = plugin(obj)
-        kind, ns, name = key_of(obj)
-        bucket = self._objects.setdefault(kind, {})
+        plugins = self._admission_of.get(kind)
+        for plugin in plugins if plugins is not None else self._plugins(kind):
+            obj = plugin(obj)
+        meta = obj["metadata"]
+        kind, ns, name = obj["kind"], meta.get("namespace") or "", meta["name"]
+        bucket = self._objects.get(kind)
+        if bucket is None:
+            bucket = self._objects[kind] = {}
         if (ns, name) in bucket:
             raise AlreadyExists(f'{kind.lower()}s "{name}" already exists')
         self.rv += 1
-        meta = dict(obj["metadata"])
-        meta["resourceVersion"] = str(self.rv)
+        meta = {**meta, "resourceVersion": str(self.rv)}
         if "uid" not in meta:
-            meta["uid"] = self._new_uid()
-        meta["creationTimestamp"] = self.timestamp(self.env.now)
+            self._uid_n += 1
+            meta["uid"] = f"{self._uid_prefix}{self._uid_n:012x}"
+        now = self.env.now
+        meta["creationTimestamp"] = self._ts if now == self._ts_t else self.timestamp(now)
         if "generation" not in meta:
             meta["generation"] = 1
         obj = {**obj, "metadata": meta}
