@@ -69,6 +69,7 @@ def test_vector_filters_and_scores_match_the_scalar_plugins(seed: int) -> None:
         pi = _pod(rng)
         fit = [P.node_resources_fit(pi, ni) for ni in nodes]
         assert table.fits(pi.requests)[:len(nodes)].tolist() == [code == P.SUCCESS for code, _ in fit]
+        assert [P.fits_request(pi.requests, ni) for ni in nodes] == [code == P.SUCCESS for code, _ in fit]
         for reason, bad in table.insufficient(pi.requests, rows):
             assert bad.tolist() == [reason in reasons for _, reasons in fit], reason
         for strategy in ("LeastAllocated", "MostAllocated"):

@@ -296,14 +296,14 @@ class NodeTable:
             cache.total[rows] = (self.resources_fit_score(pi.requests, rows, strategy) * wf
                                  + self.balanced_allocation_score(pi.requests, rows) * wb)
         else:  # a few rows: the scalar plugins beat numpy's per-call overhead
+            fit, total = cache.fit, cache.total
             for i in set(self.changes[cache.pos - self.log_base:]):
                 ni = self.infos[i]
                 if ni is None:
-                    cache.fit[i], cache.total[i] = False, 0
+                    fit[i], total[i] = False, 0
                     continue
-                cache.fit[i] = P.node_resources_fit(pi, ni)[0] == P.SUCCESS
-                cache.total[i] = (P.resources_fit_score(pi, ni, strategy) * wf
-                                  + P.balanced_allocation_score(pi, ni) * wb)
+                fit[i] = P.fits_request(pi.requests, ni)
+                total[i] = (P.resources_fit_score(pi, ni, strategy) * wf + P.balanced_allocation_score(pi, ni) * wb)
         cache.pos = end
         return cache
 

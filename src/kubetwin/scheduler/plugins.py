@@ -99,6 +99,17 @@ def node_affinity(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
     return SUCCESS, []
 
 
+def fits_request(requests: dict[str, int], ni: NodeInfo) -> bool:
+    """node_resources_fit's verdict alone, without building the reasons (the scheduler's hot path)."""
+    alloc, used = ni.allocatable, ni.requested
+    if used.get("pods", 0) + 1 > alloc.get("pods", 0):
+        return False
+    for name, want in requests.items():
+        if want and used.get(name, 0) + want > alloc.get(name, 0):
+            return False
+    return True
+
+
 def node_resources_fit(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
     reasons = []
     alloc, used = ni.allocatable, ni.requested

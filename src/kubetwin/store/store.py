@@ -71,7 +71,8 @@ class Store:
         self._uid_n = 0
         self.start_time = start_time
         self._ts_t, self._ts = -1.0, ""
-        self._owned: dict[tuple[str, str, str, str], dict[str, Obj]] = {}  # (kind, ns, ownerKind, owner) -> objs
+        # (kind, ns, ownerKind, owner) -> names of the objects it controls, in creation order
+        self._owned: dict[tuple[str, str, str, str], dict[str, None]] = {}
 
     # -- plumbing -------------------------------------------------------------------------------
     def watch(self, kind: str, handler: Handler, owner_kind: str | None = None) -> None:
@@ -99,30 +100,40 @@ class Store:
             plugins = self._admission_of[kind] = [p for p, kinds in self._admission if kinds is None or kind in kinds]
         return plugins
 
-    def _index(self, obj: Obj, remove: bool) -> str | None:
+    def _index(self, etype: str, obj: Obj, old: Obj | None) -> str | None:
         """Index objects by their controller owner, so controllers list what they own without a scan.
         Returns the controller's kind."""
         meta = obj["metadata"]
         refs = meta.get("ownerReferences")
+        if old is not None and etype == "MODIFIED":
+            old_refs = old["metadata"].get("ownerReferences")
+            if old_refs is not refs and old_refs != refs:  # re-parented: index it afresh
+                self._index("DELETED", old, None)
+                etype = "ADDED"
         if not refs:
             return None
         for ref in refs:
             if ref.get("controller"):
-                key = (obj["kind"], meta.get("namespace") or "", ref["kind"], ref["name"])
-                bucket = self._owned.setdefault(key, {})
-                if remove:
-                    bucket.pop(meta["name"], None)
-                else:
-                    bucket[meta["name"]] = obj
+                if etype != "MODIFIED":
+                    key = (obj["kind"], meta.get("namespace") or "", ref["kind"], ref["name"])
+                    if etype == "DELETED":
+                        self._owned.get(key, {}).pop(meta["name"], None)
+                    else:
+                        self._owned.setdefault(key, {})[meta["name"]] = None
                 return ref["kind"]
         return None
 
     def owned(self, kind: str, ns: str, owner_kind: str, owner_name: str) -> list[Obj]:
         """Objects of `kind` in `ns` whose controller is owner_kind/owner_name, in creation order."""
-        return list(self._owned.get((kind, ns or "", owner_kind, owner_name), {}).values())
+        ns = ns or ""
+        names = self._owned.get((kind, ns, owner_kind, owner_name))
+        if not names:
+            return []
+        objs = self._objects[kind]
+        return [objs[(ns, name)] for name in names]
 
     def _emit(self, etype: str, obj: Obj, old: Obj | None) -> None:
-        owner_kind = self._index(obj, etype == "DELETED")
+        owner_kind = self._index(etype, obj, old)
         self.history.append((self.env.now, self.rv, etype, obj))
         handlers = self._dispatch.get((obj["kind"], owner_kind))
         if handlers is None:
