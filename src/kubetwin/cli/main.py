@@ -16,9 +16,11 @@ from rich.table import Table
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.units import UnitError, parse_duration
+from kubetwin.cli import experiment
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A digital twin of a GKE AI/ML accelerator platform.")
+app.add_typer(experiment.app, name="experiment")
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -185,3 +187,7 @@ def main() -> None:
         for d in exc.diagnostics:
             err.print(d.render(), markup=False)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

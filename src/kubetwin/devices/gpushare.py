@@ -1,0 +1,142 @@
+"""GPU-sharing nodes as Alibaba's open-gpu-share sees them, and the FGD paper's fragmentation measure.
+
+A node has up to MAX_GPUS GPUs, each with 1000 milli-GPUs; a pod asks for `k` GPUs with `m` milli on each
+(k == 1 and m < 1000 shares one GPU; whole-GPU pods take k fully free GPUs). The cluster is a set of numpy
+arrays so policies score many nodes at once.
+
+Fragmentation (Weng et al., USENIX ATC'23, section 3; hkust-adsl/kubernetes-scheduler-simulator
+pkg/utils/frag.go): for a "typical pod" class t with popularity p_t, a node's idle GPU milli counts as
+fragment unless t fits on the node (enough GPUs with m_t free, enough CPU, an accepted GPU model); when it
+fits, only the GPUs with less than m_t free count. CPU-only classes count all idle GPU milli. The node's
+fragment is the p-weighted sum over the classes; the cluster's is the sum over nodes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_GPUS = 8
+FULL = 1000  # milli-GPUs in one GPU
+TYPICAL_COVERAGE = 0.95  # GetTypicalPods podPopularityThreshold=95 (scripts/generate_config_and_run.py)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a pod asks for; pods with equal shapes are scheduled identically."""
+
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int  # per GPU
+    models: frozenset[str]  # accepted GPU models, empty = any
+
+    @property
+    def gpu_total(self) -> int:
+        return self.num_gpu * self.gpu_milli
+
+    @property
+    def shares(self) -> bool:
+        return self.num_gpu == 1 and 0 < self.gpu_milli < FULL
+
+
+@dataclass
+class TypicalPods:
+    """The target workload: classes (cpu, m, k, models) and their popularity, as numpy columns."""
+
+    cpu: np.ndarray
+    milli: np.ndarray
+    count: np.ndarray
+    access: np.ndarray  # [class, model id] may the class run on that GPU model
+    p: np.ndarray
+
+    @classmethod
+    def from_shapes(cls, shapes: Sequence[Shape], model_ids: dict[str, int],
+                    coverage: float = TYPICAL_COVERAGE) -> TypicalPods:
+        """GetTypicalPods: exact (cpu, milli, count, models) classes by popularity (ties: the larger class
+        first), kept until they cover `coverage` of the pods, then renormalized. Memory is not part of a class."""
+        counts = Counter((s.cpu_milli, s.gpu_milli, s.num_gpu, "|".join(sorted(s.models))) for s in shapes)
+        ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+        kept, cum = [], 0
+        for key, n in ranked:
+            kept.append((key, n))
+            cum += n
+            if cum >= coverage * len(shapes):
+                break
+        access = np.zeros((len(kept), max(len(model_ids), 1)), bool)
+        for i, ((_, milli, _, models), _) in enumerate(kept):
+            if milli:
+                wanted = set(models.split("|")) if models else None
+                for name, mid in model_ids.items():
+                    access[i, mid] = bool(name) and (wanted is None or name in wanted)
+        arr = np.array([k for k, _ in kept], dtype=object)
+        return cls(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int64), access,
+                   np.array([n for _, n in kept], float) / cum)
+
+
+class GpuShareCluster:
+    """Nodes as arrays: CPU, memory and pod slots left, per-GPU idle milli, GPU model."""
+
+    def __init__(self, names: Sequence[str], cpu: Sequence[int], memory: Sequence[int], gpus: Sequence[int],
+                 models: Sequence[str], max_pods: int = 1001) -> None:
+        n = len(names)
+        self.names = list(names)
+        self.model_ids: dict[str, int] = {}
+        self.model = np.array([self.model_ids.setdefault(m, len(self.model_ids)) for m in models], np.int64)
+        self.gpus = np.asarray(gpus, np.int64)
+        if n and (self.gpus.max() > MAX_GPUS):
+            raise ValueError(f"a node has more than {MAX_GPUS} GPUs")
+        self.exists = np.arange(MAX_GPUS)[None, :] < self.gpus[:, None]
+        self.idle = np.where(self.exists, FULL, 0).astype(np.int64)  # [node, gpu] idle milli; 0 where no GPU
+        self.cpu_cap = np.asarray(cpu, np.int64)
+        self.cpu_left = self.cpu_cap.copy()
+        self.mem_left = np.asarray(memory, np.int64).copy()
+        self.pods_left = np.full(n, max_pods, np.int64)
+        self.version = np.zeros(n, np.int64)  # bumped on every change of a node
+        self.capacity_milli = int(self.gpus.sum()) * FULL
+        self.used_milli = 0
+
+    def access(self, shape: Shape) -> np.ndarray:
+        """IsNodeAccessibleToPodByType: any model for an unconstrained pod, else one of the named models."""
+        if not shape.models:
+            return np.ones(len(self.names), bool)
+        ok = np.array([name in shape.models and bool(name) for name in self.model_ids])
+        return ok[self.model]
+
+    def feasible(self, rows: np.ndarray, shape: Shape, access: np.ndarray) -> np.ndarray:
+        """Filter: NodeResourcesFit (cpu, memory, pod slots) and the open-gpu-share GPU filter."""
+        ok = (self.cpu_left[rows] >= shape.cpu_milli) & (self.mem_left[rows] >= shape.memory_mib) & \
+            (self.pods_left[rows] >= 1)
+        if shape.gpu_milli:
+            fits = ((self.idle[rows] >= shape.gpu_milli) & self.exists[rows]).sum(axis=1) >= shape.num_gpu
+            ok &= fits & access[rows] & (self.gpus[rows] > 0)
+        return ok
+
+    def whole_gpus(self, row: int, k: int) -> list[int]:
+        """AllocateExclusiveGpuId: the lowest-index fully free GPUs."""
+        return [int(g) for g in np.nonzero((self.idle[row] == FULL) & self.exists[row])[0][:k]]
+
+    def bind(self, row: int, shape: Shape, gpu_ids: Sequence[int]) -> None:
+        self.cpu_left[row] -= shape.cpu_milli
+        self.mem_left[row] -= shape.memory_mib
+        self.pods_left[row] -= 1
+        for g in gpu_ids:
+            self.idle[row, g] -= shape.gpu_milli
+        self.used_milli += shape.gpu_milli * len(gpu_ids)
+        self.version[row] += 1
+
+
+def frag_amount(cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray, typical: TypicalPods) -> np.ndarray:
+    """Fragment milli of each given node state (rows of cpu_left / idle / model), against the typical pods."""
+    total = idle.sum(axis=1).astype(float)  # [B]
+    gpu_class = typical.milli > 0
+    m = typical.milli[None, :, None]  # [1, T, 1]
+    enough = idle[:, None, :] >= m  # [B, T, G]; absent GPUs have 0 idle, never >= m > 0
+    gpu_ok = enough.sum(axis=2) >= typical.count[None, :]
+    fits = gpu_ok & (cpu_left[:, None] >= typical.cpu[None, :]) & typical.access[:, model].T & gpu_class[None, :]
+    low = (idle[:, None, :] * ~enough).sum(axis=2)  # idle milli on GPUs too small for the class
+    per_class = np.where(fits, low, total[:, None])
+    return per_class @ typical.p

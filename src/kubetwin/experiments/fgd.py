@@ -1,0 +1,188 @@
+"""`kubetwin experiment fgd`: the FGD paper's openb experiment (Weng et al., USENIX ATC'23, section 6).
+
+Protocol, as the paper's simulator runs it (hkust-adsl/kubernetes-scheduler-simulator, pkg/simulator/core.go and
+simulator.go; experiments/run_scripts/generate_run_scripts.py): GPU nodes only; pods sorted by name and shuffled
+with the seed; the workload inflated by re-sampling random trace pods, appended after the shuffled ones, until
+the GPU request would pass `inflate` x the cluster's GPUs; pods scheduled one at a time with no departures (a
+pod that fits nowhere fails and still counts as arrived); every node is scored (percentageOfNodesToScore 100) by
+the policy alone; ties go to a per-seed random ranking of the nodes (the simulator's fork of selectHost breaks
+ties by node name, and names carry a random prefix). After each pod the run records arrived, allocated and
+fragmented GPU milli; the rows are averaged per integer arrived-workload percentage as the paper's
+merge_*_discrete.py scripts do. Randomness is numpy's, not Go's math/rand: curves match the paper's in
+distribution, not draw for draw.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kubetwin.devices.gpushare import FULL, GpuShareCluster, Shape, TypicalPods, frag_amount
+from kubetwin.experiments.openb import TraceNode, TracePod
+from kubetwin.scheduler.gpu_policies import POLICIES, TAGS, Scorer, tag_of
+
+COLUMNS = ("policy", "seed", "arrived_gpu_pct", "allocated_gpu_pct", "fragmented_gpu_pct", "frag_ratio_pct")
+DEFAULT_SEEDS = tuple(range(42, 52))  # generate_run_scripts.py: tune seeds 42..51
+
+
+def shape_of(pod: TracePod) -> Shape:
+    # GetNonzeroRequests: a pod without a CPU request counts as 100m
+    return Shape(pod.cpu_milli or 100, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_spec)
+
+
+def workload(pods: Sequence[TracePod], capacity_milli: int, inflate: float, rng: np.random.Generator) -> list[Shape]:
+    """Shuffle, then tuneUpPods: append random re-samples until the next one would pass inflate x capacity
+    (the stop test compares its per-GPU milli, as the simulator's does)."""
+    by_name = sorted(pods, key=lambda p: p.name)
+    order = [by_name[i] for i in rng.permutation(len(by_name))]
+    total = sum(p.gpu_request_milli for p in by_name)
+    target = inflate * capacity_milli
+    extra: list[TracePod] = []
+    while by_name and total < target:
+        clone = by_name[int(rng.integers(len(by_name)))]
+        if total + clone.gpu_milli > target:
+            break
+        total += clone.gpu_request_milli
+        extra.append(clone)
+    return [shape_of(p) for p in order + extra]
+
+
+@dataclass
+class _ShapeCache:
+    """Per pod shape: feasibility, raw score and chosen GPU of every node, valid at `seen` node versions."""
+
+    seen: np.ndarray
+    feasible: np.ndarray
+    score: np.ndarray
+    gpu: np.ndarray
+    access: np.ndarray
+
+
+class Replay:
+    """One policy, one seed: place the pods in order and record the cluster after each."""
+
+    def __init__(self, nodes: Sequence[TraceNode], typical_of: Sequence[Shape], policy: str, seed: int) -> None:
+        gpu_nodes = sorted((n for n in nodes if n.gpus > 0), key=lambda n: n.name)
+        self.cluster = GpuShareCluster([n.name for n in gpu_nodes], [n.cpu_milli for n in gpu_nodes],
+                                       [n.memory_mib for n in gpu_nodes], [n.gpus for n in gpu_nodes],
+                                       [n.model for n in gpu_nodes])
+        self.typical = TypicalPods.from_shapes(typical_of, self.cluster.model_ids)
+        self.rng = np.random.default_rng(seed)
+        self.rank = self.rng.permutation(len(gpu_nodes))  # tie-break: the lowest rank wins
+        self.tags = np.zeros((len(gpu_nodes), len(TAGS) + 1), np.int64)
+        self.scorer = Scorer(policy, self.cluster, self.typical, self.tags)
+        self.policy = policy
+        c = self.cluster
+        self.frag = frag_amount(c.cpu_left, c.idle, c.model, self.typical)
+        self._caches: dict[Shape, _ShapeCache] = {}
+
+    def _cache(self, shape: Shape) -> _ShapeCache:
+        c = self.cluster
+        cache = self._caches.get(shape)
+        n = len(c.names)
+        if cache is None:
+            cache = self._caches[shape] = _ShapeCache(np.full(n, -1, np.int64), np.zeros(n, bool),
+                                                      np.zeros(n, np.int64), np.full(n, -1, np.int64),
+                                                      c.access(shape))
+        stale = (c.version != cache.seen).nonzero()[0]
+        if len(stale):
+            ok = c.feasible(stale, shape, cache.access)
+            cache.feasible[stale] = ok
+            rows = stale[ok]
+            if len(rows):
+                cache.score[rows], cache.gpu[rows] = self.scorer.score(rows, shape, self.frag)
+            cache.seen[stale] = c.version[stale]
+        return cache
+
+    def place(self, shape: Shape) -> int:
+        """Schedule one pod; returns the node row or -1 when no node fits."""
+        cache = self._cache(shape)
+        rows = cache.feasible.nonzero()[0]
+        if not len(rows):
+            return -1
+        if len(rows) == 1:
+            row = int(rows[0])
+        elif self.policy == "Random":
+            row = int(rows[self.rng.integers(len(rows))])
+        else:
+            score = cache.score[rows]
+            if self.policy == "BestFit":  # NormalizeScore over the feasible nodes, integer min-max
+                hi, lo = int(score.max()), int(score.min())
+                score = np.zeros_like(score) if hi == lo else (score - lo) * 100 // (hi - lo)
+            top = rows[score == score.max()]
+            row = int(top[self.rank[top].argmin()])
+        self._bind(row, shape, int(cache.gpu[row]))
+        return row
+
+    def _bind(self, row: int, shape: Shape, gpu: int) -> None:
+        c = self.cluster
+        if shape.shares:
+            if self.policy == "Random":  # allocateGpuIdBasedOnRandomFit: any GPU that fits
+                fits = (c.idle[row] >= shape.gpu_milli).nonzero()[0]
+                gpu = int(fits[self.rng.integers(len(fits))])
+            ids = [gpu]
+        else:
+            ids = c.whole_gpus(row, shape.num_gpu) if shape.num_gpu else []
+        c.bind(row, shape, ids)
+        tag = tag_of(shape)
+        if tag >= 0:
+            self.tags[row, tag] += 1
+        r = np.array([row])
+        self.frag[row] = frag_amount(c.cpu_left[r], c.idle[r], c.model[r], self.typical)[0]
+
+    def run(self, shapes: Sequence[Shape]) -> np.ndarray:
+        """Place every pod; one row per pod: arrived milli, allocated milli, fragment milli, idle milli."""
+        out = np.zeros((len(shapes), 4))
+        arrived = 0
+        c = self.cluster
+        for i, shape in enumerate(shapes):
+            arrived += shape.gpu_total  # counted before scheduling: failed pods have arrived too
+            self.place(shape)
+            out[i] = (arrived, c.used_milli, self.frag.sum(), c.capacity_milli - c.used_milli)
+        return out
+
+
+def discretize(records: np.ndarray, total_gpus: int, upto: int = 130) -> list[tuple[int, float, float, float]]:
+    """merge_alloc_discrete.py / merge_frag_discrete.py: per integer arrived %, the mean over the records whose
+    rounded arrived % is that value (half to even, as Python's round), else those within one point."""
+    arrived = np.round(records[:, 0] / total_gpus / 10)  # milli / GPUs / 10 = percent
+    out = []
+    for x in range(1, upto + 1):
+        sel = arrived == x
+        if not sel.any():
+            sel = (arrived >= x - 1) & (arrived <= x + 1)
+        if not sel.any():
+            continue
+        r = records[sel]
+        alloc = float(np.mean(np.round(r[:, 1] / total_gpus / 10, 2)))
+        frag_pct = 100 * float(r[:, 2].mean()) / FULL / total_gpus
+        ratio = float(np.mean(100 * r[:, 2] / np.maximum(r[:, 3], 1)))
+        out.append((x, round(alloc, 2), round(frag_pct, 2), round(ratio, 2)))
+    return out
+
+
+def experiment(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int,
+               inflate: float = 1.3) -> list[dict]:
+    """One run of the paper's protocol; rows in COLUMNS order."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+    replay = Replay(nodes, [shape_of(p) for p in pods], policy, seed)
+    shapes = workload(pods, replay.cluster.capacity_milli, inflate, np.random.default_rng([seed, 1]))
+    records = replay.run(shapes)
+    gpus = replay.cluster.capacity_milli // FULL
+    return [dict(zip(COLUMNS, (policy, seed, *row), strict=True))
+            for row in discretize(records, gpus, int(round(inflate * 100)))]
+
+
+def write_csv(rows: Sequence[dict], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(out)
