@@ -133,7 +133,28 @@ def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
                                   f"Invalid value: {acc['count']} x {acc['type']}: machine type {mt.name} comes "
                                   f"with {want}", f"set type: {mt.gpu}, count: {mt.gpu_count}" if mt.gpu
                                   else "remove accelerators or pick a GPU machine type (g2, a2, a3, a4)"))
+        if acc.get("gpuPartitionSize"):
+            out += _partition_size(m, i, acc)
     return out
+
+
+def _partition_size(m: Manifest, i: int, acc: dict) -> list[Diagnostic]:
+    """GKE multi-instance GPUs: the accelerator must support MIG and the size must be one of its profiles."""
+    from kubetwin.devices import mig
+
+    field = f"spec.accelerators[{i}].gpuPartitionSize"
+    model = mig.model_of(acc["type"])
+    if model is None:
+        capable = ", ".join(a for g in mig.gpu_models() for a in mig.accelerators_of(g))
+        return [Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: {acc['gpuPartitionSize']!r}: "
+                           f"{acc['type']} does not support multi-instance GPUs",
+                           f"remove gpuPartitionSize, or use a MIG-capable GPU ({capable})")]
+    try:
+        mig.partition_count(model, acc["gpuPartitionSize"])
+    except mig.MigError as exc:
+        return [Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: {exc}",
+                           f"{acc['type']} is a {model}")]
+    return []
 
 
 def _twin_hint(e: dict) -> str:

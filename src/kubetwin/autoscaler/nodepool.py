@@ -6,6 +6,7 @@ import hashlib
 
 from kubetwin import catalog
 from kubetwin.api.units import parse_duration
+from kubetwin.devices import mig
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -66,6 +67,9 @@ class NodePoolController:
         if spec.get("spot"):
             labels["cloud.google.com/gke-spot"] = "true"
             labels["cloud.google.com/gke-provisioning"] = "spot"
+        partition = accels[0].get("gpuPartitionSize") if accels else None
+        if partition:
+            labels["cloud.google.com/gke-gpu-partition-size"] = partition
         if gpu:
             labels["cloud.google.com/gke-accelerator"] = gpu
             labels["cloud.google.com/gke-gpu"] = "true"
@@ -91,6 +95,8 @@ class NodePoolController:
         self._up_since[node_name] = self.env.now
         gpus = (accels[0]["count"] if accels else mt.gpu_count) if gpu else 0
         driver = accels[0].get("gpuDriverInstallation", "DEFAULT") if accels else "DEFAULT"
+        if gpus and partition:  # GKE advertises every MIG partition as one nvidia.com/gpu
+            gpus *= mig.partition_count(mig.model_of(gpu) or "", partition)
         if gpus and driver != "INSTALLATION_DISABLED":
             delay = parse_duration(spec.get("driverInstallDelay", "3m"))
             self.env.after(delay, lambda: self._driver_ready(node_name, gpus))
