@@ -135,6 +135,12 @@ def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
                                   else "remove accelerators or pick a GPU machine type (g2, a2, a3, a4)"))
         if acc.get("gpuPartitionSize"):
             out += _partition_size(m, i, acc)
+        if acc.get("gpuSharingConfig"):
+            from kubetwin.devices import sharing
+
+            for prob in sharing.gke_sharing(acc["gpuSharingConfig"])[2]:
+                field = f"spec.accelerators[{i}].gpuSharingConfig.{prob.field}"
+                out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, prob.message, prob.hint))
     return out
 
 

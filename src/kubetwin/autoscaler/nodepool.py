@@ -6,7 +6,7 @@ import hashlib
 
 from kubetwin import catalog
 from kubetwin.api.units import parse_duration
-from kubetwin.devices import mig
+from kubetwin.devices import mig, sharing
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -70,6 +70,8 @@ class NodePoolController:
         partition = accels[0].get("gpuPartitionSize") if accels else None
         if partition:
             labels["cloud.google.com/gke-gpu-partition-size"] = partition
+        shared, share_labels, _ = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)
+        labels.update(share_labels)
         if gpu:
             labels["cloud.google.com/gke-accelerator"] = gpu
             labels["cloud.google.com/gke-gpu"] = "true"
@@ -97,6 +99,7 @@ class NodePoolController:
         driver = accels[0].get("gpuDriverInstallation", "DEFAULT") if accels else "DEFAULT"
         if gpus and partition:  # GKE advertises every MIG partition as one nvidia.com/gpu
             gpus *= mig.partition_count(mig.model_of(gpu) or "", partition)
+        gpus = shared.advertised({"nvidia.com/gpu": gpus})["nvidia.com/gpu"] if gpus else 0
         if gpus and driver != "INSTALLATION_DISABLED":
             delay = parse_duration(spec.get("driverInstallDelay", "3m"))
             self.env.after(delay, lambda: self._driver_ready(node_name, gpus))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kubetwin.api.units import parse_duration
+from kubetwin.api.units import parse_duration, to_int
+from kubetwin.devices import sharing
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -43,6 +44,13 @@ class Kubelet:
         if cur is None or cur["metadata"].get("uid") != meta.get("uid"):
             return
         now = self.store.timestamp(self.env.now)
+        refused = self._admit(cur)
+        if refused:
+            status = {**cur.get("status", {}), "phase": "Failed", "reason": "UnexpectedAdmissionError",
+                      "message": refused, "startTime": now}
+            failed = self.store.update({**cur, "status": status})
+            self.events.event(failed, "Warning", "UnexpectedAdmissionError", refused, "kubelet")
+            return
         self._ips += 1
         ip = f"10.{4 + (self._ips >> 16) % 4}.{(self._ips >> 8) & 255}.{self._ips & 255}"
         status = {**cur.get("status", {}), "phase": "Running", "startTime": now, "podIP": ip,
@@ -59,6 +67,20 @@ class Kubelet:
         annotations = meta.get("annotations") or {}
         if DURATION in annotations:
             self.env.after(parse_duration(annotations[DURATION]), lambda: self._finish(running, "Succeeded", 0))
+
+    def _admit(self, pod: Obj) -> str | None:
+        """The device manager's Allocate on this node: shared GPUs allow one per container."""
+        node = self.store.get("Node", "", pod["spec"]["nodeName"])
+        labels = (node or {}).get("metadata", {}).get("labels") or {}
+        if sharing.STRATEGY_LABEL not in labels:
+            return None
+        for c in pod["spec"].get("containers") or []:
+            res = c.get("resources") or {}
+            want = (res.get("limits") or {}).get("nvidia.com/gpu") or (res.get("requests") or {}).get("nvidia.com/gpu")
+            refused = sharing.admission_error(labels, to_int(want) if want else 0)
+            if refused:
+                return refused
+        return None
 
     def _finish(self, pod: Obj, phase: str, exit_code: int, reason: str = "Completed") -> None:
         meta = pod["metadata"]
