@@ -209,10 +209,29 @@ def _semantic(m: Manifest) -> list[Diagnostic]:
                     field = f'{prefix}.annotations["{key}"]'
                     out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{key}"), m.ref, field,
                                           str(exc), "write e.g. 45m, 2h or 7d"))
+    out += _gpu_demand(m)
     found = _containers(m.obj)
     if found:
         prefix, pod_spec = found
         out += _pod_spec(m, prefix, pod_spec)
+    return out
+
+
+def _gpu_demand(m: Manifest) -> list[Diagnostic]:
+    """kubetwin.io/gpu-util and kubetwin.io/gpu-memory must parse (devices.gpuruntime reads them)."""
+    from kubetwin.devices.gpuruntime import GPU_MEMORY, GPU_UTIL, demand_of
+
+    out = []
+    for prefix, anns in _annotation_sets(m.obj):
+        for key in (GPU_UTIL, GPU_MEMORY):
+            if key in anns:
+                try:
+                    demand_of({key: str(anns[key])})
+                except UnitError as exc:
+                    out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{key}"), m.ref,
+                                          f'{prefix}.annotations["{key}"]', str(exc),
+                                          "gpu-util: a fraction such as 0.3 or 30%; gpu-memory: a quantity "
+                                          "such as 12Gi"))
     return out
 
 

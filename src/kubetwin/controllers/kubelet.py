@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kubetwin.api.units import parse_duration, to_int
 from kubetwin.devices import sharing
+from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -19,10 +20,14 @@ class Kubelet:
         self._started: set[str] = set()
         self._to_start: list[Obj] = []
         self._ips = 0  # pod IPs from GKE's default pod range 10.4.0.0/14, handed out in order
+        self.gpus = GpuRuntime(env, self._finish)
         store.watch("Pod", self._on_pod)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
-        if etype == "DELETED" or not pod["spec"].get("nodeName"):
+        if etype == "DELETED":
+            self.gpus.release(pod["metadata"]["uid"])
+            return
+        if not pod["spec"].get("nodeName"):
             return
         key = pod["metadata"]["uid"]
         if key in self._started or pod["status"].get("phase") != "Pending":
@@ -66,7 +71,8 @@ class Kubelet:
             self.events.event(running, "Normal", "Started", f"Started container {c['name']}", "kubelet")
         annotations = meta.get("annotations") or {}
         if DURATION in annotations:
-            self.env.after(parse_duration(annotations[DURATION]), lambda: self._finish(running, "Succeeded", 0))
+            node = self.store.get("Node", "", cur["spec"]["nodeName"])
+            self.gpus.start(running, node, parse_duration(annotations[DURATION]))
 
     def _admit(self, pod: Obj) -> str | None:
         """The device manager's Allocate on this node: shared GPUs allow one per container."""
@@ -82,16 +88,18 @@ class Kubelet:
                 return refused
         return None
 
-    def _finish(self, pod: Obj, phase: str, exit_code: int, reason: str = "Completed") -> None:
+    def _finish(self, pod: Obj, phase: str, exit_code: int, reason: str = "Completed", message: str = "") -> None:
         meta = pod["metadata"]
         cur = self.store.get("Pod", meta.get("namespace") or "", meta["name"])
         if cur is None or cur["metadata"].get("uid") != meta.get("uid") or cur["status"].get("phase") != "Running":
             return
+        self.gpus.release(meta["uid"])
         now = self.store.timestamp(self.env.now)
         status = {**cur["status"], "phase": phase}
         status["conditions"] = [({**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
                                  if c["type"] in ("Ready", "ContainersReady") else c) for c in status["conditions"]]
+        terminated = {"exitCode": exit_code, "reason": reason, **({"message": message} if message else {})}
         status["containerStatuses"] = [{**cs, "ready": False, "started": False, "state": {"terminated": {
-            "exitCode": exit_code, "reason": reason, "startedAt": cs["state"].get("running", {}).get("startedAt"),
-            "finishedAt": now}}} for cs in status.get("containerStatuses") or []]
+            **terminated, "startedAt": cs["state"].get("running", {}).get("startedAt"), "finishedAt": now}}}
+            for cs in status.get("containerStatuses") or []]
         self.store.update({**cur, "status": status})

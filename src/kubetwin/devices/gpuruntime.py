@@ -1,0 +1,200 @@
+"""How fast a pod runs on a shared or partitioned GPU, and when it runs out of GPU memory.
+
+A pod declares what it would use of a whole GPU alone: `kubetwin.io/gpu-util` (busy fraction, e.g. "0.3" or
+"30%") and `kubetwin.io/gpu-memory` (a quantity, e.g. "12Gi"); its `kubetwin.io/duration` is its run time on a
+whole GPU. Then (the trade-off of NVIDIA's GPU sharing docs and GKE's "About GPU sharing strategies"):
+- time-slicing: tenants take turns on the whole GPU; when together they want more than the GPU
+  (sum of utils > 1) each runs slower by that sum, plus a context-switch cost while more than one is busy;
+  there is no memory isolation, so the tenant whose arrival takes the GPU's memory past its HBM fails.
+- MPS: tenants run side by side, slowed only by the sum of utils; each client's memory is capped at the
+  GPU's memory divided by the clients (GKE sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT that way), so a pod asking
+  for more fails and the others are safe.
+- MIG: the pod owns a slice of compute_slices/7 of the GPU and its memory: it runs slower only if it needs
+  more than its slice (util / fraction), and fails if it needs more memory than the instance has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kubetwin import catalog
+from kubetwin.api.units import UnitError, to_int
+from kubetwin.devices import mig, sharing
+from kubetwin.sim.env import Environment
+
+GPU_UTIL, GPU_MEMORY = "kubetwin.io/gpu-util", "kubetwin.io/gpu-memory"
+# Modelling assumption, not a measured fact: NVIDIA documents a context-switch cost for time-slicing without
+# giving a number; 5 % of GPU time while two or more tenants are busy.
+TIME_SLICE_OVERHEAD = 0.05
+
+
+@dataclass(frozen=True)
+class Demand:
+    util: float = 1.0  # fraction of a whole GPU's time the pod keeps busy alone
+    memory_mib: int = 0
+
+
+def demand_of(annotations: dict[str, str]) -> Demand:
+    """The pod's declared GPU demand; without annotations a pod keeps a GPU busy and uses no memory we know of."""
+    raw = (annotations.get(GPU_UTIL) or "1").strip()
+    try:
+        util = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UnitError(f"{GPU_UTIL}: {raw!r} is not a fraction; write e.g. 0.3 or 30%") from None
+    if not 0 < util <= 1:
+        raise UnitError(f"{GPU_UTIL}: {raw!r} must be above 0 and at most 1 (100%)")
+    mem = annotations.get(GPU_MEMORY)
+    return Demand(util, to_int(mem) // (1024 * 1024) if mem else 0)
+
+
+def mig_slowdown(demand: Demand, compute_slices: int) -> float:
+    fraction = compute_slices / 7
+    return max(1.0, demand.util / fraction)
+
+
+@dataclass
+class Tenant:
+    uid: str
+    demand: Demand
+    work_left: float  # seconds of work at full speed
+
+
+@dataclass
+class SharedGpu:
+    """One physical GPU shared by time-slicing or MPS."""
+
+    mode: str  # "time-sharing" / "time-slicing" or "mps"
+    hbm_mib: int
+    clients: int
+    fraction: float = 1.0  # of a whole GPU's compute: below 1 for a shared MIG instance
+    tenants: dict[str, Tenant] = field(default_factory=dict)
+    since: float = 0.0  # when the tenants' work was last brought up to date
+
+    def slowdown(self) -> float:
+        busy = sum(t.demand.util for t in self.tenants.values()) / self.fraction
+        factor = max(1.0, busy)
+        if self.mode != "mps" and len(self.tenants) > 1:
+            factor *= 1 + TIME_SLICE_OVERHEAD
+        return factor
+
+    def refuses(self, demand: Demand) -> str | None:
+        """Why a new tenant runs out of GPU memory here, or None."""
+        if self.mode == "mps":
+            cap = self.hbm_mib // max(self.clients, 1)
+            if demand.memory_mib > cap:
+                return (f"CUDA error: out of memory: the pod needs {demand.memory_mib} MiB and MPS limits each of "
+                        f"{self.clients} clients to {cap} MiB")
+            return None
+        used = sum(t.demand.memory_mib for t in self.tenants.values())
+        if used + demand.memory_mib > self.hbm_mib:
+            return (f"CUDA error: out of memory: {len(self.tenants) + 1} time-sliced pods need "
+                    f"{used + demand.memory_mib} MiB of the GPU's {self.hbm_mib} MiB (no memory isolation)")
+        return None
+
+
+Finish = Callable[[dict, str, int, str, str], None]  # (pod, phase, exit code, reason, message)
+PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"
+
+
+class GpuRuntime:
+    """Runs GPU pods at the speed their node's sharing gives them; finishes or fails them through `finish`."""
+
+    def __init__(self, env: Environment, finish: Finish) -> None:
+        self.env, self.finish = env, finish
+        self._gpus: dict[tuple[str, int], SharedGpu] = {}
+        self._where: dict[str, tuple[str, int]] = {}
+        self._pods: dict[str, dict] = {}
+        self._token: dict[str, int] = {}
+        self.slowdowns: dict[str, float] = {}  # pod uid -> the largest slowdown it ran at
+
+    def start(self, pod: dict, node: dict | None, duration: float) -> None:
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        mode, partition = labels.get(sharing.STRATEGY_LABEL), labels.get(PARTITION_LABEL)
+        wants = _gpus_requested(pod)
+        if not wants or not (mode or partition):
+            self.env.after(duration, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
+            return
+        demand = demand_of(pod["metadata"].get("annotations") or {})
+        accel = labels.get("cloud.google.com/gke-accelerator", "")
+        hbm, fraction = int(catalog.gpu_type(accel).memory_gib * 1024), 1.0
+        if partition:
+            profile = mig.profiles(mig.model_of(accel) or "")[partition]
+            hbm, fraction = profile.memory_mib, profile.compute_slices / 7
+        if not mode:  # a MIG instance of its own: isolated
+            if demand.memory_mib > hbm:
+                self._fail(pod, f"CUDA error: out of memory: the pod needs {demand.memory_mib} MiB and its MIG "
+                           f"instance {partition} has {hbm} MiB")
+                return
+            slow = max(1.0, demand.util / fraction)
+            self.slowdowns[pod["metadata"]["uid"]] = slow
+            self.env.after(duration * slow, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
+            return
+        clients = int(labels.get(sharing.CLIENTS_LABEL, "1"))
+        devices = max(1, to_int(((node or {}).get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0"))
+                      // clients)
+        name = node["metadata"]["name"] if node else ""
+        # the device plugin spreads shared replicas over the physical GPUs (fewest tenants first)
+        idx = min(range(devices), key=lambda i: (len(self._gpu(name, i, mode, hbm, clients, fraction).tenants), i))
+        gpu = self._gpus[(name, idx)]
+        refused = gpu.refuses(demand)
+        if refused:
+            self._fail(pod, f"{refused} (GPU {idx} of node {name})")
+            return
+        uid = pod["metadata"]["uid"]
+        self._advance(gpu)
+        gpu.tenants[uid] = Tenant(uid, demand, duration)
+        self._where[uid], self._pods[uid] = (name, idx), pod
+        self._reschedule(gpu)
+
+    def release(self, uid: str) -> None:
+        """The pod stopped (finished, failed or deleted): the GPU's other tenants speed up."""
+        where = self._where.pop(uid, None)
+        if where is None:
+            return
+        gpu = self._gpus[where]
+        self._advance(gpu)
+        gpu.tenants.pop(uid, None)
+        self._pods.pop(uid, None)
+        self._token.pop(uid, None)
+        self._reschedule(gpu)
+
+    def _gpu(self, node: str, idx: int, mode: str, hbm: int, clients: int, fraction: float) -> SharedGpu:
+        key = (node, idx)
+        if key not in self._gpus:
+            self._gpus[key] = SharedGpu(mode, hbm, clients, fraction, since=self.env.now)
+        return self._gpus[key]
+
+    def _advance(self, gpu: SharedGpu) -> None:
+        rate = 1.0 / gpu.slowdown() if gpu.tenants else 1.0
+        elapsed = self.env.now - gpu.since
+        for t in gpu.tenants.values():
+            t.work_left = max(0.0, t.work_left - elapsed * rate)
+        gpu.since = self.env.now
+
+    def _reschedule(self, gpu: SharedGpu) -> None:
+        slow = gpu.slowdown()
+        for uid, t in gpu.tenants.items():
+            token = self._token.get(uid, 0) + 1
+            self._token[uid] = token
+            self.slowdowns[uid] = max(self.slowdowns.get(uid, 1.0), slow)
+            self.env.after(t.work_left * slow, lambda u=uid, k=token: self._done(u, k))
+
+    def _done(self, uid: str, token: int) -> None:
+        if self._token.get(uid) != token:
+            return  # rescheduled since: the GPU's tenants changed
+        pod = self._pods[uid]
+        self.release(uid)
+        self.finish(pod, "Succeeded", 0, "Completed", "")
+
+    def _fail(self, pod: dict, message: str) -> None:
+        self.env.after(0, lambda: self.finish(pod, "Failed", 1, "Error", message))
+
+
+def _gpus_requested(pod: dict) -> int:
+    total = 0
+    for c in pod["spec"].get("containers") or []:
+        res = c.get("resources") or {}
+        want = (res.get("limits") or {}).get("nvidia.com/gpu") or (res.get("requests") or {}).get("nvidia.com/gpu")
+        total += to_int(want) if want else 0
+    return total
