@@ -105,3 +105,31 @@ def test_bad_gpu_demand_annotations_are_validation_errors() -> None:
     msgs = [d.render() for d in validate(load_text(text, "p.yaml"))]
     assert any(m.startswith('p.yaml:6: error: Pod/p: metadata.annotations["kubetwin.io/gpu-util"]: ') for m in msgs)
     assert any(m.startswith('p.yaml:7: error: Pod/p: metadata.annotations["kubetwin.io/gpu-memory"]: ') for m in msgs)
+
+
+def test_gpu_sharing_demo_compares_the_three_modes(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    res = CliRunner().invoke(app, ["demo", "gpu-sharing", "--out", str(tmp_path / "gs")])
+    assert res.exit_code == 0, res.output
+    import json
+
+    g = json.loads((tmp_path / "gs" / "summary.json").read_text())["gpu_sharing"]
+    # MIG 1g.5gb slices (4864 MiB) and MPS's per-client cap (40960/7 MiB) both refuse the two 6 GiB replicas;
+    # time-sharing runs all 14 but slowest: 6 x 20 % + 35 % of one GPU, plus context switching
+    assert (g["mig"]["gpu_oom_failures"], g["mps"]["gpu_oom_failures"], g["timeslice"]["gpu_oom_failures"]) == (2, 2, 0)
+    assert g["mig"]["slowdown_mean"] == pytest.approx(0.2 * 7)
+    assert g["mps"]["slowdown_mean"] == pytest.approx(1.2)
+    assert g["timeslice"]["slowdown_mean"] == pytest.approx(1.55 * (1 + TIME_SLICE_OVERHEAD), abs=1e-3)
+    assert "GPU sharing timeslice" in res.output
+
+
+def test_unknown_demo_is_a_clear_error() -> None:
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    res = CliRunner().invoke(app, ["demo", "nope"])
+    assert res.exit_code == 1 and "no built-in scenario 'nope'" in res.output

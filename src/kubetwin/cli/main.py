@@ -44,6 +44,9 @@ def _print_summary(summary: dict, out: Path | None) -> None:
     for pool, usd in summary["cost"]["by_pool"].items():
         t.add_row(f"cost {pool}", f"${usd:,.2f}")
     t.add_row("cost total", f"${summary['cost']['total_usd']:,.2f}")
+    for pool, g in (summary.get("gpu_sharing") or {}).items():
+        if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
+            t.add_row(f"GPU sharing {pool}", f"slowdown x{g['slowdown_mean'] or 0:.2f}, {g['gpu_oom_failures']} OOM")
     console.print(t)
     for n in summary.get("notices", []):
         err.print(n, markup=False, highlight=False)
@@ -76,10 +79,19 @@ def run_cmd(paths: list[str] = typer.Argument(..., help="YAML files or folders")
     _run(paths, out, duration, seed)
 
 
+DEMOS = ("demo", "gpu-sharing")
+
+
 @app.command()
-def demo(out: Path = typer.Option(Path("runs/demo"), "--out", "-o")) -> None:
-    """Run the built-in scenario: L4, A3 (H100) and spot A2 pools, the seed's Job and Pod, a day of jobs."""
-    folder = resources.files("kubetwin").joinpath("scenarios", "demo")
+def demo(name: str = typer.Argument("demo", help="demo (the default) or gpu-sharing"),
+         out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder (default runs/NAME)")) -> None:
+    """Run a built-in scenario. demo: L4, A3 (H100) and spot A2 pools, the seed's Job and Pod, a day of jobs;
+    gpu-sharing: one inference batch on MIG, time-sharing and MPS A100 pools side by side."""
+    if name not in DEMOS:
+        err.print(f"error: no built-in scenario {name!r}\n    fix: use one of {', '.join(DEMOS)}", highlight=False)
+        raise typer.Exit(1)
+    out = out or Path("runs") / name
+    folder = resources.files("kubetwin").joinpath("scenarios", name)
     with resources.as_file(folder) as path:
         _run([str(path)], out, None, None)
 

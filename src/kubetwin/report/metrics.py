@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
+from kubetwin.controllers.kubelet import DURATION
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -32,6 +34,8 @@ class Metrics:
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
         self._last_t = 0.0
         self._jobs_seen: dict[tuple[str, str], dict[str, float | None]] = {}  # (ns, job) -> created/start/end
+        self._started: dict[str, float] = {}  # pod uid -> when it started running
+        self._sharing: dict[str, dict[str, Any]] = {}  # pool -> GPU pods' slowdowns and OOM failures
         store.watch("Pod", self._on_pod)
         store.watch("Job", self._on_job)
         env.at(0, self._sample)
@@ -50,9 +54,33 @@ class Metrics:
             if job is not None and job["start"] is None:
                 job["start"] = self.env.now
         if etype != "DELETED":
-            self.phase[key] = pod.get("status", {}).get("phase", "Pending")
+            phase = pod.get("status", {}).get("phase", "Pending")
+            if phase != self.phase.get(key) and phase != "Pending":
+                self._transition(key, pod, phase)
+            self.phase[key] = phase
         elif self.phase.get(key) in ("Pending", "Running"):
             self.phase[key] = "Deleted"  # preempted or removed before it finished
+
+    def _transition(self, key: str, pod: Obj, phase: str) -> None:
+        """GPU sharing outcomes per pool: how much slower GPU pods ran than their duration, and GPU OOMs."""
+        if phase == "Running":
+            self._started[key] = self.env.now
+            return
+        pool = self.pools.pool_of.get(pod["spec"].get("nodeName") or "")
+        wants = any(GPU in ((c.get("resources") or {}).get("limits") or {})
+                    for c in pod["spec"].get("containers") or [])
+        if pool is None or not wants:
+            return
+        stats = self._sharing.setdefault(pool, {"slowdowns": [], "oom": 0})
+        if phase == "Succeeded" and DURATION in (pod["metadata"].get("annotations") or {}):
+            declared = parse_duration(pod["metadata"]["annotations"][DURATION])
+            if declared > 0 and key in self._started:
+                stats["slowdowns"].append((self.env.now - self._started[key]) / declared)
+        elif phase == "Failed":
+            term = [(cs.get("state") or {}).get("terminated") or {} for cs in pod["status"].get("containerStatuses")
+                    or []]
+            if any("out of memory" in t.get("message", "") for t in term):
+                stats["oom"] += 1
 
     def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
         key = (job["metadata"].get("namespace") or "", job["metadata"]["name"])
@@ -129,6 +157,12 @@ class Metrics:
                      "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())}},
             "scheduler": {"attempts": self.scheduler.schedule_attempts},
         }
+        if self._sharing:
+            summary["gpu_sharing"] = {pool: {
+                "gpu_pods_finished": len(v["slowdowns"]), "gpu_oom_failures": v["oom"],
+                "slowdown_mean": round(sum(v["slowdowns"]) / len(v["slowdowns"]), 3) if v["slowdowns"] else None,
+                "slowdown_max": round(max(v["slowdowns"]), 3) if v["slowdowns"] else None}
+                for pool, v in sorted(self._sharing.items())}
         return summary, self.series, self._jobs(), pods_rows
 
     def _jobs(self) -> list[dict]:
