@@ -139,3 +139,20 @@ def test_openb_default_trace_reproduces_the_papers_ranking(shared: Path) -> None
     assert at130["Random"] < at130["BestFit"] < at130["FGD"]
     assert at130["FGD"] == pytest.approx(95.39, abs=1.0)
     assert at130["Random"] == pytest.approx(87.47, abs=1.5)
+
+
+def test_run_reports_fragmented_gpus() -> None:
+    from collections import Counter
+
+    from kubetwin.report.fragmentation import cluster_fragmentation
+    from kubetwin.scheduler.nodeinfo import NodeInfo
+
+    def node(gpus: int, used: int, cpu_left: int) -> NodeInfo:
+        return NodeInfo("n", {"metadata": {"name": "n"}}, {"nvidia.com/gpu": gpus, "cpu": 10_000},
+                        {"nvidia.com/gpu": used, "cpu": 10_000 - cpu_left})
+    # typical pods: 2-GPU pods with 2 CPUs. Node a: 1 idle GPU (cannot host a 2-GPU pod): fragmented.
+    # Node b: 2 idle GPUs but only 1 CPU left: fragmented. Node c: 2 idle GPUs and CPU: usable.
+    shapes = Counter({(2000, 2): 10})
+    frag, ratio = cluster_fragmentation([node(2, 1, 5000), node(2, 0, 1000), node(2, 0, 5000)], shapes)
+    assert frag == pytest.approx(100 * 3 / 6) and ratio == pytest.approx(100 * 3 / 5)
+    assert cluster_fragmentation([node(2, 0, 5000)], Counter()) is None

@@ -41,7 +41,8 @@ def test_report_is_deterministic_and_self_contained(tmp_path: Path) -> None:
     text = pa.read_text(encoding="utf-8")
     assert "kubetwin run report" in text
     scripts = re.findall(r"<script[^>]*>(.*?)</script>", text, flags=re.S)
-    assert sum("Plotly.newPlot" in s for s in scripts) == 4
+    assert sum("Plotly.newPlot" in s for s in scripts) == 5  # allocation, pending, fragmentation, cost, jobs
+    assert "Fragmented GPUs" in text
     bundles = [s for s in scripts if len(s) > 1_000_000]
     assert len(bundles) == 1  # plotly.js inlined exactly once
     assert not re.search(r"<script[^>]*\bsrc\s*=", text)

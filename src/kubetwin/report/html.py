@@ -22,6 +22,10 @@ def write_report(run_dir: Path, summary: dict, timeseries: dict, jobs: list[dict
                         xaxis_title="simulated hours", yaxis_title="%", yaxis_range=[0, 105])
     pending = go.Figure([go.Scatter(x=hours, y=timeseries["pending_pods"], mode="lines", line_shape="hv")])
     pending.update_layout(title="Pending pods", xaxis_title="simulated hours", yaxis_title="pods")
+    frag = go.Figure([go.Scatter(x=hours, y=timeseries.get("fragmented_gpu_pct") or [], mode="lines",
+                                 line_shape="hv")])
+    frag.update_layout(title="Fragmented GPUs (% of all GPUs; idle GPUs the typical GPU pods cannot use)",
+                       xaxis_title="simulated hours", yaxis_title="%")
     by_pool = summary["cost"]["by_pool"]
     cost = go.Figure([go.Bar(x=[html.escape(p) for p in by_pool], y=list(by_pool.values()))])
     cost.update_layout(title=f"Cost by node pool (total ${summary['cost']['total_usd']:,.2f})", yaxis_title="USD")
@@ -41,9 +45,11 @@ def write_report(run_dir: Path, summary: dict, timeseries: dict, jobs: list[dict
             *((f"pods {k}", str(v)) for k, v in pods["by_phase"].items()),
             ("pending p50 / p99", f"{pods['pending_seconds']['p50']:.0f} s / {pods['pending_seconds']['p99']:.0f} s"),
             *((f"GPU allocation {k}", f"{v['mean_pct']:.1f} %") for k, v in summary["gpu_allocation"].items()),
+            *((("fragmented GPUs (mean)", f"{summary['gpu_fragmentation']['fragmented_gpu_pct_mean']:.1f} %"),)
+              if "gpu_fragmentation" in summary else ()),
             ("cost total", f"${summary['cost']['total_usd']:,.2f}")]
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
-    figs = [_fig_html(f, f"kubetwin-fig-{i}", i == 0) for i, f in enumerate((alloc, pending, cost, timeline))]
+    figs = [_fig_html(f, f"kubetwin-fig-{i}", i == 0) for i, f in enumerate((alloc, pending, frag, cost, timeline))]
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>kubetwin run report</title><style>"
             "body{font-family:sans-serif;margin:24px;max-width:1100px}th{text-align:left;padding-right:24px}"
             "</style></head><body><h1>kubetwin run report</h1><table>" + table + "</table>"

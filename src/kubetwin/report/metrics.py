@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
+from kubetwin.report.fragmentation import cluster_fragmentation
+from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -36,6 +39,9 @@ class Metrics:
         self._jobs_seen: dict[tuple[str, str], dict[str, float | None]] = {}  # (ns, job) -> created/start/end
         self._started: dict[str, float] = {}  # pod uid -> when it started running
         self._sharing: dict[str, dict[str, Any]] = {}  # pool -> GPU pods' slowdowns and OOM failures
+        self._gpu_shapes: Counter[tuple[int, int]] = Counter()  # GPU pods by (cpu milli, GPUs): typical pods
+        self._req_seen: dict[int, tuple[list, dict[str, int]]] = {}
+        self._frag: list[tuple[float, float]] = []
         store.watch("Pod", self._on_pod)
         store.watch("Job", self._on_job)
         env.at(0, self._sample)
@@ -46,6 +52,9 @@ class Metrics:
         if etype == "ADDED":
             self.created[key] = self.env.now
             self.names[key] = f"{meta.get('namespace')}/{meta['name']}"
+            req = self._requests_of(pod)
+            if req.get(GPU):
+                self._gpu_shapes[(req.get("cpu", 0), req[GPU])] += 1
         if pod["spec"].get("nodeName") and key not in self.scheduled:
             self.scheduled[key] = self.env.now
             owner = controller_of(pod)
@@ -60,6 +69,16 @@ class Metrics:
             self.phase[key] = phase
         elif self.phase.get(key) in ("Pending", "Running"):
             self.phase[key] = "Deleted"  # preempted or removed before it finished
+
+    def _requests_of(self, pod: Obj) -> dict[str, int]:
+        """pod_requests, cached by the containers list pods of one template share."""
+        containers = pod["spec"].get("containers") or []
+        seen = self._req_seen.get(id(containers))
+        if seen is None or seen[0] is not containers:
+            if len(self._req_seen) > 1024:
+                self._req_seen.clear()
+            seen = self._req_seen[id(containers)] = (containers, pod_requests(pod))
+        return seen[1]
 
     def _transition(self, key: str, pod: Obj, phase: str) -> None:
         """GPU sharing outcomes per pool: how much slower GPU pods ran than their duration, and GPU OOMs."""
@@ -108,6 +127,10 @@ class Metrics:
         self.series["t"].append(now)
         pending = sum(1 for k, p in self.phase.items() if p == "Pending" and k not in self.scheduled)
         self.series["pending_pods"].append(pending)
+        frag = cluster_fragmentation(list(self.scheduler.nodes.values()), self._gpu_shapes)
+        self.series.setdefault("fragmented_gpu_pct", []).append(round(frag[0], 3) if frag else None)
+        if frag:
+            self._frag.append(frag)
         self.series["nodes"].append(len(self.scheduler.nodes))
         n = len(self.series["t"])
         for pool, (req, alloc) in sorted(self._gpu_by_pool().items()):
@@ -157,6 +180,11 @@ class Metrics:
                      "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())}},
             "scheduler": {"attempts": self.scheduler.schedule_attempts},
         }
+        if self._frag:
+            summary["gpu_fragmentation"] = {
+                "fragmented_gpu_pct_mean": round(sum(f for f, _ in self._frag) / len(self._frag), 3),
+                "frag_ratio_pct_mean": round(sum(r for _, r in self._frag) / len(self._frag), 3),
+                "samples": len(self._frag)}
         if self._sharing:
             summary["gpu_sharing"] = {pool: {
                 "gpu_pods_finished": len(v["slowdowns"]), "gpu_oom_failures": v["oom"],

@@ -1,0 +1,37 @@
+"""GPU fragmentation of a running cluster, as the FGD paper measures it (Weng et al., USENIX ATC'23).
+
+The share of idle GPUs that the workload's typical pods could not use where they sit: an idle GPU on a node
+without the CPU left for a typical pod, or too few idle GPUs together for a multi-GPU class, is fragmented.
+Here every advertised `nvidia.com/gpu` counts as one GPU (a MIG instance or a time-shared replica included),
+and the typical pods are the GPU pods created so far, classed by CPU and GPU request.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from kubetwin.devices.gpushare import FULL, MAX_GPUS, Shape, TypicalPods, frag_amount
+from kubetwin.scheduler.nodeinfo import NodeInfo
+
+GPU = "nvidia.com/gpu"
+
+
+def cluster_fragmentation(nodes: list[NodeInfo], shapes: Counter[tuple[int, int]]) -> tuple[float, float] | None:
+    """(fragmented GPUs as % of all GPUs, fragmented as % of idle GPUs), or None without GPU nodes or pods.
+    `shapes` counts pods by (cpu milli, GPUs)."""
+    gpu_nodes = [ni for ni in nodes if ni.allocatable.get(GPU, 0) > 0]
+    if not gpu_nodes or not shapes:
+        return None
+    typical = TypicalPods.from_shapes([Shape(cpu, 0, k, FULL, frozenset()) for (cpu, k), n in sorted(shapes.items())
+                                       for _ in range(n)], {"": 0})
+    typical.access[:] = True  # whole GPUs of any model
+    gpus = np.array([min(ni.allocatable[GPU], MAX_GPUS * 16) for ni in gpu_nodes])
+    width = int(gpus.max())
+    free = np.array([ni.allocatable[GPU] - ni.requested.get(GPU, 0) for ni in gpu_nodes])
+    idle = np.where(np.arange(width)[None, :] < free[:, None], FULL, 0)
+    cpu_left = np.array([ni.allocatable.get("cpu", 0) - ni.requested.get("cpu", 0) for ni in gpu_nodes])
+    frag = float(frag_amount(cpu_left, idle, np.zeros(len(gpu_nodes), np.int64), typical).sum())
+    total, idle_milli = int(gpus.sum()) * FULL, float(idle.sum())
+    return 100 * frag / total, (100 * frag / idle_milli if idle_milli else 0.0)
