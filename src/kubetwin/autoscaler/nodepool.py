@@ -69,7 +69,7 @@ class NodePoolController:
             labels["cloud.google.com/gke-provisioning"] = "spot"
         partition = accels[0].get("gpuPartitionSize") if accels else None
         if partition:
-            labels["cloud.google.com/gke-gpu-partition-size"] = partition
+            labels[mig.PARTITION_LABEL] = partition
         shared, share_labels, _ = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)
         labels.update(share_labels)
         if gpu:

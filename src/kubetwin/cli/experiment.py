@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -16,11 +17,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Re-run publi
 err = Console(stderr=True, soft_wrap=True)
 
 
-def _one(args: tuple[str, str, str, int, float]) -> list[dict]:
-    from kubetwin.experiments import fgd, openb
+_trace: tuple[list, list] = ([], [])  # a worker process's copy of the node and pod lists, read once
 
-    nodes_csv, pods_csv, policy, seed, inflate = args
-    return fgd.experiment(openb.load_nodes(nodes_csv), openb.load_pods(pods_csv), policy, seed, inflate)
+
+def _load(nodes_csv: str, pods_csv: str) -> None:
+    from kubetwin.experiments import openb
+
+    global _trace
+    _trace = (openb.load_nodes(nodes_csv), openb.load_pods(pods_csv))
+
+
+def _one(run: tuple[str, int, float]) -> list[dict]:
+    from kubetwin.experiments import fgd
+
+    return fgd.experiment(*_trace, *run)
 
 
 @app.command("fgd")
@@ -33,7 +43,7 @@ def fgd_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb node list CSV
             out: Path = typer.Option(..., "--out", "-o", help="CSV to write"),
             jobs: int = typer.Option(0, "--jobs", "-j", help="parallel runs (default: one per CPU)")) -> None:
     """FGD paper protocol on Alibaba's openb trace: allocation and fragmentation as GPU demand arrives."""
-    from kubetwin.experiments import fgd, openb
+    from kubetwin.experiments import fgd
     from kubetwin.scheduler.gpu_policies import POLICIES
 
     try:
@@ -45,29 +55,27 @@ def fgd_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb node list CSV
         if not 1.0 <= inflate <= 3.0:
             raise KubetwinError([Diagnostic("--inflate", 0, "experiment fgd", "", f"{inflate} is out of range",
                                             "give a ratio from 1.0 to 3.0 (the paper uses 1.3)")])
-        openb.load_nodes(nodes), openb.load_pods(pods)  # fail on bad input before starting any run
+        _load(str(nodes), str(pods))  # bad input fails here, before any run starts
     except KubetwinError as exc:
         for d in exc.diagnostics:
             err.print(d.render(), markup=False, highlight=False)
         raise typer.Exit(1) from None
-    runs = [(str(nodes), str(pods), p, s, inflate) for p in policies for s in seed]
+    runs = [(p, s, inflate) for p in policies for s in seed]
     workers = max(1, min(jobs or os.cpu_count() or 1, len(runs)))
     rows: list[dict] = []
-    with Progress(TextColumn("fgd runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                  transient=True, disable=not err.is_terminal) as bar:
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(Progress(TextColumn("fgd runs"), BarColumn(), MofNCompleteColumn(),
+                                           TimeElapsedColumn(), console=err, transient=True,
+                                           disable=not err.is_terminal))
         task = bar.add_task("runs", total=len(runs))
-        if workers == 1:
-            results = []
-            for r in runs:
-                results.append(_one(r))
-                bar.advance(task)
+        if workers > 1:  # each worker reads the trace once
+            pool = stack.enter_context(ProcessPoolExecutor(workers, initializer=_load,
+                                                           initargs=(str(nodes), str(pods))))
+            results = pool.map(_one, runs)
         else:
-            with ProcessPoolExecutor(workers) as pool:
-                results = []
-                for res in pool.map(_one, runs):
-                    results.append(res)
-                    bar.advance(task)
-    for res in results:
-        rows.extend(res)
+            results = map(_one, runs)
+        for res in results:
+            rows.extend(res)
+            bar.advance(task)
     fgd.write_csv(rows, out)
     err.print(f"wrote {out} ({len(runs)} runs, {len(rows)} rows)", highlight=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kubetwin.api.podspec import TemplateMemo
 from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
 
 EXTENDED_PREFIXES = ("nvidia.com/", "google.com/tpu")
@@ -12,7 +13,7 @@ def extended_resource_toleration(obj: Obj) -> Obj:
     if obj.get("kind") != "Pod":
         return obj
     spec = obj["spec"]
-    names = _extended_names(spec.get("containers") or [], spec.get("initContainers") or [])
+    names = _extended_names(obj)
     if not names:
         return obj
     tols = list(spec.get("tolerations") or [])
@@ -23,25 +24,18 @@ def extended_resource_toleration(obj: Obj) -> Obj:
     return {**obj, "spec": {**spec, "tolerations": tols}}
 
 
-_names_seen: dict[int, tuple[list, list, tuple[str, ...]]] = {}
-
-
-def _extended_names(containers: list, init: list) -> tuple[str, ...]:
-    """Sorted extended resource names the containers ask for; cached by list identity, since pods made
-    from one template share its containers list."""
-    seen = _names_seen.get(id(containers))
-    if seen is not None and seen[0] is containers and seen[1] is init:
-        return seen[2]
+def _names_of(pod: Obj) -> tuple[str, ...]:
+    """Sorted extended resource names the pod's containers ask for."""
+    spec = pod["spec"]
     names: set[str] = set()
-    for c in containers + init:
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         res = c.get("resources") or {}
         names |= {k for k in {**(res.get("requests") or {}), **(res.get("limits") or {})}
                   if k.startswith(EXTENDED_PREFIXES)}
-    out = tuple(sorted(names))
-    if len(_names_seen) > 1024:
-        _names_seen.clear()
-    _names_seen[id(containers)] = (containers, init, out)
-    return out
+    return tuple(sorted(names))
+
+
+_extended_names = TemplateMemo(_names_of)
 
 
 def pod_defaults(obj: Obj) -> Obj:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetwin.api.units import parse_duration, to_int
+from kubetwin.api.units import parse_duration
 from kubetwin.devices import sharing
 from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.sim.env import Environment
@@ -49,7 +49,9 @@ class Kubelet:
         if cur is None or cur["metadata"].get("uid") != meta.get("uid"):
             return
         now = self.store.timestamp(self.env.now)
-        refused = self._admit(cur)
+        node = self.store.get("Node", "", cur["spec"]["nodeName"])
+        # the device manager's Allocate: a shared GPU allows one per container
+        refused = sharing.admission_error(((node or {}).get("metadata") or {}).get("labels") or {}, cur)
         if refused:
             status = {**cur.get("status", {}), "phase": "Failed", "reason": "UnexpectedAdmissionError",
                       "message": refused, "startTime": now}
@@ -71,22 +73,7 @@ class Kubelet:
             self.events.event(running, "Normal", "Started", f"Started container {c['name']}", "kubelet")
         annotations = meta.get("annotations") or {}
         if DURATION in annotations:
-            node = self.store.get("Node", "", cur["spec"]["nodeName"])
             self.gpus.start(running, node, parse_duration(annotations[DURATION]))
-
-    def _admit(self, pod: Obj) -> str | None:
-        """The device manager's Allocate on this node: shared GPUs allow one per container."""
-        node = self.store.get("Node", "", pod["spec"]["nodeName"])
-        labels = (node or {}).get("metadata", {}).get("labels") or {}
-        if sharing.STRATEGY_LABEL not in labels:
-            return None
-        for c in pod["spec"].get("containers") or []:
-            res = c.get("resources") or {}
-            want = (res.get("limits") or {}).get("nvidia.com/gpu") or (res.get("requests") or {}).get("nvidia.com/gpu")
-            refused = sharing.admission_error(labels, to_int(want) if want else 0)
-            if refused:
-                return refused
-        return None
 
     def _finish(self, pod: Obj, phase: str, exit_code: int, reason: str = "Completed", message: str = "") -> None:
         meta = pod["metadata"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from kubetwin import catalog
 from kubetwin.api.units import UnitError, to_int
 from kubetwin.devices import mig, sharing
+from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
 
 GPU_UTIL, GPU_MEMORY = "kubetwin.io/gpu-util", "kubetwin.io/gpu-memory"
@@ -94,7 +95,6 @@ class SharedGpu:
 
 
 Finish = Callable[[dict, str, int, str, str], None]  # (pod, phase, exit code, reason, message)
-PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"
 
 
 class GpuRuntime:
@@ -106,13 +106,11 @@ class GpuRuntime:
         self._where: dict[str, tuple[str, int]] = {}
         self._pods: dict[str, dict] = {}
         self._token: dict[str, int] = {}
-        self.slowdowns: dict[str, float] = {}  # pod uid -> the largest slowdown it ran at
 
     def start(self, pod: dict, node: dict | None, duration: float) -> None:
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-        mode, partition = labels.get(sharing.STRATEGY_LABEL), labels.get(PARTITION_LABEL)
-        wants = _gpus_requested(pod)
-        if not wants or not (mode or partition):
+        mode, partition = labels.get(sharing.STRATEGY_LABEL), labels.get(mig.PARTITION_LABEL)
+        if not (mode or partition) or not pod_requests(pod).get("nvidia.com/gpu"):
             self.env.after(duration, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
             return
         demand = demand_of(pod["metadata"].get("annotations") or {})
@@ -127,7 +125,6 @@ class GpuRuntime:
                            f"instance {partition} has {hbm} MiB")
                 return
             slow = max(1.0, demand.util / fraction)
-            self.slowdowns[pod["metadata"]["uid"]] = slow
             self.env.after(duration * slow, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
             return
         clients = int(labels.get(sharing.CLIENTS_LABEL, "1"))
@@ -135,8 +132,9 @@ class GpuRuntime:
                       // clients)
         name = node["metadata"]["name"] if node else ""
         # the device plugin spreads shared replicas over the physical GPUs (fewest tenants first)
-        idx = min(range(devices), key=lambda i: (len(self._gpu(name, i, mode, hbm, clients, fraction).tenants), i))
-        gpu = self._gpus[(name, idx)]
+        gpus = [self._gpu(name, i, mode, hbm, clients, fraction) for i in range(devices)]
+        idx = min(range(devices), key=lambda i: (len(gpus[i].tenants), i))
+        gpu = gpus[idx]
         refused = gpu.refuses(demand)
         if refused:
             self._fail(pod, f"{refused} (GPU {idx} of node {name})")
@@ -177,7 +175,6 @@ class GpuRuntime:
         for uid, t in gpu.tenants.items():
             token = self._token.get(uid, 0) + 1
             self._token[uid] = token
-            self.slowdowns[uid] = max(self.slowdowns.get(uid, 1.0), slow)
             self.env.after(t.work_left * slow, lambda u=uid, k=token: self._done(u, k))
 
     def _done(self, uid: str, token: int) -> None:
@@ -190,11 +187,3 @@ class GpuRuntime:
     def _fail(self, pod: dict, message: str) -> None:
         self.env.after(0, lambda: self.finish(pod, "Failed", 1, "Error", message))
 
-
-def _gpus_requested(pod: dict) -> int:
-    total = 0
-    for c in pod["spec"].get("containers") or []:
-        res = c.get("resources") or {}
-        want = (res.get("limits") or {}).get("nvidia.com/gpu") or (res.get("requests") or {}).get("nvidia.com/gpu")
-        total += to_int(want) if want else 0
-    return total

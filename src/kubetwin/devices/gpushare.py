@@ -58,13 +58,21 @@ class TypicalPods:
                     coverage: float = TYPICAL_COVERAGE) -> TypicalPods:
         """GetTypicalPods: exact (cpu, milli, count, models) classes by popularity (ties: the larger class
         first), kept until they cover `coverage` of the pods, then renormalized. Memory is not part of a class."""
-        counts = Counter((s.cpu_milli, s.gpu_milli, s.num_gpu, "|".join(sorted(s.models))) for s in shapes)
+        return cls.from_counts(Counter(shapes), model_ids, coverage)
+
+    @classmethod
+    def from_counts(cls, shapes: Counter[Shape], model_ids: dict[str, int],
+                    coverage: float = TYPICAL_COVERAGE) -> TypicalPods:
+        """from_shapes over pod shapes already counted."""
+        counts: Counter[tuple[int, int, int, str]] = Counter()
+        for s, n in shapes.items():
+            counts[(s.cpu_milli, s.gpu_milli, s.num_gpu, "|".join(sorted(s.models)))] += n
         ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-        kept, cum = [], 0
+        total, kept, cum = sum(counts.values()), [], 0
         for key, n in ranked:
             kept.append((key, n))
             cum += n
-            if cum >= coverage * len(shapes):
+            if cum >= coverage * total:
                 break
         access = np.zeros((len(kept), max(len(model_ids), 1)), bool)
         for i, ((_, milli, _, models), _) in enumerate(kept):

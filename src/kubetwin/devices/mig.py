@@ -16,6 +16,7 @@ from importlib import resources
 
 import yaml
 
+PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"  # GKE's label on nodes with gpuPartitionSize
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kubetwin.api.units import to_int
+
 MPS_MAX_CLIENTS = 48  # NVIDIA MPS documentation: Volta and later support up to 48 clients per GPU
 STRATEGY_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"
 CLIENTS_LABEL = "cloud.google.com/gke-max-shared-clients-per-gpu"
@@ -112,10 +114,15 @@ def gke_sharing(config: dict | None) -> tuple[SharingConfig, dict[str, str], lis
     return cfg, {STRATEGY_LABEL: label, CLIENTS_LABEL: str(clients)}, []
 
 
-def admission_error(labels: dict[str, str], gpus_requested: int) -> str | None:
+def admission_error(labels: dict[str, str], pod: dict) -> str | None:
     """The GKE device plugin's Allocate failure for a container asking for more than one shared GPU."""
     strategy = labels.get(STRATEGY_LABEL)
-    if strategy and gpus_requested > 1:
-        return ("Pod Allocate failed due to rpc error: code = Unknown desc = [invalid request for sharing GPU "
-                f"({strategy}), at most 1 nvidia.com/gpu can be requested on GPU nodes], which is unexpected")
+    if not strategy:
+        return None
+    for c in pod["spec"].get("containers") or []:
+        res = c.get("resources") or {}
+        want = (res.get("limits") or {}).get("nvidia.com/gpu") or (res.get("requests") or {}).get("nvidia.com/gpu")
+        if want and to_int(want) > 1:
+            return ("Pod Allocate failed due to rpc error: code = Unknown desc = [invalid request for sharing GPU "
+                    f"({strategy}), at most 1 nvidia.com/gpu can be requested on GPU nodes], which is unexpected")
     return None

@@ -23,7 +23,7 @@ import numpy as np
 
 from kubetwin.devices.gpushare import FULL, GpuShareCluster, Shape, TypicalPods, frag_amount
 from kubetwin.experiments.openb import TraceNode, TracePod
-from kubetwin.scheduler.gpu_policies import POLICIES, TAGS, Scorer, tag_of
+from kubetwin.scheduler.gpu_policies import TAGS, Scorer, tag_of
 
 COLUMNS = ("policy", "seed", "arrived_gpu_pct", "allocated_gpu_pct", "fragmented_gpu_pct", "frag_ratio_pct")
 DEFAULT_SEEDS = tuple(range(42, 52))  # generate_run_scripts.py: tune seeds 42..51
@@ -49,6 +49,12 @@ def workload(pods: Sequence[TracePod], capacity_milli: int, inflate: float, rng:
         total += clone.gpu_request_milli
         extra.append(clone)
     return [shape_of(p) for p in order + extra]
+
+
+def arrivals(nodes: Sequence[TraceNode], pods: Sequence[TracePod], seed: int, inflate: float) -> list[Shape]:
+    """The run's pod sequence for a seed: the same for every policy."""
+    capacity = sum(n.gpus for n in nodes if n.gpus > 0) * FULL
+    return workload(pods, capacity, inflate, np.random.default_rng([seed, 1]))
 
 
 @dataclass
@@ -78,6 +84,7 @@ class Replay:
         self.policy = policy
         c = self.cluster
         self.frag = frag_amount(c.cpu_left, c.idle, c.model, self.typical)
+        self.frag_total = float(self.frag.sum())
         self._caches: dict[Shape, _ShapeCache] = {}
 
     def _cache(self, shape: Shape) -> _ShapeCache:
@@ -132,7 +139,9 @@ class Replay:
         if tag >= 0:
             self.tags[row, tag] += 1
         r = np.array([row])
-        self.frag[row] = frag_amount(c.cpu_left[r], c.idle[r], c.model[r], self.typical)[0]
+        new = frag_amount(c.cpu_left[r], c.idle[r], c.model[r], self.typical)[0]
+        self.frag_total += new - self.frag[row]
+        self.frag[row] = new
 
     def run(self, shapes: Sequence[Shape]) -> np.ndarray:
         """Place every pod; one row per pod: arrived milli, allocated milli, fragment milli, idle milli."""
@@ -142,7 +151,7 @@ class Replay:
         for i, shape in enumerate(shapes):
             arrived += shape.gpu_total  # counted before scheduling: failed pods have arrived too
             self.place(shape)
-            out[i] = (arrived, c.used_milli, self.frag.sum(), c.capacity_milli - c.used_milli)
+            out[i] = (arrived, c.used_milli, self.frag_total, c.capacity_milli - c.used_milli)
         return out
 
 
@@ -168,11 +177,8 @@ def discretize(records: np.ndarray, total_gpus: int, upto: int = 130) -> list[tu
 def experiment(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int,
                inflate: float = 1.3) -> list[dict]:
     """One run of the paper's protocol; rows in COLUMNS order."""
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
     replay = Replay(nodes, [shape_of(p) for p in pods], policy, seed)
-    shapes = workload(pods, replay.cluster.capacity_milli, inflate, np.random.default_rng([seed, 1]))
-    records = replay.run(shapes)
+    records = replay.run(arrivals(nodes, pods, seed, inflate))
     gpus = replay.cluster.capacity_milli // FULL
     return [dict(zip(COLUMNS, (policy, seed, *row), strict=True))
             for row in discretize(records, gpus, int(round(inflate * 100)))]

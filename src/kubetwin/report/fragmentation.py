@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-from kubetwin.devices.gpushare import FULL, MAX_GPUS, Shape, TypicalPods, frag_amount
+from kubetwin.devices.gpushare import FULL, Shape, TypicalPods, frag_amount
 from kubetwin.scheduler.nodeinfo import NodeInfo
 
 GPU = "nvidia.com/gpu"
@@ -24,10 +24,10 @@ def cluster_fragmentation(nodes: list[NodeInfo], shapes: Counter[tuple[int, int]
     gpu_nodes = [ni for ni in nodes if ni.allocatable.get(GPU, 0) > 0]
     if not gpu_nodes or not shapes:
         return None
-    typical = TypicalPods.from_shapes([Shape(cpu, 0, k, FULL, frozenset()) for (cpu, k), n in sorted(shapes.items())
-                                       for _ in range(n)], {"": 0})
+    typical = TypicalPods.from_counts(Counter({Shape(cpu, 0, k, FULL, frozenset()): n
+                                               for (cpu, k), n in shapes.items()}), {"": 0})
     typical.access[:] = True  # whole GPUs of any model
-    gpus = np.array([min(ni.allocatable[GPU], MAX_GPUS * 16) for ni in gpu_nodes])
+    gpus = np.array([ni.allocatable[GPU] for ni in gpu_nodes])
     width = int(gpus.max())
     free = np.array([ni.allocatable[GPU] - ni.requested.get(GPU, 0) for ni in gpu_nodes])
     idle = np.where(np.arange(width)[None, :] < free[:, None], FULL, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kubetwin.api.podspec import TemplateMemo
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
@@ -33,14 +34,15 @@ class Metrics:
         self.scheduled: dict[str, float] = {}
         self.phase: dict[str, str] = {}  # these three by pod uid
         self.names: dict[str, str] = {}  # uid -> ns/name
-        self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": []}
+        self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": [],
+                                       "fragmented_gpu_pct": []}
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
         self._last_t = 0.0
         self._jobs_seen: dict[tuple[str, str], dict[str, float | None]] = {}  # (ns, job) -> created/start/end
         self._started: dict[str, float] = {}  # pod uid -> when it started running
         self._sharing: dict[str, dict[str, Any]] = {}  # pool -> GPU pods' slowdowns and OOM failures
         self._gpu_shapes: Counter[tuple[int, int]] = Counter()  # GPU pods by (cpu milli, GPUs): typical pods
-        self._req_seen: dict[int, tuple[list, dict[str, int]]] = {}
+        self._requests_of = TemplateMemo(pod_requests)
         self._frag: list[tuple[float, float]] = []
         store.watch("Pod", self._on_pod)
         store.watch("Job", self._on_job)
@@ -70,25 +72,13 @@ class Metrics:
         elif self.phase.get(key) in ("Pending", "Running"):
             self.phase[key] = "Deleted"  # preempted or removed before it finished
 
-    def _requests_of(self, pod: Obj) -> dict[str, int]:
-        """pod_requests, cached by the containers list pods of one template share."""
-        containers = pod["spec"].get("containers") or []
-        seen = self._req_seen.get(id(containers))
-        if seen is None or seen[0] is not containers:
-            if len(self._req_seen) > 1024:
-                self._req_seen.clear()
-            seen = self._req_seen[id(containers)] = (containers, pod_requests(pod))
-        return seen[1]
-
     def _transition(self, key: str, pod: Obj, phase: str) -> None:
         """GPU sharing outcomes per pool: how much slower GPU pods ran than their duration, and GPU OOMs."""
         if phase == "Running":
             self._started[key] = self.env.now
             return
         pool = self.pools.pool_of.get(pod["spec"].get("nodeName") or "")
-        wants = any(GPU in ((c.get("resources") or {}).get("limits") or {})
-                    for c in pod["spec"].get("containers") or [])
-        if pool is None or not wants:
+        if pool is None or not self._requests_of(pod).get(GPU):
             return
         stats = self._sharing.setdefault(pool, {"slowdowns": [], "oom": 0})
         if phase == "Succeeded" and DURATION in (pod["metadata"].get("annotations") or {}):
@@ -128,7 +118,7 @@ class Metrics:
         pending = sum(1 for k, p in self.phase.items() if p == "Pending" and k not in self.scheduled)
         self.series["pending_pods"].append(pending)
         frag = cluster_fragmentation(list(self.scheduler.nodes.values()), self._gpu_shapes)
-        self.series.setdefault("fragmented_gpu_pct", []).append(round(frag[0], 3) if frag else None)
+        self.series["fragmented_gpu_pct"].append(round(frag[0], 3) if frag else None)
         if frag:
             self._frag.append(frag)
         self.series["nodes"].append(len(self.scheduler.nodes))

@@ -51,12 +51,14 @@ class Scorer:
 
     def score(self, rows: np.ndarray, shape: Shape, frag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(raw score, GPU a shared pod would take or -1) for each row; rows must be feasible for the shape."""
+        if self.policy == "FGD":  # picks its own GPU
+            return self._fgd(rows, shape, frag)
+        if self.policy == "Random":  # the node is drawn at random, and the GPU at bind time
+            return np.zeros(len(rows), np.int64), np.full(len(rows), -1)
         c = self.c
         idle, cpu_left = c.idle[rows], c.cpu_left[rows]
         gpu = best_fit_gpu(idle, shape.gpu_milli) if shape.shares else np.full(len(rows), -1)
         free_gpu = idle.sum(axis=1)
-        if self.policy == "Random":
-            return np.zeros(len(rows), np.int64), gpu
         if self.policy == "DotProd":
             d = (cpu_left * shape.cpu_milli / MAX_SPEC_CPU ** 2 + free_gpu * shape.gpu_total / MAX_SPEC_GPU ** 2) / 2
             return (MAX_NODE_SCORE * (1 - d)).astype(np.int64), gpu
@@ -64,10 +66,8 @@ class Scorer:
             return self._clustering(rows, shape, free_gpu), gpu
         if self.policy == "GpuPacking":
             return self._packing(rows, shape, idle, gpu), gpu
-        if self.policy == "BestFit":
-            left = 0.5 * (cpu_left - shape.cpu_milli) / MAX_SPEC_CPU + 0.5 * (free_gpu - shape.gpu_total) / MAX_SPEC_GPU
-            return ((1 - left) * MAX_NODE_SCORE).astype(np.int64), gpu
-        return self._fgd(rows, shape, frag)
+        left = 0.5 * (cpu_left - shape.cpu_milli) / MAX_SPEC_CPU + 0.5 * (free_gpu - shape.gpu_total) / MAX_SPEC_GPU
+        return ((1 - left) * MAX_NODE_SCORE).astype(np.int64), gpu  # BestFit
 
     def _clustering(self, rows: np.ndarray, shape: Shape, free_gpu: np.ndarray) -> np.ndarray:
         tag = tag_of(shape)

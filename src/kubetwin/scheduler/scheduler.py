@@ -14,6 +14,7 @@ import random
 
 import numpy as np
 
+from kubetwin.api.podspec import TemplateMemo
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
@@ -50,6 +51,15 @@ def fit_error(num_nodes: int, reasons: dict[str, int], post_filter: str = "") ->
     return msg
 
 
+def _resources_sig_of(pod: Obj) -> str:
+    spec = pod["spec"]
+    return repr(([c.get("resources") for c in spec.get("containers") or []],
+                 [c.get("resources") for c in spec.get("initContainers") or []], spec.get("overhead")))
+
+
+_resources_sig = TemplateMemo(_resources_sig_of)  # what the pod requests, as a key: one per template
+
+
 def _bounded(cache: dict, key: object, value: object) -> None:
     if len(cache) >= _CACHE_LIMIT:
         cache.pop(next(iter(cache)))
@@ -70,7 +80,6 @@ class Scheduler:
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
         self.schedule_attempts = 0
         self._static: dict[str, StaticVerdicts] = {}  # node-only sig -> verdicts per node row
-        self._res_sig: dict[int, tuple[list, str]] = {}  # id(containers list) -> (that list, its resources repr)
         self._req_cache: dict[str, tuple[dict[str, int], ScoreCache]] = {}  # resources repr -> requests
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         self.preemption = DefaultPreemption(store, events, self._requests)
@@ -159,14 +168,7 @@ class Scheduler:
         tols, sel = spec.get("tolerations") or [], spec.get("nodeSelector") or {}
         terms = req.get("nodeSelectorTerms") if req else None
         preferred = aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-        containers = spec.get("containers") or []
-        seen = self._res_sig.get(id(containers))  # pods of one template share its containers list
-        if seen is not None and seen[0] is containers and "initContainers" not in spec and "overhead" not in spec:
-            res_sig = seen[1]
-        else:
-            res_sig = repr(([c.get("resources") for c in containers],
-                            [c.get("resources") for c in spec.get("initContainers") or []], spec.get("overhead")))
-            _bounded(self._res_sig, id(containers), (containers, res_sig))
+        res_sig = _resources_sig(pod)
         cached = self._req_cache.get(res_sig)
         if cached is None:
             cached = (pod_requests(pod), ScoreCache())

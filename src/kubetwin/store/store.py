@@ -82,10 +82,9 @@ class Store:
         self._dispatch.clear()
 
     def _handlers(self, kind: str, owner_kind: str | None) -> list[Handler]:
-        handlers = self._dispatch.get((kind, owner_kind))
-        if handlers is None:
-            handlers = self._dispatch[(kind, owner_kind)] = [
-                h for h, want in self._watchers.get(kind, ()) if want is None or want == owner_kind]
+        """Build the dispatch list for objects of `kind` controlled by an `owner_kind` (looked up in _emit)."""
+        handlers = self._dispatch[(kind, owner_kind)] = [
+            h for h, want in self._watchers.get(kind, ()) if want is None or want == owner_kind]
         return handlers
 
     def admit(self, plugin: Callable[[Obj], Obj], kinds: tuple[str, ...] | None = None) -> None:
@@ -95,9 +94,8 @@ class Store:
         self._admission_of.clear()
 
     def _plugins(self, kind: str) -> list[Callable[[Obj], Obj]]:
-        plugins = self._admission_of.get(kind)
-        if plugins is None:
-            plugins = self._admission_of[kind] = [p for p, kinds in self._admission if kinds is None or kind in kinds]
+        """Build the admission chain for `kind` (looked up in create)."""
+        plugins = self._admission_of[kind] = [p for p, kinds in self._admission if kinds is None or kind in kinds]
         return plugins
 
     def _index(self, etype: str, obj: Obj, old: Obj | None) -> str | None:
@@ -159,8 +157,7 @@ class Store:
         if "uid" not in meta:
             self._uid_n += 1
             meta["uid"] = f"{self._uid_prefix}{self._uid_n:012x}"
-        now = self.env.now
-        meta["creationTimestamp"] = self._ts if now == self._ts_t else self.timestamp(now)
+        meta["creationTimestamp"] = self.timestamp(self.env.now)
         if "generation" not in meta:
             meta["generation"] = 1
         obj = {**obj, "metadata": meta}

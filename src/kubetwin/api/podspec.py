@@ -1,0 +1,32 @@
+"""Per-template memos over pod specs.
+
+Pods made from one template (a Job's, a ReplicaSet's) share the template's containers list, so a value derived
+from a pod's containers can be computed once per template and found again by the list's identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class TemplateMemo(Generic[T]):
+    """fn(pod) cached by the identity of the pod's containers, initContainers and overhead (bounded)."""
+
+    def __init__(self, fn: Callable[[dict[str, Any]], T], limit: int = 1024) -> None:
+        self.fn, self.limit = fn, limit
+        self._seen: dict[int, tuple[object, object, object, T]] = {}
+
+    def __call__(self, pod: dict[str, Any]) -> T:
+        spec = pod["spec"]
+        containers, init, overhead = spec.get("containers"), spec.get("initContainers"), spec.get("overhead")
+        seen = self._seen.get(id(containers))
+        if seen is not None and seen[0] is containers and seen[1] is init and seen[2] is overhead:
+            return seen[3]
+        value = self.fn(pod)
+        if len(self._seen) >= self.limit:
+            self._seen.clear()
+        self._seen[id(containers)] = (containers, init, overhead, value)
+        return value
