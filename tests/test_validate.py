@@ -36,11 +36,43 @@ def test_seed_time_slicing_configmap_flattened(shared) -> None:
     assert "data.any" in msgs[0]
 
 
-def test_seed_dra_v1beta1_accepted_with_notice(shared) -> None:
+CORRECTED_SELECTOR = ('device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu" && '
+                      'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0')
+
+
+def test_seed_dra_v1beta1_accepted_with_notice_and_its_selector_explained(shared) -> None:
+    """The seed's DeviceClass compiles (dyn typing) but errors on every NVIDIA device at scheduling time:
+    validate says so in the scheduler's words and prints the corrected expression (the one in
+    ../shared/reference/seed-manifests-corrected.yaml), checked against the driver's devices."""
     dc = next(b for b in _seed_blocks(shared) if "kind: DeviceClass" in b)
     diags = validate(load_text(dc, "seed.yaml"))
-    assert [d.severity for d in diags] == ["notice"]
-    assert "use resource.k8s.io/v1" in diags[0].message
+    assert [d.severity for d in diags] == ["notice", "warning"]
+    assert "not served by default on Kubernetes 1.34" in diags[0].message and "resource.k8s.io/v1" in diags[0].hint
+    warn = diags[1]
+    assert warn.field == "spec.selectors[0].cel.expression"
+    assert ('"class nvidia-gpu: selector #0: CEL runtime error: no such key: quantity"' in warn.message)
+    assert "publishes memory as a capacity" in warn.message
+    assert warn.hint.startswith(f"write: {CORRECTED_SELECTOR}")
+    assert "not nvidia-tesla-a100 (39538Mi < 40Gi)" in warn.hint
+    corrected = (shared / "reference" / "seed-manifests-corrected.yaml").read_text()
+    assert " ".join(CORRECTED_SELECTOR.split()) in " ".join(corrected.replace(" &&\n", " && ").split())
+
+
+def test_corrected_seed_dra_accepted(shared) -> None:
+    text = (shared / "reference" / "seed-manifests-corrected.yaml").read_text()
+    dra = [m for m in load_text(text, "c.yaml") if m.obj["apiVersion"].startswith("resource.k8s.io")]
+    assert [m.kind for m in dra] == ["DeviceClass", "ResourceClaim"]
+    assert validate(dra) == []
+
+
+def test_cel_compile_error_rejects_the_object() -> None:
+    text = ("apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c}\nspec:\n  selectors:\n"
+            "  - cel: {expression: 'device.capacity[\"gpu.nvidia.com\"].memory >= quantity(\"40Gi\")'}\n")
+    [d] = validate(load_text(text, "c.yaml"))
+    assert d.severity == "error" and d.line == 6 and d.field == "spec.selectors[0].cel.expression"
+    assert ("compilation failed: ERROR: <input>:1:42: found no matching overload for '_>=_' applied to "
+            "'(kubernetes.Quantity, kubernetes.Quantity)'") in d.message
+    assert 'compareTo(quantity("40Gi")) >= 0' in d.hint
 
 
 def test_corrected_seed_job_accepted(shared) -> None:

@@ -21,6 +21,9 @@ from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.replicaset import ReplicaSetController
+from kubetwin.devices.dra import convert as dra_convert
+from kubetwin.devices.dra.claims import ResourceClaimController
+from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.sim.env import Environment
@@ -28,7 +31,8 @@ from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
-_ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "ConfigMap": 3}
+_ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "ConfigMap": 3, "DeviceClass": 4,
+          "ResourceClaimTemplate": 4, "ResourceClaim": 5}
 
 
 @dataclass
@@ -97,7 +101,10 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     store.admit(admission.pod_defaults, ("Pod",))
     store.admit(admission.priority(store), ("Pod",))
     store.admit(admission.extended_resource_toleration, ("Pod",))
+    store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does
     pools = NodePoolController(store, env, scenario.clusterName)
+    NvidiaDraDriver(store, env, names.suffix)
+    ResourceClaimController(store, names)
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy)
     JobController(store, env, events, names)
     ReplicaSetController(store, env, events, names)

@@ -17,6 +17,7 @@ import jsonschema
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
+from kubetwin.api import dra_validate
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
@@ -29,6 +30,8 @@ SIMULATED = {
     ("v1", "Pod"), ("v1", "Namespace"), ("v1", "ConfigMap"), ("batch/v1", "Job"), ("apps/v1", "Deployment"),
     ("apps/v1", "ReplicaSet"), ("scheduling.k8s.io/v1", "PriorityClass"),
     (TWIN_API, "NodePool"), (TWIN_API, "Scenario"),
+    *((f"resource.k8s.io/{v}", k) for v in ("v1", "v1beta1", "v1beta2")
+      for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")),
 }
 # Kinds kubetwin knows (they appear in the platform documents) but does not simulate yet: accepted, stored,
 # and reported with a notice so nothing is silently ignored.
@@ -321,11 +324,9 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
     errors = sorted(validator.iter_errors(m.obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     out = [_schema_diagnostic(m, e) for e in errors]
     if not out:
-        out = _semantic(m)
+        out = _semantic(m) + dra_validate.diagnostics(m)
     if not out and (api_version, kind) not in SIMULATED:
         note = KNOWN_GROUPS.get(group, "Kubernetes")
-        if group == "resource.k8s.io" and api_version != "resource.k8s.io/v1":
-            note += f"; {api_version} is not served by default on Kubernetes 1.34: use resource.k8s.io/v1"
         out = [Diagnostic(m.file, m.line, m.ref, "", f"{kind} ({api_version}, {note}) is accepted but not "
                           "simulated yet: it is stored and has no effect on the run", "", "notice")]
     return out

@@ -7,6 +7,7 @@ import hashlib
 from kubetwin import catalog
 from kubetwin.api.units import parse_duration
 from kubetwin.devices import mig, sharing
+from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -100,7 +101,8 @@ class NodePoolController:
         if gpus and partition:  # GKE advertises every MIG partition as one nvidia.com/gpu
             gpus *= mig.partition_count(mig.model_of(gpu) or "", partition)
         gpus = shared.advertised({"nvidia.com/gpu": gpus})["nvidia.com/gpu"] if gpus else 0
-        if gpus and driver != "INSTALLATION_DISABLED":
+        # DRA node pools run the NVIDIA DRA driver (devices/dra/nvidia.py) instead of the device plugin.
+        if gpus and driver != "INSTALLATION_DISABLED" and not nvidia_dra.uses_dra(labels):
             delay = parse_duration(spec.get("driverInstallDelay", "3m"))
             self.env.after(delay, lambda: self._driver_ready(node_name, gpus))
 

@@ -79,14 +79,15 @@ def run_cmd(paths: list[str] = typer.Argument(..., help="YAML files or folders")
     _run(paths, out, duration, seed)
 
 
-DEMOS = ("demo", "gpu-sharing")
+DEMOS = ("demo", "gpu-sharing", "dra")
 
 
 @app.command()
-def demo(name: str = typer.Argument("demo", help="demo (the default) or gpu-sharing"),
+def demo(name: str = typer.Argument("demo", help="demo (the default), gpu-sharing or dra"),
          out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder (default runs/NAME)")) -> None:
     """Run a built-in scenario. demo: L4, A3 (H100) and spot A2 pools, the seed's Job and Pod, a day of jobs;
-    gpu-sharing: one inference batch on MIG, time-sharing and MPS A100 pools side by side."""
+    gpu-sharing: one inference batch on MIG, time-sharing and MPS A100 pools side by side;
+    dra: H100 and A100 pools on the NVIDIA DRA driver, the seed's claim corrected, a prioritized-list template."""
     if name not in DEMOS:
         err.print(f"error: no built-in scenario {name!r}\n    fix: use one of {', '.join(DEMOS)}", highlight=False)
         raise typer.Exit(1)
@@ -110,7 +111,9 @@ def validate_cmd(paths: list[str] = typer.Argument(..., help="YAML files or fold
     for d in diags:
         (err if d.severity == "error" else console).print(d.render(), markup=False, highlight=False)
     errors = sum(1 for d in diags if d.severity == "error")
-    console.print(f"{len(manifests)} objects, {errors} errors, {len(diags) - errors} notices")
+    warnings = sum(1 for d in diags if d.severity == "warning")
+    shown = f", {warnings} warnings" if warnings else ""
+    console.print(f"{len(manifests)} objects, {errors} errors{shown}, {len(diags) - errors - warnings} notices")
     if errors:
         raise typer.Exit(1)
 

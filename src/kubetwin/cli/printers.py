@@ -72,6 +72,20 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
             rows.append([d["metadata"]["name"], f"{st.get('readyReplicas', 0)}/{want}",
                          str(st.get("updatedReplicas", 0)), str(st.get("availableReplicas", 0)),
                          _age(d["metadata"].get("creationTimestamp"), now)])
+    elif kind == "ResourceClaim":  # kubectl's printer: pending | allocated | allocated,reserved (+ deleted)
+        rows.append(["NAME", "STATE", "AGE"])
+        for c in objs:
+            st = c.get("status") or {}
+            state = [s for s, on in (("allocated", st.get("allocation")), ("reserved", st.get("reservedFor")),
+                                     ("deleted", c["metadata"].get("deletionTimestamp"))) if on]
+            rows.append([c["metadata"]["name"], ",".join(state) or "pending",
+                         _age(c["metadata"].get("creationTimestamp"), now)])
+    elif kind == "ResourceSlice":
+        rows.append(["NAME", "NODE", "DRIVER", "POOL", "AGE"])
+        for sl in objs:
+            spec = sl["spec"]
+            rows.append([sl["metadata"]["name"], spec.get("nodeName") or "<none>", spec["driver"],
+                         spec["pool"]["name"], _age(sl["metadata"].get("creationTimestamp"), now)])
     elif kind == "Event":
         rows.append(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"])
         for e in sorted(objs, key=lambda e: (e["lastTimestamp"], e["metadata"]["name"])):

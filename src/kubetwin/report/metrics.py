@@ -9,6 +9,7 @@ from kubetwin.api.podspec import TemplateMemo
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
+from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.report.fragmentation import cluster_fragmentation
 from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
@@ -107,6 +108,12 @@ class Metrics:
             acc = out.setdefault(pool, [0, 0])
             acc[0] += ni.requested.get(GPU, 0)
             acc[1] += ni.allocatable.get(GPU, 0)
+        for name, (used, total) in nvidia_dra.gpu_devices_by_node(self.store).items():
+            pool = self.pools.pool_of.get(name)
+            if pool is not None:
+                acc = out.setdefault(pool, [0, 0])
+                acc[0] += used
+                acc[1] += total
         for pool in self.store.list("NodePool"):
             out.setdefault(pool["metadata"]["name"], [0, 0])
         return {k: (v[0], v[1]) for k, v in out.items()}

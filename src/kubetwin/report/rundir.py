@@ -19,7 +19,10 @@ RESOURCES = {
     "event": "Event", "ev": "Event", "namespaces": "Namespace", "namespace": "Namespace", "ns": "Namespace",
     "priorityclasses": "PriorityClass", "priorityclass": "PriorityClass", "pc": "PriorityClass",
     "nodepools": "NodePool", "nodepool": "NodePool", "configmaps": "ConfigMap", "configmap": "ConfigMap",
-    "cm": "ConfigMap",
+    "cm": "ConfigMap", "resourceclaims": "ResourceClaim", "resourceclaim": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate", "resourceclaimtemplate": "ResourceClaimTemplate",
+    "resourceslices": "ResourceSlice", "resourceslice": "ResourceSlice", "deviceclasses": "DeviceClass",
+    "deviceclass": "DeviceClass",
 }
 
 

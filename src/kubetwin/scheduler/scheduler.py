@@ -15,6 +15,8 @@ import random
 import numpy as np
 
 from kubetwin.api.podspec import TemplateMemo
+from kubetwin.devices.dra.allocator import AllocationError
+from kubetwin.scheduler import dra as D
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
@@ -83,8 +85,14 @@ class Scheduler:
         self._req_cache: dict[str, tuple[dict[str, int], ScoreCache]] = {}  # resources repr -> requests
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         self.preemption = DefaultPreemption(store, events, self._requests)
+        self.dra = D.DynamicResources(store)
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
+        for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events
+            store.watch(kind, self._on_dra_object)
+
+    def _on_dra_object(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        self.queue.move(lambda plugin, pi: plugin == D.NAME, frozenset({D.NAME}))
 
     # -- informers ------------------------------------------------------------------------------
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
@@ -195,18 +203,67 @@ class Scheduler:
         ok_static = static.ok
         mask = ok_static & scores.fit
         override = self._nominated_fit(pi, mask) if self._nominated else {}
-        feasible, processed = table.first_feasible(mask, self.next_start, num_feasible_nodes_to_find(n))
+        want = num_feasible_nodes_to_find(n)
+        claims = allocations = None
+        dra_reasons: dict[str, int] = {}
+        if n and self.dra.wants(pod):  # with no nodes schedulePod stops before PreFilter (ErrNoNodesAvailable)
+            try:
+                claims = self.dra.claims(pod)
+            except D.PreFilterError as exc:
+                if exc.error:
+                    self._failed(pod, pi, shape, cycle, f'running PreFilter plugin "{D.NAME}": {exc.message}',
+                                 "SchedulerError")
+                else:
+                    self._failed(pod, pi, shape, cycle, f"0/{n} nodes are available: {exc.message}.",
+                                 "Unschedulable")
+                return None
+            want = n  # DynamicResources filters after the vector filters: scan all, keep the first `want`
+        feasible, processed = table.first_feasible(mask, self.next_start, want)
+        if claims is not None:
+            try:
+                feasible, allocations, dra_reasons = self._filter_dra(claims, feasible,
+                                                                      num_feasible_nodes_to_find(n))
+            except AllocationError as exc:
+                self._failed(pod, pi, shape, cycle, str(exc), "SchedulerError")
+                return None
         if n:
             self.next_start = (self.next_start + processed) % n
         if not len(feasible):
             in_order = ok_static[order]
-            self._unschedulable_pod(pod, pi, static, order[~in_order], order[in_order], override, n, shape, cycle)
+            self._unschedulable_pod(pod, pi, static, order[~in_order], order[in_order], override, n, shape, cycle,
+                                    dra_reasons)
             return None
         best = self._select_host(pi, static, scores, feasible)
         ni = table.infos[best]
         assert ni is not None
+        if claims is not None and allocations is not None:
+            self.dra.bind(pod, claims, allocations[ni.name]())  # Reserve + PreBind: claims first, then Bind
         self._bind(pod, pi, ni)
         return ni.name
+
+    def _filter_dra(self, claims: list[Obj], rows: np.ndarray, want: int
+                    ) -> tuple[np.ndarray, dict, dict[str, int]]:
+        """The DynamicResources Filter over the rows that passed the other filters, in scan order."""
+        infos = [self.table.infos[int(r)] for r in rows]
+        ok, rejected = self.dra.filter(claims, (ni.node for ni in infos if ni is not None), want)
+        keep = [int(r) for r, ni in zip(rows, infos, strict=True) if ni is not None and ni.name in ok]
+        reasons: dict[str, int] = {}
+        for why in rejected.values():
+            reasons[why] = reasons.get(why, 0) + 1
+        return np.array(keep, dtype=rows.dtype), ok, reasons
+
+    def _failed(self, pod: Obj, pi: P.PodInfo, shape: tuple, cycle: int, msg: str, reason: str) -> None:
+        """A PreFilter rejection or a plugin error: the condition and event carry the message."""
+        now = self.store.timestamp(self.store.env.now)
+        status = dict(pod.get("status") or {})
+        status["phase"] = "Pending"
+        conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
+        status["conditions"] = conds + [{"type": "PodScheduled", "status": "False", "reason": reason,
+                                         "message": msg, "lastTransitionTime": now}]
+        pod = self.store.update({**pod, "status": status})
+        self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
+        self.queue.failed(pod_key(pod), frozenset({D.NAME}) if reason == "Unschedulable" else frozenset(), pi,
+                          shape, cycle)
 
     def _nominated_fit(self, pi: P.PodInfo, mask: np.ndarray) -> dict[int, list[str]]:
         """addNominatedPods: nodes holding room for nominated pods of equal or higher priority are re-checked."""
@@ -272,10 +329,10 @@ class Scheduler:
     # -- failure --------------------------------------------------------------------------------
     def _unschedulable_pod(self, pod: Obj, pi: P.PodInfo, static: StaticVerdicts, failed_static: np.ndarray,
                            cand: np.ndarray, override: dict[int, list[str]], n: int, shape: tuple,
-                           cycle: int) -> None:
+                           cycle: int, dra_reasons: dict[str, int] | None = None) -> None:
         t = self.table
-        reasons: dict[str, int] = {}
-        plugins: set[str] = set()
+        reasons: dict[str, int] = dict(dra_reasons or {})
+        plugins: set[str] = {D.NAME} if dra_reasons else set()
         if len(failed_static):
             ids, counts = np.unique(static.reason[failed_static], return_counts=True)
             for rid, c in zip(ids.tolist(), counts.tolist(), strict=True):

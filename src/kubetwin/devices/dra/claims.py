@@ -1,0 +1,92 @@
+"""The ResourceClaim controller (pkg/controller/resourceclaim): claims from templates, and release.
+
+For each pod claim naming a ResourceClaimTemplate it creates `<pod>-<claim>-<5 random>` owned by the pod
+(annotation resource.kubernetes.io/pod-claim-name) and records it in pod.status.resourceClaimStatuses. When
+a pod is done or gone it drops the pod from each claim's reservedFor; a claim nobody reserves any more is
+deallocated (status.allocation cleared), and claims generated for a pod are deleted with it.
+"""
+
+from __future__ import annotations
+
+from kubetwin.controllers.common import NameGenerator, owner_ref
+from kubetwin.store.store import Obj, Store
+
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+FINALIZER = "resource.kubernetes.io/delete-protection"  # resourceapi.Finalizer, added with an allocation
+
+
+def claim_name(pod: Obj, pod_claim: dict) -> str | None:
+    """resourceclaim.Name: the claim a pod claim refers to, None while a generated one does not exist yet."""
+    if pod_claim.get("resourceClaimName"):
+        return pod_claim["resourceClaimName"]
+    for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        if st.get("name") == pod_claim["name"]:
+            return st.get("resourceClaimName")
+    return None
+
+
+class ResourceClaimController:
+    def __init__(self, store: Store, names: NameGenerator) -> None:
+        self.store, self.names = store, names
+        store.watch("Pod", self._on_pod)
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        claims = pod["spec"].get("resourceClaims")
+        if not claims:
+            return
+        done = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+        if etype == "DELETED" or done:
+            self._release(pod, deleted=etype == "DELETED")
+            return
+        if etype == "ADDED":
+            self._generate(pod, claims)
+
+    def _generate(self, pod: Obj, claims: list[dict]) -> None:
+        ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        statuses = list((pod.get("status") or {}).get("resourceClaimStatuses") or [])
+        known = {s["name"] for s in statuses}
+        for pc in claims:
+            tmpl_name = pc.get("resourceClaimTemplateName")
+            if not tmpl_name or pc["name"] in known:
+                continue
+            tmpl = self.store.get("ResourceClaimTemplate", ns, tmpl_name)
+            if tmpl is None:
+                continue  # the scheduler reports the missing template; the pod waits
+            tspec = tmpl.get("spec") or {}
+            meta = tspec.get("metadata") or {}
+            name = self.names.generate(self.store, "ResourceClaim", ns, f"{pod_name}-{pc['name']}")
+            self.store.create({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": ns, "labels": dict(meta.get("labels") or {}),
+                             "annotations": {**(meta.get("annotations") or {}), POD_CLAIM_NAME: pc["name"]},
+                             "ownerReferences": [owner_ref(pod)]},
+                "spec": tspec.get("spec") or {}})
+            statuses.append({"name": pc["name"], "resourceClaimName": name})
+        if len(statuses) != len(known):
+            self.store.patch("Pod", ns, pod_name,
+                             lambda p: {**p, "status": {**p.get("status", {}), "resourceClaimStatuses": statuses}})
+
+    def _release(self, pod: Obj, deleted: bool) -> None:
+        ns, uid = pod["metadata"]["namespace"], pod["metadata"]["uid"]
+        for pc in pod["spec"]["resourceClaims"]:
+            name = claim_name(pod, pc)
+            claim = self.store.get("ResourceClaim", ns, name) if name else None
+            if claim is None:
+                continue
+            status = dict(claim.get("status") or {})
+            reserved = [r for r in status.get("reservedFor") or [] if r.get("uid") != uid]
+            generated = any(r.get("uid") == uid for r in claim["metadata"].get("ownerReferences") or [])
+            if generated and not reserved:
+                self.store.delete("ResourceClaim", ns, name)
+                continue
+            if reserved == (status.get("reservedFor") or []):
+                continue
+            status["reservedFor"] = reserved
+            meta = claim["metadata"]
+            if not reserved:
+                status.pop("reservedFor")
+                status.pop("allocation", None)  # deallocate: nobody uses the devices any more
+                meta = {**meta, "finalizers": [f for f in meta.get("finalizers") or [] if f != FINALIZER]}
+                if not meta["finalizers"]:
+                    meta.pop("finalizers")
+            self.store.update({**claim, "metadata": meta, "status": status})

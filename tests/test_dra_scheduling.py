@@ -1,0 +1,170 @@
+"""DRA end to end through `kubetwin run`: the NVIDIA DRA driver twin publishes slices, the ResourceClaim
+controller makes claims from templates, the DynamicResources plugin allocates, reserves and explains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from kubetwin.run import run
+
+ROOT = Path(__file__).resolve().parents[1]
+DRA_POOL = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "h100"},
+            "spec": {"machineType": "a3-highgpu-8g", "nodeCount": 1,
+                     "accelerators": [{"type": "nvidia-h100-80gb", "count": 8,
+                                       "gpuDriverInstallation": "INSTALLATION_DISABLED"}],
+                     "labels": {"gke-no-default-nvidia-gpu-device-plugin": "true"}}}
+TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+SLICES_AT = 90 + 180  # boot delay + driver install delay (NodePool defaults)
+
+
+def pod(name: str, claim: str, *, template: bool = False, duration: str = "1h", **ann: str) -> dict:
+    ref = {"name": "gpu", ("resourceClaimTemplateName" if template else "resourceClaimName"): claim}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"kubetwin.io/duration": duration, **ann}},
+            "spec": {"resourceClaims": [ref], "tolerations": TOLERATE,
+                     "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+
+def claim(name: str, count: int, cls: str = "gpu.nvidia.com") -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls,
+                                                                          "count": count}}]}}}
+
+
+def versions(res, kind: str, name: str | None = None) -> list[tuple[float, str, dict]]:
+    return [(t, et, o) for t, _, et, o in res.history if o["kind"] == kind and
+            (name is None or o["metadata"]["name"] == name)]
+
+
+def last(res, kind: str, name: str) -> dict:
+    return versions(res, kind, name)[-1][2]
+
+
+def events(res, name: str, reason: str) -> list[str]:
+    return [o["message"] for _, _, _, o in res.history if o["kind"] == "Event" and o["reason"] == reason
+            and o["involvedObject"]["name"] == name]
+
+
+def test_driver_publishes_a_slice_per_node_and_its_device_classes() -> None:
+    res = run(objects=[DRA_POOL], duration="10m")
+    [(t, _, sl)] = versions(res, "ResourceSlice")
+    assert t == SLICES_AT and sl["spec"]["driver"] == "gpu.nvidia.com"
+    assert sl["spec"]["pool"] == {"name": sl["spec"]["nodeName"], "generation": 1, "resourceSliceCount": 1}
+    devs = sl["spec"]["devices"]
+    assert [d["name"] for d in devs] == [f"gpu-{i}" for i in range(8)]
+    assert devs[0]["capacity"] == {"memory": {"value": "81559Mi"}}
+    assert devs[0]["attributes"]["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
+    assert devs[0]["attributes"]["cudaComputeCapability"] == {"version": "9.0.0"}
+    assert "index" not in devs[0]["attributes"]  # removed from the driver in Sep 2025
+    assert sorted(o["metadata"]["name"] for _, _, o in versions(res, "DeviceClass")) == ["gpu.nvidia.com",
+                                                                                         "mig.nvidia.com"]
+    node = last(res, "Node", sl["spec"]["nodeName"])
+    assert "nvidia.com/gpu" not in node["status"]["allocatable"]  # no device plugin on DRA node pools
+
+
+def test_claim_allocated_reserved_and_released() -> None:
+    objs = [DRA_POOL, claim("shared", 6), pod("first", "shared", duration="30m"),
+            claim("other", 4), pod("second", "other", duration="30m")]
+    res = run(objects=objs, duration="2h")
+    allocs = [o["status"]["allocation"] for _, _, o in versions(res, "ResourceClaim", "shared")
+              if (o.get("status") or {}).get("allocation")]
+    results = allocs[0]["devices"]["results"]
+    assert [r["device"] for r in results] == [f"gpu-{i}" for i in range(6)]
+    assert {r["request"] for r in results} == {"gpu"}
+    node = results[0]["pool"]
+    assert allocs[0]["nodeSelector"] == {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    reserved = next(o for _, _, o in versions(res, "ResourceClaim", "shared") if o.get("status", {}).get("reservedFor"))
+    assert reserved["status"]["reservedFor"][0]["name"] == "first"
+    assert reserved["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    # 4 more GPUs do not fit next to 6: the second pod waits in the plugin's words, then gets freed devices
+    assert any(m.startswith("0/1 nodes are available: 1 cannot allocate all claims.")
+               for m in events(res, "second", "FailedScheduling"))
+    assert events(res, "second", "Scheduled")
+    final = last(res, "ResourceClaim", "shared")
+    assert "allocation" not in final["status"] and "finalizers" not in final["metadata"]  # deallocated
+    other = next(o for _, _, o in versions(res, "ResourceClaim", "other") if o.get("status", {}).get("allocation"))
+    assert sorted(r["device"] for r in other["status"]["allocation"]["devices"]["results"]) == \
+        ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+
+
+def test_template_claims_are_generated_owned_and_deleted_with_the_pod() -> None:
+    tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
+            "spec": {"spec": claim("x", 1)["spec"]}}
+    res = run(objects=[DRA_POOL, tmpl, pod("worker", "one-gpu", template=True, duration="10m")], duration="1h")
+    [(t0, _, gen)] = [v for v in versions(res, "ResourceClaim") if v[1] == "ADDED"]
+    assert gen["metadata"]["name"].startswith("worker-gpu-") and len(gen["metadata"]["name"]) == len("worker-gpu-") + 5
+    assert gen["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
+    assert gen["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+    p = next(o for _, _, o in versions(res, "Pod", "worker") if o.get("status", {}).get("resourceClaimStatuses"))
+    assert p["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": gen["metadata"]["name"]}]
+    assert versions(res, "ResourceClaim")[-1][1] == "DELETED"  # the pod succeeded: its claim goes away
+
+
+def test_seed_as_written_fails_in_the_schedulers_words(shared) -> None:
+    """The seed's v1beta1 DeviceClass/ResourceClaim are converted to v1; the CEL selector then errors on
+    every NVIDIA device, so scheduling fails with the allocator's runtime error, not "unschedulable"."""
+    docs = [d for d in yaml.safe_load_all((ROOT / "examples" / "seed-as-written.yaml").read_text()) if d]
+    dra = [d for d in docs if d["apiVersion"].startswith("resource.k8s.io") or d["kind"] == "Pod"]
+    dra[-1]["spec"]["tolerations"] = TOLERATE
+    res = run(objects=[DRA_POOL, *dra], duration="30m")
+    stored = versions(res, "ResourceClaim", "gpu-claim")[0][2]
+    assert stored["apiVersion"] == "resource.k8s.io/v1"
+    assert stored["spec"]["devices"]["requests"] == [
+        {"name": "gpu", "exactly": {"deviceClassName": "nvidia-gpu", "count": 2, "adminAccess": False,
+                                    "allocationMode": "ExactCount"}}]
+    msgs = events(res, "training-job", "FailedScheduling")
+    assert msgs[-1] == ('running "DynamicResources" filter plugin: class nvidia-gpu: selector #0: CEL runtime '
+                        "error: no such key: quantity")
+    cond = next(c for c in last(res, "Pod", "training-job")["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert cond["reason"] == "SchedulerError"
+
+
+def test_prefilter_messages() -> None:
+    res = run(objects=[DRA_POOL, pod("lost", "nope"), claim("c", 1, cls="no-such-class"), pod("classless", "c")],
+              duration="10m")
+    assert events(res, "lost", "FailedScheduling")[-1] == \
+        '0/1 nodes are available: could not find ResourceClaim "default/nope".'
+    assert events(res, "classless", "FailedScheduling")[-1] == \
+        "0/1 nodes are available: request gpu: device class no-such-class does not exist."
+
+
+def test_dra_example_runs_and_reports_gpu_allocation() -> None:
+    res = run([ROOT / "src" / "kubetwin" / "scenarios" / "dra"], duration="2h")
+    alloc = res.summary["gpu_allocation"]
+    assert alloc["h100-dra"]["gpu_hours_allocatable"] > 0 and alloc["h100-dra"]["gpu_hours_requested"] > 0
+    evals = [o for _, et, o in versions(res, "ResourceClaim") if et == "MODIFIED"
+             and o["metadata"]["name"].startswith("inference-eval-") and o.get("status", {}).get("allocation")]
+    picked = sorted({r["request"] for o in evals for r in o["status"]["allocation"]["devices"]["results"]})
+    assert picked == ["gpu/a100", "gpu/h100"]  # firstAvailable: H100 first, two A100s as the fallback
+
+
+class _Forgetful(dict):
+    """A verdict cache that never remembers: every node is searched afresh."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
+
+
+def test_remembered_node_verdicts_change_nothing(monkeypatch) -> None:
+    """The per-node search memo (keyed by request shape and the node's pool versions) must give exactly the
+    decisions of a full search on every node: same history with and without it."""
+    from kubetwin.scheduler import dra
+
+    tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "two"},
+            "spec": {"spec": claim("x", 2)["spec"]}}
+    pools = [DRA_POOL, {**DRA_POOL, "metadata": {"name": "h100b"}, "spec": {**DRA_POOL["spec"], "nodeCount": 2}}]
+    pods = [pod(f"p{i}", "two", template=True, duration=f"{10 + 7 * (i % 5)}m") for i in range(14)]
+    objs = [*pools, tmpl, *pods, claim("big", 4), pod("big", "big", duration="20m")]
+    remembered = run(objects=objs, duration="3h").history
+    init = dra.DynamicResources.__init__
+
+    def forgetful(self, *a, **kw):
+        init(self, *a, **kw)
+        self._verdicts = _Forgetful()
+
+    monkeypatch.setattr(dra.DynamicResources, "__init__", forgetful)
+    assert run(objects=objs, duration="3h").history == remembered
+    assert sum(1 for _, _, _, o in remembered if o["kind"] == "Event" and o["reason"] == "Scheduled") == 15
