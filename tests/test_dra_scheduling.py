@@ -168,3 +168,63 @@ def test_remembered_node_verdicts_change_nothing(monkeypatch) -> None:
     monkeypatch.setattr(dra.DynamicResources, "__init__", forgetful)
     assert run(objects=objs, duration="3h").history == remembered
     assert sum(1 for _, _, _, o in remembered if o["kind"] == "Event" and o["reason"] == "Scheduled") == 15
+
+
+def _mig_pool(name: str, **labels: str) -> dict:
+    return {**DRA_POOL, "metadata": {"name": name},
+            "spec": {**DRA_POOL["spec"], "labels": {**DRA_POOL["spec"]["labels"], **labels}}}
+
+
+def _mig_claim(name: str, profile: str, count: int = 1) -> dict:
+    c = claim(name, count, cls="mig.nvidia.com")
+    c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": f'device.attributes["gpu.nvidia.com"].profile == "{profile}"'}}]
+    return c
+
+
+def test_static_mig_devices_replace_the_whole_gpus() -> None:
+    objs = [_mig_pool("mig", **{"nvidia.com/mig.config": "all-3g.40gb"}), _mig_claim("two", "3g.40gb", 2),
+            pod("p", "two")]
+    res = run(objects=objs, duration="30m")
+    [(_, _, sl)] = versions(res, "ResourceSlice")
+    devs = sl["spec"]["devices"]
+    assert [d["name"] for d in devs[:2]] == ["gpu-0-mig-9-0-4", "gpu-0-mig-9-4-4"] and len(devs) == 16
+    d = devs[1]
+    assert d["attributes"]["type"] == {"string": "mig"} and d["attributes"]["profile"] == {"string": "3g.40gb"}
+    assert d["capacity"]["memory"] == {"value": "40448Mi"} and d["capacity"]["multiprocessors"] == {"value": "60"}
+    assert sorted(k for k in d["capacity"] if k.startswith("memorySlice")) == [f"memorySlice{i}"
+                                                                               for i in range(4, 8)]
+    alloc = next(o for _, _, o in versions(res, "ResourceClaim", "two") if o.get("status", {}).get("allocation"))
+    assert [r["device"] for r in alloc["status"]["allocation"]["devices"]["results"]] == ["gpu-0-mig-9-0-4",
+                                                                                          "gpu-0-mig-9-4-4"]
+    assert res.summary["gpu_allocation"]["mig"]["gpu_hours_allocatable"] > 0
+
+
+def test_dynamic_mig_counters_keep_layouts_legal() -> None:
+    """DynamicMIG publishes whole GPUs and every MIG placement consuming the GPU's memory slices: with
+    DRAPartitionableDevices on, a 4g.40gb (slices 0-3) leaves a 3g.40gb only start 4, and a whole-GPU claim
+    goes to the next GPU; with the gate at its 1.34 default (off) nothing is allocatable."""
+    whole = claim("whole", 1)
+    objs = [_mig_pool("dyn", **{"kubetwin.io/nvidia-dra-dynamic-mig": "true"}),
+            _mig_claim("four", "4g.40gb"), pod("a", "four"), _mig_claim("three", "3g.40gb"),
+            pod("b", "three", **{"kubetwin.io/create-at": "6m"}), whole,
+            pod("c", "whole", **{"kubetwin.io/create-at": "7m"})]
+    gates = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
+             "spec": {"featureGates": {"DRAPartitionableDevices": True}}}
+    res = run(objects=[gates, *objs], duration="30m")
+    slices = [o for _, _, o in versions(res, "ResourceSlice")]
+    assert len(slices) == 8 and all(s["spec"]["pool"]["resourceSliceCount"] == 8 for s in slices)
+    assert slices[0]["spec"]["sharedCounters"][0]["name"] == "gpu-0-counter-set"
+
+    def picked(name: str) -> list[str]:
+        o = next(o for _, _, o in versions(res, "ResourceClaim", name) if o.get("status", {}).get("allocation"))
+        return [r["device"] for r in o["status"]["allocation"]["devices"]["results"]]
+    # slices are walked in name order (their names end in random characters): the first holds GPU `first`
+    first = min(slices, key=lambda s: s["metadata"]["name"])["spec"]["devices"][0]["name"]
+    assert picked("four") == [f"{first}-mig-5-0-4"]
+    assert picked("three") == [f"{first}-mig-9-4-4"]  # start 0 is taken by the 4g's slices
+    [gpu] = picked("whole")
+    assert gpu != first and "-mig-" not in gpu
+    off = run(objects=objs, duration="30m")
+    assert events(off, "a", "FailedScheduling")[-1].startswith("0/1 nodes are available: 1 cannot allocate all "
+                                                               "claims.")

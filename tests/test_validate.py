@@ -149,3 +149,20 @@ def test_seed_as_written_example_every_message() -> None:
     assert notices == ["ClusterQueue/gpu-cluster-queue", "DeviceClass/nvidia-gpu", "InferenceModel/ai/llama3-8b",
                        "InferencePool/llm-pool", "LocalQueue/nlp-team/team-nlp-queue", "ResourceClaim/gpu-claim",
                        "ResourceFlavor/nvidia-a100", "ResourceFlavor/nvidia-h100", "ScaledObject/ai/vllm-scaler"]
+
+
+def _dra_pool_yaml(extra_label: str = "", accel_extra: str = "") -> str:
+    return ("apiVersion: kubetwin.io/v1alpha1\nkind: NodePool\nmetadata: {name: p}\nspec:\n"
+            "  machineType: a3-highgpu-8g\n  nodeCount: 1\n"
+            f"  accelerators: [{{type: nvidia-h100-80gb, count: 8{accel_extra}}}]\n"
+            f"  labels: {{gke-no-default-nvidia-gpu-device-plugin: 'true'{extra_label}}}\n")
+
+
+def test_dra_node_pools_reject_gpu_sharing_and_bad_mig_configs() -> None:
+    assert validate(load_text(_dra_pool_yaml(), "p.yaml")) == []
+    [d] = validate(load_text(_dra_pool_yaml(accel_extra=", gpuPartitionSize: 1g.10gb"), "p.yaml"))
+    assert d.field == "spec.accelerators[0].gpuPartitionSize" and "does not support gpuPartitionSize" in d.message
+    [d] = validate(load_text(_dra_pool_yaml(", nvidia.com/mig.config: all-3g.20gb"), "p.yaml"))
+    assert d.severity == "error" and "has no MIG profile '3g.20gb'" in d.message
+    [d] = validate(load_text(_dra_pool_yaml(", nvidia.com/mig.config: all-3g.40gb"), "p.yaml"))
+    assert d.severity == "notice" and "excludes MIG" in d.message

@@ -22,6 +22,7 @@ from kubetwin.controllers.job import JobController
 from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.replicaset import ReplicaSetController
 from kubetwin.devices.dra import convert as dra_convert
+from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.report.metrics import Metrics
@@ -105,7 +106,8 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     pools = NodePoolController(store, env, scenario.clusterName)
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
-    scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy)
+    scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
+                          Features.from_gates(dict(scenario.featureGates)))
     JobController(store, env, events, names)
     ReplicaSetController(store, env, events, names)
     Kubelet(store, env, events)

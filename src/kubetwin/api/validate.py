@@ -128,7 +128,7 @@ def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
     except catalog.CatalogError as exc:
         return [Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType", str(exc),
                            "use a GKE machine type from the catalog (kubetwin.catalog.machine_types())")]
-    out = []
+    out = _dra_pool(m, spec, mt.gpu)
     for i, acc in enumerate(spec.get("accelerators") or []):
         if mt.gpu != acc["type"] or mt.gpu_count != acc["count"]:
             want = f"{mt.gpu_count} x {mt.gpu}" if mt.gpu else "no GPUs"
@@ -144,6 +144,41 @@ def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
             for prob in sharing.gke_sharing(acc["gpuSharingConfig"])[2]:
                 field = f"spec.accelerators[{i}].gpuSharingConfig.{prob.field}"
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, prob.message, prob.hint))
+    return out
+
+
+def _dra_pool(m: Manifest, spec: dict, gpu: str | None) -> list[Diagnostic]:
+    """A node pool on the NVIDIA DRA driver: GKE excludes GPU sharing there (set-up-dra limitations)."""
+    from kubetwin.devices import mig
+    from kubetwin.devices.dra import nvidia
+
+    labels = spec.get("labels") or {}
+    if not nvidia.uses_dra(labels):
+        return []
+    out = []
+    for i, acc in enumerate(spec.get("accelerators") or []):
+        for key in ("gpuSharingConfig", "gpuPartitionSize"):
+            if acc.get(key):
+                field = f"spec.accelerators[{i}].{key}"
+                out.append(Diagnostic(m.file, m.line_of(field), m.ref, field,
+                                      f"Invalid value: GKE does not support {key} on node pools that use DRA "
+                                      f"({nvidia.NO_DEVICE_PLUGIN}=true)",
+                                      f"remove {key}, or the {nvidia.NO_DEVICE_PLUGIN} label to use the device "
+                                      "plugin"))
+    config = labels.get(nvidia.MIG_CONFIG)
+    if config and gpu:
+        field = f'spec.labels["{nvidia.MIG_CONFIG}"]'
+        try:
+            if config != "all-disabled":
+                nvidia.static_layout(gpu, config)
+        except mig.MigError as exc:
+            out.append(Diagnostic(m.file, m.line_of(f"spec.labels.{nvidia.MIG_CONFIG}"), m.ref, field,
+                                  f"Invalid value: {config!r}: {exc}", "use all-<profile> or all-disabled"))
+        else:
+            out.append(Diagnostic(m.file, m.line_of(f"spec.labels.{nvidia.MIG_CONFIG}"), m.ref, field,
+                                  "GKE's DRA support excludes MIG; the twin publishes the NVIDIA DRA driver's "
+                                  "static MIG devices as on a cluster where mig-parted applied this config", "",
+                                  "notice"))
     return out
 
 
@@ -170,7 +205,7 @@ def _twin_hint(e: dict) -> str:
     if e["type"] == "literal_error":
         return f"use one of {e.get('ctx', {}).get('expected', '')}"
     if e["type"] == "extra_forbidden":
-        return "remove it, or check its spelling against docs/manifests.md"
+        return "remove it, or check its spelling against the README's \"Writing a scenario\""
     return ""
 
 

@@ -15,7 +15,7 @@ import random
 import numpy as np
 
 from kubetwin.api.podspec import TemplateMemo
-from kubetwin.devices.dra.allocator import AllocationError
+from kubetwin.devices.dra.allocator import AllocationError, Features
 from kubetwin.scheduler import dra as D
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
@@ -71,7 +71,8 @@ def _bounded(cache: dict, key: object, value: object) -> None:
 class Scheduler:
     """default-scheduler, one profile."""
 
-    def __init__(self, store: Store, events: EventRecorder, seed: int = 0, strategy: str = "LeastAllocated"):
+    def __init__(self, store: Store, events: EventRecorder, seed: int = 0, strategy: str = "LeastAllocated",
+                 features: Features = Features()):
         self.store, self.events, self.strategy = store, events, strategy
         self.rng = random.Random(seed)
         self.nodes: dict[str, NodeInfo] = {}
@@ -85,7 +86,7 @@ class Scheduler:
         self._req_cache: dict[str, tuple[dict[str, int], ScoreCache]] = {}  # resources repr -> requests
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         self.preemption = DefaultPreemption(store, events, self._requests)
-        self.dra = D.DynamicResources(store)
+        self.dra = D.DynamicResources(store, features)
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
         for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events

@@ -41,6 +41,13 @@ class Features:
     partitionable_devices: bool = False  # DRAPartitionableDevices alpha, off
     device_taints: bool = False  # DRADeviceTaints alpha, off
 
+    @classmethod
+    def from_gates(cls, gates: dict[str, bool]) -> Features:
+        d = cls()
+        return cls(gates.get("DRAAdminAccess", d.admin_access), gates.get("DRAPrioritizedList", d.prioritized_list),
+                   gates.get("DRAPartitionableDevices", d.partitionable_devices),
+                   gates.get("DRADeviceTaints", d.device_taints))
+
 
 @dataclass
 class Device:

@@ -17,11 +17,14 @@ from typing import Any
 import yaml
 
 from kubetwin.api.units import parse_duration
+from kubetwin.devices import mig
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
 NO_DEVICE_PLUGIN = "gke-no-default-nvidia-gpu-device-plugin"
 DRIVER = "gpu.nvidia.com"
+MIG_CONFIG = "nvidia.com/mig.config"  # the GPU Operator's mig-manager label: all-<profile> or all-disabled
+DYNAMIC_MIG = "kubetwin.io/nvidia-dra-dynamic-mig"  # twin knob for the driver's DynamicMIG feature gate
 
 
 @functools.cache
@@ -33,29 +36,91 @@ def uses_dra(labels: dict[str, str]) -> bool:
     return labels.get(NO_DEVICE_PLUGIN) == "true"
 
 
-def devices(node_name: str, accelerator: str, count: int) -> list[dict]:
-    """The devices the driver publishes for `count` GPUs of one model."""
+def _uuid(prefix: str, seed: str) -> str:
+    h = hashlib.sha256(seed.encode()).hexdigest()
+    return f"{prefix}-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _gpu(node_name: str, accelerator: str, i: int, count: int) -> dict:
     cat = catalog()
-    gpu = cat["gpus"].get(accelerator)
-    if gpu is None:
+    gpu = cat["gpus"][accelerator]
+    # Twin assumption: GPUs split evenly over two PCIe roots (one per CPU socket on 8-GPU machines).
+    root = "pci0000:00" if count < 2 or i < count // 2 else "pci0000:80"
+    return {"name": f"gpu-{i}", "attributes": {
+        "type": {"string": "gpu"}, "uuid": {"string": _uuid("GPU", f"{node_name}/{i}")},
+        "productName": {"string": gpu["productName"]}, "brand": {"string": "Nvidia"},
+        "architecture": {"string": gpu["architecture"]},
+        "cudaComputeCapability": {"version": gpu["cudaComputeCapability"]},
+        "driverVersion": {"version": cat["driverVersion"]},
+        "cudaDriverVersion": {"version": cat["cudaDriverVersion"]},
+        "resource.kubernetes.io/pciBusID": {"string": f"0000:{0x04 + i:02x}:00.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": root},
+    }, "capacity": {"memory": {"value": f"{gpu['memory_mib']}Mi"}}}
+
+
+def _mig(parent: dict, placement: mig.Placement, node_name: str) -> dict:
+    """A MIG device as mig.go publishes it (v25.8 name gpu-<minor>-mig-<giProfileId>-<start>-<size>). The
+    catalog has no copy-engine/decoder/encoder/JPEG/OFA counts, so those capacities are not published."""
+    p = placement.profile
+    attrs = {k: v for k, v in parent["attributes"].items() if k not in ("uuid", "type")}
+    name = f"{parent['name']}-mig-{p.gi_profile_id}-{placement.start}-{p.size}"
+    attrs.update({"type": {"string": "mig"}, "uuid": {"string": _uuid("MIG", f"{node_name}/{name}")},
+                  "parentUUID": parent["attributes"]["uuid"], "profile": {"string": p.name}})
+    caps: dict = {"memory": {"value": f"{p.memory_mib}Mi"}}
+    if p.sms is not None:
+        caps["multiprocessors"] = {"value": str(p.sms)}
+    for s in placement.slices:
+        caps[f"memorySlice{s}"] = {"value": "1"}
+    return {"name": name, "attributes": attrs, "capacity": caps}
+
+
+def devices(node_name: str, accelerator: str, count: int, mig_config: str = "") -> list[dict]:
+    """The devices the driver publishes for `count` GPUs of one model: full GPUs, or with mig-parted's
+    `all-<profile>` applied, each GPU's MIG devices instead (a MIG-enabled GPU is not published whole)."""
+    if accelerator not in catalog()["gpus"]:
         return []
     out = []
     for i in range(count):
-        uid = hashlib.sha256(f"{node_name}/{i}".encode()).hexdigest()
-        # Twin assumption: GPUs split evenly over two PCIe roots (one per CPU socket on 8-GPU machines).
-        root = "pci0000:00" if count < 2 or i < count // 2 else "pci0000:80"
-        out.append({"name": f"gpu-{i}", "attributes": {
-            "type": {"string": "gpu"},
-            "uuid": {"string": f"GPU-{uid[:8]}-{uid[8:12]}-{uid[12:16]}-{uid[16:20]}-{uid[20:32]}"},
-            "productName": {"string": gpu["productName"]}, "brand": {"string": "Nvidia"},
-            "architecture": {"string": gpu["architecture"]},
-            "cudaComputeCapability": {"version": gpu["cudaComputeCapability"]},
-            "driverVersion": {"version": cat["driverVersion"]},
-            "cudaDriverVersion": {"version": cat["cudaDriverVersion"]},
-            "resource.kubernetes.io/pciBusID": {"string": f"0000:{0x04 + i:02x}:00.0"},
-            "resource.kubernetes.io/pcieRoot": {"string": root},
-        }, "capacity": {"memory": {"value": f"{gpu['memory_mib']}Mi"}}})
+        gpu = _gpu(node_name, accelerator, i, count)
+        if mig_config and mig_config != "all-disabled":
+            out += [_mig(gpu, pl, node_name) for pl in static_layout(accelerator, mig_config)]
+        else:
+            out.append(gpu)
     return out
+
+
+def static_layout(accelerator: str, mig_config: str) -> list[mig.Placement]:
+    """mig-parted's all-<profile>: as many instances of the profile as one GPU holds."""
+    model = mig.model_of(accelerator)
+    if model is None:
+        raise mig.MigError(f"{accelerator} does not support MIG")
+    name = mig_config.removeprefix("all-")
+    prof = mig.profiles(model).get(name)
+    if prof is None:
+        raise mig.MigError(f"{model} has no MIG profile {name!r}; its profiles are "
+                           f"{', '.join(mig.profiles(model))}")
+    return mig.layout(model, [name] * prof.max_count)
+
+
+def partitionable(node_name: str, accelerator: str, i: int, count: int) -> dict:
+    """DynamicMIG: one GPU as partitionable devices. A counter set holds the GPU's 8 memory slices; the whole
+    GPU and every placement of every profile consume the slices they cover, so the allocator can only pick
+    a non-overlapping, physically legal layout (needs DRAPartitionableDevices, alpha and off in 1.34)."""
+    gpu = _gpu(node_name, accelerator, i, count)
+    counter_set = f"gpu-{i}-counter-set"
+    every = {f"memorySlice{s}": {"value": "1"} for s in range(mig.MEMORY_SLICES)}
+    whole = {**gpu, "consumesCounters": [{"counterSet": counter_set, "counters": every}]}
+    parts = [whole]
+    model = mig.model_of(accelerator)
+    for prof in (mig.profiles(model) if model else {}).values():
+        if prof.kind == "1g+me":
+            continue  # media-extension profiles are left out (one per GPU; 19 devices per GPU already)
+        for start in prof.starts:
+            dev = _mig(gpu, mig.Placement(prof, start), node_name)
+            dev["consumesCounters"] = [{"counterSet": counter_set, "counters": {
+                f"memorySlice{s}": {"value": "1"} for s in range(start, start + prof.size)}}]
+            parts.append(dev)
+    return {"sharedCounters": [{"name": counter_set, "counters": every}], "devices": parts}
 
 
 def catalog_count(machine_type: str) -> int:
@@ -70,12 +135,17 @@ def device_classes() -> list[Obj]:
             for name, expr in catalog()["deviceClasses"].items()]
 
 
-def slice_for(node_name: str, accelerator: str, count: int, suffix: str) -> Obj:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{node_name}-{DRIVER}-{suffix}"},
-            "spec": {"driver": DRIVER, "nodeName": node_name,
-                     "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
-                     "devices": devices(node_name, accelerator, count)}}
+def slices_for(node_name: str, accelerator: str, count: int, labels: dict[str, str], suffix: Any) -> list[Obj]:
+    """The node's pool: one slice, or with DynamicMIG one slice per GPU (a slice holds at most 64 devices
+    that consume counters)."""
+    def one(spec: dict, n: int) -> Obj:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"{node_name}-{DRIVER}-{suffix()}"},
+                "spec": {"driver": DRIVER, "nodeName": node_name,
+                         "pool": {"name": node_name, "generation": 1, "resourceSliceCount": n}, **spec}}
+    if labels.get(DYNAMIC_MIG) == "true" and mig.model_of(accelerator):
+        return [one(partitionable(node_name, accelerator, i, count), count) for i in range(count)]
+    return [one({"devices": devices(node_name, accelerator, count, labels.get(MIG_CONFIG, ""))}, 1)]
 
 
 class NvidiaDraDriver:
@@ -83,15 +153,15 @@ class NvidiaDraDriver:
 
     def __init__(self, store: Store, env: Environment, suffix: Any) -> None:
         self.store, self.env, self.suffix = store, env, suffix
-        self._slices: dict[str, str] = {}
+        self._slices: dict[str, list[str]] = {}
         store.watch("Node", self._on_node)
 
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         name = node["metadata"]["name"]
         if etype == "DELETED":
-            sl = self._slices.pop(name, None)
-            if sl and self.store.get("ResourceSlice", "", sl):
-                self.store.delete("ResourceSlice", "", sl)
+            for sl in self._slices.pop(name, []):
+                if self.store.get("ResourceSlice", "", sl):
+                    self.store.delete("ResourceSlice", "", sl)
             return
         labels = node["metadata"].get("labels") or {}
         if etype != "ADDED" or not uses_dra(labels) or not labels.get("cloud.google.com/gke-accelerator"):
@@ -104,33 +174,47 @@ class NvidiaDraDriver:
         count = accels[0]["count"] if accels else catalog_count(spec["machineType"])
         delay = parse_duration(spec.get("driverInstallDelay", "3m"))
         if count:
-            self.env.after(delay, lambda: self._publish(name, labels["cloud.google.com/gke-accelerator"], count))
+            self.env.after(delay, lambda: self._publish(name, labels, count))
 
-    def _publish(self, node_name: str, accelerator: str, count: int) -> None:
+    def _publish(self, node_name: str, labels: dict[str, str], count: int) -> None:
         if self.store.get("Node", "", node_name) is None:
             return
         for cls in device_classes():
             if self.store.get("DeviceClass", "", cls["metadata"]["name"]) is None:
                 self.store.create(cls)
-        sl = slice_for(node_name, accelerator, count, self.suffix())
-        self._slices[node_name] = sl["metadata"]["name"]
-        self.store.create(sl)
+        for sl in slices_for(node_name, labels["cloud.google.com/gke-accelerator"], count, labels, self.suffix):
+            self._slices.setdefault(node_name, []).append(sl["metadata"]["name"])
+            self.store.create(sl)
 
 
-def gpu_devices_by_node(store: Store) -> dict[str, list[int]]:
-    """[allocated, published] full GPUs per node through DRA (for utilization and cost attribution)."""
-    out: dict[str, list[int]] = {}
+def gpu_devices_by_node(store: Store) -> dict[str, list[float]]:
+    """[allocated, published] GPUs per node through DRA, for utilization: a MIG device counts as the share of
+    its GPU's 8 memory slices it holds; a GPU published both whole and as partitions (DynamicMIG) once."""
+    out: dict[str, list[float]] = {}
+    weight: dict[tuple[str, str], float] = {}
+    physical: dict[str, set[str]] = {}
     for s in store.list("ResourceSlice"):
         spec = s["spec"]
-        if spec.get("driver") == DRIVER and spec.get("nodeName"):
-            n = sum(1 for d in spec.get("devices") or []
-                    if ((d.get("attributes") or {}).get("type") or {}).get("string") == "gpu")
-            out.setdefault(spec["nodeName"], [0, 0])[1] += n
+        node = spec.get("nodeName")
+        if spec.get("driver") != DRIVER or not node:
+            continue
+        for d in spec.get("devices") or []:
+            attrs = d.get("attributes") or {}
+            kind = (attrs.get("type") or {}).get("string")
+            if kind == "gpu":
+                physical.setdefault(node, set()).add(attrs["uuid"]["string"])
+                weight[(spec["pool"]["name"], d["name"])] = 1.0
+            elif kind == "mig":
+                physical.setdefault(node, set()).add(attrs["parentUUID"]["string"])
+                slices = sum(1 for c in d.get("capacity") or {} if c.startswith("memorySlice"))
+                weight[(spec["pool"]["name"], d["name"])] = slices / mig.MEMORY_SLICES
+    for node, uuids in physical.items():
+        out[node] = [0.0, float(len(uuids))]
     for c in store.list("ResourceClaim"):
         st = c.get("status") or {}
         if not st.get("reservedFor"):
             continue
         for r in ((st.get("allocation") or {}).get("devices") or {}).get("results") or []:
             if r["driver"] == DRIVER and not r.get("adminAccess") and r["pool"] in out:
-                out[r["pool"]][0] += 1  # the driver names each node's pool after the node
+                out[r["pool"]][0] += weight.get((r["pool"], r["device"]), 0.0)  # pools are named after nodes
     return out
