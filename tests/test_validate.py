@@ -166,3 +166,22 @@ def test_dra_node_pools_reject_gpu_sharing_and_bad_mig_configs() -> None:
     assert d.severity == "error" and "has no MIG profile '3g.20gb'" in d.message
     [d] = validate(load_text(_dra_pool_yaml(", nvidia.com/mig.config: all-3g.40gb"), "p.yaml"))
     assert d.severity == "notice" and "excludes MIG" in d.message
+
+
+def test_open_gpu_share_annotations_are_checked() -> None:
+    pod = """apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  annotations:
+    alibabacloud.com/gpu-milli: "{milli}"
+    alibabacloud.com/gpu-count: "{count}"
+spec:
+  containers: [{{name: c, image: x}}]
+"""
+    assert _diags(pod.format(milli=300, count=1)) == []
+    assert _diags(pod.format(milli=1000, count=4)) == []
+    bad = _diags(pod.format(milli=1500, count=1))
+    assert len(bad) == 1 and 'Invalid value: "1500": must be an integer from 1 to 1000' in bad[0]
+    shared = _diags(pod.format(milli=500, count=2))
+    assert len(shared) == 1 and "gets exactly one GPU" in shared[0]

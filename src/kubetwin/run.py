@@ -26,13 +26,14 @@ from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.report.metrics import Metrics
+from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
-_ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "ConfigMap": 3, "DeviceClass": 4,
+_ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "Node": 2, "ConfigMap": 3, "DeviceClass": 4,
           "ResourceClaimTemplate": 4, "ResourceClaim": 5}
 
 
@@ -107,7 +108,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
-                          Features.from_gates(dict(scenario.featureGates)))
+                          Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy)
     JobController(store, env, events, names)
     ReplicaSetController(store, env, events, names)
     Kubelet(store, env, events)
@@ -116,6 +117,9 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: _ORDER.get(o["kind"], 9))
+    if scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against
+        for shape, count in declared_workload(objs).items():
+            scheduler.gpushare.declare(shape, count)
     for obj in objs:
         _schedule_object(store, env, obj)
 

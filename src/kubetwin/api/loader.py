@@ -1,4 +1,9 @@
-"""Read YAML manifests (files, folders, multi-document files, kubectl List dumps) keeping line numbers."""
+"""Read YAML manifests (files, folders, multi-document files, kubectl List dumps) keeping line numbers.
+
+PyYAML on libyaml: values from its loader, each field's line from its composed node tree (a pass over the same
+stream). Scalars follow YAML 1.1 as go-yaml does for kubectl (`yes` is a boolean), timestamps stay strings,
+and duplicate keys are an error as in sigs.k8s.io/yaml's strict decoding.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+import yaml
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
 
@@ -43,37 +46,45 @@ class Manifest:
         return self.line
 
 
-def _plain(node: Any, path: str, lines: dict[str, int]) -> Any:
-    """Convert ruamel nodes to plain dict/list, recording 1-based line numbers per field path."""
-    if isinstance(node, CommentedMap):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            sub = f"{path}.{key}" if path else str(key)
-            try:
-                lines[sub] = node.lc.key(key)[0] + 1
-            except (KeyError, TypeError, AttributeError):
-                pass
-            out[str(key)] = _plain(value, sub, lines)
-        return out
-    if isinstance(node, CommentedSeq):
-        items = []
-        for i, value in enumerate(node):
+_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML was built with it
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    """libyaml's parser with YAML 1.1 scalars as go-yaml (kubectl) reads them, except that timestamps stay
+    strings (Kubernetes fields such as creationTimestamp are strings)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in _Base.yaml_implicit_resolvers.items()}
+
+
+def _lines(node: yaml.Node, path: str, lines: dict[str, int], dups: list[tuple[int, str]]) -> None:
+    """Record the 1-based line of every field path below a composed node; note duplicate keys."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            name = str(key.value)
+            if name in seen:
+                dups.append((key.start_mark.line + 1, name))
+            seen.add(name)
+            sub = f"{path}.{name}" if path else name
+            lines[sub] = key.start_mark.line + 1
+            _lines(value, sub, lines, dups)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, value in enumerate(node.value):
             sub = f"{path}[{i}]"
-            try:
-                lines[sub] = node.lc.item(i)[0] + 1
-            except (KeyError, TypeError, AttributeError):
-                pass
-            items.append(_plain(value, sub, lines))
-        return items
-    if isinstance(node, str):
-        return str(node)
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    return node
+            lines[sub] = value.start_mark.line + 1
+            _lines(value, sub, lines, dups)
+
+
+def _plain(value: Any) -> Any:
+    """Mapping keys as strings (YAML allows `1: x`; Kubernetes objects have string keys)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _files(paths: list[str | Path]) -> list[Path]:
@@ -95,31 +106,35 @@ def _files(paths: list[str | Path]) -> list[Path]:
 
 def load_text(text: str, file: str = "<string>") -> list[Manifest]:
     """Parse one YAML stream; raises KubetwinError with the YAML parser's position on syntax errors."""
-    yaml = YAML(typ="rt")
     try:
-        docs = list(yaml.load_all(text))
-    except MarkedYAMLError as exc:
+        nodes = list(yaml.compose_all(text, Loader=_Loader))
+        docs = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
         problem = exc.problem or "invalid YAML"
         context = f" ({exc.context})" if exc.context else ""
         raise KubetwinError([Diagnostic(file, line, "-", "", f"YAML syntax error: {problem}{context}",
                                         "check indentation and quoting around this line")]) from None
-    except YAMLError as exc:
+    except yaml.YAMLError as exc:
         raise KubetwinError([Diagnostic(file, 0, "-", "", f"YAML error: {exc}", "")]) from None
     out: list[Manifest] = []
     errors: list[Diagnostic] = []
-    for doc in docs:
+    for node, doc in zip(nodes, docs, strict=True):
         if doc is None:
             continue
-        if not isinstance(doc, CommentedMap):
-            line = doc.lc.line + 1 if hasattr(doc, "lc") else 0
-            errors.append(Diagnostic(file, line, "-", "", f"a manifest must be a mapping, got {type(doc).__name__}",
+        start = node.start_mark.line + 1
+        if not isinstance(doc, dict):
+            errors.append(Diagnostic(file, start, "-", "", f"a manifest must be a mapping, got {type(doc).__name__}",
                                      "each YAML document must be one Kubernetes object (apiVersion, kind, metadata…)"))
             continue
         lines: dict[str, int] = {}
-        obj = _plain(doc, "", lines)
-        start = doc.lc.line + 1
+        dups: list[tuple[int, str]] = []
+        _lines(node, "", lines, dups)
+        for line, key in dups:  # sigs.k8s.io/yaml (strict) rejects them; PyYAML would keep the last silently
+            errors.append(Diagnostic(file, line, "-", key, f'yaml: unmarshal errors: line {line}: key "{key}" '
+                                     "already set in map", "remove one of the two entries"))
+        obj = _plain(doc)
         if obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj):
             for i, item in enumerate(obj.get("items") or []):
                 if not isinstance(item, dict):

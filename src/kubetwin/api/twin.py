@@ -76,6 +76,9 @@ class ScenarioSpec(_Strict):
     scoringStrategy: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
     report: list[Literal["summary", "html"]] = Field(default_factory=lambda: ["summary", "html"])
     sampleInterval: str = "5m"
+    # The FGD paper's GPU placement policies as the Score step for GPU pods (scheduler/gpushare.py); None keeps
+    # kube-scheduler's default scoring.
+    gpuPlacementPolicy: Literal["Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD"] | None = None
     # Kubernetes feature gates the twin models (kube-scheduler --feature-gates); defaults are Kubernetes 1.34's.
     featureGates: dict[Literal["DRAAdminAccess", "DRAPrioritizedList", "DRAPartitionableDevices",
                                "DRADeviceTaints"], bool] = Field(default_factory=dict)

@@ -27,8 +27,8 @@ K8S_VERSION = "1.34.0"
 
 # Kinds the twin simulates.
 SIMULATED = {
-    ("v1", "Pod"), ("v1", "Namespace"), ("v1", "ConfigMap"), ("batch/v1", "Job"), ("apps/v1", "Deployment"),
-    ("apps/v1", "ReplicaSet"), ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("v1", "ConfigMap"), ("batch/v1", "Job"),
+    ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("scheduling.k8s.io/v1", "PriorityClass"),
     (TWIN_API, "NodePool"), (TWIN_API, "Scenario"),
     *((f"resource.k8s.io/{v}", k) for v in ("v1", "v1beta1", "v1beta2")
       for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")),
@@ -247,7 +247,7 @@ def _semantic(m: Manifest) -> list[Diagnostic]:
                     field = f'{prefix}.annotations["{key}"]'
                     out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{key}"), m.ref, field,
                                           str(exc), "write e.g. 45m, 2h or 7d"))
-    out += _gpu_demand(m)
+    out += _gpu_demand(m) + _gpu_share(m)
     found = _containers(m.obj)
     if found:
         prefix, pod_spec = found
@@ -270,6 +270,35 @@ def _gpu_demand(m: Manifest) -> list[Diagnostic]:
                                           f'{prefix}.annotations["{key}"]', str(exc),
                                           "gpu-util: a fraction such as 0.3 or 30%; gpu-memory: a quantity "
                                           "such as 12Gi"))
+    return out
+
+
+def _gpu_share(m: Manifest) -> list[Diagnostic]:
+    """open-gpu-share's annotations (scheduler.gpushare reads them): milli in 1..1000, count >= 1, one GPU if shared."""
+    from kubetwin.scheduler.gpushare import GPU_COUNT, GPU_MILLI
+
+    out = []
+    for prefix, anns in _annotation_sets(m.obj):
+        values: dict[str, int] = {}
+        for key, lo, hi in ((GPU_MILLI, 1, 1000), (GPU_COUNT, 1, 8)):
+            if key not in anns:
+                continue
+            raw = str(anns[key])
+            ok = raw.isdigit() and lo <= int(raw) <= hi
+            if ok:
+                values[key] = int(raw)
+            else:
+                out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{key}"), m.ref,
+                                      f'{prefix}.annotations["{key}"]',
+                                      f'Invalid value: "{raw}": must be an integer from {lo} to {hi}',
+                                      "gpu-milli is thousandths of one GPU (300 = 30%); gpu-count is the number "
+                                      "of GPUs"))
+        if values.get(GPU_MILLI, 1000) < 1000 and values.get(GPU_COUNT, 1) > 1:
+            out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{GPU_COUNT}"), m.ref,
+                                  f'{prefix}.annotations["{GPU_COUNT}"]',
+                                  f"Invalid value: \"{values[GPU_COUNT]}\": a pod that shares a GPU "
+                                  f"(gpu-milli {values[GPU_MILLI]} < 1000) gets exactly one GPU",
+                                  'set gpu-count: "1", or gpu-milli: "1000" for whole GPUs'))
     return out
 
 

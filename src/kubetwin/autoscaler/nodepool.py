@@ -29,7 +29,15 @@ class NodePoolController:
         self.pool_of: dict[str, str] = {}
         self._names: set[str] = set()
         store.watch("NodePool", self._on_pool)
+        store.watch("Node", self._on_static_node)
 
+    def _on_static_node(self, etype: str, node: Obj, old: Obj | None) -> None:
+        """A Node given in the scenario itself (as KWOK fakes them): account it under its nodepool label."""
+        name = node["metadata"]["name"]
+        if etype != "ADDED" or name in self._names:
+            return
+        self.pool_of[name] = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "static")
+        self._up_since[name] = self.env.now
     def _on_pool(self, etype: str, pool: Obj, old: Obj | None) -> None:
         if etype != "ADDED":
             return

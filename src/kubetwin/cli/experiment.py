@@ -79,3 +79,36 @@ def fgd_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb node list CSV
             bar.advance(task)
     fgd.write_csv(rows, out)
     err.print(f"wrote {out} ({len(runs)} runs, {len(rows)} rows)", highlight=False)
+
+
+@app.command("openb-manifests")
+def openb_manifests_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb node list CSV"),
+                        pods: Path = typer.Option(..., "--pods", help="openb pod list CSV (with creation times)"),
+                        policy: str = typer.Option("", "--policy", help="GPU placement policy for the scenario "
+                                                   "(Random, DotProd, GpuClustering, GpuPacking, BestFit, FGD); "
+                                                   "empty: kube-scheduler's default scoring"),
+                        limit: int = typer.Option(0, "--limit", help="only the first N pods by creation time"),
+                        out: Path = typer.Option(..., "--out", "-o", help="folder to write; then kubetwin run it")
+                        ) -> None:
+    """The openb trace as a time-driven scenario: Node objects and pods with their creation times and run times."""
+    import yaml
+
+    from kubetwin.experiments import openb, openb_replay
+    from kubetwin.scheduler.gpu_policies import POLICIES
+
+    try:
+        if policy and policy not in POLICIES:
+            raise KubetwinError([Diagnostic("--policy", 0, "experiment openb-manifests", "",
+                                            f"unknown policy {policy!r}", f"use one of {', '.join(POLICIES)}")])
+        objs = openb_replay.to_objects(openb.load_nodes(nodes), openb.load_pods(pods), policy or None, limit or None)
+    except KubetwinError as exc:
+        for d in exc.diagnostics:
+            err.print(d.render(), markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    out.mkdir(parents=True, exist_ok=True)
+    kinds = {"cluster.yaml": ("Scenario", "Node"), "pods.yaml": ("Pod",)}
+    for name, wanted in kinds.items():
+        docs = [o for o in objs if o["kind"] in wanted]
+        (out / name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    err.print(f"wrote {out}/cluster.yaml and {out}/pods.yaml ({len(objs) - 1} objects); run: kubetwin run {out}",
+              highlight=False)

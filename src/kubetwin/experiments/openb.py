@@ -37,6 +37,7 @@ class TracePod:
     gpu_spec: frozenset[str]  # accepted models; empty = any
     creation_time: float | None = None
     deletion_time: float | None = None
+    scheduled_time: float | None = None
 
     @property
     def gpu_request_milli(self) -> int:
@@ -100,7 +101,7 @@ def load_pods(path: str | Path) -> list[TracePod]:
                                             "only single-GPU pods share a GPU; set gpu_milli to 1000")])
         spec = frozenset(m for m in (row.get("gpu_spec") or "").split("|") if m)
         times = [float(_int(path, line, name, row, c)) if (row.get(c) or "").strip() else None
-                 for c in ("creation_time", "deletion_time")]
+                 for c in ("creation_time", "deletion_time", "scheduled_time")]
         out.append(TracePod(name, _int(path, line, name, row, "cpu_milli"), _int(path, line, name, row, "memory_mib"),
-                            num_gpu, gpu_milli if num_gpu else 0, spec, times[0], times[1]))
+                            num_gpu, gpu_milli if num_gpu else 0, spec, *times))
     return out

@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 
 from kubetwin.devices.gpushare import FULL, Shape, TypicalPods, frag_amount
+from kubetwin.scheduler.gpushare import GpuSharePlacement
 from kubetwin.scheduler.nodeinfo import NodeInfo
 
 GPU = "nvidia.com/gpu"
@@ -34,4 +35,16 @@ def cluster_fragmentation(nodes: list[NodeInfo], shapes: Counter[tuple[int, int]
     cpu_left = np.array([ni.allocatable.get("cpu", 0) - ni.requested.get("cpu", 0) for ni in gpu_nodes])
     frag = float(frag_amount(cpu_left, idle, np.zeros(len(gpu_nodes), np.int64), typical).sum())
     total, idle_milli = int(gpus.sum()) * FULL, float(idle.sum())
+    return 100 * frag / total, (100 * frag / idle_milli if idle_milli else 0.0)
+
+
+def placement_fragmentation(gp: GpuSharePlacement) -> tuple[float, float] | None:
+    """The same measure under a gpuPlacementPolicy, over the placement's per-GPU milli (the paper's exact
+    setting: fractional pods, GPU models)."""
+    gp.sync()
+    rows = (gp.t.alive[:len(gp.gpus)] & (gp.gpus > 0)).nonzero()[0]
+    if not len(rows) or not gp.seen:
+        return None
+    frag = float(frag_amount(gp.cpu_left[rows], gp.idle[rows], gp.model[rows], gp.typical()).sum())
+    total, idle_milli = int(gp.gpus[rows].sum()) * FULL, float(gp.idle[rows].sum())
     return 100 * frag / total, (100 * frag / idle_milli if idle_milli else 0.0)

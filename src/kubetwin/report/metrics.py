@@ -10,7 +10,7 @@ from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
-from kubetwin.report.fragmentation import cluster_fragmentation
+from kubetwin.report.fragmentation import cluster_fragmentation, placement_fragmentation
 from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
@@ -38,6 +38,7 @@ class Metrics:
         self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": [],
                                        "fragmented_gpu_pct": []}
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
+        self._gpu_now: tuple[int, dict[str, tuple[int, int]]] | None = None
         self._last_t = 0.0
         self._jobs_seen: dict[tuple[str, str], dict[str, float | None]] = {}  # (ns, job) -> created/start/end
         self._started: dict[str, float] = {}  # pod uid -> when it started running
@@ -100,6 +101,9 @@ class Metrics:
             self._jobs_seen[key]["end"] = self._jobs_seen[key]["end"] or self.env.now
 
     def _gpu_by_pool(self) -> dict[str, tuple[int, int]]:
+        """[requested, allocatable] GPUs per pool now (memoized until the store changes)."""
+        if self._gpu_now is not None and self._gpu_now[0] == self.store.rv:
+            return self._gpu_now[1]
         out: dict[str, list[int]] = {}
         for name, ni in self.scheduler.nodes.items():
             pool = self.pools.pool_of.get(name)
@@ -108,6 +112,11 @@ class Metrics:
             acc = out.setdefault(pool, [0, 0])
             acc[0] += ni.requested.get(GPU, 0)
             acc[1] += ni.allocatable.get(GPU, 0)
+        shared = self.scheduler.gpushare.shared_milli() if self.scheduler.gpushare is not None else {}
+        for name, milli in shared.items():  # GPU-sharing pods under a gpuPlacementPolicy
+            pool = self.pools.pool_of.get(name)
+            if pool is not None:
+                out.setdefault(pool, [0, 0])[0] += milli / 1000
         for name, (used, total) in nvidia_dra.gpu_devices_by_node(self.store).items():
             pool = self.pools.pool_of.get(name)
             if pool is not None:
@@ -116,7 +125,9 @@ class Metrics:
                 acc[1] += total
         for pool in self.store.list("NodePool"):
             out.setdefault(pool["metadata"]["name"], [0, 0])
-        return {k: (v[0], v[1]) for k, v in out.items()}
+        result = {k: (v[0], v[1]) for k, v in out.items()}
+        self._gpu_now = (self.store.rv, result)
+        return result
 
     def _sample(self) -> None:
         self._accumulate()
@@ -124,7 +135,9 @@ class Metrics:
         self.series["t"].append(now)
         pending = sum(1 for k, p in self.phase.items() if p == "Pending" and k not in self.scheduled)
         self.series["pending_pods"].append(pending)
-        frag = cluster_fragmentation(list(self.scheduler.nodes.values()), self._gpu_shapes)
+        gp = self.scheduler.gpushare
+        frag = placement_fragmentation(gp) if gp is not None else \
+            cluster_fragmentation(list(self.scheduler.nodes.values()), self._gpu_shapes)
         self.series["fragmented_gpu_pct"].append(round(frag[0], 3) if frag else None)
         if frag:
             self._frag.append(frag)
@@ -157,7 +170,7 @@ class Metrics:
         for node, secs in sorted(self.pools.node_seconds.items()):
             pool = self.pools.pool_of[node]
             n = self.store.get("Node", "", node)
-            price = float(n["metadata"]["annotations"]["kubetwin.io/hourly-price-usd"]) if n else 0.0
+            price = float((n["metadata"].get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0)) if n else 0.0
             cost_by_pool[pool] = cost_by_pool.get(pool, 0.0) + price * secs / 3600
             node_hours[pool] = node_hours.get(pool, 0.0) + secs / 3600
         gpu = {pool: {"mean_pct": round(100 * a[0] / a[1], 3) if a[1] else 0.0,

@@ -17,6 +17,7 @@ import numpy as np
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.devices.dra.allocator import AllocationError, Features
 from kubetwin.scheduler import dra as D
+from kubetwin.scheduler import gpushare as G
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
@@ -32,6 +33,7 @@ SCORE_WEIGHTS = {"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1, "T
 _CACHE_LIMIT = 512  # distinct pod shapes whose verdicts are kept
 STATIC_PLUGINS = {name: plugin for name, plugin in P.FILTERS[:-1]}
 FIT = "NodeResourcesFit"
+FREED = frozenset({FIT, G.PLUGIN})  # plugins whose rejections a pod leaving a node may resolve
 
 
 def num_feasible_nodes_to_find(num_all: int, percentage: int = 0) -> int:
@@ -72,7 +74,7 @@ class Scheduler:
     """default-scheduler, one profile."""
 
     def __init__(self, store: Store, events: EventRecorder, seed: int = 0, strategy: str = "LeastAllocated",
-                 features: Features = Features()):
+                 features: Features = Features(), gpu_policy: str | None = None):
         self.store, self.events, self.strategy = store, events, strategy
         self.rng = random.Random(seed)
         self.nodes: dict[str, NodeInfo] = {}
@@ -87,6 +89,7 @@ class Scheduler:
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         self.preemption = DefaultPreemption(store, events, self._requests)
         self.dra = D.DynamicResources(store, features)
+        self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
         for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events
@@ -133,12 +136,14 @@ class Scheduler:
         if etype == "DELETED" or terminal:  # the scheduler's informer drops terminal pods: a delete
             nominated = self._clear_nomination(key)
             self.queue.forget(key)
+            if self.gpushare is not None:
+                self.gpushare.release(key)
             req = self._requests.pop(key, None)
             if node_name and node_name in self.nodes and req is not None:
                 self.nodes[node_name].remove_pod(pod, req)
                 self.table.add_requests(node_name, req, -1)
             if (node_name and req is not None) or nominated:
-                self.queue.move(lambda plugin, pi: plugin == FIT, frozenset({FIT}))
+                self.queue.move(lambda plugin, pi: plugin in FREED, FREED)
             return
         if node_name:
             if key not in self._requests and node_name in self.nodes:
@@ -148,6 +153,8 @@ class Scheduler:
                 self.table.add_requests(node_name, req, 1, priority_of(pod))
             return
         if etype == "ADDED" and pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler":
+            if self.gpushare is not None:
+                self.gpushare.created(G.shape_of(pod, pod_requests(pod)))
             self.queue.add(key, priority_of(pod))
 
     def _kick(self) -> None:
@@ -207,6 +214,9 @@ class Scheduler:
         want = num_feasible_nodes_to_find(n)
         claims = allocations = None
         dra_reasons: dict[str, int] = {}
+        share = G.shape_of(pod, pi.requests) if self.gpushare is not None else None
+        if share is not None:
+            want = n  # the paper's simulator scores every feasible node (percentageOfNodesToScore 100)
         if n and self.dra.wants(pod):  # with no nodes schedulePod stops before PreFilter (ErrNoNodesAvailable)
             try:
                 claims = self.dra.claims(pod)
@@ -227,6 +237,11 @@ class Scheduler:
             except AllocationError as exc:
                 self._failed(pod, pi, shape, cycle, str(exc), "SchedulerError")
                 return None
+        if share is not None and len(feasible):
+            fits = self.gpushare.feasible(feasible, share)  # type: ignore[union-attr]
+            if not fits.all():
+                dra_reasons[G.REASON] = int((~fits).sum())
+            feasible = feasible[fits]
         if n:
             self.next_start = (self.next_start + processed) % n
         if not len(feasible):
@@ -234,12 +249,19 @@ class Scheduler:
             self._unschedulable_pod(pod, pi, static, order[~in_order], order[in_order], override, n, shape, cycle,
                                     dra_reasons)
             return None
-        best = self._select_host(pi, static, scores, feasible)
+        annotations = None
+        if share is not None:
+            best, gpu = self.gpushare.select(feasible, share)  # type: ignore[union-attr]
+        else:
+            best = self._select_host(pi, static, scores, feasible)
         ni = table.infos[best]
         assert ni is not None
+        if share is not None:
+            ids = self.gpushare.bind(pod_key(pod), ni.name, best, share, gpu)  # type: ignore[union-attr]
+            annotations = {G.GPU_INDEX: ",".join(map(str, ids))} if ids else None
         if claims is not None and allocations is not None:
             self.dra.bind(pod, claims, allocations[ni.name]())  # Reserve + PreBind: claims first, then Bind
-        self._bind(pod, pi, ni)
+        self._bind(pod, pi, ni, annotations)
         return ni.name
 
     def _filter_dra(self, claims: list[Obj], rows: np.ndarray, want: int
@@ -310,7 +332,7 @@ class Scheduler:
         # selectHost samples uniformly among the nodes with the top score.
         return int(rows[top[self.rng.randrange(len(top))]]) if len(top) > 1 else int(rows[top[0]])
 
-    def _bind(self, pod: Obj, pi: P.PodInfo, ni: NodeInfo) -> None:
+    def _bind(self, pod: Obj, pi: P.PodInfo, ni: NodeInfo, annotations: dict | None = None) -> None:
         key = pod_key(pod)
         self.queue.forget(key)
         self._clear_nomination(key)
@@ -322,7 +344,11 @@ class Scheduler:
         conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
         status["conditions"] = conds + [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}]
         status.pop("nominatedNodeName", None)
-        bound = self.store.update({**pod, "spec": {**pod["spec"], "nodeName": ni.name}, "status": status})
+        meta = pod["metadata"]
+        if annotations:
+            meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
+        bound = self.store.update({**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": ni.name},
+                                   "status": status})
         ni.pods[key] = bound
         self.events.event(bound, "Normal", "Scheduled", f"Successfully assigned {key} to {ni.name}",
                           "default-scheduler")
@@ -333,7 +359,11 @@ class Scheduler:
                            cycle: int, dra_reasons: dict[str, int] | None = None) -> None:
         t = self.table
         reasons: dict[str, int] = dict(dra_reasons or {})
-        plugins: set[str] = {D.NAME} if dra_reasons else set()
+        plugins: set[str] = set()
+        if dra_reasons:
+            plugins.add(G.PLUGIN if G.REASON in dra_reasons else D.NAME)
+            if len(dra_reasons) > (G.REASON in dra_reasons):
+                plugins.add(D.NAME)
         if len(failed_static):
             ids, counts = np.unique(static.reason[failed_static], return_counts=True)
             for rid, c in zip(ids.tolist(), counts.tolist(), strict=True):
