@@ -19,12 +19,14 @@ from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.controllers import admission
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
+from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.replicaset import ReplicaSetController
 from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
+from kubetwin.kueue.controller import KueueController
 from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
@@ -34,7 +36,9 @@ from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
 _ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "Node": 2, "ConfigMap": 3, "DeviceClass": 4,
-          "ResourceClaimTemplate": 4, "ResourceClaim": 5}
+          "ResourceClaimTemplate": 4, "ResourceClaim": 5, "ResourceFlavor": 5, "Cohort": 5,
+          "WorkloadPriorityClass": 5, "ClusterQueue": 6, "LocalQueue": 7}
+KUEUE_GROUP = "kueue.x-k8s.io/"
 
 
 @dataclass
@@ -47,6 +51,7 @@ class RunResult:
     notices: list[Diagnostic] = field(default_factory=list)
     pod_rows: list[dict] = field(default_factory=list)
     out: Path | None = None
+    metrics_text: bytes | None = None  # Prometheus exposition of the controllers' metrics (Kueue's)
 
     def _frame(self, rows: list[dict]) -> Any:
         import pandas as pd
@@ -104,14 +109,18 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     store.admit(admission.priority(store), ("Pod",))
     store.admit(admission.extended_resource_toleration, ("Pod",))
     store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does
-    pools = NodePoolController(store, env, scenario.clusterName)
+    pools = NodePoolController(store, env, scenario.clusterName, events=events)
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy)
     JobController(store, env, events, names)
+    JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names)
     Kubelet(store, env, events)
+    # Kueue is "installed" when the scenario has any Kueue object, as a cluster has its CRDs and controller.
+    kueue = KueueController(store, env, events) if any(
+        str(m.obj.get("apiVersion", "")).startswith(KUEUE_GROUP) for m in manifests) else None
     metrics = Metrics(store, env, scheduler, pools, parse_duration(scenario.sampleInterval))
 
     for ns in ("default", "kube-system"):
@@ -130,7 +139,10 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
                                "scoringStrategy": scenario.scoringStrategy}
         summary["notices"] = [d.render() for d in diags if d.severity == "notice"]
-        result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"], pod_rows)
+        if kueue is not None:
+            summary["kueue"] = kueue.metrics.summary()
+        result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"], pod_rows,
+                           metrics_text=kueue.metrics.exposition() if kueue is not None else None)
         if out is not None:
             result.out = write_run(Path(out), result, jobs, scenario)
     return result
@@ -181,6 +193,8 @@ def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: Scenario
             h.write(line)
             if obj["kind"] == "Event":
                 e.write(line)
+    if result.metrics_text is not None:
+        (out / "metrics.prom").write_bytes(result.metrics_text)
     (out / "run.json").write_text(_dump({"startTime": scenario.startTime, "duration": parse_duration(
         scenario.duration)}) + "\n")
     if "html" in scenario.report:

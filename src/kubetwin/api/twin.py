@@ -45,8 +45,13 @@ class Autoscaling(_Strict):
 
 
 class PlacementPolicy(_Strict):
-    type: Literal["COMPACT"] = "COMPACT"
+    """GKE NodePool.placementPolicy: `type`, `tpuTopology` (a TPU pool's slice shape, e.g. "4x4" or "2x2x4";
+    multi-host when it spans several VMs) and `policyName` (a workload/resource policy, as Ironwood (TPU7x)
+    multi-host pools use instead of --tpu-topology)."""
+
+    type: Literal["COMPACT", "TYPE_UNSPECIFIED"] = "COMPACT"
     tpuTopology: str | None = None
+    policyName: str | None = None
 
 
 class NodePoolSpec(_Strict):
@@ -55,6 +60,7 @@ class NodePoolSpec(_Strict):
     autoscaling: Autoscaling | None = None
     spot: bool = False
     zones: list[str] = Field(default_factory=lambda: ["us-central1-a"])
+    # GPUs; a TPU machine type implies its chips (google.com/tpu), so TPU pools need no entry here
     accelerators: list[Accelerator] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)

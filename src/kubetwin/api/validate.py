@@ -29,9 +29,11 @@ K8S_VERSION = "1.34.0"
 SIMULATED = {
     ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("v1", "ConfigMap"), ("batch/v1", "Job"),
     ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("scheduling.k8s.io/v1", "PriorityClass"),
-    (TWIN_API, "NodePool"), (TWIN_API, "Scenario"),
+    (TWIN_API, "NodePool"), (TWIN_API, "Scenario"), ("jobset.x-k8s.io/v1alpha2", "JobSet"),
     *((f"resource.k8s.io/{v}", k) for v in ("v1", "v1beta1", "v1beta2")
       for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")),
+    *((f"kueue.x-k8s.io/{v}", k) for v in ("v1beta1", "v1beta2")
+      for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass")),
 }
 # Kinds kubetwin knows (they appear in the platform documents) but does not simulate yet: accepted, stored,
 # and reported with a notice so nothing is silently ignored.
@@ -128,6 +130,14 @@ def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
     except catalog.CatalogError as exc:
         return [Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType", str(exc),
                            "use a GKE machine type from the catalog (kubetwin.catalog.machine_types())")]
+    if mt.tpu is not None:
+        return _tpu_pool(m, spec, mt)
+    tpu_topology = (spec.get("placementPolicy") or {}).get("tpuTopology")
+    if tpu_topology:
+        return [Diagnostic(m.file, m.line_of("spec.placementPolicy.tpuTopology"), m.ref,
+                           "spec.placementPolicy.tpuTopology", f"Invalid value: {tpu_topology!r}: machine type "
+                           f"{mt.name} has no TPUs", "remove tpuTopology, or pick a TPU machine type ("
+                           f"{', '.join(t.name for t in catalog.tpu_machine_types())})")]
     out = _dra_pool(m, spec, mt.gpu)
     for i, acc in enumerate(spec.get("accelerators") or []):
         if mt.gpu != acc["type"] or mt.gpu_count != acc["count"]:
@@ -144,6 +154,79 @@ def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
             for prob in sharing.gke_sharing(acc["gpuSharingConfig"])[2]:
                 field = f"spec.accelerators[{i}].gpuSharingConfig.{prob.field}"
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, prob.message, prob.hint))
+    return out
+
+
+def _tpu_pool(m: Manifest, spec: dict, mt: Any) -> list[Diagnostic]:
+    """A TPU node pool as GKE writes it: the machine type implies the chips, placementPolicy.tpuTopology must be
+    one that machine type takes, and a multi-host slice's pool is exactly one slice (GKE creates it with
+    --num-nodes = hosts in the slice, xpk core/nodepool.py; it is created, repaired and scaled whole, 0 <-> all)."""
+    from kubetwin import catalog
+    from kubetwin.devices import tpu
+
+    out: list[Diagnostic] = []
+    kind = catalog.tpu_type(mt.tpu)
+    for i, acc in enumerate(spec.get("accelerators") or []):  # optional; if given it must agree
+        if acc["type"] != kind.gke_accelerator or acc["count"] != mt.tpu_chips:
+            field = f"spec.accelerators[{i}]"
+            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field,
+                                  f"Invalid value: {acc['count']} x {acc['type']}: machine type {mt.name} comes with "
+                                  f"{mt.tpu_chips} x {kind.gke_accelerator} (google.com/tpu)",
+                                  "remove accelerators (a TPU machine type implies its chips) or set type: "
+                                  f"{kind.gke_accelerator}, count: {mt.tpu_chips}"))
+    field = "spec.placementPolicy.tpuTopology"
+    topology = (spec.get("placementPolicy") or {}).get("tpuTopology") or mt.single_host_topology
+    try:
+        chips, hosts = tpu.slice_shape(mt.name, topology)
+    except tpu.TopologyError as exc:
+        return out + [Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: {exc}",
+                                 f"set {field} to one of the valid topologies of {mt.name}")]
+    if hosts > 1:
+        out += _tpu_slice_counts(m, spec, mt, topology, hosts)
+        if mt.tpu == "tpu7x" and not (spec.get("placementPolicy") or {}).get("policyName"):
+            out.append(Diagnostic(m.file, m.line_of("spec.placementPolicy"), m.ref, "spec.placementPolicy",
+                                  "GKE creates multi-host Ironwood (TPU7x) node pools with a workload policy "
+                                  "(--placement-policy) that carries the topology, not --tpu-topology; the twin reads "
+                                  "tpuTopology", "add policyName: <your workload policy> to match the real pool",
+                                  "notice"))
+    missing = [what for what, v in (("vCPUs", mt.vcpus), ("memory", mt.memory_gib)) if v is None]
+    if missing:
+        out.append(Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType",
+                              f"the catalog has no sourced {' or '.join(missing)} for {mt.name}: its nodes advertise "
+                              f"no {' or '.join('cpu' if w == 'vCPUs' else w for w in missing)}, so pods requesting "
+                              "them will not fit", "add the sourced shape to src/kubetwin/catalog/data/machines.yaml",
+                              "notice"))
+    if catalog.hourly_price(mt, bool(spec.get("spot"))) is None:
+        out.append(Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType",
+                              f"the catalog has no sourced {kind.name} price: this pool's cost is counted as 0",
+                              "add the sourced price to src/kubetwin/catalog/data/machines.yaml", "notice"))
+    return out
+
+
+def _tpu_slice_counts(m: Manifest, spec: dict, mt: Any, topology: str, hosts: int) -> list[Diagnostic]:
+    """A multi-host slice's pool holds exactly one slice, in one zone: nodeCount 0 or the slice's host count,
+    autoscaling minNodeCount 0 or hosts and maxNodeCount hosts."""
+    out: list[Diagnostic] = []
+    what = f"a {topology} slice of {mt.name} is {hosts} nodes"
+    count = spec.get("nodeCount")
+    if count is not None and count not in (0, hosts):
+        out.append(Diagnostic(m.file, m.line_of("spec.nodeCount"), m.ref, "spec.nodeCount",
+                              f"Invalid value: {count}: {what}, and a multi-host TPU slice node pool holds exactly "
+                              "one slice", f"set nodeCount: {hosts} (for more slices, add one node pool per slice)"))
+    auto = spec.get("autoscaling") or {}
+    if auto and auto.get("maxNodeCount") != hosts:
+        out.append(Diagnostic(m.file, m.line_of("spec.autoscaling.maxNodeCount"), m.ref,
+                              "spec.autoscaling.maxNodeCount", f"Invalid value: {auto.get('maxNodeCount')}: {what}; "
+                              "a multi-host slice scales 0 <-> the whole slice", f"set maxNodeCount: {hosts}"))
+    if auto and auto.get("minNodeCount") not in (0, hosts):
+        out.append(Diagnostic(m.file, m.line_of("spec.autoscaling.minNodeCount"), m.ref,
+                              "spec.autoscaling.minNodeCount", f"Invalid value: {auto.get('minNodeCount')}: {what}; "
+                              "a multi-host slice scales 0 <-> the whole slice", f"set minNodeCount: 0 or {hosts}"))
+    zones = spec.get("zones") or []
+    if len(zones) > 1:
+        out.append(Diagnostic(m.file, m.line_of("spec.zones"), m.ref, "spec.zones",
+                              f"Invalid value: {zones}: a multi-host TPU slice is one ICI-connected block in one zone",
+                              f"keep one zone, e.g. zones: [{zones[0]}]"))
     return out
 
 
@@ -377,6 +460,15 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
     if flattened:
         return flattened
     validator = _validator(api_version, kind)
+    from kubetwin.api import crd  # CRD kinds: the real CRDs' schemas and CEL rules (api/crd.py)
+
+    if validator is None and crd.handles(api_version, kind):
+        out = crd.diagnostics(m, object_meta=_name)
+        if not any(d.severity == "error" for d in out) and (api_version, kind) not in SIMULATED:
+            out.append(Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS.get(group, group)} kind {kind} "
+                                  f"({api_version}) is accepted but not simulated yet: it is stored and has no "
+                                  "effect on the run", "", "notice"))
+        return out
     if validator is None:
         if group in KNOWN_GROUPS:
             return [Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS[group]} kind {kind} ({api_version}) is "

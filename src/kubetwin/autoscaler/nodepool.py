@@ -1,68 +1,267 @@
-"""NodePool controller: turns a kubetwin NodePool into GKE-shaped Node objects after a boot delay."""
+"""NodePool controller: turns a kubetwin NodePool into GKE-shaped Node objects after a boot delay.
+
+TPU pools: a machine type such as ct5lp-hightpu-4t plus placementPolicy.tpuTopology. A single-host topology
+gives nodeCount independent one-VM slices; a multi-host one makes the pool one slice (devices/tpu.py), which
+GKE creates, repairs and deletes whole (shared/reference/controllers-kueue-dra-deviceplugin-tpu-jobset.md §4):
+all its nodes register together after the boot delay, and when any one of them goes (deleted by anyone) the
+controller deletes the others and re-creates the whole slice after the boot delay again, under the same node
+names (a repaired VM keeps its instance name). Pods on a lost node fail as PodGC fails them (`fail_orphans`).
+"""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 
 from kubetwin import catalog
 from kubetwin.api.units import parse_duration
-from kubetwin.devices import mig, sharing
+from kubetwin.controllers.common import controller_of
+from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}  # GKE GPU node pools
 NODE_VERSION = "v1.34.1-gke.1829001"
+# kube-controller-manager PodGC: a pod bound to a Node that no longer exists is, after this quarantine, patched
+# to phase Failed with condition DisruptionTarget (reason DeletionByPodGC) and force-deleted
+# (kubernetes v1.34 pkg/controller/podgc/gc_controller.go: quarantineTime = 40s, gcOrphaned).
+PODGC_QUARANTINE = 40.0
+PODGC_REASON, PODGC_MESSAGE = "DeletionByPodGC", "PodGC: node no longer exists"
 
 
 def _suffix(seed: str, n: int) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:n]
 
 
-class NodePoolController:
-    """Creates nodeCount nodes per zone (autoscaling: minNodeCount per zone) and tracks node lifetimes."""
+@dataclass
+class TpuSlice:
+    """One multi-host TPU slice: the pool that holds it, its hosts' node names, and where it stands."""
 
-    def __init__(self, store: Store, env: Environment, cluster: str = "kubetwin") -> None:
+    pool: str
+    zone: str
+    accelerator: str
+    topology: str
+    nodes: list[str] = field(default_factory=list)
+    state: str = "Empty"  # Empty | Provisioning | Ready | Repairing | Deleted
+    generation: int = 0  # bumped on every transition so a stale timer does nothing
+    repairs: int = 0
+
+
+def fail_orphans(store: Store, env: Environment, node_name: str, uids: set[str]) -> list[Obj]:
+    """PodGC on a deleted node: the listed pods still bound to it and not finished become Failed with
+    DisruptionTarget/DeletionByPodGC. Pods a Job controls are kept (the real Job controller counts them through
+    its job-tracking finalizer before they go; the twin's counts the Failed pods it still sees); the others are
+    force-deleted as PodGC deletes them. Returns the failed pods."""
+    now = store.timestamp(env.now)
+    failed = []
+    for pod in store.list("Pod"):
+        meta, status = pod["metadata"], pod.get("status") or {}
+        if meta.get("uid") not in uids or pod["spec"].get("nodeName") != node_name:
+            continue
+        if status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        conds = [c for c in status.get("conditions") or [] if c["type"] != "DisruptionTarget"]
+        conds.append({"type": "DisruptionTarget", "status": "True", "reason": PODGC_REASON,
+                      "message": PODGC_MESSAGE, "lastTransitionTime": now})
+        pod = store.update({**pod, "status": {**status, "phase": "Failed", "conditions": conds}})
+        failed.append(pod)
+        owner = controller_of(pod)
+        if not owner or owner[0] != "Job":
+            store.delete("Pod", meta.get("namespace") or "", meta["name"])
+    return failed
+
+
+class NodePoolController:
+    """Creates nodeCount nodes per zone (autoscaling: minNodeCount per zone) and tracks node lifetimes.
+
+    Other code may call: `slice_of(node)` / `slice_nodes(pool)` to find a multi-host TPU slice, `fail_slice`
+    to lose one (a Spot or failure injector may instead just delete one of its Nodes: the effect is the same),
+    and `provision_slice` / `delete_slice` to scale a multi-host pool 0 <-> whole slice."""
+
+    def __init__(self, store: Store, env: Environment, cluster: str = "kubetwin",
+                 events: EventRecorder | None = None) -> None:
         self.store, self.env, self.cluster = store, env, cluster
+        self.events = events if events is not None else _own_recorder(store)
         self.node_seconds: dict[str, float] = {}
         self._up_since: dict[str, float] = {}
         self.pool_of: dict[str, str] = {}
+        self.slices: dict[str, TpuSlice] = {}  # pool name -> its multi-host TPU slice
+        self._slice_of: dict[str, str] = {}  # node name -> pool name, for multi-host slice hosts
+        self._managed: dict[str, str] = {}  # node name -> pool uid, for nodes this controller created
         self._names: set[str] = set()
         store.watch("NodePool", self._on_pool)
-        store.watch("Node", self._on_static_node)
+        store.watch("Node", self._on_node)
 
-    def _on_static_node(self, etype: str, node: Obj, old: Obj | None) -> None:
-        """A Node given in the scenario itself (as KWOK fakes them): account it under its nodepool label."""
-        name = node["metadata"]["name"]
-        if etype != "ADDED" or name in self._names:
-            return
-        self.pool_of[name] = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "static")
-        self._up_since[name] = self.env.now
+    # -- pools ----------------------------------------------------------------------------------------
     def _on_pool(self, etype: str, pool: Obj, old: Obj | None) -> None:
+        name = pool["metadata"]["name"]
+        if etype == "DELETED":
+            self.env.after(0, lambda: self._pool_deleted(pool))
+            return
         if etype != "ADDED":
             return
         spec = pool["spec"]
-        name = pool["metadata"]["name"]
         mt = catalog.machine_type(spec["machineType"])
         per_zone = spec.get("nodeCount")
         if per_zone is None:
             per_zone = (spec.get("autoscaling") or {}).get("minNodeCount", 0)
         boot = parse_duration(spec.get("bootDelay", "90s"))
-        group = _suffix(f"{self.cluster}/{name}", 8)
-        for zone in spec.get("zones") or ["us-central1-a"]:
+        topology = tpu.pool_topology(spec)
+        zones = spec.get("zones") or ["us-central1-a"]
+        if topology is not None and tpu.is_multi_host(mt.name, topology):
+            hosts = tpu.slice_shape(mt.name, topology)[1]
+            zone = zones[0]  # validate: a multi-host slice lives in one zone
+            sl = self.slices[name] = TpuSlice(name, zone, catalog.tpu_type(mt.tpu or "").gke_accelerator, topology,
+                                              [self._node_name(name, zone, i) for i in range(hosts)])
+            for n in sl.nodes:
+                self._slice_of[n] = name
+            if per_zone:  # validate holds it to 0 or the slice's host count
+                self.provision_slice(name, boot)
+            return
+        for zone in zones:
             for i in range(per_zone):
-                salt = 0
-                node_name = f"gke-{self.cluster}-{name}-{group}-{_suffix(f'{name}/{zone}/{i}', 4)}"
-                while node_name in self._names:  # GKE's 4-character instance suffixes are unique per group
-                    salt += 1
-                    node_name = f"gke-{self.cluster}-{name}-{group}-{_suffix(f'{name}/{zone}/{i}/{salt}', 4)}"
-                self._names.add(node_name)
+                node_name = self._node_name(name, zone, i)
                 self.env.after(boot, lambda z=zone, nn=node_name: self._register(pool, mt, z, nn))
+
+    def _node_name(self, pool: str, zone: str, i: int) -> str:
+        """GKE-shaped and unique: gke-<cluster>-<pool>-<group hash>-<4 characters per instance>."""
+        group = _suffix(f"{self.cluster}/{pool}", 8)
+        salt = 0
+        node_name = f"gke-{self.cluster}-{pool}-{group}-{_suffix(f'{pool}/{zone}/{i}', 4)}"
+        while node_name in self._names:  # GKE's 4-character instance suffixes are unique per group
+            salt += 1
+            node_name = f"gke-{self.cluster}-{pool}-{group}-{_suffix(f'{pool}/{zone}/{i}/{salt}', 4)}"
+        self._names.add(node_name)
+        return node_name
+
+    def _pool_deleted(self, pool: Obj) -> None:
+        """Deleting a node pool deletes its VMs (and a multi-host slice with them)."""
+        uid = pool["metadata"].get("uid")
+        sl = self.slices.get(pool["metadata"]["name"])
+        if sl is not None:
+            sl.state, sl.generation = "Deleted", sl.generation + 1
+        for node_name, owner in sorted(self._managed.items()):
+            if owner == uid:
+                self.store.delete("Node", "", node_name)
+
+    def _live_pool(self, name: str) -> Obj | None:
+        return self.store.get("NodePool", "", name)
+
+    # -- multi-host TPU slices ------------------------------------------------------------------------
+    def slice_of(self, node_name: str) -> str | None:
+        """The pool (= slice) a node is a host of, when it belongs to a multi-host TPU slice."""
+        return self._slice_of.get(node_name)
+
+    def slice_nodes(self, pool: str) -> list[str]:
+        """The node names of a multi-host slice's hosts (whether or not they exist right now)."""
+        sl = self.slices.get(pool)
+        return list(sl.nodes) if sl else []
+
+    def provision_slice(self, pool: str, delay: float | None = None) -> None:
+        """Create the whole slice: all its nodes register together after `delay` (default: bootDelay)."""
+        sl, obj = self.slices.get(pool), self._live_pool(pool)
+        if sl is None or obj is None or sl.state in ("Provisioning", "Ready", "Deleted"):
+            return
+        if delay is None:
+            delay = parse_duration(obj["spec"].get("bootDelay", "90s"))
+        sl.state, sl.generation = "Provisioning", sl.generation + 1
+        gen = sl.generation
+        self.env.after(delay, lambda: self._slice_up(pool, gen))
+
+    def delete_slice(self, pool: str) -> None:
+        """Scale a multi-host pool to zero: delete every node of its slice, with no repair."""
+        sl = self.slices.get(pool)
+        if sl is None or sl.state == "Deleted":
+            return
+        sl.state, sl.generation = "Empty", sl.generation + 1
+        for n in sl.nodes:
+            self.store.delete("Node", "", n)
+
+    def fail_slice(self, pool: str, node_name: str | None = None, cause: str = "was deleted") -> None:
+        """Lose a multi-host slice as GKE does when one of its hosts fails: delete all its nodes and re-create the
+        whole slice after the pool's boot delay."""
+        sl, obj = self.slices.get(pool), self._live_pool(pool)
+        if sl is None or obj is None or sl.state != "Ready":
+            return
+        lost = node_name or sl.nodes[0]
+        sl.state, sl.generation, sl.repairs = "Repairing", sl.generation + 1, sl.repairs + 1
+        gen = sl.generation
+        others = [n for n in sl.nodes if n != lost]
+        # No GKE text exists for this as a Kubernetes Event (GKE reports repairs as node pool operations); the
+        # reason and message are the twin's, in the style of GKE's events.
+        self.events.event(obj, "Warning", "RepairingTPUSlice",
+                          f"Node {lost} of multi-host TPU slice {sl.accelerator} {sl.topology} ({len(sl.nodes)} "
+                          f"nodes) {cause}; deleting the slice's other {len(others)} nodes and re-creating the "
+                          "whole slice", "gke-tpu-slice-controller")
+        for n in [lost, *others]:  # the lost one is usually gone already
+            self.store.delete("Node", "", n)
+        boot = parse_duration(obj["spec"].get("bootDelay", "90s"))
+        self.env.after(boot, lambda: self._slice_up(pool, gen))
+
+    def _slice_up(self, pool: str, gen: int) -> None:
+        """All hosts of the slice register at the same instant."""
+        sl, obj = self.slices.get(pool), self._live_pool(pool)
+        if sl is None or obj is None or sl.generation != gen:
+            return
+        mt = catalog.machine_type(obj["spec"]["machineType"])
+        for n in sl.nodes:
+            if self.store.get("Node", "", n) is None:
+                # a boot delay under PodGC's quarantine: the old node's pods are orphans all the same, and
+                # must not be taken for the new node's (the same name comes back)
+                fail_orphans(self.store, self.env, n, {p["metadata"]["uid"] for p in self.store.list("Pod")
+                                                       if p["spec"].get("nodeName") == n})
+                self._register(obj, mt, sl.zone, n)
+        repaired = sl.state == "Repairing"
+        sl.state = "Ready"
+        if repaired:  # wording is the twin's (see fail_slice)
+            self.events.event(obj, "Normal", "TPUSliceRepaired",
+                              f"Multi-host TPU slice {sl.accelerator} {sl.topology} re-created: {len(sl.nodes)} "
+                              "nodes registered", "gke-tpu-slice-controller")
+
+    # -- nodes ----------------------------------------------------------------------------------------
+    def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
+        name = node["metadata"]["name"]
+        if etype == "DELETED":
+            self._node_gone(node)
+            return
+        if etype != "ADDED" or name in self._names:
+            return
+        # A Node given in the scenario itself (as KWOK fakes them): account it under its nodepool label.
+        self.pool_of[name] = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "static")
+        self._up_since[name] = self.env.now
+
+    def _node_gone(self, node: Obj) -> None:
+        """Close the node's lifetime and note its pods now (a watch handler only updates its cache and enqueues);
+        then PodGC takes the pods and, for a slice host, the slice is repaired."""
+        name = node["metadata"]["name"]
+        since = self._up_since.pop(name, None)
+        if since is not None:
+            self.node_seconds[name] = self.node_seconds.get(name, 0.0) + (self.env.now - since)
+        uids = {p["metadata"]["uid"] for p in self.store.list("Pod") if p["spec"].get("nodeName") == name
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
+        self.env.after(0, lambda: self._after_node_gone(node, uids))
+
+    def _after_node_gone(self, node: Obj, uids: set[str]) -> None:
+        name = node["metadata"]["name"]
+        # node-lifecycle-controller's event (pkg/controller/nodelifecycle: RecordNodeEvent "RemovingNode")
+        self.events.event(node, "Normal", "RemovingNode", f"Node {name} event: Removing Node {name} from Controller",
+                          "node-controller")
+        if uids:
+            self.env.after(PODGC_QUARANTINE, lambda: fail_orphans(self.store, self.env, name, uids))
+        pool = self._slice_of.get(name)
+        sl = self.slices.get(pool) if pool else None
+        if sl is not None and sl.state == "Ready":
+            self.fail_slice(sl.pool, name)
 
     def _register(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str) -> None:
         spec = pool["spec"]
         pool_name = pool["metadata"]["name"]
-        accels = spec.get("accelerators") or []
+        live = self._live_pool(pool_name)
+        if live is None or live["metadata"].get("uid") != pool["metadata"].get("uid"):
+            return  # the pool was deleted while the VM booted
+        accels = [] if mt.tpu else spec.get("accelerators") or []  # a TPU machine type implies its chips
         gpu = accels[0]["type"] if accels else mt.gpu
         labels = {
             "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
@@ -85,17 +284,26 @@ class NodePoolController:
             labels["cloud.google.com/gke-accelerator"] = gpu
             labels["cloud.google.com/gke-gpu"] = "true"
             taints.append(dict(GPU_TAINT))
-        if spec.get("placementPolicy"):
+        placement = spec.get("placementPolicy") or {}
+        if mt.tpu:  # GKE's TPU node labels and taint (§4)
+            labels[tpu.ACCELERATOR_LABEL] = catalog.tpu_type(mt.tpu).gke_accelerator
+            labels[tpu.TOPOLOGY_LABEL] = tpu.pool_topology(spec) or ""
+            taints.append(dict(tpu.TAINT))
+        if placement and (not mt.tpu or placement.get("type")):
             labels["cloud.google.com/gke-placement-group"] = f"{pool_name}-placement"
         max_pods = int(spec.get("maxPodsPerNode", 110))
         cap = {k: str(v) for k, v in catalog.capacity(mt, max_pods).items()}
         alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
-        cap["cpu"], alloc["cpu"] = f"{mt.vcpus}", f"{alloc['cpu']}m"  # quantities as the kubelet reports them
+        if "cpu" in cap:
+            cap["cpu"], alloc["cpu"] = f"{mt.vcpus}", f"{alloc['cpu']}m"  # quantities as the kubelet reports them
+        if mt.tpu:  # the TPU device plugin advertises the VM's chips
+            cap[tpu.RESOURCE] = alloc[tpu.RESOURCE] = str(mt.tpu_chips)
+        price = catalog.hourly_price(mt, bool(spec.get("spot")))
+        annotations = {} if price is None else {"kubetwin.io/hourly-price-usd": f"{price:.6f}"}
         now = self.store.timestamp(self.env.now)
         node = {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": node_name, "labels": labels, "annotations": {
-                "kubetwin.io/hourly-price-usd": f"{catalog.hourly_price(mt, bool(spec.get('spot'))):.6f}"}},
+            "metadata": {"name": node_name, "labels": labels, "annotations": annotations},
             "spec": {"providerID": f"gce://kubetwin/{zone}/{node_name}", "taints": taints},
             "status": {"capacity": cap, "allocatable": alloc, "nodeInfo": {"kubeletVersion": NODE_VERSION},
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -103,6 +311,7 @@ class NodePoolController:
         }
         self.store.create(node)
         self.pool_of[node_name] = pool_name
+        self._managed[node_name] = pool["metadata"].get("uid", "")
         self._up_since[node_name] = self.env.now
         gpus = (accels[0]["count"] if accels else mt.gpu_count) if gpu else 0
         driver = accels[0].get("gpuDriverInstallation", "DEFAULT") if accels else "DEFAULT"
@@ -127,3 +336,11 @@ class NodePoolController:
         for name, since in self._up_since.items():
             self.node_seconds[name] = self.node_seconds.get(name, 0.0) + (until - since)
         self._up_since.clear()
+
+
+def _own_recorder(store: Store) -> EventRecorder:
+    """An EventRecorder for a controller built without the run's: its Event names are offset so they cannot
+    collide with the run's recorder's (both name Events <object>.<counter>). run.run() should pass its own."""
+    rec = EventRecorder(store)
+    rec._n = 0x40000000  # noqa: SLF001 - a disjoint counter range is the whole point
+    return rec

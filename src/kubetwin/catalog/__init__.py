@@ -3,6 +3,11 @@
 Data lives in ``data/machines.yaml``; every number there carries a ``source``.
 Node allocatable follows GKE's documented reservations:
 https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations
+
+TPU VM machine types (ct4p, ct5lp, ct5p, ct6e, tpu7x) sit beside the GPU/CPU ones: `machine_type()` finds both,
+`machine_types()` lists the GPU/CPU ones as before and `tpu_machine_types()` the TPU hosts. A TPU host's
+vCPU, memory or price may be None where no source gave it (never guessed); `capacity`/`allocatable` then leave
+that resource out and `hourly_price` returns None.
 """
 
 from __future__ import annotations
@@ -19,12 +24,17 @@ __all__ = [
     "CatalogError",
     "GPUType",
     "MachineType",
+    "TPUType",
+    "TopologyRule",
     "allocatable",
     "capacity",
     "gpu_type",
     "hourly_price",
     "machine_type",
     "machine_types",
+    "tpu_machine_types",
+    "tpu_type",
+    "tpu_types",
 ]
 
 MIB = 1024**2
@@ -46,18 +56,53 @@ class GPUType:
 
 
 @dataclass(frozen=True)
+class TopologyRule:
+    """The slice shapes a TPU machine type accepts: an explicit list, or xpk's 3D building rule.
+
+    Rule (AI-Hypercomputer/xpk:src/xpk/core/system_characteristics.py@367c838 generate_tpu_topologies):
+    2x2x1, 2x2x2, 2x2x4, 2x4x4, plus every AxBxC with A, B, C multiples of 4 up to 256 and
+    (A/4)(B/4)(C/4) <= max_cubes, with A <= B <= C when nondecreasing."""
+
+    listed: tuple[str, ...] = ()
+    max_cubes: int | None = None
+    nondecreasing: bool = True
+
+
+@dataclass(frozen=True)
+class TPUType:
+    """One TPU generation, keyed by its name (v4, v5e, v5p, v6e, tpu7x) or its GKE accelerator label."""
+
+    name: str
+    gke_accelerator: str  # cloud.google.com/gke-tpu-accelerator
+    topology_dims: int  # 2 (AxB) or 3 (AxBxC)
+    tensorcores_per_chip: int
+    hbm_gib: float | None
+    bf16_tflops: float | None
+    chip_on_demand_usd_hour: float | None
+    chip_spot_usd_hour: float | None
+    price_region: str | None
+    price_source: str
+    source: str
+
+
+@dataclass(frozen=True)
 class MachineType:
-    """One Compute Engine machine type with us-central1 prices."""
+    """One Compute Engine machine type with us-central1 prices (TPU hosts: see TPUType.price_region)."""
 
     name: str
     family: str
-    vcpus: int
-    memory_gib: float
+    vcpus: int | None
+    memory_gib: float | None
     gpu: str | None
     gpu_count: int
-    on_demand_usd_hour: float
-    spot_usd_hour: float
+    on_demand_usd_hour: float | None
+    spot_usd_hour: float | None
     source: str
+    tpu: str | None = None  # TPUType.name for TPU VM machine types
+    tpu_chips: int = 0  # chips per VM: the node's google.com/tpu
+    single_host_topology: str | None = None  # the slice one VM holds (gke-tpu-topology of a single-host pool)
+    topologies: TopologyRule | None = None
+    note: str = ""
 
 
 @functools.cache
@@ -85,6 +130,46 @@ def _machines() -> dict[str, MachineType]:
     return out
 
 
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+@functools.cache
+def _tpus() -> dict[str, TPUType]:
+    out: dict[str, TPUType] = {}
+    for r in _raw().get("tpus") or []:
+        out[r["name"]] = TPUType(
+            name=r["name"], gke_accelerator=r["gke_accelerator"], topology_dims=int(r["topology_dims"]),
+            tensorcores_per_chip=int(r["tensorcores_per_chip"]), hbm_gib=_float(r.get("hbm_gib")),
+            bf16_tflops=_float(r.get("bf16_tflops")), chip_on_demand_usd_hour=_float(r.get("chip_on_demand_usd_hour")),
+            chip_spot_usd_hour=_float(r.get("chip_spot_usd_hour")), price_region=r.get("price_region"),
+            price_source=r["price_source"], source=r["source"])
+    return out
+
+
+@functools.cache
+def _tpu_machines() -> dict[str, MachineType]:
+    """TPU VM machine types; prices are chips x the generation's chip-hour price (None when unknown)."""
+    out: dict[str, MachineType] = {}
+    for r in _raw().get("tpu_machine_types") or []:
+        tpu = _tpus()[r["tpu"]]
+        chips = int(r["chips"])
+        topo = r["topologies"]
+        rule = topo.get("rule") or {}
+        out[r["name"]] = MachineType(
+            name=r["name"], family=r["name"].split("-")[0],
+            vcpus=None if r.get("vcpus") is None else int(r["vcpus"]), memory_gib=_float(r.get("memory_gib")),
+            gpu=None, gpu_count=0,
+            on_demand_usd_hour=None if tpu.chip_on_demand_usd_hour is None else chips * tpu.chip_on_demand_usd_hour,
+            spot_usd_hour=None if tpu.chip_spot_usd_hour is None else chips * tpu.chip_spot_usd_hour,
+            source=f"{r['source']} ; price: {tpu.price_source}", tpu=tpu.name, tpu_chips=chips,
+            single_host_topology=r["single_host_topology"],
+            topologies=TopologyRule(tuple(topo.get("list") or ()), rule.get("max_cubes"),
+                                    bool(rule.get("nondecreasing", True))),
+            note=r.get("note", ""))
+    return out
+
+
 @functools.cache
 def _gpus() -> dict[str, GPUType]:
     out: dict[str, GPUType] = {}
@@ -106,11 +191,29 @@ def _unknown(kind: str, name: str, known: list[str]) -> CatalogError:
 
 
 def machine_type(name: str) -> MachineType:
-    """Look up a machine type by name, e.g. ``"a3-highgpu-8g"``."""
-    try:
-        return _machines()[name]
-    except KeyError:
-        raise _unknown("machine type", name, list(_machines())) from None
+    """Look up a machine type by name, e.g. ``"a3-highgpu-8g"`` or the TPU host ``"ct5lp-hightpu-4t"``."""
+    mt = _machines().get(name) or _tpu_machines().get(name)
+    if mt is None:
+        raise _unknown("machine type", name, [*_machines(), *_tpu_machines()])
+    return mt
+
+
+def tpu_type(name: str) -> TPUType:
+    """Look up a TPU generation by name (``"v5e"``) or GKE accelerator label (``"tpu-v5-lite-podslice"``)."""
+    for t in _tpus().values():
+        if name in (t.name, t.gke_accelerator):
+            return t
+    raise _unknown("TPU type", name, [t.gke_accelerator for t in _tpus().values()])
+
+
+def tpu_types() -> list[TPUType]:
+    """All TPU generations in catalog order."""
+    return list(_tpus().values())
+
+
+def tpu_machine_types() -> list[MachineType]:
+    """All TPU VM machine types in catalog order."""
+    return list(_tpu_machines().values())
 
 
 def gpu_type(name: str) -> GPUType:
@@ -122,7 +225,7 @@ def gpu_type(name: str) -> GPUType:
 
 
 def machine_types() -> list[MachineType]:
-    """All machine types in catalog order."""
+    """All GPU and CPU machine types in catalog order (TPU hosts: tpu_machine_types())."""
     return list(_machines().values())
 
 
@@ -154,20 +257,31 @@ def _reserved_cpu_millicores(vcpus: int) -> int:
 
 
 def capacity(mt: MachineType, max_pods: int = 110) -> dict[str, int]:
-    """Node capacity before reservations: cpu (millicores), memory (bytes), pods."""
-    return {"cpu": mt.vcpus * 1000, "memory": round(mt.memory_gib * GIB), "pods": max_pods}
+    """Node capacity before reservations: cpu (millicores), memory (bytes), pods; a resource whose size no
+    source gave (some TPU hosts) is left out rather than guessed."""
+    out: dict[str, int] = {}
+    if mt.vcpus is not None:
+        out["cpu"] = mt.vcpus * 1000
+    if mt.memory_gib is not None:
+        out["memory"] = round(mt.memory_gib * GIB)
+    out["pods"] = max_pods
+    return out
 
 
 def allocatable(mt: MachineType, max_pods: int = 110) -> dict[str, int]:
-    """Node allocatable: capacity minus GKE CPU/memory reservations and eviction threshold."""
+    """Node allocatable: capacity minus GKE CPU/memory reservations and eviction threshold (the same rule for
+    GPU, CPU and TPU hosts)."""
     cap = capacity(mt, max_pods)
-    return {
-        "cpu": cap["cpu"] - _reserved_cpu_millicores(mt.vcpus),
-        "memory": cap["memory"] - _reserved_memory_bytes(mt.memory_gib),
-        "pods": max_pods,
-    }
+    out: dict[str, int] = {}
+    if mt.vcpus is not None:
+        out["cpu"] = cap["cpu"] - _reserved_cpu_millicores(mt.vcpus)
+    if mt.memory_gib is not None:
+        out["memory"] = cap["memory"] - _reserved_memory_bytes(mt.memory_gib)
+    out["pods"] = max_pods
+    return out
 
 
-def hourly_price(mt: MachineType, spot: bool) -> float:
-    """USD per node-hour in us-central1 (Spot or on-demand)."""
+def hourly_price(mt: MachineType, spot: bool) -> float | None:
+    """USD per node-hour (Spot or on-demand): us-central1, or the TPU generation's price_region; None where no
+    source gave a price (tpu7x)."""
     return mt.spot_usd_hour if spot else mt.on_demand_usd_hour

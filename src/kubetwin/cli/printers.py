@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from kubetwin.api.units import format_duration
@@ -24,9 +25,51 @@ def pod_status(p: dict) -> str:
     return phase
 
 
+# additionalPrinterColumns of the CRDs (src/kubetwin/api/crds; the Workload CRD from kueue
+# config/components/crd/bases/kueue.x-k8s.io_workloads.yaml): header -> JSONPath.
+CRD_COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "Workload": [("QUEUE", ".spec.queueName"), ("RESERVED IN", ".status.admission.clusterQueue"),
+                 ("ADMITTED", '.status.conditions[?(@.type=="Admitted")].status'),
+                 ("FINISHED", '.status.conditions[?(@.type=="Finished")].status')],
+    "ClusterQueue": [("COHORT", ".spec.cohortName || .spec.cohort"), ("STRATEGY", ".spec.queueingStrategy"),
+                     ("PENDING WORKLOADS", ".status.pendingWorkloads"),
+                     ("ADMITTED WORKLOADS", ".status.admittedWorkloads")],
+    "LocalQueue": [("CLUSTERQUEUE", ".spec.clusterQueue"), ("PENDING WORKLOADS", ".status.pendingWorkloads"),
+                   ("ADMITTED WORKLOADS", ".status.admittedWorkloads")],
+    "JobSet": [("TERMINALSTATE", ".status.terminalState"), ("RESTARTS", ".status.restarts"),
+               ("COMPLETED", '.status.conditions[?(@.type=="Completed")].status'), ("SUSPENDED", ".spec.suspend")],
+}
+_STEP = re.compile(r"\w+(?:\[[^\]]*\])?")  # .a, .a[?(@.k=="v")]: dots inside brackets do not split
+_FILTER = re.compile(r'^(\w+)\[\?\(@\.(\w+)=="([^"]*)"\)\]$')
+
+
+def jsonpath(obj: dict, path: str) -> str:
+    """The JSONPath subset printer columns use: .a.b and .a[?(@.k=="v")].b; missing values print empty."""
+    if "||" in path:  # one column over both served versions' field names
+        return next((v for v in (jsonpath(obj, p.strip()) for p in path.split("||")) if v), "")
+    cur: object = obj
+    for part in _STEP.findall(path):
+        m = _FILTER.match(part)
+        if m:
+            items = cur.get(m.group(1)) if isinstance(cur, dict) else None
+            cur = next((i for i in items or [] if isinstance(i, dict) and str(i.get(m.group(2))) == m.group(3)),
+                       None)
+        else:
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is None:
+            return ""
+    return str(cur).lower() if isinstance(cur, bool) else str(cur)
+
+
 def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[str]]:
     rows: list[list[str]] = []
-    if kind == "Pod":
+    if kind in CRD_COLUMNS:
+        cols = CRD_COLUMNS[kind]
+        rows.append(["NAME"] + [h for h, _ in cols] + ["AGE"])
+        for o in objs:
+            rows.append([o["metadata"]["name"]] + [jsonpath(o, p) for _, p in cols]
+                        + [_age(o["metadata"].get("creationTimestamp"), now)])
+    elif kind == "Pod":
         rows.append(["NAME", "READY", "STATUS", "RESTARTS", "AGE"] + (["IP", "NODE", "NOMINATED NODE"] if wide else []))
         for p in objs:
             cs = (p.get("status") or {}).get("containerStatuses") or []

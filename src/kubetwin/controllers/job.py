@@ -1,4 +1,4 @@
-"""Job controller: parallelism, completions, backoffLimit, suspend (batch/v1 semantics)."""
+"""Job controller: parallelism, completions (NonIndexed and Indexed), backoffLimit, suspend (batch/v1 semantics)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,31 @@ from kubetwin.controllers.common import NameGenerator, controller_of, pod_from_t
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation and label (PodIndexLabel, GA 1.32)
+
+
+class AdmissionDenied(Exception):
+    """A validating admission webhook refused a create; str() is the API server's error text."""
+
+
+def _ready(pod: Obj) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+
+
+def _restarts(pod: Obj) -> int:
+    return sum(cs.get("restartCount", 0) for cs in pod["status"].get("containerStatuses") or [])
+
+
+def _ranges(indexes: set[int]) -> str:
+    """status.completedIndexes: "1,3-5" as the Job controller writes it."""
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 class JobController:
@@ -50,10 +75,21 @@ class JobController:
         completions = spec.get("completions", 1 if spec.get("parallelism") is None else None)
         parallelism = spec.get("parallelism", 1)
         backoff_limit = spec.get("backoffLimit", 6)
+        indexed = spec.get("completionMode") == "Indexed"
         now = self.store.timestamp(self.env.now)
-        new = {**status, "succeeded": succeeded, "failed": failed}
+        new = {**status, "succeeded": succeeded, "failed": failed, "ready": sum(map(_ready, active))}
+        done_idx: set[int] = set()
+        if indexed:  # succeeded counts distinct completed indexes
+            done_idx = {int(p["metadata"]["annotations"][COMPLETION_INDEX]) for p in pods
+                        if p["status"].get("phase") == "Succeeded"}
+            succeeded = new["succeeded"] = len(done_idx)
+            if done_idx:
+                new["completedIndexes"] = _ranges(done_idx)
         conds = list(status.get("conditions") or [])
-        if failed > backoff_limit:
+        # pastBackoffLimitOnFailure: with restartPolicy OnFailure, container restarts of active pods count
+        on_failure = (spec["template"].get("spec") or {}).get("restartPolicy") == "OnFailure"
+        restarts = sum(map(_restarts, active)) if on_failure else 0
+        if failed > backoff_limit or (restarts and restarts + failed >= max(backoff_limit, 1)):
             for p in active:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
             conds.append({"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
@@ -71,23 +107,40 @@ class JobController:
             self.events.event(job, "Normal", "Completed", "Job completed", "job-controller")
             self._write(job, {**new, "active": 0, "completionTime": now, "conditions": conds})
             return
-        if spec.get("suspend"):
+        if spec.get("suspend"):  # suspending deletes the active pods; they do not count as failures
             for p in active:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
-            if not any(c["type"] == "Suspended" for c in conds):
-                conds.append({"type": "Suspended", "status": "True", "reason": "JobSuspended",
-                              "message": "Job suspended", "lastTransitionTime": now})
+            if not any(c["type"] == "Suspended" and c["status"] == "True" for c in conds):
+                conds = [c for c in conds if c["type"] != "Suspended"] + [
+                    {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended",
+                     "lastTransitionTime": now}]
                 self.events.event(job, "Normal", "Suspended", "Job suspended", "job-controller")
-            self._write(job, {**new, "active": 0, "conditions": conds})
+            new.pop("startTime", None)  # cleared so the pod template may change while suspended
+            self._write(job, {**new, "active": 0, "ready": 0, "conditions": conds})
             return
-        conds = [c for c in conds if c["type"] != "Suspended"]
+        if any(c["type"] == "Suspended" and c["status"] == "True" for c in conds):  # kept, as False
+            conds = [{**c, "status": "False", "reason": "JobResumed", "message": "Job resumed",
+                      "lastTransitionTime": now} if c["type"] == "Suspended" else c for c in conds]
+            self.events.event(job, "Normal", "Resumed", "Job resumed", "job-controller")
         want = parallelism if completions is None else min(parallelism, completions - succeeded)
+        busy = {p["metadata"]["annotations"].get(COMPLETION_INDEX) for p in active} if indexed else set()
+        todo = iter([i for i in range(completions or 0) if i not in done_idx and str(i) not in busy])
         for _ in range(max(0, want - len(active))):
-            pod_name = self.names.generate(self.store, "Pod", ns, name)
-            pod = pod_from_template(spec["template"], pod_name, ns, job, {
-                "batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": name,
-                "controller-uid": meta["uid"], "job-name": name})
-            self.store.create(pod)
+            labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": name,
+                      "controller-uid": meta["uid"], "job-name": name}
+            index = next(todo, None) if indexed else None
+            if index is not None:
+                labels[COMPLETION_INDEX] = str(index)
+            pod_name = self.names.generate(self.store, "Pod", ns, name if index is None else f"{name}-{index}")
+            pod = pod_from_template(spec["template"], pod_name, ns, job, labels)
+            if index is not None:
+                pod["metadata"]["annotations"][COMPLETION_INDEX] = str(index)
+                pod["spec"] = {"hostname": f"{name}-{index}", **pod["spec"]}
+            try:
+                self.store.create(pod)
+            except AdmissionDenied as exc:  # the slow-start batch stops at the first error; a pod change retries
+                self.events.event(job, "Warning", "FailedCreate", f"Error creating: {exc}", "job-controller")
+                break
             self.events.event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "job-controller")
             active.append(pod)
         new.setdefault("startTime", now)

@@ -1,4 +1,8 @@
-"""Pod lifecycle on a node: start, run for kubetwin.io/duration, finish; node loss fails its pods."""
+"""Pod lifecycle on a node: start, run for kubetwin.io/duration, finish; node loss fails its pods.
+
+`kubetwin.io/fail-after` makes the containers exit 1 that long after they start: the pod fails with
+restartPolicy Never; with OnFailure or Always the kubelet restarts them in place after CrashLoopBackOff
+(10s doubling to 5m) and counts restartCount, as the real kubelet does."""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
 DURATION = "kubetwin.io/duration"
+FAIL_AFTER = "kubetwin.io/fail-after"
+BACKOFF_INITIAL, BACKOFF_MAX = 10.0, 300.0  # kubelet's CrashLoopBackOff
 
 
 class Kubelet:
@@ -74,6 +80,62 @@ class Kubelet:
         annotations = meta.get("annotations") or {}
         if DURATION in annotations:
             self.gpus.start(running, node, parse_duration(annotations[DURATION]))
+        if FAIL_AFTER in annotations:
+            self._arm_failure(running, 0)
+
+    def _arm_failure(self, pod: Obj, attempt: int) -> None:
+        after = parse_duration(pod["metadata"]["annotations"][FAIL_AFTER])
+        self.env.after(after, lambda: self._container_failed(pod, attempt))
+
+    def _current(self, pod: Obj) -> Obj | None:
+        meta = pod["metadata"]
+        cur = self.store.get("Pod", meta.get("namespace") or "", meta["name"])
+        if cur is None or cur["metadata"].get("uid") != meta.get("uid") or cur["status"].get("phase") != "Running":
+            return None
+        return cur
+
+    def _container_failed(self, pod: Obj, attempt: int) -> None:
+        cur = self._current(pod)
+        statuses = (cur or {}).get("status", {}).get("containerStatuses") or []
+        if cur is None or any(cs.get("restartCount", 0) != attempt for cs in statuses):
+            return
+        if cur["spec"].get("restartPolicy", "Always") == "Never":
+            self._finish(cur, "Failed", 1, "Error")
+            return
+        n, meta = attempt + 1, cur["metadata"]
+        backoff = min(BACKOFF_INITIAL * 2 ** attempt, BACKOFF_MAX)
+        now = self.store.timestamp(self.env.now)
+        who = f"{meta['name']}_{meta.get('namespace')}({meta['uid']})"
+        status = {**cur["status"], "conditions": [
+            {**c, "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now}
+            if c["type"] in ("Ready", "ContainersReady") else c for c in cur["status"]["conditions"]]}
+        status["containerStatuses"] = [{
+            **cs, "ready": False, "started": False, "restartCount": n, "state": {"waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {int(backoff)}s restarting failed container={cs['name']} pod={who}"}},
+            "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now,
+                                         "startedAt": cs["state"].get("running", {}).get("startedAt")}}}
+            for cs in statuses]
+        waiting = self.store.update({**cur, "status": status})
+        for cs in statuses:
+            self.events.event(waiting, "Warning", "BackOff", f"Back-off restarting failed container {cs['name']} in "
+                              f"pod {who}", "kubelet")
+        self.env.after(backoff, lambda: self._restarted(waiting, n))
+
+    def _restarted(self, pod: Obj, n: int) -> None:
+        cur = self._current(pod)
+        if cur is None:
+            return
+        now = self.store.timestamp(self.env.now)
+        status = {**cur["status"], "conditions": [
+            {"type": c["type"], "status": "True", "lastTransitionTime": now}
+            if c["type"] in ("Ready", "ContainersReady") else c for c in cur["status"]["conditions"]]}
+        status["containerStatuses"] = [{**cs, "ready": True, "started": True, "state": {"running": {"startedAt": now}}}
+                                       for cs in cur["status"].get("containerStatuses") or []]
+        running = self.store.update({**cur, "status": status})
+        for cs in status["containerStatuses"]:
+            self.events.event(running, "Normal", "Started", f"Started container {cs['name']}", "kubelet")
+        self._arm_failure(running, n)
 
     def _finish(self, pod: Obj, phase: str, exit_code: int, reason: str = "Completed", message: str = "") -> None:
         meta = pod["metadata"]

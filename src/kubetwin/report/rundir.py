@@ -23,6 +23,13 @@ RESOURCES = {
     "resourceclaimtemplates": "ResourceClaimTemplate", "resourceclaimtemplate": "ResourceClaimTemplate",
     "resourceslices": "ResourceSlice", "resourceslice": "ResourceSlice", "deviceclasses": "DeviceClass",
     "deviceclass": "DeviceClass",
+    "workloads": "Workload", "workload": "Workload", "wl": "Workload", "clusterqueues": "ClusterQueue",
+    "clusterqueue": "ClusterQueue", "cq": "ClusterQueue", "localqueues": "LocalQueue", "localqueue": "LocalQueue",
+    "queues": "LocalQueue", "queue": "LocalQueue", "lq": "LocalQueue", "resourceflavors": "ResourceFlavor",
+    "resourceflavor": "ResourceFlavor", "flavor": "ResourceFlavor", "flavors": "ResourceFlavor",
+    "rf": "ResourceFlavor", "cohorts": "Cohort", "cohort": "Cohort",
+    "workloadpriorityclasses": "WorkloadPriorityClass", "workloadpriorityclass": "WorkloadPriorityClass",
+    "jobsets": "JobSet", "jobset": "JobSet",
 }
 
 

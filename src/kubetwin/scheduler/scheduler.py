@@ -18,6 +18,7 @@ from kubetwin.api.podspec import TemplateMemo
 from kubetwin.devices.dra.allocator import AllocationError, Features
 from kubetwin.scheduler import dra as D
 from kubetwin.scheduler import gpushare as G
+from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
@@ -90,10 +91,14 @@ class Scheduler:
         self.preemption = DefaultPreemption(store, events, self._requests)
         self.dra = D.DynamicResources(store, features)
         self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
+        self.ipa = IPA.InterPodAffinity(self.nodes, self._ns_labels)
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
         for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events
             store.watch(kind, self._on_dra_object)
+
+    def _ns_labels(self, ns: str) -> dict:
+        return ((self.store.get("Namespace", "", ns) or {}).get("metadata") or {}).get("labels") or {}
 
     def _on_dra_object(self, etype: str, obj: Obj, old: Obj | None) -> None:
         self.queue.move(lambda plugin, pi: plugin == D.NAME, frozenset({D.NAME}))
@@ -144,8 +149,14 @@ class Scheduler:
                 self.table.add_requests(node_name, req, -1)
             if (node_name and req is not None) or nominated:
                 self.queue.move(lambda plugin, pi: plugin in FREED, FREED)
+            if self.ipa.active and key in self.ipa.pods:  # InterPodAffinity's hint for a pod leaving a node
+                self.ipa.remove(key)
+                self.queue.move(lambda plugin, pi: self.ipa.hint_deleted(pi.pod, pod), frozenset({IPA.NAME}))
             return
         if node_name:
+            if key not in self.ipa.pods and (self.ipa.active or IPA.has_terms(pod)) and node_name in self.nodes:
+                self.ipa.add(key, pod, node_name)  # the first pod with terms switches the cache on
+                self.queue.move(lambda plugin, pi: self.ipa.hint_added(pi.pod, pod), frozenset({IPA.NAME}))
             if key not in self._requests and node_name in self.nodes:
                 req = pod_requests(pod)
                 self._requests[key] = req
@@ -211,6 +222,12 @@ class Scheduler:
         ok_static = static.ok
         mask = ok_static & scores.fit
         override = self._nominated_fit(pi, mask) if self._nominated else {}
+        ipa = None
+        if n and self.ipa.wants(pod):  # InterPodAffinity, after NodeResourcesFit: a row mask like theirs
+            ipa = self.ipa.filter(pod, table.infos, table.gen, len(mask))
+            if ipa is not None:
+                mask &= ipa.ok
+                shape = (*shape, self.ipa.signature(pod))
         want = num_feasible_nodes_to_find(n)
         claims = allocations = None
         dra_reasons: dict[str, int] = {}
@@ -246,8 +263,10 @@ class Scheduler:
             self.next_start = (self.next_start + processed) % n
         if not len(feasible):
             in_order = ok_static[order]
-            self._unschedulable_pod(pod, pi, static, order[~in_order], order[in_order], override, n, shape, cycle,
-                                    dra_reasons)
+            cand = order[in_order]
+            ipa_reasons = ipa.reasons(cand[scores.fit[cand]]) if ipa is not None else None
+            self._unschedulable_pod(pod, pi, static, order[~in_order], cand, override, n, shape, cycle,
+                                    dra_reasons, ipa, ipa_reasons)
             return None
         annotations = None
         if share is not None:
@@ -356,10 +375,16 @@ class Scheduler:
     # -- failure --------------------------------------------------------------------------------
     def _unschedulable_pod(self, pod: Obj, pi: P.PodInfo, static: StaticVerdicts, failed_static: np.ndarray,
                            cand: np.ndarray, override: dict[int, list[str]], n: int, shape: tuple,
-                           cycle: int, dra_reasons: dict[str, int] | None = None) -> None:
+                           cycle: int, dra_reasons: dict[str, int] | None = None, ipa: IPA.Verdict | None = None,
+                           ipa_reasons: dict[str, int] | None = None) -> None:
         t = self.table
         reasons: dict[str, int] = dict(dra_reasons or {})
         plugins: set[str] = set()
+        unresolvable = len(failed_static)
+        if ipa_reasons:  # only the rows that passed the filters before it
+            reasons.update(ipa_reasons)
+            plugins.add(IPA.NAME)
+            unresolvable += ipa_reasons.get(IPA.ERR_AFFINITY, 0)  # UnschedulableAndUnresolvable
         if dra_reasons:
             plugins.add(G.PLUGIN if G.REASON in dra_reasons else D.NAME)
             if len(dra_reasons) > (G.REASON in dra_reasons):
@@ -382,9 +407,11 @@ class Scheduler:
                 if c:
                     reasons[reason] = reasons.get(reason, 0) + c
         victims_possible = cand[t.min_prio[cand] < pi.priority] if len(cand) else cand
+        if ipa is not None and len(victims_possible):  # the twin does not evict for (anti-)affinity
+            victims_possible = victims_possible[ipa.ok[victims_possible]]
         post, nominated = self.preemption.post_filter(
             pod, pi, [ni for ni in (t.infos[int(r)] for r in victims_possible) if ni is not None],
-            len(failed_static), n)
+            unresolvable, n)
         msg = fit_error(n, reasons, post) if n else "no nodes available to schedule pods"
         key = pod_key(pod)
         now = self.store.timestamp(self.store.env.now)

@@ -1,0 +1,378 @@
+"""One Kueue scheduling cycle, and ``KueueScheduler``: the queue manager plus the cache of quota-holding workloads.
+
+Ported from kubernetes-sigs/kueue pkg/scheduler/scheduler.go (schedule, nominate, getInitialAssignments,
+processEntry, fits, reserveCapacityForUnreclaimablePreempt, resourcesToReserve, makeClassicalIterator,
+requeueAndUpdate, admit) and pkg/scheduler/preemption/preemption.go (IssuePreemptions).
+
+Contract for the store-side controller (plain data in, decisions out; nothing here touches the store):
+
+- Tell the scheduler about specs: ``apply(obj)`` / ``delete(kind, name, namespace)`` for ClusterQueue, Cohort,
+  ResourceFlavor, LocalQueue, WorkloadPriorityClass dicts (v1beta1 or v1beta2), ``set_namespace(name, labels)``.
+  Spec changes requeue every inadmissible workload, as Kueue's cluster-queue/cohort/flavor events do.
+- Workloads: ``add_workload(obj)`` for a Workload dict; one holding quota (status.admission and QuotaReserved=True)
+  is recorded in the cache, one that is active and pending is queued. ``remove_workload(key)`` when it is deleted,
+  finished, or its quota is released after an eviction: that frees quota and requeues the inadmissible workloads of
+  its cohort tree. ``queue_inadmissible(cq_or_cohort)`` does the latter explicitly.
+- ``schedule(now)`` runs one cycle and returns a ``CycleResult``. Admitted workloads are assumed in the cache at once
+  (write ``status.admission`` and the conditions listed). Victims stay in the cache, marked evicted, until the
+  controller calls ``remove_workload`` for them (Kueue releases quota only when the eviction is observed);
+  the preemptor stays queued (active) and is admitted by a later cycle once the quota is free.
+- ``CycleResult.pending`` holds every head not admitted: ``queue`` says whether it went back to the heap ("active")
+  or the inadmissible set; ``preempting`` lists the victims it waits for; ``skipped_preemptions`` counts per
+  ClusterQueue the preemptions skipped this cycle.
+- ``KueueScheduler(partial_admission=True, fair_sharing=False)`` mirrors the PartialAdmission gate and the
+  Configuration's fairSharing (default preemption strategies).
+- Workload keys are "namespace/name". Times are epoch seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kubetwin.kueue import api
+from kubetwin.kueue.fairsharing import fair_sharing_order
+from kubetwin.kueue.flavorassigner import FIT, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
+from kubetwin.kueue.outcomes import (
+    EXCEEDS_MAX_QUOTA,
+    MISCONFIGURED,
+    NO_MATCHING_FLAVOR,
+    PENDING,
+    WAITING_FOR_PREEMPTED_WORKLOADS,
+    WAITING_FOR_QUOTA,
+    Admitted,
+    CycleResult,
+    Pending,
+    Victim,
+    condition,
+)
+from kubetwin.kueue.podset_reducer import PodSetReducer
+from kubetwin.kueue.preemption import Preemptor, Target, can_always_reclaim, preemption_message
+from kubetwin.kueue.queue import (
+    REQUEUE_FAILED_AFTER_NOMINATION,
+    REQUEUE_GENERIC,
+    REQUEUE_NAMESPACE_MISMATCH,
+    REQUEUE_PENDING_PREEMPTION,
+    REQUEUE_PREEMPTION_NO_CANDIDATES,
+    QueueManager,
+)
+from kubetwin.kueue.snapshot import ClusterQueueSnapshot, Snapshot, Usage, WorkloadInfo, admission_usage
+
+_SEVERITY = {WAITING_FOR_QUOTA: 2, EXCEEDS_MAX_QUOTA: 3, NO_MATCHING_FLAVOR: 4}
+
+
+def no_fit_reason(assignment: Assignment) -> str:
+    """The QuotaReserved=False reason of a NoFit assignment (flavorassigner.go resolveNoFitReason)."""
+    overall = ""
+    for ps in assignment.pod_sets:
+        if ps.representative_mode() != NO_FIT:
+            continue
+        if ps.error is not None or not ps.attempts:
+            reason = NO_MATCHING_FLAVOR
+        else:
+            reason = ""
+            for att in ps.attempts:
+                if att.mode != NO_FIT:
+                    continue
+                worst = max((_reason_of(r) for r in att.reasons), key=lambda r: _SEVERITY.get(r, 0),
+                            default=WAITING_FOR_QUOTA)
+                if not reason or _SEVERITY[worst] < _SEVERITY[reason]:
+                    reason = worst
+            reason = reason or WAITING_FOR_QUOTA
+        if not overall or _SEVERITY[reason] > _SEVERITY[overall]:
+            overall = reason
+    return overall or WAITING_FOR_QUOTA
+
+
+def _reason_of(text: str) -> str:
+    if text.startswith("insufficient quota for"):
+        return EXCEEDS_MAX_QUOTA
+    if text.startswith("insufficient unused quota"):
+        return WAITING_FOR_QUOTA
+    return NO_MATCHING_FLAVOR
+
+
+@dataclasses.dataclass
+class _Entry:
+    info: WorkloadInfo
+    assignment: Assignment = dataclasses.field(default_factory=Assignment)
+    targets: list[Target] = dataclasses.field(default_factory=list)
+    status: str = ""  # "", skipped, assumed
+    message: str = ""
+    reason: str = PENDING
+    requeue_reason: str = REQUEUE_GENERIC
+    victims: tuple[Victim, ...] = ()
+
+
+class KueueScheduler:
+    """Kueue's queue manager and scheduler cache, and the scheduling cycle over them."""
+
+    def __init__(self, partial_admission: bool = True, fair_sharing: bool = False) -> None:
+        self.partial_admission = partial_admission
+        self.fair_sharing = fair_sharing
+        self.cluster_queues: dict[str, api.ClusterQueue] = {}
+        self.cohorts: dict[str, api.Cohort] = {}
+        self.flavors: dict[str, api.ResourceFlavor] = {}
+        self.priority_classes: dict[str, int] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self.queues = QueueManager()
+        self.admitted: dict[str, WorkloadInfo] = {}  # the cache: workloads holding quota
+
+    # ------------------------------------------------------------------------------------------------ specs
+    def apply(self, obj: dict) -> None:
+        """Add or update a ClusterQueue, Cohort, ResourceFlavor, LocalQueue, WorkloadPriorityClass or Workload."""
+        kind = obj.get("kind")
+        if kind == "Workload":
+            self.add_workload(obj)
+            return
+        spec = api.parse_any(obj)
+        if isinstance(spec, api.ClusterQueue):
+            self.cluster_queues[spec.name] = spec
+            self.queues.set_cluster_queue(spec.name, spec.queueing_strategy)
+        elif isinstance(spec, api.Cohort):
+            self.cohorts[spec.name] = spec
+        elif isinstance(spec, api.ResourceFlavor):
+            self.flavors[spec.name] = spec
+        elif isinstance(spec, api.LocalQueue):
+            self.queues.set_local_queue(spec.namespace, spec.name, spec.cluster_queue)
+        elif isinstance(spec, api.WorkloadPriorityClass):
+            self.priority_classes[spec.name] = spec.value
+            return
+        self.queue_inadmissible()
+
+    def delete(self, kind: str, name: str, namespace: str = "") -> None:
+        if kind == "ClusterQueue":
+            self.cluster_queues.pop(name, None)
+            self.queues.delete_cluster_queue(name)
+        elif kind == "Cohort":
+            self.cohorts.pop(name, None)
+        elif kind == "ResourceFlavor":
+            self.flavors.pop(name, None)
+        elif kind == "LocalQueue":
+            self.queues.delete_local_queue(namespace, name)
+        elif kind == "WorkloadPriorityClass":
+            self.priority_classes.pop(name, None)
+        elif kind == "Workload":
+            self.remove_workload(f"{namespace}/{name}")
+        self.queue_inadmissible()
+
+    def set_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        self.namespaces[name] = dict(labels or {})
+
+    # ------------------------------------------------------------------------------------------------ workloads
+    def add_workload(self, obj: dict | api.Workload) -> None:
+        """Record a Workload: in the cache if it holds quota, else queued if active (re-adding replaces it)."""
+        wl = obj if isinstance(obj, api.Workload) else api.parse_workload(obj, self.priority_classes)
+        self.queues.delete(wl.key)
+        if wl.has_quota_reservation:
+            self.admitted[wl.key] = WorkloadInfo(wl, wl.admission.cluster_queue, admission_usage(wl))
+            return
+        released = self.admitted.pop(wl.key, None)
+        if released is not None:  # its quota was released (evicted): others in its cohort may fit now
+            self.queue_inadmissible(released.cluster_queue)
+        if wl.active:
+            self.queues.add_or_update(WorkloadInfo(wl, ""))
+
+    def remove_workload(self, key: str) -> None:
+        """The workload is gone (deleted, finished, or evicted and its quota released)."""
+        self.queues.delete(key)
+        wi = self.admitted.pop(key, None)
+        if wi is not None:
+            self.queue_inadmissible(wi.cluster_queue)
+
+    def queue_inadmissible(self, cq_or_cohort: str | None = None) -> None:
+        """Move inadmissible workloads back to their heaps: all, or those of the cohort tree of a CQ or cohort."""
+        if cq_or_cohort is None:
+            self.queues.queue_inadmissible(list(self.cluster_queues))
+            return
+        snap = self._snapshot()
+        node = snap.cluster_queues[cq_or_cohort].node if cq_or_cohort in snap.cluster_queues \
+            else snap.cohorts.get(cq_or_cohort)
+        if node is None:
+            self.queues.queue_inadmissible([cq_or_cohort])
+            return
+        root = node.root()
+        names = [n.name for n in root.subtree_cluster_queues()] if root.is_cohort else [root.name]
+        self.queues.queue_inadmissible(names)
+
+    def pending(self, key: str) -> tuple[str, str] | None:
+        """(ClusterQueue, 'active'|'inadmissible') of a queued workload."""
+        return self.queues.location(key)
+
+    # ------------------------------------------------------------------------------------------------ cycle
+    def _snapshot(self) -> Snapshot:
+        return Snapshot.build(self.cluster_queues.values(), self.cohorts.values(), self.flavors.values(),
+                              [dataclasses.replace(w, usage=dict(w.usage)) for w in self.admitted.values()])
+
+    def schedule(self, now: float) -> CycleResult:
+        """One cycle: heads -> snapshot -> nominate -> ordered processing -> requeue."""
+        snap = self._snapshot()
+        heads = self.queues.heads(set(snap.cluster_queues))
+        preemptor = Preemptor(now, self.fair_sharing)
+        entries, inadmissible = self._nominate(heads, snap, preemptor)
+        entries.sort(key=lambda e: (not e.info.obj.has_quota_reservation, e.assignment.borrowing,
+                                    -e.info.priority, e.info.obj.queue_order_time(), e.info.key))
+        order = entries
+        if self.fair_sharing:
+            order = fair_sharing_order(entries, snap, lambda e: {} if e.info.obj.has_quota_reservation
+                                       else e.assignment.total_requests(), lambda e: e.info.priority,
+                                       lambda e: e.info.obj.queue_order_time(), lambda e: e.info.key)
+        preempted: dict[str, WorkloadInfo] = {}
+        result = CycleResult(now)
+        for e in order:
+            self._process(e, snap, preempted, now, result)
+        for e in entries + inadmissible:
+            if e.status == "assumed":
+                continue
+            if e.status and e.requeue_reason == REQUEUE_GENERIC:
+                e.requeue_reason = REQUEUE_FAILED_AFTER_NOMINATION
+            self.queues.requeue(e.info, e.requeue_reason)
+            loc = self.queues.location(e.info.key)
+            result.pending.append(Pending(
+                e.info.key, e.info.cluster_queue, loc[1] if loc else "", e.reason, e.message,
+                condition("QuotaReserved", False, e.reason, e.message, now), _resource_requests(e.info), e.victims))
+        return result
+
+    def _nominate(self, heads: list[WorkloadInfo], snap: Snapshot, preemptor: Preemptor
+                  ) -> tuple[list[_Entry], list[_Entry]]:
+        entries, inadmissible = [], []
+        for w in heads:
+            e = _Entry(w)
+            cq = snap.cluster_queue(w.cluster_queue)
+            labels = {"kubernetes.io/metadata.name": w.obj.namespace, **self.namespaces.get(w.obj.namespace, {})}
+            if w.key in self.admitted:
+                continue
+            if w.cluster_queue in snap.inactive:
+                e.message = f"ClusterQueue {w.cluster_queue} is inactive"
+            elif cq is None:
+                e.message = f"ClusterQueue {w.cluster_queue} not found"
+            elif not api.selector_matches(cq.spec.namespace_selector, labels):
+                e.message = "workload namespace doesn't match ClusterQueue selector"
+                e.reason, e.requeue_reason = MISCONFIGURED, REQUEUE_NAMESPACE_MISMATCH
+            else:
+                e.assignment, e.targets = self._assignments(w, cq, snap, preemptor)
+                e.message = e.assignment.message()
+                mode = e.assignment.representative_mode()
+                e.reason = no_fit_reason(e.assignment) if mode == NO_FIT else WAITING_FOR_QUOTA
+                entries.append(e)
+                continue
+            inadmissible.append(e)
+        return entries, inadmissible
+
+    def _assignments(self, w: WorkloadInfo, cq: ClusterQueueSnapshot, snap: Snapshot, preemptor: Preemptor
+                     ) -> tuple[Assignment, list[Target]]:
+        assigner = FlavorAssigner(w, cq, snap, preemptor, self.fair_sharing)
+        full = assigner.assign()
+        mode = full.representative_mode()
+        if mode == FIT:
+            return full, []
+        if mode == PREEMPT_MODE:
+            targets = preemptor.get_targets(w, full, snap)
+            if targets:
+                return full, targets
+        if self.partial_admission and w.obj.can_be_partially_admitted():
+            def fits(counts: list[int]) -> tuple[tuple[Assignment, list[Target]] | None, bool]:
+                a = assigner.assign(counts)
+                m = a.representative_mode()
+                if m == FIT:
+                    return (a, []), True
+                if m == PREEMPT_MODE:
+                    t = preemptor.get_targets(w, a, snap)
+                    if t:
+                        return (a, t), True
+                return None, False
+            found, ok = PodSetReducer(w.obj.pod_sets, fits).search()
+            if ok and found is not None:
+                return found
+        return full, []
+
+    def _process(self, e: _Entry, snap: Snapshot, preempted: dict[str, WorkloadInfo], now: float,
+                 result: CycleResult) -> None:
+        cq = snap.cluster_queues[e.info.cluster_queue]
+        mode = e.assignment.representative_mode()
+        if mode == NO_FIT:
+            return
+        if mode == PREEMPT_MODE and not e.targets:
+            e.requeue_reason = REQUEUE_PREEMPTION_NO_CANDIDATES
+            if not can_always_reclaim(cq):
+                cq.add_usage(self._to_reserve(e, cq))
+            return
+        if any(t.key in preempted for t in e.targets):
+            e.status, e.message = "skipped", "Workload has overlapping preemption targets with another workload"
+            result.skipped_preemptions[cq.name] = result.skipped_preemptions.get(cq.name, 0) + 1
+            return
+        usage = {} if e.info.obj.has_quota_reservation else e.assignment.total_requests()
+        revert = snap.simulate_removal(list(preempted.values()) + [t.workload for t in e.targets])
+        fits = cq.fits(usage)
+        revert()
+        if not fits:
+            e.status, e.message = "skipped", "Workload no longer fits after processing another workload"
+            if mode == PREEMPT_MODE:
+                result.skipped_preemptions[cq.name] = result.skipped_preemptions.get(cq.name, 0) + 1
+            return
+        for t in e.targets:
+            preempted[t.key] = t.workload
+        cq.add_usage(usage)
+        if mode == PREEMPT_MODE:
+            self._issue_preemptions(e, cq, now)
+            return
+        self._admit(e, cq, now, result)
+
+    @staticmethod
+    def _to_reserve(e: _Entry, cq: ClusterQueueSnapshot) -> Usage:
+        """Quota a preemptor without candidates holds back: up to nominal, or nominal+borrowingLimit if borrowing."""
+        if e.info.obj.has_quota_reservation:
+            return {}
+        reserved: Usage = {}
+        for fr, usage in sorted(e.assignment.usage.items()):
+            q = cq.quota_for(fr)
+            used = cq.node.usage.get(fr, 0)
+            if e.assignment.borrowing > 0:
+                reserved[fr] = usage if q.borrowing_limit is None else min(usage, q.nominal + q.borrowing_limit - used)
+            else:
+                reserved[fr] = max(0, min(usage, q.nominal - used))
+        return reserved
+
+    def _issue_preemptions(self, e: _Entry, cq: ClusterQueueSnapshot, now: float) -> None:
+        victims = []
+        for t in e.targets:
+            cached = self.admitted.get(t.key)
+            if cached is not None and not cached.obj.is_evicted:
+                msg = preemption_message(e.info, t.reason, cq.path(), t.cq_path)
+                conds = (condition("Evicted", True, "Preempted", msg, now),
+                         condition("Preempted", True, t.reason, msg, now))
+                victims.append(Victim(t.key, t.workload.obj.uid, t.workload.cluster_queue, t.reason, msg, conds))
+                others = tuple(c for c in cached.obj.conditions if c.get("type") not in ("Evicted", "Preempted"))
+                cached.obj = dataclasses.replace(cached.obj, conditions=others + conds)
+        e.victims = tuple(victims)
+        e.message += f". Pending the preemption of {len(e.targets)} workload(s)"
+        e.reason = WAITING_FOR_PREEMPTED_WORKLOADS
+        e.requeue_reason = REQUEUE_PENDING_PREEMPTION
+
+    def _admit(self, e: _Entry, cq: ClusterQueueSnapshot, now: float, result: CycleResult) -> None:
+        admission = {"clusterQueue": cq.name, "podSetAssignments": e.assignment.to_api()}
+        conds = (condition("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq.name}", now),
+                 condition("Admitted", True, "Admitted", "The workload is admitted", now))
+        # workload.QueuedWaitTime: since the Requeued condition's transition, else since creation
+        requeued = e.info.obj.condition("Requeued")
+        queued = api.parse_time(requeued.get("lastTransitionTime")) if requeued else e.info.obj.creation_time
+        wait = max(0.0, now - queued)
+        event = f"Quota reserved in ClusterQueue {cq.name}, wait time since queued was {wait:.0f}s"
+        considered = e.assignment.flavors_considered()
+        if considered:
+            event += f"; Flavors considered: {considered}"
+        e.status = "assumed"
+        obj = e.info.obj
+        psas = tuple(api.PodSetAssignment(ps.name, tuple(sorted((r, f.name) for r, f in ps.flavors.items())),
+                                          tuple(sorted((r, ps.requests.get(r, 0)) for r in ps.flavors)), ps.count)
+                     for ps in e.assignment.pod_sets)
+        obj = dataclasses.replace(obj, admission=api.Admission(cq.name, psas),
+                                  conditions=tuple(c for c in obj.conditions
+                                                   if c.get("type") not in ("QuotaReserved", "Admitted")) + conds)
+        self.admitted[obj.key] = WorkloadInfo(obj, cq.name, e.assignment.total_requests())
+        result.admitted.append(Admitted(obj.key, cq.name, admission, conds, event, e.assignment.borrowing))
+
+
+def _resource_requests(wi: WorkloadInfo) -> tuple[dict, ...]:
+    """status.resourceRequests: each podSet's total requests (workload.PropagateResourceRequests)."""
+    return tuple({"name": ps.name, "resources": {r: api.format_amount(r, v * ps.count) for r, v in ps.requests}}
+                 for ps in wi.obj.pod_sets)

@@ -1,0 +1,183 @@
+"""Kueue's job framework: how a Job or JobSet becomes a Workload, and how admission starts and stops it.
+
+Follows kubernetes-sigs/kueue pkg/controller/jobframework (interface.go GenericJob, reconciler.go,
+workload_names.go) and the integrations in pkg/controller/jobs/job (batch/v1 Job) and jobs/jobset:
+- the webhook suspends a queued job on create (jobframework.ApplyDefaultForSuspend);
+- the reconciler creates one Workload per job, named `<kind>-<name>-<hash>`, with one PodSet per pod group;
+- on admission it injects each PodSet's flavor node labels and tolerations into the pod templates and
+  unsuspends (RunWithPodSetsInfo); on eviction it suspends and restores the original templates
+  (RestorePodSetsInfo).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+
+from kubetwin.store.store import Obj
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # pkg/controller/constants QueueLabel
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # constants.WorkloadPriorityClassLabel
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # constants.JobUIDLabel
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"  # jobs/job JobMinParallelismAnnotation
+DEFAULT_PODSET = "main"  # kueue.DefaultPodSetName
+WORKLOAD_API = "kueue.x-k8s.io/v1beta2"  # the storage version
+_HASH_LENGTH = 5  # jobframework/workload_names.go hashLength
+_MAX_PREFIX = 252 - _HASH_LENGTH
+
+
+def workload_name(owner: Obj) -> str:
+    """GetWorkloadNameForOwnerWithGVK: lower(kind)-name, cut to fit, then 5 hex of sha1(kind, group, name, uid)."""
+    kind, meta = owner["kind"], owner["metadata"]
+    group = owner["apiVersion"].split("/")[0] if "/" in owner["apiVersion"] else ""
+    prefix = f"{kind.lower()}-{meta['name']}"[:_MAX_PREFIX]
+    digest = hashlib.sha1("\n".join((kind, group, meta["name"], meta["uid"])).encode()).hexdigest()
+    return f"{prefix}-{digest[:_HASH_LENGTH]}"
+
+
+def queue_name(obj: Obj) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+
+
+@dataclass(frozen=True)
+class PodSetInfo:
+    """What admission adds to one PodSet's pod template (podset.PodSetInfo)."""
+
+    name: str
+    count: int
+    node_selector: dict[str, str]
+    tolerations: list[dict]
+
+
+class GenericJob:
+    """One integration (a kind Kueue manages); subclasses read and write that kind's spec."""
+
+    kind = ""
+    api_version = ""
+
+    def pod_sets(self, job: Obj) -> list[dict]:
+        raise NotImplementedError
+
+    def templates(self, spec: dict) -> dict[str, dict]:
+        """PodSet name -> the pod template inside `spec` it is made from."""
+        raise NotImplementedError
+
+    def finished(self, job: Obj) -> tuple[bool, bool, str]:
+        """(finished, succeeded, message) from the job's conditions."""
+        for cond in (job.get("status") or {}).get("conditions") or []:
+            if cond.get("status") != "True":
+                continue
+            if cond["type"] in ("Complete", "Completed"):
+                return True, True, "Job finished successfully"
+            if cond["type"] == "Failed":
+                return True, False, cond.get("message") or "Job failed"
+        return False, False, ""
+
+    def suspended(self, job: Obj) -> bool:
+        return bool(job["spec"].get("suspend"))
+
+    def run_with_pod_sets_info(self, job: Obj, infos: list[PodSetInfo]) -> Obj:
+        """Unsuspend with each PodSet's node selector and tolerations merged into its template."""
+        spec = copy.deepcopy(job["spec"])
+        templates = self.templates(spec)
+        for info in infos:
+            tmpl = templates.get(info.name)
+            if tmpl is None:
+                continue
+            pod = tmpl.setdefault("spec", {})
+            pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **info.node_selector}
+            tols = list(pod.get("tolerations") or [])
+            pod["tolerations"] = tols + [t for t in info.tolerations if t not in tols]
+            if not pod["nodeSelector"]:
+                del pod["nodeSelector"]
+            if not pod["tolerations"]:
+                del pod["tolerations"]
+        self.set_counts(spec, infos)
+        spec["suspend"] = False
+        return {**job, "spec": spec}
+
+    def set_counts(self, spec: dict, infos: list[PodSetInfo]) -> None:
+        """Partial admission: a reduced PodSet count becomes the job's parallelism."""
+
+    def stop(self, job: Obj, original: list[dict]) -> Obj:
+        """Suspend and restore the templates the Workload was made from (RestorePodSetsInfo)."""
+        spec = copy.deepcopy(job["spec"])
+        templates = self.templates(spec)
+        for ps in original:
+            tmpl = templates.get(ps["name"])
+            if tmpl is not None:
+                tmpl["spec"] = copy.deepcopy(ps["template"].get("spec") or {})
+        self.restore_counts(spec, original)
+        spec["suspend"] = True
+        return {**job, "spec": spec}
+
+    def restore_counts(self, spec: dict, original: list[dict]) -> None:
+        pass
+
+
+class BatchJob(GenericJob):
+    """batch/v1 Job: one PodSet `main`, count = min(parallelism, completions) (jobs/job podsCount)."""
+
+    kind, api_version = "Job", "batch/v1"
+
+    def pod_sets(self, job: Obj) -> list[dict]:
+        spec = job["spec"]
+        count = int(spec.get("parallelism", 1))
+        if spec.get("completions") is not None:
+            count = min(count, int(spec["completions"]))
+        ps = {"name": DEFAULT_PODSET, "count": count, "template": copy.deepcopy(spec["template"])}
+        minimum = ((job["metadata"].get("annotations") or {}).get(MIN_PARALLELISM))
+        if minimum is not None:
+            ps["minCount"] = int(minimum)
+        return [ps]
+
+    def templates(self, spec: dict) -> dict[str, dict]:
+        return {DEFAULT_PODSET: spec["template"]}
+
+    def set_counts(self, spec: dict, infos: list[PodSetInfo]) -> None:
+        for info in infos:
+            if info.count < int(spec.get("parallelism", 1)):
+                spec["parallelism"] = info.count
+
+    def restore_counts(self, spec: dict, original: list[dict]) -> None:
+        spec["parallelism"] = original[0]["count"] if spec.get("completions") is None else max(
+            original[0]["count"], int(spec.get("parallelism", 1)))
+
+
+class JobSetJob(GenericJob):
+    """jobset.x-k8s.io JobSet: one PodSet per replicatedJob, count = replicas x pods per Job
+    (jobs/jobset podsCount: parallelism, capped by completions)."""
+
+    kind, api_version = "JobSet", "jobset.x-k8s.io/v1alpha2"
+
+    def pod_sets(self, job: Obj) -> list[dict]:
+        out = []
+        for rj in job["spec"].get("replicatedJobs") or []:
+            jspec = rj["template"].get("spec") or {}
+            per_job = int(jspec.get("parallelism", 1))
+            if jspec.get("completions") is not None:
+                per_job = min(per_job, int(jspec["completions"]))
+            out.append({"name": rj["name"], "count": int(rj.get("replicas", 1)) * per_job,
+                        "template": copy.deepcopy(jspec["template"])})
+        return out
+
+    def templates(self, spec: dict) -> dict[str, dict]:
+        return {rj["name"]: rj["template"]["spec"]["template"] for rj in spec.get("replicatedJobs") or []}
+
+    def finished(self, job: Obj) -> tuple[bool, bool, str]:
+        for cond in (job.get("status") or {}).get("conditions") or []:
+            if cond.get("status") == "True" and cond["type"] in ("Completed", "Failed"):
+                ok = cond["type"] == "Completed"
+                return True, ok, "jobset completed successfully" if ok else (cond.get("message") or "jobset failed")
+        return False, False, ""
+
+
+INTEGRATIONS: dict[str, GenericJob] = {j.kind: j for j in (BatchJob(), JobSetJob())}
+
+
+def suspend_queued(obj: Obj) -> Obj:
+    """The integrations' mutating webhook: a job with a queue name is created suspended."""
+    if obj.get("kind") in INTEGRATIONS and queue_name(obj) and not obj.get("spec", {}).get("suspend"):
+        return {**obj, "spec": {**obj["spec"], "suspend": True}}
+    return obj

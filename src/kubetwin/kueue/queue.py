@@ -1,0 +1,192 @@
+"""Pending workloads per ClusterQueue: a heap, the inadmissible set, and the requeue rules of the two strategies.
+
+Ported from kubernetes-sigs/kueue pkg/cache/queue/cluster_queue.go and manager.go:
+
+- one heap per ClusterQueue (LocalQueues only route), ordered by higher priority, then earlier queue-order
+  timestamp (creation, or eviction time after a PodsReady/AdmissionCheck eviction), then UID;
+- ``heads()`` pops one head per active ClusterQueue per cycle;
+- after a failed attempt a workload goes back to the heap ("immediate") or to the inadmissible set:
+  StrictFIFO requeues immediately for every reason except a namespace mismatch; BestEffortFIFO only after
+  FailedAfterNomination, PendingPreemption or PreemptionFailed. Inadmissible workloads return to the heap only when
+  something calls ``queue_inadmissible`` (workload finished or evicted, ClusterQueue/Cohort/flavor change) — or when
+  such a call happened since the ClusterQueue's last pop.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from kubetwin.kueue.api import STRICT_FIFO
+from kubetwin.kueue.snapshot import WorkloadInfo
+
+# RequeueReason values (pkg/cache/queue).
+REQUEUE_GENERIC = ""
+REQUEUE_FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"
+REQUEUE_PENDING_PREEMPTION = "PendingPreemption"
+REQUEUE_PREEMPTION_FAILED = "PreemptionFailed"
+REQUEUE_PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
+_BEST_EFFORT_IMMEDIATE = {REQUEUE_FAILED_AFTER_NOMINATION, REQUEUE_PENDING_PREEMPTION, REQUEUE_PREEMPTION_FAILED}
+
+
+def queue_order_key(wi: WorkloadInfo) -> tuple:
+    return (-wi.priority, wi.obj.queue_order_time(), wi.obj.uid, wi.key)
+
+
+@dataclass
+class ClusterQueueQueue:
+    """The pending workloads of one ClusterQueue."""
+
+    name: str
+    strategy: str
+    heap: list[tuple[tuple, str]] = field(default_factory=list)
+    items: dict[str, WorkloadInfo] = field(default_factory=dict)  # in the heap
+    inadmissible: dict[str, WorkloadInfo] = field(default_factory=dict)
+    pop_cycle: int = 0
+    queue_inadmissible_cycle: int = -1
+
+    def push(self, wi: WorkloadInfo) -> None:
+        self.inadmissible.pop(wi.key, None)
+        self.items[wi.key] = wi
+        heapq.heappush(self.heap, (queue_order_key(wi), wi.key))
+
+    def delete(self, key: str) -> WorkloadInfo | None:
+        self.inadmissible.pop(key, None)
+        return self.items.pop(key, None)  # heap entry is dropped lazily
+
+    def pop(self) -> WorkloadInfo | None:
+        while self.heap:
+            order, key = heapq.heappop(self.heap)
+            wi = self.items.get(key)
+            if wi is not None and queue_order_key(wi) == order:
+                del self.items[key]
+                self.pop_cycle += 1
+                return wi
+        return None
+
+    def requeue(self, wi: WorkloadInfo, reason: str) -> None:
+        """RequeueIfNotPresent: back to the heap or into the inadmissible set, per the queueing strategy."""
+        if wi.key in self.items or wi.key in self.inadmissible:
+            return
+        if self.strategy == STRICT_FIFO:
+            immediate = reason != REQUEUE_NAMESPACE_MISMATCH
+        else:
+            immediate = reason in _BEST_EFFORT_IMMEDIATE
+        if immediate or self.queue_inadmissible_cycle >= self.pop_cycle:
+            self.push(wi)
+        else:
+            self.inadmissible[wi.key] = wi
+
+    def queue_inadmissible(self) -> bool:
+        """Move every inadmissible workload back to the heap."""
+        self.queue_inadmissible_cycle = self.pop_cycle
+        moved = bool(self.inadmissible)
+        for key in sorted(self.inadmissible):
+            wi = self.inadmissible.pop(key)
+            self.items[key] = wi
+            heapq.heappush(self.heap, (queue_order_key(wi), key))
+        return moved
+
+    def active(self) -> list[str]:
+        """Keys in the heap, in pop order."""
+        return [wi.key for wi in sorted(self.items.values(), key=queue_order_key)]
+
+    def pending_inadmissible(self) -> list[str]:
+        return sorted(self.inadmissible)
+
+
+class QueueManager:
+    """All ClusterQueue queues, routing through LocalQueues (namespace/name -> ClusterQueue)."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, ClusterQueueQueue] = {}
+        self.local_queues: dict[tuple[str, str], str] = {}
+        self.orphans: dict[str, WorkloadInfo] = {}  # pending workloads whose LocalQueue/ClusterQueue is missing
+
+    def set_cluster_queue(self, name: str, strategy: str) -> None:
+        q = self.queues.get(name)
+        if q is None:
+            self.queues[name] = ClusterQueueQueue(name, strategy)
+            self._adopt_orphans()
+        else:
+            q.strategy = strategy
+
+    def delete_cluster_queue(self, name: str) -> None:
+        q = self.queues.pop(name, None)
+        if q is not None:
+            for wi in list(q.items.values()) + list(q.inadmissible.values()):
+                self.orphans[wi.key] = wi
+
+    def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
+        self.local_queues[(namespace, name)] = cluster_queue
+        self._adopt_orphans()
+
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        self.local_queues.pop((namespace, name), None)
+        for q in self.queues.values():
+            for wi in list(q.items.values()) + list(q.inadmissible.values()):
+                if wi.obj.namespace == namespace and wi.obj.queue_name == name:
+                    q.delete(wi.key)
+                    self.orphans[wi.key] = wi
+
+    def cluster_queue_for(self, namespace: str, queue_name: str) -> str | None:
+        return self.local_queues.get((namespace, queue_name))
+
+    def _adopt_orphans(self) -> None:
+        for key in sorted(self.orphans):
+            wi = self.orphans[key]
+            cq = self.cluster_queue_for(wi.obj.namespace, wi.obj.queue_name)
+            if cq is not None and cq in self.queues:
+                del self.orphans[key]
+                wi.cluster_queue = cq
+                self.queues[cq].push(wi)
+
+    def add_or_update(self, wi: WorkloadInfo) -> bool:
+        """Queue a pending workload in its ClusterQueue's heap; False if its LocalQueue or ClusterQueue is missing."""
+        self.delete(wi.key)
+        cq = self.cluster_queue_for(wi.obj.namespace, wi.obj.queue_name)
+        if cq is None or cq not in self.queues:
+            self.orphans[wi.key] = wi
+            return False
+        wi.cluster_queue = cq
+        self.queues[cq].push(wi)
+        return True
+
+    def delete(self, key: str) -> None:
+        self.orphans.pop(key, None)
+        for q in self.queues.values():
+            q.delete(key)
+
+    def heads(self, active: set[str]) -> list[WorkloadInfo]:
+        """Pop one head from every active ClusterQueue, in ClusterQueue name order."""
+        heads = []
+        for name in sorted(self.queues):
+            if name not in active:
+                continue
+            wi = self.queues[name].pop()
+            if wi is not None:
+                heads.append(wi)
+        return heads
+
+    def requeue(self, wi: WorkloadInfo, reason: str) -> None:
+        q = self.queues.get(wi.cluster_queue)
+        if q is None:
+            self.orphans[wi.key] = wi
+            return
+        q.requeue(wi, reason)
+
+    def queue_inadmissible(self, cluster_queues: list[str]) -> None:
+        for name in sorted(set(cluster_queues)):
+            if name in self.queues:
+                self.queues[name].queue_inadmissible()
+
+    def location(self, key: str) -> tuple[str, str] | None:
+        """(ClusterQueue, 'active'|'inadmissible') of a pending workload, None if it is not queued."""
+        for name in sorted(self.queues):
+            q = self.queues[name]
+            if key in q.items:
+                return name, "active"
+            if key in q.inadmissible:
+                return name, "inadmissible"
+        return None

@@ -1,0 +1,206 @@
+"""Fluent builders for Kueue manifests in their real shape (like Kueue's pkg/util/testing wrappers).
+
+    make_cq("eng-alpha").cohort("eng").flavor("on-demand", cpu=("50", "50")).obj()
+    make_wl("eng-alpha", "new").queue("main").podset("one", 51, cpu="1").obj()
+
+A quota is "nominal" or (nominal, borrowingLimit[, lendingLimit]) with None for unset, as Kueue's
+``Resource(name, nominal, borrowingLimit, lendingLimit)``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from kubetwin.kueue.api import amount, format_amount, format_time
+
+V1BETA2 = "kueue.x-k8s.io/v1beta2"
+NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+def _quota(res: str, q) -> dict:
+    if isinstance(q, str | int):
+        q = (q,)
+    out = {"name": res, "nominalQuota": str(q[0])}
+    if len(q) > 1 and q[1] is not None:
+        out["borrowingLimit"] = str(q[1])
+    if len(q) > 2 and q[2] is not None:
+        out["lendingLimit"] = str(q[2])
+    return out
+
+
+class _QuotaHolder:
+    def __init__(self, kind: str, name: str) -> None:
+        self._obj = {"apiVersion": V1BETA2, "kind": kind, "metadata": {"name": name}, "spec": {}}
+
+    def flavor(self, name: str, res: dict | None = None, **quotas) -> _QuotaHolder:
+        """Add a flavor's quotas; it joins the last resource group when it covers the same resources."""
+        quotas = {**(res or {}), **quotas}
+        fq = {"name": name, "resources": [_quota(r, q) for r, q in quotas.items()]}
+        groups = self._obj["spec"].setdefault("resourceGroups", [])
+        covered = list(quotas)
+        if groups and groups[-1]["coveredResources"] == covered:
+            groups[-1]["flavors"].append(fq)
+        else:
+            groups.append({"coveredResources": covered, "flavors": [fq]})
+        return self
+
+    def new_group(self, name: str, res: dict | None = None, **quotas) -> _QuotaHolder:
+        """A flavor that starts a new resource group even if it covers the same resources (rejected by the CRD)."""
+        quotas = {**(res or {}), **quotas}
+        self._obj["spec"].setdefault("resourceGroups", []).append(
+            {"coveredResources": list(quotas), "flavors": [{"name": name, "resources": [
+                _quota(r, q) for r, q in quotas.items()]}]})
+        return self
+
+    def weight(self, w: str) -> _QuotaHolder:
+        self._obj["spec"]["fairSharing"] = {"weight": w}
+        return self
+
+    def obj(self) -> dict:
+        return copy.deepcopy(self._obj)
+
+
+class ClusterQueueBuilder(_QuotaHolder):
+    def __init__(self, name: str) -> None:
+        super().__init__("ClusterQueue", name)
+        self._obj["spec"]["namespaceSelector"] = {}
+
+    def cohort(self, name: str) -> ClusterQueueBuilder:
+        self._obj["spec"]["cohortName"] = name
+        return self
+
+    def strategy(self, s: str) -> ClusterQueueBuilder:
+        self._obj["spec"]["queueingStrategy"] = s
+        return self
+
+    def namespace_selector(self, selector: dict | None) -> ClusterQueueBuilder:
+        if selector is None:
+            self._obj["spec"].pop("namespaceSelector", None)
+        else:
+            self._obj["spec"]["namespaceSelector"] = selector
+        return self
+
+    def dep(self, *values: str) -> ClusterQueueBuilder:
+        return self.namespace_selector({"matchExpressions": [{"key": "dep", "operator": "In", "values": list(values)}]})
+
+    def preemption(self, within: str | None = None, reclaim: str | None = None, bwc: str | None = None,
+                   threshold: int | None = None) -> ClusterQueueBuilder:
+        p: dict = {}
+        if within:
+            p["withinClusterQueue"] = within
+        if reclaim:
+            p["reclaimWithinCohort"] = reclaim
+        if bwc:
+            p["borrowWithinCohort"] = {"policy": bwc}
+            if threshold is not None:
+                p["borrowWithinCohort"]["maxPriorityThreshold"] = threshold
+        self._obj["spec"]["preemption"] = p
+        return self
+
+    def fungibility(self, when_can_borrow: str | None = None, when_can_preempt: str | None = None,
+                    preference: str | None = None) -> ClusterQueueBuilder:
+        ff = {k: v for k, v in (("whenCanBorrow", when_can_borrow), ("whenCanPreempt", when_can_preempt),
+                                ("preference", preference)) if v}
+        self._obj["spec"]["flavorFungibility"] = ff
+        return self
+
+
+class CohortBuilder(_QuotaHolder):
+    def __init__(self, name: str) -> None:
+        super().__init__("Cohort", name)
+
+    def parent(self, name: str) -> CohortBuilder:
+        self._obj["spec"]["parentName"] = name
+        return self
+
+
+def make_cq(name: str) -> ClusterQueueBuilder:
+    return ClusterQueueBuilder(name)
+
+
+def make_cohort(name: str) -> CohortBuilder:
+    return CohortBuilder(name)
+
+
+def make_flavor(name: str, node_labels: dict | None = None, taints: list | None = None) -> dict:
+    spec: dict = {}
+    if node_labels:
+        spec["nodeLabels"] = node_labels
+    if taints:
+        spec["nodeTaints"] = taints
+    return {"apiVersion": V1BETA2, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+
+
+def make_lq(namespace: str, name: str, cluster_queue: str) -> dict:
+    return {"apiVersion": V1BETA2, "kind": "LocalQueue", "metadata": {"namespace": namespace, "name": name},
+            "spec": {"clusterQueue": cluster_queue}}
+
+
+class WorkloadBuilder:
+    def __init__(self, namespace: str, name: str) -> None:
+        self._obj = {"apiVersion": V1BETA2, "kind": "Workload",
+                     "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
+                                  "creationTimestamp": format_time(NOW)},
+                     "spec": {"podSets": [], "priority": 0}, "status": {}}
+
+    def queue(self, name: str) -> WorkloadBuilder:
+        self._obj["spec"]["queueName"] = name
+        return self
+
+    def priority(self, p: int) -> WorkloadBuilder:
+        self._obj["spec"]["priority"] = p
+        return self
+
+    def uid(self, uid: str) -> WorkloadBuilder:
+        self._obj["metadata"]["uid"] = uid
+        return self
+
+    def job_uid(self, uid: str) -> WorkloadBuilder:
+        self._obj["metadata"].setdefault("labels", {})["kueue.x-k8s.io/job-uid"] = uid
+        return self
+
+    def created(self, t: float) -> WorkloadBuilder:
+        self._obj["metadata"]["creationTimestamp"] = format_time(t)
+        return self
+
+    def podset(self, name: str, count: int, min_count: int | None = None, res: dict | None = None,
+               node_selector: dict | None = None, tolerations: list | None = None, **requests: str) -> WorkloadBuilder:
+        requests = {**(res or {}), **requests}
+        spec: dict = {"containers": [{"name": "c", "resources": {"requests": dict(requests)}}]}
+        if node_selector:
+            spec["nodeSelector"] = node_selector
+        if tolerations:
+            spec["tolerations"] = tolerations
+        ps: dict = {"name": name, "count": count, "template": {"spec": spec}}
+        if min_count is not None:
+            ps["minCount"] = min_count
+        self._obj["spec"]["podSets"].append(ps)
+        return self
+
+    def request(self, res: str, q: str) -> WorkloadBuilder:
+        """A single podSet "main" of one pod, as Kueue's MakeWorkload(...).Request(res, q)."""
+        return self.podset("main", 1, res={res: q})
+
+    def admitted(self, cq: str, flavors: dict[str, dict[str, str]], at: float = NOW) -> WorkloadBuilder:
+        """status.admission in ``cq`` with flavors per podSet and resource, QuotaReserved/Admitted at ``at``."""
+        psas = []
+        for ps in self._obj["spec"]["podSets"]:
+            reqs = ps["template"]["spec"]["containers"][0]["resources"]["requests"]
+            fl = flavors[ps["name"]]
+            usage = {r: format_amount(r, amount(r, q) * ps["count"]) for r, q in reqs.items() if r in fl}
+            psas.append({"name": ps["name"], "flavors": dict(fl), "resourceUsage": usage, "count": ps["count"]})
+        self._obj["status"]["admission"] = {"clusterQueue": cq, "podSetAssignments": psas}
+        t = format_time(at)
+        self._obj["status"]["conditions"] = [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+             "message": f"Quota reserved in ClusterQueue {cq}", "lastTransitionTime": t},
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted",
+             "lastTransitionTime": t}]
+        return self
+
+    def obj(self) -> dict:
+        return copy.deepcopy(self._obj)
+
+
+def make_wl(namespace: str, name: str) -> WorkloadBuilder:
+    return WorkloadBuilder(namespace, name)

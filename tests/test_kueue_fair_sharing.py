@@ -1,0 +1,150 @@
+"""Kueue TestFairPreemptions vectors (kueue_vectors.md F*): fair-sharing victim selection, and DRS arithmetic.
+
+Fixture F: ClusterQueues a, b, c (cpu 3 each) and preemptible (cpu 0) in cohort "all"; every admitted workload is
+priority 0 and reserved at the same time. Default strategies [LessThanOrEqualToFinalShare, LessThanInitialShare].
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from kueue_builders import NOW, make_cq, make_flavor, make_wl
+
+from kubetwin.kueue import KueueScheduler, api
+from kubetwin.kueue.fairsharing import DRS, compare_drs, dominant_resource_share
+from kubetwin.kueue.flavorassigner import PREEMPT_MODE, Assignment, FlavorAssignment, PodSetAssignment
+from kubetwin.kueue.preemption import Preemptor
+from kubetwin.kueue.snapshot import Snapshot, WorkloadInfo, admission_usage
+
+
+def fixture_f() -> list[dict]:
+    cqs = [make_cq(n).cohort("all").preemption(within="LowerPriority", reclaim="Any", bwc="LowerPriority",
+                                               threshold=-3).flavor("default", cpu="3").obj() for n in "abc"]
+    cqs.append(make_cq("preemptible").cohort("all").flavor("default", cpu="0").obj())
+    return cqs + [make_flavor("default")]
+
+
+def unit(name: str, cq: str, cpu: str = "1", priority: int = 0) -> WorkloadInfo:
+    wl = api.parse_workload(make_wl("default", name).priority(priority).request("cpu", cpu)
+                            .admitted(cq, {"main": {"cpu": "default"}}).obj())
+    return WorkloadInfo(wl, cq, admission_usage(wl))
+
+
+def units(prefix: str, n: int, cq: str) -> list[WorkloadInfo]:
+    return [unit(f"{prefix}{i}", cq) for i in range(1, n + 1)]
+
+
+def snapshot(workloads: list[WorkloadInfo]) -> Snapshot:
+    specs = [api.parse_any(o) for o in fixture_f()]
+    return Snapshot.build([s for s in specs if isinstance(s, api.ClusterQueue)], [],
+                          [s for s in specs if isinstance(s, api.ResourceFlavor)], workloads)
+
+
+def incoming(name: str, cq: str, cpu: str) -> tuple[WorkloadInfo, Assignment]:
+    wl = api.parse_workload(make_wl("default", name).uid(name).request("cpu", cpu).obj())
+    assignment = Assignment()
+    assignment.append(PodSetAssignment("main", {"cpu": FlavorAssignment("default", PREEMPT_MODE)},
+                                       {"cpu": api.amount("cpu", cpu)}, 1))
+    return WorkloadInfo(wl, cq), assignment
+
+
+CASES = {
+    "F1 reclaim nominal quota from the ClusterQueue using the most": (
+        units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"), ("c_incoming", "c", "1"),
+        {"b1": "InCohortReclamation"}),
+    "F2 reclaim quota when the largest borrower alone is not enough": (
+        [unit("a1", "a", "3"), unit("a2", "a", "1"), unit("b1", "b", "2"), unit("b2", "b", "3")],
+        ("c_incoming", "c", "3"), {"a1": "InCohortReclamation"}),
+    "F3 preempt from the ClusterQueue with the larger share while borrowing": (
+        units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"), ("a_incoming", "a", "1"),
+        {"b1": "InCohortFairSharing"}),
+    "F5 nobody borrows, nothing to preempt": (
+        units("a", 3, "a") + units("b", 3, "b") + units("c", 3, "c"), ("c_incoming", "c", "1"), {}),
+    "F6 preempting would flip the imbalance": (
+        units("a", 3, "a") + units("b", 5, "b"), ("a_incoming", "a", "2"), {}),
+    "F7 preempt lower priority in own ClusterQueue first": (
+        [unit("a1_low", "a", priority=-1), unit("a2_low", "a", priority=-1), unit("a3", "a"), unit("a4", "a")]
+        + units("b", 5, "b"), ("a_incoming", "a", "2"),
+        {"a1_low": "InClusterQueue", "a2_low": "InClusterQueue"}),
+    "F9 reclaim within nominal from a single large borrower": (
+        [unit("b1", "b", "9")], ("a_incoming", "a", "2"), {"b1": "InCohortReclamation"}),
+    "F10 no preemption when the target would end up below the preemptor": (
+        [unit("a1", "a", "2"), unit("b1", "b", "7")], ("a_incoming", "a", "5"), {}),
+    "F11 rule S2-b preempts one workload but not enough": (
+        [unit("b1", "b", "2"), unit("b2", "b", "2"), unit("b3", "b", "3")], ("a_incoming", "a", "6"), {}),
+    "F13 rule S2-a is satisfied before S2-b": (
+        [unit("b1", "b", "2"), unit("b2", "b", "1"), unit("b3", "b", "2"), unit("c1", "c", "1")],
+        ("a_incoming", "a", "3.5"), {"b2": "InCohortFairSharing"}),
+    "F14 rule S2-b across two ClusterQueues": (
+        [unit("b1", "b", "2"), unit("b2", "b", "2.5"), unit("c1", "c", "2"), unit("c2", "c", "2.5")],
+        ("a_incoming", "a", "3.5"), {"b1": "InCohortFairSharing", "c1": "InCohortFairSharing"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fair_preemption(name):
+    workloads, (wl_name, cq, cpu), want = CASES[name]
+    snap = snapshot(workloads)
+    before = {n: {fr: v for fr, v in c.node.usage.items() if v} for n, c in snap.cluster_queues.items()}
+    wl, assignment = incoming(wl_name, cq, cpu)
+    targets = Preemptor(now=NOW + 10, fair_sharing=True).get_targets(wl, assignment, snap)
+    assert {t.workload.obj.name: t.reason for t in targets} == want
+    assert len(targets) == len(want)
+    assert {n: {fr: v for fr, v in c.node.usage.items() if v} for n, c in snap.cluster_queues.items()} == before
+
+
+def test_dominant_resource_share():
+    snap = snapshot(units("a", 3, "a") + units("b", 5, "b"))
+    b, a, root = snap.cluster_queues["b"].node, snap.cluster_queues["a"].node, snap.cohorts["all"]
+    drs = dominant_resource_share(b)
+    assert (drs.resource, drs.borrowing, round(drs.ratio, 3)) == ("cpu", True, 222.222)  # 2 of 9 lendable
+    assert drs.rounded() == 223
+    assert dominant_resource_share(a) == DRS(1.0, 0.0)
+    assert dominant_resource_share(a, {("default", "cpu"): 1000}).ratio == pytest.approx(1000 / 9)
+    assert dominant_resource_share(root) == DRS(1.0, 0.0)  # the root never borrows
+    zero = DRS(0.0, 100.0, "cpu", True)
+    assert zero.weighted_share() == math.inf and compare_drs(zero, drs) == 1
+
+
+def test_fair_sharing_cycle_preempts_then_admits():
+    sched = KueueScheduler(fair_sharing=True)
+    sched.set_namespace("default")
+    for obj in fixture_f():
+        sched.apply(obj)
+    sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                 "metadata": {"namespace": "default", "name": "a"}, "spec": {"clusterQueue": "a"}})
+    for w in units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"):
+        sched.add_workload(w.obj)
+    sched.add_workload(make_wl("default", "a_incoming").queue("a").request("cpu", "1").obj())
+    result = sched.schedule(NOW + 10)
+    assert [(v.key, v.reason) for v in result.victims] == [("default/b1", "InCohortFairSharing")]
+    assert result.victims[0].message.endswith("due to Fair Sharing within the cohort; preemptor path: /all/a; "
+                                              "preemptee path: /all/b")
+    sched.remove_workload("default/b1")
+    assert [a.key for a in sched.schedule(NOW + 11).admitted] == ["default/a_incoming"]
+
+
+def test_fair_sharing_admission_order_prefers_lower_share():
+    """Both heads fit alone and both would borrow; classical order takes the higher priority (a_new), the fair
+    sharing tournament the one leaving the lower DRS (b_new: 2 borrowed of 9 against a_new's 3)."""
+    admitted_units = units("a", 4, "a") + units("b", 3, "b")
+    results = {}
+    for fair in (False, True):
+        sched = KueueScheduler(fair_sharing=fair)
+        sched.set_namespace("default")
+        for obj in fixture_f():
+            sched.apply(obj)
+        for q in "ab":
+            sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                         "metadata": {"namespace": "default", "name": q}, "spec": {"clusterQueue": q}})
+        for w in admitted_units:
+            sched.add_workload(w.obj)
+        sched.add_workload(make_wl("default", "a_new").queue("a").priority(10).request("cpu", "2").obj())
+        sched.add_workload(make_wl("default", "b_new").queue("b").request("cpu", "2").obj())
+        result = sched.schedule(NOW + 10)
+        results[fair] = ([a.key for a in result.admitted], [(p.key, p.message, p.queue) for p in result.pending])
+    assert results[False] == (["default/a_new"], [("default/b_new", "Workload no longer fits after processing "
+                                                                    "another workload", "active")])
+    assert results[True] == (["default/b_new"], [("default/a_new", "Workload no longer fits after processing "
+                                                                   "another workload", "active")])
