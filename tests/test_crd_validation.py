@@ -351,3 +351,14 @@ def test_the_jobset_crd_is_parsed_only_when_a_jobset_is_checked() -> None:
     assert crd._crd.cache_info().currsize == 1
     crd.check(yaml.safe_load(_JOBSET % ("", "", "")))
     assert crd._crd.cache_info().currsize == 2
+
+
+def test_jobset_webhook_defaults_run_before_the_crd_rules() -> None:
+    """The API server runs JobSet's mutating webhook (it names failurePolicy rules) before the schema check."""
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "a"},
+          "spec": {"failurePolicy": {"maxRestarts": 1, "rules": [{"action": "FailJobSet"}]},
+                   "replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": {
+                       "containers": [{"name": "c", "image": "x"}]}}}}}]}}
+    assert crd.check(js) == []
+    bad = crd.check({**js, "spec": "bad"})
+    assert bad[0].path == "spec" and "must be of type object" in bad[0].message

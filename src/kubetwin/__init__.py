@@ -1,5 +1,6 @@
 """kubetwin: a digital twin of a GKE AI/ML accelerator platform."""
 
+import importlib
 from typing import Any
 
 __all__ = ["RunResult", "run"]
@@ -7,9 +8,13 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """Import the runner lazily so `kubetwin validate` does not pay for the simulator."""
-    if name in __all__:
-        from kubetwin import run as _run_module
+    """Import the runner lazily so `kubetwin validate` does not pay for the simulator.
 
-        return getattr(_run_module, name)
+    Importing the submodule `kubetwin.run` binds the package attribute `run` to the module; it is bound to the
+    function here instead (and the module itself is callable, for code that imported the submodule first)."""
+    if name in __all__:
+        module = importlib.import_module("kubetwin.run")
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
     raise AttributeError(name)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +17,11 @@ from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.twin import ScenarioSpec
 from kubetwin.api.units import parse_duration
 from kubetwin.api.validate import validate
+from kubetwin.autoscaler.capacity import CapacityModel
+from kubetwin.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from kubetwin.autoscaler.nodepool import NodePoolController
+from kubetwin.autoscaler.provreq import ProvisioningRequestController
+from kubetwin.autoscaler.spot import SpotPreemptionController
 from kubetwin.controllers import admission
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
@@ -26,6 +32,7 @@ from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
+from kubetwin.kueue import config as kueue_config
 from kubetwin.kueue.controller import KueueController
 from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
@@ -84,6 +91,13 @@ def _scenario(manifests: list[Manifest]) -> ScenarioSpec:
     return ScenarioSpec()
 
 
+def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
+    """The Kueue manager Configuration in the scenario (the last one wins), None if there is none."""
+    found = [m.obj for m in manifests
+             if m.kind == kueue_config.KIND and m.obj.get("apiVersion") in kueue_config.API_VERSIONS]
+    return kueue_config.parse(found[-1]) if found else None
+
+
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,
         out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
         progress: Callable[[float, float], None] | None = None) -> RunResult:
@@ -117,11 +131,17 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     JobController(store, env, events, names)
     JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names)
-    Kubelet(store, env, events)
-    # Kueue is "installed" when the scenario has any Kueue object, as a cluster has its CRDs and controller.
-    kueue = KueueController(store, env, events) if any(
+    kubelet = Kubelet(store, env, events)
+    ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(
+        store, env, scenario.capacity, scenario.quotas, scenario.seed), scenario.seed)  # idle unless a pool autoscales
+    ProvisioningRequestController(store, env, events, ca)
+    spot = SpotPreemptionController(store, env, events, pools, scenario.seed)  # Spot pools' spotPreemption
+    # Kueue is "installed" when the scenario has any Kueue object or its manager Configuration, as a cluster
+    # has its CRDs and controller.
+    kueue_cfg = _kueue_config(manifests)
+    kueue = KueueController(store, env, events, config=kueue_cfg) if kueue_cfg is not None or any(
         str(m.obj.get("apiVersion", "")).startswith(KUEUE_GROUP) for m in manifests) else None
-    metrics = Metrics(store, env, scheduler, pools, parse_duration(scenario.sampleInterval))
+    metrics = Metrics(store, env, scheduler, pools, parse_duration(scenario.sampleInterval), kubelet, spot)
 
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -166,6 +186,8 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
+    if obj["kind"] == kueue_config.KIND and not (obj.get("metadata") or {}).get("name"):  # a config file has none
+        obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "name": kueue_config.DEFAULT_NAME}}
     obj = admission.default_namespace(obj)  # client-side, as kubectl apply fills the context's namespace
     meta = obj.get("metadata") or {}
     ann = meta.get("annotations") or {}
@@ -202,3 +224,14 @@ def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: Scenario
 
         write_report(out, result.summary, result.timeseries, jobs)
     return out
+
+
+class _CallableModule(types.ModuleType):
+    """`kubetwin.run` names both this module and its `run` function: importing the submodule binds the package
+    attribute to the module, so the module forwards calls to the function and `kubetwin.run(...)` always works."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> RunResult:
+        return run(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -133,7 +133,7 @@ def check(obj: dict) -> list[FieldError]:
     unknown = crd_schema.unknown_fields(obj, v.schema)
     if unknown:
         return [_other_versions(e, v) for e in unknown]
-    work = apply_defaults(obj)
+    work = apply_defaults(_mutating_webhooks(obj))
     if v.status_subresource:
         work.pop("status", None)  # the status subresource: status is reset on create
     errors = crd_schema.validate(work, v.schema)
@@ -144,6 +144,19 @@ def check(obj: dict) -> list[FieldError]:
         else:
             errors += [_rule_hint(e) for e in crd_cel.check(work, v.schema)]
     return errors
+
+
+def _mutating_webhooks(obj: dict) -> dict:
+    """The projects' mutating webhooks, which the API server runs before schema and CEL validation: JobSet's
+    defaulting names failurePolicy rules, sets Indexed completion, ... (jobset pkg/webhooks/jobset_webhook.go)."""
+    if obj.get("kind") == "JobSet" and str(obj.get("apiVersion", "")).startswith("jobset.x-k8s.io/"):
+        from kubetwin.controllers.jobset_webhook import jobset_defaults
+
+        try:
+            return jobset_defaults(obj)
+        except (AttributeError, TypeError, ValueError):  # a malformed spec: the schema check reports it
+            return obj
+    return obj
 
 
 def _rule_hint(e: FieldError) -> FieldError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from kubetwin.api.units import parse_duration
 
@@ -54,11 +54,31 @@ class PlacementPolicy(_Strict):
     policyName: str | None = None
 
 
+class SpotPreemptionAt(_Strict):
+    """One scheduled preemption: at `at`, Compute Engine preempts `nodes` of the pool's Ready nodes (picked by the
+    Scenario seed) or the nodes named in `nodeNames`."""
+
+    at: str
+    nodes: int | None = Field(default=None, ge=1)
+    nodeNames: list[str] | None = None
+
+    _durations = field_validator("at")(_check_duration)
+
+
+class SpotPreemption(_Strict):
+    """Twin-only: when Compute Engine preempts this Spot pool's VMs (autoscaler/spot.py). `ratePerNodeHour` draws
+    each VM's preemption from an exponential distribution (seeded by the Scenario seed); `schedule` fixes them."""
+
+    ratePerNodeHour: float = Field(default=0.0, ge=0)
+    schedule: list[SpotPreemptionAt] = Field(default_factory=list)
+
+
 class NodePoolSpec(_Strict):
     machineType: str
     nodeCount: int | None = Field(default=None, ge=0, description="nodes per zone, as in GKE")
     autoscaling: Autoscaling | None = None
     spot: bool = False
+    spotPreemption: SpotPreemption | None = None  # only with spot: true (checked below)
     zones: list[str] = Field(default_factory=lambda: ["us-central1-a"])
     # GPUs; a TPU machine type implies its chips (google.com/tpu), so TPU pools need no entry here
     accelerators: list[Accelerator] = Field(default_factory=list)
@@ -72,6 +92,68 @@ class NodePoolSpec(_Strict):
     driverInstallDelay: str = "3m"
 
     _durations = field_validator("bootDelay", "driverInstallDelay")(_check_duration)
+
+    @field_validator("spotPreemption")
+    @classmethod
+    def _spot_only(cls, v: SpotPreemption | None, info: ValidationInfo) -> SpotPreemption | None:
+        if v is not None and not info.data.get("spot"):
+            raise ValueError("spotPreemption is only valid on a Spot node pool: set spot: true, or remove it "
+                             "(on-demand VMs are not preempted)")
+        return v
+
+
+class ClusterAutoscalerSpec(_Strict):
+    """The cluster autoscaler's flags (kubernetes/autoscaler cluster-autoscaler/config/flags/flags.go defaults,
+    FAQ.md "What are the parameters to CA?"). GKE runs CA with its `balanced` profile by default
+    (container/v1 ClusterAutoscaling.AutoscalingProfile: BALANCED "Use default (balanced) autoscaling
+    configuration"); `optimize-utilization` removes nodes sooner (the twin: scaleDownUnneededTime 1m, an
+    assumption — GKE does not publish its numbers)."""
+
+    # OSS CA's --expander default is `random`; GKE does not document which expander it runs. The twin's default
+    # `least-waste` is an assumption. `priority` reads ConfigMap kube-system/cluster-autoscaler-priority-expander
+    # (data.priorities: "<int>: [regex of node group]", cluster-autoscaler/expander/priority/readme.md).
+    expander: Literal["least-waste", "price", "priority", "random", "most-pods"] = "least-waste"
+    autoscalingProfile: Literal["balanced", "optimize-utilization"] = "balanced"
+    scanInterval: str = "10s"                      # --scan-interval
+    scaleDownEnabled: bool = True                  # --scale-down-enabled
+    scaleDownUnneededTime: str | None = None       # --scale-down-unneeded-time 10m (profile-dependent, see above)
+    scaleDownDelayAfterAdd: str = "10m"            # --scale-down-delay-after-add
+    scaleDownDelayAfterFailure: str = "3m"         # --scale-down-delay-after-failure
+    scaleDownUtilizationThreshold: float = Field(default=0.5, ge=0, le=1)     # --scale-down-utilization-threshold
+    scaleDownGpuUtilizationThreshold: float = Field(default=0.5, ge=0, le=1)  # --scale-down-gpu-utilization-threshold
+    initialNodeGroupBackoffDuration: str = "5m"    # --initial-node-group-backoff-duration
+    maxNodeGroupBackoffDuration: str = "30m"       # --max-node-group-backoff-duration
+    nodeGroupBackoffResetTimeout: str = "3h"       # --node-group-backoff-reset-timeout
+
+    _durations = field_validator("scanInterval", "scaleDownDelayAfterAdd", "scaleDownDelayAfterFailure",
+                                 "initialNodeGroupBackoffDuration", "maxNodeGroupBackoffDuration",
+                                 "nodeGroupBackoffResetTimeout")(_check_duration)
+
+    @field_validator("scaleDownUnneededTime")
+    @classmethod
+    def _unneeded(cls, v: str | None) -> str | None:
+        return None if v is None else _check_duration(v)
+
+
+class CapacityStep(_Strict):
+    at: str
+    available: int = Field(ge=0)
+
+    _durations = field_validator("at")(_check_duration)
+
+
+class ZoneCapacity(_Strict):
+    """How many VMs of a machine type the zone can give this project at once (twin assumption: GCE publishes no
+    such number; a stockout is the zone refusing a VM, ZONE_RESOURCE_POOL_EXHAUSTED). `available` (None:
+    unlimited) may change over time with `schedule`; `obtainability` is the chance each VM request succeeds
+    (seeded RNG). `spot` None covers both provisioning models."""
+
+    zone: str
+    machineType: str
+    spot: bool | None = None
+    available: int | None = Field(default=None, ge=0)
+    schedule: list[CapacityStep] = Field(default_factory=list)
+    obtainability: float = Field(default=1.0, ge=0, le=1)
 
 
 class ScenarioSpec(_Strict):
@@ -88,6 +170,13 @@ class ScenarioSpec(_Strict):
     # Kubernetes feature gates the twin models (kube-scheduler --feature-gates); defaults are Kubernetes 1.34's.
     featureGates: dict[Literal["DRAAdminAccess", "DRAPrioritizedList", "DRAPartitionableDevices",
                                "DRADeviceTaints"], bool] = Field(default_factory=dict)
+
+    # Cluster autoscaler, the zones' VM capacity and the project's Compute Engine quotas (autoscaler/capacity.py):
+    # quotas[region][metric] = limit, e.g. {us-central1: {NVIDIA_H100_GPUS: 16}}; region "global" holds
+    # GPUS_ALL_REGIONS (https://cloud.google.com/compute/resource-usage#gpu_quota).
+    clusterAutoscaler: ClusterAutoscalerSpec = Field(default_factory=ClusterAutoscalerSpec)
+    capacity: list[ZoneCapacity] = Field(default_factory=list)
+    quotas: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     _durations = field_validator("duration", "sampleInterval")(_check_duration)
 

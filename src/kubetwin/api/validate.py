@@ -30,10 +30,12 @@ SIMULATED = {
     ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("v1", "ConfigMap"), ("batch/v1", "Job"),
     ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("scheduling.k8s.io/v1", "PriorityClass"),
     (TWIN_API, "NodePool"), (TWIN_API, "Scenario"), ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+    ("v1", "PodTemplate"), ("autoscaling.x-k8s.io/v1", "ProvisioningRequest"),
     *((f"resource.k8s.io/{v}", k) for v in ("v1", "v1beta1", "v1beta2")
       for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")),
     *((f"kueue.x-k8s.io/{v}", k) for v in ("v1beta1", "v1beta2")
       for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass")),
+    *((f"config.kueue.x-k8s.io/{v}", "Configuration") for v in ("v1beta1", "v1beta2")),  # kueue/config.py
 }
 # Kinds kubetwin knows (they appear in the platform documents) but does not simulate yet: accepted, stored,
 # and reported with a notice so nothing is silently ignored.
@@ -49,7 +51,8 @@ KNOWN_GROUPS = {
 }
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NON_OVERCOMMITABLE_PREFIXES = ("nvidia.com/", "google.com/", "amd.com/")
-TWIN_DURATION_ANNOTATIONS = ("kubetwin.io/duration", "kubetwin.io/create-at", "kubetwin.io/delete-at")
+TWIN_DURATION_ANNOTATIONS = ("kubetwin.io/duration", "kubetwin.io/create-at", "kubetwin.io/delete-at",
+                             "kubetwin.io/checkpoint-interval")  # controllers/kubelet.py: checkpointed progress
 
 
 @functools.cache
@@ -455,6 +458,11 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
     if api_version == TWIN_API:
         errors = _validate_twin(m)
         return errors + [d for d in _name(m) if not any(e.field == d.field for e in errors)]
+    if kind == "Configuration" and api_version.startswith("config.kueue.x-k8s.io/"):
+        from kubetwin.kueue import config as kueue_config  # Kueue's manager config file
+
+        if api_version in kueue_config.API_VERSIONS:
+            return kueue_config.diagnostics(m)
     group = api_version.split("/")[0] if "/" in api_version else ""
     flattened = _flattened_configmap(m)
     if flattened:

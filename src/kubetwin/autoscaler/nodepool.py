@@ -90,6 +90,8 @@ class NodePoolController:
         self.slices: dict[str, TpuSlice] = {}  # pool name -> its multi-host TPU slice
         self._slice_of: dict[str, str] = {}  # node name -> pool name, for multi-host slice hosts
         self._managed: dict[str, str] = {}  # node name -> pool uid, for nodes this controller created
+        self._zone_of: dict[str, str] = {}  # node name -> zone, for nodes this controller created
+        self._grown: dict[tuple[str, str], int] = {}  # (pool, zone) -> VMs added by scale()
         self._names: set[str] = set()
         store.watch("NodePool", self._on_pool)
         store.watch("Node", self._on_node)
@@ -256,11 +258,26 @@ class NodePoolController:
             self.fail_slice(sl.pool, name)
 
     def _register(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str) -> None:
-        spec = pool["spec"]
         pool_name = pool["metadata"]["name"]
         live = self._live_pool(pool_name)
         if live is None or live["metadata"].get("uid") != pool["metadata"].get("uid"):
             return  # the pool was deleted while the VM booted
+        node, gpus, driver = self.build_node(pool, mt, zone, node_name)
+        self.store.create(node)
+        self.pool_of[node_name] = pool_name
+        self._managed[node_name] = pool["metadata"].get("uid", "")
+        self._zone_of[node_name] = zone
+        self._up_since[node_name] = self.env.now
+        # DRA node pools run the NVIDIA DRA driver (devices/dra/nvidia.py) instead of the device plugin.
+        if gpus and driver != "INSTALLATION_DISABLED" and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
+            delay = parse_duration(pool["spec"].get("driverInstallDelay", "3m"))
+            self.env.after(delay, lambda: self._driver_ready(node_name, gpus))
+
+    def build_node(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str) -> tuple[Obj, int, str]:
+        """The Node a pool's VM registers as, the nvidia.com/gpu count its device plugin will advertise, and the
+        pool's driver installation mode (also the cluster autoscaler's template node, see `template_node`)."""
+        spec = pool["spec"]
+        pool_name = pool["metadata"]["name"]
         accels = [] if mt.tpu else spec.get("accelerators") or []  # a TPU machine type implies its chips
         gpu = accels[0]["type"] if accels else mt.gpu
         labels = {
@@ -309,19 +326,52 @@ class NodePoolController:
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                        "message": "kubelet is posting ready status", "lastTransitionTime": now}]},
         }
-        self.store.create(node)
-        self.pool_of[node_name] = pool_name
-        self._managed[node_name] = pool["metadata"].get("uid", "")
-        self._up_since[node_name] = self.env.now
         gpus = (accels[0]["count"] if accels else mt.gpu_count) if gpu else 0
         driver = accels[0].get("gpuDriverInstallation", "DEFAULT") if accels else "DEFAULT"
         if gpus and partition:  # GKE advertises every MIG partition as one nvidia.com/gpu
             gpus *= mig.partition_count(mig.model_of(gpu) or "", partition)
         gpus = shared.advertised({"nvidia.com/gpu": gpus})["nvidia.com/gpu"] if gpus else 0
-        # DRA node pools run the NVIDIA DRA driver (devices/dra/nvidia.py) instead of the device plugin.
-        if gpus and driver != "INSTALLATION_DISABLED" and not nvidia_dra.uses_dra(labels):
-            delay = parse_duration(spec.get("driverInstallDelay", "3m"))
-            self.env.after(delay, lambda: self._driver_ready(node_name, gpus))
+        return node, gpus, driver
+
+    # -- cluster autoscaler API -----------------------------------------------------------------------
+    def template_node(self, pool: str, zone: str) -> Obj | None:
+        """A node as the pool's next VM in `zone` will look once its GPU driver is up (the cluster autoscaler's
+        node template, built from the pool's spec as a MIG instance template is)."""
+        obj = self._live_pool(pool)
+        if obj is None:
+            return None
+        node, gpus, driver = self.build_node(obj, catalog.machine_type(obj["spec"]["machineType"]), zone,
+                                             f"template-{pool}-{zone}")
+        if gpus and driver != "INSTALLATION_DISABLED" and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
+            st = node["status"]
+            node = {**node, "status": {**st, "capacity": {**st["capacity"], "nvidia.com/gpu": str(gpus)},
+                                       "allocatable": {**st["allocatable"], "nvidia.com/gpu": str(gpus)}}}
+        return node
+
+    def pool_nodes(self, pool: str, zone: str | None = None) -> list[str]:
+        """Live nodes this controller created for the pool (in `zone`, when given), by name."""
+        return sorted(n for n in self._managed if self.pool_of.get(n) == pool and n in self._up_since
+                      and (zone is None or self._zone_of.get(n) == zone))
+
+    def scale(self, pool: str, zone: str, delta: int, delay: float | None = None) -> list[str]:
+        """Add `delta` VMs to the pool in `zone` (a MIG resize): they register after `delay` (default bootDelay).
+        A multi-host TPU pool scales 0 <-> whole slice. Returns the names the new nodes will have."""
+        obj = self._live_pool(pool)
+        if obj is None or delta <= 0:
+            return []
+        if pool in self.slices:
+            self.provision_slice(pool, delay)
+            return self.slice_nodes(pool)
+        if delay is None:
+            delay = parse_duration(obj["spec"].get("bootDelay", "90s"))
+        mt = catalog.machine_type(obj["spec"]["machineType"])
+        names = []
+        for _ in range(delta):
+            self._grown[(pool, zone)] = i = self._grown.get((pool, zone), 0) + 1
+            name = self._node_name(pool, zone, 10000 + i)
+            names.append(name)
+            self.env.after(delay, lambda nn=name: self._register(obj, mt, zone, nn))
+        return names
 
     def _driver_ready(self, node_name: str, gpus: int) -> None:
         """The GKE driver installer finished: the device plugin advertises nvidia.com/gpu."""
@@ -336,6 +386,26 @@ class NodePoolController:
         for name, since in self._up_since.items():
             self.node_seconds[name] = self.node_seconds.get(name, 0.0) + (until - since)
         self._up_since.clear()
+
+    def recreate(self, node_name: str, zone: str, delay: float | None = None) -> None:
+        """The pool's managed instance group re-creates a VM that Compute Engine stopped (a Spot preemption,
+        autoscaler/spot.py): the node registers again under the same instance name after `delay` (default: the
+        pool's bootDelay), GPUs after the driver delay as at first boot. Multi-host slice hosts are re-created
+        whole by fail_slice instead; a node that exists again, or a pool deleted meanwhile, is left alone."""
+        pool_name = self.pool_of.get(node_name)
+        obj = self._live_pool(pool_name) if pool_name else None
+        if obj is None or node_name not in self._managed or node_name in self._slice_of:
+            return
+        uid = obj["metadata"].get("uid")
+        if delay is None:
+            delay = parse_duration(obj["spec"].get("bootDelay", "90s"))
+
+        def up() -> None:
+            live = self._live_pool(pool_name)
+            if live is None or live["metadata"].get("uid") != uid or self.store.get("Node", "", node_name):
+                return
+            self._register(live, catalog.machine_type(live["spec"]["machineType"]), zone, node_name)
+        self.env.after(delay, up)
 
 
 def _own_recorder(store: Store) -> EventRecorder:

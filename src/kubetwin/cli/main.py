@@ -44,6 +44,14 @@ def _print_summary(summary: dict, out: Path | None) -> None:
     for pool, usd in summary["cost"]["by_pool"].items():
         t.add_row(f"cost {pool}", f"${usd:,.2f}")
     t.add_row("cost total", f"${summary['cost']['total_usd']:,.2f}")
+    if summary["cost"].get("spot_usd"):  # Spot VMs: what they cost, how often they went, what work was lost
+        t.add_row("cost on-demand / Spot", f"${summary['cost']['on_demand_usd']:,.2f} / "
+                  f"${summary['cost']['spot_usd']:,.2f}")
+    for pool, n in ((summary.get("spot") or {}).get("preemptions") or {}).items():
+        t.add_row(f"Spot preemptions {pool}", str(n))
+    if summary.get("wasted_gpu_hours") or summary.get("wasted_tpu_chip_hours"):
+        t.add_row("work lost (redone)", f"{summary.get('wasted_gpu_hours', 0):,.2f} GPU-h, "
+                  f"{summary.get('wasted_tpu_chip_hours', 0):,.2f} TPU chip-h")
     for pool, g in (summary.get("gpu_sharing") or {}).items():
         if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
             t.add_row(f"GPU sharing {pool}", f"slowdown x{g['slowdown_mean'] or 0:.2f}, {g['gpu_oom_failures']} OOM")

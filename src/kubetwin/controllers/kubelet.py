@@ -2,13 +2,25 @@
 
 `kubetwin.io/fail-after` makes the containers exit 1 that long after they start: the pod fails with
 restartPolicy Never; with OnFailure or Always the kubelet restarts them in place after CrashLoopBackOff
-(10s doubling to 5m) and counts restartCount, as the real kubelet does."""
+(10s doubling to 5m) and counts restartCount, as the real kubelet does.
+
+Checkpoints (`kubetwin.io/checkpoint-interval` on a pod or pod template): a pod that ran r seconds saved
+floor(r / interval) x interval of its work; the next pod doing the same piece of work (the same Job and completion
+index: the Job's replacement pod, or a restarted JobSet's re-created child Job, which keeps its name) runs only what
+is left of `kubetwin.io/duration`. Without the annotation a stopped pod's work is all lost. Work lost (run time since
+the last checkpoint x accelerators) is kept per Job in `lost_work`. Run time is wall time on the node (a pod slowed
+by GPU sharing is counted as if it ran at full speed)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from kubetwin.api.units import parse_duration
+from kubetwin.controllers.common import controller_of
 from kubetwin.devices import sharing
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -16,6 +28,39 @@ from kubetwin.store.store import Obj, Store
 DURATION = "kubetwin.io/duration"
 FAIL_AFTER = "kubetwin.io/fail-after"
 BACKOFF_INITIAL, BACKOFF_MAX = 10.0, 300.0  # kubelet's CrashLoopBackOff
+CHECKPOINT = "kubetwin.io/checkpoint-interval"
+ACCELERATORS = {"nvidia.com/gpu": "gpu_seconds", "google.com/tpu": "tpu_chip_seconds"}
+
+
+def checkpoint_split(ran: float, interval: float | None) -> tuple[float, float]:
+    """(saved, lost) seconds of work of a pod that ran `ran` seconds, checkpointing every `interval` seconds
+    (None or 0: no checkpoints, everything is lost)."""
+    if not interval or interval <= 0 or ran <= 0:
+        return 0.0, max(ran, 0.0)
+    saved = math.floor(ran / interval + 1e-9) * interval
+    return saved, ran - saved
+
+
+def work_key(pod: Obj) -> tuple[str, str, str] | None:
+    """The piece of work a pod does: (namespace, Job, completion index) for a Job's pod, None for others."""
+    owner = controller_of(pod)
+    if not owner or owner[0] != "Job":
+        return None
+    meta = pod["metadata"]
+    return meta.get("namespace") or "", owner[1], (meta.get("annotations") or {}).get(
+        "batch.kubernetes.io/job-completion-index", "")
+
+
+@dataclass
+class _Run:
+    """A pod's work while it runs: what it resumed from, since when, and what it holds."""
+
+    key: tuple[str, str, str] | None
+    start: float
+    interval: float | None
+    duration: float
+    resumed: float
+    accelerators: dict[str, int]
 
 
 class Kubelet:
@@ -27,9 +72,21 @@ class Kubelet:
         self._to_start: list[Obj] = []
         self._ips = 0  # pod IPs from GKE's default pod range 10.4.0.0/14, handed out in order
         self.gpus = GpuRuntime(env, self._finish)
+        self.progress: dict[tuple[str, str, str], float] = {}  # work key -> seconds of work checkpointed
+        self.lost_work: dict[tuple[str, str], dict[str, float]] = {}  # (ns, Job or pod) -> lost seconds, ...
+        self._runs: dict[str, _Run] = {}  # pod uid -> its run, while it runs a kubetwin.io/duration
         store.watch("Pod", self._on_pod)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        uid = pod["metadata"]["uid"]
+        if uid in self._runs:
+            phase = pod.get("status", {}).get("phase")
+            if etype == "DELETED" or phase == "Failed":
+                self._stopped(pod, self._runs.pop(uid))
+            elif phase == "Succeeded":
+                run = self._runs.pop(uid)
+                if run.key is not None:
+                    self.progress.pop(run.key, None)  # done: nothing of it is left to resume
         if etype == "DELETED":
             self.gpus.release(pod["metadata"]["uid"])
             return
@@ -52,8 +109,8 @@ class Kubelet:
         meta = pod["metadata"]
         ns, name = meta.get("namespace") or "", meta["name"]
         cur = self.store.get("Pod", ns, name)
-        if cur is None or cur["metadata"].get("uid") != meta.get("uid"):
-            return
+        if cur is None or cur["metadata"].get("uid") != meta.get("uid") or cur["status"].get("phase") != "Pending":
+            return  # gone, or already ended (a node shutting down killed it before it started)
         now = self.store.timestamp(self.env.now)
         node = self.store.get("Node", "", cur["spec"]["nodeName"])
         # the device manager's Allocate: a shared GPU allows one per container
@@ -79,7 +136,14 @@ class Kubelet:
             self.events.event(running, "Normal", "Started", f"Started container {c['name']}", "kubelet")
         annotations = meta.get("annotations") or {}
         if DURATION in annotations:
-            self.gpus.start(running, node, parse_duration(annotations[DURATION]))
+            duration = parse_duration(annotations[DURATION])
+            interval = parse_duration(annotations[CHECKPOINT]) if CHECKPOINT in annotations else None
+            key = work_key(running)
+            resumed = min(self.progress.get(key, 0.0), duration) if key is not None and interval else 0.0
+            req = pod_requests(running)
+            self._runs[meta["uid"]] = _Run(key, self.env.now, interval, duration, resumed,
+                                           {r: req[r] for r in ACCELERATORS if req.get(r)})
+            self.gpus.start(running, node, duration - resumed)
         if FAIL_AFTER in annotations:
             self._arm_failure(running, 0)
 
@@ -152,3 +216,20 @@ class Kubelet:
             **terminated, "startedAt": cs["state"].get("running", {}).get("startedAt"), "finishedAt": now}}}
             for cs in status.get("containerStatuses") or []]
         self.store.update({**cur, "status": status})
+
+    def _stopped(self, pod: Obj, run: _Run) -> None:
+        """The pod stopped before its work was done (failed, preempted, deleted): keep what it checkpointed for
+        the next pod doing the same work, and count the rest as lost."""
+        self.gpus.release(pod["metadata"]["uid"])  # a shared GPU's other tenants speed up
+        ran = self.env.now - run.start
+        saved, lost = checkpoint_split(min(ran, run.duration - run.resumed), run.interval)
+        if run.key is not None and run.interval:
+            self.progress[run.key] = min(run.duration, run.resumed + saved)
+        meta = pod["metadata"]
+        owner = run.key[1] if run.key is not None else meta["name"]
+        rec = self.lost_work.setdefault((meta.get("namespace") or "", owner), {
+            "seconds": 0.0, "interruptions": 0, **{k: 0.0 for k in ACCELERATORS.values()}})
+        rec["seconds"] += lost
+        rec["interruptions"] += 1
+        for res, n in run.accelerators.items():
+            rec[ACCELERATORS[res]] += lost * n

@@ -8,14 +8,30 @@ Everything goes through the store, as kueue-controller-manager talks to the API 
 - the scheduler (pkg/scheduler/scheduler.go, ported in `kueue.cycle`) runs cycles whenever something changed,
   at the same simulated instant, until a cycle admits and preempts nothing;
 - ClusterQueue and LocalQueue status (pending/reserving/admitted workloads, flavor usage) is written back.
+
+The manager Configuration (`kueue.config`) switches fair sharing, the PartialAdmission gate and waitForPodsReady.
+waitForPodsReady follows pkg/controller/core/workload_controller.go (reconcileNotReadyTimeout,
+triggerDeactivationOrBackoffRequeue, admittedNotReadyWorkload), pkg/controller/jobframework/reconciler.go
+(generatePodsReadyCondition) and pkg/workload/workload.go (UpdateRequeueState):
+- the job reconciler writes the Workload's PodsReady condition from the job's ready + succeeded pods
+  (True "Started"/"Recovered", False "WaitForStart" before the first time, "WaitForRecovery" after a drop);
+- `timeout` after admission (or `recoveryTimeout` after PodsReady dropped) without PodsReady=True the Workload is
+  evicted, reason PodsReadyTimeout, "Exceeded the PodsReady timeout <ns>/<name>"; status.requeueState gets
+  count+1 and requeueAt = now + min(base * 2^(count-1), max) — without Kueue's +0.01% jitter, so runs are
+  deterministic; the quota is released once the job's pods are gone and the Workload is queued again only at
+  requeueAt (Requeued=True "BackoffFinished"), ordered by its eviction or, with requeuingStrategy.timestamp
+  Creation, by its creation;
+- past requeuingStrategy.backoffLimitCount the Workload is deactivated instead (spec.active=false, Evicted
+  "DeactivatedDueToRequeuingLimitExceeded") and never queued again;
+- blockAdmission: while any Workload holding quota is not PodsReady no scheduling cycle runs (Kueue's scheduler
+  blocks in cache.WaitForPodsReady before admitting); they resume when it turns ready or releases its quota.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
+from kubetwin.kueue.config import KueueConfig
 from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.jobframework import (
     INTEGRATIONS,
@@ -30,6 +46,7 @@ from kubetwin.kueue.jobframework import (
 )
 from kubetwin.kueue.metrics import KueueMetrics
 from kubetwin.kueue.outcomes import Admitted, CycleResult, Pending, Victim, condition
+from kubetwin.kueue.queuestatus import QueueStatus
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -70,19 +87,27 @@ def _set_conditions(conds: list[dict], new: tuple[dict, ...] | list[dict]) -> li
 class KueueController:
     """Kueue's reconcilers and scheduler, reading and writing only through the store."""
 
-    def __init__(self, store: Store, env: Environment, events: EventRecorder) -> None:
+    def __init__(self, store: Store, env: Environment, events: EventRecorder,
+                 config: KueueConfig | None = None) -> None:
         self.store, self.env, self.events = store, env, events
-        self.sched = KueueScheduler()
+        self.config = config or KueueConfig()
+        self.sched = KueueScheduler(partial_admission=self.config.partial_admission,
+                                    fair_sharing=self.config.fair_sharing)
+        self.wfpr = self.config.wait_for_pods_ready
+        self._admissions: dict[str, int] = {}  # key -> admission number, to tell a timer's admission from a later one
+        self._pods_ready: dict[str, bool] = {}  # workloads holding quota -> PodsReady (blockAdmission)
         self.metrics = KueueMetrics(env)
+        self.queue_status = QueueStatus(store, self.sched, self.metrics)
         self._epoch = api.parse_time(store.start_time)
         self._kicked = False
         self._jobs: set[tuple[str, str, str]] = set()  # (kind, ns, name) to reconcile
-        store.admit(suspend_queued, tuple(INTEGRATIONS))
+        self.integrations = {k: v for k, v in INTEGRATIONS.items() if k in self.config.managed_kinds}
+        store.admit(suspend_queued, tuple(self.integrations))
         for kind in SPEC_KINDS:
             store.watch(kind, self._on_spec)
         store.watch("Namespace", self._on_namespace)
         store.watch("Workload", self._on_workload)
-        for kind in INTEGRATIONS:
+        for kind in self.integrations:
             store.watch(kind, self._on_job)
         store.watch("Pod", self._on_pod)
 
@@ -98,6 +123,7 @@ class KueueController:
             self.sched.apply(obj)
         else:
             return  # a status write of ours
+        self.queue_status.touch_all()
         self._kick()
 
     def _on_namespace(self, etype: str, obj: Obj, old: Obj | None) -> None:
@@ -132,8 +158,9 @@ class KueueController:
         labels = pod["metadata"].get("labels") or {}
         job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
         if job and (pod["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name"):
-            self._queue_job("JobSet", pod["metadata"]["namespace"], labels["jobset.sigs.k8s.io/jobset-name"])
-        elif job:
+            if "JobSet" in self.integrations:
+                self._queue_job("JobSet", pod["metadata"]["namespace"], labels["jobset.sigs.k8s.io/jobset-name"])
+        elif job and "Job" in self.integrations:
             self._queue_job("Job", pod["metadata"]["namespace"], job)
 
     def _queue_job(self, kind: str, ns: str, name: str) -> None:
@@ -152,7 +179,7 @@ class KueueController:
         for kind, ns, name in jobs:
             job = self.store.get(kind, ns, name)
             if job is not None and queue_name(job):
-                self.reconcile(INTEGRATIONS[kind], job)
+                self.reconcile(self.integrations[kind], job)
 
     def reconcile(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
@@ -169,6 +196,7 @@ class KueueController:
                 reason = "Succeeded" if succeeded else "Failed"
                 self._write_status(wl, conditions=[condition("Finished", True, reason, message, self.now())])
                 self.sched.remove_workload(key)
+                self._pods_ready.pop(key, None)
                 admission = (wl.get("status") or {}).get("admission") or {}
                 self.metrics.finished(key, succeeded, admission.get("clusterQueue"))
                 self._kick()
@@ -180,6 +208,105 @@ class KueueController:
             cq = wl["status"]["admission"]["clusterQueue"]
             self.store.update(integ.run_with_pod_sets_info(job, self._pod_set_infos(wl)))
             self.events.event(job, "Normal", "Started", f"Admitted by clusterQueue {cq}", MANAGER)
+        elif _is_true(wl, "Admitted") and not integ.suspended(job):
+            self._update_pods_ready(wl, integ.pods_ready(job))
+
+    # -- waitForPodsReady -----------------------------------------------------------------------------
+    def _update_pods_ready(self, wl: Obj, ready: bool) -> None:
+        """generatePodsReadyCondition, written when its status or reason changes."""
+        old = _cond(wl, "PodsReady")
+        if ready:
+            recovered = old is not None and old.get("reason") in ("WaitForRecovery", "Recovered")
+            new = condition("PodsReady", True, "Recovered" if recovered else "Started",
+                            "All pods reached readiness and the workload is running", self.now())
+        elif old is not None and (old.get("status") == "True" or old.get("reason") == "WaitForRecovery"):
+            new = condition("PodsReady", False, "WaitForRecovery",
+                            "At least one pod has failed, waiting for recovery", self.now())
+        else:
+            new = condition("PodsReady", False, "WaitForStart", "Not all pods are ready or succeeded", self.now())
+        key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
+        if key in self._pods_ready:
+            was, self._pods_ready[key] = self._pods_ready[key], ready
+            if ready and not was:
+                self._kick()  # blockAdmission may lift
+        if old is not None and (old.get("status"), old.get("reason")) == (new["status"], new["reason"]):
+            return
+        self._write_status(wl, conditions=[new])
+        if (self.wfpr is not None and self.wfpr.recovery_timeout and new["reason"] == "WaitForRecovery"
+                and (old or {}).get("reason") != "WaitForRecovery"):
+            seq, since = self._admissions.get(key, 0), new["lastTransitionTime"]
+            self.env.after(self.wfpr.recovery_timeout,
+                           lambda: self._pods_ready_timeout(key, seq, "WaitForRecovery", since))
+
+    def _pods_ready_timeout(self, key: str, seq: int, cause: str, since: str | None = None) -> None:
+        """reconcileNotReadyTimeout: evict a Workload still not PodsReady, or deactivate it past the limit.
+
+        admittedNotReadyWorkload: `timeout` counts from the admission while PodsReady is absent or WaitForStart;
+        `recoveryTimeout` from PodsReady's last transition to WaitForRecovery (`since` identifies that one)."""
+        wl = self._workload(key)
+        if wl is None or self.wfpr is None or self._admissions.get(key) != seq:
+            return
+        if wl["spec"].get("active") is False or _is_true(wl, "Evicted") or not _is_true(wl, "Admitted"):
+            return
+        ready = _cond(wl, "PodsReady") or {}
+        if ready.get("status") == "True":
+            return
+        if cause == "WaitForRecovery" and (ready.get("reason") != cause or ready.get("lastTransitionTime") != since):
+            return
+        if cause == "WaitForStart" and ready.get("reason", "WaitForStart") not in ("WaitForStart", "PodsReady"):
+            return
+        now = self.now()
+        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0)
+        limit = self.wfpr.backoff_limit_count
+        status = dict(wl.get("status") or {})
+        cq = status["admission"]["clusterQueue"]
+        if limit is not None and count + 1 > limit:
+            reason = "DeactivatedDueToRequeuingLimitExceeded"
+            message = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+            status.pop("requeueState", None)
+            status["conditions"] = _set_conditions(status.get("conditions") or [],
+                                                   [condition("Evicted", True, reason, message, now)])
+            wl = self.store.update({**wl, "spec": {**wl["spec"], "active": False}, "status": status})
+            self.metrics.evicted(key, cq, "Deactivated")
+        else:
+            reason, message = "PodsReadyTimeout", f"Exceeded the PodsReady timeout {key}"
+            status["requeueState"] = {"count": count + 1,
+                                      "requeueAt": api.format_time(now + self.wfpr.backoff(count + 1))}
+            status["conditions"] = _set_conditions(status.get("conditions") or [],
+                                                   [condition("Evicted", True, reason, message, now)])
+            wl = self.store.update({**wl, "status": status})
+            self.metrics.evicted(key, cq, reason)
+        self.sched.add_workload(wl)  # the cache sees it evicted (first in line as a preemption victim)
+        self.events.event(wl, "Normal", f"EvictedDueTo{reason}", message, MANAGER)
+        self._queue_owner(wl)
+
+    def _backoff_finished(self, key: str, requeue_at: str) -> None:
+        """The requeue backoff is over: Requeued=True BackoffFinished, and the Workload is queued again."""
+        wl = self._workload(key)
+        if wl is None or wl["spec"].get("active") is False or (wl.get("status") or {}).get("admission"):
+            return
+        if ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt") != requeue_at:
+            return
+        wl = self._write_status(wl, conditions=[condition("Requeued", True, "BackoffFinished",
+                                                          "The workload backoff was finished", self.now())])
+        self._queue_pending(wl)
+        self.metrics.requeued(key, self.env.now)
+        self._kick()
+
+    def _queue_pending(self, wl: Obj) -> None:
+        """Queue a released Workload. With requeuingStrategy.timestamp Creation the queue orders it by its
+        creationTimestamp, not by its PodsReadyTimeout eviction (workload.Ordering.GetQueueOrderTimestamp): the
+        scheduler is handed the Workload without its Evicted condition, which only that ordering reads while the
+        Workload is pending (the store keeps the condition)."""
+        if self.wfpr is not None and self.wfpr.timestamp == "Creation":
+            conds = [c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") != "Evicted"]
+            wl = {**wl, "status": {**wl["status"], "conditions": conds}}
+        self.sched.add_workload(wl)
+
+    def _blocked(self) -> bool:
+        """blockAdmission: some Workload holding quota is not PodsReady (cache.PodsReadyForAllAdmittedWorkloads)."""
+        return (self.wfpr is not None and self.wfpr.block_admission
+                and any(not self._pods_ready.get(k, True) for k in self.sched.admitted))
 
     def _create_workload(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
@@ -253,11 +380,19 @@ class KueueController:
         conds = [condition("Requeued", reason == "Preempted", reason, message, now),
                  condition("QuotaReserved", False, "Pending", message, now),
                  condition("Admitted", False, "NoReservation", "The workload has no reservation", now)]
+        if _cond(wl, "PodsReady") is not None:  # UnsetQuotaReservationWithCondition resets PodsReady
+            conds.append(condition("PodsReady", False, "WaitForStart", "Not all pods are ready or succeeded", now))
         wl = self._write_status(wl, conditions=conds, admission=None)
         key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
         self.sched.remove_workload(key)
-        self.sched.add_workload(wl)
-        self.metrics.requeued(key, self.env.now)
+        self._pods_ready.pop(key, None)
+        requeue_at = ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")
+        if requeue_at and api.parse_time(requeue_at) > now and wl["spec"].get("active") is not False:
+            # the queue holds it until requeueAt (workload_controller.go Update: time.AfterFunc(backoff, ...))
+            self.env.at(api.parse_time(requeue_at) - self._epoch, lambda: self._backoff_finished(key, requeue_at))
+        else:
+            self._queue_pending(wl)
+            self.metrics.requeued(key, self.env.now)
         self._kick()
 
     def _active(self, job: Obj) -> bool:
@@ -279,11 +414,13 @@ class KueueController:
     def _schedule(self) -> None:
         self._kicked = False
         for _ in range(_MAX_CYCLES_PER_INSTANT):
+            if self._blocked():
+                break
             result = self.sched.schedule(self.now())
             self._apply(result)
             if not result.admitted and not result.victims:
                 break
-        self._write_queue_status()
+        self.queue_status.flush()
 
     def _apply(self, result: CycleResult) -> None:
         for a in result.admitted:
@@ -306,6 +443,10 @@ class KueueController:
         self.events.event(wl, "Normal", "Admitted",
                           f"Admitted by ClusterQueue {a.cluster_queue}, wait time since reservation was 0s", ADMISSION)
         self.metrics.admitted(a.key, a.cluster_queue, self.env.now)
+        if self.wfpr is not None:
+            seq = self._admissions[a.key] = self._admissions.get(a.key, 0) + 1
+            self._pods_ready[a.key] = False
+            self.env.after(self.wfpr.timeout, lambda: self._pods_ready_timeout(a.key, seq, "WaitForStart"))
         self._queue_owner(wl)
 
     def _reset_eviction(self, wl: Obj) -> tuple[dict, ...]:
@@ -339,51 +480,5 @@ class KueueController:
 
     def _queue_owner(self, wl: Obj) -> None:
         for ref in wl["metadata"].get("ownerReferences") or []:
-            if ref.get("controller") and ref["kind"] in INTEGRATIONS:
+            if ref.get("controller") and ref["kind"] in self.integrations:
                 self._queue_job(ref["kind"], wl["metadata"]["namespace"], ref["name"])
-
-    def _write_local_queue_status(self) -> None:
-        """LocalQueue status: its pending and admitted workloads (localqueue_types.go)."""
-        pending: Counter[tuple[str, str]] = Counter()
-        for q in self.sched.queues.queues.values():
-            for wi in list(q.items.values()) + list(q.inadmissible.values()):
-                pending[(wi.obj.namespace, wi.obj.queue_name)] += 1
-        admitted = Counter((wi.obj.namespace, wi.obj.queue_name) for wi in self.sched.admitted.values())
-        for (ns, name) in sorted(self.sched.queues.local_queues):
-            lq = self.store.get("LocalQueue", ns, name)
-            if lq is None:
-                continue
-            status = {**(lq.get("status") or {}), "pendingWorkloads": pending[(ns, name)],
-                      "reservingWorkloads": admitted[(ns, name)], "admittedWorkloads": admitted[(ns, name)]}
-            if status != lq.get("status"):
-                self.store.update({**lq, "status": status})
-
-    def _write_queue_status(self) -> None:
-        """ClusterQueue status: pending, reserving and admitted workloads and flavor usage (clusterqueue_types.go)."""
-        queued = {name: (len(q.items), len(q.inadmissible)) for name, q in self.sched.queues.queues.items()}
-        usage: dict[str, dict[tuple[str, str], int]] = {}
-        reserving: Counter[str] = Counter()
-        for wi in self.sched.admitted.values():
-            reserving[wi.cluster_queue] += 1
-            bucket = usage.setdefault(wi.cluster_queue, {})
-            for fr, v in wi.usage.items():
-                bucket[fr] = bucket.get(fr, 0) + v
-        for name, spec in sorted(self.sched.cluster_queues.items()):
-            cq = self.store.get("ClusterQueue", "", name)
-            if cq is None:
-                continue
-            flavors = []
-            for rg in spec.resource_groups:
-                for fq in rg.flavors:
-                    flavors.append({"name": fq.name, "resources": [
-                        {"name": r, "total": api.format_amount(r, usage.get(name, {}).get((fq.name, r), 0)),
-                         "borrowed": api.format_amount(r, max(0, usage.get(name, {}).get((fq.name, r), 0)
-                                                              - q.nominal))}
-                        for r, q in fq.resources]})
-            status = {**(cq.get("status") or {}), "pendingWorkloads": sum(queued.get(name, (0, 0))),
-                      "reservingWorkloads": reserving[name], "admittedWorkloads": reserving[name],
-                      "flavorsReservation": flavors, "flavorsUsage": flavors}
-            if status != cq.get("status"):
-                self.store.update({**cq, "status": status})
-        self._write_local_queue_status()
-        self.metrics.sample(queued, reserving)

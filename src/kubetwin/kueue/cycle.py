@@ -28,6 +28,7 @@ Contract for the store-side controller (plain data in, decisions out; nothing he
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from kubetwin.kueue import api
 from kubetwin.kueue.fairsharing import fair_sharing_order
@@ -116,6 +117,8 @@ class KueueScheduler:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.queues = QueueManager()
         self.admitted: dict[str, WorkloadInfo] = {}  # the cache: workloads holding quota
+        # told of every change to the cache, as Kueue's cache feeds ClusterQueue status: (reserved, released)
+        self.listeners: list[tuple[Callable[[WorkloadInfo], None], Callable[[WorkloadInfo], None]]] = []
 
     # ------------------------------------------------------------------------------------------------ specs
     def apply(self, obj: dict) -> None:
@@ -164,18 +167,31 @@ class KueueScheduler:
         wl = obj if isinstance(obj, api.Workload) else api.parse_workload(obj, self.priority_classes)
         self.queues.delete(wl.key)
         if wl.has_quota_reservation:
-            self.admitted[wl.key] = WorkloadInfo(wl, wl.admission.cluster_queue, admission_usage(wl))
+            self._reserve(WorkloadInfo(wl, wl.admission.cluster_queue, admission_usage(wl)))
             return
-        released = self.admitted.pop(wl.key, None)
+        released = self._release(wl.key)
         if released is not None:  # its quota was released (evicted): others in its cohort may fit now
             self.queue_inadmissible(released.cluster_queue)
         if wl.active:
             self.queues.add_or_update(WorkloadInfo(wl, ""))
 
+    def _reserve(self, wi: WorkloadInfo) -> None:
+        self._release(wi.key)
+        self.admitted[wi.key] = wi
+        for on_reserve, _ in self.listeners:
+            on_reserve(wi)
+
+    def _release(self, key: str) -> WorkloadInfo | None:
+        wi = self.admitted.pop(key, None)
+        if wi is not None:
+            for _, on_release in self.listeners:
+                on_release(wi)
+        return wi
+
     def remove_workload(self, key: str) -> None:
         """The workload is gone (deleted, finished, or evicted and its quota released)."""
         self.queues.delete(key)
-        wi = self.admitted.pop(key, None)
+        wi = self._release(key)
         if wi is not None:
             self.queue_inadmissible(wi.cluster_queue)
 
@@ -184,15 +200,31 @@ class KueueScheduler:
         if cq_or_cohort is None:
             self.queues.queue_inadmissible(list(self.cluster_queues))
             return
-        snap = self._snapshot()
-        node = snap.cluster_queues[cq_or_cohort].node if cq_or_cohort in snap.cluster_queues \
-            else snap.cohorts.get(cq_or_cohort)
-        if node is None:
-            self.queues.queue_inadmissible([cq_or_cohort])
-            return
-        root = node.root()
-        names = [n.name for n in root.subtree_cluster_queues()] if root.is_cohort else [root.name]
-        self.queues.queue_inadmissible(names)
+        self.queues.queue_inadmissible(self._tree_members(cq_or_cohort))
+
+    def _tree_members(self, cq_or_cohort: str) -> list[str]:
+        """The ClusterQueues of the cohort tree a ClusterQueue or Cohort is in, from the specs alone (no
+        snapshot: this runs on every workload that finishes)."""
+        parent = {c.name: c.parent for c in self.cohorts.values()}
+        cq = self.cluster_queues.get(cq_or_cohort)
+        if cq is not None and not cq.cohort:
+            return [cq_or_cohort]
+        node = cq.cohort if cq is not None else cq_or_cohort
+        seen: set[str] = set()
+        while node and parent.get(node) and node not in seen:  # climb to the root (a cycle stops the climb)
+            seen.add(node)
+            node = parent[node]
+        root = node
+
+        def root_of(cohort: str | None) -> str | None:
+            visited: set[str] = set()
+            while cohort and parent.get(cohort) and cohort not in visited:
+                visited.add(cohort)
+                cohort = parent[cohort]
+            return cohort
+
+        return [name for name, spec in self.cluster_queues.items()
+                if name == cq_or_cohort or (spec.cohort and root_of(spec.cohort) == root)]
 
     def pending(self, key: str) -> tuple[str, str] | None:
         """(ClusterQueue, 'active'|'inadmissible') of a queued workload."""
@@ -201,10 +233,12 @@ class KueueScheduler:
     # ------------------------------------------------------------------------------------------------ cycle
     def _snapshot(self) -> Snapshot:
         return Snapshot.build(self.cluster_queues.values(), self.cohorts.values(), self.flavors.values(),
-                              [dataclasses.replace(w, usage=dict(w.usage)) for w in self.admitted.values()])
+                              self.admitted.values())  # WorkloadInfo.usage is never mutated: no copies
 
     def schedule(self, now: float) -> CycleResult:
         """One cycle: heads -> snapshot -> nominate -> ordered processing -> requeue."""
+        if not any(q.items for q in self.queues.queues.values()):
+            return CycleResult(now)  # no heads: nothing to snapshot
         snap = self._snapshot()
         heads = self.queues.heads(set(snap.cluster_queues))
         preemptor = Preemptor(now, self.fair_sharing)
@@ -368,7 +402,7 @@ class KueueScheduler:
         obj = dataclasses.replace(obj, admission=api.Admission(cq.name, psas),
                                   conditions=tuple(c for c in obj.conditions
                                                    if c.get("type") not in ("QuotaReserved", "Admitted")) + conds)
-        self.admitted[obj.key] = WorkloadInfo(obj, cq.name, e.assignment.total_requests())
+        self._reserve(WorkloadInfo(obj, cq.name, e.assignment.total_requests()))
         result.admitted.append(Admitted(obj.key, cq.name, admission, conds, event, e.assignment.borrowing))
 
 

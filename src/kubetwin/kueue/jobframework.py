@@ -77,6 +77,10 @@ class GenericJob:
     def suspended(self, job: Obj) -> bool:
         return bool(job["spec"].get("suspend"))
 
+    def pods_ready(self, job: Obj) -> bool:
+        """GenericJob.PodsReady: every pod the job runs is Ready or has succeeded."""
+        raise NotImplementedError
+
     def run_with_pod_sets_info(self, job: Obj, infos: list[PodSetInfo]) -> Obj:
         """Unsuspend with each PodSet's node selector and tolerations merged into its template."""
         spec = copy.deepcopy(job["spec"])
@@ -135,6 +139,15 @@ class BatchJob(GenericJob):
     def templates(self, spec: dict) -> dict[str, dict]:
         return {DEFAULT_PODSET: spec["template"]}
 
+    def pods_ready(self, job: Obj) -> bool:
+        """jobs/job Job.PodsReady: status.ready + status.succeeded >= podsCount (min(parallelism, completions));
+        the twin's Job controller counts status.ready from the active pods' Ready condition."""
+        spec, status = job["spec"], job.get("status") or {}
+        count = int(spec.get("parallelism", 1))
+        if spec.get("completions") is not None:
+            count = min(count, int(spec["completions"]))
+        return int(status.get("ready") or 0) + int(status.get("succeeded") or 0) >= count
+
     def set_counts(self, spec: dict, infos: list[PodSetInfo]) -> None:
         for info in infos:
             if info.count < int(spec.get("parallelism", 1)):
@@ -164,6 +177,13 @@ class JobSetJob(GenericJob):
 
     def templates(self, spec: dict) -> dict[str, dict]:
         return {rj["name"]: rj["template"]["spec"]["template"] for rj in spec.get("replicatedJobs") or []}
+
+    def pods_ready(self, job: Obj) -> bool:
+        """jobs/jobset PodsReady: replicatedJobsStatus ready + succeeded Jobs cover every replica."""
+        replicas = sum(int(rj.get("replicas", 1)) for rj in job["spec"].get("replicatedJobs") or [])
+        done = sum(int(st.get("ready") or 0) + int(st.get("succeeded") or 0)
+                   for st in (job.get("status") or {}).get("replicatedJobsStatus") or [])
+        return done >= replicas
 
     def finished(self, job: Obj) -> tuple[bool, bool, str]:
         for cond in (job.get("status") or {}).get("conditions") or []:

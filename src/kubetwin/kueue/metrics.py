@@ -67,7 +67,14 @@ class KueueMetrics:
         self.evicted_total.labels(cq, "Preempted").inc()
         self.preempted_total.labels(preempting_cq, reason).inc()
         self._count(cq, "evicted")
+        self._count(cq, "evicted_by_reason/Preempted")
         self._count(preempting_cq, f"preempted_by_reason/{reason}")
+
+    def evicted(self, key: str, cq: str, reason: str) -> None:
+        """An eviction the workload controller issues (PodsReadyTimeout, Deactivated)."""
+        self.evicted_total.labels(cq, reason).inc()
+        self._count(cq, "evicted")
+        self._count(cq, f"evicted_by_reason/{reason}")
 
     def requeued(self, key: str, t: float) -> None:
         self._queued_since[key] = t
@@ -86,7 +93,7 @@ class KueueMetrics:
             self.pending_workloads.labels(cq, "active").set(active)
             self.pending_workloads.labels(cq, "inadmissible").set(inadmissible)
             self.reserving.labels(cq).set(reserving.get(cq, 0))
-        self._pending_now = dict(pending)
+        self._pending_now.update(pending)
 
     def summary(self) -> dict[str, Any]:
         """Per ClusterQueue: workloads admitted / evicted / finished, preemptions issued by reason, admission wait."""
@@ -100,6 +107,8 @@ class KueueMetrics:
                 "failed": counts["failed"],
                 "preemptions_issued": {k.split("/", 1)[1]: v for k, v in sorted(counts.items())
                                        if k.startswith("preempted_by_reason/")},
+                "evicted_by_reason": {k.split("/", 1)[1]: v for k, v in sorted(counts.items())
+                                      if k.startswith("evicted_by_reason/")},
                 "pending_at_end": {"active": active, "inadmissible": inadmissible},
                 "admission_wait_s": {"p50": percentile(waits, 50), "p99": percentile(waits, 99),
                                      "max": max(waits, default=0.0)},

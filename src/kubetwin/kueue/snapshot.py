@@ -186,9 +186,20 @@ class Snapshot:
             node = snap.cohorts[name]
             if node.parent is None and name not in cyclic:
                 update_tree(node)
-        for wi in sorted(workloads, key=lambda w: w.key):
-            if wi.cluster_queue in snap.cluster_queues:
-                snap.add_workload(wi)
+        # Usage is added once per ClusterQueue, summed over its workloads: the same result as adding them one by
+        # one (quota.add_usage pushes to the parent only what exceeds the local quota, which sums), at a cost per
+        # queue instead of per workload, as Kueue's cache keeps usage per ClusterQueue.
+        totals: dict[str, Usage] = {}
+        for wi in workloads:  # callers pass a deterministic order (the cache's insertion order)
+            cqs = snap.cluster_queues.get(wi.cluster_queue)
+            if cqs is None:
+                continue
+            cqs.workloads[wi.key] = wi
+            total = totals.setdefault(wi.cluster_queue, {})
+            for fr, v in wi.usage.items():
+                total[fr] = total.get(fr, 0) + v
+        for name in sorted(totals):
+            snap.cluster_queues[name].add_usage(totals[name])
         return snap
 
     def cluster_queue(self, name: str) -> ClusterQueueSnapshot | None:

@@ -28,8 +28,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Metrics:
-    def __init__(self, store: Store, env: Environment, scheduler: Any, pools: Any, interval: float) -> None:
+    def __init__(self, store: Store, env: Environment, scheduler: Any, pools: Any, interval: float,
+                 kubelet: Any = None, spot: Any = None) -> None:
         self.store, self.env, self.scheduler, self.pools = store, env, scheduler, pools
+        self.kubelet, self.spot = kubelet, spot  # lost work (checkpoints) and Spot preemptions, when given
+        self._node_price: dict[str, tuple[float, bool]] = {}  # node name -> (USD/hour, Spot), as it registered
         self.interval = interval
         self.created: dict[str, float] = {}
         self.scheduled: dict[str, float] = {}
@@ -48,7 +51,17 @@ class Metrics:
         self._frag: list[tuple[float, float]] = []
         store.watch("Pod", self._on_pod)
         store.watch("Job", self._on_job)
+        store.watch("Node", self._on_node)
         env.at(0, self._sample)
+
+    def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
+        """Remember each node's price as it registered: a node deleted before the end (a preempted Spot VM, a
+        scaled-down one) still cost what it cost while it lived."""
+        if etype == "ADDED":
+            meta = node["metadata"]
+            price = float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0)
+            self._node_price[meta["name"]] = (price, (meta.get("labels") or {}).get("cloud.google.com/gke-spot")
+                                              == "true")
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         meta = pod["metadata"]
@@ -167,12 +180,13 @@ class Metrics:
         waits = [self.scheduled.get(k, until) - t for k, t in self.created.items()]
         cost_by_pool: dict[str, float] = {}
         node_hours: dict[str, float] = {}
+        split: dict[str, list[float]] = {}  # pool -> [on-demand USD, Spot USD]
         for node, secs in sorted(self.pools.node_seconds.items()):
             pool = self.pools.pool_of[node]
-            n = self.store.get("Node", "", node)
-            price = float((n["metadata"].get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0)) if n else 0.0
+            price, spot = self._node_price.get(node, (0.0, False))
             cost_by_pool[pool] = cost_by_pool.get(pool, 0.0) + price * secs / 3600
             node_hours[pool] = node_hours.get(pool, 0.0) + secs / 3600
+            split.setdefault(pool, [0.0, 0.0])[1 if spot else 0] += price * secs / 3600
         gpu = {pool: {"mean_pct": round(100 * a[0] / a[1], 3) if a[1] else 0.0,
                       "gpu_hours_requested": round(a[0] / 3600, 3), "gpu_hours_allocatable": round(a[1] / 3600, 3)}
                for pool, a in sorted(self._gpu_area.items())}
@@ -187,7 +201,11 @@ class Metrics:
             "gpu_allocation": gpu,
             "cost": {"currency": "USD", "total_usd": round(sum(cost_by_pool.values()), 2),
                      "by_pool": {k: round(v, 2) for k, v in sorted(cost_by_pool.items())},
-                     "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())}},
+                     "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())},
+                     "on_demand_usd": round(sum(v[0] for v in split.values()), 2),
+                     "spot_usd": round(sum(v[1] for v in split.values()), 2),
+                     "by_pool_provisioning": {k: {"on_demand_usd": round(v[0], 2), "spot_usd": round(v[1], 2)}
+                                              for k, v in sorted(split.items())}},
             "scheduler": {"attempts": self.scheduler.schedule_attempts},
         }
         if self._frag:
@@ -201,7 +219,29 @@ class Metrics:
                 "slowdown_mean": round(sum(v["slowdowns"]) / len(v["slowdowns"]), 3) if v["slowdowns"] else None,
                 "slowdown_max": round(max(v["slowdowns"]), 3) if v["slowdowns"] else None}
                 for pool, v in sorted(self._sharing.items())}
+        summary.update(self._spot_summary())
         return summary, self.series, self._jobs(), pods_rows
+
+    def _spot_summary(self) -> dict[str, Any]:
+        """Spot preemptions per pool, and work lost to interrupted pods (preempted, failed, deleted while running)
+        since their last checkpoint: in GPU-hours (nvidia.com/gpu) and TPU chip-hours (google.com/tpu), per Job."""
+        out: dict[str, Any] = {}
+        if self.spot is not None and (self.spot.preemptions or any(
+                (p.get("spec") or {}).get("spotPreemption") for p in self.store.list("NodePool"))):
+            out["spot"] = {"preemptions": dict(sorted(self.spot.preemptions.items())),
+                           "nodes_shut_down": dict(sorted(self.spot.nodes_shut_down.items())),
+                           "preemption_times": [{"t": t, "pool": pool, "node": node}
+                                                for t, pool, node in self.spot.timeline]}
+        if self.kubelet is not None:
+            lost = self.kubelet.lost_work
+            out["wasted_gpu_hours"] = round(sum(v["gpu_seconds"] for v in lost.values()) / 3600, 3)
+            out["wasted_tpu_chip_hours"] = round(sum(v["tpu_chip_seconds"] for v in lost.values()) / 3600, 3)
+            if lost:
+                out["lost_work"] = {f"{ns}/{name}": {
+                    "gpu_hours": round(v["gpu_seconds"] / 3600, 3), "tpu_chip_hours": round(
+                        v["tpu_chip_seconds"] / 3600, 3), "hours": round(v["seconds"] / 3600, 3),
+                    "interruptions": int(v["interruptions"])} for (ns, name), v in sorted(lost.items())}
+        return out
 
     def _jobs(self) -> list[dict]:
         out = []

@@ -17,7 +17,8 @@ Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old obj
 # Kinds without a namespace (the API server's scope of each resource), for every kind kubetwin stores.
 CLUSTER_SCOPED = frozenset({
     "Node", "Namespace", "PriorityClass", "NodePool", "Scenario", "DeviceClass", "ResourceSlice", "ClusterQueue",
-    "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig"})
+    "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig",
+    "Configuration"})
 
 
 class AlreadyExists(Exception):

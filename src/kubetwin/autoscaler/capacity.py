@@ -1,0 +1,222 @@
+"""Zone capacity and project quotas: whether Compute Engine gives the cluster autoscaler the VMs it asks for.
+
+Two limits stand between a node pool resize and its VMs (https://cloud.google.com/compute/resource-usage,
+https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-availability):
+- **Quota**, per project and region, per metric: GPUs by model (`NVIDIA_H100_GPUS`, with Spot VMs counted under
+  `PREEMPTIBLE_NVIDIA_H100_GPUS` instead), `CPUS` / `PREEMPTIBLE_CPUS`, and the global `GPUS_ALL_REGIONS`. A VM over
+  quota fails with `QUOTA_EXCEEDED: Quota 'NVIDIA_H100_GPUS' exceeded.  Limit: 16.0 in region us-central1.`
+  (Compute Engine's wording, two spaces and all; global metrics end "globally.").
+- **Obtainability**: the zone may have no such VM to give (a stockout): `ZONE_RESOURCE_POOL_EXHAUSTED`. GKE's
+  cluster autoscaler reports the two on the pod as "GCE quota exceeded" / "GCE out of resources"
+  (gke-autoscaling cluster-autoscaler, FailedScaleUp events).
+
+The twin's capacity model is an assumption (Google publishes no capacity numbers): `Scenario.spec.capacity[]`
+says how many VMs of a machine type a zone can give this project at once (`available`, changing over time with
+`schedule`), and `obtainability` the chance each VM request succeeds (a seeded RNG). No entry: unlimited. Usage
+counts every live node of a NodePool plus the VMs requested and still booting.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from kubetwin import catalog
+from kubetwin.api.twin import ZoneCapacity
+from kubetwin.api.units import parse_duration
+from kubetwin.sim.env import Environment
+from kubetwin.store.store import Obj, Store
+
+QUOTA_EXCEEDED, STOCKOUT = "QUOTA_EXCEEDED", "ZONE_RESOURCE_POOL_EXHAUSTED"
+PROJECT = "kubetwin"  # the providerID's project (autoscaler/nodepool.py)
+GLOBAL = "global"
+# GKE accelerator type -> Compute Engine GPU quota metric (https://cloud.google.com/compute/resource-usage#gpu_quota)
+GPU_METRICS = {
+    "nvidia-tesla-t4": "NVIDIA_T4_GPUS", "nvidia-tesla-p4": "NVIDIA_P4_GPUS", "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
+    "nvidia-tesla-p100": "NVIDIA_P100_GPUS", "nvidia-l4": "NVIDIA_L4_GPUS", "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
+    "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS", "nvidia-h100-80gb": "NVIDIA_H100_GPUS",
+    "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS", "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
+    "nvidia-b200": "NVIDIA_B200_GPUS",
+}
+
+
+@dataclass(frozen=True)
+class VmShape:
+    machine_type: str
+    spot: bool
+    gpu: str | None
+    gpus: int
+    vcpus: int
+
+
+def shape_of(pool: Obj) -> VmShape:
+    spec = pool["spec"]
+    mt = catalog.machine_type(spec["machineType"])
+    accels = [] if mt.tpu else spec.get("accelerators") or []
+    gpu = accels[0]["type"] if accels else mt.gpu
+    gpus = (accels[0]["count"] if accels else mt.gpu_count) if gpu else 0
+    return VmShape(mt.name, bool(spec.get("spot")), gpu, int(gpus or 0), int(mt.vcpus or 0))
+
+
+def gpu_metric(gpu: str, spot: bool) -> str:
+    base = GPU_METRICS.get(gpu) or gpu.upper().replace("NVIDIA-TESLA-", "NVIDIA_").replace("-", "_") + "_GPUS"
+    return f"PREEMPTIBLE_{base}" if spot else base
+
+
+def region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+@dataclass
+class Refusal:
+    """Why Compute Engine gave fewer VMs than asked: `kind` is quota or stockout."""
+
+    kind: str
+    code: str
+    message: str
+
+    @property
+    def gce(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    @property
+    def gke(self) -> str:  # what GKE's cluster autoscaler writes on the pod
+        return "GCE quota exceeded" if self.kind == "quota" else "GCE out of resources"
+
+    @property
+    def explanation(self) -> str:
+        return ("project quota" if self.kind == "quota" else "hardware availability in the zone (stockout)")
+
+
+class CapacityModel:
+    def __init__(self, store: Store, env: Environment, capacity: list[ZoneCapacity] | None = None,
+                 quotas: dict[str, dict[str, float]] | None = None, seed: int = 0) -> None:
+        self.store, self.env = store, env
+        self.capacity = list(capacity or [])
+        self.quotas = {r: dict(m) for r, m in (quotas or {}).items()}
+        self.rng = random.Random(f"capacity/{seed}")
+        self._reserved: dict[tuple[str, str], int] = {}  # (pool, zone) -> VMs requested, not registered yet
+        self._nodes: dict[str, tuple[str, str]] = {}  # live pool node -> (pool, zone)
+        self.refusals: list[dict] = []  # for the run's summary
+        if self.limited:  # usage matters only under some limit: an unlimited run adds no per-node work
+            store.watch("Node", self._on_node)
+
+    @property
+    def limited(self) -> bool:
+        return bool(self.capacity or self.quotas)
+
+    def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
+        name = node["metadata"]["name"]
+        if etype == "DELETED":
+            self._nodes.pop(name, None)
+            return
+        if etype != "ADDED":
+            return
+        labels = node["metadata"].get("labels") or {}
+        pool, zone = labels.get("cloud.google.com/gke-nodepool"), labels.get("topology.kubernetes.io/zone")
+        if pool is None or zone is None or self.store.get("NodePool", "", pool) is None:
+            return
+        self._nodes[name] = (pool, zone)
+        key = (pool, zone)
+        if self._reserved.get(key, 0) > 0:  # a requested VM registered
+            self._reserved[key] -= 1
+
+    def unreserve(self, pool: str, zone: str, n: int) -> None:
+        key = (pool, zone)
+        self._reserved[key] = max(0, self._reserved.get(key, 0) - n)
+
+    # -- usage ------------------------------------------------------------------------------------------
+    def _usage(self) -> list[tuple[VmShape, str, int]]:
+        counts: dict[tuple[str, str], int] = dict(self._reserved)
+        for key in self._nodes.values():
+            counts[key] = counts.get(key, 0) + 1
+        out = []
+        for (pool, zone), n in sorted(counts.items()):
+            obj = self.store.get("NodePool", "", pool)
+            if obj is not None and n:
+                out.append((shape_of(obj), zone, n))
+        return out
+
+    def available(self, zone: str, machine_type: str, spot: bool) -> int | None:
+        """VMs the zone can give the project at once now (None: no limit)."""
+        for c in self.capacity:
+            if c.zone == zone and c.machineType == machine_type and (c.spot is None or c.spot == spot):
+                avail = c.available
+                for step in sorted(c.schedule, key=lambda s: parse_duration(s.at)):
+                    if parse_duration(step.at) <= self.env.now:
+                        avail = step.available
+                return avail
+        return None
+
+    def changes_after(self, t: float) -> list[float]:
+        """When the zones' capacity changes next (for the autoscaler to look again)."""
+        return [parse_duration(step.at) for c in self.capacity for step in c.schedule if parse_duration(step.at) > t]
+
+    def _entry(self, zone: str, machine_type: str, spot: bool) -> ZoneCapacity | None:
+        return next((c for c in self.capacity if c.zone == zone and c.machineType == machine_type
+                     and (c.spot is None or c.spot == spot)), None)
+
+    def headroom(self, shape: VmShape, zone: str) -> tuple[int, Refusal | None]:
+        """How many more VMs of `shape` the quotas and the zone allow now, and what stops the next one."""
+        usage = self._usage()
+        region = region_of(zone)
+        best: tuple[int, Refusal | None] = (math.inf, None)  # type: ignore[assignment]
+        checks: list[tuple[str, str, int]] = []  # (quota region, metric, per-VM amount)
+        if shape.gpu and shape.gpus:
+            checks += [(region, gpu_metric(shape.gpu, shape.spot), shape.gpus),
+                       (GLOBAL, "GPUS_ALL_REGIONS", shape.gpus)]
+        checks.append((region, "PREEMPTIBLE_CPUS" if shape.spot else "CPUS", shape.vcpus))
+        for qregion, metric, per_vm in checks:
+            limit = self.quotas.get(qregion, {}).get(metric)
+            if limit is None or per_vm <= 0:
+                continue
+            used = 0
+            for s, z, n in usage:
+                if qregion != GLOBAL and region_of(z) != qregion:
+                    continue
+                if metric == "GPUS_ALL_REGIONS":
+                    used += s.gpus * n
+                elif metric.endswith("CPUS") and not metric.endswith("GPUS"):
+                    used += s.vcpus * n if s.spot == (metric == "PREEMPTIBLE_CPUS") else 0
+                elif s.gpu and gpu_metric(s.gpu, s.spot) == metric:
+                    used += s.gpus * n
+            room = max(0, int((limit - used) // per_vm))
+            if room < best[0]:
+                where = "globally" if qregion == GLOBAL else f"in region {qregion}"
+                best = (room, Refusal("quota", QUOTA_EXCEEDED,
+                                      f"Quota '{metric}' exceeded.  Limit: {float(limit)} {where}."))
+        avail = self.available(zone, shape.machine_type, shape.spot)
+        if avail is not None:
+            used = sum(n for s, z, n in usage if z == zone and s.machine_type == shape.machine_type
+                       and s.spot == shape.spot)
+            room = max(0, avail - used)
+            if room < best[0]:
+                best = (room, Refusal("stockout", STOCKOUT,
+                                      f"The zone 'projects/{PROJECT}/zones/{zone}' does not have enough resources "
+                                      "available to fulfill the request.  Try a different zone, or try again later."))
+        return best
+
+    def request(self, pool: Obj, zone: str, n: int, atomic: bool = False) -> tuple[int, Refusal | None]:
+        """Ask Compute Engine for `n` VMs of the pool in `zone`: returns how many it gives (reserved until they
+        register) and, when fewer, why. `atomic`: all or none (a DWS / atomic resize)."""
+        shape = shape_of(pool)
+        room, refusal = self.headroom(shape, zone)
+        granted = min(n, room)
+        entry = self._entry(zone, shape.machine_type, shape.spot)
+        if entry is not None and entry.obtainability < 1.0 and granted:
+            ok = sum(1 for _ in range(granted) if self.rng.random() < entry.obtainability)
+            if ok < granted:
+                granted, refusal = ok, Refusal("stockout", STOCKOUT,
+                                               f"The zone 'projects/{PROJECT}/zones/{zone}' does not have enough "
+                                               "resources available to fulfill the request.  Try a different zone, "
+                                               "or try again later.")
+        if atomic and granted < n:
+            granted = 0
+        if granted < n:
+            self.refusals.append({"t": self.env.now, "pool": pool["metadata"]["name"], "zone": zone,
+                                  "asked": n, "granted": granted, "error": refusal.gce if refusal else ""})
+        if granted:
+            key = (pool["metadata"]["name"], zone)
+            self._reserved[key] = self._reserved.get(key, 0) + granted
+        return granted, (refusal if granted < n else None)

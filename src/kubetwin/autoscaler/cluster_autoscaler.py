@@ -1,0 +1,432 @@
+"""The cluster autoscaler twin: grows autoscaling node pools for unschedulable pods and removes unneeded nodes.
+
+What it follows (kubernetes/autoscaler cluster-autoscaler, FAQ.md and core/): every --scan-interval (10 s) it takes
+the pods the scheduler left PodScheduled=False/Unschedulable, first counts the room on nodes already coming up
+(resized groups whose VMs have not registered, GPU nodes whose driver is not up yet), then simulates each node group
+(one GKE MIG: a pool in one zone; a multi-host TPU pool is one group of a whole slice) with a template node built
+exactly as the NodePool controller builds its nodes, running the scheduler's own filters (NodeUnschedulable,
+TaintToleration, NodeAffinity, NodeResourcesFit from scheduler/plugins.py), bin-packs the pods onto new template
+nodes up to maxNodeCount, picks one option with the expander and resizes that group. Pods get CA's events:
+`TriggeredScaleUp` "pod triggered scale-up: [{<MIG URL> 1->2 (max: 4)}]" and `NotTriggerScaleUp` "pod didn't trigger
+scale-up: <count reason>, ..." (reasons: the filters' texts, "max node group size reached", "in backoff after failed
+scale-up"). VMs Compute Engine refuses (autoscaler/capacity.py) give GKE's `FailedScaleUp` "Node scale up in zones
+<zone> associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled." and put the group
+in backoff: 5 min doubling to 30 min, forgotten after 3 h without failure (--initial-node-group-backoff-duration,
+--max-node-group-backoff-duration, --node-group-backoff-reset-timeout).
+
+Scale-down: see autoscaler/scaledown.py.
+
+Twin simplifications (assumptions, labelled): PodDisruptionBudgets are not modelled; the `price` expander ranks by the
+hourly price of the nodes added per pod helped (CA's also weighs a preferred node size); ties in any expander go
+to the group with fewer nodes, then by name (CA falls back to `random`); a refused VM is reported in the same loop.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kubetwin import catalog
+from kubetwin.api.twin import ClusterAutoscalerSpec
+from kubetwin.api.units import parse_duration
+from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
+from kubetwin.autoscaler.nodepool import NodePoolController, _suffix
+from kubetwin.autoscaler.scaledown import ScaleDown
+from kubetwin.autoscaler.simulation import (
+    CONSUME,
+    IN_BACKOFF,
+    MAX_NODE_GROUP_SIZE,
+    PRIORITY_CM,
+    QUEUED_LABEL,
+    SAFE_TO_EVICT,
+    SOURCE,
+    TO_BE_DELETED,
+    consumes,
+    place,
+    pod_info,
+    pod_key,
+    shape_sig,
+    static_reason,
+)
+from kubetwin.scheduler import plugins as P
+from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Obj, Store
+
+__all__ = ["CONSUME", "QUEUED_LABEL", "SAFE_TO_EVICT", "SOURCE", "TO_BE_DELETED", "ClusterAutoscaler", "NodeGroup",
+           "Option", "consumes", "place", "pod_info", "pod_key"]
+
+
+EXPENDABLE_CUTOFF = -10  # --expendable-pods-priority-cutoff
+
+
+@dataclass
+class NodeGroup:
+    pool: str
+    zone: str
+    min: int
+    max: int
+    url: str
+    target: int = 0
+    hosts: int = 0  # >0: a multi-host TPU slice, scaled 0 <-> hosts
+    backoff_until: float = -1.0
+    backoff: float = 0.0
+    last_failure: float = -1e18
+    added: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Option:
+    group: NodeGroup
+    nodes: int
+    pods: list[Obj]
+    template: NodeInfo
+
+
+class ClusterAutoscaler(ScaleDown):
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, pools: NodePoolController,
+                 spec: ClusterAutoscalerSpec | None = None, capacity: CapacityModel | None = None,
+                 seed: int = 0) -> None:
+        self.store, self.env, self.events, self.pools = store, env, events, pools
+        self.spec = spec or ClusterAutoscalerSpec()
+        self.capacity = capacity or CapacityModel(store, env)
+        self.rng = random.Random(f"cluster-autoscaler/{seed}")
+        self.interval = parse_duration(self.spec.scanInterval)
+        unneeded = self.spec.scaleDownUnneededTime or ("1m" if self.spec.autoscalingProfile ==
+                                                        "optimize-utilization" else "10m")
+        self.unneeded_time = parse_duration(unneeded)
+        self.groups: dict[tuple[str, str], NodeGroup] = {}
+        self.pending: dict[str, Obj] = {}  # unschedulable pods
+        self.bound: dict[str, dict[str, Obj]] = {}  # node -> pod key -> pod
+        self.unneeded: dict[str, float] = {}  # node -> since
+        self.protected: set[str] = set()  # nodes booked by ProvisioningRequests
+        self.provreq: Any = None  # autoscaler/provreq.py sets itself here
+        self.active = False
+        self.dirty = True  # a pod, node or pool changed since the last loop
+        self._stuck: set[str] = set()  # unneeded nodes whose pods found no other place at the last try
+        self._wake = 0.0  # the next time a loop must redo scale-up though nothing changed (backoff, capacity)
+        self.last_scale_up = self.last_scale_down_failure = -1e18
+        self.scale_ups: list[dict] = []
+        self.scale_downs: list[dict] = []
+        store.watch("NodePool", self._on_pool)
+
+    # -- activation: nothing runs per pod unless a pool autoscales or a ProvisioningRequest exists ----------------
+    def activate(self) -> None:
+        if self.active:
+            return
+        self.active = True
+        for pod in self.store.list("Pod"):
+            self._on_pod("ADDED", pod, None)
+        self.store.watch("Pod", self._on_pod)
+        self.store.watch("Node", self._on_node)
+        self.env.after(self.interval, self._scan)
+
+    def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
+        self.dirty = True
+
+    def _on_pool(self, etype: str, pool: Obj, old: Obj | None) -> None:
+        name, spec = pool["metadata"]["name"], pool["spec"]
+        if etype == "DELETED":
+            for key in [k for k in self.groups if k[0] == name]:
+                del self.groups[key]
+            return
+        auto = spec.get("autoscaling")
+        self.dirty = True
+        if etype != "ADDED" or not auto:
+            return
+        hosts = len(self.pools.slice_nodes(name))
+        group_hash = _suffix(f"{self.pools.cluster}/{name}", 8)
+        for zone in (spec.get("zones") or ["us-central1-a"])[:1 if hosts else None]:
+            url = (f"https://www.googleapis.com/compute/v1/projects/kubetwin/zones/{zone}/instanceGroups/"
+                   f"gke-{self.pools.cluster}-{name}-{group_hash}-grp")
+            self.groups[(name, zone)] = NodeGroup(name, zone, auto["minNodeCount"], auto["maxNodeCount"], url,
+                                                  target=auto["minNodeCount"], hosts=hosts)
+        self.env.after(0, self.activate)
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        self.dirty = True
+        key, node = pod_key(pod), pod["spec"].get("nodeName")
+        if etype == "DELETED" or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            self.pending.pop(key, None)
+            if node:
+                self.bound.get(node, {}).pop(key, None)
+            return
+        if node:
+            self.pending.pop(key, None)
+            self.bound.setdefault(node, {})[key] = pod
+            return
+        cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), None)
+        if cond and cond["status"] == "False" and cond.get("reason") == "Unschedulable":
+            self.pending[key] = pod
+        else:
+            self.pending.pop(key, None)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    def _scan(self) -> None:
+        if self.provreq is not None:
+            self.provreq.reconcile()
+        if self.dirty or self.env.now >= self._wake:
+            self.scale_up()
+        if self.spec.scaleDownEnabled:
+            self.scale_down()
+        self.dirty = False
+        future = [g.backoff_until for g in self.groups.values() if g.backoff_until > self.env.now]
+        future += self.capacity.changes_after(self.env.now)
+        self._wake = min(future, default=float("inf"))
+        self.env.after(self.interval, self._scan)
+
+    def template(self, g: NodeGroup) -> NodeInfo | None:
+        node = self.pools.template_node(g.pool, g.zone)
+        return None if node is None else NodeInfo.from_node(node)
+
+    def registered(self, g: NodeGroup) -> list[str]:
+        return self.pools.pool_nodes(g.pool, g.zone)
+
+    def upcoming(self, g: NodeGroup) -> list[NodeInfo]:
+        """Room on nodes coming up: VMs asked for that have not registered, and registered GPU nodes whose
+        driver has not advertised nvidia.com/gpu yet (CA counts both as upcoming)."""
+        tmpl_node = self.pools.template_node(g.pool, g.zone)
+        if tmpl_node is None:
+            return []
+        names = self.registered(g)
+        n = max(0, g.target - len(names))
+        wants_gpu = "nvidia.com/gpu" in tmpl_node["status"]["allocatable"]
+        out = [NodeInfo.from_node(tmpl_node) for _ in range(n)]
+        for name in names if wants_gpu else ():
+            node = self.store.get("Node", "", name)
+            if node is not None and "nvidia.com/gpu" not in node["status"]["allocatable"]:
+                ni = NodeInfo.from_node(tmpl_node)
+                for p in self.bound.get(name, {}).values():
+                    ni.add_pod(p, pod_requests(p))
+                out.append(ni)
+        return out
+
+    def scalable_groups(self) -> list[NodeGroup]:
+        out = []
+        for key in sorted(self.groups):
+            g = self.groups[key]
+            pool = self.store.get("NodePool", "", g.pool)
+            if pool is not None and (pool["spec"].get("labels") or {}).get(QUEUED_LABEL) != "true":
+                out.append(g)
+        return out
+
+    # -- scale-up ---------------------------------------------------------------------------------------
+    def scale_up(self) -> None:
+        # --expendable-pods-priority-cutoff (-10): pods below it never trigger a scale-up
+        pods = [p for k, p in sorted(self.pending.items())
+                if not consumes(p) and (p["spec"].get("priority") or 0) >= EXPENDABLE_CUTOFF]
+        if not pods:
+            return
+        # FilterOutSchedulable: pods that fit the current nodes' free room or nodes already coming up need nothing.
+        # Room only shrinks within a loop, so once a pod shape fails every later pod of that shape fails too.
+        room = self.node_infos() + [ni for g in self.scalable_groups() for ni in self.upcoming(g)]
+        infos = {pod_key(p): pod_info(p) for p in pods}
+        failed: set[str] = set()
+        left = []
+        for p in pods:
+            sig = shape_sig(p)
+            if sig in failed or place(infos[pod_key(p)], room) is None:
+                failed.add(sig)
+                left.append(p)
+        pods = left
+        if not pods:
+            return
+        reasons: dict[str, Counter] = {pod_key(p): Counter() for p in pods}
+        options = []
+        for g in self.scalable_groups():
+            tmpl = self.template(g)
+            if tmpl is None:
+                continue
+            bins: list[NodeInfo] = []
+            helped: list[tuple[Obj, int]] = []
+            verdict: dict[str, str | None] = {}  # pod shape -> why it cannot use this group's template
+            for p in pods:
+                pi, sig = infos[pod_key(p)], shape_sig(p)
+                if sig not in verdict:
+                    why = static_reason(pi, tmpl)
+                    empty = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)
+                    if why is None and not P.fits_request(pi.requests, empty):
+                        _, fit = P.node_resources_fit(pi, empty)
+                        why = fit[0] if fit else "Insufficient resources"
+                    verdict[sig] = why
+                why = verdict[sig]
+                if why is not None:
+                    reasons[pod_key(p)][why] += 1
+                    continue
+                ni = place(pi, bins)
+                if ni is None:
+                    ni = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)
+                    ni.add_pod(p, pi.requests)
+                    bins.append(ni)
+                helped.append((p, next(i for i, b in enumerate(bins) if b is ni)))
+            if not helped:
+                continue
+            room = (g.hosts if g.target == 0 else 0) if g.hosts else self._room(g)
+            why = IN_BACKOFF if self.env.now < g.backoff_until else (MAX_NODE_GROUP_SIZE if room <= 0 else None)
+            if why is not None:
+                for p, _ in helped:
+                    reasons[pod_key(p)][why] += 1
+                continue
+            n = g.hosts if g.hosts else min(len(bins), room)
+            options.append(Option(g, n, [p for p, b in helped if g.hosts or b < n], tmpl))
+            for p, b in helped:
+                if not g.hosts and b >= n:  # the estimator stopped at the group's max size
+                    reasons[pod_key(p)][MAX_NODE_GROUP_SIZE] += 1
+        options = self._any_policy(options)
+        chosen = self.expand(options) if options else None
+        if chosen is not None:
+            self.execute(chosen)
+        helped_any = {pod_key(p) for o in options for p in o.pods}
+        for p in pods:
+            key = pod_key(p)
+            if key in helped_any:
+                continue
+            counts = reasons[key]
+            msg = ", ".join(sorted(f"{c} {r}" for r, c in counts.items() if c))
+            self.events.event(p, "Normal", "NotTriggerScaleUp", f"pod didn't trigger scale-up: {msg}".rstrip(),
+                              SOURCE)
+
+    def _any_policy(self, options: list[Option]) -> list[Option]:
+        """Location policy ANY (Spot pools): among one pool's zones, prefer those Compute Engine can serve now."""
+        by_pool: dict[str, list[Option]] = {}
+        for o in options:
+            by_pool.setdefault(o.group.pool, []).append(o)
+        out = []
+        for name, opts in by_pool.items():
+            pool = self.store.get("NodePool", "", name)
+            if len(opts) > 1 and pool is not None and pool["spec"].get("spot") and self.capacity.limited:
+                room = {o.group.zone: self.capacity.headroom(shape_of(pool), o.group.zone)[0] for o in opts}
+                if any(room.values()):
+                    opts = [o for o in opts if room[o.group.zone]]
+            out += opts
+        return out
+
+    def expand(self, options: list[Option]) -> Option:
+        """--expander: least-waste (expander/waste), price (twin simplification, see module doc), priority
+        (expander/priority, the ConfigMap), most-pods, random; ties: fewer nodes in the group, then its name."""
+        name = self.spec.expander
+        if name == "random":
+            return self.rng.choice(options)
+
+        def tie(o: Option) -> tuple:
+            return (o.group.target, o.group.pool, o.group.zone)
+        if name == "least-waste":
+            return min(options, key=lambda o: (waste(o), tie(o)))
+        if name == "price":
+            return min(options, key=lambda o: (price(self.store, o) / max(1, len(o.pods)), tie(o)))
+        if name == "most-pods":
+            return min(options, key=lambda o: (-len(o.pods), tie(o)))
+        prios = self.priorities()
+        return min(options, key=lambda o: (-max((pr for pr, rx in prios if rx.search(o.group.url)
+                                                 or rx.search(o.group.pool)), default=-10**9), waste(o), tie(o)))
+
+    def priorities(self) -> list[tuple[int, re.Pattern]]:
+        cm = self.store.get("ConfigMap", *PRIORITY_CM)
+        raw = ((cm or {}).get("data") or {}).get("priorities") or ""
+        try:
+            doc = yaml.safe_load(raw) or {}
+        except yaml.YAMLError:
+            return []
+        return [(int(pr), re.compile(rx)) for pr, rxs in doc.items() for rx in rxs or []]
+
+    def _siblings(self, g: NodeGroup) -> list[NodeGroup]:
+        """The groups a scale-up of g may spread over: itself, and under location policy BALANCED (on-demand
+        pools) the pool's other zones not in backoff."""
+        pool = self.store.get("NodePool", "", g.pool)
+        if g.hosts or pool is None or pool["spec"].get("spot"):
+            return [g]
+        return [s for (name, _), s in sorted(self.groups.items()) if name == g.pool
+                and (s is g or self.env.now >= s.backoff_until)]
+
+    def _room(self, g: NodeGroup) -> int:
+        return g.max - g.target if self.env.now < g.backoff_until else sum(s.max - s.target
+                                                                             for s in self._siblings(g))
+
+    def spread(self, o: Option) -> dict[str, int]:
+        """GKE's location policy: BALANCED (on-demand pools' default) spreads the new nodes over the pool's zones,
+        fewest nodes first; ANY (Spot pools' default) keeps the chosen zone (which `scale_up` picked for
+        obtainable capacity). https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler#location"""
+        sibs = self._siblings(o.group)
+        plan = {s.zone: 0 for s in sibs}
+        for _ in range(o.nodes):
+            room = [s for s in sibs if s.target + plan[s.zone] < s.max]
+            if not room:
+                break
+            best = min(room, key=lambda s: (s.target + plan[s.zone], s.zone))
+            plan[best.zone] += 1
+        return {z: n for z, n in plan.items() if n}
+
+    def execute(self, o: Option) -> None:
+        plan = self.spread(o)
+        changes = []
+        for zone, n in plan.items():
+            g = self.groups[(o.group.pool, zone)]
+            changes.append((g, g.target, n))
+            g.target += n
+        # one {group from->to (max: m)} per resized group (CA's GroupSizeChange list)
+        msg = "pod triggered scale-up: [" + " ".join(f"{{{g.url} {before}->{before + n} (max: {g.hosts or g.max})}}"
+                                                     for g, before, n in changes) + "]"
+        for p in o.pods:
+            self.events.event(p, "Normal", "TriggeredScaleUp", msg, SOURCE)
+        for g, before, n in changes:
+            granted, refusal = self.grow(g, n, atomic=bool(g.hosts))
+            self.scale_ups.append({"t": self.env.now, "group": f"{g.pool}/{g.zone}", "from": before,
+                                   "to": before + n, "granted": granted, "error": refusal.gce if refusal else None})
+            if refusal is not None:
+                self.fail(g, refusal, n - granted, o.pods)
+
+    def grow(self, g: NodeGroup, n: int, atomic: bool = False, delay: float | None = None
+             ) -> tuple[int, Refusal | None]:
+        """Resize the MIG by n: Compute Engine gives what capacity and quota allow (all or none when atomic)."""
+        pool = self.store.get("NodePool", "", g.pool)
+        if pool is None:
+            return 0, None
+        granted, refusal = self.capacity.request(pool, g.zone, n, atomic)
+        if granted:
+            g.added += self.pools.scale(g.pool, g.zone, granted, delay)
+            self.last_scale_up = self.env.now
+        if granted < n:
+            g.target -= n - granted
+        return granted, refusal
+
+    def fail(self, g: NodeGroup, refusal: Refusal, failed: int, pods: list[Obj]) -> None:
+        now = self.env.now
+        reset = parse_duration(self.spec.nodeGroupBackoffResetTimeout)
+        initial, cap = (parse_duration(self.spec.initialNodeGroupBackoffDuration),
+                        parse_duration(self.spec.maxNodeGroupBackoffDuration))
+        g.backoff = initial if now - g.last_failure > reset or not g.backoff else min(2 * g.backoff, cap)
+        g.backoff_until, g.last_failure = now + g.backoff, now
+        for p in pods:
+            self.events.event(p, "Warning", "FailedScaleUp", f"Node scale up in zones {g.zone} associated with this "
+                              f"pod failed: {refusal.gke}. Pod is at risk of not being scheduled.", SOURCE)
+        pool = self.store.get("NodePool", "", g.pool)
+        if pool is not None:  # the Compute Engine error itself (twin's event; GKE shows it in the CA's logs)
+            self.events.event(pool, "Warning", "FailedScaleUp", f"{failed} VM(s) of {g.url} could not be created "
+                              f"({refusal.explanation}): {refusal.gce}", SOURCE)
+
+    def summary(self) -> dict:
+        return {"scale_ups": self.scale_ups, "scale_downs": self.scale_downs, "refusals": self.capacity.refusals}
+
+
+def waste(o: Option) -> float:
+    """expander/waste: (unused cpu / cpu) + (unused memory / memory) over the nodes added."""
+    score = 0.0
+    for r in ("cpu", "memory"):
+        avail = o.template.allocatable.get(r, 0) * o.nodes
+        used = sum(pod_requests(p).get(r, 0) for p in o.pods)
+        score += (avail - used) / avail if avail else 0.0
+    return score
+
+
+def price(store: Store, o: Option) -> float:
+    pool = store.get("NodePool", "", o.group.pool)
+    if pool is None:
+        return float("inf")
+    hourly = catalog.hourly_price(catalog.machine_type(pool["spec"]["machineType"]), bool(pool["spec"].get("spot")))
+    return (hourly or 0.0) * o.nodes

@@ -1,0 +1,166 @@
+"""Scale-down of the cluster autoscaler twin (a mixin of autoscaler/cluster_autoscaler.ClusterAutoscaler).
+
+Scale-down (core/scaledown): a node is unneeded while its utilization (requests / allocatable: GPU alone on a GPU
+node, else the larger of cpu and memory; utils/utilization) is under the threshold (0.5) and all its pods can move;
+after --scale-down-unneeded-time (10 m) it is removed unless the pool is at minNodeCount in that zone or a scale-up
+happened within --scale-down-delay-after-add (10 m). Pods block removal when they have no controller, use local
+storage (emptyDir/hostPath), run in kube-system, or carry cluster-autoscaler.kubernetes.io/safe-to-evict: "false";
+"true" lifts the first three. The node is tainted ToBeDeletedByClusterAutoscaler, gets `ScaleDown` "marked the node
+as toBeDeleted/unschedulable", each pod `ScaleDown` "deleting pod for node scale down" and is deleted (its controller
+re-creates it), then the node goes. Empty nodes go together, at most one non-empty node per loop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from kubetwin.api.units import parse_duration
+from kubetwin.autoscaler.simulation import SAFE_TO_EVICT, SOURCE, TO_BE_DELETED, place, pod_info
+from kubetwin.controllers.common import controller_of
+from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.store.store import Obj
+
+if TYPE_CHECKING:
+    from kubetwin.autoscaler.cluster_autoscaler import NodeGroup
+
+
+class ScaleDown:
+    """Needs the ClusterAutoscaler's store, env, events, pools, spec, groups, bound, unneeded, protected,
+    unneeded_time, last_scale_up, last_scale_down_failure and scale_downs."""
+
+    # -- scale-down -------------------------------------------------------------------------------------
+    def utilization(self, node: Obj) -> tuple[float, bool]:
+        ni = NodeInfo.from_node(node)
+        req: Counter = Counter()
+        for p in self.bound.get(node["metadata"]["name"], {}).values():
+            req.update(pod_requests(p))
+        gpu = "cloud.google.com/gke-accelerator" in (node["metadata"].get("labels") or {})
+        if gpu:
+            alloc = ni.allocatable.get("nvidia.com/gpu", 0)
+            return (req["nvidia.com/gpu"] / alloc if alloc else 0.0), True
+        return max(req[r] / ni.allocatable[r] for r in ("cpu", "memory") if ni.allocatable.get(r)), False
+
+    def blocking(self, pod: Obj) -> str | None:
+        """Why this pod keeps its node (core/scaledown, simulator/drainability), or None."""
+        safe = (pod["metadata"].get("annotations") or {}).get(SAFE_TO_EVICT)
+        if safe == "false":
+            return "pod annotated as not safe to evict"
+        if safe == "true":
+            return None
+        if controller_of(pod) is None:
+            return "pod not backed by a controller"
+        if pod["metadata"].get("namespace") == "kube-system":
+            return "non-daemonset, non-mirrored, non-pdb-assigned kube-system pod present"
+        if any("emptyDir" in v or "hostPath" in v for v in pod["spec"].get("volumes") or []):
+            return "pod with local storage present"
+        return None
+
+    def scale_down(self) -> None:
+        """Unneeded nodes are recomputed only after a pod, node or pool changed (nothing else changes them);
+        their timers are checked every loop."""
+        if self.dirty:
+            self._update_unneeded(self.env.now)
+        self._remove_unneeded(self.env.now)
+
+    def _update_unneeded(self, now: float) -> None:
+        thr, gthr = self.spec.scaleDownUtilizationThreshold, self.spec.scaleDownGpuUtilizationThreshold
+        nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in self.store.list("Node")}
+        self._stuck: set[str] = set()
+        for g in list(self.groups.values()):
+            if g.hosts:  # a multi-host slice goes whole, once all its hosts are empty
+                hosts = self.pools.slice_nodes(g.pool)
+                if g.target and not any(self.bound.get(n) for n in hosts) and not set(hosts) & self.protected:
+                    self.unneeded.setdefault(f"slice/{g.pool}", now)
+                else:
+                    self.unneeded.pop(f"slice/{g.pool}", None)
+                continue
+            for name in self.registered(g):
+                node = nodes.get(name)
+                if node is None or name in self.protected:
+                    self.unneeded.pop(name, None)
+                    continue
+                util, gpu = self.utilization(node)
+                pods = list(self.bound.get(name, {}).values())
+                if util >= (gthr if gpu else thr) or any(self.blocking(p) for p in pods):
+                    self.unneeded.pop(name, None)
+                    continue
+                self.unneeded.setdefault(name, now)
+        live = {n for g in self.groups.values() for n in self.registered(g)}
+        for key in [k for k in self.unneeded if not k.startswith("slice/") and k not in live]:
+            del self.unneeded[key]
+
+    def _remove_unneeded(self, now: float) -> None:
+        due = sorted((since, key) for key, since in self.unneeded.items()
+                     if now - since >= self.unneeded_time and key not in self._stuck)
+        if not due or now - self.last_scale_up < self._delay_after_add() or \
+                now - self.last_scale_down_failure < parse_duration(self.spec.scaleDownDelayAfterFailure):
+            return
+        nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in self.store.list("Node")}
+        group_of = {n: g for g in self.groups.values() for n in self.registered(g)}
+        size = {id(g): len(self.registered(g)) for g in self.groups.values()}
+        drained_one = False
+        gone: set[str] = set()
+        for _since, key in due:
+            if key.startswith("slice/"):
+                g = self.groups[next(k for k in self.groups if k[0] == key[6:])]
+                self.pools.delete_slice(g.pool)
+                g.target = 0
+                del self.unneeded[key]
+                continue
+            g = group_of.get(key)
+            if g is None or key not in nodes or size[id(g)] <= g.min:
+                continue
+            pods = list(self.bound.get(key, {}).values())
+            if pods:
+                if drained_one:
+                    continue
+                if not self._fits_elsewhere(pods, nodes, gone | {key}):
+                    self._stuck.add(key)  # until something changes
+                    continue
+                drained_one = True
+            gone.add(key)
+            size[id(g)] -= 1
+            self.remove(nodes[key], g, pods)
+
+    def _delay_after_add(self) -> float:
+        return parse_duration(self.spec.scaleDownDelayAfterAdd)
+
+    def node_infos(self, nodes: dict[str, Obj] | None = None, excluded: set[str] = frozenset()) -> list[NodeInfo]:
+        """The current nodes with what their pods request (nodes being deleted left out), in name order."""
+        if nodes is None:
+            nodes = {n["metadata"]["name"]: n for n in self.store.list("Node")}
+        infos = []
+        for name in sorted(nodes):
+            node = nodes[name]
+            if name in excluded or any(t.get("key") == TO_BE_DELETED for t in node["spec"].get("taints") or []):
+                continue
+            ni = NodeInfo.from_node(node)
+            for p in self.bound.get(name, {}).values():
+                ni.add_pod(p, pod_requests(p))
+            infos.append(ni)
+        return infos
+
+    def _fits_elsewhere(self, pods: list[Obj], nodes: dict[str, Obj], excluded: set[str]) -> bool:
+        infos = self.node_infos(nodes, excluded)
+        return all(place(pod_info(p), infos) is not None for p in pods)
+
+    def remove(self, node: Obj, g: NodeGroup, pods: list[Obj]) -> None:
+        name = node["metadata"]["name"]
+        taint = {"key": TO_BE_DELETED, "value": str(int(self.store_epoch())), "effect": "NoSchedule"}
+        node = self.store.patch("Node", "", name, lambda n: {**n, "spec": {**n["spec"], "taints": [
+            *(n["spec"].get("taints") or []), taint]}}) or node
+        self.events.event(node, "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable", SOURCE)
+        for p in pods:
+            self.events.event(p, "Normal", "ScaleDown", "deleting pod for node scale down", SOURCE)
+            self.store.delete("Pod", p["metadata"].get("namespace") or "default", p["metadata"]["name"])
+        self.store.delete("Node", "", name)
+        self.unneeded.pop(name, None)
+        g.target = max(g.min, g.target - 1)
+        self.scale_downs.append({"t": self.env.now, "node": name, "group": f"{g.pool}/{g.zone}",
+                                 "evicted": len(pods)})
+
+    def store_epoch(self) -> float:
+        start = datetime.fromisoformat(self.store.timestamp(0).replace("Z", "+00:00"))
+        return start.timestamp() + self.env.now

@@ -1,0 +1,463 @@
+"""Kueue inside `kubetwin run`, end to end: Workload, Job and Pod objects read back from the run's history.
+
+Covers the cohort example (borrowing, reclaim, requeue), missing LocalQueues, flavor injection, JobSet
+integration, the manager Configuration (validation, waitForPodsReady, blockAdmission, fairSharing) and
+byte-identical outputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubetwin.api.errors import KubetwinError
+from kubetwin.api.loader import load_paths
+from kubetwin.api.validate import validate
+from kubetwin.kueue import config as kueue_config
+from kubetwin.run import run as kt_run
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+COHORT = EXAMPLES / "kueue-cohort-borrowing.yaml"
+WFPR = EXAMPLES / "kueue-wait-for-pods-ready.yaml"
+KQ = "kueue.x-k8s.io/v1beta2"
+FAIR = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def versions(result, kind: str, name_prefix: str = "", ns: str | None = None) -> list[tuple[float, str, dict]]:
+    return [(t, etype, o) for t, _, etype, o in result.history
+            if o["kind"] == kind and o["metadata"]["name"].startswith(name_prefix)
+            and (ns is None or o["metadata"].get("namespace") == ns)]
+
+
+def last(result, kind: str, name_prefix: str, ns: str | None = None, at: float | None = None) -> dict:
+    found = [o for t, etype, o in versions(result, kind, name_prefix, ns) if etype != "DELETED"
+             and (at is None or t <= at)]
+    assert found, f"no {kind} {name_prefix}"
+    return found[-1]
+
+
+def cond(obj: dict, ctype: str) -> dict:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
+
+
+def first_time(result, kind: str, name_prefix: str, pred, ns: str | None = None) -> float | None:
+    for t, etype, o in versions(result, kind, name_prefix, ns):
+        if etype != "DELETED" and pred(o):
+            return t
+    return None
+
+
+def events(result, reason: str) -> list[tuple[float, dict]]:
+    return [(t, o) for t, _, etype, o in result.history if o["kind"] == "Event" and o["reason"] == reason
+            and etype == "ADDED"]
+
+
+def scenario(duration: str = "2h") -> dict:
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "t"},
+            "spec": {"duration": duration, "seed": 1, "report": ["summary"]}}
+
+
+def cpu_pool(name: str = "cpu", count: int = 2, labels: dict | None = None, taints: list | None = None) -> dict:
+    spec: dict = {"machineType": "e2-standard-16", "nodeCount": count, "zones": ["us-central1-a"]}
+    if labels:
+        spec["labels"] = labels
+    if taints:
+        spec["taints"] = taints
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+
+
+def flavor(name: str = "default", **spec) -> dict:
+    return {"apiVersion": KQ, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+
+
+def cluster_queue(name: str, cpu: str, cohort: str | None = None, flavor_name: str = "default",
+                  preemption: dict | None = None) -> dict:
+    spec: dict = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": flavor_name, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}
+    if cohort:
+        spec["cohortName"] = cohort
+    if preemption:
+        spec["preemption"] = preemption
+    return {"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(name: str, cq: str, ns: str = "default", create_at: str | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": ns}
+    if create_at:
+        meta["annotations"] = {"kubetwin.io/create-at": create_at}
+    return {"apiVersion": KQ, "kind": "LocalQueue", "metadata": meta, "spec": {"clusterQueue": cq}}
+
+
+def job(name: str, queue: str | None, cpu: str = "1", pods: int = 1, duration: str = "30m", ns: str = "default",
+        create_at: str | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": ns}
+    if queue:
+        meta["labels"] = {"kueue.x-k8s.io/queue-name": queue}
+    if create_at:
+        meta["annotations"] = {"kubetwin.io/create-at": create_at}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
+        "parallelism": pods, "completions": pods, "template": {
+            "metadata": {"annotations": {"kubetwin.io/duration": duration}},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}}}}
+
+
+def configuration(**fields) -> dict:
+    return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **fields}
+
+
+# ------------------------------------------------------------------------------------------------ (a) cohort
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory):
+    return kt_run([COHORT], out=tmp_path_factory.mktemp("cohort"))
+
+
+def test_cohort_example_borrow_reclaim_requeue(cohort):
+    wl = {n: last(cohort, "Workload", f"job-{n}-", at=3599) for n in ("sweep-a", "sweep-b", "sweep-c", "sweep-d")}
+    for n in wl:  # all four admitted at their creation (0, 1m, 2m, 3m); c and d borrow prod's idle quota
+        assert cond(wl[n], "QuotaReserved")["status"] == "True"
+    assert [first_time(cohort, "Workload", f"job-{n}-", lambda o: cond(o, "Admitted").get("status") == "True")
+            for n in ("sweep-a", "sweep-b", "sweep-c", "sweep-d")] == [0.0, 60.0, 120.0, 180.0]
+    research = last(cohort, "ClusterQueue", "research", at=3599)
+    gpu = next(r for r in research["status"]["flavorsUsage"][0]["resources"] if r["name"] == "nvidia.com/gpu")
+    assert (gpu["total"], gpu["borrowed"]) == ("32", "16")
+
+    # 1h: prod's finetune reclaims its nominal quota: c and d (the borrowers) are preempted
+    for n in ("sweep-c", "sweep-d"):
+        at_1h = last(cohort, "Workload", f"job-{n}-", at=3600)
+        assert cond(at_1h, "Evicted")["reason"] == "Preempted"
+        assert cond(at_1h, "Preempted")["reason"] == "InCohortReclamation"
+        assert cond(at_1h, "QuotaReserved")["status"] == "False"
+        assert last(cohort, "Job", n, at=3600)["spec"]["suspend"] is True
+    for n in ("sweep-a", "sweep-b"):
+        assert cond(last(cohort, "Workload", f"job-{n}-", at=3600), "Evicted") == {}
+    assert first_time(cohort, "Workload", "job-finetune-",
+                      lambda o: cond(o, "Admitted").get("status") == "True") == 3600.0
+    assert len(events(cohort, "Preempted")) == 2
+
+    # 3h: finetune finishes; the sweeps are admitted again and every Job completes
+    for n in ("sweep-c", "sweep-d"):
+        readmitted = [t for t, etype, o in versions(cohort, "Workload", f"job-{n}-")
+                      if cond(o, "Admitted").get("status") == "True" and t > 3600]
+        assert readmitted[0] == 10800.0
+    done = {n: first_time(cohort, "Job", n, lambda o: any(c["type"] == "Complete" and c["status"] == "True"
+                                                          for c in (o.get("status") or {}).get("conditions") or []))
+            for n in ("sweep-a", "sweep-b", "sweep-c", "sweep-d", "finetune")}
+    assert done["finetune"] == 10800.0 and done["sweep-c"] == done["sweep-d"] == 25200.0
+    assert all(t is not None for t in done.values())
+
+
+def test_cohort_example_summary_and_metrics(cohort):
+    k = cohort.summary["kueue"]
+    assert {q: (k[q]["admitted"], k[q]["evicted"], k[q]["finished"]) for q in k} == {
+        "prod": (1, 0, 1), "research": (6, 2, 4)}
+    assert k["prod"]["preemptions_issued"] == {"InCohortReclamation": 2}
+    assert k["research"]["evicted_by_reason"] == {"Preempted": 2}
+    assert k["research"]["admission_wait_s"]["max"] == 7200.0  # requeued at 1h, admitted again at 3h
+    prom = (cohort.out / "metrics.prom").read_text()
+    assert 'kueue_admitted_workloads_total{cluster_queue="research"} 6.0' in prom
+    assert 'kueue_preempted_workloads_total{preempting_cluster_queue="prod",reason="InCohortReclamation"} 2.0' in prom
+
+
+# ------------------------------------------------------------------------------------------------ (b) missing LQ
+def test_missing_local_queue_then_created():
+    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "8"), local_queue("main", "cq", create_at="30m"),
+            job("train", "main")]
+    result = kt_run(objects=objs)
+    wl = last(result, "Workload", "job-train-", at=1799)
+    qr = cond(wl, "QuotaReserved")
+    assert (qr["status"], qr["reason"], qr["message"]) == ("False", "Inadmissible", "LocalQueue main doesn't exist")
+    assert last(result, "Job", "train", at=1799)["spec"]["suspend"] is True
+    assert not [o for t, _, o in versions(result, "Pod", "train-") if t < 1800]
+    assert first_time(result, "Workload", "job-train-", lambda o: cond(o, "Admitted").get("status") == "True") \
+        == 1800.0
+    assert first_time(result, "Job", "train", lambda o: o["spec"].get("suspend") is False) == 1800.0
+
+
+# ------------------------------------------------------------------------------------------------ (c) flavors
+def test_admitted_pods_carry_flavor_node_labels_and_tolerations():
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+    objs = [scenario(), cpu_pool("plain"), cpu_pool("ml", labels={"team": "ml"},
+                                                    taints=[{"key": "dedicated", "value": "ml",
+                                                             "effect": "NoSchedule"}]),
+            flavor("ml", nodeLabels={"team": "ml"}, tolerations=[toleration]),
+            cluster_queue("cq", "8", flavor_name="ml"), local_queue("main", "cq"), job("train", "main", pods=2)]
+    result = kt_run(objects=objs)
+    pods = [o for _, etype, o in versions(result, "Pod", "train-") if etype == "ADDED"]
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"] == {"team": "ml"}
+        assert toleration in pod["spec"]["tolerations"]
+    nodes = {last(result, "Pod", p["metadata"]["name"])["spec"].get("nodeName") for p in pods}
+    assert nodes and all(n and "ml" in n for n in nodes)
+    # the Job's template is restored to what the Workload was made from only on eviction; here it runs as admitted
+    assert last(result, "Job", "train", at=60)["spec"]["template"]["spec"]["nodeSelector"] == {"team": "ml"}
+
+
+# ------------------------------------------------------------------------------------------------ (d) JobSet
+def _jobset() -> dict:
+    def rjob(name: str, replicas: int, pods: int) -> dict:
+        return {"name": name, "replicas": replicas, "template": {"spec": {
+            "parallelism": pods, "completions": pods, "template": {
+                "metadata": {"annotations": {"kubetwin.io/duration": "20m"}},
+                "spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}}}
+
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "main"},
+                         "annotations": {"kubetwin.io/create-at": "1m"}},
+            "spec": {"replicatedJobs": [rjob("driver", 1, 1), rjob("workers", 2, 2)]}}
+
+
+def _jobset_objects() -> list[dict]:
+    return [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "5"), local_queue("main", "cq"),
+            job("blocker", "main", cpu="4", duration="30m"), _jobset()]
+
+
+def test_jobset_is_one_workload_and_starts_when_admitted():
+    result = kt_run(objects=_jobset_objects())
+    wls = {o["metadata"]["name"] for _, _, o in versions(result, "Workload", "jobset-train-")}
+    assert len(wls) == 1
+    wl = last(result, "Workload", "jobset-train-")
+    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("driver", 1), ("workers", 4)]
+    admitted = first_time(result, "Workload", "jobset-train-", lambda o: cond(o, "Admitted").get("status") == "True")
+    blocker_done = first_time(result, "Workload", "job-blocker-", lambda o: cond(o, "Finished").get("status") == "True")
+    assert admitted is not None and blocker_done is not None and admitted == blocker_done > 60
+    assert last(result, "JobSet", "train", at=admitted - 1)["spec"]["suspend"] is True
+    child_pods = [t for t, etype, o in versions(result, "Pod", "train-") if etype == "ADDED"]
+    assert len(child_pods) == 5 and min(child_pods) >= admitted
+
+
+def test_configuration_without_jobset_framework_leaves_jobsets_unmanaged():
+    """defaults.go: integrations.frameworks defaults to [batch/job]; a queued JobSet then starts at once."""
+    result = kt_run(objects=_jobset_objects() + [configuration()])
+    assert not versions(result, "Workload", "jobset-train-")
+    assert first_time(result, "Pod", "train-", lambda o: True) == 60.0
+    assert any("JobSets labelled kueue.x-k8s.io/queue-name are not queued" in d.message for d in result.notices)
+    managed = kt_run(objects=_jobset_objects() + [configuration(
+        integrations={"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]})])
+    assert len({o["metadata"]["name"] for _, _, o in versions(managed, "Workload", "jobset-train-")}) == 1
+
+
+# ------------------------------------------------------------------------------------------------ Configuration
+def test_configuration_validation_diagnostics(tmp_path):
+    f = tmp_path / "cfg.yaml"
+    f.write_text("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady:\n"
+                 "  enable: true\n  timeout: 10\n  requeuingStrategy:\n    timestamp: Later\n"
+                 "fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n"
+                 "featureGates: {NotAGate: true}\nwaitForPodReady: {}\n")
+    diags = validate(load_paths([f]))
+    got = {(d.line, d.field, d.severity) for d in diags}
+    assert (4, "waitForPodsReady.enable", "error") in got
+    assert (5, "waitForPodsReady.timeout", "error") in got
+    assert (7, "waitForPodsReady.requeuingStrategy.timestamp", "error") in got
+    assert (9, "fairSharing.preemptionStrategies", "error") in got
+    assert (11, "waitForPodReady", "error") in got
+    by_field = {d.field: d for d in diags}
+    assert "Eviction" in by_field["waitForPodsReady.requeuingStrategy.timestamp"].hint
+    assert "presence" in by_field["waitForPodsReady.enable"].hint
+    assert by_field["waitForPodReady"].message == 'strict decoding error: unknown field "waitForPodReady"'
+    with pytest.raises(KubetwinError):
+        kt_run([f])
+
+
+def test_configuration_fair_sharing_needs_strategies_and_frameworks_must_exist(tmp_path):
+    f = tmp_path / "cfg.yaml"
+    f.write_text("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfairSharing: {}\n"
+                 "integrations:\n  frameworks: [batch/job, kubeflow.org/notajob]\n")
+    by_field = {d.field: d for d in validate(load_paths([f]))}
+    assert by_field["fairSharing.preemptionStrategies"].message == "Required value: must be specified"
+    assert by_field["fairSharing.preemptionStrategies"].line == 3
+    frameworks = by_field["integrations.frameworks"]
+    assert frameworks.line == 5 and "'kubeflow.org/notajob'" in frameworks.message
+    assert "jobset.x-k8s.io/jobset" in frameworks.message  # the supported values are listed
+
+
+def test_configuration_defaults_per_version():
+    v2 = kueue_config.parse(configuration(waitForPodsReady={}, fairSharing=FAIR))
+    assert v2.wait_for_pods_ready == kueue_config.WaitForPodsReady(timeout=1800.0, block_admission=False,
+                                                                   recovery_timeout=1800.0)
+    assert v2.fair_sharing and v2.preemption_strategies == ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+    v1 = kueue_config.parse({"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
+                             "waitForPodsReady": {"enable": True}, "fairSharing": {"enable": False}})
+    assert (v1.wait_for_pods_ready.timeout, v1.wait_for_pods_ready.block_admission, v1.fair_sharing) == (
+        300.0, True, False)
+    assert kueue_config.parse(configuration()).wait_for_pods_ready is None
+    assert kueue_config.parse(configuration(featureGates={"PartialAdmission": False})).partial_admission is False
+    w = kueue_config.WaitForPodsReady(backoff_base_seconds=60, backoff_max_seconds=200)
+    assert [w.backoff(n) for n in (1, 2, 3, 4)] == [60.0, 120.0, 200.0, 200.0]
+    assert kueue_config.go_duration("1h30m") == 5400.0
+    assert [d for d in validate(load_paths([WFPR])) if d.severity == "error"] == []
+
+
+# ------------------------------------------------------------------------------------------------ (e) waitForPodsReady
+@pytest.fixture(scope="module")
+def wfpr(tmp_path_factory):
+    return kt_run([WFPR], out=tmp_path_factory.mktemp("wfpr"))
+
+
+def test_wait_for_pods_ready_evicts_requeues_with_backoff_and_deactivates(wfpr):
+    key = last(wfpr, "Workload", "job-gang-")["metadata"]
+    key = f"{key['namespace']}/{key['name']}"
+    evictions = sorted({(cond(o, "Evicted")["lastTransitionTime"], cond(o, "Evicted")["message"])
+                        for t, _, o in versions(wfpr, "Workload", "job-gang-")
+                        if cond(o, "Evicted").get("reason") == "PodsReadyTimeout"
+                        and cond(o, "Evicted").get("status") == "True"})
+    assert evictions == [("2026-01-01T00:10:00Z", f"Exceeded the PodsReady timeout {key}"),
+                         ("2026-01-01T00:21:00Z", f"Exceeded the PodsReady timeout {key}")]
+    event = [o for _, o in events(wfpr, "EvictedDueToPodsReadyTimeout")]
+    assert len(event) == 1 and event[0]["message"] == f"Exceeded the PodsReady timeout {key}"
+    admitted = [t for t, etype, o in versions(wfpr, "Workload", "job-gang-")
+                if cond(o, "Admitted").get("status") == "True" and cond(o, "Evicted").get("status") != "True"]
+    assert sorted(set(admitted)) == [0.0, 660.0, 1380.0]  # requeued 60 s, then 120 s after each eviction
+    first = last(wfpr, "Workload", "job-gang-", at=600)
+    assert first["status"]["requeueState"] == {"count": 1, "requeueAt": "2026-01-01T00:11:00Z"}
+    assert (cond(first, "Evicted")["reason"], cond(first, "Requeued")["reason"]) == ("PodsReadyTimeout",
+                                                                                    "PodsReadyTimeout")
+    assert cond(first, "QuotaReserved")["status"] == "False" and "admission" not in first["status"]
+    pr = cond(first, "PodsReady")
+    assert (pr["status"], pr["reason"], pr["message"]) == (
+        "False", "WaitForStart", "Not all pods are ready or succeeded")
+    assert last(wfpr, "Workload", "job-gang-", at=1260)["status"]["requeueState"]["count"] == 2
+    assert cond(last(wfpr, "Workload", "job-gang-", at=660), "Requeued")["reason"] == "BackoffFinished"
+    assert last(wfpr, "Job", "gang", at=620)["spec"]["suspend"] is True
+    # third timeout: count 2 + 1 > backoffLimitCount 2 -> deactivated, never admitted again
+    final = last(wfpr, "Workload", "job-gang-")
+    assert final["spec"]["active"] is False and "requeueState" not in final["status"]
+    ev = cond(final, "Evicted")
+    assert (ev["reason"], ev["message"], ev["lastTransitionTime"]) == (
+        "DeactivatedDueToRequeuingLimitExceeded",
+        "The workload is deactivated due to exceeding the maximum number of re-queuing retries", "2026-01-01T00:33:00Z")
+    assert cond(final, "QuotaReserved")["status"] == "False"
+    assert last(wfpr, "Job", "gang")["spec"]["suspend"] is True
+    alive = {}
+    for _, etype, pod in versions(wfpr, "Pod", "gang-"):
+        alive[pod["metadata"]["name"]] = etype != "DELETED"
+    assert alive and not any(alive.values())  # every pod of the gang is gone after the deactivation
+    k = wfpr.summary["kueue"]["team"]
+    assert (k["admitted"], k["evicted"], k["evicted_by_reason"]) == (
+        3, 3, {"Deactivated": 1, "PodsReadyTimeout": 2})
+    prom = (wfpr.out / "metrics.prom").read_text()
+    assert 'kueue_evicted_workloads_total{cluster_queue="team",reason="PodsReadyTimeout"} 2.0' in prom
+
+
+def test_pods_ready_true_when_all_pods_ready_and_no_eviction():
+    objs = [scenario(), configuration(waitForPodsReady={"timeout": "5m"}), cpu_pool(), flavor(),
+            cluster_queue("cq", "8"), local_queue("main", "cq"), job("train", "main", pods=3)]
+    result = kt_run(objects=objs)
+    wl = last(result, "Workload", "job-train-", at=1000)
+    pr = cond(wl, "PodsReady")
+    assert (pr["status"], pr["reason"], pr["message"]) == (
+        "True", "Started", "All pods reached readiness and the workload is running")
+    assert not events(result, "EvictedDueToPodsReadyTimeout")
+
+
+def test_block_admission_holds_other_workloads_until_the_gang_is_evicted():
+    gang = job("gang", "main", cpu="9", pods=3, duration="1h")  # 2 nodes of ~15.9 cpu: one 9-cpu pod each
+    small = job("small", "main", cpu="1", create_at="1m")
+
+    def run(block: bool):
+        cfg = configuration(waitForPodsReady={"timeout": "10m", "blockAdmission": block,
+                                              "requeuingStrategy": {"backoffLimitCount": 0}})
+        return kt_run(objects=[scenario(), cfg, cpu_pool(), flavor(), cluster_queue("cq", "40"),
+                                     local_queue("main", "cq"), gang, small])
+
+    def admitted(result, name):
+        return first_time(result, "Workload", f"job-{name}-", lambda o: cond(o, "Admitted").get("status") == "True")
+
+    free, blocked = run(False), run(True)
+    assert admitted(free, "small") == 60.0
+    assert admitted(blocked, "small") == 600.0  # once the gang is deactivated and its quota released
+    assert last(blocked, "Workload", "job-gang-")["spec"]["active"] is False
+
+
+# ------------------------------------------------------------------------------------------------ (f) fair sharing
+def test_fair_sharing_from_configuration_changes_the_outcome():
+    """TestFairPreemptions F3 end to end: a (at nominal) asks for 1 more cpu while b borrows 2. Classical
+    preemption cannot take it (borrowWithinCohort only below priority -3); fair sharing preempts b's newest."""
+    prem = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": -3}}
+    objs = [scenario("1h"), cpu_pool(), flavor()]
+    objs += [cluster_queue(n, "3", cohort="all", preemption=prem) for n in "abc"]
+    objs += [local_queue(n, n) for n in "abc"]
+    objs += [job(f"a{i}", "a", duration="2h") for i in range(1, 4)]
+    objs += [job(f"b{i}", "b", duration="2h", create_at=f"{i}s") for i in range(1, 6)]
+    objs += [job("c1", "c", duration="2h"), job("a-incoming", "a", duration="2h", create_at="5m")]
+
+    def outcome(fair: bool) -> tuple[float | None, list]:
+        run_objs = objs + ([configuration(fairSharing=FAIR)] if fair else [])
+        result = kt_run(objects=run_objs)
+        admitted = first_time(result, "Workload", "job-a-incoming-",
+                              lambda o: cond(o, "Admitted").get("status") == "True")
+        preempted = sorted((o["involvedObject"]["name"].split("-")[1], cond_reason)
+                           for _, o in events(result, "Preempted")
+                           for cond_reason in [o["message"].split("; ")[0]])
+        return admitted, preempted
+
+    classical, fair = outcome(False), outcome(True)
+    assert classical == (None, [])
+    admitted, preempted = fair
+    assert admitted == 300.0 and [p[0] for p in preempted] == ["b5"]
+    result = kt_run(objects=objs + [configuration(fairSharing=FAIR)])
+    b5 = last(result, "Workload", "job-b5-", at=300)
+    assert cond(b5, "Preempted")["reason"] == "InCohortFairSharing"
+
+
+# ------------------------------------------------------------------------------------------------ (g) determinism
+@pytest.mark.parametrize("example", [COHORT, WFPR], ids=["cohort", "wait-for-pods-ready"])
+def test_same_inputs_byte_identical_outputs(example, tmp_path):
+    a = kt_run([example], out=tmp_path / "a")
+    b = kt_run([example], out=tmp_path / "b")
+    for name in ("summary.json", "metrics.prom"):
+        assert (a.out / name).read_bytes() == (b.out / name).read_bytes()
+
+
+def test_recovery_timeout_after_pods_ready_drops():
+    """A running gang whose containers crash (kubetwin.io/fail-after, restartPolicy OnFailure) turns PodsReady
+    False "WaitForRecovery"; the kubelet restarts them after 10 s of CrashLoopBackOff. recoveryTimeout 1m lets it
+    recover ("Recovered"); recoveryTimeout 5s evicts it first."""
+    crashing = job("train", "main", pods=2, duration="3h")
+    tmpl = crashing["spec"]["template"]
+    tmpl["metadata"]["annotations"]["kubetwin.io/fail-after"] = "20m"
+    tmpl["spec"]["restartPolicy"] = "OnFailure"
+    crashing["spec"]["backoffLimit"] = 100
+
+    def run(recovery: str):
+        cfg = configuration(waitForPodsReady={"timeout": "10m", "recoveryTimeout": recovery})
+        return kt_run(objects=[scenario("1h"), cfg, cpu_pool(), flavor(), cluster_queue("cq", "8"),
+                               local_queue("main", "cq"), crashing])
+
+    def pods_ready(result):
+        out = []
+        for t, _, o in versions(result, "Workload", "job-train-"):
+            c = cond(o, "PodsReady")
+            if c and (not out or out[-1][1:] != (c["status"], c["reason"])):
+                out.append((t, c["status"], c["reason"]))
+        return out
+
+    patient = run("1m")
+    seen = pods_ready(patient)
+    assert ("False", "WaitForRecovery") in [s[1:] for s in seen] and ("True", "Recovered") in [s[1:] for s in seen]
+    assert not [o for t, _, o in versions(patient, "Workload", "job-train-") if cond(o, "Evicted")]
+    strict = run("5s")
+    dropped = next(t for t, status, reason in pods_ready(strict) if reason == "WaitForRecovery")
+    evicted = first_time(strict, "Workload", "job-train-", lambda o: cond(o, "Evicted").get("status") == "True")
+    assert evicted == dropped + 5
+    assert cond(last(strict, "Workload", "job-train-", at=evicted), "Evicted")["reason"] == "PodsReadyTimeout"
+
+
+@pytest.mark.parametrize("timestamp,first", [("Eviction", "b"), ("Creation", "a")])
+def test_requeuing_timestamp_orders_the_evicted_workload(timestamp, first):
+    """a (created at 0) times out at 10m and is requeued at once (backoffBaseSeconds 0); b (created at 1m) waits
+    for the same quota. Eviction orders a by its eviction time (after b), Creation by its creation time."""
+    cfg = configuration(waitForPodsReady={"timeout": "10m", "requeuingStrategy": {
+        "timestamp": timestamp, "backoffBaseSeconds": 0}})
+    objs = [scenario("30m"), cfg, cpu_pool(), flavor(), cluster_queue("cq", "24"), local_queue("main", "cq"),
+            job("a", "main", cpu="8", pods=3), job("b", "main", cpu="8", pods=3, create_at="1m")]
+    result = kt_run(objects=objs)
+    admitted_at_10m = [n for n in "ab" if any(
+        cond(o, "Admitted").get("status") == "True" and cond(o, "Admitted")["lastTransitionTime"].endswith("00:10:00Z")
+        for _, _, o in versions(result, "Workload", f"job-{n}-"))]
+    assert admitted_at_10m == [first]
