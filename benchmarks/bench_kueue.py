@@ -1,9 +1,10 @@
 """Kueue admission throughput, and a 30-day Philly trace replay through Kueue on a 64-node GPU pool.
 
 1. Admission: 50 ClusterQueues in 5 cohorts (10 each, 40 GPUs nominal, may borrow 40) on 256 nodes, 20,000
-   queued Jobs (1-8 GPUs, 10-60 min) arriving over one simulated day, through `kubetwin run`'s own code path (webhook, Workloads, cycles, Job
-   start, pods, scheduler, kubelet). Reported: workloads admitted per wall second, against a baseline measured
-   in the same process: the same Jobs without the queue label (no Kueue), so the difference is Kueue's cost.
+   queued Jobs (1-8 GPUs, 10-60 min) arriving over one simulated day, through `kubetwin run`'s own code path
+   (webhook, Workloads, cycles, Job start, pods, scheduler, kubelet). Reported: workloads admitted per wall
+   second, against a baseline measured in the same process: the same Jobs without the queue label (no
+   Kueue), so the difference is Kueue's cost.
 2. Philly: the Pollux/Philly trace (../shared/traces/pollux/philly_pollux.csv, Apache-2.0, Qiao et al. OSDI'21,
    Jeon et al. ATC'19), 30 days from 2017-10-03, every job as a queued Job (num_gpus > 8 as ceil(n/8) pods of 8
    GPUs) on 64 a2-highgpu-8g nodes behind one ClusterQueue: wall time, jobs finished, admission wait.

@@ -1,7 +1,8 @@
 """Kueue TestFairPreemptions vectors (kueue_vectors.md F*): fair-sharing victim selection, and DRS arithmetic.
 
 Fixture F: ClusterQueues a, b, c (cpu 3 each) and preemptible (cpu 0) in cohort "all"; every admitted workload is
-priority 0 and reserved at the same time. Default strategies [LessThanOrEqualToFinalShare, LessThanInitialShare].
+priority 0 and reserved at the same time. Default strategies [LessThanOrEqualToFinalShare, LessThanInitialShare];
+the strategy vectors also run each one alone.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import pytest
 from kueue_builders import NOW, make_cq, make_flavor, make_wl
 
 from kubetwin.kueue import KueueScheduler, api
+from kubetwin.kueue import config as kueue_config
+from kubetwin.kueue.controller import KueueController
 from kubetwin.kueue.fairsharing import DRS, compare_drs, dominant_resource_share
 from kubetwin.kueue.flavorassigner import PREEMPT_MODE, Assignment, FlavorAssignment, PodSetAssignment
 from kubetwin.kueue.preemption import Preemptor
 from kubetwin.kueue.snapshot import Snapshot, WorkloadInfo, admission_usage
+from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Store
 
 
 def fixture_f() -> list[dict]:
@@ -148,3 +154,70 @@ def test_fair_sharing_admission_order_prefers_lower_share():
                                                                     "another workload", "active")])
     assert results[True] == (["default/b_new"], [("default/a_new", "Workload no longer fits after processing "
                                                                    "another workload", "active")])
+
+
+# Kueue TestFairPreemptions (pkg/scheduler/preemption/preemption_fair_test.go), base fixture F, incoming a 1 cpu:
+# "preempt lower priority first, even if big" with strategies [LessThanInitialShare] preempts b_low, and
+# "preempt workload that doesn't transfer the imbalance, even if high priority" with [LessThanOrEqualToFinalShare]
+# preempts b_high. a would borrow 1 (DRS 111), b borrows 3 (333). S2-a (preemptor's share <= the target's share
+# after the removal) rejects b_low (b would drop to 0) and takes b_high (b keeps 222); S2-b (preemptor's share <
+# the target's share before) accepts the first candidate, b_low (lower priority first). The default list runs S2-a
+# first, so it matches [LessThanOrEqualToFinalShare] here.
+STRATEGY_CASES = {
+    "default": (None, "b_high"),
+    "LessThanOrEqualToFinalShare": (("LessThanOrEqualToFinalShare",), "b_high"),
+    "LessThanInitialShare": (("LessThanInitialShare",), "b_low"),
+}
+
+
+def strategy_admitted() -> list[WorkloadInfo]:
+    return [unit("a1", "a", "3"), unit("b_low", "b", "5", priority=0), unit("b_high", "b", "1", priority=1)]
+
+
+@pytest.mark.parametrize("case", sorted(STRATEGY_CASES))
+def test_fair_preemption_strategies(case):
+    strategies, victim = STRATEGY_CASES[case]
+    snap = snapshot(strategy_admitted())
+    wl, assignment = incoming("a_incoming", "a", "1")
+    targets = Preemptor(now=NOW + 10, fair_sharing=True, fair_sharing_strategies=strategies).get_targets(
+        wl, assignment, snap)
+    assert [(t.workload.obj.name, t.reason) for t in targets] == [(victim, "InCohortFairSharing")]
+
+
+@pytest.mark.parametrize("case", sorted(STRATEGY_CASES))
+def test_fair_preemption_strategies_in_a_cycle(case):
+    """The strategies reach preemption through ``KueueScheduler(fair_sharing_strategies=...)``."""
+    strategies, victim = STRATEGY_CASES[case]
+    sched = KueueScheduler(fair_sharing=True, fair_sharing_strategies=strategies)
+    sched.set_namespace("default")
+    for obj in fixture_f():
+        sched.apply(obj)
+    sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                 "metadata": {"namespace": "default", "name": "a"}, "spec": {"clusterQueue": "a"}})
+    for w in strategy_admitted():
+        sched.add_workload(w.obj)
+    sched.add_workload(make_wl("default", "a_incoming").queue("a").request("cpu", "1").obj())
+    result = sched.schedule(NOW + 10)
+    assert [(v.key, v.reason) for v in result.victims] == [(f"default/{victim}", "InCohortFairSharing")]
+    assert [(p.key, p.reason) for p in result.pending] == [("default/a_incoming", "WaitingForPreemptedWorkloads")]
+
+
+@pytest.mark.parametrize("strategies", [["LessThanInitialShare"], ["LessThanOrEqualToFinalShare"], None])
+def test_controller_passes_configuration_strategies(strategies):
+    """The manager Configuration's fairSharing.preemptionStrategies reach the scheduler (default: both)."""
+    fs = {"preemptionStrategies": strategies} if strategies else {"enable": True}
+    version = "v1beta2" if strategies else "v1beta1"
+    cfg = kueue_config.parse({"apiVersion": f"config.kueue.x-k8s.io/{version}", "kind": "Configuration",
+                              "fairSharing": fs})
+    env = Environment()
+    store = Store(env, 0, NOW)
+    ctrl = KueueController(store, env, EventRecorder(store), config=cfg)
+    assert ctrl.sched.fair_sharing
+    assert ctrl.sched.fair_sharing_strategies == tuple(strategies or ("LessThanOrEqualToFinalShare",
+                                                                      "LessThanInitialShare"))
+
+
+def test_unsupported_strategy_lists_are_rejected():
+    with pytest.raises(ValueError, match="unsupported fair sharing preemption strategies"):
+        KueueScheduler(fair_sharing=True, fair_sharing_strategies=["LessThanInitialShare",
+                                                                   "LessThanOrEqualToFinalShare"])

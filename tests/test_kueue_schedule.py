@@ -338,3 +338,51 @@ def test_strict_fifo_head_blocks_and_best_effort_requeues_on_release():
     sched.remove_workload("lend/a")  # quota released in the cohort: inadmissible workloads come back
     assert queues_state(sched) == ({"lend-b": ["lend/b"]}, {})
     assert admitted_summary(sched.schedule(NOW + 2)) == {"lend/b": {"main": ({"cpu": "default"}, {"cpu": "3"}, 1)}}
+
+
+def _reclaim_case(reclaim: str) -> tuple[list[dict], list[dict]]:
+    """ClusterQueueA (gpu 2 on on-demand, reclaimWithinCohort ``reclaim``) lends to ClusterQueueB (gpu 0) in cohort
+    root. a1-admitted uses 1 in A; a2-pending (2) cannot get its nominal back without preempting a1 within A, which
+    A's withinClusterQueue (Never, the default) forbids: Preempt mode without candidates. b1-pending (1) would borrow
+    A's free unit."""
+    extra = [make_cq("ClusterQueueA").cohort("root").preemption(reclaim=reclaim).flavor("on-demand", gpu="2").obj(),
+             make_cq("ClusterQueueB").cohort("root").flavor("on-demand", gpu="0").obj(),
+             make_lq("eng-alpha", "lq", "ClusterQueueA"), make_lq("eng-beta", "lq", "ClusterQueueB")]
+    workloads = [wl("eng-alpha", "a1-admitted").request("gpu", "1")
+                 .admitted("ClusterQueueA", {"main": {"gpu": "on-demand"}}).obj(),
+                 wl("eng-alpha", "a2-pending").queue("lq").request("gpu", "2").obj(),
+                 wl("eng-beta", "b1-pending").queue("lq").request("gpu", "1").obj()]
+    return workloads, extra
+
+
+A2_PENDING = ("WaitingForQuota", "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor "
+                             "on-demand, 1 more needed")
+
+
+def test_k24_capacity_not_blocked_when_lending_cq_can_reclaim():
+    """K24: Kueue TestSchedule "capacity not blocked when lending clusterqueue can reclaim (ReclaimWithinCohort=Any)"
+    (pkg/scheduler/scheduler_test.go). A can always reclaim its nominal later (preemption.CanAlwaysReclaim), so its
+    preemptor without candidates reserves nothing and B borrows the free unit."""
+    sched, result = run_cycle(*_reclaim_case("Any"))
+    assert admitted_summary(result) == {"eng-beta/b1-pending": {"main": ({"gpu": "on-demand"}, {"gpu": "1"}, 1)}}
+    assert result.victims == [] and result.skipped_preemptions == {}
+    assert queues_state(sched) == ({}, {"ClusterQueueA": ["eng-alpha/a2-pending"]})
+    assert set(sched.admitted) == {"eng-alpha/a1-admitted", "eng-beta/b1-pending"}
+    assert {p.key: (p.reason, p.message) for p in result.pending} == {"eng-alpha/a2-pending": A2_PENDING}
+
+
+@pytest.mark.parametrize("reclaim", ["LowerPriority", "Never"])
+def test_k25_capacity_blocked_when_lending_cq_not_guaranteed_to_reclaim(reclaim):
+    """K25: Kueue TestSchedule "capacity blocked when lending clusterqueue not guaranteed to reclaim
+    (ReclaimWithinCohort=LowerPriority)" and "(ReclaimWithinCohort=Never)" (pkg/scheduler/scheduler_test.go).
+    A is not sure to get its quota back, so a2-pending reserves up to A's nominal (min(2, 2 - 1) = 1,
+    scheduler.go reserveCapacityForUnreclaimablePreempt / quotaResourcesToReserve); b1-pending, processed after it
+    (it borrows), no longer fits and stays in B's heap; a2-pending goes to the inadmissible set."""
+    sched, result = run_cycle(*_reclaim_case(reclaim))
+    assert result.admitted == [] and result.victims == [] and result.skipped_preemptions == {}
+    assert queues_state(sched) == ({"ClusterQueueB": ["eng-beta/b1-pending"]},
+                                   {"ClusterQueueA": ["eng-alpha/a2-pending"]})
+    assert set(sched.admitted) == {"eng-alpha/a1-admitted"}
+    assert {p.key: (p.reason, p.message) for p in result.pending} == {
+        "eng-alpha/a2-pending": A2_PENDING,
+        "eng-beta/b1-pending": ("WaitingForQuota", "Workload no longer fits after processing another workload")}

@@ -161,6 +161,8 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         summary["notices"] = [d.render() for d in diags if d.severity == "notice"]
         if kueue is not None:
             summary["kueue"] = kueue.metrics.summary()
+        if ca.active:
+            summary["cluster_autoscaler"] = ca.summary()
         result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"], pod_rows,
                            metrics_text=kueue.metrics.exposition() if kueue is not None else None)
         if out is not None:

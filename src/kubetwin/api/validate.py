@@ -34,7 +34,8 @@ SIMULATED = {
     *((f"resource.k8s.io/{v}", k) for v in ("v1", "v1beta1", "v1beta2")
       for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")),
     *((f"kueue.x-k8s.io/{v}", k) for v in ("v1beta1", "v1beta2")
-      for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass")),
+      for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass", "AdmissionCheck",
+                "ProvisioningRequestConfig")),
     *((f"config.kueue.x-k8s.io/{v}", "Configuration") for v in ("v1beta1", "v1beta2")),  # kueue/config.py
 }
 # Kinds kubetwin knows (they appear in the platform documents) but does not simulate yet: accepted, stored,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Hashable
 
+from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj
 
 # k8s.io/apiserver storage/names: 5 characters from this alphabet (no vowels, no confusables).
@@ -45,3 +47,22 @@ def controller_of(obj: Obj) -> tuple[str, str] | None:
         if ref.get("controller"):
             return ref["kind"], ref["name"]
     return None
+
+
+class WorkQueue:
+    """A controller's work queue: keys added during one instant are processed once each, in sorted order, right
+    after the instant's other work (client-go's workqueue deduplicates a key until it is processed)."""
+
+    def __init__(self, env: Environment, process: Callable[[Hashable], None]) -> None:
+        self.env, self.process = env, process
+        self._dirty: set = set()
+
+    def add(self, key: Hashable) -> None:
+        if not self._dirty:
+            self.env.after(0, self._drain)
+        self._dirty.add(key)
+
+    def _drain(self) -> None:
+        dirty, self._dirty = sorted(self._dirty), set()
+        for key in dirty:
+            self.process(key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetwin.controllers.common import NameGenerator, controller_of, pod_from_template
+from kubetwin.controllers.common import NameGenerator, WorkQueue, controller_of, pod_from_template
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -36,7 +36,7 @@ def _ranges(indexes: set[int]) -> str:
 class JobController:
     def __init__(self, store: Store, env: Environment, events: EventRecorder, names: NameGenerator) -> None:
         self.store, self.env, self.events, self.names = store, env, events, names
-        self._dirty: set[tuple[str, str]] = set()
+        self._work = WorkQueue(env, self._process)
         self._counted: set[str] = set()
         store.watch("Job", self._on_job)
         store.watch("Pod", self._on_pod, owner_kind="Job")
@@ -51,16 +51,12 @@ class JobController:
             self._queue(pod["metadata"].get("namespace") or "default", owner[1])
 
     def _queue(self, ns: str, name: str) -> None:
-        if not self._dirty:
-            self.env.after(0, self._sync_all)
-        self._dirty.add((ns, name))
+        self._work.add((ns, name))
 
-    def _sync_all(self) -> None:
-        dirty, self._dirty = sorted(self._dirty), set()
-        for ns, name in dirty:
-            job = self.store.get("Job", ns, name)
-            if job is not None:
-                self.sync(job)
+    def _process(self, key: tuple[str, str]) -> None:
+        job = self.store.get("Job", *key)
+        if job is not None:
+            self.sync(job)
 
     def sync(self, job: Obj) -> None:
         spec, meta = job["spec"], job["metadata"]

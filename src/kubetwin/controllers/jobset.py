@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from kubetwin.controllers.common import owner_ref
+from kubetwin.controllers.common import WorkQueue, owner_ref
 from kubetwin.controllers.jobset_webhook import (
     EXCLUSIVE_KEY,
     GLOBAL_REPLICAS,
@@ -57,7 +57,7 @@ class JobSetController:
 
     def __init__(self, store: Store, env: Environment, events: EventRecorder) -> None:
         self.store, self.env, self.events = store, env, events
-        self._dirty: set[tuple[str, str]] = set()
+        self._work = WorkQueue(env, self._process)
         self._ttl: set[str] = set()  # uids whose deletion after ttlSecondsAfterFinished is scheduled
         store.admit(jobset_defaults, ("JobSet",))
         store.admit(PodWebhook(store), ("Pod",))
@@ -78,16 +78,12 @@ class JobSetController:
         self._queue(job["metadata"].get("namespace") or "default", ref["name"])
 
     def _queue(self, ns: str, name: str) -> None:
-        if not self._dirty:
-            self.env.after(0, self._sync_all)
-        self._dirty.add((ns, name))
+        self._work.add((ns, name))
 
-    def _sync_all(self) -> None:
-        dirty, self._dirty = sorted(self._dirty), set()
-        for ns, name in dirty:
-            js = self.store.get("JobSet", ns, name)
-            if js is not None:
-                self.sync(js)
+    def _process(self, key: tuple[str, str]) -> None:
+        js = self.store.get("JobSet", *key)
+        if js is not None:
+            self.sync(js)
 
     # -- reconcile -------------------------------------------------------------------------------
     def sync(self, js: Obj) -> None:

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from kubetwin.api.units import parse_quantity
+from kubetwin.store.store import matches
 
 GROUP = "kueue.x-k8s.io"
 CPU = "cpu"
@@ -138,6 +139,9 @@ class ClusterQueue:
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
     fair_weight: Decimal = Decimal(1)
     stop_policy: str = "None"
+    # (AdmissionCheck name, onFlavors): v1beta2 admissionChecksStrategy, v1beta1 admissionChecks (every flavor)
+    admission_checks: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    checks_inactive: str = ""  # set by kueue.admissionchecks: why its checks keep it inactive ("" = they don't)
 
 
 @dataclass(frozen=True)
@@ -216,7 +220,16 @@ def parse_cluster_queue(obj: dict) -> ClusterQueue:
         namespace_selector=spec.get("namespaceSelector"),
         queueing_strategy=spec.get("queueingStrategy") or BEST_EFFORT_FIFO,
         preemption=preemption, flavor_fungibility=fungibility, fair_weight=_weight(spec),
-        stop_policy=spec.get("stopPolicy") or "None")
+        stop_policy=spec.get("stopPolicy") or "None", admission_checks=_admission_checks(spec))
+
+
+def _admission_checks(spec: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """spec.admissionChecksStrategy.admissionChecks[{name, onFlavors}], and v1beta1's spec.admissionChecks (names,
+    on every flavor), in the order written (apis/kueue/v1beta2/clusterqueue_types.go AdmissionChecksStrategy)."""
+    out = [(str(n), ()) for n in spec.get("admissionChecks") or []]
+    for rule in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []:
+        out.append((str(rule["name"]), tuple(str(f) for f in rule.get("onFlavors") or ())))
+    return tuple(out)
 
 
 def parse_cohort(obj: dict) -> Cohort:
@@ -425,22 +438,7 @@ def parse_workload(obj: dict, priority_classes: dict[str, int] | None = None) ->
 
 def selector_matches(selector: dict | None, labels: dict[str, str]) -> bool:
     """metav1.LabelSelector as LabelSelectorAsSelector reads it: None matches nothing, {} everything."""
-    if selector is None:
-        return False
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        k, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        if op == "In" and labels.get(k) not in values:
-            return False
-        if op == "NotIn" and k in labels and labels[k] in values:
-            return False
-        if op == "Exists" and k not in labels:
-            return False
-        if op == "DoesNotExist" and k in labels:
-            return False
-    return True
+    return selector is not None and matches(selector, labels)
 
 
 def parse_any(obj: dict) -> Any:

@@ -29,8 +29,9 @@ triggerDeactivationOrBackoffRequeue, admittedNotReadyWorkload), pkg/controller/j
 
 from __future__ import annotations
 
-from kubetwin.controllers.common import owner_ref
+from kubetwin.controllers.common import WorkQueue, owner_ref
 from kubetwin.kueue import api
+from kubetwin.kueue.admissionchecks import PROVREQ_PREFIX, AdmissionChecks
 from kubetwin.kueue.config import KueueConfig
 from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.jobframework import (
@@ -45,7 +46,18 @@ from kubetwin.kueue.jobframework import (
     workload_name,
 )
 from kubetwin.kueue.metrics import KueueMetrics
-from kubetwin.kueue.outcomes import Admitted, CycleResult, Pending, Victim, condition
+from kubetwin.kueue.outcomes import (
+    MANAGER,
+    Admitted,
+    CycleResult,
+    Pending,
+    Victim,
+    condition,
+    find_condition,
+    is_true,
+    set_conditions,
+)
+from kubetwin.kueue.podsready import PodsReadyMixin
 from kubetwin.kueue.queuestatus import QueueStatus
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -53,38 +65,10 @@ from kubetwin.store.store import Obj, Store
 
 SPEC_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "LocalQueue", "WorkloadPriorityClass")
 ADMISSION = "kueue-admission"  # the event source of Kueue's scheduler (cmd/kueue: constants.AdmissionName)
-MANAGER = "kueue-manager"
 _MAX_CYCLES_PER_INSTANT = 10_000  # a guard: every cycle that continues admits or preempts something
 
 
-def _cond(obj: Obj, ctype: str) -> dict | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return c
-    return None
-
-
-def _is_true(obj: Obj, ctype: str) -> bool:
-    c = _cond(obj, ctype)
-    return c is not None and c.get("status") == "True"
-
-
-def _set_conditions(conds: list[dict], new: tuple[dict, ...] | list[dict]) -> list[dict]:
-    """apimeta.SetStatusCondition: replace by type, keeping lastTransitionTime when the status is unchanged."""
-    out = list(conds)
-    for c in new:
-        for i, old in enumerate(out):
-            if old.get("type") == c["type"]:
-                if old.get("status") == c["status"]:
-                    c = {**c, "lastTransitionTime": old.get("lastTransitionTime", c["lastTransitionTime"])}
-                out[i] = c
-                break
-        else:
-            out.append(c)
-    return out
-
-
-class KueueController:
+class KueueController(PodsReadyMixin):
     """Kueue's reconcilers and scheduler, reading and writing only through the store."""
 
     def __init__(self, store: Store, env: Environment, events: EventRecorder,
@@ -92,15 +76,17 @@ class KueueController:
         self.store, self.env, self.events = store, env, events
         self.config = config or KueueConfig()
         self.sched = KueueScheduler(partial_admission=self.config.partial_admission,
-                                    fair_sharing=self.config.fair_sharing)
+                                    fair_sharing=self.config.fair_sharing,
+                                    fair_sharing_strategies=self.config.preemption_strategies)
         self.wfpr = self.config.wait_for_pods_ready
         self._admissions: dict[str, int] = {}  # key -> admission number, to tell a timer's admission from a later one
         self._pods_ready: dict[str, bool] = {}  # workloads holding quota -> PodsReady (blockAdmission)
         self.metrics = KueueMetrics(env)
         self.queue_status = QueueStatus(store, self.sched, self.metrics)
+        self.checks = AdmissionChecks(store, env, events, self)  # admission checks, the ProvisioningRequest one
         self._epoch = api.parse_time(store.start_time)
         self._kicked = False
-        self._jobs: set[tuple[str, str, str]] = set()  # (kind, ns, name) to reconcile
+        self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
         self.integrations = {k: v for k, v in INTEGRATIONS.items() if k in self.config.managed_kinds}
         store.admit(suspend_queued, tuple(self.integrations))
         for kind in SPEC_KINDS:
@@ -123,6 +109,7 @@ class KueueController:
             self.sched.apply(obj)
         else:
             return  # a status write of ours
+        self.checks.refresh_cluster_queues()  # a (new) ClusterQueue spec: are its admission checks active?
         self.queue_status.touch_all()
         self._kick()
 
@@ -164,8 +151,6 @@ class KueueController:
             self._queue_job("Job", pod["metadata"]["namespace"], job)
 
     def _queue_job(self, kind: str, ns: str, name: str) -> None:
-        if not self._jobs:
-            self.env.after(0, self._reconcile_jobs)
         self._jobs.add((kind, ns, name))
 
     def _kick(self) -> None:
@@ -174,12 +159,11 @@ class KueueController:
             self.env.after(0, self._schedule)
 
     # -- the job reconciler ---------------------------------------------------------------------------
-    def _reconcile_jobs(self) -> None:
-        jobs, self._jobs = sorted(self._jobs), set()
-        for kind, ns, name in jobs:
-            job = self.store.get(kind, ns, name)
-            if job is not None and queue_name(job):
-                self.reconcile(self.integrations[kind], job)
+    def _reconcile_job(self, key: tuple[str, str, str]) -> None:
+        kind, ns, name = key
+        job = self.store.get(kind, ns, name)
+        if job is not None and queue_name(job):
+            self.reconcile(self.integrations[kind], job)
 
     def reconcile(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
@@ -192,7 +176,7 @@ class KueueController:
             return
         key = f"{ns}/{wl['metadata']['name']}"
         if finished:
-            if not _is_true(wl, "Finished"):
+            if not is_true(wl, "Finished"):
                 reason = "Succeeded" if succeeded else "Failed"
                 self._write_status(wl, conditions=[condition("Finished", True, reason, message, self.now())])
                 self.sched.remove_workload(key)
@@ -201,122 +185,27 @@ class KueueController:
                 self.metrics.finished(key, succeeded, admission.get("clusterQueue"))
                 self._kick()
             return
-        if _is_true(wl, "Evicted"):
+        if is_true(wl, "Evicted"):
             self._stop(integ, job, wl)
             return
-        if _is_true(wl, "Admitted") and integ.suspended(job):
+        if is_true(wl, "Admitted") and integ.suspended(job):
             cq = wl["status"]["admission"]["clusterQueue"]
             self.store.update(integ.run_with_pod_sets_info(job, self._pod_set_infos(wl)))
             self.events.event(job, "Normal", "Started", f"Admitted by clusterQueue {cq}", MANAGER)
-        elif _is_true(wl, "Admitted") and not integ.suspended(job):
+        elif is_true(wl, "Admitted") and not integ.suspended(job):
             self._update_pods_ready(wl, integ.pods_ready(job))
-
-    # -- waitForPodsReady -----------------------------------------------------------------------------
-    def _update_pods_ready(self, wl: Obj, ready: bool) -> None:
-        """generatePodsReadyCondition, written when its status or reason changes."""
-        old = _cond(wl, "PodsReady")
-        if ready:
-            recovered = old is not None and old.get("reason") in ("WaitForRecovery", "Recovered")
-            new = condition("PodsReady", True, "Recovered" if recovered else "Started",
-                            "All pods reached readiness and the workload is running", self.now())
-        elif old is not None and (old.get("status") == "True" or old.get("reason") == "WaitForRecovery"):
-            new = condition("PodsReady", False, "WaitForRecovery",
-                            "At least one pod has failed, waiting for recovery", self.now())
-        else:
-            new = condition("PodsReady", False, "WaitForStart", "Not all pods are ready or succeeded", self.now())
-        key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
-        if key in self._pods_ready:
-            was, self._pods_ready[key] = self._pods_ready[key], ready
-            if ready and not was:
-                self._kick()  # blockAdmission may lift
-        if old is not None and (old.get("status"), old.get("reason")) == (new["status"], new["reason"]):
-            return
-        self._write_status(wl, conditions=[new])
-        if (self.wfpr is not None and self.wfpr.recovery_timeout and new["reason"] == "WaitForRecovery"
-                and (old or {}).get("reason") != "WaitForRecovery"):
-            seq, since = self._admissions.get(key, 0), new["lastTransitionTime"]
-            self.env.after(self.wfpr.recovery_timeout,
-                           lambda: self._pods_ready_timeout(key, seq, "WaitForRecovery", since))
-
-    def _pods_ready_timeout(self, key: str, seq: int, cause: str, since: str | None = None) -> None:
-        """reconcileNotReadyTimeout: evict a Workload still not PodsReady, or deactivate it past the limit.
-
-        admittedNotReadyWorkload: `timeout` counts from the admission while PodsReady is absent or WaitForStart;
-        `recoveryTimeout` from PodsReady's last transition to WaitForRecovery (`since` identifies that one)."""
-        wl = self._workload(key)
-        if wl is None or self.wfpr is None or self._admissions.get(key) != seq:
-            return
-        if wl["spec"].get("active") is False or _is_true(wl, "Evicted") or not _is_true(wl, "Admitted"):
-            return
-        ready = _cond(wl, "PodsReady") or {}
-        if ready.get("status") == "True":
-            return
-        if cause == "WaitForRecovery" and (ready.get("reason") != cause or ready.get("lastTransitionTime") != since):
-            return
-        if cause == "WaitForStart" and ready.get("reason", "WaitForStart") not in ("WaitForStart", "PodsReady"):
-            return
-        now = self.now()
-        count = int(((wl.get("status") or {}).get("requeueState") or {}).get("count") or 0)
-        limit = self.wfpr.backoff_limit_count
-        status = dict(wl.get("status") or {})
-        cq = status["admission"]["clusterQueue"]
-        if limit is not None and count + 1 > limit:
-            reason = "DeactivatedDueToRequeuingLimitExceeded"
-            message = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
-            status.pop("requeueState", None)
-            status["conditions"] = _set_conditions(status.get("conditions") or [],
-                                                   [condition("Evicted", True, reason, message, now)])
-            wl = self.store.update({**wl, "spec": {**wl["spec"], "active": False}, "status": status})
-            self.metrics.evicted(key, cq, "Deactivated")
-        else:
-            reason, message = "PodsReadyTimeout", f"Exceeded the PodsReady timeout {key}"
-            status["requeueState"] = {"count": count + 1,
-                                      "requeueAt": api.format_time(now + self.wfpr.backoff(count + 1))}
-            status["conditions"] = _set_conditions(status.get("conditions") or [],
-                                                   [condition("Evicted", True, reason, message, now)])
-            wl = self.store.update({**wl, "status": status})
-            self.metrics.evicted(key, cq, reason)
-        self.sched.add_workload(wl)  # the cache sees it evicted (first in line as a preemption victim)
-        self.events.event(wl, "Normal", f"EvictedDueTo{reason}", message, MANAGER)
-        self._queue_owner(wl)
-
-    def _backoff_finished(self, key: str, requeue_at: str) -> None:
-        """The requeue backoff is over: Requeued=True BackoffFinished, and the Workload is queued again."""
-        wl = self._workload(key)
-        if wl is None or wl["spec"].get("active") is False or (wl.get("status") or {}).get("admission"):
-            return
-        if ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt") != requeue_at:
-            return
-        wl = self._write_status(wl, conditions=[condition("Requeued", True, "BackoffFinished",
-                                                          "The workload backoff was finished", self.now())])
-        self._queue_pending(wl)
-        self.metrics.requeued(key, self.env.now)
-        self._kick()
-
-    def _queue_pending(self, wl: Obj) -> None:
-        """Queue a released Workload. With requeuingStrategy.timestamp Creation the queue orders it by its
-        creationTimestamp, not by its PodsReadyTimeout eviction (workload.Ordering.GetQueueOrderTimestamp): the
-        scheduler is handed the Workload without its Evicted condition, which only that ordering reads while the
-        Workload is pending (the store keeps the condition)."""
-        if self.wfpr is not None and self.wfpr.timestamp == "Creation":
-            conds = [c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") != "Evicted"]
-            wl = {**wl, "status": {**wl["status"], "conditions": conds}}
-        self.sched.add_workload(wl)
-
-    def _blocked(self) -> bool:
-        """blockAdmission: some Workload holding quota is not PodsReady (cache.PodsReadyForAllAdmittedWorkloads)."""
-        return (self.wfpr is not None and self.wfpr.block_admission
-                and any(not self._pods_ready.get(k, True) for k in self.sched.admitted))
 
     def _create_workload(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
         spec: dict = {"queueName": queue_name(job), "podSets": integ.pod_sets(job), "active": True}
         spec.update(self._priority(job, spec["podSets"]))
-        wl = self.store.create({
-            "apiVersion": WORKLOAD_API, "kind": "Workload",
-            "metadata": {"name": workload_name(job), "namespace": meta["namespace"],
-                         "labels": {JOB_UID_LABEL: meta["uid"]}, "ownerReferences": [owner_ref(job)]},
-            "spec": spec, "status": {}})
+        wmeta = {"name": workload_name(job), "namespace": meta["namespace"],
+                 "labels": {JOB_UID_LABEL: meta["uid"]}, "ownerReferences": [owner_ref(job)]}
+        provreq = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PROVREQ_PREFIX)}
+        if provreq:  # jobframework: the job's provreq.kueue.x-k8s.io/ annotations go to its Workload
+            wmeta["annotations"] = provreq
+        wl = self.store.create({"apiVersion": WORKLOAD_API, "kind": "Workload", "metadata": wmeta,
+                                "spec": spec, "status": {}})
         self.sched.add_workload(wl)
         self._not_queued(wl)
         self.metrics.created(f"{meta['namespace']}/{wl['metadata']['name']}", self.env.now)
@@ -328,6 +217,7 @@ class KueueController:
         """A Workload no queue takes is Inadmissible, in the workload controller's words (workload_controller.go)."""
         key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
         if self.sched.pending(key) is not None:
+            self.checks.inactive_queue(wl, self.sched.pending(key)[0])
             return
         queue = wl["spec"]["queueName"]
         cq = self.sched.queues.cluster_queue_for(wl["metadata"]["namespace"], queue)
@@ -351,9 +241,11 @@ class KueueController:
         defaults = [pc for pc in self.store.list("PriorityClass") if pc.get("globalDefault")]
         return {"priority": min((int(pc.get("value", 0)) for pc in defaults), default=0)}
 
-    def _pod_set_infos(self, wl: Obj) -> list[PodSetInfo]:
-        """Each PodSet's flavors' node labels and tolerations (podset.FromAssignment)."""
+    def _pod_set_infos(self, wl: Obj, with_checks: bool = True) -> list[PodSetInfo]:
+        """Each PodSet's flavors' node labels and tolerations (podset.FromAssignment), and the admission checks'
+        podSetUpdates (annotations, labels, nodeSelector, tolerations)."""
         counts = {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]}
+        updates = self.checks.pod_set_updates(wl) if with_checks else {}
         infos = []
         for psa in wl["status"]["admission"].get("podSetAssignments") or []:
             selector: dict[str, str] = {}
@@ -363,13 +255,16 @@ class KueueController:
                 spec = (rf or {}).get("spec") or {}
                 selector.update(spec.get("nodeLabels") or {})
                 tolerations += [t for t in spec.get("tolerations") or [] if t not in tolerations]
+            upd = updates.get(psa["name"]) or {}
+            selector.update(upd.get("nodeSelector") or {})
+            tolerations += [t for t in upd.get("tolerations") or [] if t not in tolerations]
             infos.append(PodSetInfo(psa["name"], int(psa.get("count", counts.get(psa["name"], 1))), selector,
-                                    tolerations))
+                                    tolerations, dict(upd.get("annotations") or {}), dict(upd.get("labels") or {})))
         return infos
 
     def _stop(self, integ: GenericJob, job: Obj, wl: Obj) -> None:
         """Evicted: suspend the job; once it is inactive, release the quota and requeue the Workload."""
-        evicted = _cond(wl, "Evicted") or {}
+        evicted = find_condition(wl, "Evicted") or {}
         if not integ.suspended(job):
             job = self.store.update(integ.stop(job, wl["spec"]["podSets"]))
             self.events.event(job, "Normal", "Stopped", evicted.get("message", ""), MANAGER)
@@ -380,9 +275,10 @@ class KueueController:
         conds = [condition("Requeued", reason == "Preempted", reason, message, now),
                  condition("QuotaReserved", False, "Pending", message, now),
                  condition("Admitted", False, "NoReservation", "The workload has no reservation", now)]
-        if _cond(wl, "PodsReady") is not None:  # UnsetQuotaReservationWithCondition resets PodsReady
+        if find_condition(wl, "PodsReady") is not None:  # UnsetQuotaReservationWithCondition resets PodsReady
             conds.append(condition("PodsReady", False, "WaitForStart", "Not all pods are ready or succeeded", now))
-        wl = self._write_status(wl, conditions=conds, admission=None)
+        wl = self._write_status(wl, conditions=conds, admission=None,
+                                admissionChecks=self.checks.reset_on_release(wl, now))
         key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
         self.sched.remove_workload(key)
         self._pods_ready.pop(key, None)
@@ -407,7 +303,7 @@ class KueueController:
                 status.pop(k, None)
             else:
                 status[k] = v
-        status["conditions"] = _set_conditions(status.get("conditions") or [], conditions)
+        status["conditions"] = set_conditions(status.get("conditions") or [], conditions)
         return self.store.update({**wl, "status": status})
 
     # -- the scheduler loop ---------------------------------------------------------------------------
@@ -438,22 +334,36 @@ class KueueController:
         wl = self._workload(a.key)
         if wl is None:
             return
+        checks = self.checks.for_admission(a.cluster_queue, a.admission)
+        if checks:  # QuotaReserved only: Admitted waits for every admission check to be Ready
+            conds = tuple(c for c in a.conditions if c["type"] != "Admitted")
+            wl = self._write_status(wl, conditions=conds + self._reset_eviction(wl), admission=a.admission,
+                                    admissionChecks=self.checks.initial_states(wl, checks))
+            self.events.event(wl, "Normal", "QuotaReserved", a.event_message, ADMISSION)
+            self.checks.queue_sync(a.key)
+            return
         wl = self._write_status(wl, conditions=a.conditions + self._reset_eviction(wl), admission=a.admission)
         self.events.event(wl, "Normal", "QuotaReserved", a.event_message, ADMISSION)
+        self._on_admitted(a.key, a.cluster_queue, wl)
+
+    def _on_admitted(self, key: str, cq: str, wl: Obj) -> None:
+        """Admitted=True was written: the event, metrics, the waitForPodsReady timer, and the job starts."""
+        reserved = find_condition(wl, "QuotaReserved") or {}
+        wait = max(0.0, self.now() - api.parse_time(reserved.get("lastTransitionTime"))) if reserved else 0.0
         self.events.event(wl, "Normal", "Admitted",
-                          f"Admitted by ClusterQueue {a.cluster_queue}, wait time since reservation was 0s", ADMISSION)
-        self.metrics.admitted(a.key, a.cluster_queue, self.env.now)
+                          f"Admitted by ClusterQueue {cq}, wait time since reservation was {wait:.0f}s", ADMISSION)
+        self.metrics.admitted(key, cq, self.env.now)
         if self.wfpr is not None:
-            seq = self._admissions[a.key] = self._admissions.get(a.key, 0) + 1
-            self._pods_ready[a.key] = False
-            self.env.after(self.wfpr.timeout, lambda: self._pods_ready_timeout(a.key, seq, "WaitForStart"))
+            seq = self._admissions[key] = self._admissions.get(key, 0) + 1
+            self._pods_ready[key] = False
+            self.env.after(self.wfpr.timeout, lambda: self._pods_ready_timeout(key, seq, "WaitForStart"))
         self._queue_owner(wl)
 
     def _reset_eviction(self, wl: Obj) -> tuple[dict, ...]:
         """workload.SetQuotaReservation: a new reservation turns Evicted and Preempted False, "Previously: ..."."""
         out = []
         for ctype in ("Evicted", "Preempted"):
-            c = _cond(wl, ctype)
+            c = find_condition(wl, ctype)
             if c is not None and c.get("status") == "True":
                 out.append({**condition(ctype, False, "QuotaReserved", f"Previously: {c.get('message', '')}",
                                         self.now())})
@@ -472,7 +382,7 @@ class KueueController:
         wl = self._workload(p.key)
         if wl is None:
             return
-        old = _cond(wl, "QuotaReserved") or {}
+        old = find_condition(wl, "QuotaReserved") or {}
         if (old.get("reason"), old.get("message"), old.get("status")) == (p.reason, p.message, "False"):
             return
         self._write_status(wl, conditions=[p.condition], resourceRequests=list(p.resource_requests) or None)

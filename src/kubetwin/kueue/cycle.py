@@ -20,8 +20,10 @@ Contract for the store-side controller (plain data in, decisions out; nothing he
 - ``CycleResult.pending`` holds every head not admitted: ``queue`` says whether it went back to the heap ("active")
   or the inadmissible set; ``preempting`` lists the victims it waits for; ``skipped_preemptions`` counts per
   ClusterQueue the preemptions skipped this cycle.
-- ``KueueScheduler(partial_admission=True, fair_sharing=False)`` mirrors the PartialAdmission gate and the
-  Configuration's fairSharing (default preemption strategies).
+- ``KueueScheduler(partial_admission=True, fair_sharing=False, fair_sharing_strategies=None)`` mirrors the
+  PartialAdmission gate and the Configuration's fairSharing with its preemptionStrategies (None: Kueue's default
+  [LessThanOrEqualToFinalShare, LessThanInitialShare]; [LessThanOrEqualToFinalShare] or [LessThanInitialShare]
+  alone are the other accepted lists).
 - Workload keys are "namespace/name". Times are epoch seconds.
 """
 
@@ -31,7 +33,7 @@ import dataclasses
 from collections.abc import Callable
 
 from kubetwin.kueue import api
-from kubetwin.kueue.fairsharing import fair_sharing_order
+from kubetwin.kueue.fairsharing import fair_sharing_order, validate_strategies
 from kubetwin.kueue.flavorassigner import FIT, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
 from kubetwin.kueue.outcomes import (
     EXCEEDS_MAX_QUOTA,
@@ -107,9 +109,11 @@ class _Entry:
 class KueueScheduler:
     """Kueue's queue manager and scheduler cache, and the scheduling cycle over them."""
 
-    def __init__(self, partial_admission: bool = True, fair_sharing: bool = False) -> None:
+    def __init__(self, partial_admission: bool = True, fair_sharing: bool = False,
+                 fair_sharing_strategies: tuple[str, ...] | list[str] | None = None) -> None:
         self.partial_admission = partial_admission
         self.fair_sharing = fair_sharing
+        self.fair_sharing_strategies = validate_strategies(fair_sharing_strategies)
         self.cluster_queues: dict[str, api.ClusterQueue] = {}
         self.cohorts: dict[str, api.Cohort] = {}
         self.flavors: dict[str, api.ResourceFlavor] = {}
@@ -241,7 +245,7 @@ class KueueScheduler:
             return CycleResult(now)  # no heads: nothing to snapshot
         snap = self._snapshot()
         heads = self.queues.heads(set(snap.cluster_queues))
-        preemptor = Preemptor(now, self.fair_sharing)
+        preemptor = Preemptor(now, self.fair_sharing, self.fair_sharing_strategies)
         entries, inadmissible = self._nominate(heads, snap, preemptor)
         entries.sort(key=lambda e: (not e.info.obj.has_quota_reservation, e.assignment.borrowing,
                                     -e.info.priority, e.info.obj.queue_order_time(), e.info.key))

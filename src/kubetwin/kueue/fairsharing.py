@@ -277,9 +277,25 @@ def _fair_candidates(ctx, candidates: list[WorkloadInfo], strategies: tuple[str,
         yield from _second_strategy(ctx, retry)
 
 
-def fair_targets(ctx, strategies: tuple[str, ...] = DEFAULT_STRATEGIES) -> list:
+def validate_strategies(strategies) -> tuple[str, ...]:
+    """The preemptionStrategies list as a tuple; empty or None is Kueue's default (both). Only the lists
+    pkg/config/validation.go accepts are allowed: [S2-a], [S2-b] or [S2-a, S2-b]."""
+    if not strategies:
+        return DEFAULT_STRATEGIES
+    strategies = tuple(strategies)
+    if strategies not in ((LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,), (LESS_THAN_INITIAL_SHARE,), DEFAULT_STRATEGIES):
+        raise ValueError(f"unsupported fair sharing preemption strategies {list(strategies)}: want one of "
+                         f"{[LESS_THAN_OR_EQUAL_TO_FINAL_SHARE]}, {[LESS_THAN_INITIAL_SHARE]}, "
+                         f"{list(DEFAULT_STRATEGIES)}")
+    return strategies
+
+
+def fair_targets(ctx, strategies: tuple[str, ...] | None = None) -> list:
     """Victims under fair sharing. The incoming usage is counted in the preemptor's share while candidates are
-    chosen, and left out when checking whether the workload fits."""
+    chosen, and left out when checking whether the workload fits. ``strategies`` (the Configuration's
+    preemptionStrategies, default both): the first drives the first pass; a second, if any, the retry pass
+    (fair_strategy.go: runFirstFsStrategy with strategies[0], the second strategy only when there are two)."""
+    strategies = validate_strategies(strategies)
     candidates = _find_candidates(ctx)
     if not candidates:
         return []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubetwin.store.store import Obj
 
@@ -48,6 +48,9 @@ class PodSetInfo:
     count: int
     node_selector: dict[str, str]
     tolerations: list[dict]
+    # the admission checks' podSetUpdates (e.g. the ProvisioningRequest consume annotations)
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 class GenericJob:
@@ -89,6 +92,10 @@ class GenericJob:
             tmpl = templates.get(info.name)
             if tmpl is None:
                 continue
+            for key, extra in (("annotations", info.annotations), ("labels", info.labels)):
+                if extra:
+                    meta = tmpl.setdefault("metadata", {})
+                    meta[key] = {**(meta.get(key) or {}), **extra}
             pod = tmpl.setdefault("spec", {})
             pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **info.node_selector}
             tols = list(pod.get("tolerations") or [])
@@ -112,6 +119,8 @@ class GenericJob:
             tmpl = templates.get(ps["name"])
             if tmpl is not None:
                 tmpl["spec"] = copy.deepcopy(ps["template"].get("spec") or {})
+                if (tmpl.get("metadata") or {}) != (ps["template"].get("metadata") or {}):  # podSetUpdates
+                    tmpl["metadata"] = copy.deepcopy(ps["template"].get("metadata") or {})
         self.restore_counts(spec, original)
         spec["suspend"] = True
         return {**job, "spec": spec}

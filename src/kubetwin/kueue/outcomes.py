@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kubetwin.kueue.api import format_time
+from kubetwin.store.store import Obj
 
 # QuotaReserved=False reasons (apis/kueue/v1beta2 WorkloadQuotaReservedReason*).
 WAITING_FOR_QUOTA = "WaitingForQuota"
@@ -18,6 +19,7 @@ NO_MATCHING_FLAVOR = "NoMatchingFlavor"
 MISCONFIGURED = "Misconfigured"
 WAITING_FOR_PREEMPTED_WORKLOADS = "WaitingForPreemptedWorkloads"
 PENDING = "Pending"
+MANAGER = "kueue-manager"  # the event source of kueue-controller-manager's reconcilers
 
 
 def condition(ctype: str, status: bool, reason: str, message: str, now: float) -> dict:
@@ -85,3 +87,31 @@ class CycleResult:
             if o.key == key:
                 return o
         return None
+
+
+# Reading and writing status.conditions (apimeta.FindStatusCondition / SetStatusCondition).
+def find_condition(obj: Obj, ctype: str) -> dict | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def is_true(obj: Obj, ctype: str) -> bool:
+    c = find_condition(obj, ctype)
+    return c is not None and c.get("status") == "True"
+
+
+def set_conditions(conds: list[dict], new: tuple[dict, ...] | list[dict]) -> list[dict]:
+    """apimeta.SetStatusCondition: replace by type, keeping lastTransitionTime when the status is unchanged."""
+    out = list(conds)
+    for c in new:
+        for i, old in enumerate(out):
+            if old.get("type") == c["type"]:
+                if old.get("status") == c["status"]:
+                    c = {**c, "lastTransitionTime": old.get("lastTransitionTime", c["lastTransitionTime"])}
+                out[i] = c
+                break
+        else:
+            out.append(c)
+    return out

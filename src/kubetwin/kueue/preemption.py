@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kubetwin.kueue.api import ANY, LOWER_OR_NEWER_EQUAL_PRIORITY, LOWER_PRIORITY, NEVER
+from kubetwin.kueue.api import ANY, LOWER_OR_NEWER_EQUAL_PRIORITY, LOWER_PRIORITY, NEVER, parse_time
 from kubetwin.kueue.quota import (
     FlavorResource,
     ResourceNode,
@@ -91,10 +91,22 @@ class _Context:
         self.now = now
 
 
+def _order_facts(wi: WorkloadInfo) -> tuple:
+    """(obj, evicted, QuotaReserved time or None), kept on the WorkloadInfo until its Workload object changes:
+    ordering reads them for every candidate of every preemption attempt."""
+    facts = wi.order_facts
+    if facts is None or facts[0] is not wi.obj:
+        c = wi.obj.condition("QuotaReserved")
+        reserved = parse_time(c.get("lastTransitionTime")) if c is not None and c.get("status") == "True" else None
+        facts = wi.order_facts = (wi.obj, wi.obj.is_evicted, reserved)
+    return facts
+
+
 def candidates_ordering_key(wi: WorkloadInfo, cq_name: str, now: float) -> tuple:
     """Evicted first, other ClusterQueues first, lower priority first, latest quota reservation first, UID."""
-    return (not wi.obj.is_evicted, wi.cluster_queue == cq_name, wi.priority,
-            -wi.obj.quota_reservation_time(now), wi.obj.uid, wi.key)
+    _, evicted, reserved = _order_facts(wi)
+    return (not evicted, wi.cluster_queue == cq_name, wi.priority, -(now if reserved is None else reserved),
+            wi.obj.uid, wi.key)
 
 
 def _priority_too_high(ctx: _Context, wi: WorkloadInfo) -> bool:
@@ -137,8 +149,7 @@ def _classify(ctx: _Context, wi: WorkloadInfo, hierarchical_advantage: bool) -> 
 def _candidates_from_cq(ctx: _Context, cq: ClusterQueueSnapshot, lca: ResourceNode | None,
                         advantage: bool) -> list[_Candidate]:
     out = []
-    for key in sorted(cq.workloads):
-        wi = cq.workloads[key]
+    for wi in cq.workloads.values():  # candidates are sorted by a key that ends in the workload's key
         variant = _classify(ctx, wi, advantage)
         if variant != _NEVER:
             out.append(_Candidate(wi, lca, variant))
@@ -182,8 +193,8 @@ class _CandidateIterator:
         hierarchy, priority = _hierarchical_candidates(ctx)
         for lst in (same, hierarchy, priority):
             lst.sort(key=lambda c: candidates_ordering_key(c.wl, ctx.cq.name, ctx.now))
-        parts = [[c for c in lst if c.wl.obj.is_evicted] for lst in (hierarchy, priority, same)]
-        parts += [[c for c in lst if not c.wl.obj.is_evicted] for lst in (hierarchy, priority, same)]
+        parts = [[c for c in lst if _order_facts(c.wl)[1]] for lst in (hierarchy, priority, same)]
+        parts += [[c for c in lst if not _order_facts(c.wl)[1]] for lst in (hierarchy, priority, same)]
         self.candidates = [c for part in parts for c in part]
         self.no_candidate_from_other_queues = not hierarchy and not priority
         self.no_candidate_for_hierarchical_reclaim = not hierarchy
@@ -265,11 +276,15 @@ def _classical_targets(ctx: _Context) -> list[Target]:
 
 
 class Preemptor:
-    """Finds preemption targets against a Snapshot; ``now`` stands in for victims without a reservation time."""
+    """Finds preemption targets against a Snapshot; ``now`` stands in for victims without a reservation time.
+    Under fair sharing, ``fair_sharing_strategies`` are the Configuration's preemptionStrategies (default both)."""
 
-    def __init__(self, now: float = 0.0, fair_sharing: bool = False) -> None:
+    def __init__(self, now: float = 0.0, fair_sharing: bool = False,
+                 fair_sharing_strategies: tuple[str, ...] | None = None) -> None:
         self.now = now
         self.fair_sharing = fair_sharing
+        # Configuration fairSharing.preemptionStrategies; None means Kueue's default (both, in order)
+        self.fair_sharing_strategies = tuple(fair_sharing_strategies) if fair_sharing_strategies else None
 
     def get_targets(self, wl: WorkloadInfo, assignment, snapshot: Snapshot) -> list[Target]:
         """Victims for ``assignment`` (a flavorassigner.Assignment whose Preempt-mode flavors need room)."""
@@ -282,7 +297,7 @@ class Preemptor:
         if self.fair_sharing:
             from kubetwin.kueue.fairsharing import fair_targets  # late: fairsharing builds on this module
 
-            return fair_targets(ctx)
+            return fair_targets(ctx, self.fair_sharing_strategies)
         return _classical_targets(ctx)
 
     def simulate_preemption(self, cq: ClusterQueueSnapshot, wl: WorkloadInfo, snapshot: Snapshot,

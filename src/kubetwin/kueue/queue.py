@@ -9,7 +9,10 @@ Ported from kubernetes-sigs/kueue pkg/cache/queue/cluster_queue.go and manager.g
   StrictFIFO requeues immediately for every reason except a namespace mismatch; BestEffortFIFO only after
   FailedAfterNomination, PendingPreemption or PreemptionFailed. Inadmissible workloads return to the heap only when
   something calls ``queue_inadmissible`` (workload finished or evicted, ClusterQueue/Cohort/flavor change) — or when
-  such a call happened since the ClusterQueue's last pop.
+  such a call happened since the ClusterQueue's last pop;
+- SchedulingEquivalenceHashing (beta, on by default since Kueue v0.18; cluster_queue.go requeueIfNotPresent): when a
+  workload goes to the inadmissible set for NoFit or PreemptionNoCandidates, the workloads in the heap with the same
+  scheduling hash go with it, instead of each being popped and found not to fit in cycles of their own.
 """
 
 from __future__ import annotations
@@ -28,6 +31,14 @@ REQUEUE_PENDING_PREEMPTION = "PendingPreemption"
 REQUEUE_PREEMPTION_FAILED = "PreemptionFailed"
 REQUEUE_PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
 _BEST_EFFORT_IMMEDIATE = {REQUEUE_FAILED_AFTER_NOMINATION, REQUEUE_PENDING_PREEMPTION, REQUEUE_PREEMPTION_FAILED}
+_EQUIVALENT_REASONS = {REQUEUE_GENERIC, REQUEUE_PREEMPTION_NO_CANDIDATES}  # NoFit and no candidates
+
+
+def scheduling_hash(wi: WorkloadInfo) -> tuple:
+    """What admission reads of a workload (workload.go computeSchedulingHash: the PodSets' shape and requests);
+    the twin adds the priority, which preemption reads, so equivalent workloads are equivalent for it too."""
+    return (wi.priority, tuple((ps.name, ps.count, ps.min_count, ps.requests, ps.node_selector,
+                                repr(ps.required_affinity_terms), repr(ps.tolerations)) for ps in wi.obj.pod_sets))
 
 
 def queue_order_key(wi: WorkloadInfo) -> tuple:
@@ -45,15 +56,47 @@ class ClusterQueueQueue:
     inadmissible: dict[str, WorkloadInfo] = field(default_factory=dict)
     pop_cycle: int = 0
     queue_inadmissible_cycle: int = -1
+    equivalence_hashing: bool = True
+    by_hash: dict[tuple, dict[str, None]] = field(default_factory=dict)  # heap items by scheduling hash
+    hash_of: dict[str, tuple] = field(default_factory=dict)  # heap item -> its scheduling hash
+
+    known: dict[str, tuple[WorkloadInfo, tuple]] = field(default_factory=dict)  # hash per WorkloadInfo, memoized
+
+    def _hash(self, wi: WorkloadInfo) -> tuple:
+        seen = self.known.get(wi.key)
+        if seen is None or seen[0] is not wi:
+            seen = self.known[wi.key] = (wi, scheduling_hash(wi))
+        return seen[1]
+
+    def _index(self, wi: WorkloadInfo) -> None:
+        if self.equivalence_hashing:
+            h = self.hash_of[wi.key] = self._hash(wi)
+            self.by_hash.setdefault(h, {})[wi.key] = None
+
+    def _unindex(self, wi: WorkloadInfo) -> None:
+        h = self.hash_of.pop(wi.key, None)
+        if h is not None:
+            bucket = self.by_hash[h]
+            bucket.pop(wi.key, None)
+            if not bucket:
+                del self.by_hash[h]
 
     def push(self, wi: WorkloadInfo) -> None:
         self.inadmissible.pop(wi.key, None)
+        old = self.items.get(wi.key)
+        if old is not None:
+            self._unindex(old)
         self.items[wi.key] = wi
+        self._index(wi)
         heapq.heappush(self.heap, (queue_order_key(wi), wi.key))
 
     def delete(self, key: str) -> WorkloadInfo | None:
         self.inadmissible.pop(key, None)
-        return self.items.pop(key, None)  # heap entry is dropped lazily
+        self.known.pop(key, None)
+        wi = self.items.pop(key, None)  # heap entry is dropped lazily
+        if wi is not None:
+            self._unindex(wi)
+        return wi
 
     def pop(self) -> WorkloadInfo | None:
         while self.heap:
@@ -61,6 +104,7 @@ class ClusterQueueQueue:
             wi = self.items.get(key)
             if wi is not None and queue_order_key(wi) == order:
                 del self.items[key]
+                self._unindex(wi)
                 self.pop_cycle += 1
                 return wi
         return None
@@ -75,17 +119,20 @@ class ClusterQueueQueue:
             immediate = reason in _BEST_EFFORT_IMMEDIATE
         if immediate or self.queue_inadmissible_cycle >= self.pop_cycle:
             self.push(wi)
-        else:
-            self.inadmissible[wi.key] = wi
+            return
+        self.inadmissible[wi.key] = wi
+        if self.equivalence_hashing and reason in _EQUIVALENT_REASONS:
+            for key in list(self.by_hash.get(self._hash(wi), ())):  # wi itself was popped: not indexed
+                other = self.items.pop(key)  # its heap entry is dropped lazily
+                self._unindex(other)
+                self.inadmissible[key] = other
 
     def queue_inadmissible(self) -> bool:
         """Move every inadmissible workload back to the heap."""
         self.queue_inadmissible_cycle = self.pop_cycle
         moved = bool(self.inadmissible)
         for key in sorted(self.inadmissible):
-            wi = self.inadmissible.pop(key)
-            self.items[key] = wi
-            heapq.heappush(self.heap, (queue_order_key(wi), key))
+            self.push(self.inadmissible[key])
         return moved
 
     def active(self) -> list[str]:

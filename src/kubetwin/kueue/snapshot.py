@@ -58,6 +58,8 @@ class WorkloadInfo:
     obj: Workload
     cluster_queue: str
     usage: Usage = field(default_factory=dict)
+    # (obj, evicted, quota reserved at) for candidate ordering, read once per Workload version (preemption.py)
+    order_facts: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -170,6 +172,9 @@ class Snapshot:
                 continue
             if cq.stop_policy not in ("None", "", None):
                 snap.inactive[cq.name] = "Stopped"
+                continue
+            if cq.checks_inactive:  # AdmissionCheckNotFound / AdmissionCheckInactive (kueue.admissionchecks)
+                snap.inactive[cq.name] = cq.checks_inactive
                 continue
             if cq.cohort and cq.cohort in cyclic:
                 snap.inactive[cq.name] = "CohortCycle"

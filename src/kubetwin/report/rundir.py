@@ -29,7 +29,10 @@ RESOURCES = {
     "resourceflavor": "ResourceFlavor", "flavor": "ResourceFlavor", "flavors": "ResourceFlavor",
     "rf": "ResourceFlavor", "cohorts": "Cohort", "cohort": "Cohort",
     "workloadpriorityclasses": "WorkloadPriorityClass", "workloadpriorityclass": "WorkloadPriorityClass",
-    "jobsets": "JobSet", "jobset": "JobSet",
+    "jobsets": "JobSet", "jobset": "JobSet", "provisioningrequests": "ProvisioningRequest",
+    "provisioningrequest": "ProvisioningRequest", "provreq": "ProvisioningRequest", "podtemplates": "PodTemplate",
+    "podtemplate": "PodTemplate", "admissionchecks": "AdmissionCheck", "admissioncheck": "AdmissionCheck",
+    "provisioningrequestconfigs": "ProvisioningRequestConfig", "provisioningrequestconfig": "ProvisioningRequestConfig",
 }
 
 
