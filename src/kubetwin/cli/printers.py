@@ -20,8 +20,12 @@ def pod_status(p: dict) -> str:
     phase = st.get("phase", "Pending")
     if phase == "Succeeded":
         return "Completed"
+    if phase == "Pending" and (p.get("spec") or {}).get("schedulingGates"):
+        return "SchedulingGated"  # kubectl's printer (pkg/printers/internalversion printPod)
     if phase == "Running" and p["metadata"].get("deletionTimestamp"):
         return "Terminating"
+    if phase == "Failed" and st.get("reason"):
+        return st["reason"]  # e.g. Terminated after a node shutdown, as kubectl shows status.reason
     return phase
 
 

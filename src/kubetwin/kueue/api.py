@@ -10,6 +10,7 @@ every other resource in whole units (bytes for memory), rounded up. No floats, s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -343,8 +344,8 @@ class Workload:
     conditions: tuple[dict, ...]
     labels: tuple[tuple[str, str], ...] = ()
 
-    @property
-    def key(self) -> str:
+    @functools.cached_property
+    def key(self) -> str:  # read millions of times per run by queues and preemption
         return f"{self.namespace}/{self.name}"
 
     def condition(self, ctype: str) -> dict | None:

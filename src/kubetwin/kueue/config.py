@@ -19,7 +19,8 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
 - ``featureGates``: ``PartialAdmission`` (on) switches partial admission; other known gates are accepted.
 - ``integrations.frameworks``: which kinds Kueue manages; defaults.go sets ["batch/job"] when the list is empty,
   so a Configuration without ``jobset.x-k8s.io/jobset`` leaves queued JobSets unmanaged (they start at once). With
-  no Configuration at all the twin manages Jobs and JobSets, as the release manifests' config lists both.
+  no Configuration at all the twin manages Jobs, JobSets and plain Pods (``pod``; the release manifests' config
+  lists the first two and has its "pod" line commented out).
 
 Every other Configuration field (webhook, metrics, leaderElection, integrations, ...) is accepted and has no
 effect on a run. Durations are Go ``time.Duration`` strings as ``metav1.Duration`` decodes them ("5m", "1h30m").
@@ -41,7 +42,7 @@ API_VERSIONS = (f"{GROUP}/v1beta2", f"{GROUP}/v1beta1")
 KIND = "Configuration"
 DEFAULT_NAME = "kueue-manager-config"  # stored under the ConfigMap's name when the file has no metadata
 # integrations.frameworks names of the kinds the twin's job framework runs (pkg/controller/jobs/*).
-FRAMEWORK_KINDS = {"batch/job": "Job", "jobset.x-k8s.io/jobset": "JobSet"}
+FRAMEWORK_KINDS = {"batch/job": "Job", "jobset.x-k8s.io/jobset": "JobSet", "pod": "Pod"}
 DEFAULT_FRAMEWORKS = ("batch/job",)  # defaults.go defaultJobFrameworkName
 # configuration_types.go Integrations.Frameworks: the built-in integrations (validateIntegrations: NotSupported).
 BUILTIN_FRAMEWORKS = (

@@ -1,7 +1,8 @@
 """Kueue's controller manager in the twin: the job reconcilers, the workload controller and the scheduler loop.
 
 Everything goes through the store, as kueue-controller-manager talks to the API server:
-- a mutating admission step (the integrations' webhook) creates queued Jobs and JobSets suspended;
+- a mutating admission step (the integrations' webhook) creates queued Jobs and JobSets suspended, and queued
+  plain Pods with Kueue's scheduling gate (the `pod` integration, `kueue.pods`);
 - the job reconciler (pkg/controller/jobframework/reconciler.go) creates one Workload per job, starts the job
   when its Workload is admitted (flavor node labels and tolerations injected), stops it when the Workload is
   evicted, releases the quota once the job is inactive, and marks the Workload Finished when the job ends;
@@ -29,14 +30,13 @@ triggerDeactivationOrBackoffRequeue, admittedNotReadyWorkload), pkg/controller/j
 
 from __future__ import annotations
 
-from kubetwin.controllers.common import WorkQueue, owner_ref
+from kubetwin.controllers.common import WorkQueue
 from kubetwin.kueue import api
 from kubetwin.kueue.admissionchecks import PROVREQ_PREFIX, AdmissionChecks
 from kubetwin.kueue.config import KueueConfig
 from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.jobframework import (
     INTEGRATIONS,
-    JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
     WORKLOAD_API,
     GenericJob,
@@ -57,6 +57,8 @@ from kubetwin.kueue.outcomes import (
     is_true,
     set_conditions,
 )
+from kubetwin.kueue.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
+from kubetwin.kueue.pods import webhook as pod_webhook
 from kubetwin.kueue.podsready import PodsReadyMixin
 from kubetwin.kueue.queuestatus import QueueStatus
 from kubetwin.sim.env import Environment
@@ -87,14 +89,20 @@ class KueueController(PodsReadyMixin):
         self._epoch = api.parse_time(store.start_time)
         self._kicked = False
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
-        self.integrations = {k: v for k, v in INTEGRATIONS.items() if k in self.config.managed_kinds}
+        managed = self.config.managed_kinds
+        self.pods = PodJob() if PodJob.kind in managed else None  # the `pod` framework: plain Pods, gated
+        self.integrations: dict[str, GenericJob] = {k: v for k, v in INTEGRATIONS.items() if k in managed}
         store.admit(suspend_queued, tuple(self.integrations))
+        if self.pods is not None:
+            self.integrations[PodJob.kind] = self.pods
+            store.admit(pod_webhook(managed), (PodJob.kind,))
         for kind in SPEC_KINDS:
             store.watch(kind, self._on_spec)
         store.watch("Namespace", self._on_namespace)
         store.watch("Workload", self._on_workload)
         for kind in self.integrations:
-            store.watch(kind, self._on_job)
+            if kind != PodJob.kind:  # Pods: the one Pod watch below serves both
+                store.watch(kind, self._on_job)
         store.watch("Pod", self._on_pod)
 
     # -- watches ------------------------------------------------------------------------------------
@@ -139,10 +147,20 @@ class KueueController(PodsReadyMixin):
             self._queue_job(job["kind"], meta["namespace"], meta["name"])
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
-        """A stopped job becomes inactive when its last pod is gone: then the quota is released."""
+        """A stopped job becomes inactive when its last pod is gone: then the quota is released. A managed plain
+        Pod is a job of its own (the pod integration)."""
+        labels = pod["metadata"].get("labels") or {}
+        if self.pods is not None and labels.get(MANAGED_LABEL) == "true":
+            name, orphan = self.pods.observe(etype, pod)
+            ns = pod["metadata"]["namespace"]
+            if orphan is not None:  # the garbage collector: the Workload's last owner is gone
+                if self.store.get("Workload", ns, orphan) is not None:
+                    self.store.delete("Workload", ns, orphan)
+            elif name is not None:
+                self._queue_job(PodJob.kind, ns, name)
+            return
         if etype != "DELETED":
             return
-        labels = pod["metadata"].get("labels") or {}
         job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
         if job and (pod["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name"):
             if "JobSet" in self.integrations:
@@ -161,14 +179,15 @@ class KueueController(PodsReadyMixin):
     # -- the job reconciler ---------------------------------------------------------------------------
     def _reconcile_job(self, key: tuple[str, str, str]) -> None:
         kind, ns, name = key
-        job = self.store.get(kind, ns, name)
+        integ = self.integrations[kind]
+        job = integ.load(self.store, ns, name)
         if job is not None and queue_name(job):
-            self.reconcile(self.integrations[kind], job)
+            self.reconcile(integ, job)
 
     def reconcile(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
         ns = meta["namespace"]
-        wl = self.store.get("Workload", ns, workload_name(job))
+        wl = self.store.get("Workload", ns, integ.workload_name(job))
         finished, succeeded, message = integ.finished(job)
         if wl is None:
             if not finished:
@@ -190,20 +209,23 @@ class KueueController(PodsReadyMixin):
             return
         if is_true(wl, "Admitted") and integ.suspended(job):
             cq = wl["status"]["admission"]["clusterQueue"]
-            self.store.update(integ.run_with_pod_sets_info(job, self._pod_set_infos(wl)))
-            self.events.event(job, "Normal", "Started", f"Admitted by clusterQueue {cq}", MANAGER)
+            for started in integ.start(self.store, job, self._pod_set_infos(wl)):
+                self.events.event(started, "Normal", "Started", f"Admitted by clusterQueue {cq}", MANAGER)
         elif is_true(wl, "Admitted") and not integ.suspended(job):
             self._update_pods_ready(wl, integ.pods_ready(job))
 
     def _create_workload(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
+        error = integ.compose_error(job)
+        if error:
+            self.events.event(job, "Warning", "ErrWorkloadCompose", error, MANAGER)
+            return
         spec: dict = {"queueName": queue_name(job), "podSets": integ.pod_sets(job), "active": True}
         spec.update(self._priority(job, spec["podSets"]))
-        wmeta = {"name": workload_name(job), "namespace": meta["namespace"],
-                 "labels": {JOB_UID_LABEL: meta["uid"]}, "ownerReferences": [owner_ref(job)]}
+        wmeta = {"name": integ.workload_name(job), "namespace": meta["namespace"], **integ.workload_meta(job)}
         provreq = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PROVREQ_PREFIX)}
         if provreq:  # jobframework: the job's provreq.kueue.x-k8s.io/ annotations go to its Workload
-            wmeta["annotations"] = provreq
+            wmeta["annotations"] = {**(wmeta.get("annotations") or {}), **provreq}
         wl = self.store.create({"apiVersion": WORKLOAD_API, "kind": "Workload", "metadata": wmeta,
                                 "spec": spec, "status": {}})
         self.sched.add_workload(wl)
@@ -265,10 +287,12 @@ class KueueController(PodsReadyMixin):
     def _stop(self, integ: GenericJob, job: Obj, wl: Obj) -> None:
         """Evicted: suspend the job; once it is inactive, release the quota and requeue the Workload."""
         evicted = find_condition(wl, "Evicted") or {}
-        if not integ.suspended(job):
-            job = self.store.update(integ.stop(job, wl["spec"]["podSets"]))
-            self.events.event(job, "Normal", "Stopped", evicted.get("message", ""), MANAGER)
-        if not (wl.get("status") or {}).get("admission") or self._active(job):
+        for stopped in integ.stop_job(self.store, job, wl["spec"]["podSets"], evicted.get("message", "")):
+            self.events.event(stopped, "Normal", "Stopped", evicted.get("message", ""), MANAGER)
+        wl = self.store.get("Workload", wl["metadata"]["namespace"], wl["metadata"]["name"])
+        if wl is None:  # a stopped plain Pod was its Workload's last owner: the garbage collector took it
+            return
+        if not (wl.get("status") or {}).get("admission") or integ.active(self.store, job):
             return
         now = self.now()
         reason, message = evicted.get("reason", ""), evicted.get("message", "")
@@ -290,11 +314,6 @@ class KueueController(PodsReadyMixin):
             self._queue_pending(wl)
             self.metrics.requeued(key, self.env.now)
         self._kick()
-
-    def _active(self, job: Obj) -> bool:
-        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-        jobs = [job] if job["kind"] == "Job" else self.store.owned("Job", ns, job["kind"], name)
-        return any(self.store.owned("Pod", ns, "Job", j["metadata"]["name"]) for j in jobs)
 
     def _write_status(self, wl: Obj, conditions: list[dict] | tuple[dict, ...] = (), **fields: object) -> Obj:
         status = dict(wl.get("status") or {})
@@ -389,6 +408,9 @@ class KueueController(PodsReadyMixin):
         self.events.event(wl, "Normal", "Pending", p.message, ADMISSION)
 
     def _queue_owner(self, wl: Obj) -> None:
+        if self.pods is not None and (wl["metadata"].get("annotations") or {}).get(IS_GROUP_WORKLOAD) == "true":
+            self._queue_job(PodJob.kind, wl["metadata"]["namespace"], GROUP_PREFIX + wl["metadata"]["name"])
+            return
         for ref in wl["metadata"].get("ownerReferences") or []:
             if ref.get("controller") and ref["kind"] in self.integrations:
                 self._queue_job(ref["kind"], wl["metadata"]["namespace"], ref["name"])

@@ -15,7 +15,8 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 
-from kubetwin.store.store import Obj
+from kubetwin.controllers.common import owner_ref
+from kubetwin.store.store import Obj, Store
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # pkg/controller/constants QueueLabel
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # constants.WorkloadPriorityClassLabel
@@ -58,6 +59,37 @@ class GenericJob:
 
     kind = ""
     api_version = ""
+
+    def load(self, store: Store, ns: str, name: str) -> Obj | None:
+        """The job a work-queue key names (a composable job, as the Pod integration's group, builds a view)."""
+        return store.get(self.kind, ns, name)
+
+    def workload_name(self, job: Obj) -> str:
+        return workload_name(job)
+
+    def workload_meta(self, job: Obj) -> dict:
+        """The Workload's labels and owner references (the job is its controller)."""
+        return {"labels": {JOB_UID_LABEL: job["metadata"]["uid"]}, "ownerReferences": [owner_ref(job)]}
+
+    def compose_error(self, job: Obj) -> str | None:
+        """Why no Workload can be made for the job yet (an ErrWorkloadCompose event), or None."""
+        return None
+
+    def start(self, store: Store, job: Obj, infos: list[PodSetInfo]) -> list[Obj]:
+        """startJob: run with the PodSets' info; returns the objects started (each gets a Started event)."""
+        return [store.update(self.run_with_pod_sets_info(job, infos))]
+
+    def stop_job(self, store: Store, job: Obj, original: list[dict], message: str) -> list[Obj]:
+        """stopJob on eviction: suspend and restore the templates; returns the objects stopped."""
+        if self.suspended(job):
+            return []
+        return [store.update(self.stop(job, original))]
+
+    def active(self, store: Store, job: Obj) -> bool:
+        """IsActive: the job still has pods (a stopped job releases its quota once they are gone)."""
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        jobs = [job] if job["kind"] == "Job" else store.owned("Job", ns, job["kind"], name)
+        return any(store.owned("Pod", ns, "Job", j["metadata"]["name"]) for j in jobs)
 
     def pod_sets(self, job: Obj) -> list[dict]:
         raise NotImplementedError

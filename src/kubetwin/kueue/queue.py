@@ -57,16 +57,21 @@ class ClusterQueueQueue:
     pop_cycle: int = 0
     queue_inadmissible_cycle: int = -1
     equivalence_hashing: bool = True
-    by_hash: dict[tuple, dict[str, None]] = field(default_factory=dict)  # heap items by scheduling hash
-    hash_of: dict[str, tuple] = field(default_factory=dict)  # heap item -> its scheduling hash
+    # pending workloads (heap and inadmissible set) by scheduling hash, and each one's hash
+    by_hash: dict[tuple, dict[str, None]] = field(default_factory=dict)
+    hash_of: dict[str, tuple] = field(default_factory=dict)
+    # per workload version: (WorkloadInfo, queue-order key, scheduling hash), computed once
+    known: dict[str, tuple[WorkloadInfo, tuple, tuple]] = field(default_factory=dict)
 
-    known: dict[str, tuple[WorkloadInfo, tuple]] = field(default_factory=dict)  # hash per WorkloadInfo, memoized
-
-    def _hash(self, wi: WorkloadInfo) -> tuple:
+    def _facts(self, wi: WorkloadInfo) -> tuple[WorkloadInfo, tuple, tuple]:
         seen = self.known.get(wi.key)
         if seen is None or seen[0] is not wi:
-            seen = self.known[wi.key] = (wi, scheduling_hash(wi))
-        return seen[1]
+            seen = self.known[wi.key] = (wi, queue_order_key(wi),
+                                         scheduling_hash(wi) if self.equivalence_hashing else ())
+        return seen
+
+    def _hash(self, wi: WorkloadInfo) -> tuple:
+        return self._facts(wi)[2]
 
     def _index(self, wi: WorkloadInfo) -> None:
         if self.equivalence_hashing:
@@ -82,27 +87,29 @@ class ClusterQueueQueue:
                 del self.by_hash[h]
 
     def push(self, wi: WorkloadInfo) -> None:
-        self.inadmissible.pop(wi.key, None)
-        old = self.items.get(wi.key)
-        if old is not None:
-            self._unindex(old)
-        self.items[wi.key] = wi
-        self._index(wi)
-        heapq.heappush(self.heap, (queue_order_key(wi), wi.key))
+        key = wi.key
+        self.inadmissible.pop(key, None)
+        old = self.items.get(key)
+        if old is not wi:
+            if old is not None:
+                self._unindex(old)
+            self._index(wi)
+        self.items[key] = wi
+        heapq.heappush(self.heap, (self._facts(wi)[1], key))
 
     def delete(self, key: str) -> WorkloadInfo | None:
-        self.inadmissible.pop(key, None)
-        self.known.pop(key, None)
+        gone = self.inadmissible.pop(key, None)
         wi = self.items.pop(key, None)  # heap entry is dropped lazily
-        if wi is not None:
-            self._unindex(wi)
+        if wi is not None or gone is not None:
+            self._unindex(wi or gone)  # type: ignore[arg-type]
+        self.known.pop(key, None)
         return wi
 
     def pop(self) -> WorkloadInfo | None:
         while self.heap:
             order, key = heapq.heappop(self.heap)
             wi = self.items.get(key)
-            if wi is not None and queue_order_key(wi) == order:
+            if wi is not None and self._facts(wi)[1] == order:
                 del self.items[key]
                 self._unindex(wi)
                 self.pop_cycle += 1
@@ -121,18 +128,22 @@ class ClusterQueueQueue:
             self.push(wi)
             return
         self.inadmissible[wi.key] = wi
+        self._index(wi)
         if self.equivalence_hashing and reason in _EQUIVALENT_REASONS:
-            for key in list(self.by_hash.get(self._hash(wi), ())):  # wi itself was popped: not indexed
-                other = self.items.pop(key)  # its heap entry is dropped lazily
-                self._unindex(other)
-                self.inadmissible[key] = other
+            for key in list(self.by_hash.get(self._hash(wi), ())):
+                other = self.items.pop(key, None)  # its heap entry is dropped lazily
+                if other is not None:
+                    self.inadmissible[key] = other
 
     def queue_inadmissible(self) -> bool:
         """Move every inadmissible workload back to the heap."""
         self.queue_inadmissible_cycle = self.pop_cycle
         moved = bool(self.inadmissible)
-        for key in sorted(self.inadmissible):
-            self.push(self.inadmissible[key])
+        if moved:  # one heapify over the whole queue (also dropping stale entries), not a push per workload
+            self.items.update(self.inadmissible)  # already indexed: the index covers both sets
+            self.inadmissible.clear()
+            self.heap = [(self._facts(wi)[1], key) for key, wi in self.items.items()]
+            heapq.heapify(self.heap)
         return moved
 
     def active(self) -> list[str]:

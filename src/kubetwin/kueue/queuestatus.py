@@ -88,7 +88,9 @@ class QueueStatus:
             return
         pending: Counter[tuple[str, str]] = Counter()
         q = self.sched.queues.queues.get(cluster_queue)
-        if q is not None:
+        if q is not None and len(lqs) == 1:
+            pending[lqs[0]] = len(q.items) + len(q.inadmissible)  # the one LocalQueue holds them all
+        elif q is not None:
             for wi in list(q.items.values()) + list(q.inadmissible.values()):
                 pending[(wi.obj.namespace, wi.obj.queue_name)] += 1
         for ns, name in sorted(lqs):

@@ -65,6 +65,26 @@ def _resources_sig_of(pod: Obj) -> str:
 _resources_sig = TemplateMemo(_resources_sig_of)  # what the pod requests, as a key: one per template
 
 
+GATED_REASON = "SchedulingGated"  # k8s.io/api/core/v1 PodReasonSchedulingGated
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
+
+def scheduling_gated_condition(pod: Obj) -> Obj:
+    """The API server's pod strategy at create (pkg/registry/core/pod/strategy.go applySchedulingGatedCondition,
+    after the mutating webhooks): a pod with schedulingGates and no PodScheduled condition gets PodScheduled=False,
+    reason SchedulingGated. Idempotent, so a webhook that adds a gate may apply it again after itself."""
+    spec = pod.get("spec")
+    if not spec or not spec.get("schedulingGates"):
+        return pod
+    status = dict(pod.get("status") or {"phase": "Pending"})
+    conds = status.get("conditions") or []
+    if any(c.get("type") == "PodScheduled" for c in conds):
+        return pod
+    status["conditions"] = [*conds, {"type": "PodScheduled", "status": "False", "reason": GATED_REASON,
+                                     "message": GATED_MESSAGE}]
+    return {**pod, "status": status}
+
+
 def _bounded(cache: dict, key: object, value: object) -> None:
     if len(cache) >= _CACHE_LIMIT:
         cache.pop(next(iter(cache)))
@@ -92,6 +112,7 @@ class Scheduler:
         self.dra = D.DynamicResources(store, features)
         self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
         self.ipa = IPA.InterPodAffinity(self.nodes, self._ns_labels)
+        store.admit(scheduling_gated_condition, ("Pod",))
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
         for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events
@@ -163,10 +184,15 @@ class Scheduler:
                 self.nodes[node_name].add_pod(pod, req)
                 self.table.add_requests(node_name, req, 1, priority_of(pod))
             return
-        if etype == "ADDED" and pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler":
+        spec = pod["spec"]
+        if etype == "ADDED" and spec.get("schedulerName", "default-scheduler") == "default-scheduler":
             if self.gpushare is not None:
                 self.gpushare.created(G.shape_of(pod, pod_requests(pod)))
-            self.queue.add(key, priority_of(pod))
+            if not spec.get("schedulingGates"):  # PreEnqueue SchedulingGates: a gated pod waits outside the queue
+                self.queue.add(key, priority_of(pod))
+        elif (old is not None and old["spec"].get("schedulingGates") and not spec.get("schedulingGates")
+              and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
+            self.queue.add(key, priority_of(pod))  # the last gate was removed: the pod update enqueues it
 
     def _kick(self) -> None:
         if not self._pending_run:

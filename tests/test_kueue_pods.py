@@ -1,0 +1,203 @@
+"""Kueue's plain Pod integration inside `kubetwin run` (kueue/pods.py): the webhook's scheduling gate, one Workload
+per Pod or pod group, ungating with the flavor's node selector on admission, finishing, and preemption by deletion.
+"""
+
+from __future__ import annotations
+
+import json
+
+from test_kueue_run import (
+    cluster_queue,
+    cond,
+    configuration,
+    events,
+    first_time,
+    flavor,
+    last,
+    local_queue,
+    scenario,
+    versions,
+)
+
+from kubetwin.kueue.pods import MANAGED_LABEL, SCHEDULING_GATE
+from kubetwin.run import run as kt_run
+
+KQ = "kueue.x-k8s.io/v1beta2"
+
+
+def pod(name: str, queue: str | None = "main", cpu: str = "1", duration: str = "30m", create_at: str | None = None,
+        group: tuple[str, int] | None = None, labels: dict | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": "default", "labels": dict(labels or {}),
+                  "annotations": {"kubetwin.io/duration": duration}}
+    if queue:
+        meta["labels"]["kueue.x-k8s.io/queue-name"] = queue
+    if create_at:
+        meta["annotations"]["kubetwin.io/create-at"] = create_at
+    if group:
+        meta["labels"]["kueue.x-k8s.io/pod-group-name"] = group[0]
+        meta["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = str(group[1])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"restartPolicy": "Never", "containers": [
+        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def cpu_pool(name: str = "cpu", labels: dict | None = None) -> dict:
+    """Two e2-standard-16 nodes, Ready at once (no boot delay), so a pod runs when it is admitted."""
+    spec: dict = {"machineType": "e2-standard-16", "nodeCount": 2, "zones": ["us-central1-a"], "bootDelay": "0s"}
+    if labels:
+        spec["labels"] = labels
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+
+
+def gates(p: dict) -> list[str]:
+    return [g["name"] for g in p["spec"].get("schedulingGates") or []]
+
+
+def pod_scheduled(p: dict) -> dict:
+    return cond(p, "PodScheduled")
+
+
+def admitted_at(result, prefix: str) -> float | None:
+    return first_time(result, "Workload", prefix, lambda o: cond(o, "Admitted").get("status") == "True")
+
+
+def ungated_at(result, name: str) -> float | None:
+    return first_time(result, "Pod", name, lambda o: SCHEDULING_GATE not in gates(o))
+
+
+def running_at(result, name: str) -> float | None:
+    return first_time(result, "Pod", name, lambda o: (o.get("status") or {}).get("phase") == "Running")
+
+
+def test_queued_pod_waits_gated_then_is_admitted_ungated_with_the_flavor_node_selector():
+    objs = [scenario(), cpu_pool("plain"), cpu_pool("ml", labels={"team": "ml"}),
+            flavor("ml", nodeLabels={"team": "ml"}), cluster_queue("cq", "8", flavor_name="ml"),
+            local_queue("main", "cq", create_at="30m"), pod("train")]
+    result = kt_run(objects=objs)
+    created = next(o for _, etype, o in versions(result, "Pod", "train") if etype == "ADDED")
+    assert created["metadata"]["labels"][MANAGED_LABEL] == "true" and gates(created) == [SCHEDULING_GATE]
+    gated = pod_scheduled(created)
+    assert (gated["status"], gated["reason"]) == ("False", "SchedulingGated")
+    wl = last(result, "Workload", "pod-train-", at=1799)
+    assert wl["metadata"]["ownerReferences"][0]["kind"] == "Pod" and wl["metadata"]["ownerReferences"][0]["controller"]
+    assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("main", 1)]
+    qr = cond(wl, "QuotaReserved")
+    assert (qr["status"], qr["reason"], qr["message"]) == ("False", "Inadmissible", "LocalQueue main doesn't exist")
+    before = last(result, "Pod", "train", at=1799)
+    assert gates(before) == [SCHEDULING_GATE] and not before["spec"].get("nodeName")
+    assert not [o for _, o in events(result, "FailedScheduling") if o["involvedObject"]["name"] == "train"]
+
+    assert admitted_at(result, "pod-train-") == ungated_at(result, "train") == running_at(result, "train") == 1800.0
+    after = last(result, "Pod", "train", at=1800)
+    assert after["spec"]["nodeSelector"] == {"team": "ml"} and "ml" in after["spec"]["nodeName"]
+    assert "schedulingGates" not in after["spec"]
+    assert [(o["involvedObject"]["name"], o["message"]) for _, o in events(result, "Started")
+            if o["involvedObject"]["kind"] == "Pod" and o["message"].startswith("Admitted")] == [
+        ("train", "Admitted by clusterQueue cq")]
+    # the pod runs 30m: its Workload finishes with it
+    done = last(result, "Workload", "pod-train-")
+    assert (cond(done, "Finished")["status"], cond(done, "Finished")["reason"]) == ("True", "Succeeded")
+    assert first_time(result, "Workload", "pod-train-", lambda o: cond(o, "Finished").get("status") == "True") \
+        == 3600.0
+
+
+def test_second_pod_stays_gated_until_the_first_finishes():
+    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "1"), local_queue("main", "cq"),
+            pod("a"), pod("b", create_at="1m")]
+    result = kt_run(objects=objs)
+    assert admitted_at(result, "pod-a-") == running_at(result, "a") == 0.0
+    b = last(result, "Pod", "b", at=1799)
+    assert gates(b) == [SCHEDULING_GATE] and pod_scheduled(b)["reason"] == "SchedulingGated"
+    qr = cond(last(result, "Workload", "pod-b-", at=1799), "QuotaReserved")
+    assert (qr["status"], qr["reason"]) == ("False", "WaitingForQuota")
+    assert "insufficient unused quota for cpu in flavor default" in qr["message"]
+    assert admitted_at(result, "pod-b-") == ungated_at(result, "b") == running_at(result, "b") == 1800.0
+
+
+def test_pod_group_is_one_workload_admitted_all_or_nothing():
+    group = ("trainers", 3)
+    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "3"), local_queue("main", "cq"),
+            pod("t-0", group=group), pod("t-1", group=group), pod("t-2", group=group, create_at="10m")]
+    result = kt_run(objects=objs)
+    assert not [o for t, _, o in versions(result, "Workload") if t < 600]  # not before all 3 pods exist
+    compose = [o for _, o in events(result, "ErrWorkloadCompose")]
+    assert compose and compose[0]["message"] == "'trainers' group has fewer runnable pods than expected"
+    wl = last(result, "Workload", "trainers")
+    assert wl["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
+    assert sorted(r["name"] for r in wl["metadata"]["ownerReferences"]) == ["t-0", "t-1", "t-2"]
+    assert not any(r.get("controller") for r in wl["metadata"]["ownerReferences"])
+    assert [ps["count"] for ps in wl["spec"]["podSets"]] == [3]  # one role (same shape): one PodSet of 3
+    role = last(result, "Pod", "t-0")["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"]
+    assert wl["spec"]["podSets"][0]["name"] == role and len(role) == 8
+    assert admitted_at(result, "trainers") == 600.0
+    assert [ungated_at(result, f"t-{i}") for i in range(3)] == [600.0] * 3
+    assert [running_at(result, f"t-{i}") for i in range(3)] == [600.0] * 3
+    fin = cond(last(result, "Workload", "trainers"), "Finished")
+    assert (fin["status"], fin["reason"], fin["message"]) == ("True", "Succeeded", "Pods succeeded: 3/3.")
+
+    # quota for 2 of the 3: nothing of the group starts
+    small = [o if o.get("kind") != "ClusterQueue" else cluster_queue("cq", "2") for o in objs]
+    result = kt_run(objects=small)
+    assert admitted_at(result, "trainers") is None
+    assert all(gates(last(result, "Pod", f"t-{i}")) == [SCHEDULING_GATE] for i in range(3))
+    assert not any(running_at(result, f"t-{i}") for i in range(3))
+
+
+def _priority_class(name: str, value: int) -> dict:
+    return {"apiVersion": KQ, "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value}
+
+
+def test_preempted_plain_pod_is_deleted_and_its_workload_goes_with_it():
+    cq = cluster_queue("cq", "1", preemption={"withinClusterQueue": "LowerPriority"})
+    objs = [scenario(), cpu_pool(), flavor(), cq, local_queue("main", "cq"), _priority_class("low", 10),
+            _priority_class("high", 100), pod("low", duration="2h", labels={"kueue.x-k8s.io/priority-class": "low"}),
+            pod("high", create_at="10m", labels={"kueue.x-k8s.io/priority-class": "high"})]
+    result = kt_run(objects=objs)
+    assert running_at(result, "low") == 0.0
+    evicted = last(result, "Workload", "pod-low-")  # its last version, at the eviction
+    assert cond(evicted, "Evicted")["reason"] == "Preempted"
+    assert cond(evicted, "Preempted")["reason"] == "InClusterQueue"
+    deleted = [(t, o) for t, etype, o in versions(result, "Pod", "low") if etype == "DELETED"]
+    assert [t for t, _ in deleted] == [600.0]
+    target = cond(deleted[0][1], "TerminationTarget")
+    assert (target["status"], target["reason"]) == ("True", "WorkloadEvicted")
+    assert [t for t, etype, _ in versions(result, "Workload", "pod-low-") if etype == "DELETED"] == [600.0]
+    assert [o["involvedObject"]["name"] for _, o in events(result, "Stopped")] == ["low"]
+    assert admitted_at(result, "pod-high-") == running_at(result, "high") == 600.0
+    assert not any(cond(o, "Requeued").get("status") == "True" for _, _, o in versions(result, "Workload", "pod-low-"))
+
+
+def test_configuration_without_the_pod_framework_leaves_pods_alone():
+    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "1"), local_queue("main", "cq"),
+            configuration(integrations={"frameworks": ["batch/job"]}), pod("a"), pod("b")]
+    result = kt_run(objects=objs)
+    assert running_at(result, "a") == running_at(result, "b") == 0.0
+    assert not versions(result, "Workload")
+    assert MANAGED_LABEL not in last(result, "Pod", "a")["metadata"]["labels"]
+
+
+def test_plain_pods_run_is_deterministic():
+    group = ("g", 2)
+    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "2"), local_queue("main", "cq"),
+            pod("a"), pod("b", create_at="1m"), pod("g-0", group=group, create_at="2m"),
+            pod("g-1", group=group, create_at="3m")]
+
+    def trace() -> str:
+        result = kt_run(objects=[json.loads(json.dumps(o)) for o in objs])
+        return json.dumps([(t, etype, o) for t, _, etype, o in result.history
+                           if o["kind"] in ("Pod", "Workload", "Event")], sort_keys=True)
+
+    assert trace() == trace()
+
+
+def test_pod_group_with_an_unretriable_failed_pod_finishes_when_none_is_left_running():
+    group = ("g", 2)
+    bad = pod("g-bad", group=group)
+    bad["metadata"]["annotations"].update({"kubetwin.io/fail-after": "5m",
+                                           "kueue.x-k8s.io/retriable-in-group": "false"})
+    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "2"), local_queue("main", "cq"), bad,
+            pod("g-ok", group=group)]
+    result = kt_run(objects=objs)
+    assert last(result, "Pod", "g-bad")["status"]["phase"] == "Failed"
+    fin = cond(last(result, "Workload", "g"), "Finished")
+    assert (fin["status"], fin["reason"], fin["message"]) == ("True", "Succeeded", "Pods succeeded: 1/2.")
+    assert first_time(result, "Workload", "g", lambda o: cond(o, "Finished").get("status") == "True") == 1800.0
