@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
@@ -317,23 +317,15 @@ class AdmissionChecks:
             self._create_request(wl, s["name"], cfg, pod_sets, attempt + 1)
             return
         if is_true(pr, "Failed"):
-            msg = (find_condition(pr, "Failed") or {}).get("message", "")
-            if attempt <= cfg.backoff_limit_count:
-                s.update(state=RETRY, message=f"Retrying after failure: {msg}",
-                         requeueAfterSeconds=int(cfg.backoff(attempt)), retryCount=attempt)
-            else:
-                s.update(state=REJECTED, message=msg)
+            _retry_or_reject(s, cfg, attempt, "Retrying after failure",
+                             (find_condition(pr, "Failed") or {}).get("message", ""))
         elif is_true(pr, "CapacityRevoked"):
             if wl["spec"].get("active") is not False:
                 s.update(state=REJECTED, message=(find_condition(pr, "CapacityRevoked") or {}).get("message", ""))
         elif is_true(pr, "BookingExpired"):
             if not is_true(wl, "Admitted"):
-                msg = (find_condition(pr, "BookingExpired") or {}).get("message", "")
-                if attempt <= cfg.backoff_limit_count:
-                    s.update(state=RETRY, message=f"Retrying after booking expired: {msg}",
-                             requeueAfterSeconds=int(cfg.backoff(attempt)), retryCount=attempt)
-                else:
-                    s.update(state=REJECTED, message=msg)
+                _retry_or_reject(s, cfg, attempt, "Retrying after booking expired",
+                                 (find_condition(pr, "BookingExpired") or {}).get("message", ""))
         elif is_true(pr, "Provisioned"):
             if s.get("state") != READY:
                 cls = pr["spec"].get("provisioningClassName", "")
@@ -479,3 +471,12 @@ class AdmissionChecks:
                     cur[k].update(u.get(k) or {})
                 cur["tolerations"] += [t for t in u.get("tolerations") or [] if t not in cur["tolerations"]]
         return out
+
+
+def _retry_or_reject(state: dict, cfg: ProvisioningConfig, attempt: int, retrying: str, message: str) -> None:
+    """syncCheckStates: Retry with the config's backoff while attempts remain, else Rejected."""
+    if attempt <= cfg.backoff_limit_count:
+        state.update(state=RETRY, message=f"{retrying}: {message}", requeueAfterSeconds=int(cfg.backoff(attempt)),
+                     retryCount=attempt)
+    else:
+        state.update(state=REJECTED, message=message)
