@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
