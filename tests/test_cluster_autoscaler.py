@@ -390,3 +390,32 @@ def test_best_effort_atomic_valid_until_and_consumers_land_on_new_nodes():
     assert len(new) == 2 and {m.rsplit(" ", 1)[1] for _, _, m, _ in events(r, "Scheduled")} == new
     assert [m for _, o, m, _ in events(r, "ScaledUpGroup")] == [
         f"Scale-up: setting group {L4_GROUP} size to 2 instead of 0 (max: 3)"]
+
+
+def _pdb(**spec) -> dict:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep", "namespace":
+            "default"}, "spec": {"selector": {"matchLabels": {"app": "mover"}}, **spec}}
+
+
+def test_scale_down_honours_pod_disruption_budgets():
+    """The same two nodes as above, with a budget over the movable pod: minAvailable 1 leaves no disruption, so
+    its node stays; maxUnavailable 1 allows one, so it is drained and removed as without a budget."""
+    def scenario_with(budget: dict) -> object:
+        a = owned(make_pod("mover").cpu("500m").obj_())
+        a["metadata"]["labels"] = {"app": "mover"}
+        b = make_pod("bare").cpu("500m").obj_()
+        filler = [owned(make_pod(f"f{i}").cpu("6").duration("20m").obj_()) for i in range(2)]
+        return run(objects=[scenario("2h"), pool("cpu", "n2-standard-8", 0, 4), *filler, a, b, budget])
+
+    blocked = scenario_with(_pdb(minAvailable=1))
+    assert events(blocked, "ScaleDown") == []
+    assert [n for _, e, n in nodes_over_time(blocked) if e == "DELETED"] == []
+    allowed = scenario_with(_pdb(maxUnavailable=1))
+    assert [(t, o) for t, o, _, _ in events(allowed, "ScaleDown")][1] == (1900.0, "mover")
+    assert len([n for _, e, n in nodes_over_time(allowed) if e == "DELETED"]) == 1
+
+
+def test_budget_arithmetic():
+    from kubetwin.autoscaler.pdb import _scaled
+
+    assert _scaled("50%", 3) == 2 and _scaled(1, 3) == 1 and _scaled("10%", 5) == 1

@@ -28,7 +28,8 @@ K8S_VERSION = "1.34.0"
 # Kinds the twin simulates.
 SIMULATED = {
     ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("v1", "ConfigMap"), ("batch/v1", "Job"),
-    ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("policy/v1", "PodDisruptionBudget"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
     (TWIN_API, "NodePool"), (TWIN_API, "Scenario"), ("jobset.x-k8s.io/v1alpha2", "JobSet"),
     ("v1", "PodTemplate"), ("autoscaling.x-k8s.io/v1", "ProvisioningRequest"),
     *((f"resource.k8s.io/{v}", k) for v in ("v1", "v1beta1", "v1beta2")

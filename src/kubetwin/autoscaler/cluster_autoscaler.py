@@ -16,7 +16,7 @@ in backoff: 5 min doubling to 30 min, forgotten after 3 h without failure (--ini
 
 Scale-down: see autoscaler/scaledown.py.
 
-Twin simplifications (assumptions, labelled): PodDisruptionBudgets are not modelled; the `price` expander ranks by the
+Twin simplifications (assumptions, labelled): the `price` expander ranks by the
 hourly price of the nodes added per pod helped (CA's also weighs a preferred node size); ties in any expander go
 to the group with fewer nodes, then by name (CA falls back to `random`); a refused VM is reported in the same loop.
 """

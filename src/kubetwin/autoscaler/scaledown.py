@@ -5,9 +5,10 @@ node, else the larger of cpu and memory; utils/utilization) is under the thresho
 after --scale-down-unneeded-time (10 m) it is removed unless the pool is at minNodeCount in that zone or a scale-up
 happened within --scale-down-delay-after-add (10 m). Pods block removal when they have no controller, use local
 storage (emptyDir/hostPath), run in kube-system, or carry cluster-autoscaler.kubernetes.io/safe-to-evict: "false";
-"true" lifts the first three. The node is tainted ToBeDeletedByClusterAutoscaler, gets `ScaleDown` "marked the node
-as toBeDeleted/unschedulable", each pod `ScaleDown` "deleting pod for node scale down" and is deleted (its controller
-re-creates it), then the node goes. Empty nodes go together, at most one non-empty node per loop.
+"true" lifts the first three. A node whose pods a PodDisruptionBudget protects stays (autoscaler/pdb.py). The
+node is tainted ToBeDeletedByClusterAutoscaler, gets `ScaleDown` "marked the node as toBeDeleted/unschedulable",
+each pod `ScaleDown` "deleting pod for node scale down" and is deleted (its controller re-creates it), then the
+node goes. Empty nodes go together, at most one non-empty node per loop.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from kubetwin.api.units import parse_duration
+from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.simulation import SAFE_TO_EVICT, SOURCE, TO_BE_DELETED, place, pod_info
 from kubetwin.controllers.common import controller_of
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
@@ -116,7 +118,7 @@ class ScaleDown:
             if pods:
                 if drained_one:
                     continue
-                if not self._fits_elsewhere(pods, nodes, gone | {key}):
+                if blocked_by_budget(self.store, pods) or not self._fits_elsewhere(pods, nodes, gone | {key}):
                     self._stuck.add(key)  # until something changes
                     continue
                 drained_one = True
