@@ -121,6 +121,7 @@ class KueueScheduler:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.queues = QueueManager()
         self.admitted: dict[str, WorkloadInfo] = {}  # the cache: workloads holding quota
+        self._tree: tuple[tuple, Snapshot] | None = None  # (the spec objects, the snapshot built from them)
         # told of every change to the cache, as Kueue's cache feeds ClusterQueue status: (reserved, released)
         self.listeners: list[tuple[Callable[[WorkloadInfo], None], Callable[[WorkloadInfo], None]]] = []
 
@@ -236,8 +237,19 @@ class KueueScheduler:
 
     # ------------------------------------------------------------------------------------------------ cycle
     def _snapshot(self) -> Snapshot:
-        return Snapshot.build(self.cluster_queues.values(), self.cohorts.values(), self.flavors.values(),
-                              self.admitted.values())  # WorkloadInfo.usage is never mutated: no copies
+        """The cycle's snapshot. The quota tree is rebuilt only when a spec object changed (specs are replaced,
+        never mutated: identity tells); otherwise the last tree is reset and refilled from the cache."""
+        specs = (list(self.cluster_queues.values()), list(self.cohorts.values()), list(self.flavors.values()))
+        last = self._tree
+        if last is not None and all(len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+                                    for a, b in zip(specs, last[0], strict=True)):
+            snap = last[1]
+            snap.reset()
+            snap.fill(self.admitted.values())  # WorkloadInfo.usage is never mutated: no copies
+            return snap
+        snap = Snapshot.build(*specs, self.admitted.values())
+        self._tree = (specs, snap)
+        return snap
 
     def schedule(self, now: float) -> CycleResult:
         """One cycle: heads -> snapshot -> nominate -> ordered processing -> requeue."""

@@ -139,6 +139,7 @@ class Snapshot:
         self.cohort_specs: dict[str, Cohort] = {}
         self.resource_flavors: dict[str, ResourceFlavor] = {}
         self.inactive: dict[str, str] = {}  # ClusterQueue name -> why
+        self._base_usage: list[tuple[ResourceNode, dict]] = []  # usage of each node before any workload
 
     @classmethod
     def build(cls, cluster_queues: Iterable[ClusterQueue], cohorts: Iterable[Cohort],
@@ -191,6 +192,24 @@ class Snapshot:
             node = snap.cohorts[name]
             if node.parent is None and name not in cyclic:
                 update_tree(node)
+        snap._base_usage = [(n, dict(n.usage)) for n in snap._nodes()]
+        snap.fill(workloads)
+        return snap
+
+    def _nodes(self) -> list[ResourceNode]:
+        return [c.node for c in self.cluster_queues.values()] + list(self.cohorts.values())
+
+    def reset(self) -> None:
+        """Back to the state `build` left before any workload: the quota tree is kept, usage and workloads go,
+        so a cycle can reuse the tree while no ClusterQueue, Cohort or ResourceFlavor changed."""
+        for node, usage in self._base_usage:
+            node.usage = dict(usage)
+        for cqs in self.cluster_queues.values():
+            cqs.workloads = {}
+
+    def fill(self, workloads: Iterable[WorkloadInfo]) -> None:
+        """Add the workloads holding quota."""
+        snap = self
         # Usage is added once per ClusterQueue, summed over its workloads: the same result as adding them one by
         # one (quota.add_usage pushes to the parent only what exceeds the local quota, which sums), at a cost per
         # queue instead of per workload, as Kueue's cache keeps usage per ClusterQueue.
@@ -205,7 +224,6 @@ class Snapshot:
                 total[fr] = total.get(fr, 0) + v
         for name in sorted(totals):
             snap.cluster_queues[name].add_usage(totals[name])
-        return snap
 
     def cluster_queue(self, name: str) -> ClusterQueueSnapshot | None:
         return self.cluster_queues.get(name)
