@@ -70,3 +70,15 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not present")
     return SHARED
+
+
+def final_objects(result, kind: str) -> dict[str, dict]:
+    """The objects of `kind` as they stand when the run ends (deleted ones gone), by name."""
+    out: dict[str, dict] = {}
+    for _, _, etype, o in result.history:
+        if o["kind"] == kind:
+            if etype == "DELETED":
+                out.pop(o["metadata"]["name"], None)
+            else:
+                out[o["metadata"]["name"]] = o
+    return out

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, make_pool, scenario
+from conftest import SHARED, final_objects, make_pool, scenario
 
 import kubetwin.run as run_mod
 from kubetwin.controllers import jobset_webhook as J
@@ -30,17 +30,6 @@ def rjob(name: str, replicas: int = 1, pods: int = 1, duration: str = "10m", fai
 def jobset(name: str, *rjobs: dict, annotations: dict | None = None, **spec) -> dict:
     return {"apiVersion": J.API, "kind": "JobSet", "metadata": {"name": name, "annotations": annotations or {}},
             "spec": {"replicatedJobs": list(rjobs), **spec}}
-
-
-def last(result, kind: str) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    for _, _, etype, o in result.history:
-        if o["kind"] == kind:
-            if etype == "DELETED":
-                out.pop(o["metadata"]["name"], None)
-            else:
-                out[o["metadata"]["name"]] = o
-    return out
 
 
 def events(result, reason: str) -> list[dict]:
@@ -76,7 +65,7 @@ def cluster(pools: int = 1, nodes: int = 4) -> list[dict]:
 
 def test_child_jobs_carry_the_real_names_labels_and_annotations() -> None:
     result = run(objects=[*cluster(), jobset("train", rjob("driver"), rjob("workers", replicas=2, pods=2))])
-    jobs = last(result, "Job")
+    jobs = final_objects(result, "Job")
     assert sorted(jobs) == ["train-driver-0", "train-workers-0", "train-workers-1"]
     job = jobs["train-workers-1"]
     want = {"jobset.sigs.k8s.io/jobset-name": "train", "jobset.sigs.k8s.io/replicatedjob-name": "workers",
@@ -89,13 +78,14 @@ def test_child_jobs_carry_the_real_names_labels_and_annotations() -> None:
     ref = job["metadata"]["ownerReferences"][0]
     assert ref["kind"] == "JobSet" and ref["name"] == "train" and ref["controller"] is True
     assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["suspend"] is False  # webhook defaults
-    pods = [p for p in last(result, "Pod").values() if p["metadata"]["labels"].get("job-name") == "train-workers-1"]
+    pods = [p for p in final_objects(result, "Pod").values()
+            if p["metadata"]["labels"].get("job-name") == "train-workers-1"]
     assert sorted(p["metadata"]["name"][:-6] for p in pods) == ["train-workers-1-0", "train-workers-1-1"]
     assert {p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods} == {"0", "1"}
     assert {p["spec"]["hostname"] for p in pods} == {"train-workers-1-0", "train-workers-1-1"}
     assert all(p["spec"]["subdomain"] == "train" and p["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] == "0"
                for p in pods)
-    js = last(result, "JobSet")["train"]
+    js = final_objects(result, "JobSet")["train"]
     assert cond(js, "Completed")["reason"] == "AllJobsCompleted" and js["status"]["terminalState"] == "Completed"
     assert {s["name"]: s["succeeded"] for s in js["status"]["replicatedJobsStatus"]} == {"driver": 1, "workers": 2}
 
@@ -104,15 +94,15 @@ def test_success_policy_any_on_a_target_completes_early_and_deletes_the_rest() -
     js = jobset("train", rjob("driver", duration="5m"), rjob("workers", replicas=2, duration="2h"),
                 successPolicy={"operator": "Any", "targetReplicatedJobs": ["driver"]})
     result = run(objects=[*cluster(), js])
-    done = last(result, "JobSet")["train"]
+    done = final_objects(result, "JobSet")["train"]
     assert cond(done, "Completed")["lastTransitionTime"] == "2026-01-01T00:05:00Z"
-    assert sorted(last(result, "Job")) == ["train-driver-0"]  # the active workers were deleted with their pods
-    assert not any(p["metadata"]["name"].startswith("train-workers") for p in last(result, "Pod").values())
+    assert sorted(final_objects(result, "Job")) == ["train-driver-0"]  # the active workers were deleted with their pods
+    assert not any(p["metadata"]["name"].startswith("train-workers") for p in final_objects(result, "Pod").values())
 
 
 def test_success_policy_all_waits_for_every_target_job() -> None:
     js = jobset("train", rjob("driver", duration="5m"), rjob("workers", replicas=2, duration="20m"))
-    done = last(run(objects=[*cluster(), js]), "JobSet")["train"]
+    done = final_objects(run(objects=[*cluster(), js]), "JobSet")["train"]
     assert cond(done, "Completed")["lastTransitionTime"] == "2026-01-01T00:20:00Z"
 
 
@@ -120,7 +110,7 @@ def test_failed_child_job_restarts_the_whole_set_until_max_restarts() -> None:
     js = jobset("train", rjob("workers", replicas=2, pods=2, duration="1h", fail_after="5m"),
                 failurePolicy={"maxRestarts": 2})
     result = run(objects=[*cluster(), js])
-    final = last(result, "JobSet")["train"]
+    final = final_objects(result, "JobSet")["train"]
     failed = cond(final, "Failed")
     assert failed["reason"] == "ReachedMaxRestarts" and final["status"]["terminalState"] == "Failed"
     assert failed["message"] == ("jobset failed due to reaching max number of restarts "
@@ -137,22 +127,23 @@ def test_failed_child_job_restarts_the_whole_set_until_max_restarts() -> None:
     restarts = events(result, "RestartJobSetFailurePolicyAction")
     assert restarts[0]["message"] == "applying RestartJobSet failure policy action (first failed job: train-workers-0)"
     assert restarts[0]["count"] == 2 and restarts[0]["type"] == "Warning"
-    assert not last(result, "Job") or all(cond(j, "Failed") for j in last(result, "Job").values())
+    assert not final_objects(result, "Job") or all(cond(j, "Failed") for j in final_objects(result, "Job").values())
 
 
 def test_no_failure_policy_fails_at_once_and_rules_pick_the_action() -> None:
     plain = run(objects=[*cluster(), jobset("a", rjob("w", fail_after="5m"))])
-    failed = cond(last(plain, "JobSet")["a"], "Failed")
+    failed = cond(final_objects(plain, "JobSet")["a"], "Failed")
     assert (failed["reason"], failed["message"]) == ("FailedJobs", "jobset failed due to one or more job failures "
                                                      "(first failed job: a-w-0)")
     rules = {"maxRestarts": 5, "rules": [{"name": "failFast", "action": "FailJobSet",
                                           "onJobFailureReasons": ["BackoffLimitExceeded"]}]}
-    ruled = last(run(objects=[*cluster(), jobset("b", rjob("w", fail_after="5m"), failurePolicy=rules)]), "JobSet")
+    ruled = final_objects(run(objects=[*cluster(), jobset("b", rjob("w", fail_after="5m"), failurePolicy=rules)]),
+                          "JobSet")
     failed = cond(ruled["b"], "Failed")
     assert failed["reason"] == "FailJobSetFailurePolicyAction" and ruled["b"]["status"]["restarts"] == 0
     ignore = {"maxRestarts": 0, "rules": [{"name": "always", "action": "RestartJobSetAndIgnoreMaxRestarts"}]}
     js = jobset("c", rjob("w", duration="1h", fail_after="20m"), failurePolicy=ignore)
-    kept = last(run(objects=[*cluster(), js], duration="50m"), "JobSet")["c"]
+    kept = final_objects(run(objects=[*cluster(), js], duration="50m"), "JobSet")["c"]
     assert kept["status"]["restarts"] == 2 and "restartsCountTowardsMax" not in kept["status"]
     assert cond(kept, "Failed") is None
 
@@ -162,12 +153,12 @@ def test_on_failure_pods_restart_in_place_until_the_backoff_limit() -> None:
     js["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 2
     del js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"]  # OnFailure
     result = run(objects=[*cluster(), js])
-    job = cond(last(result, "Job")["t-w-0"], "Failed")
+    job = cond(final_objects(result, "Job")["t-w-0"], "Failed")
     assert job["reason"] == "BackoffLimitExceeded"
     # 1m run, 10 s back-off, 1m run, then the second restart reaches backoffLimit 2
     assert job["lastTransitionTime"] == "2026-01-01T00:02:10Z"
     assert events(result, "BackOff")[0]["message"].startswith("Back-off restarting failed container c in pod t-w-0-0-")
-    assert cond(last(result, "JobSet")["t"], "Failed")["reason"] == "FailedJobs"
+    assert cond(final_objects(result, "JobSet")["t"], "Failed")["reason"] == "FailedJobs"
 
 
 def test_suspend_and_resume_use_the_templates_kueue_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,10 +178,10 @@ def test_suspend_and_resume_use_the_templates_kueue_wrote(monkeypatch: pytest.Mo
     pods = [o for _, _, et, o in result.history if o["kind"] == "Pod" and et == "ADDED"]
     assert len(pods) == 4 and all(p["spec"]["nodeSelector"] == {POOL_KEY: "pool-1"} for p in pods)
     assert {p["metadata"]["creationTimestamp"] for p in pods} == {"2026-01-01T00:10:00Z"}
-    done = last(result, "JobSet")["train"]
+    done = final_objects(result, "JobSet")["train"]
     assert cond(done, "Suspended")["status"] == "False" and cond(done, "Completed")["lastTransitionTime"] == (
         "2026-01-01T00:40:00Z")
-    job = cond(last(result, "Job")["train-w-0"], "Suspended")
+    job = cond(final_objects(result, "Job")["train-w-0"], "Suspended")
     assert (job["status"], job["reason"], job["message"]) == ("False", "JobResumed", "Job resumed")
 
 
@@ -199,11 +190,11 @@ def test_suspending_a_running_jobset_deletes_its_pods(monkeypatch: pytest.Monkey
         store.patch("JobSet", "default", "train", lambda js: {**js, "spec": {**js["spec"], "suspend": True}})
 
     result = run_with(monkeypatch, [*cluster(), jobset("train", rjob("w", pods=2, duration="1h"))], [(300.0, suspend)])
-    assert not last(result, "Pod")
-    job = last(result, "Job")["train-w-0"]
+    assert not final_objects(result, "Pod")
+    job = final_objects(result, "Job")["train-w-0"]
     assert job["spec"]["suspend"] is True and cond(job, "Suspended")["reason"] == "JobSuspended"
     assert job["status"]["failed"] == 0 and "startTime" not in job["status"]
-    status = {s["name"]: s for s in last(result, "JobSet")["train"]["status"]["replicatedJobsStatus"]}
+    status = {s["name"]: s for s in final_objects(result, "JobSet")["train"]["status"]["replicatedJobsStatus"]}
     assert status["w"]["suspended"] == 1 and status["w"]["active"] == 0
 
 
@@ -218,7 +209,7 @@ def test_startup_policy_in_order_and_ttl_after_finished() -> None:
     assert created["train-driver-0"] < driver_ready < created["train-workers-0"] < created["train-workers-1"]
     finished = [t for t, _, _, o in result.history if o["kind"] == "JobSet" and cond(o, "Completed")]
     gone = [t for t, _, et, o in result.history if o["kind"] == "JobSet" and et == "DELETED"]
-    assert gone == [finished[0] + 60] and not last(result, "Job") and not last(result, "Pod")
+    assert gone == [finished[0] + 60] and not final_objects(result, "Job") and not final_objects(result, "Pod")
     reasons = [e["reason"] for e in events(result, "InOrderStartupPolicyCompleted")]
     assert reasons == ["InOrderStartupPolicyCompleted"]
 
@@ -227,9 +218,9 @@ def test_exclusive_placement_one_job_per_node_pool_and_a_fifth_waits() -> None:
     js = jobset("train", rjob("slice", replicas=5, pods=4, duration="1h"),
                 annotations={J.EXCLUSIVE_KEY: POOL_KEY})
     result = run(objects=[*cluster(pools=4, nodes=4), js], duration="30m")
-    nodes = {n["metadata"]["name"]: n["metadata"]["labels"][POOL_KEY] for n in last(result, "Node").values()}
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"][POOL_KEY] for n in final_objects(result, "Node").values()}
     pools: dict[str, set[str]] = {}
-    pods = last(result, "Pod")
+    pods = final_objects(result, "Pod")
     for p in pods.values():
         if p["spec"].get("nodeName"):
             pools.setdefault(p["metadata"]["labels"]["job-name"], set()).add(nodes[p["spec"]["nodeName"]])
@@ -259,9 +250,9 @@ def test_exclusive_placement_one_job_per_node_pool_and_a_fifth_waits() -> None:
 
 def test_example_jobset_runs_one_slice_per_pool() -> None:
     result = run([EXAMPLES / "jobset-exclusive-placement.yaml"])
-    js = last(result, "JobSet")["llm-train"]
+    js = final_objects(result, "JobSet")["llm-train"]
     assert cond(js, "Completed")["reason"] == "AllJobsCompleted"
-    nodes = {n["metadata"]["name"]: n["metadata"]["labels"][POOL_KEY] for n in last(result, "Node").values()}
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"][POOL_KEY] for n in final_objects(result, "Node").values()}
     pools: dict[str, set[str]] = {}
     for _, _, _, o in result.history:
         if o["kind"] == "Pod" and o["spec"].get("nodeName"):
@@ -275,9 +266,9 @@ def test_the_upstream_exclusive_placement_example_as_written() -> None:
     if not path.exists():
         pytest.skip("research material not staged")
     result = run([path], objects=cluster(pools=3, nodes=3), duration="10m")
-    nodes = {n["metadata"]["name"]: n["metadata"]["labels"][POOL_KEY] for n in last(result, "Node").values()}
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"][POOL_KEY] for n in final_objects(result, "Node").values()}
     pools: dict[str, set[str]] = {}
-    for p in last(result, "Pod").values():
+    for p in final_objects(result, "Pod").values():
         assert p["spec"]["restartPolicy"] == "OnFailure" and p["status"]["phase"] == "Running"  # webhook default
         pools.setdefault(p["metadata"]["labels"]["job-name"], set()).add(nodes[p["spec"]["nodeName"]])
     assert sorted(pools) == [f"exclusive-placement-workers-{i}" for i in range(3)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_pool, scenario
+from conftest import final_objects, make_pool, scenario
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -17,20 +17,9 @@ def make_job(name: str, parallelism: int, completions: int, duration: str, suspe
                                                                   "resources": {"requests": {"cpu": "1"}}}]}}}}
 
 
-def _last(result, kind: str) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    for _, _, etype, o in result.history:
-        if o["kind"] == kind:
-            if etype == "DELETED":
-                out.pop(o["metadata"]["name"], None)
-            else:
-                out[o["metadata"]["name"]] = o
-    return out
-
-
 def test_job_runs_completions_in_waves_of_parallelism() -> None:
     result = run(objects=[scenario("2h"), make_pool("cpu", "e2-standard-8", 1), make_job("j", 2, 4, "10m")])
-    job = _last(result, "Job")["j"]
+    job = final_objects(result, "Job")["j"]
     assert job["status"]["succeeded"] == 4
     assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
     # two waves of 10 minutes; the first pods failed at 0 s with no nodes. The Node add at 90 s requeues them and
@@ -41,8 +30,8 @@ def test_job_runs_completions_in_waves_of_parallelism() -> None:
 
 def test_suspended_job_creates_no_pods() -> None:
     result = run(objects=[scenario("1h"), make_pool("cpu", "e2-standard-8", 1), make_job("s", 1, 1, "5m", True)])
-    assert _last(result, "Pod") == {}
-    job = _last(result, "Job")["s"]
+    assert final_objects(result, "Pod") == {}
+    job = final_objects(result, "Job")["s"]
     assert any(c["type"] == "Suspended" for c in job["status"]["conditions"])
 
 
@@ -51,10 +40,10 @@ def test_deployment_keeps_replicas_running() -> None:
            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {
                "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
     result = run(objects=[scenario("30m"), make_pool("cpu", "e2-standard-4", 2), dep])
-    pods = _last(result, "Pod")
+    pods = final_objects(result, "Pod")
     assert len(pods) == 3 and all(p["status"]["phase"] == "Running" for p in pods.values())
     assert all(n.startswith("web-") for n in pods)
-    assert _last(result, "Deployment")["web"]["status"]["readyReplicas"] == 3
+    assert final_objects(result, "Deployment")["web"]["status"]["readyReplicas"] == 3
 
 
 def test_demo_writes_report(tmp_path) -> None:

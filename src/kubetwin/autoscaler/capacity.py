@@ -122,10 +122,6 @@ class CapacityModel:
         if self._reserved.get(key, 0) > 0:  # a requested VM registered
             self._reserved[key] -= 1
 
-    def unreserve(self, pool: str, zone: str, n: int) -> None:
-        key = (pool, zone)
-        self._reserved[key] = max(0, self._reserved.get(key, 0) - n)
-
     # -- usage ------------------------------------------------------------------------------------------
     def _usage(self) -> list[tuple[VmShape, str, int]]:
         counts: dict[tuple[str, str], int] = dict(self._reserved)

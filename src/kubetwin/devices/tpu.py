@@ -45,14 +45,6 @@ def chips(topology: str) -> int:
     return math.prod(parse_topology(topology))
 
 
-def is_tpu_machine(machine_type: str) -> bool:
-    """True for a TPU VM machine type in the catalog (ct4p/ct5lp/ct5p/ct6e/tpu7x)."""
-    try:
-        return catalog.machine_type(machine_type).tpu is not None
-    except catalog.CatalogError:
-        return False
-
-
 def _machine(machine_type: str) -> catalog.MachineType:
     mt = catalog.machine_type(machine_type)
     if mt.tpu is None:

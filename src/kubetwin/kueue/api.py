@@ -309,10 +309,6 @@ class PodSet:
     required_affinity_terms: tuple[dict, ...] | None = None  # nodeSelectorTerms, None if unset
     tolerations: tuple[dict, ...] = ()
 
-    def request_map(self) -> dict[str, int]:
-        return dict(self.requests)
-
-
 @dataclass(frozen=True)
 class PodSetAssignment:
     name: str
@@ -365,13 +361,6 @@ class Workload:
     @property
     def is_evicted(self) -> bool:
         return self.condition_true("Evicted")
-
-    def quota_reservation_time(self, now: float) -> float:
-        """LastTransitionTime of QuotaReserved=True, else now (preemption/common/ordering.go)."""
-        c = self.condition("QuotaReserved")
-        if c is None or c.get("status") != "True":
-            return now
-        return parse_time(c.get("lastTransitionTime"))
 
     def queue_order_time(self) -> float:
         """Creation time, or the eviction time after a PodsReadyTimeout / AdmissionCheck eviction.
