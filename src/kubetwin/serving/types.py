@@ -83,3 +83,34 @@ class StepModel(Protocol):
         """(a, b) with iteration_time(n, 0, C, n) == a + b * C for a decode-only batch of n sequences reading C
         context tokens; lets the engine jump over many decode iterations in closed form."""
         ...
+
+
+@dataclass(slots=True)
+class EngineArgs:
+    """A model server's configuration as its command line gives it (vLLM's engine arguments; TGI's flags mapped
+    onto them). None means "the server's default", resolved by `serving.modelserver` for the GPU it runs on."""
+
+    model: str
+    engine: str = "vllm"  # "vllm" | "tgi"
+    served_model_name: list[str] = field(default_factory=list)
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    block_size: int = BLOCK_TOKENS
+    enable_prefix_caching: bool = True  # on by default in vLLM V1
+    enable_chunked_prefill: bool = True  # always on in vLLM V1
+    long_prefill_token_threshold: int = 0
+    scheduling_policy: str = "fcfs"  # "fcfs" | "priority"
+    enable_lora: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    max_cpu_loras: int | None = None
+    lora_modules: list[str] = field(default_factory=list)
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    port: int = 8000
