@@ -14,7 +14,8 @@ by GPU sharing is counted as if it ran at full speed)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
@@ -52,6 +53,20 @@ def work_key(pod: Obj) -> tuple[str, str, str] | None:
 
 
 @dataclass
+class Startup:
+    """What a pod's start costs beyond binding, as a startup hook computes it: image pulls (image, seconds, bytes)
+    while the pod is Pending in ContainerCreating, then `ready_after` seconds Running but not Ready (a model server
+    loading weights and warming up before its readiness probe passes); `reason` explains it in a describe."""
+
+    pulls: list[tuple[str, float, int]] = field(default_factory=list)
+    ready_after: float = 0.0
+    reason: str = ""
+
+
+StartupHook = Callable[[Obj, "Obj | None"], "Startup | None"]
+
+
+@dataclass
 class _Run:
     """A pod's work while it runs: what it resumed from, since when, and what it holds."""
 
@@ -75,6 +90,8 @@ class Kubelet:
         self.progress: dict[tuple[str, str, str], float] = {}  # work key -> seconds of work checkpointed
         self.lost_work: dict[tuple[str, str], dict[str, float]] = {}  # (ns, Job or pod) -> lost seconds, ...
         self._runs: dict[str, _Run] = {}  # pod uid -> its run, while it runs a kubetwin.io/duration
+        self.startup_hooks: list[StartupHook] = []  # e.g. serving's model-server cold start
+        self._images: dict[str, set[str]] = {}  # node -> images already pulled there
         store.watch("Pod", self._on_pod)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
@@ -121,19 +138,64 @@ class Kubelet:
             failed = self.store.update({**cur, "status": status})
             self.events.event(failed, "Warning", "UnexpectedAdmissionError", refused, "kubelet")
             return
+        startup = next((s for s in (h(cur, node) for h in self.startup_hooks) if s is not None), None)
+        if startup is None:
+            self._run_containers(cur, node, None)
+            return
+        have = self._images.setdefault(cur["spec"]["nodeName"], set())
+        pulls = [(img, sec, size) for img, sec, size in startup.pulls if img not in have]
+        for img, _, _ in startup.pulls:
+            if img in have:
+                self.events.event(cur, "Normal", "Pulled", f'Container image "{img}" already present on machine',
+                                  "kubelet")
+        if not pulls:
+            self._run_containers(cur, node, startup)
+            return
+        have.update(img for img, _, _ in pulls)  # the node pulls each image once, even for pods starting together
+        status = {**cur.get("status", {}), "containerStatuses": [
+            {"name": c["name"], "image": c.get("image", ""), "ready": False, "restartCount": 0, "started": False,
+             "state": {"waiting": {"reason": "ContainerCreating"}}} for c in cur["spec"].get("containers") or []]}
+        creating = self.store.update({**cur, "status": status})
+        for img, _, _ in pulls:
+            self.events.event(creating, "Normal", "Pulling", f'Pulling image "{img}"', "kubelet")
+        total = sum(sec for _, sec, _ in pulls)
+        self.env.after(total, lambda: self._pulled(creating, node, startup, pulls))
+
+    def _pulled(self, pod: Obj, node: Obj | None, startup: Startup, pulls: list[tuple[str, float, int]]) -> None:
+        meta = pod["metadata"]
+        cur = self.store.get("Pod", meta.get("namespace") or "", meta["name"])
+        if cur is None or cur["metadata"].get("uid") != meta.get("uid") or cur["status"].get("phase") != "Pending":
+            return
+        for img, sec, size in pulls:
+            self.events.event(cur, "Normal", "Pulled", f'Successfully pulled image "{img}" in {_go_duration(sec)} '
+                              f"({_go_duration(sec)} including waiting). Image size: {size} bytes.", "kubelet")
+        self._run_containers(cur, node, startup)
+
+    def _run_containers(self, cur: Obj, node: Obj | None, startup: Startup | None) -> None:
+        meta = cur["metadata"]
+        now = self.store.timestamp(self.env.now)
+        ready_after = startup.ready_after if startup is not None else 0.0
         self._ips += 1
         ip = f"10.{4 + (self._ips >> 16) % 4}.{(self._ips >> 8) & 255}.{self._ips & 255}"
         status = {**cur.get("status", {}), "phase": "Running", "startTime": now, "podIP": ip,
                   "podIPs": [{"ip": ip}]}
+        ready = ready_after <= 0
+        unready = ", ".join(c["name"] for c in cur["spec"].get("containers") or [])
         status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"] + [
             {"type": t, "status": "True", "lastTransitionTime": now}
-            for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")]
-        status["containerStatuses"] = [{"name": c["name"], "image": c.get("image", ""), "ready": True,
+            for t in ("PodReadyToStartContainers", "Initialized")] + [
+            {"type": t, "status": "True", "lastTransitionTime": now} if ready else
+            {"type": t, "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now,
+             "message": f"containers with unready status: [{unready}]"} for t in ("ContainersReady", "Ready")]
+        status["containerStatuses"] = [{"name": c["name"], "image": c.get("image", ""), "ready": ready,
                                         "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
                                        for c in cur["spec"].get("containers") or []]
         running = self.store.update({**cur, "status": status})
         for c in cur["spec"].get("containers") or []:
+            self.events.event(running, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
             self.events.event(running, "Normal", "Started", f"Started container {c['name']}", "kubelet")
+        if not ready:
+            self.env.after(ready_after, lambda: self._became_ready(running))
         annotations = meta.get("annotations") or {}
         if DURATION in annotations:
             duration = parse_duration(annotations[DURATION])
@@ -146,6 +208,18 @@ class Kubelet:
             self.gpus.start(running, node, duration - resumed)
         if FAIL_AFTER in annotations:
             self._arm_failure(running, 0)
+
+    def _became_ready(self, pod: Obj) -> None:
+        """The readiness probe passes: the model is loaded and the server answers."""
+        cur = self._current(pod)
+        if cur is None:
+            return
+        now = self.store.timestamp(self.env.now)
+        status = {**cur["status"], "conditions": [
+            {"type": c["type"], "status": "True", "lastTransitionTime": now}
+            if c["type"] in ("Ready", "ContainersReady") else c for c in cur["status"]["conditions"]]}
+        status["containerStatuses"] = [{**cs, "ready": True} for cs in cur["status"].get("containerStatuses") or []]
+        self.store.update({**cur, "status": status})
 
     def _arm_failure(self, pod: Obj, attempt: int) -> None:
         after = parse_duration(pod["metadata"]["annotations"][FAIL_AFTER])
@@ -233,3 +307,13 @@ class Kubelet:
         rec["interruptions"] += 1
         for res, n in run.accelerators.items():
             rec[ACCELERATORS[res]] += lost * n
+
+
+def _go_duration(seconds: float) -> str:
+    """A duration as Go's time.Duration prints it in kubelet events (1m2.5s, 850ms)."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    m, sec = divmod(seconds, 60)
+    h, m = divmod(int(m), 60)
+    out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "")
+    return out + f"{sec:.3f}".rstrip("0").rstrip(".") + "s"
