@@ -53,6 +53,9 @@ class GPUType:
     memory_gib: float
     bf16_tflops: float | None
     source: str
+    hbm_gbps: float | None = None  # memory bandwidth, GB/s (decimal): what decode and other memory-bound kernels see
+    nvlink_gbps: float | None = None  # per-GPU NVLink bandwidth, one direction, GB/s; None = no NVLink (PCIe only)
+    bw_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,9 @@ def _gpus() -> dict[str, GPUType]:
             memory_gib=float(r["memory_gib"]),
             bf16_tflops=None if tf is None else float(tf),
             source=r["source"],
+            hbm_gbps=_float(r.get("hbm_gbps")),
+            nvlink_gbps=_float(r.get("nvlink_gbps")),
+            bw_source=r.get("bw_source", ""),
         )
     return out
 

@@ -1,0 +1,1 @@
+"""Workload cost models shared by serving and training: storage read rates, collective communication."""
