@@ -39,6 +39,7 @@ CRD_FILES: dict[tuple[str, str], str] = {
     ("inference.networking.x-k8s.io", "InferencePool"): "v0.5.0_inference.networking.x-k8s.io_inferencepools.yaml",
     ("inference.networking.x-k8s.io", "InferenceObjective"): "inference.networking.x-k8s.io_inferenceobjectives.yaml",
     ("inference.networking.k8s.io", "InferencePool"): "v1.6.0_inference.networking.k8s.io_inferencepools.yaml",
+    ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",
 }
 INCOMPLETE = ('Invalid value: "null": some validation rules were not checked because the object was invalid; '
               "correct the existing errors to complete validation")
