@@ -158,7 +158,13 @@ def test_seed_as_written_example_every_message() -> None:
     assert "spec.selector is a map of strings" in hints["spec.selector.matchLabels.app"]
     notices = sorted(d.obj for d in diags if d.severity == "notice" and "not simulated yet" not in d.message)
     assert notices == ["ClusterQueue/gpu-cluster-queue", "DeviceClass/nvidia-gpu", "LocalQueue/nlp-team/team-nlp-queue",
-                       "ResourceClaim/gpu-claim", "ResourceFlavor/nvidia-a100", "ResourceFlavor/nvidia-h100"]
+                       "ResourceClaim/gpu-claim", "ResourceFlavor/nvidia-a100", "ResourceFlavor/nvidia-h100",
+                       "ScaledObject/ai/vllm-scaler"]
+    # the seed's KEDA query names a metric vLLM does not export (vllm:num_requests_waiting has a colon)
+    keda = next(d for d in diags if d.obj == "ScaledObject/ai/vllm-scaler" and d.severity == "notice")
+    assert keda.field == "spec.triggers[0].metadata.query"
+    assert "'vllm_num_requests_waiting' is not exported" in keda.message and "never scales" in keda.message
+    assert keda.hint == "vLLM exports vllm:num_requests_waiting (with a colon); use sum(vllm:num_requests_waiting)"
     # valid objects of kinds the twin does not simulate (yet) get the "accepted but not simulated" notice
     from kubetwin.api.validate import SIMULATED
 

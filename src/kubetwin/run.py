@@ -19,6 +19,7 @@ from kubetwin.api.units import parse_duration
 from kubetwin.api.validate import validate
 from kubetwin.autoscaler.capacity import CapacityModel
 from kubetwin.autoscaler.cluster_autoscaler import ClusterAutoscaler
+from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.provreq import ProvisioningRequestController
 from kubetwin.autoscaler.spot import SpotPreemptionController
@@ -37,6 +38,7 @@ from kubetwin.kueue.controller import KueueController
 from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
+from kubetwin.serving import install as serving_install
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
@@ -59,6 +61,15 @@ class RunResult:
     pod_rows: list[dict] = field(default_factory=list)
     out: Path | None = None
     metrics_text: bytes | None = None  # Prometheus exposition of the controllers' metrics (Kueue's)
+    requests_csv: str | None = None  # one row per inference request, when the scenario serves any
+
+    def requests(self) -> Any:
+        """The serving requests (requests.csv) as a DataFrame; empty when the scenario serves none."""
+        import io
+
+        import pandas as pd
+
+        return pd.read_csv(io.StringIO(self.requests_csv)) if self.requests_csv else pd.DataFrame()
 
     def _frame(self, rows: list[dict]) -> Any:
         import pandas as pd
@@ -142,6 +153,9 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     kueue = KueueController(store, env, events, config=kueue_cfg) if kueue_cfg is not None or any(
         str(m.obj.get("apiVersion", "")).startswith(KUEUE_GROUP) for m in manifests) else None
     metrics = Metrics(store, env, scheduler, pools, parse_duration(scenario.sampleInterval), kubelet, spot)
+    serving = serving_install.install(store, env, events, kubelet, manifests, scenario.seed, parse_duration(
+        scenario.sampleInterval), until) if serving_install.wanted(manifests) else None
+    HorizontalPodAutoscalerController(store, env, events, serving.source if serving is not None else None)
 
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -163,8 +177,13 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
             summary["kueue"] = kueue.metrics.summary()
         if ca.active:
             summary["cluster_autoscaler"] = ca.summary()
+        requests_csv = None
+        metrics_text = kueue.metrics.exposition() if kueue is not None else None
+        if serving is not None:
+            summary["serving"], series["serving"], requests_csv = serving.finish(until)
+            metrics_text = (metrics_text or b"") + serving.exposition().encode()
         result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"], pod_rows,
-                           metrics_text=kueue.metrics.exposition() if kueue is not None else None)
+                           metrics_text=metrics_text, requests_csv=requests_csv)
         if out is not None:
             result.out = write_run(Path(out), result, jobs, scenario)
     return result
@@ -219,6 +238,8 @@ def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: Scenario
                 e.write(line)
     if result.metrics_text is not None:
         (out / "metrics.prom").write_bytes(result.metrics_text)
+    if result.requests_csv is not None:
+        (out / "requests.csv").write_text(result.requests_csv)
     (out / "run.json").write_text(_dump({"startTime": scenario.startTime, "duration": parse_duration(
         scenario.duration)}) + "\n")
     if "html" in scenario.report:

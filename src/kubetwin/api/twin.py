@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from kubetwin.api.units import parse_duration
 
@@ -203,4 +203,187 @@ class Scenario(_Strict):
     spec: ScenarioSpec = Field(default_factory=ScenarioSpec)
 
 
-TWIN_KINDS: dict[str, type[BaseModel]] = {"NodePool": NodePool, "Scenario": Scenario}
+# ---- RequestTrace: the requests an LLM serving scenario sends (serving/traces.py, serving/generator.py) ----
+
+
+class TraceTarget(_Strict):
+    """Where the trace's requests go: an InferencePool (through its EPP) or a plain Service."""
+
+    kind: Literal["InferencePool", "Service"]
+    name: str
+    namespace: str | None = None
+
+
+class Lognormal(_Strict):
+    """Token counts drawn lognormally; `mean` is the arithmetic mean in tokens, `sigma` the log-space deviation."""
+
+    mean: float = Field(gt=0)
+    sigma: float = Field(ge=0)
+
+
+class Uniform(_Strict):
+    min: int = Field(ge=0)
+    max: int = Field(ge=0)
+
+
+class TraceSource(_Strict):
+    """A real trace to sample token counts from (path relative to the manifest's folder)."""
+
+    format: Literal["azure-llm-2023", "mooncake", "vidur"]
+    path: str
+
+
+class TokenDistribution(_Strict):
+    """Exactly one of `value` (fixed), `lognormal`, `uniform` or `fromTrace`; `min`/`max` clip the draws."""
+
+    value: int | None = Field(default=None, ge=0)
+    lognormal: Lognormal | None = None
+    uniform: Uniform | None = None
+    fromTrace: TraceSource | None = None
+    min: int = Field(default=1, ge=0)
+    max: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> TokenDistribution:
+        given = [k for k in ("value", "lognormal", "uniform", "fromTrace") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"set exactly one of value, lognormal, uniform, fromTrace (got "
+                             f"{', '.join(given) or 'none'})")
+        return self
+
+
+def _fixed_tokens(v: Any) -> Any:
+    """A plain number of tokens means a fixed value (so errors name one shape, not each union branch)."""
+    return {"value": v} if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+Tokens = Annotated[TokenDistribution, BeforeValidator(_fixed_tokens)]
+
+
+class ArrivalProcess(_Strict):
+    """How arrivals are spaced at the scheduled rate: `poisson`; `gamma` with coefficient of variation `cv`
+    (cv > 1 is burstier than Poisson); `on-off`: a two-state modulated Poisson process, ON periods of mean
+    `onDuration` at the scheduled rate and OFF periods of mean `offDuration` at `offRateFactor` of it
+    (exponential period lengths)."""
+
+    type: Literal["poisson", "gamma", "on-off"] = "poisson"
+    cv: float = Field(default=1.0, gt=0)
+    onDuration: str = "30s"
+    offDuration: str = "30s"
+    offRateFactor: float = Field(default=0.0, ge=0)
+
+    _durations = field_validator("onDuration", "offDuration")(_check_duration)
+
+
+class RateStep(_Strict):
+    """From `at` on, the rate is `rate` requests/s (until the next step)."""
+
+    at: str
+    rate: float = Field(ge=0)
+
+    _durations = field_validator("at")(_check_duration)
+
+
+class Diurnal(_Strict):
+    """A day-shaped rate: a cosine between `trough` x rate and `peak` x rate, peaking at `peakAt` (time of day
+    from the trace start), repeating every `period`."""
+
+    peakAt: str = "14h"
+    peak: float = Field(default=1.0, gt=0)
+    trough: float = Field(default=0.3, ge=0)
+    period: str = "24h"
+
+    _durations = field_validator("peakAt", "period")(_check_duration)
+
+
+class RateSchedule(_Strict):
+    """Either piecewise-constant `steps` or a `diurnal` shape multiplying `rate`."""
+
+    steps: list[RateStep] = Field(default_factory=list)
+    diurnal: Diurnal | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> RateSchedule:
+        if self.diurnal is not None and self.steps:
+            raise ValueError("set either steps or diurnal, not both")
+        return self
+
+
+class SharedPrefix(_Strict):
+    """inference-perf's `shared_prefix` data (num_groups, num_prompts_per_group, system_prompt_len,
+    question_len, output_len): a system prompt shared by each group, a question per prompt."""
+
+    numGroups: int = Field(ge=1)
+    promptsPerGroup: int = Field(ge=1)
+    systemPromptLen: int = Field(ge=0)
+    questionLen: int = Field(ge=1)
+    outputLen: int = Field(ge=1)
+
+
+class LoraChoice(_Strict):
+    name: str
+    weight: float = Field(default=1.0, gt=0)
+
+
+class Sessions(_Strict):
+    """Multi-turn conversations: `concurrent` open sessions; each arrival continues a random open session,
+    whose next prompt is its whole history (earlier prompts and answers) plus a new message; a session ends
+    after a geometric number of turns with mean `meanTurns`."""
+
+    concurrent: int = Field(ge=1)
+    meanTurns: float = Field(default=4.0, ge=1)
+
+
+class TraceGenerator(_Strict):
+    rate: float = Field(gt=0)
+    process: ArrivalProcess = Field(default_factory=ArrivalProcess)
+    duration: str | None = None  # default: the Scenario's duration
+    rateSchedule: RateSchedule | None = None
+    promptTokens: Tokens | None = None  # a number of tokens, or a distribution
+    outputTokens: Tokens | None = None
+    sharedPrefix: SharedPrefix | None = None
+    loras: list[LoraChoice] = Field(default_factory=list)
+    sessions: Sessions | None = None
+
+    @field_validator("duration")
+    @classmethod
+    def _duration(cls, v: str | None) -> str | None:
+        return None if v is None else _check_duration(v)
+
+
+class RequestTraceSpec(_Strict):
+    format: Literal["azure-llm-2023", "mooncake", "vidur", "generator"]
+    path: str | None = None  # relative to the manifest file's folder; required unless format: generator
+    target: TraceTarget
+    model: str
+    timeScale: float = Field(default=1.0, gt=0)  # multiplies timestamps: 0.5 replays twice as fast
+    limit: int | None = Field(default=None, ge=1)
+    startOffset: str = "0s"  # skip the trace's first seconds
+    loop: bool = False  # replay the trace again until the scenario ends
+    seed: int | None = None  # default: the Scenario's seed
+    priority: int = 0  # InferenceObjective priority of these requests (< 0 sheddable)
+    generator: TraceGenerator | None = None
+
+    _durations = field_validator("startOffset")(_check_duration)
+
+    @model_validator(mode="after")
+    def _source(self) -> RequestTraceSpec:
+        if self.format == "generator" and self.generator is None:
+            raise ValueError("format: generator needs a generator block (rate, and promptTokens/outputTokens or "
+                             "sharedPrefix)")
+        if self.format != "generator" and self.generator is not None:
+            raise ValueError(f"a generator block is only used with format: generator, not {self.format}")
+        if self.format != "generator" and not self.path:
+            raise ValueError(f"format: {self.format} reads a file: set spec.path")
+        return self
+
+
+class RequestTrace(_Strict):
+    apiVersion: Literal["kubetwin.io/v1alpha1"]
+    kind: Literal["RequestTrace"]
+    metadata: Metadata
+    spec: RequestTraceSpec
+
+
+TWIN_KINDS: dict[str, type[BaseModel]] = {"NodePool": NodePool, "Scenario": Scenario,
+                                         "RequestTrace": RequestTrace}

@@ -17,7 +17,7 @@ import jsonschema
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
-from kubetwin.api import dra_validate
+from kubetwin.api import dra_validate, serving_validate
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
@@ -38,6 +38,12 @@ SIMULATED = {
       for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass", "AdmissionCheck",
                 "ProvisioningRequestConfig")),
     *((f"config.kueue.x-k8s.io/{v}", "Configuration") for v in ("v1beta1", "v1beta2")),  # kueue/config.py
+    # serving (serving/): the gateway's pools and objectives, KEDA, the HPA, and what model servers read
+    ("inference.networking.k8s.io/v1", "InferencePool"), ("inference.networking.x-k8s.io/v1alpha2", "InferencePool"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModel"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"), ("v1", "Service"),
+    ("keda.sh/v1alpha1", "ScaledObject"), ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("v1", "PersistentVolumeClaim"), ("storage.k8s.io/v1", "StorageClass"), (TWIN_API, "RequestTrace"),
 }
 # Kinds kubetwin knows (they appear in the platform documents) but does not simulate yet: accepted, stored,
 # and reported with a notice so nothing is silently ignored.
@@ -474,6 +480,8 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
 
     if validator is None and crd.handles(api_version, kind):
         out = crd.diagnostics(m, object_meta=_name)
+        if not out and kind == "ScaledObject":
+            out = serving_validate.scaled_object(m)
         if not any(d.severity == "error" for d in out) and (api_version, kind) not in SIMULATED:
             out.append(Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS.get(group, group)} kind {kind} "
                                   f"({api_version}) is accepted but not simulated yet: it is stored and has no "
@@ -491,6 +499,9 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
     out = [_schema_diagnostic(m, e) for e in errors]
     if not out:
         out = _semantic(m) + dra_validate.diagnostics(m)
+        if kind == "HorizontalPodAutoscaler":
+            out += serving_validate.horizontal_pod_autoscaler(m)
+        out += serving_validate.model_servers(m)
     if not out and (api_version, kind) not in SIMULATED:
         note = KNOWN_GROUPS.get(group, "Kubernetes")
         out = [Diagnostic(m.file, m.line, m.ref, "", f"{kind} ({api_version}, {note}) is accepted but not "

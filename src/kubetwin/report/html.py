@@ -7,6 +7,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from kubetwin.report.serving_html import serving_figures, serving_rows
+
 
 def _fig_html(fig: go.Figure, div_id: str, first: bool) -> str:
     fig.update_layout(template="plotly_white", height=380, margin={"l": 60, "r": 20, "t": 50, "b": 50})
@@ -47,9 +49,11 @@ def write_report(run_dir: Path, summary: dict, timeseries: dict, jobs: list[dict
             *((f"GPU allocation {k}", f"{v['mean_pct']:.1f} %") for k, v in summary["gpu_allocation"].items()),
             *((("fragmented GPUs (mean)", f"{summary['gpu_fragmentation']['fragmented_gpu_pct_mean']:.1f} %"),)
               if "gpu_fragmentation" in summary else ()),
-            ("cost total", f"${summary['cost']['total_usd']:,.2f}")]
+            ("cost total", f"${summary['cost']['total_usd']:,.2f}"), *serving_rows(summary)]
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
-    figs = [_fig_html(f, f"kubetwin-fig-{i}", i == 0) for i, f in enumerate((alloc, pending, frag, cost, timeline))]
+    serving = serving_figures(summary, timeseries.get("serving") or {})
+    figs = [_fig_html(f, f"kubetwin-fig-{i}", i == 0)
+            for i, f in enumerate((alloc, pending, frag, cost, timeline, *serving))]
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>kubetwin run report</title><style>"
             "body{font-family:sans-serif;margin:24px;max-width:1100px}th{text-align:left;padding-right:24px}"
             "</style></head><body><h1>kubetwin run report</h1><table>" + table + "</table>"

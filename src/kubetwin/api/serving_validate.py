@@ -1,0 +1,103 @@
+"""Serving objects checked beyond their schemas: what KEDA and the HPA's API validation reject, queries over metrics
+nobody exports, and model-server command lines as vLLM's or TGI's argument parser reads them."""
+
+from __future__ import annotations
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.loader import Manifest
+
+
+def _path_to_dotted(path: str) -> str:
+    return path.replace("[", ".").replace("]", "")
+
+
+def scaled_object(m: Manifest) -> list[Diagnostic]:
+    from kubetwin.serving import keda
+
+    out = [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, msg,
+                      "see https://keda.sh/docs/latest/reference/scaledobject-spec/ and the scaler's page")
+           for path, msg in keda.scaled_object_errors(m.obj)]
+    for i, trig in enumerate((m.obj.get("spec") or {}).get("triggers") or []):
+        query = str((trig.get("metadata") or {}).get("query") or "")
+        if trig.get("type") == "prometheus" and query:
+            out += _unknown_metrics(m, f"spec.triggers[{i}].metadata.query", query)
+    return out
+
+
+def _unknown_metrics(m: Manifest, path: str, query: str) -> list[Diagnostic]:
+    """A query over a metric no model server or gateway exports returns nothing; KEDA reads that as 0
+    (ignoreNullValues defaults to true) and the target never scales."""
+    import promql_parser as pp
+
+    from kubetwin.serving.promsource import KNOWN
+
+    try:
+        expr = pp.parse(query)
+    except Exception as err:  # promql-parser raises plain exceptions with the parser's message
+        return [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, f"invalid PromQL: {err}",
+                           "fix the query; it is parsed as Prometheus parses it")]
+    names: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, pp.VectorSelector):
+            names.append(node.name or "")
+            return
+        for attr in ("expr", "lhs", "rhs", "param", "vector_selector"):
+            child = getattr(node, attr, None)
+            if child is not None and not isinstance(child, (str, int, float)):
+                walk(child)
+        for child in getattr(node, "args", None) or []:
+            walk(child)
+
+    walk(expr)
+    out = []
+    for name in names:
+        if name and name not in KNOWN and not name.startswith("kube_"):
+            guess = next((k for k in KNOWN if k.replace(":", "_") == name), None)
+            hint = (f"vLLM exports {guess} (with a colon); use sum({guess})" if guess else
+                    f"the twin's model servers and gateway export: {', '.join(sorted(KNOWN))}")
+            out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path,
+                                  f"metric {name!r} is not exported by any model server or the gateway: the query "
+                                  "returns no series, KEDA reads it as 0 and the target never scales on it", hint,
+                                  "notice"))
+    return out
+
+
+def horizontal_pod_autoscaler(m: Manifest) -> list[Diagnostic]:
+    from kubetwin.autoscaler import hpa
+
+    return [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, msg, "")
+            for path, msg in hpa.hpa_field_errors(m.obj)]
+
+
+POD_SPEC_PATHS = {"Pod": "spec", "Deployment": "spec.template.spec", "ReplicaSet": "spec.template.spec",
+                  "StatefulSet": "spec.template.spec", "Job": "spec.template.spec"}
+
+
+def model_servers(m: Manifest) -> list[Diagnostic]:
+    """A vLLM or TGI container's command line as the server's argument parser reads it, and its model checked
+    against the twin's model table (a model the twin cannot size serves no requests in a run)."""
+    from kubetwin.serving.modelserver import inspect_model_server
+    from kubetwin.serving.modelspec import closest_models, lookup_model
+
+    path = POD_SPEC_PATHS.get(m.kind)
+    if path is None:
+        return []
+    spec: object = m.obj
+    for part in path.split("."):
+        spec = spec.get(part) if isinstance(spec, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    found = inspect_model_server(spec, path)
+    if found is None:
+        return []
+    ci, args, problems = found
+    out = [Diagnostic(m.file, m.line_of(_path_to_dotted(p.field)), m.ref, p.field, p.message, p.hint, p.severity)
+           for p in problems]
+    if args is not None and lookup_model(args.model) is None:
+        near = closest_models(args.model)
+        field = f"{path}.containers[{ci}]"
+        out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
+                              f"model {args.model!r} is not in the twin's model table: its pods start but serve no "
+                              "requests in a run", f"use one of {', '.join(near)}" if near else "", "notice"))
+    return out

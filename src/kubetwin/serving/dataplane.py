@@ -1,0 +1,365 @@
+"""The serving data plane: request traces arrive at a gateway, the pool's router picks a model-server pod, the pod's
+engine serves the request. Pods join a pool when they are Ready and match its selector, exactly as an InferencePool
+or a Service selects its endpoints; they leave when they stop being Ready.
+
+Engines advance lazily: an engine computes its iterations only when something reads it (a request routed to it,
+the router's metrics refresh, a sample, the end of the run). The router sees the engines' metrics as of its last
+refresh (the EPP's --refresh-metrics-interval, 50 ms), so it lags them by up to that much, as the real one does.
+
+With no Ready endpoint an InferencePool holds requests (the EPP's flow control holds them while the first replica
+cold-starts, reference section 1.12) until `kubetwin.io/request-ttl` (default 10 min, a twin assumption: the
+gateway's own timeout decides this in a real cluster) and then fails them with 503; a Service answers 503 at once
+(Envoy's "no healthy upstream")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kubetwin.api.units import parse_duration
+from kubetwin.serving import modelserver, traces
+from kubetwin.serving.engine import Engine
+from kubetwin.serving.modelspec import lookup_model
+from kubetwin.serving.perf import GpuSpec, PerfModel
+from kubetwin.serving.results import RequestLog
+from kubetwin.serving.router import make_router
+from kubetwin.serving.types import EndpointSnapshot, Request
+from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Obj, Store, matches
+
+POOL_KINDS = ("InferencePool", "Service")
+ROUTER = "kubetwin.io/router"
+REQUEST_TTL = "kubetwin.io/request-ttl"
+DEFAULT_TTL = 600.0
+REFRESH_INTERVAL = 0.05  # EPP --refresh-metrics-interval=50ms (GIE pkg/epp/server/options.go, reference 1.9)
+STALENESS = 2.0  # EPP --metrics-staleness-threshold=2s (same source)
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+
+
+@dataclass
+class Endpoint:
+    """A Ready model-server pod and its engine."""
+
+    name: str
+    namespace: str
+    uid: str
+    labels: dict[str, str]
+    engine: Engine
+    gpus: int
+    model: str
+    served_names: list[str]
+
+
+@dataclass
+class Pool:
+    """An InferencePool or Service the gateway routes to."""
+
+    kind: str
+    namespace: str
+    name: str
+    selector: dict[str, str]
+    router: Any
+    holds: bool
+    ttl: float
+    endpoints: list[Endpoint] = field(default_factory=list)
+    snap: EndpointSnapshot | None = None
+    snap_time: float = -1.0
+    held: dict[int, tuple[Request, str]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+def pool_selector(obj: Obj) -> dict[str, str]:
+    """The labels a pool selects: InferencePool v1 `selector.matchLabels`, v1alpha2 `selector`, Service `selector`."""
+    sel = (obj.get("spec") or {}).get("selector") or {}
+    if obj["kind"] == "InferencePool" and isinstance(sel.get("matchLabels"), dict):
+        return dict(sel["matchLabels"])
+    return {k: v for k, v in sel.items() if isinstance(v, str)}
+
+
+class ServingDataPlane:
+    """Gateway + routers + model-server engines for every InferencePool and Service that RequestTraces target."""
+
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, seed: int,
+                 traces: dict[tuple[str, str], traces.TraceArrays]) -> None:
+        self.store, self.env, self.events, self.seed = store, env, events, seed
+        self.traces = traces  # (namespace, name) -> the RequestTrace's requests, loaded before the run
+        self.pools: dict[str, Pool] = {}
+        self.endpoints: dict[str, Endpoint] = {}  # pod uid -> endpoint
+        self.retired: list[Endpoint] = []  # endpoints that left: their counters still count
+        self.log = RequestLog()
+        self._trace_of: dict[int, tuple[str, str]] = {}  # request id -> (trace, pool key) while in flight
+        self._next_id = 0
+        self.priorities: dict[tuple[str, str], int] = {}  # (namespace, model) -> priority from objectives
+        self.pod_gpu_seconds: dict[str, list[float]] = {}  # pod uid -> [bound at, ended at or -1, gpus, $/GPU-s]
+        for kind in POOL_KINDS:
+            store.watch(kind, self._on_pool)
+        store.watch("Pod", self._on_pod)
+        store.watch("InferenceModel", self._on_objective)
+        store.watch("InferenceObjective", self._on_objective)
+        store.watch("RequestTrace", self._on_trace)
+
+    # ---- pools -------------------------------------------------------------------------------------------------
+    def _on_pool(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        meta = obj["metadata"]
+        key = f"{obj['kind']}/{meta.get('namespace') or 'default'}/{meta['name']}"
+        if etype == "DELETED":
+            pool = self.pools.pop(key, None)
+            for req, trace in (pool.held.values() if pool else ()):
+                self._end(req, trace, key, 503, "")
+            return
+        if key in self.pools:
+            self.pools[key].selector = pool_selector(obj)
+            self._resync(self.pools[key])
+            return
+        ann = meta.get("annotations") or {}
+        inference = obj["kind"] == "InferencePool"
+        preset = ann.get(ROUTER, "epp" if inference else "round-robin")
+        pool = Pool(obj["kind"], meta.get("namespace") or "default", meta["name"], pool_selector(obj),
+                    make_router(preset, seed=self.seed + len(self.pools), oracle=self), inference,
+                    parse_duration(ann[REQUEST_TTL]) if REQUEST_TTL in ann else DEFAULT_TTL)
+        self.pools[key] = pool
+        self._resync(pool)
+
+    def _resync(self, pool: Pool) -> None:
+        if not pool.selector:
+            return
+        want = sorted((ep for ep in self.endpoints.values()
+                       if ep.namespace == pool.namespace and matches({"matchLabels": pool.selector}, ep.labels)),
+                      key=lambda e: e.name)
+        gone = {e.name for e in pool.endpoints} - {e.name for e in want}
+        for name in sorted(gone):
+            pool.router.remove(name)
+        pool.endpoints, pool.snap = want, None
+        if want and pool.held:
+            self.env.after(0, lambda: self._release(pool))
+
+    def _release(self, pool: Pool) -> None:
+        held, pool.held = pool.held, {}
+        for req, trace in held.values():
+            self._route(pool, req, trace)
+
+    # ---- objectives --------------------------------------------------------------------------------------------
+    def _on_objective(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        """InferenceModel's criticality (Critical 1, Standard 0, Sheddable -1; reference 1.11) or
+        InferenceObjective's priority, keyed by the model name requests ask for."""
+        ns = obj["metadata"].get("namespace") or "default"
+        spec = obj.get("spec") or {}
+        if obj["kind"] == "InferenceModel":
+            model = spec.get("modelName", "")
+            prio = {"Critical": 1, "Standard": 0, "Sheddable": -1}.get(spec.get("criticality") or "Standard", 0)
+        else:
+            model, prio = obj["metadata"]["name"], int(spec.get("priority") or 0)
+        if etype == "DELETED":
+            self.priorities.pop((ns, model), None)
+        else:
+            self.priorities[(ns, model)] = prio
+
+    # ---- pods and engines --------------------------------------------------------------------------------------
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        status = pod.get("status") or {}
+        if pod["spec"].get("nodeName") and uid not in self.pod_gpu_seconds and etype != "DELETED":
+            found = self._model_server(pod)
+            if found is not None:
+                self.pod_gpu_seconds[uid] = [self.env.now, -1.0, float(_gpus(pod)), self._gpu_price(pod)]
+        ready = etype != "DELETED" and status.get("phase") == "Running" and any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        if uid in self.pod_gpu_seconds and (etype == "DELETED" or status.get("phase") in ("Succeeded", "Failed")):
+            if self.pod_gpu_seconds[uid][1] < 0:
+                self.pod_gpu_seconds[uid][1] = self.env.now
+        if ready and uid not in self.endpoints:
+            ep = self._endpoint(pod)
+            if ep is not None:
+                self.endpoints[uid] = ep
+                for pool in self.pools.values():
+                    self._resync(pool)
+        elif not ready and uid in self.endpoints:
+            ep = self.endpoints.pop(uid)
+            for pool in self.pools.values():
+                if any(e is ep for e in pool.endpoints):
+                    self._resync(pool)
+            ep.engine.advance(self.env.now)
+            for req in ep.engine.abort_all(self.env.now):
+                trace, key = self._trace_of.get(req.id, ("", ""))
+                self._end(req, trace, key, 503, "")
+            self.retired.append(ep)
+
+    def _model_server(self, pod: Obj) -> tuple[int, Any] | None:
+        try:
+            return modelserver.find_model_server(pod["spec"])
+        except modelserver.ModelServerError:
+            return None  # validation reported the command line; this server never starts
+
+    def _gpu_price(self, pod: Obj) -> float:
+        """USD per GPU-second of the node the pod runs on (the node's price shared by its GPUs)."""
+        node = self.store.get("Node", "", pod["spec"]["nodeName"]) or {}
+        price = float(((node.get("metadata") or {}).get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0)
+                      or 0)
+        gpus = int(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", 0) or 0)
+        return price / 3600 / gpus if gpus else 0.0
+
+    def _endpoint(self, pod: Obj) -> Endpoint | None:
+        found = self._model_server(pod)
+        if found is None:
+            return None
+        _, args = found
+        meta = pod["metadata"]
+        node = self.store.get("Node", "", pod["spec"]["nodeName"]) or {}
+        accel = ((node.get("metadata") or {}).get("labels") or {}).get(ACCELERATOR_LABEL)
+        spec = lookup_model(args.model)
+        if accel is None or spec is None:
+            why = (f"node {pod['spec']['nodeName']} has no GPU" if accel is None
+                   else f"model {args.model!r} is not in the twin's model table")
+            self.events.event(pod, "Warning", "ModelServerNotSimulated", f"{why}; the pod serves no requests",
+                              "kubetwin")
+            return None
+        gpu = GpuSpec.from_catalog(accel)
+        args = modelserver.resolve_defaults(args, gpu.hbm_bytes / 2**30, spec.max_position_embeddings, accel)
+        perf = PerfModel(spec, gpu, args.tensor_parallel_size)
+        uid = meta["uid"]
+        try:  # vLLM refuses to start when the KV cache cannot hold the weights or one max_model_len sequence
+            blocks = perf.num_gpu_blocks(args.gpu_memory_utilization, args.block_size, args.max_num_batched_tokens,
+                                         args.max_num_seqs)
+            engine = Engine(args, perf, blocks, name=meta["name"], max_model_len=args.max_model_len,
+                            on_finish=lambda req, u=uid: self._finished(req, u))
+        except ValueError as err:
+            self.events.event(pod, "Warning", "ModelServerFailed", str(err), "kubetwin")
+            return None
+        return Endpoint(meta["name"], meta.get("namespace") or "default", uid, dict(meta.get("labels") or {}),
+                        engine, _gpus(pod), args.model, list(args.served_model_name) or [args.model])
+
+    # ---- requests ----------------------------------------------------------------------------------------------
+    def _on_trace(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        if etype == "ADDED":
+            self.env.after(0, lambda: self._start_trace(obj))
+
+    def _start_trace(self, obj: Obj) -> None:
+        spec = obj["spec"]
+        meta = obj["metadata"]
+        ns = meta.get("namespace") or "default"
+        target = spec["target"]
+        key = f"{target.get('kind', 'InferencePool')}/{target.get('namespace') or ns}/{target['name']}"
+        arrays = self.traces[(ns, meta["name"])]
+        model = spec.get("model", "")
+        prio = self.priorities.get((ns, model), int(spec.get("priority") or 0))
+        it = traces.requests(arrays, model, priority=prio, start_id=self._next_id)
+        self._next_id += len(arrays.arrival)
+        name = f"{ns}/{meta['name']}"
+        self._pump(it, self.env.now, name, key)
+
+    def _pump(self, it: Iterator[Request], t0: float, trace: str, key: str) -> None:
+        req = next(it, None)
+        if req is None:
+            return
+        req.arrival += t0
+
+        def arrive() -> None:
+            pool = self.pools.get(key)
+            if pool is None:
+                self._end(req, trace, key, 503, "")
+            else:
+                self._route(pool, req, trace)
+            self._pump(it, t0, trace, key)
+
+        self.env.at(req.arrival, arrive)
+
+    def _route(self, pool: Pool, req: Request, trace: str) -> None:
+        now = self.env.now
+        if not pool.endpoints:
+            if not pool.holds:
+                self._end(req, trace, pool.key, 503, "")
+                return
+            pool.held[req.id] = (req, trace)
+            self.env.after(pool.ttl, lambda: self._expire(pool, req.id))
+            return
+        snap = self._snapshot(pool, now)
+        decision = pool.router.pick(req, snap, now)
+        if decision.index is None:
+            self._end(req, trace, pool.key, decision.status, decision.reason)
+            return
+        ep = pool.endpoints[decision.index]
+        self._trace_of[req.id] = (trace, pool.key)
+        req.pod = ep.name
+        ep.engine.advance(now)
+        ep.engine.add(req, now)
+        if req.status != 400:  # a request longer than max_model_len is answered 400 at once (on_finish logged it)
+            pool.router.routed(req, ep.name)
+
+    def _expire(self, pool: Pool, rid: int) -> None:
+        held = pool.held.pop(rid, None)
+        if held is not None:
+            self._end(held[0], held[1], pool.key, 503, "request timed out in queue")
+
+    def _snapshot(self, pool: Pool, now: float) -> EndpointSnapshot:
+        if pool.snap is not None and now - pool.snap_time < REFRESH_INTERVAL:
+            return pool.snap
+        eps = pool.endpoints
+        n = len(eps)
+        waiting, running = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        kv, fresh = np.zeros(n), np.ones(n, dtype=bool)
+        maxl, blocks, bsize = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        active, waiting_l = [], []
+        for i, ep in enumerate(eps):
+            e = ep.engine
+            e.advance(now)
+            waiting[i], running[i], kv[i] = e.num_waiting, e.num_running, e.kv_usage
+            maxl[i], blocks[i], bsize[i] = e.max_loras, e.num_gpu_blocks, e.block_size
+            active.append(frozenset(e.active_loras()))
+            waiting_l.append(frozenset(e.waiting_loras()))
+        pool.snap = EndpointSnapshot([e.name for e in eps], waiting, running, kv, fresh, active, waiting_l, maxl,
+                                     blocks, bsize)
+        pool.snap_time = now
+        return pool.snap
+
+    def match_tokens(self, req: Request, endpoint: str) -> int:
+        """The precise-prefix oracle: what the named pod's KV cache holds of the request now (KV events)."""
+        for ep in self.endpoints.values():
+            if ep.name == endpoint:
+                return ep.engine.match_tokens(req)
+        return 0
+
+    def _finished(self, req: Request, uid: str) -> None:
+        trace, key = self._trace_of.pop(req.id, ("", ""))
+        pool = self.pools.get(key)
+        if pool is not None:
+            pool.router.finished(req, req.pod)
+        self.log.add(req, trace, key)
+
+    def _end(self, req: Request, trace: str, key: str, status: int, reason: str) -> None:
+        req.status, req.finish = status, self.env.now
+        self._trace_of.pop(req.id, None)
+        self.log.add(req, trace, key)
+
+    # ---- the end -----------------------------------------------------------------------------------------------
+    def finish(self, until: float) -> None:
+        """Advance every engine to the end; requests still held or in flight are logged with status 0."""
+        for ep in self.endpoints.values():
+            ep.engine.advance(until)
+        for pool in self.pools.values():
+            for req, trace in pool.held.values():
+                self.log.add(req, trace, pool.key)
+            pool.held = {}
+        for ep in self.endpoints.values():
+            for req in ep.engine.abort_all(until):
+                trace, key = self._trace_of.pop(req.id, ("", ""))
+                req.status = 0
+                self.log.add(req, trace, key)
+
+    def all_endpoints(self) -> list[Endpoint]:
+        return [*self.retired, *self.endpoints.values()]
+
+
+def _gpus(pod: Obj) -> int:
+    total = 0
+    for c in pod["spec"].get("containers") or []:
+        res = c.get("resources") or {}
+        total += int((res.get("limits") or res.get("requests") or {}).get("nvidia.com/gpu", 0) or 0)
+    return total

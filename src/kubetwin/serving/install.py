@@ -1,0 +1,82 @@
+"""Installs the serving stack into a run when the scenario has one: the data plane (gateway, routers, engines), the
+model servers' cold start in the kubelet, the samplers, and the autoscalers that read the serving metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubetwin.api.loader import Manifest
+from kubetwin.api.units import parse_duration
+from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT
+from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Store
+
+SERVING_KINDS = {"RequestTrace", "InferencePool", "InferenceModel", "InferenceObjective", "ScaledObject"}
+SLO_TTFT, SLO_TPOT = "kubetwin.io/slo-ttft", "kubetwin.io/slo-tpot"
+
+
+def wanted(manifests: list[Manifest]) -> bool:
+    """The serving stack runs when the scenario has a request trace or an Inference Extension object."""
+    return any(m.kind in SERVING_KINDS for m in manifests)
+
+
+def load_traces(manifests: list[Manifest], seed: int, horizon: float) -> dict[tuple[str, str], Any]:
+    """Every RequestTrace's requests, loaded before the clock starts so a missing file or a bad row is reported
+    (file, field, line) before anything runs; spec.path is relative to the file that declares the trace."""
+    from kubetwin.serving.traces import load_request_trace
+
+    out = {}
+    for m in manifests:
+        if m.kind == "RequestTrace":
+            meta = m.obj.get("metadata") or {}
+            out[(meta.get("namespace") or "default", meta.get("name", ""))] = load_request_trace(
+                m.obj, m.file if not m.file.startswith("<") else Path.cwd() / "x", seed=seed, horizon=horizon,
+                line_of=m.line_of)
+    return out
+
+
+@dataclass
+class ServingRun:
+    plane: Any
+    metrics: Any
+    source: Any  # the twin's Prometheus (serving.promsource), read by KEDA and the HPA
+    slos: dict[str, tuple[float, float]]
+
+    def finish(self, until: float) -> tuple[dict[str, Any], dict[str, Any], str]:
+        self.plane.finish(until)
+        for key in self.plane.pools:
+            self.slos.setdefault(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT))
+        summary = self.metrics.summary(until, self.slos)
+        return summary, self.metrics.timeseries(), self.metrics.requests_csv()
+
+    def exposition(self) -> str:
+        return self.source.exposition()
+
+
+def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kubelet, manifests: list[Manifest],
+            seed: int, sample_interval: float, horizon: float) -> ServingRun:
+    from kubetwin.serving.coldstart import cold_start_hook
+    from kubetwin.serving.dataplane import ServingDataPlane
+    from kubetwin.serving.keda import KedaController
+    from kubetwin.serving.observe import ServingMetrics
+    from kubetwin.serving.promsource import ServingMetricsSource
+
+    plane = ServingDataPlane(store, env, events, seed, load_traces(manifests, seed, horizon))
+    kubelet.startup_hooks.append(cold_start_hook(store))
+    slos: dict[str, tuple[float, float]] = {}
+    for m in manifests:
+        if m.kind in ("InferencePool", "Service"):
+            ann = (m.obj.get("metadata") or {}).get("annotations") or {}
+            if SLO_TTFT in ann or SLO_TPOT in ann:
+                meta = m.obj["metadata"]
+                key = f"{m.kind}/{meta.get('namespace') or 'default'}/{meta['name']}"
+                slos[key] = (parse_duration(ann.get(SLO_TTFT, f"{DEFAULT_SLO_TTFT}s")),
+                             parse_duration(ann.get(SLO_TPOT, f"{DEFAULT_SLO_TPOT}s")))
+    source = ServingMetricsSource(plane, env)
+    if any(m.kind == "ScaledObject" for m in manifests):
+        KedaController(store, env, events, source)
+    return ServingRun(plane, ServingMetrics(plane, env, sample_interval), source, slos)

@@ -1,0 +1,111 @@
+"""The serving numbers a user reads: per-pool time series (replicas, queue depth, KV usage, prefix-cache hit rate,
+held requests), the serving section of summary.json (latency percentiles, SLO attainment, goodput, cache hit rate,
+GPU-hours, cost per million tokens) and requests.csv."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kubetwin.serving.dataplane import ServingDataPlane
+from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, latencies, summarize, write_csv
+from kubetwin.sim.env import Environment
+
+SLO_TTFT, SLO_TPOT = "kubetwin.io/slo-ttft", "kubetwin.io/slo-tpot"
+
+
+class ServingMetrics:
+    """Samples the data plane every `interval` seconds while any pool exists."""
+
+    def __init__(self, plane: ServingDataPlane, env: Environment, interval: float) -> None:
+        self.plane, self.env, self.interval = plane, env, interval
+        self.t: list[float] = []
+        self.series: dict[str, dict[str, list[float]]] = {}
+        self._last: dict[str, tuple[int, int]] = {}  # pool -> (hits, queries) at the last sample
+        env.after(0, self._sample)
+
+    def _counters(self, eps: list) -> tuple[int, int]:
+        return (sum(ep.engine.prefix_cache_hits for ep in eps), sum(ep.engine.prefix_cache_queries for ep in eps))
+
+    def _sample(self) -> None:
+        now = self.env.now
+        plane = self.plane
+        if plane.pools:
+            self.t.append(now)
+            n = len(self.t)
+            for key, pool in sorted(plane.pools.items()):
+                s = self.series.setdefault(key, {k: [0.0] * (n - 1) for k in (
+                    "ready_replicas", "waiting", "running", "kv_usage", "held", "prefix_hit_rate")})
+                eps = pool.endpoints
+                for ep in eps:
+                    ep.engine.advance(now)
+                hits, queries = self._counters(eps)
+                h0, q0 = self._last.get(key, (0, 0))
+                hits_d, q_d = hits - h0, queries - q0
+                self._last[key] = (hits, queries)
+                s["ready_replicas"].append(len(eps))
+                s["waiting"].append(sum(ep.engine.num_waiting for ep in eps))
+                s["running"].append(sum(ep.engine.num_running for ep in eps))
+                s["kv_usage"].append(round(float(np.mean([ep.engine.kv_usage for ep in eps])), 4) if eps else 0.0)
+                s["held"].append(len(pool.held))
+                s["prefix_hit_rate"].append(round(hits_d / q_d, 4) if q_d > 0 else 0.0)
+        self.env.after(self.interval, self._sample)
+
+    def timeseries(self) -> dict[str, Any]:
+        return {"t": self.t, "pools": self.series, "cdf": getattr(self, "_cdf", {})}
+
+    def summary(self, until: float, slos: dict[str, tuple[float, float]]) -> dict[str, Any]:
+        """The serving section of summary.json: overall and per pool."""
+        plane = self.plane
+        a = plane.log.arrays()
+        labels = plane.log.labels
+        first = float(a["arrival"].min()) if len(a["arrival"]) else 0.0
+        span = max(until - first, 1e-9)
+        slo_all = next(iter(slos.values())) if len(set(slos.values())) == 1 else (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)
+        out: dict[str, Any] = {"overall": summarize(a, span, slo_all), "pools": {}}
+        eps = plane.all_endpoints()
+        hits = sum(ep.engine.prefix_cache_hits for ep in eps)
+        queries = sum(ep.engine.prefix_cache_queries for ep in eps)
+        out["overall"]["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries else None
+        gpu_s = cost = 0.0
+        for start, end, gpus, price in plane.pod_gpu_seconds.values():
+            secs = (until if end < 0 else end) - start
+            gpu_s += secs * gpus
+            cost += secs * gpus * price
+        out["overall"]["gpu_hours"] = round(gpu_s / 3600, 3)
+        out["overall"]["gpu_cost_usd"] = round(cost, 2)
+        tokens = out["overall"]["output_tokens"]
+        out["overall"]["usd_per_million_output_tokens"] = round(cost / tokens * 1e6, 4) if tokens else None
+        self._cdf: dict[str, dict[str, list[float]]] = {}
+        for key in sorted(plane.pools):
+            idx = plane.log.names.get(key)
+            if idx is None:
+                continue
+            sel = a["pool"] == idx
+            part = {k: v[sel] for k, v in a.items()}
+            out["pools"][key] = summarize(part, span, slos.get(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)))
+            pool_eps = [ep for ep in eps if ep.namespace == plane.pools[key].namespace
+                        and all(ep.labels.get(k) == v for k, v in plane.pools[key].selector.items())]
+            h = sum(ep.engine.prefix_cache_hits for ep in pool_eps)
+            q = sum(ep.engine.prefix_cache_queries for ep in pool_eps)
+            out["pools"][key]["prefix_cache_hit_rate"] = round(h / q, 4) if q else None
+            out["pools"][key]["router"] = getattr(plane.pools[key].router, "name", "")
+            self._cdf[key] = _cdf(part)
+        out["requests_csv_rows"] = len(a["id"])
+        self._csv = write_csv(a, labels)
+        return out
+
+    def requests_csv(self) -> str:
+        return self._csv
+
+
+def _cdf(a: dict[str, np.ndarray]) -> dict[str, list[float]]:
+    """Latency quantiles at 1 % steps, enough to draw each CDF in the report."""
+    lat = latencies(a)
+    q = np.linspace(0, 1, 101)
+    out: dict[str, list[float]] = {"q": [round(float(x), 2) for x in q]}
+    for k in ("ttft", "tpot", "e2e"):
+        x = lat[k][~np.isnan(lat[k])]
+        out[k] = [round(float(v), 5) for v in np.quantile(x, q)] if len(x) else []
+    return out

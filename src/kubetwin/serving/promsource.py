@@ -1,0 +1,105 @@
+"""The twin's Prometheus: scrapes every model-server pod's vLLM metrics and the gateway's EPP metrics on a fixed
+interval and keeps the samples, so a KEDA prometheus trigger or an HPA External/Pods metric reads the same series,
+with the same staleness, as it would from a real Prometheus. Also writes them in the exposition format for
+metrics.prom.
+
+Names and labels: vLLM's (`vllm:num_requests_waiting`, `vllm:num_requests_running`, `vllm:kv_cache_usage_perc` and
+the pre-0.10 `vllm:gpu_cache_usage_perc`, `vllm:request_success_total`, `vllm:prompt_tokens_total`,
+`vllm:generation_tokens_total`, `vllm:prefix_cache_{queries,hits}_total`, `vllm:num_preemptions_total`; label
+`model_name`, reference section 2.3) plus the target labels Prometheus' Kubernetes discovery adds (`namespace`,
+`pod`); the EPP's pool gauges (`inference_pool_average_queue_size`, `inference_pool_average_kv_cache_utilization`,
+`inference_pool_ready_pods`, label `name`) and `inference_extension_flow_control_queue_size` (requests the gateway
+holds, label `inference_pool`) from GIE's metrics (reference 1.12)."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from kubetwin.serving.dataplane import ServingDataPlane
+from kubetwin.sim.env import Environment
+
+SCRAPE_INTERVAL = 15.0  # a typical PodMonitoring/ServiceMonitor interval (twin assumption; Prometheus' own default
+#                         scrape_interval is 1m, https://prometheus.io/docs/prometheus/latest/configuration/)
+RETENTION = 3600.0  # samples older than this are dropped (queries look back at most minutes)
+GAUGES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+          "vllm:gpu_cache_usage_perc")
+COUNTERS = {"vllm:request_success_total": "finished", "vllm:prompt_tokens_total": "prompt_tokens_total",
+            "vllm:generation_tokens_total": "generation_tokens_total",
+            "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+            "vllm:prefix_cache_hits_total": "prefix_cache_hits", "vllm:num_preemptions_total": "num_preemptions"}
+POOL_GAUGES = ("inference_pool_average_queue_size", "inference_pool_average_kv_cache_utilization",
+               "inference_pool_ready_pods", "inference_extension_flow_control_queue_size")
+KNOWN = (*GAUGES, *COUNTERS, *POOL_GAUGES)
+
+Labels = dict[str, str]
+
+
+class ServingMetricsSource:
+    """A MetricsProvider (serving.promql) over scraped samples."""
+
+    def __init__(self, plane: ServingDataPlane, env: Environment, interval: float = SCRAPE_INTERVAL) -> None:
+        self.plane, self.env, self.interval = plane, env, interval
+        self._series: dict[str, dict[tuple, tuple[Labels, deque]]] = {}
+        env.after(0, self._scrape)
+
+    def _add(self, name: str, labels: Labels, value: float) -> None:
+        key = tuple(sorted(labels.items()))
+        per = self._series.setdefault(name, {})
+        entry = per.get(key)
+        if entry is None:
+            entry = per[key] = (labels, deque())
+        samples = entry[1]
+        samples.append((self.env.now, float(value)))
+        while samples and samples[0][0] < self.env.now - RETENTION:
+            samples.popleft()
+
+    def _scrape(self) -> None:
+        now = self.env.now
+        for ep in self.plane.endpoints.values():
+            e = ep.engine
+            e.advance(now)
+            labels = {"namespace": ep.namespace, "pod": ep.name, "model_name": ep.served_names[0]}
+            self._add("vllm:num_requests_waiting", labels, e.num_waiting)
+            self._add("vllm:num_requests_running", labels, e.num_running)
+            self._add("vllm:kv_cache_usage_perc", labels, e.kv_usage)
+            self._add("vllm:gpu_cache_usage_perc", labels, e.kv_usage)
+            for name, attr in COUNTERS.items():
+                self._add(name, labels, getattr(e, attr, 0))
+        for pool in self.plane.pools.values():
+            eps = pool.endpoints
+            n = len(eps)
+            self._add("inference_pool_ready_pods", {"name": pool.name, "namespace": pool.namespace}, n)
+            self._add("inference_pool_average_queue_size", {"name": pool.name, "namespace": pool.namespace},
+                      sum(ep.engine.num_waiting for ep in eps) / n if n else 0.0)
+            self._add("inference_pool_average_kv_cache_utilization", {"name": pool.name, "namespace": pool.namespace},
+                      sum(ep.engine.kv_usage for ep in eps) / n if n else 0.0)
+            self._add("inference_extension_flow_control_queue_size",
+                      {"inference_pool": pool.name, "namespace": pool.namespace}, len(pool.held))
+        self.env.after(self.interval, self._scrape)
+
+    def series(self, name: str, start: float, end: float) -> list[tuple[Labels, list[tuple[float, float]]]]:
+        out = []
+        for labels, samples in self._series.get(name, {}).values():
+            pts = [(t, v) for t, v in samples if start <= t <= end]
+            if pts:
+                out.append((dict(labels), pts))
+        return out
+
+    def exposition(self) -> str:
+        """The last scrape of every series, in Prometheus' text format, sorted for byte-identical output."""
+        lines: list[str] = []
+        for name in sorted(self._series):
+            kind = "counter" if name in COUNTERS else "gauge"
+            lines.append(f"# TYPE {name} {kind}")
+            for key in sorted(self._series[name]):
+                labels, samples = self._series[name][key]
+                if samples:
+                    lab = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+                    lines.append(f"{name}{{{lab}}} {_num(samples[-1][1])}")
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _num(v: Any) -> str:
+    f = float(v)
+    return str(int(f)) if f.is_integer() else repr(f)
