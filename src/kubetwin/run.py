@@ -156,6 +156,10 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     serving = serving_install.install(store, env, events, kubelet, manifests, scenario.seed, parse_duration(
         scenario.sampleInterval), until) if serving_install.wanted(manifests) else None
     HorizontalPodAutoscalerController(store, env, events, serving.source if serving is not None else None)
+    if serving is not None or serving_install.has_model_servers(manifests):
+        from kubetwin.serving.coldstart import cold_start_hook
+
+        kubelet.startup_hooks.append(cold_start_hook(store))
 
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})

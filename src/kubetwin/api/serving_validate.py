@@ -78,7 +78,7 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
     """A vLLM or TGI container's command line as the server's argument parser reads it, and its model checked
     against the twin's model table (a model the twin cannot size serves no requests in a run)."""
     from kubetwin.serving.modelserver import inspect_model_server
-    from kubetwin.serving.modelspec import closest_models, lookup_model
+    from kubetwin.serving.modelspec import closest_models, lookup_server_model
 
     path = POD_SPEC_PATHS.get(m.kind)
     if path is None:
@@ -94,7 +94,7 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
     ci, args, problems = found
     out = [Diagnostic(m.file, m.line_of(_path_to_dotted(p.field)), m.ref, p.field, p.message, p.hint, p.severity)
            for p in problems]
-    if args is not None and lookup_model(args.model) is None:
+    if args is not None and lookup_server_model(args.model, args.served_model_name) is None:
         near = closest_models(args.model)
         field = f"{path}.containers[{ci}]"
         out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field,

@@ -55,6 +55,10 @@ def _print_summary(summary: dict, out: Path | None) -> None:
     for pool, g in (summary.get("gpu_sharing") or {}).items():
         if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
             t.add_row(f"GPU sharing {pool}", f"slowdown x{g['slowdown_mean'] or 0:.2f}, {g['gpu_oom_failures']} OOM")
+    from kubetwin.report.serving_html import serving_rows
+
+    for k, v in serving_rows(summary):
+        t.add_row(k, v)
     console.print(t)
     for n in summary.get("notices", []):
         err.print(n, markup=False, highlight=False)

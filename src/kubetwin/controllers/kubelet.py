@@ -91,7 +91,7 @@ class Kubelet:
         self.lost_work: dict[tuple[str, str], dict[str, float]] = {}  # (ns, Job or pod) -> lost seconds, ...
         self._runs: dict[str, _Run] = {}  # pod uid -> its run, while it runs a kubetwin.io/duration
         self.startup_hooks: list[StartupHook] = []  # e.g. serving's model-server cold start
-        self._images: dict[str, set[str]] = {}  # node -> images already pulled there
+        self._images: dict[str, dict[str, float]] = {}  # node -> image -> when its pull ends (or ended)
         store.watch("Pod", self._on_pod)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
@@ -142,23 +142,29 @@ class Kubelet:
         if startup is None:
             self._run_containers(cur, node, None)
             return
-        have = self._images.setdefault(cur["spec"]["nodeName"], set())
-        pulls = [(img, sec, size) for img, sec, size in startup.pulls if img not in have]
-        for img, _, _ in startup.pulls:
-            if img in have:
+        have = self._images.setdefault(cur["spec"]["nodeName"], {})
+        now_t = self.env.now
+        pulls = []  # (image, seconds this pod waits, bytes); a pull in progress for another pod is waited for
+        for img, sec, size in startup.pulls:
+            done = have.get(img)
+            if done is None:
+                have[img] = now_t + sec
+                pulls.append((img, sec, size))
+            elif done > now_t:
+                pulls.append((img, done - now_t, size))
+            else:
                 self.events.event(cur, "Normal", "Pulled", f'Container image "{img}" already present on machine',
                                   "kubelet")
         if not pulls:
             self._run_containers(cur, node, startup)
             return
-        have.update(img for img, _, _ in pulls)  # the node pulls each image once, even for pods starting together
         status = {**cur.get("status", {}), "containerStatuses": [
             {"name": c["name"], "image": c.get("image", ""), "ready": False, "restartCount": 0, "started": False,
              "state": {"waiting": {"reason": "ContainerCreating"}}} for c in cur["spec"].get("containers") or []]}
         creating = self.store.update({**cur, "status": status})
         for img, _, _ in pulls:
             self.events.event(creating, "Normal", "Pulling", f'Pulling image "{img}"', "kubelet")
-        total = sum(sec for _, sec, _ in pulls)
+        total = sum(sec for _, sec, _ in pulls)  # serializeImagePulls defaults to true (KubeletConfiguration)
         self.env.after(total, lambda: self._pulled(creating, node, startup, pulls))
 
     def _pulled(self, pod: Obj, node: Obj | None, startup: Startup, pulls: list[tuple[str, float, int]]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Startup, StartupHook
 from kubetwin.serving import modelserver
-from kubetwin.serving.modelspec import lookup_model
+from kubetwin.serving.modelspec import lookup_server_model
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.storage import read_path
 
@@ -46,7 +46,7 @@ def cold_start_hook(store: Store) -> StartupHook:
         ann = pod["metadata"].get("annotations") or {}
         if READY_AFTER in ann:
             return Startup(pulls, parse_duration(ann[READY_AFTER]), f"{READY_AFTER} annotation")
-        spec = lookup_model(args.model)
+        spec = lookup_server_model(args.model, args.served_model_name)
         weights = spec.weight_bytes if spec is not None else 0
         path = read_path(store, pod, container, args.model)
         load = path.seconds(weights)

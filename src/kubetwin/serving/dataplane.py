@@ -22,7 +22,7 @@ import numpy as np
 from kubetwin.api.units import parse_duration
 from kubetwin.serving import modelserver, traces
 from kubetwin.serving.engine import Engine
-from kubetwin.serving.modelspec import lookup_model
+from kubetwin.serving.modelspec import lookup_server_model
 from kubetwin.serving.perf import GpuSpec, PerfModel
 from kubetwin.serving.results import RequestLog
 from kubetwin.serving.router import make_router
@@ -214,7 +214,7 @@ class ServingDataPlane:
         meta = pod["metadata"]
         node = self.store.get("Node", "", pod["spec"]["nodeName"]) or {}
         accel = ((node.get("metadata") or {}).get("labels") or {}).get(ACCELERATOR_LABEL)
-        spec = lookup_model(args.model)
+        spec = lookup_server_model(args.model, args.served_model_name)
         if accel is None or spec is None:
             why = (f"node {pod['spec']['nodeName']} has no GPU" if accel is None
                    else f"model {args.model!r} is not in the twin's model table")

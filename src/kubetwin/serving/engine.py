@@ -115,8 +115,14 @@ class Engine:
         if self.kv.usable * self.bs < max_model_len:
             # vLLM refuses to start when one max_model_len sequence cannot fit (kv_cache_utils check_enough_kv_cache
             # _memory); without it a lone request could be preempted forever.
-            raise ValueError(f"{num_gpu_blocks} KV blocks of {self.bs} tokens cannot hold max_model_len "
-                             f"{max_model_len}")
+            per_token = getattr(step, "kv_bytes_per_token_per_gpu", 0) or 0
+            have = self.kv.usable * self.bs
+            raise ValueError(  # vLLM's words (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)
+                f"To serve at least one request with the models's max seq len ({max_model_len}), "
+                f"({max_model_len * per_token / 2**30:.2f} GiB KV cache is needed, which is larger than the available "
+                f"KV cache memory ({have * per_token / 2**30:.2f} GiB). Based on the available memory, the estimated "
+                f"maximum model length is {have}. Try increasing `gpu_memory_utilization` or decreasing "
+                "`max_model_len` when initializing the engine.")
         self.now = 0.0
         self.waiting: deque[_Seq] | list[tuple[tuple[int, float, int], _Seq]] = [] if self.prio else deque()
         self.run: dict[_Seq, None] = {}  # running, in vLLM's running-list order

@@ -24,6 +24,23 @@ def wanted(manifests: list[Manifest]) -> bool:
     return any(m.kind in SERVING_KINDS for m in manifests)
 
 
+def has_model_servers(manifests: list[Manifest]) -> bool:
+    """Any workload running vLLM or TGI: its pods pay the model server's cold start, traffic or not."""
+    from kubetwin.api.serving_validate import POD_SPEC_PATHS
+    from kubetwin.serving.modelserver import inspect_model_server
+
+    for m in manifests:
+        path = POD_SPEC_PATHS.get(m.kind)
+        if path is None:
+            continue
+        spec: Any = m.obj
+        for part in path.split("."):
+            spec = spec.get(part) if isinstance(spec, dict) else None
+        if isinstance(spec, dict) and inspect_model_server(spec, path) is not None:
+            return True
+    return False
+
+
 def load_traces(manifests: list[Manifest], seed: int, horizon: float) -> dict[tuple[str, str], Any]:
     """Every RequestTrace's requests, loaded before the clock starts so a missing file or a bad row is reported
     (file, field, line) before anything runs; spec.path is relative to the file that declares the trace."""
@@ -59,14 +76,12 @@ class ServingRun:
 
 def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kubelet, manifests: list[Manifest],
             seed: int, sample_interval: float, horizon: float) -> ServingRun:
-    from kubetwin.serving.coldstart import cold_start_hook
     from kubetwin.serving.dataplane import ServingDataPlane
     from kubetwin.serving.keda import KedaController
     from kubetwin.serving.observe import ServingMetrics
     from kubetwin.serving.promsource import ServingMetricsSource
 
     plane = ServingDataPlane(store, env, events, seed, load_traces(manifests, seed, horizon))
-    kubelet.startup_hooks.append(cold_start_hook(store))
     slos: dict[str, tuple[float, float]] = {}
     for m in manifests:
         if m.kind in ("InferencePool", "Service"):

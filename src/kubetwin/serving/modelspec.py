@@ -205,3 +205,16 @@ def closest_models(name: str, n: int = 3) -> list[str]:
         if _INDEX[h].name not in out:
             out.append(_INDEX[h].name)
     return out[:n]
+
+
+def lookup_server_model(model: str, served_names: list[str] | tuple[str, ...] = ()) -> ModelSpec | None:
+    """The architecture a server loads: `--model` as a name; for a local path (weights on a volume) the folder's
+    name, then `--served-model-name`, since the twin cannot read the folder's config.json."""
+    found = lookup_model(model)
+    if found is None and model.startswith("/"):
+        found = lookup_model(model.rstrip("/").rsplit("/", 1)[-1])
+    for name in served_names:
+        if found is not None:
+            break
+        found = lookup_model(name)
+    return found

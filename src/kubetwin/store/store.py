@@ -18,7 +18,7 @@ Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old obj
 CLUSTER_SCOPED = frozenset({
     "Node", "Namespace", "PriorityClass", "NodePool", "Scenario", "DeviceClass", "ResourceSlice", "ClusterQueue",
     "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig",
-    "Configuration"})
+    "Configuration", "StorageClass", "PersistentVolume"})
 
 
 class AlreadyExists(Exception):

@@ -19,6 +19,9 @@ GIB = 1024 * MIB
 # (https://cloud.google.com/compute/docs/disks/performance via catalog_draft.yaml storage.persistent_disk).
 PD_MIBPS_PER_GIB = {"pd-standard": 0.12, "pd-balanced": 0.28, "pd-ssd": 0.48}
 PD_READ_MIBPS_PER_VM = {"pd-standard": 1200, "pd-balanced": 1200, "pd-ssd": 1200, "pd-extreme": 4000}
+# Per-disk baseline throughput added to the per-GiB figure for pd-balanced (140 MiB/s) and pd-ssd (240 MiB/s)
+# (https://cloud.google.com/compute/docs/disks/performance#baseline_performance; not in catalog_draft.yaml).
+PD_BASELINE_MIBPS = {"pd-balanced": 140, "pd-ssd": 240}
 # Hyperdisk ML: throughput is provisioned per volume, 400 MiB/s minimum, shared by every reader attached read-only
 # (https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-ml via catalog_draft.yaml storage.hyperdisk_ml).
 HDML_MIN_MIBPS = 400
@@ -107,7 +110,7 @@ def _claim_path(store: Store, ns: str, claim: str) -> ReadPath:
     per_gib = PD_MIBPS_PER_GIB.get(disk)
     if per_gib is None:
         return ReadPath(disk, 1200 * MIB, f"{disk}: no figure in the catalog; assumed 1200 MiB/s")
-    mibps = min(per_gib * size / GIB, PD_READ_MIBPS_PER_VM.get(disk, 1200))
+    mibps = min(PD_BASELINE_MIBPS.get(disk, 0) + per_gib * size / GIB, PD_READ_MIBPS_PER_VM.get(disk, 1200))
     return ReadPath(disk, mibps * MIB, f"{disk} {size / GIB:.0f} GiB ({mibps:.0f} MiB/s)")
 
 
