@@ -220,10 +220,7 @@ class Kubelet:
         cur = self._current(pod)
         if cur is None:
             return
-        now = self.store.timestamp(self.env.now)
-        status = {**cur["status"], "conditions": [
-            {"type": c["type"], "status": "True", "lastTransitionTime": now}
-            if c["type"] in ("Ready", "ContainersReady") else c for c in cur["status"]["conditions"]]}
+        status = _ready(cur, self.store.timestamp(self.env.now))
         status["containerStatuses"] = [{**cs, "ready": True} for cs in cur["status"].get("containerStatuses") or []]
         self.store.update({**cur, "status": status})
 
@@ -271,9 +268,7 @@ class Kubelet:
         if cur is None:
             return
         now = self.store.timestamp(self.env.now)
-        status = {**cur["status"], "conditions": [
-            {"type": c["type"], "status": "True", "lastTransitionTime": now}
-            if c["type"] in ("Ready", "ContainersReady") else c for c in cur["status"]["conditions"]]}
+        status = _ready(cur, now)
         status["containerStatuses"] = [{**cs, "ready": True, "started": True, "state": {"running": {"startedAt": now}}}
                                        for cs in cur["status"].get("containerStatuses") or []]
         running = self.store.update({**cur, "status": status})
@@ -313,6 +308,13 @@ class Kubelet:
         rec["interruptions"] += 1
         for res, n in run.accelerators.items():
             rec[ACCELERATORS[res]] += lost * n
+
+
+def _ready(pod: Obj, now: str) -> dict:
+    """The pod's status with Ready and ContainersReady turned True at `now`."""
+    return {**pod["status"], "conditions": [
+        {"type": c["type"], "status": "True", "lastTransitionTime": now}
+        if c["type"] in ("Ready", "ContainersReady") else c for c in pod["status"]["conditions"]]}
 
 
 def _go_duration(seconds: float) -> str:
