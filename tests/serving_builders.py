@@ -17,7 +17,7 @@ def h100_pool(nodes: int, name: str = "h100", autoscale_max: int | None = None) 
     spec: dict[str, Any] = {"machineType": "a3-highgpu-1g", "nodeCount": nodes, "zones": ["us-central1-a"],
                             "accelerators": [{"type": "nvidia-h100-80gb", "count": 1}]}
     if autoscale_max is not None:
-        spec["autoscaling"] = {"enabled": True, "minNodeCount": 0, "maxNodeCount": autoscale_max}
+        spec["autoscaling"] = {"minNodeCount": 0, "maxNodeCount": autoscale_max}
     return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
 
 

@@ -145,3 +145,30 @@ def test_a_bad_vllm_flag_is_an_error_in_argparse_words_and_no_run_starts(tmp_pat
     assert "vllm serve: error: argument --max-num-seqs: invalid int value: 'many'" in res.output
     assert "spec.template.spec.containers[0].args[3]" in res.output
     assert not (tmp_path / "out").exists()
+
+
+def test_scale_down_deletes_a_starting_replica_before_a_ready_one() -> None:
+    """ActivePods order (kube-controller-manager controller_utils.go): unscheduled, then Pending, then Running but
+    not Ready (a replica still loading its model) go before a Ready one, even an older one; among Ready pods the
+    one Ready for less time goes first."""
+    from kubetwin.controllers.replicaset import _deletion_rank
+
+    def pod(name: str, node: str | None, phase: str, ready_at: str | None, created: str) -> dict:
+        conds = [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}] if ready_at else []
+        return {"metadata": {"name": name, "creationTimestamp": created}, "spec": {"nodeName": node} if node else {},
+                "status": {"phase": phase, "conditions": conds}}
+
+    pods = [pod("ready-old", "n1", "Running", "2026-01-01T00:05:00Z", "2026-01-01T00:00:00Z"),
+            pod("ready-new", "n2", "Running", "2026-01-01T00:09:00Z", "2026-01-01T00:01:00Z"),
+            pod("loading", "n3", "Running", None, "2026-01-01T00:00:30Z"),
+            pod("pulling", "n4", "Pending", None, "2026-01-01T00:00:10Z"),
+            pod("unscheduled", None, "Pending", None, "2026-01-01T00:00:05Z")]
+    order = [p["metadata"]["name"] for p in sorted(pods, key=_deletion_rank)]
+    assert order == ["unscheduled", "pulling", "loading", "ready-new", "ready-old"]
+
+
+def test_ready_replicas_count_only_ready_pods() -> None:
+    r = run(objects=[scenario("12m"), h100_pool(1), vllm("srv", 1)])
+    statuses = [o["status"] for _, _, _, o in r.history if o["kind"] == "ReplicaSet" and o.get("status")]
+    assert {"replicas": 1, "readyReplicas": 0, "availableReplicas": 0, "observedGeneration": 1} in statuses
+    assert statuses[-1]["readyReplicas"] == 1  # once the model is loaded
