@@ -13,17 +13,20 @@ llm-d/llm-d-router, where the EPP lives now):
   legacy filters   GIE@v0.5.1 pkg/epp/scheduling/framework/plugins/filter (types least-queue, least-kv-cache,
                    low-queue, lora-affinity), thresholds from GIE@v0.3.0 pkg/epp/scheduling/scheduler.go
 The EPP sees only the scraped snapshot (no in-flight accounting): that is the real behaviour and why it herds
-between scrapes.
+between scrapes. The plugins live in `saturation` (detector), `filters`, `scorers` and `pickers`, the cycle state in
+`cycle`; this module holds the profile, the router and EndpointPickerConfig loading.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from kubetwin.serving.router.cycle import CycleState
+from kubetwin.serving.router.filters import FILTERS
+from kubetwin.serving.router.pickers import PICKERS, MaxScorePicker
 from kubetwin.serving.router.prefix_index import (
     DEFAULT_BLOCK_TOKENS,
     DEFAULT_LRU_CAPACITY_PER_SERVER,
@@ -31,459 +34,14 @@ from kubetwin.serving.router.prefix_index import (
     ApproxPrefixIndex,
     request_blocks,
 )
+from kubetwin.serving.router.saturation import KV_CACHE_UTIL_THRESHOLD, QUEUE_DEPTH_THRESHOLD, UtilizationDetector
+from kubetwin.serving.router.scorers import SCORERS, PrecisePrefixCacheScorer, PrefixOracle, Scorer
 from kubetwin.serving.types import Decision, EndpointSnapshot, Request
-
-# GIE utilization/config.go defaults
-QUEUE_DEPTH_THRESHOLD = 5
-KV_CACHE_UTIL_THRESHOLD = 0.8
-# GIE@v0.3.0 scheduler.go: QUEUING_THRESHOLD_LORA / LORA_AFFINITY_THRESHOLD defaults
-QUEUEING_THRESHOLD_LORA = 128
-LORA_AFFINITY_THRESHOLD = 0.999
-# LLMD@683100dc scorer/loadaware/load_aware.go `QueueThresholdDefault`
-LOAD_AWARE_QUEUE_THRESHOLD = 128
-# LLMD@0b59e4ed scorer/nohitlru/no_hit_lru.go `defaultLRUSize`
-NO_HIT_LRU_SIZE = 1024
 
 SHED_REASON = "system saturated, sheddable request dropped"  # GIE admission.go
 NO_ENDPOINT_REASON = "failed to find candidate endpoints for serving the request"  # GIE director.go -> 503
 NO_TARGET_REASON = "failed to find target endpoint: no endpoints available"  # scheduler error -> 429
 
-
-class PrefixOracle(Protocol):
-    """Ground truth of what an engine's prefix cache holds (llm-d's KV-events index; in the twin the engines
-    themselves). Optionally also `match_tokens_all(req, names) -> np.ndarray` to answer for all endpoints at once."""
-
-    def match_tokens(self, req: Request, endpoint: str) -> int: ...
-
-
-@dataclass(slots=True)
-class CycleState:
-    """What one scheduling cycle computes and PreRequest reads back (GIE's CycleState / PluginState)."""
-
-    keys: list[int] = field(default_factory=list)
-    weights: list[int] = field(default_factory=list)
-    total: int = 0
-    counts: np.ndarray | None = None  # matched blocks per candidate (snapshot order), None if no match
-    cold: bool = True
-
-
-def _take(a: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
-    return a if idx is None else a[idx]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# saturation detector (also usable as a filter)
-# ----------------------------------------------------------------------------------------------------------------
-class UtilizationDetector:
-    """`utilization-detector`: saturation = mean over candidates of max(waiting/5, kv/0.8), a stale endpoint counts
-    1.0, no candidates 1.0. As a filter it keeps fresh endpoints under both thresholds, failing open."""
-
-    type = "utilization-detector"
-
-    def __init__(
-        self,
-        queue_depth_threshold: float = QUEUE_DEPTH_THRESHOLD,
-        kv_cache_util_threshold: float = KV_CACHE_UTIL_THRESHOLD,
-        headroom: float = 0.0,
-        name: str | None = None,
-    ) -> None:
-        self.q = float(queue_depth_threshold)
-        self.kv = float(kv_cache_util_threshold)
-        self.headroom = float(headroom)
-        self.name = name or self.type
-
-    def saturation(self, snap: EndpointSnapshot, idx: np.ndarray | None = None) -> float:
-        n = len(snap) if idx is None else len(idx)
-        if n == 0:
-            return 1.0
-        s = np.maximum(_take(snap.waiting, idx) / self.q, _take(snap.kv_usage, idx) / self.kv)
-        s = np.where(_take(snap.fresh, idx), s, 1.0)
-        return float(s.mean())
-
-    def filter(self, req: Request, snap: EndpointSnapshot, idx: np.ndarray, state: CycleState, rng) -> np.ndarray:
-        f = 1.0 + self.headroom
-        ok = snap.fresh[idx] & (snap.waiting[idx] < self.q * f) & (snap.kv_usage[idx] < self.kv * f)
-        kept = idx[ok]
-        return kept if len(kept) else idx  # fail open
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# legacy (v0.3 / v0.5) filters
-# ----------------------------------------------------------------------------------------------------------------
-class LeastQueueFilter:
-    """Keep endpoints with waiting in [min, min + (max-min)//N] (Go integer division)."""
-
-    type = "least-queue"
-
-    def __init__(self, name: str | None = None) -> None:
-        self.name = name or self.type
-
-    def filter(self, req, snap, idx, state, rng):
-        q = snap.waiting[idx].astype(np.int64)
-        lo, hi = int(q.min()), int(q.max())
-        return idx[(q >= lo) & (q <= lo + (hi - lo) // len(idx))]
-
-
-class LeastKVCacheFilter:
-    """Keep endpoints with kv in [min, min + (max-min)/N]."""
-
-    type = "least-kv-cache"
-
-    def __init__(self, name: str | None = None) -> None:
-        self.name = name or self.type
-
-    def filter(self, req, snap, idx, state, rng):
-        kv = snap.kv_usage[idx]
-        lo, hi = float(kv.min()), float(kv.max())
-        return idx[(kv >= lo) & (kv <= lo + (hi - lo) / len(idx))]
-
-
-class LowQueueFilter:
-    """Keep endpoints with waiting < 128 (QUEUING_THRESHOLD_LORA); an empty result is a failure."""
-
-    type = "low-queue"
-
-    def __init__(self, threshold: int = QUEUEING_THRESHOLD_LORA, name: str | None = None) -> None:
-        self.threshold = threshold
-        self.name = name or self.type
-
-    def filter(self, req, snap, idx, state, rng):
-        return idx[snap.waiting[idx] < self.threshold]
-
-
-def _lora_sets(req: Request, snap: EndpointSnapshot, idx: np.ndarray) -> tuple[list[int], list[int]]:
-    """(affinity, available): endpoints running the adapter; endpoints with a free adapter slot."""
-    target = req.lora or req.model
-    affinity: list[int] = []
-    available: list[int] = []
-    for i in idx.tolist():
-        active = snap.active_loras[i] if snap.active_loras else frozenset()
-        if target in active:
-            affinity.append(i)
-        elif snap.max_loras is not None and len(active) < int(snap.max_loras[i]):
-            available.append(i)
-    return affinity, available
-
-
-class LoraAffinityFilter:
-    """loRASoftAffinity: with probability 0.999 the endpoints running the adapter, else those with a free slot;
-    whichever group is non-empty otherwise (empty = failure)."""
-
-    type = "lora-affinity"
-
-    def __init__(self, threshold: float = LORA_AFFINITY_THRESHOLD, name: str | None = None) -> None:
-        self.threshold = threshold
-        self.name = name or self.type
-
-    def filter(self, req, snap, idx, state, rng):
-        affinity, available = _lora_sets(req, snap, idx)
-        if affinity and available:
-            return np.asarray(affinity if rng.random() < self.threshold else available, dtype=np.intp)
-        return np.asarray(affinity or available, dtype=np.intp)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# scorers: score(req, snap, idx, state) -> float array over the candidates, in [0, 1]
-# ----------------------------------------------------------------------------------------------------------------
-class Scorer:
-    """Base: hooks default to no-ops so the router can call them on every scorer."""
-
-    type = ""
-    needs_prefix = False
-    bounded = True  # scores are in [0, 1] by construction; otherwise the profile clamps them
-
-    def __init__(self, name: str | None = None, **_: Any) -> None:
-        self.name = name or self.type
-
-    def score(self, req: Request, snap: EndpointSnapshot, idx: np.ndarray | None, state: CycleState) -> np.ndarray:
-        """A new array (the profile scales it in place), one score per candidate (`idx` None = all endpoints)."""
-        raise NotImplementedError
-
-    def pre_request(self, req: Request, name: str, state: CycleState) -> None:
-        """PreRequest hook, after the pick."""
-
-    def finished(self, req: Request, name: str) -> None:
-        """Response-complete hook."""
-
-    def remove(self, name: str) -> None:
-        """The endpoint left the pool."""
-
-
-def _minmax_low_is_good(v: np.ndarray) -> np.ndarray:
-    lo = v[v.argmin()]  # argmin/argmax: a third of ndarray.min()'s call overhead on small arrays
-    hi = v[v.argmax()]
-    if hi == lo:
-        return np.ones(len(v))  # all equal -> neutral 1.0
-    return (hi - v) * (1.0 / float(hi - lo))
-
-
-class QueueScorer(Scorer):
-    """queue-scorer: (maxQ - q)/(maxQ - minQ) over candidates on vllm:num_requests_waiting, 1.0 when all equal."""
-
-    type = "queue-scorer"
-
-    def score(self, req, snap, idx, state):
-        return _minmax_low_is_good(_take(snap.waiting, idx))
-
-
-class RunningRequestsScorer(Scorer):
-    """running-requests-size-scorer: the same min-max on vllm:num_requests_running."""
-
-    type = "running-requests-size-scorer"
-
-    def score(self, req, snap, idx, state):
-        return _minmax_low_is_good(_take(snap.running, idx))
-
-
-class KVCacheUtilizationScorer(Scorer):
-    """kv-cache-utilization-scorer: 1 - vllm:kv_cache_usage_perc."""
-
-    type = "kv-cache-utilization-scorer"
-    bounded = False
-
-    def score(self, req, snap, idx, state):
-        return 1.0 - _take(snap.kv_usage, idx)
-
-
-def _clamp01(s: np.ndarray) -> np.ndarray:
-    """The framework's clamp to [0, 1], skipped (cheaply) when already in range."""
-    if s[s.argmax()] > 1.0 or s[s.argmin()] < 0.0:
-        return np.clip(s, 0.0, 1.0)
-    return s
-
-
-class PrefixCacheScorer(Scorer):
-    """prefix-cache-scorer: matched blocks / total blocks from the approximate index (0 when the prompt has none)."""
-
-    type = "prefix-cache-scorer"
-    needs_prefix = True
-
-    def score(self, req, snap, idx, state):
-        n = len(snap) if idx is None else len(idx)
-        if state.counts is None or state.total == 0:
-            return np.zeros(n)
-        return _take(state.counts, idx) / state.total
-
-
-class LoraAffinityScorer(Scorer):
-    """lora-affinity-scorer: 1.0 adapter running; 0.8 a free adapter slot; 0.6 adapter waiting to load; else 0."""
-
-    type = "lora-affinity-scorer"
-
-    def score(self, req, snap, idx, state):
-        target = req.lora or req.model
-        ids = range(len(snap)) if idx is None else idx.tolist()
-        out = []
-        for i in ids:
-            active = snap.active_loras[i] if snap.active_loras else frozenset()
-            waiting = snap.waiting_loras[i] if snap.waiting_loras else frozenset()
-            cap = int(snap.max_loras[i]) if snap.max_loras is not None else 0
-            if target in active:
-                out.append(1.0)
-            elif len(active) + len(waiting) < cap:
-                out.append(0.8)
-            elif target in waiting:
-                out.append(0.6)
-            else:
-                out.append(0.0)
-        return np.asarray(out)
-
-
-class LoadAwareScorer(Scorer):
-    """llm-d load-aware-scorer: 0.5 with an empty queue, else 0.5 * (1 - min(waiting, 128)/128)."""
-
-    type = "load-aware-scorer"
-
-    def __init__(self, name: str | None = None, threshold: int = LOAD_AWARE_QUEUE_THRESHOLD, **_: Any) -> None:
-        super().__init__(name)
-        self.threshold = float(threshold if threshold > 0 else LOAD_AWARE_QUEUE_THRESHOLD)
-
-    def score(self, req, snap, idx, state):
-        w = np.minimum(_take(snap.waiting, idx), self.threshold)
-        return np.where(w == 0, 0.5, 0.5 * (1.0 - w / self.threshold))
-
-
-class PrecisePrefixCacheScorer(Scorer):
-    """llm-d precise-prefix-cache-scorer: the engines' own KV-event index (here an oracle); score = min(1, matched
-    full blocks / the prompt's full blocks)."""
-
-    type = "precise-prefix-cache-scorer"
-    bounded = False
-
-    def __init__(self, name: str | None = None, oracle: PrefixOracle | None = None, blockSize: int = 0, **_: Any):
-        super().__init__(name)
-        if oracle is None:
-            raise ValueError("precise-prefix-cache-scorer needs an oracle (PrefixOracle.match_tokens)")
-        self.oracle = oracle
-        self.block = int(blockSize)
-        self._all = getattr(oracle, "match_tokens_all", None)
-
-    def score(self, req, snap, idx, state):
-        bs = self.block or (int(snap.block_size[0]) if snap.block_size is not None and len(snap) else BLOCK_FALLBACK)
-        total = req.prompt_tokens // bs
-        names = snap.names if idx is None else [snap.names[i] for i in idx.tolist()]
-        if total == 0:
-            return np.zeros(len(names))
-        if self._all is not None:
-            m = np.asarray(self._all(req, names), dtype=np.int64)
-        else:
-            m = np.fromiter((self.oracle.match_tokens(req, nm) for nm in names), dtype=np.int64, count=len(names))
-        return np.minimum(1.0, (m // bs) / total)
-
-
-BLOCK_FALLBACK = DEFAULT_BLOCK_TOKENS
-
-
-class SessionAffinityScorer(Scorer):
-    """llm-d session-affinity-scorer: 1.0 for the endpoint that served the session's previous response (the
-    x-session-token header the client echoes), 0 for the rest. Set when a response completes."""
-
-    type = "session-affinity-scorer"
-
-    def __init__(self, name: str | None = None, **_: Any) -> None:
-        super().__init__(name)
-        self.last: dict[str, str] = {}
-
-    def score(self, req, snap, idx, state):
-        n = len(snap) if idx is None else len(idx)
-        out = np.zeros(n)
-        pod = self.last.get(req.session) if req.session is not None else None
-        if pod is not None:
-            names = snap.names if idx is None else [snap.names[i] for i in idx.tolist()]
-            for j, nm in enumerate(names):
-                if nm == pod:
-                    out[j] = 1.0
-        return out
-
-    def finished(self, req, name):
-        if req.session is not None:
-            self.last[req.session] = name
-
-
-class NoHitLRUScorer(Scorer):
-    """llm-d no-hit-lru-scorer: a cold request (no candidate has a prefix hit) prefers endpoints that got a cold
-    request least recently (never-used first, 1 - rank/(N-1)); a warm request scores 0.5 everywhere. PreRequest moves
-    the chosen endpoint to most-recent for cold requests."""
-
-    type = "no-hit-lru-scorer"
-    needs_prefix = True
-
-    def __init__(self, name: str | None = None, lruSize: int = NO_HIT_LRU_SIZE, **_: Any) -> None:
-        super().__init__(name)
-        self.size = lruSize if lruSize > 0 else NO_HIT_LRU_SIZE
-        self.lru: OrderedDict[str, None] = OrderedDict()  # oldest first
-
-    def score(self, req, snap, idx, state):
-        names = snap.names if idx is None else [snap.names[i] for i in idx.tolist()]
-        n = len(names)
-        if not state.cold:
-            return np.full(n, 0.5)
-        if n == 1:
-            return np.ones(1)
-        pos = {k: i for i, k in enumerate(self.lru)}
-        never = [j for j, nm in enumerate(names) if nm not in pos]
-        out = np.zeros(n)
-        for r, j in enumerate(never):
-            out[j] = 1.0 - r / (n - 1)
-        for j, nm in enumerate(names):
-            if nm in pos:
-                out[j] = max(0.0, 1.0 - (len(never) + pos[nm]) / (n - 1))
-        return out
-
-    def pre_request(self, req, name, state):
-        if state.cold:
-            self.lru[name] = None
-            self.lru.move_to_end(name)
-            while len(self.lru) > self.size:
-                self.lru.popitem(last=False)
-
-    def remove(self, name):
-        self.lru.pop(name, None)
-
-
-SCORERS: dict[str, type[Scorer]] = {
-    c.type: c
-    for c in (
-        QueueScorer,
-        KVCacheUtilizationScorer,
-        PrefixCacheScorer,
-        LoraAffinityScorer,
-        RunningRequestsScorer,
-        LoadAwareScorer,
-        PrecisePrefixCacheScorer,
-        SessionAffinityScorer,
-        NoHitLRUScorer,
-    )
-}
-FILTERS: dict[str, type] = {
-    c.type: c for c in (UtilizationDetector, LeastQueueFilter, LeastKVCacheFilter, LowQueueFilter, LoraAffinityFilter)
-}
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# pickers: pick(scores, rng) -> position among the candidates
-# ----------------------------------------------------------------------------------------------------------------
-class MaxScorePicker:
-    """max-score-picker: GIE shuffles then stable-sorts by score and takes the first, i.e. a uniformly random one of
-    the top-scored (tie_break "random"); newer llm-d-router rotates through the tied tier instead ("rotate")."""
-
-    type = "max-score-picker"
-
-    def __init__(self, name: str | None = None, tie_break: str = "random", **_: Any) -> None:
-        if tie_break not in ("random", "rotate"):
-            raise ValueError(f"max-score-picker tie_break must be 'random' or 'rotate', not {tie_break!r}")
-        self.name = name or self.type
-        self.rotate = tie_break == "rotate"
-        self.counter = 0
-
-    def pick(self, scores: np.ndarray, rng: np.random.Generator) -> int:
-        best = scores.argmax()
-        ties = (scores == scores[best]).nonzero()[0]
-        n = len(ties)
-        if n == 1:
-            return int(best)
-        if self.rotate:  # LLMD picker/common.go RotateScoredEndpoints
-            r = self.counter % n
-            self.counter += 1
-            if self.counter >= n:
-                self.counter = 0
-            return int(ties[r])
-        return int(ties[rng.integers(n)])
-
-
-class RandomPicker:
-    """random-picker: uniform over the candidates."""
-
-    type = "random-picker"
-
-    def __init__(self, name: str | None = None, **_: Any) -> None:
-        self.name = name or self.type
-
-    def pick(self, scores, rng):
-        return int(rng.integers(len(scores)))
-
-
-class WeightedRandomPicker:
-    """weighted-random-picker (A-Res): key = U^(1/score), score <= 0 gets key 0, top key wins; all-zero scores fall
-    back to uniform."""
-
-    type = "weighted-random-picker"
-
-    def __init__(self, name: str | None = None, **_: Any) -> None:
-        self.name = name or self.type
-
-    def pick(self, scores, rng):
-        pos = scores > 0
-        if not pos.any():
-            return int(rng.integers(len(scores)))
-        u = rng.random(len(scores))
-        u[u == 0] = 1e-10
-        keys = np.zeros(len(scores))
-        keys[pos] = u[pos] ** (1.0 / scores[pos])
-        return int(np.argmax(keys))
-
-
-PICKERS: dict[str, type] = {c.type: c for c in (MaxScorePicker, RandomPicker, WeightedRandomPicker)}
 
 # types that configure the data layer / handler and need no scheduling object here
 PASSIVE_TYPES = {
@@ -494,6 +52,13 @@ PASSIVE_TYPES = {
     "openai-parser",
     "token-producer",
 }
+
+
+def _clamp01(s: np.ndarray) -> np.ndarray:
+    """The framework's clamp to [0, 1], skipped (cheaply) when already in range."""
+    if s[s.argmax()] > 1.0 or s[s.argmin()] < 0.0:
+        return np.clip(s, 0.0, 1.0)
+    return s
 
 
 # ----------------------------------------------------------------------------------------------------------------
