@@ -69,10 +69,13 @@ class Pool:
     snap: EndpointSnapshot | None = None
     snap_time: float = -1.0
     held: dict[int, tuple[Request, str]] = field(default_factory=dict)
+    key: str = field(init=False)  # "Kind/namespace/name", read per request: built once
+    # what a snapshot copies of the endpoints that never changes while they stay: names, max LoRAs, KV blocks, block
+    # size, freshness; rebuilt when the endpoints change (None)
+    static: tuple | None = None
 
-    @property
-    def key(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.key = f"{self.kind}/{self.namespace}/{self.name}"
 
 
 def pool_selector(obj: Obj) -> dict[str, str]:
@@ -136,7 +139,7 @@ class ServingDataPlane:
         gone = {e.name for e in pool.endpoints} - {e.name for e in want}
         for name in sorted(gone):
             pool.router.remove(name)
-        pool.endpoints, pool.snap = want, None
+        pool.endpoints, pool.snap, pool.static = want, None, None
         if want and pool.held:
             self.env.after(0, lambda: self._release(pool))
 
@@ -229,7 +232,7 @@ class ServingDataPlane:
             blocks = perf.num_gpu_blocks(args.gpu_memory_utilization, args.block_size, args.max_num_batched_tokens,
                                          args.max_num_seqs)
             engine = Engine(args, perf, blocks, name=meta["name"], max_model_len=args.max_model_len,
-                            on_finish=lambda req, u=uid: self._finished(req, u))
+                            on_finish=self._finished)
         except ValueError as err:
             self.events.event(pod, "Warning", "ModelServerFailed", str(err), "kubetwin")
             return None
@@ -252,24 +255,10 @@ class ServingDataPlane:
         prio = self.priorities.get((ns, model), int(spec.get("priority") or 0))
         it = traces.requests(arrays, model, priority=prio, start_id=self._next_id)
         self._next_id += len(arrays.arrival)
-        name = f"{ns}/{meta['name']}"
-        self._pump(it, self.env.now, name, key)
-
-    def _pump(self, it: Iterator[Request], t0: float, trace: str, key: str) -> None:
         req = next(it, None)
-        if req is None:
-            return
-        req.arrival += t0
-
-        def arrive() -> None:
-            pool = self.pools.get(key)
-            if pool is None:
-                self._end(req, trace, key, 503, "")
-            else:
-                self._route(pool, req, trace)
-            self._pump(it, t0, trace, key)
-
-        self.env.at(req.arrival, arrive)
+        if req is not None:
+            req.arrival += self.env.now
+            self.env.at(req.arrival, _Arrivals(self, it, self.env.now, f"{ns}/{meta['name']}", key, req))
 
     def _route(self, pool: Pool, req: Request, trace: str) -> None:
         now = self.env.now
@@ -280,18 +269,23 @@ class ServingDataPlane:
             pool.held[req.id] = (req, trace)
             self.env.after(pool.ttl, lambda: self._expire(pool, req.id))
             return
-        snap = self._snapshot(pool, now)
+        snap = pool.snap
+        if snap is None or now - pool.snap_time >= REFRESH_INTERVAL:
+            snap = self._snapshot(pool, now)
         decision = pool.router.pick(req, snap, now)
-        if decision.index is None:
+        i = decision.index
+        if i is None:
             self._end(req, trace, pool.key, decision.status, decision.reason)
             return
-        ep = pool.endpoints[decision.index]
+        ep = pool.endpoints[i]
         self._trace_of[req.id] = (trace, pool.key)
         req.pod = ep.name
         ep.engine.advance(now)
         ep.engine.add(req, now)
         if req.status != 400:  # a request longer than max_model_len is answered 400 at once (on_finish logged it)
-            pool.router.routed(req, ep.name)
+            # the index into the snapshot just picked from (its names are the pool's endpoints): the router need
+            # not search its name list for ep.name
+            pool.router.routed(req, i)
 
     def _expire(self, pool: Pool, rid: int) -> None:
         held = pool.held.pop(rid, None)
@@ -299,23 +293,25 @@ class ServingDataPlane:
             self._end(held[0], held[1], pool.key, 503, "request timed out in queue")
 
     def _snapshot(self, pool: Pool, now: float) -> EndpointSnapshot:
-        if pool.snap is not None and now - pool.snap_time < REFRESH_INTERVAL:
-            return pool.snap
-        eps = pool.endpoints
-        n = len(eps)
-        waiting, running = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        kv, fresh = np.zeros(n), np.ones(n, dtype=bool)
-        maxl, blocks, bsize = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        active, waiting_l = [], []
-        for i, ep in enumerate(eps):
-            e = ep.engine
+        """The router's view of the pool's engines as of `now`, refreshed at most every REFRESH_INTERVAL (the caller
+        checks). Every engine is advanced to `now` here, as each refresh reads it. The per-endpoint constants are
+        copied once per endpoint set (pool.static) and shared by the snapshots until the endpoints change."""
+        engines = [ep.engine for ep in pool.endpoints]
+        if pool.static is None:
+            n = len(engines)
+            pool.static = ([ep.name for ep in pool.endpoints], np.ones(n, dtype=bool),
+                           np.array([e.max_loras for e in engines], dtype=np.int64),
+                           np.array([e.num_gpu_blocks for e in engines], dtype=np.int64),
+                           np.array([e.block_size for e in engines], dtype=np.int64))
+        names, fresh, maxl, blocks, bsize = pool.static
+        load = []
+        for e in engines:
             e.advance(now)
-            waiting[i], running[i], kv[i] = e.num_waiting, e.num_running, e.kv_usage
-            maxl[i], blocks[i], bsize[i] = e.max_loras, e.num_gpu_blocks, e.block_size
-            active.append(frozenset(e.active_loras()))
-            waiting_l.append(frozenset(e.waiting_loras()))
-        pool.snap = EndpointSnapshot([e.name for e in eps], waiting, running, kv, fresh, active, waiting_l, maxl,
-                                     blocks, bsize)
+            load.append((e.num_waiting, e.num_running, e.kv_usage))
+        waiting, running, kv = (zip(*load, strict=True) if load else ((), (), ()))
+        pool.snap = EndpointSnapshot(names, np.array(waiting, dtype=np.int64), np.array(running, dtype=np.int64),
+                                     np.array(kv, dtype=np.float64), fresh, [e.active_loras() for e in engines],
+                                     [e.waiting_loras() for e in engines], maxl, blocks, bsize)
         pool.snap_time = now
         return pool.snap
 
@@ -326,7 +322,8 @@ class ServingDataPlane:
                 return ep.engine.match_tokens(req)
         return 0
 
-    def _finished(self, req: Request, uid: str) -> None:
+    def _finished(self, req: Request) -> None:
+        """An engine's on_finish: the request is done (or answered 400); the router and the log learn of it."""
         trace, key = self._trace_of.pop(req.id, ("", ""))
         pool = self.pools.get(key)
         if pool is not None:
@@ -355,6 +352,38 @@ class ServingDataPlane:
 
     def all_endpoints(self) -> list[Endpoint]:
         return [*self.retired, *self.endpoints.values()]
+
+
+class _Arrivals:
+    """One RequestTrace's arrivals: routes the request due now, then every following one that falls before the next
+    queued event (Environment.claim: those would run next anyway), then schedules itself for the first that does
+    not. One object per trace instead of a closure and a heap round trip per request."""
+
+    __slots__ = ("plane", "it", "t0", "trace", "key", "req")
+
+    def __init__(self, plane: ServingDataPlane, it: Iterator[Request], t0: float, trace: str, key: str,
+                 req: Request) -> None:
+        self.plane, self.it, self.t0, self.trace, self.key, self.req = plane, it, t0, trace, key, req
+
+    def __call__(self) -> None:
+        plane, it, t0, trace, key = self.plane, self.it, self.t0, self.trace, self.key
+        env, pools = plane.env, plane.pools
+        req: Request | None = self.req
+        while req is not None:
+            pool = pools.get(key)
+            if pool is None:
+                plane._end(req, trace, key, 503, "")
+            else:
+                plane._route(pool, req, trace)
+            req = next(it, None)
+            if req is None:
+                break
+            req.arrival += t0
+            if not env.claim(req.arrival):
+                self.req = req
+                env.at(req.arrival, self)
+                return
+        self.req = None
 
 
 def _gpus(pod: Obj) -> int:
