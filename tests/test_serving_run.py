@@ -172,3 +172,27 @@ def test_ready_replicas_count_only_ready_pods() -> None:
     statuses = [o["status"] for _, _, _, o in r.history if o["kind"] == "ReplicaSet" and o.get("status")]
     assert {"replicas": 1, "readyReplicas": 0, "availableReplicas": 0, "observedGeneration": 1} in statuses
     assert statuses[-1]["readyReplicas"] == 1  # once the model is loaded
+
+
+def test_vllm_histograms_and_info_series_in_metrics_prom(tmp_path: Path) -> None:
+    """metrics.prom carries vLLM's TTFT / TPOT / E2E histograms per pod (vLLM's buckets), consistent with
+    requests.csv, and the info gauges the EPP's autoTune and LoRA affinity read."""
+    from kubetwin.serving.histograms import TTFT_BUCKETS
+
+    args = ["--model", MODEL, "--enable-lora", "--max-loras", "2"]
+    r = run(objects=[scenario("15m"), h100_pool(1), vllm("srv", 1, args=args), inference_pool(),
+                     trace(start="8m", rate=4)], out=tmp_path)
+    prom = (tmp_path / "metrics.prom").read_text().splitlines()
+    df = r.requests()
+    pod = df.pod.iloc[0]
+    ttft = [ln for ln in prom if ln.startswith("vllm:time_to_first_token_seconds_bucket")]
+    assert len(ttft) == len(TTFT_BUCKETS) + 1 and f'pod="{pod}"' in ttft[0]
+    inf = float(next(ln for ln in ttft if 'le="+Inf"' in ln).rsplit(" ", 1)[1])
+    count = float(next(ln for ln in prom if ln.startswith("vllm:time_to_first_token_seconds_count")).rsplit(" ")[1])
+    assert inf == count == (df.status == 200).sum()
+    le_100ms = float(next(ln for ln in ttft if 'le="0.1"' in ln).rsplit(" ", 1)[1])
+    assert le_100ms == (df.ttft <= 0.1).sum()
+    tpot_count = next(ln for ln in prom if ln.startswith("vllm:time_per_output_token_seconds_count"))
+    assert float(tpot_count.rsplit(" ", 1)[1]) == (df[df.status == 200].output_tokens - 1).sum()
+    assert any(ln.startswith("vllm:cache_config_info{block_size=\"16\"") for ln in prom)
+    assert any(ln.startswith("vllm:lora_requests_info{max_lora=\"2\"") for ln in prom)

@@ -52,6 +52,7 @@ class Endpoint:
     gpus: int
     model: str
     served_names: list[str]
+    args: Any = None  # the resolved EngineArgs (vllm:cache_config_info, vllm:lora_requests_info)
 
 
 @dataclass
@@ -237,7 +238,7 @@ class ServingDataPlane:
             self.events.event(pod, "Warning", "ModelServerFailed", str(err), "kubetwin")
             return None
         return Endpoint(meta["name"], meta.get("namespace") or "default", uid, dict(meta.get("labels") or {}),
-                        engine, _gpus(pod), args.model, list(args.served_model_name) or [args.model])
+                        engine, _gpus(pod), args.model, list(args.served_model_name) or [args.model], args)
 
     # ---- requests ----------------------------------------------------------------------------------------------
     def _on_trace(self, etype: str, obj: Obj, old: Obj | None) -> None:

@@ -91,7 +91,8 @@ def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kube
                 key = f"{m.kind}/{meta.get('namespace') or 'default'}/{meta['name']}"
                 slos[key] = (parse_duration(ann.get(SLO_TTFT, f"{DEFAULT_SLO_TTFT}s")),
                              parse_duration(ann.get(SLO_TPOT, f"{DEFAULT_SLO_TPOT}s")))
-    source = ServingMetricsSource(plane, env)
+    scalers = [m for m in manifests if m.kind in ("ScaledObject", "HorizontalPodAutoscaler")]
+    source = ServingMetricsSource(plane, env, histogram_history=any("_bucket" in str(m.obj) for m in scalers))
     if any(m.kind == "ScaledObject" for m in manifests):
         KedaController(store, env, events, source)
     return ServingRun(plane, ServingMetrics(plane, env, sample_interval), source, slos)

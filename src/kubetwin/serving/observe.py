@@ -60,10 +60,8 @@ class ServingMetrics:
         plane = self.plane
         a = plane.log.arrays()
         labels = plane.log.labels
-        first = float(a["arrival"].min()) if len(a["arrival"]) else 0.0
-        span = max(until - first, 1e-9)
         slo_all = next(iter(slos.values())) if len(set(slos.values())) == 1 else (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)
-        out: dict[str, Any] = {"overall": summarize(a, span, slo_all), "pools": {}}
+        out: dict[str, Any] = {"overall": summarize(a, slo_all), "pools": {}}
         eps = plane.all_endpoints()
         hits = sum(ep.engine.prefix_cache_hits for ep in eps)
         queries = sum(ep.engine.prefix_cache_queries for ep in eps)
@@ -84,7 +82,7 @@ class ServingMetrics:
                 continue
             sel = a["pool"] == idx
             part = {k: v[sel] for k, v in a.items()}
-            out["pools"][key] = summarize(part, span, slos.get(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)))
+            out["pools"][key] = summarize(part, slos.get(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)))
             pool_eps = [ep for ep in eps if ep.namespace == plane.pools[key].namespace
                         and all(ep.labels.get(k) == v for k, v in plane.pools[key].selector.items())]
             h = sum(ep.engine.prefix_cache_hits for ep in pool_eps)

@@ -17,6 +17,7 @@ from collections import deque
 from typing import Any
 
 from kubetwin.serving.dataplane import ServingDataPlane
+from kubetwin.serving.histograms import HISTOGRAMS, RequestHistograms
 from kubetwin.sim.env import Environment
 
 SCRAPE_INTERVAL = 15.0  # a typical PodMonitoring/ServiceMonitor interval (twin assumption; Prometheus' own default
@@ -30,7 +31,9 @@ COUNTERS = {"vllm:request_success_total": "finished", "vllm:prompt_tokens_total"
             "vllm:prefix_cache_hits_total": "prefix_cache_hits", "vllm:num_preemptions_total": "num_preemptions"}
 POOL_GAUGES = ("inference_pool_average_queue_size", "inference_pool_average_kv_cache_utilization",
                "inference_pool_ready_pods", "inference_extension_flow_control_queue_size")
-KNOWN = (*GAUGES, *COUNTERS, *POOL_GAUGES)
+INFO = ("vllm:cache_config_info", "vllm:lora_requests_info")
+KNOWN = (*GAUGES, *COUNTERS, *POOL_GAUGES, *INFO,
+         *(f"{h}{suffix}" for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")))
 
 Labels = dict[str, str]
 
@@ -38,9 +41,14 @@ Labels = dict[str, str]
 class ServingMetricsSource:
     """A MetricsProvider (serving.promql) over scraped samples."""
 
-    def __init__(self, plane: ServingDataPlane, env: Environment, interval: float = SCRAPE_INTERVAL) -> None:
+    def __init__(self, plane: ServingDataPlane, env: Environment, interval: float = SCRAPE_INTERVAL,
+                 histogram_history: bool = False) -> None:
         self.plane, self.env, self.interval = plane, env, interval
         self._series: dict[str, dict[tuple, tuple[Labels, deque]]] = {}
+        self.hist = RequestHistograms()
+        # histogram buckets are 20-odd series per pod each; their samples are kept only when a query reads them
+        self.histogram_history = histogram_history
+        self._pod_labels: dict[str, Labels] = {}
         env.after(0, self._scrape)
 
     def _add(self, name: str, labels: Labels, value: float) -> None:
@@ -60,6 +68,8 @@ class ServingMetricsSource:
             e = ep.engine
             e.advance(now)
             labels = {"namespace": ep.namespace, "pod": ep.name, "model_name": ep.served_names[0]}
+            self._pod_labels[ep.name] = labels
+            self._info(ep, labels)
             self._add("vllm:num_requests_waiting", labels, e.num_waiting)
             self._add("vllm:num_requests_running", labels, e.num_running)
             self._add("vllm:kv_cache_usage_perc", labels, e.kv_usage)
@@ -76,7 +86,38 @@ class ServingMetricsSource:
                       sum(ep.engine.kv_usage for ep in eps) / n if n else 0.0)
             self._add("inference_extension_flow_control_queue_size",
                       {"inference_pool": pool.name, "namespace": pool.namespace}, len(pool.held))
+        self.hist.consume(self.plane.log.rows)
+        if self.histogram_history:
+            for name, labels, value in self._histogram_samples():
+                self._add(name, labels, value)
         self.env.after(self.interval, self._scrape)
+
+    def _info(self, ep: object, labels: Labels) -> None:
+        """vLLM's info gauges: cache_config_info (the EPP's autoTune reads block_size and num_gpu_blocks) and,
+        with --enable-lora, lora_requests_info (value: the time of the sample, as vLLM sets it)."""
+        e, args = ep.engine, ep.args  # type: ignore[attr-defined]
+        self._add("vllm:cache_config_info", {**labels, "block_size": str(e.block_size),
+                                             "num_gpu_blocks": str(e.num_gpu_blocks)}, 1)
+        if args is not None and args.enable_lora:
+            self._add("vllm:lora_requests_info", {
+                **labels, "max_lora": str(e.max_loras),
+                "running_lora_adapters": ",".join(sorted(e.active_loras())),
+                "waiting_lora_adapters": ",".join(sorted(e.waiting_loras()))}, self.env.now)
+
+    def _histogram_samples(self) -> list[tuple[str, Labels, float]]:
+        out = []
+        log_labels = self.plane.log.labels
+        for pod in sorted(self.hist.pods):
+            labels = self._pod_labels.get(log_labels[pod])
+            if labels is None:
+                continue
+            for name in HISTOGRAMS:
+                for le, value in self.hist.series(pod, name):
+                    if le in ("sum", "count"):
+                        out.append((f"{name}_{le}", labels, value))
+                    else:
+                        out.append((f"{name}_bucket", {**labels, "le": le}, value))
+        return out
 
     def series(self, name: str, start: float, end: float) -> list[tuple[Labels, list[tuple[float, float]]]]:
         out = []
@@ -87,19 +128,31 @@ class ServingMetricsSource:
         return out
 
     def exposition(self) -> str:
-        """The last scrape of every series, in Prometheus' text format, sorted for byte-identical output."""
+        """The last scrape of every series and the final histograms, in Prometheus' text format, sorted for
+        byte-identical output."""
         lines: list[str] = []
-        for name in sorted(self._series):
+        for name in sorted(n for n in self._series if not n.endswith(("_bucket", "_sum", "_count"))
+                           or n in COUNTERS):
             kind = "counter" if name in COUNTERS else "gauge"
             lines.append(f"# TYPE {name} {kind}")
             for key in sorted(self._series[name]):
                 labels, samples = self._series[name][key]
                 if samples:
-                    lab = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-                    lines.append(f"{name}{{{lab}}} {_num(samples[-1][1])}")
+                    lines.append(f"{name}{{{_labels(labels)}}} {_num(samples[-1][1])}")
+        self.hist.consume(self.plane.log.rows)
+        samples = self._histogram_samples()
+        for hname in sorted(HISTOGRAMS):
+            mine = [(n, lab, v) for n, lab, v in samples if n.startswith(hname + "_")]
+            if mine:
+                lines.append(f"# TYPE {hname} histogram")
+                lines += [f"{n}{{{_labels(lab)}}} {_num(v)}" for n, lab, v in mine]
         return "\n".join(lines) + ("\n" if lines else "")
 
 
 def _num(v: Any) -> str:
     f = float(v)
     return str(int(f)) if f.is_integer() else repr(f)
+
+
+def _labels(labels: Labels) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))

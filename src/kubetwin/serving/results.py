@@ -81,11 +81,13 @@ def _pct(x: np.ndarray) -> dict[str, float | None]:
             "mean": round(float(x.mean()), 4)}
 
 
-def summarize(a: dict[str, np.ndarray], span: float, slo: tuple[float, float]) -> dict[str, Any]:
-    """Latency percentiles, SLO attainment and goodput of one set of requests over `span` seconds."""
+def summarize(a: dict[str, np.ndarray], slo: tuple[float, float]) -> dict[str, Any]:
+    """Latency percentiles, SLO attainment, and throughput and goodput over the makespan (first arrival to last
+    response), so routers compare on what they served rather than on the offered load."""
     lat = latencies(a)
     done = lat["done"]
     n = len(a["id"])
+    span = float(a["finish"][done].max() - a["arrival"].min()) if done.any() else 0.0
     ok = done & (np.nan_to_num(lat["ttft"], nan=np.inf) <= slo[0]) & (np.nan_to_num(lat["tpot"], nan=0.0) <= slo[1])
     out_tokens = int(a["output"][done].sum())
     queried = int(a["prompt"][done].sum())
@@ -98,7 +100,7 @@ def summarize(a: dict[str, np.ndarray], span: float, slo: tuple[float, float]) -
         "ttft_seconds": _pct(lat["ttft"]), "tpot_seconds": _pct(lat["tpot"]), "e2e_seconds": _pct(lat["e2e"]),
         "queue_seconds": _pct(lat["queue"]),
         "slo": {"ttft_seconds": slo[0], "tpot_seconds": slo[1]},
-        "slo_attainment": round(float(ok.sum() / n), 4) if n else None,
+        "slo_attainment": round(float(ok.sum() / n), 4) if n else None, "makespan_seconds": round(span, 3),
         "goodput_rps": round(float(ok.sum() / span), 4) if span > 0 else None,
         "throughput_output_tokens_per_s": round(out_tokens / span, 2) if span > 0 else None,
         "output_tokens": out_tokens, "prompt_tokens": queried,
