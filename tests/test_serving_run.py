@@ -196,3 +196,20 @@ def test_vllm_histograms_and_info_series_in_metrics_prom(tmp_path: Path) -> None
     assert float(tpot_count.rsplit(" ", 1)[1]) == (df[df.status == 200].output_tokens - 1).sum()
     assert any(ln.startswith("vllm:cache_config_info{block_size=\"16\"") for ln in prom)
     assert any(ln.startswith("vllm:lora_requests_info{max_lora=\"2\"") for ln in prom)
+
+
+def test_inference_model_target_models_split_traffic_onto_lora_adapters() -> None:
+    """InferenceModel.targetModels (v1alpha2, as in the seed): the gateway rewrites each request to a target by
+    weight; a target the server does not serve is vLLM's 404."""
+    im = inference_model("food", model="food-review")
+    im["spec"]["targetModels"] = [{"name": "food-review-1", "weight": 3}, {"name": "food-review-2", "weight": 1}]
+    lora = ["--model", MODEL, "--enable-lora", "--max-loras", "2",
+            "--lora-modules", "food-review-1=/adapters/1", "food-review-2=/adapters/2"]
+    objs = [scenario("15m"), h100_pool(1), inference_pool(), im, trace(start="8m", rate=4, model="food-review")]
+    with_lora = run(objects=[*objs, vllm("srv", 1, args=lora)])
+    df = with_lora.requests()
+    assert (df.status == 200).all() and len(df) > 1000
+    share = (df.model == "food-review-1").mean()
+    assert set(df.model) == {"food-review-1", "food-review-2"} and 0.72 < share < 0.78  # weights 3 : 1
+    without = run(objects=[*objs, vllm("srv", 1)]).requests()
+    assert set(without.status) == {404}

@@ -13,6 +13,7 @@ gateway's own timeout decides this in a real cluster) and then fails them with 5
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,7 @@ class Endpoint:
     model: str
     served_names: list[str]
     args: Any = None  # the resolved EngineArgs (vllm:cache_config_info, vllm:lora_requests_info)
+    adapters: frozenset[str] = frozenset()  # LoRA adapters the server knows (--lora-modules, with --enable-lora)
 
 
 @dataclass
@@ -101,6 +103,8 @@ class ServingDataPlane:
         self._trace_of: dict[int, tuple[str, str]] = {}  # request id -> (trace, pool key) while in flight
         self._next_id = 0
         self.priorities: dict[tuple[str, str], int] = {}  # (namespace, model) -> priority from objectives
+        self.targets: dict[tuple[str, str], tuple[list[str], np.ndarray]] = {}  # InferenceModel targetModels
+        self._rng = np.random.default_rng(seed)  # the traffic split's draws
         self.pod_gpu_seconds: dict[str, list[float]] = {}  # pod uid -> [bound at, ended at or -1, gpus, $/GPU-s]
         for kind in POOL_KINDS:
             store.watch(kind, self._on_pool)
@@ -162,8 +166,13 @@ class ServingDataPlane:
             model, prio = obj["metadata"]["name"], int(spec.get("priority") or 0)
         if etype == "DELETED":
             self.priorities.pop((ns, model), None)
-        else:
-            self.priorities[(ns, model)] = prio
+            self.targets.pop((ns, model), None)
+            return
+        self.priorities[(ns, model)] = prio
+        targets = [(t["name"], int(t.get("weight") or 1)) for t in spec.get("targetModels") or []]
+        if targets:  # InferenceModel.targetModels: the traffic split, usually onto LoRA adapters
+            names, weights = zip(*targets, strict=True)
+            self.targets[(ns, model)] = (list(names), np.asarray(weights, dtype=float) / sum(weights))
 
     # ---- pods and engines --------------------------------------------------------------------------------------
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
@@ -238,7 +247,8 @@ class ServingDataPlane:
             self.events.event(pod, "Warning", "ModelServerFailed", str(err), "kubetwin")
             return None
         return Endpoint(meta["name"], meta.get("namespace") or "default", uid, dict(meta.get("labels") or {}),
-                        engine, _gpus(pod), args.model, list(args.served_model_name) or [args.model], args)
+                        engine, _gpus(pod), args.model, list(args.served_model_name) or [args.model], args,
+                        frozenset(lora_names(args.lora_modules)) if args.enable_lora else frozenset())
 
     # ---- requests ----------------------------------------------------------------------------------------------
     def _on_trace(self, etype: str, obj: Obj, old: Obj | None) -> None:
@@ -270,6 +280,10 @@ class ServingDataPlane:
             pool.held[req.id] = (req, trace)
             self.env.after(pool.ttl, lambda: self._expire(pool, req.id))
             return
+        if self.targets and pool.holds and req.lora is None:
+            split = self.targets.get((pool.namespace, req.model))
+            if split is not None:  # the EPP rewrites the request's model to one of the InferenceModel's targets
+                req.lora = split[0][int(self._rng.choice(len(split[0]), p=split[1]))]
         snap = pool.snap
         if snap is None or now - pool.snap_time >= REFRESH_INTERVAL:
             snap = self._snapshot(pool, now)
@@ -279,6 +293,14 @@ class ServingDataPlane:
             self._end(req, trace, pool.key, decision.status, decision.reason)
             return
         ep = pool.endpoints[i]
+        if req.lora is not None and req.lora in ep.served_names:
+            req.lora = None  # the target is the base model itself
+        elif req.lora is not None and req.lora not in ep.adapters:
+            # vLLM answers an unknown model (no such adapter: LoRA off, or not in --lora-modules) with 404,
+            # "The model `X` does not exist." (vllm/entrypoints/openai/serving_engine.py _check_model)
+            req.pod = ep.name
+            self._end(req, trace, pool.key, 404, f"The model `{req.lora}` does not exist.")
+            return
         self._trace_of[req.id] = (trace, pool.key)
         req.pod = ep.name
         ep.engine.advance(now)
@@ -385,6 +407,20 @@ class _Arrivals:
                 env.at(req.arrival, self)
                 return
         self.req = None
+
+
+def lora_names(modules: list[str]) -> list[str]:
+    """Adapter names from --lora-modules: `name=path` or the JSON form `{"name": ..., "path": ...}`."""
+    out = []
+    for m in modules:
+        if m.lstrip().startswith("{"):
+            try:
+                out.append(str(json.loads(m)["name"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+        else:
+            out.append(m.split("=", 1)[0])
+    return out
 
 
 def _gpus(pod: Obj) -> int:
