@@ -73,8 +73,8 @@ def test_a_pool_with_no_endpoint_fails_held_requests_after_the_ttl_and_a_service
     df = run(objects=objs).requests()
     pool = df[df.pool == "InferencePool/default/pool"]
     svc = df[df.pool == "Service/default/svc"]
-    assert len(pool) > 200 and set(pool.status) == {503}
-    assert set(svc.status) == {503}
+    assert len(pool) > 200 and set(pool.status) == {503} and set(pool.reason) == {"request timed out in queue"}
+    assert set(svc.status) == {503} and set(svc.reason) == {"no healthy upstream"}
     # no Ready endpoint: the Service answers at once; the InferencePool held each request for its TTL
     assert svc.queue.isna().all() and svc.e2e.isna().all()
 
@@ -90,6 +90,7 @@ def test_sheddable_requests_are_dropped_with_429_when_the_pool_is_saturated() ->
     shed = df[df.trace == "default/sheddable"]
     std = df[df.trace == "default/standard"]
     assert (shed.status == 429).sum() > 50 and (shed.priority == -1).all()
+    assert set(shed[shed.status == 429].reason) == {"system saturated, sheddable request dropped"}
     assert (std.status == 429).sum() == 0 and (std.status == 200).sum() > 100  # the rest still queued at the end
 
 
@@ -213,3 +214,4 @@ def test_inference_model_target_models_split_traffic_onto_lora_adapters() -> Non
     assert set(df.model) == {"food-review-1", "food-review-2"} and 0.72 < share < 0.78  # weights 3 : 1
     without = run(objects=[*objs, vllm("srv", 1)]).requests()
     assert set(without.status) == {404}
+    assert set(without.reason) == {f"The model `food-review-{i}` does not exist." for i in (1, 2)}

@@ -9,7 +9,9 @@ refresh (the EPP's --refresh-metrics-interval, 50 ms), so it lags them by up to 
 With no Ready endpoint an InferencePool holds requests (the EPP's flow control holds them while the first replica
 cold-starts, reference section 1.12) until `kubetwin.io/request-ttl` (default 10 min, a twin assumption: the
 gateway's own timeout decides this in a real cluster) and then fails them with 503; a Service answers 503 at once
-(Envoy's "no healthy upstream")."""
+(Envoy's "no healthy upstream"). A pod that stops being Ready (deleted on scale-down, its node preempted) aborts
+its in-flight requests, which the gateway answers 503: vLLM's API server does not drain on SIGTERM by default (its
+newer --shutdown-timeout, vllm-project/vllm#34730, would; not modelled)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ DEFAULT_TTL = 600.0
 REFRESH_INTERVAL = 0.05  # EPP --refresh-metrics-interval=50ms (GIE pkg/epp/server/options.go, reference 1.9)
 STALENESS = 2.0  # EPP --metrics-staleness-threshold=2s (same source)
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# Envoy's local replies (source/common/router/router.cc): no endpoint to send to, and an upstream that went away
+NO_UPSTREAM = "no healthy upstream"
+RESET = "upstream connect error or disconnect/reset before headers. reset reason: connection termination"
 
 
 @dataclass
@@ -120,7 +125,7 @@ class ServingDataPlane:
         if etype == "DELETED":
             pool = self.pools.pop(key, None)
             for req, trace in (pool.held.values() if pool else ()):
-                self._end(req, trace, key, 503, "")
+                self._end(req, trace, key, 503, NO_UPSTREAM)
             return
         if key in self.pools:
             self.pools[key].selector = pool_selector(obj)
@@ -202,7 +207,7 @@ class ServingDataPlane:
             ep.engine.advance(self.env.now)
             for req in ep.engine.abort_all(self.env.now):
                 trace, key = self._trace_of.get(req.id, ("", ""))
-                self._end(req, trace, key, 503, "")
+                self._end(req, trace, key, 503, RESET)
             self.retired.append(ep)
 
     def _model_server(self, pod: Obj) -> tuple[int, Any] | None:
@@ -275,7 +280,7 @@ class ServingDataPlane:
         now = self.env.now
         if not pool.endpoints:
             if not pool.holds:
-                self._end(req, trace, pool.key, 503, "")
+                self._end(req, trace, pool.key, 503, NO_UPSTREAM)
                 return
             pool.held[req.id] = (req, trace)
             self.env.after(pool.ttl, lambda: self._expire(pool, req.id))
@@ -354,7 +359,7 @@ class ServingDataPlane:
         self.log.add(req, trace, key)
 
     def _end(self, req: Request, trace: str, key: str, status: int, reason: str) -> None:
-        req.status, req.finish = status, self.env.now
+        req.status, req.finish, req.reason = status, self.env.now, reason
         self._trace_of.pop(req.id, None)
         self.log.add(req, trace, key)
 
@@ -395,7 +400,7 @@ class _Arrivals:
         while req is not None:
             pool = pools.get(key)
             if pool is None:
-                plane._end(req, trace, key, 503, "")
+                plane._end(req, trace, key, 503, NO_UPSTREAM)
             else:
                 plane._route(pool, req, trace)
             req = next(it, None)

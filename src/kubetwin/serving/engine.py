@@ -200,6 +200,7 @@ class Engine:
         req.pod = self.name
         if req.prompt_tokens + req.output_tokens > self.max_model_len:
             req.status = 400
+            req.reason = self.reject_message(req, self.max_model_len)
             req.finish = t
             self.rejected += 1
             if self.on_finish is not None:

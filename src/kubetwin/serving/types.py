@@ -36,7 +36,8 @@ class Request:
     finish: float = -1.0
     cached_tokens: int = 0  # prompt tokens served from the prefix cache (at the last (re)schedule)
     preemptions: int = 0
-    status: int = 0  # HTTP status: 200 done, 429 shed, 503 no endpoint, 500 aborted (pod gone)
+    status: int = 0  # HTTP status: 200 done, 400 too long, 404 no such model, 429 shed, 503 no endpoint / aborted
+    reason: str = ""  # the error body's message when status is not 200, in the answering component's words
 
 
 @dataclass(slots=True)
