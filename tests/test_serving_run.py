@@ -215,3 +215,19 @@ def test_inference_model_target_models_split_traffic_onto_lora_adapters() -> Non
     without = run(objects=[*objs, vllm("srv", 1)]).requests()
     assert set(without.status) == {404}
     assert set(without.reason) == {f"The model `food-review-{i}` does not exist." for i in (1, 2)}
+
+
+def test_kubectl_get_for_the_serving_kinds(tmp_path: Path) -> None:
+    """`kubetwin get hpa | scaledobjects | inferencepools` print kubectl's columns (KEDA's CRD printer columns; the
+    HPA's TARGETS as current/target (avg))."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "serving-scale-to-zero.yaml"
+    res = CliRunner().invoke(app, ["run", str(example), "--duration", "2h", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    get = CliRunner().invoke(app, ["get", "scaledobjects", "-A", "--run", str(tmp_path / "r"), "--at", "1h"])
+    assert get.output.splitlines()[0].split()[:8] == ["NAMESPACE", "NAME", "SCALETARGETKIND", "SCALETARGETNAME",
+                                                      "MIN", "MAX", "READY", "ACTIVE"]
+    assert "apps/v1.Deployment" in get.output and "prometheus" in get.output
+    hpa = CliRunner().invoke(app, ["get", "hpa", "-A", "--run", str(tmp_path / "r"), "--at", "1h"]).output
+    row = hpa.splitlines()[1].split()
+    assert row[1].startswith("keda-hpa-") and row[2].startswith("Deployment/") and row[3].endswith("/64")
+    assert "(avg)" in hpa

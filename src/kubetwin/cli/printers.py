@@ -42,6 +42,17 @@ CRD_COLUMNS: dict[str, list[tuple[str, str]]] = {
                    ("ADMITTED WORKLOADS", ".status.admittedWorkloads")],
     "JobSet": [("TERMINALSTATE", ".status.terminalState"), ("RESTARTS", ".status.restarts"),
                ("COMPLETED", '.status.conditions[?(@.type=="Completed")].status'), ("SUSPENDED", ".spec.suspend")],
+    # keda.sh_scaledobjects.yaml and the Inference Extension CRDs (InferencePool has no printer columns)
+    "ScaledObject": [("SCALETARGETKIND", ".status.scaleTargetKind"), ("SCALETARGETNAME", ".spec.scaleTargetRef.name"),
+                     ("MIN", ".spec.minReplicaCount"), ("MAX", ".spec.maxReplicaCount"),
+                     ("READY", '.status.conditions[?(@.type=="Ready")].status'),
+                     ("ACTIVE", '.status.conditions[?(@.type=="Active")].status'),
+                     ("FALLBACK", '.status.conditions[?(@.type=="Fallback")].status'),
+                     ("PAUSED", '.status.conditions[?(@.type=="Paused")].status'),
+                     ("TRIGGERS", ".status.triggersTypes"), ("AUTHENTICATIONS", ".status.authenticationsTypes")],
+    "InferenceModel": [("MODEL NAME", ".spec.modelName"), ("INFERENCE POOL", ".spec.poolRef.name"),
+                       ("CRITICALITY", ".spec.criticality")],
+    "InferenceObjective": [("INFERENCE POOL", ".spec.poolRef.name"), ("PRIORITY", ".spec.priority")],
 }
 _STEP = re.compile(r"\w+(?:\[[^\]]*\])?")  # .a, .a[?(@.k=="v")]: dots inside brackets do not split
 _FILTER = re.compile(r'^(\w+)\[\?\(@\.(\w+)=="([^"]*)"\)\]$')
@@ -119,6 +130,14 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
             rows.append([d["metadata"]["name"], f"{st.get('readyReplicas', 0)}/{want}",
                          str(st.get("updatedReplicas", 0)), str(st.get("availableReplicas", 0)),
                          _age(d["metadata"].get("creationTimestamp"), now)])
+    elif kind == "HorizontalPodAutoscaler":  # kubectl's printer (printHorizontalPodAutoscaler)
+        rows.append(["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"])
+        for h in objs:
+            spec, st = h["spec"], h.get("status") or {}
+            ref = spec.get("scaleTargetRef") or {}
+            rows.append([h["metadata"]["name"], f"{ref.get('kind')}/{ref.get('name')}", hpa_targets(h),
+                         str(spec.get("minReplicas", 1)), str(spec.get("maxReplicas")),
+                         str(st.get("currentReplicas", 0)), _age(h["metadata"].get("creationTimestamp"), now)])
     elif kind == "ResourceClaim":  # kubectl's printer: pending | allocated | allocated,reserved (+ deleted)
         rows.append(["NAME", "STATE", "AGE"])
         for c in objs:
@@ -143,6 +162,25 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
         rows.append(["NAME", "AGE"])
         rows += [[o["metadata"]["name"], _age(o["metadata"].get("creationTimestamp"), now)] for o in objs]
     return rows
+
+
+def hpa_targets(h: dict) -> str:
+    """kubectl's TARGETS column: current/target per metric, "(avg)" for AverageValue, <unknown> before a reading."""
+    out = []
+    current = (h.get("status") or {}).get("currentMetrics") or []
+    for i, m in enumerate(h["spec"].get("metrics") or []):
+        kind = m.get("type", "")
+        body = m.get(kind[:1].lower() + kind[1:]) or {}
+        target = body.get("target") or {}
+        cur = (current[i].get(kind[:1].lower() + kind[1:]) or {}).get("current") or {} if i < len(current) else {}
+        if "averageValue" in target:
+            out.append(f"{cur.get('averageValue', '<unknown>')}/{target['averageValue']} (avg)")
+        elif "value" in target:
+            out.append(f"{cur.get('value', '<unknown>')}/{target['value']}")
+        elif "averageUtilization" in target:
+            have = cur.get("averageUtilization")
+            out.append(f"{'<unknown>' if have is None else f'{have}%'}/{target['averageUtilization']}%")
+    return ", ".join(out) or "<none>"
 
 
 def render_table(rows: list[list[str]]) -> str:

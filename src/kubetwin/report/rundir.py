@@ -33,6 +33,16 @@ RESOURCES = {
     "provisioningrequest": "ProvisioningRequest", "provreq": "ProvisioningRequest", "podtemplates": "PodTemplate",
     "podtemplate": "PodTemplate", "admissionchecks": "AdmissionCheck", "admissioncheck": "AdmissionCheck",
     "provisioningrequestconfigs": "ProvisioningRequestConfig", "provisioningrequestconfig": "ProvisioningRequestConfig",
+    "services": "Service", "service": "Service", "svc": "Service",
+    "horizontalpodautoscalers": "HorizontalPodAutoscaler", "horizontalpodautoscaler": "HorizontalPodAutoscaler",
+    "hpa": "HorizontalPodAutoscaler", "scaledobjects": "ScaledObject", "scaledobject": "ScaledObject",
+    "so": "ScaledObject", "inferencepools": "InferencePool", "inferencepool": "InferencePool",
+    "infpool": "InferencePool", "inferencemodels": "InferenceModel", "inferencemodel": "InferenceModel",
+    "inferenceobjectives": "InferenceObjective", "inferenceobjective": "InferenceObjective",
+    "requesttraces": "RequestTrace", "requesttrace": "RequestTrace",
+    "persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumeclaim": "PersistentVolumeClaim",
+    "pvc": "PersistentVolumeClaim", "storageclasses": "StorageClass", "storageclass": "StorageClass",
+    "sc": "StorageClass",
 }
 
 
