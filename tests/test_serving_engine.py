@@ -296,3 +296,32 @@ def test_abort_all_returns_unfinished_and_empties():
     assert [r.id for r in out] == [0, 1, 2]
     assert e.idle and e.num_running == 0 and e.num_waiting == 0 and e.kv_usage == 0.0
     assert e.match_tokens(rs[0]) == 0
+
+
+@pytest.mark.parametrize(("cap", "late_lora", "gap"), [
+    (2, "a", 1.0),  # "a" runs throughout: vLLM touches it every step, so loading "c" evicts the idle "b", not "a"
+    (2, "b", 1.5),  # ... and "b" must be loaded again
+    (3, "b", 1.0),  # room for all three: nothing is evicted
+])
+def test_lora_lru_never_evicts_a_running_adapter(cap, late_lora, gap):
+    """vLLM's LRUCacheWorkerLoRAManager touches every adapter of the batch each step (add_adapter: "We always touch
+    to update the LRU cache order"), so an adapter in use is never the least recently used one. Timeline (1 s steps,
+    0.5 s per load): a, b admitted at 0 (2 loads, ends 2.0); b finishes 3.0; c admitted at 4.0 (ends 5.5), finishes
+    6.5; the late request arrives at 7.0 and is scheduled at 7.5 while a still decodes."""
+    e, _, _ = engine(enable_lora=True, max_loras=2, max_cpu_loras=cap, lora_load_time=0.5, macro=False)
+    a, b = mk(0, 10, 20, lora="a"), mk(1, 10, 2, lora="b")
+    c, late = mk(2, 10, 2, t=3.5, lora="c"), mk(3, 10, 1, t=7.0, lora=late_lora)
+    drive(e, [a, b, c, late])
+    assert (b.finish, c.scheduled, c.finish, late.scheduled) == (3.0, 4.0, 6.5, 7.5)
+    assert late.first_token - late.scheduled == gap
+
+
+@pytest.mark.parametrize(("caching", "queries", "hits"), [(True, 2 * 40, 32), (False, 0, 0)])
+def test_prefix_cache_counters_only_with_caching(caching, queries, hits):
+    """vLLM's get_computed_blocks returns before recording PrefixCacheStats when caching is off, so
+    vllm:prefix_cache_queries stays 0; with caching on, the second request hits the first's 32-token segment."""
+    e, _, _ = engine(enable_prefix_caching=caching)
+    first = mk(0, 40, 1, segs=(32, 8), hashes=(1, 2))
+    second = mk(1, 40, 1, t=5.0, segs=(32, 8), hashes=(1, 3))
+    drive(e, [first, second])
+    assert (e.prefix_cache_queries, e.prefix_cache_hits) == (queries, hits)

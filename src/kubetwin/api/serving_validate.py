@@ -101,3 +101,20 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
                               f"model {args.model!r} is not in the twin's model table: its pods start but serve no "
                               "requests in a run", f"use one of {', '.join(near)}" if near else "", "notice"))
     return out
+
+
+def request_trace_file(m: Manifest) -> list[Diagnostic]:
+    """A RequestTrace's spec.path must name a file, resolved as the run resolves it (relative to the manifest's
+    folder): `validate` says so rather than passing a scenario the run then refuses. Only its existence is checked
+    here (a trace can be gigabytes); its rows are read, and reported by line, when the run loads it."""
+    from pathlib import Path
+
+    path = (m.obj.get("spec") or {}).get("path")
+    if not isinstance(path, str) or not path or m.file.startswith("<"):
+        return []
+    full = Path(m.file).resolve().parent / path
+    if full.is_file():
+        return []
+    return [Diagnostic(m.file, m.line_of("spec.path"), m.ref, "spec.path", f"trace file not found: {full}",
+                       "check spec.path; it is resolved relative to the folder of the manifest that declares the "
+                       "RequestTrace")]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from kubetwin.api.units import parse_quantity
 from kubetwin.serving.promql import LOOKBACK, MetricsProvider
+from kubetwin.serving.staleness import newest
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store, matches
 
@@ -200,9 +201,9 @@ class ReplicaCalculator:
                 continue
             if selector and not matches(selector, labels):
                 continue
-            inside = [v for t, v in samples if now - LOOKBACK < t <= now]
-            if inside:
-                values[labels["pod"]] = int(inside[-1] * 1000)
+            v = newest(samples, now)
+            if v is not None:
+                values[labels["pod"]] = int(v * 1000)
         pods = self._pods(ns, target)
         if not pods:
             calc = "no pods returned by selector while calculating replica count"
@@ -255,9 +256,9 @@ class ReplicaCalculator:
                 continue
             if selector and not matches(selector, labels):
                 continue
-            inside = [v for t, v in samples if now - LOOKBACK < t <= now]
-            if inside:
-                total, found = total + int(inside[-1] * 1000), True
+            v = newest(samples, now)
+            if v is not None:
+                total, found = total + int(v * 1000), True
         if not found:
             calc = (f"unable to get metric {name}: {obj.get('kind')} on {ns} {obj.get('name')}/the server could not "
                     "find the metric")

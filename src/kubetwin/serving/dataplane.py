@@ -11,25 +11,28 @@ cold-starts, reference section 1.12) until `kubetwin.io/request-ttl` (default 10
 gateway's own timeout decides this in a real cluster) and then fails them with 503; a Service answers 503 at once
 (Envoy's "no healthy upstream"). A pod that stops being Ready (deleted on scale-down, its node preempted) aborts
 its in-flight requests, which the gateway answers 503: vLLM's API server does not drain on SIGTERM by default (its
-newer --shutdown-timeout, vllm-project/vllm#34730, would; not modelled)."""
+newer --shutdown-timeout, vllm-project/vllm#34730, would; not modelled). A deleted pool fails the requests it holds
+with 503 at once, as later arrivals for it; its requests and counters stay in the results.
+
+The pools and their routers' snapshots are in pools.py, a trace's arrivals pump in arrivals.py."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from kubetwin.api.units import parse_duration
 from kubetwin.serving import modelserver, traces
+from kubetwin.serving.arrivals import Arrivals
 from kubetwin.serving.engine import Engine
 from kubetwin.serving.modelspec import lookup_server_model
 from kubetwin.serving.perf import GpuSpec, PerfModel
+from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool, pool_selector
 from kubetwin.serving.results import RequestLog
 from kubetwin.serving.router import make_router
-from kubetwin.serving.types import EndpointSnapshot, Request
+from kubetwin.serving.types import Request
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store, matches
@@ -38,60 +41,10 @@ POOL_KINDS = ("InferencePool", "Service")
 ROUTER = "kubetwin.io/router"
 REQUEST_TTL = "kubetwin.io/request-ttl"
 DEFAULT_TTL = 600.0
-REFRESH_INTERVAL = 0.05  # EPP --refresh-metrics-interval=50ms (GIE pkg/epp/server/options.go, reference 1.9)
-STALENESS = 2.0  # EPP --metrics-staleness-threshold=2s (same source)
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # Envoy's local replies (source/common/router/router.cc): no endpoint to send to, and an upstream that went away
 NO_UPSTREAM = "no healthy upstream"
 RESET = "upstream connect error or disconnect/reset before headers. reset reason: connection termination"
-
-
-@dataclass
-class Endpoint:
-    """A Ready model-server pod and its engine."""
-
-    name: str
-    namespace: str
-    uid: str
-    labels: dict[str, str]
-    engine: Engine
-    gpus: int
-    model: str
-    served_names: list[str]
-    args: Any = None  # the resolved EngineArgs (vllm:cache_config_info, vllm:lora_requests_info)
-    adapters: frozenset[str] = frozenset()  # LoRA adapters the server knows (--lora-modules, with --enable-lora)
-
-
-@dataclass
-class Pool:
-    """An InferencePool or Service the gateway routes to."""
-
-    kind: str
-    namespace: str
-    name: str
-    selector: dict[str, str]
-    router: Any
-    holds: bool
-    ttl: float
-    endpoints: list[Endpoint] = field(default_factory=list)
-    snap: EndpointSnapshot | None = None
-    snap_time: float = -1.0
-    held: dict[int, tuple[Request, str]] = field(default_factory=dict)
-    key: str = field(init=False)  # "Kind/namespace/name", read per request: built once
-    # what a snapshot copies of the endpoints that never changes while they stay: names, max LoRAs, KV blocks, block
-    # size, freshness; rebuilt when the endpoints change (None)
-    static: tuple | None = None
-
-    def __post_init__(self) -> None:
-        self.key = f"{self.kind}/{self.namespace}/{self.name}"
-
-
-def pool_selector(obj: Obj) -> dict[str, str]:
-    """The labels a pool selects: InferencePool v1 `selector.matchLabels`, v1alpha2 `selector`, Service `selector`."""
-    sel = (obj.get("spec") or {}).get("selector") or {}
-    if obj["kind"] == "InferencePool" and isinstance(sel.get("matchLabels"), dict):
-        return dict(sel["matchLabels"])
-    return {k: v for k, v in sel.items() if isinstance(v, str)}
 
 
 class ServingDataPlane:
@@ -102,6 +55,7 @@ class ServingDataPlane:
         self.store, self.env, self.events, self.seed = store, env, events, seed
         self.traces = traces  # (namespace, name) -> the RequestTrace's requests, loaded before the run
         self.pools: dict[str, Pool] = {}
+        self.deleted: dict[str, Pool] = {}  # pools deleted during the run (and not re-created), by key
         self.endpoints: dict[str, Endpoint] = {}  # pod uid -> endpoint
         self.retired: list[Endpoint] = []  # endpoints that left: their counters still count
         self.log = RequestLog()
@@ -124,8 +78,12 @@ class ServingDataPlane:
         key = f"{obj['kind']}/{meta.get('namespace') or 'default'}/{meta['name']}"
         if etype == "DELETED":
             pool = self.pools.pop(key, None)
-            for req, trace in (pool.held.values() if pool else ()):
-                self._end(req, trace, key, 503, NO_UPSTREAM)
+            if pool is not None:  # emptied, so the held requests' TTL timers find nothing left to fail again
+                held, pool.held = pool.held, {}
+                pool.set_endpoints([])
+                self.deleted[key] = pool  # its requests, counters and time series still count in the results
+                for req, trace in held.values():
+                    self._end(req, trace, key, 503, NO_UPSTREAM)
             return
         if key in self.pools:
             self.pools[key].selector = pool_selector(obj)
@@ -138,6 +96,7 @@ class ServingDataPlane:
                     make_router(preset, seed=self.seed + len(self.pools), oracle=self), inference,
                     parse_duration(ann[REQUEST_TTL]) if REQUEST_TTL in ann else DEFAULT_TTL)
         self.pools[key] = pool
+        self.deleted.pop(key, None)
         self._resync(pool)
 
     def _resync(self, pool: Pool) -> None:
@@ -149,7 +108,7 @@ class ServingDataPlane:
         gone = {e.name for e in pool.endpoints} - {e.name for e in want}
         for name in sorted(gone):
             pool.router.remove(name)
-        pool.endpoints, pool.snap, pool.static = want, None, None
+        pool.set_endpoints(want)
         if want and pool.held:
             self.env.after(0, lambda: self._release(pool))
 
@@ -274,7 +233,7 @@ class ServingDataPlane:
         req = next(it, None)
         if req is not None:
             req.arrival += self.env.now
-            self.env.at(req.arrival, _Arrivals(self, it, self.env.now, f"{ns}/{meta['name']}", key, req))
+            self.env.at(req.arrival, Arrivals(self, it, self.env.now, f"{ns}/{meta['name']}", key, req))
 
     def _route(self, pool: Pool, req: Request, trace: str) -> None:
         now = self.env.now
@@ -291,7 +250,7 @@ class ServingDataPlane:
                 req.lora = split[0][int(self._rng.choice(len(split[0]), p=split[1]))]
         snap = pool.snap
         if snap is None or now - pool.snap_time >= REFRESH_INTERVAL:
-            snap = self._snapshot(pool, now)
+            snap = pool.snapshot(now)
         decision = pool.router.pick(req, snap, now)
         i = decision.index
         if i is None:
@@ -319,29 +278,6 @@ class ServingDataPlane:
         held = pool.held.pop(rid, None)
         if held is not None:
             self._end(held[0], held[1], pool.key, 503, "request timed out in queue")
-
-    def _snapshot(self, pool: Pool, now: float) -> EndpointSnapshot:
-        """The router's view of the pool's engines as of `now`, refreshed at most every REFRESH_INTERVAL (the caller
-        checks). Every engine is advanced to `now` here, as each refresh reads it. The per-endpoint constants are
-        copied once per endpoint set (pool.static) and shared by the snapshots until the endpoints change."""
-        engines = [ep.engine for ep in pool.endpoints]
-        if pool.static is None:
-            n = len(engines)
-            pool.static = ([ep.name for ep in pool.endpoints], np.ones(n, dtype=bool),
-                           np.array([e.max_loras for e in engines], dtype=np.int64),
-                           np.array([e.num_gpu_blocks for e in engines], dtype=np.int64),
-                           np.array([e.block_size for e in engines], dtype=np.int64))
-        names, fresh, maxl, blocks, bsize = pool.static
-        load = []
-        for e in engines:
-            e.advance(now)
-            load.append((e.num_waiting, e.num_running, e.kv_usage))
-        waiting, running, kv = (zip(*load, strict=True) if load else ((), (), ()))
-        pool.snap = EndpointSnapshot(names, np.array(waiting, dtype=np.int64), np.array(running, dtype=np.int64),
-                                     np.array(kv, dtype=np.float64), fresh, [e.active_loras() for e in engines],
-                                     [e.waiting_loras() for e in engines], maxl, blocks, bsize)
-        pool.snap_time = now
-        return pool.snap
 
     def match_tokens(self, req: Request, endpoint: str) -> int:
         """The precise-prefix oracle: what the named pod's KV cache holds of the request now (KV events)."""
@@ -378,40 +314,16 @@ class ServingDataPlane:
                 req.status = 0
                 self.log.add(req, trace, key)
 
+    def all_pools(self) -> dict[str, Pool]:
+        """Every pool the run had, by key, sorted: those that exist and those deleted during the run."""
+        return dict(sorted({**self.deleted, **self.pools}.items()))
+
+    def no_route(self, req: Request, trace: str, key: str) -> None:
+        """The trace's target does not exist (yet, or any more): Envoy's "no healthy upstream"."""
+        self._end(req, trace, key, 503, NO_UPSTREAM)
+
     def all_endpoints(self) -> list[Endpoint]:
         return [*self.retired, *self.endpoints.values()]
-
-
-class _Arrivals:
-    """One RequestTrace's arrivals: routes the request due now, then every following one that falls before the next
-    queued event (Environment.claim: those would run next anyway), then schedules itself for the first that does
-    not. One object per trace instead of a closure and a heap round trip per request."""
-
-    __slots__ = ("plane", "it", "t0", "trace", "key", "req")
-
-    def __init__(self, plane: ServingDataPlane, it: Iterator[Request], t0: float, trace: str, key: str,
-                 req: Request) -> None:
-        self.plane, self.it, self.t0, self.trace, self.key, self.req = plane, it, t0, trace, key, req
-
-    def __call__(self) -> None:
-        plane, it, t0, trace, key = self.plane, self.it, self.t0, self.trace, self.key
-        env, pools = plane.env, plane.pools
-        req: Request | None = self.req
-        while req is not None:
-            pool = pools.get(key)
-            if pool is None:
-                plane._end(req, trace, key, 503, NO_UPSTREAM)
-            else:
-                plane._route(pool, req, trace)
-            req = next(it, None)
-            if req is None:
-                break
-            req.arrival += t0
-            if not env.claim(req.arrival):
-                self.req = req
-                env.at(req.arrival, self)
-                return
-        self.req = None
 
 
 def lora_names(modules: list[str]) -> list[str]:

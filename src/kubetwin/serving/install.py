@@ -65,7 +65,7 @@ class ServingRun:
 
     def finish(self, until: float) -> tuple[dict[str, Any], dict[str, Any], str]:
         self.plane.finish(until)
-        for key in self.plane.pools:
+        for key in self.plane.all_pools():
             self.slos.setdefault(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT))
         summary = self.metrics.summary(until, self.slos)
         return summary, self.metrics.timeseries(), self.metrics.requests_csv()

@@ -4,6 +4,7 @@ GPU-hours, cost per million tokens) and requests.csv."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -22,28 +23,36 @@ class ServingMetrics:
         self.plane, self.env, self.interval = plane, env, interval
         self.t: list[float] = []
         self.series: dict[str, dict[str, list[float]]] = {}
-        self._last: dict[str, tuple[int, int]] = {}  # pool -> (hits, queries) at the last sample
+        # pool key -> (the Pool, its hits, its queries) at the last sample; a pool re-created under the same key
+        # is a new Pool whose counters start again from 0
+        self._last: dict[str, tuple[object, int, int]] = {}
         env.after(0, self._sample)
 
-    def _counters(self, eps: list) -> tuple[int, int]:
+    def _counters(self, eps: Iterable) -> tuple[int, int]:
+        eps = list(eps)
         return (sum(ep.engine.prefix_cache_hits for ep in eps), sum(ep.engine.prefix_cache_queries for ep in eps))
 
     def _sample(self) -> None:
+        """One sample of every pool the run has had so far; a deleted pool reads as empty (0s), so every series
+        stays as long as `t`."""
         now = self.env.now
         plane = self.plane
         if plane.pools:
             self.t.append(now)
             n = len(self.t)
-            for key, pool in sorted(plane.pools.items()):
+            for key, pool in plane.all_pools().items():
                 s = self.series.setdefault(key, {k: [0.0] * (n - 1) for k in (
                     "ready_replicas", "waiting", "running", "kv_usage", "held", "prefix_hit_rate")})
                 eps = pool.endpoints
                 for ep in eps:
                     ep.engine.advance(now)
-                hits, queries = self._counters(eps)
-                h0, q0 = self._last.get(key, (0, 0))
+                # over every pod that was ever in the pool: the sum only grows, as a pod that left keeps its counts
+                hits, queries = self._counters(pool.members.values())
+                last, h0, q0 = self._last.get(key, (pool, 0, 0))
+                if last is not pool:
+                    h0 = q0 = 0
                 hits_d, q_d = hits - h0, queries - q0
-                self._last[key] = (hits, queries)
+                self._last[key] = (pool, hits, queries)
                 s["ready_replicas"].append(len(eps))
                 s["waiting"].append(sum(ep.engine.num_waiting for ep in eps))
                 s["running"].append(sum(ep.engine.num_running for ep in eps))
@@ -62,9 +71,7 @@ class ServingMetrics:
         labels = plane.log.labels
         slo_all = next(iter(slos.values())) if len(set(slos.values())) == 1 else (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)
         out: dict[str, Any] = {"overall": summarize(a, slo_all), "pools": {}}
-        eps = plane.all_endpoints()
-        hits = sum(ep.engine.prefix_cache_hits for ep in eps)
-        queries = sum(ep.engine.prefix_cache_queries for ep in eps)
+        hits, queries = self._counters(plane.all_endpoints())
         out["overall"]["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries else None
         gpu_s = cost = 0.0
         for start, end, gpus, price in plane.pod_gpu_seconds.values():
@@ -76,19 +83,18 @@ class ServingMetrics:
         tokens = out["overall"]["output_tokens"]
         out["overall"]["usd_per_million_output_tokens"] = round(cost / tokens * 1e6, 4) if tokens else None
         self._cdf: dict[str, dict[str, list[float]]] = {}
-        for key in sorted(plane.pools):
+        for key, pool in plane.all_pools().items():
             idx = plane.log.names.get(key)
             if idx is None:
                 continue
             sel = a["pool"] == idx
             part = {k: v[sel] for k, v in a.items()}
             out["pools"][key] = summarize(part, slos.get(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)))
-            pool_eps = [ep for ep in eps if ep.namespace == plane.pools[key].namespace
-                        and all(ep.labels.get(k) == v for k, v in plane.pools[key].selector.items())]
-            h = sum(ep.engine.prefix_cache_hits for ep in pool_eps)
-            q = sum(ep.engine.prefix_cache_queries for ep in pool_eps)
+            # the pods the pool selected while they were Ready (a pod two pools select counts in both: vLLM's
+            # counters are per pod, not per route)
+            h, q = self._counters(pool.members.values())
             out["pools"][key]["prefix_cache_hit_rate"] = round(h / q, 4) if q else None
-            out["pools"][key]["router"] = getattr(plane.pools[key].router, "name", "")
+            out["pools"][key]["router"] = getattr(pool.router, "name", "")
             self._cdf[key] = _cdf(part)
         out["requests_csv_rows"] = len(a["id"])
         self._csv = write_csv(a, labels)

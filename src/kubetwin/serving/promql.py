@@ -17,7 +17,8 @@ from typing import Protocol
 
 import promql_parser as pp
 
-LOOKBACK = 300.0  # Prometheus --query.lookback-delta default 5m (cmd/prometheus/main.go)
+from kubetwin.serving.staleness import LOOKBACK, is_stale, newest
+
 Labels = dict[str, str]
 Series = tuple[Labels, list[tuple[float, float]]]
 Sample = tuple[Labels, float]
@@ -26,7 +27,8 @@ Value = float | list[Sample]  # a scalar or an instant vector
 
 class MetricsProvider(Protocol):
     """Where series come from: every series of metric `name` with its samples (t, value) in [start, end], sorted by
-    time. Labels exclude `__name__`. A series whose target is gone simply has no samples (Prometheus' staleness)."""
+    time. Labels exclude `__name__`. A series whose target is gone ends with a staleness marker (STALE_NAN), as in
+    Prometheus; a provider may also simply stop its samples."""
 
     def series(self, name: str, start: float, end: float) -> list[Series]: ...
 
@@ -171,9 +173,9 @@ class Evaluator:
     def _instant(self, vs: pp.VectorSelector, t: float) -> list[Sample]:
         out = []
         for labels, samples in self._select(vs, t - LOOKBACK, t):
-            inside = [(ts, v) for ts, v in samples if t - LOOKBACK < ts <= t]
-            if inside:
-                out.append((labels, inside[-1][1]))
+            v = newest(samples, t)
+            if v is not None:
+                out.append((labels, v))
         return out
 
     def _range(self, expr: object, t: float) -> tuple[list[Series], float]:
@@ -183,7 +185,8 @@ class Evaluator:
             raise PromQLError(f"expected a range vector, got {type(expr).__name__}")
         rng = expr.range.total_seconds()
         series = self._select(expr.vector_selector, t - rng, t)
-        return [(labels, [(ts, v) for ts, v in s if t - rng < ts <= t]) for labels, s in series], rng
+        return [(labels, [(ts, v) for ts, v in s if t - rng < ts <= t and not is_stale(v)])
+                for labels, s in series], rng
 
     # -- evaluation ---------------------------------------------------------------------------------
     def _eval(self, expr: object, t: float) -> Value | str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kubetwin.serving.dataplane import ServingDataPlane
 from kubetwin.serving.histograms import HISTOGRAMS, RequestHistograms
+from kubetwin.serving.staleness import STALE_NAN, is_stale
 from kubetwin.sim.env import Environment
 
 SCRAPE_INTERVAL = 15.0  # a typical PodMonitoring/ServiceMonitor interval (twin assumption; Prometheus' own default
@@ -49,6 +50,8 @@ class ServingMetricsSource:
         # histogram buckets are 20-odd series per pod each; their samples are kept only when a query reads them
         self.histogram_history = histogram_history
         self._pod_labels: dict[str, Labels] = {}
+        self._live: set[tuple[str, tuple]] = set()  # (name, label key) of every series the last scrape wrote
+        self._scraped: set[tuple[str, tuple]] = set()  # the same, filling during the scrape in progress
         env.after(0, self._scrape)
 
     def _add(self, name: str, labels: Labels, value: float) -> None:
@@ -57,10 +60,21 @@ class ServingMetricsSource:
         entry = per.get(key)
         if entry is None:
             entry = per[key] = (labels, deque())
-        samples = entry[1]
-        samples.append((self.env.now, float(value)))
+        self._scraped.add((name, key))
+        self._append(entry[1], float(value))
+
+    def _append(self, samples: deque, value: float) -> None:
+        samples.append((self.env.now, value))
         while samples and samples[0][0] < self.env.now - RETENTION:
             samples.popleft()
+
+    def _mark_stale(self) -> None:
+        """Prometheus writes a staleness marker for every series the previous scrape had and this one has not (a
+        deleted pod, a pool gone, an info series whose label values changed), so queries stop seeing it at once
+        instead of for the 5-minute lookback. Sorted: the markers' order is part of the run's bytes."""
+        for name, key in sorted(self._live - self._scraped):
+            self._append(self._series[name][key][1], STALE_NAN)
+        self._live, self._scraped = self._scraped, set()
 
     def _scrape(self) -> None:
         now = self.env.now
@@ -88,8 +102,10 @@ class ServingMetricsSource:
                       {"inference_pool": pool.name, "namespace": pool.namespace}, len(pool.held))
         self.hist.consume(self.plane.log.rows)
         if self.histogram_history:
-            for name, labels, value in self._histogram_samples():
+            live = {ep.name for ep in self.plane.endpoints.values()}
+            for name, labels, value in self._histogram_samples(live):
                 self._add(name, labels, value)
+        self._mark_stale()
         self.env.after(self.interval, self._scrape)
 
     def _info(self, ep: object, labels: Labels) -> None:
@@ -104,12 +120,13 @@ class ServingMetricsSource:
                 "running_lora_adapters": ",".join(sorted(e.active_loras())),
                 "waiting_lora_adapters": ",".join(sorted(e.waiting_loras()))}, self.env.now)
 
-    def _histogram_samples(self) -> list[tuple[str, Labels, float]]:
+    def _histogram_samples(self, live: set[str] | None = None) -> list[tuple[str, Labels, float]]:
+        """The histograms' series of every pod scraped so far, or only of the `live` pods (those a scrape reads)."""
         out = []
         log_labels = self.plane.log.labels
         for pod in sorted(self.hist.pods):
             labels = self._pod_labels.get(log_labels[pod])
-            if labels is None:
+            if labels is None or (live is not None and labels["pod"] not in live):
                 continue
             for name in HISTOGRAMS:
                 for le, value in self.hist.series(pod, name):
@@ -120,6 +137,7 @@ class ServingMetricsSource:
         return out
 
     def series(self, name: str, start: float, end: float) -> list[tuple[Labels, list[tuple[float, float]]]]:
+        """MetricsProvider.series: the samples in [start, end], staleness markers included (promql drops them)."""
         out = []
         for labels, samples in self._series.get(name, {}).values():
             pts = [(t, v) for t, v in samples if start <= t <= end]
@@ -137,7 +155,7 @@ class ServingMetricsSource:
             lines.append(f"# TYPE {name} {kind}")
             for key in sorted(self._series[name]):
                 labels, samples = self._series[name][key]
-                if samples:
+                if samples and not is_stale(samples[-1][1]):  # what a scrape of the run's end would read
                     lines.append(f"{name}{{{_labels(labels)}}} {_num(samples[-1][1])}")
         self.hist.consume(self.plane.log.rows)
         samples = self._histogram_samples()

@@ -1,0 +1,96 @@
+"""The gateway's view of a pool: an InferencePool or Service, the Ready model-server pods it selects (endpoints),
+and the snapshot of their engines its router picks from. Split from dataplane.py, which owns the pools' life."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kubetwin.serving.engine import Engine
+from kubetwin.serving.types import EndpointSnapshot, Request
+from kubetwin.store.store import Obj
+
+REFRESH_INTERVAL = 0.05  # EPP --refresh-metrics-interval=50ms (GIE pkg/epp/server/options.go, reference 1.9)
+
+
+@dataclass
+class Endpoint:
+    """A Ready model-server pod and its engine."""
+
+    name: str
+    namespace: str
+    uid: str
+    labels: dict[str, str]
+    engine: Engine
+    gpus: int
+    model: str
+    served_names: list[str]
+    args: Any = None  # the resolved EngineArgs (vllm:cache_config_info, vllm:lora_requests_info)
+    adapters: frozenset[str] = frozenset()  # LoRA adapters the server knows (--lora-modules, with --enable-lora)
+
+
+@dataclass
+class Pool:
+    """An InferencePool or Service the gateway routes to."""
+
+    kind: str
+    namespace: str
+    name: str
+    selector: dict[str, str]
+    router: Any
+    holds: bool
+    ttl: float
+    endpoints: list[Endpoint] = field(default_factory=list)
+    snap: EndpointSnapshot | None = None
+    snap_time: float = -1.0
+    held: dict[int, tuple[Request, str]] = field(default_factory=dict)
+    key: str = field(init=False)  # "Kind/namespace/name", read per request: built once
+    # what a snapshot copies of the endpoints that never changes while they stay: names, max LoRAs, KV blocks, block
+    # size, freshness; rebuilt when the endpoints change (None)
+    static: tuple | None = None
+    # every endpoint that has been in the pool (pod uid -> endpoint), in the order they joined: the pool's engine
+    # counters (prefix-cache hits) sum over these, so a pod that left still counts and a pod the pool never
+    # selected does not
+    members: dict[str, Endpoint] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.key = f"{self.kind}/{self.namespace}/{self.name}"
+
+    def set_endpoints(self, endpoints: list[Endpoint]) -> None:
+        """The pool's endpoints changed: the next pick builds a fresh snapshot (indices follow the new list)."""
+        self.endpoints, self.snap, self.static = endpoints, None, None
+        for ep in endpoints:
+            self.members.setdefault(ep.uid, ep)
+
+    def snapshot(self, now: float) -> EndpointSnapshot:
+        """The router's view of the pool's engines as of `now`, refreshed at most every REFRESH_INTERVAL (the caller
+        checks). Every engine is advanced to `now` here, as each refresh reads it. The per-endpoint constants are
+        copied once per endpoint set (self.static) and shared by the snapshots until the endpoints change."""
+        engines = [ep.engine for ep in self.endpoints]
+        if self.static is None:
+            n = len(engines)
+            self.static = ([ep.name for ep in self.endpoints], np.ones(n, dtype=bool),
+                           np.array([e.max_loras for e in engines], dtype=np.int64),
+                           np.array([e.num_gpu_blocks for e in engines], dtype=np.int64),
+                           np.array([e.block_size for e in engines], dtype=np.int64))
+        names, fresh, maxl, blocks, bsize = self.static
+        load = []
+        for e in engines:
+            e.advance(now)
+            load.append((e.num_waiting, e.num_running, e.kv_usage))
+        waiting, running, kv = (zip(*load, strict=True) if load else ((), (), ()))
+        self.snap = EndpointSnapshot(names, np.array(waiting, dtype=np.int64), np.array(running, dtype=np.int64),
+                                     np.array(kv, dtype=np.float64), fresh, [e.active_loras() for e in engines],
+                                     [e.waiting_loras() for e in engines], maxl, blocks, bsize)
+        self.snap_time = now
+        return self.snap
+
+
+def pool_selector(obj: Obj) -> dict[str, str]:
+    """The labels a pool selects: InferencePool v1 `selector.matchLabels`, v1alpha2 `selector`, Service `selector`."""
+    sel = (obj.get("spec") or {}).get("selector") or {}
+    if obj["kind"] == "InferencePool" and isinstance(sel.get("matchLabels"), dict):
+        return dict(sel["matchLabels"])
+    return {k: v for k, v in sel.items() if isinstance(v, str)}
