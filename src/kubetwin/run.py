@@ -160,6 +160,11 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         from kubetwin.serving.coldstart import cold_start_hook
 
         kubelet.startup_hooks.append(cold_start_hook(store))
+    if any(m.kind in ("Pod", "Job", "JobSet") for m in manifests):
+        from kubetwin.workloads import training_hook
+
+        if training_hook.wanted([m.obj for m in manifests]):
+            kubelet.duration_hooks.append(training_hook.TrainingModel(store))  # training.kubetwin.io/* run times
 
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})

@@ -86,6 +86,13 @@ class NodePoolSpec(_Strict):
     taints: list[Taint] = Field(default_factory=list)
     placementPolicy: PlacementPolicy | None = None
     maxPodsPerNode: int = Field(default=110, ge=1, le=256)
+    # Networking (workloads/network.py). gpuDirect: the GPUDirect plugin the pool runs (GKE: the pool's additional
+    # GPU NICs + NCCL plugin); None = the machine's own (TCPX a3-high/edge, TCPXO a3-mega, RDMA a3-ultra/a4),
+    # "none" = plain NCCL sockets. fastSocket/gvnic: gcloud --enable-fast-socket / --enable-gvnic. Checked in
+    # api/validate.py: Fast Socket needs gVNIC (error) and does not stack with GPUDirect (notice, ignored).
+    gpuDirect: Literal["none", "tcpx", "tcpxo", "rdma"] | None = None
+    fastSocket: bool = False
+    gvnic: bool = True
     # Twin-only timing knobs (assumptions, not GKE facts): VM boot + kubelet registration, and the
     # GKE-managed driver installer DaemonSet finishing before the device plugin advertises GPUs.
     bootDelay: str = "90s"

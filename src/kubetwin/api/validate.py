@@ -142,14 +142,14 @@ def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
         return [Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType", str(exc),
                            "use a GKE machine type from the catalog (kubetwin.catalog.machine_types())")]
     if mt.tpu is not None:
-        return _tpu_pool(m, spec, mt)
+        return _tpu_pool(m, spec, mt) + _network_pool(m, spec, mt.name)
     tpu_topology = (spec.get("placementPolicy") or {}).get("tpuTopology")
     if tpu_topology:
         return [Diagnostic(m.file, m.line_of("spec.placementPolicy.tpuTopology"), m.ref,
                            "spec.placementPolicy.tpuTopology", f"Invalid value: {tpu_topology!r}: machine type "
                            f"{mt.name} has no TPUs", "remove tpuTopology, or pick a TPU machine type ("
                            f"{', '.join(t.name for t in catalog.tpu_machine_types())})")]
-    out = _dra_pool(m, spec, mt.gpu)
+    out = _dra_pool(m, spec, mt.gpu) + _network_pool(m, spec, mt.name)
     for i, acc in enumerate(spec.get("accelerators") or []):
         if mt.gpu != acc["type"] or mt.gpu_count != acc["count"]:
             want = f"{mt.gpu_count} x {mt.gpu}" if mt.gpu else "no GPUs"
@@ -166,6 +166,15 @@ def _nodepool_catalog(m: Manifest) -> list[Diagnostic]:
                 field = f"spec.accelerators[{i}].gpuSharingConfig.{prob.field}"
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, prob.message, prob.hint))
     return out
+
+
+def _network_pool(m: Manifest, spec: dict, machine: str) -> list[Diagnostic]:
+    """gpuDirect must match the machine; Fast Socket needs gVNIC and GPUs, and does not stack with GPUDirect."""
+    from kubetwin.workloads import network
+
+    return [Diagnostic(m.file, m.line_of(f), m.ref, f, msg, hint, sev) for f, msg, hint, sev in
+            network.pool_problems(machine, spec.get("gpuDirect"), bool(spec.get("fastSocket")),
+                                  bool(spec.get("gvnic", True)))]
 
 
 def _tpu_pool(m: Manifest, spec: dict, mt: Any) -> list[Diagnostic]:
@@ -452,8 +461,13 @@ def _flattened_configmap(m: Manifest) -> list[Diagnostic]:
 def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     """All diagnostics for the manifests, errors and notices, in file order."""
     out: list[Diagnostic] = []
+    from kubetwin.workloads import training_spec  # training.kubetwin.io/* annotations (workloads/training.py)
+
     for m in manifests:
-        out += validate_one(m)
+        found = validate_one(m)
+        if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
+            found += training_spec.diagnostics(m)
+        out += found
     return out
 
 
@@ -465,6 +479,8 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
                            "every object needs apiVersion and kind, e.g. apiVersion: v1, kind: Pod")]
     if api_version == TWIN_API:
         errors = _validate_twin(m)
+        if kind == "RequestTrace" and not errors:
+            errors = serving_validate.request_trace_file(m)
         return errors + [d for d in _name(m) if not any(e.field == d.field for e in errors)]
     if kind == "Configuration" and api_version.startswith("config.kueue.x-k8s.io/"):
         from kubetwin.kueue import config as kueue_config  # Kueue's manager config file

@@ -31,6 +31,19 @@ PODGC_QUARANTINE = 40.0
 PODGC_REASON, PODGC_MESSAGE = "DeletionByPodGC", "PodGC: node no longer exists"
 
 
+def network_labels(spec: dict) -> dict[str, str]:
+    """A pool's networking choices on its Nodes: GKE's Fast Socket label, twin labels for gVNIC / GPUDirect
+    (workloads/network.py reads them back). Only non-defaults, so existing pools' Nodes are unchanged."""
+    from kubetwin.workloads import network
+
+    out = {} if spec.get("gvnic", True) else {network.GVNIC_LABEL: "false"}
+    if spec.get("fastSocket"):
+        out[network.FASTSOCKET_LABEL] = "true"
+    if spec.get("gpuDirect"):
+        out[network.GPUDIRECT_LABEL] = spec["gpuDirect"]
+    return out
+
+
 def _suffix(seed: str, n: int) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:n]
 
@@ -308,6 +321,7 @@ class NodePoolController:
             taints.append(dict(tpu.TAINT))
         if placement and (not mt.tpu or placement.get("type")):
             labels["cloud.google.com/gke-placement-group"] = f"{pool_name}-placement"
+        labels.update(network_labels(spec))
         max_pods = int(spec.get("maxPodsPerNode", 110))
         cap = {k: str(v) for k, v in catalog.capacity(mt, max_pods).items()}
         alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}

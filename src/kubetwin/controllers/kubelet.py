@@ -67,6 +67,24 @@ StartupHook = Callable[[Obj, "Obj | None"], "Startup | None"]
 
 
 @dataclass
+class Work:
+    """A pod's run as a duration hook computes it instead of kubetwin.io/duration (a training pod: the step-time
+    model, workloads/training_hook.py): `duration` seconds of work, checkpointed every `interval` seconds of work
+    (None: the pod's kubetwin.io/checkpoint-interval), after `setup` seconds paid at every start (copying a dataset)
+    and `restart` more when it resumes from a checkpoint (reading it back). Setup and restart are not work: a pod
+    stopped during them saves and loses nothing."""
+
+    duration: float
+    interval: float | None = None
+    setup: float = 0.0
+    restart: float = 0.0
+    reason: str = ""
+
+
+DurationHook = Callable[[Obj, "Obj | None"], "float | Work | None"]
+
+
+@dataclass
 class _Run:
     """A pod's work while it runs: what it resumed from, since when, and what it holds."""
 
@@ -91,6 +109,7 @@ class Kubelet:
         self.lost_work: dict[tuple[str, str], dict[str, float]] = {}  # (ns, Job or pod) -> lost seconds, ...
         self._runs: dict[str, _Run] = {}  # pod uid -> its run, while it runs a kubetwin.io/duration
         self.startup_hooks: list[StartupHook] = []  # e.g. serving's model-server cold start
+        self.duration_hooks: list[DurationHook] = []  # e.g. training's step-time model; first non-None wins
         self._images: dict[str, dict[str, float]] = {}  # node -> image -> when its pull ends (or ended)
         store.watch("Pod", self._on_pod)
 
@@ -203,15 +222,20 @@ class Kubelet:
         if not ready:
             self.env.after(ready_after, lambda: self._became_ready(running))
         annotations = meta.get("annotations") or {}
-        if DURATION in annotations:
-            duration = parse_duration(annotations[DURATION])
-            interval = parse_duration(annotations[CHECKPOINT]) if CHECKPOINT in annotations else None
+        hooked = next((w for w in (h(running, node) for h in self.duration_hooks) if w is not None), None)
+        if hooked is not None or DURATION in annotations:
+            work = hooked if isinstance(hooked, Work) else Work(
+                parse_duration(annotations[DURATION]) if hooked is None else float(hooked))
+            duration = work.duration
+            interval = work.interval if work.interval is not None else (
+                parse_duration(annotations[CHECKPOINT]) if CHECKPOINT in annotations else None)
             key = work_key(running)
             resumed = min(self.progress.get(key, 0.0), duration) if key is not None and interval else 0.0
+            overhead = work.setup + (work.restart if resumed > 0 else 0.0)  # work starts after it
             req = pod_requests(running)
-            self._runs[meta["uid"]] = _Run(key, self.env.now, interval, duration, resumed,
+            self._runs[meta["uid"]] = _Run(key, self.env.now + overhead, interval, duration, resumed,
                                            {r: req[r] for r in ACCELERATORS if req.get(r)})
-            self.gpus.start(running, node, duration - resumed)
+            self.gpus.start(running, node, overhead + duration - resumed)
         if FAIL_AFTER in annotations:
             self._arm_failure(running, 0)
 

@@ -40,6 +40,21 @@ FILESTORE_READ_MIBPS = {"standard": 100, "premium": 1200, "zonal": 260, "regiona
 GCSFUSE_MBPS, GCSFUSE_CACHE_SPEEDUP, GCSFUSE_MAX_MBPS = 800.0, 9.0, 14198.0
 # Downloading from the Hugging Face Hub into the container: twin assumption (no published figure), 500 MB/s.
 HF_HUB_MBPS = 500.0
+# Write rates (checkpoints), ../shared/catalog/catalog_draft.yaml storage: Parallelstore 0.5 GiB/s per TiB
+# (https://cloud.google.com/parallelstore/docs/overview); Filestore write MiB/s of the same rows as the read figures
+# (https://cloud.google.com/filestore/docs/performance; BASIC_SSD 350, ZONAL_1TiB 88, REGIONAL/ENTERPRISE_1TiB 100,
+# BASIC_HDD 100); PD per-VM write caps (https://cloud.google.com/compute/docs/disks/performance; the per-GiB rate
+# applies to writes as to reads there); Cloud Storage FUSE sequential write of 1 GiB files, 4624.59 MB/s
+# (GoogleCloudPlatform/gcsfuse:docs/benchmarks.md@009e2e3, a c4-standard-192 on a 200 Gbps NIC; a checkpoint shard
+# is large and sequential, so the twin uses it per VM). Hyperdisk ML is read-only-many for serving; written once
+# while attached read-write at its provisioned throughput (twin assumption). Local SSD writes as it reads (2000 MiB/s,
+# twin assumption).
+PARALLELSTORE_WRITE_GIBPS_PER_TIB = 0.5
+FILESTORE_WRITE_MIBPS = {"standard": 100, "premium": 350, "zonal": 88, "regional": 100, "enterprise": 100,
+                         "basic-hdd": 100, "basic-ssd": 350}
+PD_WRITE_MIBPS_PER_VM = {"pd-standard": 400, "pd-balanced": 1200, "pd-ssd": 1200, "pd-extreme": 3000}
+GCSFUSE_WRITE_MBPS = 4624.59
+LOCAL_SSD_MIBPS = 2000
 # GKE's built-in StorageClasses (https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
 # gce-pd-csi-driver): standard-rwo = pd-balanced, premium-rwo = pd-ssd, standard = pd-standard.
 BUILTIN_CLASSES = {"standard-rwo": "pd-balanced", "premium-rwo": "pd-ssd", "standard": "pd-standard"}
@@ -74,7 +89,9 @@ def _mount_volume(spec: dict, container: dict, path: str) -> dict | None:
     return next((v for v in spec.get("volumes") or [] if v.get("name") == best[1]), None)
 
 
-def _gcsfuse(attrs: dict) -> ReadPath:
+def _gcsfuse(attrs: dict, write: bool = False) -> ReadPath:
+    if write:  # the file cache is a read cache
+        return ReadPath("gcsfuse", GCSFUSE_WRITE_MBPS * 1e6, f"Cloud Storage FUSE write ({GCSFUSE_WRITE_MBPS} MB/s)")
     cached = bool(attrs.get("fileCacheCapacity")) and str(attrs.get("fileCacheCapacity")) not in ("0", "0Gi")
     if cached:
         rate = min(GCSFUSE_MBPS * GCSFUSE_CACHE_SPEEDUP, GCSFUSE_MAX_MBPS)
@@ -82,7 +99,7 @@ def _gcsfuse(attrs: dict) -> ReadPath:
     return ReadPath("gcsfuse", GCSFUSE_MBPS * 1e6, f"Cloud Storage FUSE without file cache ({GCSFUSE_MBPS:.0f} MB/s)")
 
 
-def _claim_path(store: Store, ns: str, claim: str) -> ReadPath:
+def _claim_path(store: Store, ns: str, claim: str, write: bool = False) -> ReadPath:
     pvc = store.get("PersistentVolumeClaim", ns, claim)
     if pvc is None:
         return ReadPath("pd-balanced", 1200 * MIB, f"PersistentVolumeClaim {ns}/{claim} not found; assumed pd-balanced")
@@ -94,14 +111,17 @@ def _claim_path(store: Store, ns: str, claim: str) -> ReadPath:
     params = (sc or {}).get("parameters") or {}
     if "parallelstore" in provisioner:
         tib = max(size / (1024 * GIB), PARALLELSTORE_MIN_TIB)
+        if write:
+            return ReadPath("parallelstore", PARALLELSTORE_WRITE_GIBPS_PER_TIB * tib * GIB, f"Parallelstore {tib:.0f} "
+                            f"TiB write ({PARALLELSTORE_WRITE_GIBPS_PER_TIB} GiB/s per TiB)")
         return ReadPath("parallelstore", PARALLELSTORE_READ_GIBPS_PER_TIB * tib * GIB,
                         f"Parallelstore {tib:.0f} TiB ({PARALLELSTORE_READ_GIBPS_PER_TIB} GiB/s per TiB)")
     if "filestore" in provisioner:
         tier = str(params.get("tier", "standard")).lower()
-        mibps = FILESTORE_READ_MIBPS.get(tier, 100)
+        mibps = (FILESTORE_WRITE_MIBPS if write else FILESTORE_READ_MIBPS).get(tier, 100)
         return ReadPath("filestore", mibps * MIB, f"Filestore {tier} ({mibps} MiB/s)")
     if "gcsfuse" in provisioner:
-        return _gcsfuse(params)
+        return _gcsfuse(params, write)
     disk = params.get("type") or BUILTIN_CLASSES.get(cls_name, "pd-balanced")
     if disk == "hyperdisk-ml":
         tput = params.get("provisioned-throughput-on-create")
@@ -110,24 +130,35 @@ def _claim_path(store: Store, ns: str, claim: str) -> ReadPath:
     per_gib = PD_MIBPS_PER_GIB.get(disk)
     if per_gib is None:
         return ReadPath(disk, 1200 * MIB, f"{disk}: no figure in the catalog; assumed 1200 MiB/s")
-    mibps = min(PD_BASELINE_MIBPS.get(disk, 0) + per_gib * size / GIB, PD_READ_MIBPS_PER_VM.get(disk, 1200))
+    cap = (PD_WRITE_MIBPS_PER_VM if write else PD_READ_MIBPS_PER_VM).get(disk, 1200)
+    mibps = min(PD_BASELINE_MIBPS.get(disk, 0) + per_gib * size / GIB, cap)
     return ReadPath(disk, mibps * MIB, f"{disk} {size / GIB:.0f} GiB ({mibps:.0f} MiB/s)")
 
 
 def read_path(store: Store, pod: Obj, container: dict, path: str | None) -> ReadPath:
     """How the container reads the file at `path` (None or not under any mount: downloaded from the Hub)."""
+    return resolve(store, pod, container, path, False) or HF_HUB
+
+
+def write_path(store: Store, pod: Obj, container: dict, path: str | None) -> ReadPath | None:
+    """How fast the container writes files under `path` (a checkpoint); None when `path` is on no volume we know
+    (the caller picks its own default)."""
+    return resolve(store, pod, container, path, True)
+
+
+def resolve(store: Store, pod: Obj, container: dict, path: str | None, write: bool) -> ReadPath | None:
     if not path or not path.startswith("/"):
-        return HF_HUB
+        return None
     spec = pod.get("spec") or {}
     vol = _mount_volume(spec, container, path)
     if vol is None or "emptyDir" in vol:
-        return HF_HUB
+        return None
     ns = pod["metadata"].get("namespace") or "default"
     if "persistentVolumeClaim" in vol:
-        return _claim_path(store, ns, vol["persistentVolumeClaim"].get("claimName", ""))
+        return _claim_path(store, ns, vol["persistentVolumeClaim"].get("claimName", ""), write)
     csi = vol.get("csi") or {}
     if "gcsfuse" in str(csi.get("driver", "")):
-        return _gcsfuse(csi.get("volumeAttributes") or {})
+        return _gcsfuse(csi.get("volumeAttributes") or {}, write)
     if "hostPath" in vol:
-        return ReadPath("local-ssd", 2000 * MIB, "hostPath (local SSD assumed, 2000 MiB/s, twin assumption)")
-    return HF_HUB
+        return ReadPath("local-ssd", LOCAL_SSD_MIBPS * MIB, "hostPath (local SSD assumed, 2000 MiB/s, twin assumption)")
+    return None

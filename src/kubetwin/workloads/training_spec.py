@@ -1,0 +1,248 @@
+"""The training workload spec: `training.kubetwin.io/*` annotations on a Pod, a Job or JobSet pod template, or the
+Job / JobSet itself, from which the twin computes how long a training pod runs (workloads/training.py).
+
+Why annotations: the user keeps the YAML they would `kubectl apply`; the real container ignores them, the twin reads
+them instead of a hand-written `kubetwin.io/duration`. A pod carries either `kubetwin.io/duration` or training
+annotations, never both (validation says pick one).
+
+Annotations (prefix `training.kubetwin.io/`; required: params, steps, global-batch-size, sequence-length):
+- `params`: model parameters, "70e9", "70B", "7.5M", "1.2T".
+- `flops-per-token`: training FLOPs per token; default 6 x params (2N forward + 4N backward for a dense
+  transformer: Kaplan et al. 2020 "Scaling Laws for Neural Language Models" §2.1; Hoffmann et al. 2022
+  (Chinchilla) use C = 6ND).
+- `sequence-length` (tokens per sequence), `global-batch-size` (sequences per optimizer step), `steps`.
+- `micro-batch-size`: sequences per forward/backward on one data-parallel rank; default 1. Micro-batches per step
+  = global-batch-size / (data-parallel x micro-batch-size) (gradient accumulation, pipeline micro-batches).
+- `tensor-parallel`, `pipeline-parallel` (default 1), `data-parallel` (default world GPUs / (tp x pp)),
+  `fsdp` true/false (ZeRO-3 style sharding of weights, gradients and optimizer state over the data-parallel group).
+- `layers` (default 32, twin assumption: Llama-2-7B / Llama-3-8B depth) and `hidden-size` (default
+  sqrt(params / (12 x layers)): non-embedding N = 12 x layers x d_model^2, Kaplan et al. 2020 §2.1): they size the
+  per-layer tensor-parallel all-reduces and pipeline activations.
+- `mfu`: fraction of the accelerator's dense bf16 peak the model's math reaches; default per generation
+  (training.DEFAULT_MFU, with sources).
+- `checkpoint-size`: a quantity ("980Gi"); default params x 14 bytes (bf16 weights 2 + fp32 master weights, Adam
+  momentum and variance 4+4+4; ZeRO, Rajbhandari et al. 2020 §3.1 "mixed-precision Adam": 2 + 12 bytes per
+  parameter beyond gradients).
+- `checkpoint-every`: steps between checkpoints. `kubetwin.io/checkpoint-interval` (seconds of run time) keeps
+  working: it is turned into the nearest whole number of steps.
+- `checkpoint-path`: a mount path the checkpoints are written to; default `data-path`.
+- `dataset-bytes-per-sample` or `dataset-bytes-per-token` (default 4 bytes per token: int32 token ids, twin
+  assumption; Megatron's indexed datasets use int32 once the vocabulary passes 65,500 tokens).
+- `dataset-size`: a quantity; what a prestage copies. Default: the bytes the job reads (steps x batch x sample).
+- `data-path`: a mount path in the pod; the storage behind it is resolved by workloads/storage.py. Without it the
+  data is assumed local (no stall).
+- `data-loading`: `pipelined` (default: a PyTorch DataLoader with workers prefetches the next batches while the
+  GPUs compute), `streaming` (each step waits for its read), `prestaged` (the dataset is copied to local SSD when the
+  pod starts; no stall afterwards).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.loader import Manifest
+from kubetwin.api.units import UnitError, parse_duration, parse_quantity
+
+PREFIX = "training.kubetwin.io/"
+DURATION, CHECKPOINT_INTERVAL = "kubetwin.io/duration", "kubetwin.io/checkpoint-interval"
+REQUIRED = ("params", "steps", "global-batch-size", "sequence-length")
+INTS = ("steps", "global-batch-size", "sequence-length", "micro-batch-size", "tensor-parallel", "pipeline-parallel",
+        "data-parallel", "layers", "hidden-size", "checkpoint-every")
+COUNTS = ("params", "flops-per-token")  # 70B, 70e9
+BYTES = ("checkpoint-size", "dataset-size", "dataset-bytes-per-sample", "dataset-bytes-per-token")
+LOADING = ("pipelined", "streaming", "prestaged")
+KEYS = (*INTS, *COUNTS, *BYTES, "mfu", "fsdp", "data-path", "checkpoint-path", "data-loading")
+DEFAULT_LAYERS = 32  # twin assumption: Llama-2-7B / Llama-3-8B depth
+DEFAULT_BYTES_PER_TOKEN = 4  # twin assumption: int32 token ids
+CHECKPOINT_BYTES_PER_PARAM = 14  # ZeRO (Rajbhandari et al. 2020) §3.1: bf16 weights 2 + fp32 Adam states 12
+_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$")
+
+
+class SpecError(ValueError):
+    """A training annotation with a bad value: `key` (without the prefix), what is wrong, and how to fix it."""
+
+    def __init__(self, key: str, message: str, fix: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key, self.message, self.fix = key, message, fix
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """A training job as its annotations describe it; None = derive from the placement or a default."""
+
+    params: float
+    steps: int
+    global_batch: int
+    seq_len: int
+    flops_per_token: float
+    micro_batch: int = 1
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    fsdp: bool = False
+    layers: int = DEFAULT_LAYERS
+    hidden: int | None = None
+    mfu: float | None = None
+    checkpoint_bytes: float | None = None
+    checkpoint_every: int | None = None
+    checkpoint_interval_s: float | None = None  # kubetwin.io/checkpoint-interval, when checkpoint-every is unset
+    bytes_per_sample: float | None = None
+    dataset_bytes: float | None = None
+    data_path: str | None = None
+    checkpoint_path: str | None = None
+    loading: str = "pipelined"
+
+    @property
+    def hidden_size(self) -> int:
+        """d_model: given, or from N = 12 x layers x d^2 (Kaplan et al. 2020)."""
+        return self.hidden or max(1, round(math.sqrt(self.params / (12 * self.layers))))
+
+    @property
+    def checkpoint_size(self) -> float:
+        return self.checkpoint_bytes if self.checkpoint_bytes is not None else self.params * CHECKPOINT_BYTES_PER_PARAM
+
+    @property
+    def sample_bytes(self) -> float:
+        return self.bytes_per_sample if self.bytes_per_sample is not None else self.seq_len * DEFAULT_BYTES_PER_TOKEN
+
+
+def has_training(annotations: dict | None) -> bool:
+    """Whether any `training.kubetwin.io/` annotation is present."""
+    return any(str(k).startswith(PREFIX) for k in annotations or {})
+
+
+def _count(key: str, raw: str) -> float:
+    m = _COUNT.match(str(raw))
+    if not m or float(m.group(1)) <= 0:
+        raise SpecError(key, f'Invalid value: "{raw}": must be a positive number, optionally with K, M, B or T',
+                        'write e.g. "70B", "70e9" or "7.5M"')
+    return float(m.group(1)) * _SCALE[m.group(2)]
+
+
+def _int(key: str, raw: str) -> int:
+    s = str(raw).strip()
+    if not s.isdigit() or int(s) < 1:
+        raise SpecError(key, f'Invalid value: "{raw}": must be a whole number >= 1', f'write e.g. "{key}": "8"')
+    return int(s)
+
+
+def _bytes(key: str, raw: str) -> float:
+    try:
+        v = float(parse_quantity(str(raw)))
+    except UnitError:
+        v = -1.0
+    if v <= 0:
+        raise SpecError(key, f'Invalid value: "{raw}": must be a positive quantity of bytes', 'write e.g. "980Gi"')
+    return v
+
+
+def parse(annotations: dict) -> TrainingSpec:
+    """The spec from merged annotations; raises SpecError for the first bad or missing value."""
+    ann = {k[len(PREFIX):]: str(v) for k, v in annotations.items() if str(k).startswith(PREFIX)}
+    for key in ann:
+        if key not in KEYS:
+            raise SpecError(key, "unknown training annotation", f"use one of: {', '.join(sorted(KEYS))}")
+    for key in REQUIRED:
+        if key not in ann:
+            raise SpecError(key, "Required value: a training spec needs " + ", ".join(REQUIRED),
+                            f'add {PREFIX}{key}')
+    if DURATION in annotations:
+        raise SpecError("params", f"both {DURATION} and training annotations are set: the twin computes the run "
+                        "time from the training spec", f"pick one: remove {DURATION} or the {PREFIX}* annotations")
+    ints = {k: _int(k, ann[k]) for k in INTS if k in ann}
+    params = _count("params", ann["params"])
+    mfu = None
+    if "mfu" in ann:
+        try:
+            mfu = float(ann["mfu"].rstrip("%")) / (100 if ann["mfu"].endswith("%") else 1)
+        except ValueError:
+            mfu = -1.0
+        if not 0 < mfu <= 1:
+            raise SpecError("mfu", f'Invalid value: "{ann["mfu"]}": must be a fraction above 0 and at most 1',
+                            'write e.g. "0.4" or "40%"')
+    fsdp = ann.get("fsdp", "false").lower()
+    if fsdp not in ("true", "false"):
+        raise SpecError("fsdp", f'Invalid value: "{ann["fsdp"]}": must be "true" or "false"', 'write "true"')
+    loading = ann.get("data-loading", "pipelined")
+    if loading not in LOADING:
+        raise SpecError("data-loading", f'Unsupported value: "{loading}": supported values: '
+                        + ", ".join(f'"{x}"' for x in LOADING), 'use "pipelined" unless you measure otherwise')
+    for key in ("data-path", "checkpoint-path"):
+        if key in ann and not ann[key].startswith("/"):
+            raise SpecError(key, f'Invalid value: "{ann[key]}": must be an absolute mount path in the container',
+                            "write the volumeMount's mountPath, e.g. /data")
+    if "dataset-bytes-per-sample" in ann and "dataset-bytes-per-token" in ann:
+        raise SpecError("dataset-bytes-per-token", "both dataset-bytes-per-sample and dataset-bytes-per-token set",
+                        "keep one")
+    sizes = {k: _bytes(k, ann[k]) for k in BYTES if k in ann}
+    per_sample = sizes.get("dataset-bytes-per-sample")
+    if "dataset-bytes-per-token" in sizes:
+        per_sample = sizes["dataset-bytes-per-token"] * ints["sequence-length"]
+    interval = None
+    if CHECKPOINT_INTERVAL in annotations and "checkpoint-every" not in ints:
+        try:
+            interval = parse_duration(annotations[CHECKPOINT_INTERVAL])
+        except UnitError:
+            interval = None  # validate's duration check reports it
+    tp, pp, mb = ints.get("tensor-parallel", 1), ints.get("pipeline-parallel", 1), ints.get("micro-batch-size", 1)
+    dp = ints.get("data-parallel")
+    if dp is not None and ints["global-batch-size"] % (dp * mb):
+        raise SpecError("global-batch-size", f'Invalid value: "{ints["global-batch-size"]}": not a multiple of '
+                        f"data-parallel x micro-batch-size = {dp * mb}", "make the global batch divisible")
+    return TrainingSpec(
+        params=params, steps=ints["steps"], global_batch=ints["global-batch-size"], seq_len=ints["sequence-length"],
+        flops_per_token=_count("flops-per-token", ann["flops-per-token"]) if "flops-per-token" in ann else 6 * params,
+        micro_batch=mb, tp=tp, pp=pp, dp=dp, fsdp=fsdp == "true", layers=ints.get("layers", DEFAULT_LAYERS),
+        hidden=ints.get("hidden-size"), mfu=mfu, checkpoint_bytes=sizes.get("checkpoint-size"),
+        checkpoint_every=ints.get("checkpoint-every"), checkpoint_interval_s=interval, bytes_per_sample=per_sample,
+        dataset_bytes=sizes.get("dataset-size"), data_path=ann.get("data-path"),
+        checkpoint_path=ann.get("checkpoint-path") or ann.get("data-path"), loading=loading)
+
+
+def _chains(obj: dict) -> list[list[tuple[str, dict]]]:
+    """The annotation sets a pod of this object inherits, outermost first (the twin merges them at run time:
+    training_hook.py): a Pod's own; a Job's metadata then pod template; a JobSet's metadata, then each replicated
+    Job template's, then its pod template's."""
+    spec, kind = obj.get("spec") or {}, obj.get("kind")
+
+    def anns(m: object) -> dict:
+        a = ((m if isinstance(m, dict) else {}).get("metadata") or {}).get("annotations") or {}
+        return a if isinstance(a, dict) else {}
+
+    top = ("metadata", anns(obj))
+    if kind == "JobSet":
+        out = []
+        for i, rj in enumerate(spec.get("replicatedJobs") or []):
+            jt = (rj or {}).get("template") or {}
+            base = f"spec.replicatedJobs[{i}].template"
+            out.append([top, (f"{base}.metadata", anns(jt)),
+                        (f"{base}.spec.template.metadata", anns((jt.get("spec") or {}).get("template")))])
+        return out
+    if isinstance(spec.get("template"), dict):
+        return [[top, ("spec.template.metadata", anns(spec["template"]))]]
+    return [[top]]
+
+
+def diagnostics(m: Manifest) -> list[Diagnostic]:
+    """Validation hook (api/validate.py): the annotations each pod of the object ends up with must parse as a
+    training spec when any of them is a training annotation; the error points at the set holding the bad key."""
+    out: list[Diagnostic] = []
+    for chain in _chains(m.obj):
+        merged = {k: v for _, a in chain for k, v in a.items()}
+        if not has_training(merged):
+            continue
+        try:
+            parse(merged)
+        except SpecError as exc:
+            key = DURATION if exc.fix.startswith("pick one") else PREFIX + exc.key
+            holder = next((p for p, a in reversed(chain) if key in a), None)
+            field = f'{holder}.annotations["{key}"]' if holder else f"{chain[-1][0]}.annotations"
+            line = m.line_of(f"{holder or chain[-1][0]}.annotations")
+            d = Diagnostic(m.file, line, m.ref, field, exc.message, exc.fix)
+            if d not in out:
+                out.append(d)
+    return out
