@@ -119,11 +119,7 @@ class ApproxPrefixIndex:
             keep = ~(1 << s)
             hp = self._hash_pods
             for k in lru:
-                m = hp.get(k, 0) & keep
-                if m:
-                    hp[k] = m
-                else:
-                    hp.pop(k, None)
+                _unset(hp, k, keep)
         self._lru[s] = None
         self._used[s] = 0
         self._names[s] = None
@@ -192,11 +188,7 @@ class ApproxPrefixIndex:
             while used > cap and len(lru) > 1:
                 k2, w2 = lru.popitem(last=False)
                 used -= w2
-                m = hp.get(k2, 0) & keep
-                if m:
-                    hp[k2] = m
-                else:
-                    hp.pop(k2, None)
+                _unset(hp, k2, keep)
         self._used[s] = used
 
 
@@ -221,3 +213,12 @@ def prompt_segments(
         out.append(prev)
     tokens = block_chars // AVERAGE_CHARS_PER_TOKEN
     return tuple(out), (tokens,) * len(out)
+
+
+def _unset(hash_pods: dict[int, int], key: int, keep: int) -> None:
+    """Clear a pod's bit from a block's pod set (`keep` is the mask without it); drop the block when none is left."""
+    m = hash_pods.get(key, 0) & keep
+    if m:
+        hash_pods[key] = m
+    else:
+        hash_pods.pop(key, None)
