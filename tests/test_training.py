@@ -214,7 +214,7 @@ def test_training_job_runs_for_the_models_prediction(monkeypatch: pytest.MonkeyP
 
     def spy(self, pod, node):  # type: ignore[no-untyped-def]
         work = orig(self, pod, node)
-        captured[pod["metadata"]["name"]] = (work, self.breakdowns[self._job_key(pod)])
+        captured[pod["metadata"]["name"]] = (work, self.breakdowns[self.job_key(pod)])
         return work
     monkeypatch.setattr(training_hook.TrainingModel, "__call__", spy)
     res = run(objects=[scenario("1d"), make_pool("h100", "a3-highgpu-8g", 2, "nvidia-h100-80gb", 8),

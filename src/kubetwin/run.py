@@ -62,6 +62,7 @@ class RunResult:
     out: Path | None = None
     metrics_text: bytes | None = None  # Prometheus exposition of the controllers' metrics (Kueue's)
     requests_csv: str | None = None  # one row per inference request, when the scenario serves any
+    training: dict[str, Any] | None = None  # training.json: per training job, spec, placement, breakdown, advice
 
     def requests(self) -> Any:
         """The serving requests (requests.csv) as a DataFrame; empty when the scenario serves none."""
@@ -160,11 +161,17 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         from kubetwin.serving.coldstart import cold_start_hook
 
         kubelet.startup_hooks.append(cold_start_hook(store))
+    training, dcgm = None, None
     if any(m.kind in ("Pod", "Job", "JobSet") for m in manifests):
         from kubetwin.workloads import training_hook
 
         if training_hook.wanted([m.obj for m in manifests]):
-            kubelet.duration_hooks.append(training_hook.TrainingModel(store))  # training.kubetwin.io/* run times
+            from kubetwin.workloads.dcgm import DcgmExporter
+
+            training = training_hook.TrainingModel(store)  # training.kubetwin.io/* run times
+            kubelet.duration_hooks.append(training)
+            dcgm = DcgmExporter(store, env, training, kubelet, parse_duration(scenario.sampleInterval),
+                                scenario.startTime)
 
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -191,8 +198,15 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         if serving is not None:
             summary["serving"], series["serving"], requests_csv = serving.finish(until)
             metrics_text = (metrics_text or b"") + serving.exposition().encode()
+        training_json = None
+        if training is not None and dcgm is not None and training.inputs:  # training.json and DCGM series
+            from kubetwin.report.training_explain import records
+
+            series["dcgm"], dcgm_text = dcgm.finish()
+            metrics_text = (metrics_text or b"") + dcgm_text.encode()
+            training_json = records(training, store)
         result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"], pod_rows,
-                           metrics_text=metrics_text, requests_csv=requests_csv)
+                           metrics_text=metrics_text, requests_csv=requests_csv, training=training_json)
         if out is not None:
             result.out = write_run(Path(out), result, jobs, scenario)
     return result
@@ -235,7 +249,8 @@ def _dump(obj: Any) -> str:
 
 
 def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: ScenarioSpec) -> Path:
-    """summary.json, events.jsonl, history.jsonl, timeseries.json and report.html, all deterministic."""
+    """summary.json, events.jsonl, history.jsonl, timeseries.json, report.html (and metrics.prom, requests.csv,
+    training.json when the run has them), all deterministic."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(result.summary, sort_keys=True, indent=2) + "\n")
     (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
@@ -249,6 +264,8 @@ def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: Scenario
         (out / "metrics.prom").write_bytes(result.metrics_text)
     if result.requests_csv is not None:
         (out / "requests.csv").write_text(result.requests_csv)
+    if result.training is not None:
+        (out / "training.json").write_text(json.dumps(result.training, sort_keys=True, indent=1) + "\n")
     (out / "run.json").write_text(_dump({"startTime": scenario.startTime, "duration": parse_duration(
         scenario.duration)}) + "\n")
     if "html" in scenario.report:

@@ -1,4 +1,4 @@
-"""`kubetwin run | validate | get | describe | demo`: typer + rich, errors printed without tracebacks."""
+"""`kubetwin run | validate | get | describe | explain | demo`: typer + rich, errors printed without tracebacks."""
 
 from __future__ import annotations
 
@@ -205,6 +205,20 @@ def describe(resource: str, name: str, namespace: str = typer.Option("default", 
               and o["involvedObject"]["name"] == name and (o["involvedObject"].get("namespace") or "") == ns]
     now = datetime.fromisoformat(meta["startTime"].replace("Z", "+00:00")) + timedelta(seconds=t)
     sys.stdout.write(render(obj, events, now) + "\n")
+
+
+@app.command()
+def explain(resource: str = typer.Argument(..., help="job (a Job or JobSet name)"), name: str = typer.Argument(...),
+            namespace: str = typer.Option("default", "--namespace", "-n"),
+            run_dir: Path = typer.Option(..., "--run", help="run folder")) -> None:
+    """Where a training job's step time goes (compute / comm / data / checkpoint) and which change helps most."""
+    from kubetwin.report.training_explain import load, render
+
+    try:
+        rec = load(run_dir, resource, name, namespace)
+    except KubetwinError as exc:
+        _fail(exc)
+    sys.stdout.write(render(rec) + "\n")
 
 
 def main() -> None:

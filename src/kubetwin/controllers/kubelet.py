@@ -113,6 +113,11 @@ class Kubelet:
         self._images: dict[str, dict[str, float]] = {}  # node -> image -> when its pull ends (or ended)
         store.watch("Pod", self._on_pod)
 
+    def work_start(self, uid: str) -> float | None:
+        """When the running pod's work starts (after its setup or checkpoint restore); None if it runs none."""
+        run = self._runs.get(uid)
+        return run.start if run is not None else None
+
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         uid = pod["metadata"]["uid"]
         if uid in self._runs:

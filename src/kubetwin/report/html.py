@@ -8,6 +8,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from kubetwin.report.serving_html import serving_figures, serving_rows
+from kubetwin.workloads.dcgm import figures as dcgm_figures
 
 
 def _fig_html(fig: go.Figure, div_id: str, first: bool) -> str:
@@ -53,7 +54,7 @@ def write_report(run_dir: Path, summary: dict, timeseries: dict, jobs: list[dict
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     serving = serving_figures(summary, timeseries.get("serving") or {})
     figs = [_fig_html(f, f"kubetwin-fig-{i}", i == 0)
-            for i, f in enumerate((alloc, pending, frag, cost, timeline, *serving))]
+            for i, f in enumerate((alloc, pending, frag, cost, timeline, *serving, *dcgm_figures(timeseries)))]
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>kubetwin run report</title><style>"
             "body{font-family:sans-serif;margin:24px;max-width:1100px}th{text-align:left;padding-right:24px}"
             "</style></head><body><h1>kubetwin run report</h1><table>" + table + "</table>"

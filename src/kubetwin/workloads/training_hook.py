@@ -61,6 +61,8 @@ class TrainingModel:
     def __init__(self, store: Store, net: Network | None = None) -> None:
         self.store, self.net = store, net
         self.breakdowns: dict[tuple[str, str], StepTime] = {}  # (namespace, JobSet or Job) -> last breakdown
+        # what that breakdown was computed from, for the run folder's training.json and the DCGM series
+        self.inputs: dict[tuple[str, str], tuple[TrainingSpec, Placement]] = {}
 
     def annotations(self, pod: Obj) -> dict:
         """The pod's annotations over its Job's and JobSet's metadata annotations."""
@@ -88,13 +90,15 @@ class TrainingModel:
         if placement is None:
             return None
         st = step_breakdown(spec, placement, self.net)
-        self.breakdowns[self._job_key(pod)] = st
+        self.breakdowns[self.job_key(pod)] = st
+        self.inputs[self.job_key(pod)] = (spec, placement)
         reason = (f"training: {st.steps} steps x {st.step:.3f}s (compute {st.compute + st.bubble:.3f}s, comm "
                   f"{st.exposed_comm:.3f}s, data {st.data_stall:.3f}s) + {st.checkpoints} checkpoints x "
                   f"{st.checkpoint_write:.1f}s")
         return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason)
 
-    def _job_key(self, pod: Obj) -> tuple[str, str]:
+    def job_key(self, pod: Obj) -> tuple[str, str]:
+        """(namespace, JobSet or Job name, else the pod's) that keys the job's breakdown."""
         meta = pod["metadata"]
         labels = meta.get("labels") or {}
         return meta.get("namespace") or "", labels.get(JOBSET_NAME) or labels.get(JOB_NAME) or meta["name"]

@@ -1,0 +1,190 @@
+"""training.json and `kubetwin explain job`: where a training job's step time goes, and which change helps most.
+
+Why a file of its own: the step breakdown lives in the run's TrainingModel (workloads/training_hook.py) and is gone
+when the process ends; `write_run` saves, per training Job or JobSet, the spec, the placement (nodes, network tier,
+placement group, zones), the storage paths, the breakdown, the ranked what-ifs and the steady-state DCGM gauges, so
+`kubetwin explain job NAME --run DIR` reads the folder alone, like `get` and `describe` do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.workloads import dcgm
+from kubetwin.workloads.storage import ReadPath
+from kubetwin.workloads.training import PLACEMENT_GROUP, Placement, StepTime, job_seconds
+from kubetwin.workloads.training_spec import TrainingSpec
+
+FILE = "training.json"
+JOB_RESOURCES = {"job": "Job", "jobs": "Job", "jobset": "JobSet", "jobsets": "JobSet"}
+
+
+def _labels(node: dict) -> dict:
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def _network(placement: Placement) -> tuple[str, str]:
+    """(tier, placement kind) from workloads/network.py; labels alone when it cannot say."""
+    nodes = placement.nodes()
+    try:
+        from kubetwin.workloads import network
+
+        topo = network.topology(nodes, placement.ranks_on(nodes))
+        tier = topo.tier or network.node_net(nodes[0]).tier
+        return tier, topo.placement
+    except (ImportError, AttributeError, KeyError, ValueError):
+        zones = {_labels(n).get("topology.kubernetes.io/zone") for n in nodes}
+        groups = {_labels(n).get(PLACEMENT_GROUP) for n in nodes}
+        kind = "single_node" if len(nodes) == 1 else "compact" if len(groups) == 1 and None not in groups else \
+            "same_zone" if len(zones) == 1 else "cross_zone"
+        return "unknown", kind
+
+
+def _path(path: str | None, rp: ReadPath | None) -> dict | None:
+    if rp is None:
+        return {"path": path, "kind": "local", "detail": "no volume: local disk, no stall", "bytes_per_second": None} \
+            if path else None
+    return {"path": path, "kind": rp.kind, "detail": rp.detail, "bytes_per_second": rp.bytes_per_second}
+
+
+def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Placement, st: StepTime) -> dict:
+    """One training.json entry (plain JSON types)."""
+    nodes = placement.nodes()
+    tier, where = _network(placement)
+    ranks = placement.ranks_on(nodes)
+    node_rows = [{"name": (n.get("metadata") or {}).get("name", ""), "ranks": r,
+                  "machine_type": _labels(n).get("node.kubernetes.io/instance-type", ""),
+                  "pool": _labels(n).get("cloud.google.com/gke-nodepool", ""),
+                  "zone": _labels(n).get("topology.kubernetes.io/zone", ""),
+                  "placement_group": _labels(n).get(PLACEMENT_GROUP)} for n, r in zip(nodes, ranks, strict=True)]
+    accel = _labels(nodes[0]).get("cloud.google.com/gke-accelerator") or _labels(nodes[0]).get(
+        "cloud.google.com/gke-tpu-accelerator", "") if nodes else ""
+    ex = st.explain()
+    return {
+        "namespace": ns, "name": name, "kind": kind, "spec": asdict(spec),
+        "placement": {"world": placement.world, "accelerator": accel, "peak_tflops": placement.peak_tflops,
+                      "mfu": spec.mfu or placement.default_mfu, "tier": tier, "placement": where,
+                      "zones": sorted({r["zone"] for r in node_rows}),
+                      "placement_groups": sorted({r["placement_group"] or "" for r in node_rows}),
+                      "nodes": node_rows},
+        "storage": {"data": _path(spec.data_path, placement.read), "loading": spec.loading,
+                    "checkpoint_write": _path(spec.checkpoint_path, placement.checkpoint_write),
+                    "checkpoint_read": _path(spec.checkpoint_path, placement.checkpoint_read)},
+        "breakdown": {"step_seconds": ex["step_seconds"], "parts": ex["parts"], "fractions": ex["fractions"],
+                      "comm_by_kind": ex["comm_by_kind"], "comm_raw": dict(st.comm_raw), "bubble": st.bubble,
+                      "compute": st.compute, "read": st.read, "checkpoint_write": st.checkpoint_write,
+                      "checkpoint_every": st.checkpoint_every, "checkpoints": st.checkpoints,
+                      "prestage": st.prestage, "restart": st.restart, "steps": st.steps, "dp": st.dp,
+                      "microbatches": st.microbatches, "work_seconds": st.work, "job_seconds": job_seconds(st)},
+        "advice": [{"change": a.change, "job_seconds": a.job_seconds, "saving": a.saving} for a in st.advice],
+        "dcgm": dcgm.record(spec, placement, st),
+    }
+
+
+def records(model: Any, store: Any) -> dict[str, dict]:
+    """training.json's content from the run's TrainingModel: "namespace/name" -> job_record."""
+    out = {}
+    for (ns, name), (spec, placement) in sorted(model.inputs.items()):
+        kind = "JobSet" if store.get("JobSet", ns, name) is not None else "Job"
+        out[f"{ns}/{name}"] = job_record(ns, name, kind, spec, placement, model.breakdowns[(ns, name)])
+    return out
+
+
+def _error(where: str, message: str, hint: str) -> KubetwinError:
+    return KubetwinError([Diagnostic(where, 0, "-", "", message, hint)])
+
+
+def load(run_dir: Path, resource: str, name: str, namespace: str) -> dict:
+    """The job's record; KubetwinError for a bad resource, a folder that is no run, or a job it does not hold."""
+    kind = JOB_RESOURCES.get(resource.lower())
+    if kind is None:
+        raise _error(resource, f'cannot explain "{resource}"', "use: kubetwin explain job NAME --run DIR "
+                     "(a Job or JobSet name)")
+    if not (run_dir / "history.jsonl").is_file() or not (run_dir / "run.json").is_file():
+        raise _error(str(run_dir), "not a kubetwin run folder (no history.jsonl)", "pass the --out folder of a "
+                     "`kubetwin run`")
+    path = run_dir / FILE
+    jobs = json.loads(path.read_text()) if path.is_file() else {}
+    rec = jobs.get(f"{namespace}/{name}")
+    if rec is not None:
+        return rec
+    if _exists(run_dir, namespace, name):
+        raise _error(f"{namespace}/{name}", "not a training job: no training.kubetwin.io/* annotations (its pods "
+                     "ran for kubetwin.io/duration), or none of its pods started",
+                     "add the training annotations (docs/training-studies.md) to have the twin compute its run time")
+    known = ", ".join(sorted(jobs)) or "none in this run"
+    raise _error(f"{namespace}/{name}", f'{kind} "{name}" not found in namespace "{namespace}"',
+                 f"training jobs in this run: {known}; pick another with -n NAMESPACE")
+
+
+def _exists(run_dir: Path, namespace: str, name: str) -> bool:
+    """Whether a Job or JobSet of that name was ever created in the run (a cheap scan of history.jsonl)."""
+    needle = f'"name":"{name}"'
+    with (run_dir / "history.jsonl").open() as f:
+        for line in f:
+            if needle in line and '"type":"ADDED"' in line:
+                obj = json.loads(line)["object"]
+                if obj["kind"] in ("Job", "JobSet") and obj["metadata"]["name"] == name and \
+                        (obj["metadata"].get("namespace") or "") == namespace:
+                    return True
+    return False
+
+
+def _rate(rp: dict | None) -> str:
+    if rp is None:
+        return "none"
+    bps = rp.get("bytes_per_second")
+    return f"{rp['detail']}" + (f", {bps / 1e9:.2f} GB/s" if bps else "")
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.2f} h"
+
+
+def render(rec: dict) -> str:
+    """The explain text: placement, storage, the step table, the DCGM gauges, the ranked what-ifs."""
+    sp, pl, b, st = rec["spec"], rec["placement"], rec["breakdown"], rec["storage"]
+    par = f"dp {b['dp']} x tp {sp['tp']} x pp {sp['pp']}" + (" (FSDP)" if sp["fsdp"] else "")
+    out = [f"{rec['kind']} {rec['namespace']}/{rec['name']}: {sp['params'] / 1e9:g}B params, {b['steps']} steps of "
+           f"{sp['global_batch']} x {sp['seq_len']} tokens, {par}, {b['microbatches']} micro-batches per step", "",
+           "Placement:",
+           f"  {pl['world']} x {pl['accelerator']} on {len(pl['nodes'])} nodes "
+           f"({', '.join(sorted({n['machine_type'] for n in pl['nodes']}))}), peak {pl['peak_tflops']:g} TFLOPS, "
+           f"MFU {pl['mfu']:.2f}",
+           f"  network tier: {pl['tier']}; placement: {pl['placement']}; placement groups: "
+           f"{', '.join(g or '(none)' for g in pl['placement_groups'])}; zones: {', '.join(pl['zones'])}"]
+    out += [f"  {n['name']}  ranks {n['ranks']}  pool {n['pool']}  {n['zone']}" for n in pl["nodes"][:8]]
+    if len(pl["nodes"]) > 8:
+        out.append(f"  ... and {len(pl['nodes']) - 8} more nodes")
+    data = st["data"]
+    out += ["", "Storage:",
+            f"  data: {data['path'] + ' -> ' + _rate(data) if data else 'none (no data-path: local, no stall)'}; "
+            f"loading {st['loading']}; a step reads in {b['read']:.3f} s",
+            f"  checkpoints: {_rate(st['checkpoint_write']) if st['checkpoint_write'] else 'default pd-balanced'}"
+            + (f"; {b['checkpoints']} x {b['checkpoint_write']:.1f} s, every {b['checkpoint_every']} steps; restart "
+               f"reads back in {b['restart']:.1f} s" if b["checkpoint_every"] else "; none written")]
+    total = b["step_seconds"]
+    rows = [("compute", b["compute"]), ("  pipeline bubble", b["bubble"])]
+    rows += [(f"comm {k} (exposed)", v) for k, v in sorted(b["comm_by_kind"].items())]
+    rows += [("data stall", b["parts"]["data"]), ("checkpoint (amortized)", b["parts"]["checkpoint"])]
+    out += ["", f"Step time {total:.3f} s; job {_dur(b['job_seconds'])} of work"
+            + (f" after a {_dur(b['prestage'])} prestage" if b["prestage"] else "") + ":",
+            f"  {'part':<26}{'seconds':>10}{'%':>8}"]
+    out += [f"  {k:<26}{v:>10.4f}{100 * v / total if total else 0:>8.1f}" for k, v in rows]
+    if b["comm_raw"]:
+        out.append("  (before overlap: " + ", ".join(f"{k} {v:.4f} s" for k, v in sorted(b["comm_raw"].items()))
+                   + ")")
+    g = rec["dcgm"]
+    out += ["", "GPU metrics (DCGM, each GPU while stepping):",
+            f"  DCGM_FI_DEV_GPU_UTIL {g['gpu_util']:.0f} %   DCGM_FI_PROF_SM_ACTIVE {g['sm_active']:.2f}   "
+            f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {g['tensor_active']:.2f}",
+            f"  DCGM_FI_DEV_FB_USED {g['fb_used_mib']:,.0f} MiB" + ("" if g["fits"] else
+                                                                     " (capped: the model would not fit)")]
+    out += ["", "Which change would help most:"]
+    out += [f"  {i}. {a['change']}: job {_dur(a['job_seconds'])} ({100 * a['saving']:.1f}% shorter)"
+            for i, a in enumerate(rec["advice"], 1)] or ["  nothing the twin tries shortens this job"]
+    return "\n".join(out)

@@ -1,0 +1,241 @@
+"""DCGM exporter series for training pods: what Grafana would show for a job the step-time model describes.
+
+Why: a user diagnoses a slow job from dcgm-exporter dashboards, not from a step breakdown. The twin derives each GPU's
+steady-state gauges from the job's StepTime (workloads/training.py) so a data-starved job shows low
+DCGM_FI_DEV_GPU_UTIL, and a network-bound one a GPU_UTIL that stays high (NCCL kernels spin while they wait) over a
+low DCGM_FI_PROF_SM_ACTIVE / PIPE_TENSOR_ACTIVE: the signature operators look for.
+
+Names, types and help text: NVIDIA/dcgm-exporter etc/dcp-metrics-included.csv@084a245 (DCGM_FI_DEV_GPU_UTIL,
+DCGM_FI_DEV_FB_USED, DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, DCGM_FI_PROF_PCIE_RX_BYTES;
+DCGM_FI_PROF_NVLINK_TX_BYTES is the DCGM profiling field of the same family, off in that csv). Labels, in the
+exporter's order: gpu, UUID, device, modelName, Hostname (internal/pkg/rendermetrics/render_metrics.go@1f7abdb),
+then the pod mapper's container, namespace, pod (its Kubernetes attributes "pod", "namespace", "container").
+
+Per GPU, over one step cycle of `total` seconds (compute + bubble + exposed comm + data stall + amortized checkpoint):
+- GPU_UTIL (%) = 100 x (compute + exposed comm) / total: NVML's "a kernel was running" share; the pipeline bubble,
+  data stall and a synchronous checkpoint write run no kernel.
+- SM_ACTIVE = (compute x SM_ACTIVE_COMPUTE + exposed comm x NCCL_CTAS / SMs) / total: NCCL runs one CTA per channel,
+  on a few SMs only.
+- PIPE_TENSOR_ACTIVE = MFU x compute / total = model FLOPs / (peak x total): the tensor pipe is busy in proportion to
+  the FLOP rate it sustains (twin assumption).
+- FB_USED (MiB) = model states (16 bytes/param: bf16 weights 2 + bf16 grads 2 + fp32 Adam 12; ZeRO, Rajbhandari et
+  al. 2020 §3.1) / (tp x pp), / dp too with FSDP; + activations 34 x s x b x h x layers / tp bytes (selective
+  recomputation, Korthikanti et al. 2022 "Reducing Activation Recomputation in Large Transformer Models" §4-5, the
+  first pipeline stage holding pp micro-batches of layers/pp); + CONTEXT_MIB; capped at the GPU's NVML memory.
+- NVLINK_TX_BYTES (B/s): the intra-node share of the step's collectives (ring factors as in collectives.py).
+- PCIE_RX_BYTES (B/s): the rank's input batch plus what it receives from other nodes (NIC -> GPU crosses PCIe with
+  or without GPUDirect).
+Values are steady-state averages over a step cycle, as a 15-60 s scrape of a job stepping every second sees them;
+while a pod copies its dataset or reads its checkpoint back (Work.setup / restart) the GPU runs no kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.store.store import Obj, Store
+from kubetwin.workloads.training import BF16, Placement, StepTime
+from kubetwin.workloads.training_spec import TrainingSpec
+
+GPU_UTIL, SM_ACTIVE, TENSOR_ACTIVE = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+FB_USED, NVLINK_TX, PCIE_RX = "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"
+FIELDS = (GPU_UTIL, SM_ACTIVE, TENSOR_ACTIVE, FB_USED, NVLINK_TX, PCIE_RX)
+HELP = {GPU_UTIL: "GPU utilization (in %).", SM_ACTIVE: "The ratio of cycles an SM has at least 1 warp assigned.",
+        TENSOR_ACTIVE: "Ratio of cycles the tensor (HMMA) pipe is active.",
+        FB_USED: "Framebuffer memory used (in MiB).",
+        NVLINK_TX: "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
+        PCIE_RX: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - "
+                 "in bytes per second."}
+STATES_BYTES_PER_PARAM = 16  # ZeRO §3.1: 2 + 2 + 12
+ACT_BYTES_PER_SBH = 34  # Korthikanti et al. 2022: 34 sbh per layer with selective recomputation (tensor parallel /t)
+CONTEXT_MIB = 2048  # CUDA context, cuBLAS workspaces, NCCL buffers, allocator slack: twin assumption
+SM_ACTIVE_COMPUTE = 0.9  # large GEMM grids cover every SM; launch gaps and small kernels the rest: twin assumption
+NCCL_CTAS = 16  # NCCL channels (one CTA each) a collective occupies; varies by version and topology: twin assumption
+# SMs per GPU: H100 SXM5 132 (NVIDIA H100 Tensor Core GPU Architecture whitepaper), H200 the same GH100 configuration,
+# A100 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper), L4 58 (NVIDIA Ada GPU Architecture whitepaper,
+# AD104), B200 148 (twin assumption, not read from an NVIDIA document).
+SMS = {"nvidia-h100-80gb": 132, "nvidia-h100-mega-80gb": 132, "nvidia-h200-141gb": 132, "nvidia-tesla-a100": 108,
+       "nvidia-a100-80gb": 108, "nvidia-l4": 58, "nvidia-b200": 148}
+DEFAULT_SMS = 132
+ACCEL = "cloud.google.com/gke-accelerator"
+
+
+@dataclass(frozen=True)
+class GpuMetrics:
+    """One GPU's steady-state DCGM gauges while its pod trains (see the module docstring)."""
+
+    gpu_util: float
+    sm_active: float
+    tensor_active: float
+    fb_used_mib: float
+    nvlink_tx: float
+    pcie_rx: float
+    fits: bool = True  # model states + activations fit in the GPU's memory (FB_USED is capped at it)
+
+    def values(self) -> dict[str, float]:
+        return {GPU_UTIL: self.gpu_util, SM_ACTIVE: self.sm_active, TENSOR_ACTIVE: self.tensor_active,
+                FB_USED: self.fb_used_mib, NVLINK_TX: self.nvlink_tx, PCIE_RX: self.pcie_rx}
+
+
+def _memory_mib(gpu: str) -> float:
+    return float((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get("memory_mib") or 81559)
+
+
+def fb_used(spec: TrainingSpec, st: StepTime, gpu: str) -> tuple[float, bool]:
+    """(MiB used, fits): model states + activations + context, capped at the GPU's memory."""
+    states = STATES_BYTES_PER_PARAM * spec.params / (spec.tp * spec.pp) / (st.dp if spec.fsdp else 1)
+    act = ACT_BYTES_PER_SBH * spec.seq_len * spec.micro_batch * spec.hidden_size * spec.layers / spec.tp
+    mib = (states + act) / 2**20 + CONTEXT_MIB
+    cap = _memory_mib(gpu)
+    return round(min(mib, cap), 1), mib <= cap
+
+
+def steady_state(spec: TrainingSpec, placement: Placement, st: StepTime) -> GpuMetrics:
+    """The gauges of any GPU of the job (every rank does the same work per step in this model)."""
+    node = placement.nodes()[0] if placement.pods else {}
+    gpu = str(((node.get("metadata") or {}).get("labels") or {}).get(ACCEL, ""))
+    total = st.total
+    if total <= 0:
+        return GpuMetrics(0.0, 0.0, 0.0, CONTEXT_MIB, 0.0, 0.0)
+    comm = st.exposed_comm
+    mfu = spec.mfu or placement.default_mfu
+    sms = SMS.get(gpu, DEFAULT_SMS)
+    per_node = max(1, min(placement.ranks_on(placement.nodes()))) if placement.pods else 1
+    n_nodes = max(1, len(placement.nodes()))
+    tp, m = spec.tp, st.microbatches
+    shard = BF16 * spec.params / (tp * spec.pp)
+    act = spec.micro_batch * spec.seq_len * spec.hidden_size * BF16
+    dp_local = max(1, per_node // tp) if tp <= per_node else 1  # DP ranks of one node (TP fastest)
+    dp_nodes = max(1, st.dp // dp_local)
+    dp_bytes = (m * 3 * shard) if spec.fsdp else 2 * shard  # 2 all-gathers + reduce-scatter per mb, or 1 all-reduce
+    nvlink = 0.0
+    if tp > 1 and tp <= per_node:
+        nvlink += 4 * math.ceil(spec.layers / spec.pp) * m * 2 * (tp - 1) / tp * act
+    if st.dp > 1 and dp_local > 1:
+        nvlink += dp_bytes * (dp_local - 1) / dp_local
+    rx = spec.global_batch * spec.sample_bytes / max(1, st.dp)
+    if dp_nodes > 1:
+        rx += dp_bytes * (dp_nodes - 1) / dp_nodes / dp_local
+    if spec.pp > 1 and n_nodes > 1:
+        rx += 2 * m * act
+    fb, fits = fb_used(spec, st, gpu)
+    return GpuMetrics(round(100 * (st.compute + comm) / total, 2),
+                      round((st.compute * SM_ACTIVE_COMPUTE + comm * min(1.0, NCCL_CTAS / sms)) / total, 4),
+                      round(mfu * st.compute / total, 4), fb, round(nvlink / total), round(rx / total), fits)
+
+
+def idle(gpu: str) -> GpuMetrics:
+    """A GPU whose pod runs but has not started stepping (dataset copy, checkpoint read back)."""
+    return GpuMetrics(0.0, 0.0, 0.0, float(min(CONTEXT_MIB, _memory_mib(gpu))), 0.0, 0.0)
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+class DcgmExporter:
+    """Samples every Running GPU pod of a training job each `interval` (the run's sampleInterval), as Prometheus
+    would scrape a dcgm-exporter DaemonSet; `finish` gives the per-pod time series and the exposition."""
+
+    def __init__(self, store: Store, env: Any, model: Any, kubelet: Any, interval: float, start_time: str) -> None:
+        self.store, self.env, self.model, self.kubelet, self.interval = store, env, model, kubelet, interval
+        self.epoch_ms = datetime.fromisoformat(start_time.replace("Z", "+00:00")).timestamp() * 1000
+        self.running: dict[str, Obj] = {}  # uid -> the Running pod
+        self.slots: dict[str, dict[str, int]] = {}  # node -> uid -> first GPU index
+        self.series: dict[str, dict[str, Any]] = {}  # ns/pod -> {"t", "job", "node", FIELD: [...]}
+        self.last: dict[str, tuple[float, dict[str, str], range, GpuMetrics]] = {}  # ns/pod -> last scrape
+        store.watch("Pod", self._on_pod)
+        env.at(0, self._sample)
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName") or ""
+        gpus = _gpus(pod)
+        if etype != "DELETED" and (pod.get("status") or {}).get("phase") == "Running" and node and gpus:
+            if uid not in self.running:
+                used = {i for u, first in self.slots.get(node, {}).items()
+                        for i in range(first, first + _gpus(self.running[u]))}
+                first = next(i for i in range(64) if all(j not in used for j in range(i, i + gpus)))
+                self.slots.setdefault(node, {})[uid] = first
+            self.running[uid] = pod
+        elif uid in self.running:
+            del self.running[uid]
+            self.slots.get(node, {}).pop(uid, None)
+
+    def _sample(self) -> None:
+        now = self.env.now
+        for uid, pod in sorted(self.running.items(), key=lambda kv: _ref(kv[1])):
+            key = self.model.job_key(pod)
+            if key not in self.model.inputs:
+                continue
+            spec, placement = self.model.inputs[key]
+            st = self.model.breakdowns[key]
+            node = pod["spec"]["nodeName"]
+            start = self.kubelet.work_start(uid)  # when its work starts (after setup / restart)
+            nobj = self.store.get("Node", "", node) or {}
+            gpu = str(((nobj.get("metadata") or {}).get("labels") or {}).get(ACCEL, ""))
+            g = idle(gpu) if start is not None and now < start else steady_state(spec, placement, st)
+            ref = _ref(pod)
+            s = self.series.setdefault(ref, {"t": [], "job": f"{key[0]}/{key[1]}", "node": node,
+                                             **{f: [] for f in FIELDS}})
+            s["t"].append(now)
+            for f, v in g.values().items():
+                s[f].append(v)
+            container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "")
+            labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
+                "productName", gpu)), "container": container, "namespace": key[0], "pod": pod["metadata"]["name"]}
+            first = self.slots.get(node, {}).get(uid, 0)
+            self.last[ref] = (now, labels, range(first, first + _gpus(pod)), g)
+        self.env.after(self.interval, self._sample)
+
+    def finish(self) -> tuple[dict[str, Any], str]:
+        """({"pods": {ns/pod: series}}, exposition): each pod's GPUs at the last scrape that saw it Running, with
+        that scrape's timestamp (a finished pod is gone from a live scrape; the timestamp says when it was seen)."""
+        lines: list[str] = []
+        for f in FIELDS:
+            lines += [f"# HELP {f} {HELP[f]}", f"# TYPE {f} gauge"]
+            for ref in sorted(self.last):
+                t, labels, gpus, g = self.last[ref]
+                for i in gpus:
+                    uuid = nvidia_dra._uuid("GPU", f"{labels['Hostname']}/{i}")
+                    lab = (f'gpu="{i}",UUID="{uuid}",device="nvidia{i}",modelName="{labels["modelName"]}",'
+                           f'Hostname="{labels["Hostname"]}",container="{labels["container"]}",'
+                           f'namespace="{labels["namespace"]}",pod="{labels["pod"]}"')
+                    lines.append(f"{f}{{{lab}}} {_num(g.values()[f])} {round(self.epoch_ms + t * 1000)}")
+        return {"pods": dict(sorted(self.series.items()))}, "\n".join(lines) + "\n" if self.last else ""
+
+
+def _ref(pod: Obj) -> str:
+    return f"{pod['metadata'].get('namespace') or ''}/{pod['metadata']['name']}"
+
+
+def _gpus(pod: Obj) -> int:
+    return sum(int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0) or 0)
+               for c in pod["spec"].get("containers") or [])
+
+
+def record(spec: TrainingSpec, placement: Placement, st: StepTime) -> dict[str, Any]:
+    """The steady-state gauges for training.json (one GPU of the job)."""
+    return {**asdict(steady_state(spec, placement, st))}
+
+
+def figures(timeseries: dict) -> list:
+    """report.html: GPU_UTIL and SM_ACTIVE per training pod over simulated hours (none without DCGM series)."""
+    pods = (timeseries.get("dcgm") or {}).get("pods") or {}
+    if not pods:
+        return []
+    import html
+
+    import plotly.graph_objects as go
+
+    out = []
+    for field, title, unit in ((GPU_UTIL, "DCGM_FI_DEV_GPU_UTIL per training pod (kernel running)", "%"),
+                               (SM_ACTIVE, "DCGM_FI_PROF_SM_ACTIVE per training pod", "ratio")):
+        fig = go.Figure([go.Scatter(x=[t / 3600 for t in s["t"]], y=s[field], name=html.escape(ref), mode="lines",
+                                    line_shape="hv") for ref, s in pods.items()])
+        fig.update_layout(title=title, xaxis_title="simulated hours", yaxis_title=unit)
+        out.append(fig)
+    return out
