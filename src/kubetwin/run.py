@@ -42,6 +42,7 @@ from kubetwin.serving import install as serving_install
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
+from kubetwin.workloads import install as training_install
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
 _ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "Node": 2, "ConfigMap": 3, "DeviceClass": 4,
@@ -161,17 +162,8 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         from kubetwin.serving.coldstart import cold_start_hook
 
         kubelet.startup_hooks.append(cold_start_hook(store))
-    training, dcgm = None, None
-    if any(m.kind in ("Pod", "Job", "JobSet") for m in manifests):
-        from kubetwin.workloads import training_hook
-
-        if training_hook.wanted([m.obj for m in manifests]):
-            from kubetwin.workloads.dcgm import DcgmExporter
-
-            training = training_hook.TrainingModel(store)  # training.kubetwin.io/* run times
-            kubelet.duration_hooks.append(training)
-            dcgm = DcgmExporter(store, env, training, kubelet, parse_duration(scenario.sampleInterval),
-                                scenario.startTime)
+    training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
+                                        scenario.startTime)  # training.kubetwin.io/* run times and DCGM gauges
 
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -199,12 +191,11 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
             summary["serving"], series["serving"], requests_csv = serving.finish(until)
             metrics_text = (metrics_text or b"") + serving.exposition().encode()
         training_json = None
-        if training is not None and dcgm is not None and training.inputs:  # training.json and DCGM series
-            from kubetwin.report.training_explain import records
-
-            series["dcgm"], dcgm_text = dcgm.finish()
-            metrics_text = (metrics_text or b"") + dcgm_text.encode()
-            training_json = records(training, store)
+        if training is not None:
+            dcgm_series, dcgm_text, training_json = training.finish()
+            if training_json is not None:
+                series["dcgm"] = dcgm_series
+                metrics_text = (metrics_text or b"") + dcgm_text.encode()
         result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"], pod_rows,
                            metrics_text=metrics_text, requests_csv=requests_csv, training=training_json)
         if out is not None:

@@ -1,0 +1,44 @@
+"""Installs the training model into a run when a Pod, Job or JobSet carries training.kubetwin.io/* annotations:
+the kubelet's duration hook (how long each training pod runs) and the DCGM exporter sampling its GPUs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubetwin.api.loader import Manifest
+from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.sim.env import Environment
+from kubetwin.store.store import Store
+
+
+@dataclass
+class TrainingRun:
+    model: Any  # workloads.training_hook.TrainingModel
+    dcgm: Any  # workloads.dcgm.DcgmExporter
+    store: Store
+
+    def finish(self) -> tuple[list | dict | None, str, dict | None]:
+        """(timeseries.json "dcgm", metrics.prom lines, training.json) once the clock stops; empty when no
+        training pod ran."""
+        if not self.model.inputs:
+            return None, "", None
+        from kubetwin.report.training_explain import records
+
+        series, text = self.dcgm.finish()
+        return series, text, records(self.model, self.store)
+
+
+def install(store: Store, env: Environment, kubelet: Kubelet, manifests: list[Manifest], sample_interval: float,
+            start_time: str) -> TrainingRun | None:
+    if not any(m.kind in ("Pod", "Job", "JobSet") for m in manifests):
+        return None
+    from kubetwin.workloads import training_hook
+
+    if not training_hook.wanted([m.obj for m in manifests]):
+        return None
+    from kubetwin.workloads.dcgm import DcgmExporter
+
+    model = training_hook.TrainingModel(store)
+    kubelet.duration_hooks.append(model)
+    return TrainingRun(model, DcgmExporter(store, env, model, kubelet, sample_interval, start_time), store)
