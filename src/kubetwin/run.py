@@ -29,6 +29,7 @@ from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.replicaset import ReplicaSetController
+from kubetwin.controllers.volumes import PersistentVolumeClaimController
 from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
@@ -71,7 +72,8 @@ class RunResult:
 
         import pandas as pd
 
-        return pd.read_csv(io.StringIO(self.requests_csv)) if self.requests_csv else pd.DataFrame()
+        labels = {c: str for c in ("trace", "pool", "pod", "model", "reason")}  # text, even when all empty
+        return pd.read_csv(io.StringIO(self.requests_csv), dtype=labels) if self.requests_csv else pd.DataFrame()
 
     def _frame(self, rows: list[dict]) -> Any:
         import pandas as pd
@@ -139,6 +141,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     pools = NodePoolController(store, env, scenario.clusterName, events=events)
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
+    PersistentVolumeClaimController(store, env, events)  # claims Bound; the GKE Volume Populator's transfers
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy)
     JobController(store, env, events, names)

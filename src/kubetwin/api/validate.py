@@ -44,6 +44,7 @@ SIMULATED = {
     ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"), ("v1", "Service"),
     ("keda.sh/v1alpha1", "ScaledObject"), ("autoscaling/v2", "HorizontalPodAutoscaler"),
     ("v1", "PersistentVolumeClaim"), ("storage.k8s.io/v1", "StorageClass"), (TWIN_API, "RequestTrace"),
+    ("datalayer.gke.io/v1", "GCPDataSource"),  # controllers/volumes.py: the GKE Volume Populator
 }
 # Kinds kubetwin knows (they appear in the platform documents) but does not simulate yet: accepted, stored,
 # and reported with a notice so nothing is silently ignored.
@@ -56,6 +57,7 @@ KNOWN_GROUPS = {
     "keda.sh": "KEDA",
     "autoscaling.x-k8s.io": "ProvisioningRequest",
     "gateway.networking.k8s.io": "Gateway API",
+    "datalayer.gke.io": "GKE Volume Populator",
 }
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NON_OVERCOMMITABLE_PREFIXES = ("nvidia.com/", "google.com/", "amd.com/")
@@ -458,6 +460,36 @@ def _flattened_configmap(m: Manifest) -> list[Diagnostic]:
                        "(version: v1 / sharing: / timeSlicing: / resources: - name: nvidia.com/gpu, replicas: 4)")]
 
 
+def _gcp_data_source(m: Manifest) -> list[Diagnostic]:
+    """GCPDataSource has no CRD file here: check the fields GKE's CRD reference lists (spec.cloudStorage.uri, a gs://
+    URI, and serviceAccountName; https://cloud.google.com/kubernetes-engine/docs/reference/crds/gcpdatasource) and
+    the twin's `kubetwin.io/data-size` annotation, the data the populator copies (the twin cannot list the bucket)."""
+    out: list[Diagnostic] = []
+    spec = m.obj.get("spec") or {}
+    extra = sorted(set(spec) - {"cloudStorage"}) + [f"cloudStorage.{k}" for k in sorted(set(
+        spec.get("cloudStorage") or {}) - {"uri", "serviceAccountName"})]
+    for f in extra:
+        out.append(Diagnostic(m.file, m.line_of(f"spec.{f}"), m.ref, f"spec.{f}",
+                              f'strict decoding error: unknown field "spec.{f}"', "fields: cloudStorage.uri, "
+                              "cloudStorage.serviceAccountName"))
+    uri = str((spec.get("cloudStorage") or {}).get("uri") or "")
+    if not uri.startswith("gs://"):
+        out.append(Diagnostic(m.file, m.line_of("spec.cloudStorage.uri"), m.ref, "spec.cloudStorage.uri",
+                              f"Invalid value: {uri!r}: must be a gs:// URI", "e.g. gs://my-bucket/my-data/"))
+    size = ((m.obj.get("metadata") or {}).get("annotations") or {}).get("kubetwin.io/data-size")
+    if size is None:
+        out.append(Diagnostic(m.file, m.line, m.ref, "metadata.annotations[kubetwin.io/data-size]",
+                              "the twin cannot list the bucket: without kubetwin.io/data-size the transfer copies 0 "
+                              "bytes and the claim binds at once", "add kubetwin.io/data-size: 2Ti", "notice"))
+    else:
+        try:
+            parse_quantity(str(size))
+        except UnitError as exc:
+            out.append(Diagnostic(m.file, m.line, m.ref, "metadata.annotations[kubetwin.io/data-size]",
+                                  f"Invalid value: {size!r}: {exc}", "a quantity, e.g. 2Ti or 500Gi"))
+    return out
+
+
 def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     """All diagnostics for the manifests, errors and notices, in file order."""
     out: list[Diagnostic] = []
@@ -487,6 +519,8 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
 
         if api_version in kueue_config.API_VERSIONS:
             return kueue_config.diagnostics(m)
+    if (api_version, kind) == ("datalayer.gke.io/v1", "GCPDataSource"):
+        return _gcp_data_source(m) + _name(m)
     group = api_version.split("/")[0] if "/" in api_version else ""
     flattened = _flattened_configmap(m)
     if flattened:

@@ -35,6 +35,32 @@ _CACHE_LIMIT = 512  # distinct pod shapes whose verdicts are kept
 STATIC_PLUGINS = {name: plugin for name, plugin in P.FILTERS[:-1]}
 FIT = "NodeResourcesFit"
 FREED = frozenset({FIT, G.PLUGIN})  # plugins whose rejections a pod leaving a node may resolve
+VOLUME_BINDING = "VolumeBinding"
+UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"  # volumebinding/volume_binding.go PreFilter
+
+
+def pod_claims(pod: Obj) -> list[str]:
+    """The PersistentVolumeClaims the pod's volumes name (volumebinding podHasPVCs; generic ephemeral volumes are
+    not modelled)."""
+    return [v["persistentVolumeClaim"].get("claimName", "") for v in pod["spec"].get("volumes") or ()
+            if "persistentVolumeClaim" in v]
+
+
+def volume_binding_prefilter(store: Store, pod: Obj) -> str | None:
+    """VolumeBinding's PreFilter: the reason the pod cannot be scheduled anywhere because of its claims, or None.
+
+    kube-scheduler pkg/scheduler/framework/plugins/volumebinding/volume_binding.go: a claim that does not exist
+    fails with the lister's error (`persistentvolumeclaim "x" not found`), one that is not bound with "pod has
+    unbound immediate PersistentVolumeClaims", both UnschedulableAndUnresolvable. The twin treats every claim as
+    Immediate binding (no WaitForFirstConsumer), so "not bound" means status.phase is not Bound."""
+    ns = pod["metadata"].get("namespace") or "default"
+    unbound = False
+    for name in pod_claims(pod):
+        pvc = store.get("PersistentVolumeClaim", ns, name)
+        if pvc is None:
+            return f'persistentvolumeclaim "{name}" not found'
+        unbound = unbound or (pvc.get("status") or {}).get("phase") != "Bound"
+    return UNBOUND_IMMEDIATE if unbound else None
 
 
 def num_feasible_nodes_to_find(num_all: int, percentage: int = 0) -> int:
@@ -117,12 +143,22 @@ class Scheduler:
         store.watch("Node", self._on_node)
         for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events
             store.watch(kind, self._on_dra_object)
+        store.watch("PersistentVolumeClaim", self._on_claim)
 
     def _ns_labels(self, ns: str) -> dict:
         return ((self.store.get("Namespace", "", ns) or {}).get("metadata") or {}).get("labels") or {}
 
     def _on_dra_object(self, etype: str, obj: Obj, old: Obj | None) -> None:
         self.queue.move(lambda plugin, pi: plugin == D.NAME, frozenset({D.NAME}))
+
+    def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
+        """VolumeBinding's QueueingHint for a PVC add/update (isSchedulableAfterPersistentVolumeClaimChange): queue
+        the pods that use this claim."""
+        if etype == "DELETED":
+            return
+        ns, name = pvc["metadata"].get("namespace") or "default", pvc["metadata"]["name"]
+        self.queue.move(lambda plugin, pi: plugin == VOLUME_BINDING and name in pod_claims(pi.pod)
+                        and (pi.pod["metadata"].get("namespace") or "default") == ns, frozenset({VOLUME_BINDING}))
 
     # -- informers ------------------------------------------------------------------------------
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
@@ -260,6 +296,13 @@ class Scheduler:
         share = G.shape_of(pod, pi.requests) if self.gpushare is not None else None
         if share is not None:
             want = n  # the paper's simulator scores every feasible node (percentageOfNodesToScore 100)
+        if n and pod["spec"].get("volumes"):  # VolumeBinding PreFilter, ahead of DynamicResources here
+            why = volume_binding_prefilter(self.store, pod)
+            if why is not None:
+                post, _ = self.preemption.post_filter(pod, pi, [], n, n)  # all nodes UnschedulableAndUnresolvable
+                self._failed(pod, pi, (*shape, tuple(pod_claims(pod))), cycle,  # hints group pods by claims too
+                             f"0/{n} nodes are available: {why}. {post}", "Unschedulable", frozenset({VOLUME_BINDING}))
+                return None
         if n and self.dra.wants(pod):  # with no nodes schedulePod stops before PreFilter (ErrNoNodesAvailable)
             try:
                 claims = self.dra.claims(pod)
@@ -320,8 +363,10 @@ class Scheduler:
             reasons[why] = reasons.get(why, 0) + 1
         return np.array(keep, dtype=rows.dtype), ok, reasons
 
-    def _failed(self, pod: Obj, pi: P.PodInfo, shape: tuple, cycle: int, msg: str, reason: str) -> None:
-        """A PreFilter rejection or a plugin error: the condition and event carry the message."""
+    def _failed(self, pod: Obj, pi: P.PodInfo, shape: tuple, cycle: int, msg: str, reason: str,
+                plugins: frozenset[str] = frozenset({D.NAME})) -> None:
+        """A PreFilter rejection or a plugin error: the condition and event carry the message; `plugins` are the
+        rejecting ones whose cluster events may requeue the pod (none for an error: the pod backs off)."""
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         status["phase"] = "Pending"
@@ -330,8 +375,7 @@ class Scheduler:
                                          "message": msg, "lastTransitionTime": now}]
         pod = self.store.update({**pod, "status": status})
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
-        self.queue.failed(pod_key(pod), frozenset({D.NAME}) if reason == "Unschedulable" else frozenset(), pi,
-                          shape, cycle)
+        self.queue.failed(pod_key(pod), plugins if reason == "Unschedulable" else frozenset(), pi, shape, cycle)
 
     def _nominated_fit(self, pi: P.PodInfo, mask: np.ndarray) -> dict[int, list[str]]:
         """addNominatedPods: nodes holding room for nominated pods of equal or higher priority are re-checked."""
