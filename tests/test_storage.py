@@ -7,7 +7,7 @@ import pytest
 
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Store
-from kubetwin.workloads.storage import GIB, MIB, read_path, write_path
+from kubetwin.workloads.storage import GIB, MIB, ReadPath, nic_bytes_per_second, per_vm_read_cap, read_path, write_path
 
 CONTAINER = {"name": "c", "volumeMounts": [{"name": "v", "mountPath": "/data"}]}
 
@@ -90,3 +90,28 @@ def test_longest_mount_wins() -> None:
         {"name": "root", "emptyDir": {}}, {"name": "v", "csi": {"driver": "gcsfuse.csi.storage.gke.io"}}]}}
     assert read_path(store, pod, container, "/data/a").kind == "gcsfuse"
     assert read_path(store, pod, container, "/tmp/a").kind == "huggingface-hub"
+
+
+def test_small_file_rates_per_store() -> None:
+    """Parallelstore: 30,000 read IOPS per TiB of the 12 TiB minimum; Filestore zonal 9,200 read IOPS per instance;
+    Cloud Storage FUSE 1,303.87 MB/s of 128 KiB files per VM = 9,948 files/s."""
+    store = Store(Environment(), 0, "2026-01-01T00:00:00Z")
+    ps = read_path(store, _claim(store, {"provisioner": "parallelstore.csi.storage.gke.io"}, "1Ti"), CONTAINER, "/data")
+    assert ps.files_per_second == pytest.approx(30000 * 12)
+    store = Store(Environment(), 0, "2026-01-01T00:00:00Z")
+    fs = read_path(store, _claim(store, {"provisioner": "filestore.csi.storage.gke.io", "parameters": {
+        "tier": "zonal"}}, "1Ti"), CONTAINER, "/data")
+    assert fs.files_per_second == 9200
+    gcs = read_path(store, _pod({"csi": {"driver": "gcsfuse.csi.storage.gke.io"}}), CONTAINER, "/data/x")
+    assert gcs.files_per_second == pytest.approx(9947.7, rel=1e-4)
+
+
+def test_per_vm_read_caps() -> None:
+    """The general-purpose NIC caps network stores (A3 Mega 200 Gbps, A2 100 Gbps); Hyperdisk ML is held to the
+    machine's Hyperdisk limit (twin assumption per family); PD's per-VM cap is already in its own rate."""
+    assert nic_bytes_per_second("a3-megagpu-8g") == 25e9 and nic_bytes_per_second("a2-highgpu-8g") == 12.5e9
+    assert nic_bytes_per_second("e2-standard-4") == 12.5e9  # unknown: 100 Gbps twin assumption
+    assert per_vm_read_cap(ReadPath("parallelstore", 1.0, ""), "a3-megagpu-8g") == 25e9
+    assert per_vm_read_cap(ReadPath("hyperdisk-ml", 1.0, ""), "a3-highgpu-8g") == 4000 * MIB
+    assert per_vm_read_cap(ReadPath("hyperdisk-ml", 1.0, ""), "a2-ultragpu-8g") == 2400 * MIB
+    assert per_vm_read_cap(ReadPath("pd-balanced", 1.0, ""), "a3-megagpu-8g") is None

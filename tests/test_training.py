@@ -9,9 +9,9 @@ from conftest import make_pool, scenario
 from kubetwin.api.loader import Manifest
 from kubetwin.api.validate import validate
 from kubetwin.run import run
-from kubetwin.workloads.storage import ReadPath
+from kubetwin.workloads.storage import MIB, ReadPath
 from kubetwin.workloads.training import DDP_BUCKET_BYTES, Placement, job_seconds, step_breakdown
-from kubetwin.workloads.training_spec import parse
+from kubetwin.workloads.training_spec import SpecError, parse
 
 P = "training.kubetwin.io/"
 
@@ -126,6 +126,57 @@ def test_per_vm_storage_scales_with_nodes() -> None:
     s = spec(data_path="/data", dataset_bytes_per_sample="1M", data_loading="streaming")
     one, two = (step_breakdown(s, place(nodes=n, read=pd), FakeNet()) for n in (1, 2))
     assert two.read == pytest.approx(one.read / 2)
+
+
+def mt_place(machine: str, nodes: int, **kw) -> Placement:
+    return Placement(tuple(({"metadata": {"name": f"n{i}", "labels": {"node.kubernetes.io/instance-type": machine}}},
+                            8) for i in range(nodes)), 1000.0, **kw)
+
+
+def test_hyperdisk_ml_shared_by_eight_nodes_is_capped_per_vm() -> None:
+    # 100,000 MiB/s provisioned, read-only-many by 8 a3-highgpu-8g: each VM reads at most 4,000 MiB/s (twin
+    # assumption), so the job gets min(100,000, 8 x 4,000) = 32,000 MiB/s; 8 x 1 GiB a step = 8,192 MiB / 32,000 MiB/s
+    hdml = ReadPath("hyperdisk-ml", 100000 * MIB, "Hyperdisk ML")
+    s = spec(data_path="/data", dataset_bytes_per_sample="1Gi", data_loading="streaming")
+    st = step_breakdown(s, mt_place("a3-highgpu-8g", 8, read=hdml), FakeNet(), advise=False)
+    assert st.read == pytest.approx(8192 / 32000)
+    small = ReadPath("hyperdisk-ml", 2400 * MIB, "Hyperdisk ML")  # below 8 x 4,000: the volume's rate is the limit
+    st = step_breakdown(s, mt_place("a3-highgpu-8g", 8, read=small), FakeNet(), advise=False)
+    assert st.read == pytest.approx(8192 / 2400)
+
+
+def test_nic_caps_reads_from_network_storage() -> None:
+    # a 100 GB/s Parallelstore read by 2 a2-highgpu-8g (100 Gbps NIC = 12.5 GB/s each): 25 GB/s for the job;
+    # 8 x 1 GB a step = 0.32 s. On a3-megagpu-8g (200 Gbps) 50 GB/s: 0.16 s.
+    ps = ReadPath("parallelstore", 100e9, "Parallelstore")
+    s = spec(data_path="/data", dataset_bytes_per_sample="1G", data_loading="streaming")
+    assert step_breakdown(s, mt_place("a2-highgpu-8g", 2, read=ps), FakeNet(), advise=False).read == \
+        pytest.approx(8e9 / 25e9)
+    assert step_breakdown(s, mt_place("a3-megagpu-8g", 2, read=ps), FakeNet(), advise=False).read == \
+        pytest.approx(8e9 / 50e9)
+    # a per-VM store faster than the NIC (hypothetical 20 GB/s GCS FUSE): min(20, 12.5) per a2 node x 2
+    gcs = ReadPath("gcsfuse", 20e9, "GCS FUSE")
+    assert step_breakdown(s, mt_place("a2-highgpu-8g", 2, read=gcs), FakeNet(), advise=False).read == \
+        pytest.approx(8e9 / 25e9)
+
+
+def test_many_small_files_on_parallelstore_stall_a_job_bytes_alone_would_not() -> None:
+    # 12 TiB Parallelstore: 13.8 GiB/s (under one a3-megagpu-8g's 25 GB/s NIC), 360,000 read IOPS. 8 x 1 MB a step:
+    # bytes take 0.54 ms, hidden behind the 12 ms step. 20,000 files a step (tiny samples, augmentations) cost
+    # 20,000 / 360,000 = 55.6 ms: a 43.6 ms stall.
+    ps = ReadPath("parallelstore", 1.15 * 12 * 1024**3, "Parallelstore", 30000 * 12)
+    base = spec(data_path="/data", dataset_bytes_per_sample="1M")
+    st = step_breakdown(base, mt_place("a3-megagpu-8g", 1, read=ps), FakeNet(), advise=False)
+    assert st.read == pytest.approx(8e6 / (1.15 * 12 * 1024**3)) and st.data_stall == 0
+    files = spec(data_path="/data", dataset_bytes_per_sample="1M", dataset_files_per_step="20000")
+    st = step_breakdown(files, mt_place("a3-megagpu-8g", 1, read=ps), FakeNet(), advise=False)
+    assert st.read == pytest.approx(20000 / 360000)
+    assert st.data_stall == pytest.approx(20000 / 360000 - st.busy) and st.data_stall > 0.04
+
+
+def test_files_per_step_must_be_a_whole_number() -> None:
+    with pytest.raises(SpecError):
+        spec(dataset_files_per_step="0")
 
 
 # -- checkpoints ------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ downloads from the Hugging Face Hub into the container). Figures come from ../sh
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 
 from kubetwin.api.units import parse_quantity
@@ -55,6 +56,34 @@ FILESTORE_WRITE_MIBPS = {"standard": 100, "premium": 350, "zonal": 88, "regional
 PD_WRITE_MIBPS_PER_VM = {"pd-standard": 400, "pd-balanced": 1200, "pd-ssd": 1200, "pd-extreme": 3000}
 GCSFUSE_WRITE_MBPS = 4624.59
 LOCAL_SSD_MIBPS = 2000
+# Per-file cost of small files (training.kubetwin.io/dataset-files-per-step). One read operation per file is a twin
+# assumption and a lower bound (an NFS/DFS open also costs LOOKUP/GETATTR round trips).
+# Parallelstore: 30,000 read IOPS per TiB, for the whole instance (https://cloud.google.com/parallelstore/docs/overview
+# via catalog_draft.yaml storage.parallelstore read_iops_per_tib).
+PARALLELSTORE_READ_IOPS_PER_TIB = 30000
+# Filestore read IOPS per instance, the same rows as FILESTORE_READ_MIBPS (https://cloud.google.com/filestore/docs/
+# performance via catalog_draft.yaml storage.filestore: BASIC_HDD 600, BASIC_SSD 60,000, ZONAL_1TiB 9,200,
+# REGIONAL_1TiB and ENTERPRISE_1TiB 12,000).
+FILESTORE_READ_IOPS = {"standard": 600, "premium": 60000, "zonal": 9200, "regional": 12000, "enterprise": 12000,
+                       "basic-hdd": 600, "basic-ssd": 60000}
+# Cloud Storage FUSE files per second per VM: Google's benchmark reads 128 KiB files sequentially at 1,303.87 MB/s
+# with parallel readers (GoogleCloudPlatform/gcsfuse:docs/benchmarks.md@009e2e3 via catalog_draft.yaml
+# storage.gcs_fuse seq_read_mbps) = 1,303.87e6 / 131,072 = 9,948 files/s, bound by per-file open and first-byte
+# latency, not bandwidth (its 1 GiB files reach 14,198 MB/s). The file cache does not help the first read.
+GCSFUSE_FILES_PER_S = 1303.87e6 / (128 * 1024)
+# Per-VM caps on reads. A network file system or bucket cannot be read faster than the VM's general-purpose NIC:
+# 200 Gbps primary gVNIC on A3 8g/A3 Mega/A3 Ultra/A4/A4X, 100 Gbps on A2/G2/N1 and smaller A3 (catalog
+# data/network.yaml tiers tcp_fallback and gvnic, node_line_gbs, with their sources); other machines 100 Gbps (twin
+# assumption). GPUDirect NICs carry GPU-to-GPU traffic only and are not counted.
+NETWORK_STORES = ("gcsfuse", "gcsfuse-file-cache", "parallelstore", "filestore")
+DEFAULT_NIC_GBPS = 100.0
+# Hyperdisk ML read throughput one VM can reach ("Hyperdisk volumes can't reach the provisioned performance unless
+# the compute instance supports that level", https://cloud.google.com/compute/docs/disks/hyperdisk-perf-limits).
+# The per-machine-type figures were not in the sources this session could read (catalog_draft.yaml:
+# "per_vm_cap ... not captured"), so these are TWIN ASSUMPTIONS per family: 4,000 MiB/s for A3/A4/A4X (8-GPU VMs),
+# 2,400 MiB/s for A2, G2 and everything else. Replace with the perf-limits table when it is read.
+HDML_PER_VM_MIBPS = {"a3": 4000, "a4": 4000, "a4x": 4000, "a2": 2400, "g2": 2400}
+HDML_PER_VM_DEFAULT_MIBPS = 2400
 # GKE's built-in StorageClasses (https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
 # gce-pd-csi-driver): standard-rwo = pd-balanced, premium-rwo = pd-ssd, standard = pd-standard.
 BUILTIN_CLASSES = {"standard-rwo": "pd-balanced", "premium-rwo": "pd-ssd", "standard": "pd-standard"}
@@ -67,9 +96,32 @@ class ReadPath:
     kind: str
     bytes_per_second: float
     detail: str
+    files_per_second: float = 0.0  # small-file operations/s (same scope as bytes_per_second); 0: no per-file cost
 
     def seconds(self, nbytes: float) -> float:
         return nbytes / self.bytes_per_second if self.bytes_per_second > 0 else 0.0
+
+
+def nic_bytes_per_second(machine_type: str) -> float:
+    """The VM's general-purpose NIC in bytes/s: the most it reads from network storage (see NETWORK_STORES)."""
+    from kubetwin.workloads import network  # lazy: network.py loads the catalog
+
+    tiers = network.data()["tiers"]
+    for name in ("tcp_fallback", "gvnic"):  # the primary NIC's line rate of GPUDirect-capable and other GPU VMs
+        if any(fnmatch.fnmatch(machine_type, pat) for pat in tiers[name]["machines"]):
+            return float(tiers[name]["node_line_gbs"]) * 1e9
+    return DEFAULT_NIC_GBPS / 8 * 1e9
+
+
+def per_vm_read_cap(path: ReadPath, machine_type: str) -> float | None:
+    """Bytes/s one VM of `machine_type` can read from `path` at most, whatever the store offers; None: no cap here
+    (PD's per-VM caps and local SSD are already in the path's own rate)."""
+    if path.kind in NETWORK_STORES:
+        return nic_bytes_per_second(machine_type)
+    if path.kind == "hyperdisk-ml":
+        family = machine_type.split("-")[0]
+        return HDML_PER_VM_MIBPS.get(family, HDML_PER_VM_DEFAULT_MIBPS) * MIB
+    return None
 
 
 HF_HUB = ReadPath("huggingface-hub", HF_HUB_MBPS * 1e6,
@@ -95,8 +147,10 @@ def _gcsfuse(attrs: dict, write: bool = False) -> ReadPath:
     cached = bool(attrs.get("fileCacheCapacity")) and str(attrs.get("fileCacheCapacity")) not in ("0", "0Gi")
     if cached:
         rate = min(GCSFUSE_MBPS * GCSFUSE_CACHE_SPEEDUP, GCSFUSE_MAX_MBPS)
-        return ReadPath("gcsfuse-file-cache", rate * 1e6, f"Cloud Storage FUSE with file cache ({rate:.0f} MB/s)")
-    return ReadPath("gcsfuse", GCSFUSE_MBPS * 1e6, f"Cloud Storage FUSE without file cache ({GCSFUSE_MBPS:.0f} MB/s)")
+        return ReadPath("gcsfuse-file-cache", rate * 1e6, f"Cloud Storage FUSE with file cache ({rate:.0f} MB/s)",
+                        GCSFUSE_FILES_PER_S)
+    return ReadPath("gcsfuse", GCSFUSE_MBPS * 1e6, f"Cloud Storage FUSE without file cache ({GCSFUSE_MBPS:.0f} MB/s)",
+                    GCSFUSE_FILES_PER_S)
 
 
 def _claim_path(store: Store, ns: str, claim: str, write: bool = False) -> ReadPath:
@@ -115,11 +169,13 @@ def _claim_path(store: Store, ns: str, claim: str, write: bool = False) -> ReadP
             return ReadPath("parallelstore", PARALLELSTORE_WRITE_GIBPS_PER_TIB * tib * GIB, f"Parallelstore {tib:.0f} "
                             f"TiB write ({PARALLELSTORE_WRITE_GIBPS_PER_TIB} GiB/s per TiB)")
         return ReadPath("parallelstore", PARALLELSTORE_READ_GIBPS_PER_TIB * tib * GIB,
-                        f"Parallelstore {tib:.0f} TiB ({PARALLELSTORE_READ_GIBPS_PER_TIB} GiB/s per TiB)")
+                        f"Parallelstore {tib:.0f} TiB ({PARALLELSTORE_READ_GIBPS_PER_TIB} GiB/s, "
+                        f"{PARALLELSTORE_READ_IOPS_PER_TIB} read IOPS per TiB)", PARALLELSTORE_READ_IOPS_PER_TIB * tib)
     if "filestore" in provisioner:
         tier = str(params.get("tier", "standard")).lower()
         mibps = (FILESTORE_WRITE_MIBPS if write else FILESTORE_READ_MIBPS).get(tier, 100)
-        return ReadPath("filestore", mibps * MIB, f"Filestore {tier} ({mibps} MiB/s)")
+        iops = 0.0 if write else FILESTORE_READ_IOPS.get(tier, 600)
+        return ReadPath("filestore", mibps * MIB, f"Filestore {tier} ({mibps} MiB/s)", iops)
     if "gcsfuse" in provisioner:
         return _gcsfuse(params, write)
     disk = params.get("type") or BUILTIN_CLASSES.get(cls_name, "pd-balanced")

@@ -21,12 +21,16 @@ megatron/core/parallel_state.py; rank r runs on the GPU slots of the job's pods 
 - PP: activations sent forward and gradients back per micro-batch between neighbouring stages, 2 x m transfers;
   counted as exposed (twin assumption: no p2p overlap).
 Collective times come from workloads/network.py (`topology`, `collective_time`) through `collective()`, the one
-adapter; until that module lands, `_Fallback` uses collectives.py (NVLink alpha-beta) inside a node and a 100 Gbps
-gVNIC at 80% efficiency between nodes (twin assumption).
+adapter.
 
 Data: a step reads global-batch x bytes-per-sample from the data path's storage (storage.py). A shared file system
 (Parallelstore, Filestore, Hyperdisk ML) gives its instance rate to the whole job; per-VM stores (PD, Cloud Storage
-FUSE, local SSD) give their rate per node (twin assumption). streaming: stall = read time; pipelined: stall =
+FUSE, local SSD) give their rate per node (twin assumption). Each VM reads at most its per-VM cap
+(storage.per_vm_read_cap: the general-purpose NIC for Cloud Storage FUSE, Parallelstore and Filestore; the machine's
+Hyperdisk limit for Hyperdisk ML), so a shared store gives min(instance rate, sum of the nodes' caps) and a per-VM
+store sum(min(rate, cap)). A step that opens dataset-files-per-step files also pays files / the store's file rate
+(Parallelstore and Filestore read IOPS for the instance, Cloud Storage FUSE files/s per VM): read = max(bytes / rate,
+files / file rate). streaming: stall = read time; pipelined: stall =
 max(0, read - the step's compute and exposed comm) (prefetch overlaps the whole step); prestaged: 0, and the copy of
 the dataset is paid once when the pod starts.
 Checkpoints are written synchronously (training pauses) every checkpoint-every steps: size / write rate; sharded
@@ -40,8 +44,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from kubetwin.workloads import collectives
-from kubetwin.workloads.storage import MIB, ReadPath
+from kubetwin.workloads.storage import MIB, ReadPath, per_vm_read_cap
 from kubetwin.workloads.training_spec import TrainingSpec
 
 DDP_BUCKET_BYTES = 25 * MIB  # torch DDP bucket_cap_mb=25 default
@@ -60,12 +63,6 @@ PLACEMENT_GROUP = "cloud.google.com/gke-placement-group"  # the label nodepool.p
 DEFAULT_MFU = {"nvidia-h100-80gb": 0.40, "nvidia-h100-mega-80gb": 0.40, "nvidia-h200-141gb": 0.40,
                "nvidia-tesla-a100": 0.50, "nvidia-a100-80gb": 0.50, "nvidia-b200": 0.40, "nvidia-l4": 0.35}
 DEFAULT_TPU_MFU, FALLBACK_MFU = 0.46, 0.40
-# Fallback inter-node rate until network.py lands: 100 Gbps gVNIC x 0.8 per node, 50 us per collective (twin
-# assumption); ICI inside a TPU slice: 100 GB/s bus bandwidth, 10 us (twin assumption).
-_FALLBACK_NODE_BPS, _FALLBACK_ALPHA = 100e9 / 8 * 0.8, 50e-6
-_ICI = collectives.Interconnect("tpu-ici-fallback", 100.0, 10.0, 100.0, 10.0, "twin assumption")
-
-
 class Network(Protocol):
     """What workloads/network.py provides (and a test's fake)."""
 
@@ -74,46 +71,11 @@ class Network(Protocol):
     def collective_time(self, op: str, nbytes: float, topo: Any, group: str = "all") -> float: ...
 
 
-class _Fallback:
-    """Alpha-beta stand-in for network.py: NVLink (collectives.py) inside a node, a gVNIC-class link between."""
-
-    def topology(self, nodes: list[dict], gpus_per_node: list[int]) -> tuple[str, bool, list[int]]:
-        labels = ((nodes[0] if nodes else {}).get("metadata") or {}).get("labels") or {}
-        return labels.get("cloud.google.com/gke-accelerator", ""), "cloud.google.com/gke-tpu-accelerator" in labels, \
-            list(gpus_per_node)
-
-    def collective_time(self, op: str, nbytes: float, topo: Any, group: str = "all") -> float:
-        gpu, tpu, per_node = topo
-        n, nodes = sum(per_node), len(per_node)
-        if nodes <= 1 or tpu:
-            link = _ICI if tpu else _intra(gpu)
-            if op == "send_recv":
-                return collectives.send_recv_time(nbytes, link)
-            return {"all_reduce": collectives.all_reduce_time, "all_gather": collectives.all_gather_time,
-                    "reduce_scatter": collectives.reduce_scatter_time}[op](nbytes, n, link)
-        factor = {"all_reduce": 2.0, "send_recv": nodes / (nodes - 1)}.get(op, 1.0) * (nodes - 1) / nodes
-        share = min(per_node) if group == "cross_node" else 1  # that many groups share each node's link
-        return _FALLBACK_ALPHA + factor * nbytes * share / _FALLBACK_NODE_BPS
-
-
-def _intra(gpu: str) -> collectives.Interconnect:
-    from kubetwin import catalog
-
-    try:
-        return collectives.for_gpu(gpu, catalog.gpu_type(gpu).nvlink_gbps)
-    except catalog.CatalogError:
-        return collectives.PCIE_GEN4
-
-
 def default_network() -> Network:
-    """workloads/network.py once it exists, else the fallback."""
-    try:
-        from kubetwin.workloads import network  # type: ignore[attr-defined]
-    except ImportError:
-        return _Fallback()
-    if hasattr(network, "topology") and hasattr(network, "collective_time"):
-        return network  # type: ignore[return-value]
-    return _Fallback()
+    """The twin's network model (workloads/network.py); tests pass a fake with the same two functions."""
+    from kubetwin.workloads import network
+
+    return network  # type: ignore[return-value]
 
 
 def collective(net: Network, op: str, nbytes: float, nodes: list[dict], gpus_per_node: list[int],
@@ -298,15 +260,21 @@ def step_breakdown(spec: TrainingSpec, placement: Placement, net: Network | None
     if pp > 1:
         raw["pp"] = comm["pp"] = 2 * m * collective(net, "send_recv", act, *placement.group([0, tp * dp]))
     busy = compute + bubble + sum(comm.values())
-    nodes = len(placement.nodes())
-    read_rate = _aggregate(placement.read, nodes)
-    read = spec.global_batch * spec.sample_bytes / read_rate if read_rate else 0.0
+    node_list = placement.nodes()
+    nodes = len(node_list)
+    read_rate = _aggregate(placement.read, nodes, node_list)
+    file_rate = _file_rate(placement.read, nodes)
+    step_bytes = spec.global_batch * spec.sample_bytes
+    read = max(step_bytes / read_rate if read_rate else 0.0,
+               spec.files_per_step / file_rate if file_rate else 0.0)
     stall = {"streaming": read, "pipelined": max(0.0, read - busy), "prestaged": 0.0}[spec.loading]
-    dataset = spec.dataset_bytes or spec.steps * spec.global_batch * spec.sample_bytes
-    prestage = dataset / read_rate if read_rate and spec.loading == "prestaged" else 0.0
+    dataset = spec.dataset_bytes or spec.steps * step_bytes
+    # the dataset holds dataset / step_bytes steps' worth of files
+    prestage = max(dataset / read_rate, spec.files_per_step * dataset / step_bytes / file_rate if file_rate and
+                   step_bytes else 0.0) if read_rate and spec.loading == "prestaged" else 0.0
     writers = nodes if (spec.fsdp or tp * pp > 1) else 1
     write = spec.checkpoint_size / _aggregate(placement.checkpoint_write or DEFAULT_WRITE, writers)
-    ck_read = _aggregate(placement.checkpoint_read or DEFAULT_WRITE, writers)
+    ck_read = _aggregate(placement.checkpoint_read or DEFAULT_WRITE, writers, node_list[:writers])
     every = spec.checkpoint_every
     if every is None and spec.checkpoint_interval_s:
         every = max(1, round(spec.checkpoint_interval_s / (busy + stall)))
@@ -317,11 +285,30 @@ def step_breakdown(spec: TrainingSpec, placement: Placement, net: Network | None
     return out
 
 
-def _aggregate(path: ReadPath | None, nodes: int) -> float:
-    """Bytes/s the whole job gets: a shared file system's instance rate, or a per-VM rate times the nodes."""
+def _aggregate(path: ReadPath | None, nodes: int, readers: list[dict] | None = None) -> float:
+    """Bytes/s the whole job gets: a shared file system's instance rate, or a per-VM rate times the nodes. With
+    `readers` (the reading nodes; reads only) each VM is held to its per-VM cap (NIC, Hyperdisk ML machine limit):
+    a shared store gives min(instance rate, sum of caps), a per-VM store sum(min(rate, cap))."""
     if path is None:
         return 0.0
-    return path.bytes_per_second * (1 if path.kind in SHARED_STORES else max(1, nodes))
+    shared = path.kind in SHARED_STORES
+    if not readers:
+        return path.bytes_per_second * (1 if shared else max(1, nodes))
+    caps = [per_vm_read_cap(path, _machine_type(n)) for n in readers]
+    if shared:
+        return path.bytes_per_second if None in caps else min(path.bytes_per_second, sum(c or 0.0 for c in caps))
+    return sum(path.bytes_per_second if c is None else min(path.bytes_per_second, c) for c in caps)
+
+
+def _file_rate(path: ReadPath | None, nodes: int) -> float:
+    """Small-file operations/s the whole job gets (0: the store has no per-file cost in the twin)."""
+    if path is None or path.files_per_second <= 0:
+        return 0.0
+    return path.files_per_second * (1 if path.kind in SHARED_STORES else max(1, nodes))
+
+
+def _machine_type(node: dict) -> str:
+    return str(((node.get("metadata") or {}).get("labels") or {}).get("node.kubernetes.io/instance-type", ""))
 
 
 def job_seconds(st: StepTime) -> float:

@@ -28,6 +28,10 @@ Annotations (prefix `training.kubetwin.io/`; required: params, steps, global-bat
 - `checkpoint-path`: a mount path the checkpoints are written to; default `data-path`.
 - `dataset-bytes-per-sample` or `dataset-bytes-per-token` (default 4 bytes per token: int32 token ids, twin
   assumption; Megatron's indexed datasets use int32 once the vocabulary passes 65,500 tokens).
+- `dataset-files-per-step`: how many files a step opens (default 0: the data sits in a few large shards and only
+  bytes count). Small files cost the store a metadata/read operation each (workloads/storage.py: Parallelstore read
+  IOPS per TiB, Filestore read IOPS per instance, Cloud Storage FUSE files per second per VM), so a step's read time
+  is max(bytes / rate, files / file rate).
 - `dataset-size`: a quantity; what a prestage copies. Default: the bytes the job reads (steps x batch x sample).
 - `data-path`: a mount path in the pod; the storage behind it is resolved by workloads/storage.py. Without it the
   data is assumed local (no stall).
@@ -50,7 +54,7 @@ PREFIX = "training.kubetwin.io/"
 DURATION, CHECKPOINT_INTERVAL = "kubetwin.io/duration", "kubetwin.io/checkpoint-interval"
 REQUIRED = ("params", "steps", "global-batch-size", "sequence-length")
 INTS = ("steps", "global-batch-size", "sequence-length", "micro-batch-size", "tensor-parallel", "pipeline-parallel",
-        "data-parallel", "layers", "hidden-size", "checkpoint-every")
+        "data-parallel", "layers", "hidden-size", "checkpoint-every", "dataset-files-per-step")
 COUNTS = ("params", "flops-per-token")  # 70B, 70e9
 BYTES = ("checkpoint-size", "dataset-size", "dataset-bytes-per-sample", "dataset-bytes-per-token")
 LOADING = ("pipelined", "streaming", "prestaged")
@@ -91,6 +95,7 @@ class TrainingSpec:
     checkpoint_every: int | None = None
     checkpoint_interval_s: float | None = None  # kubetwin.io/checkpoint-interval, when checkpoint-every is unset
     bytes_per_sample: float | None = None
+    files_per_step: int = 0  # dataset-files-per-step: small files cost a metadata operation each
     dataset_bytes: float | None = None
     data_path: str | None = None
     checkpoint_path: str | None = None
@@ -199,7 +204,8 @@ def parse(annotations: dict) -> TrainingSpec:
         micro_batch=mb, tp=tp, pp=pp, dp=dp, fsdp=fsdp == "true", layers=ints.get("layers", DEFAULT_LAYERS),
         hidden=ints.get("hidden-size"), mfu=mfu, checkpoint_bytes=sizes.get("checkpoint-size"),
         checkpoint_every=ints.get("checkpoint-every"), checkpoint_interval_s=interval, bytes_per_sample=per_sample,
-        dataset_bytes=sizes.get("dataset-size"), data_path=ann.get("data-path"),
+        files_per_step=ints.get("dataset-files-per-step", 0), dataset_bytes=sizes.get("dataset-size"),
+        data_path=ann.get("data-path"),
         checkpoint_path=ann.get("checkpoint-path") or ann.get("data-path"), loading=loading)
 
 
