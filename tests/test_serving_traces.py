@@ -12,7 +12,8 @@ from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_text
 from kubetwin.api.validate import validate
 from kubetwin.serving import traces as T
-from kubetwin.serving.traces import load_request_trace, requests, trace_stats
+from kubetwin.serving.requesttrace import load_request_trace
+from kubetwin.serving.traces import requests, trace_stats
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

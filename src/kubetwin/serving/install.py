@@ -44,7 +44,7 @@ def has_model_servers(manifests: list[Manifest]) -> bool:
 def load_traces(manifests: list[Manifest], seed: int, horizon: float) -> dict[tuple[str, str], Any]:
     """Every RequestTrace's requests, loaded before the clock starts so a missing file or a bad row is reported
     (file, field, line) before anything runs; spec.path is relative to the file that declares the trace."""
-    from kubetwin.serving.traces import load_request_trace
+    from kubetwin.serving.requesttrace import load_request_trace
 
     out = {}
     for m in manifests:
