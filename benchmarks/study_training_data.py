@@ -113,7 +113,7 @@ def table(rows: list[dict]) -> str:
            "|---|---|---|---|---|---|---|---|"]
     out += [f"| {r['dataset']} | {r['loading']} | {r['storage']} | {r['step_s']:.2f} | "
             f"{100 * r['stall_fraction']:.0f}% | {r['job_hours']:.2f}"
-            + (f" (+{r['prestage_s'] / 60:.0f} min copy)" if r["prestage_s"] else "")
+            + (f" (incl. {r['prestage_s'] / 60:.0f} min copy)" if r["prestage_s"] else "")
             + f" | {r['cost_usd']:,.0f} | {r['stall_cost_usd']:,.0f} |" for r in rows]
     return "\n".join(out)
 

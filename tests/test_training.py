@@ -85,6 +85,14 @@ def test_network_bound_at_many_nodes_on_a_slow_tier() -> None:
     assert slow.comm["tp"] > 0
 
 
+
+def test_one_node_job_is_not_told_to_buy_a_faster_network_tier() -> None:
+    """Inside one node collectives ride NVLink: the node pool's network tier cannot change them."""
+    s = spec(params="70B", global_batch_size="256", sequence_length="4096", tensor_parallel="8")
+    st = step_breakdown(s, place(nodes=1), FakeNet(intra=1e9))
+    assert st.exposed_comm > st.compute > 0
+    assert "faster network tier (2x bandwidth)" not in [a.change for a in st.advice]
+
 def test_fsdp_prefetch_overlaps_all_gathers_with_compute() -> None:
     s = spec(fsdp="true", layers="10")
     st = step_breakdown(s, place(), FakeNet(intra=1e12))
@@ -307,3 +315,37 @@ def test_spot_preemption_resumes_from_the_checkpoint(monkeypatch: pytest.MonkeyP
     assert w2.restart > 0
     lost = res.summary["lost_work"]["default/train"]
     assert lost["hours"] == pytest.approx((stopped - start1 - saved) / 3600, abs=1e-2)
+
+
+def test_resume_on_slower_nodes_keeps_the_checkpointed_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubelet keeps a job's checkpointed progress between pods; a training pod's seconds of work depend on
+    where it lands, so the resumed pod must restart from the same checkpoint (the same steps done), not from the
+    same number of seconds of a slower machine's work."""
+    from kubetwin.workloads import training_hook
+
+    seen = []
+    orig = training_hook.TrainingModel.__call__
+
+    def spy(self, pod, node):  # type: ignore[no-untyped-def]
+        work = orig(self, pod, node)
+        seen.append(work)
+        return work
+    monkeypatch.setattr(training_hook.TrainingModel, "__call__", spy)
+    spot = make_pool("spot", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8, spot=True,
+                     spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
+    slow = make_pool("a2", "a2-highgpu-8g", 1, "nvidia-tesla-a100", 8)
+    job = _job({**GOOD, P + "steps": "2000", P + "checkpoint-every": "100"})
+    job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": ["spot"]}]}}]}}
+    res = run(objects=[scenario("1d"), spot, slow, job])
+    [(_, p1), (_, p2)] = sorted(_pod_times(res).items(), key=lambda kv: kv[1][0][0])
+    w1, w2 = seen
+    assert w2.duration > 1.5 * w1.duration  # A100 after H100
+    start1 = next(t for t, ph in p1 if ph == "Running")
+    stopped = next(t for t, ph in p1 if ph == "Failed")
+    done = (stopped - start1) // w1.interval  # checkpoints written before the preemption
+    assert done > 0
+    start2 = next(t for t, ph in p2 if ph == "Running")
+    end2 = next(t for t, ph in p2 if ph == "Succeeded")
+    assert end2 - start2 == pytest.approx(w2.restart + w2.duration - done * w2.interval)

@@ -125,3 +125,13 @@ def test_explain_errors(run_dir: Path, args: list[str], text: str) -> None:
 def test_explain_not_a_run_folder(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["explain", "job", "train", "--run", str(tmp_path)])
     assert res.exit_code == 1 and "not a kubetwin run folder" in res.output and "Traceback" not in res.output
+
+
+def test_explain_separates_the_prestage_from_the_work() -> None:
+    from kubetwin.report.training_explain import _dur, job_record, render
+
+    s = spec(data_path="/data", data_loading="prestaged", dataset_size="100G")  # 1000 s copy at 100 MB/s
+    st = step_breakdown(s, h100(), FakeNet())
+    assert st.prestage == pytest.approx(1000) and st.work == pytest.approx(1000 * st.total)
+    text = render(job_record("default", "t", "Job", s, h100(), st))
+    assert f"job {_dur(st.work)} of work after a {_dur(st.prestage)} prestage" in text

@@ -138,3 +138,20 @@ def test_gcp_data_source_validation() -> None:
     assert len(msgs) == 3 and any("unknown field" in m for m in msgs) and any("gs://" in m for m in msgs)
     with pytest.raises(KubetwinError):
         run(objects=[SCENARIO, bad])
+
+
+def test_claim_bound_in_one_namespace_requeues_its_pod_not_a_same_named_claims_pod_elsewhere() -> None:
+    """Requeue hints are cached per pod group: the group must hold the namespace, or the verdict for a pod waiting
+    on ns-a/data (still copying) is reused for a same-shaped pod waiting on ns-b/data (bound), which then sits out
+    the 5-minute unschedulable flush."""
+    objs: list[dict] = [SCENARIO, node("n1"), PARALLELSTORE]
+    for ns, size in (("ns-a", "20Ti"), ("ns-b", "1Ti")):  # ns-a's pod fails first; ns-b's claim binds first
+        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        for obj in (source(size=size), claim(), trainer()):
+            obj["metadata"]["namespace"] = ns
+            objs.append(obj)
+    res = run(objects=objs)
+    scheduled = {o["metadata"]["namespace"]: t for t, _, etype, o in res.history
+                 if o["kind"] == "Event" and o["reason"] == "Scheduled" and etype == "ADDED"}
+    assert scheduled["ns-b"] == pytest.approx(TIB / (20 * GIB))  # 51.2 s: when its own claim is Bound
+    assert scheduled["ns-a"] == pytest.approx(20 * TIB / (20 * GIB))

@@ -105,7 +105,9 @@ class Kubelet:
         self._to_start: list[Obj] = []
         self._ips = 0  # pod IPs from GKE's default pod range 10.4.0.0/14, handed out in order
         self.gpus = GpuRuntime(env, self._finish)
-        self.progress: dict[tuple[str, str, str], float] = {}  # work key -> seconds of work checkpointed
+        # work key -> checkpoint intervals of work saved: a count, not seconds, because a duration hook's interval
+        # and duration depend on the nodes (a training pod resumed on slower GPUs restarts from the same checkpoint)
+        self.progress: dict[tuple[str, str, str], float] = {}
         self.lost_work: dict[tuple[str, str], dict[str, float]] = {}  # (ns, Job or pod) -> lost seconds, ...
         self._runs: dict[str, _Run] = {}  # pod uid -> its run, while it runs a kubetwin.io/duration
         self.startup_hooks: list[StartupHook] = []  # e.g. serving's model-server cold start
@@ -235,7 +237,7 @@ class Kubelet:
             interval = work.interval if work.interval is not None else (
                 parse_duration(annotations[CHECKPOINT]) if CHECKPOINT in annotations else None)
             key = work_key(running)
-            resumed = min(self.progress.get(key, 0.0), duration) if key is not None and interval else 0.0
+            resumed = min(self.progress.get(key, 0.0) * interval, duration) if key is not None and interval else 0.0
             overhead = work.setup + (work.restart if resumed > 0 else 0.0)  # work starts after it
             req = pod_requests(running)
             self._runs[meta["uid"]] = _Run(key, self.env.now + overhead, interval, duration, resumed,
@@ -328,7 +330,7 @@ class Kubelet:
         ran = self.env.now - run.start
         saved, lost = checkpoint_split(min(ran, run.duration - run.resumed), run.interval)
         if run.key is not None and run.interval:
-            self.progress[run.key] = min(run.duration, run.resumed + saved)
+            self.progress[run.key] = min(run.duration, run.resumed + saved) / run.interval
         meta = pod["metadata"]
         owner = run.key[1] if run.key is not None else meta["name"]
         rec = self.lost_work.setdefault((meta.get("namespace") or "", owner), {

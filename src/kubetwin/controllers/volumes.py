@@ -65,8 +65,7 @@ def transfer_rate(store: Store, pvc: Obj) -> tuple[float, str] | None:
     if "parallelstore" in str(sc.get("provisioner", "")):
         return PARALLELSTORE_GCS_GIBPS * sto.GIB, f"Parallelstore import ({PARALLELSTORE_GCS_GIBPS:g} GiB/s)"
     if params.get("type") == "hyperdisk-ml":
-        tput = params.get("provisioned-throughput-on-create")
-        mibps = max(float(parse_quantity(str(tput))) / sto.MIB if tput else sto.HDML_MIN_MIBPS, sto.HDML_MIN_MIBPS)
+        mibps = sto.hdml_mibps(params)
         return mibps * sto.MIB, f"Hyperdisk ML at its provisioned {mibps:.0f} MiB/s (twin assumption)"
     return None
 

@@ -28,20 +28,12 @@ def _labels(node: dict) -> dict:
 
 
 def _network(placement: Placement) -> tuple[str, str]:
-    """(tier, placement kind) from workloads/network.py; labels alone when it cannot say."""
-    nodes = placement.nodes()
-    try:
-        from kubetwin.workloads import network
+    """(tier, placement kind) as workloads/network.py sees the job's nodes."""
+    from kubetwin.workloads import network
 
-        topo = network.topology(nodes, placement.ranks_on(nodes))
-        tier = topo.tier or network.node_net(nodes[0]).tier
-        return tier, topo.placement
-    except (ImportError, AttributeError, KeyError, ValueError):
-        zones = {_labels(n).get("topology.kubernetes.io/zone") for n in nodes}
-        groups = {_labels(n).get(PLACEMENT_GROUP) for n in nodes}
-        kind = "single_node" if len(nodes) == 1 else "compact" if len(groups) == 1 and None not in groups else \
-            "same_zone" if len(zones) == 1 else "cross_zone"
-        return "unknown", kind
+    nodes = placement.nodes()
+    topo = network.topology(nodes, placement.ranks_on(nodes))
+    return topo.tier or network.node_net(nodes[0]).tier, topo.placement
 
 
 def _path(path: str | None, rp: ReadPath | None) -> dict | None:
@@ -171,7 +163,7 @@ def render(rec: dict) -> str:
     rows = [("compute", b["compute"]), ("  pipeline bubble", b["bubble"])]
     rows += [(f"comm {k} (exposed)", v) for k, v in sorted(b["comm_by_kind"].items())]
     rows += [("data stall", b["parts"]["data"]), ("checkpoint (amortized)", b["parts"]["checkpoint"])]
-    out += ["", f"Step time {total:.3f} s; job {_dur(b['job_seconds'])} of work"
+    out += ["", f"Step time {total:.3f} s; job {_dur(b['work_seconds'])} of work"
             + (f" after a {_dur(b['prestage'])} prestage" if b["prestage"] else "") + ":",
             f"  {'part':<26}{'seconds':>10}{'%':>8}"]
     out += [f"  {k:<26}{v:>10.4f}{100 * v / total if total else 0:>8.1f}" for k, v in rows]

@@ -300,7 +300,8 @@ class Scheduler:
             why = volume_binding_prefilter(self.store, pod)
             if why is not None:
                 post, _ = self.preemption.post_filter(pod, pi, [], n, n)  # all nodes UnschedulableAndUnresolvable
-                self._failed(pod, pi, (*shape, tuple(pod_claims(pod))), cycle,  # hints group pods by claims too
+                by_claims = (pod["metadata"].get("namespace") or "default", *pod_claims(pod))  # hints group by them
+                self._failed(pod, pi, (*shape, by_claims), cycle,
                              f"0/{n} nodes are available: {why}. {post}", "Unschedulable", frozenset({VOLUME_BINDING}))
                 return None
         if n and self.dra.wants(pod):  # with no nodes schedulePod stops before PreFilter (ErrNoNodesAvailable)

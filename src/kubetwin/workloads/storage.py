@@ -153,6 +153,12 @@ def _gcsfuse(attrs: dict, write: bool = False) -> ReadPath:
                     GCSFUSE_FILES_PER_S)
 
 
+def hdml_mibps(params: dict) -> float:
+    """A Hyperdisk ML StorageClass's provisioned throughput (MiB/s), at least HDML_MIN_MIBPS."""
+    tput = params.get("provisioned-throughput-on-create")
+    return max(float(parse_quantity(str(tput))) / MIB if tput else HDML_MIN_MIBPS, HDML_MIN_MIBPS)
+
+
 def _claim_path(store: Store, ns: str, claim: str, write: bool = False) -> ReadPath:
     pvc = store.get("PersistentVolumeClaim", ns, claim)
     if pvc is None:
@@ -180,8 +186,7 @@ def _claim_path(store: Store, ns: str, claim: str, write: bool = False) -> ReadP
         return _gcsfuse(params, write)
     disk = params.get("type") or BUILTIN_CLASSES.get(cls_name, "pd-balanced")
     if disk == "hyperdisk-ml":
-        tput = params.get("provisioned-throughput-on-create")
-        mibps = max(float(parse_quantity(str(tput))) / MIB if tput else HDML_MIN_MIBPS, HDML_MIN_MIBPS)
+        mibps = hdml_mibps(params)
         return ReadPath("hyperdisk-ml", mibps * MIB, f"Hyperdisk ML {mibps:.0f} MiB/s provisioned")
     per_gib = PD_MIBPS_PER_GIB.get(disk)
     if per_gib is None:

@@ -82,8 +82,7 @@ def collective(net: Network, op: str, nbytes: float, nodes: list[dict], gpus_per
                group: str = "all") -> float:
     """THE adapter to the network model: seconds for `op` over the ranks `gpus_per_node` of `nodes` (group "all"),
     or over one rank per node while every rank of those nodes runs the same collective at once (group
-    "cross_node": data parallel across tensor-parallel nodes). If network.py's final signature differs, this is
-    the one place to change."""
+    "cross_node": data parallel across tensor-parallel nodes)."""
     if nbytes <= 0 or (sum(gpus_per_node) <= 1 if group == "all" else len(nodes) <= 1):
         return 0.0
     return float(net.collective_time(op, nbytes, net.topology(nodes, gpus_per_node), group=group))
@@ -319,9 +318,9 @@ def job_seconds(st: StepTime) -> float:
 def _advice(spec: TrainingSpec, placement: Placement, net: Network, base: StepTime) -> list[Advice]:
     """Re-evaluate the model with one change at a time; the changes that shorten the job, best first."""
     tries: list[tuple[str, TrainingSpec, Placement, Network]] = []
-    if base.exposed_comm > 0:
-        tries.append(("faster network tier (2x bandwidth)", spec, placement, _Scaled(net, 2.0)))
     nodes = placement.nodes()
+    if base.exposed_comm > 0 and len(nodes) > 1:  # one node's collectives ride NVLink, not the pool's tier
+        tries.append(("faster network tier (2x bandwidth)", spec, placement, _Scaled(net, 2.0)))
     groups = {((n.get("metadata") or {}).get("labels") or {}).get(PLACEMENT_GROUP) for n in nodes}
     if len(nodes) > 1 and base.exposed_comm > 0 and (None in groups or len(groups) > 1):
         compact = {_node_name(n): {**n, "metadata": {**(n.get("metadata") or {}), "labels": {
