@@ -14,16 +14,20 @@ import random
 
 import numpy as np
 
-from kubetwin.api.podspec import TemplateMemo
 from kubetwin.devices.dra.allocator import AllocationError, Features
 from kubetwin.scheduler import dra as D
 from kubetwin.scheduler import gpushare as G
 from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
+from kubetwin.scheduler import volumebinding as VB
+from kubetwin.scheduler.fiterror import FIT, diagnose, fit_error
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
+from kubetwin.scheduler.podshapes import PodShapes
 from kubetwin.scheduler.preemption import DefaultPreemption, pod_key, priority_of
 from kubetwin.scheduler.queue import SchedulingQueue
+from kubetwin.scheduler.schedulinggates import GATED_MESSAGE as GATED_MESSAGE  # re-exported
+from kubetwin.scheduler.schedulinggates import scheduling_gated_condition
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -31,36 +35,8 @@ MIN_FEASIBLE_NODES_TO_FIND = 100  # schedule_one.go minFeasibleNodesToFind
 MIN_FEASIBLE_NODES_PERCENTAGE = 5  # schedule_one.go minFeasibleNodesPercentageToFind
 SCORE_WEIGHTS = {"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1, "TaintToleration": 3,
                  "NodeAffinity": 2}  # default plugin weights, pkg/scheduler/apis/config/v1/default_plugins.go
-_CACHE_LIMIT = 512  # distinct pod shapes whose verdicts are kept
 STATIC_PLUGINS = {name: plugin for name, plugin in P.FILTERS[:-1]}
-FIT = "NodeResourcesFit"
 FREED = frozenset({FIT, G.PLUGIN})  # plugins whose rejections a pod leaving a node may resolve
-VOLUME_BINDING = "VolumeBinding"
-UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"  # volumebinding/volume_binding.go PreFilter
-
-
-def pod_claims(pod: Obj) -> list[str]:
-    """The PersistentVolumeClaims the pod's volumes name (volumebinding podHasPVCs; generic ephemeral volumes are
-    not modelled)."""
-    return [v["persistentVolumeClaim"].get("claimName", "") for v in pod["spec"].get("volumes") or ()
-            if "persistentVolumeClaim" in v]
-
-
-def volume_binding_prefilter(store: Store, pod: Obj) -> str | None:
-    """VolumeBinding's PreFilter: the reason the pod cannot be scheduled anywhere because of its claims, or None.
-
-    kube-scheduler pkg/scheduler/framework/plugins/volumebinding/volume_binding.go: a claim that does not exist
-    fails with the lister's error (`persistentvolumeclaim "x" not found`), one that is not bound with "pod has
-    unbound immediate PersistentVolumeClaims", both UnschedulableAndUnresolvable. The twin treats every claim as
-    Immediate binding (no WaitForFirstConsumer), so "not bound" means status.phase is not Bound."""
-    ns = pod["metadata"].get("namespace") or "default"
-    unbound = False
-    for name in pod_claims(pod):
-        pvc = store.get("PersistentVolumeClaim", ns, name)
-        if pvc is None:
-            return f'persistentvolumeclaim "{name}" not found'
-        unbound = unbound or (pvc.get("status") or {}).get("phase") != "Bound"
-    return UNBOUND_IMMEDIATE if unbound else None
 
 
 def num_feasible_nodes_to_find(num_all: int, percentage: int = 0) -> int:
@@ -69,52 +45,6 @@ def num_feasible_nodes_to_find(num_all: int, percentage: int = 0) -> int:
     if percentage == 0:
         percentage = max(50 - num_all // 125, MIN_FEASIBLE_NODES_PERCENTAGE)
     return max(num_all * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-def fit_error(num_nodes: int, reasons: dict[str, int], post_filter: str = "") -> str:
-    """FitError.Error(): reason histogram as "count reason", sorted as strings."""
-    msg = f"0/{num_nodes} nodes are available:"
-    hist = sorted(f"{v} {k}" for k, v in reasons.items())
-    if hist:
-        msg += f" {', '.join(hist)}."
-    if post_filter:
-        msg += f" {post_filter}"
-    return msg
-
-
-def _resources_sig_of(pod: Obj) -> str:
-    spec = pod["spec"]
-    return repr(([c.get("resources") for c in spec.get("containers") or []],
-                 [c.get("resources") for c in spec.get("initContainers") or []], spec.get("overhead")))
-
-
-_resources_sig = TemplateMemo(_resources_sig_of)  # what the pod requests, as a key: one per template
-
-
-GATED_REASON = "SchedulingGated"  # k8s.io/api/core/v1 PodReasonSchedulingGated
-GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
-
-
-def scheduling_gated_condition(pod: Obj) -> Obj:
-    """The API server's pod strategy at create (pkg/registry/core/pod/strategy.go applySchedulingGatedCondition,
-    after the mutating webhooks): a pod with schedulingGates and no PodScheduled condition gets PodScheduled=False,
-    reason SchedulingGated. Idempotent, so a webhook that adds a gate may apply it again after itself."""
-    spec = pod.get("spec")
-    if not spec or not spec.get("schedulingGates"):
-        return pod
-    status = dict(pod.get("status") or {"phase": "Pending"})
-    conds = status.get("conditions") or []
-    if any(c.get("type") == "PodScheduled" for c in conds):
-        return pod
-    status["conditions"] = [*conds, {"type": "PodScheduled", "status": "False", "reason": GATED_REASON,
-                                     "message": GATED_MESSAGE}]
-    return {**pod, "status": status}
-
-
-def _bounded(cache: dict, key: object, value: object) -> None:
-    if len(cache) >= _CACHE_LIMIT:
-        cache.pop(next(iter(cache)))
-    cache[key] = value
 
 
 class Scheduler:
@@ -131,8 +61,7 @@ class Scheduler:
         self._pending_run = False
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
         self.schedule_attempts = 0
-        self._static: dict[str, StaticVerdicts] = {}  # node-only sig -> verdicts per node row
-        self._req_cache: dict[str, tuple[dict[str, int], ScoreCache]] = {}  # resources repr -> requests
+        self.shapes = PodShapes(self.table)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         self.preemption = DefaultPreemption(store, events, self._requests)
         self.dra = D.DynamicResources(store, features)
@@ -152,13 +81,10 @@ class Scheduler:
         self.queue.move(lambda plugin, pi: plugin == D.NAME, frozenset({D.NAME}))
 
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
-        """VolumeBinding's QueueingHint for a PVC add/update (isSchedulableAfterPersistentVolumeClaimChange): queue
-        the pods that use this claim."""
+        """VolumeBinding's QueueingHint for a PVC add/update: queue the pods that use this claim."""
         if etype == "DELETED":
             return
-        ns, name = pvc["metadata"].get("namespace") or "default", pvc["metadata"]["name"]
-        self.queue.move(lambda plugin, pi: plugin == VOLUME_BINDING and name in pod_claims(pi.pod)
-                        and (pi.pod["metadata"].get("namespace") or "default") == ns, frozenset({VOLUME_BINDING}))
+        self.queue.move(VB.claim_hint(pvc), frozenset({VB.NAME}))
 
     # -- informers ------------------------------------------------------------------------------
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
@@ -248,34 +174,11 @@ class Scheduler:
                 continue
             self.schedule_one(pod)
 
-    # -- PreFilter ------------------------------------------------------------------------------
-    def _pod_info(self, pod: Obj) -> tuple[P.PodInfo, StaticVerdicts, ScoreCache, tuple]:
-        """The pod's PreFilter state, its node-only verdicts, its score cache and its shape (hints group by it)."""
-        spec = pod["spec"]
-        aff = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-        req = aff.get("requiredDuringSchedulingIgnoredDuringExecution")
-        tols, sel = spec.get("tolerations") or [], spec.get("nodeSelector") or {}
-        terms = req.get("nodeSelectorTerms") if req else None
-        preferred = aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-        res_sig = _resources_sig(pod)
-        cached = self._req_cache.get(res_sig)
-        if cached is None:
-            cached = (pod_requests(pod), ScoreCache())
-            _bounded(self._req_cache, res_sig, cached)
-        requests, scores = cached
-        pi = P.PodInfo(pod, requests, tols, sel, terms, preferred, priority_of(pod))
-        sig = repr((tols, sel, terms, preferred))
-        static = self._static.get(sig)
-        if static is None:
-            static = StaticVerdicts()
-            _bounded(self._static, sig, static)
-        return pi, self.table.static(pi, static), scores, (sig, res_sig)
-
     # -- one cycle ------------------------------------------------------------------------------
     def schedule_one(self, pod: Obj) -> str | None:
         self.schedule_attempts += 1
         cycle = self.queue.cycle
-        pi, static, scores, shape = self._pod_info(pod)
+        pi, static, scores, shape = self.shapes.pod_info(pod)
         table = self.table
         order = table.scan_order()
         n = len(order)
@@ -297,12 +200,11 @@ class Scheduler:
         if share is not None:
             want = n  # the paper's simulator scores every feasible node (percentageOfNodesToScore 100)
         if n and pod["spec"].get("volumes"):  # VolumeBinding PreFilter, ahead of DynamicResources here
-            why = volume_binding_prefilter(self.store, pod)
+            why = VB.prefilter(self.store, pod)
             if why is not None:
                 post, _ = self.preemption.post_filter(pod, pi, [], n, n)  # all nodes UnschedulableAndUnresolvable
-                by_claims = (pod["metadata"].get("namespace") or "default", *pod_claims(pod))  # hints group by them
-                self._failed(pod, pi, (*shape, by_claims), cycle,
-                             f"0/{n} nodes are available: {why}. {post}", "Unschedulable", frozenset({VOLUME_BINDING}))
+                self._failed(pod, pi, (*shape, VB.claims_key(pod)), cycle,
+                             f"0/{n} nodes are available: {why}. {post}", "Unschedulable", frozenset({VB.NAME}))
                 return None
         if n and self.dra.wants(pod):  # with no nodes schedulePod stops before PreFilter (ErrNoNodesAvailable)
             try:
@@ -449,34 +351,8 @@ class Scheduler:
                            cycle: int, dra_reasons: dict[str, int] | None = None, ipa: IPA.Verdict | None = None,
                            ipa_reasons: dict[str, int] | None = None) -> None:
         t = self.table
-        reasons: dict[str, int] = dict(dra_reasons or {})
-        plugins: set[str] = set()
-        unresolvable = len(failed_static)
-        if ipa_reasons:  # only the rows that passed the filters before it
-            reasons.update(ipa_reasons)
-            plugins.add(IPA.NAME)
-            unresolvable += ipa_reasons.get(IPA.ERR_AFFINITY, 0)  # UnschedulableAndUnresolvable
-        if dra_reasons:
-            plugins.add(G.PLUGIN if G.REASON in dra_reasons else D.NAME)
-            if len(dra_reasons) > (G.REASON in dra_reasons):
-                plugins.add(D.NAME)
-        if len(failed_static):
-            ids, counts = np.unique(static.reason[failed_static], return_counts=True)
-            for rid, c in zip(ids.tolist(), counts.tolist(), strict=True):
-                reasons[t.reasons[rid]] = c
-                plugins.add(t.reason_plugin[t.reasons[rid]])
-        if len(cand):
-            plugins.add(FIT)
-            plain = np.ones(len(cand), bool)
-            for i, row in enumerate(cand.tolist() if override else ()):
-                if row in override:
-                    plain[i] = False
-                    for r in override[row]:
-                        reasons[r] = reasons.get(r, 0) + 1
-            for reason, bad in t.insufficient(pi.requests, cand[plain]):
-                c = int(bad.sum())
-                if c:
-                    reasons[reason] = reasons.get(reason, 0) + c
+        reasons, plugins, unresolvable = diagnose(t, pi, static, failed_static, cand, override, dra_reasons,
+                                                  ipa_reasons)
         victims_possible = cand[t.min_prio[cand] < pi.priority] if len(cand) else cand
         if ipa is not None and len(victims_possible):  # the twin does not evict for (anti-)affinity
             victims_possible = victims_possible[ipa.ok[victims_possible]]

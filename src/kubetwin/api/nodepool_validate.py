@@ -1,0 +1,182 @@
+"""NodePool (kubetwin.io/v1alpha1) checks past the pydantic model: the machine type and accelerators against the
+catalog, TPU pools and multi-host slices, pools on the NVIDIA DRA driver, MIG partition sizes, and networking."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.loader import Manifest
+
+
+def diagnostics(m: Manifest) -> list[Diagnostic]:
+    """machineType and accelerators must exist in the catalog and agree with each other."""
+    from kubetwin import catalog
+
+    spec = m.obj["spec"]
+    try:
+        mt = catalog.machine_type(spec["machineType"])
+    except catalog.CatalogError as exc:
+        return [Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType", str(exc),
+                           "use a GKE machine type from the catalog (kubetwin.catalog.machine_types())")]
+    if mt.tpu is not None:
+        return _tpu_pool(m, spec, mt) + _network_pool(m, spec, mt.name)
+    tpu_topology = (spec.get("placementPolicy") or {}).get("tpuTopology")
+    if tpu_topology:
+        return [Diagnostic(m.file, m.line_of("spec.placementPolicy.tpuTopology"), m.ref,
+                           "spec.placementPolicy.tpuTopology", f"Invalid value: {tpu_topology!r}: machine type "
+                           f"{mt.name} has no TPUs", "remove tpuTopology, or pick a TPU machine type ("
+                           f"{', '.join(t.name for t in catalog.tpu_machine_types())})")]
+    out = _dra_pool(m, spec, mt.gpu) + _network_pool(m, spec, mt.name)
+    for i, acc in enumerate(spec.get("accelerators") or []):
+        if mt.gpu != acc["type"] or mt.gpu_count != acc["count"]:
+            want = f"{mt.gpu_count} x {mt.gpu}" if mt.gpu else "no GPUs"
+            out.append(Diagnostic(m.file, m.line_of(f"spec.accelerators[{i}]"), m.ref, f"spec.accelerators[{i}]",
+                                  f"Invalid value: {acc['count']} x {acc['type']}: machine type {mt.name} comes "
+                                  f"with {want}", f"set type: {mt.gpu}, count: {mt.gpu_count}" if mt.gpu
+                                  else "remove accelerators or pick a GPU machine type (g2, a2, a3, a4)"))
+        if acc.get("gpuPartitionSize"):
+            out += _partition_size(m, i, acc)
+        if acc.get("gpuSharingConfig"):
+            from kubetwin.devices import sharing
+
+            for prob in sharing.gke_sharing(acc["gpuSharingConfig"])[2]:
+                field = f"spec.accelerators[{i}].gpuSharingConfig.{prob.field}"
+                out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, prob.message, prob.hint))
+    return out
+
+
+def _network_pool(m: Manifest, spec: dict, machine: str) -> list[Diagnostic]:
+    """gpuDirect must match the machine; Fast Socket needs gVNIC and GPUs, and does not stack with GPUDirect."""
+    from kubetwin.workloads import network
+
+    return [Diagnostic(m.file, m.line_of(f), m.ref, f, msg, hint, sev) for f, msg, hint, sev in
+            network.pool_problems(machine, spec.get("gpuDirect"), bool(spec.get("fastSocket")),
+                                  bool(spec.get("gvnic", True)))]
+
+
+def _tpu_pool(m: Manifest, spec: dict, mt: Any) -> list[Diagnostic]:
+    """A TPU node pool as GKE writes it: the machine type implies the chips, placementPolicy.tpuTopology must be
+    one that machine type takes, and a multi-host slice's pool is exactly one slice (GKE creates it with
+    --num-nodes = hosts in the slice, xpk core/nodepool.py; it is created, repaired and scaled whole, 0 <-> all)."""
+    from kubetwin import catalog
+    from kubetwin.devices import tpu
+
+    out: list[Diagnostic] = []
+    kind = catalog.tpu_type(mt.tpu)
+    for i, acc in enumerate(spec.get("accelerators") or []):  # optional; if given it must agree
+        if acc["type"] != kind.gke_accelerator or acc["count"] != mt.tpu_chips:
+            field = f"spec.accelerators[{i}]"
+            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field,
+                                  f"Invalid value: {acc['count']} x {acc['type']}: machine type {mt.name} comes with "
+                                  f"{mt.tpu_chips} x {kind.gke_accelerator} (google.com/tpu)",
+                                  "remove accelerators (a TPU machine type implies its chips) or set type: "
+                                  f"{kind.gke_accelerator}, count: {mt.tpu_chips}"))
+    field = "spec.placementPolicy.tpuTopology"
+    topology = (spec.get("placementPolicy") or {}).get("tpuTopology") or mt.single_host_topology
+    try:
+        chips, hosts = tpu.slice_shape(mt.name, topology)
+    except tpu.TopologyError as exc:
+        return out + [Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: {exc}",
+                                 f"set {field} to one of the valid topologies of {mt.name}")]
+    if hosts > 1:
+        out += _tpu_slice_counts(m, spec, mt, topology, hosts)
+        if mt.tpu == "tpu7x" and not (spec.get("placementPolicy") or {}).get("policyName"):
+            out.append(Diagnostic(m.file, m.line_of("spec.placementPolicy"), m.ref, "spec.placementPolicy",
+                                  "GKE creates multi-host Ironwood (TPU7x) node pools with a workload policy "
+                                  "(--placement-policy) that carries the topology, not --tpu-topology; the twin reads "
+                                  "tpuTopology", "add policyName: <your workload policy> to match the real pool",
+                                  "notice"))
+    missing = [what for what, v in (("vCPUs", mt.vcpus), ("memory", mt.memory_gib)) if v is None]
+    if missing:
+        out.append(Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType",
+                              f"the catalog has no sourced {' or '.join(missing)} for {mt.name}: its nodes advertise "
+                              f"no {' or '.join('cpu' if w == 'vCPUs' else w for w in missing)}, so pods requesting "
+                              "them will not fit", "add the sourced shape to src/kubetwin/catalog/data/machines.yaml",
+                              "notice"))
+    if catalog.hourly_price(mt, bool(spec.get("spot"))) is None:
+        out.append(Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType",
+                              f"the catalog has no sourced {kind.name} price: this pool's cost is counted as 0",
+                              "add the sourced price to src/kubetwin/catalog/data/machines.yaml", "notice"))
+    return out
+
+
+def _tpu_slice_counts(m: Manifest, spec: dict, mt: Any, topology: str, hosts: int) -> list[Diagnostic]:
+    """A multi-host slice's pool holds exactly one slice, in one zone: nodeCount 0 or the slice's host count,
+    autoscaling minNodeCount 0 or hosts and maxNodeCount hosts."""
+    out: list[Diagnostic] = []
+    what = f"a {topology} slice of {mt.name} is {hosts} nodes"
+    count = spec.get("nodeCount")
+    if count is not None and count not in (0, hosts):
+        out.append(Diagnostic(m.file, m.line_of("spec.nodeCount"), m.ref, "spec.nodeCount",
+                              f"Invalid value: {count}: {what}, and a multi-host TPU slice node pool holds exactly "
+                              "one slice", f"set nodeCount: {hosts} (for more slices, add one node pool per slice)"))
+    auto = spec.get("autoscaling") or {}
+    if auto and auto.get("maxNodeCount") != hosts:
+        out.append(Diagnostic(m.file, m.line_of("spec.autoscaling.maxNodeCount"), m.ref,
+                              "spec.autoscaling.maxNodeCount", f"Invalid value: {auto.get('maxNodeCount')}: {what}; "
+                              "a multi-host slice scales 0 <-> the whole slice", f"set maxNodeCount: {hosts}"))
+    if auto and auto.get("minNodeCount") not in (0, hosts):
+        out.append(Diagnostic(m.file, m.line_of("spec.autoscaling.minNodeCount"), m.ref,
+                              "spec.autoscaling.minNodeCount", f"Invalid value: {auto.get('minNodeCount')}: {what}; "
+                              "a multi-host slice scales 0 <-> the whole slice", f"set minNodeCount: 0 or {hosts}"))
+    zones = spec.get("zones") or []
+    if len(zones) > 1:
+        out.append(Diagnostic(m.file, m.line_of("spec.zones"), m.ref, "spec.zones",
+                              f"Invalid value: {zones}: a multi-host TPU slice is one ICI-connected block in one zone",
+                              f"keep one zone, e.g. zones: [{zones[0]}]"))
+    return out
+
+
+def _dra_pool(m: Manifest, spec: dict, gpu: str | None) -> list[Diagnostic]:
+    """A node pool on the NVIDIA DRA driver: GKE excludes GPU sharing there (set-up-dra limitations)."""
+    from kubetwin.devices import mig
+    from kubetwin.devices.dra import nvidia
+
+    labels = spec.get("labels") or {}
+    if not nvidia.uses_dra(labels):
+        return []
+    out = []
+    for i, acc in enumerate(spec.get("accelerators") or []):
+        for key in ("gpuSharingConfig", "gpuPartitionSize"):
+            if acc.get(key):
+                field = f"spec.accelerators[{i}].{key}"
+                out.append(Diagnostic(m.file, m.line_of(field), m.ref, field,
+                                      f"Invalid value: GKE does not support {key} on node pools that use DRA "
+                                      f"({nvidia.NO_DEVICE_PLUGIN}=true)",
+                                      f"remove {key}, or the {nvidia.NO_DEVICE_PLUGIN} label to use the device "
+                                      "plugin"))
+    config = labels.get(nvidia.MIG_CONFIG)
+    if config and gpu:
+        field = f'spec.labels["{nvidia.MIG_CONFIG}"]'
+        try:
+            if config != "all-disabled":
+                nvidia.static_layout(gpu, config)
+        except mig.MigError as exc:
+            out.append(Diagnostic(m.file, m.line_of(f"spec.labels.{nvidia.MIG_CONFIG}"), m.ref, field,
+                                  f"Invalid value: {config!r}: {exc}", "use all-<profile> or all-disabled"))
+        else:
+            out.append(Diagnostic(m.file, m.line_of(f"spec.labels.{nvidia.MIG_CONFIG}"), m.ref, field,
+                                  "GKE's DRA support excludes MIG; the twin publishes the NVIDIA DRA driver's "
+                                  "static MIG devices as on a cluster where mig-parted applied this config", "",
+                                  "notice"))
+    return out
+
+
+def _partition_size(m: Manifest, i: int, acc: dict) -> list[Diagnostic]:
+    """GKE multi-instance GPUs: the accelerator must support MIG and the size must be one of its profiles."""
+    from kubetwin.devices import mig
+
+    field = f"spec.accelerators[{i}].gpuPartitionSize"
+    model = mig.model_of(acc["type"])
+    if model is None:
+        capable = ", ".join(a for g in mig.gpu_models() for a in mig.accelerators_of(g))
+        return [Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: {acc['gpuPartitionSize']!r}: "
+                           f"{acc['type']} does not support multi-instance GPUs",
+                           f"remove gpuPartitionSize, or use a MIG-capable GPU ({capable})")]
+    try:
+        mig.partition_count(model, acc["gpuPartitionSize"])
+    except mig.MigError as exc:
+        return [Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: {exc}",
+                           f"{acc['type']} is a {model}")]
+    return []
