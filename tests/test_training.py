@@ -265,20 +265,11 @@ def _pod_times(res) -> dict[str, list[tuple[float, str]]]:
     return out
 
 
-def test_training_job_runs_for_the_models_prediction(monkeypatch: pytest.MonkeyPatch) -> None:
-    captured = {}
-    from kubetwin.workloads import training_hook
-
-    orig = training_hook.TrainingModel.__call__
-
-    def spy(self, pod, node):  # type: ignore[no-untyped-def]
-        work = orig(self, pod, node)
-        captured[pod["metadata"]["name"]] = (work, self.breakdowns[self.job_key(pod)])
-        return work
-    monkeypatch.setattr(training_hook.TrainingModel, "__call__", spy)
+def test_training_job_runs_for_the_models_prediction(seen: list) -> None:
     res = run(objects=[scenario("1d"), make_pool("h100", "a3-highgpu-8g", 2, "nvidia-h100-80gb", 8),
                        _job({**GOOD, P + "checkpoint-every": "50"}, parallelism=2)])
     times = _pod_times(res)
+    captured = {pod: (work, st) for pod, work, st in seen}
     assert len(times) == 2 and len(captured) == 2
     for name, (work, st) in captured.items():
         start = next(t for t, ph in times[name] if ph == "Running")
@@ -288,23 +279,29 @@ def test_training_job_runs_for_the_models_prediction(monkeypatch: pytest.MonkeyP
         assert work.interval == pytest.approx(st.checkpoint_interval)
 
 
-def test_spot_preemption_resumes_from_the_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list:
+    """(pod name, Work, StepTime) for every run the training hook computes, in order."""
     from kubetwin.workloads import training_hook
 
-    seen = []
+    out: list = []
     orig = training_hook.TrainingModel.__call__
 
     def spy(self, pod, node):  # type: ignore[no-untyped-def]
         work = orig(self, pod, node)
-        seen.append(work)
+        out.append((pod["metadata"]["name"], work, self.breakdowns[self.job_key(pod)]))
         return work
     monkeypatch.setattr(training_hook.TrainingModel, "__call__", spy)
+    return out
+
+
+def test_spot_preemption_resumes_from_the_checkpoint(seen: list) -> None:
     pool = make_pool("spot", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8, spot=True,
                      spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
     job = _job({**GOOD, P + "steps": "2000", P + "checkpoint-every": "100"})
     res = run(objects=[scenario("1d"), pool, job])
     [(_, p1), (_, p2)] = sorted(_pod_times(res).items(), key=lambda kv: kv[1][0][0])
-    w1, w2 = seen
+    w1, w2 = [work for _, work, _ in seen]
     start1 = next(t for t, ph in p1 if ph == "Running")
     stopped = next(t for t, ph in p1 if ph == "Failed")
     saved = (stopped - start1) // w1.interval * w1.interval
@@ -317,20 +314,10 @@ def test_spot_preemption_resumes_from_the_checkpoint(monkeypatch: pytest.MonkeyP
     assert lost["hours"] == pytest.approx((stopped - start1 - saved) / 3600, abs=1e-2)
 
 
-def test_resume_on_slower_nodes_keeps_the_checkpointed_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_on_slower_nodes_keeps_the_checkpointed_steps(seen: list) -> None:
     """The kubelet keeps a job's checkpointed progress between pods; a training pod's seconds of work depend on
     where it lands, so the resumed pod must restart from the same checkpoint (the same steps done), not from the
     same number of seconds of a slower machine's work."""
-    from kubetwin.workloads import training_hook
-
-    seen = []
-    orig = training_hook.TrainingModel.__call__
-
-    def spy(self, pod, node):  # type: ignore[no-untyped-def]
-        work = orig(self, pod, node)
-        seen.append(work)
-        return work
-    monkeypatch.setattr(training_hook.TrainingModel, "__call__", spy)
     spot = make_pool("spot", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8, spot=True,
                      spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
     slow = make_pool("a2", "a2-highgpu-8g", 1, "nvidia-tesla-a100", 8)
@@ -340,7 +327,7 @@ def test_resume_on_slower_nodes_keeps_the_checkpointed_steps(monkeypatch: pytest
             {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": ["spot"]}]}}]}}
     res = run(objects=[scenario("1d"), spot, slow, job])
     [(_, p1), (_, p2)] = sorted(_pod_times(res).items(), key=lambda kv: kv[1][0][0])
-    w1, w2 = seen
+    w1, w2 = [work for _, work, _ in seen]
     assert w2.duration > 1.5 * w1.duration  # A100 after H100
     start1 = next(t for t, ph in p1 if ph == "Running")
     stopped = next(t for t, ph in p1 if ph == "Failed")

@@ -22,12 +22,13 @@ DEFAULT_IMAGE_GB = 10.0  # when the image is not in modelserver's table (twin as
 
 
 def _image_bytes(image: str) -> int:
-    sizes = getattr(modelserver, "IMAGE_SIZES_GB", {})
-    base = image.split("@")[0].rsplit(":", 1)[0] if ":" in image.split("/")[-1] else image.split("@")[0]
-    for name, gb in sizes.items():
-        if base.endswith(name) or name.endswith(base):
-            return int(gb * 1e9)
-    return int(DEFAULT_IMAGE_GB * 1e9)
+    """The image's compressed size: its repository (tag and digest dropped) looked up in modelserver's table."""
+    repo = image.split("@")[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo.rsplit(":", 1)[0]
+    gb = next((v for name, v in modelserver.IMAGE_SIZES_GB.items() if repo == name or repo.endswith("/" + name)),
+              DEFAULT_IMAGE_GB)
+    return int(gb * 1e9)
 
 
 def cold_start_hook(store: Store) -> StartupHook:

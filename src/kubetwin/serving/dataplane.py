@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from kubetwin.api.units import parse_duration
+from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.serving import modelserver, traces
 from kubetwin.serving.arrivals import Arrivals
 from kubetwin.serving.engine import Engine
@@ -42,6 +43,7 @@ ROUTER = "kubetwin.io/router"
 REQUEST_TTL = "kubetwin.io/request-ttl"
 DEFAULT_TTL = 600.0
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GPU = "nvidia.com/gpu"
 # Envoy's local replies (source/common/router/router.cc): no endpoint to send to, and an upstream that went away
 NO_UPSTREAM = "no healthy upstream"
 RESET = "upstream connect error or disconnect/reset before headers. reset reason: connection termination"
@@ -57,6 +59,7 @@ class ServingDataPlane:
         self.pools: dict[str, Pool] = {}
         self.deleted: dict[str, Pool] = {}  # pools deleted during the run (and not re-created), by key
         self.endpoints: dict[str, Endpoint] = {}  # pod uid -> endpoint
+        self._by_name: dict[str, Endpoint] = {}  # pod name -> endpoint, for the precise router's per-pod lookups
         self.retired: list[Endpoint] = []  # endpoints that left: their counters still count
         self.log = RequestLog()
         self._trace_of: dict[int, tuple[str, str]] = {}  # request id -> (trace, pool key) while in flight
@@ -146,7 +149,8 @@ class ServingDataPlane:
         if pod["spec"].get("nodeName") and uid not in self.pod_gpu_seconds and etype != "DELETED":
             found = self._model_server(pod)
             if found is not None:
-                self.pod_gpu_seconds[uid] = [self.env.now, -1.0, float(_gpus(pod)), self._gpu_price(pod)]
+                gpus = float(pod_requests(pod).get(GPU, 0))
+                self.pod_gpu_seconds[uid] = [self.env.now, -1.0, gpus, self._gpu_price(pod)]
         ready = etype != "DELETED" and status.get("phase") == "Running" and any(
             c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         if uid in self.pod_gpu_seconds and (etype == "DELETED" or status.get("phase") in ("Succeeded", "Failed")):
@@ -155,11 +159,13 @@ class ServingDataPlane:
         if ready and uid not in self.endpoints:
             ep = self._endpoint(pod)
             if ep is not None:
-                self.endpoints[uid] = ep
+                self.endpoints[uid] = self._by_name[ep.name] = ep
                 for pool in self.pools.values():
                     self._resync(pool)
         elif not ready and uid in self.endpoints:
             ep = self.endpoints.pop(uid)
+            if self._by_name.get(ep.name) is ep:
+                del self._by_name[ep.name]
             for pool in self.pools.values():
                 if any(e is ep for e in pool.endpoints):
                     self._resync(pool)
@@ -211,7 +217,8 @@ class ServingDataPlane:
             self.events.event(pod, "Warning", "ModelServerFailed", str(err), "kubetwin")
             return None
         return Endpoint(meta["name"], meta.get("namespace") or "default", uid, dict(meta.get("labels") or {}),
-                        engine, _gpus(pod), args.model, list(args.served_model_name) or [args.model], args,
+                        engine, pod_requests(pod).get(GPU, 0), args.model,
+                        list(args.served_model_name) or [args.model], args,
                         frozenset(lora_names(args.lora_modules)) if args.enable_lora else frozenset())
 
     # ---- requests ----------------------------------------------------------------------------------------------
@@ -281,10 +288,8 @@ class ServingDataPlane:
 
     def match_tokens(self, req: Request, endpoint: str) -> int:
         """The precise-prefix oracle: what the named pod's KV cache holds of the request now (KV events)."""
-        for ep in self.endpoints.values():
-            if ep.name == endpoint:
-                return ep.engine.match_tokens(req)
-        return 0
+        ep = self._by_name.get(endpoint)
+        return ep.engine.match_tokens(req) if ep is not None else 0
 
     def _finished(self, req: Request) -> None:
         """An engine's on_finish: the request is done (or answered 400); the router and the log learn of it."""
@@ -338,11 +343,3 @@ def lora_names(modules: list[str]) -> list[str]:
         else:
             out.append(m.split("=", 1)[0])
     return out
-
-
-def _gpus(pod: Obj) -> int:
-    total = 0
-    for c in pod["spec"].get("containers") or []:
-        res = c.get("resources") or {}
-        total += int((res.get("limits") or res.get("requests") or {}).get("nvidia.com/gpu", 0) or 0)
-    return total

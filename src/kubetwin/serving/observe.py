@@ -13,8 +13,6 @@ from kubetwin.serving.dataplane import ServingDataPlane
 from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, latencies, summarize, write_csv
 from kubetwin.sim.env import Environment
 
-SLO_TTFT, SLO_TPOT = "kubetwin.io/slo-ttft", "kubetwin.io/slo-tpot"
-
 
 class ServingMetrics:
     """Samples the data plane every `interval` seconds while any pool exists."""
