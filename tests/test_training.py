@@ -217,7 +217,8 @@ def _job(ann: dict, parallelism: int = 1, gpus: int = 8) -> dict:
                              "limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}
 
 
-GOOD = {P + "params": "7B", P + "steps": "200", P + "global-batch-size": "16", P + "sequence-length": "2048"}
+# 3B: 48 GB of mixed-precision Adam states per data-parallel rank fit an 80 GB H100 (7B, 112 GB, would not: memory.py)
+GOOD = {P + "params": "3B", P + "steps": "200", P + "global-batch-size": "16", P + "sequence-length": "2048"}
 
 
 def _errors(obj: dict) -> list:
@@ -298,7 +299,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list:
 def test_spot_preemption_resumes_from_the_checkpoint(seen: list) -> None:
     pool = make_pool("spot", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8, spot=True,
                      spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
-    job = _job({**GOOD, P + "steps": "2000", P + "checkpoint-every": "100"})
+    job = _job({**GOOD, P + "steps": "5000", P + "checkpoint-every": "100"})
     res = run(objects=[scenario("1d"), pool, job])
     [(_, p1), (_, p2)] = sorted(_pod_times(res).items(), key=lambda kv: kv[1][0][0])
     w1, w2 = [work for _, work, _ in seen]
@@ -321,7 +322,8 @@ def test_resume_on_slower_nodes_keeps_the_checkpointed_steps(seen: list) -> None
     spot = make_pool("spot", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8, spot=True,
                      spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
     slow = make_pool("a2", "a2-highgpu-8g", 1, "nvidia-tesla-a100", 8)
-    job = _job({**GOOD, P + "steps": "2000", P + "checkpoint-every": "100"})
+    # FSDP: a 40 GB A100 holds 3B's 48 GB of Adam states only sharded
+    job = _job({**GOOD, P + "steps": "5000", P + "checkpoint-every": "100", P + "fsdp": "true"})
     job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "preference": {"matchExpressions": [
             {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": ["spot"]}]}}]}}

@@ -79,6 +79,8 @@ class Work:
     setup: float = 0.0
     restart: float = 0.0
     reason: str = ""
+    hold: bool = False  # the containers run but the work waits for Kubelet.begin (a gang's rendezvous)
+    fail: str = ""  # the containers exit 1 with this message where the work would start (CUDA out of memory)
 
 
 DurationHook = Callable[[Obj, "Obj | None"], "float | Work | None"]
@@ -94,6 +96,7 @@ class _Run:
     duration: float
     resumed: float
     accelerators: dict[str, int]
+    stalled: float | None = None  # when its progress stopped (a peer rank was lost): work after it is not done
 
 
 class Kubelet:
@@ -110,6 +113,7 @@ class Kubelet:
         self.progress: dict[tuple[str, str, str], float] = {}
         self.lost_work: dict[tuple[str, str], dict[str, float]] = {}  # (ns, Job or pod) -> lost seconds, ...
         self._runs: dict[str, _Run] = {}  # pod uid -> its run, while it runs a kubetwin.io/duration
+        self._held: dict[str, tuple[Obj, Obj | None, Work]] = {}  # uid -> a Running pod whose work waits (begin)
         self.startup_hooks: list[StartupHook] = []  # e.g. serving's model-server cold start
         self.duration_hooks: list[DurationHook] = []  # e.g. training's step-time model; first non-None wins
         self._images: dict[str, dict[str, float]] = {}  # node -> image -> when its pull ends (or ended)
@@ -117,11 +121,46 @@ class Kubelet:
 
     def work_start(self, uid: str) -> float | None:
         """When the running pod's work starts (after its setup or checkpoint restore); None if it runs none."""
+        if uid in self._held:
+            return math.inf
         run = self._runs.get(uid)
         return run.start if run is not None else None
 
+    def stepping(self, uid: str) -> bool:
+        """Whether the running pod is doing its work now: not held, not in its setup, not stalled (a pod the
+        kubelet runs no work for counts as stepping)."""
+        run = self._runs.get(uid)
+        if uid in self._held:
+            return False
+        return run is None or (run.start <= self.env.now and run.stalled is None)
+
+    def begin(self, uid: str, work: Work | None = None) -> None:
+        """Start the work of a pod held at its start (`Work.hold`), with `work` recomputed by the caller or the
+        one the pod was held with."""
+        held = self._held.pop(uid, None)
+        cur = self._current(held[0]) if held is not None else None
+        if held is None or cur is None:
+            return
+        self._begin(cur, held[1], work if work is not None else held[2])
+
+    def stall(self, uid: str) -> None:
+        """The pod's work stops progressing (a peer rank is gone and its collectives hang): it keeps its node and
+        GPUs, never finishes on its own, and what it ran after now is not work done."""
+        run = self._runs.get(uid)
+        if run is not None and run.stalled is None:
+            run.stalled = self.env.now
+
+    def fail_containers(self, pod: Obj, message: str, exit_code: int = 1) -> None:
+        """The containers exit with `exit_code` and `message` (a launcher's error): the pod fails as with
+        restartPolicy Never (the Job's backoffLimit decides what follows)."""
+        cur = self._current(pod)
+        if cur is not None:
+            self._finish(cur, "Failed", exit_code, "Error", message)
+
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         uid = pod["metadata"]["uid"]
+        if uid in self._held and (etype == "DELETED" or pod.get("status", {}).get("phase") != "Running"):
+            del self._held[uid]
         if uid in self._runs:
             phase = pod.get("status", {}).get("phase")
             if etype == "DELETED" or phase == "Failed":
@@ -233,18 +272,30 @@ class Kubelet:
         if hooked is not None or DURATION in annotations:
             work = hooked if isinstance(hooked, Work) else Work(
                 parse_duration(annotations[DURATION]) if hooked is None else float(hooked))
-            duration = work.duration
-            interval = work.interval if work.interval is not None else (
-                parse_duration(annotations[CHECKPOINT]) if CHECKPOINT in annotations else None)
-            key = work_key(running)
-            resumed = min(self.progress.get(key, 0.0) * interval, duration) if key is not None and interval else 0.0
-            overhead = work.setup + (work.restart if resumed > 0 else 0.0)  # work starts after it
-            req = pod_requests(running)
-            self._runs[meta["uid"]] = _Run(key, self.env.now + overhead, interval, duration, resumed,
-                                           {r: req[r] for r in ACCELERATORS if req.get(r)})
-            self.gpus.start(running, node, overhead + duration - resumed)
+            if work.hold:
+                self._held[meta["uid"]] = (running, node, work)
+            else:
+                self._begin(running, node, work)
         if FAIL_AFTER in annotations:
             self._arm_failure(running, 0)
+
+    def _begin(self, running: Obj, node: Obj | None, work: Work) -> None:
+        """The pod's work starts: resume from its checkpointed progress, pay setup and restore, run; or fail
+        where the work would start (`Work.fail`: through GpuRuntime, as a shared GPU's out-of-memory fails)."""
+        meta, annotations = running["metadata"], running["metadata"].get("annotations") or {}
+        duration = work.duration
+        interval = work.interval if work.interval is not None else (
+            parse_duration(annotations[CHECKPOINT]) if CHECKPOINT in annotations else None)
+        key = work_key(running)
+        resumed = min(self.progress.get(key, 0.0) * interval, duration) if key is not None and interval else 0.0
+        overhead = work.setup + (work.restart if resumed > 0 else 0.0)  # work starts after it
+        if work.fail:
+            self.gpus.fail(running, work.fail, overhead)
+            return
+        req = pod_requests(running)
+        self._runs[meta["uid"]] = _Run(key, self.env.now + overhead, interval, duration, resumed,
+                                       {r: req[r] for r in ACCELERATORS if req.get(r)})
+        self.gpus.start(running, node, overhead + duration - resumed)
 
     def _became_ready(self, pod: Obj) -> None:
         """The readiness probe passes: the model is loaded and the server answers."""
@@ -312,6 +363,9 @@ class Kubelet:
         cur = self.store.get("Pod", meta.get("namespace") or "", meta["name"])
         if cur is None or cur["metadata"].get("uid") != meta.get("uid") or cur["status"].get("phase") != "Running":
             return
+        run = self._runs.get(meta["uid"])
+        if phase == "Succeeded" and run is not None and run.stalled is not None:
+            return  # stalled: its work is not done, it waits for a collective that never completes
         self.gpus.release(meta["uid"])
         now = self.store.timestamp(self.env.now)
         status = {**cur["status"], "phase": phase}
@@ -327,7 +381,7 @@ class Kubelet:
         """The pod stopped before its work was done (failed, preempted, deleted): keep what it checkpointed for
         the next pod doing the same work, and count the rest as lost."""
         self.gpus.release(pod["metadata"]["uid"])  # a shared GPU's other tenants speed up
-        ran = self.env.now - run.start
+        ran = (self.env.now if run.stalled is None else run.stalled) - run.start
         saved, lost = checkpoint_split(min(ran, run.duration - run.resumed), run.interval)
         if run.key is not None and run.interval:
             self.progress[run.key] = min(run.duration, run.resumed + saved) / run.interval

@@ -94,6 +94,29 @@ class SharedGpu:
         return None
 
 
+def _format_size(n: float) -> str:
+    """c10/cuda/CUDACachingAllocator.cpp format_size: bytes, KiB, MiB, GiB with two decimals."""
+    if n < 1024:
+        return f"{int(n)} bytes"
+    for unit, scale in (("KiB", 2**10), ("MiB", 2**20)):
+        if n < scale * 1024:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n / 2**30:.2f} GiB"
+
+
+def torch_oom_message(tried: float, total: float, free: float, process: float, allocated: float,
+                      reserved_unallocated: float = 0.0) -> str:
+    """PyTorch's CUDA out-of-memory error as its caching allocator raises it (torch.OutOfMemoryError, PyTorch 2.5+;
+    the text of c10/cuda/CUDACachingAllocator.cpp's malloc failure path), for GPU 0 of the process."""
+    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {_format_size(tried)}. GPU 0 has a total "
+            f"capacity of {_format_size(total)} of which {_format_size(max(0.0, free))} is free. Including "
+            f"non-PyTorch memory, this process has {_format_size(process)} memory in use. Of the allocated memory "
+            f"{_format_size(allocated)} is allocated by PyTorch, and {_format_size(reserved_unallocated)} is "
+            "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+            "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+
+
 Finish = Callable[[dict, str, int, str, str], None]  # (pod, phase, exit code, reason, message)
 
 
@@ -185,5 +208,10 @@ class GpuRuntime:
         self.finish(pod, "Succeeded", 0, "Completed", "")
 
     def _fail(self, pod: dict, message: str) -> None:
-        self.env.after(0, lambda: self.finish(pod, "Failed", 1, "Error", message))
+        self.fail(pod, message)
+
+    def fail(self, pod: dict, message: str, after: float = 0.0) -> None:
+        """The pod's process dies of a GPU error `after` seconds from now: exit code 1, reason Error, the error
+        as the container's termination message (what a training script's CUDA out-of-memory leaves)."""
+        self.env.after(after, lambda: self.finish(pod, "Failed", 1, "Error", message))
 

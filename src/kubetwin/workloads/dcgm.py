@@ -18,15 +18,15 @@ Per GPU, over one step cycle of `total` seconds (compute + bubble + exposed comm
   on a few SMs only.
 - PIPE_TENSOR_ACTIVE = MFU x compute / total = model FLOPs / (peak x total): the tensor pipe is busy in proportion to
   the FLOP rate it sustains (twin assumption).
-- FB_USED (MiB) = model states (16 bytes/param: bf16 weights 2 + bf16 grads 2 + fp32 Adam 12; ZeRO, Rajbhandari et
-  al. 2020 §3.1) / (tp x pp), / dp too with FSDP; + activations 34 x s x b x h x layers / tp bytes (selective
-  recomputation, Korthikanti et al. 2022 "Reducing Activation Recomputation in Large Transformer Models" §4-5, the
-  first pipeline stage holding pp micro-batches of layers/pp); + CONTEXT_MIB; capped at the GPU's NVML memory.
+- FB_USED (MiB) = one rank's model states, activations and context as workloads/memory.py counts them, capped at
+  the GPU's NVML memory (a rank that does not fit fails at start with CUDA out of memory instead).
 - NVLINK_TX_BYTES (B/s): the intra-node share of the step's collectives (ring factors as in collectives.py).
 - PCIE_RX_BYTES (B/s): the rank's input batch plus what it receives from other nodes (NIC -> GPU crosses PCIe with
   or without GPUDirect).
 Values are steady-state averages over a step cycle, as a 15-60 s scrape of a job stepping every second sees them;
-while a pod copies its dataset or reads its checkpoint back (Work.setup / restart) the GPU runs no kernel.
+while a pod copies its dataset or reads its checkpoint back (Work.setup / restart), waits for its gang's other ranks
+at the rendezvous, or stalls in a collective after a peer was lost (workloads/gang.py), the GPU runs no kernel: the
+idle gauges (GPU_UTIL 0) while the pod still holds, and bills, its GPUs.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any
 
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.store.store import Obj, Store
+from kubetwin.workloads.memory import CONTEXT_MIB, gpu_memory_mib, used_mib
 from kubetwin.workloads.training import BF16, Placement, StepTime
 from kubetwin.workloads.training_spec import TrainingSpec
 
@@ -50,9 +51,6 @@ HELP = {GPU_UTIL: "GPU utilization (in %).", SM_ACTIVE: "The ratio of cycles an 
         NVLINK_TX: "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
         PCIE_RX: "The rate of data received over the PCIe bus - including both protocol headers and data payloads - "
                  "in bytes per second."}
-STATES_BYTES_PER_PARAM = 16  # ZeRO §3.1: 2 + 2 + 12
-ACT_BYTES_PER_SBH = 34  # Korthikanti et al. 2022: 34 sbh per layer with selective recomputation (tensor parallel /t)
-CONTEXT_MIB = 2048  # CUDA context, cuBLAS workspaces, NCCL buffers, allocator slack: twin assumption
 SM_ACTIVE_COMPUTE = 0.9  # large GEMM grids cover every SM; launch gaps and small kernels the rest: twin assumption
 NCCL_CTAS = 16  # NCCL channels (one CTA each) a collective occupies; varies by version and topology: twin assumption
 # SMs per GPU: H100 SXM5 132 (NVIDIA H100 Tensor Core GPU Architecture whitepaper), H200 the same GH100 configuration,
@@ -81,16 +79,9 @@ class GpuMetrics:
                 FB_USED: self.fb_used_mib, NVLINK_TX: self.nvlink_tx, PCIE_RX: self.pcie_rx}
 
 
-def _memory_mib(gpu: str) -> float:
-    return float((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get("memory_mib") or 81559)
-
-
 def fb_used(spec: TrainingSpec, st: StepTime, gpu: str) -> tuple[float, bool]:
-    """(MiB used, fits): model states + activations + context, capped at the GPU's memory."""
-    states = STATES_BYTES_PER_PARAM * spec.params / (spec.tp * spec.pp) / (st.dp if spec.fsdp else 1)
-    act = ACT_BYTES_PER_SBH * spec.seq_len * spec.micro_batch * spec.hidden_size * spec.layers / spec.tp
-    mib = (states + act) / 2**20 + CONTEXT_MIB
-    cap = _memory_mib(gpu)
+    """(MiB used, fits): model states + activations + context (workloads/memory.py), capped at the GPU's memory."""
+    mib, cap = used_mib(spec, st.dp), gpu_memory_mib(gpu)
     return round(min(mib, cap), 1), mib <= cap
 
 
@@ -130,7 +121,7 @@ def steady_state(spec: TrainingSpec, placement: Placement, st: StepTime) -> GpuM
 
 def idle(gpu: str) -> GpuMetrics:
     """A GPU whose pod runs but has not started stepping (dataset copy, checkpoint read back)."""
-    return GpuMetrics(0.0, 0.0, 0.0, float(min(CONTEXT_MIB, _memory_mib(gpu))), 0.0, 0.0)
+    return GpuMetrics(0.0, 0.0, 0.0, float(min(CONTEXT_MIB, gpu_memory_mib(gpu))), 0.0, 0.0)
 
 
 def _num(v: float) -> str:
@@ -174,10 +165,10 @@ class DcgmExporter:
             spec, placement = self.model.inputs[key]
             st = self.model.breakdowns[key]
             node = pod["spec"]["nodeName"]
-            start = self.kubelet.work_start(uid)  # when its work starts (after setup / restart)
             nobj = self.store.get("Node", "", node) or {}
             gpu = str(((nobj.get("metadata") or {}).get("labels") or {}).get(ACCEL, ""))
-            g = idle(gpu) if start is not None and now < start else steady_state(spec, placement, st)
+            # idle before its work starts (setup, checkpoint restore, rendezvous) and while it stalls
+            g = steady_state(spec, placement, st) if self.kubelet.stepping(uid) else idle(gpu)
             ref = _ref(pod)
             s = self.series.setdefault(ref, {"t": [], "job": f"{key[0]}/{key[1]}", "node": node,
                                              **{f: [] for f in FIELDS}})

@@ -1,5 +1,6 @@
 """Installs the training model into a run when a Pod, Job or JobSet carries training.kubetwin.io/* annotations:
-the kubelet's duration hook (how long each training pod runs) and the DCGM exporter sampling its GPUs."""
+the kubelet's duration hook (how long each training pod runs), the gang coordinator (rendezvous and collective
+timeouts) and the DCGM exporter sampling its GPUs."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ def install(store: Store, env: Environment, kubelet: Kubelet, manifests: list[Ma
     if not training_hook.wanted([m.obj for m in manifests]):
         return None
     from kubetwin.workloads.dcgm import DcgmExporter
+    from kubetwin.workloads.gang import GangCoordinator
 
     model = training_hook.TrainingModel(store)
+    model.gang = GangCoordinator(store, env, kubelet, model)
     kubelet.duration_hooks.append(model)
     return TrainingRun(model, DcgmExporter(store, env, model, kubelet, sample_interval, start_time), store)

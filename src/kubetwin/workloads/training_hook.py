@@ -6,19 +6,24 @@ template); the pod's win. The placement is the nodes the job's accelerator pods 
 in rank order (JobSet job-global-index, then completion index, then name). Pods of the job not bound yet are
 counted on nodes of their own shaped like this pod's (twin assumption: the gang lands in the same pool, on distinct
 VMs); the job's size comes from its spec (Job parallelism; a JobSet's replicas x parallelism of each replicated
-Job whose pods request accelerators). Every pod of the job computes the same placement once all are bound.
+Job whose pods request accelerators; a Kueue pod group's kueue.x-k8s.io/pod-group-total-count). A job of more than
+one pod is a gang (workloads/gang.py): its pods' work is held until every rank runs, then computed again on the
+placement they all have. A rank whose model states do not fit its GPU fails at start with PyTorch's CUDA
+out-of-memory error (workloads/memory.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kubetwin import catalog
+from kubetwin.api.units import UnitError, parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
 from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.store.store import Obj, Store
-from kubetwin.workloads import storage
+from kubetwin.workloads import memory, storage
 from kubetwin.workloads.training import (
     DEFAULT_MFU,
     DEFAULT_TPU_MFU,
@@ -28,9 +33,19 @@ from kubetwin.workloads.training import (
     StepTime,
     step_breakdown,
 )
-from kubetwin.workloads.training_spec import SpecError, TrainingSpec, has_training, parse
+from kubetwin.workloads.training_spec import (
+    DURATION,
+    SpecError,
+    TrainingSpec,
+    has_gang_keys,
+    has_training,
+    parse,
+    parse_gang,
+)
 
 JOB_NAME, JOBSET_NAME = "batch.kubernetes.io/job-name", "jobset.sigs.k8s.io/jobset-name"
+# Kueue's plain-pod groups (kueue pkg/controller/jobs/pod: GroupNameLabel, GroupTotalCountAnnotation)
+POD_GROUP, POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-name", "kueue.x-k8s.io/pod-group-total-count"
 GLOBAL_INDEX, COMPLETION_INDEX = "jobset.sigs.k8s.io/job-global-index", "batch.kubernetes.io/job-completion-index"
 ACCELERATORS = ("nvidia.com/gpu", "google.com/tpu")
 
@@ -39,8 +54,8 @@ def wanted(objects: list[Obj]) -> bool:
     """Whether any manifest carries training annotations (run.py registers the hook then)."""
     def walk(o: Any) -> bool:
         if isinstance(o, dict):
-            return has_training(o.get("annotations") if isinstance(o.get("annotations"), dict) else None) or any(
-                walk(v) for v in o.values())
+            ann = o.get("annotations") if isinstance(o.get("annotations"), dict) else None
+            return has_training(ann) or has_gang_keys(ann) or any(walk(v) for v in o.values())
         return isinstance(o, list) and any(walk(v) for v in o)
     return any(walk(o) for o in objects)
 
@@ -63,6 +78,7 @@ class TrainingModel:
         self.breakdowns: dict[tuple[str, str], StepTime] = {}  # (namespace, JobSet or Job) -> last breakdown
         # what that breakdown was computed from, for the run folder's training.json and the DCGM series
         self.inputs: dict[tuple[str, str], tuple[TrainingSpec, Placement]] = {}
+        self.gang: Any = None  # workloads.gang.GangCoordinator, when installed into a run
 
     def annotations(self, pod: Obj) -> dict:
         """The pod's annotations over its Job's and JobSet's metadata annotations."""
@@ -80,12 +96,37 @@ class TrainingModel:
 
     def __call__(self, pod: Obj, node: Obj | None) -> Work | None:
         ann = self.annotations(pod)
-        if not has_training(ann) or node is None:
+        if not (has_training(ann) or has_gang_keys(ann)) or node is None:
             return None
+        try:
+            gspec = parse_gang(ann)
+            training = has_training(ann) and parse(ann) is not None
+        except SpecError:
+            return None  # validation reports it for manifests; a pod created otherwise runs without a duration
+        work = self.work(pod, node)
+        if work is None:
+            return None
+        world = self._expected_pods(pod)
+        if self.gang is not None and world > 1 and (gspec.declared or (gspec.declared is None and training)):
+            self.gang.join(pod, node, gspec, world, self.rank(pod), self.work)
+            return replace(work, hold=True)
+        return work
+
+    def work(self, pod: Obj, node: Obj | None) -> Work | None:
+        """The pod's work on the job's placement as of now: the step-time model's, or kubetwin.io/duration for a
+        gang declared on pods without a training spec; failing at start when a rank cannot fit its GPU."""
+        ann = self.annotations(pod)
+        if node is None:
+            return None
+        if not has_training(ann):
+            try:
+                return Work(parse_duration(ann[DURATION])) if DURATION in ann else None
+            except UnitError:
+                return None
         try:
             spec = parse(ann)
         except SpecError:
-            return None  # validation reports it for manifests; a pod created otherwise runs without a duration
+            return None
         placement = self.placement(pod, node, spec)
         if placement is None:
             return None
@@ -95,13 +136,38 @@ class TrainingModel:
         reason = (f"training: {st.steps} steps x {st.step:.3f}s (compute {st.compute + st.bubble:.3f}s, comm "
                   f"{st.exposed_comm:.3f}s, data {st.data_stall:.3f}s) + {st.checkpoints} checkpoints x "
                   f"{st.checkpoint_write:.1f}s")
-        return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason)
+        gpu = ((node.get("metadata") or {}).get("labels") or {}).get(memory.ACCEL)
+        oom = memory.oom(spec, st.dp, gpu) if gpu and pod_requests(pod).get("nvidia.com/gpu") else None
+        return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason,
+                    fail=oom.message() if oom is not None else "")
 
     def job_key(self, pod: Obj) -> tuple[str, str]:
-        """(namespace, JobSet or Job name, else the pod's) that keys the job's breakdown."""
+        """(namespace, JobSet, Job or Kueue pod group name, else the pod's) that keys the job's breakdown."""
         meta = pod["metadata"]
         labels = meta.get("labels") or {}
-        return meta.get("namespace") or "", labels.get(JOBSET_NAME) or labels.get(JOB_NAME) or meta["name"]
+        return meta.get("namespace") or "", (labels.get(JOBSET_NAME) or labels.get(JOB_NAME)
+                                             or labels.get(POD_GROUP) or meta["name"])
+
+    def gang_pods(self, key: tuple[str, str]) -> list[Obj]:
+        """Every pod of the job `key` in the store, finished ones included."""
+        return [p for p in self.store.list("Pod", key[0]) if self.job_key(p) == key]
+
+    def rank(self, pod: Obj) -> int:
+        """The pod's node rank: its completion index (a JobSet's Jobs in job-global-index order before it), or its
+        place by name among the pod group's unfinished pods."""
+        meta = pod["metadata"]
+        labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
+        idx = str(labels.get(COMPLETION_INDEX) or ann.get(COMPLETION_INDEX) or "")
+        if idx.isdigit():
+            base = 0
+            if labels.get(JOBSET_NAME) and str(labels.get(GLOBAL_INDEX) or "").isdigit():
+                owner = controller_of(pod)
+                job = self.store.get("Job", meta.get("namespace") or "", owner[1]) if owner else None
+                base = int(labels[GLOBAL_INDEX]) * int(((job or {}).get("spec") or {}).get("parallelism", 1))
+            return base + int(idx)
+        names = sorted(p["metadata"]["name"] for p in self.gang_pods(self.job_key(pod))
+                       if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        return names.index(meta["name"]) if meta["name"] in names else len(names)
 
     def _expected_pods(self, pod: Obj) -> int:
         meta = pod["metadata"]
@@ -114,7 +180,8 @@ class TrainingModel:
         owner = controller_of(pod)
         job = self.store.get("Job", ns, owner[1]) if owner and owner[0] == "Job" else None
         if job is None:
-            return 1
+            count = str((meta.get("annotations") or {}).get(POD_GROUP_COUNT, ""))
+            return int(count) if labels.get(POD_GROUP) and count.isdigit() else 1
         spec = job.get("spec") or {}
         return min(int(spec.get("parallelism", 1)), int(spec.get("completions") or spec.get("parallelism", 1)))
 
@@ -122,8 +189,7 @@ class TrainingModel:
         """The job's accelerator pods bound to a node and not finished, this pod included, in rank order."""
         meta = pod["metadata"]
         ns, labels = meta.get("namespace") or "", meta.get("labels") or {}
-        key = (JOBSET_NAME, labels[JOBSET_NAME]) if labels.get(JOBSET_NAME) else (
-            (JOB_NAME, labels[JOB_NAME]) if labels.get(JOB_NAME) else None)
+        key = next(((k, labels[k]) for k in (JOBSET_NAME, JOB_NAME, POD_GROUP) if labels.get(k)), None)
         if key is None:
             return [pod]
         out = [p for p in self.store.list("Pod", ns) if (p["metadata"].get("labels") or {}).get(key[0]) == key[1]

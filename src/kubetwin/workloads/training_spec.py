@@ -38,6 +38,16 @@ Annotations (prefix `training.kubetwin.io/`; required: params, steps, global-bat
 - `data-loading`: `pipelined` (default: a PyTorch DataLoader with workers prefetches the next batches while the
   GPUs compute), `streaming` (each step waits for its read), `prestaged` (the dataset is copied to local SSD when the
   pod starts; no stall afterwards).
+
+Gang annotations (workloads/gang.py; they may also stand alone on pods that run for `kubetwin.io/duration`):
+- `gang`: "true" declares the job's pods a gang (every rank must run before any trains); "false" opts a multi-pod
+  training job out (independent pods, e.g. a sweep). Default: a gang when the training job has more than one pod.
+- `launcher`: `torchrun` (default; torch.distributed.elastic, also what DeepSpeed and Megatron jobs run under) or
+  `jax` (jax.distributed.initialize): it picks the default timeouts and the error text a failing rank prints.
+- `rendezvous-timeout`: how long a started rank waits for the others before it fails (a duration); default 600 s
+  for torchrun (c10d rendezvous join_timeout), 300 s for JAX (initialization_timeout).
+- `collective-timeout`: how long ranks stall in a collective after a peer is lost before they fail; default 600 s
+  for torchrun (init_process_group's NCCL timeout), 100 s for JAX (coordination-service heartbeats).
 """
 
 from __future__ import annotations
@@ -59,6 +69,7 @@ COUNTS = ("params", "flops-per-token")  # 70B, 70e9
 BYTES = ("checkpoint-size", "dataset-size", "dataset-bytes-per-sample", "dataset-bytes-per-token")
 LOADING = ("pipelined", "streaming", "prestaged")
 KEYS = (*INTS, *COUNTS, *BYTES, "mfu", "fsdp", "data-path", "checkpoint-path", "data-loading")
+GANG_KEYS = ("gang", "launcher", "rendezvous-timeout", "collective-timeout")
 DEFAULT_LAYERS = 32  # twin assumption: Llama-2-7B / Llama-3-8B depth
 DEFAULT_BYTES_PER_TOKEN = 4  # twin assumption: int32 token ids
 CHECKPOINT_BYTES_PER_PARAM = 14  # ZeRO (Rajbhandari et al. 2020) §3.1: bf16 weights 2 + fp32 Adam states 12
@@ -116,8 +127,58 @@ class TrainingSpec:
 
 
 def has_training(annotations: dict | None) -> bool:
-    """Whether any `training.kubetwin.io/` annotation is present."""
-    return any(str(k).startswith(PREFIX) for k in annotations or {})
+    """Whether any `training.kubetwin.io/` annotation of the training spec (not only gang keys) is present."""
+    return any(str(k).startswith(PREFIX) and str(k)[len(PREFIX):] not in GANG_KEYS for k in annotations or {})
+
+
+def has_gang_keys(annotations: dict | None) -> bool:
+    """Whether any of the gang annotations is present."""
+    return any(str(k)[len(PREFIX):] in GANG_KEYS for k in annotations or {} if str(k).startswith(PREFIX))
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    """How a job's ranks meet: declared (None: decide from the job's size), launcher, and its two timeouts (s)."""
+
+    declared: bool | None
+    launcher: str
+    rendezvous_timeout: float
+    collective_timeout: float
+
+
+# Launcher defaults (seconds):
+# torchrun: RendezvousTimeout(join=timedelta(seconds=600)) in torch/distributed/elastic/rendezvous/
+#   dynamic_rendezvous.py (the c10d backend's join_timeout); collectives: default_pg_nccl_timeout = 10 min
+#   (torch/distributed/constants.py), the timeout init_process_group gives the NCCL watchdog.
+# jax: jax.distributed.initialize(initialization_timeout=300) (jax/_src/distributed.py); a lost task is noticed
+#   by the coordination service after 10 missed heartbeats 10 s apart (service_heartbeat_interval_seconds=10,
+#   service_max_missing_heartbeats=10, same file).
+LAUNCHERS = {"torchrun": (600.0, 600.0), "jax": (300.0, 100.0)}
+
+
+def parse_gang(annotations: dict) -> GangSpec:
+    """The gang keys of merged annotations; raises SpecError for a bad value."""
+    ann = {k[len(PREFIX):]: str(v) for k, v in annotations.items() if str(k).startswith(PREFIX)}
+    declared = ann.get("gang")
+    if declared is not None and declared.lower() not in ("true", "false"):
+        raise SpecError("gang", f'Invalid value: "{declared}": must be "true" or "false"',
+                        'write "true" to make every rank wait for the others, "false" for independent pods')
+    launcher = ann.get("launcher", "torchrun")
+    if launcher not in LAUNCHERS:
+        raise SpecError("launcher", f'Unsupported value: "{launcher}": supported values: '
+                        + ", ".join(f'"{x}"' for x in LAUNCHERS),
+                        'use "torchrun" for PyTorch (DeepSpeed, Megatron, FSDP jobs), "jax" for JAX')
+    timeouts = list(LAUNCHERS[launcher])
+    for i, key in enumerate(("rendezvous-timeout", "collective-timeout")):
+        if key in ann:
+            try:
+                timeouts[i] = parse_duration(ann[key])
+            except UnitError:
+                timeouts[i] = -1.0
+            if timeouts[i] <= 0:
+                raise SpecError(key, f'Invalid value: "{ann[key]}": must be a positive duration',
+                                'write e.g. "10m" or "1800s"')
+    return GangSpec(None if declared is None else declared.lower() == "true", launcher, timeouts[0], timeouts[1])
 
 
 def _count(key: str, raw: str) -> float:
@@ -149,8 +210,9 @@ def parse(annotations: dict) -> TrainingSpec:
     """The spec from merged annotations; raises SpecError for the first bad or missing value."""
     ann = {k[len(PREFIX):]: str(v) for k, v in annotations.items() if str(k).startswith(PREFIX)}
     for key in ann:
-        if key not in KEYS:
-            raise SpecError(key, "unknown training annotation", f"use one of: {', '.join(sorted(KEYS))}")
+        if key not in KEYS and key not in GANG_KEYS:
+            raise SpecError(key, "unknown training annotation",
+                            f"use one of: {', '.join(sorted(KEYS + GANG_KEYS))}")
     for key in REQUIRED:
         if key not in ann:
             raise SpecError(key, "Required value: a training spec needs " + ", ".join(REQUIRED),
@@ -239,10 +301,11 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for chain in _chains(m.obj):
         merged = {k: v for _, a in chain for k, v in a.items()}
-        if not has_training(merged):
+        if not has_training(merged) and not has_gang_keys(merged):
             continue
         try:
-            parse(merged)
+            parse_gang(merged)
+            spec = parse(merged) if has_training(merged) else None
         except SpecError as exc:
             key = DURATION if exc.fix.startswith("pick one") else PREFIX + exc.key
             holder = next((p for p, a in reversed(chain) if key in a), None)
@@ -251,4 +314,13 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
             d = Diagnostic(m.file, line, m.ref, field, exc.message, exc.fix)
             if d not in out:
                 out.append(d)
+            continue
+        if spec is not None:
+            from kubetwin.workloads import memory  # imports this module
+
+            holder = next(p for p, a in reversed(chain) if PREFIX + "params" in a)
+            for d in memory.diagnostics(m, spec, f'{holder}.annotations["{PREFIX}params"]',
+                                        m.line_of(f"{holder}.annotations")):
+                if d not in out:
+                    out.append(d)
     return out

@@ -1,0 +1,222 @@
+"""Gangs: the ranks of a distributed training job block until every rank runs, and stall when one is lost.
+
+Why: torchrun, JAX and the launchers built on them (DeepSpeed, Megatron, MaxText) start with a rendezvous: each
+rank blocks in it until all `world` ranks have joined. Three Running pods of a four-rank job do not train while
+the fourth is Pending; they hold and bill their GPUs at 0 % DCGM_FI_DEV_GPU_UTIL, and a rendezvous that does not
+complete within the launcher's timeout fails them. Once training, every step runs collectives over all ranks: a
+rank lost mid-run (Spot preemption, node lost, pod deleted) leaves the survivors blocked in a collective until
+NCCL's watchdog (or JAX's coordination service) takes them down.
+
+A gang is the pods of one Job, JobSet or Kueue pod group (kueue.x-k8s.io/pod-group-name, its size from
+kueue.x-k8s.io/pod-group-total-count) with more than one pod, when they carry a training spec
+(training.kubetwin.io/*) or declare `training.kubetwin.io/gang: "true"`; `"false"` opts out
+(workloads/training_spec.py lists the gang annotations and the launchers' defaults).
+
+The model, per rank (a pod): it starts (the kubelet's duration hook holds its work, `Work.hold`) and waits. When
+every rank of the gang waits, all begin their work at once. A rank still waiting `rendezvous-timeout` after it
+started fails: exit code 1, the launcher's error as the termination message (torchrun's c10d rendezvous raises
+torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError; jax.distributed.initialize a DEADLINE_EXCEEDED
+barrier error). When a stepping rank stops before it is done, the others stall (no progress: the kubelet counts
+no work after it; GPUs held) and fail `collective-timeout` later with the watchdog's message. What follows is the
+Job's backoffLimit (replacement pods rejoin a new rendezvous, resuming from the last checkpoint) or the JobSet's
+failurePolicy, as for any failed pod. Twin assumptions: no elastic restarts inside the pod (torchrun
+--max-restarts 0, its default), the termination message is the error's last line (terminationMessagePolicy
+FallbackToLogsOnError shows it), ranks of restartPolicy OnFailure pods fail the pod like Never ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubetwin.controllers.kubelet import Kubelet, Work
+from kubetwin.sim.env import Environment
+from kubetwin.store.store import Obj, Store
+from kubetwin.workloads.training import BF16, DDP_BUCKET_BYTES
+from kubetwin.workloads.training_spec import GangSpec, TrainingSpec
+
+# torchrun (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py: _DistributedRendezvousOpExecutor.run raises
+# RendezvousTimeoutError() without text; torchrun's traceback ends with its qualified name).
+TORCH_RDZV = "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"
+# jax.distributed.initialize's registration barrier (XLA coordination service), as GKE recipe users report it
+# (AI-Hypercomputer/gpu-recipes issue 2).
+JAX_RDZV = ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: "
+            "[Init]Wait_for_all_tasks_to_register::0. This usually happens because a task triggered the barrier too "
+            "early or too slowly. Please look at the task logs (both timed out and first task) to debug further.")
+
+
+def watchdog_message(launcher: str, rank: int, seq: int, spec: TrainingSpec | None, world: int,
+                     timeout: float) -> str:
+    """The error a survivor dies of: ProcessGroupNCCL's watchdog (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:
+    "[Rank r] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=..., OpType=..., NumelIn=...,
+    NumelOut=..., Timeout(ms)=...) ran for ... milliseconds before timing out.") for torchrun; for JAX the
+    coordination service's missed-heartbeat error (its wording here is a twin assumption)."""
+    ms = int(round(timeout * 1000))
+    if launcher == "jax":
+        return (f"jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: The following tasks are unhealthy (stopped "
+                f"sending heartbeats): /job:jax_worker/replica:0/task:{rank}. The tasks have crashed. Check the task "
+                "logs for an earlier error to debug further.")
+    if spec is not None and spec.fsdp:  # FSDP's next all-gather of a layer's shard
+        out = int(spec.params / spec.layers / (spec.tp * spec.pp))
+        op, numel_in, numel_out = "_ALLGATHER_BASE", max(1, out // max(1, world)), out
+    elif spec is not None:  # DDP's gradient bucket
+        op, numel_in = "ALLREDUCE", int(min(DDP_BUCKET_BYTES, BF16 * spec.params / (spec.tp * spec.pp)) // BF16)
+        numel_out = numel_in
+    else:
+        op, numel_in, numel_out = "ALLREDUCE", 1, 1
+    return (f"[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, "
+            f"NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={ms}) ran for {ms} milliseconds before "
+            "timing out.")
+
+
+@dataclass
+class _Rank:
+    pod: Obj
+    node: Obj | None
+    rank: int
+    since: float  # when it started waiting
+
+
+@dataclass
+class _Gang:
+    spec: GangSpec
+    world: int
+    waiting: dict[str, _Rank] = field(default_factory=dict)  # uid -> a rank blocked in the rendezvous
+    stepping: dict[str, _Rank] = field(default_factory=dict)  # uid -> a rank training
+    stalled: float | None = None  # when a stepping rank was lost (the survivors hang since)
+    log: list[dict] = field(default_factory=list)  # what explain tells: rendezvous timeouts, stalls, starts
+
+
+class GangCoordinator:
+    """The launchers' rendezvous and collective timeouts over the kubelet's runs; `record` feeds training.json."""
+
+    def __init__(self, store: Store, env: Environment, kubelet: Kubelet, model: Any) -> None:
+        self.store, self.env, self.kubelet, self.model = store, env, kubelet, model
+        self.gangs: dict[tuple[str, str], _Gang] = {}
+        self._member: dict[str, tuple[str, str]] = {}  # uid of a stepping rank -> its gang
+        store.watch("Pod", self._on_pod)
+
+    def join(self, pod: Obj, node: Obj | None, gspec: GangSpec, world: int, rank: int,
+             work: Callable[[Obj, Obj | None], Work | None]) -> None:
+        """A rank started and blocks in the rendezvous (the kubelet holds its work)."""
+        key, uid = self.model.job_key(pod), pod["metadata"]["uid"]
+        g = self.gangs.setdefault(key, _Gang(gspec, world))
+        g.spec, g.world = gspec, world
+        g.waiting[uid] = _Rank(pod, node, rank, self.env.now)
+        self.env.after(0, lambda: self._try_release(key, work))
+        self.env.after(gspec.rendezvous_timeout, lambda: self._rendezvous_timeout(key, uid))
+
+    def _running(self, r: _Rank) -> Obj | None:
+        meta = r.pod["metadata"]
+        cur = self.store.get("Pod", meta.get("namespace") or "", meta["name"])
+        ok = cur is not None and cur["metadata"]["uid"] == meta["uid"] and cur["status"].get("phase") == "Running"
+        return cur if ok else None
+
+    def _try_release(self, key: tuple[str, str], work: Callable[[Obj, Obj | None], Work | None]) -> None:
+        g = self.gangs[key]
+        for uid, r in list(g.waiting.items()):
+            if self._running(r) is None:
+                del g.waiting[uid]
+        if len({r.rank for r in g.waiting.values()}) < g.world:
+            return
+        ranks = sorted(g.waiting.items(), key=lambda kv: kv[1].rank)
+        g.waiting = {}
+        waited = self.env.now - min(r.since for _, r in ranks)
+        g.log.append({"t": self.env.now, "event": "started", "ranks": len(ranks), "waited": waited})
+        for uid, r in ranks:  # every rank is bound now: the placement is the real one
+            self.kubelet.begin(uid, work(self._running(r) or r.pod, r.node))
+            g.stepping[uid] = r
+            self._member[uid] = key
+
+    def _rendezvous_timeout(self, key: tuple[str, str], uid: str) -> None:
+        g = self.gangs[key]
+        r = g.waiting.pop(uid, None)
+        if r is None or self._running(r) is None:
+            return
+        message = JAX_RDZV if g.spec.launcher == "jax" else TORCH_RDZV
+        g.log.append({"t": self.env.now, "event": "rendezvous timeout", "rank": r.rank,
+                      "pod": r.pod["metadata"]["name"], "waited": self.env.now - r.since,
+                      "missing": self._missing(key, g, {r.rank} | {w.rank for w in g.waiting.values()}),
+                      "message": message})
+        self.kubelet.fail_containers(r.pod, message)
+
+    def _missing(self, key: tuple[str, str], g: _Gang, present: set[int]) -> list[dict]:
+        """The ranks not at the rendezvous, each with its current pod and why it is not running."""
+        pods: dict[int, Obj] = {}
+        for p in self.model.gang_pods(key):
+            if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            rank = self.model.rank(p)
+            if rank not in pods or p["metadata"].get("creationTimestamp", "") >= \
+                    pods[rank]["metadata"].get("creationTimestamp", ""):
+                pods[rank] = p
+        out = []
+        for rank in range(g.world):
+            if rank in present:
+                continue
+            p = pods.get(rank)
+            if p is None:
+                out.append({"rank": rank, "pod": None, "phase": None, "why": "no pod for this rank"})
+                continue
+            st = p.get("status") or {}
+            cond = next((c for c in st.get("conditions") or [] if c["type"] == "PodScheduled"), None)
+            why = ""
+            if st.get("phase") == "Pending" and cond and cond.get("status") == "False":
+                why = f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
+            elif st.get("phase") == "Pending" and not p["spec"].get("nodeName"):
+                why = "not scheduled yet"
+            elif st.get("phase") == "Pending":
+                why = f"starting on {p['spec']['nodeName']}"
+            elif st.get("phase") == "Running" and p["metadata"]["uid"] in self._member:
+                why = "still stuck in the previous run's collectives"
+            out.append({"rank": rank, "pod": p["metadata"]["name"], "phase": st.get("phase"), "why": why})
+        return out
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        """Watch handler: a stepping rank that stopped before its work was done is lost (enqueued, not handled)."""
+        uid = pod["metadata"]["uid"]
+        if uid not in self._member:
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if etype == "DELETED" or phase in ("Failed", "Succeeded") or pod["metadata"].get("deletionTimestamp"):
+            self.env.after(0, lambda: self._stopped(uid, pod, etype))
+
+    def _stopped(self, uid: str, pod: Obj, etype: str) -> None:
+        key = self._member.pop(uid, None)
+        if key is None:
+            return
+        g = self.gangs[key]
+        r = g.stepping.pop(uid)
+        if (pod.get("status") or {}).get("phase") == "Succeeded":
+            return
+        if g.stalled is not None:  # already hung on an earlier loss (or this is a survivor failing)
+            if not g.stepping:
+                g.stalled = None
+            return
+        if not g.stepping:
+            return
+        g.stalled = self.env.now
+        st = pod.get("status") or {}
+        why = "deleted" if etype == "DELETED" or pod["metadata"].get("deletionTimestamp") else (
+            f"{st.get('reason') or 'Failed'}: {st.get('message', '')}".rstrip(": "))
+        spec_pl = self.model.inputs.get(key)
+        step = self.model.breakdowns[key].step if key in self.model.breakdowns else 0.0
+        g.log.append({"t": self.env.now, "event": "rank lost", "rank": r.rank, "pod": pod["metadata"]["name"],
+                      "why": why, "survivors": len(g.stepping), "timeout": g.spec.collective_timeout})
+        for suid, s in sorted(g.stepping.items(), key=lambda kv: kv[1].rank):
+            start = self.kubelet.work_start(suid)
+            seq = 1 + (int((self.env.now - start) / step) if step > 0 and start is not None
+                       and start <= self.env.now else 0)
+            message = watchdog_message(g.spec.launcher, s.rank, seq, spec_pl[0] if spec_pl else None,
+                                       g.world, g.spec.collective_timeout)
+            self.kubelet.stall(suid)
+            self.env.after(g.spec.collective_timeout, lambda s=s, m=message: self.kubelet.fail_containers(s.pod, m))
+
+    def record(self, key: tuple[str, str]) -> dict | None:
+        """The gang's part of training.json: launcher, world, timeouts and what happened, in order."""
+        g = self.gangs.get(key)
+        if g is None:
+            return None
+        return {"launcher": g.spec.launcher, "world": g.world, "rendezvous_timeout": g.spec.rendezvous_timeout,
+                "collective_timeout": g.spec.collective_timeout, "log": g.log}
