@@ -103,7 +103,7 @@ def test_explain_says_the_job_waited_for_which_rank_and_why(waiting: tuple) -> N
     rank = pending.split("-")[1]
     text = CliRunner().invoke(app, ["explain", "job", "train", "--run", str(out)])
     assert text.exit_code == 0, text.output
-    assert f"waited 600 s for rank {rank} ({pending}): Pending" in text.output
+    assert f"ranks 0, 1, 2 waited 10.0 min for rank {rank} ({pending}): Pending (Unschedulable: " in text.output
     assert "Insufficient nvidia.com/gpu" in text.output
     assert "RendezvousTimeoutError" in text.output
 

@@ -26,6 +26,11 @@ def pod_status(p: dict) -> str:
         return "Terminating"
     if phase == "Failed" and st.get("reason"):
         return st["reason"]  # e.g. Terminated after a node shutdown, as kubectl shows status.reason
+    if phase == "Failed":  # kubectl's printPod: the last terminated container's reason (Error, OOMKilled)
+        for cs in reversed(st.get("containerStatuses") or []):
+            reason = ((cs.get("state") or {}).get("terminated") or {}).get("reason")
+            if reason:
+                return reason
     return phase
 
 
@@ -205,6 +210,15 @@ def describe(obj: dict, events: list[dict], now: datetime) -> str:
             res = c.get("resources") or {}
             lines.append(f"  {c['name']}:")
             lines.append(f"    Image:      {c.get('image', '')}")
+            cs = next((x for x in st.get("containerStatuses") or [] if x.get("name") == c["name"]), None)
+            if cs is not None:  # kubectl describe's State block
+                state = cs.get("state") or {}
+                kind = next(iter(state), "")
+                lines.append(f"    State:      {kind.capitalize()}")
+                info = state.get(kind) or {}
+                for key, label in (("reason", "Reason"), ("message", "Message"), ("exitCode", "Exit Code")):
+                    if key in info:
+                        lines.append(f"      {label + ':':<12}{info[key]}")
             for section in ("limits", "requests"):
                 if res.get(section):
                     lines.append(f"    {section.capitalize()}:")

@@ -83,6 +83,9 @@ def records(model: Any, store: Any) -> dict[str, dict]:
     for (ns, name), (spec, placement) in sorted(model.inputs.items()):
         kind = "JobSet" if store.get("JobSet", ns, name) is not None else "Job"
         out[f"{ns}/{name}"] = job_record(ns, name, kind, spec, placement, model.breakdowns[(ns, name)])
+        gang = model.gang.record((ns, name)) if getattr(model, "gang", None) is not None else None
+        if gang is not None:
+            out[f"{ns}/{name}"]["gang"] = gang
     return out
 
 
@@ -137,8 +140,49 @@ def _dur(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.2f} h"
 
 
+def _at(t: float) -> str:
+    return f"t={_dur(t)}"
+
+
+def _missing(missing: list[dict]) -> str:
+    return ", ".join(f"rank {m['rank']}" + (f" ({m['pod']}): {m['phase']}" if m["pod"] else "")
+                     + (f" ({m['why']})" if m["why"] else "") for m in missing) or "no rank"
+
+
+def render_gang(gang: dict) -> list[str]:
+    """The gang section: how long the ranks waited in the rendezvous and for which rank, why that rank was not
+    running, and the ranks lost mid-run with the survivors' stall."""
+    out = ["", f"Gang: {gang['world']} ranks under {gang['launcher']} (rendezvous timeout "
+               f"{_dur(gang['rendezvous_timeout'])}, collective timeout {_dur(gang['collective_timeout'])}):"]
+    log, i = gang["log"], 0
+    while i < len(log):
+        e = log[i]
+        if e["event"] == "rendezvous timeout":
+            same = [e]
+            while i + 1 < len(log) and log[i + 1]["event"] == e["event"] and log[i + 1]["missing"] == e["missing"] \
+                    and abs(log[i + 1]["t"] - e["t"]) < 1:
+                i += 1
+                same.append(log[i])
+            ranks = sorted(x["rank"] for x in same)
+            who = (f"rank {ranks[0]} ({same[0]['pod']})" if len(same) == 1 else
+                   "ranks " + ", ".join(str(r) for r in ranks))
+            out.append(f"  {_at(e['t'])}: {who} waited {_dur(e['waited'])} for {_missing(e['missing'])}; "
+                       f"failed: {e['message'].split('. ')[0]}")
+        elif e["event"] == "started":
+            out.append(f"  {_at(e['t'])}: all {e['ranks']} ranks joined the rendezvous"
+                       + (f" after waiting {_dur(e['waited'])}" if e["waited"] >= 1 else "") + "; training started")
+        elif e["event"] == "rank lost":
+            out.append(f"  {_at(e['t'])}: rank {e['rank']} ({e['pod']}) lost ({e['why']}); {e['survivors']} ranks "
+                       f"stalled in their collectives (GPUs held at 0 % util) until the {_dur(e['timeout'])} "
+                       "timeout failed them")
+        i += 1
+    if not any(e["event"] == "started" for e in log) and log:
+        out.append("  the job never trained: its rendezvous never completed")
+    return out
+
+
 def render(rec: dict) -> str:
-    """The explain text: placement, storage, the step table, the DCGM gauges, the ranked what-ifs."""
+    """The explain text: placement, storage, the step table, the DCGM gauges, the gang's waits, the what-ifs."""
     sp, pl, b, st = rec["spec"], rec["placement"], rec["breakdown"], rec["storage"]
     par = f"dp {b['dp']} x tp {sp['tp']} x pp {sp['pp']}" + (" (FSDP)" if sp["fsdp"] else "")
     out = [f"{rec['kind']} {rec['namespace']}/{rec['name']}: {sp['params'] / 1e9:g}B params, {b['steps']} steps of "
@@ -176,6 +220,8 @@ def render(rec: dict) -> str:
             f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {g['tensor_active']:.2f}",
             f"  DCGM_FI_DEV_FB_USED {g['fb_used_mib']:,.0f} MiB" + ("" if g["fits"] else
                                                                      " (capped: the model would not fit)")]
+    if rec.get("gang"):
+        out += render_gang(rec["gang"])
     out += ["", "Which change would help most:"]
     out += [f"  {i}. {a['change']}: job {_dur(a['job_seconds'])} ({100 * a['saving']:.1f}% shorter)"
             for i, a in enumerate(rec["advice"], 1)] or ["  nothing the twin tries shortens this job"]

@@ -85,6 +85,7 @@ class _Gang:
     waiting: dict[str, _Rank] = field(default_factory=dict)  # uid -> a rank blocked in the rendezvous
     stepping: dict[str, _Rank] = field(default_factory=dict)  # uid -> a rank training
     stalled: float | None = None  # when a stepping rank was lost (the survivors hang since)
+    gave_up: dict[int, float] = field(default_factory=dict)  # rank -> when it last failed its rendezvous
     log: list[dict] = field(default_factory=list)  # what explain tells: rendezvous timeouts, stalls, starts
 
 
@@ -135,10 +136,11 @@ class GangCoordinator:
         if r is None or self._running(r) is None:
             return
         message = JAX_RDZV if g.spec.launcher == "jax" else TORCH_RDZV
+        g.gave_up[r.rank] = self.env.now
+        present = {w.rank for w in g.waiting.values()} | {k for k, t in g.gave_up.items() if t == self.env.now}
         g.log.append({"t": self.env.now, "event": "rendezvous timeout", "rank": r.rank,
                       "pod": r.pod["metadata"]["name"], "waited": self.env.now - r.since,
-                      "missing": self._missing(key, g, {r.rank} | {w.rank for w in g.waiting.values()}),
-                      "message": message})
+                      "missing": self._missing(key, g, present), "message": message})
         self.kubelet.fail_containers(r.pod, message)
 
     def _missing(self, key: tuple[str, str], g: _Gang, present: set[int]) -> list[dict]:
