@@ -199,3 +199,65 @@ def test_validate_warns_a_spec_that_cannot_fit() -> None:
     fits = _job(ranks=4, ann={**BIG, P + "fsdp": "true", P + "tensor-parallel": "8"})
     fits["spec"]["template"]["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
     assert not [d for d in validate([Manifest(fits, "t.yaml", 1)]) if "out of memory" in d.message]
+
+
+# -- JobSets and declared gangs --------------------------------------------------------------------------
+def test_jobset_ranks_wait_for_the_last_child_job_and_fail_the_set() -> None:
+    """A JobSet of 4 one-pod Jobs (job-global-index = node rank) on 3 nodes: the failure policy sees the launcher's
+    failures (maxRestarts 0: the JobSet fails)."""
+    pod = _job(ranks=1)["spec"]
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "js", "namespace": "default"}, "spec": {"failurePolicy": {"maxRestarts": 0}, "replicatedJobs": [
+              {"name": "w", "replicas": 4, "template": {"spec": pod}}]}}
+    res = run(objects=[scenario("3h"), make_pool("a3", "a3-highgpu-8g", 3, "nvidia-h100-80gb", 8), js])
+    pods = _pods(res)
+    assert len(pods) == 4 and not any(_first(v, "Succeeded") for v in pods.values())
+    ran = [v for v in pods.values() if _first(v, "Failed") is not None]
+    assert len(ran) == 3  # the fourth binds as the others fail, and goes with the failed set
+    for v in ran:
+        assert _first(v, "Failed") == pytest.approx(_first(v, "Running") + 600)
+        assert "RendezvousTimeoutError" in _terminated(v[-1])["message"]
+    final = [o for _, _, _, o in res.history if o["kind"] == "JobSet"][-1]
+    assert any(c["type"] == "Failed" and c["status"] == "True" for c in final["status"]["conditions"])
+
+
+def test_declared_gang_of_duration_pods_waits_too() -> None:
+    """training.kubetwin.io/gang: "true" on pods that run for kubetwin.io/duration (no training spec): one node for
+    two ranks, the running rank waits and fails instead of finishing its 30 minutes."""
+    ann = {"kubetwin.io/duration": "30m", P + "gang": "true"}
+    res = run(objects=[scenario("2h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8),
+                       _job(ranks=2, ann=ann)])
+    [running] = [v for v in _pods(res).values() if _first(v, "Running") is not None]
+    assert _first(running, "Succeeded") is None
+    assert _first(running, "Failed") == pytest.approx(_first(running, "Running") + 600)
+    plain = run(objects=[scenario("2h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8),
+                         _job(ranks=2, ann={"kubetwin.io/duration": "30m"})])
+    assert sum(1 for v in _pods(plain).values() if _first(v, "Succeeded")) == 2  # not a gang: one after the other
+
+
+def test_gang_false_opts_a_multi_pod_training_job_out() -> None:
+    res = run(objects=[scenario("1d"), make_pool("a3", "a3-highgpu-8g", 3, "nvidia-h100-80gb", 8),
+                       _job(ann={**TRAIN, P + "gang": "false"})])
+    assert sum(1 for v in _pods(res).values() if _first(v, "Succeeded")) == 4
+
+
+def test_kueue_pod_group_is_a_gang_of_its_total_count() -> None:
+    """Plain pods of one Kueue pod group (kueue.x-k8s.io/pod-group-name, pod-group-total-count 2) on one node."""
+    def pod(i: int) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"rank-{i}", "namespace": "default", "labels": {"kueue.x-k8s.io/pod-group-name": "g"},
+            "annotations": {**TRAIN, "kueue.x-k8s.io/pod-group-total-count": "2"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "trainer", "image": "x", "resources": {
+                "limits": {"nvidia.com/gpu": "8"}}}]}}
+    res = run(objects=[scenario("3h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8), pod(0), pod(1)])
+    pods = _pods(res)
+    assert not any(_first(v, "Succeeded") for v in pods.values())
+    [running] = [v for v in pods.values() if _first(v, "Running") is not None and _first(v, "Failed") is not None][:1]
+    assert _first(running, "Failed") == pytest.approx(_first(running, "Running") + 600)
+
+
+def test_validate_notices_a_gang_restarting_in_place() -> None:
+    job = _job()
+    job["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    [note] = [d for d in validate([Manifest(job, "t.yaml", 1)]) if d.field == "spec.template.spec.restartPolicy"]
+    assert note.severity == "notice" and "restart its container in place" in note.message

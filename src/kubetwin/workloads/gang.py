@@ -30,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.loader import Manifest
 from kubetwin.controllers.kubelet import Kubelet, Work
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.training import BF16, DDP_BUCKET_BYTES
-from kubetwin.workloads.training_spec import GangSpec, TrainingSpec
+from kubetwin.workloads.training_spec import PREFIX, GangSpec, TrainingSpec
 
 # torchrun (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py: _DistributedRendezvousOpExecutor.run raises
 # RendezvousTimeoutError() without text; torchrun's traceback ends with its qualified name).
@@ -87,6 +89,28 @@ class _Gang:
     stalled: float | None = None  # when a stepping rank was lost (the survivors hang since)
     gave_up: dict[int, float] = field(default_factory=dict)  # rank -> when it last failed its rendezvous
     log: list[dict] = field(default_factory=list)  # what explain tells: rendezvous timeouts, stalls, starts
+
+
+def diagnostics(m: Manifest, chains: list[list[tuple[str, dict]]]) -> list[Diagnostic]:
+    """A notice for a gang whose pods restart in place (restartPolicy OnFailure): the twin fails the pod when the
+    launcher fails, as with restartPolicy Never, and the Job replaces it (the kubelet does not restart a rank's
+    container in place)."""
+    spec = m.obj.get("spec") or {}
+    templates = [((rj or {}).get("template") or {}).get("spec") or {} for rj in spec.get("replicatedJobs") or []] \
+        if m.kind == "JobSet" else [spec] if m.kind == "Job" else []
+    out = []
+    for i, (js, chain) in enumerate(zip(templates, chains, strict=False)):
+        merged = {k: v for _, a in chain for k, v in a.items()}
+        policy = ((js.get("template") or {}).get("spec") or {}).get("restartPolicy")
+        if policy != "OnFailure" or str(merged.get(PREFIX + "gang", "")).lower() == "false":
+            continue
+        base = f"spec.replicatedJobs[{i}].template.spec.template.spec" if m.kind == "JobSet" else "spec.template.spec"
+        out.append(Diagnostic(m.file, m.line_of(f"{base}.restartPolicy"), m.ref, f"{base}.restartPolicy",
+                              "a gang rank whose launcher fails (rendezvous or collective timeout) fails the pod "
+                              "in the twin, as with restartPolicy Never; the kubelet does not restart its "
+                              "container in place", 'use restartPolicy: Never (and the Job\'s backoffLimit)',
+                              "notice"))
+    return out
 
 
 class GangCoordinator:

@@ -174,9 +174,10 @@ class TrainingModel:
         ns, labels = meta.get("namespace") or "", meta.get("labels") or {}
         if labels.get(JOBSET_NAME):
             js = self.store.get("JobSet", ns, labels[JOBSET_NAME]) or {}
-            return sum(int(rj.get("replicas", 1)) * int(((rj.get("template") or {}).get("spec") or {}).get(
-                "parallelism", 1)) for rj in (js.get("spec") or {}).get("replicatedJobs") or []
-                if _template_accelerators((rj.get("template") or {}).get("spec") or {}))
+            rjs = [(int(rj.get("replicas", 1)), (rj.get("template") or {}).get("spec") or {})
+                   for rj in (js.get("spec") or {}).get("replicatedJobs") or []]
+            accel = [(n, s) for n, s in rjs if _template_accelerators(s)] or rjs  # CPU gangs count every Job
+            return sum(n * int(s.get("parallelism", 1)) for n, s in accel)
         owner = controller_of(pod)
         job = self.store.get("Job", ns, owner[1]) if owner and owner[0] == "Job" else None
         if job is None:

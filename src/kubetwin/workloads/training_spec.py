@@ -299,7 +299,12 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     """Validation hook (api/validate.py): the annotations each pod of the object ends up with must parse as a
     training spec when any of them is a training annotation; the error points at the set holding the bad key."""
     out: list[Diagnostic] = []
-    for chain in _chains(m.obj):
+    chains = _chains(m.obj)
+    if any(has_training(a) or has_gang_keys(a) for chain in chains for _, a in chain):
+        from kubetwin.workloads import gang  # imports this module
+
+        out += gang.diagnostics(m, chains)
+    for chain in chains:
         merged = {k: v for _, a in chain for k, v in a.items()}
         if not has_training(merged) and not has_gang_keys(merged):
             continue
