@@ -207,8 +207,9 @@ def test_jobset_ranks_wait_for_the_last_child_job_and_fail_the_set() -> None:
     failures (maxRestarts 0: the JobSet fails)."""
     pod = _job(ranks=1)["spec"]
     js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-          "metadata": {"name": "js", "namespace": "default"}, "spec": {"failurePolicy": {"maxRestarts": 0}, "replicatedJobs": [
-              {"name": "w", "replicas": 4, "template": {"spec": pod}}]}}
+          "metadata": {"name": "js", "namespace": "default"},
+          "spec": {"failurePolicy": {"maxRestarts": 0},
+                   "replicatedJobs": [{"name": "w", "replicas": 4, "template": {"spec": pod}}]}}
     res = run(objects=[scenario("3h"), make_pool("a3", "a3-highgpu-8g", 3, "nvidia-h100-80gb", 8), js])
     pods = _pods(res)
     assert len(pods) == 4 and not any(_first(v, "Succeeded") for v in pods.values())
