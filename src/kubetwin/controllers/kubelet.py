@@ -9,7 +9,12 @@ floor(r / interval) x interval of its work; the next pod doing the same piece of
 index: the Job's replacement pod, or a restarted JobSet's re-created child Job, which keeps its name) runs only what
 is left of `kubetwin.io/duration`. Without the annotation a stopped pod's work is all lost. Work lost (run time since
 the last checkpoint x accelerators) is kept per Job in `lost_work`. Run time is wall time on the node (a pod slowed
-by GPU sharing is counted as if it ran at full speed)."""
+by GPU sharing is counted as if it ran at full speed).
+
+A duration hook may hold a pod's work (`Work.hold`: a gang rank blocked in its launcher's rendezvous) until
+`begin`, `stall` a running pod's work (a peer rank was lost: no progress, the pod keeps its GPUs and never finishes
+on its own), fail its containers with a launcher's message (`fail_containers`), or have it fail where its work
+would start (`Work.fail`: CUDA out of memory); workloads/gang.py and workloads/training_hook.py use them."""
 
 from __future__ import annotations
 
