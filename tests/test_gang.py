@@ -262,3 +262,11 @@ def test_validate_notices_a_gang_restarting_in_place() -> None:
     job["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
     [note] = [d for d in validate([Manifest(job, "t.yaml", 1)]) if d.field == "spec.template.spec.restartPolicy"]
     assert note.severity == "notice" and "restart its container in place" in note.message
+
+
+def test_explain_says_a_rank_does_not_fit(tmp_path: Path) -> None:
+    out = tmp_path / "oom"
+    run(objects=[scenario("1h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8), _job(ranks=1, ann=BIG)],
+        out=out)
+    text = CliRunner().invoke(app, ["explain", "job", "train", "--run", str(out)]).output
+    assert "fail at start with CUDA out of memory" in text

@@ -219,7 +219,8 @@ def render(rec: dict) -> str:
             f"  DCGM_FI_DEV_GPU_UTIL {g['gpu_util']:.0f} %   DCGM_FI_PROF_SM_ACTIVE {g['sm_active']:.2f}   "
             f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {g['tensor_active']:.2f}",
             f"  DCGM_FI_DEV_FB_USED {g['fb_used_mib']:,.0f} MiB" + ("" if g["fits"] else
-                                                                     " (capped: the model would not fit)")]
+                                                                     " (capped: a rank does not fit; its pods "
+                                                                     "fail at start with CUDA out of memory)")]
     if rec.get("gang"):
         out += render_gang(rec["gang"])
     out += ["", "Which change would help most:"]
