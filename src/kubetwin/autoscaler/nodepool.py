@@ -48,6 +48,46 @@ def _suffix(seed: str, n: int) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:n]
 
 
+def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_name: str
+                           ) -> tuple[dict[str, str], list[dict]]:
+    """The labels and taints GKE gives a pool's node (shared by the controller's Node objects, the cluster
+    autoscaler's template nodes and validate's pitfall checks, which need no store)."""
+    spec = pool["spec"]
+    pool_name = pool["metadata"]["name"]
+    accels = [] if mt.tpu else spec.get("accelerators") or []  # a TPU machine type implies its chips
+    gpu = accels[0]["type"] if accels else mt.gpu
+    labels = {
+        "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/instance-type": mt.name, "node.kubernetes.io/instance-type": mt.name,
+        "topology.kubernetes.io/region": zone.rsplit("-", 1)[0], "topology.kubernetes.io/zone": zone,
+        "cloud.google.com/gke-nodepool": pool_name, "cloud.google.com/machine-family": mt.family,
+        "cloud.google.com/gke-os-distribution": "cos", "cloud.google.com/gke-boot-disk": "pd-balanced",
+        **(spec.get("labels") or {}),
+    }
+    taints = [dict(t) for t in spec.get("taints") or []]
+    if spec.get("spot"):
+        labels["cloud.google.com/gke-spot"] = "true"
+        labels["cloud.google.com/gke-provisioning"] = "spot"
+    partition = accels[0].get("gpuPartitionSize") if accels else None
+    if partition:
+        labels[mig.PARTITION_LABEL] = partition
+    _, share_labels, _ = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)
+    labels.update(share_labels)
+    if gpu:
+        labels["cloud.google.com/gke-accelerator"] = gpu
+        labels["cloud.google.com/gke-gpu"] = "true"
+        taints.append(dict(GPU_TAINT))
+    placement = spec.get("placementPolicy") or {}
+    if mt.tpu:  # GKE's TPU node labels and taint (§4)
+        labels[tpu.ACCELERATOR_LABEL] = catalog.tpu_type(mt.tpu).gke_accelerator
+        labels[tpu.TOPOLOGY_LABEL] = tpu.pool_topology(spec) or ""
+        taints.append(dict(tpu.TAINT))
+    if placement and (not mt.tpu or placement.get("type")):
+        labels["cloud.google.com/gke-placement-group"] = f"{pool_name}-placement"
+    labels.update(network_labels(spec))
+    return labels, taints
+
+
 @dataclass
 class TpuSlice:
     """One multi-host TPU slice: the pool that holds it, its hosts' node names, and where it stands."""
@@ -290,38 +330,11 @@ class NodePoolController:
         """The Node a pool's VM registers as, the nvidia.com/gpu count its device plugin will advertise, and the
         pool's driver installation mode (also the cluster autoscaler's template node, see `template_node`)."""
         spec = pool["spec"]
-        pool_name = pool["metadata"]["name"]
+        labels, taints = node_labels_and_taints(pool, mt, zone, node_name)
         accels = [] if mt.tpu else spec.get("accelerators") or []  # a TPU machine type implies its chips
         gpu = accels[0]["type"] if accels else mt.gpu
-        labels = {
-            "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "beta.kubernetes.io/instance-type": mt.name, "node.kubernetes.io/instance-type": mt.name,
-            "topology.kubernetes.io/region": zone.rsplit("-", 1)[0], "topology.kubernetes.io/zone": zone,
-            "cloud.google.com/gke-nodepool": pool_name, "cloud.google.com/machine-family": mt.family,
-            "cloud.google.com/gke-os-distribution": "cos", "cloud.google.com/gke-boot-disk": "pd-balanced",
-            **(spec.get("labels") or {}),
-        }
-        taints = [dict(t) for t in spec.get("taints") or []]
-        if spec.get("spot"):
-            labels["cloud.google.com/gke-spot"] = "true"
-            labels["cloud.google.com/gke-provisioning"] = "spot"
         partition = accels[0].get("gpuPartitionSize") if accels else None
-        if partition:
-            labels[mig.PARTITION_LABEL] = partition
-        shared, share_labels, _ = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)
-        labels.update(share_labels)
-        if gpu:
-            labels["cloud.google.com/gke-accelerator"] = gpu
-            labels["cloud.google.com/gke-gpu"] = "true"
-            taints.append(dict(GPU_TAINT))
-        placement = spec.get("placementPolicy") or {}
-        if mt.tpu:  # GKE's TPU node labels and taint (§4)
-            labels[tpu.ACCELERATOR_LABEL] = catalog.tpu_type(mt.tpu).gke_accelerator
-            labels[tpu.TOPOLOGY_LABEL] = tpu.pool_topology(spec) or ""
-            taints.append(dict(tpu.TAINT))
-        if placement and (not mt.tpu or placement.get("type")):
-            labels["cloud.google.com/gke-placement-group"] = f"{pool_name}-placement"
-        labels.update(network_labels(spec))
+        shared = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)[0]
         max_pods = int(spec.get("maxPodsPerNode", 110))
         cap = {k: str(v) for k, v in catalog.capacity(mt, max_pods).items()}
         alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
