@@ -353,3 +353,43 @@ def test_cli_validate_counts_warnings_and_exits_zero(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["validate", str(f)])
     assert res.exit_code == 0, res.output
     assert "warning: ClusterQueue/team: spec.namespaceSelector:" in res.output and "1 warnings" in res.output
+
+
+INSTALLER = """apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: nvidia-driver-installer, namespace: kube-system}
+spec:
+  selector: {matchLabels: {k8s-app: nvidia-driver-installer}}
+  template:
+    metadata: {labels: {k8s-app: nvidia-driver-installer}}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers: [{name: pause, image: gcr.io/google-containers/pause:2.0}]
+"""
+
+
+def test_manual_driver_installation_with_the_installer_gets_gpus_in_the_run(tmp_path: Path) -> None:
+    """With the installer DaemonSet applied, the nodes get the driver (after driverInstallDelay) and GPUs."""
+    pool = GPU_POOL.replace("{extra}", ", gpuDriverInstallation: INSTALLATION_DISABLED")
+    pod = """apiVersion: v1
+kind: Pod
+metadata: {name: gpu-pod, namespace: default, annotations: {kubetwin.io/duration: 10m}}
+spec:
+  restartPolicy: Never
+  containers: [{name: c, image: busybox, resources: {limits: {nvidia.com/gpu: "1"}}}]
+"""
+    text = _docs(SCENARIO, pool, INSTALLER, pod)
+    assert not _warnings(text)
+    r = _run(tmp_path, text)
+    assert _last(r, "Node", "")["status"]["allocatable"].get("nvidia.com/gpu") == "1"
+    assert _last(r, "Pod", "gpu-pod")["status"]["phase"] == "Succeeded"
+
+
+def test_installer_applied_later_installs_on_the_waiting_nodes(tmp_path: Path) -> None:
+    pool = GPU_POOL.replace("{extra}", ", gpuDriverInstallation: INSTALLATION_DISABLED")
+    late = INSTALLER.replace("namespace: kube-system}", "namespace: kube-system, annotations: "
+                             "{kubetwin.io/create-at: 20m}}")
+    r = _run(tmp_path, _docs(SCENARIO, pool, late))
+    gpu_at = [t for t, _, _, o in r.history if o["kind"] == "Node"
+              and o["status"]["allocatable"].get("nvidia.com/gpu") == "1"]
+    assert gpu_at and gpu_at[0] == 1200.0  # driverInstallDelay 0s after the DaemonSet appears

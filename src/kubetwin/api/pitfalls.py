@@ -20,11 +20,7 @@ from kubetwin.api.loader import Manifest
 WARNING = "warning"
 KUEUE = "kueue.x-k8s.io/"
 GPU_PREFIX = "nvidia.com/"
-# The NVIDIA driver installer GKE documents for manual driver installation (gpuDriverVersion disabled):
-# https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#installing_drivers
-# (GoogleCloudPlatform/container-engine-accelerators nvidia-driver-installer/cos/daemonset-preloaded.yaml:
-# DaemonSet nvidia-driver-installer in kube-system).
-DRIVER_INSTALLER = "nvidia-driver-installer"
+# The NVIDIA driver installer GKE documents for manual driver installation (autoscaler/nodepool.py DRIVER_INSTALLER)
 DRIVER_INSTALLER_URL = ("https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators/master/"
                         "nvidia-driver-installer/cos/daemonset-preloaded.yaml")
 _DRIVER_CEL = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
@@ -255,10 +251,13 @@ def _gpu_toleration(sc: _Scenario) -> list[Diagnostic]:
 def _driver_installer(sc: _Scenario) -> list[Diagnostic]:
     """gpuDriverInstallation INSTALLATION_DISABLED (gcloud gpu-driver-version=disabled): GKE installs no driver,
     so the device plugin advertises no nvidia.com/gpu until the NVIDIA driver installer DaemonSet runs."""
+    from kubetwin.autoscaler.nodepool import DRIVER_INSTALLER
     from kubetwin.devices.dra import nvidia
 
-    if any((m.obj.get("metadata") or {}).get("name") == DRIVER_INSTALLER for m in sc.by_kind.get("DaemonSet", [])):
+    if any(((m.obj.get("metadata") or {}).get("namespace"), (m.obj.get("metadata") or {}).get("name"))
+           == DRIVER_INSTALLER for m in sc.by_kind.get("DaemonSet", [])):
         return []
+    ns, name = DRIVER_INSTALLER
     out = []
     for m in sc.by_kind.get("NodePool", []):
         spec = m.obj.get("spec") or {}
@@ -267,10 +266,10 @@ def _driver_installer(sc: _Scenario) -> list[Diagnostic]:
         for i, acc in enumerate(spec.get("accelerators") or []):
             if (acc or {}).get("gpuDriverInstallation") == "INSTALLATION_DISABLED":
                 out.append(_warn(m, f"spec.accelerators[{i}].gpuDriverInstallation", "manual driver installation "
-                                 f"and no {DRIVER_INSTALLER} DaemonSet in the scenario: the nodes never get an NVIDIA "
+                                 f"and no {name} DaemonSet (in {ns}) in the scenario: the nodes never get an NVIDIA "
                                  "driver, advertise no nvidia.com/gpu, and GPU pods stay Pending (as in the run)",
-                                 f"kubectl apply -f {DRIVER_INSTALLER_URL} (a DaemonSet {DRIVER_INSTALLER} in "
-                                 "kube-system), or set gpuDriverInstallation: DEFAULT to let GKE install it"))
+                                 f"kubectl apply -f {DRIVER_INSTALLER_URL} (a DaemonSet {name} in {ns}), or set "
+                                 "gpuDriverInstallation: DEFAULT to let GKE install it"))
     return out
 
 
