@@ -136,6 +136,7 @@ def _flavor_labels(sc: _Scenario) -> list[Diagnostic]:
 def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
     """Kueue counts every resource a pod requests; one its ClusterQueue does not cover makes the Workload
     inadmissible: "resource R unavailable in ClusterQueue" (pkg/scheduler/flavorassigner), forever."""
+    from kubetwin.kueue import api as kueue_api
     from kubetwin.kueue import jobframework
 
     queues = {(_ns(m), m.obj["metadata"]["name"]): (m.obj.get("spec") or {}).get("clusterQueue")
@@ -150,13 +151,14 @@ def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
             if cq not in covered:
                 continue
             for prefix, pod_spec, _ in _pod_templates(m):
-                for i, key, res in _container_resources(pod_spec):
-                    for name in sorted(set(res) - covered[cq]):
-                        fld = f"{prefix}.{key}[{i}].resources"
-                        out.append(_warn(m, fld, f"requests {name}, which ClusterQueue {cq} does not cover: Kueue "
-                                         f"will never admit this workload (\"resource {name} unavailable in "
-                                         "ClusterQueue\")", f"add {name} to a resourceGroup's coveredResources of "
-                                         f"ClusterQueue {cq} with a quota in each flavor, or drop the request"))
+                requests = kueue_api.pod_requests(pod_spec)  # as Kueue counts them; zero requests are skipped
+                for name in sorted(r for r, v in requests.items() if v and r not in covered[cq]):
+                    fld = next((f"{prefix}.{key}[{i}].resources" for i, key, res in _container_resources(pod_spec)
+                                if name in res), prefix)
+                    out.append(_warn(m, fld, f"requests {name}, which ClusterQueue {cq} does not cover: Kueue will "
+                                     f"never admit this workload (\"resource {name} unavailable in ClusterQueue\")",
+                                     f"add {name} to a resourceGroup's coveredResources of ClusterQueue {cq} with a "
+                                     "quota in each flavor, or drop the request"))
     return out
 
 
