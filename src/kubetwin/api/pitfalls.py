@@ -175,14 +175,13 @@ def _scale_to_zero(sc: _Scenario) -> list[Diagnostic]:
         spec = m.obj.get("spec") or {}
         if int(spec.get("minReplicaCount") or 0) != 0:
             continue
-        names: set[str] = set()
+        names: set[str] | None = set()
         for trig in spec.get("triggers") or []:
             query = str((trig.get("metadata") or {}).get("query") or "")
-            if trig.get("type") != "prometheus" or not query:
-                return []  # another scaler's source may well be up at zero
-            found = metric_names(query)
-            if found is None:
-                return []
+            found = metric_names(query) if trig.get("type") == "prometheus" and query else None
+            if found is None:  # another scaler's source may well be up at zero; an unparsable query is an error
+                names = None
+                break
             names |= found
         if names and names <= set(KNOWN) - set(AT_ZERO):
             out.append(_warn(m, "spec.minReplicaCount", "minReplicaCount is 0 and every trigger reads only metrics "
