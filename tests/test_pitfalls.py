@@ -393,3 +393,15 @@ def test_installer_applied_later_installs_on_the_waiting_nodes(tmp_path: Path) -
     gpu_at = [t for t, _, _, o in r.history if o["kind"] == "Node"
               and o["status"]["allocatable"].get("nvidia.com/gpu") == "1"]
     assert gpu_at and gpu_at[0] == 1200.0  # driverInstallDelay 0s after the DaemonSet appears
+
+
+def test_run_prints_the_pitfall_warning_and_keeps_it_in_the_summary(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(_docs(SCENARIO, CPU_POOL, _kueue(selector=""), _job()))
+    res = CliRunner().invoke(app, ["run", str(f), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "warning: ClusterQueue/team: spec.namespaceSelector:" in res.output
+    import json
+
+    notes = json.loads((tmp_path / "out" / "summary.json").read_text())["notices"]
+    assert any("warning: ClusterQueue/team" in n for n in notes)

@@ -191,7 +191,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         summary, series, jobs, pod_rows = metrics.finish(until)
         summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
                                "scoringStrategy": scenario.scoringStrategy}
-        summary["notices"] = [d.render() for d in diags if d.severity == "notice"]
+        summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
         if kueue is not None:
             summary["kueue"] = kueue.metrics.summary()
         if ca.active:

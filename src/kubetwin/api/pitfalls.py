@@ -118,6 +118,8 @@ def _flavor_labels(sc: _Scenario) -> list[Diagnostic]:
     out = []
     for m in sc.kind("ResourceFlavor", KUEUE):
         wanted = (m.obj.get("spec") or {}).get("nodeLabels") or {}
+        if "kubernetes.io/hostname" in wanted:  # pool node names are the run's to choose
+            continue
         if not wanted or any(all(labels.get(k) == str(v) for k, v in wanted.items())
                              for _, labels, _ in sc.node_label_sets):
             continue
