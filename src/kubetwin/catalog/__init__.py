@@ -303,14 +303,19 @@ def _zones_raw() -> dict[str, Any]:
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+@functools.cache
+def _zone_list() -> tuple[str, ...]:
+    return tuple(sorted(f"{region}-{z}" for region, letters in _zones_raw()["regions"].items() for z in letters))
+
+
 def zones() -> list[str]:
     """Every Compute Engine zone, sorted (data/zones.yaml: regions)."""
-    return sorted(f"{region}-{z}" for region, letters in _zones_raw()["regions"].items() for z in letters)
+    return list(_zone_list())
 
 
 def zone_exists(zone: str) -> bool:
     """Whether the zone is one of Google Cloud's zones."""
-    return zone in set(zones())
+    return zone in _zone_list()
 
 
 def zones_offering(machine: str) -> tuple[list[str], str] | None:
