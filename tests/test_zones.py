@@ -94,3 +94,16 @@ def test_builtin_scenarios_still_validate(name: str) -> None:
     with resources.as_file(resources.files("kubetwin").joinpath("scenarios", name)) as path:
         errs = [d.render() for d in validate(load_paths([str(path)])) if d.severity == "error"]
     assert not errs, errs
+
+
+def test_zone_table_is_consistent_with_the_catalog() -> None:
+    """Every accelerator machine type has a zone list with a source, and every listed zone exists."""
+    from kubetwin import catalog
+
+    accelerated = [m for m in catalog.machine_types() if m.gpu] + catalog.tpu_machine_types()
+    for mt in accelerated:
+        found = catalog.zones_offering(mt.name)
+        assert found is not None, mt.name
+        zones, source = found
+        assert source and zones and all(catalog.zone_exists(z) for z in zones), (mt.name, zones)
+    assert catalog.zones_offering("e2-standard-8") is None  # CPU series: existence only
