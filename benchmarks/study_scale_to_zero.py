@@ -328,7 +328,7 @@ def main() -> None:
     for name, folder, objs in variants:
         t0 = time.perf_counter()
         out = a.out / folder if a.out else None
-        r = run(objects=objs, out=out)
+        r = run(objects=objs, out=out, overwrite=True)  # a rerun of the study replaces its folders
         results[name] = analyse(r, objs)
         print(f"{name}: {time.perf_counter() - t0:.1f} s wall", flush=True)
     print()

@@ -25,8 +25,14 @@ from kubetwin.store.store import Store
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tpu-v5e-slice.yaml"
 
 
+def _zone(machine: str) -> str:
+    """us-central1-a, or the first us-central1 zone the TPU generation is offered in (catalog/data/zones.yaml)."""
+    offered = catalog.zones_offering(machine)[0]
+    return "us-central1-a" if "us-central1-a" in offered else next(z for z in offered if z.startswith("us-"))
+
+
 def tpu_pool(name: str, machine: str, topology: str | None, nodes: int | None = 1, **spec) -> dict:
-    s: dict = {"machineType": machine, "zones": ["us-central1-a"], **spec}
+    s: dict = {"machineType": machine, "zones": [_zone(machine)], **spec}
     if nodes is not None:
         s["nodeCount"] = nodes
     if topology is not None:
@@ -193,7 +199,7 @@ def test_tpu_pool_field_checks() -> None:
     assert not errors(agree)
     disagree = tpu_pool("v5e", "ct5lp-hightpu-4t", "2x2", accelerators=[{"type": "nvidia-l4", "count": 1}])
     assert [d.field for d in errors(disagree)] == ["spec.accelerators[0]"]
-    zones = tpu_pool("v5e", "ct5lp-hightpu-4t", "4x4", nodes=4, zones=["us-central1-a", "us-central1-b"])
+    zones = tpu_pool("v5e", "ct5lp-hightpu-4t", "4x4", nodes=4, zones=["us-central1-a", "us-south1-a"])
     assert [d.field for d in errors(zones)] == ["spec.zones"]
     gpu = tpu_pool("g2", "g2-standard-4", "2x2", accelerators=[{"type": "nvidia-l4", "count": 1}])
     assert [d.field for d in errors(gpu)] == ["spec.placementPolicy.tpuTopology"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import shutil
 import sys
+import tempfile
 import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -115,8 +117,12 @@ def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
 
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,
         out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
-        progress: Callable[[float, float], None] | None = None) -> RunResult:
-    """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given."""
+        progress: Callable[[float, float], None] | None = None, overwrite: bool = False) -> RunResult:
+    """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given.
+
+    `out` must be new or empty unless `overwrite`, which replaces a previous run folder whole (see write_run)."""
+    if out is not None:
+        check_out(Path(out), overwrite)
     manifests = load_paths(list(paths)) if paths else []
     manifests += [Manifest(o, "<object>", 0) for o in objects or []]
     diags = validate(manifests)
@@ -129,6 +135,8 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     if seed is not None:
         scenario.seed = seed
     until = parse_duration(scenario.duration)
+    if out is not None and overwrite:
+        _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
 
     env = Environment()
     store = Store(env, scenario.seed, scenario.startTime)
@@ -183,7 +191,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         summary, series, jobs, pod_rows = metrics.finish(until)
         summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
                                "scoringStrategy": scenario.scoringStrategy}
-        summary["notices"] = [d.render() for d in diags if d.severity == "notice"]
+        summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
         if kueue is not None:
             summary["kueue"] = kueue.metrics.summary()
         if ca.active:
@@ -242,10 +250,61 @@ def _dump(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
+# Every file write_run puts in a run folder; --overwrite removes a folder only when it holds nothing else.
+RUN_FILES = frozenset({"summary.json", "timeseries.json", "history.jsonl", "events.jsonl", "metrics.prom",
+                       "requests.csv", "training.json", "run.json", "report.html"})
+
+
+def _refuse(out: Path, message: str, fix: str) -> KubetwinError:
+    return KubetwinError([Diagnostic(str(out), 0, "kubetwin run", "--out", message, fix)])
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse a run folder that would mix two runs' files: `out` must be new or empty, or, with overwrite, hold only
+    a previous run's files (never a folder of other things, which --overwrite would delete)."""
+    if out.exists() and not out.is_dir():
+        raise _refuse(out, "Invalid value: it exists and is not a folder", "choose a new folder for --out")
+    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if not entries:
+        return
+    foreign = [n for n in entries if n not in RUN_FILES]
+    if overwrite and foreign:
+        raise _refuse(out, f"Invalid value: not a run folder: it holds {', '.join(foreign[:5])}"
+                      f"{' ...' if len(foreign) > 5 else ''}, which kubetwin did not write; --overwrite replaces "
+                      "only a previous run folder", "choose another --out, or empty the folder first")
+    if not overwrite:
+        raise _refuse(out, f"Invalid value: the folder is not empty ({', '.join(entries[:5])}"
+                      f"{' ...' if len(entries) > 5 else ''}): this run's files would sit beside files of another "
+                      "run", "pass --overwrite (run(..., overwrite=True)) to replace the folder, or choose another "
+                      "--out")
+
+
+def _remove_run_folder(out: Path) -> None:
+    """Delete a previous run folder (check_out has seen that it holds only run files)."""
+    if out.is_dir():
+        shutil.rmtree(out)
+
+
 def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: ScenarioSpec) -> Path:
     """summary.json, events.jsonl, history.jsonl, timeseries.json, report.html (and metrics.prom, requests.csv,
-    training.json when the run has them), all deterministic."""
-    out.mkdir(parents=True, exist_ok=True)
+    training.json when the run has them), all deterministic.
+
+    The files go to a hidden sibling folder (`.NAME.*.partial`) renamed to `out` once all are written, so a run
+    that fails while writing leaves no folder that looks complete (rename(2) is atomic within one file system)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        _write_files(tmp, result, jobs, scenario)
+        if out.is_dir():
+            out.rmdir()  # empty (check_out) or removed already (overwrite)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _write_files(out: Path, result: RunResult, jobs: list[dict], scenario: ScenarioSpec) -> None:
     (out / "summary.json").write_text(json.dumps(result.summary, sort_keys=True, indent=2) + "\n")
     (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
     with (out / "history.jsonl").open("w") as h, (out / "events.jsonl").open("w") as e:
@@ -266,7 +325,6 @@ def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: Scenario
         from kubetwin.report.html import write_report
 
         write_report(out, result.summary, result.timeseries, jobs)
-    return out
 
 
 class _CallableModule(types.ModuleType):

@@ -19,15 +19,16 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     except catalog.CatalogError as exc:
         return [Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType", str(exc),
                            "use a GKE machine type from the catalog (kubetwin.catalog.machine_types())")]
+    zone_errors = _zones(m, spec, mt.name)
     if mt.tpu is not None:
-        return _tpu_pool(m, spec, mt) + _network_pool(m, spec, mt.name)
+        return zone_errors + _tpu_pool(m, spec, mt) + _network_pool(m, spec, mt.name)
     tpu_topology = (spec.get("placementPolicy") or {}).get("tpuTopology")
     if tpu_topology:
         return [Diagnostic(m.file, m.line_of("spec.placementPolicy.tpuTopology"), m.ref,
                            "spec.placementPolicy.tpuTopology", f"Invalid value: {tpu_topology!r}: machine type "
                            f"{mt.name} has no TPUs", "remove tpuTopology, or pick a TPU machine type ("
                            f"{', '.join(t.name for t in catalog.tpu_machine_types())})")]
-    out = _dra_pool(m, spec, mt.gpu) + _network_pool(m, spec, mt.name)
+    out = zone_errors + _dra_pool(m, spec, mt.gpu) + _network_pool(m, spec, mt.name)
     for i, acc in enumerate(spec.get("accelerators") or []):
         if mt.gpu != acc["type"] or mt.gpu_count != acc["count"]:
             want = f"{mt.gpu_count} x {mt.gpu}" if mt.gpu else "no GPUs"
@@ -43,6 +44,39 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
             for prob in sharing.gke_sharing(acc["gpuSharingConfig"])[2]:
                 field = f"spec.accelerators[{i}].gpuSharingConfig.{prob.field}"
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, prob.message, prob.hint))
+    return out
+
+
+DEFAULT_ZONES = ["us-central1-a"]  # api/twin.py NodePoolSpec.zones: the twin cluster's location
+
+
+def _zones(m: Manifest, spec: dict, machine: str) -> list[Diagnostic]:
+    """Each zone must exist and offer the machine type (catalog/data/zones.yaml, with its sources): GKE refuses a
+    node pool whose --node-locations lack the machine type, as Compute Engine has no such VM there."""
+    from kubetwin import catalog
+
+    given = spec.get("zones")
+    zones = given or DEFAULT_ZONES
+    offered = catalog.zones_offering(machine)
+    out: list[Diagnostic] = []
+    for i, zone in enumerate(zones):
+        field = f"spec.zones[{i}]" if given else "spec.zones"
+        line = m.line_of(field) if given else m.line_of("spec")
+        if not catalog.zone_exists(zone):
+            region = zone.rsplit("-", 1)[0]
+            same = [z for z in catalog.zones() if z.rsplit("-", 1)[0] == region]
+            usable = [z for z in (offered[0] if offered else same) if z in same] or (offered[0] if offered else [])
+            hint = (f"use one of {region}'s zones: {', '.join(usable)}" if usable else
+                    f"use a zone that offers {machine}: {', '.join(offered[0])}" if offered else
+                    "use a Compute Engine zone, e.g. us-central1-a (catalog.zones() lists them)")
+            out.append(Diagnostic(m.file, line, m.ref, field, f'Invalid value: "{zone}": zone does not exist',
+                                  hint))
+        elif offered is not None and zone not in offered[0]:
+            where = "" if given else f"spec.zones defaults to [{zone}]; "
+            out.append(Diagnostic(m.file, line, m.ref, field,
+                                  f'Invalid value: "{zone}": {where}zone {zone} does not offer machine type {machine} '
+                                  f"(source: {offered[1]})",
+                                  f"use a zone that offers {machine}: {', '.join(offered[0])}"))
     return out
 
 

@@ -27,31 +27,15 @@ def scaled_object(m: Manifest) -> list[Diagnostic]:
 def _unknown_metrics(m: Manifest, path: str, query: str) -> list[Diagnostic]:
     """A query over a metric no model server or gateway exports returns nothing; KEDA reads that as 0
     (ignoreNullValues defaults to true) and the target never scales."""
-    import promql_parser as pp
-
     from kubetwin.serving.promsource import KNOWN
 
     try:
-        expr = pp.parse(query)
-    except Exception as err:  # promql-parser raises plain exceptions with the parser's message
+        names = metric_names(query, strict=True) or set()
+    except ValueError as err:
         return [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, f"invalid PromQL: {err}",
                            "fix the query; it is parsed as Prometheus parses it")]
-    names: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, pp.VectorSelector):
-            names.append(node.name or "")
-            return
-        for attr in ("expr", "lhs", "rhs", "param", "vector_selector"):
-            child = getattr(node, attr, None)
-            if child is not None and not isinstance(child, (str, int, float)):
-                walk(child)
-        for child in getattr(node, "args", None) or []:
-            walk(child)
-
-    walk(expr)
     out = []
-    for name in names:
+    for name in sorted(names):
         if name and name not in KNOWN and not name.startswith("kube_"):
             guess = next((k for k in KNOWN if k.replace(":", "_") == name), None)
             hint = (f"vLLM exports {guess} (with a colon); use sum({guess})" if guess else
@@ -61,6 +45,34 @@ def _unknown_metrics(m: Manifest, path: str, query: str) -> list[Diagnostic]:
                                   "returns no series, KEDA reads it as 0 and the target never scales on it", hint,
                                   "notice"))
     return out
+
+
+def metric_names(query: str, strict: bool = False) -> set[str] | None:
+    """The metric names a PromQL query selects (parsed by promql-parser); None when it does not parse (ValueError
+    with the parser's message when strict)."""
+    import promql_parser as pp
+
+    try:
+        expr = pp.parse(query)
+    except Exception as err:  # promql-parser raises plain exceptions with the parser's message
+        if strict:
+            raise ValueError(str(err)) from None
+        return None
+    names: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, pp.VectorSelector):
+            names.add(node.name or "")
+            return
+        for attr in ("expr", "lhs", "rhs", "param", "vector_selector"):
+            child = getattr(node, attr, None)
+            if child is not None and not isinstance(child, (str, int, float)):
+                walk(child)
+        for child in getattr(node, "args", None) or []:
+            walk(child)
+
+    walk(expr)
+    return names
 
 
 def horizontal_pod_autoscaler(m: Manifest) -> list[Diagnostic]:

@@ -17,7 +17,7 @@ import jsonschema
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
-from kubetwin.api import dra_validate, nodepool_validate, serving_validate, volume_validate
+from kubetwin.api import dra_validate, nodepool_validate, pitfalls, serving_validate, volume_validate
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
@@ -297,7 +297,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
             found += training_spec.diagnostics(m)
         out += found
-    return out
+    return out + pitfalls.diagnostics(manifests, out)  # cross-object platform pitfalls (api/pitfalls.py)
 
 
 def validate_one(m: Manifest) -> list[Diagnostic]:

@@ -23,6 +23,12 @@ from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}  # GKE GPU node pools
+# Manual driver installation (gpuDriverInstallation INSTALLATION_DISABLED): GKE installs no driver until the NVIDIA
+# driver installer DaemonSet runs (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#installing_drivers:
+# GoogleCloudPlatform/container-engine-accelerators nvidia-driver-installer/cos/daemonset-preloaded.yaml, DaemonSet
+# nvidia-driver-installer in kube-system). The twin does not run DaemonSet pods; the installer's presence in the
+# store stands for them having run on every GPU node (after the pool's driverInstallDelay).
+DRIVER_INSTALLER = ("kube-system", "nvidia-driver-installer")
 NODE_VERSION = "v1.34.1-gke.1829001"
 # kube-controller-manager PodGC: a pod bound to a Node that no longer exists is, after this quarantine, patched
 # to phase Failed with condition DisruptionTarget (reason DeletionByPodGC) and force-deleted
@@ -46,6 +52,46 @@ def network_labels(spec: dict) -> dict[str, str]:
 
 def _suffix(seed: str, n: int) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:n]
+
+
+def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_name: str
+                           ) -> tuple[dict[str, str], list[dict]]:
+    """The labels and taints GKE gives a pool's node (shared by the controller's Node objects, the cluster
+    autoscaler's template nodes and validate's pitfall checks, which need no store)."""
+    spec = pool["spec"]
+    pool_name = pool["metadata"]["name"]
+    accels = [] if mt.tpu else spec.get("accelerators") or []  # a TPU machine type implies its chips
+    gpu = accels[0]["type"] if accels else mt.gpu
+    labels = {
+        "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/instance-type": mt.name, "node.kubernetes.io/instance-type": mt.name,
+        "topology.kubernetes.io/region": zone.rsplit("-", 1)[0], "topology.kubernetes.io/zone": zone,
+        "cloud.google.com/gke-nodepool": pool_name, "cloud.google.com/machine-family": mt.family,
+        "cloud.google.com/gke-os-distribution": "cos", "cloud.google.com/gke-boot-disk": "pd-balanced",
+        **(spec.get("labels") or {}),
+    }
+    taints = [dict(t) for t in spec.get("taints") or []]
+    if spec.get("spot"):
+        labels["cloud.google.com/gke-spot"] = "true"
+        labels["cloud.google.com/gke-provisioning"] = "spot"
+    partition = accels[0].get("gpuPartitionSize") if accels else None
+    if partition:
+        labels[mig.PARTITION_LABEL] = partition
+    _, share_labels, _ = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)
+    labels.update(share_labels)
+    if gpu:
+        labels["cloud.google.com/gke-accelerator"] = gpu
+        labels["cloud.google.com/gke-gpu"] = "true"
+        taints.append(dict(GPU_TAINT))
+    placement = spec.get("placementPolicy") or {}
+    if mt.tpu:  # GKE's TPU node labels and taint (§4)
+        labels[tpu.ACCELERATOR_LABEL] = catalog.tpu_type(mt.tpu).gke_accelerator
+        labels[tpu.TOPOLOGY_LABEL] = tpu.pool_topology(spec) or ""
+        taints.append(dict(tpu.TAINT))
+    if placement and (not mt.tpu or placement.get("type")):
+        labels["cloud.google.com/gke-placement-group"] = f"{pool_name}-placement"
+    labels.update(network_labels(spec))
+    return labels, taints
 
 
 @dataclass
@@ -106,8 +152,10 @@ class NodePoolController:
         self._zone_of: dict[str, str] = {}  # node name -> zone, for nodes this controller created
         self._grown: dict[tuple[str, str], int] = {}  # (pool, zone) -> VMs added by scale()
         self._names: set[str] = set()
+        self._no_driver: dict[str, int] = {}  # GPU node -> its GPUs, waiting for a manually installed driver
         store.watch("NodePool", self._on_pool)
         store.watch("Node", self._on_node)
+        store.watch("DaemonSet", self._on_daemonset)
 
     # -- pools ----------------------------------------------------------------------------------------
     def _on_pool(self, etype: str, pool: Obj, old: Obj | None) -> None:
@@ -282,46 +330,41 @@ class NodePoolController:
         self._zone_of[node_name] = zone
         self._up_since[node_name] = self.env.now
         # DRA node pools run the NVIDIA DRA driver (devices/dra/nvidia.py) instead of the device plugin.
-        if gpus and driver != "INSTALLATION_DISABLED" and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
+        if gpus and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
+            if self._gets_driver(driver):
+                delay = parse_duration(pool["spec"].get("driverInstallDelay", "3m"))
+                self.env.after(delay, lambda: self._driver_ready(node_name, gpus))
+            else:
+                self._no_driver[node_name] = gpus
+
+    def _gets_driver(self, driver: str) -> bool:
+        """GKE installs the driver, or the manual installer DaemonSet is there to do it."""
+        return driver != "INSTALLATION_DISABLED" or self.store.get("DaemonSet", *DRIVER_INSTALLER) is not None
+
+    def _on_daemonset(self, etype: str, ds: Obj, old: Obj | None) -> None:
+        meta = ds["metadata"]
+        if etype == "ADDED" and (meta.get("namespace"), meta["name"]) == DRIVER_INSTALLER and self._no_driver:
+            self.env.after(0, self._install_waiting)
+
+    def _install_waiting(self) -> None:
+        """The driver installer DaemonSet appeared: it installs the driver on the GPU nodes waiting for one."""
+        waiting, self._no_driver = self._no_driver, {}
+        for node_name, gpus in sorted(waiting.items()):
+            pool = self._live_pool(self.pool_of.get(node_name, ""))
+            if pool is None or self.store.get("Node", "", node_name) is None:
+                continue
             delay = parse_duration(pool["spec"].get("driverInstallDelay", "3m"))
-            self.env.after(delay, lambda: self._driver_ready(node_name, gpus))
+            self.env.after(delay, lambda n=node_name, g=gpus: self._driver_ready(n, g))
 
     def build_node(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str) -> tuple[Obj, int, str]:
         """The Node a pool's VM registers as, the nvidia.com/gpu count its device plugin will advertise, and the
         pool's driver installation mode (also the cluster autoscaler's template node, see `template_node`)."""
         spec = pool["spec"]
-        pool_name = pool["metadata"]["name"]
+        labels, taints = node_labels_and_taints(pool, mt, zone, node_name)
         accels = [] if mt.tpu else spec.get("accelerators") or []  # a TPU machine type implies its chips
         gpu = accels[0]["type"] if accels else mt.gpu
-        labels = {
-            "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "beta.kubernetes.io/instance-type": mt.name, "node.kubernetes.io/instance-type": mt.name,
-            "topology.kubernetes.io/region": zone.rsplit("-", 1)[0], "topology.kubernetes.io/zone": zone,
-            "cloud.google.com/gke-nodepool": pool_name, "cloud.google.com/machine-family": mt.family,
-            "cloud.google.com/gke-os-distribution": "cos", "cloud.google.com/gke-boot-disk": "pd-balanced",
-            **(spec.get("labels") or {}),
-        }
-        taints = [dict(t) for t in spec.get("taints") or []]
-        if spec.get("spot"):
-            labels["cloud.google.com/gke-spot"] = "true"
-            labels["cloud.google.com/gke-provisioning"] = "spot"
         partition = accels[0].get("gpuPartitionSize") if accels else None
-        if partition:
-            labels[mig.PARTITION_LABEL] = partition
-        shared, share_labels, _ = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)
-        labels.update(share_labels)
-        if gpu:
-            labels["cloud.google.com/gke-accelerator"] = gpu
-            labels["cloud.google.com/gke-gpu"] = "true"
-            taints.append(dict(GPU_TAINT))
-        placement = spec.get("placementPolicy") or {}
-        if mt.tpu:  # GKE's TPU node labels and taint (§4)
-            labels[tpu.ACCELERATOR_LABEL] = catalog.tpu_type(mt.tpu).gke_accelerator
-            labels[tpu.TOPOLOGY_LABEL] = tpu.pool_topology(spec) or ""
-            taints.append(dict(tpu.TAINT))
-        if placement and (not mt.tpu or placement.get("type")):
-            labels["cloud.google.com/gke-placement-group"] = f"{pool_name}-placement"
-        labels.update(network_labels(spec))
+        shared = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)[0]
         max_pods = int(spec.get("maxPodsPerNode", 110))
         cap = {k: str(v) for k, v in catalog.capacity(mt, max_pods).items()}
         alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
@@ -356,7 +399,7 @@ class NodePoolController:
             return None
         node, gpus, driver = self.build_node(obj, catalog.machine_type(obj["spec"]["machineType"]), zone,
                                              f"template-{pool}-{zone}")
-        if gpus and driver != "INSTALLATION_DISABLED" and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
+        if gpus and self._gets_driver(driver) and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
             st = node["status"]
             node = {**node, "status": {**st, "capacity": {**st["capacity"], "nvidia.com/gpu": str(gpus)},
                                        "allocatable": {**st["allocatable"], "nvidia.com/gpu": str(gpus)}}}

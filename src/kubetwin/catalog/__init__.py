@@ -35,6 +35,9 @@ __all__ = [
     "tpu_machine_types",
     "tpu_type",
     "tpu_types",
+    "zone_exists",
+    "zones",
+    "zones_offering",
 ]
 
 MIB = 1024**2
@@ -291,3 +294,34 @@ def hourly_price(mt: MachineType, spot: bool) -> float | None:
     """USD per node-hour (Spot or on-demand): us-central1, or the TPU generation's price_region; None where no
     source gave a price (tpu7x)."""
     return mt.spot_usd_hour if spot else mt.on_demand_usd_hour
+
+
+@functools.cache
+def _zones_raw() -> dict[str, Any]:
+    """Parse zones.yaml once: regions and their zones, and the zones each accelerator family is offered in."""
+    text = resources.files("kubetwin.catalog").joinpath("data/zones.yaml").read_text(encoding="utf-8")
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@functools.cache
+def _zone_list() -> tuple[str, ...]:
+    return tuple(sorted(f"{region}-{z}" for region, letters in _zones_raw()["regions"].items() for z in letters))
+
+
+def zones() -> list[str]:
+    """Every Compute Engine zone, sorted (data/zones.yaml: regions)."""
+    return list(_zone_list())
+
+
+def zone_exists(zone: str) -> bool:
+    """Whether the zone is one of Google Cloud's zones."""
+    return zone in _zone_list()
+
+
+def zones_offering(machine: str) -> tuple[list[str], str] | None:
+    """The zones that offer a machine type and where that list comes from, or None when the catalog has no list
+    for its family (general-purpose CPU series: any existing zone is accepted). A machine type's own entry wins
+    over its family's (the name without its size suffix, e.g. a3-highgpu for a3-highgpu-4g)."""
+    families = _zones_raw()["families"]
+    row = families.get(machine) or families.get(machine.rsplit("-", 1)[0])
+    return (sorted(row["zones"]), row["source"]) if row else None

@@ -66,16 +66,20 @@ def _print_summary(summary: dict, out: Path | None) -> None:
         console.print(f"run folder: {out}")
         if (out / "report.html").exists():
             console.print(f"report: {(out / 'report.html').resolve()}")
+    else:
+        console.print("no run folder written: pass --out DIR to keep summary.json, history.jsonl and events.jsonl "
+                      "for kubetwin get/describe/explain", highlight=False)
 
 
-def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: Optional[int]) -> None:
+def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: Optional[int],
+         overwrite: bool = False) -> None:
     from kubetwin.run import run
 
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("run", total=1.0)
         try:
-            result = run(paths, out=out, duration=duration, seed=seed,
+            result = run(paths, out=out, duration=duration, seed=seed, overwrite=overwrite,
                          progress=lambda t, until: bar.update(task, completed=t / until if until else 1))
         except KubetwinError as exc:
             _fail(exc)
@@ -86,9 +90,11 @@ def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: O
 def run_cmd(paths: list[str] = typer.Argument(..., help="YAML files or folders"),
             out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder to write"),
             duration: Optional[str] = typer.Option(None, help="simulated time, e.g. 1d (overrides Scenario)"),
-            seed: Optional[int] = typer.Option(None, help="random seed (overrides Scenario)")) -> None:
+            seed: Optional[int] = typer.Option(None, help="random seed (overrides Scenario)"),
+            overwrite: bool = typer.Option(False, "--overwrite", help="replace the run folder --out if it holds "
+                                           "a previous run")) -> None:
     """Apply manifests to a simulated GKE cluster and run the clock."""
-    _run(paths, out, duration, seed)
+    _run(paths, out, duration, seed, overwrite)
 
 
 DEMOS = ("demo", "gpu-sharing", "dra")
@@ -105,8 +111,8 @@ def demo(name: str = typer.Argument("demo", help="demo (the default), gpu-sharin
         raise typer.Exit(1)
     out = out or Path("runs") / name
     folder = resources.files("kubetwin").joinpath("scenarios", name)
-    with resources.as_file(folder) as path:
-        _run([str(path)], out, None, None)
+    with resources.as_file(folder) as path:  # a demo replaces its own previous run folder (make demo reruns it)
+        _run([str(path)], out, None, None, overwrite=True)
 
 
 @app.command("validate")

@@ -33,6 +33,9 @@ COUNTERS = {"vllm:request_success_total": "finished", "vllm:prompt_tokens_total"
 POOL_GAUGES = ("inference_pool_average_queue_size", "inference_pool_average_kv_cache_utilization",
                "inference_pool_ready_pods", "inference_extension_flow_control_queue_size")
 INFO = ("vllm:cache_config_info", "vllm:lora_requests_info")
+# The one series that carries demand while a pool has no pod: the requests the gateway holds. Every other series
+# here is exported by the model-server pods or averaged over them (0 or absent at zero replicas).
+AT_ZERO = ("inference_extension_flow_control_queue_size",)
 KNOWN = (*GAUGES, *COUNTERS, *POOL_GAUGES, *INFO,
          *(f"{h}{suffix}" for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")))
 

@@ -1,0 +1,327 @@
+"""Warnings for the platform pitfalls users hit: manifests every API server accepts that still do nothing, or not
+what their author meant, once the platform's controllers read them together. Each warning names the object and
+field, says what the platform (and the twin's run) will do, and gives the fix.
+
+Cross-object checks, so they run over the whole scenario after the per-object checks (`validate.validate`), and
+only over objects without errors. A check that needs objects the scenario does not hold (no NodePool or Node at
+all, say) stays silent: the manifests may be applied to a cluster that has them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.loader import Manifest
+
+WARNING = "warning"
+KUEUE = "kueue.x-k8s.io/"
+GPU_PREFIX = "nvidia.com/"
+# The NVIDIA driver installer GKE documents for manual driver installation (autoscaler/nodepool.py DRIVER_INSTALLER)
+DRIVER_INSTALLER_URL = ("https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators/master/"
+                        "nvidia-driver-installer/cos/daemonset-preloaded.yaml")
+_DRIVER_CEL = re.compile(r"""device\.driver\s*==\s*["']([^"']+)["']""")
+
+
+@dataclass
+class _Scenario:
+    """The objects of a scenario the checks read, indexed once."""
+
+    manifests: list[Manifest]
+    by_kind: dict[str, list[Manifest]] = field(default_factory=dict)
+    node_label_sets: list[tuple[str, dict[str, str], list[dict]]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for m in self.manifests:
+            self.by_kind.setdefault(m.kind, []).append(m)
+        self.node_label_sets = list(_nodes(self.by_kind))
+
+    def kind(self, kind: str, group: str = "") -> list[Manifest]:
+        return [m for m in self.by_kind.get(kind, []) if str(m.obj.get("apiVersion", "")).startswith(group)]
+
+
+def _nodes(by_kind: dict[str, list[Manifest]]) -> Iterator[tuple[str, dict[str, str], list[dict]]]:
+    """(where from, labels, taints) of every node the scenario's NodePools make (one per zone) and its v1 Nodes."""
+    from kubetwin import catalog
+    from kubetwin.autoscaler.nodepool import node_labels_and_taints
+
+    for m in by_kind.get("NodePool", []):
+        spec = m.obj.get("spec") or {}
+        try:
+            mt = catalog.machine_type(spec.get("machineType", ""))
+        except catalog.CatalogError:
+            continue
+        for zone in spec.get("zones") or ["us-central1-a"]:
+            labels, taints = node_labels_and_taints(m.obj, mt, zone, f"{m.obj['metadata']['name']}-node")
+            yield f"NodePool {m.obj['metadata']['name']}", labels, taints
+    for m in by_kind.get("Node", []):
+        meta = m.obj.get("metadata") or {}
+        yield f"Node {meta.get('name')}", dict(meta.get("labels") or {}), list((m.obj.get("spec") or {}).get(
+            "taints") or [])
+
+
+def _warn(m: Manifest, fld: str, message: str, fix: str) -> Diagnostic:
+    return Diagnostic(m.file, m.line_of(fld), m.ref, fld, message, fix, WARNING)
+
+
+def _ns(m: Manifest) -> str:
+    return (m.obj.get("metadata") or {}).get("namespace") or "default"
+
+
+def _pod_templates(m: Manifest) -> list[tuple[str, dict, dict]]:
+    """(field path of the pod spec, pod spec, pod metadata) for each pod a workload object makes."""
+    spec = m.obj.get("spec") or {}
+    if m.kind == "Pod":
+        return [("spec", spec, m.obj.get("metadata") or {})]
+    if m.kind in ("Job", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
+        tmpl = spec.get("template") or {}
+        return [("spec.template.spec", tmpl.get("spec") or {}, tmpl.get("metadata") or {})]
+    if m.kind == "JobSet":
+        out = []
+        for i, rj in enumerate(spec.get("replicatedJobs") or []):
+            tmpl = (((rj or {}).get("template") or {}).get("spec") or {}).get("template") or {}
+            out.append((f"spec.replicatedJobs[{i}].template.spec.template.spec", tmpl.get("spec") or {},
+                        tmpl.get("metadata") or {}))
+        return out
+    return []
+
+
+def _container_resources(pod_spec: dict) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(index, containers|initContainers, requests with limits standing in) per container."""
+    for key in ("containers", "initContainers"):
+        for i, c in enumerate(pod_spec.get(key) or []):
+            res = (c or {}).get("resources") or {}
+            yield i, key, {**(res.get("limits") or {}), **(res.get("requests") or {})}
+
+
+# ----------------------------------------------------------------------------------------------------- Kueue
+def _cluster_queue_selector(sc: _Scenario) -> list[Diagnostic]:
+    """Kueue's ClusterQueue.spec.namespaceSelector "Defaults to null which is a nothing selector (no namespaces
+    eligible). If set to an empty selector `{}`, then all namespaces are eligible." (the CRD's description,
+    api/crds/kueue.x-k8s.io_clusterqueues.yaml). The twin's Kueue does the same (kueue/cycle.py)."""
+    return [_warn(m, "spec.namespaceSelector", "namespaceSelector is not set: Kueue's default is a nothing selector "
+                  "(no namespaces eligible), so this ClusterQueue admits no Workload; they stay pending with "
+                  "\"workload namespace doesn't match ClusterQueue selector\"",
+                  "set spec.namespaceSelector: {} to admit workloads from every namespace (or matchLabels for the "
+                  "namespaces that may use it)")
+            for m in sc.kind("ClusterQueue", KUEUE) if (m.obj.get("spec") or {}).get("namespaceSelector") is None]
+
+
+def _flavor_labels(sc: _Scenario) -> list[Diagnostic]:
+    """A ResourceFlavor's nodeLabels become the admitted pods' nodeSelector (Kueue injects them at admission); if
+    no node carries them, admitted pods never schedule and the autoscaler has no pool to grow."""
+    if not sc.node_label_sets:
+        return []
+    out = []
+    for m in sc.kind("ResourceFlavor", KUEUE):
+        wanted = (m.obj.get("spec") or {}).get("nodeLabels") or {}
+        if "kubernetes.io/hostname" in wanted:  # pool node names are the run's to choose
+            continue
+        if not wanted or any(all(labels.get(k) == str(v) for k, v in wanted.items())
+                             for _, labels, _ in sc.node_label_sets):
+            continue
+        seen = []
+        for k in sorted(wanted):
+            values = sorted({labels[k] for _, labels, _ in sc.node_label_sets if k in labels})
+            seen.append(f"{k}: {', '.join(values)}" if values else f"{k}: (no node has it)")
+        out.append(_warn(m, "spec.nodeLabels", f"nodeLabels {wanted} match no node of the scenario's node pools: "
+                         "Kueue admits workloads to this flavor and injects these labels as their nodeSelector, so "
+                         "their pods stay Pending (no node matches, and no pool can scale up for them)",
+                         f"use labels the pools' nodes carry ({'; '.join(seen)}), e.g. "
+                         "cloud.google.com/gke-nodepool: <pool> or cloud.google.com/gke-accelerator: <gpu>"))
+    return out
+
+
+def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
+    """Kueue counts every resource a pod requests; one its ClusterQueue does not cover makes the Workload
+    inadmissible: "resource R unavailable in ClusterQueue" (pkg/scheduler/flavorassigner), forever."""
+    from kubetwin.kueue import api as kueue_api
+    from kubetwin.kueue import jobframework
+
+    queues = {(_ns(m), m.obj["metadata"]["name"]): (m.obj.get("spec") or {}).get("clusterQueue")
+              for m in sc.kind("LocalQueue", KUEUE)}
+    covered = {m.obj["metadata"]["name"]: {r for g in (m.obj.get("spec") or {}).get("resourceGroups") or []
+                                           for r in g.get("coveredResources") or []}
+               for m in sc.kind("ClusterQueue", KUEUE)}
+    out = []
+    for kind in jobframework.INTEGRATIONS:
+        for m in sc.by_kind.get(kind, []):
+            cq = queues.get((_ns(m), jobframework.queue_name(m.obj) or ""))
+            if cq not in covered:
+                continue
+            for prefix, pod_spec, _ in _pod_templates(m):
+                requests = kueue_api.pod_requests(pod_spec)  # as Kueue counts them; zero requests are skipped
+                for name in sorted(r for r, v in requests.items() if v and r not in covered[cq]):
+                    fld = next((f"{prefix}.{key}[{i}].resources" for i, key, res in _container_resources(pod_spec)
+                                if name in res), prefix)
+                    out.append(_warn(m, fld, f"requests {name}, which ClusterQueue {cq} does not cover: Kueue will "
+                                     f"never admit this workload (\"resource {name} unavailable in ClusterQueue\")",
+                                     f"add {name} to a resourceGroup's coveredResources of ClusterQueue {cq} with a "
+                                     "quota in each flavor, or drop the request"))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- KEDA
+def _scale_to_zero(sc: _Scenario) -> list[Diagnostic]:
+    """KEDA scales to zero by default (minReplicaCount 0). A prometheus query over series only the target's own
+    pods export returns nothing (or 0) at zero replicas, and KEDA reads that as 0 (ignoreNullValues defaults to
+    true): the target never activates again."""
+    from kubetwin.api.serving_validate import metric_names
+    from kubetwin.serving.promsource import AT_ZERO, KNOWN
+
+    out = []
+    for m in sc.kind("ScaledObject", "keda.sh/"):
+        spec = m.obj.get("spec") or {}
+        if int(spec.get("minReplicaCount") or 0) != 0:
+            continue
+        names: set[str] | None = set()
+        for trig in spec.get("triggers") or []:
+            query = str((trig.get("metadata") or {}).get("query") or "")
+            found = metric_names(query) if trig.get("type") == "prometheus" and query else None
+            if found is None:  # another scaler's source may well be up at zero; an unparsable query is an error
+                names = None
+                break
+            names |= found
+        if names and names <= set(KNOWN) - set(AT_ZERO):
+            out.append(_warn(m, "spec.minReplicaCount", "minReplicaCount is 0 and every trigger reads only metrics "
+                             f"the scaled pods export ({', '.join(sorted(names))}): at zero replicas there is no pod, "
+                             "the query returns nothing, KEDA reads 0 and the target never wakes up",
+                             f"add demand seen without pods, e.g. sum({AT_ZERO[0]}{{inference_pool=\"<pool>\"}}) "
+                             "+ (sum(vllm:num_requests_waiting) or vector(0)), or set minReplicaCount: 1"))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- devices
+def _device_class_driver(sc: _Scenario) -> list[Diagnostic]:
+    """A DeviceClass selecting a driver no node runs: its claims never allocate (the scheduler's DynamicResources:
+    "cannot allocate all claims")."""
+    from kubetwin.devices.dra import nvidia
+
+    if not sc.node_label_sets and not sc.by_kind.get("ResourceSlice"):
+        return []
+    running = {str((s.obj.get("spec") or {}).get("driver")) for s in sc.by_kind.get("ResourceSlice", [])}
+    if any(nvidia.uses_dra(labels) and labels.get("cloud.google.com/gke-accelerator")
+           for _, labels, _ in sc.node_label_sets):
+        running.add(nvidia.DRIVER)
+    out = []
+    for m in sc.kind("DeviceClass", "resource.k8s.io/"):
+        for i, sel in enumerate((m.obj.get("spec") or {}).get("selectors") or []):
+            expr = str(((sel or {}).get("cel") or {}).get("expression") or "")
+            for driver in _DRIVER_CEL.findall(expr):
+                if driver in running:
+                    continue
+                fix = (f"label a GPU node pool {nvidia.NO_DEVICE_PLUGIN}: \"true\" to run the NVIDIA DRA driver"
+                       if driver == nvidia.DRIVER else
+                       f"the twin runs one DRA driver, {nvidia.DRIVER} (node pools labelled "
+                       f"{nvidia.NO_DEVICE_PLUGIN}: \"true\"), or add ResourceSlices of driver {driver}")
+                out.append(_warn(m, f"spec.selectors[{i}].cel.expression", f"selects driver {driver}, which no node "
+                                 "pool runs: claims of this class never allocate and their pods stay Pending "
+                                 "(\"cannot allocate all claims\")", fix))
+    return out
+
+
+def _gpu_toleration(sc: _Scenario) -> list[Diagnostic]:
+    """GKE taints GPU nodes nvidia.com/gpu=present:NoSchedule; the ExtendedResourceToleration admission plugin
+    (enabled on GKE, controllers/admission.py) adds the toleration only to pods that request nvidia.com/* extended
+    resources. A pod that reaches GPUs another way (a DRA claim, or a GPU nodeSelector) must tolerate it itself."""
+    from kubetwin.autoscaler.nodepool import GPU_TAINT
+    from kubetwin.scheduler.plugins import tolerates
+
+    if not any(any(t.get("key") == GPU_TAINT["key"] for t in taints) for _, _, taints in sc.node_label_sets):
+        return []
+    out = []
+    for m in sc.manifests:
+        for prefix, pod_spec, _ in _pod_templates(m):
+            if any(k.startswith(GPU_PREFIX) for _, _, res in _container_resources(pod_spec) for k in res):
+                continue  # admission adds the toleration
+            if tolerates(list(pod_spec.get("tolerations") or []), GPU_TAINT):
+                continue
+            selector = pod_spec.get("nodeSelector") or {}
+            how = ("uses ResourceClaims" if pod_spec.get("resourceClaims") else
+                   "selects GPU nodes" if any(k in selector for k in ("cloud.google.com/gke-accelerator",
+                                                                     "cloud.google.com/gke-gpu")) else "")
+            if how:
+                out.append(_warn(m, f"{prefix}.tolerations", f"{how} but does not tolerate the GPU nodes' taint "
+                                 "nvidia.com/gpu=present:NoSchedule, and no admission adds it (ExtendedResource"
+                                 "Toleration only does for pods requesting nvidia.com/gpu): its pods stay Pending",
+                                 "add tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]"))
+    return out
+
+
+def _driver_installer(sc: _Scenario) -> list[Diagnostic]:
+    """gpuDriverInstallation INSTALLATION_DISABLED (gcloud gpu-driver-version=disabled): GKE installs no driver,
+    so the device plugin advertises no nvidia.com/gpu until the NVIDIA driver installer DaemonSet runs."""
+    from kubetwin.autoscaler.nodepool import DRIVER_INSTALLER
+    from kubetwin.devices.dra import nvidia
+
+    if any(((m.obj.get("metadata") or {}).get("namespace"), (m.obj.get("metadata") or {}).get("name"))
+           == DRIVER_INSTALLER for m in sc.by_kind.get("DaemonSet", [])):
+        return []
+    ns, name = DRIVER_INSTALLER
+    out = []
+    for m in sc.by_kind.get("NodePool", []):
+        spec = m.obj.get("spec") or {}
+        if nvidia.uses_dra(spec.get("labels") or {}):
+            continue
+        for i, acc in enumerate(spec.get("accelerators") or []):
+            if (acc or {}).get("gpuDriverInstallation") == "INSTALLATION_DISABLED":
+                out.append(_warn(m, f"spec.accelerators[{i}].gpuDriverInstallation", "manual driver installation "
+                                 f"and no {name} DaemonSet (in {ns}) in the scenario: the nodes never get an NVIDIA "
+                                 "driver, advertise no nvidia.com/gpu, and GPU pods stay Pending (as in the run)",
+                                 f"kubectl apply -f {DRIVER_INSTALLER_URL} (a DaemonSet {name} in {ns}), or set "
+                                 "gpuDriverInstallation: DEFAULT to let GKE install it"))
+    return out
+
+
+def _tpu_chips(sc: _Scenario) -> list[Diagnostic]:
+    """On a multi-host TPU slice each worker pod runs on one VM and requests google.com/tpu = the VM's chips
+    (../shared/reference/controllers-kueue-dra-deviceplugin-tpu-jobset.md §4, GKE "About TPUs in GKE"): the slice's
+    TPU runtime initializes only when every host's chips belong to the workload."""
+    from kubetwin import catalog
+    from kubetwin.devices import tpu
+
+    slices = []
+    for m in sc.by_kind.get("NodePool", []):
+        spec = m.obj.get("spec") or {}
+        try:
+            mt = catalog.machine_type(spec.get("machineType", ""))
+        except catalog.CatalogError:
+            continue
+        if mt.tpu and tpu.is_multi_host(mt.name, tpu.pool_topology(spec)):
+            slices.append((catalog.tpu_type(mt.tpu).gke_accelerator, tpu.pool_topology(spec), mt))
+    out = []
+    for m in sc.manifests:
+        for prefix, pod_spec, _ in _pod_templates(m):
+            sel = pod_spec.get("nodeSelector") or {}
+            target = [mt for acc, topo, mt in slices if sel.get(tpu.ACCELERATOR_LABEL) == acc
+                      and sel.get(tpu.TOPOLOGY_LABEL) == topo]
+            if not target:
+                continue
+            chips = sum(int(str(res.get(tpu.RESOURCE, 0))) for _, key, res in _container_resources(pod_spec)
+                        if key == "containers")
+            if chips != target[0].tpu_chips:
+                out.append(_warn(m, f"{prefix}.containers", f"runs on a multi-host TPU slice "
+                                 f"({sel[tpu.TOPOLOGY_LABEL]} of {target[0].name}) but requests {chips} "
+                                 f"{tpu.RESOURCE}: each pod of a multi-host slice must consume all chips of its host "
+                                 f"({target[0].tpu_chips}); the slice's TPU runtime does not start otherwise (the "
+                                 "twin schedules the pods as written and does not model that failure)",
+                                 f"request {tpu.RESOURCE}: {target[0].tpu_chips} per pod (limits), one pod per host"))
+    return out
+
+
+CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
+    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _scale_to_zero, _device_class_driver,
+    _gpu_toleration, _driver_installer, _tpu_chips)
+
+
+def diagnostics(manifests: list[Manifest], found: list[Diagnostic]) -> list[Diagnostic]:
+    """The pitfall warnings for a scenario, over the objects `found` holds no error for."""
+    bad = {(d.file, d.obj) for d in found if d.severity == "error"}
+    sc = _Scenario([m for m in manifests if isinstance(m.obj, dict) and (m.file, m.ref) not in bad])
+    out: list[Diagnostic] = []
+    for check in CHECKS:
+        out += check(sc)
+    return out
