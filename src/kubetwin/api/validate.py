@@ -297,7 +297,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
             found += training_spec.diagnostics(m)
         out += found
-    return out
+    return out + serving_validate.scenario(manifests)
 
 
 def validate_one(m: Manifest) -> list[Diagnostic]:

@@ -91,13 +91,35 @@ def _torch_oom(total: float, free: float, tried: float) -> str:
             f"this process has {used / GIB:.2f} GiB memory in use.")
 
 
+def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int) -> list[tuple[str, str, str]]:
+    """(flag dest, message, severity) for a parallel layout vLLM refuses or that leaves GPUs idle: attention heads
+    not divisible by the tensor-parallel size (vllm/config/model.py verify_with_parallel_config), more ranks than
+    the container sees (vllm/v1/worker/gpu_worker.py init_device's assertion), fewer (the rest idle)."""
+    if args.engine != "vllm":
+        return []
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    out = []
+    if tp < 1 or spec.num_attention_heads % tp:
+        out.append(("tensor_parallel_size", f"Total number of attention heads ({spec.num_attention_heads}) must be "
+                    f"divisible by tensor parallel size ({tp}).", "error"))
+    world = tp * pp
+    dest = "pipeline_parallel_size" if "pipeline_parallel_size" in args.flag_fields else "tensor_parallel_size"
+    if world > visible:
+        out.append((dest, f"AssertionError: local_world_size ({world}) must be less than or equal to the number of "
+                    f"visible devices ({visible}).", "error"))
+    elif world * max(1, args.data_parallel_size) < visible:
+        out.append((dest, f"vLLM runs on tensor x pipeline parallel = {world} of the container's {visible} GPUs; "
+                    f"the other {visible - world} sit idle and are billed", "notice"))
+    return out
+
+
 def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView | None,
          slowdown: float = 1.0) -> Sized:
     """The engine's args, step model and KV blocks on this device; StartupFailure when vLLM (or TGI) would exit."""
     gpu = effective_gpu(accelerator, view, slowdown)
     args = modelserver.resolve_defaults(args, gpu.hbm_bytes / GIB, spec.max_position_embeddings, accelerator)
     try:
-        perf = PerfModel(spec, gpu, args.tensor_parallel_size)
+        perf = PerfModel(spec, gpu, args.tensor_parallel_size, pp=args.pipeline_parallel_size)
     except ValueError as err:
         raise StartupFailure(str(err), "init") from None
     total = gpu.hbm_bytes * CUDA_VISIBLE_FRACTION
@@ -124,6 +146,11 @@ def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView |
 def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus: GpuRuntime | None) -> Sized:
     """The server starting on its node: on a shared GPU it first checks the memory the GPU's other tenants hold,
     then, once sized, holds its own reservation there (released when the pod stops)."""
+    found = modelserver.find_model_server(pod["spec"])
+    visible = modelserver.gpu_count(pod["spec"]["containers"][found[0]]) if found else 1
+    refused = next((msg for _, msg, sev in parallel_problems(args, spec, visible) if sev == "error"), None)
+    if refused:
+        raise StartupFailure(refused, "init")
     view = device_of(node)
     accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get("cloud.google.com/gke-accelerator", "")
     if view is not None and view.shared and gpus is not None and node is not None and view.mode != "mps":

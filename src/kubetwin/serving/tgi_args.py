@@ -108,6 +108,7 @@ def _parse_tgi(argv: list[_Tok], env: dict[str, str], base: str, gpus: int,
         parsed["max_num_batched_tokens"] = int(max_input) + 50  # type: ignore[call-overload]
     for k, v in parsed.items():
         setattr(args, k, v)
+    args.flag_fields = {d: f for d, f in fields.items() if not d.startswith("_")}
     if not 0 < args.gpu_memory_utilization <= 1:
         problems.append(ArgProblem(fields.get("gpu_memory_utilization", base), f"--cuda-memory-fraction "
                                    f"{args.gpu_memory_utilization} is outside (0, 1]", "use a fraction like 0.9"))

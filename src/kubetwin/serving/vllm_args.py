@@ -160,6 +160,7 @@ def _vllm_lookup(name: str) -> tuple[str | None, list[str]]:
 def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | None, list[ArgProblem]]:
     problems: list[ArgProblem] = []
     values: dict[str, object] = {}
+    fields: dict[str, str] = {}  # dest -> the flag's field
     unrecognized: list[_Tok] = []
     positional: list[_Tok] = []
     shown_names = {k: k for k in _VLLM} | {v: f"{v}/{k}" for k, v in _VLLM_ALIASES.items()}
@@ -203,6 +204,7 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
                 return None, problems
             if dest is not None:
                 values[dest] = not negated
+                fields[dest] = tok.field
             else:
                 problems.append(_ignored(tok, key))
             continue
@@ -229,6 +231,7 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
         if dest is None:
             problems.append(_ignored(tok, key))
             continue
+        fields[dest] = value_field
         if kind == "list":
             values[dest] = raw
             continue
@@ -269,4 +272,29 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
         setattr(args, k, v)
     if not args.served_model_name:
         args.served_model_name = [model]
-    return args, problems
+    args.flag_fields = fields
+    return args, problems + unmodelled(args)
+
+
+# Flags the parser reads whose values would change the answer but that the twin does not model: (dest, default,
+# what the run does instead). Everything else in _VLLM is modelled (the engine, its sizing or the data plane).
+_UNMODELLED = (
+    ("data_parallel_size", 1, "the pod serves as one engine on tensor x pipeline parallel GPUs"),
+    ("quantization", None, "weights and step times are the model's bf16 ones"),
+    ("kv_cache_dtype", "auto", "the KV cache is sized and read in the model's dtype (bf16)"),
+    ("dtype", "auto", "weights, KV and step times use the model's own dtype"),
+    ("enable_chunked_prefill", True, "the engine chunks prefills as vLLM V1 does by default"),
+)
+
+
+def unmodelled(args: EngineArgs) -> list[ArgProblem]:
+    """A notice for each flag given a value the twin does not model, naming what the run does instead."""
+    out = []
+    for dest, default, instead in _UNMODELLED:
+        value = getattr(args, dest)
+        if dest in args.flag_fields and value != default and not (dest == "dtype" and value in ("bfloat16",
+                                                                                                  "half", "float16")):
+            flag = "--" + dest.replace("_", "-")
+            shown = f"--no-{flag[2:]}" if value is False else f"{flag} {value}"
+            out.append(ArgProblem(args.flag_fields[dest], f"{shown} is not modelled: {instead}", "", "notice"))
+    return out
