@@ -131,3 +131,24 @@ def test_an_mps_client_sizes_its_cache_from_its_pinned_memory_limit() -> None:
     # GKE sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT to 80 GB / 4 clients: vLLM sees a 20 GB device
     assert 8000 < n_mps < 10500, n_mps
     assert n_whole > 3.5 * n_mps
+
+
+def test_get_and_describe_show_the_crash_loop_as_kubectl_does(tmp_path) -> None:
+    from conftest import write_yaml
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    path = write_yaml(tmp_path / "s.yaml", [scenario("15m"), _a100_pool(partition="1g.10gb"),
+                                            _server("meta-llama/Meta-Llama-3-8B-Instruct")])
+    out = tmp_path / "out"
+    cli = CliRunner()
+    assert cli.invoke(app, ["run", str(path), "--out", str(out)]).exit_code == 0
+    got = cli.invoke(app, ["get", "pods", "--run", str(out)]).output
+    row = got.splitlines()[1].split()
+    assert row[1] == "0/1" and int(row[3]) >= 2 and row[4].startswith("("), got  # RESTARTS "5 (3m40s ago)"
+    name = row[0]
+    desc = cli.invoke(app, ["describe", "pod", name, "--run", str(out)]).output
+    assert re.search(r"    Last State:     Terminated\n      Reason:       Error\n      Message:      "
+                     r"torch\.OutOfMemoryError: CUDA out of memory\..*\n      Exit Code:    1\n", desc), desc
+    assert re.search(r"    Ready:          False\n    Restart Count:  \d+\n", desc), desc

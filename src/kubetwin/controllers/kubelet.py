@@ -137,6 +137,7 @@ class Kubelet:
                     self.progress.pop(run.key, None)  # done: nothing of it is left to resume
         if etype == "DELETED":
             self.gpus.release(pod["metadata"]["uid"])
+            self._crashing.discard(pod["metadata"]["uid"])
             return
         if not pod["spec"].get("nodeName"):
             return

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from kubetwin.serving.server_args import ArgProblem, _ignored, _Tok
+from kubetwin.serving.server_args import ArgProblem, _ignored, _Tok, unmodelled
 from kubetwin.serving.types import EngineArgs
 
 DEFAULT_VLLM_MODEL = "Qwen/Qwen3-0.6B"
@@ -275,26 +275,3 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
     args.flag_fields = fields
     return args, problems + unmodelled(args)
 
-
-# Flags the parser reads whose values would change the answer but that the twin does not model: (dest, default,
-# what the run does instead). Everything else in _VLLM is modelled (the engine, its sizing or the data plane).
-_UNMODELLED = (
-    ("data_parallel_size", 1, "the pod serves as one engine on tensor x pipeline parallel GPUs"),
-    ("quantization", None, "weights and step times are the model's bf16 ones"),
-    ("kv_cache_dtype", "auto", "the KV cache is sized and read in the model's dtype (bf16)"),
-    ("dtype", "auto", "weights, KV and step times use the model's own dtype"),
-    ("enable_chunked_prefill", True, "the engine chunks prefills as vLLM V1 does by default"),
-)
-
-
-def unmodelled(args: EngineArgs) -> list[ArgProblem]:
-    """A notice for each flag given a value the twin does not model, naming what the run does instead."""
-    out = []
-    for dest, default, instead in _UNMODELLED:
-        value = getattr(args, dest)
-        if dest in args.flag_fields and value != default and not (dest == "dtype" and value in ("bfloat16",
-                                                                                                  "half", "float16")):
-            flag = "--" + dest.replace("_", "-")
-            shown = f"--no-{flag[2:]}" if value is False else f"{flag} {value}"
-            out.append(ArgProblem(args.flag_fields[dest], f"{shown} is not modelled: {instead}", "", "notice"))
-    return out
