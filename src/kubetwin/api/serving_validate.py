@@ -142,6 +142,19 @@ ROUTER = "kubetwin.io/router"  # serving.dataplane.ROUTER: the pool's routing pr
 POOL_KINDS = ("InferencePool", "Service")
 
 
+def _at(obj: object, path: str) -> object:
+    """The value at a dotted path, None where any step is not a mapping (a malformed object is the schema
+    checks' to report, not a traceback here)."""
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def _str(obj: object, path: str, default: str = "") -> str:
+    v = _at(obj, path)
+    return v if isinstance(v, str) and v else default
+
+
 def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
     """Checks across a scenario's serving objects: each pool's router preset, and workloads behind a pool that
     RequestTraces send to which run no model server the twin simulates (their pods never join the pool)."""
@@ -150,7 +163,8 @@ def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for m in manifests:
         if m.kind in POOL_KINDS:
-            preset = ((m.obj.get("metadata") or {}).get("annotations") or {}).get(ROUTER)
+            annotations = _at(m.obj, "metadata.annotations")
+            preset = annotations.get(ROUTER) if isinstance(annotations, dict) else None
             why = unknown_router(preset) if isinstance(preset, str) else None
             if why:
                 field = f"metadata.annotations.{ROUTER}"
@@ -167,37 +181,30 @@ def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
     targets = set()
     for m in manifests:
         if m.kind == "RequestTrace":
-            spec = m.obj.get("spec") or {}
-            t = spec.get("target") or {}
-            ns = t.get("namespace") or (m.obj.get("metadata") or {}).get("namespace") or "default"
-            targets.add((str(t.get("kind", "InferencePool")), ns, str(t.get("name", ""))))
+            ns = _str(m.obj, "spec.target.namespace", _str(m.obj, "metadata.namespace", "default"))
+            targets.add((_str(m.obj, "spec.target.kind", "InferencePool"), ns, _str(m.obj, "spec.target.name")))
     pools = []
     for m in manifests:
-        meta = m.obj.get("metadata") or {}
-        key = (m.kind, meta.get("namespace") or "default", str(meta.get("name", "")))
+        key = (m.kind, _str(m.obj, "metadata.namespace", "default"), _str(m.obj, "metadata.name"))
         if m.kind in POOL_KINDS and key in targets:
-            sel = (m.obj.get("spec") or {}).get("selector") or {}
-            labels = sel.get("matchLabels", sel) if m.kind == "InferencePool" else sel
-            if isinstance(labels, dict) and labels:
+            labels = _at(m.obj, "spec.selector.matchLabels" if m.kind == "InferencePool" else "spec.selector")
+            if isinstance(labels, dict) and labels and all(isinstance(v, str) for v in labels.values()):
                 pools.append((f"{key[0]}/{key[1]}/{key[2]}", key[1], labels, m.kind == "InferencePool"))
-    out = []
+    out: list[Diagnostic] = []
     for m in manifests:
         path = POD_SPEC_PATHS.get(m.kind)
         if path is None or not pools:
             continue
-        meta = m.obj.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
-        labels = meta.get("labels") if m.kind == "Pod" else (
-            ((m.obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
-        spec: object = m.obj
-        for part in path.split("."):
-            spec = spec.get(part) if isinstance(spec, dict) else None
+        ns = _str(m.obj, "metadata.namespace", "default")
+        labels = _at(m.obj, "metadata.labels" if m.kind == "Pod" else "spec.template.metadata.labels")
+        spec = _at(m.obj, path)
         if not isinstance(spec, dict) or not isinstance(labels, dict) or inspect_model_server(spec, path) is not None:
             continue
         for key, pool_ns, selector, holds in pools:
             if pool_ns != ns or not matches({"matchLabels": selector}, labels):
                 continue
-            c = next((c for c in spec.get("containers") or [] if isinstance(c, dict)), {})
+            containers = spec.get("containers")
+            c = next((c for c in containers if isinstance(c, dict)), {}) if isinstance(containers, list) else {}
             field = f"{path}.containers[0]"
             then = ("held by the pool's flow control until kubetwin.io/request-ttl (default 10m)" if holds
                     else "at once (Envoy's \"no healthy upstream\")")
