@@ -232,10 +232,11 @@ class Kubelet:
         for c in cur["spec"].get("containers") or []:
             self.events.event(running, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
             self.events.event(running, "Normal", "Started", f"Started container {c['name']}", "kubelet")
-        if startup is not None and startup.fail:
+        if startup is not None and startup.fail:  # it exits before any work: no duration, no kubetwin.io/fail-after
             self._crashing.add(meta["uid"])
             self.env.after(ready_after, lambda: self._container_failed(running, 0, startup.fail))
-        elif not ready:
+            return
+        if not ready:
             self.env.after(ready_after, lambda: self._became_ready(running))
         annotations = meta.get("annotations") or {}
         hooked = next((w for w in (h(running, node) for h in self.duration_hooks) if w is not None), None)

@@ -160,8 +160,9 @@ class GpuRuntime:
             return
         demand = demand_of(pod["metadata"].get("annotations") or {})
         uid = pod["metadata"]["uid"]
-        if uid in self._where:  # a server that attached at start-up: it holds at least what it reserved
-            held = self._gpus[self._where[uid]].tenants[uid].demand.memory_mib
+        attached = self._where.get(uid)
+        if attached is not None:  # a server that attached at start-up: it holds at least what it reserved, there
+            held = self._gpus[attached].tenants[uid].demand.memory_mib
             self.release(uid)
             demand = Demand(demand.util, max(demand.memory_mib, held))
         view = device_view(labels)
@@ -175,7 +176,10 @@ class GpuRuntime:
             slow = max(1.0, demand.util / fraction)
             self.env.after(duration * slow, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
             return
-        gpu, idx, name = self._place(node, mode, hbm, fraction)
+        if attached is not None:
+            (name, idx), gpu = attached, self._gpus[attached]
+        else:
+            gpu, idx, name = self._place(node, mode, hbm, fraction)
         refused = gpu.refuses(demand)
         if refused:
             self._fail(pod, f"{refused} (GPU {idx} of node {name})")
