@@ -152,3 +152,18 @@ def test_get_and_describe_show_the_crash_loop_as_kubectl_does(tmp_path) -> None:
     assert re.search(r"    Last State:     Terminated\n      Reason:       Error\n      Message:      "
                      r"torch\.OutOfMemoryError: CUDA out of memory\..*\n      Exit Code:    1\n", desc), desc
     assert re.search(r"    Ready:          False\n    Restart Count:  \d+\n", desc), desc
+
+
+def test_a_job_whose_server_cannot_start_fails_with_the_message_and_does_not_run_its_duration() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "bench", "namespace": "default"},
+           "spec": {"backoffLimit": 0, "template": {
+               "metadata": {"annotations": {"kubetwin.io/duration": "1s"}},
+               "spec": {"restartPolicy": "Never", "containers": [{
+                   "name": "vllm", "image": "vllm/vllm-openai:v0.10.1",
+                   "args": ["--model", "meta-llama/Meta-Llama-3-8B-Instruct"],
+                   "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
+    r = run(objects=[scenario("20m"), _a100_pool(partition="1g.10gb"), job])
+    pod = next(iter(_last_pods(r).values()))
+    assert pod["status"]["phase"] == "Failed"
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["exitCode"] == 1 and term["message"].startswith("torch.OutOfMemoryError: CUDA out of memory.")
