@@ -140,7 +140,7 @@ def test_tensor_parallel_splits_work() -> None:
     assert two.kv_bytes_per_token_per_gpu == 65536
     assert two.op_time("mlp_up_proj", 4096) < one.op_time("mlp_up_proj", 4096)
     assert PerfModel(m, H100, tp=8).kv_bytes_per_token_per_gpu == 16384  # 8 KV heads over 8 ranks
-    with pytest.raises(ValueError, match="must divide"):
+    with pytest.raises(ValueError, match=r"must be divisible by tensor parallel size \(3\)"):
         PerfModel(m, H100, tp=3)
 
 

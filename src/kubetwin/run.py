@@ -172,7 +172,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     if serving is not None or serving_install.has_model_servers(manifests):
         from kubetwin.serving.coldstart import cold_start_hook
 
-        kubelet.startup_hooks.append(cold_start_hook(store))
+        kubelet.startup_hooks.append(cold_start_hook(store, kubelet.gpus))
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
                                         scenario.startTime)  # training.kubetwin.io/* run times and DCGM gauges
 

@@ -106,7 +106,18 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
     ci, args, problems = found
     out = [Diagnostic(m.file, m.line_of(_path_to_dotted(p.field)), m.ref, p.field, p.message, p.hint, p.severity)
            for p in problems]
-    if args is not None and lookup_server_model(args.model, args.served_model_name) is None:
+    model = lookup_server_model(args.model, args.served_model_name) if args is not None else None
+    if args is not None and model is not None:
+        from kubetwin.serving.modelserver import gpu_count
+        from kubetwin.serving.sizing import parallel_problems
+
+        visible = gpu_count(spec["containers"][ci])
+        for dest, message, severity in parallel_problems(args, model, visible):
+            field = args.flag_fields.get(dest, f"{path}.containers[{ci}]")
+            hint = (f"set the container's nvidia.com/gpu to tensor x pipeline parallel size, or choose sizes that "
+                    f"divide the model's {model.num_attention_heads} attention heads" if severity == "error" else "")
+            out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field, message, hint, severity))
+    if args is not None and model is None:
         near = closest_models(args.model)
         field = f"{path}.containers[{ci}]"
         out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
@@ -116,11 +127,18 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
 
 
 def request_trace_file(m: Manifest) -> list[Diagnostic]:
-    """A RequestTrace's spec.path must name a file, resolved as the run resolves it (relative to the manifest's
-    folder): `validate` says so rather than passing a scenario the run then refuses. Only its existence is checked
-    here (a trace can be gigabytes); its rows are read, and reported by line, when the run loads it."""
+    """A generated RequestTrace needs the token counts its generator draws (`generator.missing_fields`, the rule
+    the run applies). A RequestTrace's spec.path must name a file, resolved as the run resolves it (relative to the
+    manifest's folder): `validate` says so rather than passing a scenario the run then refuses. Only its existence
+    is checked here (a trace can be gigabytes); its rows are read, and reported by line, when the run loads it."""
     from pathlib import Path
 
+    from kubetwin.api.twin import RequestTrace
+    from kubetwin.serving.generator import missing_fields
+
+    gen = RequestTrace.model_validate(m.obj).spec.generator  # already validated by the twin's model
+    if gen is not None:
+        return [Diagnostic(m.file, m.line_of(e.field), m.ref, e.field, e.message, e.hint) for e in missing_fields(gen)]
     path = (m.obj.get("spec") or {}).get("path")
     if not isinstance(path, str) or not path or m.file.startswith("<"):
         return []
@@ -130,3 +148,82 @@ def request_trace_file(m: Manifest) -> list[Diagnostic]:
     return [Diagnostic(m.file, m.line_of("spec.path"), m.ref, "spec.path", f"trace file not found: {full}",
                        "check spec.path; it is resolved relative to the folder of the manifest that declares the "
                        "RequestTrace")]
+
+
+ROUTER = "kubetwin.io/router"  # serving.dataplane.ROUTER: the pool's routing preset
+POOL_KINDS = ("InferencePool", "Service")
+
+
+def _at(obj: object, path: str) -> object:
+    """The value at a dotted path, None where any step is not a mapping (a malformed object is the schema
+    checks' to report, not a traceback here)."""
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def _str(obj: object, path: str, default: str = "") -> str:
+    v = _at(obj, path)
+    return v if isinstance(v, str) and v else default
+
+
+def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
+    """Checks across a scenario's serving objects: each pool's router preset, and workloads behind a pool that
+    RequestTraces send to which run no model server the twin simulates (their pods never join the pool)."""
+    from kubetwin.serving.router.presets import unknown_router
+
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if m.kind in POOL_KINDS:
+            annotations = _at(m.obj, "metadata.annotations")
+            preset = annotations.get(ROUTER) if isinstance(annotations, dict) else None
+            why = unknown_router(preset) if isinstance(preset, str) else None
+            if why:
+                field = f"metadata.annotations.{ROUTER}"
+                out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, why,
+                                      "use one of the presets (README, Routers), or remove the annotation for the "
+                                      "pool's default (epp for an InferencePool, round-robin for a Service)"))
+    return out + _unsimulated_servers(manifests)
+
+
+def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
+    from kubetwin.serving.modelserver import inspect_model_server
+    from kubetwin.store.store import matches
+
+    targets = set()
+    for m in manifests:
+        if m.kind == "RequestTrace":
+            ns = _str(m.obj, "spec.target.namespace", _str(m.obj, "metadata.namespace", "default"))
+            targets.add((_str(m.obj, "spec.target.kind", "InferencePool"), ns, _str(m.obj, "spec.target.name")))
+    pools = []
+    for m in manifests:
+        key = (m.kind, _str(m.obj, "metadata.namespace", "default"), _str(m.obj, "metadata.name"))
+        if m.kind in POOL_KINDS and key in targets:
+            labels = _at(m.obj, "spec.selector.matchLabels" if m.kind == "InferencePool" else "spec.selector")
+            if isinstance(labels, dict) and labels and all(isinstance(v, str) for v in labels.values()):
+                pools.append((f"{key[0]}/{key[1]}/{key[2]}", key[1], labels, m.kind == "InferencePool"))
+    out: list[Diagnostic] = []
+    for m in manifests:
+        path = POD_SPEC_PATHS.get(m.kind)
+        if path is None or not pools:
+            continue
+        ns = _str(m.obj, "metadata.namespace", "default")
+        labels = _at(m.obj, "metadata.labels" if m.kind == "Pod" else "spec.template.metadata.labels")
+        spec = _at(m.obj, path)
+        if not isinstance(spec, dict) or not isinstance(labels, dict) or inspect_model_server(spec, path) is not None:
+            continue
+        for key, pool_ns, selector, holds in pools:
+            if pool_ns != ns or not matches({"matchLabels": selector}, labels):
+                continue
+            containers = spec.get("containers")
+            c = next((c for c in containers if isinstance(c, dict)), {}) if isinstance(containers, list) else {}
+            field = f"{path}.containers[0]"
+            then = ("held by the pool's flow control until kubetwin.io/request-ttl (default 10m)" if holds
+                    else "at once (Envoy's \"no healthy upstream\")")
+            out.append(Diagnostic(
+                m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
+                f"container {c.get('name', '')!r} ({c.get('image', '')}) is not a model server kubetwin simulates; "
+                f"requests to it through {key} are answered 503, {then}: its pods run but never join the pool",
+                "kubetwin models vLLM (vllm serve, vllm/vllm-openai) and TGI (text-generation-launcher); run one of "
+                "them to see the pool serve", "notice"))
+    return out

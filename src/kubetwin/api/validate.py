@@ -292,11 +292,15 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     from kubetwin.workloads import training_spec  # training.kubetwin.io/* annotations (workloads/training.py)
 
+    clean = []  # objects without errors, for the checks across objects
     for m in manifests:
         found = validate_one(m)
         if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
             found += training_spec.diagnostics(m)
         out += found
+        if not any(d.severity == "error" for d in found):
+            clean.append(m)
+    out += serving_validate.scenario(clean)
     return out + pitfalls.diagnostics(manifests, out)  # cross-object platform pitfalls (api/pitfalls.py)
 
 

@@ -31,7 +31,43 @@ def pod_status(p: dict) -> str:
             reason = ((cs.get("state") or {}).get("terminated") or {}).get("reason")
             if reason:
                 return reason
+    if phase == "Running":  # a container waiting to restart: kubectl shows its reason (CrashLoopBackOff)
+        waiting = [((c.get("state") or {}).get("waiting") or {}).get("reason") for c in st.get("containerStatuses")
+                   or []]
+        return next((w for w in reversed(waiting) if w), phase)
     return phase
+
+
+def pod_restarts(p: dict, now: datetime) -> str:
+    """kubectl's RESTARTS: the containers' restart counts, and how long ago the last one exited
+    (pkg/printers/internalversion printPod: "5 (3m40s ago)")."""
+    cs = (p.get("status") or {}).get("containerStatuses") or []
+    n = sum(int(c.get("restartCount") or 0) for c in cs)
+    last = max((((c.get("lastState") or {}).get("terminated") or {}).get("finishedAt") or "" for c in cs), default="")
+    return f"{n} ({_age(last, now)} ago)" if n and last else str(n)
+
+
+def _container_state(title: str, state: dict | None) -> list[str]:
+    """kubectl describe's State / Last State block (pkg/describe describeContainerState)."""
+    state = state or {}
+    rfc1123z = "%a, %d %b %Y %H:%M:%S %z"
+
+    def when(ts: str | None) -> str:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).strftime(rfc1123z) if ts else ""
+
+    if "running" in state:
+        return [f"    {title:<16}Running", f"      Started:      {when(state['running'].get('startedAt'))}"]
+    if "waiting" in state:
+        w = state["waiting"]
+        return [f"    {title:<16}Waiting"] + ([f"      Reason:       {w['reason']}"] if w.get("reason") else [])
+    if "terminated" in state:
+        t = state["terminated"]
+        out = [f"    {title:<16}Terminated", f"      Reason:       {t.get('reason', '')}"]
+        if t.get("message"):
+            out.append(f"      Message:      {t['message']}")
+        return out + [f"      Exit Code:    {t.get('exitCode', 0)}", f"      Started:      {when(t.get('startedAt'))}",
+                      f"      Finished:     {when(t.get('finishedAt'))}"]
+    return [f"    {title:<16}Waiting"] if title == "State:" else []
 
 
 # additionalPrinterColumns of the CRDs (src/kubetwin/api/crds; the Workload CRD from kueue
@@ -95,7 +131,7 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
             cs = (p.get("status") or {}).get("containerStatuses") or []
             n = len(p["spec"].get("containers") or [])
             ready = sum(1 for c in cs if c.get("ready"))
-            row = [p["metadata"]["name"], f"{ready}/{n}", pod_status(p), "0", _age(p["metadata"].get(
+            row = [p["metadata"]["name"], f"{ready}/{n}", pod_status(p), pod_restarts(p, now), _age(p["metadata"].get(
                 "creationTimestamp"), now)]
             if wide:
                 st = p.get("status") or {}
@@ -210,15 +246,12 @@ def describe(obj: dict, events: list[dict], now: datetime) -> str:
             res = c.get("resources") or {}
             lines.append(f"  {c['name']}:")
             lines.append(f"    Image:      {c.get('image', '')}")
-            cs = next((x for x in st.get("containerStatuses") or [] if x.get("name") == c["name"]), None)
-            if cs is not None:  # kubectl describe's State block
-                state = cs.get("state") or {}
-                kind = next(iter(state), "")
-                lines.append(f"    State:      {kind.capitalize()}")
-                info = state.get(kind) or {}
-                for key, label in (("reason", "Reason"), ("message", "Message"), ("exitCode", "Exit Code")):
-                    if key in info:
-                        lines.append(f"      {label + ':':<12}{info[key]}")
+            cst = next((x for x in st.get("containerStatuses") or [] if x.get("name") == c["name"]), None)
+            if cst is not None:  # kubectl describe: State, Last State, Ready, Restart Count before Limits
+                lines += _container_state("State:", cst.get("state"))
+                lines += _container_state("Last State:", cst.get("lastState"))
+                lines.append(f"    Ready:          {'True' if cst.get('ready') else 'False'}")
+                lines.append(f"    Restart Count:  {cst.get('restartCount', 0)}")
             for section in ("limits", "requests"):
                 if res.get(section):
                     lines.append(f"    {section.capitalize()}:")

@@ -61,11 +61,15 @@ def work_key(pod: Obj) -> tuple[str, str, str] | None:
 class Startup:
     """What a pod's start costs beyond binding, as a startup hook computes it: image pulls (image, seconds, bytes)
     while the pod is Pending in ContainerCreating, then `ready_after` seconds Running but not Ready (a model server
-    loading weights and warming up before its readiness probe passes); `reason` explains it in a describe."""
+    loading weights and warming up before its readiness probe passes); `reason` explains it in a describe. With
+    `fail`, the container exits (code 1, the message in its terminated state) after `ready_after` instead of
+    turning Ready -- a model server that cannot start on its device -- and the hooks are asked again at each
+    restart (CrashLoopBackOff under restartPolicy Always/OnFailure, Failed under Never)."""
 
     pulls: list[tuple[str, float, int]] = field(default_factory=list)
     ready_after: float = 0.0
     reason: str = ""
+    fail: str = ""
 
 
 StartupHook = Callable[[Obj, "Obj | None"], "Startup | None"]
@@ -122,6 +126,7 @@ class Kubelet:
         self.startup_hooks: list[StartupHook] = []  # e.g. serving's model-server cold start
         self.duration_hooks: list[DurationHook] = []  # e.g. training's step-time model; first non-None wins
         self._images: dict[str, dict[str, float]] = {}  # node -> image -> when its pull ends (or ended)
+        self._crashing: set[str] = set()  # pods whose container exits while starting (Startup.fail)
         store.watch("Pod", self._on_pod)
 
     def work_start(self, uid: str) -> float | None:
@@ -176,6 +181,7 @@ class Kubelet:
                     self.progress.pop(run.key, None)  # done: nothing of it is left to resume
         if etype == "DELETED":
             self.gpus.release(pod["metadata"]["uid"])
+            self._crashing.discard(pod["metadata"]["uid"])
             return
         if not pod["spec"].get("nodeName"):
             return
@@ -270,6 +276,10 @@ class Kubelet:
         for c in cur["spec"].get("containers") or []:
             self.events.event(running, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
             self.events.event(running, "Normal", "Started", f"Started container {c['name']}", "kubelet")
+        if startup is not None and startup.fail:  # it exits before any work: no duration, no kubetwin.io/fail-after
+            self._crashing.add(meta["uid"])
+            self.env.after(ready_after, lambda: self._container_failed(running, 0, startup.fail))
+            return
         if not ready:
             self.env.after(ready_after, lambda: self._became_ready(running))
         annotations = meta.get("annotations") or {}
@@ -322,13 +332,14 @@ class Kubelet:
             return None
         return cur
 
-    def _container_failed(self, pod: Obj, attempt: int) -> None:
+    def _container_failed(self, pod: Obj, attempt: int, message: str = "") -> None:
         cur = self._current(pod)
         statuses = (cur or {}).get("status", {}).get("containerStatuses") or []
         if cur is None or any(cs.get("restartCount", 0) != attempt for cs in statuses):
             return
         if cur["spec"].get("restartPolicy", "Always") == "Never":
-            self._finish(cur, "Failed", 1, "Error")
+            self._crashing.discard(meta_uid(cur))
+            self._finish(cur, "Failed", 1, "Error", message)
             return
         n, meta = attempt + 1, cur["metadata"]
         backoff = min(BACKOFF_INITIAL * 2 ** attempt, BACKOFF_MAX)
@@ -341,7 +352,8 @@ class Kubelet:
             **cs, "ready": False, "started": False, "restartCount": n, "state": {"waiting": {
                 "reason": "CrashLoopBackOff",
                 "message": f"back-off {int(backoff)}s restarting failed container={cs['name']} pod={who}"}},
-            "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now,
+            "lastState": {"terminated": {"exitCode": 1, "reason": "Error", **({"message": message} if message else {}),
+                                         "finishedAt": now,
                                          "startedAt": cs["state"].get("running", {}).get("startedAt")}}}
             for cs in statuses]
         waiting = self.store.update({**cur, "status": status})
@@ -355,6 +367,9 @@ class Kubelet:
         if cur is None:
             return
         now = self.store.timestamp(self.env.now)
+        if meta_uid(cur) in self._crashing:
+            self._start_again(cur, n, now)
+            return
         status = _ready(cur, now)
         status["containerStatuses"] = [{**cs, "ready": True, "started": True, "state": {"running": {"startedAt": now}}}
                                        for cs in cur["status"].get("containerStatuses") or []]
@@ -362,6 +377,23 @@ class Kubelet:
         for cs in status["containerStatuses"]:
             self.events.event(running, "Normal", "Started", f"Started container {cs['name']}", "kubelet")
         self._arm_failure(running, n)
+
+    def _start_again(self, cur: Obj, n: int, now: str) -> None:
+        """A container that exited while starting runs its start again (the image is on the node): the hooks say
+        whether it fails again (the same device, or a GPU its neighbours have left since) or turns Ready."""
+        node = self.store.get("Node", "", cur["spec"]["nodeName"])
+        startup = next((s for s in (h(cur, node) for h in self.startup_hooks) if s is not None), None)
+        status = {**cur["status"], "containerStatuses": [
+            {**cs, "ready": False, "started": True, "state": {"running": {"startedAt": now}}}
+            for cs in cur["status"].get("containerStatuses") or []]}
+        running = self.store.update({**cur, "status": status})
+        for cs in status["containerStatuses"]:
+            self.events.event(running, "Normal", "Started", f"Started container {cs['name']}", "kubelet")
+        if startup is not None and startup.fail:
+            self.env.after(startup.ready_after, lambda: self._container_failed(running, n, startup.fail))
+            return
+        self._crashing.discard(meta_uid(cur))
+        self.env.after(startup.ready_after if startup is not None else 0.0, lambda: self._became_ready(running))
 
     def _finish(self, pod: Obj, phase: str, exit_code: int, reason: str = "Completed", message: str = "") -> None:
         meta = pod["metadata"]
@@ -398,6 +430,10 @@ class Kubelet:
         rec["interruptions"] += 1
         for res, n in run.accelerators.items():
             rec[ACCELERATORS[res]] += lost * n
+
+
+def meta_uid(pod: Obj) -> str:
+    return pod["metadata"]["uid"]
 
 
 def _ready(pod: Obj, now: str) -> dict:

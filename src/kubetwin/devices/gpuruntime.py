@@ -15,6 +15,7 @@ whole GPU. Then (the trade-off of NVIDIA's GPU sharing docs and GKE's "About GPU
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -47,6 +48,50 @@ def demand_of(annotations: dict[str, str]) -> Demand:
         raise UnitError(f"{GPU_UTIL}: {raw!r} must be above 0 and at most 1 (100%)")
     mem = annotations.get(GPU_MEMORY)
     return Demand(util, to_int(mem) // (1024 * 1024) if mem else 0)
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """What one container asking for one nvidia.com/gpu on this node gets: `memory_mib` of device memory as CUDA
+    reports its total (the MIG instance's memory; MPS's per-client pinned limit; the whole GPU under time-slicing,
+    which isolates nothing), `compute` the fraction of the GPU's SMs it owns (MIG: compute slices / 7), and
+    `bandwidth` the fraction of the memory system (MIG: memory slices / 8, since an instance owns its L2 banks,
+    memory controllers and DRAM, NVIDIA MIG user guide "Partitioning"). Time-slicing and MPS share the GPU's
+    time instead: see SharedGpu.slowdown."""
+
+    mode: str  # "" (whole GPU), "mig", "time-sharing" / "time-slicing", "mps"
+    gpu_mib: int  # the GPU's (or its MIG instance's) memory
+    compute: float = 1.0
+    bandwidth: float = 1.0
+    partition: str = ""
+    clients: int = 1
+
+    @property
+    def shared(self) -> bool:
+        return self.mode not in ("", "mig")
+
+    @property
+    def memory_mib(self) -> int:
+        """GKE sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT to the GPU's memory / clients (see SharedGpu.refuses)."""
+        return self.gpu_mib // max(self.clients, 1) if self.mode == "mps" else self.gpu_mib
+
+
+def device_view(labels: dict[str, str]) -> DeviceView | None:
+    """The device a pod's GPU is on a node with these labels; None without a known GPU."""
+    accel = labels.get("cloud.google.com/gke-accelerator", "")
+    if not accel:
+        return None
+    try:
+        hbm = int(catalog.gpu_type(accel).memory_gib * 1024)
+    except catalog.CatalogError:
+        return None
+    mode, partition = labels.get(sharing.STRATEGY_LABEL, ""), labels.get(mig.PARTITION_LABEL, "")
+    clients = int(labels.get(sharing.CLIENTS_LABEL, "1") or 1)
+    compute = bandwidth = 1.0
+    if partition:
+        profile = mig.profiles(mig.model_of(accel) or "")[partition]
+        hbm, compute, bandwidth = profile.memory_mib, profile.compute_slices / 7, profile.size / mig.MEMORY_SLICES
+    return DeviceView(mode or ("mig" if partition else ""), hbm, compute, bandwidth, partition, clients)
 
 
 def mig_slowdown(demand: Demand, compute_slices: int) -> float:
@@ -137,11 +182,15 @@ class GpuRuntime:
             self.env.after(duration, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
             return
         demand = demand_of(pod["metadata"].get("annotations") or {})
-        accel = labels.get("cloud.google.com/gke-accelerator", "")
-        hbm, fraction = int(catalog.gpu_type(accel).memory_gib * 1024), 1.0
-        if partition:
-            profile = mig.profiles(mig.model_of(accel) or "")[partition]
-            hbm, fraction = profile.memory_mib, profile.compute_slices / 7
+        uid = pod["metadata"]["uid"]
+        attached = self._where.get(uid)
+        if attached is not None:  # a server that attached at start-up: it holds at least what it reserved, there
+            held = self._gpus[attached].tenants[uid].demand.memory_mib
+            self.release(uid)
+            demand = Demand(demand.util, max(demand.memory_mib, held))
+        view = device_view(labels)
+        assert view is not None  # a shared or partitioned node always has a known accelerator
+        hbm, fraction = view.gpu_mib, view.compute
         if not mode:  # a MIG instance of its own: isolated
             if demand.memory_mib > hbm:
                 self._fail(pod, f"CUDA error: out of memory: the pod needs {demand.memory_mib} MiB and its MIG "
@@ -150,23 +199,52 @@ class GpuRuntime:
             slow = max(1.0, demand.util / fraction)
             self.env.after(duration * slow, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
             return
-        clients = int(labels.get(sharing.CLIENTS_LABEL, "1"))
-        devices = max(1, to_int(((node or {}).get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0"))
-                      // clients)
-        name = node["metadata"]["name"] if node else ""
-        # the device plugin spreads shared replicas over the physical GPUs (fewest tenants first)
-        gpus = [self._gpu(name, i, mode, hbm, clients, fraction) for i in range(devices)]
-        idx = min(range(devices), key=lambda i: (len(gpus[i].tenants), i))
-        gpu = gpus[idx]
+        if attached is not None:
+            (name, idx), gpu = attached, self._gpus[attached]
+        else:
+            gpu, idx, name = self._place(node, mode, hbm, fraction)
         refused = gpu.refuses(demand)
         if refused:
             self._fail(pod, f"{refused} (GPU {idx} of node {name})")
             return
+        self._join(pod, gpu, (name, idx), demand, duration)
+
+    def _place(self, node: dict | None, mode: str, hbm: int, fraction: float) -> tuple[SharedGpu, int, str]:
+        """The physical GPU of a shared node a new tenant gets: the device plugin spreads shared replicas over
+        the GPUs, fewest tenants first."""
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        clients = int(labels.get(sharing.CLIENTS_LABEL, "1"))
+        devices = max(1, to_int(((node or {}).get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0"))
+                      // clients)
+        name = node["metadata"]["name"] if node else ""
+        gpus = [self._gpu(name, i, mode, hbm, clients, fraction) for i in range(devices)]
+        idx = min(range(devices), key=lambda i: (len(gpus[i].tenants), i))
+        return gpus[idx], idx, name
+
+    def _join(self, pod: dict, gpu: SharedGpu, where: tuple[str, int], demand: Demand, work: float) -> None:
         uid = pod["metadata"]["uid"]
         self._advance(gpu)
-        gpu.tenants[uid] = Tenant(uid, demand, duration)
-        self._where[uid], self._pods[uid] = (name, idx), pod
+        gpu.tenants[uid] = Tenant(uid, demand, work)
+        self._where[uid], self._pods[uid] = where, pod
         self._reschedule(gpu)
+
+    # ---- long-running servers (a model server has no duration: it shares the GPU until it stops) -------------
+    def shared_gpu_for(self, node: dict, view: DeviceView) -> tuple[SharedGpu, int]:
+        """(the shared GPU a new tenant on `node` would get, its index): what a server finds there at start-up."""
+        gpu, idx, _ = self._place(node, view.mode, view.gpu_mib, view.compute)
+        return gpu, idx
+
+    def attach(self, pod: dict, node: dict, view: DeviceView, memory_mib: int) -> None:
+        """A server that started on a shared GPU holds `memory_mib` of it and keeps it busy (its
+        kubetwin.io/gpu-util, default 1) until `release`: the GPU's other tenants see both."""
+        demand = demand_of(pod["metadata"].get("annotations") or {})
+        gpu, idx, name = self._place(node, view.mode, view.gpu_mib, view.compute)
+        self._join(pod, gpu, (name, idx), Demand(demand.util, memory_mib), math.inf)
+
+    def slowdown_of(self, uid: str) -> float:
+        """How much slower than alone the pod's shared GPU runs now (1 when it is not on one)."""
+        where = self._where.get(uid)
+        return self._gpus[where].slowdown() if where is not None else 1.0
 
     def release(self, uid: str) -> None:
         """The pod stopped (finished, failed or deleted): the GPU's other tenants speed up."""
@@ -190,12 +268,15 @@ class GpuRuntime:
         rate = 1.0 / gpu.slowdown() if gpu.tenants else 1.0
         elapsed = self.env.now - gpu.since
         for t in gpu.tenants.values():
-            t.work_left = max(0.0, t.work_left - elapsed * rate)
+            if not math.isinf(t.work_left):
+                t.work_left = max(0.0, t.work_left - elapsed * rate)
         gpu.since = self.env.now
 
     def _reschedule(self, gpu: SharedGpu) -> None:
         slow = gpu.slowdown()
         for uid, t in gpu.tenants.items():
+            if math.isinf(t.work_left):
+                continue  # a server: it runs until it is stopped
             token = self._token.get(uid, 0) + 1
             self._token[uid] = token
             self.env.after(t.work_left * slow, lambda u=uid, k=token: self._done(u, k))

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Startup, StartupHook
+from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.serving import modelserver
 from kubetwin.serving.modelspec import lookup_server_model
+from kubetwin.serving.sizing import StartupFailure
+from kubetwin.serving.sizing import start as start_server
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.storage import read_path
 
@@ -31,7 +34,11 @@ def _image_bytes(image: str) -> int:
     return int(gb * 1e9)
 
 
-def cold_start_hook(store: Store) -> StartupHook:
+def cold_start_hook(store: Store, gpus: GpuRuntime | None = None) -> StartupHook:
+    """The kubelet's startup hook for model-server pods; with `gpus` (the kubelet's GpuRuntime) a server on a
+    shared GPU checks and then holds its memory there. A server that cannot start on its device (serving.sizing)
+    exits with vLLM's message after the stage that fails, and again at every restart (CrashLoopBackOff)."""
+
     def hook(pod: Obj, node: Obj | None) -> Startup | None:
         try:
             found = modelserver.find_model_server(pod["spec"])
@@ -44,13 +51,26 @@ def cold_start_hook(store: Store) -> StartupHook:
         image = container.get("image", "")
         size = _image_bytes(image)
         pulls = [(image, size / (IMAGE_PULL_MBPS * 1e6), size)]
+        spec = lookup_server_model(args.model, args.served_model_name)
+        failure = None
+        accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get("cloud.google.com/gke-accelerator")
+        if spec is not None and accel:
+            try:
+                start_server(args, spec, pod, node, gpus)
+            except StartupFailure as err:
+                failure = err
+            except ValueError:
+                pass  # a GPU the twin cannot size: the data plane says so when the pod turns Ready
         ann = pod["metadata"].get("annotations") or {}
         if READY_AFTER in ann:
-            return Startup(pulls, parse_duration(ann[READY_AFTER]), f"{READY_AFTER} annotation")
-        spec = lookup_server_model(args.model, args.served_model_name)
+            return Startup(pulls, parse_duration(ann[READY_AFTER]), f"{READY_AFTER} annotation",
+                           fail=str(failure) if failure else "")
         weights = spec.weight_bytes if spec is not None else 0
         path = read_path(store, pod, container, args.model)
         load = path.seconds(weights)
+        if failure is not None:
+            after = PROCESS_START_S + (load if failure.stage != "init" else 0.0)
+            return Startup(pulls, after, f"the server exits after {after:.0f}s: {failure}", fail=str(failure))
         reason = (f"process start {PROCESS_START_S:.0f}s + weights {weights / 1e9:.1f} GB from {path.detail} "
                   f"{load:.0f}s + engine init {ENGINE_INIT_S:.0f}s")
         return Startup(pulls, PROCESS_START_S + load + ENGINE_INIT_S, reason)

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from kubetwin.api.units import parse_duration
+from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.scheduler.nodeinfo import pod_requests
-from kubetwin.serving import modelserver, traces
+from kubetwin.serving import modelserver, sizing, traces
 from kubetwin.serving.arrivals import Arrivals
 from kubetwin.serving.engine import Engine
 from kubetwin.serving.modelspec import lookup_server_model
-from kubetwin.serving.perf import GpuSpec, PerfModel
 from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool, pool_selector
 from kubetwin.serving.results import RequestLog
 from kubetwin.serving.router import make_router
@@ -53,8 +53,9 @@ class ServingDataPlane:
     """Gateway + routers + model-server engines for every InferencePool and Service that RequestTraces target."""
 
     def __init__(self, store: Store, env: Environment, events: EventRecorder, seed: int,
-                 traces: dict[tuple[str, str], traces.TraceArrays]) -> None:
+                 traces: dict[tuple[str, str], traces.TraceArrays], gpus: GpuRuntime | None = None) -> None:
         self.store, self.env, self.events, self.seed = store, env, events, seed
+        self.gpus = gpus  # the kubelet's GPU runtime: how much a shared GPU's other tenants slow an engine
         self.traces = traces  # (namespace, name) -> the RequestTrace's requests, loaded before the run
         self.pools: dict[str, Pool] = {}
         self.deleted: dict[str, Pool] = {}  # pools deleted during the run (and not re-created), by key
@@ -204,14 +205,12 @@ class ServingDataPlane:
             self.events.event(pod, "Warning", "ModelServerNotSimulated", f"{why}; the pod serves no requests",
                               "kubetwin")
             return None
-        gpu = GpuSpec.from_catalog(accel)
-        args = modelserver.resolve_defaults(args, gpu.hbm_bytes / 2**30, spec.max_position_embeddings, accel)
-        perf = PerfModel(spec, gpu, args.tensor_parallel_size)
         uid = meta["uid"]
-        try:  # vLLM refuses to start when the KV cache cannot hold the weights or one max_model_len sequence
-            blocks = perf.num_gpu_blocks(args.gpu_memory_utilization, args.block_size, args.max_num_batched_tokens,
-                                         args.max_num_seqs)
-            engine = Engine(args, perf, blocks, name=meta["name"], max_model_len=args.max_model_len,
+        try:  # the kubelet's cold start ran the same checks (serving.sizing): a server that fails them never gets here
+            sized = sizing.size(args, spec, accel, sizing.device_of(node),
+                                self.gpus.slowdown_of(uid) if self.gpus is not None else 1.0)
+            args = sized.args
+            engine = Engine(args, sized.perf, sized.blocks, name=meta["name"], max_model_len=args.max_model_len,
                             on_finish=self._finished)
         except ValueError as err:
             self.events.event(pod, "Warning", "ModelServerFailed", str(err), "kubetwin")

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from kubetwin.serving.engine_jump import MacroSteps
 from kubetwin.serving.engine_sched import Scheduler
 from kubetwin.serving.engine_seq import _DONE, DecodeAggregate, _Seq
-from kubetwin.serving.kvcache import KVCache
+from kubetwin.serving.kvcache import KVCache, max_model_len_error
 from kubetwin.serving.types import EngineArgs, Request, StepModel
 
 # vllm@7ded96b3c73f63400cdb048a73c34292ba862d99:vllm/entrypoints/openai/serving_engine.py `_validate_input` (HTTP 400)
@@ -88,17 +88,11 @@ class Engine(Scheduler, MacroSteps, DecodeAggregate):
         # loaded; others cost lora_load_time when first scheduled.
         self.lora_cap = args.max_cpu_loras or args.max_loras
         self.kv = KVCache(num_gpu_blocks, self.bs, args.enable_prefix_caching)
-        if self.kv.usable * self.bs < max_model_len:
-            # vLLM refuses to start when one max_model_len sequence cannot fit (kv_cache_utils check_enough_kv_cache
-            # _memory); without it a lone request could be preempted forever.
-            per_token = getattr(step, "kv_bytes_per_token_per_gpu", 0) or 0
-            have = self.kv.usable * self.bs
-            raise ValueError(  # vLLM's words (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)
-                f"To serve at least one request with the models's max seq len ({max_model_len}), "
-                f"({max_model_len * per_token / 2**30:.2f} GiB KV cache is needed, which is larger than the available "
-                f"KV cache memory ({have * per_token / 2**30:.2f} GiB). Based on the available memory, the estimated "
-                f"maximum model length is {have}. Try increasing `gpu_memory_utilization` or decreasing "
-                "`max_model_len` when initializing the engine.")
+        # without this check a lone request could be preempted forever
+        why = max_model_len_error(num_gpu_blocks, self.bs, max_model_len,
+                                  getattr(step, "kv_bytes_per_token_per_gpu", 0) or 0)
+        if why:
+            raise ValueError(why)
         self.now = 0.0
         self.waiting: deque[_Seq] | list[tuple[tuple[int, float, int], _Seq]] = [] if self.prio else deque()
         self.run: dict[_Seq, None] = {}  # running, in vLLM's running-list order

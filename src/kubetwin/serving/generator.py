@@ -93,13 +93,26 @@ def arrivals(gen: TraceGenerator, duration: float, rng: np.random.Generator) -> 
     return np.interp(ops, lam, t)
 
 
+def missing_fields(gen: TraceGenerator) -> list[TraceError]:
+    """What a generator block lacks to draw its requests: token counts, unless sharedPrefix gives them, and a
+    uniform range the right way round. `kubetwin validate` reports these; `generate` raises the first."""
+    out = []
+    for name in ("promptTokens", "outputTokens"):
+        dist, field = getattr(gen, name), f"spec.generator.{name}"
+        if dist is None and gen.sharedPrefix is None:
+            out.append(TraceError(f"{field} is required unless sharedPrefix is set", "set a number of tokens, or "
+                                  "{lognormal: {mean, sigma}}", field))
+        elif dist is not None and dist.uniform is not None and dist.uniform.max < dist.uniform.min:
+            out.append(TraceError(f"uniform max {dist.uniform.max} < min {dist.uniform.min}", "swap them",
+                                  f"{field}.uniform"))
+    return out
+
+
 def draw_tokens(dist: TokenDistribution | None, n: int, rng: np.random.Generator, base: Path,
                 field: str, cache: dict) -> np.ndarray:
     """n token counts from a fixed value or a distribution; `fromTrace` samples rows of a real trace (the row
     indices are cached per trace so prompt and output lengths drawn from the same trace stay paired)."""
-    if dist is None:
-        raise TraceError(f"{field} is required unless sharedPrefix is set", "set a number of tokens, or "
-                         "{lognormal: {mean, sigma}}", field)
+    assert dist is not None  # missing_fields, checked by generate
     if dist.value is not None:
         out = np.full(n, dist.value, dtype=np.int64)
     elif dist.lognormal is not None:
@@ -107,9 +120,6 @@ def draw_tokens(dist: TokenDistribution | None, n: int, rng: np.random.Generator
         mu = np.log(dist.lognormal.mean) - s * s / 2  # so the arithmetic mean is `mean`
         out = np.rint(rng.lognormal(mu, s, n)).astype(np.int64)
     elif dist.uniform is not None:
-        if dist.uniform.max < dist.uniform.min:
-            raise TraceError(f"uniform max {dist.uniform.max} < min {dist.uniform.min}", "swap them",
-                             f"{field}.uniform")
         out = rng.integers(dist.uniform.min, dist.uniform.max + 1, n)
     else:
         src = dist.fromTrace
@@ -132,6 +142,8 @@ def draw_tokens(dist: TokenDistribution | None, n: int, rng: np.random.Generator
 
 def generate(gen: TraceGenerator, duration: float, seed: int, salt: int, base: Path = Path(".")) -> TraceArrays:
     """A synthetic trace of `duration` seconds, deterministic in (seed, salt)."""
+    for problem in missing_fields(gen):
+        raise problem
     rng = np.random.default_rng([seed, salt & 0xFFFFFFFF, salt >> 32])
     arr = arrivals(gen, duration, rng)
     n = arr.shape[0]

@@ -81,7 +81,7 @@ def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kube
     from kubetwin.serving.observe import ServingMetrics
     from kubetwin.serving.promsource import ServingMetricsSource
 
-    plane = ServingDataPlane(store, env, events, seed, load_traces(manifests, seed, horizon))
+    plane = ServingDataPlane(store, env, events, seed, load_traces(manifests, seed, horizon), kubelet.gpus)
     slos: dict[str, tuple[float, float]] = {}
     for m in manifests:
         if m.kind in ("InferencePool", "Service"):

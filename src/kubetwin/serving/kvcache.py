@@ -22,6 +22,19 @@ from __future__ import annotations
 from collections import OrderedDict
 
 
+def max_model_len_error(num_gpu_blocks: int, block_size: int, max_model_len: int, per_token: int) -> str | None:
+    """vLLM refuses to start when one max_model_len sequence cannot fit in the usable blocks (all but the null
+    block); its words (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory). None when it fits."""
+    have = (num_gpu_blocks - 1) * block_size
+    if have >= max_model_len:
+        return None
+    return (f"To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({max_model_len * per_token / 2**30:.2f} GiB KV cache is needed, which is larger than the available "
+            f"KV cache memory ({have * per_token / 2**30:.2f} GiB). Based on the available memory, the estimated "
+            f"maximum model length is {have}. Try increasing `gpu_memory_utilization` or decreasing "
+            "`max_model_len` when initializing the engine.")
+
+
 class Unit:
     """One cached prompt segment: `blocks` KV blocks keyed by the segment's chain hash; `ref` running requests use it
     (ref 0 = evictable, counted as free)."""

@@ -125,7 +125,7 @@ def inspect_model_server(pod_spec: dict, path: str = "spec") -> tuple[int, Engin
         if engine == "vllm":
             args, problems = _parse_vllm(argv, prog, base)
         else:
-            gpus = _gpu_count(c)
+            gpus = gpu_count(c)
             args, problems = _parse_tgi(argv, env, base, gpus, bool(_TGI_IMAGE.search(image)))
         if args is None and not problems:
             continue
@@ -145,7 +145,8 @@ def find_model_server(pod_spec: dict, path: str = "spec") -> tuple[int, EngineAr
     return ci, args
 
 
-def _gpu_count(container: dict) -> int:
+def gpu_count(container: dict) -> int:
+    """The container's nvidia.com/gpu (limits, else requests; at least 1): the devices the server sees."""
     res = container.get("resources") or {}
     for part in ("limits", "requests"):
         v = (res.get(part) or {}).get("nvidia.com/gpu")

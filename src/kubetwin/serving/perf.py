@@ -22,6 +22,11 @@ Attention has no profile in the snapshot (Vidur's attention.csv is absent), so i
     per-layer kernel floor. This keeps a decode-only iteration exactly linear in the context it reads.
 Tensor parallelism adds two all_reduces of num_tokens * hidden * 2 bytes per layer (workloads.collectives), the LM
 head runs on num_seqs rows (logits only for the sampled positions) and its logits are gathered to rank 0.
+Pipeline parallelism (`pp` stages, vLLM's --pipeline-parallel-size) gives each stage ceil(layers / pp) layers: a GPU
+holds 1/(tp x pp) of the weights and its stage's share of every token's KV; a batch's iteration passes the stages in
+turn, so it costs every layer (as on one stage) plus pp - 1 point-to-point sends of the hidden states. Simplification:
+vLLM V1 keeps up to pp batches in flight (one per stage, its batch queue), which this engine (one batch at a time)
+does not model -- per-token latency is right, throughput at saturation is under-estimated by up to pp times.
 An iteration also pays Calibration.step_overhead_s of CPU work (scheduling, input preparation, sampling, output
 processing) and per_seq_overhead_s per sequence.
 
@@ -211,11 +216,12 @@ class PerfModel:
     that time grows linearly with the last 1024-token slope."""
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, tp: int = 1, calibration: Calibration | None = None,
-                 max_tokens: int = 16384) -> None:
+                 max_tokens: int = 16384, pp: int = 1) -> None:
         if tp < 1 or model.num_attention_heads % tp:
-            raise ValueError(f"tensor_parallel_size {tp} must divide {model.name}'s "
-                             f"{model.num_attention_heads} attention heads")
-        self.model, self.gpu, self.tp = model, gpu, tp
+            # vLLM's words (vllm/config/model.py ModelConfig.verify_with_parallel_config)
+            raise ValueError(f"Total number of attention heads ({model.num_attention_heads}) must be divisible by "
+                             f"tensor parallel size ({tp}).")
+        self.model, self.gpu, self.tp, self.pp = model, gpu, tp, max(1, pp)
         self.cal = calibration or calibration_for(gpu.name)
         self.link = collectives.for_gpu(gpu.name, None if gpu.nvlink_bw is None else gpu.nvlink_bw / 1e9)
         cal, L = self.cal, model.num_layers
@@ -225,6 +231,9 @@ class PerfModel:
         ar = np.array([0.0] + [2 * collectives.all_reduce_time(x * model.hidden_size * model.dtype_bytes, tp,
                                                                 self.link) for x in n[1:]])
         tok = L * (per_layer + ar) + self._op_array("emb", n) + self._op_array("input_layernorm", n)  # + final norm
+        if self.pp > 1:  # the hidden states handed from stage to stage
+            tok = tok + (self.pp - 1) * np.array([0.0] + [collectives.send_recv_time(
+                x * model.hidden_size * model.dtype_bytes, self.link) for x in n[1:]])
         head = self._op_array("lm_head", n)
         if tp > 1:
             head = head + np.array([0.0] + [collectives.all_gather_time(x * model.vocab_size * model.dtype_bytes,
@@ -237,7 +246,8 @@ class PerfModel:
         self._head_slope = (head[-1] - head[-1 - span]) / span
         q_per_gpu = model.num_attention_heads * model.head_dim / tp
         self._c_pf = L * 4.0 * q_per_gpu / (cal.attn_eta_c * gpu.peak_flops)
-        self._c_kv = self.kv_bytes_per_token_per_gpu / (cal.attn_eta_m * gpu.hbm_bw)  # all layers' K and V
+        # all layers' K and V: each stage reads its share, in turn
+        self._c_kv = self.kv_bytes_per_token_per_gpu * self.pp / (cal.attn_eta_m * gpu.hbm_bw)
         self._c0 = cal.step_overhead_s + L * cal.attn_t0_us * 1e-6
         self._c_seq = cal.per_seq_overhead_s
 
@@ -267,14 +277,16 @@ class PerfModel:
     # --- memory -----------------------------------------------------------------------------------------------
     @property
     def weight_bytes_per_gpu(self) -> float:
-        """Weights one rank holds: every matrix, embedding and LM head is split tp ways (norms are negligible)."""
-        return self.model.weight_bytes / self.tp
+        """Weights one rank holds: every matrix, embedding and LM head is split tp ways and the layers pp ways
+        (norms are negligible; the embedding and LM head sit on the first and last stage, counted evenly here)."""
+        return self.model.weight_bytes / (self.tp * self.pp)
 
     @property
     def kv_bytes_per_token_per_gpu(self) -> int:
         """K/V bytes one rank stores per token; KV heads are replicated when there are fewer than tp of them."""
         m = self.model
-        return 2 * m.num_layers * max(1, m.num_kv_heads // self.tp) * m.head_dim * m.dtype_bytes
+        layers = -(-m.num_layers // self.pp)  # the largest stage's layers
+        return 2 * layers * max(1, m.num_kv_heads // self.tp) * m.head_dim * m.dtype_bytes
 
     def activation_peak_bytes(self, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256) -> float:
         """Torch peak of vLLM's profiling run: one layer's live tensors for max_num_batched_tokens tokens (hidden,

@@ -6,7 +6,7 @@ also reads its upper-case env var (`#[clap(long, env)]`, e.g. MODEL_ID, NUM_SHAR
 
 from __future__ import annotations
 
-from kubetwin.serving.server_args import ArgProblem, _ignored, _Tok
+from kubetwin.serving.server_args import ArgProblem, _ignored, _Tok, unmodelled
 from kubetwin.serving.types import EngineArgs
 
 # ---- TGI's flags (launcher/src/main.rs Args); value-taking unless listed as switches ----
@@ -108,8 +108,9 @@ def _parse_tgi(argv: list[_Tok], env: dict[str, str], base: str, gpus: int,
         parsed["max_num_batched_tokens"] = int(max_input) + 50  # type: ignore[call-overload]
     for k, v in parsed.items():
         setattr(args, k, v)
+    args.flag_fields = {d: f for d, f in fields.items() if not d.startswith("_")}
     if not 0 < args.gpu_memory_utilization <= 1:
         problems.append(ArgProblem(fields.get("gpu_memory_utilization", base), f"--cuda-memory-fraction "
                                    f"{args.gpu_memory_utilization} is outside (0, 1]", "use a fraction like 0.9"))
         return None, problems
-    return args, problems
+    return args, problems + unmodelled(args, {"quantization": "--quantize"})

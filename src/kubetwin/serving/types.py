@@ -115,3 +115,5 @@ class EngineArgs:
     kv_cache_dtype: str = "auto"
     quantization: str | None = None
     port: int = 8000
+    # dest -> the manifest field its flag came from (e.g. spec.containers[0].args[3]), for validate's diagnostics
+    flag_fields: dict[str, str] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from kubetwin.serving.server_args import ArgProblem, _ignored, _Tok
+from kubetwin.serving.server_args import ArgProblem, _ignored, _Tok, unmodelled
 from kubetwin.serving.types import EngineArgs
 
 DEFAULT_VLLM_MODEL = "Qwen/Qwen3-0.6B"
@@ -160,6 +160,7 @@ def _vllm_lookup(name: str) -> tuple[str | None, list[str]]:
 def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | None, list[ArgProblem]]:
     problems: list[ArgProblem] = []
     values: dict[str, object] = {}
+    fields: dict[str, str] = {}  # dest -> the flag's field
     unrecognized: list[_Tok] = []
     positional: list[_Tok] = []
     shown_names = {k: k for k in _VLLM} | {v: f"{v}/{k}" for k, v in _VLLM_ALIASES.items()}
@@ -203,6 +204,7 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
                 return None, problems
             if dest is not None:
                 values[dest] = not negated
+                fields[dest] = tok.field
             else:
                 problems.append(_ignored(tok, key))
             continue
@@ -229,6 +231,7 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
         if dest is None:
             problems.append(_ignored(tok, key))
             continue
+        fields[dest] = value_field
         if kind == "list":
             values[dest] = raw
             continue
@@ -269,4 +272,6 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
         setattr(args, k, v)
     if not args.served_model_name:
         args.served_model_name = [model]
-    return args, problems
+    args.flag_fields = fields
+    return args, problems + unmodelled(args)
+

@@ -280,4 +280,12 @@ def make_router(
         return SGLangCacheAwareRouter(**params)
     if preset == "dynamo-kv":
         return DynamoKVRouter(seed=seed, oracle=oracle, **params)
-    raise ValueError(f"unknown router preset {preset!r}; known: {', '.join(PRESETS)}")
+    raise ValueError(unknown_router(preset))
+
+
+def unknown_router(preset: str) -> str | None:
+    """The error for a `kubetwin.io/router` name no preset has (None when it is one): `kubetwin validate` reports
+    it before `make_router` would raise it."""
+    if preset in PRESETS or preset in _CONFIGS:
+        return None
+    return f"unknown router preset {preset!r}; known: {', '.join(PRESETS)}"

@@ -1,0 +1,162 @@
+"""How big a model server's engine is on the device its pod actually got, and why it refuses to start.
+
+One place for the three checks vLLM makes while it starts, in its order and words:
+1. worker init (vllm/v1/worker/utils.py request_memory, vLLM >= 0.11; earlier in gpu_worker.py init_device): the
+   device's free memory must cover `--gpu-memory-utilization` x its total, else "ValueError: Free memory on device
+   cuda:0 (F/T GiB) on startup is less than desired GPU memory utilization (U, R GiB). Decrease GPU memory
+   utilization or reduce GPU memory used by other processes." (the message as public vLLM logs print it). Only a
+   time-sliced GPU has other processes' memory on it: time-slicing isolates no memory, so every replica on a GPU
+   claims U x the whole GPU;
+2. model loading: weights that do not fit in the device's memory fail in PyTorch's caching allocator with its
+   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ..." (c10/cuda/CUDACachingAllocator.cpp);
+3. memory profiling and KV-cache sizing (`PerfModel.num_gpu_blocks`, `kvcache.max_model_len_error`).
+
+The device is what the node's GPU sharing gives one container (`devices.gpuruntime.device_view`): a MIG instance's
+memory and compute slices / 7 of the SMs and memory slices / 8 of the memory bandwidth; an MPS client's pinned
+memory limit; the whole GPU under time-slicing. Time-slicing and MPS tenants share the GPU's time: the engine runs
+at 1 / the GPU's slowdown when it turns Ready (`SharedGpu.slowdown`, the batch model's rule) -- a twin
+simplification: the engine's speed is not re-read when tenants come and go later.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from kubetwin.devices.gpuruntime import DeviceView, GpuRuntime, device_view
+from kubetwin.serving import modelserver
+from kubetwin.serving.kvcache import max_model_len_error
+from kubetwin.serving.modelspec import ModelSpec
+from kubetwin.serving.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel
+from kubetwin.serving.types import EngineArgs
+
+GIB, MIB = 1024**3, 1024**2
+
+
+class StartupFailure(ValueError):
+    """The server exits while starting; `stage` says when: "init" (before the weights load), "load" (while
+    they load) or "profile" (after they loaded, sizing the KV cache)."""
+
+    def __init__(self, message: str, stage: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+@dataclass
+class Sized:
+    args: EngineArgs  # with the server's defaults for the device resolved
+    perf: PerfModel
+    blocks: int
+
+
+def device_of(node: dict | None) -> DeviceView | None:
+    return device_view(((node or {}).get("metadata") or {}).get("labels") or {})
+
+
+def effective_gpu(accelerator: str, view: DeviceView | None, slowdown: float = 1.0) -> GpuSpec:
+    """The GPU as one server rank sees it: its memory, its share of the SMs and memory bandwidth."""
+    gpu = GpuSpec.from_catalog(accelerator)
+    if view is None or (view.mode == "" and slowdown == 1.0):
+        return gpu
+    return replace(gpu, hbm_bytes=float(view.memory_mib * MIB), peak_flops=gpu.peak_flops * view.compute / slowdown,
+                   hbm_bw=gpu.hbm_bw * view.bandwidth / slowdown)
+
+
+def claimed_mib(args: EngineArgs, view: DeviceView) -> int:
+    """What the server reserves of its device: vLLM's --gpu-memory-utilization (TGI's --cuda-memory-fraction) of
+    the device's total as CUDA reports it."""
+    return int(args.gpu_memory_utilization * view.memory_mib * CUDA_VISIBLE_FRACTION)
+
+
+def check_free_memory(args: EngineArgs, view: DeviceView, used_by_others_mib: int) -> None:
+    """vLLM's start-up check against the memory other processes hold on a time-sliced GPU."""
+    total = view.memory_mib * MIB * CUDA_VISIBLE_FRACTION
+    free = max(0.0, total - used_by_others_mib * MIB)
+    want = args.gpu_memory_utilization * total
+    if free >= want:
+        return
+    if args.engine == "vllm":
+        raise StartupFailure(
+            f"ValueError: Free memory on device cuda:0 ({free / GIB:.2f}/{total / GIB:.2f} GiB) on startup is less "
+            f"than desired GPU memory utilization ({args.gpu_memory_utilization}, {want / GIB:.2f} GiB). Decrease "
+            "GPU memory utilization or reduce GPU memory used by other processes.", "init")
+    raise StartupFailure(_torch_oom(total, free, want - free), "init")
+
+
+def _torch_oom(total: float, free: float, tried: float) -> str:
+    """PyTorch's caching allocator's message (torch >= 2.5 raises torch.OutOfMemoryError)."""
+    used = total - free
+    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried / MIB:.2f} MiB. GPU 0 has a total "
+            f"capacity of {total / GIB:.2f} GiB of which {free / MIB:.2f} MiB is free. Including non-PyTorch memory, "
+            f"this process has {used / GIB:.2f} GiB memory in use.")
+
+
+def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int) -> list[tuple[str, str, str]]:
+    """(flag dest, message, severity) for a parallel layout vLLM refuses or that leaves GPUs idle: attention heads
+    not divisible by the tensor-parallel size (vllm/config/model.py verify_with_parallel_config), more ranks than
+    the container sees (vllm/v1/worker/gpu_worker.py init_device's assertion), fewer (the rest idle)."""
+    if args.engine != "vllm":
+        return []
+    tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    out = []
+    if tp < 1 or spec.num_attention_heads % tp:
+        out.append(("tensor_parallel_size", f"Total number of attention heads ({spec.num_attention_heads}) must be "
+                    f"divisible by tensor parallel size ({tp}).", "error"))
+    world = tp * pp
+    dest = "pipeline_parallel_size" if "pipeline_parallel_size" in args.flag_fields else "tensor_parallel_size"
+    if world > visible:
+        out.append((dest, f"AssertionError: local_world_size ({world}) must be less than or equal to the number of "
+                    f"visible devices ({visible}).", "error"))
+    elif world * max(1, args.data_parallel_size) < visible:
+        out.append((dest, f"vLLM runs on tensor x pipeline parallel = {world} of the container's {visible} GPUs; "
+                    f"the other {visible - world} sit idle and are billed", "notice"))
+    return out
+
+
+def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView | None,
+         slowdown: float = 1.0) -> Sized:
+    """The engine's args, step model and KV blocks on this device; StartupFailure when vLLM (or TGI) would exit."""
+    gpu = effective_gpu(accelerator, view, slowdown)
+    args = modelserver.resolve_defaults(args, gpu.hbm_bytes / GIB, spec.max_position_embeddings, accelerator)
+    try:
+        perf = PerfModel(spec, gpu, args.tensor_parallel_size, pp=args.pipeline_parallel_size)
+    except ValueError as err:
+        raise StartupFailure(str(err), "init") from None
+    total = gpu.hbm_bytes * CUDA_VISIBLE_FRACTION
+    room = total - NON_TORCH_BYTES
+    if perf.weight_bytes_per_gpu > room:
+        # the weights load tensor by tensor: the first one past the device's memory fails (one MLP up/gate
+        # projection, the largest per-layer tensor)
+        tensor = spec.hidden_size * spec.intermediate_size * (2 if spec.gated_mlp else 1) * spec.dtype_bytes
+        tensor /= args.tensor_parallel_size
+        loaded = math.floor(room / tensor) * tensor if tensor < room else 0.0
+        raise StartupFailure(_torch_oom(total, room - loaded, tensor), "load")
+    try:
+        blocks = perf.num_gpu_blocks(args.gpu_memory_utilization, args.block_size, args.max_num_batched_tokens,
+                                     args.max_num_seqs)
+    except ValueError as err:
+        raise StartupFailure(str(err), "profile") from None
+    if args.max_model_len is not None:
+        why = max_model_len_error(blocks, args.block_size, args.max_model_len, perf.kv_bytes_per_token_per_gpu)
+        if why:
+            raise StartupFailure(why, "profile")
+    return Sized(args, perf, blocks)
+
+
+def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus: GpuRuntime | None) -> Sized:
+    """The server starting on its node: on a shared GPU it first checks the memory the GPU's other tenants hold,
+    then, once sized, holds its own reservation there (released when the pod stops)."""
+    found = modelserver.find_model_server(pod["spec"])
+    visible = modelserver.gpu_count(pod["spec"]["containers"][found[0]]) if found else 1
+    refused = next((msg for _, msg, sev in parallel_problems(args, spec, visible) if sev == "error"), None)
+    if refused:
+        raise StartupFailure(refused, "init")
+    view = device_of(node)
+    accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get("cloud.google.com/gke-accelerator", "")
+    if view is not None and view.shared and gpus is not None and node is not None and view.mode != "mps":
+        gpu, _ = gpus.shared_gpu_for(node, view)
+        check_free_memory(args, view, sum(t.demand.memory_mib for t in gpu.tenants.values()))
+    sized = size(args, spec, accel, view)
+    if view is not None and view.shared and gpus is not None and node is not None:
+        gpus.attach(pod, node, view, claimed_mib(sized.args, view))
+    return sized
