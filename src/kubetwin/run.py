@@ -106,6 +106,22 @@ def _scenario(manifests: list[Manifest]) -> ScenarioSpec:
     return ScenarioSpec()
 
 
+def _runtime_errors(scenario: ScenarioSpec) -> list[Diagnostic]:
+    """Values that would hang the clock (a zero sampling period re-arms the samplers at the same instant forever)
+    or crash it (a negative seed: the UIDs are made from it), checked on what the run actually uses: the Python
+    API's `seed=`/`duration=` overrides skip `validate`."""
+    where = "Scenario"
+    out = []
+    if parse_duration(scenario.sampleInterval) <= 0:
+        out.append(Diagnostic("<run>", 0, where, "spec.sampleInterval",
+                              f"must be greater than 0 (got {scenario.sampleInterval!r}): the samplers would "
+                              "re-arm at the same instant forever", "use a period such as 30s or 5m"))
+    if scenario.seed < 0:
+        out.append(Diagnostic("<run>", 0, where, "spec.seed", f"must be 0 or greater (got {scenario.seed})",
+                              "use a non-negative seed"))
+    return out
+
+
 def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
     """The Kueue manager Configuration in the scenario (the last one wins), None if there is none."""
     found = [m.obj for m in manifests
@@ -128,6 +144,9 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         scenario.duration = duration
     if seed is not None:
         scenario.seed = seed
+    bad = _runtime_errors(scenario)
+    if bad:
+        raise KubetwinError(bad)
     until = parse_duration(scenario.duration)
 
     env = Environment()
