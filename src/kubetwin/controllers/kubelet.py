@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.devices import sharing
+from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
@@ -30,7 +31,8 @@ DURATION = "kubetwin.io/duration"
 FAIL_AFTER = "kubetwin.io/fail-after"
 BACKOFF_INITIAL, BACKOFF_MAX = 10.0, 300.0  # kubelet's CrashLoopBackOff
 CHECKPOINT = "kubetwin.io/checkpoint-interval"
-ACCELERATORS = {"nvidia.com/gpu": "gpu_seconds", "google.com/tpu": "tpu_chip_seconds"}
+GPU = "nvidia.com/gpu"
+ACCELERATORS = {GPU: "gpu_seconds", "google.com/tpu": "tpu_chip_seconds"}
 
 
 def checkpoint_split(ran: float, interval: float | None) -> tuple[float, float]:
@@ -93,7 +95,7 @@ class _Run:
     interval: float | None
     duration: float
     resumed: float
-    accelerators: dict[str, int]
+    accelerators: dict[str, float]  # GPUs by the device plugin or DRA claims (MIG devices as shares), TPU chips
 
 
 class Kubelet:
@@ -239,7 +241,10 @@ class Kubelet:
             key = work_key(running)
             resumed = min(self.progress.get(key, 0.0) * interval, duration) if key is not None and interval else 0.0
             overhead = work.setup + (work.restart if resumed > 0 else 0.0)  # work starts after it
-            req = pod_requests(running)
+            req: dict[str, float] = {**pod_requests(running)}
+            dra_gpus = nvidia_dra.pod_gpus(self.store, running)  # GPUs held through ResourceClaims
+            if dra_gpus:
+                req[GPU] = req.get(GPU, 0) + dra_gpus
             self._runs[meta["uid"]] = _Run(key, self.env.now + overhead, interval, duration, resumed,
                                            {r: req[r] for r in ACCELERATORS if req.get(r)})
             self.gpus.start(running, node, overhead + duration - resumed)
