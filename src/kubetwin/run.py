@@ -23,11 +23,13 @@ from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.provreq import ProvisioningRequestController
 from kubetwin.autoscaler.spot import SpotPreemptionController
-from kubetwin.controllers import admission
+from kubetwin.controllers import admission, nodelifecycle
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.controllers.nodelifecycle import NodeLifecycleController
+from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
 from kubetwin.controllers.volumes import PersistentVolumeClaimController
 from kubetwin.devices.dra import convert as dra_convert
@@ -156,6 +158,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     store.admit(admission.pod_defaults, ("Pod",))
     store.admit(admission.priority(store), ("Pod",))
     store.admit(admission.extended_resource_toleration, ("Pod",))
+    store.admit(nodelifecycle.default_toleration_seconds, ("Pod",))
     store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does
     pools = NodePoolController(store, env, scenario.clusterName, events=events)
     NvidiaDraDriver(store, env, names.suffix)
@@ -167,6 +170,8 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names)
     kubelet = Kubelet(store, env, events)
+    NodeLifecycleController(store, env, events)  # taints by the Ready condition, NoExecute eviction
+    PodGC(store, env)  # pods bound to a node name no Node has
     ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(
         store, env, scenario.capacity, scenario.quotas, scenario.seed), scenario.seed)  # idle unless a pool autoscales
     ProvisioningRequestController(store, env, events, ca)

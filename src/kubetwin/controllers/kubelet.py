@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
+from kubetwin.controllers.kubelet_admission import NodeAdmission
+from kubetwin.controllers.nodelifecycle import node_is_ready
 from kubetwin.devices import sharing
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
@@ -115,6 +117,7 @@ class Kubelet:
         self.startup_hooks: list[StartupHook] = []  # e.g. serving's model-server cold start
         self.duration_hooks: list[DurationHook] = []  # e.g. training's step-time model; first non-None wins
         self._images: dict[str, dict[str, float]] = {}  # node -> image -> when its pull ends (or ended)
+        self.admission = NodeAdmission()  # each node's admitted pods, for the kubelet's resource check
         store.watch("Pod", self._on_pod)
 
     def work_start(self, uid: str) -> float | None:
@@ -132,6 +135,8 @@ class Kubelet:
                 run = self._runs.pop(uid)
                 if run.key is not None:
                     self.progress.pop(run.key, None)  # done: nothing of it is left to resume
+        if etype == "DELETED" or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            self.admission.release(pod["spec"].get("nodeName"), uid)
         if etype == "DELETED":
             self.gpus.release(pod["metadata"]["uid"])
             return
@@ -158,13 +163,25 @@ class Kubelet:
             return  # gone, or already ended (a node shutting down killed it before it started)
         now = self.store.timestamp(self.env.now)
         node = self.store.get("Node", "", cur["spec"]["nodeName"])
+        if node is None or not node_is_ready(node):
+            # no kubelet runs for a missing node (PodGC deletes the pod) and a NotReady node's does not start
+            # pods (the taint eviction controller deletes them); twin: the pod is not retried if the node recovers
+            return
         # the device manager's Allocate: a shared GPU allows one per container
-        refused = sharing.admission_error(((node or {}).get("metadata") or {}).get("labels") or {}, cur)
+        refused = sharing.admission_error((node.get("metadata") or {}).get("labels") or {}, cur)
         if refused:
             status = {**cur.get("status", {}), "phase": "Failed", "reason": "UnexpectedAdmissionError",
                       "message": refused, "startTime": now}
             failed = self.store.update({**cur, "status": status})
             self.events.event(failed, "Warning", "UnexpectedAdmissionError", refused, "kubelet")
+            return
+        short = self.admission.admit(cur, node)  # the resources the node's kubelet already admitted
+        if short is not None:
+            reason, error = short
+            status = {**cur.get("status", {}), "phase": "Failed", "reason": reason,
+                      "message": f"Pod was rejected: {error}"}
+            failed = self.store.update({**cur, "status": status})
+            self.events.event(failed, "Warning", reason, error, "kubelet")
             return
         startup = next((s for s in (h(cur, node) for h in self.startup_hooks) if s is not None), None)
         if startup is None:
