@@ -84,3 +84,18 @@ def test_not_ready_node_is_tainted_and_its_pods_evicted_after_300s() -> None:
     assert not free["spec"].get("nodeName")
     sched = next(c for c in free["status"]["conditions"] if c["type"] == "PodScheduled")
     assert "untolerated taint {node.kubernetes.io/not-ready: }" in sched["message"]
+
+
+def test_unknown_ready_is_unreachable_and_a_pod_that_tolerates_it_forever_stays() -> None:
+    """Ready Unknown (the node stopped posting status) taints node.kubernetes.io/unreachable; a pod with its own
+    NoExecute toleration without tolerationSeconds is never evicted (DefaultTolerationSeconds adds none then)."""
+    keep = bound("keeper", "lost", "1")
+    keep["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                    "effect": "NoExecute"}]
+    res = run(objects=[scenario("20m"), static_node("lost", ready="Unknown"), keep, bound("other", "lost", "1")])
+    node = final_objects(res, "Node")["lost"]
+    assert {(t["key"], t["effect"]) for t in node["spec"]["taints"]} == {
+        ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
+    pods = final_objects(res, "Pod")
+    assert "keeper" in pods and "other" not in pods
+    assert versions(res, "Pod", "other")[-1][0] == 300.0

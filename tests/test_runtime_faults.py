@@ -76,7 +76,8 @@ def test_zero_sample_interval_does_not_hang_the_python_api(interval: str) -> Non
         run(objects=objs)
 
 
-def test_negative_seed_through_the_python_api_is_an_error_not_a_crash() -> None:
+@pytest.mark.parametrize("seed", [-1, 2**128])
+def test_seed_out_of_range_through_the_python_api_is_an_error_not_a_crash(seed: int) -> None:
     objs = [scenario("10m"), make_pool("cpu", "e2-standard-8", 1), make_pod("a").cpu("1").obj_()]
-    with pytest.raises(KubetwinError, match="seed"):
-        run(objects=objs, seed=-1)
+    with pytest.raises(KubetwinError, match="spec.seed"):
+        run(objects=objs, seed=seed)

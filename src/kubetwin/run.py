@@ -110,17 +110,17 @@ def _scenario(manifests: list[Manifest]) -> ScenarioSpec:
 
 def _runtime_errors(scenario: ScenarioSpec) -> list[Diagnostic]:
     """Values that would hang the clock (a zero sampling period re-arms the samplers at the same instant forever)
-    or crash it (a negative seed: the UIDs are made from it), checked on what the run actually uses: the Python
-    API's `seed=`/`duration=` overrides skip `validate`."""
+    or crash it (a seed out of range: the UIDs are made from it), checked on what the run actually uses: the
+    Python API's `seed=`/`duration=` overrides skip `validate`."""
     where = "Scenario"
     out = []
     if parse_duration(scenario.sampleInterval) <= 0:
         out.append(Diagnostic("<run>", 0, where, "spec.sampleInterval",
                               f"must be greater than 0 (got {scenario.sampleInterval!r}): the samplers would "
                               "re-arm at the same instant forever", "use a period such as 30s or 5m"))
-    if scenario.seed < 0:
-        out.append(Diagnostic("<run>", 0, where, "spec.seed", f"must be 0 or greater (got {scenario.seed})",
-                              "use a non-negative seed"))
+    if not 0 <= scenario.seed < 2**128:  # the store's uid prefix is uuid.UUID(int=seed)
+        out.append(Diagnostic("<run>", 0, where, "spec.seed", f"must be between 0 and 2^128-1 (got {scenario.seed})",
+                              "use a non-negative seed such as 1"))
     return out
 
 

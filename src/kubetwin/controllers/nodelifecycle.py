@@ -51,8 +51,7 @@ def default_toleration_seconds(obj: Obj) -> Obj:
     tols = list(obj["spec"].get("tolerations") or [])
     added = False
     for key in (NOT_READY, UNREACHABLE):
-        if any((t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists"))
-               and t.get("effect") in (None, "", "NoExecute") for t in tols):
+        if any(t.get("key") in (key, None, "") and t.get("effect") in (None, "", "NoExecute") for t in tols):
             continue
         tols.append({"key": key, "operator": "Exists", "effect": "NoExecute",
                      "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
