@@ -84,3 +84,15 @@ def test_the_checker_catches_each_broken_invariant() -> None:
     job = {"kind": "Job", "metadata": {"name": "j", "namespace": "default", "uid": "j"}, "spec": {"completions": 2},
            "status": {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}}
     assert any("Succeeded pods seen" in e for e in check(_h((0, 1, "ADDED", job))))
+
+
+def test_invariants_hold_over_the_node_faults(tmp_path: Path) -> None:
+    """The pods that skip the scheduler (spec.nodeName) on a full, a missing and a NotReady node: before the
+    kubelet's admission, PodGC and the node lifecycle controller they over-committed and ran where they could not."""
+    from conftest import scenario
+    from test_node_faults import bound, static_node
+
+    out = tmp_path / "run"
+    run(objects=[scenario("20m"), static_node("full", cpu="4"), bound("a", "full", "3"), bound("b", "full", "2"),
+                 bound("c", "missing", "1"), static_node("sick", ready="False"), bound("d", "sick", "1")], out=out)
+    assert check_run_dir(out) == []
