@@ -74,7 +74,9 @@ class Metrics:
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         """Remember each node's price as it registered: a node deleted before the end (a preempted Spot VM, a
         scaled-down one) still cost what it cost while it lived."""
-        self._gpus_changed()
+        if etype != "MODIFIED" or (old or {}).get("status", {}).get("allocatable") != node["status"].get(
+                "allocatable"):
+            self._gpus_changed()
         if etype == "ADDED":
             meta = node["metadata"]
             price = float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0)
@@ -90,8 +92,9 @@ class Metrics:
             req = self._requests_of(pod)
             if req.get(GPU):
                 self._gpu_shapes[(req.get("cpu", 0), req[GPU])] += 1
-        if pod["spec"].get("nodeName"):
-            self._gpus_changed()
+        if pod["spec"].get("nodeName") and (etype != "MODIFIED" or not (old or {}).get("spec", {}).get(
+                "nodeName") or pod["status"].get("phase") != (old or {}).get("status", {}).get("phase")):
+            self._gpus_changed()  # bound, finished or gone: what the scheduler counts as requested changed
         if pod["spec"].get("nodeName") and key not in self.scheduled:
             self.scheduled[key] = self.env.now
             owner = controller_of(pod)
