@@ -55,9 +55,11 @@ def test_preemption_counts_the_nominated_pod_and_finds_victims() -> None:
     assert pods["n"]["spec"].get("nodeName") and pods["p"]["spec"].get("nodeName")
 
 
-def test_preemption_with_no_victims_is_not_a_candidate() -> None:
-    """When evicting every lower-priority pod is not needed (the pod only waits for a nominated one) the node is
-    no candidate: DryRunPreemption drops a node whose victim list is empty."""
+def test_preemption_that_cannot_make_room_beside_a_nominated_pod_is_not_a_candidate() -> None:
+    """P (2 cpu) fails only because N's nomination holds the room; evicting L (500m) still leaves no room beside N,
+    so the node is no candidate (SelectVictimsOnNode with nominated pods) and P waits. It used to crash: the twin
+    checked without N, found P fit once L was gone, reprieved L and ranked an empty victim list (DryRunPreemption
+    drops such a node: "expected at least one victim pod on node")."""
     objs = [scenario("30m"), _pc("low", 100), _pc("mid", 5000), _pc("top", 10000),
             make_pool("cpu", "e2-standard-8", 1),
             make_pod("l").cpu("500m").priority_class("low").obj_(),
@@ -66,7 +68,8 @@ def test_preemption_with_no_victims_is_not_a_candidate() -> None:
             make_pod("p").cpu("2").priority_class("mid").create_at("5m").obj_()]
     result = run(objects=objs)  # used to raise ValueError: max() arg is an empty sequence
     pods = final_objects(result, "Pod")
-    assert pods["n"]["spec"].get("nodeName")
+    assert pods["n"]["spec"].get("nodeName") and not pods["p"]["spec"].get("nodeName")
+    assert pods["l"]["spec"].get("nodeName")  # not evicted for nothing
 
 
 @pytest.mark.parametrize("interval", ["0s", "0"])
