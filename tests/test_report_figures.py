@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import make_pod, make_pool, scenario
 from test_dra_scheduling import DRA_POOL, claim, pod
@@ -39,3 +41,11 @@ def test_dra_pod_preempted_by_spot_wastes_its_claimed_gpu_hours() -> None:
     lost = res.summary["lost_work"]["default/trainer"]
     assert lost["interruptions"] == 1 and lost["hours"] > 0.5
     assert res.summary["wasted_gpu_hours"] == pytest.approx(2 * lost["hours"], abs=2e-3)
+
+
+def test_wait_for_pods_ready_example_pending_figures() -> None:
+    """The gang's pods are deleted at each eviction before all of them could bind: each waited until then
+    (600 s at most), not until the end of the 2 h run (was 7,200 s)."""
+    res = run([Path(__file__).resolve().parents[1] / "examples" / "kueue-wait-for-pods-ready.yaml"])
+    pend = res.summary["pods"]["pending_seconds"]
+    assert pend["max"] == 600.0 and pend["p99"] == 600.0
