@@ -4,7 +4,9 @@ controller are what stop them from running where they cannot."""
 from __future__ import annotations
 
 from conftest import final_objects, make_pod, scenario
+from typer.testing import CliRunner
 
+from kubetwin.cli.main import app
 from kubetwin.run import run
 
 
@@ -33,11 +35,14 @@ def events(res, name: str) -> list[tuple[str, str]]:
             if o["kind"] == "Event" and o["involvedObject"]["name"] == name]
 
 
-def test_kubelet_rejects_a_pod_that_overcommits_its_node() -> None:
+def test_kubelet_rejects_a_pod_that_overcommits_its_node(tmp_path) -> None:
     """pkg/kubelet/lifecycle/predicate.go: InsufficientResourceError -> reason OutOfcpu; the kubelet's rejectPod
     writes phase Failed with message "Pod was rejected: " + the error, and a Warning event."""
     res = run(objects=[scenario("30m"), static_node("n1", cpu="4"), bound("first", "n1", "3"),
-                       bound("second", "n1", "2", at="1m")])
+                       bound("second", "n1", "2", at="1m")], out=tmp_path / "run")
+    shown = CliRunner().invoke(app, ["get", "pods", "--run", str(tmp_path / "run")])
+    assert shown.exit_code == 0 and "OutOfcpu" in next(line for line in shown.output.splitlines()
+                                                         if line.startswith("second"))
     pods = final_objects(res, "Pod")
     assert pods["first"]["status"]["phase"] == "Running"
     st = pods["second"]["status"]
