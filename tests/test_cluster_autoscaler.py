@@ -419,3 +419,17 @@ def test_budget_arithmetic():
     from kubetwin.autoscaler.pdb import _scaled
 
     assert _scaled("50%", 3) == 2 and _scaled(1, 3) == 1 and _scaled("10%", 5) == 1
+
+
+def test_gpu_node_waiting_for_its_driver_is_unready_not_unneeded():
+    """With --scale-down-unneeded-time and --scale-down-delay-after-add of 2m, a new GPU node whose driver has not
+    advertised nvidia.com/gpu yet (3 min) is not removed as unneeded: CA's GPU processor
+    (utils/gpu FilterOutNodesWithUnreadyResources) treats it as unready, removable only after
+    --scale-down-unready-time (20m). The pod that triggered the scale-up runs on the node it bought."""
+    ca = {"scaleDownUnneededTime": "2m", "scaleDownDelayAfterAdd": "2m"}
+    r = run(objects=[scenario("40m", clusterAutoscaler=ca), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1),
+                     owned(gpu_pod("p", duration="10m"))])
+    assert len([1 for _, e, _ in nodes_over_time(r) if e == "ADDED"]) == 1
+    assert r.summary["pods"]["by_phase"] == {"Succeeded": 1}
+    # after the pod finished the node is unneeded (ready now) and goes 2 min later
+    assert [e for _, e, _ in nodes_over_time(r)] == ["ADDED", "DELETED"]

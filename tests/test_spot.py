@@ -17,6 +17,7 @@ from kubetwin.controllers import admission
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.kubelet import Kubelet, checkpoint_split
+from kubetwin.controllers.nodelifecycle import NodeLifecycleController, default_toleration_seconds
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.run import run
 from kubetwin.scheduler.scheduler import Scheduler
@@ -35,13 +36,15 @@ class Cluster:
         self.env = Environment()
         self.store = Store(self.env, seed)
         self.events = EventRecorder(self.store)
-        for plugin in (admission.pod_defaults, admission.priority(self.store), admission.extended_resource_toleration):
+        for plugin in (admission.pod_defaults, admission.priority(self.store), admission.extended_resource_toleration,
+                       default_toleration_seconds):
             self.store.admit(plugin, ("Pod",))
         self.pools = NodePoolController(self.store, self.env, "kubetwin", events=self.events)
         self.spot = SpotPreemptionController(self.store, self.env, self.events, self.pools, seed)
         Scheduler(self.store, self.events, seed, "LeastAllocated", Features.from_gates({}), None)
         JobController(self.store, self.env, self.events, NameGenerator(seed))
         self.kubelet = Kubelet(self.store, self.env, self.events)
+        NodeLifecycleController(self.store, self.env, self.events)
         self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
         for o in objs:
             self.store.create(o)
@@ -122,10 +125,12 @@ def test_graceful_shutdown_caps_grace_and_writes_the_kubelets_status() -> None:
     [node] = c.node_names()
     assert all(c.pod(n)["status"]["phase"] == "Running" for n in ("long", "short", "sys"))
     assert c.spot.preempt(node)
+    c.env.run(100)  # the node lifecycle controller's taints, in the same instant
     n = c.store.get("Node", "", node)
     ready = next(x for x in n["status"]["conditions"] if x["type"] == "Ready")
     assert (ready["status"], ready["reason"], ready["message"]) == ("False", "KubeletNotReady", "node is shutting down")
-    assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}.items() <= n["spec"]["taints"][-1].items()
+    assert {("node.kubernetes.io/not-ready", "NoSchedule"), ("node.kubernetes.io/not-ready", "NoExecute")} <= {
+        (t["key"], t["effect"]) for t in n["spec"]["taints"]}
     assert [e["message"] for e in c.events_of("Shutdown")] == ["Shutdown manager detected shutdown event"]
     c.env.run(104)
     assert c.pod("short")["status"]["phase"] == "Running"

@@ -25,11 +25,13 @@ from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.provreq import ProvisioningRequestController
 from kubetwin.autoscaler.spot import SpotPreemptionController
-from kubetwin.controllers import admission
+from kubetwin.controllers import admission, nodelifecycle
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.controllers.nodelifecycle import NodeLifecycleController
+from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
 from kubetwin.controllers.volumes import PersistentVolumeClaimController
 from kubetwin.devices.dra import convert as dra_convert
@@ -108,6 +110,22 @@ def _scenario(manifests: list[Manifest]) -> ScenarioSpec:
     return ScenarioSpec()
 
 
+def _runtime_errors(scenario: ScenarioSpec) -> list[Diagnostic]:
+    """Values that would hang the clock (a zero sampling period re-arms the samplers at the same instant forever)
+    or crash it (a seed out of range: the UIDs are made from it), checked on what the run actually uses: the
+    Python API's `seed=`/`duration=` overrides skip `validate`."""
+    where = "Scenario"
+    out = []
+    if parse_duration(scenario.sampleInterval) <= 0:
+        out.append(Diagnostic("<run>", 0, where, "spec.sampleInterval",
+                              f"must be greater than 0 (got {scenario.sampleInterval!r}): the samplers would "
+                              "re-arm at the same instant forever", "use a period such as 30s or 5m"))
+    if not 0 <= scenario.seed < 2**128:  # the store's uid prefix is uuid.UUID(int=seed)
+        out.append(Diagnostic("<run>", 0, where, "spec.seed", f"must be between 0 and 2^128-1 (got {scenario.seed})",
+                              "use a non-negative seed such as 1"))
+    return out
+
+
 def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
     """The Kueue manager Configuration in the scenario (the last one wins), None if there is none."""
     found = [m.obj for m in manifests
@@ -134,6 +152,9 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         scenario.duration = duration
     if seed is not None:
         scenario.seed = seed
+    bad = _runtime_errors(scenario)
+    if bad:
+        raise KubetwinError(bad)
     until = parse_duration(scenario.duration)
     if out is not None and overwrite:
         _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
@@ -145,6 +166,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     store.admit(admission.pod_defaults, ("Pod",))
     store.admit(admission.priority(store), ("Pod",))
     store.admit(admission.extended_resource_toleration, ("Pod",))
+    store.admit(nodelifecycle.default_toleration_seconds, ("Pod",))
     store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does
     pools = NodePoolController(store, env, scenario.clusterName, events=events)
     NvidiaDraDriver(store, env, names.suffix)
@@ -156,6 +178,8 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names)
     kubelet = Kubelet(store, env, events)
+    NodeLifecycleController(store, env, events)  # taints by the Ready condition, NoExecute eviction
+    PodGC(store, env)  # pods bound to a node name no Node has
     ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(
         store, env, scenario.capacity, scenario.quotas, scenario.seed), scenario.seed)  # idle unless a pool autoscales
     ProvisioningRequestController(store, env, events, ca)

@@ -126,6 +126,7 @@ class ClusterAutoscalerSpec(_Strict):
     scaleDownUnneededTime: str | None = None       # --scale-down-unneeded-time 10m (profile-dependent, see above)
     scaleDownDelayAfterAdd: str = "10m"            # --scale-down-delay-after-add
     scaleDownDelayAfterFailure: str = "3m"         # --scale-down-delay-after-failure
+    scaleDownUnreadyTime: str = "20m"              # --scale-down-unready-time
     scaleDownUtilizationThreshold: float = Field(default=0.5, ge=0, le=1)     # --scale-down-utilization-threshold
     scaleDownGpuUtilizationThreshold: float = Field(default=0.5, ge=0, le=1)  # --scale-down-gpu-utilization-threshold
     initialNodeGroupBackoffDuration: str = "5m"    # --initial-node-group-backoff-duration
@@ -133,6 +134,7 @@ class ClusterAutoscalerSpec(_Strict):
     nodeGroupBackoffResetTimeout: str = "3h"       # --node-group-backoff-reset-timeout
 
     _durations = field_validator("scanInterval", "scaleDownDelayAfterAdd", "scaleDownDelayAfterFailure",
+                                 "scaleDownUnreadyTime",
                                  "initialNodeGroupBackoffDuration", "maxNodeGroupBackoffDuration",
                                  "nodeGroupBackoffResetTimeout")(_check_duration)
 

@@ -110,6 +110,7 @@ class ClusterAutoscaler(ScaleDown):
         self.active = False
         self.dirty = True  # a pod, node or pool changed since the last loop
         self._stuck: set[str] = set()  # unneeded nodes whose pods found no other place at the last try
+        self._unready: set[str] = set()  # unneeded nodes that are unready (GPUs not advertised yet)
         self._wake = 0.0  # the next time a loop must redo scale-up though nothing changed (backoff, capacity)
         self.last_scale_up = self.last_scale_down_failure = -1e18
         self.scale_ups: list[dict] = []

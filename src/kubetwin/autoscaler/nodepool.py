@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from kubetwin import catalog
 from kubetwin.api.units import parse_duration
-from kubetwin.controllers.common import controller_of
+from kubetwin.controllers.podgc import PODGC_MESSAGE as PODGC_MESSAGE  # re-exported: PodGC lives in controllers
+from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
+from kubetwin.controllers.podgc import PODGC_REASON as PODGC_REASON
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.sim.env import Environment
@@ -30,11 +32,6 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 # store stands for them having run on every GPU node (after the pool's driverInstallDelay).
 DRIVER_INSTALLER = ("kube-system", "nvidia-driver-installer")
 NODE_VERSION = "v1.34.1-gke.1829001"
-# kube-controller-manager PodGC: a pod bound to a Node that no longer exists is, after this quarantine, patched
-# to phase Failed with condition DisruptionTarget (reason DeletionByPodGC) and force-deleted
-# (kubernetes v1.34 pkg/controller/podgc/gc_controller.go: quarantineTime = 40s, gcOrphaned).
-PODGC_QUARANTINE = 40.0
-PODGC_REASON, PODGC_MESSAGE = "DeletionByPodGC", "PodGC: node no longer exists"
 
 
 def network_labels(spec: dict) -> dict[str, str]:
@@ -106,30 +103,6 @@ class TpuSlice:
     state: str = "Empty"  # Empty | Provisioning | Ready | Repairing | Deleted
     generation: int = 0  # bumped on every transition so a stale timer does nothing
     repairs: int = 0
-
-
-def fail_orphans(store: Store, env: Environment, node_name: str, uids: set[str]) -> list[Obj]:
-    """PodGC on a deleted node: the listed pods still bound to it and not finished become Failed with
-    DisruptionTarget/DeletionByPodGC. Pods a Job controls are kept (the real Job controller counts them through
-    its job-tracking finalizer before they go; the twin's counts the Failed pods it still sees); the others are
-    force-deleted as PodGC deletes them. Returns the failed pods."""
-    now = store.timestamp(env.now)
-    failed = []
-    for pod in store.list("Pod"):
-        meta, status = pod["metadata"], pod.get("status") or {}
-        if meta.get("uid") not in uids or pod["spec"].get("nodeName") != node_name:
-            continue
-        if status.get("phase") in ("Succeeded", "Failed"):
-            continue
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "DisruptionTarget"]
-        conds.append({"type": "DisruptionTarget", "status": "True", "reason": PODGC_REASON,
-                      "message": PODGC_MESSAGE, "lastTransitionTime": now})
-        pod = store.update({**pod, "status": {**status, "phase": "Failed", "conditions": conds}})
-        failed.append(pod)
-        owner = controller_of(pod)
-        if not owner or owner[0] != "Job":
-            store.delete("Pod", meta.get("namespace") or "", meta["name"])
-    return failed
 
 
 class NodePoolController:

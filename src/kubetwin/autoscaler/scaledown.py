@@ -9,6 +9,11 @@ storage (emptyDir/hostPath), run in kube-system, or carry cluster-autoscaler.kub
 node is tainted ToBeDeletedByClusterAutoscaler, gets `ScaleDown` "marked the node as toBeDeleted/unschedulable",
 each pod `ScaleDown` "deleting pod for node scale down" and is deleted (its controller re-creates it), then the
 node goes. Empty nodes go together, at most one non-empty node per loop.
+
+An unready node waits --scale-down-unready-time (20 m) instead of the unneeded time (core/scaledown/unneeded
+RemovableAt). A GPU node whose driver has not advertised nvidia.com/gpu yet counts as unready: CA's GPU
+processor (utils/gpu FilterOutNodesWithUnreadyResources, processors/customresources) replaces it with a NotReady
+copy, so a node bought for a GPU pod is not dropped before that pod can land on it.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from typing import TYPE_CHECKING
 
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.pdb import blocked_by_budget
-from kubetwin.autoscaler.simulation import SAFE_TO_EVICT, SOURCE, TO_BE_DELETED, place, pod_info
+from kubetwin.autoscaler.simulation import SAFE_TO_EVICT, SOURCE, TO_BE_DELETED, consumes, place, pod_info
 from kubetwin.controllers.common import controller_of
+from kubetwin.controllers.nodelifecycle import node_is_ready
+from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
 from kubetwin.store.store import Obj
 
@@ -33,16 +40,26 @@ class ScaleDown:
     unneeded_time, last_scale_up, last_scale_down_failure and scale_downs."""
 
     # -- scale-down -------------------------------------------------------------------------------------
-    def utilization(self, node: Obj) -> tuple[float, bool]:
+    def utilization(self, node: Obj, extra: list[Obj] = ()) -> tuple[float, bool]:
+        """Requests / allocatable of the node's pods and of `extra` (pending pods the loop placed on it)."""
         ni = NodeInfo.from_node(node)
         req: Counter = Counter()
-        for p in self.bound.get(node["metadata"]["name"], {}).values():
+        for p in [*self.bound.get(node["metadata"]["name"], {}).values(), *extra]:
             req.update(pod_requests(p))
         gpu = "cloud.google.com/gke-accelerator" in (node["metadata"].get("labels") or {})
         if gpu:
             alloc = ni.allocatable.get("nvidia.com/gpu", 0)
             return (req["nvidia.com/gpu"] / alloc if alloc else 0.0), True
         return max(req[r] / ni.allocatable[r] for r in ("cpu", "memory") if ni.allocatable.get(r)), False
+
+    @staticmethod
+    def unready(node: Obj) -> bool:
+        """NotReady, or a device-plugin GPU node (gke-accelerator label) with no nvidia.com/gpu advertised yet."""
+        labels = node["metadata"].get("labels") or {}
+        gpu_pending = "cloud.google.com/gke-accelerator" in labels and labels.get(
+            nvidia_dra.NO_DEVICE_PLUGIN) != "true" and "nvidia.com/gpu" not in (
+            (node.get("status") or {}).get("allocatable") or {})
+        return gpu_pending or not node_is_ready(node)
 
     def blocking(self, pod: Obj) -> str | None:
         """Why this pod keeps its node (core/scaledown, simulator/drainability), or None."""
@@ -70,6 +87,8 @@ class ScaleDown:
         thr, gthr = self.spec.scaleDownUtilizationThreshold, self.spec.scaleDownGpuUtilizationThreshold
         nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in self.store.list("Node")}
         self._stuck: set[str] = set()
+        self._unready: set[str] = set()
+        hinted = self._pending_placed(nodes)
         for g in list(self.groups.values()):
             if g.hosts:  # a multi-host slice goes whole, once all its hosts are empty
                 hosts = self.pools.slice_nodes(g.pool)
@@ -83,19 +102,38 @@ class ScaleDown:
                 if node is None or name in self.protected:
                     self.unneeded.pop(name, None)
                     continue
-                util, gpu = self.utilization(node)
+                util, gpu = self.utilization(node, hinted.get(name, []))
                 pods = list(self.bound.get(name, {}).values())
                 if util >= (gthr if gpu else thr) or any(self.blocking(p) for p in pods):
                     self.unneeded.pop(name, None)
                     continue
                 self.unneeded.setdefault(name, now)
+                if self.unready(node):
+                    self._unready.add(name)
         live = {n for g in self.groups.values() for n in self.registered(g)}
         for key in [k for k in self.unneeded if not k.startswith("slice/") and k not in live]:
             del self.unneeded[key]
 
+    def _pending_placed(self, nodes: dict[str, Obj]) -> dict[str, list[Obj]]:
+        """FilterOutSchedulable's side effect on scale-down: pending pods that fit a node now are put on it in CA's
+        cluster snapshot, so that node is used, not unneeded (a GPU node whose driver just advertised its GPUs
+        is not removed in the instant before the scheduler binds the pod that bought it)."""
+        pods = [p for _, p in sorted(self.pending.items()) if not consumes(p)]
+        if not pods:
+            return {}
+        room = self.node_infos(nodes)
+        out: dict[str, list[Obj]] = {}
+        for p in pods:
+            ni = place(pod_info(p), room)
+            if ni is not None:
+                out.setdefault(ni.name, []).append(p)
+        return out
+
     def _remove_unneeded(self, now: float) -> None:
+        unready_time = parse_duration(self.spec.scaleDownUnreadyTime)
         due = sorted((since, key) for key, since in self.unneeded.items()
-                     if now - since >= self.unneeded_time and key not in self._stuck)
+                     if now - since >= (unready_time if key in self._unready else self.unneeded_time)
+                     and key not in self._stuck)
         if not due or now - self.last_scale_up < self._delay_after_add() or \
                 now - self.last_scale_down_failure < parse_duration(self.spec.scaleDownDelayAfterFailure):
             return

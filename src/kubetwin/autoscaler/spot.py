@@ -14,8 +14,9 @@ What the twin replays (sources; numbers are GKE's defaults):
   ReadyCondition setter includes the shutdown manager's error, and it records `NodeNotReady`), kills every pod
   with gracePeriod = min(pod's terminationGracePeriodSeconds, its group's period), and writes phase Failed, reason
   `Terminated`, message "Pod was terminated in response to imminent node shutdown." and condition
-  DisruptionTarget/TerminationByKubelet. The node-lifecycle controller then taints the NotReady node
-  `node.kubernetes.io/not-ready:NoSchedule` (TaintNodesByCondition), which is what keeps new pods off it.
+  DisruptionTarget/TerminationByKubelet. The node-lifecycle controller (controllers/nodelifecycle.py) then taints
+  the NotReady node `node.kubernetes.io/not-ready` NoSchedule (TaintNodesByCondition), which is what keeps new pods
+  off it, and NoExecute.
   (`node.kubernetes.io/out-of-service` is the taint an administrator adds after a *non-graceful* shutdown; nothing
   sets it here.)
 - PodDisruptionBudgets: graceful node shutdown kills pods through the kubelet, not the Eviction API, so a preemption
@@ -52,7 +53,6 @@ DEFAULT_GRACE = 30  # the API default of terminationGracePeriodSeconds
 SHUTDOWN_REASON = "Terminated"
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 NODE_SHUTTING_DOWN = "node is shutting down"
-NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 
 
@@ -155,10 +155,8 @@ class SpotPreemptionController:
         ready = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": NODE_SHUTTING_DOWN,
                  "lastTransitionTime": now}
         status = node.get("status") or {}
-        taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY_TAINT["key"]]
-        node = self.store.update({**node, "spec": {**node.get("spec", {}), "taints": [
-            *taints, {**NOT_READY_TAINT, "timeAdded": now}]}, "status": {**status, "conditions": [
-                c for c in status.get("conditions") or [] if c["type"] != "Ready"] + [ready]}})
+        node = self.store.update({**node, "status": {**status, "conditions": [
+            c for c in status.get("conditions") or [] if c["type"] != "Ready"] + [ready]}})
         self.events.event(node, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady", "kubelet")
         pods = [p for p in self.store.list("Pod") if p["spec"].get("nodeName") == name
                 and (p.get("status") or {}).get("phase") in ("Pending", "Running")]

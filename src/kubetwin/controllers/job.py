@@ -120,7 +120,10 @@ class JobController:
             self.events.event(job, "Normal", "Resumed", "Job resumed", "job-controller")
         want = parallelism if completions is None else min(parallelism, completions - succeeded)
         busy = {p["metadata"]["annotations"].get(COMPLETION_INDEX) for p in active} if indexed else set()
-        todo = iter([i for i in range(completions or 0) if i not in done_idx and str(i) not in busy])
+        # the next free indexes, lazily: completions is an int32 (up to 2^31-1) and the controller creates pods as
+        # it goes (pkg/controller/job/indexed_job_utils.go firstPendingIndexes), never a list per completion
+        todo = (i for i in range(completions or 0) if i not in done_idx and str(i) not in busy) if indexed \
+            else iter(())
         for _ in range(max(0, want - len(active))):
             labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": name,
                       "controller-uid": meta["uid"], "job-name": name}

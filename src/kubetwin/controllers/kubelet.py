@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
+from kubetwin.controllers.kubelet_admission import NodeAdmission
+from kubetwin.controllers.nodelifecycle import node_is_ready
 from kubetwin.devices import sharing
+from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
@@ -35,7 +38,8 @@ DURATION = "kubetwin.io/duration"
 FAIL_AFTER = "kubetwin.io/fail-after"
 BACKOFF_INITIAL, BACKOFF_MAX = 10.0, 300.0  # kubelet's CrashLoopBackOff
 CHECKPOINT = "kubetwin.io/checkpoint-interval"
-ACCELERATORS = {"nvidia.com/gpu": "gpu_seconds", "google.com/tpu": "tpu_chip_seconds"}
+GPU = "nvidia.com/gpu"
+ACCELERATORS = {GPU: "gpu_seconds", "google.com/tpu": "tpu_chip_seconds"}
 
 
 def checkpoint_split(ran: float, interval: float | None) -> tuple[float, float]:
@@ -104,7 +108,7 @@ class _Run:
     interval: float | None
     duration: float
     resumed: float
-    accelerators: dict[str, int]
+    accelerators: dict[str, float]  # GPUs by the device plugin or DRA claims (MIG devices as shares), TPU chips
     stalled: float | None = None  # when its progress stopped (a peer rank was lost): work after it is not done
 
 
@@ -127,6 +131,7 @@ class Kubelet:
         self.duration_hooks: list[DurationHook] = []  # e.g. training's step-time model; first non-None wins
         self._images: dict[str, dict[str, float]] = {}  # node -> image -> when its pull ends (or ended)
         self._crashing: set[str] = set()  # pods whose container exits while starting (Startup.fail)
+        self.admission = NodeAdmission()  # each node's admitted pods, for the kubelet's resource check
         store.watch("Pod", self._on_pod)
 
     def work_start(self, uid: str) -> float | None:
@@ -179,6 +184,8 @@ class Kubelet:
                 run = self._runs.pop(uid)
                 if run.key is not None:
                     self.progress.pop(run.key, None)  # done: nothing of it is left to resume
+        if etype == "DELETED" or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            self.admission.release(pod["spec"].get("nodeName"), uid)
         if etype == "DELETED":
             self.gpus.release(pod["metadata"]["uid"])
             self._crashing.discard(pod["metadata"]["uid"])
@@ -206,13 +213,25 @@ class Kubelet:
             return  # gone, or already ended (a node shutting down killed it before it started)
         now = self.store.timestamp(self.env.now)
         node = self.store.get("Node", "", cur["spec"]["nodeName"])
+        if node is None or not node_is_ready(node):
+            # no kubelet runs for a missing node (PodGC deletes the pod) and a NotReady node's does not start
+            # pods (the taint eviction controller deletes them); twin: the pod is not retried if the node recovers
+            return
         # the device manager's Allocate: a shared GPU allows one per container
-        refused = sharing.admission_error(((node or {}).get("metadata") or {}).get("labels") or {}, cur)
+        refused = sharing.admission_error((node.get("metadata") or {}).get("labels") or {}, cur)
         if refused:
             status = {**cur.get("status", {}), "phase": "Failed", "reason": "UnexpectedAdmissionError",
                       "message": refused, "startTime": now}
             failed = self.store.update({**cur, "status": status})
             self.events.event(failed, "Warning", "UnexpectedAdmissionError", refused, "kubelet")
+            return
+        short = self.admission.admit(cur, node)  # the resources the node's kubelet already admitted
+        if short is not None:
+            reason, error = short
+            status = {**cur.get("status", {}), "phase": "Failed", "reason": reason,
+                      "message": f"Pod was rejected: {error}"}
+            failed = self.store.update({**cur, "status": status})
+            self.events.event(failed, "Warning", reason, error, "kubelet")
             return
         startup = next((s for s in (h(cur, node) for h in self.startup_hooks) if s is not None), None)
         if startup is None:
@@ -307,7 +326,10 @@ class Kubelet:
         if work.fail:
             self.gpus.fail(running, work.fail, overhead)
             return
-        req = pod_requests(running)
+        req: dict[str, float] = {**pod_requests(running)}
+        dra_gpus = nvidia_dra.pod_gpus(self.store, running)  # GPUs held through ResourceClaims
+        if dra_gpus:
+            req[GPU] = req.get(GPU, 0) + dra_gpus
         self._runs[meta["uid"]] = _Run(key, self.env.now + overhead, interval, duration, resumed,
                                        {r: req[r] for r in ACCELERATORS if req.get(r)})
         self.gpus.start(running, node, overhead + duration - resumed)

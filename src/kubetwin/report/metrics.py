@@ -36,13 +36,16 @@ class Metrics:
         self.interval = interval
         self.created: dict[str, float] = {}
         self.scheduled: dict[str, float] = {}
+        self.deleted: dict[str, float] = {}  # pods deleted before they were bound: their wait ends there
         self.phase: dict[str, str] = {}  # these three by pod uid
         self.names: dict[str, str] = {}  # uid -> ns/name
         self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": [],
                                        "fragmented_gpu_pct": []}
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
         self._gpu_now: tuple[int, dict[str, tuple[int, int]]] | None = None
+        self._gpu_held: dict[str, tuple[int, int]] = {}  # GPUs per pool since _last_t, until the next change
         self._last_t = 0.0
+        self._settle_armed = False
         self._jobs_seen: dict[tuple[str, str], dict[str, float | None]] = {}  # (ns, job) -> created/start/end
         self._started: dict[str, float] = {}  # pod uid -> when it started running
         self._sharing: dict[str, dict[str, Any]] = {}  # pool -> GPU pods' slowdowns and OOM failures
@@ -52,11 +55,28 @@ class Metrics:
         store.watch("Pod", self._on_pod)
         store.watch("Job", self._on_job)
         store.watch("Node", self._on_node)
+        for kind in ("ResourceSlice", "ResourceClaim"):  # DRA GPUs come and go with these
+            store.watch(kind, self._gpus_changed)
         env.at(0, self._sample)
+
+    def _gpus_changed(self, *_: Any) -> None:
+        """GPU-hours are areas under step functions: close the current step when the clock is about to move past
+        an instant where GPUs changed (queued after that instant's other work), so a GPU counts from when it was
+        advertised or requested, not from the sample before."""
+        if not self._settle_armed:
+            self._settle_armed = True
+            self.env.after(0, self._settle)
+
+    def _settle(self) -> None:
+        self._settle_armed = False
+        self._accumulate()
 
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         """Remember each node's price as it registered: a node deleted before the end (a preempted Spot VM, a
         scaled-down one) still cost what it cost while it lived."""
+        if etype != "MODIFIED" or (old or {}).get("status", {}).get("allocatable") != node["status"].get(
+                "allocatable"):
+            self._gpus_changed()
         if etype == "ADDED":
             meta = node["metadata"]
             price = float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0)
@@ -72,6 +92,9 @@ class Metrics:
             req = self._requests_of(pod)
             if req.get(GPU):
                 self._gpu_shapes[(req.get("cpu", 0), req[GPU])] += 1
+        if pod["spec"].get("nodeName") and (etype != "MODIFIED" or not (old or {}).get("spec", {}).get(
+                "nodeName") or pod["status"].get("phase") != (old or {}).get("status", {}).get("phase")):
+            self._gpus_changed()  # bound, finished or gone: what the scheduler counts as requested changed
         if pod["spec"].get("nodeName") and key not in self.scheduled:
             self.scheduled[key] = self.env.now
             owner = controller_of(pod)
@@ -86,6 +109,8 @@ class Metrics:
             self.phase[key] = phase
         elif self.phase.get(key) in ("Pending", "Running"):
             self.phase[key] = "Deleted"  # preempted or removed before it finished
+            if key not in self.scheduled:
+                self.deleted[key] = self.env.now
 
     def _transition(self, key: str, pod: Obj, phase: str) -> None:
         """GPU sharing outcomes per pool: how much slower GPU pods ran than their duration, and GPU OOMs."""
@@ -163,12 +188,17 @@ class Metrics:
         self.env.after(self.interval, self._sample)
 
     def _accumulate(self) -> None:
+        """Add the GPUs held since the last step to the areas, then hold what there is now. Called when an instant
+        with a GPU change settles, at each sample and at the end; between two calls nothing changed GPUs."""
         dt = self.env.now - self._last_t
         if dt > 0:
-            for pool, (req, alloc) in self._gpu_by_pool().items():
+            for pool, (req, alloc) in self._gpu_held.items():
                 area = self._gpu_area.setdefault(pool, [0.0, 0.0])
                 area[0] += req * dt
                 area[1] += alloc * dt
+        self._gpu_held = self._gpu_by_pool()
+        for pool in self._gpu_held:
+            self._gpu_area.setdefault(pool, [0.0, 0.0])
         self._last_t = self.env.now
 
     def finish(self, until: float) -> tuple[dict[str, Any], dict[str, Any], list[dict], list[dict]]:
@@ -177,7 +207,7 @@ class Metrics:
         by_phase: dict[str, int] = {}
         for p in self.phase.values():
             by_phase[p] = by_phase.get(p, 0) + 1
-        waits = [self.scheduled.get(k, until) - t for k, t in self.created.items()]
+        waits = [self.scheduled.get(k, self.deleted.get(k, until)) - t for k, t in self.created.items()]
         cost_by_pool: dict[str, float] = {}
         node_hours: dict[str, float] = {}
         split: dict[str, list[float]] = {}  # pool -> [on-demand USD, Spot USD]

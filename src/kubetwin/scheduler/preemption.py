@@ -5,6 +5,12 @@ As pkg/scheduler/framework/plugins/defaultpreemption: only nodes that failed wit
 all lower-priority pods are removed, then reprieved most important first while the preemptor still fits
 (selectVictimsOnNode); the node whose victims have the lowest highest priority, then the lowest sum, then
 the fewest wins (pickOneNodeForPreemption, simplified to those three criteria).
+
+The fit checks run with the pods nominated to the node at equal or higher priority counted as if they ran there
+(framework.RunFilterPluginsWithNominatedPods / addGENominatedPods), and a node where the preemptor would fit
+without evicting anyone is no candidate (DryRunPreemption: "expected at least one victim pod on node"): the pod
+only waits for room that a more important nominated pod already holds.
+Source: kubernetes pkg/scheduler/framework/preemption/preemption.go, plugins/defaultpreemption.
 """
 
 from __future__ import annotations
@@ -33,13 +39,22 @@ def filter_all(pi: P.PodInfo, ni: NodeInfo) -> int:
     return P.SUCCESS
 
 
-def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[str, int]]) -> list[Obj] | None:
-    """selectVictimsOnNode: None when even evicting every lower-priority pod would not make room."""
+Nominated = dict[str, dict[str, tuple[int, dict[str, int], Obj]]]  # node -> pod key -> (priority, requests, pod)
+
+
+def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[str, int]],
+                    nominated: Nominated | None = None) -> list[Obj] | None:
+    """selectVictimsOnNode: None when even evicting every lower-priority pod would not make room, or when no
+    eviction is needed at all (no victims: not a candidate)."""
     lower = [p for p in ni.pods.values() if priority_of(p) < pi.priority]
     if not lower:
         return None
     trial = NodeInfo(ni.name, ni.node, ni.allocatable, dict(ni.requested), dict(ni.nonzero_requested),
                      dict(ni.pods))
+    me = pod_key(pi.pod)
+    for key, (prio, req, pod) in sorted(((nominated or {}).get(ni.name) or {}).items()):
+        if key != me and prio >= pi.priority and key not in ni.pods:  # addGENominatedPods
+            trial.add_pod(pod, req)
     for p in lower:
         trial.remove_pod(p, requests(p))
     if filter_all(pi, trial) != P.SUCCESS:
@@ -51,12 +66,14 @@ def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[
         if filter_all(pi, trial) != P.SUCCESS:
             trial.remove_pod(p, req)
             victims.append(p)
-    return victims
+    return victims or None
 
 
 class DefaultPreemption:
-    def __init__(self, store: Store, events: EventRecorder, requests: dict[str, dict[str, int]]) -> None:
+    def __init__(self, store: Store, events: EventRecorder, requests: dict[str, dict[str, int]],
+                 nominated: Nominated | None = None) -> None:
         self.store, self.events, self._requests = store, events, requests
+        self._nominated = nominated if nominated is not None else {}  # the scheduler's nominations, shared
 
     def _req(self, pod: Obj) -> dict[str, int]:
         return self._requests.get(pod_key(pod)) or pod_requests(pod)
@@ -68,7 +85,7 @@ class DefaultPreemption:
             return "preemption: not eligible due to preemptionPolicy=Never.", None
         found = []
         for ni in candidates:
-            victims = victims_on_node(pi, ni, self._req)
+            victims = victims_on_node(pi, ni, self._req, self._nominated)
             if victims is not None:
                 found.append((ni.name, victims))
         if not found:

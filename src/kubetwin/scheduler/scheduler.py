@@ -63,7 +63,7 @@ class Scheduler:
         self.schedule_attempts = 0
         self.shapes = PodShapes(self.table)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
-        self.preemption = DefaultPreemption(store, events, self._requests)
+        self.preemption = DefaultPreemption(store, events, self._requests, self._nominated)
         self.dra = D.DynamicResources(store, features)
         self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
         self.ipa = IPA.InterPodAffinity(self.nodes, self._ns_labels)

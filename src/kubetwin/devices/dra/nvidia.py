@@ -18,6 +18,7 @@ import yaml
 
 from kubetwin.api.units import parse_duration
 from kubetwin.devices import mig
+from kubetwin.devices.dra.claims import claim_name
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -187,6 +188,19 @@ class NvidiaDraDriver:
             self.store.create(sl)
 
 
+def _device_share(d: dict) -> tuple[str, float] | None:
+    """(physical GPU uuid, share of it) of one of the driver's published devices: a whole GPU is 1, a MIG device
+    the share of its GPU's 8 memory slices it holds; None for anything else."""
+    attrs = d.get("attributes") or {}
+    kind = (attrs.get("type") or {}).get("string")
+    if kind == "gpu":
+        return attrs["uuid"]["string"], 1.0
+    if kind == "mig":
+        slices = sum(1 for c in d.get("capacity") or {} if c.startswith("memorySlice"))
+        return attrs["parentUUID"]["string"], slices / mig.MEMORY_SLICES
+    return None
+
+
 def gpu_devices_by_node(store: Store) -> dict[str, list[float]]:
     """[allocated, published] GPUs per node through DRA, for utilization: a MIG device counts as the share of
     its GPU's 8 memory slices it holds; a GPU published both whole and as partitions (DynamicMIG) once."""
@@ -199,15 +213,10 @@ def gpu_devices_by_node(store: Store) -> dict[str, list[float]]:
         if spec.get("driver") != DRIVER or not node:
             continue
         for d in spec.get("devices") or []:
-            attrs = d.get("attributes") or {}
-            kind = (attrs.get("type") or {}).get("string")
-            if kind == "gpu":
-                physical.setdefault(node, set()).add(attrs["uuid"]["string"])
-                weight[(spec["pool"]["name"], d["name"])] = 1.0
-            elif kind == "mig":
-                physical.setdefault(node, set()).add(attrs["parentUUID"]["string"])
-                slices = sum(1 for c in d.get("capacity") or {} if c.startswith("memorySlice"))
-                weight[(spec["pool"]["name"], d["name"])] = slices / mig.MEMORY_SLICES
+            share = _device_share(d)
+            if share is not None:
+                physical.setdefault(node, set()).add(share[0])
+                weight[(spec["pool"]["name"], d["name"])] = share[1]
     for node, uuids in physical.items():
         out[node] = [0.0, float(len(uuids))]
     for c in store.list("ResourceClaim"):
@@ -218,3 +227,26 @@ def gpu_devices_by_node(store: Store) -> dict[str, list[float]]:
             if r["driver"] == DRIVER and not r.get("adminAccess") and r["pool"] in out:
                 out[r["pool"]][0] += weight.get((r["pool"], r["device"]), 0.0)  # pools are named after nodes
     return out
+
+
+def pod_gpus(store: Store, pod: Obj) -> float:
+    """GPUs a pod holds through its allocated ResourceClaims (MIG devices as shares), for the work a stopped pod
+    loses: what its claims' allocation results name on the driver's slices (admin access holds none)."""
+    ns = pod["metadata"].get("namespace") or "default"
+    results = []
+    for pc in pod["spec"].get("resourceClaims") or []:
+        name = claim_name(pod, pc)
+        claim = store.get("ResourceClaim", ns, name) if name else None
+        alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
+        results += [r for r in (alloc.get("devices") or {}).get("results") or []
+                    if r["driver"] == DRIVER and not r.get("adminAccess")]
+    if not results:
+        return 0.0
+    shares = {}
+    for s in store.list("ResourceSlice"):
+        if s["spec"].get("driver") == DRIVER and s["spec"]["pool"]["name"] in {r["pool"] for r in results}:
+            for d in s["spec"].get("devices") or []:
+                share = _device_share(d)
+                if share is not None:
+                    shares[(s["spec"]["pool"]["name"], d["name"])] = share[1]
+    return sum(shares.get((r["pool"], r["device"]), 0.0) for r in results)

@@ -1,0 +1,52 @@
+"""The kubelet's pod admission for resources (pkg/kubelet/lifecycle/predicate.go, v1.34): a pod bound to a node,
+by the scheduler or by its own `spec.nodeName`, is admitted only if its requests fit the node's allocatable minus
+the requests of the pods the kubelet already admitted there (noderesources.Fits, the same arithmetic as the
+scheduler's). Otherwise the kubelet rejects it: phase Failed, reason `OutOf<resource>` (the first insufficient
+resource, in Fits' order: pods, cpu, memory, ephemeral-storage, then extended resources), message
+"Pod was rejected: Node didn't have enough resource: cpu, requested: 2000, used: 3000, capacity: 4000"
+(InsufficientResourceError, cpu in millicores), and a Warning event with that reason and the error text.
+Extended resources the node does not advertise are left to the device manager, as the kubelet drops them from the
+check (removeMissingExtendedResources)."""
+
+from __future__ import annotations
+
+from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.store.store import Obj
+
+ORDER = ("cpu", "memory", "ephemeral-storage")
+
+
+class NodeAdmission:
+    """What each node's kubelet has admitted (requests by pod uid), and the fit check for the next pod."""
+
+    def __init__(self) -> None:
+        self._admitted: dict[str, dict[str, dict[str, int]]] = {}  # node -> pod uid -> requests
+
+    def release(self, node: str | None, uid: str) -> None:
+        """The pod finished or went away: its requests no longer count."""
+        pods = self._admitted.get(node or "")
+        if pods is not None:
+            pods.pop(uid, None)
+
+    def admit(self, pod: Obj, node: Obj) -> tuple[str, str] | None:
+        """Admit the pod (recording its requests) or return (reason, error text) of the first resource short."""
+        name, uid = node["metadata"]["name"], pod["metadata"]["uid"]
+        pods = self._admitted.setdefault(name, {})
+        alloc = NodeInfo.from_node(node).allocatable
+        want = pod_requests(pod)
+        used: dict[str, int] = {}
+        for req in pods.values():
+            for k, v in req.items():
+                used[k] = used.get(k, 0) + v
+        if len(pods) + 1 > alloc.get("pods", 0) and "pods" in alloc:
+            return "OutOfpods", _error("pods", 1, len(pods), alloc["pods"])
+        extended = sorted(k for k in want if k not in ORDER and k in alloc)
+        for res in (*ORDER, *extended):
+            if want.get(res) and used.get(res, 0) + want[res] > alloc.get(res, 0):
+                return f"OutOf{res}", _error(res, want[res], used.get(res, 0), alloc.get(res, 0))
+        pods[uid] = want
+        return None
+
+
+def _error(res: str, requested: int, used: int, capacity: int) -> str:
+    return f"Node didn't have enough resource: {res}, requested: {requested}, used: {used}, capacity: {capacity}"

@@ -1,0 +1,106 @@
+"""Pods bound by spec.nodeName skip the scheduler: the kubelet's admission, PodGC and the node lifecycle
+controller are what stop them from running where they cannot."""
+
+from __future__ import annotations
+
+from conftest import final_objects, make_pod, scenario
+from typer.testing import CliRunner
+
+from kubetwin.cli.main import app
+from kubetwin.run import run
+
+
+def static_node(name: str, cpu: str = "4", ready: str = "True") -> dict:
+    """A v1 Node given in the scenario (as KWOK fakes them)."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name, "cloud.google.com/gke-nodepool": "static"}},
+        "status": {"capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+                   "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": ready,
+                                   "reason": "KubeletReady" if ready == "True" else "KubeletNotReady"}]}}
+
+
+def bound(name: str, node: str, cpu: str, at: str = "0s") -> dict:
+    pod = make_pod(name).cpu(cpu).duration("1h").create_at(at).obj_()
+    pod["spec"]["nodeName"] = node
+    return pod
+
+
+def versions(res, kind: str, name: str) -> list[tuple[float, str, dict]]:
+    return [(t, e, o) for t, _, e, o in res.history if o["kind"] == kind and o["metadata"]["name"] == name]
+
+
+def events(res, name: str) -> list[tuple[str, str]]:
+    return [(o["reason"], o["message"]) for _, _, _, o in res.history
+            if o["kind"] == "Event" and o["involvedObject"]["name"] == name]
+
+
+def test_kubelet_rejects_a_pod_that_overcommits_its_node(tmp_path) -> None:
+    """pkg/kubelet/lifecycle/predicate.go: InsufficientResourceError -> reason OutOfcpu; the kubelet's rejectPod
+    writes phase Failed with message "Pod was rejected: " + the error, and a Warning event."""
+    res = run(objects=[scenario("30m"), static_node("n1", cpu="4"), bound("first", "n1", "3"),
+                       bound("second", "n1", "2", at="1m")], out=tmp_path / "run")
+    shown = CliRunner().invoke(app, ["get", "pods", "--run", str(tmp_path / "run")])
+    assert shown.exit_code == 0 and "OutOfcpu" in next(line for line in shown.output.splitlines()
+                                                         if line.startswith("second"))
+    pods = final_objects(res, "Pod")
+    assert pods["first"]["status"]["phase"] == "Running"
+    st = pods["second"]["status"]
+    assert st["phase"] == "Failed" and st["reason"] == "OutOfcpu"
+    msg = "Node didn't have enough resource: cpu, requested: 2000, used: 3000, capacity: 4000"
+    assert st["message"] == f"Pod was rejected: {msg}"
+    assert ("OutOfcpu", msg) in events(res, "second")
+    assert not any(o["status"].get("phase") == "Running" for _, _, o in versions(res, "Pod", "second"))
+
+
+def test_podgc_deletes_a_pod_bound_to_a_node_that_does_not_exist() -> None:
+    """gcOrphaned: a pod whose node is missing is, after the 40 s quarantine, marked Failed with DisruptionTarget
+    DeletionByPodGC and deleted; it never runs."""
+    res = run(objects=[scenario("10m"), static_node("n1"), bound("lost", "no-such-node", "1")])
+    vs = versions(res, "Pod", "lost")
+    assert not any(o["status"].get("phase") == "Running" for _, _, o in vs)
+    t, etype, last = vs[-1]
+    assert etype == "DELETED" and t == 40.0
+    cond = [c for c in last["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert cond and cond[0]["reason"] == "DeletionByPodGC"
+    assert last["status"]["phase"] == "Failed"
+
+
+def test_not_ready_node_is_tainted_and_its_pods_evicted_after_300s() -> None:
+    """The node lifecycle controller taints a NotReady node not-ready:NoSchedule and NoExecute; a pod bound there
+    does not run, and tolerates NoExecute for the 300 s DefaultTolerationSeconds adds, then it is evicted; a
+    pod left to the scheduler is kept off the node by the NoSchedule taint."""
+    res = run(objects=[scenario("20m"), static_node("sick", ready="False"), bound("stuck", "sick", "1"),
+                       make_pod("free").cpu("1").obj_()])
+    node = final_objects(res, "Node")["sick"]
+    taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
+    assert taints == {("node.kubernetes.io/not-ready", "NoSchedule"), ("node.kubernetes.io/not-ready", "NoExecute")}
+    vs = versions(res, "Pod", "stuck")
+    assert not any(o["status"].get("phase") == "Running" for _, _, o in vs)
+    tols = vs[0][2]["spec"]["tolerations"]
+    assert {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+            "tolerationSeconds": 300} in tols
+    t, etype, last = vs[-1]
+    assert etype == "DELETED" and t == 300.0
+    cond = [c for c in last["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert cond and cond[0]["reason"] == "DeletionByTaintManager"
+    assert ("TaintManagerEviction", "Marking for deletion Pod default/stuck") in events(res, "stuck")
+    free = final_objects(res, "Pod")["free"]
+    assert not free["spec"].get("nodeName")
+    sched = next(c for c in free["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert "untolerated taint {node.kubernetes.io/not-ready: }" in sched["message"]
+
+
+def test_unknown_ready_is_unreachable_and_a_pod_that_tolerates_it_forever_stays() -> None:
+    """Ready Unknown (the node stopped posting status) taints node.kubernetes.io/unreachable; a pod with its own
+    NoExecute toleration without tolerationSeconds is never evicted (DefaultTolerationSeconds adds none then)."""
+    keep = bound("keeper", "lost", "1")
+    keep["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                    "effect": "NoExecute"}]
+    res = run(objects=[scenario("20m"), static_node("lost", ready="Unknown"), keep, bound("other", "lost", "1")])
+    node = final_objects(res, "Node")["lost"]
+    assert {(t["key"], t["effect"]) for t in node["spec"]["taints"]} == {
+        ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
+    pods = final_objects(res, "Pod")
+    assert "keeper" in pods and "other" not in pods
+    assert versions(res, "Pod", "other")[-1][0] == 300.0
