@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from kubetwin import catalog
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import ClusterAutoscalerSpec
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
@@ -54,7 +55,7 @@ from kubetwin.autoscaler.simulation import (
     static_reason,
 )
 from kubetwin.scheduler import plugins as P
-from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store

@@ -43,6 +43,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
 from kubetwin.kueue.outcomes import condition, find_condition, is_true
@@ -358,7 +359,7 @@ class AdmissionChecks:
             if count <= 0:
                 continue
             if cfg.managed_resources:
-                reqs = api.pod_requests(ps["template"].get("spec") or {})
+                reqs = pod_requests({"spec": ps["template"].get("spec") or {}})
                 if not any(reqs.get(r) for r in cfg.managed_resources):
                     continue
             out.append((ps, count))

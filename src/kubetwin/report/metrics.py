@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.report.fragmentation import cluster_fragmentation, placement_fragmentation
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 

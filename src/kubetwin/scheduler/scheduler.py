@@ -14,6 +14,7 @@ import random
 
 import numpy as np
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.dra.allocator import AllocationError, Features
 from kubetwin.scheduler import dra as D
 from kubetwin.scheduler import gpushare as G
@@ -21,7 +22,7 @@ from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler import volumebinding as VB
 from kubetwin.scheduler.fiterror import FIT, diagnose, fit_error
-from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
 from kubetwin.scheduler.podshapes import PodShapes
 from kubetwin.scheduler.preemption import DefaultPreemption, pod_key, priority_of

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.serving import modelserver, traces
 from kubetwin.serving.arrivals import Arrivals
 from kubetwin.serving.engine import Engine

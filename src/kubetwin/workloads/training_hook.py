@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from kubetwin import catalog
+from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import storage
 from kubetwin.workloads.training import (
