@@ -67,11 +67,7 @@ class JobSetController:
     # -- watches ---------------------------------------------------------------------------------
     def _on_jobset(self, etype: str, js: Obj, old: Obj | None) -> None:
         meta = js["metadata"]
-        if etype == "DELETED":  # the garbage collector removes the child Jobs and their pods
-            for job in self.store.owned("Job", meta.get("namespace") or "", "JobSet", meta["name"]):
-                self._delete_job(job)
-            return
-        self._queue(meta.get("namespace") or "default", meta["name"])
+        self._queue(meta.get("namespace") or "default", meta["name"])  # deleted: _process collects its Jobs
 
     def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
         ref = next(r for r in job["metadata"]["ownerReferences"] if r.get("controller"))
@@ -82,8 +78,11 @@ class JobSetController:
 
     def _process(self, key: tuple[str, str]) -> None:
         js = self.store.get("JobSet", *key)
-        if js is not None:
-            self.sync(js)
+        if js is None:  # the garbage collector removes a deleted JobSet's child Jobs and their pods
+            for job in self.store.owned("Job", key[0], "JobSet", key[1]):
+                self._delete_job(job)
+            return
+        self.sync(js)
 
     # -- reconcile -------------------------------------------------------------------------------
     def sync(self, js: Obj) -> None:

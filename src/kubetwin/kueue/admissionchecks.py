@@ -197,23 +197,30 @@ class AdmissionChecks:
                 continue  # the snapshot's other reasons: not written by the twin yet
             else:
                 new = condition("Active", True, "Ready", "Can admit new workloads", self.ctrl.now())
-            obj = self.store.get("ClusterQueue", "", name)
-            old = find_condition(obj, "Active") if obj else None
-            if obj is not None and (old is None or (old["status"], old["reason"], old["message"])
-                                    != (new["status"], new["reason"], new["message"])):
-                conds = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") != "Active"]
-                self.store.update({**obj, "status": {**(obj.get("status") or {}), "conditions": conds + [new]}})
+            pending = []
             if reason and reason != spec.checks_inactive:
                 q = sched.queues.queues.get(name)
-                for wi in sorted(list(q.items.values()) + list(q.inadmissible.values()), key=lambda w: w.key) \
-                        if q is not None else []:
-                    wl = self.store.get("Workload", wi.obj.namespace, wi.obj.name)
-                    if wl is not None:
-                        self.inactive_queue(wl, name)
+                pending = [(wi.obj.namespace, wi.obj.name) for wi in sorted(
+                    list(q.items.values()) + list(q.inadmissible.values()), key=lambda w: w.key)] if q else []
+            # the status writes are the ClusterQueue reconciler's work, queued (this runs from watch handlers)
+            self.ctrl.env.after(0, lambda name=name, new=new, pending=pending: self._write_active(name, new, pending))
         if changed:
             sched.queue_inadmissible()
             self.ctrl.queue_status.touch_all()
             self.ctrl._kick()
+
+    def _write_active(self, name: str, new: dict, pending: list[tuple[str, str]]) -> None:
+        """Write a ClusterQueue's Active condition when it reads differently, and mark its pending Workloads."""
+        obj = self.store.get("ClusterQueue", "", name)
+        old = find_condition(obj, "Active") if obj else None
+        if obj is not None and (old is None or (old["status"], old["reason"], old["message"])
+                                != (new["status"], new["reason"], new["message"])):
+            conds = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") != "Active"]
+            self.store.update({**obj, "status": {**(obj.get("status") or {}), "conditions": conds + [new]}})
+        for ns, wl_name in pending:
+            wl = self.store.get("Workload", ns, wl_name)
+            if wl is not None:
+                self.inactive_queue(wl, name)
 
     def inactive_queue(self, wl: Obj, cluster_queue: str) -> None:
         """workload_controller.go: a pending Workload of an inactive ClusterQueue is QuotaReserved=False

@@ -90,6 +90,16 @@ class DynamicResources:
     def wants(pod: Obj) -> bool:
         return bool(pod["spec"].get("resourceClaims"))
 
+    # -- PreEnqueue -----------------------------------------------------------------------------
+    @staticmethod
+    def awaiting_generated_claim(pod: Obj) -> bool:
+        """PreEnqueue: a pod whose claim from a template is not created yet waits outside the queue, and the
+        pod update that records the claim's name (UpdatePodGeneratedResourceClaim) enqueues it
+        (dynamicresources.go PreEnqueue, foreachPodResourceClaim). Twin: a missing named claim still goes
+        through PreFilter, so its FailedScheduling says which claim is missing."""
+        return any(pc.get("resourceClaimTemplateName") and not pc.get("resourceClaimName")
+                   and claim_name(pod, pc) is None for pc in pod["spec"].get("resourceClaims") or [])
+
     # -- PreFilter ------------------------------------------------------------------------------
     def claims(self, pod: Obj) -> list[Obj]:
         """The pod's claims, in the plugin's words when one is missing (foreachPodResourceClaim)."""

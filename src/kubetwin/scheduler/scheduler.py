@@ -61,6 +61,7 @@ class Scheduler:
         self.next_start = 0
         self._pending_run = False
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
+        self._awaiting_claims: set[str] = set()  # pods DynamicResources' PreEnqueue keeps out of the queue
         self.schedule_attempts = 0
         self.shapes = PodShapes(self.table)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
@@ -125,6 +126,7 @@ class Scheduler:
         if etype == "DELETED" or terminal:  # the scheduler's informer drops terminal pods: a delete
             nominated = self._clear_nomination(key)
             self.queue.forget(key)
+            self._awaiting_claims.discard(key)
             if self.gpushare is not None:
                 self.gpushare.release(key)
             req = self._requests.pop(key, None)
@@ -152,10 +154,20 @@ class Scheduler:
             if self.gpushare is not None:
                 self.gpushare.created(G.shape_of(pod, pod_requests(pod)))
             if not spec.get("schedulingGates"):  # PreEnqueue SchedulingGates: a gated pod waits outside the queue
-                self.queue.add(key, priority_of(pod))
+                self._pre_enqueue(key, pod)
         elif (old is not None and old["spec"].get("schedulingGates") and not spec.get("schedulingGates")
               and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
-            self.queue.add(key, priority_of(pod))  # the last gate was removed: the pod update enqueues it
+            self._pre_enqueue(key, pod)  # the last gate was removed: the pod update enqueues it
+        elif key in self._awaiting_claims and not self.dra.awaiting_generated_claim(pod):
+            self._awaiting_claims.discard(key)  # its claim's name is recorded: the pod update enqueues it
+            self.queue.add(key, priority_of(pod))
+
+    def _pre_enqueue(self, key: str, pod: Obj) -> None:
+        """DynamicResources' PreEnqueue, then into the queue (SchedulingGates' is checked by the caller)."""
+        if self.dra.wants(pod) and self.dra.awaiting_generated_claim(pod):
+            self._awaiting_claims.add(key)
+            return
+        self.queue.add(key, priority_of(pod))
 
     def _kick(self) -> None:
         if not self._pending_run:
