@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from kubetwin.api.conditions import conditions_of, is_condition_true
 from kubetwin.api.units import format_duration
 
 
@@ -100,7 +101,7 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
     elif kind == "Node":
         rows.append(["NAME", "STATUS", "ROLES", "AGE", "VERSION"] + (["INSTANCE-TYPE", "GPUS"] if wide else []))
         for n in objs:
-            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+            ready = is_condition_true(conditions_of(n), "Ready")
             row = [n["metadata"]["name"], "Ready" if ready else "NotReady", "<none>",
                    _age(n["metadata"].get("creationTimestamp"), now), n["status"]["nodeInfo"]["kubeletVersion"]]
             if wide:
@@ -111,9 +112,8 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
         rows.append(["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"])
         for j in objs:
             st = j.get("status") or {}
-            conds = {c["type"] for c in st.get("conditions") or [] if c["status"] == "True"}
-            status = "Complete" if "Complete" in conds else "Failed" if "Failed" in conds else \
-                "Suspended" if "Suspended" in conds else "Running"
+            status = next((t for t in ("Complete", "Failed", "Suspended")
+                           if is_condition_true(st.get("conditions"), t)), "Running")
             comp = j["spec"].get("completions", 1)
             dur = "<none>"
             if st.get("startTime"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.controllers.common import WorkQueue, owner_ref
 from kubetwin.controllers.jobset_webhook import (
     EXCLUSIVE_KEY,
@@ -294,24 +295,23 @@ class JobSetController:
                 self.events.event(js, etype, reason, msg, COMPONENT)
 
 def _finished(job: Obj) -> str | None:
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c["type"] in ("Complete", "Failed") and c["status"] == "True":
-            return c["type"]
-    return None
+    conds = conditions_of(job)
+    return next((t for t in ("Complete", "Failed") if is_condition_true(conds, t)), None)
 
 
 def _finished_js(status: dict) -> bool:
-    return any(c["type"] in ("Completed", "Failed") and c["status"] == "True" for c in status["conditions"])
+    return is_condition_true(status["conditions"], "Completed") or is_condition_true(status["conditions"], "Failed")
 
 
 def _failure_time(job: Obj) -> tuple[str, str]:
-    cond = next((c for c in job["status"]["conditions"] if c["type"] == "Failed" and c["status"] == "True"), {})
+    failed = find_condition(conditions_of(job), "Failed")
+    cond = failed if failed is not None and failed.get("status") == "True" else {}
     return cond.get("lastTransitionTime", ""), job["metadata"]["name"]
 
 
 def _rule_applies(rule: dict, job: Obj) -> bool:
     """ruleIsApplicable: the Job's failure reason (and message pattern) and its replicatedJob match."""
-    cond = next(c for c in job["status"]["conditions"] if c["type"] == "Failed" and c["status"] == "True")
+    cond = find_condition(conditions_of(job), "Failed") or {}  # only failed Jobs are asked
     reasons, patterns = rule.get("onJobFailureReasons") or [], rule.get("onJobFailureMessagePatterns") or []
     targets = rule.get("targetReplicatedJobs") or []
     return ((not reasons or cond.get("reason") in reasons)

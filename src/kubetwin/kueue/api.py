@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from kubetwin.api.conditions import find_condition, is_condition_true
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_quantity
 from kubetwin.store.store import matches
@@ -308,14 +309,10 @@ class Workload:
         return f"{self.namespace}/{self.name}"
 
     def condition(self, ctype: str) -> dict | None:
-        for c in self.conditions:
-            if c.get("type") == ctype:
-                return c
-        return None
+        return find_condition(self.conditions, ctype)
 
     def condition_true(self, ctype: str) -> bool:
-        c = self.condition(ctype)
-        return c is not None and c.get("status") == "True"
+        return is_condition_true(self.conditions, ctype)
 
     @property
     def has_quota_reservation(self) -> bool:

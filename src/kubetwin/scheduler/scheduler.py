@@ -14,6 +14,7 @@ import random
 
 import numpy as np
 
+from kubetwin.api.conditions import find_condition, set_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.dra.allocator import AllocationError, Features
 from kubetwin.scheduler import dra as D
@@ -286,9 +287,8 @@ class Scheduler:
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         status["phase"] = "Pending"
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
-        status["conditions"] = conds + [{"type": "PodScheduled", "status": "False", "reason": reason,
-                                         "message": msg, "lastTransitionTime": now}]
+        status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "False", "reason": reason,
+                                                       "message": msg, "lastTransitionTime": now})
         pod = self.store.update({**pod, "status": status})
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(pod_key(pod), plugins if reason == "Unschedulable" else frozenset(), pi, shape, cycle)
@@ -346,8 +346,8 @@ class Scheduler:
         self.table.add_requests(ni.name, pi.requests, 1, pi.priority)
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
-        status["conditions"] = conds + [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}]
+        status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "True",
+                                                       "lastTransitionTime": now})
         status.pop("nominatedNodeName", None)
         meta = pod["metadata"]
         if annotations:
@@ -377,17 +377,22 @@ class Scheduler:
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         status["phase"] = "Pending"
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
-        status["conditions"] = conds + [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                         "message": msg, "lastTransitionTime": now}]
+        status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "False",
+                                                       "reason": "Unschedulable", "message": msg,
+                                                       "lastTransitionTime": now})
         if nominated:
             status["nominatedNodeName"] = nominated
             self._clear_nomination(key)
             self._nominated.setdefault(nominated, {})[key] = (pi.priority, pi.requests, pod)
         old = pod.get("status", {})
-        prev = next((c for c in old.get("conditions") or [] if c["type"] == "PodScheduled"), None)
+        prev = find_condition(old.get("conditions"), "PodScheduled")
         if not prev or prev.get("message") != msg or old.get("nominatedNodeName") != status.get("nominatedNodeName"):
             pod = self.store.update({**pod, "status": status})
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(key, frozenset(plugins), pi, shape, cycle)
 
+
+def _pod_scheduled(status: dict, cond: dict) -> list[dict]:
+    """podutil.UpdatePodCondition (pkg/api/v1/pod/util.go): PodScheduled replaced where it stands, keeping its
+    lastTransitionTime while its status is unchanged (a new message is not a transition)."""
+    return set_condition(status.get("conditions"), cond)[0]
