@@ -7,6 +7,8 @@ resource/helpers.go, KEP-753).
 
 from __future__ import annotations
 
+import re
+
 from conftest import scenario, write_yaml
 from typer.testing import CliRunner
 
@@ -73,3 +75,14 @@ def test_init_container_before_the_sidecar_does_not_count_it(tmp_path) -> None:
     filler, described = run_and_describe(tmp_path, objs, ["describe", "pod", "filler"], ["describe", "node", "n1"])
     assert "Node:         n1" in filler
     assert "4 (100%)" in described.split("Allocated resources:")[1]
+
+
+def test_pod_level_requests_replace_the_containers_sum_for_cpu_and_memory(tmp_path) -> None:
+    # PodLevelResources (beta, on in 1.34): spec.resources.requests.cpu 3 stands for the pod, not its
+    # container's 1 CPU; a 1500m pod no longer fits on the 4-CPU node.
+    big = pod("pod-level", "1")
+    big["spec"]["resources"] = {"requests": {"cpu": "3"}, "limits": {"cpu": "3"}}
+    filler, described = run_and_describe(tmp_path, [node("n1"), big, pod("filler", "1500m", at="1s")],
+                                         ["describe", "pod", "filler"], ["describe", "node", "n1"])
+    assert "0/1 nodes are available: 1 Insufficient cpu." in filler
+    assert re.search(r"pod-level\s+3 \(75%\)\s+3 \(75%\)", described)  # CPU requests and limits
