@@ -22,9 +22,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from kubetwin.api.podresources import pod_requests, resource_value
 from kubetwin.controllers.nodelifecycle import node_is_ready
 from kubetwin.kueue.api import amount
-from kubetwin.scheduler.nodeinfo import pod_requests, resource_value
 from kubetwin.scheduler.plugins import tolerates
 
 Obj = dict[str, Any]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kueue_builders import make_cq, make_wl
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.kueue import api
 from kubetwin.kueue.quota import (
     ResourceNode,
@@ -51,7 +52,7 @@ def test_pod_requests_follow_kueue():
             "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}],
             "overhead": {"cpu": "100m"}}
     # max(sum containers 1.5, init 2) + overhead 0.1; limits stand in for missing requests
-    assert api.pod_requests(spec) == {"cpu": 2100, "memory": 1 << 30}
+    assert pod_requests({"spec": spec}) == {"cpu": 2100, "memory": 1 << 30}
 
 
 def test_workload_view():

@@ -138,7 +138,7 @@ def _flavor_labels(sc: _Scenario) -> list[Diagnostic]:
 def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
     """Kueue counts every resource a pod requests; one its ClusterQueue does not cover makes the Workload
     inadmissible: "resource R unavailable in ClusterQueue" (pkg/scheduler/flavorassigner), forever."""
-    from kubetwin.kueue import api as kueue_api
+    from kubetwin.api.podresources import pod_requests
     from kubetwin.kueue import jobframework
 
     queues = {(_ns(m), m.obj["metadata"]["name"]): (m.obj.get("spec") or {}).get("clusterQueue")
@@ -153,7 +153,7 @@ def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
             if cq not in covered:
                 continue
             for prefix, pod_spec, _ in _pod_templates(m):
-                requests = kueue_api.pod_requests(pod_spec)  # as Kueue counts them; zero requests are skipped
+                requests = pod_requests({"spec": pod_spec})  # as Kueue counts them; zero requests are skipped
                 for name in sorted(r for r, v in requests.items() if v and r not in covered[cq]):
                     fld = next((f"{prefix}.{key}[{i}].resources" for i, key, res in _container_resources(pod_spec)
                                 if name in res), prefix)

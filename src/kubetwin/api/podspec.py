@@ -13,20 +13,23 @@ T = TypeVar("T")
 
 
 class TemplateMemo(Generic[T]):
-    """fn(pod) cached by the identity of the pod's containers, initContainers and overhead (bounded)."""
+    """fn(pod) cached by the identity of the pod's containers, initContainers, overhead and pod-level resources
+    (bounded)."""
 
     def __init__(self, fn: Callable[[dict[str, Any]], T], limit: int = 1024) -> None:
         self.fn, self.limit = fn, limit
-        self._seen: dict[int, tuple[object, object, object, T]] = {}
+        self._seen: dict[int, tuple[object, object, object, object, T]] = {}
 
     def __call__(self, pod: dict[str, Any]) -> T:
         spec = pod["spec"]
         containers, init, overhead = spec.get("containers"), spec.get("initContainers"), spec.get("overhead")
+        pod_level = spec.get("resources")
         seen = self._seen.get(id(containers))
-        if seen is not None and seen[0] is containers and seen[1] is init and seen[2] is overhead:
-            return seen[3]
+        if (seen is not None and seen[0] is containers and seen[1] is init and seen[2] is overhead
+                and seen[3] is pod_level):
+            return seen[4]
         value = self.fn(pod)
         if len(self._seen) >= self.limit:
             self._seen.clear()
-        self._seen[id(containers)] = (containers, init, overhead, value)
+        self._seen[id(containers)] = (containers, init, overhead, pod_level, value)
         return value

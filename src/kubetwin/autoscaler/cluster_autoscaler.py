@@ -32,6 +32,8 @@ from typing import Any
 import yaml
 
 from kubetwin import catalog
+from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import ClusterAutoscalerSpec
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
@@ -54,7 +56,7 @@ from kubetwin.autoscaler.simulation import (
     static_reason,
 )
 from kubetwin.scheduler import plugins as P
-from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -162,7 +164,7 @@ class ClusterAutoscaler(ScaleDown):
             self.pending.pop(key, None)
             self.bound.setdefault(node, {})[key] = pod
             return
-        cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"), None)
+        cond = find_condition(conditions_of(pod), "PodScheduled")
         if cond and cond["status"] == "False" and cond.get("reason") == "Unschedulable":
             self.pending[key] = pod
         else:

@@ -19,6 +19,7 @@ status, conditions, events and the API server's field validation.
 
 from __future__ import annotations
 
+from kubetwin.api.conditions import set_condition
 from kubetwin.autoscaler.hpa_behavior import ScaleNormalizer, _State
 from kubetwin.autoscaler.hpa_replicas import MetricError, ReplicaCalculator
 from kubetwin.autoscaler.hpa_replicas import format_milli as format_milli
@@ -150,16 +151,9 @@ class HorizontalPodAutoscalerController(ReplicaCalculator, ScaleNormalizer):
                              hpa["metadata"]["name"], lambda h: {**h, "status": status})
 
     def _set(self, conds: list[dict], ctype: str, status: str, reason: str, message: str) -> None:
-        """setCondition: lastTransitionTime moves only when the status changes."""
-        now = self.store.timestamp(self.env.now)
-        for i, c in enumerate(conds):
-            if c["type"] == ctype:
-                ltt = c.get("lastTransitionTime", now) if c["status"] == status else now
-                conds[i] = {"type": ctype, "status": status, "lastTransitionTime": ltt, "reason": reason,
-                            "message": message}
-                return
-        conds.append({"type": ctype, "status": status, "lastTransitionTime": now, "reason": reason,
-                      "message": message})
+        """setCondition: lastTransitionTime moves only when the status changes (apimeta.SetStatusCondition)."""
+        conds[:] = set_condition(conds, {"type": ctype, "status": status, "lastTransitionTime": self.store.timestamp(
+            self.env.now), "reason": reason, "message": message})[0]
 
     # -- metrics ------------------------------------------------------------------------------------
     def _compute_metrics(self, hpa: Obj, target: Obj, conds: list[dict]) -> tuple[int, str, list[dict]]:

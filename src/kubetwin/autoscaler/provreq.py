@@ -27,6 +27,7 @@ for a request whose pods cannot be built). Unknown classes are left alone, as CA
 
 from __future__ import annotations
 
+from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.autoscaler.capacity import shape_of
 from kubetwin.autoscaler.cluster_autoscaler import (
     QUEUED_LABEL,
@@ -78,7 +79,7 @@ class ProvisioningRequestController:
 
     # -- conditions -------------------------------------------------------------------------------------
     def _cond(self, pr: Obj, ctype: str) -> dict | None:
-        return next((c for c in (pr.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+        return find_condition(conditions_of(pr), ctype)
 
     def _set(self, pr: Obj, ctype: str, status: str, reason: str, message: str) -> Obj:
         """conditions.AddOrUpdateCondition: replace the condition of that type in place, or append it."""

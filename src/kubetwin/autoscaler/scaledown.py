@@ -22,13 +22,14 @@ from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.simulation import SAFE_TO_EVICT, SOURCE, TO_BE_DELETED, consumes, place, pod_info
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.nodelifecycle import node_is_ready
 from kubetwin.devices.dra import nvidia as nvidia_dra
-from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
 if TYPE_CHECKING:

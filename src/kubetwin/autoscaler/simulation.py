@@ -4,8 +4,9 @@ placement, and the names CA and GKE use."""
 
 from __future__ import annotations
 
+from kubetwin.api.podresources import pod_requests, requests_key
 from kubetwin.scheduler import plugins as P
-from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
 SOURCE = "cluster-autoscaler"
@@ -58,6 +59,4 @@ def consumes(pod: Obj) -> str | None:
 def shape_sig(pod: Obj) -> str:
     """What the simulations read from a pod: its resources and its node constraints."""
     spec = pod["spec"]
-    return repr(([c.get("resources") for c in spec.get("containers") or []],
-                 [c.get("resources") for c in spec.get("initContainers") or []], spec.get("overhead"),
-                 spec.get("tolerations"), spec.get("nodeSelector"), spec.get("affinity")))
+    return repr((*requests_key(spec), spec.get("tolerations"), spec.get("nodeSelector"), spec.get("affinity")))

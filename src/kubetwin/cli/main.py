@@ -210,7 +210,9 @@ def describe(resource: str, name: str, namespace: str = typer.Option("default", 
     events = [o for (k, _, _), o in objs.items() if k == "Event" and o["involvedObject"]["kind"] == kind
               and o["involvedObject"]["name"] == name and (o["involvedObject"].get("namespace") or "") == ns]
     now = datetime.fromisoformat(meta["startTime"].replace("Z", "+00:00")) + timedelta(seconds=t)
-    sys.stdout.write(render(obj, events, now) + "\n")
+    pods = [o for (k, _, _), o in objs.items() if k == "Pod" and kind == "Node"
+            and (o.get("spec") or {}).get("nodeName") == name]
+    sys.stdout.write(render(obj, events, now, pods) + "\n")
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from kubetwin.api.conditions import conditions_of, is_condition_true
 from kubetwin.api.units import format_duration
 
 
@@ -141,7 +142,7 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
     elif kind == "Node":
         rows.append(["NAME", "STATUS", "ROLES", "AGE", "VERSION"] + (["INSTANCE-TYPE", "GPUS"] if wide else []))
         for n in objs:
-            ready = any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+            ready = is_condition_true(conditions_of(n), "Ready")
             row = [n["metadata"]["name"], "Ready" if ready else "NotReady", "<none>",
                    _age(n["metadata"].get("creationTimestamp"), now), n["status"]["nodeInfo"]["kubeletVersion"]]
             if wide:
@@ -152,9 +153,8 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
         rows.append(["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"])
         for j in objs:
             st = j.get("status") or {}
-            conds = {c["type"] for c in st.get("conditions") or [] if c["status"] == "True"}
-            status = "Complete" if "Complete" in conds else "Failed" if "Failed" in conds else \
-                "Suspended" if "Suspended" in conds else "Running"
+            status = next((t for t in ("Complete", "Failed", "Suspended")
+                           if is_condition_true(st.get("conditions"), t)), "Running")
             comp = j["spec"].get("completions", 1)
             dur = "<none>"
             if st.get("startTime"):
@@ -229,7 +229,8 @@ def render_table(rows: list[list[str]]) -> str:
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-def describe(obj: dict, events: list[dict], now: datetime) -> str:
+def describe(obj: dict, events: list[dict], now: datetime, pods: list[dict] | None = None) -> str:
+    """kubectl describe; for a Node, `pods` are the pods bound to it (for Non-terminated Pods and Allocated)."""
     meta = obj["metadata"]
     lines = [f"Name:         {meta['name']}"]
     if meta.get("namespace"):
@@ -264,11 +265,12 @@ def describe(obj: dict, events: list[dict], now: datetime) -> str:
         lines.append("Tolerations:     " + ("\n                 ".join(tols) if tols else "<none>"))
     elif obj["kind"] == "Node":
         lines.append(f"Labels:       {_kv(obj['metadata'].get('labels'), sep=chr(10) + ' ' * 14)}")
-        taints = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in obj["spec"].get("taints") or []]
+        taints = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in (obj.get("spec") or {}).get("taints") or []]
         lines.append("Taints:       " + ("\n              ".join(taints) if taints else "<none>"))
         for section in ("capacity", "allocatable"):
             lines.append(f"{section.capitalize()}:")
-            lines += [f"  {k}:  {v}" for k, v in sorted(obj["status"][section].items())]
+            lines += [f"  {k}:  {v}" for k, v in sorted(((obj.get("status") or {}).get(section) or {}).items())]
+        lines += node_resources(obj, pods or [], now)
     else:
         import yaml
 
@@ -286,6 +288,46 @@ def describe(obj: dict, events: list[dict], now: datetime) -> str:
             rows.append([e["type"], e["reason"], age, e["source"]["component"], e["message"]])
         lines += ["  " + r for r in render_table(rows).splitlines()]
     return "\n".join(lines)
+
+
+def node_resources(node: dict, pods: list[dict], now: datetime) -> list[str]:
+    """kubectl describe node's Non-terminated Pods and Allocated resources, each pod counted with
+    component-helpers' PodRequests/PodLimits (kubectl/pkg/describe/describe.go describeNodeResource and
+    getPodsTotalRequestsAndLimits; percentages of allocatable, truncated)."""
+    from kubetwin.api.podresources import pod_limits, pod_requests, resource_value
+    from kubetwin.kueue.api import format_amount
+
+    st = node.get("status") or {}
+    alloc = {k: resource_value(k, v) for k, v in (st.get("allocatable") or st.get("capacity") or {}).items()}
+    running = sorted((p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")),
+                     key=lambda p: (p["metadata"].get("namespace") or "", p["metadata"]["name"]))
+
+    def pct(name: str, amounts: dict[str, int]) -> str:
+        v = amounts.get(name, 0)
+        frac = int(v / alloc[name] * 100) if alloc.get(name) else 0
+        return f"{format_amount(name, v)} ({frac}%)"
+
+    lines = [f"Non-terminated Pods:          ({len(running)} in total)"]
+    rows = [["Namespace", "Name", "CPU Requests", "CPU Limits", "Memory Requests", "Memory Limits", "Age"],
+            ["---------", "----", "------------", "----------", "---------------", "-------------", "---"]]
+    totals: tuple[dict[str, int], dict[str, int]] = ({}, {})
+    for p in running:
+        req, lim = pod_requests(p), pod_limits(p)
+        for total, amounts in zip(totals, (req, lim), strict=True):
+            for k, v in amounts.items():
+                total[k] = total.get(k, 0) + v
+        rows.append([p["metadata"].get("namespace") or "", p["metadata"]["name"], pct("cpu", req), pct("cpu", lim),
+                     pct("memory", req), pct("memory", lim), _age(p["metadata"].get("creationTimestamp"), now)])
+    lines += ["  " + r for r in render_table(rows).splitlines()]
+    lines.append("Allocated resources:\n  (Total limits may be over 100 percent, i.e., overcommitted.)")
+    rows = [["Resource", "Requests", "Limits"], ["--------", "--------", "------"]]
+    rows += [[r, pct(r, totals[0]), pct(r, totals[1])] for r in ("cpu", "memory", "ephemeral-storage")]
+    rows += [[r, pct(r, totals[0]), pct(r, totals[1])] for r in sorted(alloc) if r.startswith("hugepages-")]
+    standard = ("cpu", "memory", "ephemeral-storage", "pods")  # IsStandardContainerResourceName, and pods
+    extended = sorted(r for r in alloc if r not in standard and not r.startswith("hugepages-"))
+    rows += [[r, format_amount(r, totals[0].get(r, 0)), format_amount(r, totals[1].get(r, 0))] for r in extended]
+    lines += ["  " + r for r in render_table(rows).splitlines()]
+    return lines
 
 
 def _kv(d: dict | None, sep: str = ", ") -> str:

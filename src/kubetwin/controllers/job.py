@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kubetwin.api.conditions import conditions_of, is_condition_true
 from kubetwin.controllers.common import NameGenerator, WorkQueue, controller_of, pod_from_template
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -15,7 +16,7 @@ class AdmissionDenied(Exception):
 
 
 def _ready(pod: Obj) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+    return is_condition_true(conditions_of(pod), "Ready")
 
 
 def _restarts(pod: Obj) -> int:
@@ -62,7 +63,7 @@ class JobController:
         spec, meta = job["spec"], job["metadata"]
         ns, name = meta.get("namespace") or "default", meta["name"]
         status = dict(job.get("status") or {})
-        if any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions", [])):
+        if any(is_condition_true(status.get("conditions"), t) for t in ("Complete", "Failed")):
             return
         pods = self.store.owned("Pod", ns, "Job", name)
         active = [p for p in pods if p["status"].get("phase") in ("Pending", "Running")]

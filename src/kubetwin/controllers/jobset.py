@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.controllers.common import WorkQueue, owner_ref
 from kubetwin.controllers.jobset_webhook import (
     EXCLUSIVE_KEY,
@@ -67,11 +68,7 @@ class JobSetController:
     # -- watches ---------------------------------------------------------------------------------
     def _on_jobset(self, etype: str, js: Obj, old: Obj | None) -> None:
         meta = js["metadata"]
-        if etype == "DELETED":  # the garbage collector removes the child Jobs and their pods
-            for job in self.store.owned("Job", meta.get("namespace") or "", "JobSet", meta["name"]):
-                self._delete_job(job)
-            return
-        self._queue(meta.get("namespace") or "default", meta["name"])
+        self._queue(meta.get("namespace") or "default", meta["name"])  # deleted: _process collects its Jobs
 
     def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
         ref = next(r for r in job["metadata"]["ownerReferences"] if r.get("controller"))
@@ -82,8 +79,11 @@ class JobSetController:
 
     def _process(self, key: tuple[str, str]) -> None:
         js = self.store.get("JobSet", *key)
-        if js is not None:
-            self.sync(js)
+        if js is None:  # the garbage collector removes a deleted JobSet's child Jobs and their pods
+            for job in self.store.owned("Job", key[0], "JobSet", key[1]):
+                self._delete_job(job)
+            return
+        self.sync(js)
 
     # -- reconcile -------------------------------------------------------------------------------
     def sync(self, js: Obj) -> None:
@@ -295,24 +295,23 @@ class JobSetController:
                 self.events.event(js, etype, reason, msg, COMPONENT)
 
 def _finished(job: Obj) -> str | None:
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c["type"] in ("Complete", "Failed") and c["status"] == "True":
-            return c["type"]
-    return None
+    conds = conditions_of(job)
+    return next((t for t in ("Complete", "Failed") if is_condition_true(conds, t)), None)
 
 
 def _finished_js(status: dict) -> bool:
-    return any(c["type"] in ("Completed", "Failed") and c["status"] == "True" for c in status["conditions"])
+    return is_condition_true(status["conditions"], "Completed") or is_condition_true(status["conditions"], "Failed")
 
 
 def _failure_time(job: Obj) -> tuple[str, str]:
-    cond = next((c for c in job["status"]["conditions"] if c["type"] == "Failed" and c["status"] == "True"), {})
+    failed = find_condition(conditions_of(job), "Failed")
+    cond = failed if failed is not None and failed.get("status") == "True" else {}
     return cond.get("lastTransitionTime", ""), job["metadata"]["name"]
 
 
 def _rule_applies(rule: dict, job: Obj) -> bool:
     """ruleIsApplicable: the Job's failure reason (and message pattern) and its replicatedJob match."""
-    cond = next(c for c in job["status"]["conditions"] if c["type"] == "Failed" and c["status"] == "True")
+    cond = find_condition(conditions_of(job), "Failed") or {}  # only failed Jobs are asked
     reasons, patterns = rule.get("onJobFailureReasons") or [], rule.get("onJobFailureMessagePatterns") or []
     targets = rule.get("targetReplicatedJobs") or []
     return ((not reasons or cond.get("reason") in reasons)

@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet_admission import NodeAdmission
@@ -29,7 +30,6 @@ from kubetwin.controllers.nodelifecycle import node_is_ready
 from kubetwin.devices import sharing
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store

@@ -10,7 +10,8 @@ check (removeMissingExtendedResources)."""
 
 from __future__ import annotations
 
-from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.api.podresources import pod_requests
+from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
 ORDER = ("cpu", "memory", "ephemeral-storage")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.controllers.common import NameGenerator, controller_of, owner_ref, pod_from_template
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -110,8 +111,8 @@ class ReplicaSetController:
 
 def _ready_since(pod: Obj) -> str | None:
     """When the pod's Ready condition turned True, None while it is not Ready."""
-    return next((c.get("lastTransitionTime") or "" for c in pod["status"].get("conditions") or []
-                 if c.get("type") == "Ready" and c.get("status") == "True"), None)
+    ready = find_condition(conditions_of(pod), "Ready")
+    return (ready.get("lastTransitionTime") or "") if ready is not None and ready.get("status") == "True" else None
 
 
 def _deletion_rank(pod: Obj) -> tuple:

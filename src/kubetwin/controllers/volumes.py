@@ -93,7 +93,15 @@ class PersistentVolumeClaimController:
         store.watch(POPULATOR_KIND, self._on_source)
 
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
+        """A new claim is queued: binding and populating are the controllers' work, not the handler's."""
         if etype != "ADDED" or (pvc.get("status") or {}).get("phase") == "Bound":
+            return
+        ns, name, uid = _ns(pvc), pvc["metadata"]["name"], pvc["metadata"]["uid"]
+        self.env.after(0, lambda: self._sync_claim(ns, name, uid))
+
+    def _sync_claim(self, ns: str, name: str, uid: str) -> None:
+        pvc = self.store.get("PersistentVolumeClaim", ns, name)
+        if pvc is None or pvc["metadata"].get("uid") != uid or (pvc.get("status") or {}).get("phase") == "Bound":
             return
         ref = _populated(pvc)
         if ref is None:
@@ -102,11 +110,13 @@ class PersistentVolumeClaimController:
             self._start(pvc, ref)
 
     def _on_source(self, etype: str, source: Obj, old: Obj | None) -> None:
-        """A GCPDataSource created after its claim: start the claims that wait for it."""
-        if etype != "ADDED":
-            return
-        ns = _ns(source)
-        for claim in self.waiting.pop((ns, source["metadata"]["name"]), []):
+        """A GCPDataSource created after its claim: queue the start of the claims that wait for it."""
+        if etype == "ADDED":
+            ns, name = _ns(source), source["metadata"]["name"]
+            self.env.after(0, lambda: self._source_added(ns, name))
+
+    def _source_added(self, ns: str, name: str) -> None:
+        for claim in self.waiting.pop((ns, name), []):
             pvc = self.store.get("PersistentVolumeClaim", ns, claim)
             if pvc is not None and (pvc.get("status") or {}).get("phase") != "Bound":
                 self._start(pvc, _populated(pvc) or {})

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubetwin import catalog
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import UnitError, to_int
 from kubetwin.devices import mig, sharing
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
 
 GPU_UTIL, GPU_MEMORY = "kubetwin.io/gpu-util", "kubetwin.io/gpu-memory"

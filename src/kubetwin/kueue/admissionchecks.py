@@ -43,6 +43,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
 from kubetwin.kueue.outcomes import condition, find_condition, is_true
@@ -176,43 +177,54 @@ class AdmissionChecks:
         return "", ""
 
     def refresh_cluster_queues(self) -> None:
-        """Mark ClusterQueues whose checks are missing or inactive (the snapshot leaves them out), and write their
-        Active condition. Only ClusterQueues with admission checks get one."""
+        """Mark ClusterQueues whose checks are missing or inactive (the snapshot leaves them out), and queue the
+        write of their Active condition (this runs from watch handlers). Only ClusterQueues with admission checks
+        get one."""
         sched = self.ctrl.sched
         changed = False
         for name in sorted(sched.cluster_queues):
             spec = sched.cluster_queues[name]
             if not spec.admission_checks:
                 continue
-            reason, message = self._inactive_reason(spec)
+            reason, _ = self._inactive_reason(spec)
+            pending: list[tuple[str, str]] = []
             if reason != spec.checks_inactive:
                 sched.cluster_queues[name] = dataclasses.replace(spec, checks_inactive=reason)
                 changed = True
-            missing_flavors = sorted({fq.name for rg in spec.resource_groups for fq in rg.flavors}
-                                     - set(sched.flavors))
-            if reason:
-                new = condition("Active", False, reason, f"Can't admit new workloads: {message}.", self.ctrl.now())
-            elif missing_flavors or spec.stop_policy not in ("None", "", None):
-                continue  # the snapshot's other reasons: not written by the twin yet
-            else:
-                new = condition("Active", True, "Ready", "Can admit new workloads", self.ctrl.now())
-            obj = self.store.get("ClusterQueue", "", name)
-            old = find_condition(obj, "Active") if obj else None
-            if obj is not None and (old is None or (old["status"], old["reason"], old["message"])
-                                    != (new["status"], new["reason"], new["message"])):
-                conds = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") != "Active"]
-                self.store.update({**obj, "status": {**(obj.get("status") or {}), "conditions": conds + [new]}})
-            if reason and reason != spec.checks_inactive:
                 q = sched.queues.queues.get(name)
-                for wi in sorted(list(q.items.values()) + list(q.inadmissible.values()), key=lambda w: w.key) \
-                        if q is not None else []:
-                    wl = self.store.get("Workload", wi.obj.namespace, wi.obj.name)
-                    if wl is not None:
-                        self.inactive_queue(wl, name)
+                if reason and q is not None:  # its pending Workloads are marked inactive
+                    pending = [(wi.obj.namespace, wi.obj.name) for wi in sorted(
+                        list(q.items.values()) + list(q.inadmissible.values()), key=lambda w: w.key)]
+            self.ctrl.env.after(0, lambda name=name, pending=pending: self._write_active(name, pending))
         if changed:
             sched.queue_inadmissible()
             self.ctrl.queue_status.touch_all()
             self.ctrl._kick()
+
+    def _write_active(self, name: str, pending: list[tuple[str, str]]) -> None:
+        """The ClusterQueue reconciler: write its Active condition as the queue stands now, when it reads
+        differently, and mark the pending Workloads of a queue that became inactive."""
+        spec = self.ctrl.sched.cluster_queues.get(name)
+        obj = self.store.get("ClusterQueue", "", name)
+        if spec is None or obj is None:
+            return
+        reason, message = self._inactive_reason(spec)
+        missing_flavors = {fq.name for rg in spec.resource_groups for fq in rg.flavors} - set(self.ctrl.sched.flavors)
+        if reason:
+            new = condition("Active", False, reason, f"Can't admit new workloads: {message}.", self.ctrl.now())
+        elif missing_flavors or spec.stop_policy not in ("None", "", None):
+            new = None  # the snapshot's other reasons: not written by the twin yet
+        else:
+            new = condition("Active", True, "Ready", "Can admit new workloads", self.ctrl.now())
+        old = find_condition(obj, "Active")
+        if new is not None and (old is None or (old["status"], old["reason"], old["message"])
+                                != (new["status"], new["reason"], new["message"])):
+            conds = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") != "Active"]
+            self.store.update({**obj, "status": {**(obj.get("status") or {}), "conditions": conds + [new]}})
+        for ns, wl_name in pending:
+            wl = self.store.get("Workload", ns, wl_name)
+            if wl is not None:
+                self.inactive_queue(wl, name)
 
     def inactive_queue(self, wl: Obj, cluster_queue: str) -> None:
         """workload_controller.go: a pending Workload of an inactive ClusterQueue is QuotaReserved=False
@@ -358,7 +370,7 @@ class AdmissionChecks:
             if count <= 0:
                 continue
             if cfg.managed_resources:
-                reqs = api.pod_requests(ps["template"].get("spec") or {})
+                reqs = pod_requests({"spec": ps["template"].get("spec") or {}})
                 if not any(reqs.get(r) for r in cfg.managed_resources):
                     continue
             out.append((ps, count))

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from kubetwin.api.conditions import find_condition, is_condition_true
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_quantity
 from kubetwin.store.store import matches
 
@@ -261,44 +263,6 @@ def parse_workload_priority_class(obj: dict) -> WorkloadPriorityClass:
 # ---------------------------------------------------------------------------------------------------- Workload
 
 
-def _add(total: dict[str, int], extra: dict[str, int]) -> None:
-    for k, v in extra.items():
-        total[k] = total.get(k, 0) + v
-
-
-def _container_requests(c: dict) -> dict[str, int]:
-    """requests, with limits standing in for missing requests (API defaulting)."""
-    res = c.get("resources") or {}
-    out = {k: amount(k, v) for k, v in (res.get("limits") or {}).items()}
-    out.update({k: amount(k, v) for k, v in (res.get("requests") or {}).items()})
-    return out
-
-
-def pod_requests(pod_spec: dict) -> dict[str, int]:
-    """Per-pod requests as Kueue counts them: max(sum of containers, each initContainer) plus overhead.
-
-    Restartable (sidecar) init containers keep running, so they add to the containers' sum (pkg/resources,
-    k8s.io/component-helpers resource.PodRequests).
-    """
-    total: dict[str, int] = {}
-    for c in pod_spec.get("containers") or []:
-        _add(total, _container_requests(c))
-    sidecars: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    for c in pod_spec.get("initContainers") or []:
-        req = _container_requests(c)
-        if c.get("restartPolicy") == "Always":
-            _add(sidecars, req)
-            _add(total, req)
-            continue
-        for k, v in req.items():
-            init_max[k] = max(init_max.get(k, 0), v + sidecars.get(k, 0))
-    for k, v in init_max.items():
-        total[k] = max(total.get(k, 0), v)
-    _add(total, {k: amount(k, v) for k, v in (pod_spec.get("overhead") or {}).items()})
-    return {k: v for k, v in sorted(total.items())}
-
-
 @dataclass(frozen=True)
 class PodSet:
     name: str
@@ -345,14 +309,10 @@ class Workload:
         return f"{self.namespace}/{self.name}"
 
     def condition(self, ctype: str) -> dict | None:
-        for c in self.conditions:
-            if c.get("type") == ctype:
-                return c
-        return None
+        return find_condition(self.conditions, ctype)
 
     def condition_true(self, ctype: str) -> bool:
-        c = self.condition(ctype)
-        return c is not None and c.get("status") == "True"
+        return is_condition_true(self.conditions, ctype)
 
     @property
     def has_quota_reservation(self) -> bool:
@@ -400,7 +360,7 @@ def parse_workload(obj: dict, priority_classes: dict[str, int] | None = None) ->
         pod_sets.append(PodSet(
             name=ps.get("name", "main"), count=int(ps.get("count", 1)),
             min_count=None if ps.get("minCount") is None else int(ps["minCount"]),
-            requests=tuple(pod_requests(tmpl_spec).items()),
+            requests=tuple(pod_requests({"spec": tmpl_spec}).items()),  # pkg/resources: PodRequests
             node_selector=tuple(sorted((tmpl_spec.get("nodeSelector") or {}).items())),
             required_affinity_terms=_affinity_terms(tmpl_spec),
             tolerations=tuple(tmpl_spec.get("tolerations") or ())))

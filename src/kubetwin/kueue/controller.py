@@ -138,10 +138,8 @@ class KueueController(PodsReadyMixin):
 
     def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
         meta = job["metadata"]
-        if etype == "DELETED":
-            wl = self.store.get("Workload", meta["namespace"], workload_name(job))
-            if wl is not None:  # the garbage collector follows the owner reference
-                self.store.delete("Workload", meta["namespace"], wl["metadata"]["name"])
+        if etype == "DELETED":  # the garbage collector follows the owner reference
+            self._collect_workload(meta["namespace"], workload_name(job))
             return
         if queue_name(job):
             self._queue_job(job["kind"], meta["namespace"], meta["name"])
@@ -154,8 +152,7 @@ class KueueController(PodsReadyMixin):
             name, orphan = self.pods.observe(etype, pod)
             ns = pod["metadata"]["namespace"]
             if orphan is not None:  # the garbage collector: the Workload's last owner is gone
-                if self.store.get("Workload", ns, orphan) is not None:
-                    self.store.delete("Workload", ns, orphan)
+                self._collect_workload(ns, orphan)
             elif name is not None:
                 self._queue_job(PodJob.kind, ns, name)
             return
@@ -167,6 +164,14 @@ class KueueController(PodsReadyMixin):
                 self._queue_job("JobSet", pod["metadata"]["namespace"], labels["jobset.sigs.k8s.io/jobset-name"])
         elif job and "Job" in self.integrations:
             self._queue_job("Job", pod["metadata"]["namespace"], job)
+
+    def _collect_workload(self, ns: str, name: str) -> None:
+        """The garbage collector deletes a Workload whose owner is gone: after the event, as its own work (it is
+        a separate controller, attemptToDeleteItem in pkg/controller/garbagecollector), never inside a handler."""
+        def collect() -> None:
+            if self.store.get("Workload", ns, name) is not None:
+                self.store.delete("Workload", ns, name)
+        self.env.after(0, collect)
 
     def _queue_job(self, kind: str, ns: str, name: str) -> None:
         self._jobs.add((kind, ns, name))
@@ -290,8 +295,8 @@ class KueueController(PodsReadyMixin):
         for stopped in integ.stop_job(self.store, job, wl["spec"]["podSets"], evicted.get("message", "")):
             self.events.event(stopped, "Normal", "Stopped", evicted.get("message", ""), MANAGER)
         wl = self.store.get("Workload", wl["metadata"]["namespace"], wl["metadata"]["name"])
-        if wl is None:  # a stopped plain Pod was its Workload's last owner: the garbage collector took it
-            return
+        if wl is None or _owners_gone(self.store, wl):  # a stopped plain Pod was its Workload's last owner:
+            return  # the garbage collector takes it (queued by the pod handler)
         if not (wl.get("status") or {}).get("admission") or integ.active(self.store, job):
             return
         now = self.now()
@@ -414,3 +419,12 @@ class KueueController(PodsReadyMixin):
         for ref in wl["metadata"].get("ownerReferences") or []:
             if ref.get("controller") and ref["kind"] in self.integrations:
                 self._queue_job(ref["kind"], wl["metadata"]["namespace"], ref["name"])
+
+
+def _owners_gone(store: Store, obj: Obj) -> bool:
+    """Every owner of obj is gone, so the garbage collector deletes it (attemptToDeleteItem: all owners
+    dangling, pkg/controller/garbagecollector/garbagecollector.go)."""
+    refs = obj["metadata"].get("ownerReferences") or []
+    ns = obj["metadata"].get("namespace") or ""
+    return bool(refs) and all((o := store.get(r["kind"], ns, r["name"])) is None
+                              or o["metadata"].get("uid") != r.get("uid") for r in refs)

@@ -15,6 +15,7 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 
+from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.controllers.common import owner_ref
 from kubetwin.store.store import Obj, Store
 
@@ -100,13 +101,11 @@ class GenericJob:
 
     def finished(self, job: Obj) -> tuple[bool, bool, str]:
         """(finished, succeeded, message) from the job's conditions."""
-        for cond in (job.get("status") or {}).get("conditions") or []:
-            if cond.get("status") != "True":
-                continue
-            if cond["type"] in ("Complete", "Completed"):
-                return True, True, "Job finished successfully"
-            if cond["type"] == "Failed":
-                return True, False, cond.get("message") or "Job failed"
+        conds = conditions_of(job)
+        if is_condition_true(conds, "Complete") or is_condition_true(conds, "Completed"):
+            return True, True, "Job finished successfully"
+        if is_condition_true(conds, "Failed"):
+            return True, False, (find_condition(conds, "Failed") or {}).get("message") or "Job failed"
         return False, False, ""
 
     def suspended(self, job: Obj) -> bool:
@@ -227,10 +226,11 @@ class JobSetJob(GenericJob):
         return done >= replicas
 
     def finished(self, job: Obj) -> tuple[bool, bool, str]:
-        for cond in (job.get("status") or {}).get("conditions") or []:
-            if cond.get("status") == "True" and cond["type"] in ("Completed", "Failed"):
-                ok = cond["type"] == "Completed"
-                return True, ok, "jobset completed successfully" if ok else (cond.get("message") or "jobset failed")
+        conds = conditions_of(job)
+        if is_condition_true(conds, "Completed"):
+            return True, True, "jobset completed successfully"
+        if is_condition_true(conds, "Failed"):
+            return True, False, (find_condition(conds, "Failed") or {}).get("message") or "jobset failed"
         return False, False, ""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kubetwin.api import conditions
 from kubetwin.kueue.api import format_time
 from kubetwin.store.store import Obj
 
@@ -89,29 +90,15 @@ class CycleResult:
         return None
 
 
-# Reading and writing status.conditions (apimeta.FindStatusCondition / SetStatusCondition).
+# Reading and writing status.conditions: apimeta's helpers (api.conditions) over an object.
 def find_condition(obj: Obj, ctype: str) -> dict | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return c
-    return None
+    return conditions.find_condition(conditions.conditions_of(obj), ctype)
 
 
 def is_true(obj: Obj, ctype: str) -> bool:
-    c = find_condition(obj, ctype)
-    return c is not None and c.get("status") == "True"
+    return conditions.is_condition_true(conditions.conditions_of(obj), ctype)
 
 
 def set_conditions(conds: list[dict], new: tuple[dict, ...] | list[dict]) -> list[dict]:
-    """apimeta.SetStatusCondition: replace by type, keeping lastTransitionTime when the status is unchanged."""
-    out = list(conds)
-    for c in new:
-        for i, old in enumerate(out):
-            if old.get("type") == c["type"]:
-                if old.get("status") == c["status"]:
-                    c = {**c, "lastTransitionTime": old.get("lastTransitionTime", c["lastTransitionTime"])}
-                out[i] = c
-                break
-        else:
-            out.append(c)
-    return out
+    """apimeta.SetStatusCondition for each of `new`."""
+    return conditions.set_conditions(conds, new)

@@ -39,6 +39,7 @@ import hashlib
 import json
 from collections.abc import Callable
 
+from kubetwin.api.conditions import conditions_of, is_condition_true
 from kubetwin.controllers.common import controller_of
 from kubetwin.kueue.jobframework import DEFAULT_PODSET, GenericJob, PodSetInfo, workload_name
 from kubetwin.scheduler.scheduler import scheduling_gated_condition
@@ -201,9 +202,7 @@ class PodJob(GenericJob):
         return any(gated(p) or _terminated(p) for p in job.get(_PODS) or (job,))
 
     def pods_ready(self, job: Obj) -> bool:
-        return all(any(c.get("type") == "Ready" and c.get("status") == "True"
-                       for c in (p.get("status") or {}).get("conditions") or ())
-                   for p in job.get(_PODS) or (job,))
+        return all(is_condition_true(conditions_of(p), "Ready") for p in job.get(_PODS) or (job,))
 
     def start(self, store: Store, job: Obj, infos: list[PodSetInfo]) -> list[Obj]:
         """Run: remove the gate and merge the PodSet's node selector, tolerations, labels and annotations."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kubetwin.api.conditions import conditions_of, is_condition_true
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.report.fragmentation import cluster_fragmentation, placement_fragmentation
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -277,9 +278,8 @@ class Metrics:
         out = []
         for (ns, name), seen in sorted(self._jobs_seen.items()):
             job = self.store.get("Job", ns, name)
-            conds = {c["type"] for c in ((job or {}).get("status") or {}).get("conditions") or []
-                     if c["status"] == "True"}
-            status = "Complete" if "Complete" in conds else "Failed" if "Failed" in conds else \
-                "Running" if seen["start"] is not None else "Pending"
+            conds = conditions_of(job or {})
+            status = next((t for t in ("Complete", "Failed") if is_condition_true(conds, t)), None) or (
+                "Running" if seen["start"] is not None else "Pending")
             out.append({"name": name, "namespace": ns, **seen, "status": status})
         return out

@@ -90,6 +90,19 @@ class DynamicResources:
     def wants(pod: Obj) -> bool:
         return bool(pod["spec"].get("resourceClaims"))
 
+    # -- PreEnqueue -----------------------------------------------------------------------------
+    def awaiting_generated_claim(self, pod: Obj) -> bool:
+        """PreEnqueue: a pod whose claim from a template is not created yet waits outside the queue, and the
+        pod update that records the claim's name (UpdatePodGeneratedResourceClaim) enqueues it
+        (dynamicresources.go PreEnqueue, foreachPodResourceClaim). Twin: only while the template exists, so the
+        claim is on its way; a missing template or named claim still goes through PreFilter, whose
+        FailedScheduling says what is missing (the real controller only logs the template error)."""
+        ns = pod["metadata"]["namespace"]
+        return any(pc.get("resourceClaimTemplateName") and not pc.get("resourceClaimName")
+                   and claim_name(pod, pc) is None
+                   and self.store.get("ResourceClaimTemplate", ns, pc["resourceClaimTemplateName"]) is not None
+                   for pc in pod["spec"].get("resourceClaims") or [])
+
     # -- PreFilter ------------------------------------------------------------------------------
     def claims(self, pod: Obj) -> list[Obj]:
         """The pod's claims, in the plugin's words when one is missing (foreachPodResourceClaim)."""

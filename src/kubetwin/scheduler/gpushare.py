@@ -235,7 +235,7 @@ class GpuSharePlacement:
 
 def declared_workload(objs: list[Obj]) -> Counter[Shape]:
     """GPU pod shapes the scenario's objects will create: Pods, and pod templates times replicas/completions."""
-    from kubetwin.scheduler.nodeinfo import pod_requests
+    from kubetwin.api.podresources import pod_requests
 
     out: Counter[Shape] = Counter()
     for o in objs:

@@ -4,38 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubetwin.api.units import to_int, to_milli
+from kubetwin.api.podresources import resource_value
 from kubetwin.store.store import Obj
 
 # schedutil.DefaultMilliCPURequest / DefaultMemoryRequest: what scoring assumes for a pod requesting nothing
 # (k8s.io/kubernetes pkg/scheduler/util/pod_resources.go).
 DEFAULT_MILLI_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
-
-
-def resource_value(name: str, value: object) -> int:
-    return to_milli(value) if name == "cpu" else to_int(value)
-
-
-def pod_requests(pod: Obj) -> dict[str, int]:
-    """Effective requests: sum over containers, max with each init container, plus overhead (as in kube)."""
-    spec = pod["spec"]
-    total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        res = c.get("resources") or {}
-        reqs = dict(res.get("limits") or {})  # requests default to limits
-        reqs.update(res.get("requests") or {})
-        for k, v in reqs.items():
-            total[k] = total.get(k, 0) + resource_value(k, v)
-    for c in spec.get("initContainers") or []:
-        res = c.get("resources") or {}
-        reqs = dict(res.get("limits") or {})
-        reqs.update(res.get("requests") or {})
-        for k, v in reqs.items():
-            total[k] = max(total.get(k, 0), resource_value(k, v))
-    for k, v in (spec.get("overhead") or {}).items():
-        total[k] = total.get(k, 0) + resource_value(k, v)
-    return total
 
 
 @dataclass

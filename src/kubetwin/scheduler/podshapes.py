@@ -3,9 +3,9 @@ node-only filter verdicts keyed by its tolerations, node selector and node affin
 
 from __future__ import annotations
 
+from kubetwin.api.podresources import pod_requests, requests_key
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.scheduler import plugins as P
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
 from kubetwin.scheduler.preemption import priority_of
 from kubetwin.store.store import Obj
@@ -14,9 +14,7 @@ _CACHE_LIMIT = 512  # distinct pod shapes whose verdicts are kept
 
 
 def _resources_sig_of(pod: Obj) -> str:
-    spec = pod["spec"]
-    return repr(([c.get("resources") for c in spec.get("containers") or []],
-                 [c.get("resources") for c in spec.get("initContainers") or []], spec.get("overhead")))
+    return repr(tuple(requests_key(pod["spec"])))
 
 
 _resources_sig = TemplateMemo(_resources_sig_of)  # what the pod requests, as a key: one per template

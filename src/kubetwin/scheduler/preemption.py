@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.scheduler import plugins as P
-from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 

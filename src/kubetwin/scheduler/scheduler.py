@@ -14,6 +14,8 @@ import random
 
 import numpy as np
 
+from kubetwin.api.conditions import find_condition, set_condition
+from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.dra.allocator import AllocationError, Features
 from kubetwin.scheduler import dra as D
 from kubetwin.scheduler import gpushare as G
@@ -21,7 +23,7 @@ from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler import volumebinding as VB
 from kubetwin.scheduler.fiterror import FIT, diagnose, fit_error
-from kubetwin.scheduler.nodeinfo import NodeInfo, pod_requests
+from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
 from kubetwin.scheduler.podshapes import PodShapes
 from kubetwin.scheduler.preemption import DefaultPreemption, pod_key, priority_of
@@ -60,6 +62,7 @@ class Scheduler:
         self.next_start = 0
         self._pending_run = False
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
+        self._awaiting_claims: set[str] = set()  # pods DynamicResources' PreEnqueue keeps out of the queue
         self.schedule_attempts = 0
         self.shapes = PodShapes(self.table)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
@@ -124,6 +127,7 @@ class Scheduler:
         if etype == "DELETED" or terminal:  # the scheduler's informer drops terminal pods: a delete
             nominated = self._clear_nomination(key)
             self.queue.forget(key)
+            self._awaiting_claims.discard(key)
             if self.gpushare is not None:
                 self.gpushare.release(key)
             req = self._requests.pop(key, None)
@@ -151,10 +155,20 @@ class Scheduler:
             if self.gpushare is not None:
                 self.gpushare.created(G.shape_of(pod, pod_requests(pod)))
             if not spec.get("schedulingGates"):  # PreEnqueue SchedulingGates: a gated pod waits outside the queue
-                self.queue.add(key, priority_of(pod))
+                self._pre_enqueue(key, pod)
         elif (old is not None and old["spec"].get("schedulingGates") and not spec.get("schedulingGates")
               and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
-            self.queue.add(key, priority_of(pod))  # the last gate was removed: the pod update enqueues it
+            self._pre_enqueue(key, pod)  # the last gate was removed: the pod update enqueues it
+        elif key in self._awaiting_claims and not self.dra.awaiting_generated_claim(pod):
+            self._awaiting_claims.discard(key)  # its claim's name is recorded: the pod update enqueues it
+            self.queue.add(key, priority_of(pod))
+
+    def _pre_enqueue(self, key: str, pod: Obj) -> None:
+        """DynamicResources' PreEnqueue, then into the queue (SchedulingGates' is checked by the caller)."""
+        if self.dra.wants(pod) and self.dra.awaiting_generated_claim(pod):
+            self._awaiting_claims.add(key)
+            return
+        self.queue.add(key, priority_of(pod))
 
     def _kick(self) -> None:
         if not self._pending_run:
@@ -273,9 +287,8 @@ class Scheduler:
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         status["phase"] = "Pending"
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
-        status["conditions"] = conds + [{"type": "PodScheduled", "status": "False", "reason": reason,
-                                         "message": msg, "lastTransitionTime": now}]
+        status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "False", "reason": reason,
+                                                       "message": msg, "lastTransitionTime": now})
         pod = self.store.update({**pod, "status": status})
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(pod_key(pod), plugins if reason == "Unschedulable" else frozenset(), pi, shape, cycle)
@@ -333,8 +346,8 @@ class Scheduler:
         self.table.add_requests(ni.name, pi.requests, 1, pi.priority)
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
-        status["conditions"] = conds + [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now}]
+        status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "True",
+                                                       "lastTransitionTime": now})
         status.pop("nominatedNodeName", None)
         meta = pod["metadata"]
         if annotations:
@@ -364,17 +377,22 @@ class Scheduler:
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         status["phase"] = "Pending"
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"]
-        status["conditions"] = conds + [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                         "message": msg, "lastTransitionTime": now}]
+        status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "False",
+                                                       "reason": "Unschedulable", "message": msg,
+                                                       "lastTransitionTime": now})
         if nominated:
             status["nominatedNodeName"] = nominated
             self._clear_nomination(key)
             self._nominated.setdefault(nominated, {})[key] = (pi.priority, pi.requests, pod)
         old = pod.get("status", {})
-        prev = next((c for c in old.get("conditions") or [] if c["type"] == "PodScheduled"), None)
+        prev = find_condition(old.get("conditions"), "PodScheduled")
         if not prev or prev.get("message") != msg or old.get("nominatedNodeName") != status.get("nominatedNodeName"):
             pod = self.store.update({**pod, "status": status})
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(key, frozenset(plugins), pi, shape, cycle)
 
+
+def _pod_scheduled(status: dict, cond: dict) -> list[dict]:
+    """podutil.UpdatePodCondition (pkg/api/v1/pod/util.go): PodScheduled replaced where it stands, keeping its
+    lastTransitionTime while its status is unchanged (a new message is not a transition)."""
+    return set_condition(status.get("conditions"), cond)[0]

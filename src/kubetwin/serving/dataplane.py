@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from kubetwin.api.conditions import is_condition_true
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
 from kubetwin.devices.gpuruntime import GpuRuntime
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.serving import modelserver, sizing, traces
 from kubetwin.serving.arrivals import Arrivals
 from kubetwin.serving.engine import Engine
@@ -152,8 +153,8 @@ class ServingDataPlane:
             if found is not None:
                 gpus = float(pod_requests(pod).get(GPU, 0))
                 self.pod_gpu_seconds[uid] = [self.env.now, -1.0, gpus, self._gpu_price(pod)]
-        ready = etype != "DELETED" and status.get("phase") == "Running" and any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        ready = etype != "DELETED" and status.get("phase") == "Running" and is_condition_true(
+            status.get("conditions"), "Ready")
         if uid in self.pod_gpu_seconds and (etype == "DELETED" or status.get("phase") in ("Succeeded", "Failed")):
             if self.pod_gpu_seconds[uid][1] < 0:
                 self.pod_gpu_seconds[uid][1] = self.env.now

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from kubetwin.api.conditions import set_condition
 from kubetwin.autoscaler.hpa import format_milli, register_external_metrics
 from kubetwin.controllers.common import owner_ref
 from kubetwin.serving.keda_spec import DEFAULT_MAX_REPLICAS, PrometheusTrigger, _bounds_error, parse_trigger
@@ -359,8 +360,4 @@ def _cond(conds: list[dict], ctype: str) -> dict:
 
 def _set(conds: list[dict], ctype: str, status: str, reason: str, message: str) -> None:
     """Conditions.Set*Condition: replace the condition of that type in place (KEDA keeps no transition time)."""
-    for i, c in enumerate(conds):
-        if c["type"] == ctype:
-            conds[i] = {"type": ctype, "status": status, "reason": reason, "message": message}
-            return
-    conds.append({"type": ctype, "status": status, "reason": reason, "message": message})
+    conds[:] = set_condition(conds, {"type": ctype, "status": status, "reason": reason, "message": message})[0]

@@ -6,6 +6,7 @@ an update stores a new dict, so the history can keep references instead of copie
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,9 +21,23 @@ CLUSTER_SCOPED = frozenset({
     "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig",
     "Configuration", "StorageClass", "PersistentVolume"})
 
+# "raise" (the default): a write from inside a watch handler raises WriteDuringDispatch; "record": it is kept in
+# Store.handler_writes instead (for surveying a scenario).
+_HANDLER_WRITES = os.environ.get("KUBETWIN_HANDLER_WRITES", "raise")
+
 
 class AlreadyExists(Exception):
     pass
+
+
+class WriteDuringDispatch(RuntimeError):
+    """A watch handler wrote to the store while its event was being dispatched.
+
+    A handler must only enqueue work (env.after(0, ...)) or update its own cache, as informer event handlers
+    hand keys to a workqueue (client-go tools/cache ResourceEventHandler; sample-controller's enqueue). A write
+    inside dispatch reaches the handlers registered after it before the ones registered earlier have seen the
+    first event, so results would depend on the order controllers were created.
+    """
 
 
 class NotFound(Exception):
@@ -58,6 +73,10 @@ def matches(selector: dict | None, labels: dict | None) -> bool:
 class Store:
     """Create/update/delete with resourceVersion bumps; every change is recorded and dispatched to watchers."""
 
+    # Test hook: call each event's watchers in the reverse of their registration order, as if run.run had created
+    # the controllers the other way round; results must not change (handlers only enqueue).
+    reverse_dispatch = False
+
     def __init__(self, env: Environment, rng_seed: int = 0, start_time: str = "2026-01-01T00:00:00Z") -> None:
         self.env = env
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
@@ -74,6 +93,8 @@ class Store:
         self._ts_t, self._ts = -1.0, ""
         # (kind, ns, ownerKind, owner) -> names of the objects it controls, in creation order
         self._owned: dict[tuple[str, str, str, str], dict[str, None]] = {}
+        self._running: tuple[Handler, str, Obj] | None = None  # the watch handler being dispatched, and its event
+        self.handler_writes: list[str] = []  # recorded instead of raised when KUBETWIN_HANDLER_WRITES=record
 
     # -- plumbing -------------------------------------------------------------------------------
     def watch(self, kind: str, handler: Handler, owner_kind: str | None = None) -> None:
@@ -86,6 +107,8 @@ class Store:
         """Build the dispatch list for objects of `kind` controlled by an `owner_kind` (looked up in _emit)."""
         handlers = self._dispatch[(kind, owner_kind)] = [
             h for h, want in self._watchers.get(kind, ()) if want is None or want == owner_kind]
+        if self.reverse_dispatch:
+            handlers.reverse()
         return handlers
 
     def admit(self, plugin: Callable[[Obj], Obj], kinds: tuple[str, ...] | None = None) -> None:
@@ -137,12 +160,34 @@ class Store:
         handlers = self._dispatch.get((obj["kind"], owner_kind))
         if handlers is None:
             handlers = self._handlers(obj["kind"], owner_kind)
-        for handler in handlers:
-            handler(etype, obj, old)
+        if not handlers:
+            return
+        outer = self._running
+        try:
+            for handler in handlers:
+                self._running = (handler, etype, obj)
+                handler(etype, obj, old)
+        finally:
+            self._running = outer
+
+    def _check_write(self, verb: str, kind: str, ns: str, name: str) -> None:
+        """Refuse a write made from inside a watch handler (see WriteDuringDispatch)."""
+        assert self._running is not None
+        handler, etype, obj = self._running
+        what = getattr(handler, "__qualname__", repr(handler))
+        msg = (f"{what} handled {etype} {obj['kind']} {obj['metadata'].get('name')} and wrote "
+               f"({verb} {kind} {ns + '/' if ns else ''}{name}) during dispatch: a watch handler must only enqueue "
+               f"work (env.after(0, ...)) or update its own cache")
+        if _HANDLER_WRITES == "record":
+            self.handler_writes.append(msg)
+            return
+        raise WriteDuringDispatch(msg)
 
     # -- verbs ----------------------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
         kind = obj.get("kind")
+        if self._running:
+            self._check_write("create", str(kind), obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
         plugins = self._admission_of.get(kind)
         for plugin in plugins if plugins is not None else self._plugins(kind):
             obj = plugin(obj)
@@ -168,6 +213,8 @@ class Store:
 
     def update(self, obj: Obj) -> Obj:
         kind, ns, name = key_of(obj)
+        if self._running:
+            self._check_write("update", kind, ns, name)
         bucket = self._objects.get(kind, {})
         old = bucket.get((ns, name))
         if old is None:
@@ -184,6 +231,8 @@ class Store:
         return None if cur is None else self.update(fn(cur))
 
     def delete(self, kind: str, ns: str, name: str) -> Obj | None:
+        if self._running:
+            self._check_write("delete", kind, ns or "", name)
         old = self._objects.get(kind, {}).pop((ns or "", name), None)
         if old is not None:
             self.rv += 1

@@ -18,10 +18,10 @@ from dataclasses import replace
 from typing import Any
 
 from kubetwin import catalog
+from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import UnitError, parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
-from kubetwin.scheduler.nodeinfo import pod_requests
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import memory, storage
 from kubetwin.workloads.training import (

@@ -8,7 +8,7 @@ deallocated (status.allocation cleared), and claims generated for a pod are dele
 
 from __future__ import annotations
 
-from kubetwin.controllers.common import NameGenerator, owner_ref
+from kubetwin.controllers.common import NameGenerator, WorkQueue, owner_ref
 from kubetwin.store.store import Obj, Store
 
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
@@ -26,20 +26,37 @@ def claim_name(pod: Obj, pod_claim: dict) -> str | None:
 
 
 class ResourceClaimController:
+    """The pod handler only queues the pod's key; syncPod-style work runs from the queue (controller.go
+    enqueuePod / syncPod), so the claims do not depend on which controllers saw the pod event first."""
+
     def __init__(self, store: Store, names: NameGenerator) -> None:
         self.store, self.names = store, names
+        self._work = WorkQueue(store.env, self._sync)
+        self._gone: dict[tuple[str, str], Obj] = {}  # deleted pods with claims, until their key is processed
         store.watch("Pod", self._on_pod)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
-        claims = pod["spec"].get("resourceClaims")
-        if not claims:
+        if not pod["spec"].get("resourceClaims"):
             return
-        done = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
-        if etype == "DELETED" or done:
-            self._release(pod, deleted=etype == "DELETED")
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if etype == "DELETED":
+            self._gone[key] = pod
+        elif etype == "ADDED":
+            self._gone.pop(key, None)  # a pod of the same name again
+        self._work.add(key)
+
+    def _sync(self, key: tuple[str, str]) -> None:
+        """Claims of a live pod are created; those of a done or deleted pod are released."""
+        pod = self.store.get("Pod", *key)
+        gone = self._gone.pop(key, None)
+        if gone is not None and (pod is None or pod["metadata"]["uid"] != gone["metadata"]["uid"]):
+            self._release(gone, deleted=True)
+        if pod is None or not pod["spec"].get("resourceClaims"):
             return
-        if etype == "ADDED":
-            self._generate(pod, claims)
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            self._release(pod, deleted=False)
+        else:
+            self._generate(pod, pod["spec"]["resourceClaims"])
 
     def _generate(self, pod: Obj, claims: list[dict]) -> None:
         ns, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]

@@ -159,10 +159,10 @@ class NvidiaDraDriver:
 
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         name = node["metadata"]["name"]
-        if etype == "DELETED":
-            for sl in self._slices.pop(name, []):
-                if self.store.get("ResourceSlice", "", sl):
-                    self.store.delete("ResourceSlice", "", sl)
+        if etype == "DELETED":  # the node's slices go with it, written after dispatch (handlers only enqueue)
+            gone = self._slices.pop(name, [])
+            if gone:
+                self.env.after(0, lambda: self._unpublish(gone))
             return
         labels = node["metadata"].get("labels") or {}
         if etype != "ADDED" or not uses_dra(labels) or not labels.get("cloud.google.com/gke-accelerator"):
@@ -176,6 +176,11 @@ class NvidiaDraDriver:
         delay = parse_duration(spec.get("driverInstallDelay", "3m"))
         if count:
             self.env.after(delay, lambda: self._publish(name, labels, count))
+
+    def _unpublish(self, slices: list[str]) -> None:
+        for sl in slices:
+            if self.store.get("ResourceSlice", "", sl):
+                self.store.delete("ResourceSlice", "", sl)
 
     def _publish(self, node_name: str, labels: dict[str, str], count: int) -> None:
         if self.store.get("Node", "", node_name) is None:
