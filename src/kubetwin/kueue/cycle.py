@@ -47,6 +47,7 @@ from kubetwin.kueue.outcomes import (
     Pending,
     Victim,
     condition,
+    reset_eviction,
 )
 from kubetwin.kueue.podset_reducer import PodSetReducer
 from kubetwin.kueue.preemption import Preemptor, Target, can_always_reclaim, preemption_message
@@ -401,7 +402,8 @@ class KueueScheduler:
     def _admit(self, e: _Entry, cq: ClusterQueueSnapshot, now: float, result: CycleResult) -> None:
         admission = {"clusterQueue": cq.name, "podSetAssignments": e.assignment.to_api()}
         conds = (condition("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq.name}", now),
-                 condition("Admitted", True, "Admitted", "The workload is admitted", now))
+                 condition("Admitted", True, "Admitted", "The workload is admitted", now),
+                 *reset_eviction(e.info.obj.conditions, now))
         # workload.QueuedWaitTime: since the Requeued condition's transition, else since creation
         requeued = e.info.obj.condition("Requeued")
         queued = api.parse_time(requeued.get("lastTransitionTime")) if requeued else e.info.obj.creation_time
@@ -417,7 +419,8 @@ class KueueScheduler:
                      for ps in e.assignment.pod_sets)
         obj = dataclasses.replace(obj, admission=api.Admission(cq.name, psas),
                                   conditions=tuple(c for c in obj.conditions
-                                                   if c.get("type") not in ("QuotaReserved", "Admitted")) + conds)
+                                                   if c.get("type") not in {c["type"] for c in conds}) + conds)
+        self.queues.admitted(obj.key, cq.name)
         self._reserve(WorkloadInfo(obj, cq.name, e.assignment.total_requests()))
         result.admitted.append(Admitted(obj.key, cq.name, admission, conds, event, e.assignment.borrowing))
 
