@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+from kueue_builders import NOW, make_wl
 from test_kueue_run import (
     EXAMPLES,
     KQ,
@@ -34,6 +36,17 @@ from test_kueue_run import (
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
+from kubetwin.kueue import api
+from kubetwin.kueue.queue import (
+    REQUEUE_FAILED_AFTER_NOMINATION,
+    REQUEUE_GENERIC,
+    REQUEUE_NAMESPACE_MISMATCH,
+    REQUEUE_PENDING_PREEMPTION,
+    REQUEUE_PREEMPTION_FAILED,
+    REQUEUE_PREEMPTION_NO_CANDIDATES,
+    ClusterQueueQueue,
+)
+from kubetwin.kueue.snapshot import WorkloadInfo
 from kubetwin.run import run as kt_run
 
 
@@ -170,3 +183,30 @@ def test_same_second_jobs_are_ordered_by_creation_then_uid():
     assert times["first"] == 0.0
     assert times["second"] == done["first"] and times["third"] == done["second"]
     assert 0.0 < times["second"] < times["third"]
+
+
+# ------------------------------------------------------------------------------------------------ the queue itself
+@pytest.mark.parametrize("reason, inadmissible, sticky", [
+    (REQUEUE_FAILED_AFTER_NOMINATION, False, False),
+    (REQUEUE_PENDING_PREEMPTION, False, True),
+    (REQUEUE_PREEMPTION_FAILED, False, False),
+    (REQUEUE_NAMESPACE_MISMATCH, True, False),
+    (REQUEUE_GENERIC, True, False),  # NoFit
+    (REQUEUE_PREEMPTION_NO_CANDIDATES, True, False),
+])
+def test_best_effort_fifo_requeue_if_not_present(reason: str, inadmissible: bool, sticky: bool) -> None:
+    """Kueue's TestBestEffortFIFORequeueIfNotPresent (pkg/cache/queue/cluster_queue_test.go): where a popped head
+    goes per requeue reason, and whether it becomes the sticky preemptor, popped before an older workload."""
+    q = ClusterQueueQueue("cq", "BestEffortFIFO")
+    older = WorkloadInfo(api.parse_workload(make_wl("default", "older").queue("main").created(NOW - 60)
+                                            .request("cpu", "1").obj()), "cq")
+    wl = WorkloadInfo(api.parse_workload(make_wl("default", "w").queue("main").request("cpu", "1").obj()), "cq")
+    q.requeue(wl, reason)
+    assert ("default/w" in q.inadmissible) == inadmissible
+    assert (q.preemptor == "default/w") == sticky
+    q.push(older)
+    q.queue_inadmissible()
+    assert q.active()[0] == ("default/w" if sticky else "default/older")
+    assert q.pop().key == ("default/w" if sticky else "default/older")
+    q.delete("default/w")
+    assert q.preemptor is None
