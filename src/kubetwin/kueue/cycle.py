@@ -417,9 +417,9 @@ class KueueScheduler:
         psas = tuple(api.PodSetAssignment(ps.name, tuple(sorted((r, f.name) for r, f in ps.flavors.items())),
                                           tuple(sorted((r, ps.requests.get(r, 0)) for r in ps.flavors)), ps.count)
                      for ps in e.assignment.pod_sets)
+        replaced = {c["type"] for c in conds}
         obj = dataclasses.replace(obj, admission=api.Admission(cq.name, psas),
-                                  conditions=tuple(c for c in obj.conditions
-                                                   if c.get("type") not in {c["type"] for c in conds}) + conds)
+                                  conditions=tuple(c for c in obj.conditions if c.get("type") not in replaced) + conds)
         self.queues.admitted(obj.key, cq.name)
         self._reserve(WorkloadInfo(obj, cq.name, e.assignment.total_requests()))
         result.admitted.append(Admitted(obj.key, cq.name, admission, conds, event, e.assignment.borrowing))
