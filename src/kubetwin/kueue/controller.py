@@ -7,7 +7,8 @@ Everything goes through the store, as kueue-controller-manager talks to the API 
   when its Workload is admitted (flavor node labels and tolerations injected), stops it when the Workload is
   evicted, releases the quota once the job is inactive, and marks the Workload Finished when the job ends;
 - the scheduler (pkg/scheduler/scheduler.go, ported in `kueue.cycle`) runs cycles whenever something changed,
-  at the same simulated instant, until a cycle admits and preempts nothing;
+  at the same simulated instant, until a cycle is settled: it admits nothing, preempts nothing and moves no head
+  to an inadmissible set (a BestEffortFIFO head that does not fit steps aside and the next one gets its cycle);
 - ClusterQueue and LocalQueue status (pending/reserving/admitted workloads, flavor usage) is written back.
 
 The manager Configuration (`kueue.config`) switches fair sharing, the PartialAdmission gate and waitForPodsReady.
@@ -55,6 +56,7 @@ from kubetwin.kueue.outcomes import (
     condition,
     find_condition,
     is_true,
+    reset_eviction,
     set_conditions,
 )
 from kubetwin.kueue.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
@@ -67,7 +69,7 @@ from kubetwin.store.store import Obj, Store
 
 SPEC_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "LocalQueue", "WorkloadPriorityClass")
 ADMISSION = "kueue-admission"  # the event source of Kueue's scheduler (cmd/kueue: constants.AdmissionName)
-_MAX_CYCLES_PER_INSTANT = 10_000  # a guard: every cycle that continues admits or preempts something
+_MAX_CYCLES_PER_INSTANT = 10_000  # a guard: every cycle that continues admits, preempts or sets a head aside
 
 
 class KueueController(PodsReadyMixin):
@@ -338,7 +340,7 @@ class KueueController(PodsReadyMixin):
                 break
             result = self.sched.schedule(self.now())
             self._apply(result)
-            if not result.admitted and not result.victims:
+            if result.settled:
                 break
         self.queue_status.flush()
 
@@ -384,14 +386,10 @@ class KueueController(PodsReadyMixin):
         self._queue_owner(wl)
 
     def _reset_eviction(self, wl: Obj) -> tuple[dict, ...]:
-        """workload.SetQuotaReservation: a new reservation turns Evicted and Preempted False, "Previously: ..."."""
-        out = []
-        for ctype in ("Evicted", "Preempted"):
-            c = find_condition(wl, ctype)
-            if c is not None and c.get("status") == "True":
-                out.append({**condition(ctype, False, "QuotaReserved", f"Previously: {c.get('message', '')}",
-                                        self.now())})
-        return tuple(out)
+        """The admission's resets come with the cycle's conditions; the stored Workload may also carry an Evicted
+        condition the scheduler's copy was handed without (requeuingStrategy.timestamp Creation, `_queue_pending`):
+        reset it from the stored conditions too (set_conditions replaces by type, so a repeat is harmless)."""
+        return reset_eviction((wl.get("status") or {}).get("conditions") or [], self.now())
 
     def _preempted(self, v: Victim, preempting_cq: str) -> None:
         wl = self._workload(v.key)

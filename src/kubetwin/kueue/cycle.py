@@ -47,6 +47,7 @@ from kubetwin.kueue.outcomes import (
     Pending,
     Victim,
     condition,
+    reset_eviction,
 )
 from kubetwin.kueue.podset_reducer import PodSetReducer
 from kubetwin.kueue.preemption import Preemptor, Target, can_always_reclaim, preemption_message
@@ -401,7 +402,8 @@ class KueueScheduler:
     def _admit(self, e: _Entry, cq: ClusterQueueSnapshot, now: float, result: CycleResult) -> None:
         admission = {"clusterQueue": cq.name, "podSetAssignments": e.assignment.to_api()}
         conds = (condition("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {cq.name}", now),
-                 condition("Admitted", True, "Admitted", "The workload is admitted", now))
+                 condition("Admitted", True, "Admitted", "The workload is admitted", now),
+                 *reset_eviction(e.info.obj.conditions, now))
         # workload.QueuedWaitTime: since the Requeued condition's transition, else since creation
         requeued = e.info.obj.condition("Requeued")
         queued = api.parse_time(requeued.get("lastTransitionTime")) if requeued else e.info.obj.creation_time
@@ -415,9 +417,10 @@ class KueueScheduler:
         psas = tuple(api.PodSetAssignment(ps.name, tuple(sorted((r, f.name) for r, f in ps.flavors.items())),
                                           tuple(sorted((r, ps.requests.get(r, 0)) for r in ps.flavors)), ps.count)
                      for ps in e.assignment.pod_sets)
+        replaced = {c["type"] for c in conds}
         obj = dataclasses.replace(obj, admission=api.Admission(cq.name, psas),
-                                  conditions=tuple(c for c in obj.conditions
-                                                   if c.get("type") not in ("QuotaReserved", "Admitted")) + conds)
+                                  conditions=tuple(c for c in obj.conditions if c.get("type") not in replaced) + conds)
+        self.queues.admitted(obj.key, cq.name)
         self._reserve(WorkloadInfo(obj, cq.name, e.assignment.total_requests()))
         result.admitted.append(Admitted(obj.key, cq.name, admission, conds, event, e.assignment.borrowing))
 

@@ -88,8 +88,10 @@ class KueueMetrics:
         self._queued_since.pop(key, None)
 
     def sample(self, pending: dict[str, tuple[int, int]], reserving: dict[str, int]) -> None:
-        """Gauges after each burst of cycles: (active, inadmissible) pending and reserving workloads per CQ."""
-        for cq, (active, inadmissible) in pending.items():
+        """Gauges after each burst of cycles: (active, inadmissible) pending and reserving workloads per CQ.
+        In ClusterQueue name order: a series first set here is exposed in creation order, so metrics.prom must not
+        depend on the order of the caller's (set-built) mapping."""
+        for cq, (active, inadmissible) in sorted(pending.items()):
             self.pending_workloads.labels(cq, "active").set(active)
             self.pending_workloads.labels(cq, "inadmissible").set(inadmissible)
             self.reserving.labels(cq).set(reserving.get(cq, 0))

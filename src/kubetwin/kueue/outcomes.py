@@ -7,6 +7,7 @@ condition, ``status.resourceRequests``, and whether they sit in the heap or the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kubetwin.api import conditions
@@ -26,6 +27,14 @@ MANAGER = "kueue-manager"  # the event source of kueue-controller-manager's reco
 def condition(ctype: str, status: bool, reason: str, message: str, now: float) -> dict:
     return {"type": ctype, "status": "True" if status else "False", "reason": reason, "message": message,
             "lastTransitionTime": format_time(now)}
+
+
+def reset_eviction(conditions: Iterable[dict], now: float) -> tuple[dict, ...]:
+    """workload.SetQuotaReservation (pkg/workload/workload.go resetActiveCondition): a new reservation turns a True
+    Evicted or Preempted condition False, reason QuotaReserved, "Previously: <message>"."""
+    true = {c.get("type"): c for c in conditions if c.get("status") == "True"}
+    return tuple(condition(ctype, False, "QuotaReserved", f"Previously: {true[ctype].get('message', '')}", now)
+                 for ctype in ("Evicted", "Preempted") if ctype in true)
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,14 @@ class CycleResult:
     @property
     def victims(self) -> list[Victim]:
         return [v for p in self.pending for v in p.preempting]
+
+    @property
+    def settled(self) -> bool:
+        """Nothing admitted, preempted or set aside into an inadmissible set: every head went back to its heap, so
+        another cycle at this instant would pop the same heads and decide the same. Kueue's scheduler keeps
+        cycling while there are heads (scheduler.go Start: wait.UntilWithBackoff(schedule), SlowDown after a cycle
+        that admits nothing); the twin runs the cycles of one instant until one is settled."""
+        return not self.admitted and not self.victims and all(p.queue != "inadmissible" for p in self.pending)
 
     def get(self, key: str) -> Admitted | Pending | None:
         for o in list(self.admitted) + list(self.pending):

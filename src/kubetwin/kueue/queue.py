@@ -10,6 +10,10 @@ Ported from kubernetes-sigs/kueue pkg/cache/queue/cluster_queue.go and manager.g
   FailedAfterNomination, PendingPreemption or PreemptionFailed. Inadmissible workloads return to the heap only when
   something calls ``queue_inadmissible`` (workload finished or evicted, ClusterQueue/Cohort/flavor change) — or when
   such a call happened since the ClusterQueue's last pop;
+- the preemptor workload (cluster_queue.go preemptorWorkload, Kueue#6929/#7101): a workload requeued with
+  PendingPreemption stays at the head of its BestEffortFIFO ClusterQueue ("sticky") until it is admitted or
+  deleted, so when its victims' quota is released neither a victim nor an older inadmissible workload that
+  release put back in the heap pops before it (StrictFIFO tracks it too, unsticky: its order already holds);
 - SchedulingEquivalenceHashing (beta, on by default since Kueue v0.18; cluster_queue.go requeueIfNotPresent): when a
   workload goes to the inadmissible set for NoFit or PreemptionNoCandidates, the workloads in the heap with the same
   scheduling hash go with it, instead of each being popped and found not to fit in cycles of their own.
@@ -62,6 +66,7 @@ class ClusterQueueQueue:
     hash_of: dict[str, tuple] = field(default_factory=dict)
     # per workload version: (WorkloadInfo, queue-order key, scheduling hash), computed once
     known: dict[str, tuple[WorkloadInfo, tuple, tuple]] = field(default_factory=dict)
+    preemptor: str | None = None  # the sticky preemptor workload (BestEffortFIFO), popped before the heap's head
 
     def _facts(self, wi: WorkloadInfo) -> tuple[WorkloadInfo, tuple, tuple]:
         seen = self.known.get(wi.key)
@@ -96,6 +101,9 @@ class ClusterQueueQueue:
             self._index(wi)
         self.items[key] = wi
         heapq.heappush(self.heap, (self._facts(wi)[1], key))
+        if len(self.heap) > 2 * len(self.items) + 64:  # stale entries (popped sticky, updated): drop them
+            self.heap = [(self._facts(w)[1], k) for k, w in self.items.items()]
+            heapq.heapify(self.heap)
 
     def delete(self, key: str) -> WorkloadInfo | None:
         gone = self.inadmissible.pop(key, None)
@@ -103,9 +111,16 @@ class ClusterQueueQueue:
         if wi is not None or gone is not None:
             self._unindex(wi or gone)  # type: ignore[arg-type]
         self.known.pop(key, None)
+        if key == self.preemptor:  # cluster_queue.go delete: "Clearing preemptor workload"
+            self.preemptor = None
         return wi
 
     def pop(self) -> WorkloadInfo | None:
+        sticky = self.items.pop(self.preemptor, None) if self.preemptor is not None else None
+        if sticky is not None:  # its heap entry is dropped lazily
+            self._unindex(sticky)
+            self.pop_cycle += 1
+            return sticky
         while self.heap:
             order, key = heapq.heappop(self.heap)
             wi = self.items.get(key)
@@ -118,6 +133,8 @@ class ClusterQueueQueue:
 
     def requeue(self, wi: WorkloadInfo, reason: str) -> None:
         """RequeueIfNotPresent: back to the heap or into the inadmissible set, per the queueing strategy."""
+        if reason == REQUEUE_PENDING_PREEMPTION and self.strategy != STRICT_FIFO:
+            self.preemptor = wi.key
         if wi.key in self.items or wi.key in self.inadmissible:
             return
         if self.strategy == STRICT_FIFO:
@@ -147,8 +164,9 @@ class ClusterQueueQueue:
         return moved
 
     def active(self) -> list[str]:
-        """Keys in the heap, in pop order."""
-        return [wi.key for wi in sorted(self.items.values(), key=queue_order_key)]
+        """Keys in the heap, in pop order (the sticky preemptor first)."""
+        return [wi.key for wi in sorted(self.items.values(),
+                                        key=lambda wi: (wi.key != self.preemptor, queue_order_key(wi)))]
 
     def pending_inadmissible(self) -> list[str]:
         return sorted(self.inadmissible)
@@ -238,6 +256,13 @@ class QueueManager:
         for name in sorted(set(cluster_queues)):
             if name in self.queues:
                 self.queues[name].queue_inadmissible()
+
+    def admitted(self, key: str, cluster_queue: str) -> None:
+        """The workload got quota: it leaves its queue (manager.go DeleteWorkload on the reservation), and stops
+        being the preemptor it may have been."""
+        q = self.queues.get(cluster_queue)
+        if q is not None:
+            q.delete(key)
 
     def location(self, key: str) -> tuple[str, str] | None:
         """(ClusterQueue, 'active'|'inadmissible') of a pending workload, None if it is not queued."""
