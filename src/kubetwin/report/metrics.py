@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from kubetwin.api.conditions import conditions_of, is_condition_true
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.podspec import TemplateMemo
@@ -44,6 +46,9 @@ class Metrics:
                                        "fragmented_gpu_pct": []}
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
         self._gpu_now: tuple[int, dict[str, tuple[int, int]]] | None = None
+        self._row_pool = np.zeros(0, np.int64)  # node table row -> index into _pool_names (-1: no pool known)
+        self._pool_ids: dict[str, int] = {}
+        self._pool_names: list[str] = []
         self._gpu_held: dict[str, tuple[int, int]] = {}  # GPUs per pool since _last_t, until the next change
         self._last_t = 0.0
         self._settle_armed = False
@@ -144,13 +149,20 @@ class Metrics:
         if self._gpu_now is not None and self._gpu_now[0] == self.store.rv:
             return self._gpu_now[1]
         out: dict[str, list[int]] = {}
-        for name, ni in self.scheduler.nodes.items():
-            pool = self.pools.pool_of.get(name)
-            if pool is None:
-                continue
-            acc = out.setdefault(pool, [0, 0])
-            acc[0] += ni.requested.get(GPU, 0)
-            acc[1] += ni.allocatable.get(GPU, 0)
+        table = self.scheduler.table  # the scheduler cache's numpy columns: one bincount per pool, not a node loop
+        if GPU in table.alloc:
+            ids = self._row_pools(table)
+            live = table.alive[:len(ids)] & (ids >= 0)
+            n = len(self._pool_names)
+            req = np.bincount(ids[live], weights=table.used[GPU][:len(ids)][live], minlength=n)
+            alloc = np.bincount(ids[live], weights=table.alloc[GPU][:len(ids)][live], minlength=n)
+            for i in np.flatnonzero(np.bincount(ids[live], minlength=n)):
+                out[self._pool_names[i]] = [int(req[i]), int(alloc[i])]
+        else:
+            for name in self.scheduler.nodes:
+                pool = self.pools.pool_of.get(name)
+                if pool is not None:
+                    out.setdefault(pool, [0, 0])
         shared = self.scheduler.gpushare.shared_milli() if self.scheduler.gpushare is not None else {}
         for name, milli in shared.items():  # GPU-sharing pods under a gpuPlacementPolicy
             pool = self.pools.pool_of.get(name)
@@ -167,6 +179,21 @@ class Metrics:
         result = {k: (v[0], v[1]) for k, v in out.items()}
         self._gpu_now = (self.store.rv, result)
         return result
+
+    def _row_pools(self, table: Any) -> np.ndarray:
+        """The node pool (an index into _pool_names, -1 while unknown) of each row of the scheduler's node table;
+        rows are never reused, so only new rows and rows whose node had no pool yet are looked up."""
+        ids = self._row_pool
+        if len(ids) < len(table.infos):
+            ids = self._row_pool = np.concatenate((ids, np.full(len(table.infos) - len(ids), -1, np.int64)))
+        for i in np.flatnonzero(ids < 0):
+            ni = table.infos[i]
+            pool = self.pools.pool_of.get(ni.name) if ni is not None else None
+            if pool is not None:
+                ids[i] = self._pool_ids.setdefault(pool, len(self._pool_ids))
+                if ids[i] == len(self._pool_names):
+                    self._pool_names.append(pool)
+        return ids
 
     def _sample(self) -> None:
         self._accumulate()
