@@ -11,6 +11,7 @@ check (removeMissingExtendedResources)."""
 from __future__ import annotations
 
 from kubetwin.api.podresources import pod_requests
+from kubetwin.api.podspec import TemplateMemo
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
@@ -22,23 +23,30 @@ class NodeAdmission:
 
     def __init__(self) -> None:
         self._admitted: dict[str, dict[str, dict[str, int]]] = {}  # node -> pod uid -> requests
+        self._used: dict[str, dict[str, int]] = {}  # node -> the admitted pods' requests, summed
+        self._alloc: dict[str, tuple[str, dict[str, int]]] = {}  # node -> (resourceVersion, allocatable)
+        self._requests = TemplateMemo(pod_requests)  # one per pod template (read-only dicts)
 
     def release(self, node: str | None, uid: str) -> None:
         """The pod finished or went away: its requests no longer count."""
         pods = self._admitted.get(node or "")
-        if pods is not None:
-            pods.pop(uid, None)
+        req = pods.pop(uid, None) if pods is not None else None
+        if req:
+            used = self._used[node or ""]
+            for k, v in req.items():
+                used[k] -= v
 
     def admit(self, pod: Obj, node: Obj) -> tuple[str, str] | None:
         """Admit the pod (recording its requests) or return (reason, error text) of the first resource short."""
         name, uid = node["metadata"]["name"], pod["metadata"]["uid"]
         pods = self._admitted.setdefault(name, {})
-        alloc = NodeInfo.from_node(node).allocatable
-        want = pod_requests(pod)
-        used: dict[str, int] = {}
-        for req in pods.values():
-            for k, v in req.items():
-                used[k] = used.get(k, 0) + v
+        used = self._used.setdefault(name, {})
+        rv = node["metadata"].get("resourceVersion", "")
+        cached = self._alloc.get(name)
+        if cached is None or cached[0] != rv:  # parsed once per node version, not per pod
+            cached = self._alloc[name] = (rv, NodeInfo.from_node(node).allocatable)
+        alloc = cached[1]
+        want = self._requests(pod)
         if len(pods) + 1 > alloc.get("pods", 0) and "pods" in alloc:
             return "OutOfpods", _error("pods", 1, len(pods), alloc["pods"])
         extended = sorted(k for k in want if k not in ORDER and k in alloc)
@@ -46,6 +54,8 @@ class NodeAdmission:
             if want.get(res) and used.get(res, 0) + want[res] > alloc.get(res, 0):
                 return f"OutOf{res}", _error(res, want[res], used.get(res, 0), alloc.get(res, 0))
         pods[uid] = want
+        for k, v in want.items():
+            used[k] = used.get(k, 0) + v
         return None
 
 
