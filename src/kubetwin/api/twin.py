@@ -9,6 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 from kubetwin.api.units import parse_duration
 
 TWIN_API = "kubetwin.io/v1alpha1"
+MAX_SAMPLES = 1_000_000  # twin limit: time-series samples of one run (duration / sampleInterval)
 
 
 def _check_duration(v: str) -> str:
@@ -42,6 +43,15 @@ class Accelerator(_Strict):
 class Autoscaling(_Strict):
     minNodeCount: int = Field(ge=0)
     maxNodeCount: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        """GKE's API refuses a pool whose minimum is above its maximum (gcloud container node-pools create
+        --min-nodes/--max-nodes; the cluster autoscaler's node group needs min <= max)."""
+        if self.minNodeCount > self.maxNodeCount:
+            raise ValueError(f"minNodeCount ({self.minNodeCount}) must be less than or equal to maxNodeCount "
+                             f"({self.maxNodeCount})")
+        return self
 
 
 class PlacementPolicy(_Strict):
@@ -163,9 +173,18 @@ class ZoneCapacity(_Strict):
     obtainability: float = Field(default=1.0, ge=0, le=1)
 
 
+MAX_SEED = 2**63 - 1  # twin limit: seeds are int64, as --seed flags of Go tools are
+
+
+def _positive_duration(v: str) -> str:
+    if parse_duration(v) <= 0:
+        raise ValueError(f"must be greater than 0, got {v!r}")
+    return v
+
+
 class ScenarioSpec(_Strict):
     duration: str = "1d"
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     clusterName: str = "kubetwin"
     startTime: str = "2026-01-01T00:00:00Z"
     scoringStrategy: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
@@ -185,7 +204,17 @@ class ScenarioSpec(_Strict):
     capacity: list[ZoneCapacity] = Field(default_factory=list)
     quotas: dict[str, dict[str, float]] = Field(default_factory=dict)
 
-    _durations = field_validator("duration", "sampleInterval")(_check_duration)
+    _durations = field_validator("duration")(_check_duration)
+    _intervals = field_validator("sampleInterval")(_positive_duration)
+
+    @model_validator(mode="after")
+    def _samples(self) -> ScenarioSpec:
+        """Twin limit: the metrics keep one sample per sampleInterval of the run."""
+        samples = parse_duration(self.duration) / parse_duration(self.sampleInterval)
+        if samples > MAX_SAMPLES:
+            raise ValueError(f"duration {self.duration} / sampleInterval {self.sampleInterval} is {samples:.3g} "
+                             f"samples: the twin keeps at most {MAX_SAMPLES:,} (a twin limit); raise sampleInterval")
+        return self
 
 
 class Metadata(BaseModel):

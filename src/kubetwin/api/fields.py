@@ -1,0 +1,194 @@
+"""The API server's field rules the OpenAPI schemas do not carry, in its own words.
+
+Sources: k8s.io/apimachinery pkg/util/validation (IsDNS1123Label, "must be no more than 63 characters"),
+pkg/api/validation (ValidateNonnegativeField: IsNegativeErrorMsg "must be greater than or equal to 0"),
+k8s.io/kubernetes pkg/apis/core/validation/validation.go (ValidateObjectMeta's namespace, validateContainerCommon's
+DNS-1123 label container names, ValidateResourceRequirements / ValidateResourceQuantityValue: negative quantities,
+"must be an integer" for integer (extended) resources, "must be less than or equal to cpu limit of 2"),
+pkg/apis/apps/validation and pkg/apis/batch/validation (replicas, parallelism, completions, backoffLimit), and
+Kueue's ClusterQueue webhook (pkg/webhooks/clusterqueue_webhook.go validateResourceQuantity: a negative
+nominalQuota, borrowingLimit or lendingLimit).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.limits import shown
+from kubetwin.api.loader import Manifest
+from kubetwin.api.units import UnitError, parse_quantity
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL_MAX = 63
+DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+                     "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+NEGATIVE_MSG = "must be greater than or equal to 0"
+NOT_INTEGER_MSG = "must be an integer"
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+# Twin limit: the scheduler and the node table count resources in int64 milli-units (as kube-scheduler's
+# Resource.MilliCPU and Quantity.MilliValue() do), so a larger quantity cannot be represented.
+MAX_MILLI = 2**63 - 1
+# Integer fields that must not be negative, per kind (the API server's ValidateNonnegativeField).
+NONNEGATIVE = {
+    "Deployment": ("spec.replicas", "spec.minReadySeconds", "spec.revisionHistoryLimit",
+                   "spec.progressDeadlineSeconds"),
+    "ReplicaSet": ("spec.replicas", "spec.minReadySeconds"),
+    "Job": ("spec.parallelism", "spec.completions", "spec.backoffLimit", "spec.ttlSecondsAfterFinished"),
+}
+
+
+def label_problems(value: str) -> list[str]:
+    """IsDNS1123Label's messages."""
+    out = []
+    if len(value) > DNS1123_LABEL_MAX:
+        out.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
+    if not DNS1123_LABEL.match(value):
+        out.append(DNS1123_LABEL_MSG)
+    return out
+
+
+def label_diagnostics(m: Manifest, field: str, value: object) -> list[Diagnostic]:
+    fix = re.sub(r"[^a-z0-9-]+", "-", str(value).lower()).strip("-")[:DNS1123_LABEL_MAX].strip("-") or "my-name"
+    return [Diagnostic(m.file, m.line_of(field), m.ref, field, f'Invalid value: "{shown(value)}": {msg}',
+                       f"rename it, e.g. {fix}") for msg in label_problems(str(value))]
+
+
+def namespace(m: Manifest) -> list[Diagnostic]:
+    """metadata.namespace must be a DNS-1123 label (ValidateObjectMeta -> ValidateNamespaceName)."""
+    meta = m.obj.get("metadata")
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    if ns is None or ns == "":
+        return []
+    return label_diagnostics(m, "metadata.namespace", ns)
+
+
+def _get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def quantity_problem(rname: str, value: object) -> str | None:
+    """ValidateResourceQuantityValue's message for a requests/limits value, or None."""
+    try:
+        q = parse_quantity(value)
+    except UnitError as exc:
+        return str(exc)
+    if q < 0:
+        return NEGATIVE_MSG
+    if is_extended(rname) and q != q.to_integral_value():
+        return NOT_INTEGER_MSG
+    if q * 1000 > MAX_MILLI:
+        return (f"must be no more than {Decimal(MAX_MILLI) / 1000} (a twin limit: the scheduler counts "
+                "resources in int64 milli-units)")
+    return None
+
+
+def is_extended(rname: str) -> bool:
+    """IsExtendedResourceName: a name with a domain other than kubernetes.io (nvidia.com/gpu, google.com/tpu)."""
+    return "/" in rname and "kubernetes.io/" not in rname and not rname.startswith("requests.")
+
+
+def resources(m: Manifest, base: str, res: dict) -> list[Diagnostic]:
+    """A container's requests and limits (base: ...containers[i].resources)."""
+    out: list[Diagnostic] = []
+    requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+    limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+    for part, values in (("limits", limits), ("requests", requests)):
+        for rname in sorted(values):
+            problem = quantity_problem(rname, values[rname])
+            if problem:
+                field = f"{base}.{part}[{rname}]"
+                out.append(Diagnostic(m.file, m.line_of(f"{base}.{part}.{rname}"), m.ref, field,
+                                      f'Invalid value: "{shown(values[rname])}": {problem}',
+                                      "write a whole number" if problem == NOT_INTEGER_MSG else
+                                      "write a quantity such as 2, 500m or 16Gi"))
+    if out:
+        return out
+    for rname in sorted(requests):
+        if rname in limits and not is_extended(rname) and parse_quantity(requests[rname]) > parse_quantity(
+                limits[rname]):
+            out.append(Diagnostic(m.file, m.line_of(f"{base}.requests.{rname}"), m.ref, f"{base}.requests[{rname}]",
+                                  f'Invalid value: "{requests[rname]}": must be less than or equal to {rname} '
+                                  f"limit of {limits[rname]}", "lower the request or raise the limit"))
+    return out
+
+
+def containers(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
+    """Container names (DNS-1123 labels, unique) and resources of a pod spec."""
+    out: list[Diagnostic] = []
+    seen: set[str] = set()
+    for group in ("initContainers", "containers"):
+        items = spec.get(group)
+        for i, c in enumerate(items if isinstance(items, list) else []):
+            if not isinstance(c, dict):
+                continue
+            path = f"{prefix}.{group}[{i}]"
+            name = c.get("name")
+            if isinstance(name, str) and name:
+                out += label_diagnostics(m, f"{path}.name", name)
+                if name in seen:
+                    out.append(Diagnostic(m.file, m.line_of(f"{path}.name"), m.ref, f"{path}.name",
+                                          f'Duplicate value: "{shown(name)}"', "give each container its own name"))
+                seen.add(name)
+            res = c.get("resources")
+            if isinstance(res, dict):
+                out += resources(m, f"{path}.resources", res)
+    return out
+
+
+def _nonnegative(m: Manifest) -> list[Diagnostic]:
+    out = []
+    for path in NONNEGATIVE.get(m.kind, ()):
+        value = _get(m.obj, path)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            out.append(Diagnostic(m.file, m.line_of(path), m.ref, path, f"Invalid value: {value}: {NEGATIVE_MSG}",
+                                  f"set {path} to 0 or more"))
+    return out
+
+
+def _kueue_quotas(m: Manifest) -> list[Diagnostic]:
+    """A ClusterQueue's nominalQuota / borrowingLimit / lendingLimit must not be negative (Kueue's webhook)."""
+    out = []
+    groups = _get(m.obj, "spec.resourceGroups")
+    for g, group in enumerate(groups if isinstance(groups, list) else []):
+        flavors = group.get("flavors") if isinstance(group, dict) else None
+        for f, flavor in enumerate(flavors if isinstance(flavors, list) else []):
+            items = flavor.get("resources") if isinstance(flavor, dict) else None
+            for r, res in enumerate(items if isinstance(items, list) else []):
+                for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    value = res.get(key) if isinstance(res, dict) else None
+                    if value is None:
+                        continue
+                    try:
+                        negative = parse_quantity(value) < 0
+                    except UnitError:
+                        continue  # the CRD's quantity pattern reports it
+                    if negative:
+                        path = f"spec.resourceGroups[{g}].flavors[{f}].resources[{r}].{key}"
+                        out.append(Diagnostic(m.file, m.line_of(path), m.ref, path,
+                                              f'Invalid value: "{value}": {NEGATIVE_MSG}', f"set {key} to 0 or more"))
+    return out
+
+
+def diagnostics(m: Manifest) -> list[Diagnostic]:
+    """The kind's field rules beyond the schema."""
+    if m.kind == "ClusterQueue":
+        return _kueue_quotas(m)
+    return _nonnegative(m)
+
+
+def int_format_problem(value: object, fmt: str) -> str | None:
+    """An integer out of its OpenAPI format's range: the API server's JSON decoding into an int32/int64 field
+    fails ("cannot unmarshal number 3000000000 into Go struct field ... of type int32")."""
+    lo, hi = INT32 if fmt == "int32" else INT64
+    if isinstance(value, int) and not isinstance(value, bool) and not lo <= value <= hi:
+        return f"json: cannot unmarshal number {shown(value)} into Go struct field of type {fmt}"
+    return None
