@@ -131,3 +131,51 @@ def shown(value: Any, limit: int = 80) -> str:
     """A value for a message, cut so a huge one does not flood the output."""
     text = str(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+MAX_REQUESTS = 100_000_000  # twin limit: a RequestTrace generator's expected requests in one run (columnar arrays)
+MAX_KNOTS = 10_000_000  # twin limit: diurnal grid points / on-off periods of one generator
+
+
+def request_budget(manifests: list) -> list[Diagnostic]:
+    """RequestTrace generators whose expected arrivals (rate x peak factor x duration), diurnal grid or on-off
+    periods over the run would not fit in memory; checked across objects (the Scenario's duration is the default)."""
+    from pydantic import ValidationError
+
+    from kubetwin.api.twin import RequestTrace, ScenarioSpec
+    from kubetwin.api.units import parse_duration
+
+    horizon = 86400.0
+    for m in manifests:
+        if m.kind == "Scenario" and isinstance(m.obj.get("spec"), dict):
+            try:
+                horizon = parse_duration(ScenarioSpec.model_validate(m.obj["spec"]).duration)
+            except (ValidationError, ValueError):
+                return []  # reported on the Scenario
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if m.kind != "RequestTrace":
+            continue
+        try:
+            gen = RequestTrace.model_validate(m.obj).spec.generator
+        except (ValidationError, ValueError):
+            continue
+        if gen is None:
+            continue
+        duration = parse_duration(gen.duration) if gen.duration else horizon
+        sched = gen.rateSchedule
+        factor = max([1.0] + ([sched.diurnal.peak] if sched and sched.diurnal else []))
+        peak = max([gen.rate * factor] + [s.rate for s in (sched.steps if sched else [])])
+        expected = peak * duration
+        knots = duration / 60 if sched and sched.diurnal else 0.0
+        if gen.process.type == "on-off":
+            knots = max(knots, duration / max(parse_duration(gen.process.onDuration)
+                                              + parse_duration(gen.process.offDuration), 1e-9))
+        field, what = (("spec.generator.rate", f"{expected:.3g} requests (rate {peak:g}/s over {duration:g} s)")
+                       if expected > MAX_REQUESTS else ("spec.generator", f"{knots:.3g} rate knots")
+                       if knots > MAX_KNOTS else ("", ""))
+        if field:
+            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: the generator makes "
+                                  f"{what}: the twin holds at most {MAX_REQUESTS:,} requests and {MAX_KNOTS:,} rate "
+                                  "knots per trace (a twin limit)", "lower the rate or the generator's duration"))
+    return out

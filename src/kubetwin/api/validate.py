@@ -22,6 +22,7 @@ from kubetwin.api import (
     annotations,
     dra_validate,
     fields,
+    limits,
     nodepool_validate,
     serving_validate,
     twin_errors,
@@ -282,6 +283,24 @@ def _flattened_configmap(m: Manifest) -> list[Diagnostic]:
                        "(version: v1 / sharing: / timeSlicing: / resources: - name: nvidia.com/gpu, replicas: 4)")]
 
 
+def with_overrides(manifests: list[Manifest], duration: str | None = None, seed: int | None = None) -> list[Manifest]:
+    """The manifests with `kubetwin run --duration/--seed` written into the Scenario (a new one when there is
+    none), so the flags are validated like the fields they replace; diagnostics name the flags."""
+    spec = {k: v for k, v in (("duration", duration), ("seed", seed)) if v is not None}
+    if not spec:
+        return manifests
+    flags = " ".join(f"--{k} {v}" for k, v in spec.items())
+    found = next((i for i, m in enumerate(manifests) if m.kind == "Scenario" and m.obj.get("apiVersion") == TWIN_API
+                  and isinstance(m.obj.get("spec") or {}, dict)), None)
+    if found is None:
+        return [*manifests, Manifest({"apiVersion": TWIN_API, "kind": "Scenario", "metadata": {"name": "command-line"},
+                                      "spec": spec}, flags, 0)]
+    m = manifests[found]
+    obj = {**m.obj, "spec": {**(m.obj.get("spec") or {}), **spec}}
+    lines = {k: v for k, v in m.lines.items() if k not in {f"spec.{s}" for s in spec}}
+    return [*manifests[:found], Manifest(obj, f"{m.file} with {flags}", m.line, lines), *manifests[found + 1:]]
+
+
 def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     """All diagnostics for the manifests, errors and notices, in file order."""
     out: list[Diagnostic] = []
@@ -292,7 +311,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
             found += training_spec.diagnostics(m)
         out += found
-    return out
+    return out + limits.request_budget(manifests)
 
 
 def validate_one(m: Manifest) -> list[Diagnostic]:
