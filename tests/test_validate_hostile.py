@@ -286,3 +286,29 @@ def test_examples_load_as_yaml_load_reads_them() -> None:
     for f in sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml")):
         docs = [d for d in yaml.load_all(f.read_text(), Loader=yaml.CSafeLoader) if d is not None]
         assert [m.obj for m in load_paths([f])] == docs, f
+
+
+def test_jobset_integer_ranges_and_pod_templates() -> None:
+    """A JobSet's int32 fields (replicas, the Job template's parallelism) and its pods' containers."""
+    text = textwrap.dedent("""\
+        apiVersion: jobset.x-k8s.io/v1alpha2
+        kind: JobSet
+        metadata: {name: js}
+        spec:
+          replicatedJobs:
+          - name: w
+            replicas: REPLICAS
+            template:
+              spec:
+                template:
+                  spec:
+                    restartPolicy: Never
+                    containers: [{name: Bad_C, image: x, resources: {requests: {cpu: "-1"}}}]
+        """)
+    [e] = errors(text.replace("REPLICAS", "1.0e+30"))
+    assert e.field == "spec.replicatedJobs[0].replicas" and e.message == (
+        "Invalid value: 1e+30: json: cannot unmarshal number 1e+30 into Go struct field of type int32")
+    pod = "spec.replicatedJobs[0].template.spec.template.spec.containers[0]"
+    assert {(d.field, d.message.split(": ")[-1][:30]) for d in errors(text.replace("REPLICAS", "1"))} == {
+        (f"{pod}.name", LABEL_MSG.split(": ")[-1][:30]),
+        (f"{pod}.resources.requests[cpu]", "must be greater than or equal ")}

@@ -122,6 +122,10 @@ _ROWS: list[Annotation] = [
                _finite, written=True),
 ]
 REGISTRY: dict[str, Annotation] = {}
+# Labels (not annotations) in the twin's prefix: the node labels NodePool sets from its spec
+# (workloads/network.py) and the NodePool label that turns on the NVIDIA DRA driver's DynamicMIG
+# (devices/dra/nvidia.py).
+LABELS = ("kubetwin.io/gvnic", "kubetwin.io/gpudirect", "kubetwin.io/nvidia-dra-dynamic-mig")
 
 
 def register(row: Annotation) -> None:

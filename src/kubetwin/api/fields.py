@@ -182,13 +182,28 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     """The kind's field rules beyond the schema."""
     if m.kind == "ClusterQueue":
         return _kueue_quotas(m)
+    if m.kind == "JobSet":
+        return _jobset_pods(m)
     return _nonnegative(m)
 
 
-def int_format_problem(value: object, fmt: str) -> str | None:
+def _jobset_pods(m: Manifest) -> list[Diagnostic]:
+    """The pod templates of a JobSet's replicated Jobs: container names and resources, as the Job's pods get
+    them from the API server."""
+    out: list[Diagnostic] = []
+    rjs = _get(m.obj, "spec.replicatedJobs")
+    for i, rj in enumerate(rjs if isinstance(rjs, list) else []):
+        spec = _get(rj, "template.spec.template.spec")
+        if isinstance(spec, dict):
+            out += containers(m, f"spec.replicatedJobs[{i}].template.spec.template.spec", spec)
+    return out
+
+
+def int_format_problem(value: object, fmt: str, written: object = None) -> str | None:
     """An integer out of its OpenAPI format's range: the API server's JSON decoding into an int32/int64 field
     fails ("cannot unmarshal number 3000000000 into Go struct field ... of type int32")."""
     lo, hi = INT32 if fmt == "int32" else INT64
     if isinstance(value, int) and not isinstance(value, bool) and not lo <= value <= hi:
-        return f"json: cannot unmarshal number {shown(value)} into Go struct field of type {fmt}"
+        return f"json: cannot unmarshal number {shown(value if written is None else written)} into Go struct field " \
+               f"of type {fmt}"
     return None
