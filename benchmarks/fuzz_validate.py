@@ -164,6 +164,7 @@ def _check(items: list[tuple[str, str, bytes]], run_budget: int, out_dir: Path) 
     for k, (name, op, data) in enumerate(items):
         f = out_dir / f"case{k}.yaml"
         f.write_bytes(data)
+        (out_dir / "current").write_text(str(k))  # which case a killed or timed-out batch was on
         rec: dict = {"case": k, "example": name, "op": op, "stage": "validate", "outcome": "ok"}
         t0 = time.perf_counter()
         try:
@@ -210,10 +211,21 @@ def check_batch(items: list[tuple[str, str, bytes]], run_budget: int, mem_gib: f
             proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
                                   preexec_fn=cap)
         except subprocess.TimeoutExpired:
-            return [{"outcome": "timeout", "error": f"batch of {len(items)} passed {timeout}s"}]
+            k = _current(Path(tmp))
+            return [{"outcome": "timeout", "case": k, "example": items[k][0], "op": items[k][1],
+                     "error": f"batch of {len(items)} passed {timeout}s on case {k}"}]
         if proc.returncode != 0:
-            return [{"outcome": "killed", "error": proc.stderr[-3000:]}]
+            k = _current(Path(tmp))
+            return [{"outcome": "killed", "case": k, "example": items[k][0], "op": items[k][1],
+                     "error": proc.stderr[-3000:]}]
         return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _current(tmp: Path) -> int:
+    try:
+        return int((tmp / "current").read_text())
+    except (OSError, ValueError):
+        return 0
 
 
 def findings(results: list[dict]) -> list[dict]:
@@ -225,7 +237,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=int, default=200, help="at most this many accepted inputs are run")
-    parser.add_argument("--batch", type=int, default=250)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per batch")
     parser.add_argument("--show", type=int, default=0, help="print the first N failing inputs")
     args = parser.parse_args()
     items = list(mutations(args.seed, args.n))
@@ -233,7 +246,7 @@ def main() -> None:
     results: list[dict] = []
     per_batch = max(1, args.runs * args.batch // max(1, len(items)))
     for i in range(0, len(items), args.batch):
-        part = check_batch(items[i:i + args.batch], per_batch)
+        part = check_batch(items[i:i + args.batch], per_batch, timeout=args.timeout)
         for r in part:
             if "case" in r:
                 r["case"] += i

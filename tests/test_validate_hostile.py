@@ -37,7 +37,7 @@ def job(ns: str = "default", container: str = "c", cpu: str = "1", extra: str = 
         kind: Job
         metadata: {{name: j, namespace: "{ns}"}}
         spec:
-          {spec_extra or "completions: 1"}
+          {(spec_extra or "completions: 1").replace(chr(10), chr(10) + " " * 10)}
           template:
             metadata:
               annotations: {{{template_ann}}}
@@ -312,3 +312,15 @@ def test_jobset_integer_ranges_and_pod_templates() -> None:
     assert {(d.field, d.message.split(": ")[-1][:30]) for d in errors(text.replace("REPLICAS", "1"))} == {
         (f"{pod}.name", LABEL_MSG.split(": ")[-1][:30]),
         (f"{pod}.resources.requests[cpu]", "must be greater than or equal ")}
+
+
+def test_counts_that_would_never_finish_are_refused() -> None:
+    """Found by the fuzzer: nodeCount 2^64 created nodes forever; parallelism 2^31-1 pods likewise."""
+    [e] = errors("apiVersion: kubetwin.io/v1alpha1\nkind: NodePool\nmetadata: {name: p}\n"
+                 "spec: {machineType: n2-standard-8, nodeCount: 18446744073709551616}\n")
+    assert e.field == "spec.nodeCount" and e.message.endswith("must be less than or equal to 1000")
+    [e] = errors(job(spec_extra="parallelism: 2147483647"))
+    assert e.field == "spec.parallelism" and "200,000 pods per cluster" in e.message
+    [e] = errors(job(spec_extra="completionMode: Indexed\ncompletions: 200000\nparallelism: 100001"))
+    assert e.message == ("Invalid value: 100001: must be less than or equal to 100000 when completion mode is "
+                         "Indexed")

@@ -33,6 +33,11 @@ INT64 = (-(2**63), 2**63 - 1)
 # Twin limit: the scheduler and the node table count resources in int64 milli-units (as kube-scheduler's
 # Resource.MilliCPU and Quantity.MilliValue() do), so a larger quantity cannot be represented.
 MAX_MILLI = 2**63 - 1
+# Pods one object may ask for: GKE's "Pods per cluster" limit, 200,000 (https://cloud.google.com/kubernetes-engine/
+# quotas); the twin refuses one object whose pods alone pass it (a twin limit: every pod is simulated).
+MAX_PODS = 200_000
+# An Indexed Job's parallelism: batch validation's maxParallelismForIndexedJob (pkg/apis/batch/validation).
+MAX_INDEXED_PARALLELISM = 100_000
 # Integer fields that must not be negative, per kind (the API server's ValidateNonnegativeField).
 NONNEGATIVE = {
     "Deployment": ("spec.replicas", "spec.minReadySeconds", "spec.revisionHistoryLimit",
@@ -151,6 +156,28 @@ def _nonnegative(m: Manifest) -> list[Diagnostic]:
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             out.append(Diagnostic(m.file, m.line_of(path), m.ref, path, f"Invalid value: {value}: {NEGATIVE_MSG}",
                                   f"set {path} to 0 or more"))
+    return out or _pod_counts(m, m.obj, "")
+
+
+def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Diagnostic]:
+    """replicas / parallelism / completions past what one object may create (see MAX_PODS), and an Indexed Job's
+    parallelism past batch validation's limit."""
+    out = []
+    indexed = _get(obj, "spec.completionMode") == "Indexed"
+    for key in ("spec.replicas", "spec.parallelism", "spec.completions"):
+        value = _get(obj, key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        path = f"{prefix}{key}"
+        if key == "spec.parallelism" and indexed and value > MAX_INDEXED_PARALLELISM:
+            out.append(Diagnostic(m.file, m.line_of(path), m.ref, path, f"Invalid value: {value}: must be less "
+                                  f"than or equal to {MAX_INDEXED_PARALLELISM} when completion mode is Indexed",
+                                  f"set {key.split('.')[-1]} to at most {MAX_INDEXED_PARALLELISM}"))
+        elif value * times > MAX_PODS:
+            out.append(Diagnostic(m.file, m.line_of(path), m.ref, path, f"Invalid value: {value}: "
+                                  f"{value * times:,} pods from one object are more than a GKE cluster holds "
+                                  f"({MAX_PODS:,} pods per cluster; the twin simulates each pod)",
+                                  "lower it, or split the work over several objects"))
     return out
 
 
@@ -193,6 +220,10 @@ def _jobset_pods(m: Manifest) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     rjs = _get(m.obj, "spec.replicatedJobs")
     for i, rj in enumerate(rjs if isinstance(rjs, list) else []):
+        replicas = _get(rj, "replicas") if isinstance(rj, dict) else None
+        replicas = replicas if isinstance(replicas, int) and replicas > 0 else 1
+        if isinstance(rj, dict) and isinstance(rj.get("template"), dict):
+            out += _pod_counts(m, rj["template"], f"spec.replicatedJobs[{i}].template.", replicas)
         spec = _get(rj, "template.spec.template.spec")
         if isinstance(spec, dict):
             out += containers(m, f"spec.replicatedJobs[{i}].template.spec.template.spec", spec)

@@ -40,9 +40,13 @@ class Accelerator(_Strict):
     gpuPartitionSize: str | None = None
 
 
+# GKE's quota "Nodes per node pool zone: 1,000" (https://cloud.google.com/kubernetes-engine/quotas).
+MAX_NODES_PER_POOL_ZONE = 1000
+
+
 class Autoscaling(_Strict):
-    minNodeCount: int = Field(ge=0)
-    maxNodeCount: int = Field(ge=0)
+    minNodeCount: int = Field(ge=0, le=MAX_NODES_PER_POOL_ZONE)
+    maxNodeCount: int = Field(ge=0, le=MAX_NODES_PER_POOL_ZONE)
 
     @model_validator(mode="after")
     def _bounds(self) -> Autoscaling:
@@ -85,7 +89,8 @@ class SpotPreemption(_Strict):
 
 class NodePoolSpec(_Strict):
     machineType: str
-    nodeCount: int | None = Field(default=None, ge=0, description="nodes per zone, as in GKE")
+    nodeCount: int | None = Field(default=None, ge=0, le=MAX_NODES_PER_POOL_ZONE,
+                                  description="nodes per zone, as in GKE")
     autoscaling: Autoscaling | None = None
     spot: bool = False
     spotPreemption: SpotPreemption | None = None  # only with spot: true (checked below)
