@@ -324,3 +324,13 @@ def test_counts_that_would_never_finish_are_refused() -> None:
     [e] = errors(job(spec_extra="completionMode: Indexed\ncompletions: 200000\nparallelism: 100001"))
     assert e.message == ("Invalid value: 100001: must be less than or equal to 100000 when completion mode is "
                          "Indexed")
+
+
+def test_twin_integers_are_int32() -> None:
+    """Found by the fuzzer: sharedPrefix.promptsPerGroup 2^64 overflowed numpy in the run."""
+    trace = ("apiVersion: kubetwin.io/v1alpha1\nkind: RequestTrace\nmetadata: {name: t}\nspec: {format: generator, "
+             "target: {kind: Service, name: s}, model: m, generator: {rate: 1, sharedPrefix: {numGroups: 2, "
+             "promptsPerGroup: 18446744073709551616, systemPromptLen: 10, questionLen: 10, outputLen: 10}}}\n")
+    [e] = errors(trace)
+    assert e.field == "spec.generator.sharedPrefix.promptsPerGroup"
+    assert e.message == "Invalid value: 18446744073709551616: must be less than or equal to 2147483647"

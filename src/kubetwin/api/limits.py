@@ -164,7 +164,8 @@ def request_budget(manifests: list) -> list[Diagnostic]:
             continue
         duration = parse_duration(gen.duration) if gen.duration else horizon
         sched = gen.rateSchedule
-        factor = max([1.0] + ([sched.diurnal.peak] if sched and sched.diurnal else []))
+        factor = max([1.0] + ([sched.diurnal.peak] if sched and sched.diurnal else [])
+                     + ([gen.process.offRateFactor] if gen.process.type == "on-off" else []))
         peak = max([gen.rate * factor] + [s.rate for s in (sched.steps if sched else [])])
         expected = peak * duration
         knots = duration / 60 if sched and sched.diurnal else 0.0

@@ -9,6 +9,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 from kubetwin.api.units import parse_duration
 
 TWIN_API = "kubetwin.io/v1alpha1"
+INT32_MAX = 2**31 - 1  # counts are int32, as Kubernetes API conventions have them
+MAX_SEED = 2**63 - 1  # twin limit: seeds are int64, as --seed flags of Go tools are
 MAX_SAMPLES = 1_000_000  # twin limit: time-series samples of one run (duration / sampleInterval)
 
 
@@ -32,7 +34,7 @@ class Accelerator(_Strict):
     """GKE `accelerators[]` of a node pool (gcloud --accelerator type=…,count=…,gpu-driver-version=…)."""
 
     type: str
-    count: int = Field(ge=1)
+    count: int = Field(le=INT32_MAX, ge=1)
     # GKE gpuDriverInstallationConfig.gpuDriverVersion; DEFAULT is GKE's default since 1.30.1-gke.1156000
     # (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create-gpu-pool-auto-drivers).
     gpuDriverInstallation: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = "DEFAULT"
@@ -73,7 +75,7 @@ class SpotPreemptionAt(_Strict):
     Scenario seed) or the nodes named in `nodeNames`."""
 
     at: str
-    nodes: int | None = Field(default=None, ge=1)
+    nodes: int | None = Field(le=INT32_MAX, default=None, ge=1)
     nodeNames: list[str] | None = None
 
     _durations = field_validator("at")(_check_duration)
@@ -159,7 +161,7 @@ class ClusterAutoscalerSpec(_Strict):
 
 class CapacityStep(_Strict):
     at: str
-    available: int = Field(ge=0)
+    available: int = Field(le=INT32_MAX, ge=0)
 
     _durations = field_validator("at")(_check_duration)
 
@@ -173,12 +175,9 @@ class ZoneCapacity(_Strict):
     zone: str
     machineType: str
     spot: bool | None = None
-    available: int | None = Field(default=None, ge=0)
+    available: int | None = Field(le=INT32_MAX, default=None, ge=0)
     schedule: list[CapacityStep] = Field(default_factory=list)
     obtainability: float = Field(default=1.0, ge=0, le=1)
-
-
-MAX_SEED = 2**63 - 1  # twin limit: seeds are int64, as --seed flags of Go tools are
 
 
 def _positive_duration(v: str) -> str:
@@ -263,8 +262,8 @@ class Lognormal(_Strict):
 
 
 class Uniform(_Strict):
-    min: int = Field(ge=0)
-    max: int = Field(ge=0)
+    min: int = Field(le=INT32_MAX, ge=0)
+    max: int = Field(le=INT32_MAX, ge=0)
 
 
 class TraceSource(_Strict):
@@ -277,12 +276,12 @@ class TraceSource(_Strict):
 class TokenDistribution(_Strict):
     """Exactly one of `value` (fixed), `lognormal`, `uniform` or `fromTrace`; `min`/`max` clip the draws."""
 
-    value: int | None = Field(default=None, ge=0)
+    value: int | None = Field(le=INT32_MAX, default=None, ge=0)
     lognormal: Lognormal | None = None
     uniform: Uniform | None = None
     fromTrace: TraceSource | None = None
-    min: int = Field(default=1, ge=0)
-    max: int | None = Field(default=None, ge=1)
+    min: int = Field(le=INT32_MAX, default=1, ge=0)
+    max: int | None = Field(le=INT32_MAX, default=None, ge=1)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TokenDistribution:
@@ -354,11 +353,11 @@ class SharedPrefix(_Strict):
     """inference-perf's `shared_prefix` data (num_groups, num_prompts_per_group, system_prompt_len,
     question_len, output_len): a system prompt shared by each group, a question per prompt."""
 
-    numGroups: int = Field(ge=1)
-    promptsPerGroup: int = Field(ge=1)
-    systemPromptLen: int = Field(ge=0)
-    questionLen: int = Field(ge=1)
-    outputLen: int = Field(ge=1)
+    numGroups: int = Field(le=INT32_MAX, ge=1)
+    promptsPerGroup: int = Field(le=INT32_MAX, ge=1)
+    systemPromptLen: int = Field(le=INT32_MAX, ge=0)
+    questionLen: int = Field(le=INT32_MAX, ge=1)
+    outputLen: int = Field(le=INT32_MAX, ge=1)
 
 
 class LoraChoice(_Strict):
@@ -371,7 +370,7 @@ class Sessions(_Strict):
     whose next prompt is its whole history (earlier prompts and answers) plus a new message; a session ends
     after a geometric number of turns with mean `meanTurns`."""
 
-    concurrent: int = Field(ge=1)
+    concurrent: int = Field(le=INT32_MAX, ge=1)
     meanTurns: float = Field(default=4.0, ge=1)
 
 
@@ -398,11 +397,12 @@ class RequestTraceSpec(_Strict):
     target: TraceTarget
     model: str
     timeScale: float = Field(default=1.0, gt=0)  # multiplies timestamps: 0.5 replays twice as fast
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(le=INT32_MAX, default=None, ge=1)
     startOffset: str = "0s"  # skip the trace's first seconds
     loop: bool = False  # replay the trace again until the scenario ends
-    seed: int | None = None  # default: the Scenario's seed
-    priority: int = 0  # InferenceObjective priority of these requests (< 0 sheddable)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)  # default: the Scenario's seed
+    # InferenceObjective priority of these requests (< 0 sheddable)
+    priority: int = Field(default=0, ge=-INT32_MAX - 1, le=INT32_MAX)
     generator: TraceGenerator | None = None
 
     _durations = field_validator("startOffset")(_check_duration)
