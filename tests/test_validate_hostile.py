@@ -208,6 +208,7 @@ def test_twin_annotations_are_validated_everywhere_the_twin_reads_them() -> None
             replicas: 1
             template:
               spec:
+                completions: 1
                 template:
                   metadata:
                     annotations: {kubetwin.io/duration: soon, kubetwin.io/checkpoint-interval: 0s}
@@ -300,6 +301,7 @@ def test_jobset_integer_ranges_and_pod_templates() -> None:
             replicas: REPLICAS
             template:
               spec:
+                completions: 1
                 template:
                   spec:
                     restartPolicy: Never
@@ -334,3 +336,36 @@ def test_twin_integers_are_int32() -> None:
     [e] = errors(trace)
     assert e.field == "spec.generator.sharedPrefix.promptsPerGroup"
     assert e.message == "Invalid value: 18446744073709551616: must be less than or equal to 2147483647"
+
+
+def test_whole_floats_are_integers_as_the_api_server_reads_them(tmp_path: Path) -> None:
+    """Found by the fuzzer: `nodeCount: 1.0` / `parallelism: 2.0` passed validate and crashed the run (range() of a
+    float). YAMLToJSON writes float64 2.0 as JSON 2, so the API server stores the integer 2."""
+    f = tmp_path / "floats.yaml"
+    f.write_text(POOL.replace("nodeCount: 1", "nodeCount: 1.0") + "---\n" + job(
+        spec_extra="completions: 2.0\nparallelism: 2.0", template_ann="kubetwin.io/duration: 1m"))
+    [pool, j] = load_paths([f])
+    assert pool.obj["spec"]["nodeCount"] == 1 and isinstance(j.obj["spec"]["parallelism"], int)
+    result = run([f], duration="10m")
+    assert result.summary["pods"]["by_phase"].get("Succeeded") == 2
+
+
+def test_indexed_jobs_need_completions() -> None:
+    """batch validation: "spec.completions: Required value: when completion mode is Indexed"; a JobSet's Jobs are
+    Indexed by default (its webhook), so the same holds for their templates. The run crashed on both."""
+    [e] = errors(job(spec_extra="completionMode: Indexed\nparallelism: 2"))
+    assert (e.field, e.message) == ("spec.completions", "Required value: when completion mode is Indexed")
+    jobset = ("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n"
+              "  - name: w\n    replicas: 2\n    template:\n      spec:\n        parallelism: 2\n        template:\n"
+              "          spec:\n            restartPolicy: Never\n            containers: [{name: c, image: x}]\n")
+    [e] = errors(jobset)
+    assert e.field == "spec.replicatedJobs[0].template.spec.completions"
+
+
+def test_kind_must_be_a_name() -> None:
+    """Found by the fuzzer: a kind that was a list, or an unknown kind of a known group with no metadata, was
+    accepted with a notice and crashed the run."""
+    [e] = errors("apiVersion: kueue.x-k8s.io/v1beta2\nkind: [a]\nmetadata: {name: x}\n")
+    assert e.field == "kind" and "cannot unmarshal array into Go struct field TypeMeta.kind of type string" in e.message
+    [e] = errors("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Clust\n")
+    assert e.field == "metadata.name" and e.message.startswith("Required value")

@@ -163,7 +163,16 @@ def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Dia
     """replicas / parallelism / completions past what one object may create (see MAX_PODS), and an Indexed Job's
     parallelism past batch validation's limit."""
     out = []
-    indexed = _get(obj, "spec.completionMode") == "Indexed"
+    mode = _get(obj, "spec.completionMode") or ("Indexed" if prefix.startswith("spec.replicatedJobs") else None)
+    indexed = mode == "Indexed"
+    if indexed and _get(obj, "spec.completions") is None:
+        # batch validation's validateJobSpec; a JobSet's webhook defaults its Jobs' completionMode to Indexed
+        path = f"{prefix}spec.completions"
+        out.append(Diagnostic(m.file, m.line_of(f"{prefix}spec"), m.ref, path,
+                              "Required value: when completion mode is Indexed",
+                              "set completions (usually equal to parallelism)" + (
+                                  "; a JobSet's Jobs are Indexed unless completionMode says otherwise"
+                                  if prefix else "")))
     for key in ("spec.replicas", "spec.parallelism", "spec.completions"):
         value = _get(obj, key)
         if not isinstance(value, int) or isinstance(value, bool):
@@ -234,6 +243,8 @@ def int_format_problem(value: object, fmt: str, written: object = None) -> str |
     """An integer out of its OpenAPI format's range: the API server's JSON decoding into an int32/int64 field
     fails ("cannot unmarshal number 3000000000 into Go struct field ... of type int32")."""
     lo, hi = INT32 if fmt == "int32" else INT64
+    if isinstance(value, float) and value.is_integer():
+        value, written = int(value), value if written is None else written
     if isinstance(value, int) and not isinstance(value, bool) and not lo <= value <= hi:
         return f"json: cannot unmarshal number {shown(value if written is None else written)} into Go struct field " \
                f"of type {fmt}"

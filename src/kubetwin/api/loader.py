@@ -86,8 +86,8 @@ def _lines(node: yaml.Node, path: str, lines: dict[str, int], dups: list[tuple[i
 
 def _plain(value: Any) -> Any:
     """Mapping keys as strings (YAML allows `1: x`; Kubernetes objects have string keys), and values as JSON has
-    them, as sigs.k8s.io/yaml's YAMLToJSON leaves them: explicit `!!binary` as its text, `!!timestamp` as a
-    string, `!!set` as a mapping to nulls."""
+    them, as sigs.k8s.io/yaml's YAMLToJSON leaves them: whole floats as integers (Go's encoding/json writes
+    float64 2.0 as `2`), explicit `!!binary` as its text, `!!timestamp` as a string, `!!set` as a mapping to nulls."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):
@@ -96,6 +96,8 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)  # YAMLToJSON writes float64 2.0 as JSON 2, which the API server decodes as an integer
     if value is None or isinstance(value, (str, int, float)):
         return value
     return str(value)  # datetime/date from an explicit !!timestamp

@@ -323,6 +323,12 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
 
 
 def _validate_one(m: Manifest) -> list[Diagnostic]:
+    for key in ("apiVersion", "kind"):
+        value = m.obj.get(key)
+        if value is not None and not isinstance(value, str):
+            return [Diagnostic(m.file, m.line_of(key), m.ref, key, f"json: cannot unmarshal "
+                               f"{type(value).__name__.replace('dict', 'object').replace('list', 'array')} into Go "
+                               f"struct field TypeMeta.{key} of type string", f"write {key} as a string")]
     api_version, kind = str(m.obj.get("apiVersion") or ""), m.kind
     if not api_version or not kind:
         missing = "apiVersion" if not api_version else "kind"
@@ -359,7 +365,10 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
                                   "effect on the run", "", "notice"))
         return out
     if validator is None:
-        if group in KNOWN_GROUPS:
+        if group in KNOWN_GROUPS and _KIND.match(kind) and len(kind) <= 253:
+            named = _name(m)  # stored, so it needs what every object has
+            if named:
+                return named
             return [Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS[group]} kind {kind} ({api_version}) is "
                                "accepted but not simulated yet: it is stored and has no effect on the run", "",
                                "notice")]
