@@ -29,7 +29,7 @@ from kubetwin.api.errors import Diagnostic
 
 MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024  # apiserver MaxRequestBodyBytes
 MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # etcd DefaultMaxRequestBytes (1.5 MiB)
-MAX_FILE_BYTES = 32 * 1024 * 1024  # twin limit
+MAX_FILE_BYTES = 16 * 1024 * 1024  # twin limit
 MAX_DEPTH = 100  # twin limit (Python recursion); go-yaml: 10000, libyaml: 1000
 _ALIAS_RATIO_LOW, _ALIAS_RATIO_HIGH = 400_000, 4_000_000  # go-yaml alias_ratio_range_low / _high
 _DOC_START = re.compile(r"^---", re.M)

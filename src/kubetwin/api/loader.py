@@ -11,6 +11,7 @@ so no input takes more than bounded memory and time.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,11 +121,28 @@ def _files(paths: list[str | Path]) -> list[Path]:
     return out
 
 
-def _construct(node: yaml.Node) -> Any:
-    """The document's value from its composed node (one parse serves lines, limits and values)."""
-    loader = _Loader("")
+def _documents(text: str, file: str) -> Iterator[tuple[yaml.Node, Any]]:
+    """(composed node, value) per document, one document at a time so only one composed tree is held (each is
+    bounded before it is constructed); YAML errors as diagnostics with the parser's position."""
+    loader = _Loader(text)
     try:
-        return loader.construct_document(node)
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            problem = limits.document_problem(node, file)
+            if problem:
+                raise KubetwinError([problem])
+            yield node, loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        problem_text = exc.problem or "invalid YAML"
+        context = f" ({exc.context})" if exc.context else ""
+        raise KubetwinError([Diagnostic(file, line, "-", "", f"YAML syntax error: {problem_text}{context}",
+                                        "check indentation and quoting around this line")]) from None
+    except yaml.YAMLError as exc:
+        raise KubetwinError([Diagnostic(file, 0, "-", "", f"YAML error: {exc}", "")]) from None
     finally:
         loader.dispose()
 
@@ -134,24 +152,9 @@ def load_text(text: str, file: str = "<string>") -> list[Manifest]:
     too_big = limits.stream_too_large(text, file)
     if too_big:
         raise KubetwinError([too_big])
-    try:
-        nodes = list(yaml.compose_all(text, Loader=_Loader))
-        bounded = [limits.document_problem(node, file) for node in nodes]
-        if any(bounded):
-            raise KubetwinError([d for d in bounded if d])
-        docs = [_construct(node) for node in nodes]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 0
-        problem = exc.problem or "invalid YAML"
-        context = f" ({exc.context})" if exc.context else ""
-        raise KubetwinError([Diagnostic(file, line, "-", "", f"YAML syntax error: {problem}{context}",
-                                        "check indentation and quoting around this line")]) from None
-    except yaml.YAMLError as exc:
-        raise KubetwinError([Diagnostic(file, 0, "-", "", f"YAML error: {exc}", "")]) from None
     out: list[Manifest] = []
     errors: list[Diagnostic] = []
-    for node, doc in zip(nodes, docs, strict=True):
+    for node, doc in _documents(text, file):
         if doc is None:
             continue
         start = node.start_mark.line + 1
