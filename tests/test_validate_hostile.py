@@ -369,3 +369,24 @@ def test_kind_must_be_a_name() -> None:
     assert e.field == "kind" and "cannot unmarshal array into Go struct field TypeMeta.kind of type string" in e.message
     [e] = errors("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Clust\n")
     assert e.field == "metadata.name" and e.message.startswith("Required value")
+
+
+def test_truncated_templates_and_empty_list_items() -> None:
+    """Found by the fuzzer: a Deployment cut off after `template:` and a pod with a bare `-` under volumes passed
+    validate and crashed the run."""
+    deploy = ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  replicas: 1\n"
+              "  selector: {matchLabels: {a: b}}\n  template:\n")
+    [e] = errors(deploy)
+    assert (e.field, e.message) == ("spec.template.spec.containers", "Required value")
+    pod = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: x}]\n"
+           "  volumes:\n  -\n")
+    [e] = errors(pod)
+    assert (e.field, e.line) == ("spec.volumes[0]", 7) and e.message.startswith("Required value")
+
+
+def test_kueue_configuration_integers_are_not_strings() -> None:
+    """Found by the fuzzer: `backoffLimitCount: !!str 3` was accepted and crashed Kueue's requeue at run time."""
+    cfg = ("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady:\n  timeout: 10m\n"
+           "  requeuingStrategy: {timestamp: Eviction, backoffLimitCount: !!str 3}\n")
+    [e] = errors(cfg)
+    assert e.field == "waitForPodsReady.requeuingStrategy.backoffLimitCount" and "valid integer" in e.message

@@ -249,3 +249,22 @@ def int_format_problem(value: object, fmt: str, written: object = None) -> str |
         return f"json: cannot unmarshal number {shown(value if written is None else written)} into Go struct field " \
                f"of type {fmt}"
     return None
+
+
+def null_items(m: Manifest) -> list[Diagnostic]:
+    """A `-` with nothing after it: the API server decodes a null list item into an empty object, which then
+    lacks its required fields (volumes[0].name: Required value); the twin's controllers cannot read it."""
+    out: list[Diagnostic] = []
+    stack: list[tuple[Any, str]] = [(m.obj, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if item is None:
+                    out.append(Diagnostic(m.file, m.line_of(f"{path}[{i}]"), m.ref, f"{path}[{i}]",
+                                          "Required value: an empty list item", "remove the empty `-` entry"))
+                else:
+                    stack.append((item, f"{path}[{i}]"))
+    return sorted(out, key=lambda d: d.line)

@@ -203,7 +203,7 @@ def _name(m: Manifest) -> list[Diagnostic]:
 
 def _semantic(m: Manifest) -> list[Diagnostic]:
     """API-server validation the OpenAPI schema does not carry."""
-    out = _name(m) + _gpu_share(m) + fields.diagnostics(m)
+    out = _name(m) + fields.null_items(m) + _gpu_share(m) + fields.diagnostics(m)
     found = _containers(m.obj)
     if found:
         prefix, pod_spec = found
@@ -241,6 +241,9 @@ def _gpu_share(m: Manifest) -> list[Diagnostic]:
 
 
 def _pod_spec(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
+    if not spec.get("containers"):  # validateContainers: a pod (template) without containers
+        return [Diagnostic(m.file, m.line_of(prefix), m.ref, f"{prefix}.containers", "Required value",
+                           f"add {prefix}.containers: [{{name: main, image: ...}}]")]
     out: list[Diagnostic] = []
     if m.kind == "Job":
         policy = spec.get("restartPolicy", "Always")
