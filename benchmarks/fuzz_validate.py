@@ -44,14 +44,18 @@ RUNNABLE = ("autoscaling-gpu-quota.yaml", "jobset-exclusive-placement.yaml", "ku
             "training-llama-8b-a3.yaml", "serving-llama3-epp.yaml", "dws-flex-start.yaml")
 
 
-def _paths(node: Any, prefix: tuple = ()) -> Iterator[tuple]:
-    yield prefix
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _paths(v, (*prefix, i))
+def _paths(node: Any, max_depth: int = 60) -> Iterator[tuple]:
+    """Every field path of a document, in document order, down to max_depth (iterative: nested values may be deep)."""
+    stack: list[tuple[Any, tuple]] = [(node, ())]
+    while stack:
+        value, prefix = stack.pop()
+        yield prefix
+        if len(prefix) >= max_depth:
+            continue
+        if isinstance(value, dict):
+            stack.extend(((v, (*prefix, k)) for k, v in reversed(list(value.items()))))
+        elif isinstance(value, list):
+            stack.extend(((v, (*prefix, i)) for i, v in reversed(list(enumerate(value)))))
 
 
 def _parent(doc: Any, path: tuple) -> Any:
