@@ -390,3 +390,21 @@ def test_kueue_configuration_integers_are_not_strings() -> None:
            "  requeuingStrategy: {timestamp: Eviction, backoffLimitCount: !!str 3}\n")
     [e] = errors(cfg)
     assert e.field == "waitForPodsReady.requeuingStrategy.backoffLimitCount" and "valid integer" in e.message
+
+
+def test_more_fuzzer_findings() -> None:
+    """A PodTemplate's unicode cpu crashed the ProvisioningRequest's simulation; an explicit `!!int` on a text
+    value raised ValueError from the YAML constructor; a 400-digit training sequence-length overflowed the
+    step-time model."""
+    tmpl = ("apiVersion: v1\nkind: PodTemplate\nmetadata: {name: t}\ntemplate:\n  spec:\n    containers:\n"
+            "    - {name: c, image: x, resources: {requests: {cpu: é}}}\n")
+    [e] = errors(tmpl)
+    assert e.field == "template.spec.containers[0].resources.requests[cpu]" and "quantities must match" in e.message
+    with pytest.raises(KubetwinError, match="yaml: cannot decode a value as the type its tag names"):
+        load_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: !!int 10 apples}\n")
+    train = job(template_ann="training.kubetwin.io/params: 8B, training.kubetwin.io/steps: '10', "
+                "training.kubetwin.io/global-batch-size: '8', training.kubetwin.io/sequence-length: '" + "9" * 400
+                + "'").replace("memory: 1Gi", "memory: 1Gi, nvidia.com/gpu: 1").replace(
+                    "limits: {}", "limits: {nvidia.com/gpu: 1}")
+    [e] = errors(train)
+    assert "sequence-length" in e.field and "from 1 to 2147483647" in e.message

@@ -133,7 +133,15 @@ def _documents(text: str, file: str) -> Iterator[tuple[yaml.Node, Any]]:
             problem = limits.document_problem(node, file)
             if problem:
                 raise KubetwinError([problem])
-            yield node, loader.construct_document(node)
+            try:
+                value = loader.construct_document(node)
+            except (ValueError, TypeError, OverflowError) as exc:  # an explicit tag the value does not fit
+                raise KubetwinError([Diagnostic(file, node.start_mark.line + 1, "-", "",
+                                                f"yaml: cannot decode a value as the type its tag names: "
+                                                f"{limits.shown(exc, 120)}",
+                                                "remove the explicit tag (!!int, !!float, ...) or fix the value")]
+                                     ) from None
+            yield node, value
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0

@@ -171,6 +171,9 @@ def _containers(obj: dict) -> tuple[str, dict] | None:
         return "spec", spec
     if kind in ("Job", "Deployment", "ReplicaSet"):
         return "spec.template.spec", ((spec.get("template") or {}).get("spec") or {})
+    if kind == "PodTemplate":  # ValidatePodTemplate: the same pod spec rules (ProvisioningRequests read them)
+        tmpl = obj.get("template") if isinstance(obj.get("template"), dict) else {}
+        return "template.spec", (tmpl.get("spec") or {})
     return None
 
 
