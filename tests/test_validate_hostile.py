@@ -247,7 +247,7 @@ def test_twin_kind_errors_in_the_users_words() -> None:
              "target: x, model: m, generator: {rate: RATE, promptTokens: 10, outputTokens: 10}}\n")
     [e] = errors(trace.replace("RATE", "1"))
     assert "spec.target must be {kind: InferencePool|Service, name: NAME}" in e.message
-    [e] = errors(trace.replace("target: x", "target: {kind: Service, name: s}").replace("RATE", "1e88"))
+    [e] = errors(trace.replace("target: x", "target: {kind: Service, name: s}").replace("RATE", "1.0e+88"))
     assert e.field == "spec.generator.rate" and "a twin limit" in e.message
     [e] = errors("apiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: 3.5\n")
     assert e.field == "metadata" and "metadata must be {name: NAME}" in e.message
@@ -408,3 +408,15 @@ def test_more_fuzzer_findings() -> None:
                     "limits: {}", "limits: {nvidia.com/gpu: 1}")
     [e] = errors(train)
     assert "sequence-length" in e.field and "from 1 to 2147483647" in e.message
+
+
+def test_typed_scalars_the_api_server_would_refuse_or_default() -> None:
+    """Found by the fuzzer: NodePool `nodeCount: !!str 3` passed (pydantic coerced it) and crashed the node pool
+    controller; a JobSet's `replicas: null` (the API server drops it and defaults 1) crashed the JobSet controller."""
+    [e] = errors(POOL.replace("nodeCount: 1", "nodeCount: '3'"))
+    assert (e.field, e.message) == ("spec.nodeCount", 'Invalid value: "3": must be an integer')
+    jobset = ("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n"
+              "  - name: w\n    replicas: null\n    template:\n      spec:\n        completions: 1\n        template:\n"
+              "          spec:\n            restartPolicy: Never\n            containers: [{name: c, image: x}]\n")
+    [e] = errors(jobset)
+    assert (e.field, e.line) == ("spec.replicatedJobs[0].replicas", 7) and "defaults the field" in e.message

@@ -214,8 +214,38 @@ def _kueue_quotas(m: Manifest) -> list[Diagnostic]:
     return out
 
 
+def _crd_nulls(m: Manifest) -> list[Diagnostic]:
+    """A null the API server's structural defaulting drops (and defaults) for a CRD kind: the twin's controllers
+    read the object as written, so validate asks for the line to go (a twin limitation, said as such)."""
+    from kubetwin.api import crd
+
+    defaulted = crd.apply_defaults(m.obj)
+    out: list[Diagnostic] = []
+    stack: list[tuple[Any, Any, str]] = [(m.obj, defaulted, "")]
+    while stack:
+        value, other, path = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                sub = f"{path}.{k}" if path else str(k)
+                there = other.get(k, ...) if isinstance(other, dict) else ...
+                if v is None and there is not None:
+                    out.append(Diagnostic(m.file, m.line_of(sub), m.ref, sub, "Invalid value: null: the API server "
+                                          "drops this null and defaults the field; the twin reads objects as written",
+                                          f"remove {k}, or write its value"))
+                else:
+                    stack.append((v, there, sub))
+        elif isinstance(value, list) and isinstance(other, list) and len(other) == len(value):
+            stack.extend((v, o, f"{path}[{i}]") for i, (v, o) in enumerate(zip(value, other, strict=True)))
+    return sorted(out, key=lambda d: d.line)
+
+
 def diagnostics(m: Manifest) -> list[Diagnostic]:
     """The kind's field rules beyond the schema."""
+    from kubetwin.api import crd
+
+    nulls = _crd_nulls(m) if crd.handles(str(m.obj.get("apiVersion") or ""), m.kind) else []
+    if nulls:
+        return nulls
     if m.kind == "ClusterQueue":
         return _kueue_quotas(m)
     if m.kind == "JobSet":

@@ -21,7 +21,7 @@ def _check_duration(v: str) -> str:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)  # "3" is no integer, as in Go
 
 
 class Taint(_Strict):
