@@ -18,7 +18,7 @@ from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.twin import ScenarioSpec
 from kubetwin.api.units import parse_duration
-from kubetwin.api.validate import validate
+from kubetwin.api.validate import validate, with_overrides
 from kubetwin.autoscaler.capacity import CapacityModel
 from kubetwin.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController
@@ -143,6 +143,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         check_out(Path(out), overwrite)
     manifests = load_paths(list(paths)) if paths else []
     manifests += [Manifest(o, "<object>", 0) for o in objects or []]
+    manifests = with_overrides(manifests, duration, seed)  # the flags are checked as the fields they replace
     diags = validate(manifests)
     errors = [d for d in diags if d.severity == "error"]
     if errors:

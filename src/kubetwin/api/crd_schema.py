@@ -268,6 +268,15 @@ def _string(value: str, schema: dict, path: str, out: list) -> None:
 
 
 def _number(value: float, schema: dict, path: str, out: list) -> None:
+    fmt = schema.get("format")
+    if fmt in ("int32", "int64") and float(value).is_integer():
+        from kubetwin.api.fields import int_format_problem
+
+        problem = int_format_problem(int(value), fmt, go_value(value))
+        if problem:
+            out.append(FieldError(path, f"Invalid value: {go_value(value)}: {problem}",
+                                  f"use a value that fits an {fmt}", "invalid"))
+            return
     for key, excl, op, words, ok in (
             ("minimum", "exclusiveMinimum", ">", "greater than", lambda v, b, x: v > b or (not x and v == b)),
             ("maximum", "exclusiveMaximum", "<", "less than", lambda v, b, x: v < b or (not x and v == b))):

@@ -3,16 +3,22 @@
 PyYAML on libyaml: values from its loader, each field's line from its composed node tree (a pass over the same
 stream). Scalars follow YAML 1.1 as go-yaml does for kubectl (`yes` is a boolean), timestamps stay strings,
 and duplicate keys are an error as in sigs.k8s.io/yaml's strict decoding.
+
+Hostile input is bounded the way the API server bounds it (api/limits.py): a document over the request body limit
+is refused before it is composed, alias expansion is capped by go-yaml's own heuristic, and nesting by a depth cap,
+so no input takes more than bounded memory and time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kubetwin.api import limits
 from kubetwin.api.errors import Diagnostic, KubetwinError
 
 
@@ -32,9 +38,10 @@ class Manifest:
     @property
     def ref(self) -> str:
         meta = self.obj.get("metadata") if isinstance(self.obj.get("metadata"), dict) else {}
-        name = meta.get("name") or "<unnamed>"
-        ns = meta.get("namespace")
-        return f"{self.kind or '<no kind>'}/{ns}/{name}" if ns else f"{self.kind or '<no kind>'}/{name}"
+        name = limits.shown(meta.get("name") or "<unnamed>", 100)
+        ns = limits.shown(meta.get("namespace"), 100) if meta.get("namespace") else None
+        kind = limits.shown(self.kind, 100) or "<no kind>"
+        return f"{kind}/{ns}/{name}" if ns else f"{kind}/{name}"
 
     def line_of(self, path: str) -> int:
         """Line of the closest enclosing field that has one."""
@@ -79,12 +86,22 @@ def _lines(node: yaml.Node, path: str, lines: dict[str, int], dups: list[tuple[i
 
 
 def _plain(value: Any) -> Any:
-    """Mapping keys as strings (YAML allows `1: x`; Kubernetes objects have string keys)."""
+    """Mapping keys as strings (YAML allows `1: x`; Kubernetes objects have string keys), and values as JSON has
+    them, as sigs.k8s.io/yaml's YAMLToJSON leaves them: whole floats as integers (Go's encoding/json writes
+    float64 2.0 as `2`), explicit `!!binary` as its text, `!!timestamp` as a string, `!!set` as a mapping to nulls."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, (set, frozenset)):
+        return {str(k): None for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)  # YAMLToJSON writes float64 2.0 as JSON 2, which the API server decodes as an integer
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return str(value)  # datetime/date from an explicit !!timestamp
 
 
 def _files(paths: list[str | Path]) -> list[Path]:
@@ -104,23 +121,48 @@ def _files(paths: list[str | Path]) -> list[Path]:
     return out
 
 
-def load_text(text: str, file: str = "<string>") -> list[Manifest]:
-    """Parse one YAML stream; raises KubetwinError with the YAML parser's position on syntax errors."""
+def _documents(text: str, file: str) -> Iterator[tuple[yaml.Node, Any]]:
+    """(composed node, value) per document, one document at a time so only one composed tree is held (each is
+    bounded before it is constructed); YAML errors as diagnostics with the parser's position."""
+    loader = _Loader(text)
     try:
-        nodes = list(yaml.compose_all(text, Loader=_Loader))
-        docs = list(yaml.load_all(text, Loader=_Loader))
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            problem = limits.document_problem(node, file)
+            if problem:
+                raise KubetwinError([problem])
+            try:
+                value = loader.construct_document(node)
+            except (ValueError, TypeError, OverflowError) as exc:  # an explicit tag the value does not fit
+                raise KubetwinError([Diagnostic(file, node.start_mark.line + 1, "-", "",
+                                                f"yaml: cannot decode a value as the type its tag names: "
+                                                f"{limits.shown(exc, 120)}",
+                                                "remove the explicit tag (!!int, !!float, ...) or fix the value")]
+                                     ) from None
+            yield node, value
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
-        problem = exc.problem or "invalid YAML"
+        problem_text = exc.problem or "invalid YAML"
         context = f" ({exc.context})" if exc.context else ""
-        raise KubetwinError([Diagnostic(file, line, "-", "", f"YAML syntax error: {problem}{context}",
+        raise KubetwinError([Diagnostic(file, line, "-", "", f"YAML syntax error: {problem_text}{context}",
                                         "check indentation and quoting around this line")]) from None
     except yaml.YAMLError as exc:
         raise KubetwinError([Diagnostic(file, 0, "-", "", f"YAML error: {exc}", "")]) from None
+    finally:
+        loader.dispose()
+
+
+def load_text(text: str, file: str = "<string>") -> list[Manifest]:
+    """Parse one YAML stream; raises KubetwinError with the YAML parser's position on syntax errors."""
+    too_big = limits.stream_too_large(text, file)
+    if too_big:
+        raise KubetwinError([too_big])
     out: list[Manifest] = []
     errors: list[Diagnostic] = []
-    for node, doc in zip(nodes, docs, strict=True):
+    for node, doc in _documents(text, file):
         if doc is None:
             continue
         start = node.start_mark.line + 1
@@ -135,6 +177,10 @@ def load_text(text: str, file: str = "<string>") -> list[Manifest]:
             errors.append(Diagnostic(file, line, "-", key, f'yaml: unmarshal errors: line {line}: key "{key}" '
                                      "already set in map", "remove one of the two entries"))
         obj = _plain(doc)
+        unsupported = limits.json_problem(obj, file, start) or limits.object_too_large(obj, file, start)
+        if unsupported:
+            errors.append(unsupported)
+            continue
         if obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj):
             for i, item in enumerate(obj.get("items") or []):
                 if not isinstance(item, dict):
@@ -152,11 +198,16 @@ def load_text(text: str, file: str = "<string>") -> list[Manifest]:
 
 
 def load_paths(paths: list[str | Path]) -> list[Manifest]:
-    """Load every manifest below the given paths, in a stable order."""
+    """Load every manifest below the given paths, in a stable order; no manifest at all is an error, as
+    `kubectl apply -f` of an empty file says."""
     manifests: list[Manifest] = []
     errors: list[Diagnostic] = []
-    for f in _files(paths):
+    files = _files(paths)
+    for f in files:
         try:
+            if f.stat().st_size > limits.MAX_FILE_BYTES:
+                errors.append(limits.file_too_large(str(f), f.stat().st_size))
+                continue
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(Diagnostic(str(f), 0, "-", "", f"cannot read file: {exc}", ""))
@@ -165,6 +216,11 @@ def load_paths(paths: list[str | Path]) -> list[Manifest]:
             manifests.extend(load_text(text, str(f)))
         except KubetwinError as exc:
             errors.extend(exc.diagnostics)
+    if not errors and not manifests:
+        where = ", ".join(str(p) for p in paths) or "<no paths>"
+        errors.append(Diagnostic(where, 0, "-", "", "no objects passed to apply" if files else
+                                 "no objects passed to apply: no .yaml, .yml or .json files found",
+                                 "pass files that hold at least one manifest (apiVersion, kind, metadata...)"))
     if errors:
         raise KubetwinError(errors)
     return manifests

@@ -9,6 +9,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 from kubetwin.api.units import parse_duration
 
 TWIN_API = "kubetwin.io/v1alpha1"
+INT32_MAX = 2**31 - 1  # counts are int32, as Kubernetes API conventions have them
+MAX_SEED = 2**63 - 1  # twin limit: seeds are int64, as --seed flags of Go tools are
+MAX_SAMPLES = 1_000_000  # twin limit: time-series samples of one run (duration / sampleInterval)
 
 
 def _check_duration(v: str) -> str:
@@ -18,7 +21,7 @@ def _check_duration(v: str) -> str:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)  # "3" is no integer, as in Go
 
 
 class Taint(_Strict):
@@ -31,7 +34,7 @@ class Accelerator(_Strict):
     """GKE `accelerators[]` of a node pool (gcloud --accelerator type=…,count=…,gpu-driver-version=…)."""
 
     type: str
-    count: int = Field(ge=1)
+    count: int = Field(le=INT32_MAX, ge=1)
     # GKE gpuDriverInstallationConfig.gpuDriverVersion; DEFAULT is GKE's default since 1.30.1-gke.1156000
     # (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create-gpu-pool-auto-drivers).
     gpuDriverInstallation: Literal["DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = "DEFAULT"
@@ -39,9 +42,22 @@ class Accelerator(_Strict):
     gpuPartitionSize: str | None = None
 
 
+# GKE's quota "Nodes per node pool zone: 1,000" (https://cloud.google.com/kubernetes-engine/quotas).
+MAX_NODES_PER_POOL_ZONE = 1000
+
+
 class Autoscaling(_Strict):
-    minNodeCount: int = Field(ge=0)
-    maxNodeCount: int = Field(ge=0)
+    minNodeCount: int = Field(ge=0, le=MAX_NODES_PER_POOL_ZONE)
+    maxNodeCount: int = Field(ge=0, le=MAX_NODES_PER_POOL_ZONE)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        """GKE's API refuses a pool whose minimum is above its maximum (gcloud container node-pools create
+        --min-nodes/--max-nodes; the cluster autoscaler's node group needs min <= max)."""
+        if self.minNodeCount > self.maxNodeCount:
+            raise ValueError(f"minNodeCount ({self.minNodeCount}) must be less than or equal to maxNodeCount "
+                             f"({self.maxNodeCount})")
+        return self
 
 
 class PlacementPolicy(_Strict):
@@ -59,7 +75,7 @@ class SpotPreemptionAt(_Strict):
     Scenario seed) or the nodes named in `nodeNames`."""
 
     at: str
-    nodes: int | None = Field(default=None, ge=1)
+    nodes: int | None = Field(le=INT32_MAX, default=None, ge=1)
     nodeNames: list[str] | None = None
 
     _durations = field_validator("at")(_check_duration)
@@ -75,7 +91,8 @@ class SpotPreemption(_Strict):
 
 class NodePoolSpec(_Strict):
     machineType: str
-    nodeCount: int | None = Field(default=None, ge=0, description="nodes per zone, as in GKE")
+    nodeCount: int | None = Field(default=None, ge=0, le=MAX_NODES_PER_POOL_ZONE,
+                                  description="nodes per zone, as in GKE")
     autoscaling: Autoscaling | None = None
     spot: bool = False
     spotPreemption: SpotPreemption | None = None  # only with spot: true (checked below)
@@ -146,7 +163,7 @@ class ClusterAutoscalerSpec(_Strict):
 
 class CapacityStep(_Strict):
     at: str
-    available: int = Field(ge=0)
+    available: int = Field(le=INT32_MAX, ge=0)
 
     _durations = field_validator("at")(_check_duration)
 
@@ -160,14 +177,20 @@ class ZoneCapacity(_Strict):
     zone: str
     machineType: str
     spot: bool | None = None
-    available: int | None = Field(default=None, ge=0)
+    available: int | None = Field(le=INT32_MAX, default=None, ge=0)
     schedule: list[CapacityStep] = Field(default_factory=list)
     obtainability: float = Field(default=1.0, ge=0, le=1)
 
 
+def _positive_duration(v: str) -> str:
+    if parse_duration(v) <= 0:
+        raise ValueError(f"must be greater than 0, got {v!r}")
+    return v
+
+
 class ScenarioSpec(_Strict):
     duration: str = "1d"
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     clusterName: str = "kubetwin"
     startTime: str = "2026-01-01T00:00:00Z"
     scoringStrategy: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
@@ -187,7 +210,17 @@ class ScenarioSpec(_Strict):
     capacity: list[ZoneCapacity] = Field(default_factory=list)
     quotas: dict[str, dict[str, float]] = Field(default_factory=dict)
 
-    _durations = field_validator("duration", "sampleInterval")(_check_duration)
+    _durations = field_validator("duration")(_check_duration)
+    _intervals = field_validator("sampleInterval")(_positive_duration)
+
+    @model_validator(mode="after")
+    def _samples(self) -> ScenarioSpec:
+        """Twin limit: the metrics keep one sample per sampleInterval of the run."""
+        samples = parse_duration(self.duration) / parse_duration(self.sampleInterval)
+        if samples > MAX_SAMPLES:
+            raise ValueError(f"duration {self.duration} / sampleInterval {self.sampleInterval} is {samples:.3g} "
+                             f"samples: the twin keeps at most {MAX_SAMPLES:,} (a twin limit); raise sampleInterval")
+        return self
 
 
 class Metadata(BaseModel):
@@ -231,8 +264,8 @@ class Lognormal(_Strict):
 
 
 class Uniform(_Strict):
-    min: int = Field(ge=0)
-    max: int = Field(ge=0)
+    min: int = Field(le=INT32_MAX, ge=0)
+    max: int = Field(le=INT32_MAX, ge=0)
 
 
 class TraceSource(_Strict):
@@ -245,12 +278,12 @@ class TraceSource(_Strict):
 class TokenDistribution(_Strict):
     """Exactly one of `value` (fixed), `lognormal`, `uniform` or `fromTrace`; `min`/`max` clip the draws."""
 
-    value: int | None = Field(default=None, ge=0)
+    value: int | None = Field(le=INT32_MAX, default=None, ge=0)
     lognormal: Lognormal | None = None
     uniform: Uniform | None = None
     fromTrace: TraceSource | None = None
-    min: int = Field(default=1, ge=0)
-    max: int | None = Field(default=None, ge=1)
+    min: int = Field(le=INT32_MAX, default=1, ge=0)
+    max: int | None = Field(le=INT32_MAX, default=None, ge=1)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TokenDistribution:
@@ -322,11 +355,11 @@ class SharedPrefix(_Strict):
     """inference-perf's `shared_prefix` data (num_groups, num_prompts_per_group, system_prompt_len,
     question_len, output_len): a system prompt shared by each group, a question per prompt."""
 
-    numGroups: int = Field(ge=1)
-    promptsPerGroup: int = Field(ge=1)
-    systemPromptLen: int = Field(ge=0)
-    questionLen: int = Field(ge=1)
-    outputLen: int = Field(ge=1)
+    numGroups: int = Field(le=INT32_MAX, ge=1)
+    promptsPerGroup: int = Field(le=INT32_MAX, ge=1)
+    systemPromptLen: int = Field(le=INT32_MAX, ge=0)
+    questionLen: int = Field(le=INT32_MAX, ge=1)
+    outputLen: int = Field(le=INT32_MAX, ge=1)
 
 
 class LoraChoice(_Strict):
@@ -339,7 +372,7 @@ class Sessions(_Strict):
     whose next prompt is its whole history (earlier prompts and answers) plus a new message; a session ends
     after a geometric number of turns with mean `meanTurns`."""
 
-    concurrent: int = Field(ge=1)
+    concurrent: int = Field(le=INT32_MAX, ge=1)
     meanTurns: float = Field(default=4.0, ge=1)
 
 
@@ -366,11 +399,12 @@ class RequestTraceSpec(_Strict):
     target: TraceTarget
     model: str
     timeScale: float = Field(default=1.0, gt=0)  # multiplies timestamps: 0.5 replays twice as fast
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(le=INT32_MAX, default=None, ge=1)
     startOffset: str = "0s"  # skip the trace's first seconds
     loop: bool = False  # replay the trace again until the scenario ends
-    seed: int | None = None  # default: the Scenario's seed
-    priority: int = 0  # InferenceObjective priority of these requests (< 0 sheddable)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)  # default: the Scenario's seed
+    # InferenceObjective priority of these requests (< 0 sheddable)
+    priority: int = Field(default=0, ge=-INT32_MAX - 1, le=INT32_MAX)
     generator: TraceGenerator | None = None
 
     _durations = field_validator("startOffset")(_check_duration)

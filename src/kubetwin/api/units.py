@@ -53,15 +53,29 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
+# Go's time.Duration is int64 nanoseconds: time.ParseDuration refuses anything longer ("time: invalid duration").
+MAX_DURATION_S = (2**63 - 1) / 1e9
+
+
 def parse_duration(value: object) -> float:
-    """Parse "90s", "10m", "2h", "7d", "1h30m" or a number of seconds into seconds."""
+    """Parse "90s", "10m", "2h", "7d", "1h30m" or a number of seconds into seconds (at most Go's time.Duration,
+    about 292 years)."""
+    seconds = _parse_duration(value)
+    if not seconds <= MAX_DURATION_S:  # also NaN
+        raise UnitError(f"invalid duration {str(value)[:80]!r}: longer than a Go time.Duration (about 292 years)")
+    return seconds
+
+
+def _parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise UnitError(f"invalid duration {value!r}: use a number of seconds or forms like 90s, 10m, 2h, 7d")
     if isinstance(value, (int, float)):
-        if value < 0:
+        if not value >= 0:
             raise UnitError(f"invalid duration {value!r}: must not be negative")
         return float(value)
     text = str(value).strip()
+    if len(text) > 64:
+        raise UnitError(f"invalid duration {text[:64]!r}...: use a number of seconds or forms like 90s, 10m, 2h, 7d")
     m = _DURATION.match(text)
     if m:
         return float(m.group(1)) * _SECONDS[m.group(2) or "s"]

@@ -7,6 +7,7 @@ express are written in the API server's own words (k8s.io/kubernetes pkg/apis/co
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import re
@@ -17,11 +18,22 @@ import jsonschema
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
-from kubetwin.api import dra_validate, nodepool_validate, pitfalls, serving_validate, volume_validate
+from kubetwin.api import (
+    annotations,
+    dra_validate,
+    fields,
+    limits,
+    nodepool_validate,
+    pitfalls,
+    serving_validate,
+    twin_errors,
+    volume_validate,
+)
 from kubetwin.api.errors import Diagnostic
+from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
-from kubetwin.api.units import UnitError, parse_duration, parse_quantity
+from kubetwin.api.units import parse_quantity
 
 K8S_VERSION = "1.34.0"
 
@@ -61,8 +73,6 @@ KNOWN_GROUPS = {
 }
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NON_OVERCOMMITABLE_PREFIXES = ("nvidia.com/", "google.com/", "amd.com/")
-TWIN_DURATION_ANNOTATIONS = ("kubetwin.io/duration", "kubetwin.io/create-at", "kubetwin.io/delete-at",
-                             "kubetwin.io/checkpoint-interval")  # controllers/kubelet.py: checkpointed progress
 
 
 @functools.cache
@@ -76,14 +86,30 @@ def _registry() -> Registry:
     return Resource.from_contents(defs) @ Registry()
 
 
-@functools.cache
+_GROUP_VERSION = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$")
+_KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+_FORMATS = jsonschema.FormatChecker(formats=())
+for _fmt in ("int32", "int64"):
+    _FORMATS.checks(_fmt)(lambda v, f=_fmt: fields.int_format_problem(v, f) is None)
+
+
 def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+    """The strict schema of a built-in kind; None for a kind it does not have (or a name no kind has: a group
+    is a DNS subdomain of at most 253 characters, a kind an identifier)."""
+    if len(api_version) > 300 or len(kind) > 253 or not _GROUP_VERSION.match(api_version) or not _KIND.match(kind):
+        return None
+    return _cached_validator(api_version, kind)
+
+
+@functools.cache
+def _cached_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     f = _schema_dir().joinpath(f"{kind.lower()}-{group_version}.json")
     if not f.is_file():
         return None
     schema = json.loads(f.read_text())
-    return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ _registry())
+    return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ _registry(),
+                                           format_checker=_FORMATS)
 
 
 def _path(parts: Any) -> str:
@@ -98,17 +124,27 @@ def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnost
     if err.validator == "additionalProperties":
         extra = re.findall(r"'([^']+)'", err.message.split("(")[-1])
         field = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
-        hint = "remove it, or check its spelling and indentation against the API reference"
+        names = sorted((err.schema.get("properties") or {}) if isinstance(err.schema, dict) else {})
+        close = difflib.get_close_matches(extra[0], names, n=1, cutoff=0.6) if extra else []
+        hint = (f"did you mean {close[0]}? rename {extra[0]} to {close[0]}, or remove it" if close else
+                "remove it, or check its spelling and indentation against the API reference")
         return Diagnostic(m.file, m.line_of(field), m.ref, field,
                           f'strict decoding error: unknown field "{field}"', hint)
     if err.validator == "required":
         missing = re.findall(r"'([^']+)'", err.message)
         field = f"{path}.{missing[0]}" if path and missing else (missing[0] if missing else path)
         return Diagnostic(m.file, m.line_of(path), m.ref, field, "Required value", f"set {field}")
+    if err.validator == "format" and err.validator_value in ("int32", "int64"):
+        return Diagnostic(m.file, m.line_of(path), m.ref, path,
+                          f"Invalid value: {shown(err.instance)}: "
+                          f"{fields.int_format_problem(err.instance, err.validator_value)}",
+                          f"use a value between {-(2**31) if err.validator_value == 'int32' else -(2**63)} and "
+                          f"{2**31 - 1 if err.validator_value == 'int32' else 2**63 - 1}")
     if err.validator in ("type", "format", "enum"):
         return Diagnostic(m.file, m.line_of(path), m.ref, path,
-                          f"Invalid value: {json.dumps(err.instance, default=str)[:60]}: {err.message}", "")
-    return Diagnostic(m.file, m.line_of(path), m.ref, path, err.message, "")
+                          f"Invalid value: {json.dumps(err.instance, default=str)[:60]}: {shown(err.message, 200)}",
+                          "")
+    return Diagnostic(m.file, m.line_of(path), m.ref, path, shown(err.message, 200), "")
 
 
 def _validate_twin(m: Manifest) -> list[Diagnostic]:
@@ -123,22 +159,10 @@ def _validate_twin(m: Manifest) -> list[Diagnostic]:
         out = []
         for e in exc.errors():
             field = _path(e["loc"])
-            msg = e["msg"]
-            if e["type"] == "extra_forbidden":
-                msg = f'strict decoding error: unknown field "{field}"'
-            elif e["type"] == "missing":
-                msg = "Required value"
-            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, msg, _twin_hint(e)))
+            msg, fix = twin_errors.translate(model, e, field)
+            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, msg, fix))
         return out
     return nodepool_validate.diagnostics(m) if m.kind == "NodePool" else []
-
-
-def _twin_hint(e: dict) -> str:
-    if e["type"] == "literal_error":
-        return f"use one of {e.get('ctx', {}).get('expected', '')}"
-    if e["type"] == "extra_forbidden":
-        return "remove it, or check its spelling against the README's \"Writing a scenario\""
-    return ""
 
 
 def _containers(obj: dict) -> tuple[str, dict] | None:
@@ -148,60 +172,46 @@ def _containers(obj: dict) -> tuple[str, dict] | None:
         return "spec", spec
     if kind in ("Job", "Deployment", "ReplicaSet"):
         return "spec.template.spec", ((spec.get("template") or {}).get("spec") or {})
+    if kind == "PodTemplate":  # ValidatePodTemplate: the same pod spec rules (ProvisioningRequests read them)
+        tmpl = obj.get("template") if isinstance(obj.get("template"), dict) else {}
+        return "template.spec", (tmpl.get("spec") or {})
     return None
 
 
 def _name(m: Manifest) -> list[Diagnostic]:
-    """metadata.name: required, and a DNS-1123 subdomain (ValidateObjectMeta)."""
+    """metadata.name: required, and a DNS-1123 subdomain; metadata.namespace a DNS-1123 label
+    (ValidateObjectMeta)."""
     out: list[Diagnostic] = []
-    meta = m.obj.get("metadata") or {}
+    meta = m.obj.get("metadata")
+    meta = {} if meta is None else meta
+    if not isinstance(meta, dict):
+        return [Diagnostic(m.file, m.line_of("metadata"), m.ref, "metadata",
+                           f"Invalid value: {shown(json.dumps(meta, default=str))}: metadata must be an object "
+                           "(name, namespace, labels, annotations)", "write metadata: {name: my-name}")]
     name = meta.get("name") or meta.get("generateName")
+    fix = re.sub(r"[^a-z0-9.-]+", "-", str(name).lower()).strip("-.")[:253] or "my-name"
     if not name:
         out.append(Diagnostic(m.file, m.line, m.ref, "metadata.name",
                               "Required value: name or generateName is required", "add metadata.name"))
-    elif not DNS1123_SUBDOMAIN.match(str(name)) or len(str(name)) > 253:
+    elif len(str(name)) > 253:
         out.append(Diagnostic(m.file, m.line_of("metadata.name"), m.ref, "metadata.name",
-                              f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
-                              "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-                              "character", "rename it, e.g. " + re.sub(r"[^a-z0-9.-]+", "-", str(name).lower())))
-    return out
+                              f'Invalid value: "{shown(name)}": must be no more than 253 characters',
+                              "rename it, e.g. " + fix))
+    elif not DNS1123_SUBDOMAIN.match(str(name)):
+        out.append(Diagnostic(m.file, m.line_of("metadata.name"), m.ref, "metadata.name",
+                              f'Invalid value: "{shown(name)}": a lowercase RFC 1123 subdomain must consist of lower '
+                              "case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+                              "character", "rename it, e.g. " + fix))
+    return out + fields.namespace(m)
 
 
 def _semantic(m: Manifest) -> list[Diagnostic]:
     """API-server validation the OpenAPI schema does not carry."""
-    out = _name(m)
-    for key in TWIN_DURATION_ANNOTATIONS:
-        for prefix, anns in _annotation_sets(m.obj):
-            if key in anns:
-                try:
-                    parse_duration(anns[key])
-                except UnitError as exc:
-                    field = f'{prefix}.annotations["{key}"]'
-                    out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{key}"), m.ref, field,
-                                          str(exc), "write e.g. 45m, 2h or 7d"))
-    out += _gpu_demand(m) + _gpu_share(m)
+    out = _name(m) + fields.null_items(m) + _gpu_share(m) + fields.diagnostics(m)
     found = _containers(m.obj)
     if found:
         prefix, pod_spec = found
         out += _pod_spec(m, prefix, pod_spec)
-    return out
-
-
-def _gpu_demand(m: Manifest) -> list[Diagnostic]:
-    """kubetwin.io/gpu-util and kubetwin.io/gpu-memory must parse (devices.gpuruntime reads them)."""
-    from kubetwin.devices.gpuruntime import GPU_MEMORY, GPU_UTIL, demand_of
-
-    out = []
-    for prefix, anns in _annotation_sets(m.obj):
-        for key in (GPU_UTIL, GPU_MEMORY):
-            if key in anns:
-                try:
-                    demand_of({key: str(anns[key])})
-                except UnitError as exc:
-                    out.append(Diagnostic(m.file, m.line_of(f"{prefix}.annotations.{key}"), m.ref,
-                                          f'{prefix}.annotations["{key}"]', str(exc),
-                                          "gpu-util: a fraction such as 0.3 or 30%; gpu-memory: a quantity "
-                                          "such as 12Gi"))
     return out
 
 
@@ -210,7 +220,7 @@ def _gpu_share(m: Manifest) -> list[Diagnostic]:
     from kubetwin.scheduler.gpushare import GPU_COUNT, GPU_MILLI
 
     out = []
-    for prefix, anns in _annotation_sets(m.obj):
+    for prefix, anns, _ in annotations.annotation_sets(m.obj):
         values: dict[str, int] = {}
         for key, lo, hi in ((GPU_MILLI, 1, 1000), (GPU_COUNT, 1, 8)):
             if key not in anns:
@@ -234,15 +244,10 @@ def _gpu_share(m: Manifest) -> list[Diagnostic]:
     return out
 
 
-def _annotation_sets(obj: dict) -> list[tuple[str, dict]]:
-    sets = [("metadata", (obj.get("metadata") or {}).get("annotations") or {})]
-    tmpl = (obj.get("spec") or {}).get("template")
-    if isinstance(tmpl, dict):
-        sets.append(("spec.template.metadata", (tmpl.get("metadata") or {}).get("annotations") or {}))
-    return [(p, a) for p, a in sets if isinstance(a, dict)]
-
-
 def _pod_spec(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
+    if not spec.get("containers"):  # validateContainers: a pod (template) without containers
+        return [Diagnostic(m.file, m.line_of(prefix), m.ref, f"{prefix}.containers", "Required value",
+                           f"add {prefix}.containers: [{{name: main, image: ...}}]")]
     out: list[Diagnostic] = []
     if m.kind == "Job":
         policy = spec.get("restartPolicy", "Always")
@@ -251,15 +256,13 @@ def _pod_spec(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
                                   else m.line_of(prefix), m.ref, f"{prefix}.restartPolicy",
                                   f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"',
                                   f"set {prefix}.restartPolicy: Never (or OnFailure)"))
+    problems = fields.containers(m, prefix, spec)
+    if problems:
+        return out + problems
     for i, c in enumerate(spec.get("containers") or []):
         res = (c or {}).get("resources") or {}
         requests, limits = res.get("requests") or {}, res.get("limits") or {}
         base = f"{prefix}.containers[{i}].resources"
-        for rname, value in list(requests.items()) + list(limits.items()):
-            try:
-                parse_quantity(value)
-            except UnitError as exc:
-                out.append(Diagnostic(m.file, m.line_of(f"{base}"), m.ref, f"{base}[{rname}]", str(exc), ""))
         for rname, value in requests.items():
             if rname.startswith(NON_OVERCOMMITABLE_PREFIXES) and "/" in rname:
                 if rname not in limits:
@@ -267,7 +270,7 @@ def _pod_spec(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
                                           "Required value: Limit must be set for non overcommitable resources",
                                           f'add limits: {{{rname}: "{value}"}} (extended resources are requested '
                                           "through limits; requests default to them)"))
-                elif str(limits[rname]) != str(value):
+                elif parse_quantity(limits[rname]) != parse_quantity(value):
                     out.append(Diagnostic(m.file, m.line_of(f"{base}.requests.{rname}"), m.ref,
                                           f"{base}.requests[{rname}]",
                                           f"Invalid value: {value}: must be equal to {rname} limit of "
@@ -287,6 +290,24 @@ def _flattened_configmap(m: Manifest) -> list[Diagnostic]:
                        "(version: v1 / sharing: / timeSlicing: / resources: - name: nvidia.com/gpu, replicas: 4)")]
 
 
+def with_overrides(manifests: list[Manifest], duration: str | None = None, seed: int | None = None) -> list[Manifest]:
+    """The manifests with `kubetwin run --duration/--seed` written into the Scenario (a new one when there is
+    none), so the flags are validated like the fields they replace; diagnostics name the flags."""
+    spec = {k: v for k, v in (("duration", duration), ("seed", seed)) if v is not None}
+    if not spec:
+        return manifests
+    flags = " ".join(f"--{k} {v}" for k, v in spec.items())
+    found = next((i for i, m in enumerate(manifests) if m.kind == "Scenario" and m.obj.get("apiVersion") == TWIN_API
+                  and isinstance(m.obj.get("spec") or {}, dict)), None)
+    if found is None:
+        return [*manifests, Manifest({"apiVersion": TWIN_API, "kind": "Scenario", "metadata": {"name": "command-line"},
+                                      "spec": spec}, flags, 0)]
+    m = manifests[found]
+    obj = {**m.obj, "spec": {**(m.obj.get("spec") or {}), **spec}}
+    lines = {k: v for k, v in m.lines.items() if k not in {f"spec.{s}" for s in spec}}
+    return [*manifests[:found], Manifest(obj, f"{m.file} with {flags}", m.line, lines), *manifests[found + 1:]]
+
+
 def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     """All diagnostics for the manifests, errors and notices, in file order."""
     out: list[Diagnostic] = []
@@ -301,10 +322,25 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         if not any(d.severity == "error" for d in found):
             clean.append(m)
     out += serving_validate.scenario(clean)
+    out += limits.request_budget(manifests)
     return out + pitfalls.diagnostics(manifests, out)  # cross-object platform pitfalls (api/pitfalls.py)
 
 
 def validate_one(m: Manifest) -> list[Diagnostic]:
+    """One object's diagnostics; its twin annotations are checked once the object itself is valid."""
+    out = _validate_one(m)
+    if not any(d.severity == "error" for d in out) and isinstance(m.obj.get("metadata"), dict):
+        out += annotations.diagnostics(m)
+    return out
+
+
+def _validate_one(m: Manifest) -> list[Diagnostic]:
+    for key in ("apiVersion", "kind"):
+        value = m.obj.get(key)
+        if value is not None and not isinstance(value, str):
+            return [Diagnostic(m.file, m.line_of(key), m.ref, key, f"json: cannot unmarshal "
+                               f"{type(value).__name__.replace('dict', 'object').replace('list', 'array')} into Go "
+                               f"struct field TypeMeta.{key} of type string", f"write {key} as a string")]
     api_version, kind = str(m.obj.get("apiVersion") or ""), m.kind
     if not api_version or not kind:
         missing = "apiVersion" if not api_version else "kind"
@@ -331,6 +367,8 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
 
     if validator is None and crd.handles(api_version, kind):
         out = crd.diagnostics(m, object_meta=_name)
+        if not any(d.severity == "error" for d in out):
+            out += fields.diagnostics(m)
         if not out and kind == "ScaledObject":
             out = serving_validate.scaled_object(m)
         if not any(d.severity == "error" for d in out) and (api_version, kind) not in SIMULATED:
@@ -339,12 +377,15 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
                                   "effect on the run", "", "notice"))
         return out
     if validator is None:
-        if group in KNOWN_GROUPS:
+        if group in KNOWN_GROUPS and _KIND.match(kind) and len(kind) <= 253:
+            named = _name(m)  # stored, so it needs what every object has
+            if named:
+                return named
             return [Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS[group]} kind {kind} ({api_version}) is "
                                "accepted but not simulated yet: it is stored and has no effect on the run", "",
                                "notice")]
         return [Diagnostic(m.file, m.line, m.ref, "apiVersion",
-                           f'no matches for kind "{kind}" in version "{api_version}"',
+                           f'no matches for kind "{shown(kind)}" in version "{shown(api_version)}"',
                            "check apiVersion/kind against `kubectl api-resources` for Kubernetes 1.34")]
     errors = sorted(validator.iter_errors(m.obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     out = [_schema_diagnostic(m, e) for e in errors]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from kubetwin.api.conditions import conditions_of, is_condition_true
+from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.units import format_duration
 
 
@@ -141,13 +141,15 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
             rows.append(row)
     elif kind == "Node":
         rows.append(["NAME", "STATUS", "ROLES", "AGE", "VERSION"] + (["INSTANCE-TYPE", "GPUS"] if wide else []))
-        for n in objs:
-            ready = is_condition_true(conditions_of(n), "Ready")
+        for n in objs:  # a plain v1 Node may have no status, nodeInfo or labels: kubectl prints what is there
+            st = n.get("status") or {}
+            ready = is_condition_true(st.get("conditions"), "Ready")
             row = [n["metadata"]["name"], "Ready" if ready else "NotReady", "<none>",
-                   _age(n["metadata"].get("creationTimestamp"), now), n["status"]["nodeInfo"]["kubeletVersion"]]
+                   _age(n["metadata"].get("creationTimestamp"), now),
+                   (st.get("nodeInfo") or {}).get("kubeletVersion") or ""]
             if wide:
-                row += [n["metadata"]["labels"].get("node.kubernetes.io/instance-type", ""),
-                        n["status"]["allocatable"].get("nvidia.com/gpu", "0")]
+                row += [(n["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type", ""),
+                        (st.get("allocatable") or {}).get("nvidia.com/gpu", "0")]
             rows.append(row)
     elif kind == "Job":
         rows.append(["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"])
@@ -265,7 +267,8 @@ def describe(obj: dict, events: list[dict], now: datetime, pods: list[dict] | No
         lines.append("Tolerations:     " + ("\n                 ".join(tols) if tols else "<none>"))
     elif obj["kind"] == "Node":
         lines.append(f"Labels:       {_kv(obj['metadata'].get('labels'), sep=chr(10) + ' ' * 14)}")
-        taints = [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in (obj.get("spec") or {}).get("taints") or []]
+        taints = [f"{t.get('key', '')}={t.get('value', '')}:{t.get('effect', '')}"
+                  for t in (obj.get("spec") or {}).get("taints") or []]
         lines.append("Taints:       " + ("\n              ".join(taints) if taints else "<none>"))
         for section in ("capacity", "allocatable"):
             lines.append(f"{section.capitalize()}:")

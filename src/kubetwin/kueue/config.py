@@ -86,7 +86,7 @@ def go_duration(value: object) -> float:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # Go decodes "3" into an int32 field as an error
 
 
 def _duration(v: object) -> object:

@@ -183,7 +183,7 @@ def parse_gang(annotations: dict) -> GangSpec:
 
 def _count(key: str, raw: str) -> float:
     m = _COUNT.match(str(raw))
-    if not m or float(m.group(1)) <= 0:
+    if not m or not 0 < float(m.group(1)) < 1e30:
         raise SpecError(key, f'Invalid value: "{raw}": must be a positive number, optionally with K, M, B or T',
                         'write e.g. "70B", "70e9" or "7.5M"')
     return float(m.group(1)) * _SCALE[m.group(2)]
@@ -191,8 +191,9 @@ def _count(key: str, raw: str) -> float:
 
 def _int(key: str, raw: str) -> int:
     s = str(raw).strip()
-    if not s.isdigit() or int(s) < 1:
-        raise SpecError(key, f'Invalid value: "{raw}": must be a whole number >= 1', f'write e.g. "{key}": "8"')
+    if not s.isdigit() or not 1 <= int(s) <= 2**31 - 1:  # int32, as the API's counts are
+        raise SpecError(key, f'Invalid value: "{raw[:40]}": must be a whole number from 1 to 2147483647',
+                        f'write e.g. "{key}": "8"')
     return int(s)
 
 
@@ -201,7 +202,7 @@ def _bytes(key: str, raw: str) -> float:
         v = float(parse_quantity(str(raw)))
     except UnitError:
         v = -1.0
-    if v <= 0:
+    if not 0 < v < 1e30:
         raise SpecError(key, f'Invalid value: "{raw}": must be a positive quantity of bytes', 'write e.g. "980Gi"')
     return v
 

@@ -1,0 +1,241 @@
+"""The one registry of the twin's annotations: key, the kinds it is read from, its parser, what it means.
+
+`kubetwin validate` iterates it (every annotation set of an object: its metadata, a pod template's, a JobSet's
+Job and pod templates), so a bad value is a validate error with its field path instead of a crash mid-run, an
+annotation put where the twin does not read it is a notice, and a misspelt `kubetwin.io/` key gets the closest
+real one. The README's annotation table is generated from it:
+
+    python -m kubetwin.api.annotations --markdown
+
+To add an annotation: one `register(Annotation(...))` next to the code that reads it (or a row in `_ROWS`), with a
+parser that raises ValueError (UnitError is one) saying what is accepted, or `checked_by` naming the module that
+validates it when its rule spans several keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.limits import shown
+from kubetwin.api.loader import Manifest
+from kubetwin.api.units import UnitError, parse_duration, parse_quantity
+
+POD = ("Pod", "Job", "JobSet", "Deployment", "ReplicaSet")  # read from the pod (a template's annotations reach it)
+ANY = ("*",)
+POOLS = ("InferencePool", "Service")
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """One annotation the twin reads (or writes: `written` ones are outputs and must not be set by hand)."""
+
+    key: str
+    kinds: tuple[str, ...]  # kinds it is read from; ("*",): any object
+    meaning: str
+    example: str
+    parse: Callable[[str], object] | None = None  # raises ValueError saying what is accepted
+    pod: bool = False  # read from the pod: on a Job/JobSet/Deployment it belongs on the pod template
+    checked_by: str = ""  # the module that validates it when `parse` is None
+    written: bool = False  # written by the twin (output)
+
+
+def _duration(raw: str) -> float:
+    return parse_duration(raw)
+
+
+def _positive_duration(raw: str) -> float:
+    seconds = parse_duration(raw)
+    if seconds <= 0:
+        raise UnitError(f"must be greater than 0, got {raw!r}")
+    return seconds
+
+
+def _nonnegative_quantity(raw: str) -> object:
+    q = parse_quantity(raw)
+    if q < 0:
+        raise UnitError("must be greater than or equal to 0")
+    return q
+
+
+def _fraction(raw: str) -> float:
+    from kubetwin.devices.gpuruntime import GPU_UTIL, demand_of
+
+    return demand_of({GPU_UTIL: raw}).util
+
+
+def _bool(raw: str) -> bool:
+    if raw not in ("true", "false"):
+        raise ValueError('must be "true" or "false"')
+    return raw == "true"
+
+
+def _finite(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+_ROWS: list[Annotation] = [
+    Annotation("kubetwin.io/create-at", ANY, "when the twin creates the object (simulated time from the start)",
+               "30m", _duration),
+    Annotation("kubetwin.io/delete-at", ANY, "when the twin deletes the object", "6h", _duration),
+    Annotation("kubetwin.io/duration", POD, "how long the pod's containers run before they exit 0 "
+               "(controllers/kubelet.py); without it (and without training annotations) a pod runs until the end",
+               "2h", _duration, pod=True),
+    Annotation("kubetwin.io/fail-after", POD, "the containers exit 1 this long after they start (the restart "
+               "policy and the Job's backoffLimit/podFailurePolicy decide what follows)", "20m", _duration,
+               pod=True),
+    Annotation("kubetwin.io/checkpoint-interval", POD, "the pod saves its progress this often; a restarted pod "
+               "resumes from its last checkpoint (without it a stopped pod's work is lost)", "30m",
+               _positive_duration, pod=True),
+    Annotation("kubetwin.io/gpu-util", POD, "the fraction of a whole GPU the pod keeps busy alone; sharing a GPU "
+               "(time-slicing, MPS, MIG) slows it down by the sum over the GPU (devices/gpuruntime.py)", "0.3",
+               _fraction, pod=True),
+    Annotation("kubetwin.io/gpu-memory", POD, "the GPU memory the pod uses; over a shared GPU's memory the pod "
+               "fails with a GPU OOM", "12Gi", _nonnegative_quantity, pod=True),
+    Annotation("kubetwin.io/ready-after", POD, "a model server's startup time (image pull, weight load and engine "
+               "init) instead of the cold-start model (serving/coldstart.py)", "90s", _duration, pod=True),
+    Annotation("alibabacloud.com/gpu-milli", POD, "open-gpu-share: thousandths of one GPU the pod takes "
+               "(1-1000), with a Scenario gpuPlacementPolicy", "300", pod=True, checked_by="api/validate.py"),
+    Annotation("alibabacloud.com/gpu-count", POD, "open-gpu-share: GPUs the pod takes (1-8; 1 when it shares one)",
+               "1", pod=True, checked_by="api/validate.py"),
+    Annotation("kubetwin.io/router", POOLS, "the pool's routing policy (a preset of serving/router/presets.py); "
+               "default epp for an InferencePool, round-robin for a Service", "prefix-cache",
+               checked_by="api/serving_validate.py"),
+    Annotation("kubetwin.io/request-ttl", POOLS, "how long the gateway holds a request no endpoint can take before "
+               "it answers 503 (default 10m, a twin assumption)", "10m", _duration),
+    Annotation("kubetwin.io/slo-ttft", POOLS, "the pool's time-to-first-token objective for SLO attainment in "
+               "summary.json (default 2s)", "2s", _duration),
+    Annotation("kubetwin.io/slo-tpot", POOLS, "the pool's time-per-output-token objective (default 200ms)", "200ms",
+               _duration),
+    Annotation("kubetwin.io/data-size", ("GCPDataSource",), "the bytes the GKE Volume Populator copies (the twin "
+               "cannot list the bucket)", "2Ti", checked_by="api/volume_validate.py"),
+    Annotation("kubetwin.io/gpu-index", ("Pod",), "which GPUs of its node a pod got under a gpuPlacementPolicy",
+               "0,3", written=True),
+    Annotation("kubetwin.io/hourly-price-usd", ("Node",), "the node's hourly price from the catalog", "3.672",
+               _finite, written=True),
+]
+REGISTRY: dict[str, Annotation] = {}
+# Labels (not annotations) in the twin's prefix: the node labels NodePool sets from its spec
+# (workloads/network.py) and the NodePool label that turns on the NVIDIA DRA driver's DynamicMIG
+# (devices/dra/nvidia.py).
+LABELS = ("kubetwin.io/gvnic", "kubetwin.io/gpudirect", "kubetwin.io/nvidia-dra-dynamic-mig")
+
+
+def register(row: Annotation) -> None:
+    """Add an annotation (one key, one row); a second row for a key is a programming error."""
+    if row.key in REGISTRY:
+        raise ValueError(f"annotation {row.key} is registered twice")
+    REGISTRY[row.key] = row
+
+
+for _row in _ROWS:
+    register(_row)
+
+
+def _training_rows() -> list[Annotation]:
+    """training.kubetwin.io/* (workloads/training_spec.py validates them together: required keys, parallelism)."""
+    from kubetwin.workloads import training_spec
+
+    return [Annotation(training_spec.PREFIX + key, POD, "training workload spec (workloads/training_spec.py)",
+                       "", checked_by="workloads/training_spec.py")
+            for key in training_spec.KEYS]
+
+
+def rows() -> list[Annotation]:
+    """Every registered annotation, sorted by key."""
+    out = {r.key: r for r in _training_rows()}
+    out.update(REGISTRY)
+    return [out[k] for k in sorted(out)]
+
+
+def annotation_sets(obj: dict) -> list[tuple[str, dict, bool]]:
+    """(field prefix, annotations, is it a pod's or pod template's) for each metadata of the object the twin reads:
+    its own, a pod template's (Job, Deployment, ReplicaSet), a JobSet's Job templates' and their pod templates'."""
+    def anns(holder: object) -> object:
+        meta = holder.get("metadata") if isinstance(holder, dict) else None
+        return meta.get("annotations") if isinstance(meta, dict) else None
+
+    kind = obj.get("kind")
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    sets: list[tuple[str, object, bool]] = [("metadata", anns(obj), kind == "Pod")]
+    if kind == "JobSet":
+        for i, rj in enumerate(spec.get("replicatedJobs") or [] if isinstance(spec.get("replicatedJobs"), list)
+                               else []):
+            jt = rj.get("template") if isinstance(rj, dict) else None
+            base = f"spec.replicatedJobs[{i}].template"
+            sets.append((f"{base}.metadata", anns(jt), False))
+            jspec = jt.get("spec") if isinstance(jt, dict) else None
+            sets.append((f"{base}.spec.template.metadata",
+                         anns(jspec.get("template") if isinstance(jspec, dict) else None), True))
+    elif isinstance(spec.get("template"), dict):
+        sets.append(("spec.template.metadata", anns(spec["template"]), kind in POD))
+    return [(p, a, pod) for p, a, pod in sets if isinstance(a, dict) and a]
+
+
+def diagnostics(m: Manifest) -> list[Diagnostic]:
+    """Each registered annotation's value must parse; pod annotations belong where pods get them; a misspelt
+    kubetwin.io/ key gets the closest real one."""
+    out: list[Diagnostic] = []
+    known = {r.key: r for r in rows()}
+    for prefix, anns, on_pod in annotation_sets(m.obj):
+        for key in sorted(anns):
+            field = f'{prefix}.annotations["{key}"]'
+            line = m.line_of(f"{prefix}.annotations.{key}")
+            row = known.get(key)
+            if row is None:
+                if key.startswith("kubetwin.io/"):
+                    close = difflib.get_close_matches(key, [k for k in known if k.startswith("kubetwin.io/")], n=1)
+                    out.append(Diagnostic(m.file, line, m.ref, field, f"unknown twin annotation {key}: the twin "
+                                          "does not read it", f"did you mean {close[0]}?" if close else
+                                          "see `python -m kubetwin.api.annotations --markdown`", "notice"))
+                continue
+            if row.written:
+                out.append(Diagnostic(m.file, line, m.ref, field, f"{key} is written by the twin; the value set "
+                                      "here is replaced", "remove it", "notice"))
+                continue
+            if row.parse is not None:
+                raw = anns[key]
+                try:
+                    row.parse(str(raw))
+                except (ValueError, OverflowError) as exc:
+                    out.append(Diagnostic(m.file, line, m.ref, field, f'Invalid value: "{shown(raw)}": {exc}',
+                                          f"e.g. {key}: \"{row.example}\" ({row.meaning})"))
+                    continue
+            if row.pod and not on_pod and m.kind in POD and not key.startswith("training.kubetwin.io/"):
+                out.append(Diagnostic(m.file, line, m.ref, field, f"{key} is read from the pod: on the {m.kind}'s "
+                                      f"own metadata it has no effect", "move it to the pod template's metadata."
+                                      "annotations", "notice"))
+            elif "*" not in row.kinds and m.kind not in row.kinds:
+                out.append(Diagnostic(m.file, line, m.ref, field, f"{key} is read from "
+                                      f"{', '.join(row.kinds)} objects: on a {m.kind} it has no effect",
+                                      "remove it, or put it on the object that reads it", "notice"))
+    return out
+
+
+def markdown() -> str:
+    """The README's annotation table."""
+    lines = ["| annotation | on | value (example) | meaning |", "|---|---|---|---|"]
+    for r in rows():
+        on = "any object" if r.kinds == ANY else ", ".join(r.kinds) + (" (pod template)" if r.pod else "")
+        meaning = r.meaning + (" — written by the twin" if r.written else "")
+        example = f"`{r.example}`" if r.example else ""
+        lines.append(f"| `{r.key}` | {on} | {example} | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="The twin's annotations.")
+    parser.add_argument("--markdown", action="store_true", help="print the README's annotation table")
+    parser.parse_args(argv)
+    print(markdown(), end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""The API server's field rules the OpenAPI schemas do not carry, in its own words.
+
+Sources: k8s.io/apimachinery pkg/util/validation (IsDNS1123Label, "must be no more than 63 characters"),
+pkg/api/validation (ValidateNonnegativeField: IsNegativeErrorMsg "must be greater than or equal to 0"),
+k8s.io/kubernetes pkg/apis/core/validation/validation.go (ValidateObjectMeta's namespace, validateContainerCommon's
+DNS-1123 label container names, ValidateResourceRequirements / ValidateResourceQuantityValue: negative quantities,
+"must be an integer" for integer (extended) resources, "must be less than or equal to cpu limit of 2"),
+pkg/apis/apps/validation and pkg/apis/batch/validation (replicas, parallelism, completions, backoffLimit), and
+Kueue's ClusterQueue webhook (pkg/webhooks/clusterqueue_webhook.go validateResourceQuantity: a negative
+nominalQuota, borrowingLimit or lendingLimit).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.limits import shown
+from kubetwin.api.loader import Manifest
+from kubetwin.api.units import UnitError, parse_quantity
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL_MAX = 63
+DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+                     "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+NEGATIVE_MSG = "must be greater than or equal to 0"
+NOT_INTEGER_MSG = "must be an integer"
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+# Twin limit: the scheduler and the node table count resources in int64 milli-units (as kube-scheduler's
+# Resource.MilliCPU and Quantity.MilliValue() do), so a larger quantity cannot be represented.
+MAX_MILLI = 2**63 - 1
+# Pods one object may ask for: GKE's "Pods per cluster" limit, 200,000 (https://cloud.google.com/kubernetes-engine/
+# quotas); the twin refuses one object whose pods alone pass it (a twin limit: every pod is simulated).
+MAX_PODS = 200_000
+# An Indexed Job's parallelism: batch validation's maxParallelismForIndexedJob (pkg/apis/batch/validation).
+MAX_INDEXED_PARALLELISM = 100_000
+# Integer fields that must not be negative, per kind (the API server's ValidateNonnegativeField).
+NONNEGATIVE = {
+    "Deployment": ("spec.replicas", "spec.minReadySeconds", "spec.revisionHistoryLimit",
+                   "spec.progressDeadlineSeconds"),
+    "ReplicaSet": ("spec.replicas", "spec.minReadySeconds"),
+    "Job": ("spec.parallelism", "spec.completions", "spec.backoffLimit", "spec.ttlSecondsAfterFinished"),
+}
+
+
+def label_problems(value: str) -> list[str]:
+    """IsDNS1123Label's messages."""
+    out = []
+    if len(value) > DNS1123_LABEL_MAX:
+        out.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
+    if not DNS1123_LABEL.match(value):
+        out.append(DNS1123_LABEL_MSG)
+    return out
+
+
+def label_diagnostics(m: Manifest, field: str, value: object) -> list[Diagnostic]:
+    fix = re.sub(r"[^a-z0-9-]+", "-", str(value).lower()).strip("-")[:DNS1123_LABEL_MAX].strip("-") or "my-name"
+    return [Diagnostic(m.file, m.line_of(field), m.ref, field, f'Invalid value: "{shown(value)}": {msg}',
+                       f"rename it, e.g. {fix}") for msg in label_problems(str(value))]
+
+
+def namespace(m: Manifest) -> list[Diagnostic]:
+    """metadata.namespace must be a DNS-1123 label (ValidateObjectMeta -> ValidateNamespaceName)."""
+    meta = m.obj.get("metadata")
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    if ns is None or ns == "":
+        return []
+    return label_diagnostics(m, "metadata.namespace", ns)
+
+
+def _get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def quantity_problem(rname: str, value: object) -> str | None:
+    """ValidateResourceQuantityValue's message for a requests/limits value, or None."""
+    try:
+        q = parse_quantity(value)
+    except UnitError as exc:
+        return str(exc)
+    if q < 0:
+        return NEGATIVE_MSG
+    if is_extended(rname) and q != q.to_integral_value():
+        return NOT_INTEGER_MSG
+    if q * 1000 > MAX_MILLI:
+        return (f"must be no more than {Decimal(MAX_MILLI) / 1000} (a twin limit: the scheduler counts "
+                "resources in int64 milli-units)")
+    return None
+
+
+def is_extended(rname: str) -> bool:
+    """IsExtendedResourceName: a name with a domain other than kubernetes.io (nvidia.com/gpu, google.com/tpu)."""
+    return "/" in rname and "kubernetes.io/" not in rname and not rname.startswith("requests.")
+
+
+def resources(m: Manifest, base: str, res: dict) -> list[Diagnostic]:
+    """A container's requests and limits (base: ...containers[i].resources)."""
+    out: list[Diagnostic] = []
+    requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+    limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+    for part, values in (("limits", limits), ("requests", requests)):
+        for rname in sorted(values):
+            problem = quantity_problem(rname, values[rname])
+            if problem:
+                field = f"{base}.{part}[{rname}]"
+                out.append(Diagnostic(m.file, m.line_of(f"{base}.{part}.{rname}"), m.ref, field,
+                                      f'Invalid value: "{shown(values[rname])}": {problem}',
+                                      "write a whole number" if problem == NOT_INTEGER_MSG else
+                                      "write a quantity such as 2, 500m or 16Gi"))
+    if out:
+        return out
+    for rname in sorted(requests):
+        if rname in limits and not is_extended(rname) and parse_quantity(requests[rname]) > parse_quantity(
+                limits[rname]):
+            out.append(Diagnostic(m.file, m.line_of(f"{base}.requests.{rname}"), m.ref, f"{base}.requests[{rname}]",
+                                  f'Invalid value: "{requests[rname]}": must be less than or equal to {rname} '
+                                  f"limit of {limits[rname]}", "lower the request or raise the limit"))
+    return out
+
+
+def containers(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
+    """Container names (DNS-1123 labels, unique) and resources of a pod spec."""
+    out: list[Diagnostic] = []
+    seen: set[str] = set()
+    for group in ("initContainers", "containers"):
+        items = spec.get(group)
+        for i, c in enumerate(items if isinstance(items, list) else []):
+            if not isinstance(c, dict):
+                continue
+            path = f"{prefix}.{group}[{i}]"
+            name = c.get("name")
+            if isinstance(name, str) and name:
+                out += label_diagnostics(m, f"{path}.name", name)
+                if name in seen:
+                    out.append(Diagnostic(m.file, m.line_of(f"{path}.name"), m.ref, f"{path}.name",
+                                          f'Duplicate value: "{shown(name)}"', "give each container its own name"))
+                seen.add(name)
+            res = c.get("resources")
+            if isinstance(res, dict):
+                out += resources(m, f"{path}.resources", res)
+    return out
+
+
+def _nonnegative(m: Manifest) -> list[Diagnostic]:
+    out = []
+    for path in NONNEGATIVE.get(m.kind, ()):
+        value = _get(m.obj, path)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            out.append(Diagnostic(m.file, m.line_of(path), m.ref, path, f"Invalid value: {value}: {NEGATIVE_MSG}",
+                                  f"set {path} to 0 or more"))
+    return out or _pod_counts(m, m.obj, "")
+
+
+def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Diagnostic]:
+    """replicas / parallelism / completions past what one object may create (see MAX_PODS), and an Indexed Job's
+    parallelism past batch validation's limit."""
+    out = []
+    mode = _get(obj, "spec.completionMode") or ("Indexed" if prefix.startswith("spec.replicatedJobs") else None)
+    indexed = mode == "Indexed"
+    if indexed and _get(obj, "spec.completions") is None:
+        # batch validation's validateJobSpec; a JobSet's webhook defaults its Jobs' completionMode to Indexed
+        path = f"{prefix}spec.completions"
+        out.append(Diagnostic(m.file, m.line_of(f"{prefix}spec"), m.ref, path,
+                              "Required value: when completion mode is Indexed",
+                              "set completions (usually equal to parallelism)" + (
+                                  "; a JobSet's Jobs are Indexed unless completionMode says otherwise"
+                                  if prefix else "")))
+    for key in ("spec.replicas", "spec.parallelism", "spec.completions"):
+        value = _get(obj, key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        path = f"{prefix}{key}"
+        if key == "spec.parallelism" and indexed and value > MAX_INDEXED_PARALLELISM:
+            out.append(Diagnostic(m.file, m.line_of(path), m.ref, path, f"Invalid value: {value}: must be less "
+                                  f"than or equal to {MAX_INDEXED_PARALLELISM} when completion mode is Indexed",
+                                  f"set {key.split('.')[-1]} to at most {MAX_INDEXED_PARALLELISM}"))
+        elif value * times > MAX_PODS:
+            out.append(Diagnostic(m.file, m.line_of(path), m.ref, path, f"Invalid value: {value}: "
+                                  f"{value * times:,} pods from one object are more than a GKE cluster holds "
+                                  f"({MAX_PODS:,} pods per cluster; the twin simulates each pod)",
+                                  "lower it, or split the work over several objects"))
+    return out
+
+
+def _kueue_quotas(m: Manifest) -> list[Diagnostic]:
+    """A ClusterQueue's nominalQuota / borrowingLimit / lendingLimit must not be negative (Kueue's webhook)."""
+    out = []
+    groups = _get(m.obj, "spec.resourceGroups")
+    for g, group in enumerate(groups if isinstance(groups, list) else []):
+        flavors = group.get("flavors") if isinstance(group, dict) else None
+        for f, flavor in enumerate(flavors if isinstance(flavors, list) else []):
+            items = flavor.get("resources") if isinstance(flavor, dict) else None
+            for r, res in enumerate(items if isinstance(items, list) else []):
+                for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    value = res.get(key) if isinstance(res, dict) else None
+                    if value is None:
+                        continue
+                    try:
+                        negative = parse_quantity(value) < 0
+                    except UnitError:
+                        continue  # the CRD's quantity pattern reports it
+                    if negative:
+                        path = f"spec.resourceGroups[{g}].flavors[{f}].resources[{r}].{key}"
+                        out.append(Diagnostic(m.file, m.line_of(path), m.ref, path,
+                                              f'Invalid value: "{value}": {NEGATIVE_MSG}', f"set {key} to 0 or more"))
+    return out
+
+
+def _crd_nulls(m: Manifest) -> list[Diagnostic]:
+    """A null the API server's structural defaulting drops (and defaults) for a CRD kind: the twin's controllers
+    read the object as written, so validate asks for the line to go (a twin limitation, said as such)."""
+    from kubetwin.api import crd
+
+    defaulted = crd.apply_defaults(m.obj)
+    out: list[Diagnostic] = []
+    stack: list[tuple[Any, Any, str]] = [(m.obj, defaulted, "")]
+    while stack:
+        value, other, path = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                sub = f"{path}.{k}" if path else str(k)
+                there = other.get(k, ...) if isinstance(other, dict) else ...
+                if v is None and there is not None:
+                    out.append(Diagnostic(m.file, m.line_of(sub), m.ref, sub, "Invalid value: null: the API server "
+                                          "drops this null and defaults the field; the twin reads objects as written",
+                                          f"remove {k}, or write its value"))
+                else:
+                    stack.append((v, there, sub))
+        elif isinstance(value, list) and isinstance(other, list) and len(other) == len(value):
+            stack.extend((v, o, f"{path}[{i}]") for i, (v, o) in enumerate(zip(value, other, strict=True)))
+    return sorted(out, key=lambda d: d.line)
+
+
+def diagnostics(m: Manifest) -> list[Diagnostic]:
+    """The kind's field rules beyond the schema."""
+    from kubetwin.api import crd
+
+    nulls = _crd_nulls(m) if crd.handles(str(m.obj.get("apiVersion") or ""), m.kind) else []
+    if nulls:
+        return nulls
+    if m.kind == "ClusterQueue":
+        return _kueue_quotas(m)
+    if m.kind == "JobSet":
+        return _jobset_pods(m)
+    return _nonnegative(m)
+
+
+def _jobset_pods(m: Manifest) -> list[Diagnostic]:
+    """The pod templates of a JobSet's replicated Jobs: container names and resources, as the Job's pods get
+    them from the API server."""
+    out: list[Diagnostic] = []
+    rjs = _get(m.obj, "spec.replicatedJobs")
+    for i, rj in enumerate(rjs if isinstance(rjs, list) else []):
+        replicas = _get(rj, "replicas") if isinstance(rj, dict) else None
+        replicas = replicas if isinstance(replicas, int) and replicas > 0 else 1
+        if isinstance(rj, dict) and isinstance(rj.get("template"), dict):
+            out += _pod_counts(m, rj["template"], f"spec.replicatedJobs[{i}].template.", replicas)
+        spec = _get(rj, "template.spec.template.spec")
+        if isinstance(spec, dict):
+            out += containers(m, f"spec.replicatedJobs[{i}].template.spec.template.spec", spec)
+    return out
+
+
+def int_format_problem(value: object, fmt: str, written: object = None) -> str | None:
+    """An integer out of its OpenAPI format's range: the API server's JSON decoding into an int32/int64 field
+    fails ("cannot unmarshal number 3000000000 into Go struct field ... of type int32")."""
+    lo, hi = INT32 if fmt == "int32" else INT64
+    if isinstance(value, float) and value.is_integer():
+        value, written = int(value), value if written is None else written
+    if isinstance(value, int) and not isinstance(value, bool) and not lo <= value <= hi:
+        return f"json: cannot unmarshal number {shown(value if written is None else written)} into Go struct field " \
+               f"of type {fmt}"
+    return None
+
+
+def null_items(m: Manifest) -> list[Diagnostic]:
+    """A `-` with nothing after it: the API server decodes a null list item into an empty object, which then
+    lacks its required fields (volumes[0].name: Required value); the twin's controllers cannot read it."""
+    out: list[Diagnostic] = []
+    stack: list[tuple[Any, str]] = [(m.obj, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if item is None:
+                    out.append(Diagnostic(m.file, m.line_of(f"{path}[{i}]"), m.ref, f"{path}[{i}]",
+                                          "Required value: an empty list item", "remove the empty `-` entry"))
+                else:
+                    stack.append((item, f"{path}[{i}]"))
+    return sorted(out, key=lambda d: d.line)

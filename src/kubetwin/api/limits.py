@@ -1,0 +1,182 @@
+"""Bounds on what one input may cost, taken from the API server and its YAML decoder.
+
+- The request body: the API server reads at most `MaxRequestBodyBytes` = 3 MiB of one request
+  (k8s.io/apiserver pkg/server/config.go, `MaxRequestBodyBytes: int64(3 * 1024 * 1024)`; larger bodies get
+  "Request entity too large: limit is 3145728", apiserver pkg/endpoints/handlers/rest.go limitedReadBody).
+  `kubectl apply -f` sends each document of a file as its own request, so the limit is per document.
+- The stored object: etcd refuses a request over its `--max-request-bytes` default 1.5 MiB
+  (go.etcd.io/etcd server/embed/config.go DefaultMaxRequestBytes = 1.5 * 1024 * 1024) with
+  "etcdserver: request is too large".
+- Alias expansion: sigs.k8s.io/yaml decodes with go-yaml v2, whose decoder counts every node it decodes and those
+  reached through an alias, and fails with "document contains excessive aliasing" when more than 100 aliased nodes
+  make up more than `allowedAliasRatio` of over 1000 decoded ones (gopkg.in/yaml.v2@v2.4.0 decode.go:313-357; the
+  fix for CVE-2019-11253, kubernetes/kubernetes#83253).
+- Nesting: go-yaml stops at "exceeded max depth of 10000" and libyaml at 1000 levels; the twin's checks walk
+  objects recursively in Python, so it stops at `MAX_DEPTH` (a twin limit, far above any real manifest).
+- A file: `MAX_FILE_BYTES` (a twin limit: files are read whole; kubectl streams them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import yaml
+
+from kubetwin.api.errors import Diagnostic
+
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024  # apiserver MaxRequestBodyBytes
+MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # etcd DefaultMaxRequestBytes (1.5 MiB)
+MAX_FILE_BYTES = 16 * 1024 * 1024  # twin limit
+MAX_DEPTH = 100  # twin limit (Python recursion); go-yaml: 10000, libyaml: 1000
+_ALIAS_RATIO_LOW, _ALIAS_RATIO_HIGH = 400_000, 4_000_000  # go-yaml alias_ratio_range_low / _high
+_DOC_START = re.compile(r"^---", re.M)
+
+
+def allowed_alias_ratio(decode_count: int) -> float:
+    """go-yaml v2's allowedAliasRatio: 99 % of small documents may come from aliases, scaling to 10 % at 4M."""
+    if decode_count <= _ALIAS_RATIO_LOW:
+        return 0.99
+    if decode_count >= _ALIAS_RATIO_HIGH:
+        return 0.10
+    return 0.99 - 0.89 * (decode_count - _ALIAS_RATIO_LOW) / (_ALIAS_RATIO_HIGH - _ALIAS_RATIO_LOW)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def document_problem(node: yaml.Node, file: str) -> Diagnostic | None:
+    """A composed document over the request body limit, nested past MAX_DEPTH, or whose aliases expand past
+    go-yaml's heuristic. The walk follows go-yaml's decode order (depth first, in document order): the first
+    visit of a node is its anchor, later visits are aliases (PyYAML's composer shares the node)."""
+    line = node.start_mark.line + 1
+    size = node.end_mark.index - node.start_mark.index
+    if size > MAX_REQUEST_BODY_BYTES:
+        return Diagnostic(file, line, "-", "", f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}",
+                          "split the document: the API server reads at most 3 MiB per object")
+    decoded = aliased = 0
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int, bool]] = [(node, 1, False)]
+    while stack:
+        current, depth, under_alias = stack.pop()
+        under_alias = under_alias or id(current) in seen
+        seen.add(id(current))
+        decoded += 1
+        aliased += under_alias
+        if aliased > 100 and decoded > 1000 and aliased / decoded > allowed_alias_ratio(decoded):
+            return Diagnostic(file, line, "-", "", "yaml: document contains excessive aliasing",
+                              "write the values out instead of expanding anchors (&) through aliases (*) again "
+                              "and again")
+        children = _children(current)
+        if children and depth >= MAX_DEPTH:
+            return Diagnostic(file, current.start_mark.line + 1, "-", "",
+                              f"yaml: exceeded max depth of {MAX_DEPTH} (a twin limit; go-yaml stops at 10000)",
+                              "flatten the document: no Kubernetes object nests this deep")
+        stack.extend((c, depth + 1, under_alias) for c in reversed(children))
+    return None
+
+
+def stream_too_large(text: str, file: str) -> Diagnostic | None:
+    """Before parsing: one document (text between `---` lines) over the request body limit."""
+    if len(text) <= MAX_REQUEST_BODY_BYTES:
+        return None
+    starts = [m.start() for m in _DOC_START.finditer(text)]
+    bounds = [0, *starts, len(text)]
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        if b - a > MAX_REQUEST_BODY_BYTES:
+            return Diagnostic(file, text.count("\n", 0, a) + 1, "-", "",
+                              f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}",
+                              "split the document: the API server reads at most 3 MiB per object")
+    return None
+
+
+def file_too_large(file: str, size: int) -> Diagnostic:
+    return Diagnostic(file, 0, "-", "", f"file is {size} bytes: kubetwin reads files of at most {MAX_FILE_BYTES} "
+                      "bytes (a twin limit)", "split the manifests over several files in a folder")
+
+
+def json_problem(obj: Any, file: str, line: int) -> Diagnostic | None:
+    """A value JSON cannot carry (`.nan`, `.inf`): sigs.k8s.io/yaml's YAMLToJSON fails on it."""
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            return Diagnostic(file, line, "-", path, f"error converting YAML to JSON: json: unsupported value: "
+                              f"{'NaN' if math.isnan(value) else ('+Inf' if value > 0 else '-Inf')}",
+                              "write a finite number")
+    return None
+
+
+def object_too_large(obj: Any, file: str, line: int) -> Diagnostic | None:
+    """The object as stored (JSON) over etcd's request limit."""
+    size = len(json.dumps(obj, separators=(",", ":"), default=str))
+    if size > MAX_OBJECT_BYTES:
+        return Diagnostic(file, line, "-", "", f"etcdserver: request is too large ({size} bytes; etcd takes "
+                          f"at most {MAX_OBJECT_BYTES})", "make the object smaller: etcd stores at most 1.5 MiB")
+    return None
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """A value for a message, cut so a huge one does not flood the output."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+MAX_REQUESTS = 100_000_000  # twin limit: a RequestTrace generator's expected requests in one run (columnar arrays)
+MAX_KNOTS = 10_000_000  # twin limit: diurnal grid points / on-off periods of one generator
+
+
+def request_budget(manifests: list) -> list[Diagnostic]:
+    """RequestTrace generators whose expected arrivals (rate x peak factor x duration), diurnal grid or on-off
+    periods over the run would not fit in memory; checked across objects (the Scenario's duration is the default)."""
+    from pydantic import ValidationError
+
+    from kubetwin.api.twin import RequestTrace, ScenarioSpec
+    from kubetwin.api.units import parse_duration
+
+    horizon = 86400.0
+    for m in manifests:
+        if m.kind == "Scenario" and isinstance(m.obj.get("spec"), dict):
+            try:
+                horizon = parse_duration(ScenarioSpec.model_validate(m.obj["spec"]).duration)
+            except (ValidationError, ValueError):
+                return []  # reported on the Scenario
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if m.kind != "RequestTrace":
+            continue
+        try:
+            gen = RequestTrace.model_validate(m.obj).spec.generator
+        except (ValidationError, ValueError):
+            continue
+        if gen is None:
+            continue
+        duration = parse_duration(gen.duration) if gen.duration else horizon
+        sched = gen.rateSchedule
+        factor = max([1.0] + ([sched.diurnal.peak] if sched and sched.diurnal else [])
+                     + ([gen.process.offRateFactor] if gen.process.type == "on-off" else []))
+        peak = max([gen.rate * factor] + [s.rate for s in (sched.steps if sched else [])])
+        expected = peak * duration
+        knots = duration / 60 if sched and sched.diurnal else 0.0
+        if gen.process.type == "on-off":
+            knots = max(knots, duration / max(parse_duration(gen.process.onDuration)
+                                              + parse_duration(gen.process.offDuration), 1e-9))
+        field, what = (("spec.generator.rate", f"{expected:.3g} requests (rate {peak:g}/s over {duration:g} s)")
+                       if expected > MAX_REQUESTS else ("spec.generator", f"{knots:.3g} rate knots")
+                       if knots > MAX_KNOTS else ("", ""))
+        if field:
+            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: the generator makes "
+                                  f"{what}: the twin holds at most {MAX_REQUESTS:,} requests and {MAX_KNOTS:,} rate "
+                                  "knots per trace (a twin limit)", "lower the rate or the generator's duration"))
+    return out
