@@ -160,8 +160,9 @@ def _nonnegative(m: Manifest) -> list[Diagnostic]:
 
 
 def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Diagnostic]:
-    """replicas / parallelism / completions past what one object may create (see MAX_PODS), and an Indexed Job's
-    parallelism past batch validation's limit."""
+    """replicas / parallelism past the pods one object may hold at once (see MAX_PODS), and an Indexed Job's
+    parallelism past batch validation's limit. Completions are not bounded here: the Job controller creates pods
+    as it goes (at most parallelism at a time), so completions up to int32 are valid and run."""
     out = []
     mode = _get(obj, "spec.completionMode") or ("Indexed" if prefix.startswith("spec.replicatedJobs") else None)
     indexed = mode == "Indexed"
@@ -173,7 +174,7 @@ def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Dia
                               "set completions (usually equal to parallelism)" + (
                                   "; a JobSet's Jobs are Indexed unless completionMode says otherwise"
                                   if prefix else "")))
-    for key in ("spec.replicas", "spec.parallelism", "spec.completions"):
+    for key in ("spec.replicas", "spec.parallelism"):
         value = _get(obj, key)
         if not isinstance(value, int) or isinstance(value, bool):
             continue
