@@ -106,7 +106,7 @@ _ROWS: list[Annotation] = [
     Annotation("alibabacloud.com/gpu-count", POD, "open-gpu-share: GPUs the pod takes (1-8; 1 when it shares one)",
                "1", pod=True, checked_by="api/validate.py"),
     Annotation("kubetwin.io/router", POOLS, "the pool's routing policy (a preset of serving/router/presets.py); "
-               "default epp for an InferencePool, round-robin for a Service", "prefix-cache",
+               "default epp for an InferencePool, round-robin for a Service", "round-robin",
                checked_by="api/serving_validate.py"),
     Annotation("kubetwin.io/request-ttl", POOLS, "how long the gateway holds a request no endpoint can take before "
                "it answers 503 (default 10m, a twin assumption)", "10m", _duration),
@@ -143,9 +143,9 @@ def _training_rows() -> list[Annotation]:
     """training.kubetwin.io/* (workloads/training_spec.py validates them together: required keys, parallelism)."""
     from kubetwin.workloads import training_spec
 
-    return [Annotation(training_spec.PREFIX + key, POD, "training workload spec (workloads/training_spec.py)",
-                       "", checked_by="workloads/training_spec.py")
-            for key in training_spec.KEYS]
+    return [Annotation(training_spec.PREFIX + key, POD, training_spec.DOCS[key][1], training_spec.DOCS[key][0],
+                       checked_by="workloads/training_spec.py")
+            for key in (*training_spec.KEYS, *training_spec.GANG_KEYS)]
 
 
 def rows() -> list[Annotation]:

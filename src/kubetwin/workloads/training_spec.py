@@ -70,6 +70,35 @@ BYTES = ("checkpoint-size", "dataset-size", "dataset-bytes-per-sample", "dataset
 LOADING = ("pipelined", "streaming", "prestaged")
 KEYS = (*INTS, *COUNTS, *BYTES, "mfu", "fsdp", "data-path", "checkpoint-path", "data-loading")
 GANG_KEYS = ("gang", "launcher", "rendezvous-timeout", "collective-timeout")
+# key -> (example, meaning): the README's annotation table (api/annotations.py); the module docstring has the details
+DOCS: dict[str, tuple[str, str]] = {
+    "params": ("8B", "model parameters (required)"),
+    "steps": ("10000", "optimizer steps the job runs (required)"),
+    "global-batch-size": ("512", "sequences per step over all ranks (required)"),
+    "sequence-length": ("4096", "tokens per sequence (required)"),
+    "micro-batch-size": ("1", "sequences per rank per forward pass (pipeline micro-batches)"),
+    "tensor-parallel": ("8", "tensor-parallel degree (default 1)"),
+    "pipeline-parallel": ("2", "pipeline stages (default 1)"),
+    "data-parallel": ("16", "data-parallel degree (default: the GPUs / (tp x pp))"),
+    "fsdp": ("true", "shard weights, gradients and optimizer states (FSDP / ZeRO-3) over the data-parallel ranks"),
+    "layers": ("32", "transformer layers (default 32, a twin assumption)"),
+    "hidden-size": ("4096", "hidden size, for tensor-parallel and pipeline traffic"),
+    "flops-per-token": ("48e9", "training FLOPs per token (default 6 x params)"),
+    "mfu": ("0.4", "fraction of the accelerator's bf16 peak the math reaches (default per GPU generation)"),
+    "checkpoint-every": ("500", "steps between synchronous checkpoints"),
+    "checkpoint-size": ("980Gi", "bytes per checkpoint (default 14 bytes per parameter)"),
+    "checkpoint-path": ("/ckpt", "mount path checkpoints are written to (default data-path)"),
+    "data-path": ("/data", "mount path of the dataset; its volume decides the read rate"),
+    "data-loading": ("pipelined", "pipelined (default), streaming or prestaged"),
+    "dataset-size": ("2Ti", "bytes a prestage copies (default: what the job reads)"),
+    "dataset-bytes-per-sample": ("4Mi", "bytes read per sample"),
+    "dataset-bytes-per-token": ("4", "bytes read per token (default 4: int32 token ids)"),
+    "dataset-files-per-step": ("64", "files a step opens (each costs a metadata operation)"),
+    "gang": ("true", "every rank must run before any trains (default for multi-pod training jobs); false opts out"),
+    "launcher": ("torchrun", "torchrun (default) or jax: the rendezvous' timeouts and error words"),
+    "rendezvous-timeout": ("10m", "how long a running rank waits for the others (torchrun 600 s, JAX 300 s)"),
+    "collective-timeout": ("10m", "how long ranks stall after a peer is lost (NCCL 600 s, JAX 100 s)"),
+}
 DEFAULT_LAYERS = 32  # twin assumption: Llama-2-7B / Llama-3-8B depth
 DEFAULT_BYTES_PER_TOKEN = 4  # twin assumption: int32 token ids
 CHECKPOINT_BYTES_PER_PARAM = 14  # ZeRO (Rajbhandari et al. 2020) §3.1: bf16 weights 2 + fp32 Adam states 12
