@@ -18,12 +18,17 @@ import time
 from kubetwin.run import run
 
 
-def _pool(name: str, machine: str, nodes: int, gpu: str | None = None, count: int = 0) -> dict:
-    spec = {"machineType": machine, "nodeCount": nodes, "zones": ["us-central1-a"], "driverInstallDelay": "0s",
-            "bootDelay": "0s"}
-    if gpu:
-        spec["accelerators"] = [{"type": gpu, "count": count}]
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+def _pools(name: str, machine: str, nodes: int, gpu: str | None = None, count: int = 0) -> list[dict]:
+    """`nodes` nodes as node pools of at most 1,000 nodes each (GKE's quota: 1,000 nodes per node pool zone)."""
+    out = []
+    for i, start in enumerate(range(0, nodes, 1000)):
+        spec: dict = {"machineType": machine, "nodeCount": min(1000, nodes - start), "zones": ["us-central1-a"],
+                      "driverInstallDelay": "0s", "bootDelay": "0s"}
+        if gpu:
+            spec["accelerators"] = [{"type": gpu, "count": count}]
+        out.append({"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": f"{name}-{i}"},
+                    "spec": spec})
+    return out
 
 
 def _deployment(name: str, replicas: int, resources: dict, start: str = "1s") -> dict:
@@ -36,8 +41,8 @@ def _deployment(name: str, replicas: int, resources: dict, start: str = "1s") ->
 def scheduling(nodes: int, pods: int, repeat: int = 3) -> None:
     scenario = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "bench"},
                 "spec": {"duration": "10m", "report": ["summary"], "sampleInterval": "10m"}}
-    cluster = [scenario, _pool("gpu", "a3-highgpu-8g", nodes // 2, "nvidia-h100-80gb", 8),
-               _pool("cpu", "n2-standard-32", nodes - nodes // 2)]
+    cluster = [scenario, *_pools("gpu", "a3-highgpu-8g", nodes // 2, "nvidia-h100-80gb", 8),
+               *_pools("cpu", "n2-standard-32", nodes - nodes // 2)]
     work = [_deployment("gpu-work", pods // 2, {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "4"}}),
             _deployment("cpu-work", pods - pods // 2, {"requests": {"cpu": "2", "memory": "4Gi"}})]
     idle = [{**d, "spec": {**d["spec"], "replicas": 0}} for d in work]  # same objects, no pods
@@ -78,7 +83,7 @@ def week(nodes: int, repeat: int = 3) -> None:
             "kubetwin.io/create-at": f"{i}h"}}, "spec": {"parallelism": 8, "completions": 8, "template": {
                 "metadata": {"annotations": {"kubetwin.io/duration": "3h"}}, "spec": {"restartPolicy": "Never",
                     "containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}})
-    objs = [scenario, _pool("gpu", "a3-highgpu-8g", nodes, "nvidia-h100-80gb", 8)] + jobs
+    objs = [scenario, *_pools("gpu", "a3-highgpu-8g", nodes, "nvidia-h100-80gb", 8)] + jobs
     wall, _ = _timed(lambda: run(objects=objs), repeat)
     print(f"one week of {nodes} nodes, {len(jobs) * 8} pods: {wall:.2f}s wall -> {7 * 86400 / wall:,.0f} "
           f"simulated seconds per wall second (best of {repeat})")
