@@ -19,6 +19,7 @@ deleted without a grace period.
 
 from __future__ import annotations
 
+from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.scheduler.plugins import tolerates
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -32,10 +33,8 @@ EVICTION_REASON, EVICTION_MESSAGE = "DeletionByTaintManager", "Taint manager: de
 
 def ready_status(node: Obj) -> str | None:
     """The node's Ready condition status ("True", "False", "Unknown"), None when it reports none."""
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return str(c.get("status"))
-    return None
+    c = find_condition(conditions_of(node), "Ready")
+    return None if c is None else str(c.get("status"))
 
 
 def node_is_ready(node: Obj) -> bool:

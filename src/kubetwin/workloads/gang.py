@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubetwin.api.conditions import find_condition
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.controllers.kubelet import Kubelet, Work
@@ -186,7 +187,7 @@ class GangCoordinator:
                 out.append({"rank": rank, "pod": None, "phase": None, "why": "no pod for this rank"})
                 continue
             st = p.get("status") or {}
-            cond = next((c for c in st.get("conditions") or [] if c["type"] == "PodScheduled"), None)
+            cond = find_condition(st.get("conditions"), "PodScheduled")
             why = ""
             if st.get("phase") == "Pending" and cond and cond.get("status") == "False":
                 why = f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
