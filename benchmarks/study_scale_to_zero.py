@@ -275,7 +275,8 @@ ROWS: list[tuple[str, Any]] = [
     ("TTFT p50 / p90 / p99 (warm pool)", lambda a: _trio(a["ttft_warm_s"])),
     ("TPOT p50 / p90 / p99", lambda a: _trio(a["tpot_s"])),
     ("SLO attainment (all / warm pool)",
-     lambda a: f"{a['slo_attainment']:.1%} / {a['slo_attainment_warm']:.1%}"),
+     lambda a: f"{a['slo_attainment']:.1%} / " + (f"{a['slo_attainment_warm']:.1%}" if a["slo_attainment_warm"]
+                                                   is not None else "n/a (no request reached a warm pool)")),
     ("requests held at zero (share)", lambda a: f"{a['held']['requests']:,} ({a['held']['share']:.1%})"),
     ("held TTFT p50 / p90 / max", lambda a: _trio(a["held"]["ttft_s"], ("p50", "p90", "max"))),
     ("scale-from-zero / to-zero events",

@@ -20,7 +20,8 @@ class Diagnostic:
     def render(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
         field = f" {self.field}:" if self.field else ""
-        text = f"{where}: {self.severity}: {self.obj}:{field} {self.message}"
+        what = f" {self.obj}:" if self.obj and self.obj != "-" else ""  # "-": about the file, not an object
+        text = f"{where}: {self.severity}:{what}{field} {self.message}"
         if self.hint:
             text += f"\n    fix: {self.hint}"
         return text

@@ -231,6 +231,18 @@ def render_table(rows: list[list[str]]) -> str:
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
+def _toleration(t: dict) -> str:
+    """kubectl describe's toleration line (pkg/describe printTolerationsMultilineWithIndent): key[=value][:effect],
+    op=Exists when it matches any value, and `for Ns` with tolerationSeconds."""
+    text = str(t.get("key") or "") + (f"={t['value']}" if t.get("value") else "") + (
+        f":{t['effect']}" if t.get("effect") else "")
+    if t.get("operator") == "Exists" and not t.get("value"):
+        text += " op=Exists" if t.get("key") or t.get("effect") else "op=Exists"
+    if t.get("tolerationSeconds") is not None:
+        text += f" for {t['tolerationSeconds']}s"
+    return text
+
+
 def describe(obj: dict, events: list[dict], now: datetime, pods: list[dict] | None = None) -> str:
     """kubectl describe; for a Node, `pods` are the pods bound to it (for Non-terminated Pods and Allocated)."""
     meta = obj["metadata"]
@@ -242,6 +254,8 @@ def describe(obj: dict, events: list[dict], now: datetime, pods: list[dict] | No
         lines += [f"Priority:     {spec.get('priority', 0)}", f"Node:         {spec.get('nodeName') or '<none>'}",
                   f"Labels:       {_kv(meta.get('labels'))}", f"Annotations:  {_kv(meta.get('annotations'))}",
                   f"Status:       {st.get('phase', 'Pending')}"]
+        lines += [f"{label + ':':<14}{st[key]}" for key, label in (("reason", "Reason"), ("message", "Message"))
+                  if st.get(key)]  # kubectl describe: the pod's status reason and message (e.g. a node shutdown)
         if st.get("nominatedNodeName"):
             lines.append(f"NominatedNodeName:  {st['nominatedNodeName']}")
         lines.append("Containers:")
@@ -262,8 +276,7 @@ def describe(obj: dict, events: list[dict], now: datetime, pods: list[dict] | No
         lines.append("Conditions:\n  Type              Status")
         lines += [f"  {c['type']:<17} {c['status']}" for c in st.get("conditions") or []]
         lines.append(f"Node-Selectors:  {_kv(spec.get('nodeSelector'))}")
-        tols = [f"{t.get('key', '')}{':' + t['effect'] if t.get('effect') else ''}"
-                + (" op=Exists" if t.get("operator") == "Exists" else "") for t in spec.get("tolerations") or []]
+        tols = [_toleration(t) for t in spec.get("tolerations") or []]
         lines.append("Tolerations:     " + ("\n                 ".join(tols) if tols else "<none>"))
     elif obj["kind"] == "Node":
         lines.append(f"Labels:       {_kv(obj['metadata'].get('labels'), sep=chr(10) + ' ' * 14)}")
