@@ -26,7 +26,7 @@ def test_printer_column_jsonpath():
 
 def test_describe_pod_prints_tolerations_and_status_reason_as_kubectl_does() -> None:
     """kubectl describe: `key=value:effect`, `op=Exists`, `for 300s`; the pod's status Reason and Message lines."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from kubetwin.cli.printers import describe
 
@@ -39,7 +39,7 @@ def test_describe_pod_prints_tolerations_and_status_reason_as_kubectl_does() -> 
                {"operator": "Exists"}]},
            "status": {"phase": "Failed", "reason": "Terminated",
                       "message": "Pod was terminated in response to imminent node shutdown."}}
-    text = describe(pod, [], datetime(2026, 1, 1, tzinfo=timezone.utc))
+    text = describe(pod, [], datetime(2026, 1, 1, tzinfo=UTC))
     assert "Reason:       Terminated" in text
     assert "Message:      Pod was terminated in response to imminent node shutdown." in text
     assert "Tolerations:     nvidia.com/gpu:NoSchedule op=Exists\n" in text
