@@ -40,6 +40,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from kubetwin.api.conditions import remove_condition
 from kubetwin.api.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -156,7 +157,7 @@ class SpotPreemptionController:
                  "lastTransitionTime": now}
         status = node.get("status") or {}
         node = self.store.update({**node, "status": {**status, "conditions": [
-            c for c in status.get("conditions") or [] if c["type"] != "Ready"] + [ready]}})
+            *remove_condition(status.get("conditions"), "Ready")[0], ready]}})
         self.events.event(node, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady", "kubelet")
         pods = [p for p in self.store.list("Pod") if p["spec"].get("nodeName") == name
                 and (p.get("status") or {}).get("phase") in ("Pending", "Running")]

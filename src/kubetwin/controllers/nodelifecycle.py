@@ -19,7 +19,7 @@ deleted without a grace period.
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.api.conditions import conditions_of, find_condition, remove_condition
 from kubetwin.scheduler.plugins import tolerates
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -145,7 +145,7 @@ class NodeLifecycleController:
         self.events.event(pod, "Normal", "TaintManagerEviction", f"Marking for deletion Pod {ns}/{meta['name']}",
                           "taint-eviction-controller")
         status = pod.get("status") or {}
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "DisruptionTarget"]
+        conds, _ = remove_condition(status.get("conditions"), "DisruptionTarget")
         conds.append({"type": "DisruptionTarget", "status": "True", "reason": EVICTION_REASON,
                       "message": EVICTION_MESSAGE, "lastTransitionTime": self.store.timestamp(self.env.now)})
         self.store.update({**pod, "status": {**status, "conditions": conds}})

@@ -6,6 +6,7 @@ with a `spec.nodeName` that names no Node at all (they skip the scheduler, so no
 
 from __future__ import annotations
 
+from kubetwin.api.conditions import remove_condition
 from kubetwin.controllers.common import controller_of
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
@@ -28,7 +29,7 @@ def fail_orphans(store: Store, env: Environment, node_name: str, uids: set[str])
             continue
         if status.get("phase") in TERMINAL:
             continue
-        conds = [c for c in status.get("conditions") or [] if c["type"] != "DisruptionTarget"]
+        conds, _ = remove_condition(status.get("conditions"), "DisruptionTarget")
         conds.append({"type": "DisruptionTarget", "status": "True", "reason": PODGC_REASON,
                       "message": PODGC_MESSAGE, "lastTransitionTime": now})
         pod = store.update({**pod, "status": {**status, "phase": "Failed", "conditions": conds}})

@@ -31,6 +31,7 @@ triggerDeactivationOrBackoffRequeue, admittedNotReadyWorkload), pkg/controller/j
 
 from __future__ import annotations
 
+from kubetwin.api.conditions import remove_condition
 from kubetwin.controllers.common import WorkQueue
 from kubetwin.kueue import api
 from kubetwin.kueue.admissionchecks import PROVREQ_PREFIX, AdmissionChecks
@@ -362,7 +363,7 @@ class KueueController(PodsReadyMixin):
             return
         checks = self.checks.for_admission(a.cluster_queue, a.admission)
         if checks:  # QuotaReserved only: Admitted waits for every admission check to be Ready
-            conds = tuple(c for c in a.conditions if c["type"] != "Admitted")
+            conds = tuple(remove_condition(a.conditions, "Admitted")[0])
             wl = self._write_status(wl, conditions=conds + self._reset_eviction(wl), admission=a.admission,
                                     admissionChecks=self.checks.initial_states(wl, checks))
             self.events.event(wl, "Normal", "QuotaReserved", a.event_message, ADMISSION)

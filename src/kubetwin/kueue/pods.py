@@ -39,7 +39,7 @@ import hashlib
 import json
 from collections.abc import Callable
 
-from kubetwin.api.conditions import conditions_of, is_condition_true
+from kubetwin.api.conditions import conditions_of, is_condition_true, remove_condition
 from kubetwin.controllers.common import controller_of
 from kubetwin.kueue.jobframework import DEFAULT_PODSET, GenericJob, PodSetInfo, workload_name
 from kubetwin.scheduler.scheduler import scheduling_gated_condition
@@ -239,7 +239,7 @@ class PodJob(GenericJob):
             if cur is None or gated(cur) or _terminated(cur):
                 continue
             status = dict(cur.get("status") or {})
-            status["conditions"] = [c for c in status.get("conditions") or () if c.get("type") != TERMINATION_TARGET]
+            status["conditions"], _ = remove_condition(status.get("conditions"), TERMINATION_TARGET)
             status["conditions"].append({"type": TERMINATION_TARGET, "status": "True", "reason": STOP_REASON_EVICTED,
                                          "message": message, "lastTransitionTime": now})
             cur = store.update({**cur, "status": status})

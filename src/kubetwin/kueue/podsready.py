@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetwin.api.conditions import conditions_of, remove_condition
 from kubetwin.kueue import api
 from kubetwin.kueue.outcomes import MANAGER, condition, find_condition, is_true, set_conditions
 from kubetwin.store.store import Obj
@@ -112,7 +113,7 @@ class PodsReadyMixin:
         scheduler is handed the Workload without its Evicted condition, which only that ordering reads while the
         Workload is pending (the store keeps the condition)."""
         if self.wfpr is not None and self.wfpr.timestamp == "Creation":
-            conds = [c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") != "Evicted"]
+            conds, _ = remove_condition(conditions_of(wl), "Evicted")
             wl = {**wl, "status": {**wl["status"], "conditions": conds}}
         self.sched.add_workload(wl)
 
