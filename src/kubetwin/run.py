@@ -110,22 +110,6 @@ def _scenario(manifests: list[Manifest]) -> ScenarioSpec:
     return ScenarioSpec()
 
 
-def _runtime_errors(scenario: ScenarioSpec) -> list[Diagnostic]:
-    """Values that would hang the clock (a zero sampling period re-arms the samplers at the same instant forever)
-    or crash it (a seed out of range: the UIDs are made from it), checked on what the run actually uses: the
-    Python API's `seed=`/`duration=` overrides skip `validate`."""
-    where = "Scenario"
-    out = []
-    if parse_duration(scenario.sampleInterval) <= 0:
-        out.append(Diagnostic("<run>", 0, where, "spec.sampleInterval",
-                              f"must be greater than 0 (got {scenario.sampleInterval!r}): the samplers would "
-                              "re-arm at the same instant forever", "use a period such as 30s or 5m"))
-    if not 0 <= scenario.seed < 2**128:  # the store's uid prefix is uuid.UUID(int=seed)
-        out.append(Diagnostic("<run>", 0, where, "spec.seed", f"must be between 0 and 2^128-1 (got {scenario.seed})",
-                              "use a non-negative seed such as 1"))
-    return out
-
-
 def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
     """The Kueue manager Configuration in the scenario (the last one wins), None if there is none."""
     found = [m.obj for m in manifests
@@ -148,14 +132,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     errors = [d for d in diags if d.severity == "error"]
     if errors:
         raise KubetwinError(errors)
-    scenario = _scenario(manifests)
-    if duration is not None:
-        scenario.duration = duration
-    if seed is not None:
-        scenario.seed = seed
-    bad = _runtime_errors(scenario)
-    if bad:
-        raise KubetwinError(bad)
+    scenario = _scenario(manifests)  # with the overrides: validated above as the fields they replace
     until = parse_duration(scenario.duration)
     if out is not None and overwrite:
         _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
