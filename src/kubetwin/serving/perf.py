@@ -211,16 +211,24 @@ def _soft_roofline(flops: np.ndarray, nbytes: np.ndarray, gpu: GpuSpec, eff: OpE
     return hi * (1.0 + r**p) ** (1.0 / p) + eff.t0_us * 1e-6
 
 
+def heads_error(model: ModelSpec, tp: int) -> str | None:
+    """vLLM's refusal of a tensor-parallel size that does not divide the attention heads (vllm/config/model.py
+    ModelConfig.verify_with_parallel_config), in its words; None when it divides them."""
+    if tp >= 1 and model.num_attention_heads % tp == 0:
+        return None
+    return (f"Total number of attention heads ({model.num_attention_heads}) must be divisible by tensor parallel "
+            f"size ({tp}).")
+
+
 class PerfModel:
     """StepModel for one model on `tp` GPUs of one kind. Tables cover 1..max_tokens tokens (and sequences); beyond
     that time grows linearly with the last 1024-token slope."""
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, tp: int = 1, calibration: Calibration | None = None,
                  max_tokens: int = 16384, pp: int = 1) -> None:
-        if tp < 1 or model.num_attention_heads % tp:
-            # vLLM's words (vllm/config/model.py ModelConfig.verify_with_parallel_config)
-            raise ValueError(f"Total number of attention heads ({model.num_attention_heads}) must be divisible by "
-                             f"tensor parallel size ({tp}).")
+        refused = heads_error(model, tp)
+        if refused:
+            raise ValueError(refused)
         self.model, self.gpu, self.tp, self.pp = model, gpu, tp, max(1, pp)
         self.cal = calibration or calibration_for(gpu.name)
         self.link = collectives.for_gpu(gpu.name, None if gpu.nvlink_bw is None else gpu.nvlink_bw / 1e9)

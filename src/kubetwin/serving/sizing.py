@@ -20,14 +20,15 @@ simplification: the engine's speed is not re-read when tenants come and go later
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
-from kubetwin.devices.gpuruntime import DeviceView, GpuRuntime, device_view
+from kubetwin.devices.gpuruntime import DeviceView, GpuRuntime, device_view, torch_oom_message
 from kubetwin.serving import modelserver
 from kubetwin.serving.kvcache import max_model_len_error
 from kubetwin.serving.modelspec import ModelSpec
-from kubetwin.serving.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel
+from kubetwin.serving.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel, heads_error
 from kubetwin.serving.types import EngineArgs
 
 GIB, MIB = 1024**3, 1024**2
@@ -80,28 +81,21 @@ def check_free_memory(args: EngineArgs, view: DeviceView, used_by_others_mib: in
             f"ValueError: Free memory on device cuda:0 ({free / GIB:.2f}/{total / GIB:.2f} GiB) on startup is less "
             f"than desired GPU memory utilization ({args.gpu_memory_utilization}, {want / GIB:.2f} GiB). Decrease "
             "GPU memory utilization or reduce GPU memory used by other processes.", "init")
-    raise StartupFailure(_torch_oom(total, free, want - free), "init")
-
-
-def _torch_oom(total: float, free: float, tried: float) -> str:
-    """PyTorch's caching allocator's message (torch >= 2.5 raises torch.OutOfMemoryError)."""
-    used = total - free
-    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {tried / MIB:.2f} MiB. GPU 0 has a total "
-            f"capacity of {total / GIB:.2f} GiB of which {free / MIB:.2f} MiB is free. Including non-PyTorch memory, "
-            f"this process has {used / GIB:.2f} GiB memory in use.")
+    # TGI's process holds only its CUDA context when it asks for its fraction
+    raise StartupFailure(torch_oom_message(want - free, total, free, NON_TORCH_BYTES, 0.0), "init")
 
 
 def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int) -> list[tuple[str, str, str]]:
     """(flag dest, message, severity) for a parallel layout vLLM refuses or that leaves GPUs idle: attention heads
-    not divisible by the tensor-parallel size (vllm/config/model.py verify_with_parallel_config), more ranks than
+    not divisible by the tensor-parallel size (perf.heads_error), more ranks than
     the container sees (vllm/v1/worker/gpu_worker.py init_device's assertion), fewer (the rest idle)."""
     if args.engine != "vllm":
         return []
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
     out = []
-    if tp < 1 or spec.num_attention_heads % tp:
-        out.append(("tensor_parallel_size", f"Total number of attention heads ({spec.num_attention_heads}) must be "
-                    f"divisible by tensor parallel size ({tp}).", "error"))
+    refused = heads_error(spec, tp)
+    if refused:
+        out.append(("tensor_parallel_size", refused, "error"))
     world = tp * pp
     dest = "pipeline_parallel_size" if "pipeline_parallel_size" in args.flag_fields else "tensor_parallel_size"
     if world > visible:
@@ -113,13 +107,20 @@ def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int) -> list[t
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _perf_model(spec: ModelSpec, gpu: GpuSpec, tp: int, pp: int) -> PerfModel:
+    """One step model per model, device and layout (read-only after it is built; ~26 ms to build): the kubelet's
+    cold start and the data plane size the same server, and replicas share their shape."""
+    return PerfModel(spec, gpu, tp, pp=pp)
+
+
 def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView | None,
          slowdown: float = 1.0) -> Sized:
     """The engine's args, step model and KV blocks on this device; StartupFailure when vLLM (or TGI) would exit."""
     gpu = effective_gpu(accelerator, view, slowdown)
     args = modelserver.resolve_defaults(args, gpu.hbm_bytes / GIB, spec.max_position_embeddings, accelerator)
     try:
-        perf = PerfModel(spec, gpu, args.tensor_parallel_size, pp=args.pipeline_parallel_size)
+        perf = _perf_model(spec, gpu, args.tensor_parallel_size, args.pipeline_parallel_size)
     except ValueError as err:
         raise StartupFailure(str(err), "init") from None
     total = gpu.hbm_bytes * CUDA_VISIBLE_FRACTION
@@ -130,7 +131,7 @@ def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView |
         tensor = spec.hidden_size * spec.intermediate_size * (2 if spec.gated_mlp else 1) * spec.dtype_bytes
         tensor /= args.tensor_parallel_size
         loaded = math.floor(room / tensor) * tensor if tensor < room else 0.0
-        raise StartupFailure(_torch_oom(total, room - loaded, tensor), "load")
+        raise StartupFailure(torch_oom_message(tensor, total, room - loaded, NON_TORCH_BYTES + loaded, loaded), "load")
     try:
         blocks = perf.num_gpu_blocks(args.gpu_memory_utilization, args.block_size, args.max_num_batched_tokens,
                                      args.max_num_seqs)
