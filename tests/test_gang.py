@@ -270,3 +270,10 @@ def test_explain_says_a_rank_does_not_fit(tmp_path: Path) -> None:
         out=out)
     text = CliRunner().invoke(app, ["explain", "job", "train", "--run", str(out)]).output
     assert "fail at start with CUDA out of memory" in text
+
+
+def test_validate_gives_no_gang_notice_for_a_one_pod_training_job() -> None:
+    """One pod is no gang: restartPolicy OnFailure on a parallelism-1 training Job restarts in place as usual."""
+    job = _job(ranks=1)
+    job["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    assert not [d for d in validate([Manifest(job, "t.yaml", 1)]) if d.field == "spec.template.spec.restartPolicy"]

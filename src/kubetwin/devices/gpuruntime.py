@@ -193,7 +193,7 @@ class GpuRuntime:
         hbm, fraction = view.gpu_mib, view.compute
         if not mode:  # a MIG instance of its own: isolated
             if demand.memory_mib > hbm:
-                self._fail(pod, f"CUDA error: out of memory: the pod needs {demand.memory_mib} MiB and its MIG "
+                self.fail(pod, f"CUDA error: out of memory: the pod needs {demand.memory_mib} MiB and its MIG "
                            f"instance {partition} has {hbm} MiB")
                 return
             slow = max(1.0, demand.util / fraction)
@@ -205,7 +205,7 @@ class GpuRuntime:
             gpu, idx, name = self._place(node, mode, hbm, fraction)
         refused = gpu.refuses(demand)
         if refused:
-            self._fail(pod, f"{refused} (GPU {idx} of node {name})")
+            self.fail(pod, f"{refused} (GPU {idx} of node {name})")
             return
         self._join(pod, gpu, (name, idx), demand, duration)
 
@@ -287,9 +287,6 @@ class GpuRuntime:
         pod = self._pods[uid]
         self.release(uid)
         self.finish(pod, "Succeeded", 0, "Completed", "")
-
-    def _fail(self, pod: dict, message: str) -> None:
-        self.fail(pod, message)
 
     def fail(self, pod: dict, message: str, after: float = 0.0) -> None:
         """The pod's process dies of a GPU error `after` seconds from now: exit code 1, reason Error, the error

@@ -83,7 +83,7 @@ def records(model: Any, store: Any) -> dict[str, dict]:
     for (ns, name), (spec, placement) in sorted(model.inputs.items()):
         kind = "JobSet" if store.get("JobSet", ns, name) is not None else "Job"
         out[f"{ns}/{name}"] = job_record(ns, name, kind, spec, placement, model.breakdowns[(ns, name)])
-        gang = model.gang.record((ns, name)) if getattr(model, "gang", None) is not None else None
+        gang = model.gang.record((ns, name)) if model.gang is not None else None
         if gang is not None:
             out[f"{ns}/{name}"]["gang"] = gang
     return out

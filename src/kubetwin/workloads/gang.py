@@ -37,7 +37,7 @@ from kubetwin.controllers.kubelet import Kubelet, Work
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.training import BF16, DDP_BUCKET_BYTES
-from kubetwin.workloads.training_spec import PREFIX, GangSpec, TrainingSpec
+from kubetwin.workloads.training_spec import PREFIX, GangSpec, TrainingSpec, object_pods
 
 # torchrun (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py: _DistributedRendezvousOpExecutor.run raises
 # RendezvousTimeoutError() without text; torchrun's traceback ends with its qualified name).
@@ -96,15 +96,16 @@ def diagnostics(m: Manifest, chains: list[list[tuple[str, dict]]]) -> list[Diagn
     """A notice for a gang whose pods restart in place (restartPolicy OnFailure): the twin fails the pod when the
     launcher fails, as with restartPolicy Never, and the Job replaces it (the kubelet does not restart a rank's
     container in place)."""
-    spec = m.obj.get("spec") or {}
-    templates = [((rj or {}).get("template") or {}).get("spec") or {} for rj in spec.get("replicatedJobs") or []] \
-        if m.kind == "JobSet" else [spec] if m.kind == "Job" else []
+    if m.kind not in ("Job", "JobSet"):
+        return []
+    pods = object_pods(m.kind, m.obj.get("spec") or {})
+    world = sum(n for _, n in pods)
     out = []
-    for i, (js, chain) in enumerate(zip(templates, chains, strict=False)):
+    for i, ((pod_spec, _), chain) in enumerate(zip(pods, chains, strict=False)):
         merged = {k: v for _, a in chain for k, v in a.items()}
-        policy = ((js.get("template") or {}).get("spec") or {}).get("restartPolicy")
-        if policy != "OnFailure" or str(merged.get(PREFIX + "gang", "")).lower() == "false":
-            continue
+        declared = str(merged.get(PREFIX + "gang", "")).lower()
+        if pod_spec.get("restartPolicy") != "OnFailure" or declared == "false" or (world <= 1 and declared != "true"):
+            continue  # one pod is no gang unless declared one
         base = f"spec.replicatedJobs[{i}].template.spec.template.spec" if m.kind == "JobSet" else "spec.template.spec"
         out.append(Diagnostic(m.file, m.line_of(f"{base}.restartPolicy"), m.ref, f"{base}.restartPolicy",
                               "a gang rank whose launcher fails (rendezvous or collective timeout) fails the pod "

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
+from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import torch_oom_message
-from kubetwin.workloads.training_spec import TrainingSpec
+from kubetwin.workloads.training_spec import TrainingSpec, object_pods
 
 STATE_BYTES = (("weights", 2), ("gradients", 2), ("optimizer states", 12))  # ZeRO §3.1 mixed-precision Adam
 STATES_BYTES_PER_PARAM = sum(b for _, b in STATE_BYTES)  # 16
@@ -82,26 +83,10 @@ def oom(spec: TrainingSpec, dp: int, gpu: str) -> Oom | None:
 
 def _world(obj: dict) -> tuple[int, str]:
     """(GPUs of the job, the accelerator its pods select or "") from a Job's or JobSet's spec, a Pod's own."""
-    def pod_gpus(pod_spec: dict) -> int:
-        return sum(int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0) or 0)
-                   for c in pod_spec.get("containers") or [] if isinstance(c, dict))
-
-    def accel(pod_spec: dict) -> str:
-        return str((pod_spec.get("nodeSelector") or {}).get(ACCEL, ""))
-
-    spec, kind = obj.get("spec") or {}, obj.get("kind")
-    if kind == "Pod":
-        return pod_gpus(spec), accel(spec)
-    jobs = [((rj or {}).get("template") or {}).get("spec") or {} for rj in spec.get("replicatedJobs") or []] \
-        if kind == "JobSet" else [spec]
-    reps = [int((rj or {}).get("replicas", 1)) for rj in spec.get("replicatedJobs") or []] if kind == "JobSet" \
-        else [1]
     world, gpu = 0, ""
-    for js, r in zip(jobs, reps, strict=True):
-        ps = (js.get("template") or {}).get("spec") or {}
-        par = min(int(js.get("parallelism", 1)), int(js.get("completions") or js.get("parallelism", 1)))
-        world += r * par * pod_gpus(ps)
-        gpu = gpu or accel(ps)
+    for pod_spec, n in object_pods(str(obj.get("kind")), obj.get("spec") or {}):
+        world += n * pod_requests({"spec": pod_spec}).get("nvidia.com/gpu", 0)
+        gpu = gpu or str((pod_spec.get("nodeSelector") or {}).get(ACCEL, ""))
     return world, gpu
 
 
@@ -112,16 +97,17 @@ def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int) -> list[
     if world <= 0:
         return []
     dp = spec.dp or max(1, world // (spec.tp * spec.pp))
-    gpus = [gpu] if gpu in nvidia_dra.catalog()["gpus"] else sorted(
-        nvidia_dra.catalog()["gpus"], key=gpu_memory_mib)[-1:]
+    known = gpu in nvidia_dra.catalog()["gpus"]
+    target = gpu if known else max(nvidia_dra.catalog()["gpus"], key=gpu_memory_mib)
     need = used_mib(spec, dp)
-    if oom(spec, dp, gpus[0]) is None:
+    if oom(spec, dp, target) is None:
         return []
-    where = gpus[0] if gpu else f"any GPU (the largest, {gpus[0]})"
-    return [Diagnostic(m.file, line, m.ref, field, f"each rank needs {need / 1024:,.1f} GiB (16 bytes/param of "
+    where = target if known else f"any GPU (the largest, {target})"
+    return [Diagnostic(m.file, line, m.ref, field, f"each rank needs {need / 1024:,.1f} GiB "
+                       f"({STATES_BYTES_PER_PARAM} bytes/param of "
                        f"mixed-precision Adam states over tp x pp = {spec.tp * spec.pp}"
                        + (f", FSDP over dp = {dp}" if spec.fsdp else ", replicated by data parallelism")
-                       + f", plus activations): it will not fit {where} with {gpu_memory_mib(gpus[0]) / 1024:.2f} "
+                       + f", plus activations): it will not fit {where} with {gpu_memory_mib(target) / 1024:.2f} "
                        "GiB; the pods will fail at start with CUDA out of memory",
                        'shard the model states: training.kubetwin.io/fsdp: "true", tensor-parallel / '
                        "pipeline-parallel, or more GPUs", "warning")]

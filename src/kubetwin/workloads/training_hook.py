@@ -39,6 +39,7 @@ from kubetwin.workloads.training_spec import (
     TrainingSpec,
     has_gang_keys,
     has_training,
+    job_pods,
     parse,
     parse_gang,
 )
@@ -100,12 +101,12 @@ class TrainingModel:
             return None
         try:
             gspec = parse_gang(ann)
-            training = has_training(ann) and parse(ann) is not None
         except SpecError:
             return None  # validation reports it for manifests; a pod created otherwise runs without a duration
-        work = self.work(pod, node)
+        work = self.work(pod, node)  # None for a training spec that does not parse, as above
         if work is None:
             return None
+        training = has_training(ann)
         world = self._expected_pods(pod)
         if self.gang is not None and world > 1 and (gspec.declared or (gspec.declared is None and training)):
             self.gang.join(pod, node, gspec, world, self.rank(pod), self.work)
@@ -177,14 +178,13 @@ class TrainingModel:
             rjs = [(int(rj.get("replicas", 1)), (rj.get("template") or {}).get("spec") or {})
                    for rj in (js.get("spec") or {}).get("replicatedJobs") or []]
             accel = [(n, s) for n, s in rjs if _template_accelerators(s)] or rjs  # CPU gangs count every Job
-            return sum(n * int(s.get("parallelism", 1)) for n, s in accel)
+            return sum(n * job_pods(s) for n, s in accel)
         owner = controller_of(pod)
         job = self.store.get("Job", ns, owner[1]) if owner and owner[0] == "Job" else None
         if job is None:
             count = str((meta.get("annotations") or {}).get(POD_GROUP_COUNT, ""))
             return int(count) if labels.get(POD_GROUP) and count.isdigit() else 1
-        spec = job.get("spec") or {}
-        return min(int(spec.get("parallelism", 1)), int(spec.get("completions") or spec.get("parallelism", 1)))
+        return job_pods(job.get("spec") or {})
 
     def siblings(self, pod: Obj) -> list[Obj]:
         """The job's accelerator pods bound to a node and not finished, this pod included, in rank order."""

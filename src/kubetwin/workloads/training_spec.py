@@ -165,6 +165,25 @@ def has_gang_keys(annotations: dict | None) -> bool:
     return any(str(k)[len(PREFIX):] in GANG_KEYS for k in annotations or {} if str(k).startswith(PREFIX))
 
 
+def job_pods(job_spec: dict) -> int:
+    """The pods a Job runs at once: min(parallelism, completions), parallelism defaulting to 1 and completions to
+    parallelism (batch/v1 defaulting) — a training job's ranks."""
+    par = int(job_spec.get("parallelism", 1))
+    return min(par, int(job_spec.get("completions") or par))
+
+
+def object_pods(kind: str, spec: dict) -> list[tuple[dict, int]]:
+    """(pod spec, how many run at once) per pod template of a Pod, Job or JobSet (each replicated Job x replicas)."""
+    if kind == "Pod":
+        return [(spec, 1)]
+    jobs = [((rj or {}).get("template") or {}).get("spec") or {} for rj in spec.get("replicatedJobs") or []] \
+        if kind == "JobSet" else [spec] if kind == "Job" else []
+    reps = [int((rj or {}).get("replicas", 1)) for rj in spec.get("replicatedJobs") or []] if kind == "JobSet" \
+        else [1] * len(jobs)
+    return [(((js.get("template") or {}).get("spec") or {}), r * job_pods(js))
+            for js, r in zip(jobs, reps, strict=True)]
+
+
 @dataclass(frozen=True)
 class GangSpec:
     """How a job's ranks meet: declared (None: decide from the job's size), launcher, and its two timeouts (s)."""
