@@ -67,7 +67,7 @@ class QueueStatus:
             self._written[name] = key
             self._write_cluster_queue(cq, spec, sum(pending), usage)
             self._write_local_queues(name)
-        self.metrics.sample({cq: queued.get(cq, (0, 0)) for cq in sorted(changed)}, self.reserving)
+        self.metrics.sample({cq: queued.get(cq, (0, 0)) for cq in changed}, self.reserving)  # sample sorts
 
     def _write_cluster_queue(self, cq: Obj, spec: api.ClusterQueue, pending: int,
                              usage: Counter[tuple[str, str]]) -> None:

@@ -6,7 +6,6 @@ an update stores a new dict, so the history can keep references instead of copie
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,11 +19,6 @@ CLUSTER_SCOPED = frozenset({
     "Node", "Namespace", "PriorityClass", "NodePool", "Scenario", "DeviceClass", "ResourceSlice", "ClusterQueue",
     "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig",
     "Configuration", "StorageClass", "PersistentVolume"})
-
-# "raise" (the default): a write from inside a watch handler raises WriteDuringDispatch; "record": it is kept in
-# Store.handler_writes instead (for surveying a scenario).
-_HANDLER_WRITES = os.environ.get("KUBETWIN_HANDLER_WRITES", "raise")
-
 
 class AlreadyExists(Exception):
     pass
@@ -94,7 +88,6 @@ class Store:
         # (kind, ns, ownerKind, owner) -> names of the objects it controls, in creation order
         self._owned: dict[tuple[str, str, str, str], dict[str, None]] = {}
         self._running: tuple[Handler, str, Obj] | None = None  # the watch handler being dispatched, and its event
-        self.handler_writes: list[str] = []  # recorded instead of raised when KUBETWIN_HANDLER_WRITES=record
 
     # -- plumbing -------------------------------------------------------------------------------
     def watch(self, kind: str, handler: Handler, owner_kind: str | None = None) -> None:
@@ -178,9 +171,6 @@ class Store:
         msg = (f"{what} handled {etype} {obj['kind']} {obj['metadata'].get('name')} and wrote "
                f"({verb} {kind} {ns + '/' if ns else ''}{name}) during dispatch: a watch handler must only enqueue "
                f"work (env.after(0, ...)) or update its own cache")
-        if _HANDLER_WRITES == "record":
-            self.handler_writes.append(msg)
-            return
         raise WriteDuringDispatch(msg)
 
     # -- verbs ----------------------------------------------------------------------------------
