@@ -104,3 +104,34 @@ def test_unknown_ready_is_unreachable_and_a_pod_that_tolerates_it_forever_stays(
     pods = final_objects(res, "Pod")
     assert "keeper" in pods and "other" not in pods
     assert versions(res, "Pod", "other")[-1][0] == 300.0
+
+
+def test_a_taint_removed_and_added_again_restarts_the_eviction_clock() -> None:
+    """NotReady at 0 s (eviction due at 300 s), Ready at 100 s, NotReady again at 200 s: the taint eviction
+    controller's clock restarts with the new taint (due at 500 s); the first timer must not delete the pod at 300 s."""
+    from kubetwin.controllers.nodelifecycle import NodeLifecycleController
+    from kubetwin.sim.env import Environment
+    from kubetwin.store.events import EventRecorder
+    from kubetwin.store.store import Store
+
+    env = Environment()
+    store = Store(env)
+    NodeLifecycleController(store, env, EventRecorder(store))
+    store.create(static_node("n1"))
+    pod = make_pod("p").cpu("1").obj_()
+    pod["spec"]["nodeName"] = "n1"
+    pod["spec"]["tolerations"] = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                   "effect": "NoExecute", "tolerationSeconds": 300}]
+    store.create(pod)
+
+    def ready(status: str) -> None:
+        node = store.get("Node", "", "n1")
+        store.update({**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": status}]}})
+
+    env.at(1, lambda: ready("False"))
+    env.at(100, lambda: ready("True"))
+    env.at(200, lambda: ready("False"))
+    env.run(until=450)
+    assert store.get("Pod", "default", "p") is not None  # the stale 301 s timer kept its hands off
+    env.run(until=600)
+    assert store.get("Pod", "default", "p") is None  # evicted 300 s after the second taint

@@ -118,9 +118,7 @@ class NodeLifecycleController:
             if not all(tolerates(tols, t) for t in taints):
                 self._delete(pod)
                 continue
-            due = min(self._since.setdefault((name, t["key"]), self.env.now) + max(min(
-                (float(tl["tolerationSeconds"]) for tl in tols if tl.get("tolerationSeconds") is not None
-                 and tolerates([tl], t)), default=float("inf")), 0.0) for t in taints)
+            due = self._due_time(name, tols, taints)
             if due == float("inf"):
                 continue  # tolerated forever
             uid = pod["metadata"]["uid"]
@@ -134,10 +132,24 @@ class NodeLifecycleController:
         cur = self.store.get("Pod", meta.get("namespace") or "", meta["name"])
         if cur is None or cur["metadata"]["uid"] != meta["uid"]:
             return
-        node = self.store.get("Node", "", cur["spec"].get("nodeName") or "")
-        if node is not None and any(t.get("effect") == "NoExecute" for t in (node.get("spec") or {}).get("taints")
-                                    or []):
+        name = cur["spec"].get("nodeName") or ""
+        node = self.store.get("Node", "", name)
+        taints = [t for t in ((node or {}).get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"]
+        if not taints:
+            return
+        due = self._due_time(name, cur["spec"].get("tolerations") or [], taints)
+        if due <= self.env.now:
             self._delete(cur)
+        elif due != float("inf"):  # the taint went and came back since this timer was set: its clock restarted
+            self._timers[meta["uid"]] = due
+            self.env.at(due, lambda: self._due(cur))
+
+    def _due_time(self, node: str, tolerations: list[Obj], taints: list[Obj]) -> float:
+        """When the pod's toleration of the node's NoExecute taints runs out: each taint counted from when it
+        appeared (a taint removed and added again counts anew), the soonest wins; inf when tolerated forever."""
+        return min(self._since.setdefault((node, t["key"]), self.env.now) + max(min(
+            (float(tl["tolerationSeconds"]) for tl in tolerations if tl.get("tolerationSeconds") is not None
+             and tolerates([tl], t)), default=float("inf")), 0.0) for t in taints)
 
     def _delete(self, pod: Obj) -> None:
         meta = pod["metadata"]
