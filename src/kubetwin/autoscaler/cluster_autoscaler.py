@@ -49,6 +49,7 @@ from kubetwin.autoscaler.simulation import (
     SOURCE,
     TO_BE_DELETED,
     consumes,
+    gpus_pending,
     place,
     pod_info,
     pod_key,
@@ -203,7 +204,7 @@ class ClusterAutoscaler(ScaleDown):
         out = [NodeInfo.from_node(tmpl_node) for _ in range(n)]
         for name in names if wants_gpu else ():
             node = self.store.get("Node", "", name)
-            if node is not None and "nvidia.com/gpu" not in node["status"]["allocatable"]:
+            if node is not None and gpus_pending(node):
                 ni = NodeInfo.from_node(tmpl_node)
                 for p in self.bound.get(name, {}).values():
                     ni.add_pod(p, pod_requests(p))

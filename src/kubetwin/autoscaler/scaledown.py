@@ -25,10 +25,17 @@ from typing import TYPE_CHECKING
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.pdb import blocked_by_budget
-from kubetwin.autoscaler.simulation import SAFE_TO_EVICT, SOURCE, TO_BE_DELETED, consumes, place, pod_info
+from kubetwin.autoscaler.simulation import (
+    SAFE_TO_EVICT,
+    SOURCE,
+    TO_BE_DELETED,
+    consumes,
+    gpus_pending,
+    place,
+    pod_info,
+)
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.nodelifecycle import node_is_ready
-from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
@@ -56,11 +63,7 @@ class ScaleDown:
     @staticmethod
     def unready(node: Obj) -> bool:
         """NotReady, or a device-plugin GPU node (gke-accelerator label) with no nvidia.com/gpu advertised yet."""
-        labels = node["metadata"].get("labels") or {}
-        gpu_pending = "cloud.google.com/gke-accelerator" in labels and labels.get(
-            nvidia_dra.NO_DEVICE_PLUGIN) != "true" and "nvidia.com/gpu" not in (
-            (node.get("status") or {}).get("allocatable") or {})
-        return gpu_pending or not node_is_ready(node)
+        return gpus_pending(node) or not node_is_ready(node)
 
     def blocking(self, pod: Obj) -> str | None:
         """Why this pod keeps its node (core/scaledown, simulator/drainability), or None."""

@@ -5,6 +5,7 @@ placement, and the names CA and GKE use."""
 from __future__ import annotations
 
 from kubetwin.api.podresources import pod_requests, requests_key
+from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
@@ -60,3 +61,12 @@ def shape_sig(pod: Obj) -> str:
     """What the simulations read from a pod: its resources and its node constraints."""
     spec = pod["spec"]
     return repr((*requests_key(spec), spec.get("tolerations"), spec.get("nodeSelector"), spec.get("affinity")))
+
+
+def gpus_pending(node: Obj) -> bool:
+    """A device-plugin GPU node (gke-accelerator label, not a DRA node) whose driver has not advertised
+    nvidia.com/gpu yet: cluster-autoscaler counts it as upcoming, not as an empty node to remove
+    (utils/gpu FilterOutNodesWithUnreadyResources)."""
+    labels = node["metadata"].get("labels") or {}
+    return ("cloud.google.com/gke-accelerator" in labels and not nvidia_dra.uses_dra(labels)
+            and "nvidia.com/gpu" not in ((node.get("status") or {}).get("allocatable") or {}))

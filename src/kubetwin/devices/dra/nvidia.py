@@ -206,24 +206,30 @@ def _device_share(d: dict) -> tuple[str, float] | None:
     return None
 
 
-def gpu_devices_by_node(store: Store) -> dict[str, list[float]]:
-    """[allocated, published] GPUs per node through DRA, for utilization: a MIG device counts as the share of
-    its GPU's 8 memory slices it holds; a GPU published both whole and as partitions (DynamicMIG) once."""
-    out: dict[str, list[float]] = {}
+def _device_shares(store: Store, pools: set[str] | None = None) -> tuple[dict[tuple[str, str], float],
+                                                                           dict[str, set[str]]]:
+    """The driver's published GPU devices: (pool, device) -> the share of a physical GPU it holds, and per node the
+    physical GPUs' UUIDs; only the pools named, when given (pools are named after nodes)."""
     weight: dict[tuple[str, str], float] = {}
     physical: dict[str, set[str]] = {}
     for s in store.list("ResourceSlice"):
         spec = s["spec"]
         node = spec.get("nodeName")
-        if spec.get("driver") != DRIVER or not node:
+        if spec.get("driver") != DRIVER or not node or (pools is not None and spec["pool"]["name"] not in pools):
             continue
         for d in spec.get("devices") or []:
             share = _device_share(d)
             if share is not None:
                 physical.setdefault(node, set()).add(share[0])
                 weight[(spec["pool"]["name"], d["name"])] = share[1]
-    for node, uuids in physical.items():
-        out[node] = [0.0, float(len(uuids))]
+    return weight, physical
+
+
+def gpu_devices_by_node(store: Store) -> dict[str, list[float]]:
+    """[allocated, published] GPUs per node through DRA, for utilization: a MIG device counts as the share of
+    its GPU's 8 memory slices it holds; a GPU published both whole and as partitions (DynamicMIG) once."""
+    weight, physical = _device_shares(store)
+    out = {node: [0.0, float(len(uuids))] for node, uuids in physical.items()}
     for c in store.list("ResourceClaim"):
         st = c.get("status") or {}
         if not st.get("reservedFor"):
@@ -247,11 +253,5 @@ def pod_gpus(store: Store, pod: Obj) -> float:
                     if r["driver"] == DRIVER and not r.get("adminAccess")]
     if not results:
         return 0.0
-    shares = {}
-    for s in store.list("ResourceSlice"):
-        if s["spec"].get("driver") == DRIVER and s["spec"]["pool"]["name"] in {r["pool"] for r in results}:
-            for d in s["spec"].get("devices") or []:
-                share = _device_share(d)
-                if share is not None:
-                    shares[(s["spec"]["pool"]["name"], d["name"])] = share[1]
-    return sum(shares.get((r["pool"], r["device"]), 0.0) for r in results)
+    weight, _ = _device_shares(store, {r["pool"] for r in results})
+    return sum(weight.get((r["pool"], r["device"]), 0.0) for r in results)
