@@ -11,9 +11,10 @@ from kubetwin import catalog
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.validate import validate
-from kubetwin.autoscaler.nodepool import PODGC_MESSAGE, PODGC_REASON, NodePoolController
+from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.controllers import admission
 from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.controllers.podgc import PODGC_MESSAGE, PODGC_REASON
 from kubetwin.devices import tpu
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.run import run

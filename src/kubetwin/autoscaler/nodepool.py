@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 
 from kubetwin import catalog
 from kubetwin.api.units import parse_duration
-from kubetwin.controllers.podgc import PODGC_MESSAGE as PODGC_MESSAGE  # re-exported: PodGC lives in controllers
 from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
-from kubetwin.controllers.podgc import PODGC_REASON as PODGC_REASON
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.sim.env import Environment
