@@ -49,14 +49,20 @@ def _suffix(seed: str, n: int) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:n]
 
 
+def pool_accelerator(spec: dict, mt: catalog.MachineType) -> tuple[dict, str | None]:
+    """The pool's accelerator entry ({} when none is listed; a TPU machine type implies its chips) and the GPU type
+    its nodes carry (the entry's, or the machine type's own, as an A3's H100s)."""
+    accels = [] if mt.tpu else spec.get("accelerators") or []
+    return (accels[0] if accels else {}), (accels[0]["type"] if accels else mt.gpu)
+
+
 def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_name: str
                            ) -> tuple[dict[str, str], list[dict]]:
     """The labels and taints GKE gives a pool's node (shared by the controller's Node objects, the cluster
     autoscaler's template nodes and validate's pitfall checks, which need no store)."""
     spec = pool["spec"]
     pool_name = pool["metadata"]["name"]
-    accels = [] if mt.tpu else spec.get("accelerators") or []  # a TPU machine type implies its chips
-    gpu = accels[0]["type"] if accels else mt.gpu
+    acc, gpu = pool_accelerator(spec, mt)
     labels = {
         "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/instance-type": mt.name, "node.kubernetes.io/instance-type": mt.name,
@@ -69,10 +75,10 @@ def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_n
     if spec.get("spot"):
         labels["cloud.google.com/gke-spot"] = "true"
         labels["cloud.google.com/gke-provisioning"] = "spot"
-    partition = accels[0].get("gpuPartitionSize") if accels else None
+    partition = acc.get("gpuPartitionSize")
     if partition:
         labels[mig.PARTITION_LABEL] = partition
-    _, share_labels, _ = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)
+    _, share_labels, _ = sharing.gke_sharing(acc.get("gpuSharingConfig"))
     labels.update(share_labels)
     if gpu:
         labels["cloud.google.com/gke-accelerator"] = gpu
@@ -332,10 +338,9 @@ class NodePoolController:
         pool's driver installation mode (also the cluster autoscaler's template node, see `template_node`)."""
         spec = pool["spec"]
         labels, taints = node_labels_and_taints(pool, mt, zone, node_name)
-        accels = [] if mt.tpu else spec.get("accelerators") or []  # a TPU machine type implies its chips
-        gpu = accels[0]["type"] if accels else mt.gpu
-        partition = accels[0].get("gpuPartitionSize") if accels else None
-        shared = sharing.gke_sharing(accels[0].get("gpuSharingConfig") if accels else None)[0]
+        acc, gpu = pool_accelerator(spec, mt)
+        partition = acc.get("gpuPartitionSize")
+        shared = sharing.gke_sharing(acc.get("gpuSharingConfig"))[0]
         max_pods = int(spec.get("maxPodsPerNode", 110))
         cap = {k: str(v) for k, v in catalog.capacity(mt, max_pods).items()}
         alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
@@ -354,8 +359,8 @@ class NodePoolController:
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                        "message": "kubelet is posting ready status", "lastTransitionTime": now}]},
         }
-        gpus = (accels[0]["count"] if accels else mt.gpu_count) if gpu else 0
-        driver = accels[0].get("gpuDriverInstallation", "DEFAULT") if accels else "DEFAULT"
+        gpus = (acc["count"] if acc else mt.gpu_count) if gpu else 0
+        driver = acc.get("gpuDriverInstallation", "DEFAULT")
         if gpus and partition:  # GKE advertises every MIG partition as one nvidia.com/gpu
             gpus *= mig.partition_count(mig.model_of(gpu) or "", partition)
         gpus = shared.advertised({"nvidia.com/gpu": gpus})["nvidia.com/gpu"] if gpus else 0
