@@ -24,7 +24,6 @@ from typing import Any
 
 from kubetwin.api.podresources import pod_requests, resource_value
 from kubetwin.controllers.nodelifecycle import node_is_ready
-from kubetwin.kueue.api import amount
 from kubetwin.scheduler.plugins import tolerates
 
 Obj = dict[str, Any]
@@ -56,6 +55,7 @@ class Checker:
         self.deleted_uids: set[str] = set()
         self.last_rv = -1
         self.succeeded_seen: dict[tuple[str, str], set[str]] = {}  # (ns, job) -> Succeeded pod uids/indexes
+        self.requests: dict[str, dict[str, int]] = {}  # pod uid -> pod_requests
 
     def fail(self, t: float, msg: str) -> None:
         if len(self.errors) < 50:
@@ -133,7 +133,11 @@ class Checker:
             if node and not _terminal(pod):
                 acc = used.setdefault(node, {"pods": 0})
                 acc["pods"] += 1
-                for r, v in pod_requests(pod).items():
+                uid = pod["metadata"].get("uid") or ""
+                req = self.requests.get(uid)
+                if req is None:  # a pod's requests do not change (no in-place resize in the twin): parse once
+                    req = self.requests[uid] = pod_requests(pod)
+                for r, v in req.items():
                     acc[r] = acc.get(r, 0) + v
         for name, req in sorted(used.items()):
             node = self.node(name)
@@ -165,12 +169,12 @@ class Checker:
                 for fq in rg.get("flavors") or []:
                     for r in fq.get("resources") or []:
                         if "borrowingLimit" in r or not (cq.get("spec") or {}).get("cohort"):
-                            limits[(fq["name"], r["name"])] = amount(r["name"], r.get("nominalQuota", 0)) + amount(
-                                r["name"], r.get("borrowingLimit", 0))
+                            limits[(fq["name"], r["name"])] = sum(resource_value(r["name"], r.get(k, 0))
+                                                                  for k in ("nominalQuota", "borrowingLimit"))
             for fu in (cq.get("status") or {}).get("flavorsReservation") or []:
                 for r in fu.get("resources") or []:
                     limit = limits.get((fu["name"], r["name"]))
-                    if limit is not None and amount(r["name"], r.get("total", 0)) > limit:
+                    if limit is not None and resource_value(r["name"], r.get("total", 0)) > limit:
                         self.fail(t, f"ClusterQueue {cq['metadata']['name']} reserves {r['total']} {r['name']} of "
                                      f"flavor {fu['name']}, over nominal + borrowingLimit")
 

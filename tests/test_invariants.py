@@ -84,6 +84,17 @@ def test_the_checker_catches_each_broken_invariant() -> None:
     job = {"kind": "Job", "metadata": {"name": "j", "namespace": "default", "uid": "j"}, "spec": {"completions": 2},
            "status": {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}}
     assert any("Succeeded pods seen" in e for e in check(_h((0, 1, "ADDED", job))))
+    tainted = {**_node("n"), "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present",
+                                                  "effect": "NoSchedule"}]}}
+    assert any("untolerated taint nvidia.com/gpu:NoSchedule" in e for e in check(_h(
+        (0, 1, "ADDED", tainted), (0, 2, "ADDED", _pod("a")), (1, 3, "MODIFIED", _pod("a", "n")))))
+    owned = _pod("w", "n", phase="Running")
+    owned["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "controller": True}]
+    failed = {**job, "spec": {}, "status": {"active": 0, "conditions": [{"type": "Failed", "status": "True"}]}}
+    assert any("finished Job j has 1 active pods" in e for e in check(_h(
+        (0, 1, "ADDED", _node("n")), (0, 2, "ADDED", owned), (1, 3, "ADDED", failed))))
+    short = {**job, "status": {"succeeded": 0, "conditions": [{"type": "Complete", "status": "True"}]}}
+    assert any("Complete Job j reports 0 succeeded of 2" in e for e in check(_h((0, 1, "ADDED", short))))
 
 
 def test_invariants_hold_over_the_node_faults(tmp_path: Path) -> None:
