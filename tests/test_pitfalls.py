@@ -345,6 +345,7 @@ def test_multi_host_tpu_pod_must_request_all_the_hosts_chips() -> None:
     assert "must consume all chips of its host (4)" in w.message and "requests 1 google.com/tpu" in w.message
     assert w.hint.startswith("request google.com/tpu: 4 per pod")
     assert not _warnings(_docs(SCENARIO, TPU.replace("{chips}", "4")))
+    assert not _warnings(_docs(SCENARIO, TPU.replace("{chips}", "4e0")))  # a quantity, not only digits
 
 
 def test_cli_validate_counts_warnings_and_exits_zero(tmp_path: Path) -> None:

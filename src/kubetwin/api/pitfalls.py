@@ -16,6 +16,7 @@ from typing import Any
 
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
+from kubetwin.api.podresources import pod_requests
 
 WARNING = "warning"
 KUEUE = "kueue.x-k8s.io/"
@@ -138,7 +139,6 @@ def _flavor_labels(sc: _Scenario) -> list[Diagnostic]:
 def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
     """Kueue counts every resource a pod requests; one its ClusterQueue does not cover makes the Workload
     inadmissible: "resource R unavailable in ClusterQueue" (pkg/scheduler/flavorassigner), forever."""
-    from kubetwin.api.podresources import pod_requests
     from kubetwin.kueue import jobframework
 
     queues = {(_ns(m), m.obj["metadata"]["name"]): (m.obj.get("spec") or {}).get("clusterQueue")
@@ -300,8 +300,7 @@ def _tpu_chips(sc: _Scenario) -> list[Diagnostic]:
                       and sel.get(tpu.TOPOLOGY_LABEL) == topo]
             if not target:
                 continue
-            chips = sum(int(str(res.get(tpu.RESOURCE, 0))) for _, key, res in _container_resources(pod_spec)
-                        if key == "containers")
+            chips = pod_requests({"spec": pod_spec}).get(tpu.RESOURCE, 0)
             if chips != target[0].tpu_chips:
                 out.append(_warn(m, f"{prefix}.containers", f"runs on a multi-host TPU slice "
                                  f"({sel[tpu.TOPOLOGY_LABEL]} of {target[0].name}) but requests {chips} "
@@ -317,10 +316,9 @@ CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
     _gpu_toleration, _driver_installer, _tpu_chips)
 
 
-def diagnostics(manifests: list[Manifest], found: list[Diagnostic]) -> list[Diagnostic]:
-    """The pitfall warnings for a scenario, over the objects `found` holds no error for."""
-    bad = {(d.file, d.obj) for d in found if d.severity == "error"}
-    sc = _Scenario([m for m in manifests if isinstance(m.obj, dict) and (m.file, m.ref) not in bad])
+def diagnostics(clean: list[Manifest]) -> list[Diagnostic]:
+    """The pitfall warnings for a scenario, over its objects that have no error (validate's `clean`)."""
+    sc = _Scenario([m for m in clean if isinstance(m.obj, dict)])
     out: list[Diagnostic] = []
     for check in CHECKS:
         out += check(sc)

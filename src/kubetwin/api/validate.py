@@ -323,7 +323,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
             clean.append(m)
     out += serving_validate.scenario(clean)
     out += limits.request_budget(manifests)
-    return out + pitfalls.diagnostics(manifests, out)  # cross-object platform pitfalls (api/pitfalls.py)
+    return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (api/pitfalls.py)
 
 
 def validate_one(m: Manifest) -> list[Diagnostic]:
