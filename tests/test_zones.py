@@ -42,6 +42,13 @@ def test_zone_that_does_not_exist_is_rejected_with_the_valid_zones() -> None:
     assert "us-central1-a, us-central1-b, us-central1-c" in e.hint and "us-central1-f" not in e.hint
 
 
+def test_zone_of_a_region_without_the_machine_hints_the_zones_that_offer_it() -> None:
+    """No zone of the region offers the GPU machine: the fix lists the zones that do, not every zone offered."""
+    [e] = _errors(_pool("g2-standard-8", "[mars-north1-a]"))
+    assert 'Invalid value: "mars-north1-a": zone does not exist' in e.message
+    assert e.hint.startswith("use a zone that offers g2-standard-8: ") and "mars-north1" not in e.hint
+
+
 def test_zone_that_does_not_offer_the_gpu_machine_type() -> None:
     errs = _errors(_pool("a3-ultragpu-8g", "[us-central1-a]", "  accelerators: [{type: nvidia-h200-141gb, count: 8}]"))
     assert len(errs) == 1

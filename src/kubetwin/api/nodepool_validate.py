@@ -7,6 +7,7 @@ from typing import Any
 
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
+from kubetwin.api.twin import DEFAULT_ZONE
 
 
 def diagnostics(m: Manifest) -> list[Diagnostic]:
@@ -47,16 +48,13 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     return out
 
 
-DEFAULT_ZONES = ["us-central1-a"]  # api/twin.py NodePoolSpec.zones: the twin cluster's location
-
-
 def _zones(m: Manifest, spec: dict, machine: str) -> list[Diagnostic]:
     """Each zone must exist and offer the machine type (catalog/data/zones.yaml, with its sources): GKE refuses a
     node pool whose --node-locations lack the machine type, as Compute Engine has no such VM there."""
     from kubetwin import catalog
 
     given = spec.get("zones")
-    zones = given or DEFAULT_ZONES
+    zones = given or [DEFAULT_ZONE]
     offered = catalog.zones_offering(machine)
     out: list[Diagnostic] = []
     for i, zone in enumerate(zones):
@@ -65,7 +63,7 @@ def _zones(m: Manifest, spec: dict, machine: str) -> list[Diagnostic]:
         if not catalog.zone_exists(zone):
             region = zone.rsplit("-", 1)[0]
             same = [z for z in catalog.zones() if z.rsplit("-", 1)[0] == region]
-            usable = [z for z in (offered[0] if offered else same) if z in same] or (offered[0] if offered else [])
+            usable = [z for z in (offered[0] if offered else same) if z in same]  # the region's zones that fit
             hint = (f"use one of {region}'s zones: {', '.join(usable)}" if usable else
                     f"use a zone that offers {machine}: {', '.join(offered[0])}" if offered else
                     "use a Compute Engine zone, e.g. us-central1-a (catalog.zones() lists them)")

@@ -17,6 +17,7 @@ from typing import Any
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import pod_requests
+from kubetwin.api.twin import DEFAULT_ZONE
 
 WARNING = "warning"
 KUEUE = "kueue.x-k8s.io/"
@@ -55,7 +56,7 @@ def _nodes(by_kind: dict[str, list[Manifest]]) -> Iterator[tuple[str, dict[str, 
             mt = catalog.machine_type(spec.get("machineType", ""))
         except catalog.CatalogError:
             continue
-        for zone in spec.get("zones") or ["us-central1-a"]:
+        for zone in spec.get("zones") or [DEFAULT_ZONE]:
             labels, taints = node_labels_and_taints(m.obj, mt, zone, f"{m.obj['metadata']['name']}-node")
             yield f"NodePool {m.obj['metadata']['name']}", labels, taints
     for m in by_kind.get("Node", []):

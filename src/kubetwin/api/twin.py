@@ -10,6 +10,7 @@ from kubetwin.api.units import parse_duration
 
 TWIN_API = "kubetwin.io/v1alpha1"
 INT32_MAX = 2**31 - 1  # counts are int32, as Kubernetes API conventions have them
+DEFAULT_ZONE = "us-central1-a"  # twin assumption: where a NodePool without spec.zones runs (the twin's location)
 MAX_SEED = 2**63 - 1  # twin limit: seeds are int64, as --seed flags of Go tools are
 MAX_SAMPLES = 1_000_000  # twin limit: time-series samples of one run (duration / sampleInterval)
 
@@ -96,7 +97,7 @@ class NodePoolSpec(_Strict):
     autoscaling: Autoscaling | None = None
     spot: bool = False
     spotPreemption: SpotPreemption | None = None  # only with spot: true (checked below)
-    zones: list[str] = Field(default_factory=lambda: ["us-central1-a"])
+    zones: list[str] = Field(default_factory=lambda: [DEFAULT_ZONE])
     # GPUs; a TPU machine type implies its chips (google.com/tpu), so TPU pools need no entry here
     accelerators: list[Accelerator] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)

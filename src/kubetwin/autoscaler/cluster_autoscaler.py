@@ -34,7 +34,7 @@ import yaml
 from kubetwin import catalog
 from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.twin import ClusterAutoscalerSpec
+from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
 from kubetwin.autoscaler.nodepool import NodePoolController, _suffix
@@ -146,7 +146,7 @@ class ClusterAutoscaler(ScaleDown):
             return
         hosts = len(self.pools.slice_nodes(name))
         group_hash = _suffix(f"{self.pools.cluster}/{name}", 8)
-        for zone in (spec.get("zones") or ["us-central1-a"])[:1 if hosts else None]:
+        for zone in (spec.get("zones") or [DEFAULT_ZONE])[:1 if hosts else None]:
             url = (f"https://www.googleapis.com/compute/v1/projects/kubetwin/zones/{zone}/instanceGroups/"
                    f"gke-{self.pools.cluster}-{name}-{group_hash}-grp")
             self.groups[(name, zone)] = NodeGroup(name, zone, auto["minNodeCount"], auto["maxNodeCount"], url,

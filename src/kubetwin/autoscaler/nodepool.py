@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from kubetwin import catalog
+from kubetwin.api.twin import DEFAULT_ZONE
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
 from kubetwin.devices import mig, sharing, tpu
@@ -149,7 +150,7 @@ class NodePoolController:
             per_zone = (spec.get("autoscaling") or {}).get("minNodeCount", 0)
         boot = parse_duration(spec.get("bootDelay", "90s"))
         topology = tpu.pool_topology(spec)
-        zones = spec.get("zones") or ["us-central1-a"]
+        zones = spec.get("zones") or [DEFAULT_ZONE]
         if topology is not None and tpu.is_multi_host(mt.name, topology):
             hosts = tpu.slice_shape(mt.name, topology)[1]
             zone = zones[0]  # validate: a multi-host slice lives in one zone

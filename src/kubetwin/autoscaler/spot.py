@@ -41,6 +41,7 @@ import random
 from collections import Counter
 
 from kubetwin.api.conditions import remove_condition
+from kubetwin.api.twin import DEFAULT_ZONE
 from kubetwin.api.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -199,7 +200,7 @@ class SpotPreemptionController:
             node = self.store.get("Node", "", h)
             if node is None:
                 continue
-            zone = (node["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", "us-central1-a")
+            zone = (node["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", DEFAULT_ZONE)
             self.store.delete("Node", "", h)
             if slice_pool is None and hasattr(self.pools, "recreate"):
                 self.pools.recreate(h, zone)
