@@ -165,6 +165,9 @@ def test_quantities_in_the_api_servers_words() -> None:
     assert (e.field, e.message) == (f"{base}.requests[cpu]", 'Invalid value: "-1": must be greater than or equal to 0')
     [e] = errors(job(cpu="1e30"))
     assert e.field == f"{base}.requests[cpu]" and "int64 milli-units" in e.message
+    assert not errors(job(extra=", ephemeral-storage: 1e16"))  # 10 PB: counted in bytes, not milli-bytes
+    [e] = errors(job(extra=", ephemeral-storage: 1e30"))
+    assert e.field == f"{base}.requests[ephemeral-storage]" and "no more than 9223372036854775807 " in e.message
     frac = errors(job(extra=", nvidia.com/gpu: 500m", limits="nvidia.com/gpu: 500m"))
     assert {(d.field, d.message) for d in frac} == {
         (f"{base}.requests[nvidia.com/gpu]", 'Invalid value: "500m": must be an integer'),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
-from kubetwin.api.units import UnitError, parse_duration, parse_quantity
+from kubetwin.api.units import UnitError, parse_duration, parse_positive_duration, parse_quantity
 
 POD = ("Pod", "Job", "JobSet", "Deployment", "ReplicaSet")  # read from the pod (a template's annotations reach it)
 ANY = ("*",)
@@ -42,17 +42,6 @@ class Annotation:
     pod: bool = False  # read from the pod: on a Job/JobSet/Deployment it belongs on the pod template
     checked_by: str = ""  # the module that validates it when `parse` is None
     written: bool = False  # written by the twin (output)
-
-
-def _duration(raw: str) -> float:
-    return parse_duration(raw)
-
-
-def _positive_duration(raw: str) -> float:
-    seconds = parse_duration(raw)
-    if seconds <= 0:
-        raise UnitError(f"must be greater than 0, got {raw!r}")
-    return seconds
 
 
 def _nonnegative_quantity(raw: str) -> object:
@@ -83,24 +72,24 @@ def _finite(raw: str) -> float:
 
 _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/create-at", ANY, "when the twin creates the object (simulated time from the start)",
-               "30m", _duration),
-    Annotation("kubetwin.io/delete-at", ANY, "when the twin deletes the object", "6h", _duration),
+               "30m", parse_duration),
+    Annotation("kubetwin.io/delete-at", ANY, "when the twin deletes the object", "6h", parse_duration),
     Annotation("kubetwin.io/duration", POD, "how long the pod's containers run before they exit 0 "
                "(controllers/kubelet.py); without it (and without training annotations) a pod runs until the end",
-               "2h", _duration, pod=True),
+               "2h", parse_duration, pod=True),
     Annotation("kubetwin.io/fail-after", POD, "the containers exit 1 this long after they start (the restart "
-               "policy and the Job's backoffLimit/podFailurePolicy decide what follows)", "20m", _duration,
+               "policy and the Job's backoffLimit/podFailurePolicy decide what follows)", "20m", parse_duration,
                pod=True),
     Annotation("kubetwin.io/checkpoint-interval", POD, "the pod saves its progress this often; a restarted pod "
                "resumes from its last checkpoint (without it a stopped pod's work is lost)", "30m",
-               _positive_duration, pod=True),
+               parse_positive_duration, pod=True),
     Annotation("kubetwin.io/gpu-util", POD, "the fraction of a whole GPU the pod keeps busy alone; sharing a GPU "
                "(time-slicing, MPS, MIG) slows it down by the sum over the GPU (devices/gpuruntime.py)", "0.3",
                _fraction, pod=True),
     Annotation("kubetwin.io/gpu-memory", POD, "the GPU memory the pod uses; over a shared GPU's memory the pod "
                "fails with a GPU OOM", "12Gi", _nonnegative_quantity, pod=True),
     Annotation("kubetwin.io/ready-after", POD, "a model server's startup time (image pull, weight load and engine "
-               "init) instead of the cold-start model (serving/coldstart.py)", "90s", _duration, pod=True),
+               "init) instead of the cold-start model (serving/coldstart.py)", "90s", parse_duration, pod=True),
     Annotation("alibabacloud.com/gpu-milli", POD, "open-gpu-share: thousandths of one GPU the pod takes "
                "(1-1000), with a Scenario gpuPlacementPolicy", "300", pod=True, checked_by="api/validate.py"),
     Annotation("alibabacloud.com/gpu-count", POD, "open-gpu-share: GPUs the pod takes (1-8; 1 when it shares one)",
@@ -109,11 +98,11 @@ _ROWS: list[Annotation] = [
                "default epp for an InferencePool, round-robin for a Service", "round-robin",
                checked_by="api/serving_validate.py"),
     Annotation("kubetwin.io/request-ttl", POOLS, "how long the gateway holds a request no endpoint can take before "
-               "it answers 503 (default 10m, a twin assumption)", "10m", _duration),
+               "it answers 503 (default 10m, a twin assumption)", "10m", parse_duration),
     Annotation("kubetwin.io/slo-ttft", POOLS, "the pool's time-to-first-token objective for SLO attainment in "
-               "summary.json (default 2s)", "2s", _duration),
+               "summary.json (default 2s)", "2s", parse_duration),
     Annotation("kubetwin.io/slo-tpot", POOLS, "the pool's time-per-output-token objective (default 200ms)", "200ms",
-               _duration),
+               parse_duration),
     Annotation("kubetwin.io/data-size", ("GCPDataSource",), "the bytes the GKE Volume Populator copies (the twin "
                "cannot list the bucket)", "2Ti", checked_by="api/volume_validate.py"),
     Annotation("kubetwin.io/gpu-index", ("Pod",), "which GPUs of its node a pod got under a gpuPlacementPolicy",

@@ -19,6 +19,7 @@ from typing import Any
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
+from kubetwin.api.podresources import resource_value
 from kubetwin.api.units import UnitError, parse_quantity
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -30,9 +31,9 @@ NEGATIVE_MSG = "must be greater than or equal to 0"
 NOT_INTEGER_MSG = "must be an integer"
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
-# Twin limit: the scheduler and the node table count resources in int64 milli-units (as kube-scheduler's
-# Resource.MilliCPU and Quantity.MilliValue() do), so a larger quantity cannot be represented.
-MAX_MILLI = 2**63 - 1
+# Twin limit: the scheduler and the node table count resources in int64 (cpu in milli-units, as kube-scheduler's
+# Resource.MilliCPU; the rest in whole units), so a larger quantity cannot be represented.
+MAX_INT64 = INT64[1]
 # Pods one object may ask for: GKE's "Pods per cluster" limit, 200,000 (https://cloud.google.com/kubernetes-engine/
 # quotas); the twin refuses one object whose pods alone pass it (a twin limit: every pod is simulated).
 MAX_PODS = 200_000
@@ -90,9 +91,10 @@ def quantity_problem(rname: str, value: object) -> str | None:
         return NEGATIVE_MSG
     if is_extended(rname) and q != q.to_integral_value():
         return NOT_INTEGER_MSG
-    if q * 1000 > MAX_MILLI:
-        return (f"must be no more than {Decimal(MAX_MILLI) / 1000} (a twin limit: the scheduler counts "
-                "resources in int64 milli-units)")
+    if resource_value(rname, value) > MAX_INT64:  # what the scheduler's int64 columns hold: cpu in milli-units
+        limit = Decimal(MAX_INT64) / (1000 if rname == "cpu" else 1)
+        return f"must be no more than {limit} (a twin limit: the scheduler counts resources in int64" + (
+            " milli-units)" if rname == "cpu" else ")")
     return None
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from kubetwin.api.units import parse_duration
+from kubetwin.api.units import parse_duration, parse_positive_duration
 
 TWIN_API = "kubetwin.io/v1alpha1"
 INT32_MAX = 2**31 - 1  # counts are int32, as Kubernetes API conventions have them
@@ -184,8 +184,7 @@ class ZoneCapacity(_Strict):
 
 
 def _positive_duration(v: str) -> str:
-    if parse_duration(v) <= 0:
-        raise ValueError(f"must be greater than 0, got {v!r}")
+    parse_positive_duration(v)  # a UnitError is a ValueError: pydantic reports it at the field
     return v
 
 

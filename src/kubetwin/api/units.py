@@ -66,6 +66,14 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
+def parse_positive_duration(value: object) -> float:
+    """parse_duration for periods that must pass (a sampling interval, a checkpoint interval): more than 0 s."""
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise UnitError(f"must be greater than 0, got {value!r}")
+    return seconds
+
+
 def _parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise UnitError(f"invalid duration {value!r}: use a number of seconds or forms like 90s, 10m, 2h, 7d")

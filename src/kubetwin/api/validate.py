@@ -138,8 +138,8 @@ def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnost
         return Diagnostic(m.file, m.line_of(path), m.ref, path,
                           f"Invalid value: {shown(err.instance)}: "
                           f"{fields.int_format_problem(err.instance, err.validator_value)}",
-                          f"use a value between {-(2**31) if err.validator_value == 'int32' else -(2**63)} and "
-                          f"{2**31 - 1 if err.validator_value == 'int32' else 2**63 - 1}")
+                          "use a value between {} and {}".format(
+                              *(fields.INT32 if err.validator_value == "int32" else fields.INT64)))
     if err.validator in ("type", "format", "enum"):
         return Diagnostic(m.file, m.line_of(path), m.ref, path,
                           f"Invalid value: {json.dumps(err.instance, default=str)[:60]}: {shown(err.message, 200)}",
