@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,9 +140,15 @@ def _training_rows() -> list[Annotation]:
 
 def rows() -> list[Annotation]:
     """Every registered annotation, sorted by key."""
+    return list(_by_key(len(REGISTRY)).values())
+
+
+@functools.lru_cache(maxsize=1)
+def _by_key(registered: int) -> dict[str, Annotation]:
+    """key -> row, sorted by key; built once per registry size (validate asks for every manifest)."""
     out = {r.key: r for r in _training_rows()}
     out.update(REGISTRY)
-    return [out[k] for k in sorted(out)]
+    return {k: out[k] for k in sorted(out)}
 
 
 def annotation_sets(obj: dict) -> list[tuple[str, dict, bool]]:
@@ -172,7 +179,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     """Each registered annotation's value must parse; pod annotations belong where pods get them; a misspelt
     kubetwin.io/ key gets the closest real one."""
     out: list[Diagnostic] = []
-    known = {r.key: r for r in rows()}
+    known = _by_key(len(REGISTRY))
     for prefix, anns, on_pod in annotation_sets(m.obj):
         for key in sorted(anns):
             field = f'{prefix}.annotations["{key}"]'
