@@ -123,6 +123,16 @@ def _regex(pattern: str) -> re.Pattern | None:
         return None
 
 
+def closest_field(key: str, names: list[str]) -> str | None:
+    """The real field an unknown key most likely meant: the same name in another case, else difflib's closest
+    (cutoff 0.6); None when nothing is close. Used for CRDs, core kinds and twin kinds alike."""
+    lower = {n.lower(): n for n in names}
+    if key.lower() in lower:
+        return lower[key.lower()]
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def _fields_hint(key: str, schema: dict, parent: str, map_of: str) -> str:
     """The closest real field name (difflib), or the fields allowed here, or the shape the parent must have."""
     props = schema.get("properties") or {}
@@ -134,10 +144,9 @@ def _fields_hint(key: str, schema: dict, parent: str, map_of: str) -> str:
         return (f"{parent} must be {article} {schema['type']}, not a map: check its shape and indentation for this "
                 "apiVersion")
     names = sorted(props)
-    lower = {n.lower(): n for n in names}
-    close = [lower[key.lower()]] if key.lower() in lower else difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    close = closest_field(key, names)
     if close:
-        return f"did you mean {child(parent, close[0])}? rename {key} to {close[0]}, or remove it"
+        return f"did you mean {child(parent, close)}? rename {key} to {close}, or remove it"
     if not names:
         return f"remove it: {parent or 'this object'} takes no fields"
     shown = ", ".join(names[:15]) + (", ..." if len(names) > 15 else "")

@@ -5,7 +5,6 @@ one, as the CRD checks give (api/crd_schema.py)."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import types
 import typing
@@ -13,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from kubetwin.api.crd_schema import closest_field
 from kubetwin.api.limits import shown
 
 
@@ -65,8 +65,8 @@ def translate(model: type[BaseModel], e: dict, field: str) -> tuple[str, str]:
         parent = model_at(model, e["loc"][:-1])
         names = list(parent.model_fields) if parent else []
         key = str(e["loc"][-1])
-        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-        fix = (f"did you mean {close[0]}? rename {key} to {close[0]}, or remove it" if close else
+        close = closest_field(key, names)
+        fix = (f"did you mean {close}? rename {key} to {close}, or remove it" if close else
                f"remove it; the fields here are {', '.join(names)}" if names else "remove it")
         return f'strict decoding error: unknown field "{field}"', fix
     if kind == "missing":

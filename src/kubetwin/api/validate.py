@@ -7,7 +7,6 @@ express are written in the API server's own words (k8s.io/kubernetes pkg/apis/co
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import re
@@ -20,6 +19,7 @@ from referencing import Registry, Resource
 
 from kubetwin.api import (
     annotations,
+    crd_schema,
     dra_validate,
     fields,
     limits,
@@ -125,8 +125,8 @@ def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnost
         extra = re.findall(r"'([^']+)'", err.message.split("(")[-1])
         field = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
         names = sorted((err.schema.get("properties") or {}) if isinstance(err.schema, dict) else {})
-        close = difflib.get_close_matches(extra[0], names, n=1, cutoff=0.6) if extra else []
-        hint = (f"did you mean {close[0]}? rename {extra[0]} to {close[0]}, or remove it" if close else
+        close = crd_schema.closest_field(extra[0], names) if extra else None
+        hint = (f"did you mean {close}? rename {extra[0]} to {close}, or remove it" if close else
                 "remove it, or check its spelling and indentation against the API reference")
         return Diagnostic(m.file, m.line_of(field), m.ref, field,
                           f'strict decoding error: unknown field "{field}"', hint)
