@@ -227,3 +227,46 @@ def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
                 "kubetwin models vLLM (vllm serve, vllm/vllm-openai) and TGI (text-generation-launcher); run one of "
                 "them to see the pool serve", "notice"))
     return out
+
+
+MAX_REQUESTS = 100_000_000  # twin limit: a RequestTrace generator's expected requests in one run (columnar arrays)
+MAX_KNOTS = 10_000_000  # twin limit: diurnal grid points / on-off periods of one generator
+
+
+def request_budget(manifests: list[Manifest]) -> list[Diagnostic]:
+    """RequestTrace generators whose expected arrivals, diurnal grid or on-off periods over the run
+    (serving.generator.size_estimate) would not fit in memory; across objects: the Scenario's duration is the
+    generators' default."""
+    from pydantic import ValidationError
+
+    from kubetwin.api.twin import RequestTrace, ScenarioSpec
+    from kubetwin.api.units import parse_duration
+    from kubetwin.serving.generator import size_estimate
+
+    horizon = 86400.0
+    for m in manifests:
+        if m.kind == "Scenario" and isinstance(m.obj.get("spec"), dict):
+            try:
+                horizon = parse_duration(ScenarioSpec.model_validate(m.obj["spec"]).duration)
+            except (ValidationError, ValueError):
+                return []  # reported on the Scenario
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if m.kind != "RequestTrace":
+            continue
+        try:
+            gen = RequestTrace.model_validate(m.obj).spec.generator
+        except (ValidationError, ValueError):
+            continue
+        if gen is None:
+            continue
+        duration = parse_duration(gen.duration) if gen.duration else horizon
+        expected, knots, peak = size_estimate(gen, duration)
+        field, what = (("spec.generator.rate", f"{expected:.3g} requests (rate {peak:g}/s over {duration:g} s)")
+                       if expected > MAX_REQUESTS else ("spec.generator", f"{knots:.3g} rate knots")
+                       if knots > MAX_KNOTS else ("", ""))
+        if field:
+            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: the generator makes "
+                                  f"{what}: the twin holds at most {MAX_REQUESTS:,} requests and {MAX_KNOTS:,} rate "
+                                  "knots per trace (a twin limit)", "lower the rate or the generator's duration"))
+    return out

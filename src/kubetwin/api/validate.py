@@ -22,7 +22,6 @@ from kubetwin.api import (
     crd_schema,
     dra_validate,
     fields,
-    limits,
     nodepool_validate,
     pitfalls,
     serving_validate,
@@ -322,7 +321,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         if not any(d.severity == "error" for d in found):
             clean.append(m)
     out += serving_validate.scenario(clean)
-    out += limits.request_budget(manifests)
+    out += serving_validate.request_budget(manifests)
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (api/pitfalls.py)
 
 

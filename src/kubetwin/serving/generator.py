@@ -26,6 +26,20 @@ _U64 = np.uint64
 _DIURNAL_GRID_S = 60.0  # the diurnal rate is integrated on a 1-minute grid (piecewise linear Lambda)
 
 
+def size_estimate(gen: TraceGenerator, duration: float) -> tuple[float, float, float]:
+    """(expected requests at the peak rate, rate knots, the peak rate) of a generator over `duration` s: what its
+    columnar arrays and rate grid will hold (the 1-minute diurnal grid of rate_grid, one knot per on-off period)."""
+    sched, process = gen.rateSchedule, gen.process
+    factor = max([1.0] + ([sched.diurnal.peak] if sched and sched.diurnal else [])
+                 + ([process.offRateFactor] if process.type == "on-off" else []))
+    peak = max([gen.rate * factor] + [s.rate for s in (sched.steps if sched else [])])
+    knots = duration / _DIURNAL_GRID_S if sched and sched.diurnal else 0.0
+    if process.type == "on-off":
+        knots = max(knots, duration / max(parse_duration(process.onDuration) + parse_duration(process.offDuration),
+                                          1e-9))
+    return peak * duration, knots, peak
+
+
 def rate_grid(rate: float, schedule: RateSchedule | None, process: ArrivalProcess, duration: float,
               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(t, Lambda(t)) knots of the cumulative rate, piecewise linear between knots."""
