@@ -233,7 +233,7 @@ class Kubelet:
             failed = self.store.update({**cur, "status": status})
             self.events.event(failed, "Warning", reason, error, "kubelet")
             return
-        startup = next((s for s in (h(cur, node) for h in self.startup_hooks) if s is not None), None)
+        startup = self._startup(cur, node)
         if startup is None:
             self._run_containers(cur, node, None)
             return
@@ -400,11 +400,15 @@ class Kubelet:
             self.events.event(running, "Normal", "Started", f"Started container {cs['name']}", "kubelet")
         self._arm_failure(running, n)
 
+    def _startup(self, pod: Obj, node: Obj | None) -> Startup | None:
+        """The first startup hook's answer for the pod on its node (serving's cold start), None when none has one."""
+        return next((s for s in (h(pod, node) for h in self.startup_hooks) if s is not None), None)
+
     def _start_again(self, cur: Obj, n: int, now: str) -> None:
         """A container that exited while starting runs its start again (the image is on the node): the hooks say
         whether it fails again (the same device, or a GPU its neighbours have left since) or turns Ready."""
         node = self.store.get("Node", "", cur["spec"]["nodeName"])
-        startup = next((s for s in (h(cur, node) for h in self.startup_hooks) if s is not None), None)
+        startup = self._startup(cur, node)
         status = {**cur["status"], "containerStatuses": [
             {**cs, "ready": False, "started": True, "state": {"running": {"startedAt": now}}}
             for cs in cur["status"].get("containerStatuses") or []]}
