@@ -283,9 +283,18 @@ def test_gpu_request_gets_the_toleration_from_admission_so_no_warning() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- driver install
+MANUAL_POOL = GPU_POOL.replace("{extra}", ", gpuDriverInstallation: INSTALLATION_DISABLED")
+GPU_POD = """apiVersion: v1
+kind: Pod
+metadata: {name: gpu-pod, namespace: default, annotations: {kubetwin.io/duration: 10m}}
+spec:
+  restartPolicy: Never
+  containers: [{name: c, image: busybox, resources: {limits: {nvidia.com/gpu: "1"}}}]
+"""
+
+
 def test_manual_driver_installation_without_the_installer() -> None:
-    pool = GPU_POOL.replace("{extra}", ", gpuDriverInstallation: INSTALLATION_DISABLED")
-    ws = _warnings(_docs(SCENARIO, pool))
+    ws = _warnings(_docs(SCENARIO, MANUAL_POOL))
     assert len(ws) == 1
     w = ws[0]
     assert (w.obj, w.field) == ("NodePool/l4", "spec.accelerators[0].gpuDriverInstallation")
@@ -294,15 +303,7 @@ def test_manual_driver_installation_without_the_installer() -> None:
 
 
 def test_manual_driver_installation_leaves_gpu_pods_pending_in_the_run(tmp_path: Path) -> None:
-    pool = GPU_POOL.replace("{extra}", ", gpuDriverInstallation: INSTALLATION_DISABLED")
-    pod = """apiVersion: v1
-kind: Pod
-metadata: {name: gpu-pod, namespace: default, annotations: {kubetwin.io/duration: 10m}}
-spec:
-  restartPolicy: Never
-  containers: [{name: c, image: busybox, resources: {limits: {nvidia.com/gpu: "1"}}}]
-"""
-    r = _run(tmp_path, _docs(SCENARIO, pool, pod))
+    r = _run(tmp_path, _docs(SCENARIO, MANUAL_POOL, GPU_POD))
     node = _last(r, "Node", "")
     assert "nvidia.com/gpu" not in node["status"]["allocatable"]
     assert _last(r, "Pod", "gpu-pod")["status"]["phase"] == "Pending"
@@ -371,15 +372,7 @@ spec:
 
 def test_manual_driver_installation_with_the_installer_gets_gpus_in_the_run(tmp_path: Path) -> None:
     """With the installer DaemonSet applied, the nodes get the driver (after driverInstallDelay) and GPUs."""
-    pool = GPU_POOL.replace("{extra}", ", gpuDriverInstallation: INSTALLATION_DISABLED")
-    pod = """apiVersion: v1
-kind: Pod
-metadata: {name: gpu-pod, namespace: default, annotations: {kubetwin.io/duration: 10m}}
-spec:
-  restartPolicy: Never
-  containers: [{name: c, image: busybox, resources: {limits: {nvidia.com/gpu: "1"}}}]
-"""
-    text = _docs(SCENARIO, pool, INSTALLER, pod)
+    text = _docs(SCENARIO, MANUAL_POOL, INSTALLER, GPU_POD)
     assert not _warnings(text)
     r = _run(tmp_path, text)
     assert _last(r, "Node", "")["status"]["allocatable"].get("nvidia.com/gpu") == "1"
@@ -387,10 +380,9 @@ spec:
 
 
 def test_installer_applied_later_installs_on_the_waiting_nodes(tmp_path: Path) -> None:
-    pool = GPU_POOL.replace("{extra}", ", gpuDriverInstallation: INSTALLATION_DISABLED")
     late = INSTALLER.replace("namespace: kube-system}", "namespace: kube-system, annotations: "
                              "{kubetwin.io/create-at: 20m}}")
-    r = _run(tmp_path, _docs(SCENARIO, pool, late))
+    r = _run(tmp_path, _docs(SCENARIO, MANUAL_POOL, late))
     gpu_at = [t for t, _, _, o in r.history if o["kind"] == "Node"
               and o["status"]["allocatable"].get("nvidia.com/gpu") == "1"]
     assert gpu_at and gpu_at[0] == 1200.0  # driverInstallDelay 0s after the DaemonSet appears
