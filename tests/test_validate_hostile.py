@@ -52,6 +52,16 @@ def job(ns: str = "default", container: str = "c", cpu: str = "1", extra: str = 
         """)
 
 
+def jobset(replicas: str = "1", job_spec: str = "completions: 1", pod_ann: str = "",
+           container: str = "{name: c, image: x}") -> str:
+    """A JobSet with one replicated Job (replicas on line 7) whose pod template has one container."""
+    meta = f"          metadata:\n            annotations: {{{pod_ann}}}\n" if pod_ann else ""
+    return ("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n"
+            f"  - name: w\n    replicas: {replicas}\n    template:\n      spec:\n        {job_spec}\n"
+            f"        template:\n{meta}          spec:\n            restartPolicy: Never\n"
+            f"            containers: [{container}]\n")
+
+
 def errors(text: str) -> list:
     return [d for d in validate(load_text(text, "t.yaml")) if d.severity == "error"]
 
@@ -202,25 +212,8 @@ def test_twin_annotations_are_validated_everywhere_the_twin_reads_them() -> None
     [e] = errors(POOL + "---\n" + job(template_ann="kubetwin.io/fail-after: banana"))
     assert e.field == 'spec.template.metadata.annotations["kubetwin.io/fail-after"]' and e.line == 13
     assert "invalid duration 'banana'" in e.message and e.hint.startswith('e.g. kubetwin.io/fail-after: "20m"')
-    jobset = textwrap.dedent("""\
-        apiVersion: jobset.x-k8s.io/v1alpha2
-        kind: JobSet
-        metadata: {name: js}
-        spec:
-          replicatedJobs:
-          - name: w
-            replicas: 1
-            template:
-              spec:
-                completions: 1
-                template:
-                  metadata:
-                    annotations: {kubetwin.io/duration: soon, kubetwin.io/checkpoint-interval: 0s}
-                  spec:
-                    restartPolicy: Never
-                    containers: [{name: c, image: x}]
-        """)
-    found = {(d.field, d.message.split(": ")[-1][:20]) for d in errors(jobset)}
+    text = jobset(pod_ann="kubetwin.io/duration: soon, kubetwin.io/checkpoint-interval: 0s")
+    found = {(d.field, d.message.split(": ")[-1][:20]) for d in errors(text)}
     pre = "spec.replicatedJobs[0].template.spec.template.metadata.annotations"
     assert {f for f, _ in found} == {f'{pre}["kubetwin.io/duration"]', f'{pre}["kubetwin.io/checkpoint-interval"]'}
     trace = ("apiVersion: kubetwin.io/v1alpha1\nkind: RequestTrace\nmetadata:\n  name: t\n  annotations: "
@@ -295,22 +288,7 @@ def test_examples_load_as_yaml_load_reads_them() -> None:
 
 def test_jobset_integer_ranges_and_pod_templates() -> None:
     """A JobSet's int32 fields (replicas, the Job template's parallelism) and its pods' containers."""
-    text = textwrap.dedent("""\
-        apiVersion: jobset.x-k8s.io/v1alpha2
-        kind: JobSet
-        metadata: {name: js}
-        spec:
-          replicatedJobs:
-          - name: w
-            replicas: REPLICAS
-            template:
-              spec:
-                completions: 1
-                template:
-                  spec:
-                    restartPolicy: Never
-                    containers: [{name: Bad_C, image: x, resources: {requests: {cpu: "-1"}}}]
-        """)
+    text = jobset(replicas="REPLICAS", container='{name: Bad_C, image: x, resources: {requests: {cpu: "-1"}}}')
     [e] = errors(text.replace("REPLICAS", "1.0e+30"))
     assert e.field == "spec.replicatedJobs[0].replicas" and e.message == (
         "Invalid value: 1e+30: json: cannot unmarshal number 1e+30 into Go struct field of type int32")
@@ -359,10 +337,7 @@ def test_indexed_jobs_need_completions() -> None:
     Indexed by default (its webhook), so the same holds for their templates. The run crashed on both."""
     [e] = errors(job(spec_extra="completionMode: Indexed\nparallelism: 2"))
     assert (e.field, e.message) == ("spec.completions", "Required value: when completion mode is Indexed")
-    jobset = ("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n"
-              "  - name: w\n    replicas: 2\n    template:\n      spec:\n        parallelism: 2\n        template:\n"
-              "          spec:\n            restartPolicy: Never\n            containers: [{name: c, image: x}]\n")
-    [e] = errors(jobset)
+    [e] = errors(jobset(replicas="2", job_spec="parallelism: 2"))
     assert e.field == "spec.replicatedJobs[0].template.spec.completions"
 
 
@@ -419,8 +394,5 @@ def test_typed_scalars_the_api_server_would_refuse_or_default() -> None:
     controller; a JobSet's `replicas: null` (the API server drops it and defaults 1) crashed the JobSet controller."""
     [e] = errors(POOL.replace("nodeCount: 1", "nodeCount: '3'"))
     assert (e.field, e.message) == ("spec.nodeCount", 'Invalid value: "3": must be an integer')
-    jobset = ("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n"
-              "  - name: w\n    replicas: null\n    template:\n      spec:\n        completions: 1\n        template:\n"
-              "          spec:\n            restartPolicy: Never\n            containers: [{name: c, image: x}]\n")
-    [e] = errors(jobset)
+    [e] = errors(jobset(replicas="null"))
     assert (e.field, e.line) == ("spec.replicatedJobs[0].replicas", 7) and "defaults the field" in e.message
