@@ -82,3 +82,13 @@ def final_objects(result, kind: str) -> dict[str, dict]:
             else:
                 out[o["metadata"]["name"]] = o
     return out
+
+
+def static_node(name: str, cpu: str = "4", ready: str = "True") -> dict:
+    """A v1 Node given in the scenario (as KWOK fakes them)."""
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name, "cloud.google.com/gke-nodepool": "static"}},
+        "status": {"capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+                   "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": ready,
+                                   "reason": "KubeletReady" if ready == "True" else "KubeletNotReady"}]}}

@@ -6,8 +6,8 @@ whose status is unchanged keeps its lastTransitionTime even when its reason or m
 
 from __future__ import annotations
 
-from conftest import scenario
-from test_pod_resources import node, pod
+from conftest import scenario, static_node
+from test_pod_resources import pod
 
 from kubetwin.api.conditions import (
     find_condition,
@@ -27,8 +27,8 @@ def pod_versions(result, name: str) -> list[tuple[float, dict]]:
 def test_unschedulable_pod_keeps_the_time_it_became_unschedulable_when_the_message_changes() -> None:
     # At 0s there is no node ("no nodes available to schedule pods"); at 5m a too-small node joins and the
     # message becomes "Insufficient cpu": still PodScheduled=False since 0s.
-    small = {**node("small", cpu="2"), "metadata": {"name": "small", "annotations": {"kubetwin.io/create-at": "5m"},
-                                                    "labels": {"kubernetes.io/hostname": "small"}}}
+    small = static_node("small", cpu="2")
+    small["metadata"]["annotations"] = {"kubetwin.io/create-at": "5m"}
     res = run(objects=[scenario("10m"), small, pod("big", "4")])
     messages = []
     for t, p in pod_versions(res, "big"):

@@ -100,8 +100,8 @@ def test_the_checker_catches_each_broken_invariant() -> None:
 def test_invariants_hold_over_the_node_faults(tmp_path: Path) -> None:
     """The pods that skip the scheduler (spec.nodeName) on a full, a missing and a NotReady node: before the
     kubelet's admission, PodGC and the node lifecycle controller they over-committed and ran where they could not."""
-    from conftest import scenario
-    from test_node_faults import bound, static_node
+    from conftest import scenario, static_node
+    from test_node_faults import bound
 
     out = tmp_path / "run"
     run(objects=[scenario("20m"), static_node("full", cpu="4"), bound("a", "full", "3"), bound("b", "full", "2"),

@@ -3,21 +3,11 @@ controller are what stop them from running where they cannot."""
 
 from __future__ import annotations
 
-from conftest import final_objects, make_pod, scenario
+from conftest import final_objects, make_pod, scenario, static_node
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
 from kubetwin.run import run
-
-
-def static_node(name: str, cpu: str = "4", ready: str = "True") -> dict:
-    """A v1 Node given in the scenario (as KWOK fakes them)."""
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
-        "kubernetes.io/hostname": name, "cloud.google.com/gke-nodepool": "static"}},
-        "status": {"capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
-                   "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
-                   "conditions": [{"type": "Ready", "status": ready,
-                                   "reason": "KubeletReady" if ready == "True" else "KubeletNotReady"}]}}
 
 
 def bound(name: str, node: str, cpu: str, at: str = "0s") -> dict:
