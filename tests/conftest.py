@@ -92,3 +92,14 @@ def static_node(name: str, cpu: str = "4", ready: str = "True") -> dict:
                    "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
                    "conditions": [{"type": "Ready", "status": ready,
                                    "reason": "KubeletReady" if ready == "True" else "KubeletNotReady"}]}}
+
+
+def missing_shared_trace(path: Path) -> str | None:
+    """A RequestTrace file (under ../shared) that this checkout does not have: tests that need it skip."""
+    if path.is_dir():
+        return None
+    for doc in yaml.safe_load_all(path.read_text()):
+        if (doc or {}).get("kind") == "RequestTrace" and (doc.get("spec") or {}).get("path"):
+            if not (path.parent / doc["spec"]["path"]).exists():
+                return doc["spec"]["path"]
+    return None

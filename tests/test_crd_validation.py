@@ -270,6 +270,8 @@ def test_seed_kueue_objects_and_the_corrected_seed(tmp_path: Path) -> None:
          "size(x.resources) == size(self.coveredResources)))"),
         (122, "spec.clusterQueueName", 'strict decoding error: unknown field "spec.clusterQueueName"',
          "did you mean spec.clusterQueue? rename clusterQueueName to clusterQueue, or remove it")]
+    if not (SHARED / "seed-manifests-corrected.yaml").exists():
+        pytest.skip(f"the corrected seed is under {SHARED}, which this checkout does not have beside it")
     corrected = validate(load_paths([SHARED / "seed-manifests-corrected.yaml"]))
     assert [d.render() for d in corrected if d.severity == "error"] == []
     assert [d.obj for d in corrected if d.severity == "notice" and "not simulated" not in d.message] == []

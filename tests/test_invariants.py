@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import SHARED
+from conftest import SHARED, missing_shared_trace
 from invariants import check, check_run_dir
 
 from kubetwin.run import run
@@ -23,20 +22,9 @@ DURATION = {"serving-llama3-epp.yaml": "10m", "serving-llmd-shared-prefix.yaml":
             "training-llama-8b-a3.yaml": "2h", "demo": "4h", "gpu-sharing": "2h", "dra": "2h"}
 
 
-def _missing_trace(path: Path) -> str | None:
-    """A RequestTrace file under ../shared that this checkout does not have (a worktree without shared/)."""
-    if path.is_dir():
-        return None
-    for doc in yaml.safe_load_all(path.read_text()):
-        if (doc or {}).get("kind") == "RequestTrace" and (doc.get("spec") or {}).get("path"):
-            if not (path.parent / doc["spec"]["path"]).exists():
-                return doc["spec"]["path"]
-    return None
-
-
 @pytest.mark.parametrize("path", [*EXAMPLES, *SCENARIOS, SEED_CORRECTED], ids=lambda p: p.name)
 def test_invariants_hold_over_the_examples(path: Path, tmp_path: Path) -> None:
-    if not path.exists() or _missing_trace(path):
+    if not path.exists() or missing_shared_trace(path):
         pytest.skip(f"{path.name}: needs ../shared")
     out = tmp_path / "run"
     run([path], out=out, duration=DURATION.get(path.name))
