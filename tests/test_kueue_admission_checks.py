@@ -213,3 +213,22 @@ def test_no_request_needed_without_managed_resources():
     assert check_state(wl)["message"] == "the provisioning request is not needed"
     assert first_time(r, "Workload", "job-train-", lambda o: cond(o, "Admitted").get("status") == "True") == 0
     assert not versions(r, "ProvisioningRequest")
+
+
+def test_inactive_queue_keeps_the_time_it_became_inactive_when_the_reason_changes():
+    # Kueue writes a ClusterQueue's Active condition with apimeta.SetStatusCondition (clusterqueue_controller.go
+    # updateCqStatusIfChanged): from "AdmissionCheckNotFound" to "AdmissionCheckInactive" it stays False since 0s.
+    objs = objects()
+    ac = find(objs, "AdmissionCheck", CHECK)
+    ac["metadata"]["annotations"] = {"kubetwin.io/create-at": "30m"}
+    ac["spec"]["parameters"]["name"] = "no-such-config"
+    r = kt_run(objects=objs, duration="1h")
+    seen = [(t, cond(o, "Active")) for t, etype, o in versions(r, "ClusterQueue", "dws")
+            if etype != "DELETED" and cond(o, "Active")]
+    reasons = list(dict.fromkeys(c["reason"] for _, c in seen))
+    assert reasons == ["AdmissionCheckNotFound", "AdmissionCheckInactive"]
+    assert {c["status"] for _, c in seen} == {"False"}
+    assert {c["lastTransitionTime"] for _, c in seen} == {"2026-01-01T00:00:00Z"}
+    assert next(t for t, c in seen if c["reason"] == "AdmissionCheckInactive") == 1800
+    check = last(r, "AdmissionCheck", CHECK)
+    assert cond(check, "Active")["reason"] == "BadParametersRef"

@@ -71,6 +71,19 @@ def set_conditions(conditions: Sequence[Condition] | None, new: Sequence[Conditi
     return out
 
 
+def replace_or_append_condition(conditions: Sequence[Condition] | None, new: Condition) -> list[Condition]:
+    """ReplaceOrAppendPodCondition (k8s.io/kubernetes pkg/util/pod/pod.go): `new` exactly as given, where the
+    condition of its type stands or at the end; lastTransitionTime is new's (a server-side apply of one list-map
+    item, keyed by type, has the same effect)."""
+    out = list(conditions or ())
+    for i, old in enumerate(out):
+        if old.get("type") == new["type"]:
+            out[i] = dict(new)
+            return out
+    out.append(dict(new))
+    return out
+
+
 def remove_condition(conditions: Sequence[Condition] | None, ctype: str) -> tuple[list[Condition], bool]:
     """RemoveStatusCondition: the list without the condition of that type, and whether one was removed."""
     out = [c for c in conditions or () if c.get("type") != ctype]

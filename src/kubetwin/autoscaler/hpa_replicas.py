@@ -11,6 +11,7 @@ import math
 import weakref
 from collections.abc import Callable
 
+from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.units import parse_quantity
 from kubetwin.serving.promql import LOOKBACK, MetricsProvider
 from kubetwin.serving.staleness import newest
@@ -69,7 +70,7 @@ def _pod_ready(pod: Obj) -> bool:
     if st.get("phase") != "Running":
         return False
     conds = st.get("conditions")
-    return not conds or any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+    return not conds or is_condition_true(conds, "Ready")
 
 
 class ReplicaCalculator:

@@ -27,7 +27,7 @@ for a request whose pods cannot be built). Unknown classes are left alone, as CA
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.api.conditions import conditions_of, find_condition, replace_or_append_condition
 from kubetwin.autoscaler.capacity import shape_of
 from kubetwin.autoscaler.cluster_autoscaler import (
     QUEUED_LABEL,
@@ -89,8 +89,7 @@ class ProvisioningRequestController:
         new = {"type": ctype, "status": status, "reason": reason, "message": message,
                "observedGeneration": pr["metadata"].get("generation", 1),
                "lastTransitionTime": self.store.timestamp(self.env.now)}
-        conds = list((pr.get("status") or {}).get("conditions") or [])
-        conds = [new if c["type"] == ctype else c for c in conds] if cur else [*conds, new]
+        conds = replace_or_append_condition((pr.get("status") or {}).get("conditions"), new)
         return self.store.update({**pr, "status": {**(pr.get("status") or {}), "conditions": conds}})
 
     def _true(self, pr: Obj, ctype: str) -> bool:

@@ -40,9 +40,10 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from kubetwin.api.conditions import remove_condition
+from kubetwin.api.conditions import set_condition
 from kubetwin.api.twin import DEFAULT_ZONE
 from kubetwin.api.units import parse_duration
+from kubetwin.controllers.kubelet_status import kubelet_conditions
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -157,8 +158,9 @@ class SpotPreemptionController:
         ready = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": NODE_SHUTTING_DOWN,
                  "lastTransitionTime": now}
         status = node.get("status") or {}
-        node = self.store.update({**node, "status": {**status, "conditions": [
-            *remove_condition(status.get("conditions"), "Ready")[0], ready]}})
+        # the kubelet's ReadyCondition setter (pkg/kubelet/nodestatus/setters.go) updates Ready where it stands
+        node = self.store.update({**node, "status": {**status, "conditions": set_condition(
+            status.get("conditions"), ready)[0]}})
         self.events.event(node, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady", "kubelet")
         pods = [p for p in self.store.list("Pod") if p["spec"].get("nodeName") == name
                 and (p.get("status") or {}).get("phase") in ("Pending", "Running")]
@@ -213,13 +215,9 @@ def terminated_status(pod: Obj, now: str) -> dict:
     if status.get("phase") != "Succeeded":
         status["phase"] = "Failed"
     status["reason"], status["message"] = SHUTDOWN_REASON, SHUTDOWN_MESSAGE
-    conds = [({**c, "status": "False", "reason": "PodFailed", "lastTransitionTime": now}
-              if c["type"] in ("Ready", "ContainersReady") else c)
-             for c in status.get("conditions") or [] if c["type"] != "DisruptionTarget"]
-    conds.append({"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
-                  "message": SHUTDOWN_MESSAGE, "lastTransitionTime": now})
-    status["conditions"] = conds
     status["containerStatuses"] = [{**cs, "ready": False, "started": False, "state": {"terminated": {
         "exitCode": 137, "reason": "Error", "startedAt": (cs.get("state") or {}).get("running", {}).get("startedAt"),
         "finishedAt": now}}} for cs in status.get("containerStatuses") or []]
+    status["conditions"] = kubelet_conditions(pod, status, now, shared=[{
+        "type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet", "message": SHUTDOWN_MESSAGE}])
     return status

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import conditions_of, is_condition_true
+from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true, replace_or_append_condition
 from kubetwin.controllers.common import NameGenerator, WorkQueue, controller_of, pod_from_template
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -107,17 +107,14 @@ class JobController:
         if spec.get("suspend"):  # suspending deletes the active pods; they do not count as failures
             for p in active:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
-            if not any(c["type"] == "Suspended" and c["status"] == "True" for c in conds):
-                conds = [c for c in conds if c["type"] != "Suspended"] + [
-                    {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended",
-                     "lastTransitionTime": now}]
+            conds, changed = ensure_job_condition(conds, "Suspended", "True", "JobSuspended", "Job suspended", now)
+            if changed:
                 self.events.event(job, "Normal", "Suspended", "Job suspended", "job-controller")
             new.pop("startTime", None)  # cleared so the pod template may change while suspended
             self._write(job, {**new, "active": 0, "ready": 0, "conditions": conds})
             return
-        if any(c["type"] == "Suspended" and c["status"] == "True" for c in conds):  # kept, as False
-            conds = [{**c, "status": "False", "reason": "JobResumed", "message": "Job resumed",
-                      "lastTransitionTime": now} if c["type"] == "Suspended" else c for c in conds]
+        if is_condition_true(conds, "Suspended"):  # kept, as False
+            conds, _ = ensure_job_condition(conds, "Suspended", "False", "JobResumed", "Job resumed", now)
             self.events.event(job, "Normal", "Resumed", "Job resumed", "job-controller")
         want = parallelism if completions is None else min(parallelism, completions - succeeded)
         busy = {p["metadata"]["annotations"].get(COMPLETION_INDEX) for p in active} if indexed else set()
@@ -149,3 +146,19 @@ class JobController:
     def _write(self, job: Obj, status: dict) -> None:
         if status != job.get("status"):
             self.store.update({**job, "status": status})
+
+
+def ensure_job_condition(conds: list[dict], ctype: str, status: str, reason: str, message: str,
+                         now: str) -> tuple[list[dict], bool]:
+    """The Job controller's ensureJobConditionStatus (pkg/controller/job/job_controller.go), not apimachinery's
+    rule: a condition whose status, reason or message changes is rewritten where it stands with a new
+    lastTransitionTime; a missing one is appended unless it would be False."""
+    new = {"type": ctype, "status": status, "reason": reason, "message": message, "lastTransitionTime": now}
+    cur = find_condition(conds, ctype)
+    if cur is not None:
+        if (cur.get("status"), cur.get("reason"), cur.get("message")) == (status, reason, message):
+            return conds, False
+        return replace_or_append_condition(conds, new), True
+    if status == "False":
+        return conds, False
+    return [*conds, new], True

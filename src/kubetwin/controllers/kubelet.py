@@ -26,6 +26,7 @@ from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet_admission import NodeAdmission
+from kubetwin.controllers.kubelet_status import kubelet_conditions
 from kubetwin.controllers.nodelifecycle import node_is_ready
 from kubetwin.devices import sharing
 from kubetwin.devices.dra import nvidia as nvidia_dra
@@ -281,16 +282,10 @@ class Kubelet:
         status = {**cur.get("status", {}), "phase": "Running", "startTime": now, "podIP": ip,
                   "podIPs": [{"ip": ip}]}
         ready = ready_after <= 0
-        unready = ", ".join(c["name"] for c in cur["spec"].get("containers") or [])
-        status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"] + [
-            {"type": t, "status": "True", "lastTransitionTime": now}
-            for t in ("PodReadyToStartContainers", "Initialized")] + [
-            {"type": t, "status": "True", "lastTransitionTime": now} if ready else
-            {"type": t, "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now,
-             "message": f"containers with unready status: [{unready}]"} for t in ("ContainersReady", "Ready")]
         status["containerStatuses"] = [{"name": c["name"], "image": c.get("image", ""), "ready": ready,
                                         "restartCount": 0, "started": True, "state": {"running": {"startedAt": now}}}
                                        for c in cur["spec"].get("containers") or []]
+        status["conditions"] = kubelet_conditions(cur, status, now)
         running = self.store.update({**cur, "status": status})
         for c in cur["spec"].get("containers") or []:
             self.events.event(running, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
@@ -339,8 +334,9 @@ class Kubelet:
         cur = self._current(pod)
         if cur is None:
             return
-        status = _ready(cur, self.store.timestamp(self.env.now))
-        status["containerStatuses"] = [{**cs, "ready": True} for cs in cur["status"].get("containerStatuses") or []]
+        status = {**cur["status"], "containerStatuses": [
+            {**cs, "ready": True} for cs in cur["status"].get("containerStatuses") or []]}
+        status["conditions"] = kubelet_conditions(cur, status, self.store.timestamp(self.env.now))
         self.store.update({**cur, "status": status})
 
     def _arm_failure(self, pod: Obj, attempt: int) -> None:
@@ -367,9 +363,7 @@ class Kubelet:
         backoff = min(BACKOFF_INITIAL * 2 ** attempt, BACKOFF_MAX)
         now = self.store.timestamp(self.env.now)
         who = f"{meta['name']}_{meta.get('namespace')}({meta['uid']})"
-        status = {**cur["status"], "conditions": [
-            {**c, "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now}
-            if c["type"] in ("Ready", "ContainersReady") else c for c in cur["status"]["conditions"]]}
+        status = dict(cur["status"])
         status["containerStatuses"] = [{
             **cs, "ready": False, "started": False, "restartCount": n, "state": {"waiting": {
                 "reason": "CrashLoopBackOff",
@@ -378,6 +372,7 @@ class Kubelet:
                                          "finishedAt": now,
                                          "startedAt": cs["state"].get("running", {}).get("startedAt")}}}
             for cs in statuses]
+        status["conditions"] = kubelet_conditions(cur, status, now)
         waiting = self.store.update({**cur, "status": status})
         for cs in statuses:
             self.events.event(waiting, "Warning", "BackOff", f"Back-off restarting failed container {cs['name']} in "
@@ -392,9 +387,10 @@ class Kubelet:
         if meta_uid(cur) in self._crashing:
             self._start_again(cur, n, now)
             return
-        status = _ready(cur, now)
-        status["containerStatuses"] = [{**cs, "ready": True, "started": True, "state": {"running": {"startedAt": now}}}
-                                       for cs in cur["status"].get("containerStatuses") or []]
+        status = {**cur["status"], "containerStatuses": [
+            {**cs, "ready": True, "started": True, "state": {"running": {"startedAt": now}}}
+            for cs in cur["status"].get("containerStatuses") or []]}
+        status["conditions"] = kubelet_conditions(cur, status, now)
         running = self.store.update({**cur, "status": status})
         for cs in status["containerStatuses"]:
             self.events.event(running, "Normal", "Started", f"Started container {cs['name']}", "kubelet")
@@ -432,12 +428,11 @@ class Kubelet:
         self.gpus.release(meta["uid"])
         now = self.store.timestamp(self.env.now)
         status = {**cur["status"], "phase": phase}
-        status["conditions"] = [({**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
-                                 if c["type"] in ("Ready", "ContainersReady") else c) for c in status["conditions"]]
         terminated = {"exitCode": exit_code, "reason": reason, **({"message": message} if message else {})}
         status["containerStatuses"] = [{**cs, "ready": False, "started": False, "state": {"terminated": {
             **terminated, "startedAt": cs["state"].get("running", {}).get("startedAt"), "finishedAt": now}}}
             for cs in status.get("containerStatuses") or []]
+        status["conditions"] = kubelet_conditions(cur, status, now)
         self.store.update({**cur, "status": status})
 
     def _stopped(self, pod: Obj, run: _Run) -> None:
@@ -460,13 +455,6 @@ class Kubelet:
 
 def meta_uid(pod: Obj) -> str:
     return pod["metadata"]["uid"]
-
-
-def _ready(pod: Obj, now: str) -> dict:
-    """The pod's status with Ready and ContainersReady turned True at `now`."""
-    return {**pod["status"], "conditions": [
-        {"type": c["type"], "status": "True", "lastTransitionTime": now}
-        if c["type"] in ("Ready", "ContainersReady") else c for c in pod["status"]["conditions"]]}
 
 
 def _go_duration(seconds: float) -> str:

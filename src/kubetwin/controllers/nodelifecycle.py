@@ -19,7 +19,7 @@ deleted without a grace period.
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import conditions_of, find_condition, remove_condition
+from kubetwin.api.conditions import conditions_of, find_condition, replace_or_append_condition
 from kubetwin.scheduler.plugins import tolerates
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -157,8 +157,9 @@ class NodeLifecycleController:
         self.events.event(pod, "Normal", "TaintManagerEviction", f"Marking for deletion Pod {ns}/{meta['name']}",
                           "taint-eviction-controller")
         status = pod.get("status") or {}
-        conds, _ = remove_condition(status.get("conditions"), "DisruptionTarget")
-        conds.append({"type": "DisruptionTarget", "status": "True", "reason": EVICTION_REASON,
-                      "message": EVICTION_MESSAGE, "lastTransitionTime": self.store.timestamp(self.env.now)})
+        # addConditionAndDeletePod: a server-side apply of DisruptionTarget, then the delete
+        conds = replace_or_append_condition(status.get("conditions"), {
+            "type": "DisruptionTarget", "status": "True", "reason": EVICTION_REASON, "message": EVICTION_MESSAGE,
+            "lastTransitionTime": self.store.timestamp(self.env.now)})
         self.store.update({**pod, "status": {**status, "conditions": conds}})
         self.store.delete("Pod", ns, meta["name"])

@@ -6,7 +6,7 @@ with a `spec.nodeName` that names no Node at all (they skip the scheduler, so no
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import remove_condition
+from kubetwin.api.conditions import replace_or_append_condition
 from kubetwin.controllers.common import controller_of
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
@@ -29,9 +29,10 @@ def fail_orphans(store: Store, env: Environment, node_name: str, uids: set[str])
             continue
         if status.get("phase") in TERMINAL:
             continue
-        conds, _ = remove_condition(status.get("conditions"), "DisruptionTarget")
-        conds.append({"type": "DisruptionTarget", "status": "True", "reason": PODGC_REASON,
-                      "message": PODGC_MESSAGE, "lastTransitionTime": now})
+        # markFailedAndDeletePodWithCondition: a server-side apply of phase Failed and DisruptionTarget
+        conds = replace_or_append_condition(status.get("conditions"), {
+            "type": "DisruptionTarget", "status": "True", "reason": PODGC_REASON, "message": PODGC_MESSAGE,
+            "lastTransitionTime": now})
         pod = store.update({**pod, "status": {**status, "phase": "Failed", "conditions": conds}})
         failed.append(pod)
         owner = controller_of(pod)

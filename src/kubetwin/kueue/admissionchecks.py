@@ -43,7 +43,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kubetwin.api.conditions import conditions_of, remove_condition
+from kubetwin.api.conditions import conditions_of, set_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
@@ -160,8 +160,8 @@ class AdmissionChecks:
             old = find_condition(ac, "Active")
             if old is None or old.get("status") != new["status"]:
                 new["observedGeneration"] = ac["metadata"].get("generation", 1)
-                conds, _ = remove_condition(conditions_of(ac), "Active")
-                self.store.update({**ac, "status": {**(ac.get("status") or {}), "conditions": conds + [new]}})
+                conds, _ = set_condition(conditions_of(ac), new)
+                self.store.update({**ac, "status": {**(ac.get("status") or {}), "conditions": conds}})
         self.refresh_cluster_queues()
         for wl in self.store.list("Workload"):  # acHandler/prcHandler: reconcile the workloads using the checks
             if (wl.get("status") or {}).get("admissionChecks"):
@@ -220,8 +220,8 @@ class AdmissionChecks:
         old = find_condition(obj, "Active")
         if new is not None and (old is None or (old["status"], old["reason"], old["message"])
                                 != (new["status"], new["reason"], new["message"])):
-            conds, _ = remove_condition(conditions_of(obj), "Active")
-            self.store.update({**obj, "status": {**(obj.get("status") or {}), "conditions": conds + [new]}})
+            conds, _ = set_condition(conditions_of(obj), new)  # updateCqStatusIfChanged: SetStatusCondition
+            self.store.update({**obj, "status": {**(obj.get("status") or {}), "conditions": conds}})
         for ns, wl_name in pending:
             wl = self.store.get("Workload", ns, wl_name)
             if wl is not None:
@@ -430,8 +430,8 @@ class AdmissionChecks:
             reason = "DeactivatedDueToAdmissionCheck"
             message = f"The workload is deactivated due to Admission check(s): {names}, were rejected"
             status.pop("requeueState", None)
-            status["conditions"] = [*remove_condition(status.get("conditions"), "Evicted")[0],
-                                   condition("Evicted", True, reason, message, now)]
+            status["conditions"] = set_condition(status.get("conditions"),  # workload.SetEvictedCondition
+                                                 condition("Evicted", True, reason, message, now))[0]
             wl = self.store.update({**wl, "spec": {**wl["spec"], "active": False}, "status": status})
             for s in rejected:
                 self.events.event(wl, "Warning", "AdmissionCheckRejected", f"Deactivating workload because "
@@ -443,8 +443,8 @@ class AdmissionChecks:
             status["requeueState"] = {**(status.get("requeueState") or {}),
                                       "requeueAt": api.format_time(now + wait)}
             message = "At least one admission check is false"
-            status["conditions"] = [*remove_condition(status.get("conditions"), "Evicted")[0],
-                                   condition("Evicted", True, "AdmissionCheck", message, now)]
+            status["conditions"] = set_condition(status.get("conditions"),
+                                                 condition("Evicted", True, "AdmissionCheck", message, now))[0]
             wl = self.store.update({**wl, "status": status})
             self.events.event(wl, "Normal", "EvictedDueToAdmissionCheck", message, "kueue-workload-controller")
             ctrl.metrics.evicted(key, cq, "AdmissionCheck")

@@ -31,7 +31,7 @@ triggerDeactivationOrBackoffRequeue, admittedNotReadyWorkload), pkg/controller/j
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import remove_condition
+from kubetwin.api.conditions import remove_condition, set_conditions
 from kubetwin.controllers.common import WorkQueue
 from kubetwin.kueue import api
 from kubetwin.kueue.admissionchecks import PROVREQ_PREFIX, AdmissionChecks
@@ -58,7 +58,6 @@ from kubetwin.kueue.outcomes import (
     find_condition,
     is_true,
     reset_eviction,
-    set_conditions,
 )
 from kubetwin.kueue.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
 from kubetwin.kueue.pods import webhook as pod_webhook

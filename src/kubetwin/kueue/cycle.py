@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from kubetwin.api.conditions import set_conditions
 from kubetwin.kueue import api
 from kubetwin.kueue.fairsharing import fair_sharing_order, validate_strategies
 from kubetwin.kueue.flavorassigner import FIT, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
@@ -392,8 +393,8 @@ class KueueScheduler:
                 conds = (condition("Evicted", True, "Preempted", msg, now),
                          condition("Preempted", True, t.reason, msg, now))
                 victims.append(Victim(t.key, t.workload.obj.uid, t.workload.cluster_queue, t.reason, msg, conds))
-                others = tuple(c for c in cached.obj.conditions if c.get("type") not in ("Evicted", "Preempted"))
-                cached.obj = dataclasses.replace(cached.obj, conditions=others + conds)
+                cached.obj = dataclasses.replace(cached.obj, conditions=tuple(set_conditions(cached.obj.conditions,
+                                                                                             conds)))
         e.victims = tuple(victims)
         e.message += f". Pending the preemption of {len(e.targets)} workload(s)"
         e.reason = WAITING_FOR_PREEMPTED_WORKLOADS
@@ -417,9 +418,8 @@ class KueueScheduler:
         psas = tuple(api.PodSetAssignment(ps.name, tuple(sorted((r, f.name) for r, f in ps.flavors.items())),
                                           tuple(sorted((r, ps.requests.get(r, 0)) for r in ps.flavors)), ps.count)
                      for ps in e.assignment.pod_sets)
-        replaced = {c["type"] for c in conds}
         obj = dataclasses.replace(obj, admission=api.Admission(cq.name, psas),
-                                  conditions=tuple(c for c in obj.conditions if c.get("type") not in replaced) + conds)
+                                  conditions=tuple(set_conditions(obj.conditions, conds)))
         self.queues.admitted(obj.key, cq.name)
         self._reserve(WorkloadInfo(obj, cq.name, e.assignment.total_requests()))
         result.admitted.append(Admitted(obj.key, cq.name, admission, conds, event, e.assignment.borrowing))

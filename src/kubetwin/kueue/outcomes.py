@@ -115,7 +115,3 @@ def find_condition(obj: Obj, ctype: str) -> dict | None:
 def is_true(obj: Obj, ctype: str) -> bool:
     return conditions.is_condition_true(conditions.conditions_of(obj), ctype)
 
-
-def set_conditions(conds: list[dict], new: tuple[dict, ...] | list[dict]) -> list[dict]:
-    """apimeta.SetStatusCondition for each of `new`."""
-    return conditions.set_conditions(conds, new)

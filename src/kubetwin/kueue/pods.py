@@ -39,7 +39,7 @@ import hashlib
 import json
 from collections.abc import Callable
 
-from kubetwin.api.conditions import conditions_of, is_condition_true, remove_condition
+from kubetwin.api.conditions import conditions_of, is_condition_true, replace_or_append_condition
 from kubetwin.controllers.common import controller_of
 from kubetwin.kueue.jobframework import DEFAULT_PODSET, GenericJob, PodSetInfo, workload_name
 from kubetwin.scheduler.scheduler import scheduling_gated_condition
@@ -239,9 +239,10 @@ class PodJob(GenericJob):
             if cur is None or gated(cur) or _terminated(cur):
                 continue
             status = dict(cur.get("status") or {})
-            status["conditions"], _ = remove_condition(status.get("conditions"), TERMINATION_TARGET)
-            status["conditions"].append({"type": TERMINATION_TARGET, "status": "True", "reason": STOP_REASON_EVICTED,
-                                         "message": message, "lastTransitionTime": now})
+            # pod_controller.go Stop: a server-side apply of the TerminationTarget condition
+            status["conditions"] = replace_or_append_condition(status.get("conditions"), {
+                "type": TERMINATION_TARGET, "status": "True", "reason": STOP_REASON_EVICTED, "message": message,
+                "lastTransitionTime": now})
             cur = store.update({**cur, "status": status})
             store.delete("Pod", meta["namespace"], meta["name"])
             out.append(cur)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubetwin.api.conditions import conditions_of, remove_condition
+from kubetwin.api.conditions import conditions_of, remove_condition, set_conditions
 from kubetwin.kueue import api
-from kubetwin.kueue.outcomes import MANAGER, condition, find_condition, is_true, set_conditions
+from kubetwin.kueue.outcomes import MANAGER, condition, find_condition, is_true
 from kubetwin.store.store import Obj
 
 

@@ -3,6 +3,7 @@ PreEnqueue SchedulingGates plugin keeps such a pod out of the queue: scheduler.p
 
 from __future__ import annotations
 
+from kubetwin.api.conditions import find_condition
 from kubetwin.store.store import Obj
 
 GATED_REASON = "SchedulingGated"  # k8s.io/api/core/v1 PodReasonSchedulingGated
@@ -18,7 +19,7 @@ def scheduling_gated_condition(pod: Obj) -> Obj:
         return pod
     status = dict(pod.get("status") or {"phase": "Pending"})
     conds = status.get("conditions") or []
-    if any(c.get("type") == "PodScheduled" for c in conds):
+    if find_condition(conds, "PodScheduled") is not None:
         return pod
     status["conditions"] = [*conds, {"type": "PodScheduled", "status": "False", "reason": GATED_REASON,
                                      "message": GATED_MESSAGE}]

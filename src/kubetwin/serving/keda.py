@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from kubetwin.api.conditions import set_condition
+from kubetwin.api.conditions import find_condition, set_condition
 from kubetwin.autoscaler.hpa import format_milli, register_external_metrics
 from kubetwin.controllers.common import owner_ref
 from kubetwin.serving.keda_spec import DEFAULT_MAX_REPLICAS, PrometheusTrigger, _bounds_error, parse_trigger
@@ -355,7 +355,7 @@ class KedaController:
 
 
 def _cond(conds: list[dict], ctype: str) -> dict:
-    return next((c for c in conds if c["type"] == ctype), {})
+    return find_condition(conds, ctype) or {}
 
 
 def _set(conds: list[dict], ctype: str, status: str, reason: str, message: str) -> None:

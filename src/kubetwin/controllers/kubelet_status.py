@@ -1,0 +1,79 @@
+"""The pod conditions a kubelet writes, one rule for every place the twin's kubelet changes a pod's status.
+
+Ported from kubernetes v1.34 pkg/kubelet/status/generate.go (GeneratePodReadyToStartContainersCondition,
+GeneratePodInitializedCondition, GeneratePodReadyCondition, GenerateContainersReadyCondition and the terminal-phase
+variants), pkg/kubelet/kubelet_pods.go generateAPIPodStatus (the order: PodReadyToStartContainers, Initialized,
+Ready, ContainersReady, PodScheduled) and pkg/kubelet/status/status_manager.go (mergePodStatus keeps the conditions
+the kubelet does not own first, in their order; updateLastTransitionTime keeps a condition's time while its status
+stays the same; DisruptionTarget, "shared by kubelet", is replaced where it stands or appended).
+https://github.com/kubernetes/kubernetes/blob/v1.34.0/pkg/kubelet/status/generate.go
+
+Not modelled: readiness gates (the twin runs no controller that would set their conditions, so a gated pod is
+Ready when its containers are) and init containers that are still running (the twin starts containers at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kubetwin.api.conditions import Condition, find_condition, replace_or_append_condition
+from kubetwin.store.store import Obj
+
+# kubetypes.PodConditionsByKubelet, in generateAPIPodStatus's order
+KUBELET_OWNED = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+TERMINAL = ("Succeeded", "Failed")
+
+
+def _containers_ready(pod: Obj, statuses: Sequence[dict] | None, phase: str) -> Condition:
+    """GenerateContainersReadyCondition: every container (and sidecar) known and ready."""
+    if statuses is None:
+        return {"type": "ContainersReady", "status": "False", "reason": "UnknownContainerStatuses"}
+    by_name = {cs.get("name"): cs for cs in statuses}
+    spec = pod.get("spec") or {}
+    names = [c["name"] for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    names += [c["name"] for c in spec.get("containers") or []]
+    unknown = [n for n in names if n not in by_name]
+    unready = [n for n in names if n in by_name and not by_name[n].get("ready")]
+    if (phase == "Succeeded" and not unknown) or phase == "Failed":
+        return {"type": "ContainersReady", "status": "False",
+                "reason": "PodFailed" if phase == "Failed" else "PodCompleted"}
+    # Go's %s of a []string: "[a b]"
+    messages = [f"containers with {what} status: [{' '.join(ns)}]"
+                for what, ns in (("unknown", unknown), ("unready", unready)) if ns]
+    if messages:
+        return {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
+                "message": ", ".join(messages)}
+    return {"type": "ContainersReady", "status": "True"}
+
+
+def _generate(pod: Obj, status: dict) -> list[Condition]:
+    phase = status.get("phase") or "Pending"
+    containers = _containers_ready(pod, status.get("containerStatuses"), phase)
+    ready = {**containers, "type": "Ready"}  # Ready follows ContainersReady (readiness gates not modelled)
+    initialized: Condition = {"type": "Initialized", "status": "True"}
+    if phase == "Succeeded":
+        initialized["reason"] = "PodCompleted"
+    # the sandbox is torn down once every container of a finished pod has exited
+    sandbox = {"type": "PodReadyToStartContainers", "status": "False" if phase in TERMINAL else "True"}
+    return [sandbox, initialized, ready, containers, {"type": "PodScheduled", "status": "True"}]
+
+
+def _with_time(new: Condition, old: Sequence[Condition], now: str) -> Condition:
+    """updateLastTransitionTime: the old time while the status is unchanged, else now."""
+    prev = find_condition(old, new["type"])
+    kept = prev.get("lastTransitionTime") if prev is not None and prev.get("status") == new["status"] else None
+    return {**new, "lastTransitionTime": kept or now}
+
+
+def kubelet_conditions(pod: Obj, status: dict, now: str, shared: Sequence[Condition] = ()) -> list[Condition]:
+    """status.conditions after the kubelet syncs `pod` to `status` (its new phase and containerStatuses) at `now`.
+
+    The conditions the kubelet does not own stay first, in their order; `shared` are conditions the kubelet sets
+    besides its own (DisruptionTarget on a node shutdown), replaced where they stand or appended.
+    """
+    old = (pod.get("status") or {}).get("conditions") or []
+    out = [c for c in old if c.get("type") not in KUBELET_OWNED]
+    out += [_with_time(c, old, now) for c in _generate(pod, status)]
+    for c in shared:
+        out = replace_or_append_condition(out, _with_time(c, old, now))
+    return out
