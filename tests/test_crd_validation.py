@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubetwin.api import crd, crd_cel
+from kubetwin.api import crd, crd_cel, kinds
+from kubetwin.api.kinds import crd_document, is_simulated
 from kubetwin.api.loader import load_paths, load_text
-from kubetwin.api.validate import SIMULATED, validate
+from kubetwin.api.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "reference"
@@ -322,12 +323,12 @@ def test_malformed_objects_are_diagnostics_not_tracebacks(text: str, expected: l
     ("kueue.x-k8s.io/v1beta2", "Cohort", "Kueue"), ("kueue.x-k8s.io/v1beta2", "AdmissionCheck", "Kueue"),
     ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective", "Gateway API Inference Extension")])
 def test_valid_crd_object_keeps_the_not_simulated_notice(api_version: str, kind: str, group_name: str) -> None:
-    """Valid objects: no errors, and the notice while the kind is not in SIMULATED (kinds get simulated over time)."""
+    """Valid objects: no errors, and the notice while the kind is not simulated (api/kinds.py)."""
     spec = {"AdmissionCheck": "spec: {controllerName: kueue.x-k8s.io/provisioning-request}\n",
             "InferenceObjective": "spec: {priority: -1, poolRef: {name: pool}}\n"}.get(kind, "")
     diags = validate(load_text(f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: a, namespace: d}}\n{spec}",
                                "c.yaml"))
-    expected = [] if (api_version, kind) in SIMULATED else [
+    expected = [] if is_simulated(api_version, kind) else [
         f"{group_name} kind {kind} ({api_version}) is accepted but not simulated yet: it is stored and has no effect "
         "on the run"]
     assert [d.message for d in diags] == expected
@@ -346,13 +347,13 @@ def test_a_thousand_cluster_queues_validate_quickly() -> None:
     assert elapsed < 2.0, elapsed  # about 0.2 s on a laptop core
 
 
-def test_the_jobset_crd_is_parsed_only_when_a_jobset_is_checked() -> None:
-    crd.versions.cache_clear()
-    crd._crd.cache_clear()
+def test_the_jobset_crd_is_parsed_only_when_a_jobset_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kinds, "REGISTRY", kinds.default_registry())
+    crd_document.cache_clear()
     crd.check(yaml.safe_load(_cq("v1beta2", "  cohortName: all\n")))
-    assert crd._crd.cache_info().currsize == 1
+    assert crd_document.cache_info().currsize == 1
     crd.check(yaml.safe_load(_JOBSET % ("", "", "")))
-    assert crd._crd.cache_info().currsize == 2
+    assert crd_document.cache_info().currsize == 2
 
 
 def test_jobset_webhook_defaults_run_before_the_crd_rules() -> None:

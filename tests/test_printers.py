@@ -46,3 +46,50 @@ def test_describe_pod_prints_tolerations_and_status_reason_as_kubectl_does() -> 
     assert "                 dedicated=ml:NoSchedule\n" in text
     assert "                 node.kubernetes.io/not-ready:NoExecute op=Exists for 300s\n" in text
     assert text.rstrip().endswith("op=Exists") or "\n                 op=Exists" in text
+
+
+# --- `kubetwin get` of custom resources, as the API server's table for a CRD prints them ---------------------------
+# With additionalPrinterColumns the table is NAME plus those columns (AGE only where the CRD lists it); columns with
+# priority > 0 only under -o wide (apiextensions-apiserver tableconvertor; kueue.x-k8s.io_clusterqueues.yaml).
+
+import pytest  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from kubetwin.cli.main import app  # noqa: E402
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture(scope="module")
+def cohort_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cohort") / "run"
+    res = CliRunner().invoke(app, ["run", str(EXAMPLES / "kueue-cohort-borrowing.yaml"), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def get(run, *args: str) -> list[list[str]]:
+    res = CliRunner().invoke(app, ["get", *args, "--run", str(run)])
+    assert res.exit_code == 0, res.output
+    import re
+
+    return [re.split(r"\s{2,}", line.strip()) for line in res.output.strip().splitlines()]
+
+
+def test_cluster_queues_print_the_crds_columns_and_priority_1_only_wide(cohort_run) -> None:
+    rows = get(cohort_run, "clusterqueues")
+    assert rows[0] == ["NAME", "COHORT", "PENDING WORKLOADS"]
+    assert [r[:2] for r in rows[1:]] == [["prod", "gpu-org"], ["research", "gpu-org"]]
+    wide = get(cohort_run, "cq", "-o", "wide")
+    assert wide[0] == ["NAME", "COHORT", "STRATEGY", "PENDING WORKLOADS", "ADMITTED WORKLOADS"]
+    # queueingStrategy is not in the manifest: the CRD's default (BestEffortFIFO) is stored, as the API server does
+    assert [r[2] for r in wide[1:]] == ["BestEffortFIFO", "BestEffortFIFO"]
+
+
+def test_local_queues_have_no_age_column_and_kueue_short_names_resolve(cohort_run) -> None:
+    rows = get(cohort_run, "localqueues", "-A")
+    assert rows[0] == ["NAMESPACE", "NAME", "CLUSTERQUEUE", "PENDING WORKLOADS", "ADMITTED WORKLOADS"]
+    assert get(cohort_run, "rf")[0] == ["NAME", "AGE"]  # ResourceFlavor has no printer columns
+    for name in ("co", "wpc", "ac", "prc", "clusterqueues.kueue.x-k8s.io", "ClusterQueue"):
+        res = CliRunner().invoke(app, ["get", name, "--run", str(cohort_run)])
+        assert res.exit_code == 0, (name, res.output)

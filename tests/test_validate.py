@@ -166,14 +166,14 @@ def test_seed_as_written_example_every_message() -> None:
     assert "'vllm_num_requests_waiting' is not exported" in keda.message and "never scales" in keda.message
     assert keda.hint == "vLLM exports vllm:num_requests_waiting (with a colon); use sum(vllm:num_requests_waiting)"
     # valid objects of kinds the twin does not simulate (yet) get the "accepted but not simulated" notice
-    from kubetwin.api.validate import SIMULATED
+    from kubetwin.api.kinds import is_simulated
 
     stored = [("InferenceModel/ai/llama3-8b", "inference.networking.x-k8s.io/v1alpha2", "InferenceModel"),
               ("ResourceFlavor/nvidia-a100", "kueue.x-k8s.io/v1beta1", "ResourceFlavor"),
               ("ResourceFlavor/nvidia-h100", "kueue.x-k8s.io/v1beta1", "ResourceFlavor"),
               ("ScaledObject/ai/vllm-scaler", "keda.sh/v1alpha1", "ScaledObject")]
     assert [d.obj for d in diags if "not simulated yet" in d.message] == [
-        obj for obj, api_version, kind in stored if (api_version, kind) not in SIMULATED]
+        obj for obj, api_version, kind in stored if not is_simulated(api_version, kind)]
     deprecated = [d.obj for d in diags if d.message == "Warning: This version is deprecated. Use v1beta2 instead."]
     assert deprecated == ["ResourceFlavor/nvidia-a100", "ResourceFlavor/nvidia-h100", "ClusterQueue/gpu-cluster-queue",
                           "LocalQueue/nlp-team/team-nlp-queue"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.twin import ScenarioSpec
@@ -46,13 +47,10 @@ from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
+from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import install as training_install
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
-_ORDER = {"Namespace": 0, "PriorityClass": 1, "NodePool": 2, "Node": 2, "ConfigMap": 3, "DeviceClass": 4,
-          "ResourceClaimTemplate": 4, "ResourceClaim": 5, "ResourceFlavor": 5, "Cohort": 5,
-          "WorkloadPriorityClass": 5, "ClusterQueue": 6, "LocalQueue": 7}
 KUEUE_GROUP = "kueue.x-k8s.io/"
 
 
@@ -145,6 +143,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     store.admit(admission.priority(store), ("Pod",))
     store.admit(admission.extended_resource_toleration, ("Pod",))
     store.admit(nodelifecycle.default_toleration_seconds, ("Pod",))
+    store.admit(admission.crd_defaults, tuple(kinds.REGISTRY.custom_kinds()))
     store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does
     pools = NodePoolController(store, env, scenario.clusterName, events=events)
     NvidiaDraDriver(store, env, names.suffix)
@@ -180,7 +179,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
 
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: _ORDER.get(o["kind"], 9))
+    objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: kinds.create_order(o["kind"]))
     if scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against
         for shape, count in declared_workload(objs).items():
             scheduler.gpushare.declare(shape, count)
@@ -244,7 +243,7 @@ def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
     create_at = parse_duration(ann[CREATE_AT]) if CREATE_AT in ann else 0.0
     env.at(create_at, lambda: store.create(obj))
     if DELETE_AT in ann:
-        ns = meta.get("namespace") or ("" if obj["kind"] in CLUSTER_SCOPED else "default")
+        ns = meta.get("namespace") or ("" if kinds.is_cluster_scoped(obj["kind"]) else "default")
         env.at(parse_duration(ann[DELETE_AT]), lambda: store.delete(obj["kind"], ns, meta["name"]))
 
 

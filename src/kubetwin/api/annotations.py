@@ -21,6 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
@@ -153,25 +154,17 @@ def _by_key(registered: int) -> dict[str, Annotation]:
 
 def annotation_sets(obj: dict) -> list[tuple[str, dict, bool]]:
     """(field prefix, annotations, is it a pod's or pod template's) for each metadata of the object the twin reads:
-    its own, a pod template's (Job, Deployment, ReplicaSet), a JobSet's Job templates' and their pod templates'."""
+    its own, its pod templates' and the templates between (a JobSet's Job templates)."""
     def anns(holder: object) -> object:
         meta = holder.get("metadata") if isinstance(holder, dict) else None
         return meta.get("annotations") if isinstance(meta, dict) else None
 
     kind = obj.get("kind")
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     sets: list[tuple[str, object, bool]] = [("metadata", anns(obj), kind == "Pod")]
-    if kind == "JobSet":
-        for i, rj in enumerate(spec.get("replicatedJobs") or [] if isinstance(spec.get("replicatedJobs"), list)
-                               else []):
-            jt = rj.get("template") if isinstance(rj, dict) else None
-            base = f"spec.replicatedJobs[{i}].template"
-            sets.append((f"{base}.metadata", anns(jt), False))
-            jspec = jt.get("spec") if isinstance(jt, dict) else None
-            sets.append((f"{base}.spec.template.metadata",
-                         anns(jspec.get("template") if isinstance(jspec, dict) else None), True))
-    elif isinstance(spec.get("template"), dict):
-        sets.append(("spec.template.metadata", anns(spec["template"]), kind in POD))
+    for t in kinds.pod_templates(obj):
+        if t.path:  # a Pod's template is the Pod itself
+            sets += [(f"{path}.metadata", anns(parent), False) for path, parent in t.parents]
+            sets.append((t.at("metadata"), anns(t.template), kind in POD))
     return [(p, a, pod) for p, a, pod in sets if isinstance(a, dict) and a]
 
 

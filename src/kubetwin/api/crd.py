@@ -14,33 +14,19 @@ CRD files live in kubetwin/api/crds/ (sources and licences in its README.md); ea
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from importlib import resources
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from kubetwin.api import crd_cel, crd_schema
+from kubetwin.api import crd_cel, crd_schema, kinds
 from kubetwin.api.crd_schema import FieldError
 from kubetwin.api.errors import Diagnostic
 
-# (group, kind) -> CRD file (kubetwin/api/crds/README.md gives each file's repo and commit).
-CRD_FILES: dict[tuple[str, str], str] = {
-    **{("kueue.x-k8s.io", k): f"kueue.x-k8s.io_{p}.yaml" for k, p in (
-        ("AdmissionCheck", "admissionchecks"), ("ClusterQueue", "clusterqueues"), ("Cohort", "cohorts"),
-        ("LocalQueue", "localqueues"), ("ProvisioningRequestConfig", "provisioningrequestconfigs"),
-        ("ResourceFlavor", "resourceflavors"), ("Topology", "topologies"),
-        ("WorkloadPriorityClass", "workloadpriorityclasses"))},
-    ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
-    ("autoscaling.x-k8s.io", "ProvisioningRequest"): "autoscaling.x-k8s.io_provisioningrequests.yaml",
-    ("inference.networking.x-k8s.io", "InferenceModel"): "v0.5.0_inference.networking.x-k8s.io_inferencemodels.yaml",
-    ("inference.networking.x-k8s.io", "InferencePool"): "v0.5.0_inference.networking.x-k8s.io_inferencepools.yaml",
-    ("inference.networking.x-k8s.io", "InferenceObjective"): "inference.networking.x-k8s.io_inferenceobjectives.yaml",
-    ("inference.networking.k8s.io", "InferencePool"): "v1.6.0_inference.networking.k8s.io_inferencepools.yaml",
-    ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",
-}
+# (group, kind) -> CRD file: the custom resources of the kind registry (api/kinds.py CRDS; kubetwin/api/crds/README.md
+# gives each file's repo and commit).
+CRD_FILES: dict[tuple[str, str], str] = {gk: f for gk, (f, *_) in kinds.CRDS.items()}
 INCOMPLETE = ('Invalid value: "null": some validation rules were not checked because the object was invalid; '
               "correct the existing errors to complete validation")
 # Plain-words fixes for the Kueue rules users hit most (kueue.x-k8s.io_clusterqueues.yaml); others quote the rule.
@@ -69,37 +55,42 @@ class Version:
     deprecated: bool
     warning: str
     status_subresource: bool
-    source: str
+    source: str  # the CRD file in api/crds/ (or the CRD's name for one registered at run time)
+    crd: dict = field(compare=False, repr=False)
 
 
-@functools.cache
-def _crd(filename: str) -> dict:
-    text = resources.files("kubetwin.api").joinpath("crds", filename).read_text(encoding="utf-8")
-    return next(d for d in yaml.load_all(text, Loader=_Loader) if d)
+_VERSIONS: dict[tuple[str, str], tuple[dict, dict[str, Version]]] = {}
 
 
-@functools.cache
 def versions(group: str, kind: str) -> dict[str, Version]:
-    """The served versions of one CRD kind, parsed on first use."""
-    filename = CRD_FILES.get((group, kind))
-    if filename is None:
+    """The served versions of one CRD kind (from the kind registry's CRD), parsed on first use."""
+    info = kinds.REGISTRY.get(group, kind) if kinds.REGISTRY.is_custom(group, kind) else None
+    if info is None or info.crd is None:
         return {}
+    cached = _VERSIONS.get((group, kind))
+    if cached is not None and cached[0] is info.crd:
+        return cached[1]
     out = {}
-    for v in _crd(filename)["spec"]["versions"]:
+    source = info.crd_file or f"{info.plural}.{group}"
+    for v in info.crd["spec"]["versions"]:
         if not v.get("served", True):
             continue
         schema = dict(v["schema"]["openAPIV3Schema"])
-        schema["properties"] = {**schema.get("properties", {}), "metadata": crd_schema.OBJECT_META}
+        # apiVersion, kind and metadata are implicitly part of every structural schema's root (apiextensions
+        # "Specifying a structural schema"), whether or not the CRD lists them
+        schema["properties"] = {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                **schema.get("properties", {}), "metadata": crd_schema.OBJECT_META}
         warning = v.get("deprecationWarning") or f"{group}/{v['name']} {kind} is deprecated"
         out[v["name"]] = Version(group, kind, v["name"], schema, bool(v.get("deprecated")), warning,
-                                 "status" in (v.get("subresources") or {}), filename)
+                                 "status" in (v.get("subresources") or {}), source, info.crd)
+    _VERSIONS[(group, kind)] = (info.crd, out)
     return out
 
 
 def handles(api_version: str, kind: str) -> bool:
     """Whether kind belongs to one of the shipped CRDs (any version; parses nothing)."""
     group, sep, _ = api_version.partition("/")
-    return bool(sep) and (group, kind) in CRD_FILES
+    return bool(sep) and kinds.REGISTRY.is_custom(group, kind)
 
 
 def served_versions(group: str, kind: str) -> list[str]:
@@ -186,7 +177,7 @@ def _field_exists(schema: dict, loc: tuple) -> bool:
 def _other_versions(e: FieldError, v: Version) -> FieldError:
     """An unknown field that another served version (or the kind's other API group) has: say where it belongs
     (v1beta1 spec.cohort is v1beta2 spec.cohortName; InferencePool matchLabels is inference.networking.k8s.io/v1)."""
-    for group in [v.group] + sorted(g for g, k in CRD_FILES if k == v.kind and g != v.group):
+    for group in [v.group] + [g for g in kinds.REGISTRY.groups_of(v.kind) if g != v.group]:
         for name, other in versions(group, v.kind).items():
             if (group, name) != (v.group, v.name) and _field_exists(other.schema, e.loc):
                 note = f"{e.path} is a field of {group}/{name} {v.kind}, not of {v.group}/{v.name}"
@@ -218,7 +209,7 @@ def diagnostics(m: Any, object_meta: Callable[[Any], list[Diagnostic]] | None = 
 
 
 def _storage(v: Version) -> str:
-    for s in _crd(v.source)["spec"]["versions"]:
+    for s in v.crd["spec"]["versions"]:
         if s.get("storage"):
             return str(s["name"])
     return v.name

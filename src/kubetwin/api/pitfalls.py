@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import pod_requests
@@ -75,20 +76,7 @@ def _ns(m: Manifest) -> str:
 
 def _pod_templates(m: Manifest) -> list[tuple[str, dict, dict]]:
     """(field path of the pod spec, pod spec, pod metadata) for each pod a workload object makes."""
-    spec = m.obj.get("spec") or {}
-    if m.kind == "Pod":
-        return [("spec", spec, m.obj.get("metadata") or {})]
-    if m.kind in ("Job", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
-        tmpl = spec.get("template") or {}
-        return [("spec.template.spec", tmpl.get("spec") or {}, tmpl.get("metadata") or {})]
-    if m.kind == "JobSet":
-        out = []
-        for i, rj in enumerate(spec.get("replicatedJobs") or []):
-            tmpl = (((rj or {}).get("template") or {}).get("spec") or {}).get("template") or {}
-            out.append((f"spec.replicatedJobs[{i}].template.spec.template.spec", tmpl.get("spec") or {},
-                        tmpl.get("metadata") or {}))
-        return out
-    return []
+    return [(t.at("spec"), t.spec, t.metadata) for t in kinds.pod_templates(m.obj)]
 
 
 def _container_resources(pod_spec: dict) -> Iterator[tuple[int, str, dict[str, Any]]]:

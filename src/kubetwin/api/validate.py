@@ -22,6 +22,7 @@ from kubetwin.api import (
     crd_schema,
     dra_validate,
     fields,
+    kinds,
     nodepool_validate,
     pitfalls,
     serving_validate,
@@ -36,27 +37,6 @@ from kubetwin.api.units import parse_quantity
 
 K8S_VERSION = "1.34.0"
 
-# Kinds the twin simulates.
-SIMULATED = {
-    ("v1", "Pod"), ("v1", "Node"), ("v1", "Namespace"), ("v1", "ConfigMap"), ("batch/v1", "Job"),
-    ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("policy/v1", "PodDisruptionBudget"),
-    ("scheduling.k8s.io/v1", "PriorityClass"),
-    (TWIN_API, "NodePool"), (TWIN_API, "Scenario"), ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-    ("v1", "PodTemplate"), ("autoscaling.x-k8s.io/v1", "ProvisioningRequest"),
-    *((f"resource.k8s.io/{v}", k) for v in ("v1", "v1beta1", "v1beta2")
-      for k in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")),
-    *((f"kueue.x-k8s.io/{v}", k) for v in ("v1beta1", "v1beta2")
-      for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass", "AdmissionCheck",
-                "ProvisioningRequestConfig")),
-    *((f"config.kueue.x-k8s.io/{v}", "Configuration") for v in ("v1beta1", "v1beta2")),  # kueue/config.py
-    # serving (serving/): the gateway's pools and objectives, KEDA, the HPA, and what model servers read
-    ("inference.networking.k8s.io/v1", "InferencePool"), ("inference.networking.x-k8s.io/v1alpha2", "InferencePool"),
-    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModel"),
-    ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"), ("v1", "Service"),
-    ("keda.sh/v1alpha1", "ScaledObject"), ("autoscaling/v2", "HorizontalPodAutoscaler"),
-    ("v1", "PersistentVolumeClaim"), ("storage.k8s.io/v1", "StorageClass"), (TWIN_API, "RequestTrace"),
-    ("datalayer.gke.io/v1", "GCPDataSource"),  # controllers/volumes.py: the GKE Volume Populator
-}
 # Kinds kubetwin knows (they appear in the platform documents) but does not simulate yet: accepted, stored,
 # and reported with a notice so nothing is silently ignored.
 KNOWN_GROUPS = {
@@ -370,7 +350,7 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
             out += fields.diagnostics(m)
         if not out and kind == "ScaledObject":
             out = serving_validate.scaled_object(m)
-        if not any(d.severity == "error" for d in out) and (api_version, kind) not in SIMULATED:
+        if not any(d.severity == "error" for d in out) and not kinds.is_simulated(api_version, kind):
             out.append(Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS.get(group, group)} kind {kind} "
                                   f"({api_version}) is accepted but not simulated yet: it is stored and has no "
                                   "effect on the run", "", "notice"))
@@ -393,7 +373,7 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         if kind == "HorizontalPodAutoscaler":
             out += serving_validate.horizontal_pod_autoscaler(m)
         out += serving_validate.model_servers(m)
-    if not out and (api_version, kind) not in SIMULATED:
+    if not out and not kinds.is_simulated(api_version, kind):
         note = KNOWN_GROUPS.get(group, "Kubernetes")
         out = [Diagnostic(m.file, m.line, m.ref, "", f"{kind} ({api_version}, {note}) is accepted but not "
                           "simulated yet: it is stored and has no effect on the run", "", "notice")]

@@ -153,8 +153,9 @@ def get(resource: str, name: Optional[str] = typer.Argument(None), namespace: st
         run_dir: Path = typer.Option(..., "--run", help="run folder"),
         at: Optional[str] = typer.Option(None, "--at", help="simulated time, e.g. 2h")) -> None:
     """Print objects like kubectl get, at any simulated moment of a saved run."""
+    from kubetwin.api.kinds import is_cluster_scoped
     from kubetwin.cli.printers import render_table, table
-    from kubetwin.report.rundir import CLUSTER_SCOPED, kind_of, state_at
+    from kubetwin.report.rundir import kind_of, state_at
 
     try:
         kind = kind_of(resource)
@@ -162,7 +163,7 @@ def get(resource: str, name: Optional[str] = typer.Argument(None), namespace: st
     except KubetwinError as exc:
         _fail(exc)
     items = [o for (k, ns, n), o in sorted(objs.items()) if k == kind
-             and (all_namespaces or kind in CLUSTER_SCOPED or ns == namespace) and (name is None or n == name)]
+             and (all_namespaces or is_cluster_scoped(kind) or ns == namespace) and (name is None or n == name)]
     if name is not None and not items:
         err.print(f'Error from server (NotFound): {resource} "{name}" not found')
         raise typer.Exit(1)
@@ -178,11 +179,11 @@ def get(resource: str, name: Optional[str] = typer.Argument(None), namespace: st
         return
     now = datetime.fromisoformat(meta["startTime"].replace("Z", "+00:00")) + timedelta(seconds=t)
     if not items:
-        err.print(f"No resources found in {namespace} namespace." if kind not in CLUSTER_SCOPED
+        err.print(f"No resources found in {namespace} namespace." if not is_cluster_scoped(kind)
                   else "No resources found")
         return
     rows = table(kind, items, now, output == "wide")
-    if all_namespaces and kind not in CLUSTER_SCOPED:
+    if all_namespaces and not is_cluster_scoped(kind):
         rows = [["NAMESPACE", *rows[0]]] + [[o["metadata"].get("namespace", ""), *r] for o, r in zip(
             sorted(items, key=lambda e: (e["lastTimestamp"], e["metadata"]["name"])) if kind == "Event" else items,
             rows[1:], strict=True)]
@@ -194,15 +195,16 @@ def describe(resource: str, name: str, namespace: str = typer.Option("default", 
              run_dir: Path = typer.Option(..., "--run", help="run folder"),
              at: Optional[str] = typer.Option(None, "--at")) -> None:
     """Describe one object like kubectl describe, with its Events."""
+    from kubetwin.api.kinds import is_cluster_scoped
     from kubetwin.cli.printers import describe as render
-    from kubetwin.report.rundir import CLUSTER_SCOPED, kind_of, state_at
+    from kubetwin.report.rundir import kind_of, state_at
 
     try:
         kind = kind_of(resource)
         objs, t, meta = state_at(run_dir, _at(at))
     except KubetwinError as exc:
         _fail(exc)
-    ns = "" if kind in CLUSTER_SCOPED else namespace
+    ns = "" if is_cluster_scoped(kind) else namespace
     obj = objs.get((kind, ns, name))
     if obj is None:
         err.print(f'Error from server (NotFound): {resource} "{name}" not found')

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from kubetwin.api import kinds
 from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.units import format_duration
 
@@ -71,31 +72,6 @@ def _container_state(title: str, state: dict | None) -> list[str]:
     return [f"    {title:<16}Waiting"] if title == "State:" else []
 
 
-# additionalPrinterColumns of the CRDs (src/kubetwin/api/crds; the Workload CRD from kueue
-# config/components/crd/bases/kueue.x-k8s.io_workloads.yaml): header -> JSONPath.
-CRD_COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "Workload": [("QUEUE", ".spec.queueName"), ("RESERVED IN", ".status.admission.clusterQueue"),
-                 ("ADMITTED", '.status.conditions[?(@.type=="Admitted")].status'),
-                 ("FINISHED", '.status.conditions[?(@.type=="Finished")].status')],
-    "ClusterQueue": [("COHORT", ".spec.cohortName || .spec.cohort"), ("STRATEGY", ".spec.queueingStrategy"),
-                     ("PENDING WORKLOADS", ".status.pendingWorkloads"),
-                     ("ADMITTED WORKLOADS", ".status.admittedWorkloads")],
-    "LocalQueue": [("CLUSTERQUEUE", ".spec.clusterQueue"), ("PENDING WORKLOADS", ".status.pendingWorkloads"),
-                   ("ADMITTED WORKLOADS", ".status.admittedWorkloads")],
-    "JobSet": [("TERMINALSTATE", ".status.terminalState"), ("RESTARTS", ".status.restarts"),
-               ("COMPLETED", '.status.conditions[?(@.type=="Completed")].status'), ("SUSPENDED", ".spec.suspend")],
-    # keda.sh_scaledobjects.yaml and the Inference Extension CRDs (InferencePool has no printer columns)
-    "ScaledObject": [("SCALETARGETKIND", ".status.scaleTargetKind"), ("SCALETARGETNAME", ".spec.scaleTargetRef.name"),
-                     ("MIN", ".spec.minReplicaCount"), ("MAX", ".spec.maxReplicaCount"),
-                     ("READY", '.status.conditions[?(@.type=="Ready")].status'),
-                     ("ACTIVE", '.status.conditions[?(@.type=="Active")].status'),
-                     ("FALLBACK", '.status.conditions[?(@.type=="Fallback")].status'),
-                     ("PAUSED", '.status.conditions[?(@.type=="Paused")].status'),
-                     ("TRIGGERS", ".status.triggersTypes"), ("AUTHENTICATIONS", ".status.authenticationsTypes")],
-    "InferenceModel": [("MODEL NAME", ".spec.modelName"), ("INFERENCE POOL", ".spec.poolRef.name"),
-                       ("CRITICALITY", ".spec.criticality")],
-    "InferenceObjective": [("INFERENCE POOL", ".spec.poolRef.name"), ("PRIORITY", ".spec.priority")],
-}
 _STEP = re.compile(r"\w+(?:\[[^\]]*\])?")  # .a, .a[?(@.k=="v")]: dots inside brackets do not split
 _FILTER = re.compile(r'^(\w+)\[\?\(@\.(\w+)=="([^"]*)"\)\]$')
 
@@ -120,12 +96,14 @@ def jsonpath(obj: dict, path: str) -> str:
 
 def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[str]]:
     rows: list[list[str]] = []
-    if kind in CRD_COLUMNS:
-        cols = CRD_COLUMNS[kind]
-        rows.append(["NAME"] + [h for h, _ in cols] + ["AGE"])
+    crd_columns = kinds.REGISTRY.printer_columns(objs[0]) if objs else None
+    if crd_columns:  # the CRD's table: NAME and its columns; priority > 0 only with -o wide
+        cols = [c for c in crd_columns if wide or c.priority == 0]
+        rows.append(["NAME"] + [c.name.upper() for c in cols])
         for o in objs:
-            rows.append([o["metadata"]["name"]] + [jsonpath(o, p) for _, p in cols]
-                        + [_age(o["metadata"].get("creationTimestamp"), now)])
+            cols_of = [c for c in kinds.REGISTRY.printer_columns(o) or () if wide or c.priority == 0]
+            rows.append([o["metadata"]["name"]] + [_age(jsonpath(o, c.json_path) or None, now) if c.type == "date"
+                                                   else jsonpath(o, c.json_path) for c in cols_of])
     elif kind == "Pod":
         rows.append(["NAME", "READY", "STATUS", "RESTARTS", "AGE"] + (["IP", "NODE", "NOMINATED NODE"] if wide else []))
         for p in objs:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from kubetwin.api import crd, kinds
 from kubetwin.api.podspec import TemplateMemo
-from kubetwin.store.store import CLUSTER_SCOPED, Obj, Store
+from kubetwin.store.store import Obj, Store
 
 EXTENDED_PREFIXES = ("nvidia.com/", "google.com/tpu")
 
@@ -81,6 +82,12 @@ def priority(store: Store):
 
 def default_namespace(obj: Obj) -> Obj:
     """Namespaced objects created without a namespace land in "default", as kubectl apply does (client-side)."""
-    if obj.get("kind") in CLUSTER_SCOPED or (obj.get("metadata") or {}).get("namespace"):
+    if kinds.is_cluster_scoped(str(obj.get("kind"))) or (obj.get("metadata") or {}).get("namespace"):
         return obj
     return {**obj, "metadata": {**obj["metadata"], "namespace": "default"}}
+
+
+def crd_defaults(obj: Obj) -> Obj:
+    """Structural defaulting of custom resources (apiextensions-apiserver): the CRD schema's defaults are stored,
+    so controllers and `kubetwin get` see them (a ClusterQueue's queueingStrategy: BestEffortFIFO)."""
+    return crd.apply_defaults(obj) if crd.version_of(obj) is not None else obj

@@ -14,11 +14,7 @@ from kubetwin.sim.env import Environment
 
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old object)
-# Kinds without a namespace (the API server's scope of each resource), for every kind kubetwin stores.
-CLUSTER_SCOPED = frozenset({
-    "Node", "Namespace", "PriorityClass", "NodePool", "Scenario", "DeviceClass", "ResourceSlice", "ClusterQueue",
-    "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "AdmissionCheck", "ProvisioningRequestConfig",
-    "Configuration", "StorageClass", "PersistentVolume"})
+
 
 class AlreadyExists(Exception):
     pass

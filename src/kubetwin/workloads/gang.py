@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubetwin.api import kinds
 from kubetwin.api.conditions import find_condition
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
@@ -101,12 +102,12 @@ def diagnostics(m: Manifest, chains: list[list[tuple[str, dict]]]) -> list[Diagn
     pods = object_pods(m.kind, m.obj.get("spec") or {})
     world = sum(n for _, n in pods)
     out = []
-    for i, ((pod_spec, _), chain) in enumerate(zip(pods, chains, strict=False)):
+    paths = [t.at("spec") for t in kinds.pod_templates(m.obj)]
+    for (pod_spec, _), chain, base in zip(pods, chains, paths, strict=False):
         merged = {k: v for _, a in chain for k, v in a.items()}
         declared = str(merged.get(PREFIX + "gang", "")).lower()
         if pod_spec.get("restartPolicy") != "OnFailure" or declared == "false" or (world <= 1 and declared != "true"):
             continue  # one pod is no gang unless declared one
-        base = f"spec.replicatedJobs[{i}].template.spec.template.spec" if m.kind == "JobSet" else "spec.template.spec"
         out.append(Diagnostic(m.file, m.line_of(f"{base}.restartPolicy"), m.ref, f"{base}.restartPolicy",
                               "a gang rank whose launcher fails (rendezvous or collective timeout) fails the pod "
                               "in the twin, as with restartPolicy Never; the kubelet does not restart its "

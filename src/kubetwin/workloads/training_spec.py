@@ -56,6 +56,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.units import UnitError, parse_duration, parse_quantity
@@ -323,25 +324,15 @@ def parse(annotations: dict) -> TrainingSpec:
 def _chains(obj: dict) -> list[list[tuple[str, dict]]]:
     """The annotation sets a pod of this object inherits, outermost first (the twin merges them at run time:
     training_hook.py): a Pod's own; a Job's metadata then pod template; a JobSet's metadata, then each replicated
-    Job template's, then its pod template's."""
-    spec, kind = obj.get("spec") or {}, obj.get("kind")
-
+    Job template's, then its pod template's (one list per pod template, api.kinds.pod_templates)."""
     def anns(m: object) -> dict:
         a = ((m if isinstance(m, dict) else {}).get("metadata") or {}).get("annotations") or {}
         return a if isinstance(a, dict) else {}
 
     top = ("metadata", anns(obj))
-    if kind == "JobSet":
-        out = []
-        for i, rj in enumerate(spec.get("replicatedJobs") or []):
-            jt = (rj or {}).get("template") or {}
-            base = f"spec.replicatedJobs[{i}].template"
-            out.append([top, (f"{base}.metadata", anns(jt)),
-                        (f"{base}.spec.template.metadata", anns((jt.get("spec") or {}).get("template")))])
-        return out
-    if isinstance(spec.get("template"), dict):
-        return [[top, ("spec.template.metadata", anns(spec["template"]))]]
-    return [[top]]
+    chains = [[top, *((f"{p}.metadata", anns(h)) for p, h in t.parents), (t.at("metadata"), anns(t.template))]
+              for t in kinds.pod_templates(obj) if t.path]
+    return chains or [[top]]
 
 
 def diagnostics(m: Manifest) -> list[Diagnostic]:
