@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
@@ -103,3 +105,13 @@ def missing_shared_trace(path: Path) -> str | None:
             if not (path.parent / doc["spec"]["path"]).exists():
                 return doc["spec"]["path"]
     return None
+
+
+def condition(obj: dict, ctype: str) -> dict:
+    """The object's status condition of that type ({} when it has none): apimachinery's FindStatusCondition."""
+    return find_condition(conditions_of(obj), ctype) or {}
+
+
+def is_true(obj: dict, ctype: str) -> bool:
+    """Whether the object's condition of that type is True: apimachinery's IsStatusConditionTrue."""
+    return is_condition_true(conditions_of(obj), ctype)

@@ -39,16 +39,6 @@ def gpu_pod(name: str, gpus: int = 1, cpu: str = "2", duration: str = "1h", memo
     return pod
 
 
-def events(result, reason: str) -> list[tuple[float, str, str, int]]:
-    """(first time, object name, message, count) of every Event with that reason, its last version."""
-    seen: dict[str, tuple] = {}
-    for t, _, etype, o in result.history:
-        if o["kind"] == "Event" and etype != "DELETED" and o["reason"] == reason:
-            first = seen.get(o["metadata"]["name"], (t,))[0]
-            seen[o["metadata"]["name"]] = (first, o["involvedObject"]["name"], o["message"], o["count"])
-    return sorted(seen.values())
-
-
 def conditions(result, name: str) -> list[tuple[float, list[tuple[str, str, str]]]]:
     out = []
     for t, _, etype, o in result.history:
@@ -63,6 +53,12 @@ def nodes_over_time(result) -> list[tuple[float, str, str]]:
 
 
 # -- scale-up --------------------------------------------------------------------------------------------
+def events(result, reason: str) -> list[tuple[float, str, str, int]]:
+    """(first seen, object name, message, count) of every Event with that reason, in time order."""
+    return sorted((e.first_seen, e.event["involvedObject"]["name"], e.message, e.event["count"])
+                  for e in result.recorded_events(reason))
+
+
 def test_scale_up_fits_pending_gpu_pods_with_ca_events():
     pods = [owned(gpu_pod(f"p{i}")) for i in range(3)]
     r = run(objects=[scenario("2h"), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), *pods])

@@ -33,23 +33,9 @@ def claim(name: str, count: int, cls: str = "gpu.nvidia.com") -> dict:
                                                                           "count": count}}]}}}
 
 
-def versions(res, kind: str, name: str | None = None) -> list[tuple[float, str, dict]]:
-    return [(t, et, o) for t, _, et, o in res.history if o["kind"] == kind and
-            (name is None or o["metadata"]["name"] == name)]
-
-
-def last(res, kind: str, name: str) -> dict:
-    return versions(res, kind, name)[-1][2]
-
-
-def events(res, name: str, reason: str) -> list[str]:
-    return [o["message"] for _, _, _, o in res.history if o["kind"] == "Event" and o["reason"] == reason
-            and o["involvedObject"]["name"] == name]
-
-
 def test_driver_publishes_a_slice_per_node_and_its_device_classes() -> None:
     res = run(objects=[DRA_POOL], duration="10m")
-    [(t, _, sl)] = versions(res, "ResourceSlice")
+    [(t, _, sl)] = res.versions("ResourceSlice")
     assert t == SLICES_AT and sl["spec"]["driver"] == "gpu.nvidia.com"
     assert sl["spec"]["pool"] == {"name": sl["spec"]["nodeName"], "generation": 1, "resourceSliceCount": 1}
     devs = sl["spec"]["devices"]
@@ -58,9 +44,9 @@ def test_driver_publishes_a_slice_per_node_and_its_device_classes() -> None:
     assert devs[0]["attributes"]["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
     assert devs[0]["attributes"]["cudaComputeCapability"] == {"version": "9.0.0"}
     assert "index" not in devs[0]["attributes"]  # removed from the driver in Sep 2025
-    assert sorted(o["metadata"]["name"] for _, _, o in versions(res, "DeviceClass")) == ["gpu.nvidia.com",
+    assert sorted(o["metadata"]["name"] for _, _, o in res.versions("DeviceClass")) == ["gpu.nvidia.com",
                                                                                          "mig.nvidia.com"]
-    node = last(res, "Node", sl["spec"]["nodeName"])
+    node = res.last("Node", sl["spec"]["nodeName"])
     assert "nvidia.com/gpu" not in node["status"]["allocatable"]  # no device plugin on DRA node pools
 
 
@@ -68,7 +54,7 @@ def test_claim_allocated_reserved_and_released() -> None:
     objs = [DRA_POOL, claim("shared", 6), pod("first", "shared", duration="30m"),
             claim("other", 4), pod("second", "other", duration="30m")]
     res = run(objects=objs, duration="2h")
-    allocs = [o["status"]["allocation"] for _, _, o in versions(res, "ResourceClaim", "shared")
+    allocs = [o["status"]["allocation"] for _, _, o in res.versions("ResourceClaim", "shared")
               if (o.get("status") or {}).get("allocation")]
     results = allocs[0]["devices"]["results"]
     assert [r["device"] for r in results] == [f"gpu-{i}" for i in range(6)]
@@ -76,16 +62,16 @@ def test_claim_allocated_reserved_and_released() -> None:
     node = results[0]["pool"]
     assert allocs[0]["nodeSelector"] == {"nodeSelectorTerms": [{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": [node]}]}]}
-    reserved = next(o for _, _, o in versions(res, "ResourceClaim", "shared") if o.get("status", {}).get("reservedFor"))
+    reserved = next(o for _, _, o in res.versions("ResourceClaim", "shared") if o.get("status", {}).get("reservedFor"))
     assert reserved["status"]["reservedFor"][0]["name"] == "first"
     assert reserved["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     # 4 more GPUs do not fit next to 6: the second pod waits in the plugin's words, then gets freed devices
     assert any(m.startswith("0/1 nodes are available: 1 cannot allocate all claims.")
-               for m in events(res, "second", "FailedScheduling"))
-    assert events(res, "second", "Scheduled")
-    final = last(res, "ResourceClaim", "shared")
+               for m in [e.message for e in res.recorded_events("FailedScheduling", involved="second")])
+    assert [e.message for e in res.recorded_events("Scheduled", involved="second")]
+    final = res.last("ResourceClaim", "shared")
     assert "allocation" not in final["status"] and "finalizers" not in final["metadata"]  # deallocated
-    other = next(o for _, _, o in versions(res, "ResourceClaim", "other") if o.get("status", {}).get("allocation"))
+    other = next(o for _, _, o in res.versions("ResourceClaim", "other") if o.get("status", {}).get("allocation"))
     assert sorted(r["device"] for r in other["status"]["allocation"]["devices"]["results"]) == \
         ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
 
@@ -94,13 +80,13 @@ def test_template_claims_are_generated_owned_and_deleted_with_the_pod() -> None:
     tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
             "spec": {"spec": claim("x", 1)["spec"]}}
     res = run(objects=[DRA_POOL, tmpl, pod("worker", "one-gpu", template=True, duration="10m")], duration="1h")
-    [(t0, _, gen)] = [v for v in versions(res, "ResourceClaim") if v[1] == "ADDED"]
+    [(t0, _, gen)] = [v for v in res.versions("ResourceClaim") if v[1] == "ADDED"]
     assert gen["metadata"]["name"].startswith("worker-gpu-") and len(gen["metadata"]["name"]) == len("worker-gpu-") + 5
     assert gen["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
     assert gen["metadata"]["ownerReferences"][0]["kind"] == "Pod"
-    p = next(o for _, _, o in versions(res, "Pod", "worker") if o.get("status", {}).get("resourceClaimStatuses"))
+    p = next(o for _, _, o in res.versions("Pod", "worker") if o.get("status", {}).get("resourceClaimStatuses"))
     assert p["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": gen["metadata"]["name"]}]
-    assert versions(res, "ResourceClaim")[-1][1] == "DELETED"  # the pod succeeded: its claim goes away
+    assert res.versions("ResourceClaim")[-1][1] == "DELETED"  # the pod succeeded: its claim goes away
 
 
 def test_seed_as_written_fails_in_the_schedulers_words(shared) -> None:
@@ -110,24 +96,24 @@ def test_seed_as_written_fails_in_the_schedulers_words(shared) -> None:
     dra = [d for d in docs if d["apiVersion"].startswith("resource.k8s.io") or d["kind"] == "Pod"]
     dra[-1]["spec"]["tolerations"] = TOLERATE
     res = run(objects=[DRA_POOL, *dra], duration="30m")
-    stored = versions(res, "ResourceClaim", "gpu-claim")[0][2]
+    stored = res.versions("ResourceClaim", "gpu-claim")[0][2]
     assert stored["apiVersion"] == "resource.k8s.io/v1"
     assert stored["spec"]["devices"]["requests"] == [
         {"name": "gpu", "exactly": {"deviceClassName": "nvidia-gpu", "count": 2, "adminAccess": False,
                                     "allocationMode": "ExactCount"}}]
-    msgs = events(res, "training-job", "FailedScheduling")
+    msgs = [e.message for e in res.recorded_events("FailedScheduling", involved="training-job")]
     assert msgs[-1] == ('running "DynamicResources" filter plugin: class nvidia-gpu: selector #0: CEL runtime '
                         "error: no such key: quantity")
-    cond = next(c for c in last(res, "Pod", "training-job")["status"]["conditions"] if c["type"] == "PodScheduled")
+    cond = next(c for c in res.last("Pod", "training-job")["status"]["conditions"] if c["type"] == "PodScheduled")
     assert cond["reason"] == "SchedulerError"
 
 
 def test_prefilter_messages() -> None:
     res = run(objects=[DRA_POOL, pod("lost", "nope"), claim("c", 1, cls="no-such-class"), pod("classless", "c")],
               duration="10m")
-    assert events(res, "lost", "FailedScheduling")[-1] == \
+    assert [e.message for e in res.recorded_events("FailedScheduling", involved="lost")][-1] == \
         '0/1 nodes are available: could not find ResourceClaim "default/nope".'
-    assert events(res, "classless", "FailedScheduling")[-1] == \
+    assert [e.message for e in res.recorded_events("FailedScheduling", involved="classless")][-1] == \
         "0/1 nodes are available: request gpu: device class no-such-class does not exist."
 
 
@@ -135,7 +121,7 @@ def test_dra_example_runs_and_reports_gpu_allocation() -> None:
     res = run([ROOT / "src" / "kubetwin" / "scenarios" / "dra"], duration="2h")
     alloc = res.summary["gpu_allocation"]
     assert alloc["h100-dra"]["gpu_hours_allocatable"] > 0 and alloc["h100-dra"]["gpu_hours_requested"] > 0
-    evals = [o for _, et, o in versions(res, "ResourceClaim") if et == "MODIFIED"
+    evals = [o for _, et, o in res.versions("ResourceClaim") if et == "MODIFIED"
              and o["metadata"]["name"].startswith("inference-eval-") and o.get("status", {}).get("allocation")]
     picked = sorted({r["request"] for o in evals for r in o["status"]["allocation"]["devices"]["results"]})
     assert picked == ["gpu/a100", "gpu/h100"]  # firstAvailable: H100 first, two A100s as the fallback
@@ -186,7 +172,7 @@ def test_static_mig_devices_replace_the_whole_gpus() -> None:
     objs = [_mig_pool("mig", **{"nvidia.com/mig.config": "all-3g.40gb"}), _mig_claim("two", "3g.40gb", 2),
             pod("p", "two")]
     res = run(objects=objs, duration="30m")
-    [(_, _, sl)] = versions(res, "ResourceSlice")
+    [(_, _, sl)] = res.versions("ResourceSlice")
     devs = sl["spec"]["devices"]
     assert [d["name"] for d in devs[:2]] == ["gpu-0-mig-9-0-4", "gpu-0-mig-9-4-4"] and len(devs) == 16
     d = devs[1]
@@ -194,7 +180,7 @@ def test_static_mig_devices_replace_the_whole_gpus() -> None:
     assert d["capacity"]["memory"] == {"value": "40448Mi"} and d["capacity"]["multiprocessors"] == {"value": "60"}
     assert sorted(k for k in d["capacity"] if k.startswith("memorySlice")) == [f"memorySlice{i}"
                                                                                for i in range(4, 8)]
-    alloc = next(o for _, _, o in versions(res, "ResourceClaim", "two") if o.get("status", {}).get("allocation"))
+    alloc = next(o for _, _, o in res.versions("ResourceClaim", "two") if o.get("status", {}).get("allocation"))
     assert [r["device"] for r in alloc["status"]["allocation"]["devices"]["results"]] == ["gpu-0-mig-9-0-4",
                                                                                           "gpu-0-mig-9-4-4"]
     assert res.summary["gpu_allocation"]["mig"]["gpu_hours_allocatable"] > 0
@@ -212,12 +198,12 @@ def test_dynamic_mig_counters_keep_layouts_legal() -> None:
     gates = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
              "spec": {"featureGates": {"DRAPartitionableDevices": True}}}
     res = run(objects=[gates, *objs], duration="30m")
-    slices = [o for _, _, o in versions(res, "ResourceSlice")]
+    slices = [o for _, _, o in res.versions("ResourceSlice")]
     assert len(slices) == 8 and all(s["spec"]["pool"]["resourceSliceCount"] == 8 for s in slices)
     assert slices[0]["spec"]["sharedCounters"][0]["name"] == "gpu-0-counter-set"
 
     def picked(name: str) -> list[str]:
-        o = next(o for _, _, o in versions(res, "ResourceClaim", name) if o.get("status", {}).get("allocation"))
+        o = next(o for _, _, o in res.versions("ResourceClaim", name) if o.get("status", {}).get("allocation"))
         return [r["device"] for r in o["status"]["allocation"]["devices"]["results"]]
     # slices are walked in name order (their names end in random characters): the first holds GPU `first`
     first = min(slices, key=lambda s: s["metadata"]["name"])["spec"]["devices"][0]["name"]
@@ -226,5 +212,5 @@ def test_dynamic_mig_counters_keep_layouts_legal() -> None:
     [gpu] = picked("whole")
     assert gpu != first and "-mig-" not in gpu
     off = run(objects=objs, duration="30m")
-    assert events(off, "a", "FailedScheduling")[-1].startswith("0/1 nodes are available: 1 cannot allocate all "
-                                                               "claims.")
+    failed = off.recorded_events("FailedScheduling", involved="a")
+    assert failed[-1].message.startswith("0/1 nodes are available: 1 cannot allocate all claims.")

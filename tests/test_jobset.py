@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, final_objects, make_pool, scenario
+from conftest import SHARED, condition, final_objects, make_pool, scenario
 
 import kubetwin.run as run_mod
 from kubetwin.controllers import jobset_webhook as J
@@ -30,18 +30,6 @@ def rjob(name: str, replicas: int = 1, pods: int = 1, duration: str = "10m", fai
 def jobset(name: str, *rjobs: dict, annotations: dict | None = None, **spec) -> dict:
     return {"apiVersion": J.API, "kind": "JobSet", "metadata": {"name": name, "annotations": annotations or {}},
             "spec": {"replicatedJobs": list(rjobs), **spec}}
-
-
-def events(result, reason: str) -> list[dict]:
-    seen: dict[str, dict] = {}
-    for _, _, _, o in result.history:
-        if o["kind"] == "Event" and o["reason"] == reason:
-            seen[o["metadata"]["name"]] = o
-    return list(seen.values())
-
-
-def cond(obj: dict, ctype: str) -> dict | None:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
 
 
 def run_with(monkeypatch, objects: list[dict], actions: list[tuple[float, Callable[[Store], None]]], **kw):
@@ -86,7 +74,7 @@ def test_child_jobs_carry_the_real_names_labels_and_annotations() -> None:
     assert all(p["spec"]["subdomain"] == "train" and p["metadata"]["labels"]["jobset.sigs.k8s.io/priority"] == "0"
                for p in pods)
     js = final_objects(result, "JobSet")["train"]
-    assert cond(js, "Completed")["reason"] == "AllJobsCompleted" and js["status"]["terminalState"] == "Completed"
+    assert condition(js, "Completed")["reason"] == "AllJobsCompleted" and js["status"]["terminalState"] == "Completed"
     assert {s["name"]: s["succeeded"] for s in js["status"]["replicatedJobsStatus"]} == {"driver": 1, "workers": 2}
 
 
@@ -95,7 +83,7 @@ def test_success_policy_any_on_a_target_completes_early_and_deletes_the_rest() -
                 successPolicy={"operator": "Any", "targetReplicatedJobs": ["driver"]})
     result = run(objects=[*cluster(), js])
     done = final_objects(result, "JobSet")["train"]
-    assert cond(done, "Completed")["lastTransitionTime"] == "2026-01-01T00:05:00Z"
+    assert condition(done, "Completed")["lastTransitionTime"] == "2026-01-01T00:05:00Z"
     assert sorted(final_objects(result, "Job")) == ["train-driver-0"]  # the active workers were deleted with their pods
     assert not any(p["metadata"]["name"].startswith("train-workers") for p in final_objects(result, "Pod").values())
 
@@ -103,7 +91,7 @@ def test_success_policy_any_on_a_target_completes_early_and_deletes_the_rest() -
 def test_success_policy_all_waits_for_every_target_job() -> None:
     js = jobset("train", rjob("driver", duration="5m"), rjob("workers", replicas=2, duration="20m"))
     done = final_objects(run(objects=[*cluster(), js]), "JobSet")["train"]
-    assert cond(done, "Completed")["lastTransitionTime"] == "2026-01-01T00:20:00Z"
+    assert condition(done, "Completed")["lastTransitionTime"] == "2026-01-01T00:20:00Z"
 
 
 def test_failed_child_job_restarts_the_whole_set_until_max_restarts() -> None:
@@ -111,7 +99,7 @@ def test_failed_child_job_restarts_the_whole_set_until_max_restarts() -> None:
                 failurePolicy={"maxRestarts": 2})
     result = run(objects=[*cluster(), js])
     final = final_objects(result, "JobSet")["train"]
-    failed = cond(final, "Failed")
+    failed = condition(final, "Failed")
     assert failed["reason"] == "ReachedMaxRestarts" and final["status"]["terminalState"] == "Failed"
     assert failed["message"] == ("jobset failed due to reaching max number of restarts "
                                  "(first failed job: train-workers-0)")
@@ -124,28 +112,29 @@ def test_failed_child_job_restarts_the_whole_set_until_max_restarts() -> None:
                 o["metadata"]["name"])
     assert sorted(attempts) == ["0", "1", "2"] and all(len(v) == 4 for v in attempts.values())
     assert len(set().union(*attempts.values())) == 12  # every attempt recreated the pods
-    restarts = events(result, "RestartJobSetFailurePolicyAction")
+    restarts = [e.event for e in result.recorded_events("RestartJobSetFailurePolicyAction")]
     assert restarts[0]["message"] == "applying RestartJobSet failure policy action (first failed job: train-workers-0)"
     assert restarts[0]["count"] == 2 and restarts[0]["type"] == "Warning"
-    assert not final_objects(result, "Job") or all(cond(j, "Failed") for j in final_objects(result, "Job").values())
+    jobs = final_objects(result, "Job")
+    assert not jobs or all(condition(j, "Failed") for j in jobs.values())
 
 
 def test_no_failure_policy_fails_at_once_and_rules_pick_the_action() -> None:
     plain = run(objects=[*cluster(), jobset("a", rjob("w", fail_after="5m"))])
-    failed = cond(final_objects(plain, "JobSet")["a"], "Failed")
+    failed = condition(final_objects(plain, "JobSet")["a"], "Failed")
     assert (failed["reason"], failed["message"]) == ("FailedJobs", "jobset failed due to one or more job failures "
                                                      "(first failed job: a-w-0)")
     rules = {"maxRestarts": 5, "rules": [{"name": "failFast", "action": "FailJobSet",
                                           "onJobFailureReasons": ["BackoffLimitExceeded"]}]}
     ruled = final_objects(run(objects=[*cluster(), jobset("b", rjob("w", fail_after="5m"), failurePolicy=rules)]),
                           "JobSet")
-    failed = cond(ruled["b"], "Failed")
+    failed = condition(ruled["b"], "Failed")
     assert failed["reason"] == "FailJobSetFailurePolicyAction" and ruled["b"]["status"]["restarts"] == 0
     ignore = {"maxRestarts": 0, "rules": [{"name": "always", "action": "RestartJobSetAndIgnoreMaxRestarts"}]}
     js = jobset("c", rjob("w", duration="1h", fail_after="20m"), failurePolicy=ignore)
     kept = final_objects(run(objects=[*cluster(), js], duration="50m"), "JobSet")["c"]
     assert kept["status"]["restarts"] == 2 and "restartsCountTowardsMax" not in kept["status"]
-    assert cond(kept, "Failed") is None
+    assert condition(kept, "Failed") == {}
 
 
 def test_on_failure_pods_restart_in_place_until_the_backoff_limit() -> None:
@@ -153,12 +142,13 @@ def test_on_failure_pods_restart_in_place_until_the_backoff_limit() -> None:
     js["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 2
     del js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"]  # OnFailure
     result = run(objects=[*cluster(), js])
-    job = cond(final_objects(result, "Job")["t-w-0"], "Failed")
+    job = condition(final_objects(result, "Job")["t-w-0"], "Failed")
     assert job["reason"] == "BackoffLimitExceeded"
     # 1m run, 10 s back-off, 1m run, then the second restart reaches backoffLimit 2
     assert job["lastTransitionTime"] == "2026-01-01T00:02:10Z"
-    assert events(result, "BackOff")[0]["message"].startswith("Back-off restarting failed container c in pod t-w-0-0-")
-    assert cond(final_objects(result, "JobSet")["t"], "Failed")["reason"] == "FailedJobs"
+    backoff = result.recorded_events("BackOff")
+    assert backoff[0].message.startswith("Back-off restarting failed container c in pod t-w-0-0-")
+    assert condition(final_objects(result, "JobSet")["t"], "Failed")["reason"] == "FailedJobs"
 
 
 def test_suspend_and_resume_use_the_templates_kueue_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,15 +163,15 @@ def test_suspend_and_resume_use_the_templates_kueue_wrote(monkeypatch: pytest.Mo
 
     js = jobset("train", rjob("w", replicas=2, pods=2, duration="30m"), suspend=True)
     result = run_with(monkeypatch, [*cluster(pools=2), js], [(600.0, admit)])
-    assert [e["message"] for e in events(result, "SuspendedJobs")] == ["jobset is suspended"]
-    assert [e["message"] for e in events(result, "ResumeJobs")] == ["jobset is resumed"]
+    assert [e["message"] for e in [e.event for e in result.recorded_events("SuspendedJobs")]] == ["jobset is suspended"]
+    assert [e["message"] for e in [e.event for e in result.recorded_events("ResumeJobs")]] == ["jobset is resumed"]
     pods = [o for _, _, et, o in result.history if o["kind"] == "Pod" and et == "ADDED"]
     assert len(pods) == 4 and all(p["spec"]["nodeSelector"] == {POOL_KEY: "pool-1"} for p in pods)
     assert {p["metadata"]["creationTimestamp"] for p in pods} == {"2026-01-01T00:10:00Z"}
     done = final_objects(result, "JobSet")["train"]
-    assert cond(done, "Suspended")["status"] == "False" and cond(done, "Completed")["lastTransitionTime"] == (
+    assert condition(done, "Suspended")["status"] == "False" and condition(done, "Completed")["lastTransitionTime"] == (
         "2026-01-01T00:40:00Z")
-    job = cond(final_objects(result, "Job")["train-w-0"], "Suspended")
+    job = condition(final_objects(result, "Job")["train-w-0"], "Suspended")
     assert (job["status"], job["reason"], job["message"]) == ("False", "JobResumed", "Job resumed")
 
 
@@ -192,7 +182,7 @@ def test_suspending_a_running_jobset_deletes_its_pods(monkeypatch: pytest.Monkey
     result = run_with(monkeypatch, [*cluster(), jobset("train", rjob("w", pods=2, duration="1h"))], [(300.0, suspend)])
     assert not final_objects(result, "Pod")
     job = final_objects(result, "Job")["train-w-0"]
-    assert job["spec"]["suspend"] is True and cond(job, "Suspended")["reason"] == "JobSuspended"
+    assert job["spec"]["suspend"] is True and condition(job, "Suspended")["reason"] == "JobSuspended"
     assert job["status"]["failed"] == 0 and "startTime" not in job["status"]
     status = {s["name"]: s for s in final_objects(result, "JobSet")["train"]["status"]["replicatedJobsStatus"]}
     assert status["w"]["suspended"] == 1 and status["w"]["active"] == 0
@@ -207,10 +197,10 @@ def test_startup_policy_in_order_and_ttl_after_finished() -> None:
     driver_ready = next(i for i, (_, _, _, o) in enumerate(h) if o["kind"] == "Job" and o["metadata"]["name"] ==
                         "train-driver-0" and (o.get("status") or {}).get("ready"))
     assert created["train-driver-0"] < driver_ready < created["train-workers-0"] < created["train-workers-1"]
-    finished = [t for t, _, _, o in result.history if o["kind"] == "JobSet" and cond(o, "Completed")]
+    finished = [t for t, _, _, o in result.history if o["kind"] == "JobSet" and condition(o, "Completed")]
     gone = [t for t, _, et, o in result.history if o["kind"] == "JobSet" and et == "DELETED"]
     assert gone == [finished[0] + 60] and not final_objects(result, "Job") and not final_objects(result, "Pod")
-    reasons = [e["reason"] for e in events(result, "InOrderStartupPolicyCompleted")]
+    reasons = [e["reason"] for e in [e.event for e in result.recorded_events("InOrderStartupPolicyCompleted")]]
     assert reasons == ["InOrderStartupPolicyCompleted"]
 
 
@@ -239,7 +229,7 @@ def test_exclusive_placement_one_job_per_node_pool_and_a_fifth_waits() -> None:
     assert anti == [{"labelSelector": {"matchExpressions": [
         {"key": J.JOB_KEY, "operator": "Exists"}, {"key": J.JOB_KEY, "operator": "NotIn", "values": [key]},
         {"key": J.PRIORITY_KEY, "operator": "In", "values": ["0"]}]}, "topologyKey": POOL_KEY, "namespaceSelector": {}}]
-    refused = events(result, "FailedCreate")
+    refused = [e.event for e in result.recorded_events("FailedCreate")]
     assert refused and all(e["message"] == 'Error creating: admission webhook "vpod.kb.io" denied the request: '
                            "follower pod node selector for topology domain not found. missing selector: "
                            "cloud.google.com/gke-nodepool" for e in refused)
@@ -251,7 +241,7 @@ def test_exclusive_placement_one_job_per_node_pool_and_a_fifth_waits() -> None:
 def test_example_jobset_runs_one_slice_per_pool() -> None:
     result = run([EXAMPLES / "jobset-exclusive-placement.yaml"])
     js = final_objects(result, "JobSet")["llm-train"]
-    assert cond(js, "Completed")["reason"] == "AllJobsCompleted"
+    assert condition(js, "Completed")["reason"] == "AllJobsCompleted"
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"][POOL_KEY] for n in final_objects(result, "Node").values()}
     pools: dict[str, set[str]] = {}
     for _, _, _, o in result.history:

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import json
 
+from conftest import condition, is_true
 from test_kueue_run import (
     cluster_queue,
-    cond,
     configuration,
-    events,
-    first_time,
     flavor,
-    last,
     local_queue,
     scenario,
-    versions,
 )
 
 from kubetwin.kueue.pods import MANAGED_LABEL, SCHEDULING_GATE
@@ -53,19 +49,19 @@ def gates(p: dict) -> list[str]:
 
 
 def pod_scheduled(p: dict) -> dict:
-    return cond(p, "PodScheduled")
+    return condition(p, "PodScheduled")
 
 
 def admitted_at(result, prefix: str) -> float | None:
-    return first_time(result, "Workload", prefix, lambda o: cond(o, "Admitted").get("status") == "True")
+    return result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix=prefix)
 
 
 def ungated_at(result, name: str) -> float | None:
-    return first_time(result, "Pod", name, lambda o: SCHEDULING_GATE not in gates(o))
+    return result.first_time("Pod", lambda o: SCHEDULING_GATE not in gates(o), prefix=name)
 
 
 def running_at(result, name: str) -> float | None:
-    return first_time(result, "Pod", name, lambda o: (o.get("status") or {}).get("phase") == "Running")
+    return result.first_time("Pod", lambda o: (o.get("status") or {}).get("phase") == "Running", prefix=name)
 
 
 def test_queued_pod_waits_gated_then_is_admitted_ungated_with_the_flavor_node_selector():
@@ -73,30 +69,30 @@ def test_queued_pod_waits_gated_then_is_admitted_ungated_with_the_flavor_node_se
             flavor("ml", nodeLabels={"team": "ml"}), cluster_queue("cq", "8", flavor_name="ml"),
             local_queue("main", "cq", create_at="30m"), pod("train")]
     result = kt_run(objects=objs)
-    created = next(o for _, etype, o in versions(result, "Pod", "train") if etype == "ADDED")
+    created = next(o for _, etype, o in result.versions("Pod", prefix="train") if etype == "ADDED")
     assert created["metadata"]["labels"][MANAGED_LABEL] == "true" and gates(created) == [SCHEDULING_GATE]
     gated = pod_scheduled(created)
     assert (gated["status"], gated["reason"]) == ("False", "SchedulingGated")
-    wl = last(result, "Workload", "pod-train-", at=1799)
+    wl = result.last("Workload", prefix="pod-train-", at=1799)
     assert wl["metadata"]["ownerReferences"][0]["kind"] == "Pod" and wl["metadata"]["ownerReferences"][0]["controller"]
     assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("main", 1)]
-    qr = cond(wl, "QuotaReserved")
+    qr = condition(wl, "QuotaReserved")
     assert (qr["status"], qr["reason"], qr["message"]) == ("False", "Inadmissible", "LocalQueue main doesn't exist")
-    before = last(result, "Pod", "train", at=1799)
+    before = result.last("Pod", prefix="train", at=1799)
     assert gates(before) == [SCHEDULING_GATE] and not before["spec"].get("nodeName")
-    assert not [o for _, o in events(result, "FailedScheduling") if o["involvedObject"]["name"] == "train"]
+    assert not [o for _, o in result.recorded_events("FailedScheduling") if o["involvedObject"]["name"] == "train"]
 
     assert admitted_at(result, "pod-train-") == ungated_at(result, "train") == running_at(result, "train") == 1800.0
-    after = last(result, "Pod", "train", at=1800)
+    after = result.last("Pod", prefix="train", at=1800)
     assert after["spec"]["nodeSelector"] == {"team": "ml"} and "ml" in after["spec"]["nodeName"]
     assert "schedulingGates" not in after["spec"]
-    assert [(o["involvedObject"]["name"], o["message"]) for _, o in events(result, "Started")
+    assert [(o["involvedObject"]["name"], o["message"]) for _, o in result.recorded_events("Started")
             if o["involvedObject"]["kind"] == "Pod" and o["message"].startswith("Admitted")] == [
         ("train", "Admitted by clusterQueue cq")]
     # the pod runs 30m: its Workload finishes with it
-    done = last(result, "Workload", "pod-train-")
-    assert (cond(done, "Finished")["status"], cond(done, "Finished")["reason"]) == ("True", "Succeeded")
-    assert first_time(result, "Workload", "pod-train-", lambda o: cond(o, "Finished").get("status") == "True") \
+    done = result.last("Workload", prefix="pod-train-")
+    assert (condition(done, "Finished")["status"], condition(done, "Finished")["reason"]) == ("True", "Succeeded")
+    assert result.first_time("Workload", lambda o: is_true(o, "Finished"), prefix="pod-train-") \
         == 3600.0
 
 
@@ -105,9 +101,9 @@ def test_second_pod_stays_gated_until_the_first_finishes():
             pod("a"), pod("b", create_at="1m")]
     result = kt_run(objects=objs)
     assert admitted_at(result, "pod-a-") == running_at(result, "a") == 0.0
-    b = last(result, "Pod", "b", at=1799)
+    b = result.last("Pod", prefix="b", at=1799)
     assert gates(b) == [SCHEDULING_GATE] and pod_scheduled(b)["reason"] == "SchedulingGated"
-    qr = cond(last(result, "Workload", "pod-b-", at=1799), "QuotaReserved")
+    qr = condition(result.last("Workload", prefix="pod-b-", at=1799), "QuotaReserved")
     assert (qr["status"], qr["reason"]) == ("False", "WaitingForQuota")
     assert "insufficient unused quota for cpu in flavor default" in qr["message"]
     assert admitted_at(result, "pod-b-") == ungated_at(result, "b") == running_at(result, "b") == 1800.0
@@ -118,27 +114,27 @@ def test_pod_group_is_one_workload_admitted_all_or_nothing():
     objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "3"), local_queue("main", "cq"),
             pod("t-0", group=group), pod("t-1", group=group), pod("t-2", group=group, create_at="10m")]
     result = kt_run(objects=objs)
-    assert not [o for t, _, o in versions(result, "Workload") if t < 600]  # not before all 3 pods exist
-    compose = [o for _, o in events(result, "ErrWorkloadCompose")]
+    assert not [o for t, _, o in result.versions("Workload") if t < 600]  # not before all 3 pods exist
+    compose = [o for _, o in result.recorded_events("ErrWorkloadCompose")]
     assert compose and compose[0]["message"] == "'trainers' group has fewer runnable pods than expected"
-    wl = last(result, "Workload", "trainers")
+    wl = result.last("Workload", prefix="trainers")
     assert wl["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
     assert sorted(r["name"] for r in wl["metadata"]["ownerReferences"]) == ["t-0", "t-1", "t-2"]
     assert not any(r.get("controller") for r in wl["metadata"]["ownerReferences"])
     assert [ps["count"] for ps in wl["spec"]["podSets"]] == [3]  # one role (same shape): one PodSet of 3
-    role = last(result, "Pod", "t-0")["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"]
+    role = result.last("Pod", prefix="t-0")["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"]
     assert wl["spec"]["podSets"][0]["name"] == role and len(role) == 8
     assert admitted_at(result, "trainers") == 600.0
     assert [ungated_at(result, f"t-{i}") for i in range(3)] == [600.0] * 3
     assert [running_at(result, f"t-{i}") for i in range(3)] == [600.0] * 3
-    fin = cond(last(result, "Workload", "trainers"), "Finished")
+    fin = condition(result.last("Workload", prefix="trainers"), "Finished")
     assert (fin["status"], fin["reason"], fin["message"]) == ("True", "Succeeded", "Pods succeeded: 3/3.")
 
     # quota for 2 of the 3: nothing of the group starts
     small = [o if o.get("kind") != "ClusterQueue" else cluster_queue("cq", "2") for o in objs]
     result = kt_run(objects=small)
     assert admitted_at(result, "trainers") is None
-    assert all(gates(last(result, "Pod", f"t-{i}")) == [SCHEDULING_GATE] for i in range(3))
+    assert all(gates(result.last("Pod", prefix=f"t-{i}")) == [SCHEDULING_GATE] for i in range(3))
     assert not any(running_at(result, f"t-{i}") for i in range(3))
 
 
@@ -153,17 +149,17 @@ def test_preempted_plain_pod_is_deleted_and_its_workload_goes_with_it():
             pod("high", create_at="10m", labels={"kueue.x-k8s.io/priority-class": "high"})]
     result = kt_run(objects=objs)
     assert running_at(result, "low") == 0.0
-    evicted = last(result, "Workload", "pod-low-")  # its last version, at the eviction
-    assert cond(evicted, "Evicted")["reason"] == "Preempted"
-    assert cond(evicted, "Preempted")["reason"] == "InClusterQueue"
-    deleted = [(t, o) for t, etype, o in versions(result, "Pod", "low") if etype == "DELETED"]
+    evicted = result.last("Workload", prefix="pod-low-")  # its last version, at the eviction
+    assert condition(evicted, "Evicted")["reason"] == "Preempted"
+    assert condition(evicted, "Preempted")["reason"] == "InClusterQueue"
+    deleted = [(t, o) for t, etype, o in result.versions("Pod", prefix="low") if etype == "DELETED"]
     assert [t for t, _ in deleted] == [600.0]
-    target = cond(deleted[0][1], "TerminationTarget")
+    target = condition(deleted[0][1], "TerminationTarget")
     assert (target["status"], target["reason"]) == ("True", "WorkloadEvicted")
-    assert [t for t, etype, _ in versions(result, "Workload", "pod-low-") if etype == "DELETED"] == [600.0]
-    assert [o["involvedObject"]["name"] for _, o in events(result, "Stopped")] == ["low"]
+    assert [t for t, etype, _ in result.versions("Workload", prefix="pod-low-") if etype == "DELETED"] == [600.0]
+    assert [o["involvedObject"]["name"] for _, o in result.recorded_events("Stopped")] == ["low"]
     assert admitted_at(result, "pod-high-") == running_at(result, "high") == 600.0
-    assert not any(cond(o, "Requeued").get("status") == "True" for _, _, o in versions(result, "Workload", "pod-low-"))
+    assert not any(is_true(o, "Requeued") for _, _, o in result.versions("Workload", prefix="pod-low-"))
 
 
 def test_configuration_without_the_pod_framework_leaves_pods_alone():
@@ -171,8 +167,8 @@ def test_configuration_without_the_pod_framework_leaves_pods_alone():
             configuration(integrations={"frameworks": ["batch/job"]}), pod("a"), pod("b")]
     result = kt_run(objects=objs)
     assert running_at(result, "a") == running_at(result, "b") == 0.0
-    assert not versions(result, "Workload")
-    assert MANAGED_LABEL not in last(result, "Pod", "a")["metadata"]["labels"]
+    assert not result.versions("Workload")
+    assert MANAGED_LABEL not in result.last("Pod", prefix="a")["metadata"]["labels"]
 
 
 def test_plain_pods_run_is_deterministic():
@@ -197,7 +193,7 @@ def test_pod_group_with_an_unretriable_failed_pod_finishes_when_none_is_left_run
     objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "2"), local_queue("main", "cq"), bad,
             pod("g-ok", group=group)]
     result = kt_run(objects=objs)
-    assert last(result, "Pod", "g-bad")["status"]["phase"] == "Failed"
-    fin = cond(last(result, "Workload", "g"), "Finished")
+    assert result.last("Pod", prefix="g-bad")["status"]["phase"] == "Failed"
+    fin = condition(result.last("Workload", prefix="g"), "Finished")
     assert (fin["status"], fin["reason"], fin["message"]) == ("True", "Succeeded", "Pods succeeded: 1/2.")
-    assert first_time(result, "Workload", "g", lambda o: cond(o, "Finished").get("status") == "True") == 1800.0
+    assert result.first_time("Workload", lambda o: is_true(o, "Finished"), prefix="g") == 1800.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import condition, is_true
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_paths
@@ -25,35 +26,6 @@ FAIR = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitial
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-def versions(result, kind: str, name_prefix: str = "", ns: str | None = None) -> list[tuple[float, str, dict]]:
-    return [(t, etype, o) for t, _, etype, o in result.history
-            if o["kind"] == kind and o["metadata"]["name"].startswith(name_prefix)
-            and (ns is None or o["metadata"].get("namespace") == ns)]
-
-
-def last(result, kind: str, name_prefix: str, ns: str | None = None, at: float | None = None) -> dict:
-    found = [o for t, etype, o in versions(result, kind, name_prefix, ns) if etype != "DELETED"
-             and (at is None or t <= at)]
-    assert found, f"no {kind} {name_prefix}"
-    return found[-1]
-
-
-def cond(obj: dict, ctype: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
-
-
-def first_time(result, kind: str, name_prefix: str, pred, ns: str | None = None) -> float | None:
-    for t, etype, o in versions(result, kind, name_prefix, ns):
-        if etype != "DELETED" and pred(o):
-            return t
-    return None
-
-
-def events(result, reason: str) -> list[tuple[float, dict]]:
-    return [(t, o) for t, _, etype, o in result.history if o["kind"] == "Event" and o["reason"] == reason
-            and etype == "ADDED"]
-
-
 def scenario(duration: str = "2h") -> dict:
     return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "t"},
             "spec": {"duration": duration, "seed": 1, "report": ["summary"]}}
@@ -115,35 +87,33 @@ def cohort(tmp_path_factory):
 
 
 def test_cohort_example_borrow_reclaim_requeue(cohort):
-    wl = {n: last(cohort, "Workload", f"job-{n}-", at=3599) for n in ("sweep-a", "sweep-b", "sweep-c", "sweep-d")}
+    wl = {n: cohort.last("Workload", prefix=f"job-{n}-", at=3599) for n in ("sweep-a", "sweep-b", "sweep-c", "sweep-d")}
     for n in wl:  # all four admitted at their creation (0, 1m, 2m, 3m); c and d borrow prod's idle quota
-        assert cond(wl[n], "QuotaReserved")["status"] == "True"
-    assert [first_time(cohort, "Workload", f"job-{n}-", lambda o: cond(o, "Admitted").get("status") == "True")
+        assert condition(wl[n], "QuotaReserved")["status"] == "True"
+    assert [cohort.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix=f"job-{n}-")
             for n in ("sweep-a", "sweep-b", "sweep-c", "sweep-d")] == [0.0, 60.0, 120.0, 180.0]
-    research = last(cohort, "ClusterQueue", "research", at=3599)
+    research = cohort.last("ClusterQueue", prefix="research", at=3599)
     gpu = next(r for r in research["status"]["flavorsUsage"][0]["resources"] if r["name"] == "nvidia.com/gpu")
     assert (gpu["total"], gpu["borrowed"]) == ("32", "16")
 
     # 1h: prod's finetune reclaims its nominal quota: c and d (the borrowers) are preempted
     for n in ("sweep-c", "sweep-d"):
-        at_1h = last(cohort, "Workload", f"job-{n}-", at=3600)
-        assert cond(at_1h, "Evicted")["reason"] == "Preempted"
-        assert cond(at_1h, "Preempted")["reason"] == "InCohortReclamation"
-        assert cond(at_1h, "QuotaReserved")["status"] == "False"
-        assert last(cohort, "Job", n, at=3600)["spec"]["suspend"] is True
+        at_1h = cohort.last("Workload", prefix=f"job-{n}-", at=3600)
+        assert condition(at_1h, "Evicted")["reason"] == "Preempted"
+        assert condition(at_1h, "Preempted")["reason"] == "InCohortReclamation"
+        assert condition(at_1h, "QuotaReserved")["status"] == "False"
+        assert cohort.last("Job", prefix=n, at=3600)["spec"]["suspend"] is True
     for n in ("sweep-a", "sweep-b"):
-        assert cond(last(cohort, "Workload", f"job-{n}-", at=3600), "Evicted") == {}
-    assert first_time(cohort, "Workload", "job-finetune-",
-                      lambda o: cond(o, "Admitted").get("status") == "True") == 3600.0
-    assert len(events(cohort, "Preempted")) == 2
+        assert condition(cohort.last("Workload", prefix=f"job-{n}-", at=3600), "Evicted") == {}
+    assert cohort.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix="job-finetune-") == 3600.0
+    assert len(cohort.recorded_events("Preempted")) == 2
 
     # 3h: finetune finishes; the sweeps are admitted again and every Job completes
     for n in ("sweep-c", "sweep-d"):
-        readmitted = [t for t, etype, o in versions(cohort, "Workload", f"job-{n}-")
-                      if cond(o, "Admitted").get("status") == "True" and t > 3600]
+        readmitted = [t for t, etype, o in cohort.versions("Workload", prefix=f"job-{n}-")
+                      if is_true(o, "Admitted") and t > 3600]
         assert readmitted[0] == 10800.0
-    done = {n: first_time(cohort, "Job", n, lambda o: any(c["type"] == "Complete" and c["status"] == "True"
-                                                          for c in (o.get("status") or {}).get("conditions") or []))
+    done = {n: cohort.first_time("Job", lambda o: is_true(o, "Complete"), prefix=n)
             for n in ("sweep-a", "sweep-b", "sweep-c", "sweep-d", "finetune")}
     assert done["finetune"] == 10800.0 and done["sweep-c"] == done["sweep-d"] == 25200.0
     assert all(t is not None for t in done.values())
@@ -166,14 +136,14 @@ def test_missing_local_queue_then_created():
     objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "8"), local_queue("main", "cq", create_at="30m"),
             job("train", "main")]
     result = kt_run(objects=objs)
-    wl = last(result, "Workload", "job-train-", at=1799)
-    qr = cond(wl, "QuotaReserved")
+    wl = result.last("Workload", prefix="job-train-", at=1799)
+    qr = condition(wl, "QuotaReserved")
     assert (qr["status"], qr["reason"], qr["message"]) == ("False", "Inadmissible", "LocalQueue main doesn't exist")
-    assert last(result, "Job", "train", at=1799)["spec"]["suspend"] is True
-    assert not [o for t, _, o in versions(result, "Pod", "train-") if t < 1800]
-    assert first_time(result, "Workload", "job-train-", lambda o: cond(o, "Admitted").get("status") == "True") \
+    assert result.last("Job", prefix="train", at=1799)["spec"]["suspend"] is True
+    assert not [o for t, _, o in result.versions("Pod", prefix="train-") if t < 1800]
+    assert result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix="job-train-") \
         == 1800.0
-    assert first_time(result, "Job", "train", lambda o: o["spec"].get("suspend") is False) == 1800.0
+    assert result.first_time("Job", lambda o: o["spec"].get("suspend") is False, prefix="train") == 1800.0
 
 
 # ------------------------------------------------------------------------------------------------ (c) flavors
@@ -185,15 +155,15 @@ def test_admitted_pods_carry_flavor_node_labels_and_tolerations():
             flavor("ml", nodeLabels={"team": "ml"}, tolerations=[toleration]),
             cluster_queue("cq", "8", flavor_name="ml"), local_queue("main", "cq"), job("train", "main", pods=2)]
     result = kt_run(objects=objs)
-    pods = [o for _, etype, o in versions(result, "Pod", "train-") if etype == "ADDED"]
+    pods = [o for _, etype, o in result.versions("Pod", prefix="train-") if etype == "ADDED"]
     assert len(pods) == 2
     for pod in pods:
         assert pod["spec"]["nodeSelector"] == {"team": "ml"}
         assert toleration in pod["spec"]["tolerations"]
-    nodes = {last(result, "Pod", p["metadata"]["name"])["spec"].get("nodeName") for p in pods}
+    nodes = {result.last("Pod", prefix=p["metadata"]["name"])["spec"].get("nodeName") for p in pods}
     assert nodes and all(n and "ml" in n for n in nodes)
     # the Job's template is restored to what the Workload was made from only on eviction; here it runs as admitted
-    assert last(result, "Job", "train", at=60)["spec"]["template"]["spec"]["nodeSelector"] == {"team": "ml"}
+    assert result.last("Job", prefix="train", at=60)["spec"]["template"]["spec"]["nodeSelector"] == {"team": "ml"}
 
 
 # ------------------------------------------------------------------------------------------------ (d) JobSet
@@ -218,27 +188,27 @@ def _jobset_objects() -> list[dict]:
 
 def test_jobset_is_one_workload_and_starts_when_admitted():
     result = kt_run(objects=_jobset_objects())
-    wls = {o["metadata"]["name"] for _, _, o in versions(result, "Workload", "jobset-train-")}
+    wls = {o["metadata"]["name"] for _, _, o in result.versions("Workload", prefix="jobset-train-")}
     assert len(wls) == 1
-    wl = last(result, "Workload", "jobset-train-")
+    wl = result.last("Workload", prefix="jobset-train-")
     assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("driver", 1), ("workers", 4)]
-    admitted = first_time(result, "Workload", "jobset-train-", lambda o: cond(o, "Admitted").get("status") == "True")
-    blocker_done = first_time(result, "Workload", "job-blocker-", lambda o: cond(o, "Finished").get("status") == "True")
+    admitted = result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix="jobset-train-")
+    blocker_done = result.first_time("Workload", lambda o: is_true(o, "Finished"), prefix="job-blocker-")
     assert admitted is not None and blocker_done is not None and admitted == blocker_done > 60
-    assert last(result, "JobSet", "train", at=admitted - 1)["spec"]["suspend"] is True
-    child_pods = [t for t, etype, o in versions(result, "Pod", "train-") if etype == "ADDED"]
+    assert result.last("JobSet", prefix="train", at=admitted - 1)["spec"]["suspend"] is True
+    child_pods = [t for t, etype, o in result.versions("Pod", prefix="train-") if etype == "ADDED"]
     assert len(child_pods) == 5 and min(child_pods) >= admitted
 
 
 def test_configuration_without_jobset_framework_leaves_jobsets_unmanaged():
     """defaults.go: integrations.frameworks defaults to [batch/job]; a queued JobSet then starts at once."""
     result = kt_run(objects=_jobset_objects() + [configuration()])
-    assert not versions(result, "Workload", "jobset-train-")
-    assert first_time(result, "Pod", "train-", lambda o: True) == 60.0
+    assert not result.versions("Workload", prefix="jobset-train-")
+    assert result.first_time("Pod", lambda o: True, prefix="train-") == 60.0
     assert any("JobSets labelled kueue.x-k8s.io/queue-name are not queued" in d.message for d in result.notices)
     managed = kt_run(objects=_jobset_objects() + [configuration(
         integrations={"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]})])
-    assert len({o["metadata"]["name"] for _, _, o in versions(managed, "Workload", "jobset-train-")}) == 1
+    assert len({o["metadata"]["name"] for _, _, o in managed.versions("Workload", prefix="jobset-train-")}) == 1
 
 
 # ------------------------------------------------------------------------------------------------ Configuration
@@ -299,41 +269,41 @@ def wfpr(tmp_path_factory):
 
 
 def test_wait_for_pods_ready_evicts_requeues_with_backoff_and_deactivates(wfpr):
-    key = last(wfpr, "Workload", "job-gang-")["metadata"]
+    key = wfpr.last("Workload", prefix="job-gang-")["metadata"]
     key = f"{key['namespace']}/{key['name']}"
-    evictions = sorted({(cond(o, "Evicted")["lastTransitionTime"], cond(o, "Evicted")["message"])
-                        for t, _, o in versions(wfpr, "Workload", "job-gang-")
-                        if cond(o, "Evicted").get("reason") == "PodsReadyTimeout"
-                        and cond(o, "Evicted").get("status") == "True"})
+    evictions = sorted({(condition(o, "Evicted")["lastTransitionTime"], condition(o, "Evicted")["message"])
+                        for t, _, o in wfpr.versions("Workload", prefix="job-gang-")
+                        if condition(o, "Evicted").get("reason") == "PodsReadyTimeout"
+                        and is_true(o, "Evicted")})
     assert evictions == [("2026-01-01T00:10:00Z", f"Exceeded the PodsReady timeout {key}"),
                          ("2026-01-01T00:21:00Z", f"Exceeded the PodsReady timeout {key}")]
-    event = [o for _, o in events(wfpr, "EvictedDueToPodsReadyTimeout")]
+    event = [o for _, o in wfpr.recorded_events("EvictedDueToPodsReadyTimeout")]
     assert len(event) == 1 and event[0]["message"] == f"Exceeded the PodsReady timeout {key}"
-    admitted = [t for t, etype, o in versions(wfpr, "Workload", "job-gang-")
-                if cond(o, "Admitted").get("status") == "True" and cond(o, "Evicted").get("status") != "True"]
+    admitted = [t for t, etype, o in wfpr.versions("Workload", prefix="job-gang-")
+                if is_true(o, "Admitted") and condition(o, "Evicted").get("status") != "True"]
     assert sorted(set(admitted)) == [0.0, 660.0, 1380.0]  # requeued 60 s, then 120 s after each eviction
-    first = last(wfpr, "Workload", "job-gang-", at=600)
+    first = wfpr.last("Workload", prefix="job-gang-", at=600)
     assert first["status"]["requeueState"] == {"count": 1, "requeueAt": "2026-01-01T00:11:00Z"}
-    assert (cond(first, "Evicted")["reason"], cond(first, "Requeued")["reason"]) == ("PodsReadyTimeout",
+    assert (condition(first, "Evicted")["reason"], condition(first, "Requeued")["reason"]) == ("PodsReadyTimeout",
                                                                                     "PodsReadyTimeout")
-    assert cond(first, "QuotaReserved")["status"] == "False" and "admission" not in first["status"]
-    pr = cond(first, "PodsReady")
+    assert condition(first, "QuotaReserved")["status"] == "False" and "admission" not in first["status"]
+    pr = condition(first, "PodsReady")
     assert (pr["status"], pr["reason"], pr["message"]) == (
         "False", "WaitForStart", "Not all pods are ready or succeeded")
-    assert last(wfpr, "Workload", "job-gang-", at=1260)["status"]["requeueState"]["count"] == 2
-    assert cond(last(wfpr, "Workload", "job-gang-", at=660), "Requeued")["reason"] == "BackoffFinished"
-    assert last(wfpr, "Job", "gang", at=620)["spec"]["suspend"] is True
+    assert wfpr.last("Workload", prefix="job-gang-", at=1260)["status"]["requeueState"]["count"] == 2
+    assert condition(wfpr.last("Workload", prefix="job-gang-", at=660), "Requeued")["reason"] == "BackoffFinished"
+    assert wfpr.last("Job", prefix="gang", at=620)["spec"]["suspend"] is True
     # third timeout: count 2 + 1 > backoffLimitCount 2 -> deactivated, never admitted again
-    final = last(wfpr, "Workload", "job-gang-")
+    final = wfpr.last("Workload", prefix="job-gang-")
     assert final["spec"]["active"] is False and "requeueState" not in final["status"]
-    ev = cond(final, "Evicted")
+    ev = condition(final, "Evicted")
     assert (ev["reason"], ev["message"], ev["lastTransitionTime"]) == (
         "DeactivatedDueToRequeuingLimitExceeded",
         "The workload is deactivated due to exceeding the maximum number of re-queuing retries", "2026-01-01T00:33:00Z")
-    assert cond(final, "QuotaReserved")["status"] == "False"
-    assert last(wfpr, "Job", "gang")["spec"]["suspend"] is True
+    assert condition(final, "QuotaReserved")["status"] == "False"
+    assert wfpr.last("Job", prefix="gang")["spec"]["suspend"] is True
     alive = {}
-    for _, etype, pod in versions(wfpr, "Pod", "gang-"):
+    for _, etype, pod in wfpr.versions("Pod", prefix="gang-"):
         alive[pod["metadata"]["name"]] = etype != "DELETED"
     assert alive and not any(alive.values())  # every pod of the gang is gone after the deactivation
     k = wfpr.summary["kueue"]["team"]
@@ -347,11 +317,11 @@ def test_pods_ready_true_when_all_pods_ready_and_no_eviction():
     objs = [scenario(), configuration(waitForPodsReady={"timeout": "5m"}), cpu_pool(), flavor(),
             cluster_queue("cq", "8"), local_queue("main", "cq"), job("train", "main", pods=3)]
     result = kt_run(objects=objs)
-    wl = last(result, "Workload", "job-train-", at=1000)
-    pr = cond(wl, "PodsReady")
+    wl = result.last("Workload", prefix="job-train-", at=1000)
+    pr = condition(wl, "PodsReady")
     assert (pr["status"], pr["reason"], pr["message"]) == (
         "True", "Started", "All pods reached readiness and the workload is running")
-    assert not events(result, "EvictedDueToPodsReadyTimeout")
+    assert not result.recorded_events("EvictedDueToPodsReadyTimeout")
 
 
 def test_block_admission_holds_other_workloads_until_the_gang_is_evicted():
@@ -365,12 +335,12 @@ def test_block_admission_holds_other_workloads_until_the_gang_is_evicted():
                                      local_queue("main", "cq"), gang, small])
 
     def admitted(result, name):
-        return first_time(result, "Workload", f"job-{name}-", lambda o: cond(o, "Admitted").get("status") == "True")
+        return result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix=f"job-{name}-")
 
     free, blocked = run(False), run(True)
     assert admitted(free, "small") == 60.0
     assert admitted(blocked, "small") == 600.0  # once the gang is deactivated and its quota released
-    assert last(blocked, "Workload", "job-gang-")["spec"]["active"] is False
+    assert blocked.last("Workload", prefix="job-gang-")["spec"]["active"] is False
 
 
 # ------------------------------------------------------------------------------------------------ (f) fair sharing
@@ -389,10 +359,9 @@ def test_fair_sharing_from_configuration_changes_the_outcome():
     def outcome(fair: bool) -> tuple[float | None, list]:
         run_objs = objs + ([configuration(fairSharing=FAIR)] if fair else [])
         result = kt_run(objects=run_objs)
-        admitted = first_time(result, "Workload", "job-a-incoming-",
-                              lambda o: cond(o, "Admitted").get("status") == "True")
+        admitted = result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix="job-a-incoming-")
         preempted = sorted((o["involvedObject"]["name"].split("-")[1], cond_reason)
-                           for _, o in events(result, "Preempted")
+                           for _, o in result.recorded_events("Preempted")
                            for cond_reason in [o["message"].split("; ")[0]])
         return admitted, preempted
 
@@ -401,8 +370,8 @@ def test_fair_sharing_from_configuration_changes_the_outcome():
     admitted, preempted = fair
     assert admitted == 300.0 and [p[0] for p in preempted] == ["b5"]
     result = kt_run(objects=objs + [configuration(fairSharing=FAIR)])
-    b5 = last(result, "Workload", "job-b5-", at=300)
-    assert cond(b5, "Preempted")["reason"] == "InCohortFairSharing"
+    b5 = result.last("Workload", prefix="job-b5-", at=300)
+    assert condition(b5, "Preempted")["reason"] == "InCohortFairSharing"
 
 
 # ------------------------------------------------------------------------------------------------ (g) determinism
@@ -431,8 +400,8 @@ def test_recovery_timeout_after_pods_ready_drops():
 
     def pods_ready(result):
         out = []
-        for t, _, o in versions(result, "Workload", "job-train-"):
-            c = cond(o, "PodsReady")
+        for t, _, o in result.versions("Workload", prefix="job-train-"):
+            c = condition(o, "PodsReady")
             if c and (not out or out[-1][1:] != (c["status"], c["reason"])):
                 out.append((t, c["status"], c["reason"]))
         return out
@@ -440,12 +409,13 @@ def test_recovery_timeout_after_pods_ready_drops():
     patient = run("1m")
     seen = pods_ready(patient)
     assert ("False", "WaitForRecovery") in [s[1:] for s in seen] and ("True", "Recovered") in [s[1:] for s in seen]
-    assert not [o for t, _, o in versions(patient, "Workload", "job-train-") if cond(o, "Evicted")]
+    assert not [o for t, _, o in patient.versions("Workload", prefix="job-train-") if condition(o, "Evicted")]
     strict = run("5s")
     dropped = next(t for t, status, reason in pods_ready(strict) if reason == "WaitForRecovery")
-    evicted = first_time(strict, "Workload", "job-train-", lambda o: cond(o, "Evicted").get("status") == "True")
+    evicted = strict.first_time("Workload", lambda o: is_true(o, "Evicted"), prefix="job-train-")
     assert evicted == dropped + 5
-    assert cond(last(strict, "Workload", "job-train-", at=evicted), "Evicted")["reason"] == "PodsReadyTimeout"
+    evicted_wl = strict.last("Workload", prefix="job-train-", at=evicted)
+    assert condition(evicted_wl, "Evicted")["reason"] == "PodsReadyTimeout"
 
 
 @pytest.mark.parametrize("timestamp,first", [("Eviction", "b"), ("Creation", "a")])
@@ -458,6 +428,6 @@ def test_requeuing_timestamp_orders_the_evicted_workload(timestamp, first):
             job("a", "main", cpu="8", pods=3), job("b", "main", cpu="8", pods=3, create_at="1m")]
     result = kt_run(objects=objs)
     admitted_at_10m = [n for n in "ab" if any(
-        cond(o, "Admitted").get("status") == "True" and cond(o, "Admitted")["lastTransitionTime"].endswith("00:10:00Z")
-        for _, _, o in versions(result, "Workload", f"job-{n}-"))]
+        is_true(o, "Admitted") and condition(o, "Admitted")["lastTransitionTime"].endswith("00:10:00Z")
+        for _, _, o in result.versions("Workload", prefix=f"job-{n}-"))]
     assert admitted_at_10m == [first]

@@ -13,20 +13,16 @@
 from __future__ import annotations
 
 import pytest
+from conftest import condition, is_true
 from kueue_builders import NOW, make_wl
 from test_kueue_run import (
     KQ,
     cluster_queue,
-    cond,
     cpu_pool,
-    events,
-    first_time,
     flavor,
     job,
-    last,
     local_queue,
     scenario,
-    versions,
 )
 from typer.testing import CliRunner
 
@@ -48,8 +44,8 @@ from kubetwin.run import run as kt_run
 def admitted_at(result, name: str) -> list[float]:
     """The instants a Job's Workload turned Admitted=True."""
     out, prev = [], False
-    for t, etype, o in versions(result, "Workload", f"job-{name}-"):
-        now = etype != "DELETED" and cond(o, "Admitted").get("status") == "True"
+    for t, etype, o in result.versions("Workload", prefix=f"job-{name}-"):
+        now = etype != "DELETED" and is_true(o, "Admitted")
         if now and not prev:
             out.append(t)
         prev = now
@@ -81,10 +77,10 @@ def test_best_effort_fifo_admits_small_jobs_behind_an_inadmissible_gang_created_
     assert admitted_at(result, "small-a") == [0.0]
     assert admitted_at(result, "small-b") == [0.0]
     assert admitted_at(result, "gang") == []
-    qr = cond(last(result, "Workload", "job-gang-"), "QuotaReserved")
+    qr = condition(result.last("Workload", prefix="job-gang-"), "QuotaReserved")
     assert (qr["status"], qr["reason"]) == ("False", "ExceedsMaxQuota")
     assert "current podset request (20) > maximum capacity (16)" in qr["message"]
-    gpu_cq = last(result, "ClusterQueue", "gpu", at=60)
+    gpu_cq = result.last("ClusterQueue", prefix="gpu", at=60)
     assert (gpu_cq["status"]["pendingWorkloads"], gpu_cq["status"]["admittedWorkloads"]) == (1, 2)
 
     table = CliRunner().invoke(app, ["get", "workloads", "--run", str(tmp_path / "run"), "--at", "1m"])
@@ -116,13 +112,13 @@ def test_reclaiming_preemptor_is_admitted_once_its_quota_is_free_behind_a_never_
     result = kt_run(objects=reclaim_objects(with_big=True))
     assert admitted_at(result, "alpha-reclaim") == [600.0]
     assert admitted_at(result, "beta-borrow") == [0.0, 2400.0]  # again once alpha-reclaim finished
-    assert len(events(result, "Preempted")) == 1
-    at_10m = last(result, "Workload", "job-beta-borrow-", at=600)
-    assert cond(at_10m, "QuotaReserved")["status"] == "False"
-    assert cond(at_10m, "Preempted")["reason"] == "InCohortReclamation"
-    big = cond(last(result, "Workload", "job-alpha-big-"), "QuotaReserved")
+    assert len(result.recorded_events("Preempted")) == 1
+    at_10m = result.last("Workload", prefix="job-beta-borrow-", at=600)
+    assert condition(at_10m, "QuotaReserved")["status"] == "False"
+    assert condition(at_10m, "Preempted")["reason"] == "InCohortReclamation"
+    big = condition(result.last("Workload", prefix="job-alpha-big-"), "QuotaReserved")
     assert (big["status"], big["reason"]) == ("False", "ExceedsMaxQuota")
-    reclaim = cond(last(result, "Workload", "job-alpha-reclaim-", at=600), "QuotaReserved")
+    reclaim = condition(result.last("Workload", prefix="job-alpha-reclaim-", at=600), "QuotaReserved")
     assert (reclaim["status"], reclaim["reason"]) == ("True", "QuotaReserved")
 
 
@@ -138,9 +134,9 @@ def test_readmitted_victim_is_preempted_again_when_its_quota_is_reclaimed_again(
     result = kt_run(objects=reclaim_objects(with_big=False, second_reclaim=True))
     assert admitted_at(result, "beta-borrow") == [0.0, 2400.0, 4800.0]
     assert admitted_at(result, "alpha-again") == [3000.0]
-    preempted = [(t, o["involvedObject"]["name"].rsplit("-", 1)[0]) for t, o in events(result, "Preempted")]
+    preempted = [(t, o["involvedObject"]["name"].rsplit("-", 1)[0]) for t, o in result.recorded_events("Preempted")]
     assert preempted == [(600.0, "job-beta-borrow"), (3000.0, "job-beta-borrow")]
-    again = cond(last(result, "Workload", "job-beta-borrow-", at=3000), "Evicted")
+    again = condition(result.last("Workload", prefix="job-beta-borrow-", at=3000), "Evicted")
     assert (again["status"], again["reason"]) == ("True", "Preempted")
 
 
@@ -154,10 +150,9 @@ def test_same_second_jobs_are_ordered_by_creation_then_uid():
             job("first", "main", cpu="4", duration="10m"), job("second", "main", cpu="4", duration="10m"),
             job("third", "main", cpu="4", duration="10m")]
     result = kt_run(objects=objs)
-    times = {n: first_time(result, "Workload", f"job-{n}-", lambda o: cond(o, "Admitted").get("status") == "True")
+    times = {n: result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix=f"job-{n}-")
              for n in ("first", "second", "third")}
-    done = {n: first_time(result, "Job", n, lambda o: any(c["type"] == "Complete" and c["status"] == "True"
-                                                         for c in (o.get("status") or {}).get("conditions") or []))
+    done = {n: result.first_time("Job", lambda o: is_true(o, "Complete"), prefix=n)
             for n in ("first", "second")}
     assert times["first"] == 0.0
     assert times["second"] == done["first"] and times["third"] == done["second"]

@@ -16,15 +16,6 @@ def bound(name: str, node: str, cpu: str, at: str = "0s") -> dict:
     return pod
 
 
-def versions(res, kind: str, name: str) -> list[tuple[float, str, dict]]:
-    return [(t, e, o) for t, _, e, o in res.history if o["kind"] == kind and o["metadata"]["name"] == name]
-
-
-def events(res, name: str) -> list[tuple[str, str]]:
-    return [(o["reason"], o["message"]) for _, _, _, o in res.history
-            if o["kind"] == "Event" and o["involvedObject"]["name"] == name]
-
-
 def test_kubelet_rejects_a_pod_that_overcommits_its_node(tmp_path) -> None:
     """pkg/kubelet/lifecycle/predicate.go: InsufficientResourceError -> reason OutOfcpu; the kubelet's rejectPod
     writes phase Failed with message "Pod was rejected: " + the error, and a Warning event."""
@@ -39,15 +30,15 @@ def test_kubelet_rejects_a_pod_that_overcommits_its_node(tmp_path) -> None:
     assert st["phase"] == "Failed" and st["reason"] == "OutOfcpu"
     msg = "Node didn't have enough resource: cpu, requested: 2000, used: 3000, capacity: 4000"
     assert st["message"] == f"Pod was rejected: {msg}"
-    assert ("OutOfcpu", msg) in events(res, "second")
-    assert not any(o["status"].get("phase") == "Running" for _, _, o in versions(res, "Pod", "second"))
+    assert ("OutOfcpu", msg) in [(e.reason, e.message) for e in res.recorded_events(involved="second")]
+    assert not any(o["status"].get("phase") == "Running" for _, _, o in res.versions("Pod", "second"))
 
 
 def test_podgc_deletes_a_pod_bound_to_a_node_that_does_not_exist() -> None:
     """gcOrphaned: a pod whose node is missing is, after the 40 s quarantine, marked Failed with DisruptionTarget
     DeletionByPodGC and deleted; it never runs."""
     res = run(objects=[scenario("10m"), static_node("n1"), bound("lost", "no-such-node", "1")])
-    vs = versions(res, "Pod", "lost")
+    vs = res.versions("Pod", "lost")
     assert not any(o["status"].get("phase") == "Running" for _, _, o in vs)
     t, etype, last = vs[-1]
     assert etype == "DELETED" and t == 40.0
@@ -65,7 +56,7 @@ def test_not_ready_node_is_tainted_and_its_pods_evicted_after_300s() -> None:
     node = final_objects(res, "Node")["sick"]
     taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
     assert taints == {("node.kubernetes.io/not-ready", "NoSchedule"), ("node.kubernetes.io/not-ready", "NoExecute")}
-    vs = versions(res, "Pod", "stuck")
+    vs = res.versions("Pod", "stuck")
     assert not any(o["status"].get("phase") == "Running" for _, _, o in vs)
     tols = vs[0][2]["spec"]["tolerations"]
     assert {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
@@ -74,7 +65,8 @@ def test_not_ready_node_is_tainted_and_its_pods_evicted_after_300s() -> None:
     assert etype == "DELETED" and t == 300.0
     cond = [c for c in last["status"]["conditions"] if c["type"] == "DisruptionTarget"]
     assert cond and cond[0]["reason"] == "DeletionByTaintManager"
-    assert ("TaintManagerEviction", "Marking for deletion Pod default/stuck") in events(res, "stuck")
+    evicted = res.recorded_events("TaintManagerEviction", involved="stuck")
+    assert [e.message for e in evicted] == ["Marking for deletion Pod default/stuck"]
     free = final_objects(res, "Pod")["free"]
     assert not free["spec"].get("nodeName")
     sched = next(c for c in free["status"]["conditions"] if c["type"] == "PodScheduled")
@@ -93,7 +85,7 @@ def test_unknown_ready_is_unreachable_and_a_pod_that_tolerates_it_forever_stays(
         ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
     pods = final_objects(res, "Pod")
     assert "keeper" in pods and "other" not in pods
-    assert versions(res, "Pod", "other")[-1][0] == 300.0
+    assert res.versions("Pod", "other")[-1][0] == 300.0
 
 
 def test_a_taint_removed_and_added_again_restarts_the_eviction_clock() -> None:

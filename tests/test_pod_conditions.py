@@ -11,27 +11,13 @@ manager's mergePodStatus and updateLastTransitionTime in pkg/kubelet/status/stat
 
 from __future__ import annotations
 
-from conftest import make_pod, scenario, static_node
+from conftest import condition, make_pod, scenario, static_node
 from serving_builders import inference_pool, trace, vllm
 from test_serving_shared_gpus import _a100_pool
 
-from kubetwin.api.conditions import find_condition
 from kubetwin.run import run
 
 KUBELET_ORDER = ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
-
-
-def versions(result, name: str) -> list[tuple[float, dict]]:
-    return [(t, o) for t, _, etype, o in result.history
-            if o["kind"] == "Pod" and o["metadata"]["name"] == name and etype != "DELETED"]
-
-
-def last(result, name: str) -> dict:
-    return versions(result, name)[-1][1]
-
-
-def cond(pod: dict, ctype: str) -> dict:
-    return find_condition(pod["status"].get("conditions"), ctype) or {}
 
 
 def two_containers(name: str, **annotations: str) -> dict:
@@ -43,7 +29,7 @@ def two_containers(name: str, **annotations: str) -> dict:
 
 def test_a_running_pod_lists_its_conditions_in_the_kubelets_order() -> None:
     r = run(objects=[scenario("10m"), static_node("n1"), make_pod("p").duration("1h").obj_()])
-    pod = last(r, "p")
+    pod = r.last("Pod", "p")
     assert [c["type"] for c in pod["status"]["conditions"]] == KUBELET_ORDER
     assert all(c["status"] == "True" for c in pod["status"]["conditions"])
 
@@ -51,9 +37,9 @@ def test_a_running_pod_lists_its_conditions_in_the_kubelets_order() -> None:
 def test_unready_containers_are_named_as_go_prints_a_slice() -> None:
     # restartPolicy Always (a bare pod's default): both containers exit 1 after 2m and back off
     r = run(objects=[scenario("125s"), static_node("n1"), two_containers("p", **{"kubetwin.io/fail-after": "2m"})])
-    pod = last(r, "p")
+    pod = r.last("Pod", "p")
     for ctype in ("Ready", "ContainersReady"):
-        assert cond(pod, ctype) == {"type": ctype, "status": "False", "reason": "ContainersNotReady",
+        assert condition(pod, ctype) == {"type": ctype, "status": "False", "reason": "ContainersNotReady",
                                     "message": "containers with unready status: [a b]",
                                     "lastTransitionTime": "2026-01-01T00:02:00Z"}
     assert [c["type"] for c in pod["status"]["conditions"]] == KUBELET_ORDER
@@ -65,20 +51,21 @@ def test_a_failed_pod_says_podfailed_and_a_succeeded_one_podcompleted() -> None:
     done = make_pod("done").duration("1m").obj_()
     done["spec"]["restartPolicy"] = "Never"
     r = run(objects=[scenario("10m"), static_node("n1"), failed, done])
-    f, d = last(r, "failed"), last(r, "done")
+    f, d = r.last("Pod", "failed"), r.last("Pod", "done")
     assert f["status"]["phase"] == "Failed" and d["status"]["phase"] == "Succeeded"
     for ctype in ("Ready", "ContainersReady"):
-        assert {k: cond(f, ctype).get(k) for k in ("status", "reason")} == {"status": "False", "reason": "PodFailed"}
-        assert {k: cond(d, ctype).get(k) for k in ("status", "reason")} == {"status": "False",
+        assert {k: condition(f, ctype).get(k) for k in ("status", "reason")} == {"status": "False",
+                                                                                  "reason": "PodFailed"}
+        assert {k: condition(d, ctype).get(k) for k in ("status", "reason")} == {"status": "False",
                                                                           "reason": "PodCompleted"}
-        assert "message" not in cond(f, ctype) and "message" not in cond(d, ctype)
+        assert "message" not in condition(f, ctype) and "message" not in condition(d, ctype)
     for pod in (f, d):  # the sandbox is torn down once every container has exited
-        assert cond(pod, "PodReadyToStartContainers")["status"] == "False"
-        assert cond(pod, "PodScheduled")["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+        assert condition(pod, "PodReadyToStartContainers")["status"] == "False"
+        assert condition(pod, "PodScheduled")["lastTransitionTime"] == "2026-01-01T00:00:00Z"
         assert [c["type"] for c in pod["status"]["conditions"]] == KUBELET_ORDER
-    assert cond(d, "Initialized") == {"type": "Initialized", "status": "True", "reason": "PodCompleted",
+    assert condition(d, "Initialized") == {"type": "Initialized", "status": "True", "reason": "PodCompleted",
                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}
-    assert cond(f, "Initialized") == {"type": "Initialized", "status": "True",
+    assert condition(f, "Initialized") == {"type": "Initialized", "status": "True",
                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}
 
 
@@ -88,11 +75,12 @@ def test_a_server_that_never_turns_ready_keeps_the_time_it_became_unready_throug
     r = run(objects=[scenario("15m"), _a100_pool(partition="1g.10gb"), server, inference_pool(),
                      trace(rate=1, start="8m")])
     name = next(n for _, _, _, o in r.history if o["kind"] == "Pod" for n in [o["metadata"]["name"]])
-    running = [o for _, o in versions(r, name) if o["status"].get("phase") == "Running"]
+    running = [o for _, etype, o in r.versions("Pod", name)
+               if etype != "DELETED" and o["status"].get("phase") == "Running"]
     assert max(o["status"]["containerStatuses"][0]["restartCount"] for o in running) >= 2
-    first = cond(running[0], "Ready")
+    first = condition(running[0], "Ready")
     assert first["status"] == "False"
     for o in running:  # never True: the time it turned False stays
-        assert cond(o, "Ready")["status"] == "False"
-        assert cond(o, "Ready")["lastTransitionTime"] == first["lastTransitionTime"]
-        assert cond(o, "ContainersReady")["lastTransitionTime"] == first["lastTransitionTime"]
+        assert condition(o, "Ready")["status"] == "False"
+        assert condition(o, "Ready")["lastTransitionTime"] == first["lastTransitionTime"]
+        assert condition(o, "ContainersReady")["lastTransitionTime"] == first["lastTransitionTime"]

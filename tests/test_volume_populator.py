@@ -63,8 +63,7 @@ def phases(res, kind: str, name: str) -> list[tuple[float, str]]:
 
 
 def events(res, reason: str) -> list[tuple[float, str, str]]:
-    return [(t, o["involvedObject"]["name"], o["message"]) for t, _, etype, o in res.history
-            if o["kind"] == "Event" and o["reason"] == reason and etype == "ADDED"]
+    return [(e.first_seen, e.event["involvedObject"]["name"], e.message) for e in res.recorded_events(reason)]
 
 
 def scheduled_at(res, pod: str) -> float:

@@ -12,7 +12,7 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic, KubetwinError
@@ -54,9 +54,33 @@ CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
 KUEUE_GROUP = "kueue.x-k8s.io/"
 
 
+class ObjectVersion(NamedTuple):
+    """One entry of a run's history: when, the watch event type (ADDED / MODIFIED / DELETED) and the object."""
+
+    time: float
+    type: str
+    object: Obj
+
+
+class RecordedEvent(NamedTuple):
+    """One Event object of a run as `kubectl get events` lists it: when it was first recorded, its last version
+    (count and lastTimestamp after the EventCorrelator's aggregation)."""
+
+    first_seen: float
+    event: Obj
+
+    @property
+    def reason(self) -> str:
+        return str(self.event["reason"])
+
+    @property
+    def message(self) -> str:
+        return str(self.event["message"])
+
+
 @dataclass
 class RunResult:
-    """What a run produced; tables come as pandas DataFrames."""
+    """What a run produced; tables come as pandas DataFrames, history queries as lists of versions."""
 
     summary: dict[str, Any]
     timeseries: dict[str, Any]
@@ -76,6 +100,42 @@ class RunResult:
 
         labels = {c: str for c in ("trace", "pool", "pod", "model", "reason")}  # text, even when all empty
         return pd.read_csv(io.StringIO(self.requests_csv), dtype=labels) if self.requests_csv else pd.DataFrame()
+
+    def versions(self, kind: str, name: str | None = None, *, prefix: str = "", namespace: str | None = None,
+                 until: float | None = None) -> list[ObjectVersion]:
+        """Every version of the objects of `kind` (named `name`, or whose name starts with `prefix`), in order."""
+        return [ObjectVersion(t, etype, o) for t, _, etype, o in self.history
+                if o["kind"] == kind and (until is None or t <= until)
+                and (o["metadata"]["name"] == name if name is not None else o["metadata"]["name"].startswith(prefix))
+                and (namespace is None or o["metadata"].get("namespace") == namespace)]
+
+    def last(self, kind: str, name: str | None = None, *, prefix: str = "", namespace: str | None = None,
+             at: float | None = None) -> Obj:
+        """The object as it last was (at time `at`, or at the end), before any deletion; LookupError if never."""
+        found = [v.object for v in self.versions(kind, name, prefix=prefix, namespace=namespace, until=at)
+                 if v.type != "DELETED"]
+        if not found:
+            raise LookupError(f"no {kind} {name if name is not None else prefix + '*'} in the run's history")
+        return found[-1]
+
+    def first_time(self, kind: str, pred: Callable[[Obj], bool], name: str | None = None, *, prefix: str = "",
+                   namespace: str | None = None) -> float | None:
+        """When an object of `kind` (as versions() selects them) first satisfied pred; None if never."""
+        return next((v.time for v in self.versions(kind, name, prefix=prefix, namespace=namespace)
+                     if v.type != "DELETED" and pred(v.object)), None)
+
+    def recorded_events(self, reason: str | None = None, *, involved: str | None = None) -> list[RecordedEvent]:
+        """The run's Events (with this reason, about the object named `involved`), one per Event object."""
+        first: dict[str, float] = {}
+        latest: dict[str, Obj] = {}
+        for t, _, etype, o in self.history:
+            if o["kind"] != "Event" or etype == "DELETED" or (reason is not None and o["reason"] != reason):
+                continue
+            if involved is not None and o["involvedObject"]["name"] != involved:
+                continue
+            first.setdefault(o["metadata"]["name"], t)
+            latest[o["metadata"]["name"]] = o
+        return [RecordedEvent(first[n], latest[n]) for n in first]
 
     def _frame(self, rows: list[dict]) -> Any:
         import pandas as pd
