@@ -15,6 +15,7 @@ demo: install
 test: $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[test]'
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 bench: install

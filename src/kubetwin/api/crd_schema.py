@@ -263,7 +263,7 @@ def _string(value: str, schema: dict, path: str, out: list) -> None:
         out.append(FieldError(path, f"Invalid value: {go_value(value)}: {path} in body should be at least "
                               f"{schema['minLength']} chars long", f"set a value of at least {schema['minLength']} "
                               "characters", "invalid"))
-    pattern = schema.get("pattern")
+    pattern = str(schema.get("pattern") or "")
     rx = _regex(pattern) if pattern else None
     if rx is not None and not rx.search(value):
         hint = ("use a lowercase RFC 1123 name: a-z, 0-9, '-' and '.', starting and ending with a-z or 0-9"

@@ -106,8 +106,9 @@ def is_extended(rname: str) -> bool:
 def resources(m: Manifest, base: str, res: dict) -> list[Diagnostic]:
     """A container's requests and limits (base: ...containers[i].resources)."""
     out: list[Diagnostic] = []
-    requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
-    limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+    requests, limits = res.get("requests"), res.get("limits")
+    requests = requests if isinstance(requests, dict) else {}
+    limits = limits if isinstance(limits, dict) else {}
     for part, values in (("limits", limits), ("requests", requests)):
         for rname in sorted(values):
             problem = quantity_problem(rname, values[rname])

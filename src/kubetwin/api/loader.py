@@ -37,7 +37,8 @@ class Manifest:
 
     @property
     def ref(self) -> str:
-        meta = self.obj.get("metadata") if isinstance(self.obj.get("metadata"), dict) else {}
+        meta = self.obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         name = limits.shown(meta.get("name") or "<unnamed>", 100)
         ns = limits.shown(meta.get("namespace"), 100) if meta.get("namespace") else None
         kind = limits.shown(self.kind, 100) or "<no kind>"

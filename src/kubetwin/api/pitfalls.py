@@ -166,12 +166,12 @@ def _scale_to_zero(sc: _Scenario) -> list[Diagnostic]:
         spec = m.obj.get("spec") or {}
         if int(spec.get("minReplicaCount") or 0) != 0:
             continue
-        names: set[str] | None = set()
+        names: set[str] = set()
         for trig in spec.get("triggers") or []:
             query = str((trig.get("metadata") or {}).get("query") or "")
             found = metric_names(query) if trig.get("type") == "prometheus" and query else None
             if found is None:  # another scaler's source may well be up at zero; an unparsable query is an error
-                names = None
+                names = set()
                 break
             names |= found
         if names and names <= set(KNOWN) - set(AT_ZERO):

@@ -212,7 +212,7 @@ def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
         spec = _at(m.obj, path)
         if not isinstance(spec, dict) or not isinstance(labels, dict) or inspect_model_server(spec, path) is not None:
             continue
-        for key, pool_ns, selector, holds in pools:
+        for pool_ref, pool_ns, selector, holds in pools:
             if pool_ns != ns or not matches({"matchLabels": selector}, labels):
                 continue
             containers = spec.get("containers")
@@ -223,7 +223,7 @@ def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
             out.append(Diagnostic(
                 m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
                 f"container {c.get('name', '')!r} ({c.get('image', '')}) is not a model server kubetwin simulates; "
-                f"requests to it through {key} are answered 503, {then}: its pods run but never join the pool",
+                f"requests to it through {pool_ref} are answered 503, {then}: its pods run but never join the pool",
                 "kubetwin models vLLM (vllm serve, vllm/vllm-openai) and TGI (text-generation-launcher); run one of "
                 "them to see the pool serve", "notice"))
     return out

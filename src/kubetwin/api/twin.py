@@ -188,13 +188,17 @@ def _positive_duration(v: str) -> str:
     return v
 
 
+Report = Literal["summary", "html"]
+ALL_REPORTS: tuple[Report, ...] = ("summary", "html")
+
+
 class ScenarioSpec(_Strict):
     duration: str = "1d"
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     clusterName: str = "kubetwin"
     startTime: str = "2026-01-01T00:00:00Z"
     scoringStrategy: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
-    report: list[Literal["summary", "html"]] = Field(default_factory=lambda: ["summary", "html"])
+    report: list[Report] = Field(default_factory=lambda: list(ALL_REPORTS))
     sampleInterval: str = "5m"
     # The FGD paper's GPU placement policies as the Score step for GPU pods (scheduler/gpushare.py); None keeps
     # kube-scheduler's default scoring.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -57,7 +58,7 @@ def shape(model: type[BaseModel]) -> str:
     return text + (f" (optional: {', '.join(optional)})" if optional else "")
 
 
-def translate(model: type[BaseModel], e: dict, field: str) -> tuple[str, str]:
+def translate(model: type[BaseModel], e: Mapping[str, Any], field: str) -> tuple[str, str]:
     """(message, fix) for one pydantic error at `field`."""
     kind, ctx, value = e["type"], e.get("ctx") or {}, e.get("input")
     shown_value = shown(json.dumps(value, default=str))

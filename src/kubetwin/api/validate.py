@@ -17,8 +17,8 @@ import jsonschema
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
+from kubetwin.api import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.api import (
-    annotations,
     crd_schema,
     dra_validate,
     fields,
@@ -152,8 +152,8 @@ def _containers(obj: dict) -> tuple[str, dict] | None:
     if kind in ("Job", "Deployment", "ReplicaSet"):
         return "spec.template.spec", ((spec.get("template") or {}).get("spec") or {})
     if kind == "PodTemplate":  # ValidatePodTemplate: the same pod spec rules (ProvisioningRequests read them)
-        tmpl = obj.get("template") if isinstance(obj.get("template"), dict) else {}
-        return "template.spec", (tmpl.get("spec") or {})
+        tmpl = obj.get("template")
+        return "template.spec", ((tmpl.get("spec") if isinstance(tmpl, dict) else None) or {})
     return None
 
 
@@ -199,7 +199,7 @@ def _gpu_share(m: Manifest) -> list[Diagnostic]:
     from kubetwin.scheduler.gpushare import GPU_COUNT, GPU_MILLI
 
     out = []
-    for prefix, anns, _ in annotations.annotation_sets(m.obj):
+    for prefix, anns, _ in twin_annotations.annotation_sets(m.obj):
         values: dict[str, int] = {}
         for key, lo, hi in ((GPU_MILLI, 1, 1000), (GPU_COUNT, 1, 8)):
             if key not in anns:
@@ -309,7 +309,7 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
     """One object's diagnostics; its twin annotations are checked once the object itself is valid."""
     out = _validate_one(m)
     if not any(d.severity == "error" for d in out) and isinstance(m.obj.get("metadata"), dict):
-        out += annotations.diagnostics(m)
+        out += twin_annotations.diagnostics(m)
     return out
 
 
@@ -366,8 +366,8 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         return [Diagnostic(m.file, m.line, m.ref, "apiVersion",
                            f'no matches for kind "{shown(kind)}" in version "{shown(api_version)}"',
                            "check apiVersion/kind against `kubectl api-resources` for Kubernetes 1.34")]
-    errors = sorted(validator.iter_errors(m.obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    out = [_schema_diagnostic(m, e) for e in errors]
+    schema_errors = sorted(validator.iter_errors(m.obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    out = [_schema_diagnostic(m, e) for e in schema_errors]
     if not out:
         out = _semantic(m) + dra_validate.diagnostics(m)
         if kind == "HorizontalPodAutoscaler":

@@ -11,16 +11,18 @@ records through the events.k8s.io broadcaster, which has no spam filter: its eve
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 from kubetwin.store.store import Obj, Store
 
 AGGREGATE_MAX_EVENTS, AGGREGATE_INTERVAL = 10, 600.0  # defaultAggregateMaxEvents, ...IntervalInSeconds
 SPAM_BURST, SPAM_QPS = 25, 1.0 / 300.0  # defaultSpamBurst, defaultSpamQPS
 UNFILTERED = frozenset({"default-scheduler"})
+Key = tuple[Any, ...]  # an EventCorrelator cache key (object, type, reason, ... as client-go builds them)
 LRU_ENTRIES = 4096  # maxLruCacheEntries: the correlator forgets the least recently seen keys
 
 
-def _remember(cache: OrderedDict, key: tuple, value: object, new: bool) -> None:
+def _remember(cache: OrderedDict[Key, Any], key: Key, value: Any, new: bool) -> None:
     """Store as most recent (a new key is inserted last); drop the least recent beyond LRU_ENTRIES."""
     cache[key] = value
     if not new:
@@ -34,12 +36,12 @@ class EventRecorder:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._seen: OrderedDict[tuple, tuple[str, int]] = OrderedDict()  # event key -> (Event name, count)
-        self._aggregate: OrderedDict[tuple, tuple[set[str], float]] = OrderedDict()  # -> (messages, last time)
-        self._spam: OrderedDict[tuple, tuple[float, float]] = OrderedDict()  # -> (tokens, last refill time)
+        self._seen: OrderedDict[Key, tuple[str, int]] = OrderedDict()  # event key -> (Event name, count)
+        self._aggregate: OrderedDict[Key, tuple[set[str], float]] = OrderedDict()  # -> (messages, last time)
+        self._spam: OrderedDict[Key, tuple[float, float]] = OrderedDict()  # -> (tokens, last refill time)
         self._n = 0
 
-    def _accept(self, spam_key: tuple, now: float) -> bool:
+    def _accept(self, spam_key: Key, now: float) -> bool:
         """EventSourceObjectSpamFilter: a token bucket per source and object."""
         bucket = self._spam.get(spam_key)
         if bucket is None:
@@ -50,7 +52,7 @@ class EventRecorder:
         _remember(self._spam, spam_key, (tokens - 1.0 if ok else tokens, now), bucket is None)
         return ok
 
-    def _aggregated(self, obj_key: tuple, etype: str, reason: str, message: str, now: float) -> tuple | None:
+    def _aggregated(self, obj_key: Key, etype: str, reason: str, message: str, now: float) -> Key | None:
         """EventAggregator: the aggregate key once this reason has had AGGREGATE_MAX_EVENTS distinct messages
         within AGGREGATE_INTERVAL, else None."""
         agg_key = (*obj_key, etype, reason)
@@ -74,7 +76,7 @@ class EventRecorder:
         filtered = component not in UNFILTERED
         agg_key = self._aggregated(obj_key, etype, reason, message, now_s) if filtered else None
         if agg_key is None:
-            key: tuple = (obj_key, etype, reason, message)
+            key: Key = (obj_key, etype, reason, message)
         else:
             message, key = f"(combined from similar events): {message}", agg_key
         seen = self._seen.get(key)

@@ -39,7 +39,7 @@ def key_of(obj: Obj) -> tuple[str, str, str]:
     return obj["kind"], meta.get("namespace") or "", meta["name"]
 
 
-def matches(selector: dict | None, labels: dict | None) -> bool:
+def matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
     """metav1.LabelSelector semantics: matchLabels AND matchExpressions (In, NotIn, Exists, DoesNotExist)."""
     if not selector:
         return True
@@ -131,7 +131,7 @@ class Store:
                         self._owned.get(key, {}).pop(meta["name"], None)
                     else:
                         self._owned.setdefault(key, {})[meta["name"]] = None
-                return ref["kind"]
+                return str(ref["kind"])
         return None
 
     def owned(self, kind: str, ns: str, owner_kind: str, owner_name: str) -> list[Obj]:
@@ -171,9 +171,9 @@ class Store:
 
     # -- verbs ----------------------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
-        kind = obj.get("kind")
+        kind = str(obj.get("kind"))
         if self._running:
-            self._check_write("create", str(kind), obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+            self._check_write("create", kind, obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
         plugins = self._admission_of.get(kind)
         for plugin in plugins if plugins is not None else self._plugins(kind):
             obj = plugin(obj)
@@ -230,7 +230,7 @@ class Store:
     def get(self, kind: str, ns: str, name: str) -> Obj | None:
         return self._objects.get(kind, {}).get((ns or "", name))
 
-    def list(self, kind: str, ns: str | None = None, selector: dict | None = None) -> list[Obj]:
+    def list(self, kind: str, ns: str | None = None, selector: dict[str, Any] | None = None) -> list[Obj]:
         objs = self._objects.get(kind, {})
         return [o for (ons, _), o in objs.items()
                 if (ns is None or ons == ns) and matches(selector, o["metadata"].get("labels"))]

@@ -58,6 +58,7 @@ class DynamoKVRouter:
         if self.oracle is not None:
             overlap = np.fromiter((self.oracle.match_tokens(req, nm) // bs for nm in snap.names), float, count=n)
         else:
+            assert self.index is not None  # built in __init__ whenever there is no oracle
             keys, ws, _ = request_blocks(req, bs, 1 << 30)
             acc = self.index.match(keys, ws)
             c = self.index.counts(acc, self.index.slots_for(snap.names))
