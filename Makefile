@@ -16,6 +16,7 @@ test: $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[test]'
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 bench: install

@@ -160,8 +160,8 @@ def _check(items: list[tuple[str, str, bytes]], run_budget: int, out_dir: Path) 
 
     from kubetwin.api.errors import KubetwinError
     from kubetwin.api.loader import load_paths
-    from kubetwin.api.validate import validate
     from kubetwin.run import run
+    from kubetwin.validation.validate import validate
 
     results = []
     runs = 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kubetwin.api import annotations
+from kubetwin.validation import annotations
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- annotations:begin -->", "<!-- annotations:end -->"
@@ -27,7 +27,7 @@ def test_every_twin_key_the_code_reads_is_registered() -> None:
 
 
 def test_markdown_table_from_the_command_line() -> None:
-    out = subprocess.run([sys.executable, "-m", "kubetwin.api.annotations", "--markdown"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "kubetwin.validation.annotations", "--markdown"], capture_output=True,
                          text=True, check=True).stdout
     assert out == annotations.markdown()
     assert out.startswith("| annotation | on | value (example) | meaning |")
@@ -38,7 +38,7 @@ def test_readme_table_is_the_generated_one() -> None:
     readme = (ROOT / "README.md").read_text()
     assert BEGIN in readme and END in readme, f"README.md lost its {BEGIN}/{END} markers"
     table = readme.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
-    assert table == annotations.markdown(), "regenerate: python -m kubetwin.api.annotations --markdown"
+    assert table == annotations.markdown(), "regenerate: python -m kubetwin.validation.annotations --markdown"
 
 
 def test_register_refuses_a_second_row_for_a_key() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from conftest import make_pod, scenario
 
 from kubetwin.api.loader import Manifest, load_paths
-from kubetwin.api.validate import validate
 from kubetwin.run import run
+from kubetwin.validation.validate import validate
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dws-flex-start.yaml"
 MIG = "https://www.googleapis.com/compute/v1/projects/kubetwin/zones/us-central1-a/instanceGroups/gke-kubetwin-{}-grp"

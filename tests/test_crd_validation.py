@@ -15,7 +15,7 @@ import yaml
 from kubetwin.api import crd, crd_cel, kinds
 from kubetwin.api.kinds import crd_document, is_simulated
 from kubetwin.api.loader import load_paths, load_text
-from kubetwin.api.validate import validate
+from kubetwin.validation.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "reference"

@@ -15,9 +15,9 @@ from conftest import make_pool, scenario
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import Manifest
-from kubetwin.api.validate import validate
 from kubetwin.cli.main import app
 from kubetwin.run import run
+from kubetwin.validation.validate import validate
 
 P = "training.kubetwin.io/"
 TRAIN = {P + "params": "8B", P + "steps": "2000", P + "global-batch-size": "64", P + "sequence-length": "4096",

@@ -98,7 +98,7 @@ def test_mig_instances_are_isolated_and_run_at_their_slice() -> None:
 
 def test_bad_gpu_demand_annotations_are_validation_errors() -> None:
     from kubetwin.api.loader import load_text
-    from kubetwin.api.validate import validate
+    from kubetwin.validation.validate import validate
 
     text = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    kubetwin.io/gpu-util: lots\n"
             "    kubetwin.io/gpu-memory: 12 gigs\nspec:\n  containers:\n  - name: c\n    image: x\n")

@@ -11,10 +11,10 @@ import pytest
 
 from kubetwin.api import crd
 from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController, format_milli
+from kubetwin.autoscaler.keda import KedaController, scaled_object_errors
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.replicaset import ReplicaSetController
-from kubetwin.serving.keda import KedaController, scaled_object_errors
-from kubetwin.serving.promql import Evaluator, PromQLError
+from kubetwin.prometheus.promql import Evaluator, PromQLError
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Store

@@ -14,9 +14,9 @@ from conftest import condition, is_true
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_paths
-from kubetwin.api.validate import validate
 from kubetwin.kueue import config as kueue_config
 from kubetwin.run import run as kt_run
+from kubetwin.validation.validate import validate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 COHORT = EXAMPLES / "kueue-cohort-borrowing.yaml"

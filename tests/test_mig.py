@@ -9,9 +9,9 @@ import yaml
 from conftest import make_pod, make_pool, scenario
 
 from kubetwin.api.loader import load_text
-from kubetwin.api.validate import validate
 from kubetwin.devices import mig
 from kubetwin.run import run
+from kubetwin.validation.validate import validate
 
 # NVIDIA's MIG user guide: instances of each profile that fit on one GPU
 PER_GPU = {"1g": 7, "1g.2x": 4, "2g": 3, "3g": 2, "4g": 1, "7g": 1}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kubetwin.api.loader import load_text
-from kubetwin.api.validate import validate
 from kubetwin.autoscaler.nodepool import network_labels
+from kubetwin.validation.validate import validate
 from kubetwin.workloads import network as nw
 
 GIB, MIB = 1 << 30, 1 << 20

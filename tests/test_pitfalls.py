@@ -9,9 +9,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import load_text
-from kubetwin.api.validate import validate
 from kubetwin.cli.main import app
 from kubetwin.run import run
+from kubetwin.validation.validate import validate
 
 SCENARIO = """apiVersion: kubetwin.io/v1alpha1
 kind: Scenario

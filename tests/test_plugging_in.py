@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from kubetwin.api import kinds
 from kubetwin.api.loader import load_paths
-from kubetwin.api.validate import validate
 from kubetwin.cli.main import app
+from kubetwin.validation.validate import validate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -10,10 +10,10 @@ import pytest
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_text
-from kubetwin.api.validate import validate
 from kubetwin.serving import traces as T
 from kubetwin.serving.requesttrace import load_request_trace
 from kubetwin.serving.traces import requests, trace_stats
+from kubetwin.validation.validate import validate
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

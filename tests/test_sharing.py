@@ -9,9 +9,9 @@ import yaml
 from conftest import make_pod, make_pool, scenario
 
 from kubetwin.api.loader import load_text
-from kubetwin.api.validate import validate
 from kubetwin.devices.sharing import parse_plugin_config
 from kubetwin.run import run
+from kubetwin.validation.validate import validate
 
 
 def _config(**timeslicing: object) -> dict:

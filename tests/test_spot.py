@@ -10,7 +10,6 @@ import yaml
 from conftest import make_pod, make_pool, scenario
 
 from kubetwin.api.loader import Manifest
-from kubetwin.api.validate import validate
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.spot import SHUTDOWN_MESSAGE, SpotPreemptionController
 from kubetwin.controllers import admission
@@ -24,6 +23,7 @@ from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Store
+from kubetwin.validation.validate import validate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SPOT_EXAMPLE, TPU_EXAMPLE = EXAMPLES / "spot-vs-on-demand.yaml", EXAMPLES / "tpu-v5e-multihost-preemption.yaml"

@@ -10,7 +10,6 @@ from conftest import make_pod, scenario
 from kubetwin import catalog
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
-from kubetwin.api.validate import validate
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.controllers import admission
 from kubetwin.controllers.kubelet import Kubelet
@@ -22,6 +21,7 @@ from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Store
+from kubetwin.validation.validate import validate
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tpu-v5e-slice.yaml"
 

@@ -7,8 +7,8 @@ import pytest
 from conftest import make_pool, scenario
 
 from kubetwin.api.loader import Manifest
-from kubetwin.api.validate import validate
 from kubetwin.run import run
+from kubetwin.validation.validate import validate
 from kubetwin.workloads.storage import MIB, ReadPath
 from kubetwin.workloads.training import DDP_BUCKET_BYTES, Placement, job_seconds, step_breakdown
 from kubetwin.workloads.training_spec import SpecError, parse

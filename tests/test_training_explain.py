@@ -128,7 +128,7 @@ def test_explain_not_a_run_folder(tmp_path: Path) -> None:
 
 
 def test_explain_separates_the_prestage_from_the_work() -> None:
-    from kubetwin.report.training_explain import _dur, job_record, render
+    from kubetwin.workloads.training_explain import _dur, job_record, render
 
     s = spec(data_path="/data", data_loading="prestaged", dataset_size="100G")  # 1000 s copy at 100 MB/s
     st = step_breakdown(s, h100(), FakeNet())

@@ -8,8 +8,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import load_paths, load_text
-from kubetwin.api.validate import validate
 from kubetwin.cli.main import app
+from kubetwin.validation.validate import validate
 
 
 def _seed_blocks(shared) -> list[str]:

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 import kubetwin
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_paths, load_text
-from kubetwin.api.validate import validate
 from kubetwin.cli.main import app
 from kubetwin.run import run
+from kubetwin.validation.validate import validate
 
 SRC = Path(kubetwin.__file__).resolve().parents[1]  # the kubetwin under test
 POOL = ("apiVersion: kubetwin.io/v1alpha1\nkind: NodePool\nmetadata: {name: p}\n"

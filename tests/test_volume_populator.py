@@ -6,9 +6,9 @@ import pytest
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import Manifest
-from kubetwin.api.validate import validate
 from kubetwin.controllers import volumes
 from kubetwin.run import run
+from kubetwin.validation.validate import validate
 
 TIB, GIB = 1024**4, 1024**3
 SCENARIO = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},

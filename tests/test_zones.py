@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import load_paths, load_text
-from kubetwin.api.validate import validate
 from kubetwin.cli.main import app
+from kubetwin.validation.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,10 +19,10 @@ from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.twin import ScenarioSpec
 from kubetwin.api.units import parse_duration
-from kubetwin.api.validate import validate, with_overrides
 from kubetwin.autoscaler.capacity import CapacityModel
 from kubetwin.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController
+from kubetwin.autoscaler.keda import KedaController
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.provreq import ProvisioningRequestController
 from kubetwin.autoscaler.spot import SpotPreemptionController
@@ -48,6 +48,7 @@ from kubetwin.serving import install as serving_install
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
+from kubetwin.validation.validate import validate, with_overrides
 from kubetwin.workloads import install as training_install
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
@@ -230,6 +231,8 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     serving = serving_install.install(store, env, events, kubelet, manifests, scenario.seed, parse_duration(
         scenario.sampleInterval), until) if serving_install.wanted(manifests) else None
     HorizontalPodAutoscalerController(store, env, events, serving.source if serving is not None else None)
+    if serving is not None and any(m.kind == "ScaledObject" for m in manifests):
+        KedaController(store, env, events, serving.source)
     if serving is not None or serving_install.has_model_servers(manifests):
         from kubetwin.serving.coldstart import cold_start_hook
 

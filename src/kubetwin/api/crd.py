@@ -23,6 +23,7 @@ import yaml
 from kubetwin.api import crd_cel, crd_schema, kinds
 from kubetwin.api.crd_schema import FieldError
 from kubetwin.api.errors import Diagnostic
+from kubetwin.api.jobset_defaults import jobset_defaults
 
 # (group, kind) -> CRD file: the custom resources of the kind registry (api/kinds.py CRDS; kubetwin/api/crds/README.md
 # gives each file's repo and commit).
@@ -142,8 +143,6 @@ def _mutating_webhooks(obj: dict) -> dict:
     """The projects' mutating webhooks, which the API server runs before schema and CEL validation: JobSet's
     defaulting names failurePolicy rules, sets Indexed completion, ... (jobset pkg/webhooks/jobset_webhook.go)."""
     if obj.get("kind") == "JobSet" and str(obj.get("apiVersion", "")).startswith("jobset.x-k8s.io/"):
-        from kubetwin.controllers.jobset_webhook import jobset_defaults
-
         try:
             return jobset_defaults(obj)
         except (AttributeError, TypeError, ValueError):  # a malformed spec: the schema check reports it

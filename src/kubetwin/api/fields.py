@@ -16,6 +16,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from kubetwin.api import jobset_defaults
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
@@ -167,7 +168,8 @@ def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Dia
     parallelism past batch validation's limit. Completions are not bounded here: the Job controller creates pods
     as it goes (at most parallelism at a time), so completions up to int32 are valid and run."""
     out = []
-    mode = _get(obj, "spec.completionMode") or ("Indexed" if prefix.startswith("spec.replicatedJobs") else None)
+    mode = _get(obj, "spec.completionMode") or (jobset_defaults.COMPLETION_MODE if prefix.startswith(
+        "spec.replicatedJobs") else None)
     indexed = mode == "Indexed"
     if indexed and _get(obj, "spec.completions") is None:
         # batch validation's validateJobSpec; a JobSet's webhook defaults its Jobs' completionMode to Indexed

@@ -24,7 +24,7 @@ from kubetwin.autoscaler.hpa_behavior import ScaleNormalizer, _State
 from kubetwin.autoscaler.hpa_replicas import MetricError, ReplicaCalculator
 from kubetwin.autoscaler.hpa_replicas import format_milli as format_milli
 from kubetwin.autoscaler.hpa_replicas import register_external_metrics as register_external_metrics
-from kubetwin.serving.promql import MetricsProvider
+from kubetwin.prometheus.promql import MetricsProvider
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store

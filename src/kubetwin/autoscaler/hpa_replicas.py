@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.units import parse_quantity
-from kubetwin.serving.promql import LOOKBACK, MetricsProvider
-from kubetwin.serving.staleness import newest
+from kubetwin.prometheus.promql import LOOKBACK, MetricsProvider
+from kubetwin.prometheus.staleness import newest
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store, matches
 

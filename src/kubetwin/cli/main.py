@@ -119,7 +119,7 @@ def demo(name: str = typer.Argument("demo", help="demo (the default), gpu-sharin
 def validate_cmd(paths: list[str] = typer.Argument(..., help="YAML files or folders")) -> None:
     """Check manifests against the real API shapes; exit 1 on any error."""
     from kubetwin.api.loader import load_paths
-    from kubetwin.api.validate import validate
+    from kubetwin.validation.validate import validate
 
     try:
         manifests = load_paths(paths)
@@ -222,7 +222,7 @@ def explain(resource: str = typer.Argument(..., help="job (a Job or JobSet name)
             namespace: str = typer.Option("default", "--namespace", "-n"),
             run_dir: Path = typer.Option(..., "--run", help="run folder")) -> None:
     """Where a training job's step time goes (compute / comm / data / checkpoint) and which change helps most."""
-    from kubetwin.report.training_explain import load, render
+    from kubetwin.workloads.training_explain import load, render
 
     try:
         rec = load(run_dir, resource, name, namespace)

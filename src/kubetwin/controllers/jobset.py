@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
+from kubetwin.api.jobset_defaults import jobset_defaults
 from kubetwin.controllers.common import WorkQueue, owner_ref
 from kubetwin.controllers.jobset_webhook import (
     EXCLUSIVE_KEY,
@@ -31,7 +32,6 @@ from kubetwin.controllers.jobset_webhook import (
     RJOB_REPLICAS,
     PodWebhook,
     job_key,
-    jobset_defaults,
 )
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

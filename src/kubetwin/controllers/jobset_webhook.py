@@ -31,30 +31,6 @@ def priority_label(priority: int) -> str:
     return f"n{-priority}" if priority < 0 else str(priority)
 
 
-def jobset_defaults(obj: Obj) -> Obj:
-    """The JobSet webhook's Default plus the CRD defaults (replicas 1, groupName default, Recreate)."""
-    spec = dict(obj.get("spec") or {})
-    spec.setdefault("successPolicy", {"operator": "All"})
-    spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
-    net = {"enableDNSHostnames": True, "publishNotReadyAddresses": True, **(spec.get("network") or {})}
-    spec["network"] = net
-    if spec.get("failurePolicy") is not None:
-        fp = {"restartStrategy": "Recreate", **spec["failurePolicy"]}
-        if fp.get("rules"):
-            fp["rules"] = [{**r, "name": r.get("name") or f"failurePolicyRule{i}"} for i, r in enumerate(fp["rules"])]
-        spec["failurePolicy"] = fp
-    rjobs = []
-    for rj in spec.get("replicatedJobs") or []:
-        tmpl = dict(rj.get("template") or {})
-        jspec = {"completionMode": "Indexed", **(tmpl.get("spec") or {})}
-        ptmpl = dict(jspec.get("template") or {})
-        ptmpl["spec"] = {"restartPolicy": "OnFailure", **(ptmpl.get("spec") or {})}
-        jspec["template"] = ptmpl
-        rjobs.append({"groupName": "default", "replicas": 1, **rj, "template": {**tmpl, "spec": jspec}})
-    spec["replicatedJobs"] = rjobs
-    return {**obj, "spec": spec}
-
-
 class PodWebhook:
     """mpod.kb.io + vpod.kb.io: the priority label; for exclusive placement the leader's (anti-)affinity, and
     followers refused until the leader is bound, then pinned to its topology domain."""

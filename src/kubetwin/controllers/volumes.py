@@ -34,10 +34,10 @@ copy from Cloud Storage is done, and that wait is part of the job's start-up tim
 from __future__ import annotations
 
 from kubetwin.api.units import parse_quantity
+from kubetwin.catalog import storage as sto
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
-from kubetwin.workloads import storage as sto
 
 POPULATOR_GROUP, POPULATOR_KIND = "datalayer.gke.io", "GCPDataSource"
 DATA_SIZE = "kubetwin.io/data-size"

@@ -12,8 +12,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client import Counter as PromCounter
 
-from kubetwin.report.metrics import percentile
 from kubetwin.sim.env import Environment
+from kubetwin.sim.stats import percentile
 
 disable_created_metrics()  # the *_created series carry wall-clock time: a run's output must be deterministic
 # generateExponentialBuckets(14) in pkg/metrics/metrics.go: 1, then 2.5 doubling 13 times (up to 10,240 s).

@@ -16,18 +16,10 @@ from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.report.fragmentation import cluster_fragmentation, placement_fragmentation
 from kubetwin.sim.env import Environment
+from kubetwin.sim.stats import percentile
 from kubetwin.store.store import Obj, Store
 
 GPU = "nvidia.com/gpu"
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (deterministic, no interpolation)."""
-    if not values:
-        return 0.0
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
-    return float(s[k])
 
 
 class Metrics:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubetwin.api import kinds
 from kubetwin.api.loader import Manifest
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Kubelet
@@ -26,19 +27,10 @@ def wanted(manifests: list[Manifest]) -> bool:
 
 def has_model_servers(manifests: list[Manifest]) -> bool:
     """Any workload running vLLM or TGI: its pods pay the model server's cold start, traffic or not."""
-    from kubetwin.api.serving_validate import POD_SPEC_PATHS
     from kubetwin.serving.modelserver import inspect_model_server
 
-    for m in manifests:
-        path = POD_SPEC_PATHS.get(m.kind)
-        if path is None:
-            continue
-        spec: Any = m.obj
-        for part in path.split("."):
-            spec = spec.get(part) if isinstance(spec, dict) else None
-        if isinstance(spec, dict) and inspect_model_server(spec, path) is not None:
-            return True
-    return False
+    return any(inspect_model_server(ref.spec, ref.at("spec")) is not None
+               for m in manifests if m.kind != "PodTemplate" for ref in kinds.pod_templates(m.obj))
 
 
 def load_traces(manifests: list[Manifest], seed: int, horizon: float) -> dict[tuple[str, str], Any]:
@@ -77,7 +69,6 @@ class ServingRun:
 def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kubelet, manifests: list[Manifest],
             seed: int, sample_interval: float, horizon: float) -> ServingRun:
     from kubetwin.serving.dataplane import ServingDataPlane
-    from kubetwin.serving.keda import KedaController
     from kubetwin.serving.observe import ServingMetrics
     from kubetwin.serving.promsource import ServingMetricsSource
 
@@ -93,6 +84,4 @@ def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kube
                              parse_duration(ann.get(SLO_TPOT, f"{DEFAULT_SLO_TPOT}s")))
     scalers = [m for m in manifests if m.kind in ("ScaledObject", "HorizontalPodAutoscaler")]
     source = ServingMetricsSource(plane, env, histogram_history=any("_bucket" in str(m.obj) for m in scalers))
-    if any(m.kind == "ScaledObject" for m in manifests):
-        KedaController(store, env, events, source)
     return ServingRun(plane, ServingMetrics(plane, env, sample_interval), source, slos)

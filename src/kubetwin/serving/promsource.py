@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from kubetwin.prometheus.staleness import STALE_NAN, is_stale
 from kubetwin.serving.dataplane import ServingDataPlane
 from kubetwin.serving.histograms import HISTOGRAMS, RequestHistograms
-from kubetwin.serving.staleness import STALE_NAN, is_stale
 from kubetwin.sim.env import Environment
 
 SCRAPE_INTERVAL = 15.0  # a typical PodMonitoring/ServiceMonitor interval (twin assumption; Prometheus' own default
@@ -43,7 +43,7 @@ Labels = dict[str, str]
 
 
 class ServingMetricsSource:
-    """A MetricsProvider (serving.promql) over scraped samples."""
+    """A MetricsProvider (prometheus.promql) over scraped samples."""
 
     def __init__(self, plane: ServingDataPlane, env: Environment, interval: float = SCRAPE_INTERVAL,
                  histogram_history: bool = False) -> None:

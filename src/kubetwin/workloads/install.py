@@ -24,7 +24,7 @@ class TrainingRun:
         training pod ran."""
         if not self.model.inputs:
             return None, "", None
-        from kubetwin.report.training_explain import records
+        from kubetwin.workloads.training_explain import records
 
         series, text = self.dcgm.finish()
         return series, text, records(self.model, self.store)

@@ -11,10 +11,8 @@ import fnmatch
 from dataclasses import dataclass
 
 from kubetwin.api.units import parse_quantity
+from kubetwin.catalog.storage import GIB, MIB, hdml_mibps
 from kubetwin.store.store import Obj, Store
-
-MIB = 1024 * 1024
-GIB = 1024 * MIB
 
 # Persistent Disk: MiB/s per GiB provisioned, and the per-VM read cap
 # (https://cloud.google.com/compute/docs/disks/performance via catalog_draft.yaml storage.persistent_disk).
@@ -23,9 +21,6 @@ PD_READ_MIBPS_PER_VM = {"pd-standard": 1200, "pd-balanced": 1200, "pd-ssd": 1200
 # Per-disk baseline throughput added to the per-GiB figure for pd-balanced (140 MiB/s) and pd-ssd (240 MiB/s)
 # (https://cloud.google.com/compute/docs/disks/performance#baseline_performance; not in catalog_draft.yaml).
 PD_BASELINE_MIBPS = {"pd-balanced": 140, "pd-ssd": 240}
-# Hyperdisk ML: throughput is provisioned per volume, 400 MiB/s minimum, shared by every reader attached read-only
-# (https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-ml via catalog_draft.yaml storage.hyperdisk_ml).
-HDML_MIN_MIBPS = 400
 # Parallelstore: 1.15 GiB/s read per TiB of capacity, 12 TiB minimum
 # (https://cloud.google.com/parallelstore/docs/overview via catalog_draft.yaml storage.parallelstore).
 PARALLELSTORE_READ_GIBPS_PER_TIB, PARALLELSTORE_MIN_TIB = 1.15, 12
@@ -151,12 +146,6 @@ def _gcsfuse(attrs: dict, write: bool = False) -> ReadPath:
                         GCSFUSE_FILES_PER_S)
     return ReadPath("gcsfuse", GCSFUSE_MBPS * 1e6, f"Cloud Storage FUSE without file cache ({GCSFUSE_MBPS:.0f} MB/s)",
                     GCSFUSE_FILES_PER_S)
-
-
-def hdml_mibps(params: dict) -> float:
-    """A Hyperdisk ML StorageClass's provisioned throughput (MiB/s), at least HDML_MIN_MIBPS."""
-    tput = params.get("provisioned-throughput-on-create")
-    return max(float(parse_quantity(str(tput))) / MIB if tput else HDML_MIN_MIBPS, HDML_MIN_MIBPS)
 
 
 def _claim_path(store: Store, ns: str, claim: str, write: bool = False) -> ReadPath:

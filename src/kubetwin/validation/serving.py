@@ -3,6 +3,7 @@ nobody exports, and model-server command lines as vLLM's or TGI's argument parse
 
 from __future__ import annotations
 
+from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 
@@ -12,7 +13,7 @@ def _path_to_dotted(path: str) -> str:
 
 
 def scaled_object(m: Manifest) -> list[Diagnostic]:
-    from kubetwin.serving import keda
+    from kubetwin.autoscaler import keda
 
     out = [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, msg,
                       "see https://keda.sh/docs/latest/reference/scaledobject-spec/ and the scaler's page")
@@ -82,8 +83,9 @@ def horizontal_pod_autoscaler(m: Manifest) -> list[Diagnostic]:
             for path, msg in hpa.hpa_field_errors(m.obj)]
 
 
-POD_SPEC_PATHS = {"Pod": "spec", "Deployment": "spec.template.spec", "ReplicaSet": "spec.template.spec",
-                  "StatefulSet": "spec.template.spec", "Job": "spec.template.spec"}
+def server_templates(obj: dict) -> list[kinds.PodTemplateRef]:
+    """The pod templates whose pods a model server would run in (a PodTemplate's pods are not created from it)."""
+    return [] if obj.get("kind") == "PodTemplate" else kinds.pod_templates(obj)
 
 
 def model_servers(m: Manifest) -> list[Diagnostic]:
@@ -92,37 +94,34 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
     from kubetwin.serving.modelserver import inspect_model_server
     from kubetwin.serving.modelspec import closest_models, lookup_server_model
 
-    path = POD_SPEC_PATHS.get(m.kind)
-    if path is None:
-        return []
-    spec: object = m.obj
-    for part in path.split("."):
-        spec = spec.get(part) if isinstance(spec, dict) else None
-    if not isinstance(spec, dict):
-        return []
-    found = inspect_model_server(spec, path)
-    if found is None:
-        return []
-    ci, args, problems = found
-    out = [Diagnostic(m.file, m.line_of(_path_to_dotted(p.field)), m.ref, p.field, p.message, p.hint, p.severity)
-           for p in problems]
-    model = lookup_server_model(args.model, args.served_model_name) if args is not None else None
-    if args is not None and model is not None:
-        from kubetwin.serving.modelserver import gpu_count
-        from kubetwin.serving.sizing import parallel_problems
+    out: list[Diagnostic] = []
+    for ref in server_templates(m.obj):
+        path, spec = ref.at("spec"), ref.spec
+        found = inspect_model_server(spec, path)
+        if found is None:
+            continue
+        ci, args, problems = found
+        out += [Diagnostic(m.file, m.line_of(_path_to_dotted(p.field)), m.ref, p.field, p.message, p.hint,
+                           p.severity) for p in problems]
+        model = lookup_server_model(args.model, args.served_model_name) if args is not None else None
+        if args is not None and model is not None:
+            from kubetwin.serving.modelserver import gpu_count
+            from kubetwin.serving.sizing import parallel_problems
 
-        visible = gpu_count(spec["containers"][ci])
-        for dest, message, severity in parallel_problems(args, model, visible):
-            field = args.flag_fields.get(dest, f"{path}.containers[{ci}]")
-            hint = (f"set the container's nvidia.com/gpu to tensor x pipeline parallel size, or choose sizes that "
-                    f"divide the model's {model.num_attention_heads} attention heads" if severity == "error" else "")
-            out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field, message, hint, severity))
-    if args is not None and model is None:
-        near = closest_models(args.model)
-        field = f"{path}.containers[{ci}]"
-        out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
-                              f"model {args.model!r} is not in the twin's model table: its pods start but serve no "
-                              "requests in a run", f"use one of {', '.join(near)}" if near else "", "notice"))
+            visible = gpu_count(spec["containers"][ci])
+            for dest, message, severity in parallel_problems(args, model, visible):
+                field = args.flag_fields.get(dest, f"{path}.containers[{ci}]")
+                hint = (f"set the container's nvidia.com/gpu to tensor x pipeline parallel size, or choose sizes "
+                        f"that divide the model's {model.num_attention_heads} attention heads"
+                        if severity == "error" else "")
+                out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field, message, hint,
+                                      severity))
+        if args is not None and model is None:
+            near = closest_models(args.model)
+            field = f"{path}.containers[{ci}]"
+            out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
+                                  f"model {args.model!r} is not in the twin's model table: its pods start but serve "
+                                  "no requests in a run", f"use one of {', '.join(near)}" if near else "", "notice"))
     return out
 
 
@@ -203,14 +202,10 @@ def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
             if isinstance(labels, dict) and labels and all(isinstance(v, str) for v in labels.values()):
                 pools.append((f"{key[0]}/{key[1]}/{key[2]}", key[1], labels, m.kind == "InferencePool"))
     out: list[Diagnostic] = []
-    for m in manifests:
-        path = POD_SPEC_PATHS.get(m.kind)
-        if path is None or not pools:
-            continue
+    for m, ref in ((w, ref) for w in (manifests if pools else []) for ref in server_templates(w.obj)):
         ns = _str(m.obj, "metadata.namespace", "default")
-        labels = _at(m.obj, "metadata.labels" if m.kind == "Pod" else "spec.template.metadata.labels")
-        spec = _at(m.obj, path)
-        if not isinstance(spec, dict) or not isinstance(labels, dict) or inspect_model_server(spec, path) is not None:
+        path, spec, labels = ref.at("spec"), ref.spec, ref.metadata.get("labels")
+        if not isinstance(labels, dict) or inspect_model_server(spec, path) is not None:
             continue
         for pool_ref, pool_ns, selector, holds in pools:
             if pool_ns != ns or not matches({"matchLabels": selector}, labels):

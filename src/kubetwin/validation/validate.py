@@ -17,23 +17,18 @@ import jsonschema
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
-from kubetwin.api import annotations as twin_annotations  # the module, not __future__'s feature
-from kubetwin.api import (
-    crd_schema,
-    dra_validate,
-    fields,
-    kinds,
-    nodepool_validate,
-    pitfalls,
-    serving_validate,
-    twin_errors,
-    volume_validate,
-)
+from kubetwin.api import crd_schema, fields, kinds, twin_errors
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
 from kubetwin.api.units import parse_quantity
+from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
+from kubetwin.validation import dra as dra_validate
+from kubetwin.validation import nodepool as nodepool_validate
+from kubetwin.validation import pitfalls
+from kubetwin.validation import serving as serving_validate
+from kubetwin.validation import volume as volume_validate
 
 K8S_VERSION = "1.34.0"
 

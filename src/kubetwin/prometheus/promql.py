@@ -17,8 +17,8 @@ from typing import Protocol
 
 import promql_parser as pp
 
-from kubetwin.serving.promql_funcs import bucket_quantile, div, extrapolated_rate, over_time
-from kubetwin.serving.staleness import LOOKBACK, is_stale, newest
+from kubetwin.prometheus.functions import bucket_quantile, div, extrapolated_rate, over_time
+from kubetwin.prometheus.staleness import LOOKBACK, is_stale, newest
 
 Labels = dict[str, str]
 Series = tuple[Labels, list[tuple[float, float]]]

@@ -5,7 +5,7 @@ Job and pod templates), so a bad value is a validate error with its field path i
 annotation put where the twin does not read it is a notice, and a misspelt `kubetwin.io/` key gets the closest
 real one. The README's annotation table is generated from it:
 
-    python -m kubetwin.api.annotations --markdown
+    python -m kubetwin.validation.annotations --markdown
 
 To add an annotation: one `register(Annotation(...))` next to the code that reads it (or a row in `_ROWS`), with a
 parser that raises ValueError (UnitError is one) saying what is accepted, or `checked_by` naming the module that
@@ -183,7 +183,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
                     close = difflib.get_close_matches(key, [k for k in known if k.startswith("kubetwin.io/")], n=1)
                     out.append(Diagnostic(m.file, line, m.ref, field, f"unknown twin annotation {key}: the twin "
                                           "does not read it", f"did you mean {close[0]}?" if close else
-                                          "see `python -m kubetwin.api.annotations --markdown`", "notice"))
+                                          "see `python -m kubetwin.validation.annotations --markdown`", "notice"))
                 continue
             if row.written:
                 out.append(Diagnostic(m.file, line, m.ref, field, f"{key} is written by the twin; the value set "

@@ -10,7 +10,7 @@ apis/keda/v1alpha1 (defaults: pollingInterval 30, cooldownPeriod 300, initialCoo
 reasons and messages). The metrics server answers the HPA's External metric by evaluating the trigger's query
 when the HPA asks (no caching unless the trigger sets useCachedMetrics).
 
-The twin evaluates the PromQL query itself (`serving.promql`) over the given MetricsProvider; serverAddress is
+The twin evaluates the PromQL query itself (`prometheus.promql`) over the given MetricsProvider; serverAddress is
 required (KEDA requires it) but never contacted.
 Trigger parsing and the spec's validation (also used by `kubetwin validate`) are in `keda_spec`.
 """
@@ -21,10 +21,10 @@ import math
 
 from kubetwin.api.conditions import find_condition, set_condition
 from kubetwin.autoscaler.hpa import format_milli, register_external_metrics
+from kubetwin.autoscaler.keda_spec import DEFAULT_MAX_REPLICAS, PrometheusTrigger, _bounds_error, parse_trigger
+from kubetwin.autoscaler.keda_spec import scaled_object_errors as scaled_object_errors
 from kubetwin.controllers.common import owner_ref
-from kubetwin.serving.keda_spec import DEFAULT_MAX_REPLICAS, PrometheusTrigger, _bounds_error, parse_trigger
-from kubetwin.serving.keda_spec import scaled_object_errors as scaled_object_errors
-from kubetwin.serving.promql import Evaluator, MetricsProvider, PromQLError
+from kubetwin.prometheus.promql import Evaluator, MetricsProvider, PromQLError
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store

@@ -1,6 +1,6 @@
 """PromQL's numeric functions, as prometheus/prometheus computes them (promql/functions.go, promql/quantile.go):
 division with Go's float semantics, extrapolatedRate behind rate/increase/delta, the *over_time reducers and the
-classic-histogram bucketQuantile. Pure functions over samples; serving/promql.py evaluates queries with them."""
+classic-histogram bucketQuantile. Pure functions over samples; prometheus/promql.py evaluates queries with them."""
 
 from __future__ import annotations
 

@@ -158,8 +158,8 @@ def _scale_to_zero(sc: _Scenario) -> list[Diagnostic]:
     """KEDA scales to zero by default (minReplicaCount 0). A prometheus query over series only the target's own
     pods export returns nothing (or 0) at zero replicas, and KEDA reads that as 0 (ignoreNullValues defaults to
     true): the target never activates again."""
-    from kubetwin.api.serving_validate import metric_names
     from kubetwin.serving.promsource import AT_ZERO, KNOWN
+    from kubetwin.validation.serving import metric_names
 
     out = []
     for m in sc.kind("ScaledObject", "keda.sh/"):
