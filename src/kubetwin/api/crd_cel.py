@@ -18,7 +18,7 @@ from cel_expr_python import cel
 
 from kubetwin.api.crd_schema import FieldError, child
 from kubetwin.cel import library
-from kubetwin.cel.dra import CelError, _cpp_message
+from kubetwin.cel.dra import CelError, cpp_message
 
 T = cel.Type
 _OLD_SELF = re.compile(r"\boldSelf\b")
@@ -40,7 +40,7 @@ def compile_rule(expression: str) -> Any:
     try:
         return _env().compile(expression)
     except RuntimeError as exc:
-        raise CelError("compile", "compilation failed: " + _cpp_message(exc)) from None
+        raise CelError("compile", "compilation failed: " + cpp_message(exc)) from None
 
 
 def _run(expression: str, value: Any) -> tuple[str, Any]:
@@ -48,12 +48,12 @@ def _run(expression: str, value: Any) -> tuple[str, Any]:
     try:
         res = compile_rule(expression).eval(data={"self": value})
         if res.type() == T.ERROR:
-            return "error", _cpp_message(res.value())
+            return "error", cpp_message(res.value())
         return "ok", res.value()
     except CelError as exc:
         return "error", exc.message
     except Exception as exc:  # noqa: BLE001 - a bad manifest value must become a diagnostic, not a traceback
-        return "error", _cpp_message(exc)
+        return "error", cpp_message(exc)
 
 
 def has_rules(schema: dict) -> bool:

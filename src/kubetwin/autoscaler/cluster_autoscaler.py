@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,7 @@ from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
-from kubetwin.autoscaler.nodepool import NodePoolController, _suffix
+from kubetwin.autoscaler.nodepool import NodePoolController, group_hash
 from kubetwin.autoscaler.scaledown import ScaleDown
 from kubetwin.autoscaler.simulation import (
     CONSUME,
@@ -92,7 +93,7 @@ class Option:
     template: NodeInfo
 
 
-class ClusterAutoscaler(ScaleDown):
+class ClusterAutoscaler:
     def __init__(self, store: Store, env: Environment, events: EventRecorder, pools: NodePoolController,
                  spec: ClusterAutoscalerSpec | None = None, capacity: CapacityModel | None = None,
                  seed: int = 0) -> None:
@@ -107,17 +108,14 @@ class ClusterAutoscaler(ScaleDown):
         self.groups: dict[tuple[str, str], NodeGroup] = {}
         self.pending: dict[str, Obj] = {}  # unschedulable pods
         self.bound: dict[str, dict[str, Obj]] = {}  # node -> pod key -> pod
-        self.unneeded: dict[str, float] = {}  # node -> since
         self.protected: set[str] = set()  # nodes booked by ProvisioningRequests
         self.provreq: Any = None  # autoscaler/provreq.py sets itself here
         self.active = False
         self.dirty = True  # a pod, node or pool changed since the last loop
-        self._stuck: set[str] = set()  # unneeded nodes whose pods found no other place at the last try
-        self._unready: set[str] = set()  # unneeded nodes that are unready (GPUs not advertised yet)
         self._wake = 0.0  # the next time a loop must redo scale-up though nothing changed (backoff, capacity)
         self.last_scale_up = self.last_scale_down_failure = -1e18
         self.scale_ups: list[dict] = []
-        self.scale_downs: list[dict] = []
+        self.scaledown = ScaleDown(self)
         store.watch("NodePool", self._on_pool)
 
     # -- activation: nothing runs per pod unless a pool autoscales or a ProvisioningRequest exists ----------------
@@ -145,10 +143,10 @@ class ClusterAutoscaler(ScaleDown):
         if etype != "ADDED" or not auto:
             return
         hosts = len(self.pools.slice_nodes(name))
-        group_hash = _suffix(f"{self.pools.cluster}/{name}", 8)
+        ig_hash = group_hash(self.pools.cluster, name)
         for zone in (spec.get("zones") or [DEFAULT_ZONE])[:1 if hosts else None]:
             url = (f"https://www.googleapis.com/compute/v1/projects/kubetwin/zones/{zone}/instanceGroups/"
-                   f"gke-{self.pools.cluster}-{name}-{group_hash}-grp")
+                   f"gke-{self.pools.cluster}-{name}-{ig_hash}-grp")
             self.groups[(name, zone)] = NodeGroup(name, zone, auto["minNodeCount"], auto["maxNodeCount"], url,
                                                   target=auto["minNodeCount"], hosts=hosts)
         self.env.after(0, self.activate)
@@ -178,7 +176,7 @@ class ClusterAutoscaler(ScaleDown):
         if self.dirty or self.env.now >= self._wake:
             self.scale_up()
         if self.spec.scaleDownEnabled:
-            self.scale_down()
+            self.scaledown.run()
         self.dirty = False
         future = [g.backoff_until for g in self.groups.values() if g.backoff_until > self.env.now]
         future += self.capacity.changes_after(self.env.now)
@@ -191,6 +189,22 @@ class ClusterAutoscaler(ScaleDown):
 
     def registered(self, g: NodeGroup) -> list[str]:
         return self.pools.pool_nodes(g.pool, g.zone)
+
+    def node_infos(self, nodes: dict[str, Obj] | None = None,
+                   excluded: AbstractSet[str] = frozenset()) -> list[NodeInfo]:
+        """The current nodes with what their pods request (nodes being deleted left out), in name order."""
+        if nodes is None:
+            nodes = {n["metadata"]["name"]: n for n in self.store.list("Node")}
+        infos = []
+        for name in sorted(nodes):
+            node = nodes[name]
+            if name in excluded or any(t.get("key") == TO_BE_DELETED for t in node["spec"].get("taints") or []):
+                continue
+            ni = NodeInfo.from_node(node)
+            for p in self.bound.get(name, {}).values():
+                ni.add_pod(p, pod_requests(p))
+            infos.append(ni)
+        return infos
 
     def upcoming(self, g: NodeGroup) -> list[NodeInfo]:
         """Room on nodes coming up: VMs asked for that have not registered, and registered GPU nodes whose
@@ -271,13 +285,13 @@ class ClusterAutoscaler(ScaleDown):
                 helped.append((p, next(i for i, b in enumerate(bins) if b is ni)))
             if not helped:
                 continue
-            room = (g.hosts if g.target == 0 else 0) if g.hosts else self._room(g)
-            why = IN_BACKOFF if self.env.now < g.backoff_until else (MAX_NODE_GROUP_SIZE if room <= 0 else None)
+            headroom = (g.hosts if g.target == 0 else 0) if g.hosts else self._room(g)
+            why = IN_BACKOFF if self.env.now < g.backoff_until else (MAX_NODE_GROUP_SIZE if headroom <= 0 else None)
             if why is not None:
                 for p, _ in helped:
                     reasons[pod_key(p)][why] += 1
                 continue
-            n = g.hosts if g.hosts else min(len(bins), room)
+            n = g.hosts if g.hosts else min(len(bins), headroom)
             options.append(Option(g, n, [p for p, b in helped if g.hosts or b < n], tmpl))
             for p, b in helped:
                 if not g.hosts and b >= n:  # the estimator stopped at the group's max size
@@ -415,7 +429,8 @@ class ClusterAutoscaler(ScaleDown):
                               f"({refusal.explanation}): {refusal.gce}", SOURCE)
 
     def summary(self) -> dict:
-        return {"scale_ups": self.scale_ups, "scale_downs": self.scale_downs, "refusals": self.capacity.refusals}
+        return {"scale_ups": self.scale_ups, "scale_downs": self.scaledown.scale_downs,
+                "refusals": self.capacity.refusals}
 
 
 def waste(o: Option) -> float:

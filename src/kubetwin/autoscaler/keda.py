@@ -21,7 +21,7 @@ import math
 
 from kubetwin.api.conditions import find_condition, set_condition
 from kubetwin.autoscaler.hpa import format_milli, register_external_metrics
-from kubetwin.autoscaler.keda_spec import DEFAULT_MAX_REPLICAS, PrometheusTrigger, _bounds_error, parse_trigger
+from kubetwin.autoscaler.keda_spec import DEFAULT_MAX_REPLICAS, PrometheusTrigger, bounds_error, parse_trigger
 from kubetwin.autoscaler.keda_spec import scaled_object_errors as scaled_object_errors
 from kubetwin.controllers.common import owner_ref
 from kubetwin.prometheus.promql import Evaluator, MetricsProvider, PromQLError
@@ -134,7 +134,7 @@ class KedaController:
         status["scaleTargetGVKR"] = {"group": group, "kind": kind, "resource": resource, "version": version}
         if status.get("originalReplicaCount") is None:
             status["originalReplicaCount"] = int((target.get("spec") or {}).get("replicas", 1))
-        bounds = _bounds_error(spec)
+        bounds = bounds_error(spec)
         if bounds:
             return "ScaledObject doesn't have correct Idle/Min/Max Replica Counts specification", bounds
         triggers = spec.get("triggers") or []

@@ -83,7 +83,7 @@ def scaled_object_errors(so: Obj) -> list[tuple[str, str]]:
     bounds (v1alpha1.CheckReplicaCountBoundsAreValid) and each trigger's scaler metadata. For `kubetwin validate`."""
     spec = so.get("spec") or {}
     out = []
-    bounds = _bounds_error(spec)
+    bounds = bounds_error(spec)
     if bounds:
         out.append(("spec", bounds))
     for i, trig in enumerate(spec.get("triggers") or []):
@@ -94,7 +94,7 @@ def scaled_object_errors(so: Obj) -> list[tuple[str, str]]:
     return out
 
 
-def _bounds_error(spec: dict) -> str:
+def bounds_error(spec: dict) -> str:
     lo = 0
     if spec.get("minReplicaCount") is not None:
         lo = max(1, int(spec["minReplicaCount"]))  # GetHPAMinReplicas

@@ -50,6 +50,11 @@ def _suffix(seed: str, n: int) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:n]
 
 
+def group_hash(cluster: str, pool: str) -> str:
+    """The 8 hex characters GKE puts in a pool's instance group and node names (gke-CLUSTER-POOL-HASH-...)."""
+    return _suffix(f"{cluster}/{pool}", 8)
+
+
 def pool_accelerator(spec: dict, mt: catalog.MachineType) -> tuple[dict, str | None]:
     """The pool's accelerator entry ({} when none is listed; a TPU machine type implies its chips) and the GPU type
     its nodes carry (the entry's, or the machine type's own, as an A3's H100s)."""
@@ -168,7 +173,7 @@ class NodePoolController:
 
     def _node_name(self, pool: str, zone: str, i: int) -> str:
         """GKE-shaped and unique: gke-<cluster>-<pool>-<group hash>-<4 characters per instance>."""
-        group = _suffix(f"{self.cluster}/{pool}", 8)
+        group = group_hash(self.cluster, pool)
         salt = 0
         node_name = f"gke-{self.cluster}-{pool}-{group}-{_suffix(f'{pool}/{zone}/{i}', 4)}"
         while node_name in self._names:  # GKE's 4-character instance suffixes are unique per group

@@ -1,4 +1,5 @@
-"""Scale-down of the cluster autoscaler twin (a mixin of autoscaler/cluster_autoscaler.ClusterAutoscaler).
+"""Scale-down of the cluster autoscaler twin: the unneeded-node planner and its actuation (core/scaledown), a
+collaborator of autoscaler/cluster_autoscaler.ClusterAutoscaler that reads its state through `ClusterView`.
 
 Scale-down (core/scaledown): a node is unneeded while its utilization (requests / allocatable: GPU alone on a GPU
 node, else the larger of cpu and memory; utils/utilization) is under the threshold (0.5) and all its pods can move;
@@ -19,8 +20,10 @@ copy, so a node bought for a GPU pod is not dropped before that pod can land on 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
@@ -40,19 +43,52 @@ from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
 if TYPE_CHECKING:
+    from kubetwin.api.twin import ClusterAutoscalerSpec
     from kubetwin.autoscaler.cluster_autoscaler import NodeGroup
+    from kubetwin.autoscaler.nodepool import NodePoolController
+    from kubetwin.sim.env import Environment
+    from kubetwin.store.events import EventRecorder
+    from kubetwin.store.store import Store
+
+
+class ClusterView(Protocol):
+    """What scale-down reads of the cluster autoscaler: its clients, options, node groups and cluster snapshot."""
+
+    store: Store
+    env: Environment
+    events: EventRecorder
+    pools: NodePoolController
+    spec: ClusterAutoscalerSpec
+    groups: dict[tuple[str, str], NodeGroup]
+    bound: dict[str, dict[str, Obj]]  # node -> pod key -> pod
+    pending: dict[str, Obj]  # unschedulable pods
+    protected: set[str]  # nodes booked by ProvisioningRequests
+    unneeded_time: float
+    last_scale_up: float
+    last_scale_down_failure: float
+    dirty: bool  # a pod, node or pool changed since the last loop
+
+    def registered(self, g: NodeGroup) -> list[str]: ...
+
+    def node_infos(self, nodes: dict[str, Obj] | None = None, excluded: AbstractSet[str] = ...) -> list[NodeInfo]: ...
 
 
 class ScaleDown:
-    """Needs the ClusterAutoscaler's store, env, events, pools, spec, groups, bound, unneeded, protected,
-    unneeded_time, last_scale_up, last_scale_down_failure and scale_downs."""
+    """Owns which nodes are unneeded (and since when), which are stuck or unready, and the scale-downs done."""
+
+    def __init__(self, ca: ClusterView) -> None:
+        self.ca = ca
+        self.unneeded: dict[str, float] = {}  # node (or "slice/<pool>") -> since
+        self._stuck: set[str] = set()  # unneeded nodes whose pods found no other place at the last try
+        self._unready: set[str] = set()  # unneeded nodes that are unready (GPUs not advertised yet)
+        self.scale_downs: list[dict] = []
 
     # -- scale-down -------------------------------------------------------------------------------------
-    def utilization(self, node: Obj, extra: list[Obj] = ()) -> tuple[float, bool]:
+    def utilization(self, node: Obj, extra: Sequence[Obj] = ()) -> tuple[float, bool]:
         """Requests / allocatable of the node's pods and of `extra` (pending pods the loop placed on it)."""
         ni = NodeInfo.from_node(node)
         req: Counter = Counter()
-        for p in [*self.bound.get(node["metadata"]["name"], {}).values(), *extra]:
+        for p in [*self.ca.bound.get(node["metadata"]["name"], {}).values(), *extra]:
             req.update(pod_requests(p))
         gpu = "cloud.google.com/gke-accelerator" in (node["metadata"].get("labels") or {})
         if gpu:
@@ -80,41 +116,41 @@ class ScaleDown:
             return "pod with local storage present"
         return None
 
-    def scale_down(self) -> None:
+    def run(self) -> None:
         """Unneeded nodes are recomputed only after a pod, node or pool changed (nothing else changes them);
         their timers are checked every loop."""
-        if self.dirty:
-            self._update_unneeded(self.env.now)
-        self._remove_unneeded(self.env.now)
+        if self.ca.dirty:
+            self._update_unneeded(self.ca.env.now)
+        self._remove_unneeded(self.ca.env.now)
 
     def _update_unneeded(self, now: float) -> None:
-        thr, gthr = self.spec.scaleDownUtilizationThreshold, self.spec.scaleDownGpuUtilizationThreshold
-        nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in self.store.list("Node")}
-        self._stuck: set[str] = set()
-        self._unready: set[str] = set()
+        thr, gthr = self.ca.spec.scaleDownUtilizationThreshold, self.ca.spec.scaleDownGpuUtilizationThreshold
+        nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in self.ca.store.list("Node")}
+        self._stuck = set()
+        self._unready = set()
         hinted = self._pending_placed(nodes)
-        for g in list(self.groups.values()):
+        for g in list(self.ca.groups.values()):
             if g.hosts:  # a multi-host slice goes whole, once all its hosts are empty
-                hosts = self.pools.slice_nodes(g.pool)
-                if g.target and not any(self.bound.get(n) for n in hosts) and not set(hosts) & self.protected:
+                hosts = self.ca.pools.slice_nodes(g.pool)
+                if g.target and not any(self.ca.bound.get(n) for n in hosts) and not set(hosts) & self.ca.protected:
                     self.unneeded.setdefault(f"slice/{g.pool}", now)
                 else:
                     self.unneeded.pop(f"slice/{g.pool}", None)
                 continue
-            for name in self.registered(g):
+            for name in self.ca.registered(g):
                 node = nodes.get(name)
-                if node is None or name in self.protected:
+                if node is None or name in self.ca.protected:
                     self.unneeded.pop(name, None)
                     continue
                 util, gpu = self.utilization(node, hinted.get(name, []))
-                pods = list(self.bound.get(name, {}).values())
+                pods = list(self.ca.bound.get(name, {}).values())
                 if util >= (gthr if gpu else thr) or any(self.blocking(p) for p in pods):
                     self.unneeded.pop(name, None)
                     continue
                 self.unneeded.setdefault(name, now)
                 if self.unready(node):
                     self._unready.add(name)
-        live = {n for g in self.groups.values() for n in self.registered(g)}
+        live = {n for g in self.ca.groups.values() for n in self.ca.registered(g)}
         for key in [k for k in self.unneeded if not k.startswith("slice/") and k not in live]:
             del self.unneeded[key]
 
@@ -122,10 +158,10 @@ class ScaleDown:
         """FilterOutSchedulable's side effect on scale-down: pending pods that fit a node now are put on it in CA's
         cluster snapshot, so that node is used, not unneeded (a GPU node whose driver just advertised its GPUs
         is not removed in the instant before the scheduler binds the pod that bought it)."""
-        pods = [p for _, p in sorted(self.pending.items()) if not consumes(p)]
+        pods = [p for _, p in sorted(self.ca.pending.items()) if not consumes(p)]
         if not pods:
             return {}
-        room = self.node_infos(nodes)
+        room = self.ca.node_infos(nodes)
         out: dict[str, list[Obj]] = {}
         for p in pods:
             ni = place(pod_info(p), room)
@@ -134,77 +170,62 @@ class ScaleDown:
         return out
 
     def _remove_unneeded(self, now: float) -> None:
-        unready_time = parse_duration(self.spec.scaleDownUnreadyTime)
+        unready_time = parse_duration(self.ca.spec.scaleDownUnreadyTime)
         due = sorted((since, key) for key, since in self.unneeded.items()
-                     if now - since >= (unready_time if key in self._unready else self.unneeded_time)
+                     if now - since >= (unready_time if key in self._unready else self.ca.unneeded_time)
                      and key not in self._stuck)
-        if not due or now - self.last_scale_up < self._delay_after_add() or \
-                now - self.last_scale_down_failure < parse_duration(self.spec.scaleDownDelayAfterFailure):
+        if not due or now - self.ca.last_scale_up < self._delay_after_add() or \
+                now - self.ca.last_scale_down_failure < parse_duration(self.ca.spec.scaleDownDelayAfterFailure):
             return
-        nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in self.store.list("Node")}
-        group_of = {n: g for g in self.groups.values() for n in self.registered(g)}
-        size = {id(g): len(self.registered(g)) for g in self.groups.values()}
+        nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in self.ca.store.list("Node")}
+        group_of = {n: g for g in self.ca.groups.values() for n in self.ca.registered(g)}
+        size = {id(g): len(self.ca.registered(g)) for g in self.ca.groups.values()}
         drained_one = False
         gone: set[str] = set()
         for _since, key in due:
             if key.startswith("slice/"):
-                g = self.groups[next(k for k in self.groups if k[0] == key[6:])]
-                self.pools.delete_slice(g.pool)
+                g = self.ca.groups[next(k for k in self.ca.groups if k[0] == key[6:])]
+                self.ca.pools.delete_slice(g.pool)
                 g.target = 0
                 del self.unneeded[key]
                 continue
-            g = group_of.get(key)
-            if g is None or key not in nodes or size[id(g)] <= g.min:
+            group = group_of.get(key)
+            if group is None or key not in nodes or size[id(group)] <= group.min:
                 continue
-            pods = list(self.bound.get(key, {}).values())
+            pods = list(self.ca.bound.get(key, {}).values())
             if pods:
                 if drained_one:
                     continue
-                if blocked_by_budget(self.store, pods) or not self._fits_elsewhere(pods, nodes, gone | {key}):
+                if blocked_by_budget(self.ca.store, pods) or not self._fits_elsewhere(pods, nodes, gone | {key}):
                     self._stuck.add(key)  # until something changes
                     continue
                 drained_one = True
             gone.add(key)
-            size[id(g)] -= 1
-            self.remove(nodes[key], g, pods)
+            size[id(group)] -= 1
+            self.remove(nodes[key], group, pods)
 
     def _delay_after_add(self) -> float:
-        return parse_duration(self.spec.scaleDownDelayAfterAdd)
-
-    def node_infos(self, nodes: dict[str, Obj] | None = None, excluded: set[str] = frozenset()) -> list[NodeInfo]:
-        """The current nodes with what their pods request (nodes being deleted left out), in name order."""
-        if nodes is None:
-            nodes = {n["metadata"]["name"]: n for n in self.store.list("Node")}
-        infos = []
-        for name in sorted(nodes):
-            node = nodes[name]
-            if name in excluded or any(t.get("key") == TO_BE_DELETED for t in node["spec"].get("taints") or []):
-                continue
-            ni = NodeInfo.from_node(node)
-            for p in self.bound.get(name, {}).values():
-                ni.add_pod(p, pod_requests(p))
-            infos.append(ni)
-        return infos
+        return parse_duration(self.ca.spec.scaleDownDelayAfterAdd)
 
     def _fits_elsewhere(self, pods: list[Obj], nodes: dict[str, Obj], excluded: set[str]) -> bool:
-        infos = self.node_infos(nodes, excluded)
+        infos = self.ca.node_infos(nodes, excluded)
         return all(place(pod_info(p), infos) is not None for p in pods)
 
     def remove(self, node: Obj, g: NodeGroup, pods: list[Obj]) -> None:
         name = node["metadata"]["name"]
         taint = {"key": TO_BE_DELETED, "value": str(int(self.store_epoch())), "effect": "NoSchedule"}
-        node = self.store.patch("Node", "", name, lambda n: {**n, "spec": {**n["spec"], "taints": [
+        node = self.ca.store.patch("Node", "", name, lambda n: {**n, "spec": {**n["spec"], "taints": [
             *(n["spec"].get("taints") or []), taint]}}) or node
-        self.events.event(node, "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable", SOURCE)
+        self.ca.events.event(node, "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable", SOURCE)
         for p in pods:
-            self.events.event(p, "Normal", "ScaleDown", "deleting pod for node scale down", SOURCE)
-            self.store.delete("Pod", p["metadata"].get("namespace") or "default", p["metadata"]["name"])
-        self.store.delete("Node", "", name)
+            self.ca.events.event(p, "Normal", "ScaleDown", "deleting pod for node scale down", SOURCE)
+            self.ca.store.delete("Pod", p["metadata"].get("namespace") or "default", p["metadata"]["name"])
+        self.ca.store.delete("Node", "", name)
         self.unneeded.pop(name, None)
         g.target = max(g.min, g.target - 1)
-        self.scale_downs.append({"t": self.env.now, "node": name, "group": f"{g.pool}/{g.zone}",
+        self.scale_downs.append({"t": self.ca.env.now, "node": name, "group": f"{g.pool}/{g.zone}",
                                  "evicted": len(pods)})
 
     def store_epoch(self) -> float:
-        start = datetime.fromisoformat(self.store.timestamp(0).replace("Z", "+00:00"))
-        return start.timestamp() + self.env.now
+        start = datetime.fromisoformat(self.ca.store.timestamp(0).replace("Z", "+00:00"))
+        return start.timestamp() + self.ca.env.now

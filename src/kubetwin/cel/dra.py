@@ -44,7 +44,7 @@ def _env() -> Any:
     }, functions=library.functions(), extensions=library.extensions())
 
 
-def _cpp_message(exc_or_text: object) -> str:
+def cpp_message(exc_or_text: object) -> str:
     """cel-cpp's status text without its status code wrapper, i.e. cel-go's message."""
     text = str(exc_or_text)
     text = re.sub(r" \[[A-Z_]+\]$", "", _STATUS.sub("", text, count=1))
@@ -72,7 +72,7 @@ class Selector:
         if rtype == T.BOOL:
             return bool(result.value())
         if rtype == T.ERROR:
-            raise CelError("runtime", _cpp_message(result.value()))
+            raise CelError("runtime", cpp_message(result.value()))
         raise CelError("runtime", f"CEL result of type {rtype.name()} could not be converted to bool")
 
 
@@ -84,7 +84,7 @@ def compile_selector(expression: str) -> Selector:
     try:
         program = _env().compile(expression)
     except RuntimeError as exc:
-        raise CelError("compile", "compilation failed: " + _cpp_message(exc)) from None
+        raise CelError("compile", "compilation failed: " + cpp_message(exc)) from None
     rtype = program.return_type()
     if rtype not in (T.BOOL, T.DYN):
         raise CelError("compile", f"must evaluate to bool or the unknown type, not {rtype.name().lower()}")

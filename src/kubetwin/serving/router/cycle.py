@@ -1,5 +1,5 @@
 """What one EPP scheduling cycle carries between its plugins: `CycleState` (the prefix match PrepareData computes,
-which the prefix scorers read and PreRequest writes back) and `_take`, the candidate-subset helper every filter and
+which the prefix scorers read and PreRequest writes back) and `take_rows`, the candidate-subset helper every filter and
 scorer uses. Its own module so the detector, filters, scorers and the router can all import it without importing each
 other (GIE's CycleState / PluginState in pkg/epp/scheduling/types)."""
 
@@ -21,5 +21,5 @@ class CycleState:
     cold: bool = True
 
 
-def _take(a: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
+def take_rows(a: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
     return a if idx is None else a[idx]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kubetwin.serving.router.cycle import CycleState, _take
+from kubetwin.serving.router.cycle import CycleState, take_rows
 from kubetwin.serving.types import EndpointSnapshot, Request
 
 # GIE utilization/config.go defaults
@@ -37,8 +37,8 @@ class UtilizationDetector:
         n = len(snap) if idx is None else len(idx)
         if n == 0:
             return 1.0
-        s = np.maximum(_take(snap.waiting, idx) / self.q, _take(snap.kv_usage, idx) / self.kv)
-        s = np.where(_take(snap.fresh, idx), s, 1.0)
+        s = np.maximum(take_rows(snap.waiting, idx) / self.q, take_rows(snap.kv_usage, idx) / self.kv)
+        s = np.where(take_rows(snap.fresh, idx), s, 1.0)
         return float(s.mean())
 
     def filter(self, req: Request, snap: EndpointSnapshot, idx: np.ndarray, state: CycleState, rng) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kubetwin.serving.router.cycle import CycleState, _take
+from kubetwin.serving.router.cycle import CycleState, take_rows
 from kubetwin.serving.router.prefix_index import DEFAULT_BLOCK_TOKENS
 from kubetwin.serving.types import EndpointSnapshot, Request
 
@@ -68,7 +68,7 @@ class QueueScorer(Scorer):
     type = "queue-scorer"
 
     def score(self, req, snap, idx, state):
-        return _minmax_low_is_good(_take(snap.waiting, idx))
+        return _minmax_low_is_good(take_rows(snap.waiting, idx))
 
 
 class RunningRequestsScorer(Scorer):
@@ -77,7 +77,7 @@ class RunningRequestsScorer(Scorer):
     type = "running-requests-size-scorer"
 
     def score(self, req, snap, idx, state):
-        return _minmax_low_is_good(_take(snap.running, idx))
+        return _minmax_low_is_good(take_rows(snap.running, idx))
 
 
 class KVCacheUtilizationScorer(Scorer):
@@ -87,7 +87,7 @@ class KVCacheUtilizationScorer(Scorer):
     bounded = False
 
     def score(self, req, snap, idx, state):
-        return 1.0 - _take(snap.kv_usage, idx)
+        return 1.0 - take_rows(snap.kv_usage, idx)
 
 
 class PrefixCacheScorer(Scorer):
@@ -100,7 +100,7 @@ class PrefixCacheScorer(Scorer):
         n = len(snap) if idx is None else len(idx)
         if state.counts is None or state.total == 0:
             return np.zeros(n)
-        return _take(state.counts, idx) / state.total
+        return take_rows(state.counts, idx) / state.total
 
 
 class LoraAffinityScorer(Scorer):
@@ -137,7 +137,7 @@ class LoadAwareScorer(Scorer):
         self.threshold = float(threshold if threshold > 0 else LOAD_AWARE_QUEUE_THRESHOLD)
 
     def score(self, req, snap, idx, state):
-        w = np.minimum(_take(snap.waiting, idx), self.threshold)
+        w = np.minimum(take_rows(snap.waiting, idx), self.threshold)
         return np.where(w == 0, 0.5, 0.5 * (1.0 - w / self.threshold))
 
 
