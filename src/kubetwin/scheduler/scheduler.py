@@ -35,9 +35,6 @@ from kubetwin.store.store import Obj, Store
 
 MIN_FEASIBLE_NODES_TO_FIND = 100  # schedule_one.go minFeasibleNodesToFind
 MIN_FEASIBLE_NODES_PERCENTAGE = 5  # schedule_one.go minFeasibleNodesPercentageToFind
-SCORE_WEIGHTS = {"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1, "TaintToleration": 3,
-                 "NodeAffinity": 2}  # default plugin weights, pkg/scheduler/apis/config/v1/default_plugins.go
-STATIC_PLUGINS = {name: plugin for name, plugin in P.FILTERS[:-1]}
 FREED = frozenset({FIT, G.PLUGIN})  # plugins whose rejections a pod leaving a node may resolve
 
 
@@ -53,8 +50,8 @@ class Scheduler:
     """default-scheduler, one profile."""
 
     def __init__(self, store: Store, events: EventRecorder, seed: int = 0, strategy: str = "LeastAllocated",
-                 features: Features = Features(), gpu_policy: str | None = None):
-        self.store, self.events, self.strategy = store, events, strategy
+                 features: Features = Features(), gpu_policy: str | None = None, profile: P.Profile = P.DEFAULT):
+        self.store, self.events, self.strategy, self.profile = store, events, strategy, profile
         self.rng = random.Random(seed)
         self.nodes: dict[str, NodeInfo] = {}
         self.table = NodeTable()
@@ -64,9 +61,9 @@ class Scheduler:
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
         self._awaiting_claims: set[str] = set()  # pods DynamicResources' PreEnqueue keeps out of the queue
         self.schedule_attempts = 0
-        self.shapes = PodShapes(self.table)  # the pod's PreFilter state, cached per pod shape
+        self.shapes = PodShapes(self.table, profile)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
-        self.preemption = DefaultPreemption(store, events, self._requests, self._nominated)
+        self.preemption = DefaultPreemption(store, events, self._requests, self._nominated, profile)
         self.dra = D.DynamicResources(store, features)
         self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
         self.ipa = IPA.InterPodAffinity(self.nodes, self._ns_labels)
@@ -114,11 +111,11 @@ class Scheduler:
                                            for k, v in pi.requests.items() if v):
                 return False
             return P.node_resources_fit(pi, NodeInfo(new.name, new.node, new.allocatable))[0] == P.SUCCESS
-        check = STATIC_PLUGINS.get(plugin)
-        if check is None:
+        node_filter = self.profile.by_name.get(plugin)
+        if node_filter is None:
             return True
-        passes = check(pi, new)[0] == P.SUCCESS
-        return passes and (old is None or check(pi, old)[0] != P.SUCCESS)
+        passes = node_filter.check(pi, new)[0] == P.SUCCESS
+        return passes and (old is None or node_filter.check(pi, old)[0] != P.SUCCESS)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         key = pod_key(pod)
@@ -196,7 +193,7 @@ class Scheduler:
         table = self.table
         order = table.scan_order()
         n = len(order)
-        weights = (SCORE_WEIGHTS["NodeResourcesFit"], SCORE_WEIGHTS["NodeResourcesBalancedAllocation"])
+        weights = (P.SCORE_WEIGHTS["NodeResourcesFit"], P.SCORE_WEIGHTS["NodeResourcesBalancedAllocation"])
         table.refresh(pi, scores, self.strategy, weights)
         ok_static = static.ok
         mask = ok_static & scores.fit
@@ -322,17 +319,15 @@ class Scheduler:
         if len(rows) == 1:
             return int(rows[0])
         score = scores.total[rows]
-        if static.scored:
-            taint, aff = static.taint[rows], static.affinity[rows]
-            tmax, amax = int(taint.max()), int(aff.max())
-            # TaintToleration and NodeAffinity normalize as DefaultNormalizeScore (reversed for taints).
-            if tmax:
-                score = score + (P.MAX_NODE_SCORE - taint * P.MAX_NODE_SCORE // tmax) * SCORE_WEIGHTS[
-                    "TaintToleration"]
-            else:
-                score = score + P.MAX_NODE_SCORE * SCORE_WEIGHTS["TaintToleration"]
-            if amax:
-                score = score + aff * P.MAX_NODE_SCORE // amax * SCORE_WEIGHTS["NodeAffinity"]
+        if static.scored:  # the node-only scores, normalized as DefaultNormalizeScore (reversed for taints)
+            for k, plugin in enumerate(self.profile.scores):
+                raw = static.scores[k, rows]
+                peak, weight = int(raw.max()), P.SCORE_WEIGHTS[plugin.name]
+                if plugin.reverse:
+                    score = score + ((P.MAX_NODE_SCORE - raw * P.MAX_NODE_SCORE // peak) if peak
+                                     else P.MAX_NODE_SCORE) * weight
+                elif peak:
+                    score = score + raw * P.MAX_NODE_SCORE // peak * weight
         top = (score == score.max()).nonzero()[0]
         # selectHost samples uniformly among the nodes with the top score.
         return int(rows[top[self.rng.randrange(len(top))]]) if len(top) > 1 else int(rows[top[0]])
