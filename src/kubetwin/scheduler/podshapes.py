@@ -25,15 +25,13 @@ def _field(pod: Obj, path: P.PodPath) -> object:
     """The value at `path` in the pod, None where a key on the way is missing."""
     v: object = pod
     for k in path:
-        if not isinstance(v, dict):
-            return None
-        v = v.get(k)
+        v = v.get(k) if isinstance(v, dict) else None
     return v
 
 
 def shape_key(pod: Obj, paths: tuple[P.PodPath, ...]) -> str:
     """The node-only shape: the values the node-only plugins read, nothing else."""
-    return repr(tuple(_field(pod, path) for path in paths))
+    return repr([_field(pod, path) for path in paths])
 
 
 def _bounded(cache: dict, key: object, value: object) -> None:
