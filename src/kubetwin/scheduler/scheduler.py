@@ -3,9 +3,10 @@
 Mirrors kube-scheduler's schedule_one.go: Filter over nodes starting at a rotating index until
 numFeasibleNodesToFind feasible nodes are found, Score those, pick the best (seeded random among the
 top scores, as selectHost), Reserve in the cache, Bind. Filter and Score run as numpy over the node
-table (nodetable.py); the node-only filters (NodeUnschedulable, TaintToleration, NodeAffinity) are
-evaluated once per pod shape and node change. Unschedulable pods get a FailedScheduling event with
-FitError's message and wait in the queue (queue.py) until a cluster event may help.
+table (nodetable.py); the node-only filters (NodeUnschedulable, TaintToleration, NodeAffinity: plugins.Profile) are
+evaluated once per pod shape and node change. The other plugins (VolumeBinding, InterPodAffinity, DynamicResources,
+a GPU placement policy) run at the extension points they implement (framework.py). Unschedulable pods get a
+FailedScheduling event with FitError's message and wait in the queue (queue.py) until a cluster event may help.
 """
 
 from __future__ import annotations
