@@ -1,4 +1,5 @@
-"""The vectorized node table against the scalar plugins it mirrors: same verdicts, reasons and scores."""
+"""The vectorized node table and the per-pod-shape caches against the scalar plugins they mirror: same verdicts,
+reasons and scores."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import pytest
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, NodeInfo
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
+from kubetwin.scheduler.podshapes import PodShapes
 
 GPU = "nvidia.com/gpu"
 GIB = 1024 ** 3
+TEAM = "example.com/team"
 
 
 def _node(rng: random.Random, i: int) -> NodeInfo:
     labels = {"topology.kubernetes.io/zone": rng.choice(["us-central1-a", "us-central1-b", "us-central1-c"]),
-              "pool": rng.choice(["cpu", "gpu", "spot"])}
+              "pool": rng.choice(["cpu", "gpu", "spot"]), TEAM: "ab"[i % 2]}
     taints = []
     if labels["pool"] == "gpu":
         taints.append({"key": GPU, "value": "present", "effect": "NoSchedule"})
@@ -77,14 +80,74 @@ def test_vector_filters_and_scores_match_the_scalar_plugins(seed: int) -> None:
                 P.resources_fit_score(pi, ni, strategy) for ni in nodes]
         assert table.balanced_allocation_score(pi.requests, rows).tolist() == [
             P.balanced_allocation_score(pi, ni) for ni in nodes]
-        static = table.static(pi, StaticVerdicts())
-        for i, ni in enumerate(nodes):
-            first = next(((code, reasons[0]) for _, plugin in P.FILTERS[:-1]
-                          for code, reasons in [plugin(pi, ni)] if code != P.SUCCESS), (P.SUCCESS, ""))
-            assert (int(static.code[i]), table.reasons[static.reason[i]]) == first
-            if first[0] == P.SUCCESS:
-                assert int(static.taint[i]) == P.taint_toleration_score(pi, ni)
-                assert int(static.affinity[i]) == P.node_affinity_score(pi, ni)
+        _assert_static_matches_scalar(table, table.static(pi, StaticVerdicts()), pi, nodes, P.DEFAULT)
+
+
+def _assert_static_matches_scalar(table: NodeTable, static: StaticVerdicts, pi: P.PodInfo, nodes: list[NodeInfo],
+                                  profile: P.Profile) -> None:
+    """Each node's cached node-only verdict is the first scalar Filter that rejects, and its raw scores."""
+    for i, ni in enumerate(nodes):
+        first = next(((code, reasons[0]) for plugin in profile.filters
+                      for code, reasons in [plugin.check(pi, ni)] if code != P.SUCCESS), (P.SUCCESS, ""))
+        assert (int(static.code[i]), table.reasons[static.reason[i]]) == first, (ni.name, pi.pod)
+        if first[0] == P.SUCCESS:
+            assert static.scores[:, i].tolist() == [s.score(pi, ni) for s in profile.scores]
+
+
+def _same_team(pi: P.PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
+    """A node-only Filter that reads a pod label: pods of a team go to their team's nodes."""
+    want = (pi.pod["metadata"].get("labels") or {}).get(TEAM)
+    if want is not None and (ni.node["metadata"].get("labels") or {}).get(TEAM) != want:
+        return P.UNRESOLVABLE, ["node(s) belong to another team"]
+    return P.SUCCESS, []
+
+
+SAME_TEAM = P.NodeFilter("SameTeam", _same_team, (("metadata", "labels"),))
+
+
+def _pod_object(rng: random.Random, i: int) -> dict:
+    """A Pod object drawn from few enough values that many pods share a node-only shape."""
+    spec: dict = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {
+        "cpu": rng.choice(["100m", "2"])}}}]}
+    if rng.random() < 0.5:
+        spec["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+    if rng.random() < 0.3:
+        spec["nodeSelector"] = {"pool": rng.choice(["cpu", "gpu"])}
+    node_affinity: dict = {}
+    if rng.random() < 0.3:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [rng.choice(["us-central1-a",
+                                                                                           "us-central1-b"])]}]}]}
+    if rng.random() < 0.3:
+        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [{"weight": 5, "preference": {
+            "matchExpressions": [{"key": "pool", "operator": "In", "values": ["spot"]}]}}]
+    if node_affinity:
+        spec["affinity"] = {"nodeAffinity": node_affinity}
+    labels = {TEAM: rng.choice("ab")} if rng.random() < 0.7 else {}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "default",
+                                                           "labels": labels}, "spec": spec}
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("profile", [P.DEFAULT, P.Profile([*P.DEFAULT.filters, SAME_TEAM], P.DEFAULT.scores)],
+                         ids=["default", "with-pod-label-filter"])
+def test_shape_cache_matches_the_scalar_plugins(seed: int, profile: P.Profile) -> None:
+    """Pods through one PodShapes, nodes relabelled and tainted between them: every cached verdict is what the
+    scalar plugins say for that pod, so pods that share a shape key differ in nothing the plugins read."""
+    rng = random.Random(seed)
+    nodes = [_node(rng, i) for i in range(120)]
+    table = _table(nodes)
+    shapes = PodShapes(table, profile)
+    for step in range(150):
+        pi, static, _, _ = shapes.pod_info(_pod_object(rng, step))
+        _assert_static_matches_scalar(table, static, pi, nodes, profile)
+        ni = nodes[rng.randrange(len(nodes))]
+        meta = ni.node["metadata"]
+        labels = {**meta["labels"], TEAM: rng.choice("ab"), "pool": rng.choice(["cpu", "gpu", "spot"])}
+        taints = [] if rng.random() < 0.5 else [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
+        ni.node = {**ni.node, "metadata": {**meta, "labels": labels}, "spec": {**ni.node["spec"], "taints": taints}}
+        table.upsert(ni)
+    assert len(shapes.static) < 150  # pods did share shapes: the cache was exercised
 
 
 def test_incremental_refresh_matches_a_full_recompute() -> None:

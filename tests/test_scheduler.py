@@ -8,8 +8,12 @@ from conftest import make_pod, make_pool, scenario, write_yaml
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
+from kubetwin.devices.dra.allocator import Features
 from kubetwin.run import run
-from kubetwin.scheduler.scheduler import fit_error, num_feasible_nodes_to_find
+from kubetwin.scheduler.scheduler import Scheduler, fit_error, num_feasible_nodes_to_find
+from kubetwin.sim.env import Environment
+from kubetwin.store.events import EventRecorder
+from kubetwin.store.store import Store
 
 
 def test_fit_error_sorts_reasons_as_strings() -> None:
@@ -100,3 +104,19 @@ def test_same_seed_byte_identical_summary(tmp_path) -> None:
     assert (a / "summary.json").read_bytes() == (b / "summary.json").read_bytes()
     assert (a / "history.jsonl").read_bytes() == (b / "history.jsonl").read_bytes()
     assert json.loads((a / "summary.json").read_text())["pods"]["by_phase"]["Succeeded"] == 8
+
+
+def test_plugins_run_at_their_extension_points_in_the_profile_order() -> None:
+    """Each plugin is called at the points it implements, in the profile's order: DynamicResources' per-node
+    Filter before the GPU placement policy's (which filters what DynamicResources kept), the policy's Score
+    replacing the default ones, and InterPodAffinity's vector Filter narrowing the mask before the scan."""
+    env = Environment()
+    store = Store(env, 0)
+    sched = Scheduler(store, EventRecorder(store), 0, "LeastAllocated", Features.from_gates({}), "FGD")
+    names = {point: [p.name for p in plugins] for point, plugins in sched.points.items()}
+    assert names == {"pre_filter": ["InterPodAffinity", "VolumeBinding", "DynamicResources", "GpuShare"],
+                     "filter_rows": ["DynamicResources", "GpuShare"], "rejections": ["InterPodAffinity"],
+                     "preemptible": ["InterPodAffinity"], "select": ["GpuShare"],
+                     "reserve": ["DynamicResources", "GpuShare"]}
+    plain = Scheduler(store, EventRecorder(store), 0, "LeastAllocated", Features.from_gates({}), None)
+    assert [p.name for p in plain.points["select"]] == []  # the default Scores pick the node

@@ -11,9 +11,12 @@ import functools
 from collections.abc import Callable, Collection, Iterable
 from decimal import Decimal
 
+import numpy as np
+
 from kubetwin.api.units import parse_quantity
 from kubetwin.devices.dra.allocator import AllocationError, Allocator, DeviceID, Features, slices_by_node
 from kubetwin.devices.dra.claims import FINALIZER, claim_name
+from kubetwin.scheduler.framework import CycleState, Plugin, Rejected
 from kubetwin.scheduler.plugins import node_selector_term_matches
 from kubetwin.store.store import Obj, Store
 
@@ -31,10 +34,12 @@ class PreFilterError(Exception):
         super().__init__(message)
 
 
-class DynamicResources:
+class DynamicResources(Plugin):
     """The plugin with its informer caches: slices, classes and allocated devices are kept up to date from
     watch events rather than listed per pod (the real plugin reads the same from its informers and assume
     cache)."""
+
+    name = NAME
 
     def __init__(self, store: Store, features: Features = Features()) -> None:
         self.store, self.features = store, features
@@ -124,6 +129,43 @@ class DynamicResources:
                 self._check_requests(claim)
             out.append(claim)
         return out
+
+    def pre_filter(self, state: CycleState) -> None:
+        """The pod's claims into the cycle state; the Filter then runs per node after the scan, so it sees all."""
+        if not self.wants(state.pod):
+            return
+        try:
+            claims = self.claims(state.pod)
+        except PreFilterError as exc:
+            if exc.error:
+                raise Rejected(NAME, f'running PreFilter plugin "{NAME}": {exc.message}', error=True) from None
+            raise Rejected(NAME, exc.message) from None
+        state.data[NAME] = (claims, None)
+        state.want = state.n  # scan all, keep the first numFeasibleNodesToFind that the claims fit
+
+    def filter_rows(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
+        """The Filter over the rows that passed the other filters, in scan order."""
+        entry = state.data.get(NAME)
+        if entry is None:
+            return rows
+        claims = entry[0]
+        infos = [state.table.infos[int(r)] for r in rows]
+        try:
+            ok, rejected = self.filter(claims, (ni.node for ni in infos if ni is not None), state.to_find)
+        except AllocationError as exc:
+            raise Rejected(NAME, str(exc), error=True) from None
+        state.data[NAME] = (claims, ok)
+        for why in rejected.values():
+            state.reject(NAME, why)
+        keep = [int(r) for r, ni in zip(rows, infos, strict=True) if ni is not None and ni.name in ok]
+        return np.array(keep, dtype=rows.dtype)
+
+    def reserve(self, state: CycleState, row: int, node: str) -> dict[str, str] | None:
+        """Reserve + PreBind: the allocation and the pod into the claims' status, ahead of Bind."""
+        entry = state.data.get(NAME)
+        if entry is not None and entry[1] is not None:
+            self.bind(state.pod, entry[0], entry[1][node]())
+        return None
 
     def _check_requests(self, claim: Obj) -> None:
         who = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"

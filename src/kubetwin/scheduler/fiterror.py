@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kubetwin.scheduler import dra as D
-from kubetwin.scheduler import gpushare as G
-from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodetable import NodeTable, StaticVerdicts
 
@@ -26,22 +23,17 @@ def fit_error(num_nodes: int, reasons: dict[str, int], post_filter: str = "") ->
 
 
 def diagnose(t: NodeTable, pi: P.PodInfo, static: StaticVerdicts, failed_static: np.ndarray, cand: np.ndarray,
-             override: dict[int, list[str]], dra_reasons: dict[str, int] | None = None,
-             ipa_reasons: dict[str, int] | None = None) -> tuple[dict[str, int], set[str], int]:
-    """The reasons with their node counts, the rejecting plugins, and how many nodes are UnschedulableAndUnresolvable
-    (preemption cannot help there). `failed_static`: rows the node-only filters rejected; `cand`: rows that passed
-    them; `override`: NodeResourcesFit's reasons for rows re-checked with nominated pods."""
-    reasons: dict[str, int] = dict(dra_reasons or {})
+             override: dict[int, list[str]], rejected: dict[str, dict[str, int]] | None = None
+             ) -> tuple[dict[str, int], set[str]]:
+    """The reasons with their node counts and the rejecting plugins. `failed_static`: rows the node-only filters
+    rejected; `cand`: rows that passed them; `override`: NodeResourcesFit's reasons for rows re-checked with
+    nominated pods; `rejected`: the other plugins' reasons (plugin -> reason -> nodes)."""
+    reasons: dict[str, int] = {}
     plugins: set[str] = set()
-    unresolvable = len(failed_static)
-    if ipa_reasons:  # only the rows that passed the filters before it
-        reasons.update(ipa_reasons)
-        plugins.add(IPA.NAME)
-        unresolvable += ipa_reasons.get(IPA.ERR_AFFINITY, 0)  # UnschedulableAndUnresolvable
-    if dra_reasons:
-        plugins.add(G.PLUGIN if G.REASON in dra_reasons else D.NAME)
-        if len(dra_reasons) > (G.REASON in dra_reasons):
-            plugins.add(D.NAME)
+    for plugin, rs in (rejected or {}).items():
+        if rs:
+            reasons.update(rs)
+            plugins.add(plugin)
     if len(failed_static):
         ids, counts = np.unique(static.reason[failed_static], return_counts=True)
         for rid, c in zip(ids.tolist(), counts.tolist(), strict=True):
@@ -59,4 +51,4 @@ def diagnose(t: NodeTable, pi: P.PodInfo, static: StaticVerdicts, failed_static:
             c = int(bad.sum())
             if c:
                 reasons[reason] = reasons.get(reason, 0) + c
-    return reasons, plugins, unresolvable
+    return reasons, plugins

@@ -23,8 +23,10 @@ from collections import Counter
 import numpy as np
 
 from kubetwin.devices.gpushare import FULL, MAX_GPUS, Shape, TypicalPods, frag_amount
+from kubetwin.scheduler.framework import CycleState, Plugin
 from kubetwin.scheduler.gpu_policies import TAGS, Scorer, tag_of
 from kubetwin.scheduler.nodetable import NodeTable
+from kubetwin.scheduler.preemption import pod_key
 from kubetwin.store.store import Obj
 
 GPU = "nvidia.com/gpu"
@@ -46,8 +48,10 @@ def shape_of(pod: Obj, requests: dict[str, int]) -> Shape:
     return Shape(cpu, mem, 0, 0, frozenset())
 
 
-class GpuSharePlacement:
+class GpuSharePlacement(Plugin):
     """Per-GPU milli bookkeeping over the scheduler's node table rows, and the policy's Score."""
+
+    name = PLUGIN
 
     def __init__(self, table: NodeTable, policy: str, rng: random.Random) -> None:
         self.t, self.policy, self.rng = table, policy, rng
@@ -137,6 +141,36 @@ class GpuSharePlacement:
         if tag >= 0:
             self.tags[row, tag] += sign
 
+    # -- extension points ------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState) -> None:
+        """The pod's shape; the paper's simulator scores every feasible node (percentageOfNodesToScore 100)."""
+        state.data[PLUGIN] = (shape_of(state.pod, state.pi.requests), -1)
+        state.want = state.n
+
+    def filter_rows(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
+        entry = state.data.get(PLUGIN)
+        if entry is None or not len(rows):
+            return rows
+        fits = self.feasible(rows, entry[0])
+        if not fits.all():
+            state.reject(PLUGIN, REASON, int((~fits).sum()))
+        return rows[fits]
+
+    def select(self, state: CycleState, rows: np.ndarray) -> int | None:
+        entry = state.data.get(PLUGIN)
+        if entry is None:
+            return None
+        row, gpu = self.pick(rows, entry[0])
+        state.data[PLUGIN] = (entry[0], gpu)
+        return row
+
+    def reserve(self, state: CycleState, row: int, node: str) -> dict[str, str] | None:
+        entry = state.data.get(PLUGIN)
+        if entry is None:
+            return None
+        ids = self.bind(pod_key(state.pod), node, row, *entry)
+        return {GPU_INDEX: ",".join(map(str, ids))} if ids else None
+
     # -- Filter / Score / Reserve ---------------------------------------------------------------
     def feasible(self, rows: np.ndarray, shape: Shape) -> np.ndarray:
         """open-gpu-share's Filter: k GPUs with the milli free (k fully free GPUs for whole-GPU pods)."""
@@ -147,7 +181,7 @@ class GpuSharePlacement:
         fits = ((self.idle[rows] >= need) & self.exists[rows]).sum(axis=1) >= shape.num_gpu
         return fits & (self.gpus[rows] > 0)
 
-    def select(self, rows: np.ndarray, shape: Shape) -> tuple[int, int]:
+    def pick(self, rows: np.ndarray, shape: Shape) -> tuple[int, int]:
         """The node row the policy picks (ties: uniformly at random, as selectHost) and the GPU for a shared pod."""
         if self.policy == "Random":
             row = int(rows[self.rng.randrange(len(rows))])

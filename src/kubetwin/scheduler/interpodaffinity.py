@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubetwin.scheduler.framework import CycleState, Plugin
 from kubetwin.store.store import Obj, matches
 
 NAME = "InterPodAffinity"
@@ -87,8 +88,10 @@ class Verdict:
         return out
 
 
-class InterPodAffinity:
+class InterPodAffinity(Plugin):
     """The plugin with its cache of bound pods: by key, by label and by label key, plus those with anti-affinity."""
+
+    name = NAME
 
     def __init__(self, nodes: dict, ns_labels: Callable[[str], dict]) -> None:
         self.nodes, self.ns_labels = nodes, ns_labels  # the scheduler's NodeInfos by name
@@ -159,6 +162,30 @@ class InterPodAffinity:
         return None if ni is None else (ni.node["metadata"].get("labels") or {}).get(key)
 
     # -- PreFilter + Filter ---------------------------------------------------------------------
+    def pre_filter(self, state: CycleState) -> None:
+        """PreFilter and Filter at once: a row mask like NodeResourcesFit's, applied before the scan."""
+        if not self.wants(state.pod):
+            return
+        verdict = self.filter(state.pod, state.table.infos, state.table.gen, len(state.mask))
+        if verdict is None:
+            return
+        state.mask &= verdict.ok
+        state.shape = (*state.shape, self.signature(state.pod))
+        state.data[NAME] = verdict
+
+    def rejections(self, state: CycleState, rows: np.ndarray) -> tuple[dict[str, int], int]:
+        """Reasons over the rows that passed the filters before it; ERR_AFFINITY is UnschedulableAndUnresolvable."""
+        verdict = state.data.get(NAME)
+        if not isinstance(verdict, Verdict):
+            return {}, 0
+        reasons = verdict.reasons(rows)
+        return reasons, reasons.get(ERR_AFFINITY, 0)
+
+    def preemptible(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
+        """The twin does not evict for (anti-)affinity: only rows this Filter passed."""
+        verdict = state.data.get(NAME)
+        return rows[verdict.ok[rows]] if isinstance(verdict, Verdict) and len(rows) else rows
+
     def filter(self, pod: Obj, infos: list, gen: int, n: int) -> Verdict | None:
         """Verdicts for `n` rows of the node table (`infos` the live part, `gen` its node generation);
         None when nothing constrains the pod (no terms of its own, no existing anti-affinity against it)."""

@@ -17,16 +17,16 @@ NO_PODS = np.iinfo(np.int64).max
 
 
 class StaticVerdicts:
-    """Node-only filter results for one pod shape: a code, a reason and the node-only raw scores per row."""
+    """Node-only filter results for one pod shape: a code, a reason and the node-only raw scores per row (one row of
+    `scores` per Score plugin of the profile, in its order)."""
 
     def __init__(self) -> None:
         self.gen = -1
         self.code = np.zeros(0, np.int8)
         self.reason = np.zeros(0, np.int32)  # index into NodeTable.reasons
-        self.taint = np.zeros(0, np.int64)
-        self.affinity = np.zeros(0, np.int64)
+        self.scores = np.zeros((0, 0), np.int64)  # [node-only Score plugin, row] raw scores
         self.ok = np.zeros(0, bool)  # code == SUCCESS
-        self.scored = False  # any node with a non-zero TaintToleration or NodeAffinity raw score
+        self.scored = False  # any node with a non-zero node-only raw score
 
 
 class ScoreCache:
@@ -214,36 +214,41 @@ class NodeTable:
         return rid
 
     # -- Filter ---------------------------------------------------------------------------------
-    def static(self, pi: P.PodInfo, cached: StaticVerdicts) -> StaticVerdicts:
+    def static(self, pi: P.PodInfo, cached: StaticVerdicts, profile: P.Profile = P.DEFAULT) -> StaticVerdicts:
         """Bring a shape's node-only verdicts up to date, recomputing only the rows that changed."""
         if cached.gen == self.gen:
             return cached
         size = len(self.alive)
         if len(cached.code) < size:
-            for attr in ("code", "reason", "taint", "affinity"):
+            for attr in ("code", "reason"):
                 old = getattr(cached, attr)
                 new = np.zeros(size, old.dtype)
                 new[:len(old)] = old
                 setattr(cached, attr, new)
+        if cached.scores.shape != (len(profile.scores), size):
+            grown = np.zeros((len(profile.scores), size), np.int64)
+            grown[:cached.scores.shape[0], :cached.scores.shape[1]] = cached.scores
+            cached.scores = grown
         rows = (self.row_gen[:len(self.infos)] > cached.gen).nonzero()[0]
+        scores = list(enumerate(profile.scores))
         for i in rows.tolist():
             ni = self.infos[i]
             if ni is None:
                 cached.code[i], cached.reason[i] = P.UNRESOLVABLE, 0
                 continue
             cached.code[i], cached.reason[i] = P.SUCCESS, 0
-            for plugin_name, plugin in P.FILTERS[:-1]:
-                code, reasons = plugin(pi, ni)
+            for plugin in profile.filters:
+                code, reasons = plugin.check(pi, ni)
                 if code != P.SUCCESS:
                     cached.code[i], cached.reason[i] = code, self.reason_id(reasons[0])
-                    self.reason_plugin.setdefault(reasons[0], plugin_name)
+                    self.reason_plugin.setdefault(reasons[0], plugin.name)
                     break
             else:
-                cached.taint[i] = P.taint_toleration_score(pi, ni)
-                cached.affinity[i] = P.node_affinity_score(pi, ni)
+                for k, score in scores:
+                    cached.scores[k, i] = score.score(pi, ni)
         cached.gen = self.gen
         cached.ok = cached.code == P.SUCCESS
-        cached.scored = bool(cached.taint.any() or cached.affinity.any())
+        cached.scored = bool(cached.scores.any())
         return cached
 
     def insufficient(self, requests: dict[str, int], rows: np.ndarray) -> list[tuple[str, np.ndarray]]:

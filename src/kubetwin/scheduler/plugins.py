@@ -1,10 +1,15 @@
-"""The default kube-scheduler plugins the twin runs, in the default profile's order.
+"""The default kube-scheduler plugins the twin runs, in the default profile's order, and their registry.
 
-Reason strings are kube-scheduler's own (k8s.io/kubernetes pkg/scheduler/framework/plugins/...).
+Reason strings are kube-scheduler's own (k8s.io/kubernetes pkg/scheduler/framework/plugins/...). A node-only plugin
+(one that reads the Node object and a few pod fields, nothing else) declares those pod fields in `reads`: the
+scheduler caches its verdicts per pod shape, and the shape is exactly the values at the paths the registered
+node-only plugins read (podshapes.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kubetwin.scheduler.nodeinfo import NodeInfo
@@ -12,6 +17,8 @@ from kubetwin.store.store import Obj
 
 SUCCESS, UNSCHEDULABLE, UNRESOLVABLE = 0, 1, 2
 MAX_NODE_SCORE = 100
+SCORE_WEIGHTS = {"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1, "TaintToleration": 3,
+                 "NodeAffinity": 2}  # default plugin weights, pkg/scheduler/apis/config/v1/default_plugins.go
 
 
 @dataclass
@@ -121,9 +128,6 @@ def node_resources_fit(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
     return (UNSCHEDULABLE, reasons) if reasons else (SUCCESS, [])
 
 
-# NodeResourcesFit must stay last: the scheduler caches the verdicts of the node-only filters before it.
-FILTERS = [("NodeUnschedulable", node_unschedulable), ("TaintToleration", taint_toleration),
-           ("NodeAffinity", node_affinity), ("NodeResourcesFit", node_resources_fit)]
 
 
 # --- Score plugins ----------------------------------------------------------------------------
@@ -165,3 +169,91 @@ def taint_toleration_score(pi: PodInfo, ni: NodeInfo) -> int:
 def node_affinity_score(pi: PodInfo, ni: NodeInfo) -> int:
     return sum(int(t.get("weight", 0)) for t in pi.preferred_terms
                if node_selector_term_matches(t.get("preference") or {}, ni.node))
+
+
+# --- the registry -----------------------------------------------------------------------------
+FilterFn = Callable[[PodInfo, NodeInfo], tuple[int, list[str]]]
+PodPath = tuple[str, ...]  # a field of the pod object, as keys from the root: ("spec", "tolerations")
+
+TOLERATIONS: PodPath = ("spec", "tolerations")
+NODE_SELECTOR: PodPath = ("spec", "nodeSelector")
+REQUIRED_NODE_AFFINITY: PodPath = ("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+PREFERRED_NODE_AFFINITY: PodPath = ("spec", "affinity", "nodeAffinity",
+                                    "preferredDuringSchedulingIgnoredDuringExecution")
+
+
+@dataclass(frozen=True)
+class NodeFilter:
+    """A Filter whose verdict depends only on the Node object and the pod fields in `reads` (PodInfo's fields are
+    derived from those paths; a filter reading `pi.pod` names what it reads there)."""
+
+    name: str
+    check: FilterFn
+    reads: tuple[PodPath, ...]
+
+
+@dataclass(frozen=True)
+class NodeScore:
+    """A Score plugin over the Node object and the pod fields in `reads`, normalized as DefaultNormalizeScore
+    (`reverse`: fewer is better) and weighted by SCORE_WEIGHTS."""
+
+    name: str
+    score: Callable[[PodInfo, NodeInfo], int]
+    reads: tuple[PodPath, ...]
+    reverse: bool = False
+
+
+class Profile:
+    """The default profile's node-only plugins, in kube-scheduler's order (pkg/scheduler/apis/config/v1/
+    default_plugins.go): NodeUnschedulable, TaintToleration, NodeAffinity; NodeResourcesFit runs after them as a
+    vector over the node table. `shape_paths` is the union of what they read: the per-pod-shape cache key."""
+
+    def __init__(self, filters: list[NodeFilter], scores: list[NodeScore]) -> None:
+        self.filters, self.scores = list(filters), list(scores)
+        self._index()
+
+    def _index(self) -> None:
+        self.by_name = {f.name: f for f in self.filters}
+        paths: dict[PodPath, None] = {}
+        for plugin in (*self.filters, *self.scores):
+            paths.update(dict.fromkeys(plugin.reads))
+        self.shape_paths: tuple[PodPath, ...] = tuple(paths)
+
+    def add_filter(self, plugin: NodeFilter, before: str | None = None) -> None:
+        """Register a node-only Filter, last or ahead of the named one."""
+        if plugin.name in self.by_name:
+            raise ValueError(f"filter {plugin.name!r} is already registered")
+        at = next(i for i, f in enumerate(self.filters) if f.name == before) if before else len(self.filters)
+        self.filters.insert(at, plugin)
+        self._index()
+
+    def remove_filter(self, name: str) -> None:
+        self.filters = [f for f in self.filters if f.name != name]
+        self._index()
+
+    def filter_all(self, pi: PodInfo, ni: NodeInfo) -> int:
+        """Every Filter on one node, NodeResourcesFit last: the code of the first that rejects (preemption's
+        dry run)."""
+        for plugin in self.filters:
+            code, _ = plugin.check(pi, ni)
+            if code != SUCCESS:
+                return code
+        return node_resources_fit(pi, ni)[0]
+
+
+DEFAULT = Profile(
+    [NodeFilter("NodeUnschedulable", node_unschedulable, (TOLERATIONS,)),
+     NodeFilter("TaintToleration", taint_toleration, (TOLERATIONS,)),
+     NodeFilter("NodeAffinity", node_affinity, (NODE_SELECTOR, REQUIRED_NODE_AFFINITY))],
+    [NodeScore("TaintToleration", taint_toleration_score, (TOLERATIONS,), reverse=True),
+     NodeScore("NodeAffinity", node_affinity_score, (PREFERRED_NODE_AFFINITY,))])
+
+
+@contextmanager
+def registered(plugin: NodeFilter, before: str | None = None, profile: Profile = DEFAULT) -> Iterator[NodeFilter]:
+    """Register a node-only Filter for the duration of a with-block (tests, plug-ins tried out)."""
+    profile.add_filter(plugin, before)
+    try:
+        yield plugin
+    finally:
+        profile.remove_filter(plugin.name)

@@ -1,5 +1,6 @@
 """A pod's PreFilter state, cached per pod shape: its requests and score cache keyed by what it requests, its
-node-only filter verdicts keyed by its tolerations, node selector and node affinity (bounded, oldest dropped)."""
+node-only filter verdicts keyed by exactly the pod fields the profile's node-only plugins declare they read
+(plugins.Profile.shape_paths; bounded, oldest dropped)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ def _resources_sig_of(pod: Obj) -> str:
 _resources_sig = TemplateMemo(_resources_sig_of)  # what the pod requests, as a key: one per template
 
 
+def _field(pod: Obj, path: P.PodPath) -> object:
+    """The value at `path` in the pod, None where a key on the way is missing."""
+    v: object = pod
+    for k in path:
+        v = v.get(k) if isinstance(v, dict) else None
+    return v
+
+
+def shape_key(pod: Obj, paths: tuple[P.PodPath, ...]) -> str:
+    """The node-only shape: the values the node-only plugins read, nothing else."""
+    return repr([_field(pod, path) for path in paths])
+
+
 def _bounded(cache: dict, key: object, value: object) -> None:
     if len(cache) >= _CACHE_LIMIT:
         cache.pop(next(iter(cache)))
@@ -29,8 +43,8 @@ def _bounded(cache: dict, key: object, value: object) -> None:
 class PodShapes:
     """The scheduler's per-shape caches over one node table."""
 
-    def __init__(self, table: NodeTable):
-        self.table = table
+    def __init__(self, table: NodeTable, profile: P.Profile = P.DEFAULT):
+        self.table, self.profile = table, profile
         self.static: dict[str, StaticVerdicts] = {}  # node-only sig -> verdicts per node row
         self.requests: dict[str, tuple[dict[str, int], ScoreCache]] = {}  # resources repr -> requests
 
@@ -49,9 +63,9 @@ class PodShapes:
             _bounded(self.requests, res_sig, cached)
         requests, scores = cached
         pi = P.PodInfo(pod, requests, tols, sel, terms, preferred, priority_of(pod))
-        sig = repr((tols, sel, terms, preferred))
+        sig = shape_key(pod, self.profile.shape_paths)
         static = self.static.get(sig)
         if static is None:
             static = StaticVerdicts()
             _bounded(self.static, sig, static)
-        return pi, self.table.static(pi, static), scores, (sig, res_sig)
+        return pi, self.table.static(pi, static, self.profile), scores, (sig, res_sig)

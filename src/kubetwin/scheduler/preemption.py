@@ -32,19 +32,11 @@ def priority_of(pod: Obj) -> int:
     return int(pod["spec"].get("priority") or 0)
 
 
-def filter_all(pi: P.PodInfo, ni: NodeInfo) -> int:
-    for _, plugin in P.FILTERS:
-        code, _ = plugin(pi, ni)
-        if code != P.SUCCESS:
-            return code
-    return P.SUCCESS
-
-
 Nominated = dict[str, dict[str, tuple[int, dict[str, int], Obj]]]  # node -> pod key -> (priority, requests, pod)
 
 
 def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[str, int]],
-                    nominated: Nominated | None = None) -> list[Obj] | None:
+                    nominated: Nominated | None = None, profile: P.Profile = P.DEFAULT) -> list[Obj] | None:
     """selectVictimsOnNode: None when even evicting every lower-priority pod would not make room, or when no
     eviction is needed at all (no victims: not a candidate)."""
     lower = [p for p in ni.pods.values() if priority_of(p) < pi.priority]
@@ -58,13 +50,13 @@ def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[
             trial.add_pod(pod, req)
     for p in lower:
         trial.remove_pod(p, requests(p))
-    if filter_all(pi, trial) != P.SUCCESS:
+    if profile.filter_all(pi, trial) != P.SUCCESS:
         return None
     victims = []
     for p in sorted(lower, key=lambda p: -priority_of(p)):  # reprieve the most important first
         req = requests(p)
         trial.add_pod(p, req)
-        if filter_all(pi, trial) != P.SUCCESS:
+        if profile.filter_all(pi, trial) != P.SUCCESS:
             trial.remove_pod(p, req)
             victims.append(p)
     return victims or None
@@ -72,8 +64,8 @@ def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[
 
 class DefaultPreemption:
     def __init__(self, store: Store, events: EventRecorder, requests: dict[str, dict[str, int]],
-                 nominated: Nominated | None = None) -> None:
-        self.store, self.events, self._requests = store, events, requests
+                 nominated: Nominated | None = None, profile: P.Profile = P.DEFAULT) -> None:
+        self.store, self.events, self._requests, self.profile = store, events, requests, profile
         self._nominated = nominated if nominated is not None else {}  # the scheduler's nominations, shared
 
     def _req(self, pod: Obj) -> dict[str, int]:
@@ -86,7 +78,7 @@ class DefaultPreemption:
             return "preemption: not eligible due to preemptionPolicy=Never.", None
         found = []
         for ni in candidates:
-            victims = victims_on_node(pi, ni, self._req, self._nominated)
+            victims = victims_on_node(pi, ni, self._req, self._nominated, self.profile)
             if victims is not None:
                 found.append((ni.name, victims))
         if not found:

@@ -3,9 +3,10 @@
 Mirrors kube-scheduler's schedule_one.go: Filter over nodes starting at a rotating index until
 numFeasibleNodesToFind feasible nodes are found, Score those, pick the best (seeded random among the
 top scores, as selectHost), Reserve in the cache, Bind. Filter and Score run as numpy over the node
-table (nodetable.py); the node-only filters (NodeUnschedulable, TaintToleration, NodeAffinity) are
-evaluated once per pod shape and node change. Unschedulable pods get a FailedScheduling event with
-FitError's message and wait in the queue (queue.py) until a cluster event may help.
+table (nodetable.py); the node-only filters (NodeUnschedulable, TaintToleration, NodeAffinity: plugins.Profile) are
+evaluated once per pod shape and node change. The other plugins (VolumeBinding, InterPodAffinity, DynamicResources,
+a GPU placement policy) run at the extension points they implement (framework.py). Unschedulable pods get a
+FailedScheduling event with FitError's message and wait in the queue (queue.py) until a cluster event may help.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import numpy as np
 
 from kubetwin.api.conditions import find_condition, set_condition
 from kubetwin.api.podresources import pod_requests
-from kubetwin.devices.dra.allocator import AllocationError, Features
+from kubetwin.devices.dra.allocator import Features
 from kubetwin.scheduler import dra as D
+from kubetwin.scheduler import framework as F
 from kubetwin.scheduler import gpushare as G
 from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
@@ -35,9 +37,6 @@ from kubetwin.store.store import Obj, Store
 
 MIN_FEASIBLE_NODES_TO_FIND = 100  # schedule_one.go minFeasibleNodesToFind
 MIN_FEASIBLE_NODES_PERCENTAGE = 5  # schedule_one.go minFeasibleNodesPercentageToFind
-SCORE_WEIGHTS = {"NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1, "TaintToleration": 3,
-                 "NodeAffinity": 2}  # default plugin weights, pkg/scheduler/apis/config/v1/default_plugins.go
-STATIC_PLUGINS = {name: plugin for name, plugin in P.FILTERS[:-1]}
 FREED = frozenset({FIT, G.PLUGIN})  # plugins whose rejections a pod leaving a node may resolve
 
 
@@ -53,8 +52,8 @@ class Scheduler:
     """default-scheduler, one profile."""
 
     def __init__(self, store: Store, events: EventRecorder, seed: int = 0, strategy: str = "LeastAllocated",
-                 features: Features = Features(), gpu_policy: str | None = None):
-        self.store, self.events, self.strategy = store, events, strategy
+                 features: Features = Features(), gpu_policy: str | None = None, profile: P.Profile = P.DEFAULT):
+        self.store, self.events, self.strategy, self.profile = store, events, strategy, profile
         self.rng = random.Random(seed)
         self.nodes: dict[str, NodeInfo] = {}
         self.table = NodeTable()
@@ -64,12 +63,21 @@ class Scheduler:
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
         self._awaiting_claims: set[str] = set()  # pods DynamicResources' PreEnqueue keeps out of the queue
         self.schedule_attempts = 0
-        self.shapes = PodShapes(self.table)  # the pod's PreFilter state, cached per pod shape
+        self.shapes = PodShapes(self.table, profile)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
-        self.preemption = DefaultPreemption(store, events, self._requests, self._nominated)
+        self.preemption = DefaultPreemption(store, events, self._requests, self._nominated, profile)
         self.dra = D.DynamicResources(store, features)
         self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
         self.ipa = IPA.InterPodAffinity(self.nodes, self._ns_labels)
+        # The plugins beyond the node-only ones, in the default profile's order (default_plugins.go: VolumeBinding,
+        # InterPodAffinity, DynamicResources), but InterPodAffinity's PreFilter first: it never rejects, so the
+        # order is unobservable in kube-scheduler, while the twin's first pod with terms switches its cache of
+        # bound pods on there. The GPU placement policy (open-gpu-share in the FGD paper's simulator) comes last.
+        plugins: list[F.Plugin] = [self.ipa, VB.VolumeBinding(store), self.dra]
+        if self.gpushare is not None:
+            plugins.append(self.gpushare)
+        self.plugins = plugins
+        self.points = F.extension_points(plugins)
         store.admit(scheduling_gated_condition, ("Pod",))
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
@@ -114,11 +122,11 @@ class Scheduler:
                                            for k, v in pi.requests.items() if v):
                 return False
             return P.node_resources_fit(pi, NodeInfo(new.name, new.node, new.allocatable))[0] == P.SUCCESS
-        check = STATIC_PLUGINS.get(plugin)
-        if check is None:
+        node_filter = self.profile.by_name.get(plugin)
+        if node_filter is None:
             return True
-        passes = check(pi, new)[0] == P.SUCCESS
-        return passes and (old is None or check(pi, old)[0] != P.SUCCESS)
+        passes = node_filter.check(pi, new)[0] == P.SUCCESS
+        return passes and (old is None or node_filter.check(pi, old)[0] != P.SUCCESS)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         key = pod_key(pod)
@@ -196,92 +204,55 @@ class Scheduler:
         table = self.table
         order = table.scan_order()
         n = len(order)
-        weights = (SCORE_WEIGHTS["NodeResourcesFit"], SCORE_WEIGHTS["NodeResourcesBalancedAllocation"])
+        weights = (P.SCORE_WEIGHTS["NodeResourcesFit"], P.SCORE_WEIGHTS["NodeResourcesBalancedAllocation"])
         table.refresh(pi, scores, self.strategy, weights)
         ok_static = static.ok
         mask = ok_static & scores.fit
         override = self._nominated_fit(pi, mask) if self._nominated else {}
-        ipa = None
-        if n and self.ipa.wants(pod):  # InterPodAffinity, after NodeResourcesFit: a row mask like theirs
-            ipa = self.ipa.filter(pod, table.infos, table.gen, len(mask))
-            if ipa is not None:
-                mask &= ipa.ok
-                shape = (*shape, self.ipa.signature(pod))
-        want = num_feasible_nodes_to_find(n)
-        claims = allocations = None
-        dra_reasons: dict[str, int] = {}
-        share = G.shape_of(pod, pi.requests) if self.gpushare is not None else None
-        if share is not None:
-            want = n  # the paper's simulator scores every feasible node (percentageOfNodesToScore 100)
-        if n and pod["spec"].get("volumes"):  # VolumeBinding PreFilter, ahead of DynamicResources here
-            why = VB.prefilter(self.store, pod)
-            if why is not None:
-                post, _ = self.preemption.post_filter(pod, pi, [], n, n)  # all nodes UnschedulableAndUnresolvable
-                self._failed(pod, pi, (*shape, VB.claims_key(pod)), cycle,
-                             f"0/{n} nodes are available: {why}. {post}", "Unschedulable", frozenset({VB.NAME}))
-                return None
-        if n and self.dra.wants(pod):  # with no nodes schedulePod stops before PreFilter (ErrNoNodesAvailable)
-            try:
-                claims = self.dra.claims(pod)
-            except D.PreFilterError as exc:
-                if exc.error:
-                    self._failed(pod, pi, shape, cycle, f'running PreFilter plugin "{D.NAME}": {exc.message}',
-                                 "SchedulerError")
-                else:
-                    self._failed(pod, pi, shape, cycle, f"0/{n} nodes are available: {exc.message}.",
-                                 "Unschedulable")
-                return None
-            want = n  # DynamicResources filters after the vector filters: scan all, keep the first `want`
-        feasible, processed = table.first_feasible(mask, self.next_start, want)
-        if claims is not None:
-            try:
-                feasible, allocations, dra_reasons = self._filter_dra(claims, feasible,
-                                                                      num_feasible_nodes_to_find(n))
-            except AllocationError as exc:
-                self._failed(pod, pi, shape, cycle, str(exc), "SchedulerError")
-                return None
-        if share is not None and len(feasible):
-            fits = self.gpushare.feasible(feasible, share)  # type: ignore[union-attr]
-            if not fits.all():
-                dra_reasons[G.REASON] = int((~fits).sum())
-            feasible = feasible[fits]
+        to_find = num_feasible_nodes_to_find(n)
+        state = F.CycleState(pod, pi, table, n, to_find, to_find, shape, mask, scores.fit)
+        try:
+            if n:  # with no nodes schedulePod stops before PreFilter (ErrNoNodesAvailable)
+                for plugin in self.points["pre_filter"]:
+                    plugin.pre_filter(state)
+            feasible, processed = table.first_feasible(state.mask, self.next_start, state.want)
+            for plugin in self.points["filter_rows"]:
+                feasible = plugin.filter_rows(state, feasible)
+        except F.Rejected as rejected:
+            self._rejected(state, rejected, cycle)
+            return None
         if n:
             self.next_start = (self.next_start + processed) % n
         if not len(feasible):
             in_order = ok_static[order]
-            cand = order[in_order]
-            ipa_reasons = ipa.reasons(cand[scores.fit[cand]]) if ipa is not None else None
-            self._unschedulable_pod(pod, pi, static, order[~in_order], cand, override, n, shape, cycle,
-                                    dra_reasons, ipa, ipa_reasons)
+            self._unschedulable_pod(state, static, order[~in_order], order[in_order], override, cycle)
             return None
-        annotations = None
-        if share is not None:
-            best, gpu = self.gpushare.select(feasible, share)  # type: ignore[union-attr]
-        else:
+        best = next((row for plugin in self.points["select"] for row in [plugin.select(state, feasible)]
+                     if row is not None), None)
+        if best is None:
             best = self._select_host(pi, static, scores, feasible)
         ni = table.infos[best]
         assert ni is not None
-        if share is not None:
-            ids = self.gpushare.bind(pod_key(pod), ni.name, best, share, gpu)  # type: ignore[union-attr]
-            annotations = {G.GPU_INDEX: ",".join(map(str, ids))} if ids else None
-        if claims is not None and allocations is not None:
-            self.dra.bind(pod, claims, allocations[ni.name]())  # Reserve + PreBind: claims first, then Bind
-        self._bind(pod, pi, ni, annotations)
+        annotations: dict[str, str] = {}
+        for plugin in self.points["reserve"]:  # Reserve + PreBind, in the profile's order; then Bind
+            annotations.update(plugin.reserve(state, best, ni.name) or {})
+        self._bind(pod, pi, ni, annotations or None)
         return ni.name
 
-    def _filter_dra(self, claims: list[Obj], rows: np.ndarray, want: int
-                    ) -> tuple[np.ndarray, dict, dict[str, int]]:
-        """The DynamicResources Filter over the rows that passed the other filters, in scan order."""
-        infos = [self.table.infos[int(r)] for r in rows]
-        ok, rejected = self.dra.filter(claims, (ni.node for ni in infos if ni is not None), want)
-        keep = [int(r) for r, ni in zip(rows, infos, strict=True) if ni is not None and ni.name in ok]
-        reasons: dict[str, int] = {}
-        for why in rejected.values():
-            reasons[why] = reasons.get(why, 0) + 1
-        return np.array(keep, dtype=rows.dtype), ok, reasons
+    def _rejected(self, state: F.CycleState, rejected: F.Rejected, cycle: int) -> None:
+        """A PreFilter's rejection of every node, or a plugin's error."""
+        shape = (*state.shape, *rejected.shape)
+        if rejected.error:
+            self._failed(state.pod, state.pi, shape, cycle, rejected.message, "SchedulerError")
+            return
+        msg = f"0/{state.n} nodes are available: {rejected.message}."
+        if rejected.post_filter:  # all nodes UnschedulableAndUnresolvable
+            post, _ = self.preemption.post_filter(state.pod, state.pi, [], state.n, state.n)
+            msg += f" {post}"
+        self._failed(state.pod, state.pi, shape, cycle, msg, "Unschedulable", frozenset({rejected.plugin}))
 
     def _failed(self, pod: Obj, pi: P.PodInfo, shape: tuple, cycle: int, msg: str, reason: str,
-                plugins: frozenset[str] = frozenset({D.NAME})) -> None:
+                plugins: frozenset[str] = frozenset()) -> None:
         """A PreFilter rejection or a plugin error: the condition and event carry the message; `plugins` are the
         rejecting ones whose cluster events may requeue the pod (none for an error: the pod backs off)."""
         now = self.store.timestamp(self.store.env.now)
@@ -322,17 +293,15 @@ class Scheduler:
         if len(rows) == 1:
             return int(rows[0])
         score = scores.total[rows]
-        if static.scored:
-            taint, aff = static.taint[rows], static.affinity[rows]
-            tmax, amax = int(taint.max()), int(aff.max())
-            # TaintToleration and NodeAffinity normalize as DefaultNormalizeScore (reversed for taints).
-            if tmax:
-                score = score + (P.MAX_NODE_SCORE - taint * P.MAX_NODE_SCORE // tmax) * SCORE_WEIGHTS[
-                    "TaintToleration"]
-            else:
-                score = score + P.MAX_NODE_SCORE * SCORE_WEIGHTS["TaintToleration"]
-            if amax:
-                score = score + aff * P.MAX_NODE_SCORE // amax * SCORE_WEIGHTS["NodeAffinity"]
+        if static.scored:  # the node-only scores, normalized as DefaultNormalizeScore (reversed for taints)
+            for k, plugin in enumerate(self.profile.scores):
+                raw = static.scores[k, rows]
+                peak, weight = int(raw.max()), P.SCORE_WEIGHTS[plugin.name]
+                if plugin.reverse:
+                    score = score + ((P.MAX_NODE_SCORE - raw * P.MAX_NODE_SCORE // peak) if peak
+                                     else P.MAX_NODE_SCORE) * weight
+                elif peak:
+                    score = score + raw * P.MAX_NODE_SCORE // peak * weight
         top = (score == score.max()).nonzero()[0]
         # selectHost samples uniformly among the nodes with the top score.
         return int(rows[top[self.rng.randrange(len(top))]]) if len(top) > 1 else int(rows[top[0]])
@@ -359,16 +328,22 @@ class Scheduler:
                           "default-scheduler")
 
     # -- failure --------------------------------------------------------------------------------
-    def _unschedulable_pod(self, pod: Obj, pi: P.PodInfo, static: StaticVerdicts, failed_static: np.ndarray,
-                           cand: np.ndarray, override: dict[int, list[str]], n: int, shape: tuple,
-                           cycle: int, dra_reasons: dict[str, int] | None = None, ipa: IPA.Verdict | None = None,
-                           ipa_reasons: dict[str, int] | None = None) -> None:
-        t = self.table
-        reasons, plugins, unresolvable = diagnose(t, pi, static, failed_static, cand, override, dra_reasons,
-                                                  ipa_reasons)
+    def _unschedulable_pod(self, state: F.CycleState, static: StaticVerdicts, failed_static: np.ndarray,
+                           cand: np.ndarray, override: dict[int, list[str]], cycle: int) -> None:
+        t, pod, pi, n, shape = self.table, state.pod, state.pi, state.n, state.shape
+        rejected = dict(state.rejected)
+        unresolvable = len(failed_static)
+        if len(cand):
+            passed = cand[state.fit[cand]]  # the rows a vector Filter after NodeResourcesFit saw
+            for plugin in self.points["rejections"]:
+                reasons_of, unresolvable_of = plugin.rejections(state, passed)
+                if reasons_of:
+                    rejected[plugin.name] = reasons_of
+                    unresolvable += unresolvable_of
+        reasons, plugins = diagnose(t, pi, static, failed_static, cand, override, rejected)
         victims_possible = cand[t.min_prio[cand] < pi.priority] if len(cand) else cand
-        if ipa is not None and len(victims_possible):  # the twin does not evict for (anti-)affinity
-            victims_possible = victims_possible[ipa.ok[victims_possible]]
+        for plugin in self.points["preemptible"]:
+            victims_possible = plugin.preemptible(state, victims_possible)
         post, nominated = self.preemption.post_filter(
             pod, pi, [ni for ni in (t.infos[int(r)] for r in victims_possible) if ni is not None],
             unresolvable, n)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kubetwin.scheduler import plugins as P
+from kubetwin.scheduler.framework import CycleState, Plugin, Rejected
 from kubetwin.store.store import Obj, Store
 
 NAME = "VolumeBinding"
@@ -50,3 +51,19 @@ def claim_hint(pvc: Obj) -> Callable[[str, P.PodInfo], bool]:
     ns, name = pvc["metadata"].get("namespace") or "default", pvc["metadata"]["name"]
     return lambda plugin, pi: (plugin == NAME and name in pod_claims(pi.pod)
                                and (pi.pod["metadata"].get("namespace") or "default") == ns)
+
+
+class VolumeBinding(Plugin):
+    """The plugin at its one extension point here, PreFilter."""
+
+    name = NAME
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def pre_filter(self, state: CycleState) -> None:
+        if not state.pod["spec"].get("volumes"):
+            return
+        why = prefilter(self.store, state.pod)
+        if why is not None:  # every node UnschedulableAndUnresolvable; DefaultPreemption still says so
+            raise Rejected(NAME, why, post_filter=True, shape=(claims_key(state.pod),))
