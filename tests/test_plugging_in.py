@@ -137,3 +137,53 @@ def test_a_node_only_filter_reading_a_pod_label_is_one_registration() -> None:
     assert failed and failed[0] == ("0/2 nodes are available: 2 node(s) belong to another team. preemption: 0/2 "
                                     "nodes are available: 2 Preemption is not helpful for scheduling.")
     assert "SameTeam" not in P.DEFAULT.by_name  # the registration ended with the block
+
+
+class FirstEndpointRouter:
+    """A made-up policy: every request to the endpoint whose name sorts first (reads only the snapshot)."""
+
+    name = "first-endpoint"
+
+    def pick(self, req, snap, now):  # noqa: ANN001, ANN201 - the Router protocol's shape
+        from kubetwin.serving.types import Decision
+
+        if not snap.names:
+            return Decision(None, 503, "no healthy upstream")
+        return Decision(min(range(len(snap.names)), key=lambda i: snap.names[i]))
+
+    def routed(self, req, index_or_name) -> None:  # noqa: ANN001
+        pass
+
+    def finished(self, req, name) -> None:  # noqa: ANN001
+        pass
+
+    def remove(self, name) -> None:  # noqa: ANN001
+        pass
+
+
+def test_a_router_preset_is_one_registration() -> None:
+    """docs/architecture.md: a routing policy is a class with pick/routed/finished/remove and a name in PRESETS;
+    `kubetwin.io/router` then selects it in validate and run."""
+    from serving_builders import MODEL, h100_pool, inference_pool, scenario, trace, vllm
+
+    from kubetwin.serving.router import presets
+
+    objs = [scenario("15m"), h100_pool(2), vllm("srv", 2, args=["--model", MODEL, "--gpu-memory-utilization", "0.5"]),
+            inference_pool(router="first-endpoint"), trace(start="8m", rate=2, duration="2m")]
+    assert any("unknown router preset 'first-endpoint'" in d.message
+               for d in validate([load_obj(o) for o in objs]) if d.severity == "error")
+    with presets.registered("first-endpoint", presets.Preset("every request to the first endpoint by name",
+                                                             lambda **_: FirstEndpointRouter())):
+        assert not [d for d in validate([load_obj(o) for o in objs]) if d.severity == "error"]
+        result = run(objects=objs)
+    served = result.requests()
+    replicas = sorted({v.object["metadata"]["name"] for v in result.versions("Pod", prefix="srv-")})
+    assert len(replicas) == 2 and len(served) > 100 and (served["status"] == 200).all()
+    assert set(served["pod"]) == {replicas[0]}  # round-robin or EPP would use both
+    assert "first-endpoint" not in presets.PRESETS
+
+
+def load_obj(obj: dict):  # noqa: ANN201
+    from kubetwin.api.loader import Manifest
+
+    return Manifest(obj, "<object>", 0)

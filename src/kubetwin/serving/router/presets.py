@@ -10,6 +10,9 @@ Dynamo have their own modules (`prodstack`, `sglang`, `dynamo`) and the `Router`
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -214,23 +217,88 @@ class LegacyV03Router(RoundRobinRouter):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-PRESETS: dict[str, str] = {
-    "round-robin": "round-robin over endpoints sorted by name (production-stack roundrobin; kube-proxy IPVS rr)",
-    "service-random": "a ClusterIP Service in kube-proxy's default iptables mode: uniform random per connection",
-    "random": "uniform random per request",
-    "load": "EPP queue 1 + kv-cache 1, max-score (llm-d 73-capacity 'load' baseline)",
-    "epp": "EPP default: queue 2, kv-cache 2, prefix 3, max-score (GIE@1748e829 defaults.go)",
-    "epp-v1.0": "EPP GA Helm chart: queue 1, kv-cache 1, prefix 1 (GIE@v1.0.0 epp-config.yaml)",
-    "precise": "llm-d precise-prefix 3, kv-cache 2, queue 2 with an oracle (73-capacity benchmark)",
-    "legacy-v0.3": "GIE v0.3 decision tree (GIE@v0.3.0 scheduler.go)",
-    "production-stack-prefixaware": "vLLM production-stack prefixaware HashTrie, QPS fallback",
-    "production-stack-session": "vLLM production-stack session consistent hashing, QPS fallback",
-    "sglang-cache-aware": "SGLang router cache_aware radix tree (python defaults 0.3/64/1.5)",
-    "dynamo-kv": "NVIDIA Dynamo KV router cost, temperature 0",
-}
+@dataclass(frozen=True)
+class Preset:
+    """A named router: what it is (with its source) and how to build one (seed=, oracle= and the preset's own
+    keyword parameters)."""
+
+    description: str
+    build: Callable[..., Router]
+
+
+def _plain(cls: Callable[..., Router], seeded: bool = True, oracle: bool = False) -> Callable[..., Router]:
+    def build(*, seed: int = 0, oracle_: PrefixOracle | None = None, **params: Any) -> Router:
+        extra: dict[str, Any] = {"seed": seed} if seeded else {}
+        if oracle:
+            extra["oracle"] = oracle_
+        return cls(**extra, **params)
+
+    return build
+
 
 _CONFIGS = {"epp": EPP_DEFAULT_CONFIG, "epp-v1.0": EPP_V1_0_CONFIG, "load": LOAD_CONFIG, "precise": PRECISE_CONFIG}
 _EPP_ROUTER_KEYS = {"auto_tune", "block_tokens", "max_prefix_blocks", "lru_capacity"}
+
+
+def _epp(cfg: dict[str, Any] | str) -> Callable[..., Router]:
+    def build(*, seed: int = 0, oracle_: PrefixOracle | None = None, weights: dict[str, float] | None = None,
+              **params: Any) -> Router:
+        config = cfg if isinstance(cfg, dict) else _CONFIGS[cfg]
+        name = "epp-config" if isinstance(cfg, dict) else cfg
+        unknown = params.keys() - _EPP_ROUTER_KEYS - {"tie_break", "queue_depth_threshold", "kv_cache_util_threshold"}
+        if unknown:
+            raise ValueError(f"unknown parameters for EPP preset {name!r}: {sorted(unknown)}")
+        if name == "precise" and oracle_ is None:
+            raise ValueError("preset 'precise' needs oracle= (a PrefixOracle)")
+        r = build_router(config, seed=seed, oracle=oracle_, weights=weights, name=name,
+                         tie_break=params.get("tie_break"))
+        for k in _EPP_ROUTER_KEYS & params.keys():
+            setattr(r, {"max_prefix_blocks": "max_blocks"}.get(k, k), params[k])
+        if "lru_capacity" in params and r.index is not None:
+            r.index.default_capacity = params["lru_capacity"]
+        if "queue_depth_threshold" in params:
+            r.detector.q = float(params["queue_depth_threshold"])
+        if "kv_cache_util_threshold" in params:
+            r.detector.kv = float(params["kv_cache_util_threshold"])
+        return r
+
+    return build
+
+
+# The registry: a new routing policy is one entry here (or `registered(...)` for a with-block).
+PRESETS: dict[str, Preset] = {
+    "round-robin": Preset("round-robin over endpoints sorted by name (production-stack roundrobin; kube-proxy IPVS rr)",
+                          _plain(RoundRobinRouter, seeded=False)),
+    "service-random": Preset("a ClusterIP Service in kube-proxy's default iptables mode: uniform random per connection",
+                             _plain(ServiceRandomRouter)),
+    "random": Preset("uniform random per request", _plain(RandomRouter)),
+    "load": Preset("EPP queue 1 + kv-cache 1, max-score (llm-d 73-capacity 'load' baseline)", _epp("load")),
+    "epp": Preset("EPP default: queue 2, kv-cache 2, prefix 3, max-score (GIE@1748e829 defaults.go)", _epp("epp")),
+    "epp-v1.0": Preset("EPP GA Helm chart: queue 1, kv-cache 1, prefix 1 (GIE@v1.0.0 epp-config.yaml)",
+                       _epp("epp-v1.0")),
+    "precise": Preset("llm-d precise-prefix 3, kv-cache 2, queue 2 with an oracle (73-capacity benchmark)",
+                      _epp("precise")),
+    "legacy-v0.3": Preset("GIE v0.3 decision tree (GIE@v0.3.0 scheduler.go)", _plain(LegacyV03Router)),
+    "production-stack-prefixaware": Preset("vLLM production-stack prefixaware HashTrie, QPS fallback",
+                                           _plain(ProductionStackPrefixRouter)),
+    "production-stack-session": Preset("vLLM production-stack session consistent hashing, QPS fallback",
+                                       _plain(ProductionStackSessionRouter, seeded=False)),
+    "sglang-cache-aware": Preset("SGLang router cache_aware radix tree (python defaults 0.3/64/1.5)",
+                                 _plain(SGLangCacheAwareRouter, seeded=False)),
+    "dynamo-kv": Preset("NVIDIA Dynamo KV router cost, temperature 0", _plain(DynamoKVRouter, oracle=True)),
+}
+
+
+@contextmanager
+def registered(name: str, preset: Preset) -> Iterator[Preset]:
+    """Register a router preset for the duration of a with-block (tests, policies tried out)."""
+    if name in PRESETS:
+        raise ValueError(f"router preset {name!r} is already registered")
+    PRESETS[name] = preset
+    try:
+        yield preset
+    finally:
+        del PRESETS[name]
 
 
 def make_router(
@@ -244,48 +312,20 @@ def make_router(
     """A router by preset name, or from an EndpointPickerConfig-shaped dict. `weights` overrides EPP scorer weights
     by plugin name/type; `params` go to the router (EPP: auto_tune, block_tokens, max_prefix_blocks, lru_capacity,
     tie_break, queue_depth_threshold, kv_cache_util_threshold; others: their constructor's keywords)."""
-    if isinstance(preset, dict) or preset in _CONFIGS:
-        cfg = preset if isinstance(preset, dict) else _CONFIGS[preset]
-        name = "epp-config" if isinstance(preset, dict) else preset
-        unknown = params.keys() - _EPP_ROUTER_KEYS - {"tie_break", "queue_depth_threshold", "kv_cache_util_threshold"}
-        if unknown:
-            raise ValueError(f"unknown parameters for EPP preset {name!r}: {sorted(unknown)}")
-        if name == "precise" and oracle is None:
-            raise ValueError("preset 'precise' needs oracle= (a PrefixOracle)")
-        r = build_router(cfg, seed=seed, oracle=oracle, weights=weights, name=name, tie_break=params.get("tie_break"))
-        for k in _EPP_ROUTER_KEYS & params.keys():
-            setattr(r, {"max_prefix_blocks": "max_blocks"}.get(k, k), params[k])
-        if "lru_capacity" in params and r.index is not None:
-            r.index.default_capacity = params["lru_capacity"]
-        if "queue_depth_threshold" in params:
-            r.detector.q = float(params["queue_depth_threshold"])
-        if "kv_cache_util_threshold" in params:
-            r.detector.kv = float(params["kv_cache_util_threshold"])
-        return r
+    if isinstance(preset, dict):
+        return _epp(preset)(seed=seed, oracle_=oracle, weights=weights, **params)
+    if preset not in PRESETS:
+        raise ValueError(unknown_router(preset))
     if weights:
-        raise ValueError(f"weights= applies to EPP presets only, not {preset!r}")
-    if preset == "round-robin":
-        return RoundRobinRouter(**params)
-    if preset == "service-random":
-        return ServiceRandomRouter(seed=seed, **params)
-    if preset == "random":
-        return RandomRouter(seed=seed, **params)
-    if preset == "legacy-v0.3":
-        return LegacyV03Router(seed=seed, **params)
-    if preset == "production-stack-prefixaware":
-        return ProductionStackPrefixRouter(seed=seed, **params)
-    if preset == "production-stack-session":
-        return ProductionStackSessionRouter(**params)
-    if preset == "sglang-cache-aware":
-        return SGLangCacheAwareRouter(**params)
-    if preset == "dynamo-kv":
-        return DynamoKVRouter(seed=seed, oracle=oracle, **params)
-    raise ValueError(unknown_router(preset))
+        if preset not in _CONFIGS:
+            raise ValueError(f"weights= applies to EPP presets only, not {preset!r}")
+        params["weights"] = weights
+    return PRESETS[preset].build(seed=seed, oracle_=oracle, **params)
 
 
 def unknown_router(preset: str) -> str | None:
     """The error for a `kubetwin.io/router` name no preset has (None when it is one): `kubetwin validate` reports
     it before `make_router` would raise it."""
-    if preset in PRESETS or preset in _CONFIGS:
+    if preset in PRESETS:
         return None
     return f"unknown router preset {preset!r}; known: {', '.join(PRESETS)}"
