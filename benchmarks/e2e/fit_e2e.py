@@ -1,11 +1,12 @@
 """Fit the step model's whole-iteration terms on the `fit` split of the measured runs (never the holdout).
 
-Terms fitted (perf.Calibration, H100): attn_eta_m (decode attention's share of HBM bandwidth reading the KV cache),
-step_overhead_s (per-iteration CPU work the GPU waits for), per_seq_overhead_s, moe_eta_c (the fused-MoE expert
-GEMMs' share of peak), graph_t0_scale (per-kernel floors inside CUDA graphs), first_token_lag on a grid; then request_overhead_s (the API server's path: it adds to every TTFT and E2E and
-does not change the engine) in closed form. Everything else stays as sourced, or as fitted per operator on Vidur's
-profiles. The loss: mean squared relative error of TTFT mean/p90, TPOT mean and E2E mean/p90 over the fit runs,
-each clipped at 200 % (a saturated twin run is a large but finite error).
+Terms fitted (perf.Calibration, H100), on a grid: attn_eta_m (decode attention's share of HBM bandwidth reading the
+KV cache), step_overhead_s (per-iteration CPU work the GPU waits for), per_seq_overhead_s, moe_eta_c (the fused-MoE
+expert GEMMs' share of peak), graph_t0_scale (per-kernel floors inside CUDA graphs), first_token_lag; then
+request_overhead_s (the API server's path: it adds to every TTFT and E2E and does not change the engine) in closed
+form. Everything else stays as sourced, or as fitted per operator on Vidur's profiles. The loss: mean squared
+relative error of TTFT mean/p90, TPOT mean and E2E mean/p90 over the fit runs, each clipped at 200 % (a saturated
+twin run is a large but finite error).
 
 Usage: python benchmarks/e2e/fit_e2e.py [--grid small|full]   (prints the ranking; perf.py holds the chosen values)
 """
