@@ -186,7 +186,7 @@ def test_requests_held_past_the_ttl_fail_with_503_while_the_pool_cold_starts() -
 
 def test_hpa_scales_out_on_vllm_num_requests_waiting() -> None:
     """A plain autoscaling/v2 HPA with a Pods metric: the average of vllm:num_requests_waiting over the pods, as a
-    Prometheus adapter serves it. An H100 serves Llama-3.1-8B at ~20 requests/s in this shape; 40/s queues."""
+    Prometheus adapter serves it. One H100 cannot keep up with Llama-3.1-8B at 40 requests/s in this shape."""
     hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
            "metadata": {"name": "srv", "namespace": "default"},
            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "srv"},
@@ -210,4 +210,6 @@ def test_hpa_scales_out_on_vllm_num_requests_waiting() -> None:
     waiting = hpa_at["status"]["currentMetrics"][0]["pods"]
     assert waiting["metric"]["name"] == "vllm:num_requests_waiting" and float(waiting["current"]["averageValue"]) > 5
     df = r.requests()
-    assert df.pod.nunique() == 3  # the new replicas turn Ready (nodes were up: image pull + start-up only) and serve
+    # the new replicas turn Ready (nodes were up: image pull + start-up only) and serve; three replicas drain the
+    # backlog before the trace ends, so the HPA may scale in and out again (more pods, never fewer)
+    assert df.pod.nunique() >= 3

@@ -104,15 +104,17 @@ def test_more_tokens_are_never_faster(gpu: str, tp: int) -> None:
 
 
 def test_sanity_figures_llama3_8b() -> None:
-    """Decode at batch 1: weights-bound, 16 GB / (0.8 x 3.35 TB/s) = 6 ms + overhead, vs 10-15 ms ITL in
-    llm-d-inference-sim's H100 table (../shared/reference/serving-router-keda-latency.md §2.3, §4.3). A 256-token
+    """Decode at batch 1: weights-bound, 16 GB / 3.35 TB/s = 4.8 ms + overhead; measured vLLM decodes Llama-2-7B
+    (13.5 GB) at 7.3 ms per token with ~9 sequences and prefills mixed in (benchmarks/e2e/measured), and
+    llm-d-inference-sim's H100 table has 10-15 ms ITL (../shared/reference/serving-router-keda-latency.md §2.3,
+    §4.3). A 256-token
     prefill iteration: Vidur's measured H100 operator times for Llama-2-7B at 256 tokens sum to 0.30 ms/layer
     (9.4 ms for 32 layers) before attention and CPU overhead; the 60-120 ms TTFT of §2.3 adds request overheads
     that are not an engine iteration."""
     h100 = PerfModel(_llama3_8b(), H100)
     a100 = PerfModel(_llama3_8b(), GpuSpec.from_catalog("nvidia-a100-80gb"))
     d_h, d_a = h100.iteration_time(1, 0.0, 512, 1), a100.iteration_time(1, 0.0, 512, 1)
-    assert 6e-3 <= d_h <= 15e-3
+    assert 5e-3 <= d_h <= 15e-3
     assert 1.3 < d_a / d_h < 2.2  # bandwidth ratio 3.35/2.04 = 1.64
     pf = h100.iteration_time(256, 256 * 128.0, 256, 1)
     assert 9e-3 <= pf <= 30e-3
@@ -130,7 +132,7 @@ def test_attention_terms_grow_with_pairs_and_context() -> None:
     assert pm.iteration_time(512, 512 * 256.0, 0, 1) > base
     assert pm.iteration_time(512, 0.0, 100_000, 1) > base
     _, b = pm.decode_line(1)
-    assert b == pytest.approx(131072 / (0.6 * 3350e9), rel=1e-9)  # KV bytes at 0.6 of HBM bandwidth
+    assert b == pytest.approx(131072 / (0.9 * 3350e9), rel=1e-9)  # KV bytes at 0.9 of HBM bandwidth (H100 fit)
 
 
 def test_tensor_parallel_splits_work() -> None:

@@ -63,7 +63,8 @@ class Engine(Scheduler, MacroSteps, DecodeAggregate):
         "threshold", "prio", "lora_on", "max_loras", "lora_cap", "kv", "now", "waiting", "run", "pre", "order_ok",
         "tick", "nD", "dsum", "phase", "fheap", "dlora", "run_lora", "wait_lora", "loaded", "uid", "rseq", "stuck",
         "prefix_cache_queries", "prefix_cache_hits", "prompt_tokens_total", "generation_tokens_total",
-        "num_preemptions", "busy_time", "iterations", "tokens_computed", "finished", "rejected",
+        "num_preemptions", "busy_time", "iterations", "tokens_computed", "finished", "rejected", "api_s",
+        "lag", "first_due",
     )
 
     def __init__(self, args: EngineArgs, step: StepModel, num_gpu_blocks: int, *, name: str = "",
@@ -73,6 +74,13 @@ class Engine(Scheduler, MacroSteps, DecodeAggregate):
             raise ValueError("max_num_seqs / max_num_batched_tokens must be resolved to ints by the caller")
         self.name = name
         self.step = step
+        # the API server's share of every streamed token's latency (serving.perf Calibration.request_overhead_s):
+        # the client sees the first and the last token this long after the engine step that produced them
+        self.api_s = float(getattr(step, "request_overhead_s", 0.0))
+        # StepModel.first_token_lag: the client sees a request's first token one iteration after the engine made it
+        # (engine_sched._first_seen); first_due holds the requests whose first token came with the last iteration
+        self.lag = bool(getattr(step, "first_token_lag", False))
+        self.first_due: list[Request] = []
         self.max_model_len = max_model_len
         self.lora_load_time = lora_load_time
         self.on_finish = on_finish

@@ -97,6 +97,8 @@ class MacroSteps(EngineState):
         self.kv.take(need)
         a, b = self.step.decode_line(nD)
         A = a + b * (self.dsum + nD * T + nD)
+        if self.first_due:
+            self._first_seen(self.now + A)  # the first of the k iterations
         dur = k * A + b * nD * k * (k - 1) * 0.5
         self.now += dur
         self.busy_time += dur

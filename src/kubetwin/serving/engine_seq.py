@@ -71,6 +71,9 @@ class EngineState:
     pre: list[_Seq]
     order_ok: bool
     step: StepModel
+    api_s: float
+    lag: bool
+    first_due: list[Request]
     budget: int
     max_seqs: int
     threshold: int
@@ -107,6 +110,7 @@ class EngineState:
     _leave: Callable[[_Seq], None]
     _rebuild: Callable[[], None]
     _due: Callable[[], list[_Seq]]
+    _first_seen: Callable[[float], None]
 
 
 class DecodeAggregate(EngineState):

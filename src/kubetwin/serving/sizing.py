@@ -114,6 +114,11 @@ def _perf_model(spec: ModelSpec, gpu: GpuSpec, tp: int, pp: int) -> PerfModel:
     return PerfModel(spec, gpu, tp, pp=pp)
 
 
+def reset_step_models() -> None:
+    """Forget the step models built so far (a calibration tool that changes perf.CALIBRATIONS calls this)."""
+    _perf_model.cache_clear()
+
+
 def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView | None,
          slowdown: float = 1.0) -> Sized:
     """The engine's args, step model and KV blocks on this device; StartupFailure when vLLM (or TGI) would exit."""

@@ -12,8 +12,10 @@ size on the even rows of that profile (benchmarks/bench_calibration.py reports t
 busbw = 0.8 x the per-direction link rate ("ring collectives reach ~80% of unidirectional NVLink spec",
 stas00/ml-engineering@744d01e:network/README.md, via ../shared/catalog/catalog_draft.yaml nccl_model).
 
-Not modelled: vLLM's custom all-reduce kernel (one-shot/two-shot over NVLink P2P, used for small TP messages; it is
-faster than NCCL's at a few KiB), NVLS/SHARP all_reduce, tree algorithms, and multi-node hierarchies.
+vLLM's tensor-parallel all-reduce (`vllm_all_reduce_time`) uses its custom one-shot/two-shot kernel over NVLink P2P
+for buffers up to 8 MiB (vllm/distributed/device_communicators/custom_all_reduce.py, `max_size=8192 * 1024`) and
+NCCL above; where the tier has measured custom-kernel figures (`custom_ar`) the faster of the two is taken.
+Not modelled: NVLS/SHARP all_reduce, tree algorithms, and multi-node hierarchies.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["Interconnect", "all_gather_time", "all_reduce_time", "for_gpu", "reduce_scatter_time", "send_recv_time",
-           "H100_NVLINK", "PCIE_GEN4"]
+           "vllm_all_reduce_time", "H100_NVLINK", "PCIE_GEN4"]
 
 GB = 1e9
 
@@ -38,6 +40,7 @@ class Interconnect:
     p2p_latency_us: float
     source: str
     fitted: dict[int, tuple[float, float]] = field(default_factory=dict)  # n -> (latency_us, busbw_gbps)
+    custom_ar: dict[int, tuple[float, float]] = field(default_factory=dict)  # n -> (latency_us, buffer GB/s)
 
     def alpha_beta(self, n: int) -> tuple[float, float]:
         """(alpha seconds, bytes/s of bus bandwidth) for a group of n GPUs."""
@@ -54,6 +57,11 @@ H100_NVLINK = Interconnect(
     p2p_gbps=357.0, p2p_latency_us=7.5,  # send_recv devices_per_node=2 (intra-node)
     source="fitted to Vidur h100_dgx all_reduce.csv / send_recv.csv (even rows), MIT",
     fitted={2: (16.8, 283.5), 4: (30.4, 378.0), 8: (28.5, 338.5)},
+    # The custom (one-shot/two-shot, NVLink P2P) all-reduce on H100 with registered buffers, as inside vLLM's CUDA
+    # graphs: latency = alpha + buffer / rate, fitted (least squares on relative error) to the six sizes 512 B..1 MiB
+    # of the "custom allreduce" table in sgl-project/sglang#2904 (H100, TP 2/4/8; the same kernel family as vLLM's,
+    # whose non-graph numbers in that table are 1.3-2x higher because of an extra input copy). Residuals <= 17 %.
+    custom_ar={2: (3.8, 63.0), 4: (4.05, 34.5), 8: (6.05, 33.5)},
 )
 
 # PCIe Gen4 x16: 32 GB/s per direction (PCI-SIG spec rate); 0.7 efficiency and 30 us alpha are twin assumptions
@@ -85,6 +93,19 @@ def all_reduce_time(size_bytes: float, n: int, link: Interconnect) -> float:
         return 0.0
     alpha, bw = link.alpha_beta(n)
     return alpha + 2.0 * (n - 1) / n * size_bytes / bw
+
+
+CUSTOM_AR_MAX_BYTES = 8 * 1024 * 1024  # vLLM CustomAllreduce max_size
+
+
+def vllm_all_reduce_time(size_bytes: float, n: int, link: Interconnect) -> float:
+    """Seconds for vLLM's tensor-parallel all-reduce of `size_bytes`: the custom kernel where the tier has figures
+    for n GPUs and the buffer fits its 8 MiB, else (or when slower) NCCL's ring."""
+    nccl = all_reduce_time(size_bytes, n, link)
+    fit = link.custom_ar.get(n)
+    if fit is None or size_bytes > CUSTOM_AR_MAX_BYTES:
+        return nccl
+    return min(nccl, fit[0] * 1e-6 + size_bytes / (fit[1] * GB))
 
 
 def all_gather_time(size_bytes: float, n: int, link: Interconnect) -> float:
