@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from kubetwin.api.conditions import set_conditions
 from kubetwin.kueue import api
-from kubetwin.kueue.fairsharing import fair_sharing_order, validate_strategies
+from kubetwin.kueue.fairsharing import fair_sharing_order
 from kubetwin.kueue.flavorassigner import FIT, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
 from kubetwin.kueue.outcomes import (
     EXCEEDS_MAX_QUOTA,
@@ -51,7 +51,9 @@ from kubetwin.kueue.outcomes import (
     reset_eviction,
 )
 from kubetwin.kueue.podset_reducer import PodSetReducer
-from kubetwin.kueue.preemption import Preemptor, Target, can_always_reclaim, preemption_message
+from kubetwin.kueue.preemption import Preemptor
+from kubetwin.kueue.preemption.common import Target, can_always_reclaim, preemption_message
+from kubetwin.kueue.preemption.fairsharing import validate_strategies
 from kubetwin.kueue.queue import (
     REQUEUE_FAILED_AFTER_NOMINATION,
     REQUEUE_GENERIC,
