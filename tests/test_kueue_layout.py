@@ -50,3 +50,17 @@ def test_preemption_is_a_package_with_common_classical_and_fairsharing() -> None
     assert f"{pre}.fairsharing" not in deps[f"{pre}.classical"]
     assert f"{pre}.classical" not in deps[f"{pre}.fairsharing"]
     assert f"{pre}.common" in deps[f"{pre}.classical"] & deps[f"{pre}.fairsharing"]
+
+
+def test_the_admission_core_never_reaches_the_store_side() -> None:
+    """The pure core (quota, snapshot, flavor assigner, preemption, queue, cycle) is plain data in, decisions out:
+    it imports neither the store's Store, the clock, the event recorder, nor `kueue.controller`."""
+    store_side = ("kubetwin.kueue.controller", "kubetwin.sim", "kubetwin.store.events")
+    bad = []
+    for name, tree in _modules().items():
+        if name.startswith(f"{PACKAGE}.controller"):
+            continue
+        for mod, names in _imports(name, tree):
+            if mod.startswith(store_side) or (mod == "kubetwin.store.store" and "Store" in names):
+                bad.append(f"{name}: {mod} {names}")
+    assert sorted(bad) == [f"{PACKAGE}.metrics: kubetwin.sim.env ['Environment']"]

@@ -53,7 +53,7 @@ from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
 if TYPE_CHECKING:
-    from kubetwin.kueue.controller import KueueController
+    from kubetwin.kueue.controller.core import KueueController
 
 CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"  # kueue.ProvisioningRequestControllerName
 CONFIG_KIND = "ProvisioningRequestConfig"

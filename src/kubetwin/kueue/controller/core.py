@@ -2,7 +2,7 @@
 
 Everything goes through the store, as kueue-controller-manager talks to the API server:
 - a mutating admission step (the integrations' webhook) creates queued Jobs and JobSets suspended, and queued
-  plain Pods with Kueue's scheduling gate (the `pod` integration, `kueue.pods`);
+  plain Pods with Kueue's scheduling gate (the `pod` integration, `kueue.controller.pods`);
 - the job reconciler (pkg/controller/jobframework/reconciler.go) creates one Workload per job, starts the job
   when its Workload is admitted (flavor node labels and tolerations injected), stops it when the Workload is
   evicted, releases the quota once the job is inactive, and marks the Workload Finished when the job ends;
@@ -34,10 +34,9 @@ from __future__ import annotations
 from kubetwin.api.conditions import remove_condition, set_conditions
 from kubetwin.controllers.common import WorkQueue
 from kubetwin.kueue import api
-from kubetwin.kueue.admissionchecks import PROVREQ_PREFIX, AdmissionChecks
 from kubetwin.kueue.config import KueueConfig
-from kubetwin.kueue.cycle import KueueScheduler
-from kubetwin.kueue.jobframework import (
+from kubetwin.kueue.controller.admissionchecks import PROVREQ_PREFIX, AdmissionChecks
+from kubetwin.kueue.controller.jobframework import (
     INTEGRATIONS,
     PRIORITY_CLASS_LABEL,
     WORKLOAD_API,
@@ -47,6 +46,11 @@ from kubetwin.kueue.jobframework import (
     suspend_queued,
     workload_name,
 )
+from kubetwin.kueue.controller.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
+from kubetwin.kueue.controller.pods import webhook as pod_webhook
+from kubetwin.kueue.controller.podsready import PodsReadyMixin
+from kubetwin.kueue.controller.queuestatus import QueueStatus
+from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.metrics import KueueMetrics
 from kubetwin.kueue.outcomes import (
     MANAGER,
@@ -59,10 +63,6 @@ from kubetwin.kueue.outcomes import (
     is_true,
     reset_eviction,
 )
-from kubetwin.kueue.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
-from kubetwin.kueue.pods import webhook as pod_webhook
-from kubetwin.kueue.podsready import PodsReadyMixin
-from kubetwin.kueue.queuestatus import QueueStatus
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
