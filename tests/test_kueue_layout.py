@@ -40,6 +40,50 @@ def test_no_module_imports_another_modules_private_names() -> None:
     assert bad == []
 
 
+def test_private_attributes_are_touched_only_by_the_module_that_defines_them() -> None:
+    """`other._x` on anything but self/cls must name a private attribute or method of a class in the same
+    module: a collaborator reaching into another object's internals (ctrl._write_status) fails this."""
+    bad = []
+    for name, tree in _modules().items():
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        defined |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                    and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")}
+        for n in ast.walk(tree):
+            if (isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+                    and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
+                    and n.attr not in defined):
+                bad.append(f"{name}:{n.lineno} .{n.attr}")
+    assert bad == []
+
+
+def test_kueue_modules_import_each_other_without_cycles() -> None:
+    modules = _modules()
+
+    def targets(mod: str, names: list[str]) -> set[str]:
+        """`from kubetwin.kueue import api` imports the submodule, not the package's __init__."""
+        subs = {f"{mod}.{n}" for n in names if f"{mod}.{n}" in modules}
+        return subs or ({mod} if mod in modules else set())
+
+    graph = {name: sorted({t for m, names in _imports(name, tree) for t in targets(m, names)} - {name})
+             for name, tree in modules.items()}
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in graph[node]:
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(path[path.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
 def test_preemption_is_a_package_with_common_classical_and_fairsharing() -> None:
     """Upstream's pkg/scheduler/preemption/{preemption.go, common/, classical/, fairsharing/}: the strategies
     share common's helpers and do not import each other."""

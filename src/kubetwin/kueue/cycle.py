@@ -204,6 +204,19 @@ class KueueScheduler:
         if wi is not None:
             self.queue_inadmissible(wi.cluster_queue)
 
+    def set_checks_inactive(self, name: str, reason: str) -> list[WorkloadInfo] | None:
+        """The cache's view of a ClusterQueue's admission checks: `reason` (AdmissionCheckNotFound /
+        AdmissionCheckInactive, "" while they are active) keeps it from admitting. None when nothing changed, else
+        the pending workloads, by key, of a queue that became inactive (none when it became active)."""
+        spec = self.cluster_queues[name]
+        if reason == spec.checks_inactive:
+            return None
+        self.cluster_queues[name] = dataclasses.replace(spec, checks_inactive=reason)
+        q = self.queues.queues.get(name)
+        if not reason or q is None:
+            return []
+        return sorted(list(q.items.values()) + list(q.inadmissible.values()), key=lambda w: w.key)
+
     def queue_inadmissible(self, cq_or_cohort: str | None = None) -> None:
         """Move inadmissible workloads back to their heaps: all, or those of the cohort tree of a CQ or cohort."""
         if cq_or_cohort is None:

@@ -38,22 +38,22 @@ inactive (as in a cluster where that controller is not installed). The config's 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kubetwin.api.conditions import conditions_of, set_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
+from kubetwin.kueue.controller.jobframework import pod_set_infos
+from kubetwin.kueue.controller.workload import update_status
+from kubetwin.kueue.cycle import KueueScheduler
+from kubetwin.kueue.metrics import KueueMetrics
 from kubetwin.kueue.outcomes import condition, find_condition, is_true
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
-
-if TYPE_CHECKING:
-    from kubetwin.kueue.controller.core import KueueController
 
 CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"  # kueue.ProvisioningRequestControllerName
 CONFIG_KIND = "ProvisioningRequestConfig"
@@ -108,12 +108,37 @@ def parse_config(obj: Obj) -> ProvisioningConfig:
         int(rs.get("backoffBaseSeconds", 60)), int(rs.get("backoffMaxSeconds", 1800)))
 
 
-class AdmissionChecks:
-    """The AdmissionCheck reconciler, the provisioning check controller and the workload controller's check rules,
-    for the KueueController that owns it (it writes Workloads through the controller's helpers)."""
+class CheckHost(Protocol):
+    """What the admission checks need from Kueue's manager (`KueueController`): the scheduler's cache (read, and
+    the checks' verdict on a ClusterQueue), the metrics, the clock, and three hand-offs made at the same instant —
+    upstream the workload and ClusterQueue controllers react to the same status writes through their watches."""
 
-    def __init__(self, store: Store, env: Environment, events: EventRecorder, ctrl: KueueController) -> None:
-        self.store, self.env, self.events, self.ctrl = store, env, events, ctrl
+    sched: KueueScheduler
+    metrics: KueueMetrics
+
+    def now(self) -> float:
+        """Seconds since the epoch, the clock's now."""
+        ...
+
+    def on_admitted(self, key: str, cq: str, wl: Obj) -> None:
+        """Admitted=True was written (the last check turned Ready): the job starts."""
+        ...
+
+    def requeue_evicted(self, wl: Obj) -> None:
+        """wl was evicted or deactivated (a Retry or Rejected check): the cache and the job follow."""
+        ...
+
+    def cluster_queues_changed(self) -> None:
+        """A ClusterQueue's check-derived activity changed."""
+        ...
+
+
+class AdmissionChecks:
+    """The AdmissionCheck reconciler, the provisioning check controller and the workload controller's check rules.
+    Workloads are written through the store; what the manager must do next goes through `CheckHost`."""
+
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, host: CheckHost) -> None:
+        self.store, self.env, self.events, self.host = store, env, events, host
         self._refresh_queued = False
         self._sync: set[str] = set()
         store.watch("AdmissionCheck", self._on_check)
@@ -155,8 +180,8 @@ class AdmissionChecks:
             if (ac.get("spec") or {}).get("controllerName") != CONTROLLER_NAME:
                 continue
             _, err = self._config_of(ac)
-            new = (condition("Active", True, "Active", "The admission check is active", self.ctrl.now()) if not err
-                   else condition("Active", False, "BadParametersRef", err, self.ctrl.now()))
+            new = (condition("Active", True, "Active", "The admission check is active", self.host.now()) if not err
+                   else condition("Active", False, "BadParametersRef", err, self.host.now()))
             old = find_condition(ac, "Active")
             if old is None or old.get("status") != new["status"]:
                 new["observedGeneration"] = ac["metadata"].get("generation", 1)
@@ -181,42 +206,35 @@ class AdmissionChecks:
         """Mark ClusterQueues whose checks are missing or inactive (the snapshot leaves them out), and queue the
         write of their Active condition (this runs from watch handlers). Only ClusterQueues with admission checks
         get one."""
-        sched = self.ctrl.sched
+        sched = self.host.sched
         changed = False
         for name in sorted(sched.cluster_queues):
             spec = sched.cluster_queues[name]
             if not spec.admission_checks:
                 continue
             reason, _ = self._inactive_reason(spec)
-            pending: list[tuple[str, str]] = []
-            if reason != spec.checks_inactive:
-                sched.cluster_queues[name] = dataclasses.replace(spec, checks_inactive=reason)
-                changed = True
-                q = sched.queues.queues.get(name)
-                if reason and q is not None:  # its pending Workloads are marked inactive
-                    pending = [(wi.obj.namespace, wi.obj.name) for wi in sorted(
-                        list(q.items.values()) + list(q.inadmissible.values()), key=lambda w: w.key)]
-            self.ctrl.env.after(0, lambda name=name, pending=pending: self._write_active(name, pending))
+            became = sched.set_checks_inactive(name, reason)
+            changed = changed or became is not None
+            pending = [(wi.obj.namespace, wi.obj.name) for wi in became or ()]  # marked inactive below
+            self.env.after(0, lambda name=name, pending=pending: self._write_active(name, pending))
         if changed:
-            sched.queue_inadmissible()
-            self.ctrl.queue_status.touch_all()
-            self.ctrl._kick()
+            self.host.cluster_queues_changed()
 
     def _write_active(self, name: str, pending: list[tuple[str, str]]) -> None:
         """The ClusterQueue reconciler: write its Active condition as the queue stands now, when it reads
         differently, and mark the pending Workloads of a queue that became inactive."""
-        spec = self.ctrl.sched.cluster_queues.get(name)
+        spec = self.host.sched.cluster_queues.get(name)
         obj = self.store.get("ClusterQueue", "", name)
         if spec is None or obj is None:
             return
         reason, message = self._inactive_reason(spec)
-        missing_flavors = {fq.name for rg in spec.resource_groups for fq in rg.flavors} - set(self.ctrl.sched.flavors)
+        missing_flavors = {fq.name for rg in spec.resource_groups for fq in rg.flavors} - set(self.host.sched.flavors)
         if reason:
-            new = condition("Active", False, reason, f"Can't admit new workloads: {message}.", self.ctrl.now())
+            new = condition("Active", False, reason, f"Can't admit new workloads: {message}.", self.host.now())
         elif missing_flavors or spec.stop_policy not in ("None", "", None):
             new = None  # the snapshot's other reasons: not written by the twin yet
         else:
-            new = condition("Active", True, "Ready", "Can admit new workloads", self.ctrl.now())
+            new = condition("Active", True, "Ready", "Can admit new workloads", self.host.now())
         old = find_condition(obj, "Active")
         if new is not None and (old is None or (old["status"], old["reason"], old["message"])
                                 != (new["status"], new["reason"], new["message"])):
@@ -230,20 +248,20 @@ class AdmissionChecks:
     def inactive_queue(self, wl: Obj, cluster_queue: str) -> None:
         """workload_controller.go: a pending Workload of an inactive ClusterQueue is QuotaReserved=False
         Inadmissible "ClusterQueue <name> is inactive" (here: inactive because of its admission checks)."""
-        spec = self.ctrl.sched.cluster_queues.get(cluster_queue)
+        spec = self.host.sched.cluster_queues.get(cluster_queue)
         if spec is None or not spec.checks_inactive:
             return
         message = f"ClusterQueue {cluster_queue} is inactive"
         old = find_condition(wl, "QuotaReserved") or {}
         if (old.get("status"), old.get("reason"), old.get("message")) != ("False", "Inadmissible", message):
-            self.ctrl._write_status(wl, conditions=[condition("QuotaReserved", False, "Inadmissible", message,
-                                                              self.ctrl.now())])
+            update_status(self.store, wl, conditions=[condition("QuotaReserved", False, "Inadmissible", message,
+                                                              self.host.now())])
 
     # -- a reservation in a ClusterQueue with checks ---------------------------------------------------------
     def for_admission(self, cluster_queue: str, admission: dict) -> list[str]:
         """workload.AdmissionChecksForWorkload: the CQ's checks whose onFlavors is empty or holds an assigned
         flavor."""
-        spec = self.ctrl.sched.cluster_queues.get(cluster_queue)
+        spec = self.host.sched.cluster_queues.get(cluster_queue)
         if spec is None:
             return []
         flavors = {f for psa in admission.get("podSetAssignments") or [] for f in (psa.get("flavors") or {}).values()}
@@ -256,7 +274,7 @@ class AdmissionChecks:
     def initial_states(self, wl: Obj, checks: list[str]) -> list[dict]:
         """SyncAdmittedCondition's input: one Pending state per check, keeping what an earlier attempt left."""
         old = {s["name"]: s for s in (wl.get("status") or {}).get("admissionChecks") or []}
-        now = api.format_time(self.ctrl.now())
+        now = api.format_time(self.host.now())
         out = []
         for name in checks:
             s = old.get(name)
@@ -298,11 +316,11 @@ class AdmissionChecks:
             before = (s.get("state"),)
             self._sync_check(wl, ac, s)
             if s.get("state") != before[0]:
-                s["lastTransitionTime"] = api.format_time(self.ctrl.now())
+                s["lastTransitionTime"] = api.format_time(self.host.now())
                 msg = f"Admission check {s['name']} updated state from {before[0]} to {s['state']}"
                 messages.append(msg + (f" with message {s['message']}" if s.get("message") else ""))
         if states != wl["status"]["admissionChecks"]:
-            wl = self.ctrl._write_status(wl, admissionChecks=states)
+            wl = update_status(self.store, wl, admissionChecks=states)
             for m in messages:
                 self.events.event(wl, "Normal", "AdmissionCheckUpdated", m, CONTROLLER_NAME)
         self._workload_rules(wl)
@@ -394,7 +412,7 @@ class AdmissionChecks:
         pr = self.store.create({"apiVersion": PR_API, "kind": "ProvisioningRequest",
                                 "metadata": {"name": name, "namespace": ns, "ownerReferences": [owner_ref(wl)]},
                                 "spec": spec})
-        infos = {i.name: i for i in self.ctrl._pod_set_infos(wl, with_checks=False)}
+        infos = {i.name: i for i in pod_set_infos(self.store, wl)}
         for ps, _ in pod_sets:
             tmpl = {**ps["template"], "spec": dict(ps["template"].get("spec") or {})}
             info = infos.get(ps["name"])
@@ -419,7 +437,7 @@ class AdmissionChecks:
         states = (wl.get("status") or {}).get("admissionChecks") or []
         if not states or is_true(wl, "Evicted") or not is_true(wl, "QuotaReserved"):
             return
-        ctrl, now = self.ctrl, self.ctrl.now()
+        host, now = self.host, self.host.now()
         key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
         cq = wl["status"]["admission"]["clusterQueue"]
         rejected = [s for s in states if s.get("state") == REJECTED]
@@ -437,7 +455,7 @@ class AdmissionChecks:
                 self.events.event(wl, "Warning", "AdmissionCheckRejected", f"Deactivating workload because "
                                   f"AdmissionCheck for {s['name']} was Rejected: {s.get('message', '')}",
                                   "kueue-workload-controller")
-            ctrl.metrics.evicted(key, cq, "Deactivated")
+            host.metrics.evicted(key, cq, "Deactivated")
         elif retry:
             wait = max(float(s.get("requeueAfterSeconds") or 0) for s in retry)
             status["requeueState"] = {**(status.get("requeueState") or {}),
@@ -447,16 +465,15 @@ class AdmissionChecks:
                                                  condition("Evicted", True, "AdmissionCheck", message, now))[0]
             wl = self.store.update({**wl, "status": status})
             self.events.event(wl, "Normal", "EvictedDueToAdmissionCheck", message, "kueue-workload-controller")
-            ctrl.metrics.evicted(key, cq, "AdmissionCheck")
+            host.metrics.evicted(key, cq, "AdmissionCheck")
         elif all(s.get("state") == READY for s in states) and not is_true(wl, "Admitted"):
-            wl = ctrl._write_status(wl, conditions=[condition("Admitted", True, "Admitted",
+            wl = update_status(self.store, wl, conditions=[condition("Admitted", True, "Admitted",
                                                               "The workload is admitted", now)])
-            ctrl._on_admitted(key, cq, wl)
+            host.on_admitted(key, cq, wl)
             return
         else:
             return
-        ctrl.sched.add_workload(wl)  # the cache sees it evicted
-        ctrl._queue_owner(wl)
+        host.requeue_evicted(wl)
 
     @staticmethod
     def reset_on_release(wl: Obj, now: float) -> list[dict] | None:

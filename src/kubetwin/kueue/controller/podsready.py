@@ -9,6 +9,7 @@ from typing import Any
 
 from kubetwin.api.conditions import conditions_of, remove_condition, set_conditions
 from kubetwin.kueue import api
+from kubetwin.kueue.controller.workload import update_status
 from kubetwin.kueue.outcomes import MANAGER, condition, find_condition, is_true
 from kubetwin.store.store import Obj
 
@@ -42,10 +43,10 @@ class PodsReadyMixin:
         if key in self._pods_ready:
             was, self._pods_ready[key] = self._pods_ready[key], ready
             if ready and not was:
-                self._kick()  # blockAdmission may lift
+                self.kick()  # blockAdmission may lift
         if old is not None and (old.get("status"), old.get("reason")) == (new["status"], new["reason"]):
             return
-        self._write_status(wl, conditions=[new])
+        update_status(self.store, wl, conditions=[new])
         if (self.wfpr is not None and self.wfpr.recovery_timeout and new["reason"] == "WaitForRecovery"
                 and (old or {}).get("reason") != "WaitForRecovery"):
             seq, since = self._admissions.get(key, 0), new["lastTransitionTime"]
@@ -101,11 +102,11 @@ class PodsReadyMixin:
             return
         if ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt") != requeue_at:
             return
-        wl = self._write_status(wl, conditions=[condition("Requeued", True, "BackoffFinished",
+        wl = update_status(self.store, wl, conditions=[condition("Requeued", True, "BackoffFinished",
                                                           "The workload backoff was finished", self.now())])
         self._queue_pending(wl)
         self.metrics.requeued(key, self.env.now)
-        self._kick()
+        self.kick()
 
     def _queue_pending(self, wl: Obj) -> None:
         """Queue a released Workload. With requeuingStrategy.timestamp Creation the queue orders it by its
