@@ -108,3 +108,14 @@ def test_the_admission_core_never_reaches_the_store_side() -> None:
             if mod.startswith(store_side) or (mod == "kubetwin.store.store" and "Store" in names):
                 bad.append(f"{name}: {mod} {names}")
     assert sorted(bad) == [f"{PACKAGE}.metrics: kubetwin.sim.env ['Environment']"]
+
+
+def test_collaborators_not_mixins() -> None:
+    """waitForPodsReady and the admission checks are objects the manager holds, each with the interface it needs
+    from the manager spelled out (a Protocol), not mixins sharing the manager's fields."""
+    from kubetwin.kueue.controller.core import KueueController
+
+    mixins = [f"{name}.{n.name}" for name, tree in _modules().items() for n in ast.walk(tree)
+              if isinstance(n, ast.ClassDef) and n.name.endswith("Mixin")]
+    assert mixins == []
+    assert KueueController.__bases__ == (object,)

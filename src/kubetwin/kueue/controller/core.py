@@ -48,7 +48,7 @@ from kubetwin.kueue.controller.jobframework import (
 )
 from kubetwin.kueue.controller.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
 from kubetwin.kueue.controller.pods import webhook as pod_webhook
-from kubetwin.kueue.controller.podsready import PodsReadyMixin
+from kubetwin.kueue.controller.podsready import PodsReady
 from kubetwin.kueue.controller.queuestatus import QueueStatus
 from kubetwin.kueue.controller.workload import update_status
 from kubetwin.kueue.cycle import KueueScheduler
@@ -73,7 +73,7 @@ ADMISSION = "kueue-admission"  # the event source of Kueue's scheduler (cmd/kueu
 _MAX_CYCLES_PER_INSTANT = 10_000  # a guard: every cycle that continues admits, preempts or sets a head aside
 
 
-class KueueController(PodsReadyMixin):
+class KueueController:
     """Kueue's reconcilers and scheduler, reading and writing only through the store."""
 
     def __init__(self, store: Store, env: Environment, events: EventRecorder,
@@ -83,10 +83,8 @@ class KueueController(PodsReadyMixin):
         self.sched = KueueScheduler(partial_admission=self.config.partial_admission,
                                     fair_sharing=self.config.fair_sharing,
                                     fair_sharing_strategies=self.config.preemption_strategies)
-        self.wfpr = self.config.wait_for_pods_ready
-        self._admissions: dict[str, int] = {}  # key -> admission number, to tell a timer's admission from a later one
-        self._pods_ready: dict[str, bool] = {}  # workloads holding quota -> PodsReady (blockAdmission)
         self.metrics = KueueMetrics(env)
+        self.pods_ready = PodsReady(store, env, events, self, self.config.wait_for_pods_ready)
         self.queue_status = QueueStatus(store, self.sched, self.metrics)
         self.checks = AdmissionChecks(store, env, events, self)  # admission checks, the ProvisioningRequest one
         self._epoch = api.parse_time(store.start_time)
@@ -209,7 +207,7 @@ class KueueController(PodsReadyMixin):
                 update_status(self.store, wl,
                               conditions=[condition("Finished", True, reason, message, self.now())])
                 self.sched.remove_workload(key)
-                self._pods_ready.pop(key, None)
+                self.pods_ready.released(key)
                 admission = (wl.get("status") or {}).get("admission") or {}
                 self.metrics.finished(key, succeeded, admission.get("clusterQueue"))
                 self.kick()
@@ -223,7 +221,7 @@ class KueueController(PodsReadyMixin):
             for started in integ.start(self.store, job, infos):
                 self.events.event(started, "Normal", "Started", f"Admitted by clusterQueue {cq}", MANAGER)
         elif is_true(wl, "Admitted") and not integ.suspended(job):
-            self._update_pods_ready(wl, integ.pods_ready(job))
+            self.pods_ready.update(wl, integ.pods_ready(job))
 
     def _create_workload(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
@@ -296,13 +294,14 @@ class KueueController(PodsReadyMixin):
                                 admissionChecks=self.checks.reset_on_release(wl, now))
         key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
         self.sched.remove_workload(key)
-        self._pods_ready.pop(key, None)
+        self.pods_ready.released(key)
         requeue_at = ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")
         if requeue_at and api.parse_time(requeue_at) > now and wl["spec"].get("active") is not False:
             # the queue holds it until requeueAt (workload_controller.go Update: time.AfterFunc(backoff, ...))
-            self.env.at(api.parse_time(requeue_at) - self._epoch, lambda: self._backoff_finished(key, requeue_at))
+            self.env.at(api.parse_time(requeue_at) - self._epoch,
+                        lambda: self.pods_ready.backoff_finished(key, requeue_at))
         else:
-            self._queue_pending(wl)
+            self.pods_ready.queue_pending(wl)
             self.metrics.requeued(key, self.env.now)
         self.kick()
 
@@ -310,7 +309,7 @@ class KueueController(PodsReadyMixin):
     def _schedule(self) -> None:
         self._kicked = False
         for _ in range(_MAX_CYCLES_PER_INSTANT):
-            if self._blocked():
+            if self.pods_ready.blocked():
                 break
             result = self.sched.schedule(self.now())
             self._apply(result)
@@ -354,16 +353,14 @@ class KueueController(PodsReadyMixin):
         self.events.event(wl, "Normal", "Admitted",
                           f"Admitted by ClusterQueue {cq}, wait time since reservation was {wait:.0f}s", ADMISSION)
         self.metrics.admitted(key, cq, self.env.now)
-        if self.wfpr is not None:
-            seq = self._admissions[key] = self._admissions.get(key, 0) + 1
-            self._pods_ready[key] = False
-            self.env.after(self.wfpr.timeout, lambda: self._pods_ready_timeout(key, seq, "WaitForStart"))
+        self.pods_ready.admitted(key)
         self._queue_owner(wl)
 
     def _reset_eviction(self, wl: Obj) -> tuple[dict, ...]:
         """The admission's resets come with the cycle's conditions; the stored Workload may also carry an Evicted
-        condition the scheduler's copy was handed without (requeuingStrategy.timestamp Creation, `_queue_pending`):
-        reset it from the stored conditions too (set_conditions replaces by type, so a repeat is harmless)."""
+        condition the scheduler's copy was handed without (requeuingStrategy.timestamp Creation,
+        `PodsReady.queue_pending`): reset it from the stored conditions too (set_conditions replaces by type, so a
+        repeat is harmless)."""
         return reset_eviction((wl.get("status") or {}).get("conditions") or [], self.now())
 
     def _preempted(self, v: Victim, preempting_cq: str) -> None:
