@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubetwin.kueue.controller.admissionchecks import CLASS_NAME, CONSUMES, request_name, template_name
+from kubetwin.kueue.controller.provisioning import CLASS_NAME, CONSUMES, request_name, template_name
 from kubetwin.run import run as kt_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kueue-dws-provisioning.yaml"

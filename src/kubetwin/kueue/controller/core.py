@@ -35,7 +35,7 @@ from kubetwin.api.conditions import remove_condition
 from kubetwin.controllers.common import WorkQueue
 from kubetwin.kueue import api
 from kubetwin.kueue.config import KueueConfig
-from kubetwin.kueue.controller.admissionchecks import PROVREQ_PREFIX, AdmissionChecks
+from kubetwin.kueue.controller.admissionchecks import AdmissionChecks
 from kubetwin.kueue.controller.jobframework import (
     INTEGRATIONS,
     PRIORITY_CLASS_LABEL,
@@ -49,6 +49,7 @@ from kubetwin.kueue.controller.jobframework import (
 from kubetwin.kueue.controller.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
 from kubetwin.kueue.controller.pods import webhook as pod_webhook
 from kubetwin.kueue.controller.podsready import PodsReady
+from kubetwin.kueue.controller.provisioning import PROVREQ_PREFIX, ProvisioningController
 from kubetwin.kueue.controller.queuestatus import QueueStatus
 from kubetwin.kueue.controller.workload import update_status
 from kubetwin.kueue.cycle import KueueScheduler
@@ -86,7 +87,8 @@ class KueueController:
         self.metrics = KueueMetrics(env)
         self.pods_ready = PodsReady(store, env, events, self, self.config.wait_for_pods_ready)
         self.queue_status = QueueStatus(store, self.sched, self.metrics)
-        self.checks = AdmissionChecks(store, env, events, self)  # admission checks, the ProvisioningRequest one
+        self.checks = AdmissionChecks(store, env, events, self)
+        self.provisioning = ProvisioningController(store, env, events, self.checks)  # the ProvisioningRequest check
         self._epoch = api.parse_time(store.start_time)
         self._kicked = False
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
@@ -339,7 +341,7 @@ class KueueController:
             wl = update_status(self.store, wl, conditions=conds + self._reset_eviction(wl), admission=a.admission,
                                     admissionChecks=self.checks.initial_states(wl, checks))
             self.events.event(wl, "Normal", "QuotaReserved", a.event_message, ADMISSION)
-            self.checks.queue_sync(a.key)
+            self.provisioning.queue_sync(a.key)
             return
         wl = update_status(self.store, wl, conditions=a.conditions + self._reset_eviction(wl),
                            admission=a.admission)
