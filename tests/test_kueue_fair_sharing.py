@@ -14,7 +14,7 @@ from kueue_builders import NOW, make_cq, make_flavor, make_wl
 
 from kubetwin.kueue import KueueScheduler, api
 from kubetwin.kueue import config as kueue_config
-from kubetwin.kueue.controller import KueueController
+from kubetwin.kueue.controller.core import KueueController
 from kubetwin.kueue.fairsharing import DRS, compare_drs, dominant_resource_share
 from kubetwin.kueue.flavorassigner import PREEMPT_MODE, Assignment, FlavorAssignment, PodSetAssignment
 from kubetwin.kueue.preemption import Preemptor

@@ -1,5 +1,6 @@
-"""Kueue's plain Pod integration inside `kubetwin run` (kueue/pods.py): the webhook's scheduling gate, one Workload
-per Pod or pod group, ungating with the flavor's node selector on admission, finishing, and preemption by deletion.
+"""Kueue's plain Pod integration inside `kubetwin run` (kueue/controller/pods.py): the webhook's scheduling gate, one
+Workload per Pod or pod group, ungating with the flavor's node selector on admission, finishing, and preemption by
+deletion.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from test_kueue_run import (
     scenario,
 )
 
-from kubetwin.kueue.pods import MANAGED_LABEL, SCHEDULING_GATE
+from kubetwin.kueue.controller.pods import MANAGED_LABEL, SCHEDULING_GATE
 from kubetwin.run import run as kt_run
 
 KQ = "kueue.x-k8s.io/v1beta2"

@@ -40,7 +40,7 @@ from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.kueue import config as kueue_config
-from kubetwin.kueue.controller import KueueController
+from kubetwin.kueue.controller.core import KueueController
 from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler

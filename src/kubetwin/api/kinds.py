@@ -98,7 +98,7 @@ BUILT_IN: tuple[KindInfo, ...] = tuple(KindInfo(g, k, v, p, s, ns, simulated=sim
     (TWIN_GROUP, "RequestTrace", ("v1alpha1",), "requesttraces", (), True, 9, (), None),
 ))
 
-# Kueue's Workload: the twin creates them (kueue/controller.py) but does not ship the 1.4 MB CRD
+# Kueue's Workload: the twin creates them (kueue/controller/core.py) but does not ship the 1.4 MB CRD
 # (api/crds/README.md); its printer columns as kueue config/components/crd/bases/kueue.x-k8s.io_workloads.yaml.
 _WORKLOAD_COLUMNS = (PrinterColumn("Queue", ".spec.queueName"),
                      PrinterColumn("Reserved in", ".status.admission.clusterQueue"),

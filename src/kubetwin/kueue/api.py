@@ -144,7 +144,8 @@ class ClusterQueue:
     stop_policy: str = "None"
     # (AdmissionCheck name, onFlavors): v1beta2 admissionChecksStrategy, v1beta1 admissionChecks (every flavor)
     admission_checks: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    checks_inactive: str = ""  # set by kueue.admissionchecks: why its checks keep it inactive ("" = they don't)
+    # set by the admission checks controller (kueue.controller.admissionchecks): why its checks keep it inactive
+    checks_inactive: str = ""  # "" = they don't
 
 
 @dataclass(frozen=True)

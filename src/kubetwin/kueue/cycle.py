@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from kubetwin.api.conditions import set_conditions
 from kubetwin.kueue import api
-from kubetwin.kueue.fairsharing import fair_sharing_order, validate_strategies
+from kubetwin.kueue.fairsharing import fair_sharing_order
 from kubetwin.kueue.flavorassigner import FIT, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
 from kubetwin.kueue.outcomes import (
     EXCEEDS_MAX_QUOTA,
@@ -51,7 +51,9 @@ from kubetwin.kueue.outcomes import (
     reset_eviction,
 )
 from kubetwin.kueue.podset_reducer import PodSetReducer
-from kubetwin.kueue.preemption import Preemptor, Target, can_always_reclaim, preemption_message
+from kubetwin.kueue.preemption import Preemptor
+from kubetwin.kueue.preemption.common import Target, can_always_reclaim, preemption_message
+from kubetwin.kueue.preemption.fairsharing import validate_strategies
 from kubetwin.kueue.queue import (
     REQUEUE_FAILED_AFTER_NOMINATION,
     REQUEUE_GENERIC,
@@ -201,6 +203,19 @@ class KueueScheduler:
         wi = self._release(key)
         if wi is not None:
             self.queue_inadmissible(wi.cluster_queue)
+
+    def set_checks_inactive(self, name: str, reason: str) -> list[WorkloadInfo] | None:
+        """The cache's view of a ClusterQueue's admission checks: `reason` (AdmissionCheckNotFound /
+        AdmissionCheckInactive, "" while they are active) keeps it from admitting. None when nothing changed, else
+        the pending workloads, by key, of a queue that became inactive (none when it became active)."""
+        spec = self.cluster_queues[name]
+        if reason == spec.checks_inactive:
+            return None
+        self.cluster_queues[name] = dataclasses.replace(spec, checks_inactive=reason)
+        q = self.queues.queues.get(name)
+        if not reason or q is None:
+            return []
+        return sorted(list(q.items.values()) + list(q.inadmissible.values()), key=lambda w: w.key)
 
     def queue_inadmissible(self, cq_or_cohort: str | None = None) -> None:
         """Move inadmissible workloads back to their heaps: all, or those of the cohort tree of a CQ or cohort."""

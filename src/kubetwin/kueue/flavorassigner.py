@@ -24,7 +24,8 @@ from kubetwin.kueue.api import (
     PodSet,
     format_amount,
 )
-from kubetwin.kueue.preemption import NO_CANDIDATES, PREEMPT, RECLAIM, Preemptor
+from kubetwin.kueue.preemption import Preemptor
+from kubetwin.kueue.preemption.common import NO_CANDIDATES, PREEMPT, RECLAIM
 from kubetwin.kueue.quota import FlavorResource, find_height_of_lowest_subtree_that_fits
 from kubetwin.kueue.snapshot import ClusterQueueSnapshot, Snapshot, Usage, WorkloadInfo
 

@@ -174,7 +174,7 @@ class Snapshot:
             if cq.stop_policy not in ("None", "", None):
                 snap.inactive[cq.name] = "Stopped"
                 continue
-            if cq.checks_inactive:  # AdmissionCheckNotFound / AdmissionCheckInactive (kueue.admissionchecks)
+            if cq.checks_inactive:  # AdmissionCheckNotFound / AdmissionCheckInactive (kueue.controller.admissionchecks)
                 snap.inactive[cq.name] = cq.checks_inactive
                 continue
             if cq.cohort and cq.cohort in cyclic:

@@ -128,7 +128,7 @@ def _flavor_labels(sc: _Scenario) -> list[Diagnostic]:
 def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
     """Kueue counts every resource a pod requests; one its ClusterQueue does not cover makes the Workload
     inadmissible: "resource R unavailable in ClusterQueue" (pkg/scheduler/flavorassigner), forever."""
-    from kubetwin.kueue import jobframework
+    from kubetwin.kueue.controller import jobframework
 
     queues = {(_ns(m), m.obj["metadata"]["name"]): (m.obj.get("spec") or {}).get("clusterQueue")
               for m in sc.kind("LocalQueue", KUEUE)}

@@ -1,20 +1,15 @@
-"""Kueue's admission checks and the ProvisioningRequest admission check controller (GKE DWS through Kueue).
+"""The ProvisioningRequest admission check controller (GKE DWS through Kueue): its AdmissionChecks' Active
+condition, and per Workload one ProvisioningRequest per attempt whose conditions become the check's state.
 
-Follows kubernetes-sigs/kueue (names, states, messages; the code is not copied):
+Follows kubernetes-sigs/kueue pkg/controller/admissionchecks/provisioning (names, states, messages; the code is not
+copied):
 - apis/kueue/v1beta2/admissioncheck_types.go, provisioningrequestconfig_types.go: an AdmissionCheck names its
   controller (`kueue.x-k8s.io/provisioning-request`) and a ProvisioningRequestConfig (`provisioningClassName`,
   `parameters`, `managedResources`, `retryStrategy` {backoffLimitCount 3, backoffBaseSeconds 60,
-  backoffMaxSeconds 1800}); a ClusterQueue lists its checks in `admissionChecksStrategy.admissionChecks[{name,
-  onFlavors}]` (v1beta1 also `admissionChecks: [names]`).
-- pkg/controller/admissionchecks/provisioning/admissioncheck_reconciler.go: the check is `Active` (True "Active",
-  "The admission check is active") when its config exists, else False "BadParametersRef". A ClusterQueue with a
-  missing or inactive check admits nothing (pkg/cache clusterqueue.go: AdmissionCheckNotFound /
-  AdmissionCheckInactive): it is listed in the snapshot's `inactive`, its workloads wait
-  "ClusterQueue <name> is inactive", and its status gets `Active=False` with the reason.
-- pkg/scheduler/scheduler.go admit + pkg/workload/admissionchecks.go: a workload that gets quota in a ClusterQueue
-  with checks (those whose onFlavors is empty or holds one of its assigned flavors) gets QuotaReserved=True and
-  `status.admissionChecks[{name, state: Pending}]`, no Admitted=True: its job stays suspended.
-- pkg/controller/admissionchecks/provisioning/controller.go + provisioning.go: per check a ProvisioningRequest
+  backoffMaxSeconds 1800}).
+- admissioncheck_reconciler.go: the check is `Active` (True "Active", "The admission check is active") when its
+  config exists, else False "BadParametersRef".
+- controller.go + provisioning.go: per check a ProvisioningRequest
   `<workload>-<check>-<attempt>` (owned by the Workload) with one PodTemplate `ppt-<request>-<podSet>` per PodSet
   (the PodSet's template with the flavors' nodeSelector and tolerations, owned by the request), count from the
   admission, the config's class and parameters plus the Workload's `provreq.kueue.x-k8s.io/<Param>` annotations
@@ -24,36 +19,30 @@ Follows kubernetes-sigs/kueue (names, states, messages; the code is not copied):
   Ready with podSetUpdates annotations autoscaling.x-k8s.io/consume-provisioning-request and
   autoscaling.x-k8s.io/provisioning-class-name; Accepted => Pending with the Provisioned condition's message.
   Each state change is an `AdmissionCheckUpdated` event.
-- pkg/controller/core/workload_controller.go: a Retry check evicts the Workload (Evicted=True "AdmissionCheck",
-  "At least one admission check is false"), its quota is released, the checks go back to Pending, and it is queued
-  again at requeueState.requeueAt = eviction + requeueAfterSeconds, base·2^(attempt-1) capped at max (KEP-3258
-  `requeueAfterSeconds`/`retryCount`; Kueue's jitter left out); the next reservation creates attempt+1. A Rejected
-  check deactivates it (spec.active=false, Evicted "DeactivatedDueToAdmissionCheck", Warning event
-  AdmissionCheckRejected). When every check is Ready: Admitted=True and the job starts with the podSetUpdates.
 
-Checks with another controllerName are never marked Active by anyone in the twin, so their ClusterQueues stay
-inactive (as in a cluster where that controller is not installed). The config's `podSetUpdates.nodeSelector`
-(values from provisioningClassDetails) is not modelled: GKE's queued provisioning publishes none.
+The check states are written into the Workload's status through the store; what Kueue does with them (evict on
+Retry, deactivate on Rejected, admit when all are Ready) is `kueue.controller.admissionchecks`, told through
+`ProvisioningHost` at the same instant. The config's `podSetUpdates.nodeSelector` (values from
+provisioningClassDetails) is not modelled: GKE's queued provisioning publishes none.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kubetwin.api.conditions import conditions_of, set_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
+from kubetwin.kueue.controller.admissionchecks import PENDING, READY, REJECTED, RETRY
+from kubetwin.kueue.controller.jobframework import pod_set_infos
+from kubetwin.kueue.controller.workload import update_status
 from kubetwin.kueue.outcomes import condition, find_condition, is_true
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
-
-if TYPE_CHECKING:
-    from kubetwin.kueue.controller import KueueController
 
 CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"  # kueue.ProvisioningRequestControllerName
 CONFIG_KIND = "ProvisioningRequestConfig"
@@ -61,7 +50,6 @@ CONSUMES = "autoscaling.x-k8s.io/consume-provisioning-request"  # provisioning/c
 CLASS_NAME = "autoscaling.x-k8s.io/provisioning-class-name"  # ClassNameAnnotationKey
 PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"  # controller/constants ProvReqAnnotationPrefix
 PR_API = "autoscaling.x-k8s.io/v1"
-PENDING, READY, RETRY, REJECTED = "Pending", "Ready", "Retry", "Rejected"  # kueue.CheckState*
 NOT_ACTIVE = "the check is not active"  # CheckInactiveMessage
 NO_REQUEST_NEEDED = "the provisioning request is not needed"  # NoRequestNeeded
 _HASH = 5
@@ -108,12 +96,28 @@ def parse_config(obj: Obj) -> ProvisioningConfig:
         int(rs.get("backoffBaseSeconds", 60)), int(rs.get("backoffMaxSeconds", 1800)))
 
 
-class AdmissionChecks:
-    """The AdmissionCheck reconciler, the provisioning check controller and the workload controller's check rules,
-    for the KueueController that owns it (it writes Workloads through the controller's helpers)."""
+class ProvisioningHost(Protocol):
+    """What the provisioning controller hands on (Kueue's side of admission checks, `AdmissionChecks`): upstream
+    Kueue's own controllers see the AdmissionCheck and Workload writes through their watches."""
 
-    def __init__(self, store: Store, env: Environment, events: EventRecorder, ctrl: KueueController) -> None:
-        self.store, self.env, self.events, self.ctrl = store, env, events, ctrl
+    def now(self) -> float:
+        """Seconds since the epoch, the clock's now."""
+        ...
+
+    def refresh_cluster_queues(self) -> None:
+        """AdmissionChecks' Active conditions were reconciled: which ClusterQueues may admit."""
+        ...
+
+    def workload_rules(self, wl: Obj) -> None:
+        """A Workload's check states were synced: evict, deactivate or admit it."""
+        ...
+
+
+class ProvisioningController:
+    """The AdmissionCheck reconciler and the ProvisioningRequest check controller of `CONTROLLER_NAME`."""
+
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, host: ProvisioningHost) -> None:
+        self.store, self.env, self.events, self.host = store, env, events, host
         self._refresh_queued = False
         self._sync: set[str] = set()
         store.watch("AdmissionCheck", self._on_check)
@@ -136,7 +140,6 @@ class AdmissionChecks:
             self.env.after(0, self._sync_all)
         self._sync.add(key)
 
-    # -- AdmissionCheck Active, ClusterQueue Active --------------------------------------------------------
     def _config_of(self, ac: Obj) -> tuple[ProvisioningConfig | None, str]:
         ref = (ac.get("spec") or {}).get("parameters")
         if not ref:
@@ -155,119 +158,19 @@ class AdmissionChecks:
             if (ac.get("spec") or {}).get("controllerName") != CONTROLLER_NAME:
                 continue
             _, err = self._config_of(ac)
-            new = (condition("Active", True, "Active", "The admission check is active", self.ctrl.now()) if not err
-                   else condition("Active", False, "BadParametersRef", err, self.ctrl.now()))
+            new = (condition("Active", True, "Active", "The admission check is active", self.host.now()) if not err
+                   else condition("Active", False, "BadParametersRef", err, self.host.now()))
             old = find_condition(ac, "Active")
             if old is None or old.get("status") != new["status"]:
                 new["observedGeneration"] = ac["metadata"].get("generation", 1)
                 conds, _ = set_condition(conditions_of(ac), new)
                 self.store.update({**ac, "status": {**(ac.get("status") or {}), "conditions": conds}})
-        self.refresh_cluster_queues()
+        self.host.refresh_cluster_queues()
         for wl in self.store.list("Workload"):  # acHandler/prcHandler: reconcile the workloads using the checks
             if (wl.get("status") or {}).get("admissionChecks"):
                 self.queue_sync(f"{wl['metadata']['namespace']}/{wl['metadata']['name']}")
 
-    def _inactive_reason(self, cq: api.ClusterQueue) -> tuple[str, str]:
-        names = list(dict.fromkeys(n for n, _ in cq.admission_checks))
-        missing = [n for n in names if self.store.get("AdmissionCheck", "", n) is None]
-        if missing:
-            return "AdmissionCheckNotFound", f"references missing AdmissionCheck(s): [{' '.join(missing)}]"
-        inactive = [n for n in names if not is_true(self.store.get("AdmissionCheck", "", n) or {}, "Active")]
-        if inactive:
-            return "AdmissionCheckInactive", f"references inactive AdmissionCheck(s): [{' '.join(inactive)}]"
-        return "", ""
-
-    def refresh_cluster_queues(self) -> None:
-        """Mark ClusterQueues whose checks are missing or inactive (the snapshot leaves them out), and queue the
-        write of their Active condition (this runs from watch handlers). Only ClusterQueues with admission checks
-        get one."""
-        sched = self.ctrl.sched
-        changed = False
-        for name in sorted(sched.cluster_queues):
-            spec = sched.cluster_queues[name]
-            if not spec.admission_checks:
-                continue
-            reason, _ = self._inactive_reason(spec)
-            pending: list[tuple[str, str]] = []
-            if reason != spec.checks_inactive:
-                sched.cluster_queues[name] = dataclasses.replace(spec, checks_inactive=reason)
-                changed = True
-                q = sched.queues.queues.get(name)
-                if reason and q is not None:  # its pending Workloads are marked inactive
-                    pending = [(wi.obj.namespace, wi.obj.name) for wi in sorted(
-                        list(q.items.values()) + list(q.inadmissible.values()), key=lambda w: w.key)]
-            self.ctrl.env.after(0, lambda name=name, pending=pending: self._write_active(name, pending))
-        if changed:
-            sched.queue_inadmissible()
-            self.ctrl.queue_status.touch_all()
-            self.ctrl._kick()
-
-    def _write_active(self, name: str, pending: list[tuple[str, str]]) -> None:
-        """The ClusterQueue reconciler: write its Active condition as the queue stands now, when it reads
-        differently, and mark the pending Workloads of a queue that became inactive."""
-        spec = self.ctrl.sched.cluster_queues.get(name)
-        obj = self.store.get("ClusterQueue", "", name)
-        if spec is None or obj is None:
-            return
-        reason, message = self._inactive_reason(spec)
-        missing_flavors = {fq.name for rg in spec.resource_groups for fq in rg.flavors} - set(self.ctrl.sched.flavors)
-        if reason:
-            new = condition("Active", False, reason, f"Can't admit new workloads: {message}.", self.ctrl.now())
-        elif missing_flavors or spec.stop_policy not in ("None", "", None):
-            new = None  # the snapshot's other reasons: not written by the twin yet
-        else:
-            new = condition("Active", True, "Ready", "Can admit new workloads", self.ctrl.now())
-        old = find_condition(obj, "Active")
-        if new is not None and (old is None or (old["status"], old["reason"], old["message"])
-                                != (new["status"], new["reason"], new["message"])):
-            conds, _ = set_condition(conditions_of(obj), new)  # updateCqStatusIfChanged: SetStatusCondition
-            self.store.update({**obj, "status": {**(obj.get("status") or {}), "conditions": conds}})
-        for ns, wl_name in pending:
-            wl = self.store.get("Workload", ns, wl_name)
-            if wl is not None:
-                self.inactive_queue(wl, name)
-
-    def inactive_queue(self, wl: Obj, cluster_queue: str) -> None:
-        """workload_controller.go: a pending Workload of an inactive ClusterQueue is QuotaReserved=False
-        Inadmissible "ClusterQueue <name> is inactive" (here: inactive because of its admission checks)."""
-        spec = self.ctrl.sched.cluster_queues.get(cluster_queue)
-        if spec is None or not spec.checks_inactive:
-            return
-        message = f"ClusterQueue {cluster_queue} is inactive"
-        old = find_condition(wl, "QuotaReserved") or {}
-        if (old.get("status"), old.get("reason"), old.get("message")) != ("False", "Inadmissible", message):
-            self.ctrl._write_status(wl, conditions=[condition("QuotaReserved", False, "Inadmissible", message,
-                                                              self.ctrl.now())])
-
-    # -- a reservation in a ClusterQueue with checks ---------------------------------------------------------
-    def for_admission(self, cluster_queue: str, admission: dict) -> list[str]:
-        """workload.AdmissionChecksForWorkload: the CQ's checks whose onFlavors is empty or holds an assigned
-        flavor."""
-        spec = self.ctrl.sched.cluster_queues.get(cluster_queue)
-        if spec is None:
-            return []
-        flavors = {f for psa in admission.get("podSetAssignments") or [] for f in (psa.get("flavors") or {}).values()}
-        out: list[str] = []
-        for name, on in spec.admission_checks:
-            if name not in out and (not on or flavors & set(on)):
-                out.append(name)
-        return out
-
-    def initial_states(self, wl: Obj, checks: list[str]) -> list[dict]:
-        """SyncAdmittedCondition's input: one Pending state per check, keeping what an earlier attempt left."""
-        old = {s["name"]: s for s in (wl.get("status") or {}).get("admissionChecks") or []}
-        now = api.format_time(self.ctrl.now())
-        out = []
-        for name in checks:
-            s = old.get(name)
-            if s is not None and s.get("state") == PENDING:
-                out.append(s)
-            else:
-                out.append({"name": name, "state": PENDING, "message": "", "lastTransitionTime": now,
-                            **({"retryCount": s["retryCount"]} if s and s.get("retryCount") else {})})
-        return out
-
-    # -- the provisioning controller ---------------------------------------------------------------------
+    # -- each Workload's check states -----------------------------------------------------------------------
     def _sync_all(self) -> None:
         keys, self._sync = sorted(self._sync), set()
         for key in keys:
@@ -298,14 +201,14 @@ class AdmissionChecks:
             before = (s.get("state"),)
             self._sync_check(wl, ac, s)
             if s.get("state") != before[0]:
-                s["lastTransitionTime"] = api.format_time(self.ctrl.now())
+                s["lastTransitionTime"] = api.format_time(self.host.now())
                 msg = f"Admission check {s['name']} updated state from {before[0]} to {s['state']}"
                 messages.append(msg + (f" with message {s['message']}" if s.get("message") else ""))
         if states != wl["status"]["admissionChecks"]:
-            wl = self.ctrl._write_status(wl, admissionChecks=states)
+            wl = update_status(self.store, wl, admissionChecks=states)
             for m in messages:
                 self.events.event(wl, "Normal", "AdmissionCheckUpdated", m, CONTROLLER_NAME)
-        self._workload_rules(wl)
+        self.host.workload_rules(wl)
 
     def _sync_check(self, wl: Obj, ac: Obj, s: dict) -> None:
         """One check's state from its newest ProvisioningRequest, creating the next attempt when needed."""
@@ -394,7 +297,7 @@ class AdmissionChecks:
         pr = self.store.create({"apiVersion": PR_API, "kind": "ProvisioningRequest",
                                 "metadata": {"name": name, "namespace": ns, "ownerReferences": [owner_ref(wl)]},
                                 "spec": spec})
-        infos = {i.name: i for i in self.ctrl._pod_set_infos(wl, with_checks=False)}
+        infos = {i.name: i for i in pod_set_infos(self.store, wl)}
         for ps, _ in pod_sets:
             tmpl = {**ps["template"], "spec": dict(ps["template"].get("spec") or {})}
             info = infos.get(ps["name"])
@@ -413,77 +316,6 @@ class AdmissionChecks:
                                "template": tmpl})
         self.events.event(wl, "Normal", "ProvisioningRequestCreated",
                           f"Created ProvisioningRequest: {name!r}", CONTROLLER_NAME)
-
-    # -- the workload controller's rules for check states ---------------------------------------------------
-    def _workload_rules(self, wl: Obj) -> None:
-        states = (wl.get("status") or {}).get("admissionChecks") or []
-        if not states or is_true(wl, "Evicted") or not is_true(wl, "QuotaReserved"):
-            return
-        ctrl, now = self.ctrl, self.ctrl.now()
-        key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
-        cq = wl["status"]["admission"]["clusterQueue"]
-        rejected = [s for s in states if s.get("state") == REJECTED]
-        retry = [s for s in states if s.get("state") == RETRY]
-        status = dict(wl["status"])
-        if rejected:
-            names = "[" + " ".join(s["name"] for s in rejected) + "]"
-            reason = "DeactivatedDueToAdmissionCheck"
-            message = f"The workload is deactivated due to Admission check(s): {names}, were rejected"
-            status.pop("requeueState", None)
-            status["conditions"] = set_condition(status.get("conditions"),  # workload.SetEvictedCondition
-                                                 condition("Evicted", True, reason, message, now))[0]
-            wl = self.store.update({**wl, "spec": {**wl["spec"], "active": False}, "status": status})
-            for s in rejected:
-                self.events.event(wl, "Warning", "AdmissionCheckRejected", f"Deactivating workload because "
-                                  f"AdmissionCheck for {s['name']} was Rejected: {s.get('message', '')}",
-                                  "kueue-workload-controller")
-            ctrl.metrics.evicted(key, cq, "Deactivated")
-        elif retry:
-            wait = max(float(s.get("requeueAfterSeconds") or 0) for s in retry)
-            status["requeueState"] = {**(status.get("requeueState") or {}),
-                                      "requeueAt": api.format_time(now + wait)}
-            message = "At least one admission check is false"
-            status["conditions"] = set_condition(status.get("conditions"),
-                                                 condition("Evicted", True, "AdmissionCheck", message, now))[0]
-            wl = self.store.update({**wl, "status": status})
-            self.events.event(wl, "Normal", "EvictedDueToAdmissionCheck", message, "kueue-workload-controller")
-            ctrl.metrics.evicted(key, cq, "AdmissionCheck")
-        elif all(s.get("state") == READY for s in states) and not is_true(wl, "Admitted"):
-            wl = ctrl._write_status(wl, conditions=[condition("Admitted", True, "Admitted",
-                                                              "The workload is admitted", now)])
-            ctrl._on_admitted(key, cq, wl)
-            return
-        else:
-            return
-        ctrl.sched.add_workload(wl)  # the cache sees it evicted
-        ctrl._queue_owner(wl)
-
-    @staticmethod
-    def reset_on_release(wl: Obj, now: float) -> list[dict] | None:
-        """workload.ResetChecksOnEviction: the checks go back to Pending once the quota is released."""
-        states = (wl.get("status") or {}).get("admissionChecks")
-        if not states:
-            return None
-        out = []
-        for s in states:
-            s = {k: v for k, v in s.items() if k not in ("podSetUpdates", "requeueAfterSeconds")}
-            if s.get("state") != PENDING:
-                s["state"] = PENDING
-                s["lastTransitionTime"] = api.format_time(now)
-            out.append(s)
-        return out
-
-    def pod_set_updates(self, wl: Obj) -> dict[str, dict]:
-        """PodSet -> merged podSetUpdates (annotations, labels, nodeSelector, tolerations) of its Ready checks."""
-        out: dict[str, dict] = {}
-        for s in (wl.get("status") or {}).get("admissionChecks") or []:
-            for u in s.get("podSetUpdates") or []:
-                cur = out.setdefault(u["name"], {"annotations": {}, "labels": {}, "nodeSelector": {},
-                                                 "tolerations": []})
-                for k in ("annotations", "labels", "nodeSelector"):
-                    cur[k].update(u.get(k) or {})
-                cur["tolerations"] += [t for t in u.get("tolerations") or [] if t not in cur["tolerations"]]
-        return out
 
 
 def _retry_or_reject(state: dict, cfg: ProvisioningConfig, attempt: int, retrying: str, message: str) -> None:

@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 from kubetwin.api.conditions import conditions_of, is_condition_true, replace_or_append_condition
 from kubetwin.controllers.common import controller_of
-from kubetwin.kueue.jobframework import DEFAULT_PODSET, GenericJob, PodSetInfo, workload_name
+from kubetwin.kueue.controller.jobframework import DEFAULT_PODSET, GenericJob, PodSetInfo, workload_name
 from kubetwin.scheduler.scheduler import scheduling_gated_condition
 from kubetwin.store.store import Obj, Store
 

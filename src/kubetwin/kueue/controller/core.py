@@ -2,7 +2,7 @@
 
 Everything goes through the store, as kueue-controller-manager talks to the API server:
 - a mutating admission step (the integrations' webhook) creates queued Jobs and JobSets suspended, and queued
-  plain Pods with Kueue's scheduling gate (the `pod` integration, `kueue.pods`);
+  plain Pods with Kueue's scheduling gate (the `pod` integration, `kueue.controller.pods`);
 - the job reconciler (pkg/controller/jobframework/reconciler.go) creates one Workload per job, starts the job
   when its Workload is admitted (flavor node labels and tolerations injected), stops it when the Workload is
   evicted, releases the quota once the job is inactive, and marks the Workload Finished when the job ends;
@@ -31,22 +31,28 @@ triggerDeactivationOrBackoffRequeue, admittedNotReadyWorkload), pkg/controller/j
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import remove_condition, set_conditions
+from kubetwin.api.conditions import remove_condition
 from kubetwin.controllers.common import WorkQueue
 from kubetwin.kueue import api
-from kubetwin.kueue.admissionchecks import PROVREQ_PREFIX, AdmissionChecks
 from kubetwin.kueue.config import KueueConfig
-from kubetwin.kueue.cycle import KueueScheduler
-from kubetwin.kueue.jobframework import (
+from kubetwin.kueue.controller.admissionchecks import AdmissionChecks
+from kubetwin.kueue.controller.jobframework import (
     INTEGRATIONS,
     PRIORITY_CLASS_LABEL,
     WORKLOAD_API,
     GenericJob,
-    PodSetInfo,
+    pod_set_infos,
     queue_name,
     suspend_queued,
     workload_name,
 )
+from kubetwin.kueue.controller.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
+from kubetwin.kueue.controller.pods import webhook as pod_webhook
+from kubetwin.kueue.controller.podsready import PodsReady
+from kubetwin.kueue.controller.provisioning import PROVREQ_PREFIX, ProvisioningController
+from kubetwin.kueue.controller.queuestatus import QueueStatus
+from kubetwin.kueue.controller.workload import update_status
+from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.metrics import KueueMetrics
 from kubetwin.kueue.outcomes import (
     MANAGER,
@@ -59,10 +65,6 @@ from kubetwin.kueue.outcomes import (
     is_true,
     reset_eviction,
 )
-from kubetwin.kueue.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
-from kubetwin.kueue.pods import webhook as pod_webhook
-from kubetwin.kueue.podsready import PodsReadyMixin
-from kubetwin.kueue.queuestatus import QueueStatus
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -72,7 +74,7 @@ ADMISSION = "kueue-admission"  # the event source of Kueue's scheduler (cmd/kueu
 _MAX_CYCLES_PER_INSTANT = 10_000  # a guard: every cycle that continues admits, preempts or sets a head aside
 
 
-class KueueController(PodsReadyMixin):
+class KueueController:
     """Kueue's reconcilers and scheduler, reading and writing only through the store."""
 
     def __init__(self, store: Store, env: Environment, events: EventRecorder,
@@ -82,12 +84,11 @@ class KueueController(PodsReadyMixin):
         self.sched = KueueScheduler(partial_admission=self.config.partial_admission,
                                     fair_sharing=self.config.fair_sharing,
                                     fair_sharing_strategies=self.config.preemption_strategies)
-        self.wfpr = self.config.wait_for_pods_ready
-        self._admissions: dict[str, int] = {}  # key -> admission number, to tell a timer's admission from a later one
-        self._pods_ready: dict[str, bool] = {}  # workloads holding quota -> PodsReady (blockAdmission)
         self.metrics = KueueMetrics(env)
+        self.pods_ready = PodsReady(store, env, events, self, self.config.wait_for_pods_ready)
         self.queue_status = QueueStatus(store, self.sched, self.metrics)
-        self.checks = AdmissionChecks(store, env, events, self)  # admission checks, the ProvisioningRequest one
+        self.checks = AdmissionChecks(store, env, events, self)
+        self.provisioning = ProvisioningController(store, env, events, self.checks)  # the ProvisioningRequest check
         self._epoch = api.parse_time(store.start_time)
         self._kicked = False
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
@@ -121,7 +122,7 @@ class KueueController(PodsReadyMixin):
             return  # a status write of ours
         self.checks.refresh_cluster_queues()  # a (new) ClusterQueue spec: are its admission checks active?
         self.queue_status.touch_all()
-        self._kick()
+        self.kick()
 
     def _on_namespace(self, etype: str, obj: Obj, old: Obj | None) -> None:
         if etype != "DELETED":
@@ -133,10 +134,10 @@ class KueueController(PodsReadyMixin):
         if etype == "DELETED":
             self.sched.remove_workload(key)
             self.metrics.forget(key)
-            self._kick()
+            self.kick()
         elif etype == "MODIFIED" and old is not None and old.get("spec") != wl.get("spec"):
             self.sched.add_workload(wl)  # e.g. spec.active flipped by a user
-            self._kick()
+            self.kick()
 
     def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
         meta = job["metadata"]
@@ -178,7 +179,8 @@ class KueueController(PodsReadyMixin):
     def _queue_job(self, kind: str, ns: str, name: str) -> None:
         self._jobs.add((kind, ns, name))
 
-    def _kick(self) -> None:
+    def kick(self) -> None:
+        """Run the scheduler loop at this instant (once, however many changes ask for it)."""
         if not self._kicked:
             self._kicked = True
             self.env.after(0, self._schedule)
@@ -204,22 +206,24 @@ class KueueController(PodsReadyMixin):
         if finished:
             if not is_true(wl, "Finished"):
                 reason = "Succeeded" if succeeded else "Failed"
-                self._write_status(wl, conditions=[condition("Finished", True, reason, message, self.now())])
+                update_status(self.store, wl,
+                              conditions=[condition("Finished", True, reason, message, self.now())])
                 self.sched.remove_workload(key)
-                self._pods_ready.pop(key, None)
+                self.pods_ready.released(key)
                 admission = (wl.get("status") or {}).get("admission") or {}
                 self.metrics.finished(key, succeeded, admission.get("clusterQueue"))
-                self._kick()
+                self.kick()
             return
         if is_true(wl, "Evicted"):
             self._stop(integ, job, wl)
             return
         if is_true(wl, "Admitted") and integ.suspended(job):
             cq = wl["status"]["admission"]["clusterQueue"]
-            for started in integ.start(self.store, job, self._pod_set_infos(wl)):
+            infos = pod_set_infos(self.store, wl, self.checks.pod_set_updates(wl))
+            for started in integ.start(self.store, job, infos):
                 self.events.event(started, "Normal", "Started", f"Admitted by clusterQueue {cq}", MANAGER)
         elif is_true(wl, "Admitted") and not integ.suspended(job):
-            self._update_pods_ready(wl, integ.pods_ready(job))
+            self.pods_ready.update(wl, integ.pods_ready(job))
 
     def _create_workload(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
@@ -240,7 +244,7 @@ class KueueController(PodsReadyMixin):
         self.metrics.created(f"{meta['namespace']}/{wl['metadata']['name']}", self.env.now)
         self.events.event(job, "Normal", "CreatedWorkload",
                           f"Created Workload: {meta['namespace']}/{wl['metadata']['name']}", MANAGER)
-        self._kick()
+        self.kick()
 
     def _not_queued(self, wl: Obj) -> None:
         """A Workload no queue takes is Inadmissible, in the workload controller's words (workload_controller.go)."""
@@ -251,7 +255,8 @@ class KueueController(PodsReadyMixin):
         queue = wl["spec"]["queueName"]
         cq = self.sched.queues.cluster_queue_for(wl["metadata"]["namespace"], queue)
         message = f"LocalQueue {queue} doesn't exist" if cq is None else f"ClusterQueue {cq} doesn't exist"
-        self._write_status(wl, conditions=[condition("QuotaReserved", False, "Inadmissible", message, self.now())])
+        update_status(self.store, wl,
+                      conditions=[condition("QuotaReserved", False, "Inadmissible", message, self.now())])
 
     def _priority(self, job: Obj, pod_sets: list[dict]) -> dict:
         """WorkloadPriorityClass from the job's label, else the pods' PriorityClass (jobframework/priority.go)."""
@@ -270,27 +275,6 @@ class KueueController(PodsReadyMixin):
         defaults = [pc for pc in self.store.list("PriorityClass") if pc.get("globalDefault")]
         return {"priority": min((int(pc.get("value", 0)) for pc in defaults), default=0)}
 
-    def _pod_set_infos(self, wl: Obj, with_checks: bool = True) -> list[PodSetInfo]:
-        """Each PodSet's flavors' node labels and tolerations (podset.FromAssignment), and the admission checks'
-        podSetUpdates (annotations, labels, nodeSelector, tolerations)."""
-        counts = {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]}
-        updates = self.checks.pod_set_updates(wl) if with_checks else {}
-        infos = []
-        for psa in wl["status"]["admission"].get("podSetAssignments") or []:
-            selector: dict[str, str] = {}
-            tolerations: list[dict] = []
-            for flavor in sorted(set((psa.get("flavors") or {}).values())):
-                rf = self.store.get("ResourceFlavor", "", flavor)
-                spec = (rf or {}).get("spec") or {}
-                selector.update(spec.get("nodeLabels") or {})
-                tolerations += [t for t in spec.get("tolerations") or [] if t not in tolerations]
-            upd = updates.get(psa["name"]) or {}
-            selector.update(upd.get("nodeSelector") or {})
-            tolerations += [t for t in upd.get("tolerations") or [] if t not in tolerations]
-            infos.append(PodSetInfo(psa["name"], int(psa.get("count", counts.get(psa["name"], 1))), selector,
-                                    tolerations, dict(upd.get("annotations") or {}), dict(upd.get("labels") or {})))
-        return infos
-
     def _stop(self, integ: GenericJob, job: Obj, wl: Obj) -> None:
         """Evicted: suspend the job; once it is inactive, release the quota and requeue the Workload."""
         evicted = find_condition(wl, "Evicted") or {}
@@ -308,35 +292,26 @@ class KueueController(PodsReadyMixin):
                  condition("Admitted", False, "NoReservation", "The workload has no reservation", now)]
         if find_condition(wl, "PodsReady") is not None:  # UnsetQuotaReservationWithCondition resets PodsReady
             conds.append(condition("PodsReady", False, "WaitForStart", "Not all pods are ready or succeeded", now))
-        wl = self._write_status(wl, conditions=conds, admission=None,
+        wl = update_status(self.store, wl, conditions=conds, admission=None,
                                 admissionChecks=self.checks.reset_on_release(wl, now))
         key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
         self.sched.remove_workload(key)
-        self._pods_ready.pop(key, None)
+        self.pods_ready.released(key)
         requeue_at = ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt")
         if requeue_at and api.parse_time(requeue_at) > now and wl["spec"].get("active") is not False:
             # the queue holds it until requeueAt (workload_controller.go Update: time.AfterFunc(backoff, ...))
-            self.env.at(api.parse_time(requeue_at) - self._epoch, lambda: self._backoff_finished(key, requeue_at))
+            self.env.at(api.parse_time(requeue_at) - self._epoch,
+                        lambda: self.pods_ready.backoff_finished(key, requeue_at))
         else:
-            self._queue_pending(wl)
+            self.pods_ready.queue_pending(wl)
             self.metrics.requeued(key, self.env.now)
-        self._kick()
-
-    def _write_status(self, wl: Obj, conditions: list[dict] | tuple[dict, ...] = (), **fields: object) -> Obj:
-        status = dict(wl.get("status") or {})
-        for k, v in fields.items():
-            if v is None:
-                status.pop(k, None)
-            else:
-                status[k] = v
-        status["conditions"] = set_conditions(status.get("conditions") or [], conditions)
-        return self.store.update({**wl, "status": status})
+        self.kick()
 
     # -- the scheduler loop ---------------------------------------------------------------------------
     def _schedule(self) -> None:
         self._kicked = False
         for _ in range(_MAX_CYCLES_PER_INSTANT):
-            if self._blocked():
+            if self.pods_ready.blocked():
                 break
             result = self.sched.schedule(self.now())
             self._apply(result)
@@ -363,39 +338,38 @@ class KueueController(PodsReadyMixin):
         checks = self.checks.for_admission(a.cluster_queue, a.admission)
         if checks:  # QuotaReserved only: Admitted waits for every admission check to be Ready
             conds = tuple(remove_condition(a.conditions, "Admitted")[0])
-            wl = self._write_status(wl, conditions=conds + self._reset_eviction(wl), admission=a.admission,
+            wl = update_status(self.store, wl, conditions=conds + self._reset_eviction(wl), admission=a.admission,
                                     admissionChecks=self.checks.initial_states(wl, checks))
             self.events.event(wl, "Normal", "QuotaReserved", a.event_message, ADMISSION)
-            self.checks.queue_sync(a.key)
+            self.provisioning.queue_sync(a.key)
             return
-        wl = self._write_status(wl, conditions=a.conditions + self._reset_eviction(wl), admission=a.admission)
+        wl = update_status(self.store, wl, conditions=a.conditions + self._reset_eviction(wl),
+                           admission=a.admission)
         self.events.event(wl, "Normal", "QuotaReserved", a.event_message, ADMISSION)
-        self._on_admitted(a.key, a.cluster_queue, wl)
+        self.on_admitted(a.key, a.cluster_queue, wl)
 
-    def _on_admitted(self, key: str, cq: str, wl: Obj) -> None:
+    def on_admitted(self, key: str, cq: str, wl: Obj) -> None:
         """Admitted=True was written: the event, metrics, the waitForPodsReady timer, and the job starts."""
         reserved = find_condition(wl, "QuotaReserved") or {}
         wait = max(0.0, self.now() - api.parse_time(reserved.get("lastTransitionTime"))) if reserved else 0.0
         self.events.event(wl, "Normal", "Admitted",
                           f"Admitted by ClusterQueue {cq}, wait time since reservation was {wait:.0f}s", ADMISSION)
         self.metrics.admitted(key, cq, self.env.now)
-        if self.wfpr is not None:
-            seq = self._admissions[key] = self._admissions.get(key, 0) + 1
-            self._pods_ready[key] = False
-            self.env.after(self.wfpr.timeout, lambda: self._pods_ready_timeout(key, seq, "WaitForStart"))
+        self.pods_ready.admitted(key)
         self._queue_owner(wl)
 
     def _reset_eviction(self, wl: Obj) -> tuple[dict, ...]:
         """The admission's resets come with the cycle's conditions; the stored Workload may also carry an Evicted
-        condition the scheduler's copy was handed without (requeuingStrategy.timestamp Creation, `_queue_pending`):
-        reset it from the stored conditions too (set_conditions replaces by type, so a repeat is harmless)."""
+        condition the scheduler's copy was handed without (requeuingStrategy.timestamp Creation,
+        `PodsReady.queue_pending`): reset it from the stored conditions too (set_conditions replaces by type, so a
+        repeat is harmless)."""
         return reset_eviction((wl.get("status") or {}).get("conditions") or [], self.now())
 
     def _preempted(self, v: Victim, preempting_cq: str) -> None:
         wl = self._workload(v.key)
         if wl is None:
             return
-        wl = self._write_status(wl, conditions=v.conditions)
+        wl = update_status(self.store, wl, conditions=v.conditions)
         self.events.event(wl, "Normal", "Preempted", v.message, ADMISSION)
         self.metrics.preempted(v.key, v.cluster_queue, preempting_cq, v.reason)
         self._queue_owner(wl)
@@ -407,8 +381,21 @@ class KueueController(PodsReadyMixin):
         old = find_condition(wl, "QuotaReserved") or {}
         if (old.get("reason"), old.get("message"), old.get("status")) == (p.reason, p.message, "False"):
             return
-        self._write_status(wl, conditions=[p.condition], resourceRequests=list(p.resource_requests) or None)
+        update_status(self.store, wl, conditions=[p.condition], resourceRequests=list(p.resource_requests) or None)
         self.events.event(wl, "Normal", "Pending", p.message, ADMISSION)
+
+    def requeue_evicted(self, wl: Obj) -> None:
+        """A collaborator evicted or deactivated wl: the cache sees it evicted (first in line as a preemption
+        victim) and its job is reconciled (stopped)."""
+        self.sched.add_workload(wl)
+        self._queue_owner(wl)
+
+    def cluster_queues_changed(self) -> None:
+        """Some ClusterQueue's activity changed: inadmissible workloads get another look, every queue's status is
+        rewritten, and a cycle runs."""
+        self.sched.queue_inadmissible()
+        self.queue_status.touch_all()
+        self.kick()
 
     def _queue_owner(self, wl: Obj) -> None:
         if self.pods is not None and (wl["metadata"].get("annotations") or {}).get(IS_GROUP_WORKLOAD) == "true":

@@ -55,6 +55,28 @@ class PodSetInfo:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+def pod_set_infos(store: Store, wl: Obj, updates: dict[str, dict] | None = None) -> list[PodSetInfo]:
+    """Each admitted PodSet's flavors' node labels and tolerations (podset.FromAssignment), merged with
+    ``updates``: the admission checks' podSetUpdates per PodSet (annotations, labels, nodeSelector, tolerations)."""
+    counts = {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]}
+    updates = updates or {}
+    infos = []
+    for psa in wl["status"]["admission"].get("podSetAssignments") or []:
+        selector: dict[str, str] = {}
+        tolerations: list[dict] = []
+        for flavor in sorted(set((psa.get("flavors") or {}).values())):
+            rf = store.get("ResourceFlavor", "", flavor)
+            spec = (rf or {}).get("spec") or {}
+            selector.update(spec.get("nodeLabels") or {})
+            tolerations += [t for t in spec.get("tolerations") or [] if t not in tolerations]
+        upd = updates.get(psa["name"]) or {}
+        selector.update(upd.get("nodeSelector") or {})
+        tolerations += [t for t in upd.get("tolerations") or [] if t not in tolerations]
+        infos.append(PodSetInfo(psa["name"], int(psa.get("count", counts.get(psa["name"], 1))), selector,
+                                tolerations, dict(upd.get("annotations") or {}), dict(upd.get("labels") or {})))
+    return infos
+
+
 class GenericJob:
     """One integration (a kind Kueue manages); subclasses read and write that kind's spec."""
 
