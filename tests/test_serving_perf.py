@@ -208,3 +208,18 @@ def test_operator_times_within_15pct_of_vidur(rel: str, accel: str, ops: tuple[s
         assert np.median(err) < 0.15, (op, np.median(err))
         big = df.num_tokens.to_numpy() >= 512  # away from the microsecond floor the profile rounds to
         assert np.quantile(err[big], 0.9) < 0.35, op
+
+
+# sgl-project/sglang#2904, "custom allreduce" on H100 (us); sizes are float32 element counts in its
+# test_trt_reduce.py, so bytes are 4x: (TP, elements) -> measured latency
+CUSTOM_AR_H100_US = {(2, 4096): 3.9, (4, 4096): 3.7, (8, 4096): 5.7, (2, 262144): 7.9, (4, 262144): 13.9,
+                     (8, 262144): 16.7, (2, 1048576): 19.9, (4, 1048576): 31.1, (8, 1048576): 33.8}
+
+
+@pytest.mark.parametrize(("tp", "elements"), sorted(CUSTOM_AR_H100_US))
+def test_vllm_tensor_parallel_all_reduce_follows_the_measured_custom_kernel(tp: int, elements: int) -> None:
+    """The custom kernel's latency at the measured sizes, read as float32 elements (4 bytes each): read as bytes,
+    the 1 MiB-class messages of a 70B decode batch would cost 3-4x too much per layer."""
+    link = collectives.for_gpu("nvidia-h100-80gb", 450.0)
+    got = collectives.vllm_all_reduce_time(4 * elements, tp, link) * 1e6
+    assert got == pytest.approx(CUSTOM_AR_H100_US[(tp, elements)], rel=0.25)

@@ -58,10 +58,13 @@ H100_NVLINK = Interconnect(
     source="fitted to Vidur h100_dgx all_reduce.csv / send_recv.csv (even rows), MIT",
     fitted={2: (16.8, 283.5), 4: (30.4, 378.0), 8: (28.5, 338.5)},
     # The custom (one-shot/two-shot, NVLink P2P) all-reduce on H100 with registered buffers, as inside vLLM's CUDA
-    # graphs: latency = alpha + buffer / rate, fitted (least squares on relative error) to the six sizes 512 B..1 MiB
-    # of the "custom allreduce" table in sgl-project/sglang#2904 (H100, TP 2/4/8; the same kernel family as vLLM's,
-    # whose non-graph numbers in that table are 1.3-2x higher because of an extra input copy). Residuals <= 17 %.
-    custom_ar={2: (3.8, 63.0), 4: (4.05, 34.5), 8: (6.05, 33.5)},
+    # graphs: latency = alpha + buffer / rate, fitted (least squares on relative error) to the six sizes of the
+    # "custom allreduce" table in sgl-project/sglang#2904 (H100, TP 2/4/8; the same kernel family as vLLM's, whose
+    # non-graph numbers in that table are 1.3-2x higher because of an extra input copy). Residuals <= 17 %. The
+    # table's "data size" is a count of float32 elements (its test_trt_reduce.py performance() all-reduces
+    # torch.randint(..., (sz,), dtype=torch.float32)), so 512..1048576 elements are 2 KiB..4 MiB: the rates below
+    # are bytes/s (4x the rates fitted per element).
+    custom_ar={2: (3.8, 252.0), 4: (4.05, 138.0), 8: (6.05, 134.0)},
 )
 
 # PCIe Gen4 x16: 32 GB/s per direction (PCI-SIG spec rate); 0.7 efficiency and 30 us alpha are twin assumptions
