@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kubetwin import catalog
 from kubetwin.autoscaler.nodepool import network_labels
-from kubetwin.workloads.training import DEFAULT_MFU, FALLBACK_MFU, Placement, StepTime, step_breakdown
+from kubetwin.workloads.training import Placement, StepTime, gpu_default_mfu, step_breakdown
 from kubetwin.workloads.training_spec import PREFIX, TrainingSpec, parse
 
 GPUS = (8, 16, 32, 64, 128, 256)
@@ -70,7 +70,7 @@ def nodes(machine: str, n: int, extra: dict, compact: bool = True) -> list[dict]
 def placement(machine: str, gpus: int, extra: dict, compact: bool = True) -> Placement:
     gpu = gpu_of(machine)
     return Placement(tuple((nd, 8) for nd in nodes(machine, max(1, gpus // 8), extra, compact)),
-                     float(catalog.gpu_type(gpu).bf16_tflops or 0), DEFAULT_MFU.get(gpu, FALLBACK_MFU))
+                     float(catalog.gpu_type(gpu).bf16_tflops or 0), gpu_default_mfu(gpu))
 
 
 def breakdown(spec: TrainingSpec, machine: str, gpus: int, extra: dict, compact: bool = True) -> StepTime:

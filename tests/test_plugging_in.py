@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import final_objects, make_pod, scenario, static_node
 from typer.testing import CliRunner
@@ -187,3 +188,34 @@ def load_obj(obj: dict):  # noqa: ANN201
     from kubetwin.api.loader import Manifest
 
     return Manifest(obj, "<object>", 0)
+
+
+def test_a_gpu_type_is_one_catalog_row() -> None:
+    """docs/architecture.md: a GPU type is a row in catalog/data/machines.yaml `gpus:` (with the machine types that
+    carry it and the zones that offer them); node pools, prices, quotas, DCGM and the serving model then use it.
+    Here a made-up 96 GB GPU is registered for a with-block and serves vLLM in a NodePool."""
+    from serving_builders import MODEL, inference_pool, scenario, trace, vllm
+
+    from kubetwin import catalog
+
+    gpu = catalog.GPUType("nvidia-x100-96gb", memory_gib=96, bf16_tflops=1200, source="a made-up GPU",
+                          hbm_gbps=4000, nvlink_gbps=450, sms=144, training_mfu=0.4, quota_metric="NVIDIA_X100_GPUS")
+    machine = catalog.MachineType("x4-highgpu-1g", "x4-highgpu", 24, 200, gpu.name, 1, 10.0, 4.0, "made up")
+    pool = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "x100"},
+            "spec": {"machineType": "x4-highgpu-1g", "nodeCount": 1, "zones": ["us-central1-a"],
+                     "accelerators": [{"type": gpu.name, "count": 1}]}}
+    objs = [scenario("15m"), pool, vllm("srv", 1, args=["--model", MODEL]), inference_pool(),
+            trace(start="10m", rate=2, duration="2m")]
+    assert any("x4-highgpu-1g" in d.message for d in validate([load_obj(o) for o in objs]) if d.severity == "error")
+    with catalog.registered(gpu, (machine,), zones=("us-central1-a",)):
+        assert not [d for d in validate([load_obj(o) for o in objs]) if d.severity == "error"]
+        result = run(objects=objs)
+        node = result.last("Node", prefix="gke-kubetwin-x100-")
+        assert node["metadata"]["labels"]["cloud.google.com/gke-accelerator"] == gpu.name
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1"
+        served = result.requests()
+        assert len(served) > 100 and (served["status"] == 200).all()
+        registered_at = result.versions("Node", node["metadata"]["name"])[0].time
+        assert result.summary["cost"]["total_usd"] == pytest.approx(10.0 * (900 - registered_at) / 3600)  # its price
+    with pytest.raises(catalog.CatalogError):
+        catalog.gpu_type(gpu.name)

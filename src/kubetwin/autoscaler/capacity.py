@@ -31,14 +31,6 @@ from kubetwin.store.store import Obj, Store
 QUOTA_EXCEEDED, STOCKOUT = "QUOTA_EXCEEDED", "ZONE_RESOURCE_POOL_EXHAUSTED"
 PROJECT = "kubetwin"  # the providerID's project (autoscaler/nodepool.py)
 GLOBAL = "global"
-# GKE accelerator type -> Compute Engine GPU quota metric (https://cloud.google.com/compute/resource-usage#gpu_quota)
-GPU_METRICS = {
-    "nvidia-tesla-t4": "NVIDIA_T4_GPUS", "nvidia-tesla-p4": "NVIDIA_P4_GPUS", "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
-    "nvidia-tesla-p100": "NVIDIA_P100_GPUS", "nvidia-l4": "NVIDIA_L4_GPUS", "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
-    "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS", "nvidia-h100-80gb": "NVIDIA_H100_GPUS",
-    "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS", "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
-    "nvidia-b200": "NVIDIA_B200_GPUS",
-}
 
 
 @dataclass(frozen=True)
@@ -60,7 +52,13 @@ def shape_of(pool: Obj) -> VmShape:
 
 
 def gpu_metric(gpu: str, spot: bool) -> str:
-    base = GPU_METRICS.get(gpu) or gpu.upper().replace("NVIDIA-TESLA-", "NVIDIA_").replace("-", "_") + "_GPUS"
+    """The GPU's Compute Engine quota metric (the catalog's `quota_metric`; for a GPU it does not list, the metric's
+    naming pattern: nvidia-tesla-t4 -> NVIDIA_T4_GPUS), PREEMPTIBLE_ for Spot."""
+    try:
+        known = catalog.gpu_type(gpu).quota_metric
+    except catalog.CatalogError:
+        known = None
+    base = known or gpu.upper().replace("NVIDIA-TESLA-", "NVIDIA_").replace("-", "_") + "_GPUS"
     return f"PREEMPTIBLE_{base}" if spot else base
 
 

@@ -12,8 +12,10 @@ that resource out and `hourly_price` returns None.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -22,6 +24,7 @@ import yaml
 
 __all__ = [
     "CatalogError",
+    "registered",
     "GPUType",
     "MachineType",
     "TPUType",
@@ -59,6 +62,9 @@ class GPUType:
     hbm_gbps: float | None = None  # memory bandwidth, GB/s (decimal): what decode and other memory-bound kernels see
     nvlink_gbps: float | None = None  # per-GPU NVLink bandwidth, one direction, GB/s; None = no NVLink (PCIe only)
     bw_source: str = ""
+    sms: int | None = None  # streaming multiprocessors (DCGM's SM activity); sources in machines.yaml
+    training_mfu: float | None = None  # default training MFU (twin assumption with its sources in machines.yaml)
+    quota_metric: str | None = None  # Compute Engine GPU quota metric, e.g. NVIDIA_H100_GPUS
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,9 @@ def _gpus() -> dict[str, GPUType]:
             hbm_gbps=_float(r.get("hbm_gbps")),
             nvlink_gbps=_float(r.get("nvlink_gbps")),
             bw_source=r.get("bw_source", ""),
+            sms=None if r.get("sms") is None else int(r["sms"]),
+            training_mfu=_float(r.get("training_mfu")),
+            quota_metric=r.get("quota_metric"),
         )
     return out
 
@@ -325,3 +334,29 @@ def zones_offering(machine: str) -> tuple[list[str], str] | None:
     families = _zones_raw()["families"]
     row = families.get(machine) or families.get(machine.rsplit("-", 1)[0])
     return (sorted(row["zones"]), row["source"]) if row else None
+
+
+@contextlib.contextmanager
+def registered(gpu: GPUType, machine_types: tuple[MachineType, ...] = (), zones: tuple[str, ...] = (),
+               zones_source: str = "") -> Iterator[GPUType]:
+    """A GPU type (and the machine types that carry it, offered in `zones`) added for the duration of a with-block,
+    as a row in data/machines.yaml and data/zones.yaml would add it for good: NodePools, prices, quotas, DCGM, the
+    training and serving models then read it like any other (tests, a GPU tried out before it is catalogued)."""
+    gpus, machines, families = _gpus(), _machines(), _zones_raw()["families"]
+    taken = [n for n in (gpu.name, *(m.name for m in machine_types)) if n in gpus or n in machines]
+    if taken:
+        raise ValueError(f"already in the catalog: {', '.join(taken)}")
+    added_families = [m.family for m in machine_types if zones and m.family not in families]
+    gpus[gpu.name] = gpu
+    for m in machine_types:
+        machines[m.name] = m
+    for fam in added_families:
+        families[fam] = {"zones": list(zones), "source": zones_source or "registered at run time"}
+    try:
+        yield gpu
+    finally:
+        gpus.pop(gpu.name, None)
+        for m in machine_types:
+            machines.pop(m.name, None)
+        for fam in added_families:
+            families.pop(fam, None)

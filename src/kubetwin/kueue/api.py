@@ -215,9 +215,10 @@ def parse_cluster_queue(obj: dict) -> ClusterQueue:
     preemption = Preemption(p.get("withinClusterQueue") or NEVER, p.get("reclaimWithinCohort") or NEVER,
                             bwc.get("policy") or NEVER, bwc.get("maxPriorityThreshold"))
     ff = spec.get("flavorFungibility") or {}
+    can_borrow, can_preempt = str(ff.get("whenCanBorrow") or ""), str(ff.get("whenCanPreempt") or "")
     fungibility = FlavorFungibility(
-        _V1BETA1_FUNGIBILITY.get(ff.get("whenCanBorrow"), ff.get("whenCanBorrow")) or MAY_STOP_SEARCH,
-        _V1BETA1_FUNGIBILITY.get(ff.get("whenCanPreempt"), ff.get("whenCanPreempt")) or TRY_NEXT_FLAVOR,
+        _V1BETA1_FUNGIBILITY.get(can_borrow, can_borrow) or MAY_STOP_SEARCH,
+        _V1BETA1_FUNGIBILITY.get(can_preempt, can_preempt) or TRY_NEXT_FLAVOR,
         ff.get("preference"))
     return ClusterQueue(
         name=obj["metadata"]["name"], cohort=cohort, resource_groups=_resource_groups(spec),
@@ -230,7 +231,7 @@ def parse_cluster_queue(obj: dict) -> ClusterQueue:
 def _admission_checks(spec: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """spec.admissionChecksStrategy.admissionChecks[{name, onFlavors}], and v1beta1's spec.admissionChecks (names,
     on every flavor), in the order written (apis/kueue/v1beta2/clusterqueue_types.go AdmissionChecksStrategy)."""
-    out = [(str(n), ()) for n in spec.get("admissionChecks") or []]
+    out: list[tuple[str, tuple[str, ...]]] = [(str(n), ()) for n in spec.get("admissionChecks") or []]
     for rule in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []:
         out.append((str(rule["name"]), tuple(str(f) for f in rule.get("onFlavors") or ())))
     return tuple(out)

@@ -29,6 +29,7 @@ effect on a run. Durations are Go ``time.Duration`` strings as ``metav1.Duration
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -286,7 +287,7 @@ def _path(loc: tuple) -> str:
     return out
 
 
-def _hint(e: dict, v1beta1: bool) -> str:
+def _hint(e: Mapping[str, Any], v1beta1: bool) -> str:
     if e["type"] == "literal_error":
         return f"use one of {e.get('ctx', {}).get('expected', '')}"
     if e["type"] == "extra_forbidden":

@@ -30,7 +30,8 @@ Contract for the store-side controller (plain data in, decisions out; nothing he
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kubetwin.api.conditions import set_conditions
 from kubetwin.kueue import api
@@ -125,7 +126,8 @@ class KueueScheduler:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.queues = QueueManager()
         self.admitted: dict[str, WorkloadInfo] = {}  # the cache: workloads holding quota
-        self._tree: tuple[tuple, Snapshot] | None = None  # (the spec objects, the snapshot built from them)
+        # (the spec objects, the snapshot built from them)
+        self._tree: tuple[tuple[list[Any], list[Any], list[Any]], Snapshot] | None = None
         # told of every change to the cache, as Kueue's cache feeds ClusterQueue status: (reserved, released)
         self.listeners: list[tuple[Callable[[WorkloadInfo], None], Callable[[WorkloadInfo], None]]] = []
 
@@ -175,7 +177,7 @@ class KueueScheduler:
         """Record a Workload: in the cache if it holds quota, else queued if active (re-adding replaces it)."""
         wl = obj if isinstance(obj, api.Workload) else api.parse_workload(obj, self.priority_classes)
         self.queues.delete(wl.key)
-        if wl.has_quota_reservation:
+        if wl.has_quota_reservation and wl.admission is not None:
             self._reserve(WorkloadInfo(wl, wl.admission.cluster_queue, admission_usage(wl)))
             return
         released = self._release(wl.key)
@@ -256,7 +258,8 @@ class KueueScheduler:
     def _snapshot(self) -> Snapshot:
         """The cycle's snapshot. The quota tree is rebuilt only when a spec object changed (specs are replaced,
         never mutated: identity tells); otherwise the last tree is reset and refilled from the cache."""
-        specs = (list(self.cluster_queues.values()), list(self.cohorts.values()), list(self.flavors.values()))
+        specs: tuple[list[Any], list[Any], list[Any]] = (
+            list(self.cluster_queues.values()), list(self.cohorts.values()), list(self.flavors.values()))
         last = self._tree
         if last is not None and all(len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
                                     for a, b in zip(specs, last[0], strict=True)):
@@ -278,7 +281,7 @@ class KueueScheduler:
         entries, inadmissible = self._nominate(heads, snap, preemptor)
         entries.sort(key=lambda e: (not e.info.obj.has_quota_reservation, e.assignment.borrowing,
                                     -e.info.priority, e.info.obj.queue_order_time(), e.info.key))
-        order = entries
+        order: Iterable[_Entry] = entries
         if self.fair_sharing:
             order = fair_sharing_order(entries, snap, lambda e: {} if e.info.obj.has_quota_reservation
                                        else e.assignment.total_requests(), lambda e: e.info.priority,

@@ -18,8 +18,9 @@ Sharing.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from kubetwin.kueue.quota import ResourceNode, potential_available
 from kubetwin.kueue.snapshot import Usage
@@ -96,13 +97,13 @@ def dominant_resource_share(node: ResourceNode, request: Usage | None = None) ->
 class _Tournament:
     """One tournament over a cohort tree: DRS per (parent cohort, entry) after admitting that entry."""
 
-    values: dict
-    remaining: dict
-    priority_of: object
-    timestamp_of: object
-    key_of: object
+    values: dict[tuple[str, Any], tuple[bool, DRS]]
+    remaining: dict[str, Any]
+    priority_of: Callable[[Any], int]
+    timestamp_of: Callable[[Any], float]
+    key_of: Callable[[Any], Any]
 
-    def less(self, a, b, cohort: str) -> bool:
+    def less(self, a: Any, b: Any, cohort: str) -> bool:
         a_borrow, a_drs = self.values[(cohort, self.key_of(a))]
         b_borrow, b_drs = self.values[(cohort, self.key_of(b))]
         if a_borrow != b_borrow:
@@ -132,7 +133,7 @@ class _Tournament:
 def fair_sharing_order(entries: list, snapshot, usage_of, priority_of, timestamp_of, key_of) -> Iterator:
     """Yield entries (one per ClusterQueue) in fair-sharing tournament order, re-running the tournament before each
     pop so that earlier admissions in the cycle count. Entries already holding quota come first."""
-    remaining: dict[str, object] = {}
+    remaining: dict[str, Any] = {}
     for e in entries:
         remaining[e.info.cluster_queue] = e
     for n in [n for n in sorted(remaining) if remaining[n].info.obj.has_quota_reservation]:

@@ -228,7 +228,7 @@ def flavor_matches_pod_set(flavor, ps: PodSet) -> str | None:
         if k in labels and labels[k] != v:
             return f"flavor {flavor.name} doesn't match node affinity"
     if ps.required_affinity_terms is not None:
-        terms = []
+        terms: list[list[dict]] = []
         for term in ps.required_affinity_terms:
             exprs = [e for e in term.get("matchExpressions") or [] if e["key"] in labels]
             if not exprs:
@@ -257,7 +257,7 @@ class FlavorAssigner:
             if self.cq.rg_by_resource(PODS) is not None:
                 requests[PODS] = count
             psa = PodSetAssignment(ps.name, {}, requests, count)
-            group_flavors: dict[str, FlavorAssignment] | None = {}
+            group_flavors: dict[str, FlavorAssignment] = {}
             attempts: dict[str, FlavorAttempt] = {}
             failed = False
             for res in sorted(requests):
@@ -267,12 +267,12 @@ class FlavorAssigner:
                     continue
                 flavors, reasons, error = self._find_flavor(ps, requests, res, assignment.usage, attempts)
                 if error is not None or (not flavors and requests):
-                    group_flavors = None
+                    group_flavors = {}
                     psa.reasons = list(reasons)
                     psa.error = error
                     failed = True
                     break
-                group_flavors.update(flavors)
+                group_flavors.update(flavors or {})
                 psa.reasons.extend(reasons)
             psa.attempts = [attempts[f] for f in sorted(attempts)]
             if group_flavors:

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from kubetwin import catalog
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.memory import CONTEXT_MIB, gpu_memory_mib, used_mib
@@ -53,13 +54,16 @@ HELP = {GPU_UTIL: "GPU utilization (in %).", SM_ACTIVE: "The ratio of cycles an 
                  "in bytes per second."}
 SM_ACTIVE_COMPUTE = 0.9  # large GEMM grids cover every SM; launch gaps and small kernels the rest: twin assumption
 NCCL_CTAS = 16  # NCCL channels (one CTA each) a collective occupies; varies by version and topology: twin assumption
-# SMs per GPU: H100 SXM5 132 (NVIDIA H100 Tensor Core GPU Architecture whitepaper), H200 the same GH100 configuration,
-# A100 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper), L4 58 (NVIDIA Ada GPU Architecture whitepaper,
-# AD104), B200 148 (twin assumption, not read from an NVIDIA document).
-SMS = {"nvidia-h100-80gb": 132, "nvidia-h100-mega-80gb": 132, "nvidia-h200-141gb": 132, "nvidia-tesla-a100": 108,
-       "nvidia-a100-80gb": 108, "nvidia-l4": 58, "nvidia-b200": 148}
-DEFAULT_SMS = 132
+DEFAULT_SMS = 132  # SMs of a GPU the catalog does not know (an H100's; twin assumption). Known GPUs: catalog `sms`
 ACCEL = "cloud.google.com/gke-accelerator"
+
+
+def sms_of(gpu: str) -> int:
+    """The GPU's streaming multiprocessors, from the catalog (DEFAULT_SMS for one it does not know)."""
+    try:
+        return catalog.gpu_type(gpu).sms or DEFAULT_SMS
+    except catalog.CatalogError:
+        return DEFAULT_SMS
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def steady_state(spec: TrainingSpec, placement: Placement, st: StepTime) -> GpuM
         return GpuMetrics(0.0, 0.0, 0.0, CONTEXT_MIB, 0.0, 0.0)
     comm = st.exposed_comm
     mfu = spec.mfu or placement.default_mfu
-    sms = SMS.get(gpu, DEFAULT_SMS)
+    sms = sms_of(gpu)
     per_node = max(1, min(placement.ranks_on(placement.nodes()))) if placement.pods else 1
     n_nodes = max(1, len(placement.nodes()))
     tp, m = spec.tp, st.microbatches

@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from kubetwin import catalog
 from kubetwin.workloads.storage import MIB, ReadPath, per_vm_read_cap
 from kubetwin.workloads.training_spec import TrainingSpec
 
@@ -54,15 +55,21 @@ SHARED_STORES = ("parallelstore", "filestore", "hyperdisk-ml")
 # (https://cloud.google.com/compute/docs/disks/performance via catalog_draft.yaml storage.persistent_disk).
 DEFAULT_WRITE = ReadPath("pd-balanced", 1200 * MIB, "no checkpoint volume: pd-balanced per-VM write cap (1200 MiB/s)")
 PLACEMENT_GROUP = "cloud.google.com/gke-placement-group"  # the label nodepool.py gives a compact pool's nodes
-# Default MFU per accelerator. These are end-to-end published figures (they already include some exposed
-# communication), used here as the math efficiency, so the twin is on the slow side (twin assumption):
-# H100/H200 0.40: Llama 3 (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4: 38-43% BF16 MFU on 8-16K H100);
-# A100 0.50: MegaScale (Jiang et al. 2024, 55.2% MFU for 175B on 12,288 GPUs) and Megatron-LM (Narayanan et al.
-# 2021, 52% of peak), rounded down; TPU 0.46: PaLM (Chowdhery et al. 2022, 46.2% MFU on 6144 TPU v4 chips);
-# B200 and L4: 0.40 and 0.35, twin assumptions (no published training MFU read).
-DEFAULT_MFU = {"nvidia-h100-80gb": 0.40, "nvidia-h100-mega-80gb": 0.40, "nvidia-h200-141gb": 0.40,
-               "nvidia-tesla-a100": 0.50, "nvidia-a100-80gb": 0.50, "nvidia-b200": 0.40, "nvidia-l4": 0.35}
+# Default MFU per accelerator: end-to-end published figures (they already include some exposed communication),
+# used here as the math efficiency, so the twin is on the slow side (twin assumption). Per GPU: the catalog's
+# `training_mfu` (machines.yaml, with sources); TPU 0.46: PaLM (Chowdhery et al. 2022, 46.2% MFU on 6144 TPU v4
+# chips); a GPU without a figure: 0.40, the H100's.
 DEFAULT_TPU_MFU, FALLBACK_MFU = 0.46, 0.40
+
+
+def gpu_default_mfu(gpu: str) -> float:
+    """The default training MFU on this GPU (catalog `training_mfu`, FALLBACK_MFU when it has none)."""
+    try:
+        return catalog.gpu_type(gpu).training_mfu or FALLBACK_MFU
+    except catalog.CatalogError:
+        return FALLBACK_MFU
+
+
 class Network(Protocol):
     """What workloads/network.py provides (and a test's fake)."""
 

@@ -25,12 +25,11 @@ from kubetwin.controllers.kubelet import Work
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import memory, storage
 from kubetwin.workloads.training import (
-    DEFAULT_MFU,
     DEFAULT_TPU_MFU,
-    FALLBACK_MFU,
     Network,
     Placement,
     StepTime,
+    gpu_default_mfu,
     step_breakdown,
 )
 from kubetwin.workloads.training_spec import (
@@ -222,7 +221,7 @@ class TrainingModel:
                 peak = catalog.gpu_type(gpu).bf16_tflops
             except catalog.CatalogError:
                 return None
-            mfu = DEFAULT_MFU.get(gpu, FALLBACK_MFU)
+            mfu = gpu_default_mfu(gpu)
         else:
             return None
         if not peak:

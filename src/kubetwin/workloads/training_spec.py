@@ -19,7 +19,7 @@ Annotations (prefix `training.kubetwin.io/`; required: params, steps, global-bat
   sqrt(params / (12 x layers)): non-embedding N = 12 x layers x d_model^2, Kaplan et al. 2020 §2.1): they size the
   per-layer tensor-parallel all-reduces and pipeline activations.
 - `mfu`: fraction of the accelerator's dense bf16 peak the model's math reaches; default per generation
-  (training.DEFAULT_MFU, with sources).
+  (the catalog's training_mfu per GPU, with sources; training.gpu_default_mfu).
 - `checkpoint-size`: a quantity ("980Gi"); default params x 14 bytes (bf16 weights 2 + fp32 master weights, Adam
   momentum and variance 4+4+4; ZeRO, Rajbhandari et al. 2020 §3.1 "mixed-precision Adam": 2 + 12 bytes per
   parameter beyond gradients).

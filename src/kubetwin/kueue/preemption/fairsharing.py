@@ -114,7 +114,8 @@ class _Ordering:
         if best_cq is None and best_cohort is None:
             self.pruned_cohorts.add(cohort.name)
             return None
-        if best_cohort is not None and (best_cq is None or compare_drs(best_cohort_drs, best_cq_drs) >= 0):
+        if best_cohort is not None and best_cohort_drs is not None and (
+                best_cq is None or best_cq_drs is None or compare_drs(best_cohort_drs, best_cq_drs) >= 0):
             return self._next(best_cohort)
         return best_cq
 
@@ -145,6 +146,7 @@ class _Ordering:
 
 def _strategy(name: str, preemptor_new: DRS, target_old: DRS, target_new: DRS | None) -> bool:
     if name == LESS_THAN_OR_EQUAL_TO_FINAL_SHARE:
+        assert target_new is not None  # the caller computes the target's share after removal for this strategy
         return compare_drs(preemptor_new, target_new) <= 0
     return compare_drs(preemptor_new, target_old) < 0
 
