@@ -14,10 +14,10 @@ import re
 import shlex
 from dataclasses import replace
 
-from kubetwin.serving.server_args import ArgProblem, ModelServerError, _Tok
-from kubetwin.serving.tgi_args import _parse_tgi
+from kubetwin.serving.server_args import ArgProblem, ArgToken, ModelServerError
+from kubetwin.serving.tgi_args import parse_tgi
 from kubetwin.serving.types import EngineArgs
-from kubetwin.serving.vllm_args import _parse_vllm
+from kubetwin.serving.vllm_args import parse_vllm
 
 # Container image sizes (GB, compressed, linux/amd64) for the image-pull part of a cold start.
 IMAGE_SIZES_GB: dict[str, float] = {
@@ -56,11 +56,12 @@ def _shell_expand(word: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: env.get(m.group(1) or m.group(2), m.group(0)), word)
 
 
-def _tokens(container: dict, base: str, env: dict[str, str]) -> tuple[list[_Tok], bool]:
+def _tokens(container: dict, base: str, env: dict[str, str]) -> tuple[list[ArgToken], bool]:
     """command + args after env expansion, each with its field path; a `sh -c "..."` script is split into
     words (all pointing at the script's field). Returns (tokens, command_given)."""
-    toks = [_Tok(_expand(str(v), env), f"{base}.command[{i}]") for i, v in enumerate(container.get("command") or [])]
-    toks += [_Tok(_expand(str(v), env), f"{base}.args[{i}]") for i, v in enumerate(container.get("args") or [])]
+    toks = [ArgToken(_expand(str(v), env), f"{base}.command[{i}]")
+            for i, v in enumerate(container.get("command") or [])]
+    toks += [ArgToken(_expand(str(v), env), f"{base}.args[{i}]") for i, v in enumerate(container.get("args") or [])]
     if toks and toks[0].text.rsplit("/", 1)[-1] in {"sh", "bash"} and len(toks) >= 3 and toks[1].text == "-c":
         script = toks[2]
         try:
@@ -74,14 +75,14 @@ def _tokens(container: dict, base: str, env: dict[str, str]) -> tuple[list[_Tok]
             if w in {"&&", "||", ";", "|", "&"}:
                 chain.append(words[start:k])
                 start = k + 1
-        words = next((c for c in chain if _kind_of([_Tok(w, "") for w in c if w != "exec"]) is not None),
+        words = next((c for c in chain if _kind_of([ArgToken(w, "") for w in c if w != "exec"]) is not None),
                      words[:cut])
         words = [w for w in words if w != "exec"]
-        return [_Tok(_shell_expand(w, env), script.field) for w in words] + toks[3:], True
+        return [ArgToken(_shell_expand(w, env), script.field) for w in words] + toks[3:], True
     return toks, bool(container.get("command"))
 
 
-def _kind_of(toks: list[_Tok]) -> tuple[str, str, int] | None:
+def _kind_of(toks: list[ArgToken]) -> tuple[str, str, int] | None:
     """(engine, prog, index of the first argument) when the command runs a known server."""
     words = [t.text for t in toks]
     for k, w in enumerate(words):
@@ -123,10 +124,10 @@ def inspect_model_server(pod_spec: dict, path: str = "spec") -> tuple[int, Engin
         engine, prog, start = kind
         argv = toks[start:]
         if engine == "vllm":
-            args, problems = _parse_vllm(argv, prog, base)
+            args, problems = parse_vllm(argv, prog, base)
         else:
             gpus = gpu_count(c)
-            args, problems = _parse_tgi(argv, env, base, gpus, bool(_TGI_IMAGE.search(image)))
+            args, problems = parse_tgi(argv, env, base, gpus, bool(_TGI_IMAGE.search(image)))
         if args is None and not problems:
             continue
         return ci, (None if any(p.severity == "error" for p in problems) else args), problems

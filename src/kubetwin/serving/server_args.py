@@ -1,4 +1,4 @@
-"""What the model servers' command-line parsers share with the code that finds them: `_Tok` (one command-line word
+"""What the model servers' command-line parsers share with the code that finds them: `ArgToken` (one command-line word
 with the field path it came from), `ArgProblem` (one finding, for validate.py's Diagnostic), `ModelServerError` (the
 problems that would make the real server exit) and the notice for real flags the twin does not model. Its own module
 so `modelserver`, `vllm_args` and `tgi_args` can all use them without importing each other."""
@@ -27,12 +27,15 @@ class ModelServerError(ValueError):
 
 
 @dataclass
-class _Tok:
+class ArgToken:
+    """One command-line word and the manifest field it came from (for file:line in diagnostics)."""
+
     text: str
     field: str
 
 
-def _ignored(tok: _Tok, key: str) -> ArgProblem:
+def ignored_flag(tok: ArgToken, key: str) -> ArgProblem:
+    """The notice for a real server flag the twin does not model."""
     return ArgProblem(tok.field, f"{key} is a real server flag the twin does not model; ignored", "",
                       severity="notice")
 

@@ -6,7 +6,7 @@ also reads its upper-case env var (`#[clap(long, env)]`, e.g. MODEL_ID, NUM_SHAR
 
 from __future__ import annotations
 
-from kubetwin.serving.server_args import ArgProblem, _ignored, _Tok, unmodelled
+from kubetwin.serving.server_args import ArgProblem, ArgToken, ignored_flag, unmodelled
 from kubetwin.serving.types import EngineArgs
 
 # ---- TGI's flags (launcher/src/main.rs Args); value-taking unless listed as switches ----
@@ -37,7 +37,7 @@ _TGI_SWITCHES = ("--trust-remote-code --disable-custom-kernels --json-output --n
                  "--env").split()
 
 
-def _parse_tgi(argv: list[_Tok], env: dict[str, str], base: str, gpus: int,
+def parse_tgi(argv: list[ArgToken], env: dict[str, str], base: str, gpus: int,
                tgi_image: bool = False) -> tuple[EngineArgs | None, list[ArgProblem]]:
     """clap semantics: `--flag v` / `--flag=v`; `_` is not accepted; env vars fill flags not on the line."""
     prog = "text-generation-launcher"
@@ -70,7 +70,7 @@ def _parse_tgi(argv: list[_Tok], env: dict[str, str], base: str, gpus: int,
             values[dest] = (explicit, name)
             fields[dest] = tok.field
         else:
-            problems.append(_ignored(tok, name))
+            problems.append(ignored_flag(tok, name))
     for flag, (dest, _) in _TGI.items():  # `#[clap(long, env)]`: the upper-case env var when the flag is absent
         var = flag[2:].upper().replace("-", "_")
         if dest not in values and var in env:

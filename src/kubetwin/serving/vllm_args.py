@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from kubetwin.serving.server_args import ArgProblem, _ignored, _Tok, unmodelled
+from kubetwin.serving.server_args import ArgProblem, ArgToken, ignored_flag, unmodelled
 from kubetwin.serving.types import EngineArgs
 
 DEFAULT_VLLM_MODEL = "Qwen/Qwen3-0.6B"
@@ -157,12 +157,12 @@ def _vllm_lookup(name: str) -> tuple[str | None, list[str]]:
     return None, []
 
 
-def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | None, list[ArgProblem]]:
+def parse_vllm(argv: list[ArgToken], prog: str, base: str) -> tuple[EngineArgs | None, list[ArgProblem]]:
     problems: list[ArgProblem] = []
     values: dict[str, object] = {}
     fields: dict[str, str] = {}  # dest -> the flag's field
-    unrecognized: list[_Tok] = []
-    positional: list[_Tok] = []
+    unrecognized: list[ArgToken] = []
+    positional: list[ArgToken] = []
     shown_names = {k: k for k in _VLLM} | {v: f"{v}/{k}" for k, v in _VLLM_ALIASES.items()}
     i = 0
     while i < len(argv):
@@ -206,7 +206,7 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
                 values[dest] = not negated
                 fields[dest] = tok.field
             else:
-                problems.append(_ignored(tok, key))
+                problems.append(ignored_flag(tok, key))
             continue
         value_field = tok.field
         if explicit is not None:
@@ -229,7 +229,7 @@ def _parse_vllm(argv: list[_Tok], prog: str, base: str) -> tuple[EngineArgs | No
                                        f"give {key} a value, e.g. {key}=VALUE"))
             return None, problems
         if dest is None:
-            problems.append(_ignored(tok, key))
+            problems.append(ignored_flag(tok, key))
             continue
         fields[dest] = value_field
         if kind == "list":

@@ -24,4 +24,4 @@ class Router(Protocol):
     def remove(self, name: str) -> None: ...
 
 
-_NO_ENDPOINT = Decision(None, 503, NO_ENDPOINT_REASON)
+NO_ENDPOINT_DECISION = Decision(None, 503, NO_ENDPOINT_REASON)

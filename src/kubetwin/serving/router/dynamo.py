@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from kubetwin.serving.router.base import _NO_ENDPOINT
+from kubetwin.serving.router.base import NO_ENDPOINT_DECISION
 from kubetwin.serving.router.epp import PrefixOracle
 from kubetwin.serving.router.prefix_index import DEFAULT_BLOCK_TOKENS, ApproxPrefixIndex, request_blocks
 from kubetwin.serving.types import Decision, EndpointSnapshot, Request
@@ -50,7 +50,7 @@ class DynamoKVRouter:
     def pick(self, req: Request, snap: EndpointSnapshot, now: float) -> Decision:
         n = len(snap)
         if not n:
-            return _NO_ENDPOINT
+            return NO_ENDPOINT_DECISION
         self._names = snap.names
         bs = self.block or (int(snap.block_size[0]) if snap.block_size is not None and snap.block_size[0] > 0 else 16)
         self._bs = bs

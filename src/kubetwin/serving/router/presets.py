@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kubetwin.serving.router.base import _NO_ENDPOINT, Router
+from kubetwin.serving.router.base import NO_ENDPOINT_DECISION, Router
 from kubetwin.serving.router.dynamo import DynamoKVRouter
 from kubetwin.serving.router.epp import PrefixOracle, build_router
 from kubetwin.serving.router.prodstack import ProductionStackPrefixRouter, ProductionStackSessionRouter
@@ -107,7 +107,7 @@ class RoundRobinRouter:
 
     def pick(self, req: Request, snap: EndpointSnapshot, now: float) -> Decision:
         if not len(snap):
-            return _NO_ENDPOINT
+            return NO_ENDPOINT_DECISION
         if snap.names != self._names:
             self._names = list(snap.names)
             self._order = sorted(range(len(snap)), key=snap.names.__getitem__)
@@ -135,7 +135,7 @@ class RandomRouter(RoundRobinRouter):
 
     def pick(self, req: Request, snap: EndpointSnapshot, now: float) -> Decision:
         if not len(snap):
-            return _NO_ENDPOINT
+            return NO_ENDPOINT_DECISION
         return Decision(int(self.rng.integers(len(snap))))
 
 
@@ -196,7 +196,7 @@ class LegacyV03Router(RoundRobinRouter):
 
     def pick(self, req: Request, snap: EndpointSnapshot, now: float) -> Decision:
         if not len(snap):
-            return _NO_ENDPOINT
+            return NO_ENDPOINT_DECISION
         c = list(range(len(snap)))
         if req.priority > 0:
             low = [i for i in c if snap.waiting[i] < self.QUEUEING_THRESHOLD_LORA]

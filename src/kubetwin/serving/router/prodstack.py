@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kubetwin.serving.router.base import _NO_ENDPOINT
+from kubetwin.serving.router.base import NO_ENDPOINT_DECISION
 from kubetwin.serving.router.prefix_index import AVERAGE_CHARS_PER_TOKEN, model_salt
 from kubetwin.serving.types import Decision, EndpointSnapshot, Request
 
@@ -76,7 +76,7 @@ class ProductionStackPrefixRouter:
 
     def pick(self, req: Request, snap: EndpointSnapshot, now: float) -> Decision:
         if not len(snap):
-            return _NO_ENDPOINT
+            return NO_ENDPOINT_DECISION
         self._names, self._now = snap.names, now
         salt = model_salt(req.lora or req.model)
         selected = set(snap.names)
@@ -145,7 +145,7 @@ class ProductionStackSessionRouter:
 
     def pick(self, req: Request, snap: EndpointSnapshot, now: float) -> Decision:
         if not len(snap):
-            return _NO_ENDPOINT
+            return NO_ENDPOINT_DECISION
         self._names, self._now = snap.names, now
         if req.session is None:
             return Decision(self.qps.lowest(snap.names))

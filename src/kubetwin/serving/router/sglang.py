@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubetwin.serving.router.base import _NO_ENDPOINT
+from kubetwin.serving.router.base import NO_ENDPOINT_DECISION
 from kubetwin.serving.router.prefix_index import AVERAGE_CHARS_PER_TOKEN, model_salt
 from kubetwin.serving.types import Decision, EndpointSnapshot, Request
 
@@ -54,7 +54,7 @@ class SGLangCacheAwareRouter:
 
     def pick(self, req: Request, snap: EndpointSnapshot, now: float) -> Decision:
         if not len(snap):
-            return _NO_ENDPOINT
+            return NO_ENDPOINT_DECISION
         self._names, self._now = snap.names, now
         if now - self._last_evict >= self.interval:
             self._last_evict = now
