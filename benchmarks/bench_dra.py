@@ -14,7 +14,7 @@ import gc
 import statistics
 import time
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 

@@ -3,7 +3,7 @@
 For every experiment in benchmarks/e2e/measured/*.yaml this writes the manifests a user would write -- a NodePool of
 the run's GPUs, a vLLM Deployment with the run's flags, a Service in front of it, a RequestTrace generator with the
 run's workload (inference-perf's shared_prefix groups, its constant-rate stages back to back, the fixed output
-length) -- runs them through `kubetwin.run.run` (the function `kubetwin run` calls) into a run folder, reads the
+length) -- runs them through `kubetwin.runner.run` (the function `kubetwin run` calls) into a run folder, reads the
 folder's requests.csv and compares each stage's TTFT, per-token time and E2E with the measurement.
 
 Reported: per run and metric the relative error (twin - measured) / measured; the median and worst |error| over
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 HERE = Path(__file__).resolve().parent
 MEASURED = HERE / "e2e" / "measured"

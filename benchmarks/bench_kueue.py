@@ -21,7 +21,7 @@ import random
 import time
 from pathlib import Path
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "pollux" / "philly_pollux.csv"
 GPU = "nvidia.com/gpu"

@@ -15,7 +15,7 @@ import argparse
 import gc
 import time
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def _pools(name: str, machine: str, nodes: int, gpu: str | None = None, count: int = 0) -> list[dict]:

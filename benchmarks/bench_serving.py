@@ -5,7 +5,7 @@ Scenario: 64 x a3-highgpu-1g (one H100 each, a static NodePool), a Deployment of
 Llama-3.1-8B-Instruct, an InferencePool over them, and a RequestTrace generator of Poisson arrivals with
 Azure-conversation-like lengths (lognormal prompts, mean 1,000 tokens, sigma 1; lognormal outputs, mean 200,
 sigma 1), its rate set to LOAD of the pool's measured capacity so the pool is busy but stable. Everything runs
-through `kubetwin.run.run` (store, scheduler, kubelet with the model servers' cold start, data plane, samplers,
+through `kubetwin.runner.run` (store, scheduler, kubelet with the model servers' cold start, data plane, samplers,
 Prometheus scrapes, summary, requests.csv written to a temporary folder).
 
 Capacity is measured, not assumed: one replica under an overload for a few simulated minutes, completed requests
@@ -29,8 +29,8 @@ import tempfile
 import time
 from typing import Any
 
-import kubetwin.run as twin_run
-from kubetwin.run import run
+import kubetwin.runner as twin_run
+from kubetwin.runner import run
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 WARMUP_S = 600.0  # the trace starts after the pods have booted and cold-started (about 5 simulated minutes)

@@ -160,7 +160,7 @@ def _check(items: list[tuple[str, str, bytes]], run_budget: int, out_dir: Path) 
 
     from kubetwin.api.errors import KubetwinError
     from kubetwin.api.loader import load_paths
-    from kubetwin.run import run
+    from kubetwin.runner import run
     from kubetwin.validation.validate import validate
 
     results = []

@@ -1,4 +1,4 @@
-"""Two routing studies the serving issue's acceptance asks for, run through the whole twin (`kubetwin.run.run`) from
+"""Two routing studies the serving issue's acceptance asks for, run through the whole twin (`kubetwin.runner.run`) from
 the examples users would `kubetwin run`; results and caveats are written up in docs/serving-studies.md.
 
 1. `mooncake`: the Mooncake FAST'25 conversation trace (12,031 requests, 512-token hash blocks) replayed on 8 H100
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.serving.modelspec import lookup_model
 from kubetwin.serving.perf import GpuSpec, PerfModel
 

@@ -3,7 +3,7 @@
 Runs examples/serving-scale-to-zero.yaml (KEDA 0..4 replicas on the held + queued + running demand, the cluster
 autoscaler growing an a3-highgpu-1g pool from 0 nodes) and its fixed twin, built here from the same objects so the
 traffic, model, pool and seed are byte-for-byte the same: no ScaledObject, `replicas: 4`, a static pool of 4 nodes.
-Both go through `kubetwin.run.run` (the real KEDA, HPA, ReplicaSet, scheduler, cluster autoscaler, kubelet cold
+Both go through `kubetwin.runner.run` (the real KEDA, HPA, ReplicaSet, scheduler, cluster autoscaler, kubelet cold
 start, gateway, EPP and vLLM engine models).
 
 Reported per run: serving GPU-hours (model-server pods bound to a GPU) and node GPU-hours (what is billed), cost,
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from kubetwin.run import RunResult, run
+from kubetwin.runner import RunResult, run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "serving-scale-to-zero.yaml"
 FIXED_REPLICAS = 4

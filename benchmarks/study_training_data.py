@@ -73,7 +73,7 @@ def study() -> list[dict]:
 
 def end_to_end() -> dict[str, float]:
     """A Job reading a 12 TiB Parallelstore PVC, multimodal streaming, run through the twin."""
-    from kubetwin.run import run
+    from kubetwin.runner import run
 
     ann = {**annotations("8b"), PREFIX + "steps": "100", PREFIX + "dataset-bytes-per-sample": "4Mi",
            PREFIX + "data-path": "/data", PREFIX + "data-loading": "streaming"}

@@ -95,7 +95,7 @@ def study(model: str) -> dict[str, list[dict]]:
 
 def end_to_end(model: str, machine: str = "a3-megagpu-8g", n_nodes: int = 8) -> dict[str, float]:
     """The twin end to end: a Job of n_nodes pods x 8 GPUs on a compact pool; its pods' run time vs the model."""
-    from kubetwin.run import run
+    from kubetwin.runner import run
 
     ann = {**annotations(model), PREFIX + "steps": "200"}
     pool = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "p"}, "spec": {

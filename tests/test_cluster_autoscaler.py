@@ -9,7 +9,7 @@ from pathlib import Path
 from conftest import make_pod, scenario
 
 from kubetwin.api.loader import Manifest, load_paths
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dws-flex-start.yaml"

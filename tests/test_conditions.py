@@ -16,7 +16,7 @@ from kubetwin.api.conditions import (
     remove_condition,
     set_condition,
 )
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def pod_versions(result, name: str) -> list[tuple[float, dict]]:

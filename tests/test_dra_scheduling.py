@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
 DRA_POOL = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "h100"},

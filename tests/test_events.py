@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import make_pool, scenario
 
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Store

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from kubetwin.api.loader import Manifest
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 
 P = "training.kubetwin.io/"

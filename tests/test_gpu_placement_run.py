@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
 from kubetwin.experiments import fgd, openb, openb_replay
-from kubetwin.run import run
+from kubetwin.runner import run
 
 DATA = Path(__file__).parent / "data" / "openb"
 

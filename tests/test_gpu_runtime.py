@@ -7,7 +7,7 @@ from conftest import make_pod, make_pool, scenario
 
 from kubetwin.api.units import UnitError
 from kubetwin.devices.gpuruntime import TIME_SLICE_OVERHEAD, Demand, SharedGpu, demand_of
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def _pool(sharing: str | None = None, clients: int = 4, partition: str | None = None) -> dict:

@@ -13,7 +13,7 @@ import re
 import pytest
 import yaml
 
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Store, WriteDuringDispatch
 

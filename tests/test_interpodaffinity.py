@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import scenario
 
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.scheduler import interpodaffinity as IPA
 
 ZONE = "topology.kubernetes.io/zone"

@@ -9,7 +9,7 @@ import pytest
 from conftest import SHARED, missing_shared_trace
 from invariants import check, check_run_dir
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
 # seed-as-written.yaml is the platform's seed with its mistakes (validate rejects it): its corrected form runs

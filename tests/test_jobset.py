@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import SHARED, condition, final_objects, make_pool, scenario
 
-import kubetwin.run as run_mod
+import kubetwin.runner as run_mod
 from kubetwin.controllers import jobset_webhook as J
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.store.store import Store
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

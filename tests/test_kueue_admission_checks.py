@@ -13,7 +13,7 @@ import yaml
 from conftest import condition, is_true
 
 from kubetwin.kueue.controller.provisioning import CLASS_NAME, CONSUMES, request_name, template_name
-from kubetwin.run import run as kt_run
+from kubetwin.runner import run as kt_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kueue-dws-provisioning.yaml"
 CHECK = "dws-prov"

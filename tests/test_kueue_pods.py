@@ -17,7 +17,7 @@ from test_kueue_run import (
 )
 
 from kubetwin.kueue.controller.pods import MANAGED_LABEL, SCHEDULING_GATE
-from kubetwin.run import run as kt_run
+from kubetwin.runner import run as kt_run
 
 KQ = "kueue.x-k8s.io/v1beta2"
 

@@ -15,7 +15,7 @@ from conftest import condition, is_true
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_paths
 from kubetwin.kueue import config as kueue_config
-from kubetwin.run import run as kt_run
+from kubetwin.runner import run as kt_run
 from kubetwin.validation.validate import validate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

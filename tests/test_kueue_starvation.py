@@ -38,7 +38,7 @@ from kubetwin.kueue.queue import (
     ClusterQueueQueue,
 )
 from kubetwin.kueue.snapshot import WorkloadInfo
-from kubetwin.run import run as kt_run
+from kubetwin.runner import run as kt_run
 
 
 def admitted_at(result, name: str) -> list[float]:

@@ -10,7 +10,7 @@ from conftest import make_pod, make_pool, scenario
 
 from kubetwin.api.loader import load_text
 from kubetwin.devices import mig
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 
 # NVIDIA's MIG user guide: instances of each profile that fit on one GPU

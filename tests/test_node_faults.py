@@ -7,7 +7,7 @@ from conftest import final_objects, make_pod, scenario, static_node
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def bound(name: str, node: str, cpu: str, at: str = "0s") -> dict:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from kubetwin.api.loader import load_text
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 
 SCENARIO = """apiVersion: kubetwin.io/v1alpha1

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from kubetwin.api import kinds
 from kubetwin.api.loader import load_paths
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.validation.validate import validate

@@ -15,7 +15,7 @@ from conftest import condition, make_pod, scenario, static_node
 from serving_builders import inference_pool, trace, vllm
 from test_serving_shared_gpus import _a100_pool
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 KUBELET_ORDER = ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
 

@@ -11,7 +11,7 @@ POD = ("{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'p'}, 'spec': {
        "[{'name': 'c', 'image': 'x'}]}}")
 
 
-@pytest.mark.parametrize("first", ["import kubetwin", "import kubetwin.run; import kubetwin",
+@pytest.mark.parametrize("first", ["import kubetwin", "import kubetwin.runner; import kubetwin",
                                    "from kubetwin.cli.main import main; import kubetwin"])
 def test_kubetwin_run_is_the_function_in_any_import_order(first: str) -> None:
     code = (f"{first}\nr = kubetwin.run(objects=[{POD}], duration='1m')\n"

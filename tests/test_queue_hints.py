@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import make_pod, make_pool, scenario
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def _writes(result, pod: str, reason: str) -> list[float]:

@@ -8,7 +8,7 @@ import pytest
 from conftest import make_pod, make_pool, scenario
 from test_dra_scheduling import DRA_POOL, claim, pod
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def test_a_pod_deleted_before_it_was_bound_waited_until_its_deletion() -> None:

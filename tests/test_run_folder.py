@@ -10,7 +10,7 @@ import pytest
 from conftest import make_pod, make_pool, scenario, write_yaml
 from typer.testing import CliRunner
 
-import kubetwin.run as twin_run
+import kubetwin.runner as twin_run
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli.main import app
 

@@ -10,8 +10,8 @@ from importlib import resources
 import pytest
 from conftest import make_pod, make_pool, scenario
 
-import kubetwin.run as run_module
-from kubetwin.run import run
+import kubetwin.runner as run_module
+from kubetwin.runner import run
 
 
 def _preemption_scenario() -> list[dict]:

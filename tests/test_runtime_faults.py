@@ -6,7 +6,7 @@ import pytest
 from conftest import final_objects, make_pod, make_pool, scenario
 
 from kubetwin.api.errors import KubetwinError
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def _job(name: str, completions: int, parallelism: int, duration: str = "1m", **spec) -> dict:

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
 from kubetwin.devices.dra.allocator import Features
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.scheduler.scheduler import Scheduler, fit_error, num_feasible_nodes_to_find
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

@@ -14,7 +14,7 @@ from serving_builders import MODEL, h100_pool, inference_model, inference_pool, 
 from kubetwin.api.loader import Manifest
 from kubetwin.api.units import parse_duration
 from kubetwin.prometheus.promql import Evaluator
-from kubetwin.run import RunResult, run
+from kubetwin.runner import RunResult, run
 from kubetwin.serving.install import load_traces
 from kubetwin.serving.promsource import ServingMetricsSource
 from kubetwin.sim.env import Environment

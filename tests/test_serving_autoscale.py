@@ -14,7 +14,7 @@ from datetime import datetime
 import pytest
 from serving_builders import MODEL, h100_pool, inference_pool, scenario, trace, vllm
 
-from kubetwin.run import RunResult, run
+from kubetwin.runner import RunResult, run
 from kubetwin.serving.coldstart import ENGINE_INIT_S, IMAGE_PULL_MBPS, PROCESS_START_S
 from kubetwin.serving.modelserver import IMAGE_SIZES_GB
 from kubetwin.serving.modelspec import lookup_model

@@ -20,7 +20,7 @@ from serving_builders import (
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.serving.modelspec import lookup_model
 
 

@@ -8,7 +8,7 @@ import re
 
 from serving_builders import inference_pool, scenario, trace, vllm
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 SMALL = "Qwen/Qwen3-0.6B"
 

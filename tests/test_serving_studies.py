@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubetwin.run import run
+from kubetwin.runner import run
 
 ROOT = Path(__file__).resolve().parent.parent
 MOONCAKE_EXAMPLE = ROOT / "examples" / "serving-mooncake-routing.yaml"

@@ -15,7 +15,7 @@ from serving_builders import MODEL, h100_pool, inference_pool, scenario, trace, 
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def _validate(tmp_path: Path, objs: list[dict]) -> tuple[int, str, Path]:

@@ -10,7 +10,7 @@ from conftest import make_pod, make_pool, scenario
 
 from kubetwin.api.loader import load_text
 from kubetwin.devices.sharing import parse_plugin_config
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 
 

@@ -18,7 +18,7 @@ from kubetwin.controllers.job import JobController
 from kubetwin.controllers.kubelet import Kubelet, checkpoint_split
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController, default_toleration_seconds
 from kubetwin.devices.dra.allocator import Features
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -30,7 +30,7 @@ SPOT_EXAMPLE, TPU_EXAMPLE = EXAMPLES / "spot-vs-on-demand.yaml", EXAMPLES / "tpu
 
 
 class Cluster:
-    """run.run()'s wiring with the clock under the test's control."""
+    """runner.run()'s wiring with the clock under the test's control."""
 
     def __init__(self, *objs: dict, seed: int = 0) -> None:
         self.env = Environment()

@@ -16,7 +16,7 @@ from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.podgc import PODGC_MESSAGE, PODGC_REASON
 from kubetwin.devices import tpu
 from kubetwin.devices.dra.allocator import Features
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -56,7 +56,7 @@ def errors(*objs: dict) -> list:
 
 
 class Cluster:
-    """run.run()'s wiring without the clock running to the end, so a test can act between instants."""
+    """runner.run()'s wiring without the clock running to the end, so a test can act between instants."""
 
     def __init__(self, *objs: dict) -> None:
         self.env = Environment()

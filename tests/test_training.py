@@ -7,7 +7,7 @@ import pytest
 from conftest import make_pool, scenario
 
 from kubetwin.api.loader import Manifest
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 from kubetwin.workloads.storage import MIB, ReadPath
 from kubetwin.workloads.training import DDP_BUCKET_BYTES, Placement, job_seconds, step_breakdown

@@ -12,7 +12,7 @@ from test_training import FakeNet, spec
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.workloads import dcgm
 from kubetwin.workloads.storage import ReadPath
 from kubetwin.workloads.training import Placement, step_breakdown

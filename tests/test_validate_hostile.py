@@ -19,7 +19,7 @@ import kubetwin
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_paths, load_text
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 
 SRC = Path(kubetwin.__file__).resolve().parents[1]  # the kubetwin under test

@@ -7,7 +7,7 @@ import pytest
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import Manifest
 from kubetwin.controllers import volumes
-from kubetwin.run import run
+from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 
 TIB, GIB = 1024**4, 1024**3

@@ -6,7 +6,7 @@ from conftest import final_objects, make_pool, scenario
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
-from kubetwin.run import run
+from kubetwin.runner import run
 
 
 def make_job(name: str, parallelism: int, completions: int, duration: str, suspend: bool = False) -> dict:

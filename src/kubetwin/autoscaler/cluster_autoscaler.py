@@ -60,6 +60,7 @@ from kubetwin.autoscaler.simulation import (
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -427,6 +428,10 @@ class ClusterAutoscaler:
         if pool is not None:  # the Compute Engine error itself (twin's event; GKE shows it in the CA's logs)
             self.events.event(pool, "Warning", "FailedScaleUp", f"{failed} VM(s) of {g.url} could not be created "
                               f"({refusal.explanation}): {refusal.gce}", SOURCE)
+
+    def contribute(self, until: float) -> Contribution:
+        """summary.json's cluster_autoscaler section, when a pool autoscaled or a ProvisioningRequest ran."""
+        return Contribution(summary={"cluster_autoscaler": self.summary()}) if self.active else Contribution()
 
     def summary(self) -> dict:
         return {"scale_ups": self.scale_ups, "scale_downs": self.scaledown.scale_downs,

@@ -449,7 +449,7 @@ class NodePoolController:
 
 def _own_recorder(store: Store) -> EventRecorder:
     """An EventRecorder for a controller built without the run's: its Event names are offset so they cannot
-    collide with the run's recorder's (both name Events <object>.<counter>). run.run() should pass its own."""
+    collide with the run's recorder's (both name Events <object>.<counter>). runner.run() should pass its own."""
     rec = EventRecorder(store)
     rec._n = 0x40000000  # noqa: SLF001 - a disjoint counter range is the whole point
     return rec

@@ -73,7 +73,7 @@ def _print_summary(summary: dict, out: Path | None) -> None:
 
 def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: Optional[int],
          overwrite: bool = False) -> None:
-    from kubetwin.run import run
+    from kubetwin.runner import run
 
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:

@@ -13,6 +13,7 @@ from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Store
 
@@ -55,15 +56,14 @@ class ServingRun:
     source: Any  # the twin's Prometheus (serving.promsource), read by KEDA and the HPA
     slos: dict[str, tuple[float, float]]
 
-    def finish(self, until: float) -> tuple[dict[str, Any], dict[str, Any], str]:
+    def contribute(self, until: float) -> Contribution:
+        """The serving section of summary.json and timeseries.json, the twin's Prometheus series, requests.csv."""
         self.plane.finish(until)
         for key in self.plane.all_pools():
             self.slos.setdefault(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT))
-        summary = self.metrics.summary(until, self.slos)
-        return summary, self.metrics.timeseries(), self.metrics.requests_csv()
-
-    def exposition(self) -> str:
-        return self.source.exposition()
+        return Contribution(summary={"serving": self.metrics.summary(until, self.slos)},
+                            timeseries={"serving": self.metrics.timeseries()},
+                            prometheus=self.source.exposition(), requests_csv=self.metrics.requests_csv())
 
 
 def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kubelet, manifests: list[Manifest],

@@ -10,6 +10,7 @@ from typing import Any
 from kubetwin.api.loader import Manifest
 from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.store import Store
 
 
@@ -19,15 +20,15 @@ class TrainingRun:
     dcgm: Any  # workloads.dcgm.DcgmExporter
     store: Store
 
-    def finish(self) -> tuple[list | dict | None, str, dict | None]:
-        """(timeseries.json "dcgm", metrics.prom lines, training.json) once the clock stops; empty when no
-        training pod ran."""
+    def contribute(self, until: float) -> Contribution:
+        """timeseries.json "dcgm", the DCGM exporter's series and training.json; nothing when no training pod
+        ran."""
         if not self.model.inputs:
-            return None, "", None
+            return Contribution()
         from kubetwin.workloads.training_explain import records
 
         series, text = self.dcgm.finish()
-        return series, text, records(self.model, self.store)
+        return Contribution(timeseries={"dcgm": series}, prometheus=text, training=records(self.model, self.store))
 
 
 def install(store: Store, env: Environment, kubelet: Kubelet, manifests: list[Manifest], sample_interval: float,

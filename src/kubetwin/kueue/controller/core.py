@@ -66,6 +66,7 @@ from kubetwin.kueue.outcomes import (
     reset_eviction,
 )
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -109,6 +110,10 @@ class KueueController:
         store.watch("Pod", self._on_pod)
 
     # -- watches ------------------------------------------------------------------------------------
+    def contribute(self, until: float) -> Contribution:
+        """summary.json's kueue section (per ClusterQueue admissions and waits) and the kueue_* Prometheus series."""
+        return Contribution(summary={"kueue": self.metrics.summary()}, prometheus=self.metrics.exposition().decode())
+
     def now(self) -> float:
         return self._epoch + self.env.now
 

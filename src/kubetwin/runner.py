@@ -6,9 +6,7 @@ import contextlib
 import gc
 import json
 import shutil
-import sys
 import tempfile
-import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +44,7 @@ from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution, Subsystem
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 from kubetwin.validation.validate import validate, with_overrides
@@ -179,11 +178,37 @@ def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,
         out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
         progress: Callable[[float, float], None] | None = None, overwrite: bool = False) -> RunResult:
-    """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given.
+    """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given: load (and
+    validate), wire the controllers, seed the objects, run the clock, collect the subsystems' contributions.
 
     `out` must be new or empty unless `overwrite`, which replaces a previous run folder whole (see write_run)."""
     if out is not None:
         check_out(Path(out), overwrite)
+    manifests, diags, scenario = load(paths, objects, duration, seed)
+    until = parse_duration(scenario.duration)
+    if out is not None and overwrite:
+        _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
+    cluster = wire(manifests, scenario, until)
+    seed_objects(cluster, manifests)
+    with _no_cyclic_gc():
+        cluster.env.run(until, on_advance=(lambda t: progress(t, until)) if progress else None)
+        cluster.pools.finish(until)
+        summary, series, jobs, pod_rows = cluster.metrics.finish(until)
+        summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
+                               "scoringStrategy": scenario.scoringStrategy}
+        summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
+        result = RunResult(summary, series, cluster.store.history, [d for d in diags if d.severity == "notice"],
+                           pod_rows)
+        collect(result, [s.contribute(until) for s in cluster.subsystems])
+        if out is not None:
+            result.out = write_run(Path(out), result, jobs, scenario)
+    return result
+
+
+def load(paths: Sequence[str | Path] | None, objects: Sequence[Obj] | None, duration: str | None,
+         seed: int | None) -> tuple[list[Manifest], list[Diagnostic], ScenarioSpec]:
+    """The manifests with the command line's overrides, their diagnostics and the Scenario; KubetwinError with
+    every error when validate rejects them (run accepts exactly what validate accepts)."""
     manifests = load_paths(list(paths)) if paths else []
     manifests += [Manifest(o, "<object>", 0) for o in objects or []]
     manifests = with_overrides(manifests, duration, seed)  # the flags are checked as the fields they replace
@@ -191,11 +216,25 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     errors = [d for d in diags if d.severity == "error"]
     if errors:
         raise KubetwinError(errors)
-    scenario = _scenario(manifests)  # with the overrides: validated above as the fields they replace
-    until = parse_duration(scenario.duration)
-    if out is not None and overwrite:
-        _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
+    return manifests, diags, _scenario(manifests)  # with the overrides: validated above as the fields they replace
 
+
+@dataclass
+class Cluster:
+    """The wired twin: the clock, the API server, the controllers the runner still needs after wiring, and the
+    subsystems that contribute to the outputs (in their order)."""
+
+    env: Environment
+    store: Store
+    pools: NodePoolController
+    scheduler: Scheduler
+    metrics: Metrics
+    subsystems: list[Subsystem]
+
+
+def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Cluster:
+    """The API server with its admission chain, and every controller, as a cluster runs them (their creation order
+    does not change results: tests/test_handler_rules.py)."""
     env = Environment()
     store = Store(env, scenario.seed, scenario.startTime)
     events = EventRecorder(store)
@@ -239,43 +278,34 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         kubelet.startup_hooks.append(cold_start_hook(store, kubelet.gpus))
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
                                         scenario.startTime)  # training.kubetwin.io/* run times and DCGM gauges
+    subsystems: list[Subsystem] = [s for s in (kueue, ca, serving, training) if s is not None]
+    return Cluster(env, store, pools, scheduler, metrics, subsystems)
 
+
+def seed_objects(cluster: Cluster, manifests: list[Manifest]) -> None:
+    """The default namespaces, then every manifest's object at its kubetwin.io/create-at time (and its delete-at),
+    in the kind registry's creation order, as `kubectl apply` of the folder would."""
+    store, env = cluster.store, cluster.env
     for ns in ("default", "kube-system"):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: kinds.create_order(o["kind"]))
-    if scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against
+    if cluster.scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against
         for shape, count in declared_workload(objs).items():
-            scheduler.gpushare.declare(shape, count)
+            cluster.scheduler.gpushare.declare(shape, count)
     for obj in objs:
         _schedule_object(store, env, obj)
 
-    with _no_cyclic_gc():
-        env.run(until, on_advance=(lambda t: progress(t, until)) if progress else None)
-        pools.finish(until)
-        summary, series, jobs, pod_rows = metrics.finish(until)
-        summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
-                               "scoringStrategy": scenario.scoringStrategy}
-        summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
-        if kueue is not None:
-            summary["kueue"] = kueue.metrics.summary()
-        if ca.active:
-            summary["cluster_autoscaler"] = ca.summary()
-        requests_csv = None
-        metrics_text = kueue.metrics.exposition() if kueue is not None else None
-        if serving is not None:
-            summary["serving"], series["serving"], requests_csv = serving.finish(until)
-            metrics_text = (metrics_text or b"") + serving.exposition().encode()
-        training_json = None
-        if training is not None:
-            dcgm_series, dcgm_text, training_json = training.finish()
-            if training_json is not None:
-                series["dcgm"] = dcgm_series
-                metrics_text = (metrics_text or b"") + dcgm_text.encode()
-        result = RunResult(summary, series, store.history, [d for d in diags if d.severity == "notice"], pod_rows,
-                           metrics_text=metrics_text, requests_csv=requests_csv, training=training_json)
-        if out is not None:
-            result.out = write_run(Path(out), result, jobs, scenario)
-    return result
+
+def collect(result: RunResult, contributions: list[Contribution]) -> None:
+    """Merge the subsystems' contributions into the run's outputs, in their order: summary and time-series sections,
+    one metrics.prom (written when any subsystem exports series), requests.csv, training.json."""
+    prometheus = [c.prometheus for c in contributions if c.prometheus is not None]
+    result.metrics_text = "".join(prometheus).encode() if prometheus else None
+    for c in contributions:
+        result.summary.update(c.summary)
+        result.timeseries.update(c.timeseries)
+        result.requests_csv = c.requests_csv if c.requests_csv is not None else result.requests_csv
+        result.training = c.training if c.training is not None else result.training
 
 
 @contextlib.contextmanager
@@ -389,14 +419,3 @@ def _write_files(out: Path, result: RunResult, jobs: list[dict], scenario: Scena
         from kubetwin.report.html import write_report
 
         write_report(out, result.summary, result.timeseries, jobs)
-
-
-class _CallableModule(types.ModuleType):
-    """`kubetwin.run` names both this module and its `run` function: importing the submodule binds the package
-    attribute to the module, so the module forwards calls to the function and `kubetwin.run(...)` always works."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> RunResult:
-        return run(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,25 @@
+"""What a subsystem adds to a run's outputs once the clock stops: the one contract between the subsystems (Kueue,
+serving, training, the cluster autoscaler) and the runner that writes the run folder.
+
+Each subsystem reads the store and its own state and answers `contribute(until)`; the runner merges the
+contributions in a fixed order (Kueue, cluster autoscaler, serving, training) and writes them. Subsystems never
+write run-folder files themselves, and the runner never reaches into a subsystem's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class Contribution:
+    summary: dict[str, Any] = field(default_factory=dict)  # summary.json sections, by key
+    timeseries: dict[str, Any] = field(default_factory=dict)  # timeseries.json sections, by key
+    prometheus: str | None = None  # metrics.prom exposition lines; None: the subsystem exports no series
+    requests_csv: str | None = None  # requests.csv (serving)
+    training: dict[str, Any] | None = None  # training.json (training)
+
+
+class Subsystem(Protocol):
+    def contribute(self, until: float) -> Contribution: ...
