@@ -20,7 +20,7 @@ status, conditions, events and the API server's field validation.
 from __future__ import annotations
 
 from kubetwin.api.conditions import set_condition
-from kubetwin.autoscaler.hpa_behavior import ScaleNormalizer, _State
+from kubetwin.autoscaler.hpa_behavior import HpaState, ScaleNormalizer
 from kubetwin.autoscaler.hpa_replicas import MetricError, ReplicaCalculator
 from kubetwin.autoscaler.hpa_replicas import format_milli as format_milli
 from kubetwin.autoscaler.hpa_replicas import register_external_metrics as register_external_metrics
@@ -35,16 +35,17 @@ DOWNSCALE_STABILIZATION = 300.0  # --horizontal-pod-autoscaler-downscale-stabili
 TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance default 0.1
 
 
-class HorizontalPodAutoscalerController(ReplicaCalculator, ScaleNormalizer):
+class HorizontalPodAutoscalerController:
     """Reconciles every HorizontalPodAutoscaler each sync period; scales Deployments through the store."""
 
     def __init__(self, store: Store, env: Environment, events: EventRecorder, metrics: MetricsProvider | None = None,
                  sync_period: float = SYNC_PERIOD, downscale_stabilization: float = DOWNSCALE_STABILIZATION,
                  tolerance: float = TOLERANCE, scale_to_zero: bool = False) -> None:
-        self.store, self.env, self.events, self.metrics = store, env, events, metrics
-        self.sync_period, self.downscale_window, self.tolerance = sync_period, downscale_stabilization, tolerance
+        self.store, self.env, self.events, self.sync_period = store, env, events, sync_period
         self.scale_to_zero = scale_to_zero  # the HPAScaleToZero feature gate (alpha, off by default)
-        self._state: dict[tuple[str, str], _State] = {}
+        self._state: dict[tuple[str, str], HpaState] = {}
+        self.calculator = ReplicaCalculator(store, env, metrics, tolerance)
+        self.normalizer = ScaleNormalizer(env, downscale_stabilization, self._set)
         self._scheduled: set[tuple[str, str]] = set()
         store.watch("HorizontalPodAutoscaler", self._on_hpa)
 
@@ -89,7 +90,7 @@ class HorizontalPodAutoscalerController(ReplicaCalculator, ScaleNormalizer):
         self._set(conds, "AbleToScale", "True", "SucceededGetScale",
                   "the HPA controller was able to get the target's current scale")
         current = int((target.get("spec") or {}).get("replicas", 1))
-        state = self._state.setdefault((ns, name), _State())
+        state = self._state.setdefault((ns, name), HpaState())
         if not state.recommendations:  # recordInitialRecommendation
             state.recommendations.append((current, now))
         min_replicas = int(spec.get("minReplicas", 1))
@@ -120,10 +121,11 @@ class HorizontalPodAutoscalerController(ReplicaCalculator, ScaleNormalizer):
             if desired < current:
                 reason = "All metrics below target"
             if behavior is None:
-                desired = self._normalize(state, conds, current, desired, min_replicas, max_replicas)
+                desired = self.normalizer.normalize(state, conds, current, desired, min_replicas,
+                                                    max_replicas)
             else:
-                desired = self._normalize_with_behaviors(state, conds, behavior, current, desired, min_replicas,
-                                                         max_replicas)
+                desired = self.normalizer.normalize_with_behaviors(state, conds, behavior, current, desired,
+                                                                   min_replicas, max_replicas)
             rescale = desired != current
         if rescale:
             self.store.patch(target["kind"], ns, target["metadata"]["name"],
@@ -131,9 +133,8 @@ class HorizontalPodAutoscalerController(ReplicaCalculator, ScaleNormalizer):
             self._set(conds, "AbleToScale", "True", "SucceededRescale",
                       f"the HPA controller was able to update the target scale to {desired}")
             self.events.event(hpa, "Normal", "SuccessfulRescale", f"New size: {desired}; reason: {reason}", COMPONENT)
-            if behavior is not None:  # storeScaleEvent
-                (state.up_events if desired > current else state.down_events).append((abs(desired - current), now))
-                self._prune_events(state, behavior)
+            if behavior is not None:
+                self.normalizer.store_scale_event(state, behavior, current, desired)
         else:
             desired = current
         new = {**status, "currentReplicas": current, "desiredReplicas": desired, "currentMetrics": metric_statuses,
@@ -162,7 +163,7 @@ class HorizontalPodAutoscalerController(ReplicaCalculator, ScaleNormalizer):
         statuses, proposal, name, errors = [], 0, "", []
         for m in specs:
             try:
-                count, mname, st = self._metric(hpa, target, m)
+                count, mname, st = self.calculator.metric_replicas(hpa, target, m)
             except MetricError as e:
                 self.events.event(hpa, "Warning", e.reason, e.calc_error, COMPONENT)
                 errors.append(e)

@@ -22,7 +22,7 @@ DEFAULT_SCALE_DOWN = {"selectPolicy": "Max", "policies": [{"type": "Percent", "v
 
 
 @dataclass
-class _State:
+class HpaState:
     """The controller's in-memory memory of one HPA (recommendations, scaleUpEvents, scaleDownEvents maps)."""
 
     recommendations: list[tuple[int, float]] = field(default_factory=list)
@@ -43,15 +43,17 @@ def _rules(given: dict | None, default: dict, window: float | None) -> dict:
     return out
 
 
+ConditionSetter = Callable[[list[dict], str, str, str, str], None]  # (conditions, type, status, reason, message)
+
+
 class ScaleNormalizer:
-    """The controller's normalization of a desired replica count; needs the controller's clock, downscale
-    stabilization flag and condition setter."""
+    """The normalization of a desired replica count (horizontal.go normalizeDesiredReplicas[WithBehaviors]), held by
+    the HPA controller: the clock, the downscale stabilization flag and how the controller sets a condition."""
 
-    env: Environment
-    downscale_window: float
-    _set: Callable[[list[dict], str, str, str, str], None]
+    def __init__(self, env: Environment, downscale_window: float, set_condition: ConditionSetter) -> None:
+        self.env, self.downscale_window, self._set = env, downscale_window, set_condition
 
-    def _normalize(self, state: _State, conds: list[dict], current: int, desired: int, lo: int, hi: int) -> int:
+    def normalize(self, state: HpaState, conds: list[dict], current: int, desired: int, lo: int, hi: int) -> int:
         """normalizeDesiredReplicas (no behavior): the downscale stabilization window (max over it; a sample
         exactly at the cutoff still counts), then min/max and the scale-up limit max(2×current, 4)."""
         cutoff = self.env.now - self.downscale_window
@@ -79,7 +81,7 @@ class ScaleNormalizer:
         self._set(conds, "ScalingLimited", "False" if out == best else "True", why, msg)
         return out
 
-    def _normalize_with_behaviors(self, state: _State, conds: list[dict], behavior: dict, current: int,
+    def normalize_with_behaviors(self, state: HpaState, conds: list[dict], behavior: dict, current: int,
                                   desired: int, lo: int, hi: int) -> int:
         """normalizeDesiredReplicasWithBehaviors: stabilization per direction (a sample must be newer than the
         cutoff), then the scale-up/scale-down rate limits from the policies and the scale events."""
@@ -125,7 +127,7 @@ class ScaleNormalizer:
         self._set(conds, "ScalingLimited", "False" if out == rec else "True", why, msg)
         return out
 
-    def _record(self, state: _State, conds: list[dict], old: int | None, desired: int, rec: int, reason: str,
+    def _record(self, state: HpaState, conds: list[dict], old: int | None, desired: int, rec: int, reason: str,
                 message: str) -> None:
         """Remember `desired` now (in the obsolete slot `old` if there is one) and set AbleToScale: `reason` when
         stabilization changed the recommendation to `rec`, else ReadyForNewScale."""
@@ -144,7 +146,7 @@ class ScaleNormalizer:
         cutoff = self.env.now - period
         return sum(n for n, ts in events if ts > cutoff)
 
-    def _up_limit(self, state: _State, current: int, rules: dict) -> int:
+    def _up_limit(self, state: HpaState, current: int, rules: dict) -> int:
         """calculateScaleUpLimitWithScalingRules."""
         select = rules["selectPolicy"]
         if select == "Disabled":
@@ -158,7 +160,7 @@ class ScaleNormalizer:
             result = pick(result, proposed)
         return int(result)
 
-    def _down_limit(self, state: _State, current: int, rules: dict) -> int:
+    def _down_limit(self, state: HpaState, current: int, rules: dict) -> int:
         """calculateScaleDownLimitWithBehaviors."""
         select = rules["selectPolicy"]
         if select == "Disabled":
@@ -172,7 +174,12 @@ class ScaleNormalizer:
             result = pick(result, proposed)
         return int(result)
 
-    def _prune_events(self, state: _State, behavior: dict) -> None:
+    def store_scale_event(self, state: HpaState, behavior: dict, current: int, desired: int) -> None:
+        """storeScaleEvent: remember a rescale for the behaviors' policies, then drop the outdated events."""
+        (state.up_events if desired > current else state.down_events).append((abs(desired - current), self.env.now))
+        self._prune_events(state, behavior)
+
+    def _prune_events(self, state: HpaState, behavior: dict) -> None:
         """markScaleEventsOutdated: events older than the longest policy period are dropped."""
         for events, rules in ((state.up_events, _rules(behavior.get("scaleUp"), DEFAULT_SCALE_UP, None)),
                               (state.down_events, _rules(behavior.get("scaleDown"), DEFAULT_SCALE_DOWN, 0))):

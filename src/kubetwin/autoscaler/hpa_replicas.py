@@ -74,13 +74,11 @@ def _pod_ready(pod: Obj) -> bool:
 
 
 class ReplicaCalculator:
-    """The controller's per-metric replica proposals; needs the controller's store, clock, custom metrics provider
-    and tolerance flag."""
+    """The per-metric replica proposals (replica_calculator.go's ReplicaCalculator, which the HPA controller holds):
+    it reads pods from the store and metrics from the provider, with the controller's tolerance flag."""
 
-    store: Store
-    env: Environment
-    metrics: MetricsProvider | None
-    tolerance: float
+    def __init__(self, store: Store, env: Environment, metrics: MetricsProvider | None, tolerance: float) -> None:
+        self.store, self.env, self.metrics, self.tolerance = store, env, metrics, tolerance
 
     def _tolerances(self, hpa: Obj) -> tuple[float, float]:
         """(scale-down, scale-up) tolerance: the per-HPA behavior tolerance (HPAConfigurableTolerance, k8s 1.33)
@@ -91,7 +89,8 @@ class ReplicaCalculator:
         return (float(parse_quantity(down)) if down is not None else self.tolerance,
                 float(parse_quantity(up)) if up is not None else self.tolerance)
 
-    def _metric(self, hpa: Obj, target: Obj, m: dict) -> tuple[int, str, dict]:
+    def metric_replicas(self, hpa: Obj, target: Obj, m: dict) -> tuple[int, str, dict]:
+        """One metric spec's proposal: (replicas, metric name, its MetricStatus), or MetricError."""
         ns = hpa["metadata"].get("namespace") or "default"
         spec_replicas = int((target.get("spec") or {}).get("replicas", 1))
         status_replicas = int((target.get("status") or {}).get("replicas", 0))
