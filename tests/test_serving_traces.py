@@ -17,7 +17,8 @@ from kubetwin.validation.validate import validate
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-MOONCAKE_FULL = SHARED / "traces" / "mooncake-fast25" / "conversation_trace.jsonl"
+MOONCAKE_FULL = (Path(__file__).resolve().parents[1] / "examples" / "data" / "mooncake-fast25"
+                 / "conversation_trace.jsonl")  # shipped with the example (Apache-2.0)
 
 
 def rt(spec: dict, name: str = "t") -> dict:
@@ -71,8 +72,6 @@ def test_vidur_and_azure_agree_on_the_same_requests():
 
 
 def test_mooncake_full_reuse_ratio_matches_reference():
-    if not MOONCAKE_FULL.exists():
-        pytest.skip("shared Mooncake trace not present")
     t0 = time.perf_counter()
     a = T.load_mooncake(MOONCAKE_FULL)
     elapsed = time.perf_counter() - t0
