@@ -266,7 +266,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     kueue_cfg = _kueue_config(manifests)
     kueue = KueueController(store, env, events, config=kueue_cfg) if kueue_cfg is not None or any(
         str(m.obj.get("apiVersion", "")).startswith(KUEUE_GROUP) for m in manifests) else None
-    metrics = Metrics(store, env, scheduler, pools, parse_duration(scenario.sampleInterval), kubelet, spot)
+    metrics = Metrics(store, env, scheduler, pools, parse_duration(scenario.sampleInterval))
     serving = serving_install.install(store, env, events, kubelet, manifests, scenario.seed, parse_duration(
         scenario.sampleInterval), until) if serving_install.wanted(manifests) else None
     HorizontalPodAutoscalerController(store, env, events, serving.source if serving is not None else None)
@@ -278,7 +278,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
         kubelet.startup_hooks.append(cold_start_hook(store, kubelet.gpus))
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
                                         scenario.startTime)  # training.kubetwin.io/* run times and DCGM gauges
-    subsystems: list[Subsystem] = [s for s in (kueue, ca, serving, training) if s is not None]
+    subsystems: list[Subsystem] = [s for s in (kubelet, spot, kueue, ca, serving, training) if s is not None]
     return Cluster(env, store, pools, scheduler, metrics, subsystems)
 
 

@@ -45,6 +45,7 @@ from kubetwin.api.twin import DEFAULT_ZONE
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet_status import kubelet_conditions
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -74,6 +75,17 @@ class SpotPreemptionController:
         self._shutting: set[str] = set()  # node uids shutting down
         store.watch("NodePool", self._on_pool)
         store.watch("Node", self._on_node)
+
+    def contribute(self, until: float) -> Contribution:
+        """summary.json's spot section (preemptions and shut-down nodes per pool, when and where) when a pool
+        has spotPreemption or a preemption happened."""
+        if not (self.preemptions or any((p.get("spec") or {}).get("spotPreemption")
+                                        for p in self.store.list("NodePool"))):
+            return Contribution()
+        return Contribution(summary={"spot": {
+            "preemptions": dict(sorted(self.preemptions.items())),
+            "nodes_shut_down": dict(sorted(self.nodes_shut_down.items())),
+            "preemption_times": [{"t": t, "pool": pool, "node": node} for t, pool, node in self.timeline]}})
 
     # -- when ---------------------------------------------------------------------------------------
     @staticmethod

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
@@ -32,6 +33,7 @@ from kubetwin.devices import sharing
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -134,6 +136,20 @@ class Kubelet:
         self._crashing: set[str] = set()  # pods whose container exits while starting (Startup.fail)
         self.admission = NodeAdmission()  # each node's admitted pods, for the kubelet's resource check
         store.watch("Pod", self._on_pod)
+
+    def contribute(self, until: float) -> Contribution:
+        """Work lost to interrupted pods (preempted, failed, deleted while running) since their last checkpoint:
+        GPU-hours (nvidia.com/gpu) and TPU chip-hours (google.com/tpu) in all, and per Job."""
+        lost = self.lost_work
+        out: dict[str, Any] = {
+            "wasted_gpu_hours": round(sum(v["gpu_seconds"] for v in lost.values()) / 3600, 3),
+            "wasted_tpu_chip_hours": round(sum(v["tpu_chip_seconds"] for v in lost.values()) / 3600, 3)}
+        if lost:
+            out["lost_work"] = {f"{ns}/{name}": {
+                "gpu_hours": round(v["gpu_seconds"] / 3600, 3), "tpu_chip_hours": round(
+                    v["tpu_chip_seconds"] / 3600, 3), "hours": round(v["seconds"] / 3600, 3),
+                "interruptions": int(v["interruptions"])} for (ns, name), v in sorted(lost.items())}
+        return Contribution(summary=out)
 
     def work_start(self, uid: str) -> float | None:
         """When the running pod's work starts (after its setup or checkpoint restore); None if it runs none."""

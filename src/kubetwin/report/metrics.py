@@ -24,9 +24,8 @@ GPU = "nvidia.com/gpu"
 
 class Metrics:
     def __init__(self, store: Store, env: Environment, scheduler: Any, pools: Any, interval: float,
-                 kubelet: Any = None, spot: Any = None) -> None:
+) -> None:
         self.store, self.env, self.scheduler, self.pools = store, env, scheduler, pools
-        self.kubelet, self.spot = kubelet, spot  # lost work (checkpoints) and Spot preemptions, when given
         self._node_price: dict[str, tuple[float, bool]] = {}  # node name -> (USD/hour, Spot), as it registered
         self.interval = interval
         self.created: dict[str, float] = {}
@@ -269,29 +268,7 @@ class Metrics:
                 "slowdown_mean": round(sum(v["slowdowns"]) / len(v["slowdowns"]), 3) if v["slowdowns"] else None,
                 "slowdown_max": round(max(v["slowdowns"]), 3) if v["slowdowns"] else None}
                 for pool, v in sorted(self._sharing.items())}
-        summary.update(self._spot_summary())
         return summary, self.series, self._jobs(), pods_rows
-
-    def _spot_summary(self) -> dict[str, Any]:
-        """Spot preemptions per pool, and work lost to interrupted pods (preempted, failed, deleted while running)
-        since their last checkpoint: in GPU-hours (nvidia.com/gpu) and TPU chip-hours (google.com/tpu), per Job."""
-        out: dict[str, Any] = {}
-        if self.spot is not None and (self.spot.preemptions or any(
-                (p.get("spec") or {}).get("spotPreemption") for p in self.store.list("NodePool"))):
-            out["spot"] = {"preemptions": dict(sorted(self.spot.preemptions.items())),
-                           "nodes_shut_down": dict(sorted(self.spot.nodes_shut_down.items())),
-                           "preemption_times": [{"t": t, "pool": pool, "node": node}
-                                                for t, pool, node in self.spot.timeline]}
-        if self.kubelet is not None:
-            lost = self.kubelet.lost_work
-            out["wasted_gpu_hours"] = round(sum(v["gpu_seconds"] for v in lost.values()) / 3600, 3)
-            out["wasted_tpu_chip_hours"] = round(sum(v["tpu_chip_seconds"] for v in lost.values()) / 3600, 3)
-            if lost:
-                out["lost_work"] = {f"{ns}/{name}": {
-                    "gpu_hours": round(v["gpu_seconds"] / 3600, 3), "tpu_chip_hours": round(
-                        v["tpu_chip_seconds"] / 3600, 3), "hours": round(v["seconds"] / 3600, 3),
-                    "interruptions": int(v["interruptions"])} for (ns, name), v in sorted(lost.items())}
-        return out
 
     def _jobs(self) -> list[dict]:
         out = []
