@@ -115,3 +115,22 @@ def condition(obj: dict, ctype: str) -> dict:
 def is_true(obj: dict, ctype: str) -> bool:
     """Whether the object's condition of that type is True: apimachinery's IsStatusConditionTrue."""
     return is_condition_true(conditions_of(obj), ctype)
+
+
+def bound_pod(name: str, node: str, cpu: str, at: str = "0s") -> dict:
+    """A pod already bound to `node` (spec.nodeName set, as a static pod or a kubectl-created one)."""
+    pod = make_pod(name).cpu(cpu).duration("1h").create_at(at).obj_()
+    pod["spec"]["nodeName"] = node
+    return pod
+
+
+def init_pod(name: str, cpu: str, init: list[tuple[str, str, bool]] = (), at: str = "0s") -> dict:
+    """A pod with one container asking for `cpu`, and init containers (name, cpu, sidecar?) in order."""
+    spec: dict = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}
+    if init:
+        spec["initContainers"] = [{"name": n, "image": "busybox", "resources": {"requests": {"cpu": c}},
+                                   **({"restartPolicy": "Always"} if sidecar else {})} for n, c, sidecar in init]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default",
+                         "annotations": {"kubetwin.io/create-at": at, "kubetwin.io/duration": "1h"}},
+            "spec": spec}

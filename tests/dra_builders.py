@@ -105,3 +105,29 @@ def slice_(name: str) -> SliceBuilder:
 def node(name: str, region: str = "region-1") -> dict:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"region": region,
                                                                                      "planet": "earth"}}}
+
+
+# -- whole scenarios for kubetwin.run: an H100 node running the NVIDIA DRA driver ---------------------------------
+DRA_POOL = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "h100"},
+            "spec": {"machineType": "a3-highgpu-8g", "nodeCount": 1,
+                     "accelerators": [{"type": "nvidia-h100-80gb", "count": 8,
+                                       "gpuDriverInstallation": "INSTALLATION_DISABLED"}],
+                     "labels": {"gke-no-default-nvidia-gpu-device-plugin": "true"}}}
+TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+SLICES_AT = 90 + 180  # boot delay + driver install delay (NodePool defaults)
+
+
+def claim_pod(name: str, claim: str, *, template: bool = False, duration: str = "1h", **ann: str) -> dict:
+    """A pod whose container uses one ResourceClaim (or a claim from a template), tolerating the GPU taint."""
+    ref = {"name": "gpu", ("resourceClaimTemplateName" if template else "resourceClaimName"): claim}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"kubetwin.io/duration": duration, **ann}},
+            "spec": {"resourceClaims": [ref], "tolerations": TOLERATE,
+                     "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+
+def gpu_claim(name: str, count: int, cls: str = "gpu.nvidia.com") -> dict:
+    """A ResourceClaim for `count` devices of a DeviceClass (ExactCount)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls,
+                                                                          "count": count}}]}}}

@@ -204,3 +204,56 @@ class WorkloadBuilder:
 
 def make_wl(namespace: str, name: str) -> WorkloadBuilder:
     return WorkloadBuilder(namespace, name)
+
+
+# -- whole manifests for kubetwin.run (the scenario itself: conftest.scenario) ------------------------------------
+KQ = V1BETA2
+
+
+def cpu_pool(name: str = "cpu", count: int = 2, labels: dict | None = None, taints: list | None = None) -> dict:
+    spec: dict = {"machineType": "e2-standard-16", "nodeCount": count, "zones": ["us-central1-a"]}
+    if labels:
+        spec["labels"] = labels
+    if taints:
+        spec["taints"] = taints
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+
+
+def flavor(name: str = "default", **spec) -> dict:
+    return {"apiVersion": KQ, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+
+
+def cluster_queue(name: str, cpu: str, cohort: str | None = None, flavor_name: str = "default",
+                  preemption: dict | None = None) -> dict:
+    spec: dict = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+        {"name": flavor_name, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}
+    if cohort:
+        spec["cohortName"] = cohort
+    if preemption:
+        spec["preemption"] = preemption
+    return {"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(name: str, cq: str, ns: str = "default", create_at: str | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": ns}
+    if create_at:
+        meta["annotations"] = {"kubetwin.io/create-at": create_at}
+    return {"apiVersion": KQ, "kind": "LocalQueue", "metadata": meta, "spec": {"clusterQueue": cq}}
+
+
+def job(name: str, queue: str | None, cpu: str = "1", pods: int = 1, duration: str = "30m", ns: str = "default",
+        create_at: str | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": ns}
+    if queue:
+        meta["labels"] = {"kueue.x-k8s.io/queue-name": queue}
+    if create_at:
+        meta["annotations"] = {"kubetwin.io/create-at": create_at}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
+        "parallelism": pods, "completions": pods, "template": {
+            "metadata": {"annotations": {"kubetwin.io/duration": duration}},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}}}}
+
+
+def configuration(**fields) -> dict:
+    return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **fields}

@@ -81,3 +81,15 @@ def inference_model(name: str, model: str = MODEL, criticality: str = "Standard"
     return {"apiVersion": "inference.networking.x-k8s.io/v1alpha2", "kind": "InferenceModel",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"modelName": model, "criticality": criticality, "poolRef": {"name": pool}}}
+
+
+def a100_pool(partition: str | None = None, sharing: str | None = None, clients: int = 2) -> dict:
+    """One a2-ultragpu-1g node: its A100 whole, MIG-partitioned or shared (time-slicing / MPS)."""
+    acc: dict = {"type": "nvidia-a100-80gb", "count": 1}
+    if partition:
+        acc["gpuPartitionSize"] = partition
+    if sharing:
+        acc["gpuSharingConfig"] = {"gpuSharingStrategy": sharing, "maxSharedClientsPerGpu": clients}
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "a100"},
+            "spec": {"machineType": "a2-ultragpu-1g", "nodeCount": 1, "zones": ["us-central1-a"],
+                     "accelerators": [acc]}}

@@ -6,8 +6,7 @@ whose status is unchanged keeps its lastTransitionTime even when its reason or m
 
 from __future__ import annotations
 
-from conftest import scenario, static_node
-from test_pod_resources import pod
+from conftest import init_pod, scenario, static_node
 
 from kubetwin.api.conditions import (
     find_condition,
@@ -29,7 +28,7 @@ def test_unschedulable_pod_keeps_the_time_it_became_unschedulable_when_the_messa
     # message becomes "Insufficient cpu": still PodScheduled=False since 0s.
     small = static_node("small", cpu="2")
     small["metadata"]["annotations"] = {"kubetwin.io/create-at": "5m"}
-    res = run(objects=[scenario("10m"), small, pod("big", "4")])
+    res = run(objects=[scenario("10m"), small, init_pod("big", "4")])
     messages = []
     for t, p in pod_versions(res, "big"):
         c = find_condition(p["status"].get("conditions"), "PodScheduled")

@@ -6,31 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from dra_builders import DRA_POOL, SLICES_AT, TOLERATE, claim_pod, gpu_claim
 
 from kubetwin.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
-DRA_POOL = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "h100"},
-            "spec": {"machineType": "a3-highgpu-8g", "nodeCount": 1,
-                     "accelerators": [{"type": "nvidia-h100-80gb", "count": 8,
-                                       "gpuDriverInstallation": "INSTALLATION_DISABLED"}],
-                     "labels": {"gke-no-default-nvidia-gpu-device-plugin": "true"}}}
-TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-SLICES_AT = 90 + 180  # boot delay + driver install delay (NodePool defaults)
-
-
-def pod(name: str, claim: str, *, template: bool = False, duration: str = "1h", **ann: str) -> dict:
-    ref = {"name": "gpu", ("resourceClaimTemplateName" if template else "resourceClaimName"): claim}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "annotations": {"kubetwin.io/duration": duration, **ann}},
-            "spec": {"resourceClaims": [ref], "tolerations": TOLERATE,
-                     "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}]}}
-
-
-def claim(name: str, count: int, cls: str = "gpu.nvidia.com") -> dict:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls,
-                                                                          "count": count}}]}}}
 
 
 def test_driver_publishes_a_slice_per_node_and_its_device_classes() -> None:
@@ -51,8 +31,8 @@ def test_driver_publishes_a_slice_per_node_and_its_device_classes() -> None:
 
 
 def test_claim_allocated_reserved_and_released() -> None:
-    objs = [DRA_POOL, claim("shared", 6), pod("first", "shared", duration="30m"),
-            claim("other", 4), pod("second", "other", duration="30m")]
+    objs = [DRA_POOL, gpu_claim("shared", 6), claim_pod("first", "shared", duration="30m"),
+            gpu_claim("other", 4), claim_pod("second", "other", duration="30m")]
     res = run(objects=objs, duration="2h")
     allocs = [o["status"]["allocation"] for _, _, o in res.versions("ResourceClaim", "shared")
               if (o.get("status") or {}).get("allocation")]
@@ -78,8 +58,8 @@ def test_claim_allocated_reserved_and_released() -> None:
 
 def test_template_claims_are_generated_owned_and_deleted_with_the_pod() -> None:
     tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
-            "spec": {"spec": claim("x", 1)["spec"]}}
-    res = run(objects=[DRA_POOL, tmpl, pod("worker", "one-gpu", template=True, duration="10m")], duration="1h")
+            "spec": {"spec": gpu_claim("x", 1)["spec"]}}
+    res = run(objects=[DRA_POOL, tmpl, claim_pod("worker", "one-gpu", template=True, duration="10m")], duration="1h")
     [(t0, _, gen)] = [v for v in res.versions("ResourceClaim") if v[1] == "ADDED"]
     assert gen["metadata"]["name"].startswith("worker-gpu-") and len(gen["metadata"]["name"]) == len("worker-gpu-") + 5
     assert gen["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
@@ -109,8 +89,8 @@ def test_seed_as_written_fails_in_the_schedulers_words(shared) -> None:
 
 
 def test_prefilter_messages() -> None:
-    res = run(objects=[DRA_POOL, pod("lost", "nope"), claim("c", 1, cls="no-such-class"), pod("classless", "c")],
-              duration="10m")
+    res = run(objects=[DRA_POOL, claim_pod("lost", "nope"), gpu_claim("c", 1, cls="no-such-class"),
+                       claim_pod("classless", "c")], duration="10m")
     assert [e.message for e in res.recorded_events("FailedScheduling", involved="lost")][-1] == \
         '0/1 nodes are available: could not find ResourceClaim "default/nope".'
     assert [e.message for e in res.recorded_events("FailedScheduling", involved="classless")][-1] == \
@@ -140,10 +120,10 @@ def test_remembered_node_verdicts_change_nothing(monkeypatch) -> None:
     from kubetwin.scheduler import dra
 
     tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "two"},
-            "spec": {"spec": claim("x", 2)["spec"]}}
+            "spec": {"spec": gpu_claim("x", 2)["spec"]}}
     pools = [DRA_POOL, {**DRA_POOL, "metadata": {"name": "h100b"}, "spec": {**DRA_POOL["spec"], "nodeCount": 2}}]
-    pods = [pod(f"p{i}", "two", template=True, duration=f"{10 + 7 * (i % 5)}m") for i in range(14)]
-    objs = [*pools, tmpl, *pods, claim("big", 4), pod("big", "big", duration="20m")]
+    pods = [claim_pod(f"p{i}", "two", template=True, duration=f"{10 + 7 * (i % 5)}m") for i in range(14)]
+    objs = [*pools, tmpl, *pods, gpu_claim("big", 4), claim_pod("big", "big", duration="20m")]
     remembered = run(objects=objs, duration="3h").history
     init = dra.DynamicResources.__init__
 
@@ -162,7 +142,7 @@ def _mig_pool(name: str, **labels: str) -> dict:
 
 
 def _mig_claim(name: str, profile: str, count: int = 1) -> dict:
-    c = claim(name, count, cls="mig.nvidia.com")
+    c = gpu_claim(name, count, cls="mig.nvidia.com")
     c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
         {"cel": {"expression": f'device.attributes["gpu.nvidia.com"].profile == "{profile}"'}}]
     return c
@@ -170,7 +150,7 @@ def _mig_claim(name: str, profile: str, count: int = 1) -> dict:
 
 def test_static_mig_devices_replace_the_whole_gpus() -> None:
     objs = [_mig_pool("mig", **{"nvidia.com/mig.config": "all-3g.40gb"}), _mig_claim("two", "3g.40gb", 2),
-            pod("p", "two")]
+            claim_pod("p", "two")]
     res = run(objects=objs, duration="30m")
     [(_, _, sl)] = res.versions("ResourceSlice")
     devs = sl["spec"]["devices"]
@@ -190,11 +170,11 @@ def test_dynamic_mig_counters_keep_layouts_legal() -> None:
     """DynamicMIG publishes whole GPUs and every MIG placement consuming the GPU's memory slices: with
     DRAPartitionableDevices on, a 4g.40gb (slices 0-3) leaves a 3g.40gb only start 4, and a whole-GPU claim
     goes to the next GPU; with the gate at its 1.34 default (off) nothing is allocatable."""
-    whole = claim("whole", 1)
+    whole = gpu_claim("whole", 1)
     objs = [_mig_pool("dyn", **{"kubetwin.io/nvidia-dra-dynamic-mig": "true"}),
-            _mig_claim("four", "4g.40gb"), pod("a", "four"), _mig_claim("three", "3g.40gb"),
-            pod("b", "three", **{"kubetwin.io/create-at": "6m"}), whole,
-            pod("c", "whole", **{"kubetwin.io/create-at": "7m"})]
+            _mig_claim("four", "4g.40gb"), claim_pod("a", "four"), _mig_claim("three", "3g.40gb"),
+            claim_pod("b", "three", **{"kubetwin.io/create-at": "6m"}), whole,
+            claim_pod("c", "whole", **{"kubetwin.io/create-at": "7m"})]
     gates = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
              "spec": {"featureGates": {"DRAPartitionableDevices": True}}}
     res = run(objects=[gates, *objs], duration="30m")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, missing_shared_trace
+from conftest import SHARED, bound_pod, missing_shared_trace
 from invariants import check, check_run_dir
 
 from kubetwin.runner import run
@@ -89,9 +89,9 @@ def test_invariants_hold_over_the_node_faults(tmp_path: Path) -> None:
     """The pods that skip the scheduler (spec.nodeName) on a full, a missing and a NotReady node: before the
     kubelet's admission, PodGC and the node lifecycle controller they over-committed and ran where they could not."""
     from conftest import scenario, static_node
-    from test_node_faults import bound
 
     out = tmp_path / "run"
-    run(objects=[scenario("20m"), static_node("full", cpu="4"), bound("a", "full", "3"), bound("b", "full", "2"),
-                 bound("c", "missing", "1"), static_node("sick", ready="False"), bound("d", "sick", "1")], out=out)
+    run(objects=[scenario("20m"), static_node("full", cpu="4"), bound_pod("a", "full", "3"),
+                 bound_pod("b", "full", "2"), bound_pod("c", "missing", "1"), static_node("sick", ready="False"),
+                 bound_pod("d", "sick", "1")], out=out)
     assert check_run_dir(out) == []

@@ -7,14 +7,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import condition, is_true
-from test_kueue_run import (
-    cluster_queue,
-    configuration,
-    flavor,
-    local_queue,
-    scenario,
-)
+from conftest import condition, is_true, scenario
+from kueue_builders import cluster_queue, configuration, flavor, local_queue
 
 from kubetwin.kueue.controller.pods import MANAGED_LABEL, SCHEDULING_GATE
 from kubetwin.runner import run as kt_run

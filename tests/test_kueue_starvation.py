@@ -13,17 +13,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import condition, is_true
-from kueue_builders import NOW, make_wl
-from test_kueue_run import (
-    KQ,
-    cluster_queue,
-    cpu_pool,
-    flavor,
-    job,
-    local_queue,
-    scenario,
-)
+from conftest import condition, is_true, scenario
+from kueue_builders import KQ, NOW, cluster_queue, cpu_pool, flavor, job, local_queue, make_wl
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app

@@ -3,24 +3,18 @@ controller are what stop them from running where they cannot."""
 
 from __future__ import annotations
 
-from conftest import final_objects, make_pod, scenario, static_node
+from conftest import bound_pod, final_objects, make_pod, scenario, static_node
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
 from kubetwin.runner import run
 
 
-def bound(name: str, node: str, cpu: str, at: str = "0s") -> dict:
-    pod = make_pod(name).cpu(cpu).duration("1h").create_at(at).obj_()
-    pod["spec"]["nodeName"] = node
-    return pod
-
-
 def test_kubelet_rejects_a_pod_that_overcommits_its_node(tmp_path) -> None:
     """pkg/kubelet/lifecycle/predicate.go: InsufficientResourceError -> reason OutOfcpu; the kubelet's rejectPod
     writes phase Failed with message "Pod was rejected: " + the error, and a Warning event."""
-    res = run(objects=[scenario("30m"), static_node("n1", cpu="4"), bound("first", "n1", "3"),
-                       bound("second", "n1", "2", at="1m")], out=tmp_path / "run")
+    res = run(objects=[scenario("30m"), static_node("n1", cpu="4"), bound_pod("first", "n1", "3"),
+                       bound_pod("second", "n1", "2", at="1m")], out=tmp_path / "run")
     shown = CliRunner().invoke(app, ["get", "pods", "--run", str(tmp_path / "run")])
     assert shown.exit_code == 0 and "OutOfcpu" in next(line for line in shown.output.splitlines()
                                                          if line.startswith("second"))
@@ -37,7 +31,7 @@ def test_kubelet_rejects_a_pod_that_overcommits_its_node(tmp_path) -> None:
 def test_podgc_deletes_a_pod_bound_to_a_node_that_does_not_exist() -> None:
     """gcOrphaned: a pod whose node is missing is, after the 40 s quarantine, marked Failed with DisruptionTarget
     DeletionByPodGC and deleted; it never runs."""
-    res = run(objects=[scenario("10m"), static_node("n1"), bound("lost", "no-such-node", "1")])
+    res = run(objects=[scenario("10m"), static_node("n1"), bound_pod("lost", "no-such-node", "1")])
     vs = res.versions("Pod", "lost")
     assert not any(o["status"].get("phase") == "Running" for _, _, o in vs)
     t, etype, last = vs[-1]
@@ -51,7 +45,7 @@ def test_not_ready_node_is_tainted_and_its_pods_evicted_after_300s() -> None:
     """The node lifecycle controller taints a NotReady node not-ready:NoSchedule and NoExecute; a pod bound there
     does not run, and tolerates NoExecute for the 300 s DefaultTolerationSeconds adds, then it is evicted; a
     pod left to the scheduler is kept off the node by the NoSchedule taint."""
-    res = run(objects=[scenario("20m"), static_node("sick", ready="False"), bound("stuck", "sick", "1"),
+    res = run(objects=[scenario("20m"), static_node("sick", ready="False"), bound_pod("stuck", "sick", "1"),
                        make_pod("free").cpu("1").obj_()])
     node = final_objects(res, "Node")["sick"]
     taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
@@ -76,10 +70,10 @@ def test_not_ready_node_is_tainted_and_its_pods_evicted_after_300s() -> None:
 def test_unknown_ready_is_unreachable_and_a_pod_that_tolerates_it_forever_stays() -> None:
     """Ready Unknown (the node stopped posting status) taints node.kubernetes.io/unreachable; a pod with its own
     NoExecute toleration without tolerationSeconds is never evicted (DefaultTolerationSeconds adds none then)."""
-    keep = bound("keeper", "lost", "1")
+    keep = bound_pod("keeper", "lost", "1")
     keep["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
                                     "effect": "NoExecute"}]
-    res = run(objects=[scenario("20m"), static_node("lost", ready="Unknown"), keep, bound("other", "lost", "1")])
+    res = run(objects=[scenario("20m"), static_node("lost", ready="Unknown"), keep, bound_pod("other", "lost", "1")])
     node = final_objects(res, "Node")["lost"]
     assert {(t["key"], t["effect"]) for t in node["spec"]["taints"]} == {
         ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}

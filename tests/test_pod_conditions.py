@@ -12,8 +12,7 @@ manager's mergePodStatus and updateLastTransitionTime in pkg/kubelet/status/stat
 from __future__ import annotations
 
 from conftest import condition, make_pod, scenario, static_node
-from serving_builders import inference_pool, trace, vllm
-from test_serving_shared_gpus import _a100_pool
+from serving_builders import a100_pool, inference_pool, trace, vllm
 
 from kubetwin.runner import run
 
@@ -72,7 +71,7 @@ def test_a_failed_pod_says_podfailed_and_a_succeeded_one_podcompleted() -> None:
 def test_a_server_that_never_turns_ready_keeps_the_time_it_became_unready_through_its_crashes() -> None:
     # Llama-3-8B cannot load on a 1g.10gb MIG slice: the server exits at start-up, again at every restart.
     server = vllm("srv", 1, args=["--model", "meta-llama/Meta-Llama-3-8B-Instruct", "--max-model-len", "4096"])
-    r = run(objects=[scenario("15m"), _a100_pool(partition="1g.10gb"), server, inference_pool(),
+    r = run(objects=[scenario("15m"), a100_pool(partition="1g.10gb"), server, inference_pool(),
                      trace(rate=1, start="8m")])
     name = next(n for _, _, _, o in r.history if o["kind"] == "Pod" for n in [o["metadata"]["name"]])
     running = [o for _, etype, o in r.versions("Pod", name)

@@ -9,22 +9,10 @@ from __future__ import annotations
 
 import re
 
-from conftest import scenario, static_node, write_yaml
+from conftest import init_pod, scenario, static_node, write_yaml
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
-
-
-def pod(name: str, cpu: str, init: list[tuple[str, str, bool]] = (), at: str = "0s") -> dict:
-    """A pod with one container asking for `cpu`, and init containers (name, cpu, sidecar?) in order."""
-    spec: dict = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}
-    if init:
-        spec["initContainers"] = [{"name": n, "image": "busybox", "resources": {"requests": {"cpu": c}},
-                                   **({"restartPolicy": "Always"} if sidecar else {})} for n, c, sidecar in init]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default",
-                         "annotations": {"kubetwin.io/create-at": at, "kubetwin.io/duration": "1h"}},
-            "spec": spec}
 
 
 def run_and_describe(tmp_path, objs: list[dict], *cmds: list[str]) -> list[str]:
@@ -42,8 +30,8 @@ def run_and_describe(tmp_path, objs: list[dict], *cmds: list[str]) -> list[str]:
 
 def test_sidecar_adds_to_the_pods_requests_when_scheduling_and_in_describe_node(tmp_path) -> None:
     # 2000m + a 500m sidecar = 2500m on a 4-CPU node: a 1600m pod no longer fits beside it.
-    objs = [static_node("n1"), pod("with-sidecar", "2000m", [("proxy", "500m", True)]),
-            pod("filler", "1600m", at="1s")]
+    objs = [static_node("n1"), init_pod("with-sidecar", "2000m", [("proxy", "500m", True)]),
+            init_pod("filler", "1600m", at="1s")]
     filler, described = run_and_describe(tmp_path, objs, ["describe", "pod", "filler"], ["describe", "node", "n1"])
     assert "0/1 nodes are available: 1 Insufficient cpu." in filler
     assert "Status:       Pending" in filler
@@ -55,8 +43,9 @@ def test_sidecar_adds_to_the_pods_requests_when_scheduling_and_in_describe_node(
 
 def test_regular_init_container_runs_beside_the_sidecars_started_before_it(tmp_path) -> None:
     # max(2000m + 500m, 2200m init + 500m sidecar before it) = 2700m: a 1400m pod does not fit in 4 CPUs.
-    objs = [static_node("n1"), pod("init-after-sidecar", "2000m", [("proxy", "500m", True), ("setup", "2200m", False)]),
-            pod("filler", "1400m", at="1s")]
+    objs = [static_node("n1"),
+            init_pod("init-after-sidecar", "2000m", [("proxy", "500m", True), ("setup", "2200m", False)]),
+            init_pod("filler", "1400m", at="1s")]
     filler, described = run_and_describe(tmp_path, objs, ["describe", "pod", "filler"], ["describe", "node", "n1"])
     assert "0/1 nodes are available: 1 Insufficient cpu." in filler
     assert "2700m (67%)" in described.split("Allocated resources:")[1]
@@ -64,8 +53,8 @@ def test_regular_init_container_runs_beside_the_sidecars_started_before_it(tmp_p
 
 def test_init_container_before_the_sidecar_does_not_count_it(tmp_path) -> None:
     # The 3000m init container runs before the sidecar starts: max(2000m + 500m, 3000m) = 3000m, so 1000m fits.
-    objs = [static_node("n1"), pod("init-first", "2000m", [("setup", "3000m", False), ("proxy", "500m", True)]),
-            pod("filler", "1000m", at="1s")]
+    objs = [static_node("n1"), init_pod("init-first", "2000m", [("setup", "3000m", False), ("proxy", "500m", True)]),
+            init_pod("filler", "1000m", at="1s")]
     filler, described = run_and_describe(tmp_path, objs, ["describe", "pod", "filler"], ["describe", "node", "n1"])
     assert "Node:         n1" in filler
     assert "4 (100%)" in described.split("Allocated resources:")[1]
@@ -74,9 +63,9 @@ def test_init_container_before_the_sidecar_does_not_count_it(tmp_path) -> None:
 def test_pod_level_requests_replace_the_containers_sum_for_cpu_and_memory(tmp_path) -> None:
     # PodLevelResources (beta, on in 1.34): spec.resources.requests.cpu 3 stands for the pod, not its
     # container's 1 CPU; a 1500m pod no longer fits on the 4-CPU node.
-    big = pod("pod-level", "1")
+    big = init_pod("pod-level", "1")
     big["spec"]["resources"] = {"requests": {"cpu": "3"}, "limits": {"cpu": "3"}}
-    filler, described = run_and_describe(tmp_path, [static_node("n1"), big, pod("filler", "1500m", at="1s")],
+    filler, described = run_and_describe(tmp_path, [static_node("n1"), big, init_pod("filler", "1500m", at="1s")],
                                          ["describe", "pod", "filler"], ["describe", "node", "n1"])
     assert "0/1 nodes are available: 1 Insufficient cpu." in filler
     assert re.search(r"pod-level\s+3 \(75%\)\s+3 \(75%\)", described)  # CPU requests and limits

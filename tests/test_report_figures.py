@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_pod, make_pool, scenario
-from test_dra_scheduling import DRA_POOL, claim, pod
+from dra_builders import DRA_POOL, claim_pod, gpu_claim
 
 from kubetwin.runner import run
 
@@ -37,7 +37,7 @@ def test_dra_pod_preempted_by_spot_wastes_its_claimed_gpu_hours() -> None:
     device-plugin pod would."""
     pool = {**DRA_POOL, "spec": {**DRA_POOL["spec"], "spot": True,
                                  "spotPreemption": {"schedule": [{"at": "1h", "nodes": 1}]}}}
-    res = run(objects=[scenario("2h"), pool, claim("two", 2), pod("trainer", "two", duration="3h")])
+    res = run(objects=[scenario("2h"), pool, gpu_claim("two", 2), claim_pod("trainer", "two", duration="3h")])
     lost = res.summary["lost_work"]["default/trainer"]
     assert lost["interruptions"] == 1 and lost["hours"] > 0.5
     assert res.summary["wasted_gpu_hours"] == pytest.approx(2 * lost["hours"], abs=2e-3)

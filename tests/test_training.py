@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import make_pool, scenario
+from training_builders import FakeNet, spec
 
 from kubetwin.api.loader import Manifest
 from kubetwin.runner import run
@@ -14,25 +15,6 @@ from kubetwin.workloads.training import DDP_BUCKET_BYTES, Placement, job_seconds
 from kubetwin.workloads.training_spec import SpecError, parse
 
 P = "training.kubetwin.io/"
-
-
-class FakeNet:
-    """bytes / bandwidth: `intra` B/s inside one node, `inter` B/s once a group spans nodes; no latency."""
-
-    def __init__(self, intra: float = 1e12, inter: float = 1e10) -> None:
-        self.intra, self.inter = intra, inter
-
-    def topology(self, nodes: list[dict], gpus_per_node: list[int]) -> int:
-        return len(nodes)
-
-    def collective_time(self, op: str, nbytes: float, topo: int, group: str = "all") -> float:
-        return nbytes / (self.intra if topo == 1 else self.inter)
-
-
-def spec(**kw: str):
-    ann = {"params": "1e9", "steps": "1000", "global-batch-size": "8", "sequence-length": "1000", "mfu": "0.5"}
-    ann.update({k.replace("_", "-"): v for k, v in kw.items()})
-    return parse({P + k: v for k, v in ann.items()})
 
 
 def node(name: str) -> dict:
@@ -83,7 +65,6 @@ def test_network_bound_at_many_nodes_on_a_slow_tier() -> None:
     # TP stays inside a node: its cost does not depend on the inter-node tier
     assert slow.comm["tp"] == pytest.approx(fast.comm["tp"])
     assert slow.comm["tp"] > 0
-
 
 
 def test_one_node_job_is_not_told_to_buy_a_faster_network_tier() -> None:

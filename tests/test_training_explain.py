@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_pool, scenario
-from test_training import FakeNet, spec
+from training_builders import FakeNet, spec
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
