@@ -14,8 +14,8 @@ holds, label `inference_pool`) from GIE's metrics (reference 1.12)."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
+from kubetwin.prometheus import exposition
 from kubetwin.prometheus.staleness import STALE_NAN, is_stale
 from kubetwin.serving.dataplane import ServingDataPlane
 from kubetwin.serving.histograms import HISTOGRAMS, RequestHistograms
@@ -154,26 +154,16 @@ class ServingMetricsSource:
         lines: list[str] = []
         for name in sorted(n for n in self._series if not n.endswith(("_bucket", "_sum", "_count"))
                            or n in COUNTERS):
-            kind = "counter" if name in COUNTERS else "gauge"
-            lines.append(f"# TYPE {name} {kind}")
+            lines += exposition.header(name, "counter" if name in COUNTERS else "gauge")
             for key in sorted(self._series[name]):
                 labels, samples = self._series[name][key]
                 if samples and not is_stale(samples[-1][1]):  # what a scrape of the run's end would read
-                    lines.append(f"{name}{{{_labels(labels)}}} {_num(samples[-1][1])}")
+                    lines.append(exposition.sample(name, sorted(labels.items()), samples[-1][1]))
         self.hist.consume(self.plane.log.rows)
         samples = self._histogram_samples()
         for hname in sorted(HISTOGRAMS):
             mine = [(n, lab, v) for n, lab, v in samples if n.startswith(hname + "_")]
             if mine:
-                lines.append(f"# TYPE {hname} histogram")
-                lines += [f"{n}{{{_labels(lab)}}} {_num(v)}" for n, lab, v in mine]
-        return "\n".join(lines) + ("\n" if lines else "")
-
-
-def _num(v: Any) -> str:
-    f = float(v)
-    return str(int(f)) if f.is_integer() else repr(f)
-
-
-def _labels(labels: Labels) -> str:
-    return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+                lines += exposition.header(hname, "histogram")
+                lines += [exposition.sample(n, sorted(lab.items()), v) for n, lab, v in mine]
+        return exposition.text(lines)

@@ -38,6 +38,7 @@ from typing import Any
 
 from kubetwin import catalog
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.prometheus import exposition
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.memory import CONTEXT_MIB, gpu_memory_mib, used_mib
 from kubetwin.workloads.training import BF16, Placement, StepTime
@@ -128,10 +129,6 @@ def idle(gpu: str) -> GpuMetrics:
     return GpuMetrics(0.0, 0.0, 0.0, float(min(CONTEXT_MIB, gpu_memory_mib(gpu))), 0.0, 0.0)
 
 
-def _num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else repr(float(v))
-
-
 class DcgmExporter:
     """Samples every Running GPU pod of a training job each `interval` (the run's sampleInterval), as Prometheus
     would scrape a dcgm-exporter DaemonSet; `finish` gives the per-pod time series and the exposition."""
@@ -191,16 +188,16 @@ class DcgmExporter:
         that scrape's timestamp (a finished pod is gone from a live scrape; the timestamp says when it was seen)."""
         lines: list[str] = []
         for f in FIELDS:
-            lines += [f"# HELP {f} {HELP[f]}", f"# TYPE {f} gauge"]
+            lines += exposition.header(f, "gauge", HELP[f])
             for ref in sorted(self.last):
                 t, labels, gpus, g = self.last[ref]
                 for i in gpus:
-                    uuid = nvidia_dra._uuid("GPU", f"{labels['Hostname']}/{i}")
-                    lab = (f'gpu="{i}",UUID="{uuid}",device="nvidia{i}",modelName="{labels["modelName"]}",'
-                           f'Hostname="{labels["Hostname"]}",container="{labels["container"]}",'
-                           f'namespace="{labels["namespace"]}",pod="{labels["pod"]}"')
-                    lines.append(f"{f}{{{lab}}} {_num(g.values()[f])} {round(self.epoch_ms + t * 1000)}")
-        return {"pods": dict(sorted(self.series.items()))}, "\n".join(lines) + "\n" if self.last else ""
+                    uuid = nvidia_dra.device_uuid("GPU", f"{labels['Hostname']}/{i}")
+                    lab = [("gpu", i), ("UUID", uuid), ("device", f"nvidia{i}"), ("modelName", labels["modelName"]),
+                           ("Hostname", labels["Hostname"]), ("container", labels["container"]),
+                           ("namespace", labels["namespace"]), ("pod", labels["pod"])]  # dcgm-exporter's order
+                    lines.append(exposition.sample(f, lab, g.values()[f], round(self.epoch_ms + t * 1000)))
+        return {"pods": dict(sorted(self.series.items()))}, exposition.text(lines) if self.last else ""
 
 
 def _ref(pod: Obj) -> str:

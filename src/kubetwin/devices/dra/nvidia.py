@@ -37,7 +37,7 @@ def uses_dra(labels: dict[str, str]) -> bool:
     return labels.get(NO_DEVICE_PLUGIN) == "true"
 
 
-def _uuid(prefix: str, seed: str) -> str:
+def device_uuid(prefix: str, seed: str) -> str:
     h = hashlib.sha256(seed.encode()).hexdigest()
     return f"{prefix}-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
@@ -48,7 +48,7 @@ def _gpu(node_name: str, accelerator: str, i: int, count: int) -> dict:
     # Twin assumption: GPUs split evenly over two PCIe roots (one per CPU socket on 8-GPU machines).
     root = "pci0000:00" if count < 2 or i < count // 2 else "pci0000:80"
     return {"name": f"gpu-{i}", "attributes": {
-        "type": {"string": "gpu"}, "uuid": {"string": _uuid("GPU", f"{node_name}/{i}")},
+        "type": {"string": "gpu"}, "uuid": {"string": device_uuid("GPU", f"{node_name}/{i}")},
         "productName": {"string": gpu["productName"]}, "brand": {"string": "Nvidia"},
         "architecture": {"string": gpu["architecture"]},
         "cudaComputeCapability": {"version": gpu["cudaComputeCapability"]},
@@ -65,7 +65,7 @@ def _mig(parent: dict, placement: mig.Placement, node_name: str) -> dict:
     p = placement.profile
     attrs = {k: v for k, v in parent["attributes"].items() if k not in ("uuid", "type")}
     name = f"{parent['name']}-mig-{p.gi_profile_id}-{placement.start}-{p.size}"
-    attrs.update({"type": {"string": "mig"}, "uuid": {"string": _uuid("MIG", f"{node_name}/{name}")},
+    attrs.update({"type": {"string": "mig"}, "uuid": {"string": device_uuid("MIG", f"{node_name}/{name}")},
                   "parentUUID": parent["attributes"]["uuid"], "profile": {"string": p.name}})
     caps: dict = {"memory": {"value": f"{p.memory_mib}Mi"}}
     if p.sms is not None:
