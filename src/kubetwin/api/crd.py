@@ -18,16 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from kubetwin.api import crd_cel, crd_schema, kinds
 from kubetwin.api.crd_schema import FieldError
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.jobset_defaults import jobset_defaults
 
-# (group, kind) -> CRD file: the custom resources of the kind registry (api/kinds.py CRDS; kubetwin/api/crds/README.md
-# gives each file's repo and commit).
-CRD_FILES: dict[tuple[str, str], str] = {gk: f for gk, (f, *_) in kinds.CRDS.items()}
 INCOMPLETE = ('Invalid value: "null": some validation rules were not checked because the object was invalid; '
               "correct the existing errors to complete validation")
 # Plain-words fixes for the Kueue rules users hit most (kueue.x-k8s.io_clusterqueues.yaml); others quote the rule.
@@ -42,7 +37,6 @@ RULE_HINTS = {
     "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor":
         "remove flavorFungibility.preference, or set whenCanBorrow and whenCanPreempt to TryNextFlavor",
 }
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -56,8 +50,7 @@ class Version:
     deprecated: bool
     warning: str
     status_subresource: bool
-    source: str  # the CRD file in api/crds/ (or the CRD's name for one registered at run time)
-    crd: dict = field(compare=False, repr=False)
+    crd: dict = field(compare=False, repr=False)  # the CustomResourceDefinition
 
 
 _VERSIONS: dict[tuple[str, str], tuple[dict, dict[str, Version]]] = {}
@@ -72,7 +65,6 @@ def versions(group: str, kind: str) -> dict[str, Version]:
     if cached is not None and cached[0] is info.crd:
         return cached[1]
     out = {}
-    source = info.crd_file or f"{info.plural}.{group}"
     for v in info.crd["spec"]["versions"]:
         if not v.get("served", True):
             continue
@@ -83,7 +75,7 @@ def versions(group: str, kind: str) -> dict[str, Version]:
                                 **schema.get("properties", {}), "metadata": crd_schema.OBJECT_META}
         warning = v.get("deprecationWarning") or f"{group}/{v['name']} {kind} is deprecated"
         out[v["name"]] = Version(group, kind, v["name"], schema, bool(v.get("deprecated")), warning,
-                                 "status" in (v.get("subresources") or {}), source, info.crd)
+                                 "status" in (v.get("subresources") or {}), info.crd)
     _VERSIONS[(group, kind)] = (info.crd, out)
     return out
 

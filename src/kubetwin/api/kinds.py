@@ -53,7 +53,6 @@ class KindInfo:
     # "spec.template"); ("",) for a Pod, whose template is the object itself; () for kinds without pods
     pod_templates: tuple[str, ...] = ()
     columns: dict[str, tuple[PrinterColumn, ...]] | None = None  # version -> CRD printer columns; None: built-in
-    crd_file: str | None = None
     # the CustomResourceDefinition itself (api.crd validates and defaults against it); None for built-in kinds
     crd: dict | None = field(default=None, compare=False, hash=False, repr=False)
 
@@ -150,7 +149,7 @@ def _version_key(name: str) -> tuple[int, int, int]:
 
 
 def from_crd(crd: dict, *, simulated: tuple[str, ...] | None = None, create_order: int = 9,
-             pod_templates: tuple[str, ...] = (), crd_file: str | None = None) -> KindInfo:
+             pod_templates: tuple[str, ...] = ()) -> KindInfo:
     """A KindInfo from a CustomResourceDefinition: scope, names, served versions and printer columns."""
     spec = crd["spec"]
     names = spec["names"]
@@ -161,7 +160,7 @@ def from_crd(crd: dict, *, simulated: tuple[str, ...] | None = None, create_orde
                                 for c in v.get("additionalPrinterColumns") or []) for v in served}
     return KindInfo(spec["group"], names["kind"], versions, names["plural"], tuple(names.get("shortNames") or ()),
                     spec.get("scope", "Namespaced") == "Namespaced", simulated, create_order, pod_templates,
-                    columns, crd_file, crd)
+                    columns, crd)
 
 
 class KindRegistry:
@@ -251,10 +250,6 @@ class KindRegistry:
         self._load_all()
         return self._names.get(resource.lower())
 
-    def resource_names(self) -> list[str]:
-        self._load_all()
-        return sorted(self._names)
-
     def is_cluster_scoped(self, kind: str) -> bool:
         infos = self.by_kind(kind)
         return bool(infos) and not infos[0].namespaced
@@ -341,10 +336,14 @@ def default_registry() -> KindRegistry:
     """The built-in kinds, Kueue's Workload and every shipped CRD (each parsed when first asked for)."""
     registry = KindRegistry((*BUILT_IN, WORKLOAD))
     for (group, kind), (f, sim, o, t) in CRDS.items():
-        registry.register_lazy(group, kind, functools.partial(
-            lambda f, sim, o, t: from_crd(crd_document(f), simulated=sim, create_order=o, pod_templates=t,
-                                          crd_file=f), f, sim, o, t))
+        registry.register_lazy(group, kind, functools.partial(_shipped, f, sim, o, t))
     return registry
+
+
+def _shipped(filename: str, simulated: tuple[str, ...] | None, create_order: int,
+             pod_templates: tuple[str, ...]) -> KindInfo:
+    return from_crd(crd_document(filename), simulated=simulated, create_order=create_order,
+                    pod_templates=pod_templates)
 
 
 REGISTRY = default_registry()

@@ -337,8 +337,8 @@ def zones_offering(machine: str) -> tuple[list[str], str] | None:
 
 
 @contextlib.contextmanager
-def registered(gpu: GPUType, machine_types: tuple[MachineType, ...] = (), zones: tuple[str, ...] = (),
-               zones_source: str = "") -> Iterator[GPUType]:
+def registered(gpu: GPUType, machine_types: tuple[MachineType, ...] = (),
+               zones: tuple[str, ...] = ()) -> Iterator[GPUType]:
     """A GPU type (and the machine types that carry it, offered in `zones`) added for the duration of a with-block,
     as a row in data/machines.yaml and data/zones.yaml would add it for good: NodePools, prices, quotas, DCGM, the
     training and serving models then read it like any other (tests, a GPU tried out before it is catalogued)."""
@@ -351,7 +351,7 @@ def registered(gpu: GPUType, machine_types: tuple[MachineType, ...] = (), zones:
     for m in machine_types:
         machines[m.name] = m
     for fam in added_families:
-        families[fam] = {"zones": list(zones), "source": zones_source or "registered at run time"}
+        families[fam] = {"zones": list(zones), "source": "registered at run time"}
     try:
         yield gpu
     finally:

@@ -4,9 +4,8 @@ Populator fills a Hyperdisk ML volume at that rate; workloads.storage reads thro
 from __future__ import annotations
 
 from kubetwin.api.units import parse_quantity
+from kubetwin.catalog import MIB
 
-MIB = 1024 * 1024
-GIB = 1024 * MIB
 # Hyperdisk ML: throughput is provisioned per volume, 400 MiB/s minimum, shared by every reader attached read-only
 # (https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-ml via catalog_draft.yaml storage.hyperdisk_ml).
 HDML_MIN_MIBPS = 400

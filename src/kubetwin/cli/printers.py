@@ -98,12 +98,11 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
     rows: list[list[str]] = []
     crd_columns = kinds.REGISTRY.printer_columns(objs[0]) if objs else None
     if crd_columns:  # the CRD's table: NAME and its columns; priority > 0 only with -o wide
-        cols = [c for c in crd_columns if wide or c.priority == 0]
+        cols = [c for c in crd_columns if wide or c.priority == 0]  # one version per kind, as the API server serves
         rows.append(["NAME"] + [c.name.upper() for c in cols])
         for o in objs:
-            cols_of = [c for c in kinds.REGISTRY.printer_columns(o) or () if wide or c.priority == 0]
             rows.append([o["metadata"]["name"]] + [_age(jsonpath(o, c.json_path) or None, now) if c.type == "date"
-                                                   else jsonpath(o, c.json_path) for c in cols_of])
+                                                   else jsonpath(o, c.json_path) for c in cols])
     elif kind == "Pod":
         rows.append(["NAME", "READY", "STATUS", "RESTARTS", "AGE"] + (["IP", "NODE", "NOMINATED NODE"] if wide else []))
         for p in objs:

@@ -34,7 +34,8 @@ copy from Cloud Storage is done, and that wait is part of the job's start-up tim
 from __future__ import annotations
 
 from kubetwin.api.units import parse_quantity
-from kubetwin.catalog import storage as sto
+from kubetwin.catalog import GIB, MIB
+from kubetwin.catalog.storage import hdml_mibps
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -63,10 +64,10 @@ def transfer_rate(store: Store, pvc: Obj) -> tuple[float, str] | None:
     sc = store.get("StorageClass", "", cls) or {}
     params = sc.get("parameters") or {}
     if "parallelstore" in str(sc.get("provisioner", "")):
-        return PARALLELSTORE_GCS_GIBPS * sto.GIB, f"Parallelstore import ({PARALLELSTORE_GCS_GIBPS:g} GiB/s)"
+        return PARALLELSTORE_GCS_GIBPS * GIB, f"Parallelstore import ({PARALLELSTORE_GCS_GIBPS:g} GiB/s)"
     if params.get("type") == "hyperdisk-ml":
-        mibps = sto.hdml_mibps(params)
-        return mibps * sto.MIB, f"Hyperdisk ML at its provisioned {mibps:.0f} MiB/s (twin assumption)"
+        mibps = hdml_mibps(params)
+        return mibps * MIB, f"Hyperdisk ML at its provisioned {mibps:.0f} MiB/s (twin assumption)"
     return None
 
 

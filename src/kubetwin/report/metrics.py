@@ -23,8 +23,7 @@ GPU = "nvidia.com/gpu"
 
 
 class Metrics:
-    def __init__(self, store: Store, env: Environment, scheduler: Any, pools: Any, interval: float,
-) -> None:
+    def __init__(self, store: Store, env: Environment, scheduler: Any, pools: Any, interval: float) -> None:
         self.store, self.env, self.scheduler, self.pools = store, env, scheduler, pools
         self._node_price: dict[str, tuple[float, bool]] = {}  # node name -> (USD/hour, Spot), as it registered
         self.interval = interval

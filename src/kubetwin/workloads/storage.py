@@ -11,7 +11,8 @@ import fnmatch
 from dataclasses import dataclass
 
 from kubetwin.api.units import parse_quantity
-from kubetwin.catalog.storage import GIB, MIB, hdml_mibps
+from kubetwin.catalog import GIB, MIB
+from kubetwin.catalog.storage import hdml_mibps
 from kubetwin.store.store import Obj, Store
 
 # Persistent Disk: MiB/s per GiB provisioned, and the per-VM read cap
