@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import math
 import statistics
@@ -42,8 +43,12 @@ MEASURED = HERE / "e2e" / "measured"
 WARMUP_S = 600.0  # the pod boots, pulls and loads well within this; the trace starts after it
 DRAIN_S = 600.0  # simulated time after the last stage for the requests in flight to finish
 CONSTANT_CV = 0.001  # gamma gaps this regular are inference-perf's evenly spaced `constant` arrivals
-SATURATED_TTFT_P50_S = 1.0  # the same rule as benchmarks/e2e/extract_inference_sim.py
-SATURATED_FAILED_FRACTION = 0.01
+# One saturation rule for both sides: the measured runs' (extract_inference_sim.py wrote `measured.saturated` with it)
+_rule = importlib.util.spec_from_file_location("extract_inference_sim", HERE / "e2e" / "extract_inference_sim.py")
+assert _rule and _rule.loader
+_extract = importlib.util.module_from_spec(_rule)
+_rule.loader.exec_module(_extract)
+SATURATED_TTFT_P50_S, SATURATED_FAILED_FRACTION = _extract.SATURATED_TTFT_P50_S, _extract.SATURATED_FAILED_FRACTION
 METRICS = ("ttft_mean", "ttft_p50", "ttft_p90", "tpot_mean", "e2e_mean", "e2e_p50", "e2e_p90")
 MACHINE = {1: "a3-highgpu-1g", 2: "a3-highgpu-2g", 4: "a3-highgpu-4g", 8: "a3-highgpu-8g"}
 IMAGE = "vllm/vllm-openai:v0.10.1"

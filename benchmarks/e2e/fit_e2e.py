@@ -2,13 +2,15 @@
 
 Terms fitted (perf.Calibration, H100), on a grid: attn_eta_m (decode attention's share of HBM bandwidth reading the
 KV cache), step_overhead_s (per-iteration CPU work the GPU waits for), per_seq_overhead_s, moe_eta_c (the fused-MoE
-expert GEMMs' share of peak), graph_t0_scale (per-kernel floors inside CUDA graphs), first_token_lag; then
-request_overhead_s (the API server's path: it adds to every TTFT and E2E and does not change the engine) in closed
-form. Everything else stays as sourced, or as fitted per operator on Vidur's profiles. The loss: mean squared
-relative error of TTFT mean/p90, TPOT mean and E2E mean/p90 over the fit runs, each clipped at 200 % (a saturated
-twin run is a large but finite error).
+expert GEMMs' share of peak), graph_t0_scale (per-kernel floors inside CUDA graphs), first_token_lag; then, for
+each combination, request_overhead_s (the API server's path: it adds to every TTFT and E2E and does not change the
+engine) on a 1 ms grid without re-running the twin. Everything else stays as sourced, or as fitted per operator on
+Vidur's profiles. The loss: mean squared relative error of TTFT mean/p90, TPOT mean and E2E mean/p90 over the fit
+runs, each clipped at 200 % (a saturated twin run is a large but finite error).
 
-Usage: python benchmarks/e2e/fit_e2e.py [--grid small|full]   (prints the ranking; perf.py holds the chosen values)
+Usage: python benchmarks/e2e/fit_e2e.py [--grid refit|small|full]   (prints the ranking; perf.py holds the values
+the `refit` grid chose: `small` and `full` are the grids of the first fit, before the all-reduce rates were
+corrected, kept to reproduce it)
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def loss(runs: list[dict], twin: dict, overhead: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--grid", choices=tuple(GRIDS), default="small")
+    ap.add_argument("--grid", choices=tuple(GRIDS), default="refit")
     a = ap.parse_args()
     runs = [r for r in bench.load_runs() if r["split"] == "fit" and not r["measured"]["saturated"]]
     grid = GRIDS[a.grid]

@@ -15,7 +15,7 @@ what it needs of:
 - `preemptible(state, rows)`: the rows where evicting pods could help, as this plugin sees it.
 - `select(state, rows)`: a Score that replaces the default ones (the GPU placement policies); the first that answers
   picks the node.
-- `reserve(state, row)`: Reserve / PreBind for the chosen node; annotations to write on the bound pod.
+- `reserve(state, row, node)`: Reserve / PreBind for the chosen node; annotations to write on the bound pod.
 """
 
 from __future__ import annotations

@@ -76,7 +76,6 @@ class Scheduler:
         plugins: list[F.Plugin] = [self.ipa, VB.VolumeBinding(store), self.dra]
         if self.gpushare is not None:
             plugins.append(self.gpushare)
-        self.plugins = plugins
         self.points = F.extension_points(plugins)
         store.admit(scheduling_gated_condition, ("Pod",))
         store.watch("Pod", self._on_pod)
@@ -262,7 +261,7 @@ class Scheduler:
                                                        "message": msg, "lastTransitionTime": now})
         pod = self.store.update({**pod, "status": status})
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
-        self.queue.failed(pod_key(pod), plugins if reason == "Unschedulable" else frozenset(), pi, shape, cycle)
+        self.queue.failed(pod_key(pod), plugins, pi, shape, cycle)
 
     def _nominated_fit(self, pi: P.PodInfo, mask: np.ndarray) -> dict[int, list[str]]:
         """addNominatedPods: nodes holding room for nominated pods of equal or higher priority are re-checked."""
