@@ -27,7 +27,7 @@ from typing import Protocol
 
 from kubetwin.api.conditions import conditions_of, set_condition
 from kubetwin.kueue import api
-from kubetwin.kueue.controller.workload import update_status
+from kubetwin.kueue.controller.workload import set_evicted, update_status
 from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.metrics import KueueMetrics
 from kubetwin.kueue.outcomes import condition, find_condition, is_true
@@ -180,15 +180,11 @@ class AdmissionChecks:
         cq = wl["status"]["admission"]["clusterQueue"]
         rejected = [s for s in states if s.get("state") == REJECTED]
         retry = [s for s in states if s.get("state") == RETRY]
-        status = dict(wl["status"])
         if rejected:
             names = "[" + " ".join(s["name"] for s in rejected) + "]"
             reason = "DeactivatedDueToAdmissionCheck"
             message = f"The workload is deactivated due to Admission check(s): {names}, were rejected"
-            status.pop("requeueState", None)
-            status["conditions"] = set_condition(status.get("conditions"),  # workload.SetEvictedCondition
-                                                 condition("Evicted", True, reason, message, now))[0]
-            wl = self.store.update({**wl, "spec": {**wl["spec"], "active": False}, "status": status})
+            wl = set_evicted(self.store, wl, reason, message, now, deactivate=True)
             for s in rejected:
                 self.events.event(wl, "Warning", "AdmissionCheckRejected", f"Deactivating workload because "
                                   f"AdmissionCheck for {s['name']} was Rejected: {s.get('message', '')}",
@@ -196,12 +192,9 @@ class AdmissionChecks:
             host.metrics.evicted(key, cq, "Deactivated")
         elif retry:
             wait = max(float(s.get("requeueAfterSeconds") or 0) for s in retry)
-            status["requeueState"] = {**(status.get("requeueState") or {}),
-                                      "requeueAt": api.format_time(now + wait)}
             message = "At least one admission check is false"
-            status["conditions"] = set_condition(status.get("conditions"),
-                                                 condition("Evicted", True, "AdmissionCheck", message, now))[0]
-            wl = self.store.update({**wl, "status": status})
+            wl = set_evicted(self.store, wl, "AdmissionCheck", message, now, requeue_state={
+                **(wl["status"].get("requeueState") or {}), "requeueAt": api.format_time(now + wait)})
             self.events.event(wl, "Normal", "EvictedDueToAdmissionCheck", message, "kueue-workload-controller")
             host.metrics.evicted(key, cq, "AdmissionCheck")
         elif all(s.get("state") == READY for s in states) and not is_true(wl, "Admitted"):

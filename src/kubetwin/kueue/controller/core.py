@@ -35,6 +35,7 @@ from kubetwin.api.conditions import remove_condition
 from kubetwin.controllers.common import WorkQueue
 from kubetwin.kueue import api
 from kubetwin.kueue.config import KueueConfig
+from kubetwin.kueue.controller import workload
 from kubetwin.kueue.controller.admissionchecks import AdmissionChecks
 from kubetwin.kueue.controller.jobframework import (
     INTEGRATIONS,
@@ -332,12 +333,8 @@ class KueueController:
                 self._preempted(v, p.cluster_queue)
             self._pending(p)
 
-    def _workload(self, key: str) -> Obj | None:
-        ns, name = key.split("/", 1)
-        return self.store.get("Workload", ns, name)
-
     def _admitted(self, a: Admitted) -> None:
-        wl = self._workload(a.key)
+        wl = workload.get(self.store, a.key)
         if wl is None:
             return
         checks = self.checks.for_admission(a.cluster_queue, a.admission)
@@ -371,7 +368,7 @@ class KueueController:
         return reset_eviction((wl.get("status") or {}).get("conditions") or [], self.now())
 
     def _preempted(self, v: Victim, preempting_cq: str) -> None:
-        wl = self._workload(v.key)
+        wl = workload.get(self.store, v.key)
         if wl is None:
             return
         wl = update_status(self.store, wl, conditions=v.conditions)
@@ -380,7 +377,7 @@ class KueueController:
         self._queue_owner(wl)
 
     def _pending(self, p: Pending) -> None:
-        wl = self._workload(p.key)
+        wl = workload.get(self.store, p.key)
         if wl is None:
             return
         old = find_condition(wl, "QuotaReserved") or {}

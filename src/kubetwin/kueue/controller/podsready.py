@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kubetwin.api.conditions import conditions_of, remove_condition, set_conditions
+from kubetwin.api.conditions import conditions_of, remove_condition
 from kubetwin.kueue import api
 from kubetwin.kueue.config import WaitForPodsReady
-from kubetwin.kueue.controller.workload import update_status
+from kubetwin.kueue.controller import workload
+from kubetwin.kueue.controller.workload import set_evicted, update_status
 from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.metrics import KueueMetrics
 from kubetwin.kueue.outcomes import MANAGER, condition, find_condition, is_true
@@ -59,10 +60,6 @@ class PodsReady:
         """The workload no longer holds quota (finished, or evicted and its quota released)."""
         self._ready.pop(key, None)
 
-    def _workload(self, key: str) -> Obj | None:
-        ns, name = key.split("/", 1)
-        return self.store.get("Workload", ns, name)
-
     def update(self, wl: Obj, ready: bool) -> None:
         """generatePodsReadyCondition, written when its status or reason changes."""
         old = find_condition(wl, "PodsReady")
@@ -94,7 +91,7 @@ class PodsReady:
 
         admittedNotReadyWorkload: `timeout` counts from the admission while PodsReady is absent or WaitForStart;
         `recoveryTimeout` from PodsReady's last transition to WaitForRecovery (`since` identifies that one)."""
-        wl = self._workload(key)
+        wl = workload.get(self.store, key)
         if wl is None or self.wfpr is None or self._admissions.get(key) != seq:
             return
         if wl["spec"].get("active") is False or is_true(wl, "Evicted") or not is_true(wl, "Admitted"):
@@ -114,25 +111,19 @@ class PodsReady:
         if limit is not None and count + 1 > limit:
             reason = "DeactivatedDueToRequeuingLimitExceeded"
             message = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
-            status.pop("requeueState", None)
-            status["conditions"] = set_conditions(status.get("conditions") or [],
-                                                   [condition("Evicted", True, reason, message, now)])
-            wl = self.store.update({**wl, "spec": {**wl["spec"], "active": False}, "status": status})
+            wl = set_evicted(self.store, wl, reason, message, now, deactivate=True)
             self.host.metrics.evicted(key, cq, "Deactivated")
         else:
             reason, message = "PodsReadyTimeout", f"Exceeded the PodsReady timeout {key}"
-            status["requeueState"] = {"count": count + 1,
-                                      "requeueAt": api.format_time(now + self.wfpr.backoff(count + 1))}
-            status["conditions"] = set_conditions(status.get("conditions") or [],
-                                                   [condition("Evicted", True, reason, message, now)])
-            wl = self.store.update({**wl, "status": status})
+            wl = set_evicted(self.store, wl, reason, message, now, requeue_state={
+                "count": count + 1, "requeueAt": api.format_time(now + self.wfpr.backoff(count + 1))})
             self.host.metrics.evicted(key, cq, reason)
         self.events.event(wl, "Normal", f"EvictedDueTo{reason}", message, MANAGER)
         self.host.requeue_evicted(wl)
 
     def backoff_finished(self, key: str, requeue_at: str) -> None:
         """The requeue backoff is over: Requeued=True BackoffFinished, and the Workload is queued again."""
-        wl = self._workload(key)
+        wl = workload.get(self.store, key)
         if wl is None or wl["spec"].get("active") is False or (wl.get("status") or {}).get("admission"):
             return
         if ((wl.get("status") or {}).get("requeueState") or {}).get("requeueAt") != requeue_at:

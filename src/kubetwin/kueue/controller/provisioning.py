@@ -36,6 +36,7 @@ from kubetwin.api.conditions import conditions_of, set_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.common import owner_ref
 from kubetwin.kueue import api
+from kubetwin.kueue.controller import workload
 from kubetwin.kueue.controller.admissionchecks import PENDING, READY, REJECTED, RETRY
 from kubetwin.kueue.controller.jobframework import pod_set_infos
 from kubetwin.kueue.controller.workload import update_status
@@ -186,8 +187,7 @@ class ProvisioningController:
         return sorted(out, key=lambda t: t[0])
 
     def sync(self, key: str) -> None:
-        ns, name = key.split("/", 1)
-        wl = self.store.get("Workload", ns, name)
+        wl = workload.get(self.store, key)
         if wl is None or is_true(wl, "Finished") or not (wl.get("status") or {}).get("admission"):
             return
         if not is_true(wl, "QuotaReserved") or is_true(wl, "Evicted"):

@@ -15,7 +15,7 @@ from kubetwin.kueue.preemption.common import (
     PreemptionContext,
     Target,
 )
-from kubetwin.kueue.preemption.fairsharing import fair_targets
+from kubetwin.kueue.preemption.fairsharing import fair_targets, validate_strategies
 from kubetwin.kueue.quota import FlavorResource, find_height_of_lowest_subtree_that_fits
 from kubetwin.kueue.snapshot import ClusterQueueSnapshot, Snapshot, WorkloadInfo
 
@@ -28,8 +28,8 @@ class Preemptor:
                  fair_sharing_strategies: tuple[str, ...] | None = None) -> None:
         self.now = now
         self.fair_sharing = fair_sharing
-        # Configuration fairSharing.preemptionStrategies; None means Kueue's default (both, in order)
-        self.fair_sharing_strategies = tuple(fair_sharing_strategies) if fair_sharing_strategies else None
+        # Configuration fairSharing.preemptionStrategies, checked once here; None means Kueue's default (both)
+        self.fair_sharing_strategies = validate_strategies(fair_sharing_strategies)
 
     def get_targets(self, wl: WorkloadInfo, assignment, snapshot: Snapshot) -> list[Target]:
         """Victims for ``assignment`` (a flavorassigner.Assignment whose Preempt-mode flavors need room)."""

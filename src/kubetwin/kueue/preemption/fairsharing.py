@@ -221,12 +221,12 @@ def validate_strategies(strategies) -> tuple[str, ...]:
     return strategies
 
 
-def fair_targets(ctx: PreemptionContext, strategies: tuple[str, ...] | None = None) -> list:
+def fair_targets(ctx: PreemptionContext, strategies: tuple[str, ...]) -> list:
     """Victims under fair sharing. The incoming usage is counted in the preemptor's share while candidates are
     chosen, and left out when checking whether the workload fits. ``strategies`` (the Configuration's
     preemptionStrategies, default both): the first drives the first pass; a second, if any, the retry pass
-    (fair_strategy.go: runFirstFsStrategy with strategies[0], the second strategy only when there are two)."""
-    strategies = validate_strategies(strategies)
+    (fair_strategy.go: runFirstFsStrategy with strategies[0], the second strategy only when there are two); the
+    Preemptor has validated them."""
     candidates = _find_candidates(ctx)
     if not candidates:
         return []
