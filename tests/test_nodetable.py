@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+from scheduler_builders import SAME_TEAM, TEAM
 
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, NodeInfo
@@ -15,7 +16,6 @@ from kubetwin.scheduler.podshapes import PodShapes
 
 GPU = "nvidia.com/gpu"
 GIB = 1024 ** 3
-TEAM = "example.com/team"
 
 
 def _node(rng: random.Random, i: int) -> NodeInfo:
@@ -93,16 +93,6 @@ def _assert_static_matches_scalar(table: NodeTable, static: StaticVerdicts, pi: 
         if first[0] == P.SUCCESS:
             assert static.scores[:, i].tolist() == [s.score(pi, ni) for s in profile.scores]
 
-
-def _same_team(pi: P.PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
-    """A node-only Filter that reads a pod label: pods of a team go to their team's nodes."""
-    want = (pi.pod["metadata"].get("labels") or {}).get(TEAM)
-    if want is not None and (ni.node["metadata"].get("labels") or {}).get(TEAM) != want:
-        return P.UNRESOLVABLE, ["node(s) belong to another team"]
-    return P.SUCCESS, []
-
-
-SAME_TEAM = P.NodeFilter("SameTeam", _same_team, (("metadata", "labels"),))
 
 
 def _pod_object(rng: random.Random, i: int) -> dict:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import final_objects, make_pod, scenario, static_node
+from scheduler_builders import SAME_TEAM, TEAM
 from typer.testing import CliRunner
 
 from kubetwin.api import kinds
@@ -21,7 +22,6 @@ from kubetwin.api.loader import load_paths
 from kubetwin.cli.main import app
 from kubetwin.runner import run
 from kubetwin.scheduler import plugins as P
-from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.validation.validate import validate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -102,16 +102,6 @@ def test_a_crd_kind_registered_once_is_validated_defaulted_scoped_ordered_and_pr
     assert not kinds.REGISTRY.is_custom("cache.example.com", "ModelCache")
 
 
-TEAM = "example.com/team"
-
-
-def _same_team(pi: P.PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
-    """A node-only Filter that builds a node selector from a pod label: a team's pods go to its nodes."""
-    want = (pi.pod["metadata"].get("labels") or {}).get(TEAM)
-    if want is not None and (ni.node["metadata"].get("labels") or {}).get(TEAM) != want:
-        return P.UNRESOLVABLE, ["node(s) belong to another team"]
-    return P.SUCCESS, []
-
 
 def test_a_node_only_filter_reading_a_pod_label_is_one_registration() -> None:
     """One NodeFilter with the pod fields it reads, registered in the profile: the scheduler runs it, caches its
@@ -119,7 +109,8 @@ def test_a_node_only_filter_reading_a_pod_label_is_one_registration() -> None:
     the cache keyed on those fields, the second reused the first's verdicts), its reason reaches FailedScheduling,
     and its QueueingHint requeues the pod when a node of its team arrives."""
     nodes = []
-    for team, at in (("a", "0s"), ("b", "0s"), ("c", "5m")):
+    # node-c arrives at 2m, before the scheduler's 5 min flush of unschedulable pods: only the hint requeues pod-c
+    for team, at in (("a", "0s"), ("b", "0s"), ("c", "2m")):
         node = static_node(f"node-{team}")
         node["metadata"]["labels"][TEAM] = team
         node["metadata"]["annotations"] = {"kubetwin.io/create-at": at}
@@ -129,10 +120,11 @@ def test_a_node_only_filter_reading_a_pod_label_is_one_registration() -> None:
         pod = make_pod(f"pod-{team}").cpu("1").obj_()
         pod["metadata"]["labels"] = {TEAM: team}
         pods.append(pod)
-    with P.registered(P.NodeFilter("SameTeam", _same_team, reads=(("metadata", "labels"),))):
+    with P.registered(SAME_TEAM):
         result = run(objects=[scenario("10m"), *nodes, *pods])
     bound = {name: o["spec"].get("nodeName") for name, o in final_objects(result, "Pod").items()}
     assert bound == {"pod-a": "node-a", "pod-b": "node-b", "pod-c": "node-c"}
+    assert result.first_time("Pod", lambda o: bool(o["spec"].get("nodeName")), "pod-c") == 120.0
     failed = [e["message"] for e in final_objects(result, "Event").values()
               if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "pod-c"]
     assert failed and failed[0] == ("0/2 nodes are available: 2 node(s) belong to another team. preemption: 0/2 "

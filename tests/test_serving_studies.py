@@ -37,12 +37,13 @@ def overall(objs: list[dict], duration: str) -> dict[str, Any]:
     return run(objects=objs, seed=1, duration=duration).summary["serving"]["overall"]
 
 
-def test_examples_read_the_staged_trace_and_the_router_annotation() -> None:
+def test_examples_read_the_shipped_trace_and_the_router_annotation() -> None:
     """The Mooncake example reads the trace shipped in the repository (examples/data, Apache-2.0), and both examples
     pick their router by annotation."""
     docs = list(yaml.safe_load_all(MOONCAKE_EXAMPLE.read_text()))
     trace = next(d for d in docs if d["kind"] == "RequestTrace")
-    assert (MOONCAKE_EXAMPLE.parent / trace["spec"]["path"]).is_file()
+    assert (MOONCAKE_EXAMPLE.parent / trace["spec"]["path"]).resolve() == (
+        ROOT / "examples" / "data" / "mooncake-fast25" / "conversation_trace.jsonl")
     for path in (MOONCAKE_EXAMPLE, LLMD_EXAMPLE):
         pool = next(d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "InferencePool")
         assert "kubetwin.io/router" in pool["metadata"]["annotations"]
