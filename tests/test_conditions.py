@@ -18,11 +18,6 @@ from kubetwin.api.conditions import (
 from kubetwin.runner import run
 
 
-def pod_versions(result, name: str) -> list[tuple[float, dict]]:
-    return [(t, o) for t, _, etype, o in result.history if o["kind"] == "Pod" and o["metadata"]["name"] == name
-            and etype != "DELETED"]
-
-
 def test_unschedulable_pod_keeps_the_time_it_became_unschedulable_when_the_message_changes() -> None:
     # At 0s there is no node ("no nodes available to schedule pods"); at 5m a too-small node joins and the
     # message becomes "Insufficient cpu": still PodScheduled=False since 0s.
@@ -30,7 +25,7 @@ def test_unschedulable_pod_keeps_the_time_it_became_unschedulable_when_the_messa
     small["metadata"]["annotations"] = {"kubetwin.io/create-at": "5m"}
     res = run(objects=[scenario("10m"), small, init_pod("big", "4")])
     messages = []
-    for t, p in pod_versions(res, "big"):
+    for t, _, p in (v for v in res.versions("Pod", "big") if v.type != "DELETED"):
         c = find_condition(p["status"].get("conditions"), "PodScheduled")
         if c is not None and (not messages or messages[-1][1] != c["message"]):
             messages.append((t, c["message"], c["lastTransitionTime"]))

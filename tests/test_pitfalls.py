@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import condition
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import load_text
@@ -96,15 +97,6 @@ def _run(tmp_path: Path, text: str):
     return run([f])
 
 
-def _last(result, kind: str, prefix: str) -> dict:
-    return [o for _, _, etype, o in result.history if o["kind"] == kind and etype != "DELETED"
-            and o["metadata"]["name"].startswith(prefix)][-1]
-
-
-def _cond(obj: dict, ctype: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), {})
-
-
 # ---------------------------------------------------------------------------------------- ClusterQueue selector
 def test_cluster_queue_without_namespace_selector_warns_with_the_fix() -> None:
     ws = _warnings(_docs(SCENARIO, CPU_POOL, _kueue(selector=""), _job()))
@@ -119,10 +111,10 @@ def test_cluster_queue_without_namespace_selector_warns_with_the_fix() -> None:
 
 def test_cluster_queue_without_namespace_selector_admits_nothing_in_the_run(tmp_path: Path) -> None:
     r = _run(tmp_path, _docs(SCENARIO, CPU_POOL, _kueue(selector=""), _job()))
-    wl = _last(r, "Workload", "job-train")
-    qr = _cond(wl, "QuotaReserved")
+    wl = r.last("Workload", prefix="job-train")
+    qr = condition(wl, "QuotaReserved")
     assert qr["status"] == "False" and qr["message"] == "workload namespace doesn't match ClusterQueue selector"
-    assert _last(r, "Job", "train")["spec"]["suspend"] is True
+    assert r.last("Job", prefix="train")["spec"]["suspend"] is True
 
 
 # ------------------------------------------------------------------------------------------ uncovered resources
@@ -138,7 +130,7 @@ def test_job_requesting_a_resource_its_cluster_queue_does_not_cover() -> None:
 
 def test_uncovered_resource_is_never_admitted_in_the_run(tmp_path: Path) -> None:
     r = _run(tmp_path, _docs(SCENARIO, CPU_POOL, _kueue(), _job('{cpu: "1", memory: 1Gi}')))
-    qr = _cond(_last(r, "Workload", "job-train"), "QuotaReserved")
+    qr = condition(r.last("Workload", prefix="job-train"), "QuotaReserved")
     assert qr["status"] == "False" and "resource memory unavailable in ClusterQueue" in qr["message"]
 
 
@@ -158,8 +150,8 @@ def test_flavor_whose_node_labels_match_no_pool() -> None:
 def test_flavor_without_a_matching_pool_leaves_admitted_pods_pending(tmp_path: Path) -> None:
     flavor = "{nodeLabels: {cloud.google.com/gke-nodepool: h100}}"
     r = _run(tmp_path, _docs(SCENARIO, CPU_POOL, _kueue(flavor=flavor), _job()))
-    assert _cond(_last(r, "Workload", "job-train"), "Admitted")["status"] == "True"
-    pod = _last(r, "Pod", "train")
+    assert condition(r.last("Workload", prefix="job-train"), "Admitted")["status"] == "True"
+    pod = r.last("Pod", prefix="train")
     assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "h100"}
     assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
 
@@ -271,9 +263,9 @@ def test_dra_gpu_pod_without_the_gpu_taint_toleration() -> None:
 
 def test_dra_gpu_pod_without_toleration_stays_pending_in_the_run(tmp_path: Path) -> None:
     r = _run(tmp_path, _docs(SCENARIO, DRA_POOL, DEVICE_CLASS, CLAIM_POD.replace("{tolerations}", "")))
-    pod = _last(r, "Pod", "dra-pod")
+    pod = r.last("Pod", prefix="dra-pod")
     assert pod["status"]["phase"] == "Pending"
-    assert "untolerated taint {nvidia.com/gpu: present}" in _cond(pod, "PodScheduled")["message"]
+    assert "untolerated taint {nvidia.com/gpu: present}" in condition(pod, "PodScheduled")["message"]
 
 
 def test_gpu_request_gets_the_toleration_from_admission_so_no_warning() -> None:
@@ -304,9 +296,9 @@ def test_manual_driver_installation_without_the_installer() -> None:
 
 def test_manual_driver_installation_leaves_gpu_pods_pending_in_the_run(tmp_path: Path) -> None:
     r = _run(tmp_path, _docs(SCENARIO, MANUAL_POOL, GPU_POD))
-    node = _last(r, "Node", "")
+    node = r.last("Node", prefix="")
     assert "nvidia.com/gpu" not in node["status"]["allocatable"]
-    assert _last(r, "Pod", "gpu-pod")["status"]["phase"] == "Pending"
+    assert r.last("Pod", prefix="gpu-pod")["status"]["phase"] == "Pending"
 
 
 # ------------------------------------------------------------------------------------------------ TPU chips
@@ -375,8 +367,8 @@ def test_manual_driver_installation_with_the_installer_gets_gpus_in_the_run(tmp_
     text = _docs(SCENARIO, MANUAL_POOL, INSTALLER, GPU_POD)
     assert not _warnings(text)
     r = _run(tmp_path, text)
-    assert _last(r, "Node", "")["status"]["allocatable"].get("nvidia.com/gpu") == "1"
-    assert _last(r, "Pod", "gpu-pod")["status"]["phase"] == "Succeeded"
+    assert r.last("Node", prefix="")["status"]["allocatable"].get("nvidia.com/gpu") == "1"
+    assert r.last("Pod", prefix="gpu-pod")["status"]["phase"] == "Succeeded"
 
 
 def test_installer_applied_later_installs_on_the_waiting_nodes(tmp_path: Path) -> None:

@@ -24,11 +24,6 @@ from kubetwin.runner import run
 from kubetwin.serving.modelspec import lookup_model
 
 
-def _events(r, reason: str) -> list[dict]:
-    return [o for _, _, etype, o in r.history if o["kind"] == "Event" and o.get("reason") == reason
-            and etype == "ADDED"]
-
-
 def _ready_times(r) -> list[float]:
     """When each model-server pod first became Ready (seconds from the start)."""
     out: dict[str, float] = {}
@@ -56,9 +51,9 @@ def test_cold_start_phases_and_requests_held_until_the_first_replica_is_ready() 
     """The trace starts with the cluster: requests wait at the gateway while the node boots, the image is pulled
     and the weights load; the first is served right after the first pod turns Ready."""
     r = run(objects=[scenario("15m"), h100_pool(1), vllm("srv", 1), inference_pool(), trace(rate=1, duration="12m")])
-    pulling, pulled = _events(r, "Pulling"), _events(r, "Pulled")
-    assert pulling and pulling[0]["message"] == 'Pulling image "vllm/vllm-openai:v0.10.1"'
-    assert pulled[0]["message"].startswith('Successfully pulled image "vllm/vllm-openai:v0.10.1" in 1m20s')
+    pulling, pulled = r.recorded_events("Pulling"), r.recorded_events("Pulled")
+    assert pulling and pulling[0].message == 'Pulling image "vllm/vllm-openai:v0.10.1"'
+    assert pulled[0].message.startswith('Successfully pulled image "vllm/vllm-openai:v0.10.1" in 1m20s')
     ready = _ready_times(r)[0]
     df = r.requests().sort_values("arrival")
     first = df.iloc[0]
