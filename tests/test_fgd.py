@@ -144,7 +144,7 @@ def test_openb_default_trace_reproduces_the_papers_ranking(shared: Path) -> None
 def test_run_reports_fragmented_gpus() -> None:
     from collections import Counter
 
-    from kubetwin.report.fragmentation import cluster_fragmentation
+    from kubetwin.scheduler.fragmentation import cluster_fragmentation
     from kubetwin.scheduler.nodeinfo import NodeInfo
 
     def node(gpus: int, used: int, cpu_left: int) -> NodeInfo:

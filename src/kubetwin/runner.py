@@ -192,7 +192,6 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     seed_objects(cluster, manifests)
     with _no_cyclic_gc():
         cluster.env.run(until, on_advance=(lambda t: progress(t, until)) if progress else None)
-        cluster.pools.finish(until)
         summary, series, jobs, pod_rows = cluster.metrics.finish(until)
         summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
                                "scoringStrategy": scenario.scoringStrategy}
@@ -266,7 +265,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     kueue_cfg = _kueue_config(manifests)
     kueue = KueueController(store, env, events, config=kueue_cfg) if kueue_cfg is not None or any(
         str(m.obj.get("apiVersion", "")).startswith(KUEUE_GROUP) for m in manifests) else None
-    metrics = Metrics(store, env, scheduler, pools, parse_duration(scenario.sampleInterval))
+    metrics = Metrics(store, env, parse_duration(scenario.sampleInterval), samplers=[scheduler])
     serving = serving_install.install(store, env, events, kubelet, manifests, scenario.seed, parse_duration(
         scenario.sampleInterval), until) if serving_install.wanted(manifests) else None
     HorizontalPodAutoscalerController(store, env, events, serving.source if serving is not None else None)
@@ -278,7 +277,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
         kubelet.startup_hooks.append(cold_start_hook(store, kubelet.gpus))
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
                                         scenario.startTime)  # training.kubetwin.io/* run times and DCGM gauges
-    subsystems: list[Subsystem] = [s for s in (kubelet, spot, kueue, ca, serving, training) if s is not None]
+    subsystems: list[Subsystem] = [s for s in (scheduler, pools, kubelet, spot, kueue, ca, serving, training)
+                                   if s is not None]
     return Cluster(env, store, pools, scheduler, metrics, subsystems)
 
 

@@ -20,6 +20,7 @@ from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -129,6 +130,7 @@ class NodePoolController:
         self.node_seconds: dict[str, float] = {}
         self._up_since: dict[str, float] = {}
         self.pool_of: dict[str, str] = {}
+        self._price: dict[str, tuple[float, bool]] = {}  # node name -> (USD/hour, Spot), as it registered
         self.slices: dict[str, TpuSlice] = {}  # pool name -> its multi-host TPU slice
         self._slice_of: dict[str, str] = {}  # node name -> pool name, for multi-host slice hosts
         self._managed: dict[str, str] = {}  # node name -> pool uid, for nodes this controller created
@@ -272,7 +274,14 @@ class NodePoolController:
         if etype == "DELETED":
             self._node_gone(node)
             return
-        if etype != "ADDED" or name in self._names:
+        if etype != "ADDED":
+            return
+        # Billing: each node's price as it registered; a node deleted before the end (a preempted Spot VM, a
+        # scaled-down one) still cost what it cost while it lived.
+        meta = node["metadata"]
+        self._price[name] = (float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0),
+                             (meta.get("labels") or {}).get("cloud.google.com/gke-spot") == "true")
+        if name in self._names:
             return
         # A Node given in the scenario itself (as KWOK fakes them): account it under its nodepool label.
         self.pool_of[name] = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "static")
@@ -425,6 +434,27 @@ class NodePoolController:
         for name, since in self._up_since.items():
             self.node_seconds[name] = self.node_seconds.get(name, 0.0) + (until - since)
         self._up_since.clear()
+
+    def contribute(self, until: float) -> Contribution:
+        """summary.json's cost: each node's lifetime times its hourly price, per pool, on-demand and Spot."""
+        self.finish(until)
+        cost_by_pool: dict[str, float] = {}
+        node_hours: dict[str, float] = {}
+        split: dict[str, list[float]] = {}  # pool -> [on-demand USD, Spot USD]
+        for node, secs in sorted(self.node_seconds.items()):
+            pool = self.pool_of[node]
+            price, spot = self._price.get(node, (0.0, False))
+            cost_by_pool[pool] = cost_by_pool.get(pool, 0.0) + price * secs / 3600
+            node_hours[pool] = node_hours.get(pool, 0.0) + secs / 3600
+            split.setdefault(pool, [0.0, 0.0])[1 if spot else 0] += price * secs / 3600
+        return Contribution(summary={"cost": {
+            "currency": "USD", "total_usd": round(sum(cost_by_pool.values()), 2),
+            "by_pool": {k: round(v, 2) for k, v in sorted(cost_by_pool.items())},
+            "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())},
+            "on_demand_usd": round(sum(v[0] for v in split.values()), 2),
+            "spot_usd": round(sum(v[1] for v in split.values()), 2),
+            "by_pool_provisioning": {k: {"on_demand_usd": round(v[0], 2), "spot_usd": round(v[1], 2)}
+                                     for k, v in sorted(split.items())}}})
 
     def recreate(self, node_name: str, zone: str, delay: float | None = None) -> None:
         """The pool's managed instance group re-creates a VM that Compute Engine stopped (a Spot preemption,

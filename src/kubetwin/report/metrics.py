@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from kubetwin.api.conditions import conditions_of, is_condition_true
-from kubetwin.api.podresources import pod_requests
+from kubetwin.api.podresources import pod_requests, resource_value
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
-from kubetwin.report.fragmentation import cluster_fragmentation, placement_fragmentation
+from kubetwin.scheduler.gpushare import GPU_INDEX, shape_of
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Sampler
 from kubetwin.sim.stats import percentile
 from kubetwin.store.store import Obj, Store
 
@@ -23,9 +22,12 @@ GPU = "nvidia.com/gpu"
 
 
 class Metrics:
-    def __init__(self, store: Store, env: Environment, scheduler: Any, pools: Any, interval: float) -> None:
-        self.store, self.env, self.scheduler, self.pools = store, env, scheduler, pools
-        self._node_price: dict[str, tuple[float, bool]] = {}  # node name -> (USD/hour, Spot), as it registered
+    """The run's own measurements, from the store's watch events (as kube-state-metrics reads the API server):
+    pods' waits and phases, GPUs requested and allocatable per node pool over time, Jobs' lifetimes, GPU sharing
+    outcomes; plus, at each sample instant, the gauges of the samplers (the scheduler's fragmentation)."""
+
+    def __init__(self, store: Store, env: Environment, interval: float, samplers: Sequence[Sampler] = ()) -> None:
+        self.store, self.env, self.samplers = store, env, list(samplers)
         self.interval = interval
         self.created: dict[str, float] = {}
         self.scheduled: dict[str, float] = {}
@@ -35,19 +37,19 @@ class Metrics:
         self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": [],
                                        "fragmented_gpu_pct": []}
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
-        self._gpu_now: tuple[int, dict[str, tuple[int, int]]] | None = None
-        self._row_pool = np.zeros(0, np.int64)  # node table row -> index into _pool_names (-1: no pool known)
-        self._pool_ids: dict[str, int] = {}
-        self._pool_names: list[str] = []
+        self._gpu_now: tuple[int, dict[str, tuple[float, int]]] | None = None
+        # Per live node: [GPUs requested by its bound, non-terminal pods, milli-GPUs of its GPU-sharing pods,
+        # GPUs allocatable]; its pool by label.
+        self._node_gpus: dict[str, list[int]] = {}
+        self._pool_of: dict[str, str] = {}  # node -> pool, kept after the node is gone (its pods' outcomes)
+        self._counted: dict[str, tuple[str, int, int]] = {}  # pod uid -> (node, GPUs, milli-GPUs) counted there
         self._gpu_held: dict[str, tuple[int, int]] = {}  # GPUs per pool since _last_t, until the next change
         self._last_t = 0.0
         self._settle_armed = False
         self._jobs_seen: dict[tuple[str, str], dict[str, float | None]] = {}  # (ns, job) -> created/start/end
         self._started: dict[str, float] = {}  # pod uid -> when it started running
         self._sharing: dict[str, dict[str, Any]] = {}  # pool -> GPU pods' slowdowns and OOM failures
-        self._gpu_shapes: Counter[tuple[int, int]] = Counter()  # GPU pods by (cpu milli, GPUs): typical pods
         self._requests_of = TemplateMemo(pod_requests)
-        self._frag: list[tuple[float, float]] = []
         store.watch("Pod", self._on_pod)
         store.watch("Job", self._on_job)
         store.watch("Node", self._on_node)
@@ -68,16 +70,41 @@ class Metrics:
         self._accumulate()
 
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
-        """Remember each node's price as it registered: a node deleted before the end (a preempted Spot VM, a
-        scaled-down one) still cost what it cost while it lived."""
-        if etype != "MODIFIED" or (old or {}).get("status", {}).get("allocatable") != node["status"].get(
-                "allocatable"):
+        name = node["metadata"]["name"]
+        if etype == "DELETED":
+            self._node_gpus.pop(name, None)
             self._gpus_changed()
-        if etype == "ADDED":
-            meta = node["metadata"]
-            price = float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0)
-            self._node_price[meta["name"]] = (price, (meta.get("labels") or {}).get("cloud.google.com/gke-spot")
-                                              == "true")
+            return
+        alloc = resource_value(GPU, (node.get("status", {}).get("allocatable") or {}).get(GPU, 0))
+        if etype == "ADDED" or name not in self._node_gpus:
+            self._node_gpus[name] = [0, 0, alloc]
+            self._pool_of[name] = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool",
+                                                                              "static")
+            self._gpus_changed()
+        elif old is None or (old.get("status") or {}).get("allocatable") != node["status"].get("allocatable"):
+            self._node_gpus[name][2] = alloc
+            self._gpus_changed()
+
+    def _count_gpus(self, key: str, pod: Obj, gone: bool) -> None:
+        """A pod's GPUs count on its node from when it is bound until it ends or is deleted, as the scheduler's
+        cache counts them (its informer drops terminal pods); GPU-sharing pods count their milli-GPUs on the
+        GPUs the placement policy gave them (kubetwin.io/gpu-index)."""
+        node = pod["spec"].get("nodeName")
+        if gone or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            entry = self._counted.pop(key, None)
+            if entry is not None and entry[0] in self._node_gpus:
+                self._node_gpus[entry[0]][0] -= entry[1]
+                self._node_gpus[entry[0]][1] -= entry[2]
+            return
+        if node and key not in self._counted and node in self._node_gpus:
+            req = self._requests_of(pod)
+            gpus, milli = req.get(GPU, 0), 0
+            ann = pod["metadata"].get("annotations") or {}
+            if GPU_INDEX in ann and (shape := shape_of(pod, req)).shares:
+                milli = shape.gpu_milli * len(ann[GPU_INDEX].split(","))
+            self._counted[key] = (node, gpus, milli)
+            self._node_gpus[node][0] += gpus
+            self._node_gpus[node][1] += milli
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         meta = pod["metadata"]
@@ -85,9 +112,7 @@ class Metrics:
         if etype == "ADDED":
             self.created[key] = self.env.now
             self.names[key] = f"{meta.get('namespace')}/{meta['name']}"
-            req = self._requests_of(pod)
-            if req.get(GPU):
-                self._gpu_shapes[(req.get("cpu", 0), req[GPU])] += 1
+        self._count_gpus(key, pod, etype == "DELETED")
         if pod["spec"].get("nodeName") and (etype != "MODIFIED" or not (old or {}).get("spec", {}).get(
                 "nodeName") or pod["status"].get("phase") != (old or {}).get("status", {}).get("phase")):
             self._gpus_changed()  # bound, finished or gone: what the scheduler counts as requested changed
@@ -113,7 +138,7 @@ class Metrics:
         if phase == "Running":
             self._started[key] = self.env.now
             return
-        pool = self.pools.pool_of.get(pod["spec"].get("nodeName") or "")
+        pool = self._pool_of.get(pod["spec"].get("nodeName") or "")
         if pool is None or not self._requests_of(pod).get(GPU):
             return
         stats = self._sharing.setdefault(pool, {"slowdowns": [], "oom": 0})
@@ -134,56 +159,30 @@ class Metrics:
         elif etype == "MODIFIED" and (job.get("status") or {}).get("completionTime") and key in self._jobs_seen:
             self._jobs_seen[key]["end"] = self._jobs_seen[key]["end"] or self.env.now
 
-    def _gpu_by_pool(self) -> dict[str, tuple[int, int]]:
-        """[requested, allocatable] GPUs per pool now (memoized until the store changes)."""
+    def _gpu_by_pool(self) -> dict[str, tuple[float, int]]:
+        """[requested, allocatable] GPUs per pool now, DRA GPU devices included (memoized until the store
+        changes); every pool with a live node or a NodePool object has an entry."""
         if self._gpu_now is not None and self._gpu_now[0] == self.store.rv:
             return self._gpu_now[1]
-        out: dict[str, list[int]] = {}
-        table = self.scheduler.table  # the scheduler cache's numpy columns: one bincount per pool, not a node loop
-        if GPU in table.alloc:
-            ids = self._row_pools(table)
-            live = table.alive[:len(ids)] & (ids >= 0)
-            n = len(self._pool_names)
-            req = np.bincount(ids[live], weights=table.used[GPU][:len(ids)][live], minlength=n)
-            alloc = np.bincount(ids[live], weights=table.alloc[GPU][:len(ids)][live], minlength=n)
-            for i in np.flatnonzero(np.bincount(ids[live], minlength=n)):
-                out[self._pool_names[i]] = [int(req[i]), int(alloc[i])]
-        else:
-            for name in self.scheduler.nodes:
-                pool = self.pools.pool_of.get(name)
-                if pool is not None:
-                    out.setdefault(pool, [0, 0])
-        shared = self.scheduler.gpushare.shared_milli() if self.scheduler.gpushare is not None else {}
-        for name, milli in shared.items():  # GPU-sharing pods under a gpuPlacementPolicy
-            pool = self.pools.pool_of.get(name)
-            if pool is not None:
-                out.setdefault(pool, [0, 0])[0] += milli / 1000
+        out: dict[str, list[float]] = {}
+        for name, (req, _, alloc) in self._node_gpus.items():
+            acc = out.setdefault(self._pool_of[name], [0, 0])
+            acc[0] += req
+            acc[1] += alloc
+        for name, (_, milli, _) in self._node_gpus.items():
+            if milli:
+                out[self._pool_of[name]][0] += milli / 1000
         for name, (used, total) in nvidia_dra.gpu_devices_by_node(self.store).items():
-            pool = self.pools.pool_of.get(name)
+            pool = self._pool_of.get(name)
             if pool is not None:
                 acc = out.setdefault(pool, [0, 0])
                 acc[0] += used
                 acc[1] += total
         for pool in self.store.list("NodePool"):
             out.setdefault(pool["metadata"]["name"], [0, 0])
-        result = {k: (v[0], v[1]) for k, v in out.items()}
+        result = {k: (v[0], int(v[1])) for k, v in out.items()}
         self._gpu_now = (self.store.rv, result)
         return result
-
-    def _row_pools(self, table: Any) -> np.ndarray:
-        """The node pool (an index into _pool_names, -1 while unknown) of each row of the scheduler's node table;
-        rows are never reused, so only new rows and rows whose node had no pool yet are looked up."""
-        ids = self._row_pool
-        if len(ids) < len(table.infos):
-            ids = self._row_pool = np.concatenate((ids, np.full(len(table.infos) - len(ids), -1, np.int64)))
-        for i in np.flatnonzero(ids < 0):
-            ni = table.infos[i]
-            pool = self.pools.pool_of.get(ni.name) if ni is not None else None
-            if pool is not None:
-                ids[i] = self._pool_ids.setdefault(pool, len(self._pool_ids))
-                if ids[i] == len(self._pool_names):
-                    self._pool_names.append(pool)
-        return ids
 
     def _sample(self) -> None:
         self._accumulate()
@@ -191,13 +190,10 @@ class Metrics:
         self.series["t"].append(now)
         pending = sum(1 for k, p in self.phase.items() if p == "Pending" and k not in self.scheduled)
         self.series["pending_pods"].append(pending)
-        gp = self.scheduler.gpushare
-        frag = placement_fragmentation(gp) if gp is not None else \
-            cluster_fragmentation(list(self.scheduler.nodes.values()), self._gpu_shapes)
-        self.series["fragmented_gpu_pct"].append(round(frag[0], 3) if frag else None)
-        if frag:
-            self._frag.append(frag)
-        self.series["nodes"].append(len(self.scheduler.nodes))
+        for sampler in self.samplers:
+            for series, value in sampler.sample().items():
+                self.series.setdefault(series, []).append(value)
+        self.series["nodes"].append(len(self._node_gpus))
         n = len(self.series["t"])
         for pool, (req, alloc) in sorted(self._gpu_by_pool().items()):
             vals = self.series["gpu_allocation_pct"].setdefault(pool, [])
@@ -226,15 +222,6 @@ class Metrics:
         for p in self.phase.values():
             by_phase[p] = by_phase.get(p, 0) + 1
         waits = [self.scheduled.get(k, self.deleted.get(k, until)) - t for k, t in self.created.items()]
-        cost_by_pool: dict[str, float] = {}
-        node_hours: dict[str, float] = {}
-        split: dict[str, list[float]] = {}  # pool -> [on-demand USD, Spot USD]
-        for node, secs in sorted(self.pools.node_seconds.items()):
-            pool = self.pools.pool_of[node]
-            price, spot = self._node_price.get(node, (0.0, False))
-            cost_by_pool[pool] = cost_by_pool.get(pool, 0.0) + price * secs / 3600
-            node_hours[pool] = node_hours.get(pool, 0.0) + secs / 3600
-            split.setdefault(pool, [0.0, 0.0])[1 if spot else 0] += price * secs / 3600
         gpu = {pool: {"mean_pct": round(100 * a[0] / a[1], 3) if a[1] else 0.0,
                       "gpu_hours_requested": round(a[0] / 3600, 3), "gpu_hours_allocatable": round(a[1] / 3600, 3)}
                for pool, a in sorted(self._gpu_area.items())}
@@ -247,20 +234,7 @@ class Metrics:
                      "pending_seconds": {"p50": percentile(waits, 50), "p99": percentile(waits, 99),
                                          "max": max(waits, default=0.0)}},
             "gpu_allocation": gpu,
-            "cost": {"currency": "USD", "total_usd": round(sum(cost_by_pool.values()), 2),
-                     "by_pool": {k: round(v, 2) for k, v in sorted(cost_by_pool.items())},
-                     "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())},
-                     "on_demand_usd": round(sum(v[0] for v in split.values()), 2),
-                     "spot_usd": round(sum(v[1] for v in split.values()), 2),
-                     "by_pool_provisioning": {k: {"on_demand_usd": round(v[0], 2), "spot_usd": round(v[1], 2)}
-                                              for k, v in sorted(split.items())}},
-            "scheduler": {"attempts": self.scheduler.schedule_attempts},
         }
-        if self._frag:
-            summary["gpu_fragmentation"] = {
-                "fragmented_gpu_pct_mean": round(sum(f for f, _ in self._frag) / len(self._frag), 3),
-                "frag_ratio_pct_mean": round(sum(r for _, r in self._frag) / len(self._frag), 3),
-                "samples": len(self._frag)}
         if self._sharing:
             summary["gpu_sharing"] = {pool: {
                 "gpu_pods_finished": len(v["slowdowns"]), "gpu_oom_failures": v["oom"],

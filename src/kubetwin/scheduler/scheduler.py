@@ -25,6 +25,7 @@ from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler import volumebinding as VB
 from kubetwin.scheduler.fiterror import FIT, diagnose, fit_error
+from kubetwin.scheduler.fragmentation import FragmentationGauge
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
 from kubetwin.scheduler.podshapes import PodShapes
@@ -32,6 +33,7 @@ from kubetwin.scheduler.preemption import DefaultPreemption, pod_key, priority_o
 from kubetwin.scheduler.queue import SchedulingQueue
 from kubetwin.scheduler.schedulinggates import GATED_MESSAGE as GATED_MESSAGE  # re-exported
 from kubetwin.scheduler.schedulinggates import scheduling_gated_condition
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -69,6 +71,7 @@ class Scheduler:
         self.dra = D.DynamicResources(store, features)
         self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
         self.ipa = IPA.InterPodAffinity(self.nodes, self._ns_labels)
+        self.fragmentation = FragmentationGauge(store, self.nodes, self.gpushare)  # sampled by the run's metrics
         # The plugins beyond the node-only ones, in the default profile's order (default_plugins.go: VolumeBinding,
         # InterPodAffinity, DynamicResources), but InterPodAffinity's PreFilter first: it never rejects, so the
         # order is unobservable in kube-scheduler, while the twin's first pod with terms switches its cache of
@@ -83,6 +86,14 @@ class Scheduler:
         for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events
             store.watch(kind, self._on_dra_object)
         store.watch("PersistentVolumeClaim", self._on_claim)
+
+    def sample(self) -> dict[str, float | None]:
+        """The run's sampled series the scheduler's cache answers (sim.outputs.Sampler): GPU fragmentation."""
+        return self.fragmentation.sample()
+
+    def contribute(self, until: float) -> Contribution:
+        return Contribution(summary={"scheduler": {"attempts": self.schedule_attempts},
+                                     **self.fragmentation.summary()})
 
     def _ns_labels(self, ns: str) -> dict:
         return ((self.store.get("Namespace", "", ns) or {}).get("metadata") or {}).get("labels") or {}

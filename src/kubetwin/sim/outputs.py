@@ -2,7 +2,7 @@
 serving, training, the cluster autoscaler) and the runner that writes the run folder.
 
 Each subsystem reads the store and its own state and answers `contribute(until)`; the runner merges the
-contributions in a fixed order (Kueue, cluster autoscaler, serving, training) and writes them. Subsystems never
+contributions in a fixed order (scheduler, node pools, kubelet, Spot, Kueue, cluster autoscaler, serving, training) and writes them. Subsystems never
 write run-folder files themselves, and the runner never reaches into a subsystem's internals.
 """
 
@@ -23,3 +23,10 @@ class Contribution:
 
 class Subsystem(Protocol):
     def contribute(self, until: float) -> Contribution: ...
+
+
+class Sampler(Protocol):
+    """A subsystem whose gauges are sampled on the run's sampling clock (Scenario.spec.sampleInterval), in the
+    same instant as the run's own series: `sample()` returns one value per series name."""
+
+    def sample(self) -> dict[str, float | None]: ...

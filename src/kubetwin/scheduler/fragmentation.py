@@ -4,17 +4,25 @@ The share of idle GPUs that the workload's typical pods could not use where they
 without the CPU left for a typical pod, or too few idle GPUs together for a multi-GPU class, is fragmented.
 Here every advertised `nvidia.com/gpu` counts as one GPU (a MIG instance or a time-shared replica included),
 and the typical pods are the GPU pods created so far, classed by CPU and GPU request.
+
+It is measured on the scheduler's cache (its NodeInfos, or the GPU placement policy's per-GPU milli), as the
+paper's simulator measures it inside its scheduler; the scheduler samples it for the run (FragmentationGauge).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
+from kubetwin.api.podresources import pod_requests
+from kubetwin.api.podspec import TemplateMemo
 from kubetwin.devices.gpushare import FULL, Shape, TypicalPods, frag_amount
 from kubetwin.scheduler.gpushare import GpuSharePlacement
 from kubetwin.scheduler.nodeinfo import NodeInfo
+from kubetwin.store.store import Obj, Store
 
 GPU = "nvidia.com/gpu"
 
@@ -48,3 +56,37 @@ def placement_fragmentation(gp: GpuSharePlacement) -> tuple[float, float] | None
     frag = float(frag_amount(gp.cpu_left[rows], gp.idle[rows], gp.model[rows], gp.typical()).sum())
     total, idle_milli = int(gp.gpus[rows].sum()) * FULL, float(gp.idle[rows].sum())
     return 100 * frag / total, (100 * frag / idle_milli if idle_milli else 0.0)
+
+
+class FragmentationGauge:
+    """The scheduler's fragmentation at each of the run's sample instants (a sim.outputs Sampler), and its mean
+    for summary.json's gpu_fragmentation. Keeps its own count of the GPU pods created (the typical pods)."""
+
+    def __init__(self, store: Store, nodes: Mapping[str, NodeInfo], gpushare: GpuSharePlacement | None) -> None:
+        self._nodes, self._gpushare = nodes, gpushare
+        self._shapes: Counter[tuple[int, int]] = Counter()  # GPU pods by (cpu milli, GPUs): typical pods
+        self._requests_of = TemplateMemo(pod_requests)
+        self._samples: list[tuple[float, float]] = []
+        store.watch("Pod", self._on_pod)
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        if etype == "ADDED":
+            req = self._requests_of(pod)
+            if req.get(GPU):
+                self._shapes[(req.get("cpu", 0), req[GPU])] += 1
+
+    def sample(self) -> dict[str, float | None]:
+        gp = self._gpushare
+        frag = placement_fragmentation(gp) if gp is not None else \
+            cluster_fragmentation(list(self._nodes.values()), self._shapes)
+        if frag:
+            self._samples.append(frag)
+        return {"fragmented_gpu_pct": round(frag[0], 3) if frag else None}
+
+    def summary(self) -> dict[str, Any]:
+        if not self._samples:
+            return {}
+        n = len(self._samples)
+        return {"gpu_fragmentation": {"fragmented_gpu_pct_mean": round(sum(f for f, _ in self._samples) / n, 3),
+                                      "frag_ratio_pct_mean": round(sum(r for _, r in self._samples) / n, 3),
+                                      "samples": n}}
