@@ -72,8 +72,9 @@ def test_cohort_example_summary_and_metrics(cohort):
     assert k["research"]["evicted_by_reason"] == {"Preempted": 2}
     assert k["research"]["admission_wait_s"]["max"] == 7200.0  # requeued at 1h, admitted again at 3h
     prom = (cohort.out / "metrics.prom").read_text()
-    assert 'kueue_admitted_workloads_total{cluster_queue="research"} 6.0' in prom
-    assert 'kueue_preempted_workloads_total{preempting_cluster_queue="prod",reason="InCohortReclamation"} 2.0' in prom
+    lines = prom.splitlines()  # values as kueue-controller-manager (client_golang) prints them: 6, not 6.0
+    assert 'kueue_admitted_workloads_total{cluster_queue="research"} 6' in lines
+    assert 'kueue_preempted_workloads_total{preempting_cluster_queue="prod",reason="InCohortReclamation"} 2' in lines
 
 
 # ------------------------------------------------------------------------------------------------ (b) missing LQ
@@ -255,7 +256,7 @@ def test_wait_for_pods_ready_evicts_requeues_with_backoff_and_deactivates(wfpr):
     assert (k["admitted"], k["evicted"], k["evicted_by_reason"]) == (
         3, 3, {"Deactivated": 1, "PodsReadyTimeout": 2})
     prom = (wfpr.out / "metrics.prom").read_text()
-    assert 'kueue_evicted_workloads_total{cluster_queue="team",reason="PodsReadyTimeout"} 2.0' in prom
+    assert 'kueue_evicted_workloads_total{cluster_queue="team",reason="PodsReadyTimeout"} 2' in prom.splitlines()
 
 
 def test_pods_ready_true_when_all_pods_ready_and_no_eviction():

@@ -1,7 +1,7 @@
 """Kueue's Prometheus metrics for a run, under their real names (kubernetes-sigs/kueue pkg/metrics/metrics.go).
 
-A per-run prometheus_client registry (never the global one), so two runs in one process do not mix and the
-exposition text in the run folder is deterministic. Times are simulated seconds.
+A per-run prometheus_client registry (never the global one), so two runs in one process do not mix; written by the
+one exposition writer (prometheus/exposition.py) in client_golang's format, deterministic. Times are simulated seconds.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, Histogram, disable_created_metrics
 from prometheus_client import Counter as PromCounter
 
+from kubetwin.prometheus import exposition
 from kubetwin.sim.env import Environment
 from kubetwin.sim.stats import percentile
 
@@ -117,6 +118,7 @@ class KueueMetrics:
             }
         return out
 
-    def exposition(self) -> bytes:
-        """The registry in Prometheus text format (what kueue-controller-manager's /metrics would show)."""
-        return generate_latest(self.registry)
+    def exposition(self) -> str:
+        """The registry in Prometheus text format, as kueue-controller-manager's /metrics shows it (a Go program:
+        client_golang's layout and number format)."""
+        return exposition.registry_text(self.registry)

@@ -2,7 +2,8 @@
 serving, training, the cluster autoscaler) and the runner that writes the run folder.
 
 Each subsystem reads the store and its own state and answers `contribute(until)`; the runner merges the
-contributions in a fixed order (scheduler, node pools, kubelet, Spot, Kueue, cluster autoscaler, serving, training) and writes them. Subsystems never
+contributions in a fixed order (scheduler, node pools, kubelet, Spot, Kueue, cluster autoscaler, serving,
+training) and writes them. Subsystems never
 write run-folder files themselves, and the runner never reaches into a subsystem's internals.
 """
 

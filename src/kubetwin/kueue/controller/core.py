@@ -113,7 +113,7 @@ class KueueController:
     # -- watches ------------------------------------------------------------------------------------
     def contribute(self, until: float) -> Contribution:
         """summary.json's kueue section (per ClusterQueue admissions and waits) and the kueue_* Prometheus series."""
-        return Contribution(summary={"kueue": self.metrics.summary()}, prometheus=self.metrics.exposition().decode())
+        return Contribution(summary={"kueue": self.metrics.summary()}, prometheus=self.metrics.exposition())
 
     def now(self) -> float:
         return self._epoch + self.env.now
