@@ -116,6 +116,12 @@ class TpuSlice:
     repairs: int = 0
 
 
+def pool_of_node(node: Obj) -> str:
+    """The node pool a Node is counted and billed under: its GKE nodepool label; "static" for a Node given in the
+    scenario without one (as KWOK fakes them)."""
+    return str((node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "static"))
+
+
 class NodePoolController:
     """Creates nodeCount nodes per zone (autoscaling: minNodeCount per zone) and tracks node lifetimes.
 
@@ -284,7 +290,7 @@ class NodePoolController:
         if name in self._names:
             return
         # A Node given in the scenario itself (as KWOK fakes them): account it under its nodepool label.
-        self.pool_of[name] = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "static")
+        self.pool_of[name] = pool_of_node(node)
         self._up_since[name] = self.env.now
 
     def _node_gone(self, node: Obj) -> None:

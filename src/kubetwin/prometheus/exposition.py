@@ -85,8 +85,7 @@ def registry_text(registry: Collector) -> str:
             if s.name == f"{family.name}_created":  # OpenMetrics' wall-clock series; the Go text format has none
                 continue
             key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
-            labels = sorted(s.labels.items()) if "le" not in s.labels else \
-                [*sorted((k, v) for k, v in s.labels.items() if k != "le"), ("le", format_value(float(s.labels["le"])))]
+            labels = [*key, ("le", format_value(float(s.labels["le"])))] if "le" in s.labels else list(key)
             order = _SUFFIX_ORDER.get(s.name[len(family.name):], 0)
             by_series.setdefault(key, []).append((order, i, sample(s.name, labels, s.value)))
         for key in sorted(by_series):

@@ -9,6 +9,7 @@ from kubetwin.api.conditions import conditions_of, is_condition_true
 from kubetwin.api.podresources import pod_requests, resource_value
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.api.units import parse_duration
+from kubetwin.autoscaler.nodepool import pool_of_node
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
@@ -34,8 +35,7 @@ class Metrics:
         self.deleted: dict[str, float] = {}  # pods deleted before they were bound: their wait ends there
         self.phase: dict[str, str] = {}  # these three by pod uid
         self.names: dict[str, str] = {}  # uid -> ns/name
-        self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": [],
-                                       "fragmented_gpu_pct": []}
+        self.series: dict[str, Any] = {"t": [], "pending_pods": [], "gpu_allocation_pct": {}, "nodes": []}
         self._gpu_area: dict[str, list[float]] = {}  # pool -> [requested gpu-seconds, allocatable gpu-seconds]
         self._gpu_now: tuple[int, dict[str, tuple[float, int]]] | None = None
         # Per live node: [GPUs requested by its bound, non-terminal pods, milli-GPUs of its GPU-sharing pods,
@@ -78,8 +78,7 @@ class Metrics:
         alloc = resource_value(GPU, (node.get("status", {}).get("allocatable") or {}).get(GPU, 0))
         if etype == "ADDED" or name not in self._node_gpus:
             self._node_gpus[name] = [0, 0, alloc]
-            self._pool_of[name] = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool",
-                                                                              "static")
+            self._pool_of[name] = pool_of_node(node)
             self._gpus_changed()
         elif old is None or (old.get("status") or {}).get("allocatable") != node["status"].get("allocatable"):
             self._node_gpus[name][2] = alloc
