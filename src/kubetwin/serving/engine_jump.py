@@ -23,24 +23,29 @@ class MacroSteps:
     """Reads the scheduler's waiting queue, running LoRA set and decode aggregate and the KV cache; `jump` changes
     the KV cache, the aggregate's tick, the scheduler's token counter and finishes the members that are done."""
 
-    __slots__ = ("sched", "step")
+    __slots__ = ("sched", "step", "waiting", "decode", "kv", "kv_manager")
 
     def __init__(self, sched: Scheduler, step: StepModel) -> None:
         self.sched = sched
         self.step = step
+        # the scheduler's collaborators, which live as long as it does (read here without the extra hop)
+        self.waiting = sched.waiting
+        self.decode = sched.decode
+        self.kv = sched.kv
+        self.kv_manager = sched.kv_manager
 
     def _would_admit(self) -> int:
         """What the waiting loop would do in the next decode-only step: _ADMIT, _FREE (nothing waiting can run, and
         evictions cannot change that) or _KV (the first candidate lacks KV blocks; holds while nothing is evicted)."""
         sc = self.sched
-        waiting = sc.waiting
-        free_budget = sc.budget - sc.decode.num
+        waiting = self.waiting
+        free_budget = sc.budget - self.decode.num
         if not waiting or len(sc.running) >= sc.max_seqs or free_budget <= 0:
             return _FREE
         lset = set(sc.run_lora) if sc.lora_on else None
-        kvm = sc.kv_manager
-        # without LoRA limits nothing is skipped: the head decides
-        for s in (waiting if lset is not None else (waiting.peek_request(),)):
+        kvm = self.kv_manager
+        # without LoRA limits nothing is skipped: the head decides (a FCFS queue's iteration starts with it)
+        for s in (waiting if (lset is not None or not sc.prio) else (waiting.peek_request(),)):
             if lset is not None and s.lora is not None and len(lset) >= sc.max_loras and s.lora not in lset:
                 continue
             hit, c, k, base = kvm.get_computed_blocks(s)
@@ -52,7 +57,8 @@ class MacroSteps:
             n = kvm.blocks_needed(s, c + x)[0]
             s.k = s.base = 0
             ev = sum(u.blocks for u in hit if u.ref == 0)
-            return _ADMIT if n + ev <= sc.kv.available() else _KV
+            kv = self.kv
+            return _ADMIT if n + ev <= kv.free + kv.evictable else _KV  # kv.available()
         return _FREE
 
     def jump_len(self, now: float, t: float) -> int:
@@ -60,14 +66,14 @@ class MacroSteps:
         state = self._would_admit()
         if state == _ADMIT:
             return 0
-        decode = self.sched.decode
-        kv = self.sched.kv
+        decode = self.decode
+        kv = self.kv
         T = decode.tick
         k = decode.next_finish() - T
         nD = decode.num
         bs = decode.block_size
         phase = decode.phase
-        limit = kv.free if state == _KV else kv.available()
+        limit = kv.free if state == _KV else kv.free + kv.evictable  # kv.available()
         # block limit: every bs ticks the aggregate needs nD blocks
         cycles = limit // nD
         if cycles * bs < k:
@@ -99,14 +105,14 @@ class MacroSteps:
         """Take k decode-only iterations from `now`; returns their summed duration. The caller's clock moves after
         (the members that finish are finished at now + duration through `finish_due`)."""
         sc = self.sched
-        decode = sc.decode
+        decode = self.decode
         nD = decode.num
         T = decode.tick
         bs = decode.block_size
         need = (k // bs) * nD
         for j in range(k % bs):
             need += decode.phase[(T + j) % bs]
-        sc.kv.take(need)
+        self.kv.take(need)
         a, b = self.step.decode_line(nD)
         A = a + b * (decode.dsum + nD * T + nD)
         if sc.first_due:

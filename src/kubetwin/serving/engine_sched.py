@@ -33,23 +33,10 @@ def _rpos(s: EngineRequest) -> int:
     return s.rpos
 
 
-class SchedulerOutput:
-    """One iteration's batch (vLLM's SchedulerOutput, plus what the step model reads of it): the explicit requests
-    scheduled with their token counts, the decode-aggregate members (each 1 token), and how it was made."""
-
-    __slots__ = ("scheduled", "num_decode", "fast", "preempted", "lora_loads", "num_tokens", "prefill_pairs",
-                 "kv_read_tokens")
-
-    def __init__(self, scheduled: list[tuple[EngineRequest, int]], num_decode: int, fast: bool, preempted: bool,
-                 lora_loads: int, num_tokens: int, prefill_pairs: float, kv_read_tokens: int) -> None:
-        self.scheduled = scheduled
-        self.num_decode = num_decode
-        self.fast = fast
-        self.preempted = preempted
-        self.lora_loads = lora_loads  # adapters loaded for this step (not in the LRU)
-        self.num_tokens = num_tokens
-        self.prefill_pairs = prefill_pairs  # query-key pairs of the prefill chunks
-        self.kv_read_tokens = kv_read_tokens
+# One iteration's batch, vLLM's SchedulerOutput plus what the step model reads of it: (scheduled explicit requests with
+# their token counts, decode-aggregate members (1 token each), fast path?, preempted?, adapters loaded, tokens,
+# prefill query-key pairs, KV tokens read). A plain tuple: one is made per iteration.
+SchedulerOutput = tuple[list[tuple[EngineRequest, int]], int, bool, bool, int, int, float, int]
 
 
 class Scheduler:
@@ -140,7 +127,7 @@ class Scheduler:
             b = budget - nD
             plan = []
             total = nb
-            need = self.kv_manager.blocks_needed
+            kvm = self.kv_manager
             for s in self.explicit:
                 if b <= 0:
                     break
@@ -149,16 +136,15 @@ class Scheduler:
                     x = self.threshold
                 if x > b:
                     x = b
-                n, k, base, tb = need(s, s.c + x)
+                n, k, base, tb = kvm.blocks_needed(s, s.c + x)
                 plan.append((s, x, n, k, base, tb))
                 total += n
                 b -= x
-            if total <= kv.available():
+            if total <= kv.free + kv.evictable:  # kv.available(), inlined: once per iteration
                 if nb:
                     kv.take(nb)
-                allocate = self.kv_manager.allocate
                 for s, x, n, k, base, tb in plan:
-                    allocate(s, n, k, base, tb)
+                    kvm.allocate(s, n, k, base, tb)
                     sched.append((s, x))
                 budget = b
             else:
@@ -177,7 +163,7 @@ class Scheduler:
             if s.e == 0 or s.c != s.P + s.e - 1:  # a prefill chunk (an explicit decode adds no query-key pairs)
                 pairs += x * (s.c + x * 0.5)
             kvr += s.c + x
-        return SchedulerOutput(sched, nD, fast, preempted, loads, ntok, pairs, kvr)
+        return sched, nD, fast, preempted, loads, ntok, pairs, kvr
 
     def _schedule_running(self, sched: list[tuple[EngineRequest, int]]) -> tuple[int, bool]:
         """vLLM's running loop with preemption, in running order. Decode-aggregate members stay in the aggregate: each
@@ -305,7 +291,7 @@ class Scheduler:
             for u in hit:
                 if u.ref == 0:
                     ev += u.blocks
-            if n + ev > kv.available():
+            if n + ev > kv.free + kv.evictable:  # kv.available()
                 s.k = s.base = s.c = 0
                 break
             waiting.pop_request()
@@ -341,10 +327,11 @@ class Scheduler:
         return budget, loads
 
     # ---------------------------------------------------------------- update_from_output()
-    def update_from_output(self, out: SchedulerOutput, end: float | None) -> None:
-        """After the forward pass that ended at `end` (None: the batch was empty and nothing ran): tokens computed and
-        emitted, first tokens, finished requests, and the decode aggregate rebuilt for the next step."""
-        fast = out.fast
+    def update_from_output(self, scheduled: list[tuple[EngineRequest, int]], nD: int, fast: bool,
+                           end: float | None) -> None:
+        """After the forward pass of schedule()'s batch (its first three fields) that ended at `end` (None: the batch
+        was empty and nothing ran): tokens computed and emitted, first tokens, finished requests, and the decode
+        aggregate rebuilt for the next step."""
         if end is None:
             if not fast:
                 self._rebuild()
@@ -352,16 +339,17 @@ class Scheduler:
         if self.first_due:
             self.first_seen(end)
         decode = self.decode
-        nD = out.num_decode
         done: list[EngineRequest] = []  # exact path: finish in running order, as vLLM's update_from_output walks
         if nD:
             decode.tick += 1
             self.generation_tokens_total += nD
             if fast:
-                self.finish_due(end)
+                fh = decode.fheap
+                if fh and fh[0][0] <= decode.tick:  # most ticks finish nobody
+                    self.finish_due(end)
             else:
                 done = decode.due()
-        for s, x in out.scheduled:
+        for s, x in scheduled:
             if s.status != RUNNING:
                 continue
             s.c += x
@@ -423,8 +411,11 @@ class Scheduler:
 
     def finish_due(self, t: float) -> None:
         """Finish the aggregate members whose last token came with the tick just taken, at t."""
-        for s in self.decode.due():
-            self._finish(s, t)
+        decode = self.decode
+        fh = decode.fheap
+        if fh and fh[0][0] <= decode.tick:  # most ticks finish nobody
+            for s in decode.due():
+                self._finish(s, t)
 
     def first_seen(self, end: float) -> None:
         """The client's first token, for the requests whose prefill finished in the previous iteration: one
