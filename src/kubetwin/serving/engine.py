@@ -26,20 +26,22 @@ iteration that may preempt walks the running list in order but leaves the aggreg
 is decode-only and nothing waiting can be admitted, `advance` jumps k iterations in closed form (iteration times form
 an arithmetic series via StepModel.decode_line). `macro_steps=False` single-steps and gives the same results.
 
-Layout: this module holds the public Engine (configuration, metrics, requests in and out, the time loop); the mixins
-hold the rest, one concept each: `engine_sched` one iteration (vLLM's schedule() and the forward pass),
-`engine_seq` a request's KV layout and the decode aggregate, `engine_jump` the closed-form macro steps.
+Layout, as vLLM V1 splits its engine core (vllm/v1/engine/core.py, v1/core/sched/): this module's Engine is the
+engine core (configuration, requests in and out, the time loop, the forward pass timed by the StepModel); it drives
+collaborators with explicit interfaces: `engine_sched.Scheduler` (schedule() and update_from_output()), which holds
+the waiting queue (`engine_queue`), the decode aggregate (`engine_decode`) and the KV layout of each request
+(`engine_kv` over `kvcache`); `engine_jump.MacroSteps` takes the closed-form decode-only jumps. `engine_request` is
+the engine's view of one request and its RequestStatus.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from kubetwin.serving.engine_jump import MacroSteps
+from kubetwin.serving.engine_request import EngineRequest
 from kubetwin.serving.engine_sched import Scheduler
-from kubetwin.serving.engine_seq import _DONE, DecodeAggregate, _Seq
 from kubetwin.serving.kvcache import KVCache, max_model_len_error
 from kubetwin.serving.types import EngineArgs, Request, StepModel
 
@@ -54,18 +56,12 @@ MAX_CONTEXT_ERROR = (
 DEFAULT_LORA_LOAD_TIME = 0.05
 
 
-class Engine(Scheduler, MacroSteps, DecodeAggregate):
+class Engine:
     """One vLLM-like engine. The caller drives time: `advance(t)` then `add(req, t)`; metrics read as vLLM's scheduler
     stats after the last iteration."""
 
-    __slots__ = (
-        "name", "step", "max_model_len", "lora_load_time", "on_finish", "macro", "bs", "budget", "max_seqs",
-        "threshold", "prio", "lora_on", "max_loras", "lora_cap", "kv", "now", "waiting", "run", "pre", "order_ok",
-        "tick", "nD", "dsum", "phase", "fheap", "dlora", "run_lora", "wait_lora", "loaded", "uid", "rseq", "stuck",
-        "prefix_cache_queries", "prefix_cache_hits", "prompt_tokens_total", "generation_tokens_total",
-        "num_preemptions", "busy_time", "iterations", "tokens_computed", "finished", "rejected", "api_s",
-        "lag", "first_due",
-    )
+    __slots__ = ("name", "step", "max_model_len", "lora_load_time", "on_finish", "kv", "scheduler", "macro", "now",
+                 "uid", "stuck", "busy_time", "iterations", "tokens_computed", "rejected")
 
     def __init__(self, args: EngineArgs, step: StepModel, num_gpu_blocks: int, *, name: str = "",
                  max_model_len: int, lora_load_time: float = DEFAULT_LORA_LOAD_TIME,
@@ -74,69 +70,34 @@ class Engine(Scheduler, MacroSteps, DecodeAggregate):
             raise ValueError("max_num_seqs / max_num_batched_tokens must be resolved to ints by the caller")
         self.name = name
         self.step = step
-        # the API server's share of every streamed token's latency (serving.perf Calibration.request_overhead_s):
-        # the client sees the first and the last token this long after the engine step that produced them
-        self.api_s = float(getattr(step, "request_overhead_s", 0.0))
-        # StepModel.first_token_lag: the client sees a request's first token one iteration after the engine made it
-        # (engine_sched._first_seen); first_due holds the requests whose first token came with the last iteration
-        self.lag = bool(getattr(step, "first_token_lag", False))
-        self.first_due: list[Request] = []
         self.max_model_len = max_model_len
         self.lora_load_time = lora_load_time
         self.on_finish = on_finish
-        self.macro = macro_steps
-        self.bs = args.block_size
-        self.budget = args.max_num_batched_tokens
-        self.max_seqs = args.max_num_seqs
-        self.threshold = args.long_prefill_token_threshold
-        self.prio = args.scheduling_policy == "priority"
-        self.lora_on = args.enable_lora
-        self.max_loras = args.max_loras
-        # vLLM LoRAConfig: max_cpu_loras defaults to max_loras (vllm/config/lora.py). Adapters in this LRU are
-        # loaded; others cost lora_load_time when first scheduled.
-        self.lora_cap = args.max_cpu_loras or args.max_loras
-        self.kv = KVCache(num_gpu_blocks, self.bs, args.enable_prefix_caching)
+        self.kv = KVCache(num_gpu_blocks, args.block_size, args.enable_prefix_caching)
         # without this check a lone request could be preempted forever
-        why = max_model_len_error(num_gpu_blocks, self.bs, max_model_len,
+        why = max_model_len_error(num_gpu_blocks, args.block_size, max_model_len,
                                   getattr(step, "kv_bytes_per_token_per_gpu", 0) or 0)
         if why:
             raise ValueError(why)
+        self.scheduler = Scheduler(args, self.kv, api_s=float(getattr(step, "request_overhead_s", 0.0)),
+                                   lag=bool(getattr(step, "first_token_lag", False)), on_finish=on_finish)
+        self.macro = MacroSteps(self.scheduler, step) if macro_steps else None
         self.now = 0.0
-        self.waiting: deque[_Seq] | list[tuple[tuple[int, float, int], _Seq]] = [] if self.prio else deque()
-        self.run: dict[_Seq, None] = {}  # running, in vLLM's running-list order
-        self.pre: list[_Seq] = []  # running requests handled explicitly, in running order
-        self.order_ok = True  # every decode-aggregate request precedes every explicit one in running order
-        self.tick = 0
-        self.nD = 0
-        self.dsum = 0  # sum of (c - t0) over the decode aggregate
-        self.phase = [0] * self.bs  # phase[p]: aggregate members that need a new block at ticks == p (mod bs)
-        self.fheap: list[tuple[int, int, int, _Seq]] = []  # (finish tick, uid, gen, seq)
-        self.dlora: dict[str, int] = {}
-        self.run_lora: dict[str, int] = {}
-        self.wait_lora: dict[str, int] = {}
-        self.loaded: OrderedDict[str, None] = OrderedDict()
         self.uid = 0
-        self.rseq = 0  # next running-list position (_Seq.rpos)
-        self.stuck = False
-        self.prefix_cache_queries = 0
-        self.prefix_cache_hits = 0
-        self.prompt_tokens_total = 0
-        self.generation_tokens_total = 0
-        self.num_preemptions = 0
+        self.stuck = False  # nothing fits even in an empty batch: wait for the next arrival
         self.busy_time = 0.0
         self.iterations = 0
         self.tokens_computed = 0
-        self.finished = 0
         self.rejected = 0
 
     # ---------------------------------------------------------------- metrics
     @property
     def num_waiting(self) -> int:
-        return len(self.waiting)
+        return len(self.scheduler.waiting)
 
     @property
     def num_running(self) -> int:
-        return len(self.run)
+        return len(self.scheduler.running)
 
     @property
     def kv_usage(self) -> float:
@@ -148,22 +109,51 @@ class Engine(Scheduler, MacroSteps, DecodeAggregate):
 
     @property
     def block_size(self) -> int:
-        return self.bs
+        return self.kv.block_size
+
+    @property
+    def max_loras(self) -> int:
+        return self.scheduler.max_loras
 
     @property
     def idle(self) -> bool:
-        return not self.run and not self.waiting
+        return not self.scheduler.running and not self.scheduler.waiting
 
     @property
     def next_event_time(self) -> float:
         """Start of the next iteration, or inf when there is nothing to run."""
         return math.inf if (self.idle or self.stuck) else self.now
 
+    # vLLM's counters (vllm/v1/metrics/loggers.py PrometheusStatLogger), kept by the scheduler
+    @property
+    def finished(self) -> int:
+        return self.scheduler.finished
+
+    @property
+    def num_preemptions(self) -> int:
+        return self.scheduler.num_preemptions
+
+    @property
+    def prompt_tokens_total(self) -> int:
+        return self.scheduler.prompt_tokens_total
+
+    @property
+    def generation_tokens_total(self) -> int:
+        return self.scheduler.generation_tokens_total
+
+    @property
+    def prefix_cache_queries(self) -> int:
+        return self.scheduler.prefix_cache_queries
+
+    @property
+    def prefix_cache_hits(self) -> int:
+        return self.scheduler.prefix_cache_hits
+
     def active_loras(self) -> frozenset[str]:
-        return frozenset(self.run_lora)
+        return frozenset(self.scheduler.run_lora)
 
     def waiting_loras(self) -> frozenset[str]:
-        return frozenset(self.wait_lora)
+        return frozenset(self.scheduler.wait_lora)
 
     def match_tokens(self, req: Request) -> int:
         return self.kv.match_tokens(req.hashes, req.seg_tokens)
@@ -192,33 +182,17 @@ class Engine(Scheduler, MacroSteps, DecodeAggregate):
         self.stuck = False
         nseg = len(req.seg_tokens) if self.kv.caching else 0
         if nseg:
-            bs = self.bs
+            bs = self.kv.block_size
             worst = sum(-(-s // bs) for s in req.seg_tokens) + -(-(req.output_tokens - 1) // bs)
             if worst > self.kv.usable:
                 nseg = 0  # the block-aligned segment layout would not fit: serve it uncached rather than livelock
-        s = _Seq(req, self.uid, nseg)
+        s = EngineRequest(req, self.uid, nseg)
         self.uid += 1
-        self._enqueue(s)
-        if s.lora is not None:
-            self.wait_lora[s.lora] = self.wait_lora.get(s.lora, 0) + 1
+        self.scheduler.add_request(s)
 
     def abort_all(self, t: float) -> list[Request]:
         """The pod is going away: return every unfinished request (running, then waiting) and empty the engine."""
-        out = [s.req for s in self.run]
-        out += [s.req for s in self._waiting_order()]
-        for s in self.run:
-            s.st = _DONE
-        self.run.clear()
-        self.pre.clear()
-        self.waiting = [] if self.prio else deque()
-        self.nD = self.dsum = 0
-        self.phase = [0] * self.bs
-        self.fheap.clear()
-        self.dlora.clear()
-        self.run_lora.clear()
-        self.wait_lora.clear()
-        self.order_ok = True
-        self.kv.clear()
+        out = self.scheduler.abort_all()
         self.now = max(self.now, t)
         self.stuck = False
         return out
@@ -226,10 +200,34 @@ class Engine(Scheduler, MacroSteps, DecodeAggregate):
     # ---------------------------------------------------------------- time
     def advance(self, t: float) -> None:
         """Run every iteration that starts before t (iterations are atomic)."""
-        while self.now < t and (self.run or self.waiting) and not self.stuck:
-            if self.macro and not self.pre and 0 < self.nD <= self.budget:
-                k = self._jump_len(t)
+        sched = self.scheduler
+        decode = sched.decode
+        macro = self.macro
+        while self.now < t and (sched.running or sched.waiting) and not self.stuck:
+            if macro is not None and not sched.explicit and 0 < decode.num <= sched.budget:
+                k = macro.jump_len(self.now, t)
                 if k > 0:
-                    self._jump(k)
+                    dur = macro.jump(k, self.now)
+                    nD = decode.num
+                    self.now += dur
+                    self.busy_time += dur
+                    self.iterations += k
+                    self.tokens_computed += nD * k
+                    sched.finish_due(self.now)
                     continue
-            self._iterate()
+            # vLLM's EngineCore.step: schedule, the forward pass (timed by the StepModel), update_from_output; written
+            # out here rather than as a method, one call less per iteration (it showed on benchmarks/bench_engine.py)
+            scheduled, nD, fast, preempted, loads, ntok, pairs, kvr = sched.schedule(self.now)
+            if ntok == 0:
+                if not preempted:
+                    self.stuck = True  # nothing fits even in an empty batch: wait for the next arrival
+                sched.update_from_output(scheduled, nD, fast, None)
+                continue
+            dur = self.step.iteration_time(ntok, pairs, kvr, nD + len(scheduled)) + loads * self.lora_load_time
+            end = self.now + dur
+            self.now = end
+            self.busy_time += dur
+            self.iterations += 1
+            self.tokens_computed += ntok
+            sched.update_from_output(scheduled, nD, fast, end)
+

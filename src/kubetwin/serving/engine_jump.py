@@ -1,5 +1,5 @@
-"""Closed-form macro steps of `serving.engine.Engine` (a mixin of it): when the batch is decode-only and nothing
-waiting can be admitted, `advance` jumps k iterations at once.
+"""Closed-form macro steps: when the batch is decode-only and nothing waiting can be admitted, the engine jumps k
+iterations at once.
 
 Why it is exact: with no prefill in the batch, iteration i of a decode-only run reads C0 + i*nD context tokens, so its
 time is a + b*(C0 + i*nD) (StepModel.decode_line) and the k iterations form an arithmetic series; the aggregate's
@@ -11,55 +11,69 @@ float rounding of the summed durations.
 
 from __future__ import annotations
 
-import heapq
 import math
 
-from kubetwin.serving.engine_seq import _DEC, EngineState
+from kubetwin.serving.engine_sched import Scheduler
+from kubetwin.serving.types import StepModel
 
 _ADMIT, _FREE, _KV = 0, 1, 2  # what the waiting queue would do next step
 
 
-class MacroSteps(EngineState):
-    """Decode-only jumps, over the attributes EngineState declares."""
+class MacroSteps:
+    """Reads the scheduler's waiting queue, running LoRA set and decode aggregate and the KV cache; `jump` changes
+    the KV cache, the aggregate's tick, the scheduler's token counter and finishes the members that are done."""
 
-    __slots__ = ()
+    __slots__ = ("sched", "step", "waiting", "decode", "kv", "kv_manager")
+
+    def __init__(self, sched: Scheduler, step: StepModel) -> None:
+        self.sched = sched
+        self.step = step
+        # the scheduler's collaborators, which live as long as it does (read here without the extra hop)
+        self.waiting = sched.waiting
+        self.decode = sched.decode
+        self.kv = sched.kv
+        self.kv_manager = sched.kv_manager
 
     def _would_admit(self) -> int:
         """What the waiting loop would do in the next decode-only step: _ADMIT, _FREE (nothing waiting can run, and
         evictions cannot change that) or _KV (the first candidate lacks KV blocks; holds while nothing is evicted)."""
-        if not self.waiting or len(self.run) >= self.max_seqs or self.budget - self.nD <= 0:
+        sc = self.sched
+        waiting = self.waiting
+        free_budget = sc.budget - self.decode.num
+        if not waiting or len(sc.running) >= sc.max_seqs or free_budget <= 0:
             return _FREE
-        lset = set(self.run_lora) if self.lora_on else None
-        for s in (self._waiting_order() if (self.prio and lset is not None) else
-                  ([self.waiting[0][1]] if self.prio else self.waiting)):  # type: ignore[index]
-            if lset is not None and s.lora is not None and len(lset) >= self.max_loras and s.lora not in lset:
+        lset = set(sc.run_lora) if sc.lora_on else None
+        kvm = self.kv_manager
+        # without LoRA limits nothing is skipped: the head decides (a FCFS queue's iteration starts with it)
+        for s in (waiting if (lset is not None or not sc.prio) else (waiting.peek_request(),)):
+            if lset is not None and s.lora is not None and len(lset) >= sc.max_loras and s.lora not in lset:
                 continue
-            hit, c, k, base = self._hit(s)
+            hit, c, k, base = kvm.get_computed_blocks(s)
             x = s.P + s.e - c
-            if 0 < self.threshold < x:
-                x = self.threshold
-            x = min(x, self.budget - self.nD)
+            if 0 < sc.threshold < x:
+                x = sc.threshold
+            x = min(x, free_budget)
             s.k, s.base = k, base
-            n = self._need(s, c + x)[0]
+            n = kvm.blocks_needed(s, c + x)[0]
             s.k = s.base = 0
             ev = sum(u.blocks for u in hit if u.ref == 0)
-            return _ADMIT if n + ev <= self.kv.available() else _KV
+            kv = self.kv
+            return _ADMIT if n + ev <= kv.free + kv.evictable else _KV  # kv.available()
         return _FREE
 
-    def _jump_len(self, t: float) -> int:
-        """How many decode-only iterations can be taken in closed form from now (0: single-step instead)."""
+    def jump_len(self, now: float, t: float) -> int:
+        """How many decode-only iterations can be taken in closed form from `now` (0: single-step instead)."""
         state = self._would_admit()
         if state == _ADMIT:
             return 0
-        fh = self.fheap
-        while fh and not (fh[0][3].st == _DEC and fh[0][3].gen == fh[0][2]):
-            heapq.heappop(fh)
-        T = self.tick
-        k = fh[0][0] - T
-        nD = self.nD
-        bs = self.bs
-        phase = self.phase
-        limit = self.kv.free if state == _KV else self.kv.available()
+        decode = self.decode
+        kv = self.kv
+        T = decode.tick
+        k = decode.next_finish() - T
+        nD = decode.num
+        bs = decode.block_size
+        phase = decode.phase
+        limit = kv.free if state == _KV else kv.free + kv.evictable  # kv.available()
         # block limit: every bs ticks the aggregate needs nD blocks
         cycles = limit // nD
         if cycles * bs < k:
@@ -72,9 +86,9 @@ class MacroSteps(EngineState):
         if k <= 0 or t == math.inf:
             return k
         a, b = self.step.decode_line(nD)
-        A = a + b * (self.dsum + nD * T + nD)
+        A = a + b * (decode.dsum + nD * T + nD)
         D = b * nD
-        H = t - self.now
+        H = t - now
         # largest m with S(m) = m*A + D*m*(m-1)/2 < H; iterations 0..m start before t
         if D > 0:
             q = A - D * 0.5
@@ -87,23 +101,22 @@ class MacroSteps(EngineState):
             m += 1
         return min(k, m + 1)
 
-    def _jump(self, k: int) -> None:
-        nD = self.nD
-        T = self.tick
-        bs = self.bs
+    def jump(self, k: int, now: float) -> float:
+        """Take k decode-only iterations from `now`; returns their summed duration. The caller's clock moves after
+        (the members that finish are finished at now + duration through `finish_due`)."""
+        sc = self.sched
+        decode = self.decode
+        nD = decode.num
+        T = decode.tick
+        bs = decode.block_size
         need = (k // bs) * nD
         for j in range(k % bs):
-            need += self.phase[(T + j) % bs]
+            need += decode.phase[(T + j) % bs]
         self.kv.take(need)
         a, b = self.step.decode_line(nD)
-        A = a + b * (self.dsum + nD * T + nD)
-        if self.first_due:
-            self._first_seen(self.now + A)  # the first of the k iterations
-        dur = k * A + b * nD * k * (k - 1) * 0.5
-        self.now += dur
-        self.busy_time += dur
-        self.iterations += k
-        self.tokens_computed += nD * k
-        self.generation_tokens_total += nD * k
-        self.tick = T + k
-        self._pop_finished(self.now)
+        A = a + b * (decode.dsum + nD * T + nD)
+        if sc.first_due:
+            sc.first_seen(now + A)  # the first of the k iterations
+        sc.generation_tokens_total += nD * k
+        decode.tick = T + k
+        return k * A + b * nD * k * (k - 1) * 0.5

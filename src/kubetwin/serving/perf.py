@@ -109,7 +109,7 @@ class Calibration:
     request_overhead_s: float = 0.0
     moe_eta_c: float | None = None  # expert GEMMs' share of peak (None: the dense GEMMs' fit)
     graph_t0_scale: float = 1.0  # per-kernel floor inside a CUDA graph, as a share of Vidur's eager-mode floor
-    first_token_lag: bool = False  # the client sees the first token one iteration late (engine_sched._first_seen)
+    first_token_lag: bool = False  # the client sees the first token one iteration late (engine_sched: first_seen)
     extra: dict[str, float] = field(default_factory=dict)
 
 

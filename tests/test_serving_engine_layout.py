@@ -1,0 +1,66 @@
+"""The serving engine's layout (issue 18 item 3): the engine core composes its collaborators (scheduler, request
+queue, KV layout, decode aggregate, macro steps) instead of inheriting mixins over one set of slots, and the engine
+modules talk through public names only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import kubetwin.serving
+from kubetwin.serving.engine import Engine
+from kubetwin.serving.engine_queue import FCFSRequestQueue, PriorityRequestQueue, RequestQueue
+from kubetwin.serving.engine_request import EngineRequest
+from kubetwin.serving.types import Request
+
+SERVING = Path(kubetwin.serving.__file__).parent
+ENGINE_MODULES = {p.stem: ast.parse(p.read_text(), str(p)) for p in sorted(SERVING.glob("engine*.py"))}
+
+
+def test_engine_core_inherits_nothing() -> None:
+    """Collaborators are attributes with their own interface, not base classes sharing the engine's slots."""
+    assert Engine.__mro__ == (Engine, object)
+
+
+def test_engine_modules_import_no_private_names() -> None:
+    bad = [f"{name}: from {node.module} import {a.name}" for name, tree in ENGINE_MODULES.items()
+           for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+           for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert len(ENGINE_MODULES) >= 4 and bad == []
+
+
+def test_engine_modules_touch_private_attributes_only_through_self() -> None:
+    bad = [f"{name}:{n.lineno} {ast.unparse(n)}" for name, tree in ENGINE_MODULES.items() for n in ast.walk(tree)
+           if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+           and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))]
+    assert bad == []
+
+
+def _req(uid: int, priority: int = 0, arrival: float = 0.0) -> EngineRequest:
+    r = Request(id=uid, arrival=arrival, prompt_tokens=8, output_tokens=2, hashes=(uid,), seg_tokens=(8,),
+                priority=priority)
+    return EngineRequest(r, uid, 0)
+
+
+@pytest.mark.parametrize("queue", [FCFSRequestQueue, PriorityRequestQueue])
+def test_queue_iterates_in_the_order_it_pops(queue: type[RequestQueue]) -> None:
+    """The macro steps read the waiting queue by iterating it and the waiting loop by popping it: the two orders
+    must agree after preemptions (prepend_request) and LoRA skips (prepend_requests)."""
+    q = queue()
+    reqs = [_req(i, priority=i % 3, arrival=float(i)) for i in range(6)]
+    for s in reqs[:4]:
+        q.add_request(s)
+    skipped = [q.pop_request(), q.pop_request()]
+    q.prepend_request(reqs[5])
+    q.add_request(reqs[4])
+    q.prepend_requests(skipped)
+    seen = [s.uid for s in q]
+    assert q.peek_request().uid == seen[0]
+    popped = [q.pop_request().uid for _ in range(len(q))]
+    assert popped == seen and sorted(seen) == list(range(6))
+    if queue is FCFSRequestQueue:
+        assert seen == [0, 1, 5, 2, 3, 4]  # skipped back at the head in their order, the preempted one behind them
+    else:
+        assert seen == [2, 5, 1, 4, 0, 3]  # highest priority first (vLLM's lower value), then arrival
