@@ -2,6 +2,7 @@
 
     make_cq("eng-alpha").cohort("eng").flavor("on-demand", cpu=("50", "50")).obj()
     make_wl("eng-alpha", "new").queue("main").podset("one", 51, cpu="1").obj()
+    make_lq("main", "eng-alpha").cluster_queue("eng-alpha").obj()
 
 A quota is "nominal" or (nominal, borrowingLimit[, lendingLimit]) with None for unset, as Kueue's
 ``Resource(name, nominal, borrowingLimit, lendingLimit)``.
@@ -9,7 +10,7 @@ A quota is "nominal" or (nominal, borrowingLimit[, lendingLimit]) with None for 
 
 from __future__ import annotations
 
-import copy
+from k8s_builders import Wrapper
 
 from kubetwin.kueue.api import amount, format_amount, format_time
 
@@ -28,9 +29,9 @@ def _quota(res: str, q) -> dict:
     return out
 
 
-class _QuotaHolder:
+class _QuotaHolder(Wrapper):
     def __init__(self, kind: str, name: str) -> None:
-        self._obj = {"apiVersion": V1BETA2, "kind": kind, "metadata": {"name": name}, "spec": {}}
+        super().__init__({"apiVersion": V1BETA2, "kind": kind, "metadata": {"name": name}, "spec": {}})
 
     def flavor(self, name: str, res: dict | None = None, **quotas) -> _QuotaHolder:
         """Add a flavor's quotas; it joins the last resource group when it covers the same resources."""
@@ -55,9 +56,6 @@ class _QuotaHolder:
     def weight(self, w: str) -> _QuotaHolder:
         self._obj["spec"]["fairSharing"] = {"weight": w}
         return self
-
-    def obj(self) -> dict:
-        return copy.deepcopy(self._obj)
 
 
 class ClusterQueueBuilder(_QuotaHolder):
@@ -122,26 +120,46 @@ def make_cohort(name: str) -> CohortBuilder:
     return CohortBuilder(name)
 
 
-def make_flavor(name: str, node_labels: dict | None = None, taints: list | None = None) -> dict:
-    spec: dict = {}
-    if node_labels:
-        spec["nodeLabels"] = node_labels
-    if taints:
-        spec["nodeTaints"] = taints
-    return {"apiVersion": V1BETA2, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+class ResourceFlavorWrapper(Wrapper):
+    def node_labels(self, labels: dict) -> ResourceFlavorWrapper:
+        self._obj["spec"]["nodeLabels"] = labels
+        return self
+
+    def taints(self, taints: list) -> ResourceFlavorWrapper:
+        self._obj["spec"]["nodeTaints"] = taints
+        return self
+
+    def tolerations(self, tolerations: list) -> ResourceFlavorWrapper:
+        self._obj["spec"]["tolerations"] = tolerations
+        return self
 
 
-def make_lq(namespace: str, name: str, cluster_queue: str) -> dict:
-    return {"apiVersion": V1BETA2, "kind": "LocalQueue", "metadata": {"namespace": namespace, "name": name},
-            "spec": {"clusterQueue": cluster_queue}}
+def make_flavor(name: str) -> ResourceFlavorWrapper:
+    return ResourceFlavorWrapper({"apiVersion": V1BETA2, "kind": "ResourceFlavor", "metadata": {"name": name},
+                                  "spec": {}})
 
 
-class WorkloadBuilder:
+class LocalQueueWrapper(Wrapper):
+    def cluster_queue(self, name: str) -> LocalQueueWrapper:
+        self._obj["spec"]["clusterQueue"] = name
+        return self
+
+    def create_at(self, t: str) -> LocalQueueWrapper:
+        return self.annotation("kubetwin.io/create-at", t)
+
+
+def make_lq(name: str, ns: str = "default") -> LocalQueueWrapper:
+    """Kueue's MakeLocalQueue(name, ns).ClusterQueue(cq)."""
+    return LocalQueueWrapper({"apiVersion": V1BETA2, "kind": "LocalQueue", "metadata": {"name": name, "namespace": ns},
+                              "spec": {}})
+
+
+class WorkloadBuilder(Wrapper):
     def __init__(self, namespace: str, name: str) -> None:
-        self._obj = {"apiVersion": V1BETA2, "kind": "Workload",
-                     "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
-                                  "creationTimestamp": format_time(NOW)},
-                     "spec": {"podSets": [], "priority": 0}, "status": {}}
+        super().__init__({"apiVersion": V1BETA2, "kind": "Workload",
+                          "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
+                                       "creationTimestamp": format_time(NOW)},
+                          "spec": {"podSets": [], "priority": 0}, "status": {}})
 
     def queue(self, name: str) -> WorkloadBuilder:
         self._obj["spec"]["queueName"] = name
@@ -198,62 +216,18 @@ class WorkloadBuilder:
              "lastTransitionTime": t}]
         return self
 
-    def obj(self) -> dict:
-        return copy.deepcopy(self._obj)
-
 
 def make_wl(namespace: str, name: str) -> WorkloadBuilder:
     return WorkloadBuilder(namespace, name)
 
 
-# -- whole manifests for kubetwin.run (the scenario itself: conftest.scenario) ------------------------------------
-KQ = V1BETA2
+class ConfigurationWrapper(Wrapper):
+    def fields(self, **fields) -> ConfigurationWrapper:
+        """Top-level Configuration fields (waitForPodsReady, fairSharing, integrations, featureGates, ...)."""
+        self._obj.update(fields)
+        return self
 
 
-def cpu_pool(name: str = "cpu", count: int = 2, labels: dict | None = None, taints: list | None = None) -> dict:
-    spec: dict = {"machineType": "e2-standard-16", "nodeCount": count, "zones": ["us-central1-a"]}
-    if labels:
-        spec["labels"] = labels
-    if taints:
-        spec["taints"] = taints
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
-
-
-def flavor(name: str = "default", **spec) -> dict:
-    return {"apiVersion": KQ, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
-
-
-def cluster_queue(name: str, cpu: str, cohort: str | None = None, flavor_name: str = "default",
-                  preemption: dict | None = None) -> dict:
-    spec: dict = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-        {"name": flavor_name, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}
-    if cohort:
-        spec["cohortName"] = cohort
-    if preemption:
-        spec["preemption"] = preemption
-    return {"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
-
-
-def local_queue(name: str, cq: str, ns: str = "default", create_at: str | None = None) -> dict:
-    meta: dict = {"name": name, "namespace": ns}
-    if create_at:
-        meta["annotations"] = {"kubetwin.io/create-at": create_at}
-    return {"apiVersion": KQ, "kind": "LocalQueue", "metadata": meta, "spec": {"clusterQueue": cq}}
-
-
-def job(name: str, queue: str | None, cpu: str = "1", pods: int = 1, duration: str = "30m", ns: str = "default",
-        create_at: str | None = None) -> dict:
-    meta: dict = {"name": name, "namespace": ns}
-    if queue:
-        meta["labels"] = {"kueue.x-k8s.io/queue-name": queue}
-    if create_at:
-        meta["annotations"] = {"kubetwin.io/create-at": create_at}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
-        "parallelism": pods, "completions": pods, "template": {
-            "metadata": {"annotations": {"kubetwin.io/duration": duration}},
-            "spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}}}}
-
-
-def configuration(**fields) -> dict:
-    return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **fields}
+def make_configuration() -> ConfigurationWrapper:
+    """The Kueue manager's Configuration (config.kueue.x-k8s.io), as given in a scenario."""
+    return ConfigurationWrapper({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})

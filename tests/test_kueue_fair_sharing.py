@@ -29,7 +29,7 @@ def fixture_f() -> list[dict]:
     cqs = [make_cq(n).cohort("all").preemption(within="LowerPriority", reclaim="Any", bwc="LowerPriority",
                                                threshold=-3).flavor("default", cpu="3").obj() for n in "abc"]
     cqs.append(make_cq("preemptible").cohort("all").flavor("default", cpu="0").obj())
-    return cqs + [make_flavor("default")]
+    return cqs + [make_flavor("default").obj()]
 
 
 def unit(name: str, cq: str, cpu: str = "1", priority: int = 0) -> WorkloadInfo:

@@ -60,7 +60,7 @@ def fixture_p() -> list[dict]:
     ]
     cohorts = [make_cohort("root").obj(), make_cohort("cohort-left").parent("root").obj(),
                make_cohort("cohort-right").parent("root").obj()]
-    return [c.obj() for c in cqs] + cohorts + [make_flavor(f) for f in ("default", "alpha", "beta")]
+    return [c.obj() for c in cqs] + cohorts + [make_flavor(f).obj() for f in ("default", "alpha", "beta")]
 
 
 def admitted(name: str, priority: int, cq: str, at: float = NOW, **requests: str) -> WorkloadInfo:
