@@ -17,12 +17,9 @@ def class_(name: str, driver: str, *exprs: str) -> Wrapper:
                     "spec": {"selectors": sels}})
 
 
-class ClaimBuilder(Wrapper):
-    def __init__(self, obj: dict) -> None:
-        super().__init__(obj)
-
+class ClaimWrapper(Wrapper):
     def request(self, name: str, cls: str, count: int = 1, mode: str = "ExactCount", selectors: tuple = (),
-                admin: bool = False, tolerations: list | None = None) -> ClaimBuilder:
+                admin: bool = False, tolerations: list | None = None) -> ClaimWrapper:
         exact: dict[str, Any] = {"deviceClassName": cls, "allocationMode": mode}
         if mode == "ExactCount":
             exact["count"] = count
@@ -35,7 +32,7 @@ class ClaimBuilder(Wrapper):
         self._obj["spec"]["devices"]["requests"].append({"name": name, "exactly": exact})
         return self
 
-    def first_available(self, name: str, *subs: tuple[str, str, int, tuple]) -> ClaimBuilder:
+    def first_available(self, name: str, *subs: tuple[str, str, int, tuple]) -> ClaimWrapper:
         alts = []
         for sub, cls, count, sels in subs:
             alt: dict[str, Any] = {"name": sub, "deviceClassName": cls, "count": count}
@@ -45,13 +42,13 @@ class ClaimBuilder(Wrapper):
         self._obj["spec"]["devices"]["requests"].append({"name": name, "firstAvailable": alts})
         return self
 
-    def device_class(self, cls: str) -> ClaimBuilder:
+    def device_class(self, cls: str) -> ClaimWrapper:
         """Every request's DeviceClass."""
         for req in self._obj["spec"]["devices"]["requests"]:
             req["exactly"]["deviceClassName"] = cls
         return self
 
-    def match_attribute(self, attr: str, *requests: str) -> ClaimBuilder:
+    def match_attribute(self, attr: str, *requests: str) -> ClaimWrapper:
         con: dict[str, Any] = {"matchAttribute": attr}
         if requests:
             con["requests"] = list(requests)
@@ -59,56 +56,56 @@ class ClaimBuilder(Wrapper):
         return self
 
 
-def claim(name: str, namespace: str = "default") -> ClaimBuilder:
-    return ClaimBuilder({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+def claim(name: str, namespace: str = "default") -> ClaimWrapper:
+    return ClaimWrapper({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                          "metadata": {"name": name, "namespace": namespace}, "spec": {"devices": {"requests": []}}})
 
 
-class SliceBuilder(Wrapper):
+class SliceWrapper(Wrapper):
     def __init__(self, name: str) -> None:
         super().__init__({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                           "metadata": {"name": name, "resourceVersion": "1"},
                           "spec": {"driver": "driver-a", "pool": {"name": "pool-1", "generation": 1,
                                                                   "resourceSliceCount": 1}, "devices": []}})
 
-    def node(self, name: str) -> SliceBuilder:
+    def node(self, name: str) -> SliceWrapper:
         self._obj["spec"]["nodeName"] = name
         return self
 
-    def all_nodes(self) -> SliceBuilder:
+    def all_nodes(self) -> SliceWrapper:
         self._obj["spec"]["allNodes"] = True
         return self
 
-    def node_selector(self, key: str, *values: str) -> SliceBuilder:
+    def node_selector(self, key: str, *values: str) -> SliceWrapper:
         self._obj["spec"]["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": key, "operator": "In", "values": list(values)}]}]}
         return self
 
-    def pool(self, name: str, generation: int = 1, count: int = 1) -> SliceBuilder:
+    def pool(self, name: str, generation: int = 1, count: int = 1) -> SliceWrapper:
         self._obj["spec"]["pool"] = {"name": name, "generation": generation, "resourceSliceCount": count}
         return self
 
-    def driver(self, name: str) -> SliceBuilder:
+    def driver(self, name: str) -> SliceWrapper:
         self._obj["spec"]["driver"] = name
         return self
 
-    def devices(self, *names: str, **fields: Any) -> SliceBuilder:
+    def devices(self, *names: str, **fields: Any) -> SliceWrapper:
         for n in names:
             self._obj["spec"]["devices"].append({"name": n, **fields})
         return self
 
-    def device(self, name: str, **fields: Any) -> SliceBuilder:
+    def device(self, name: str, **fields: Any) -> SliceWrapper:
         self._obj["spec"]["devices"].append({"name": name, **fields})
         return self
 
-    def counters(self, name: str, **values: str) -> SliceBuilder:
+    def counters(self, name: str, **values: str) -> SliceWrapper:
         self._obj["spec"].setdefault("sharedCounters", []).append(
             {"name": name, "counters": {k: {"value": v} for k, v in values.items()}})
         return self
 
 
-def slice_(name: str) -> SliceBuilder:
-    return SliceBuilder(name)
+def slice_(name: str) -> SliceWrapper:
+    return SliceWrapper(name)
 
 
 def node(name: str, region: str = "region-1") -> NodeWrapper:
@@ -131,7 +128,7 @@ TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedul
 SLICES_AT = 90 + 180  # boot delay + driver install delay (NodePool defaults)
 
 
-def claim_template(name: str, claim: ClaimBuilder) -> Wrapper:
+def claim_template(name: str, claim: ClaimWrapper) -> Wrapper:
     """A ResourceClaimTemplate whose claims have `claim`'s spec (one claim per pod that names it)."""
     return Wrapper({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
                     "spec": {"spec": claim.obj()["spec"]}})
@@ -154,9 +151,9 @@ def claim_pod(name: str, claim: str) -> ClaimPodWrapper:
                                          "claims": [{"name": "gpu"}]}}]}})
 
 
-def gpu_claim(name: str, count: int) -> ClaimBuilder:
+def gpu_claim(name: str, count: int) -> ClaimWrapper:
     """A ResourceClaim (no namespace: the scenario's default) for `count` devices of the NVIDIA driver's
     gpu.nvidia.com DeviceClass; `.device_class(...)` picks another."""
-    return ClaimBuilder({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+    return ClaimWrapper({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
                          "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                              "deviceClassName": "gpu.nvidia.com", "count": count}}]}}})

@@ -29,11 +29,11 @@ def _quota(res: str, q) -> dict:
     return out
 
 
-class _QuotaHolder(Wrapper):
+class _QuotaWrapper(Wrapper):
     def __init__(self, kind: str, name: str) -> None:
         super().__init__({"apiVersion": V1BETA2, "kind": kind, "metadata": {"name": name}, "spec": {}})
 
-    def flavor(self, name: str, res: dict | None = None, **quotas) -> _QuotaHolder:
+    def flavor(self, name: str, res: dict | None = None, **quotas) -> _QuotaWrapper:
         """Add a flavor's quotas; it joins the last resource group when it covers the same resources."""
         quotas = {**(res or {}), **quotas}
         fq = {"name": name, "resources": [_quota(r, q) for r, q in quotas.items()]}
@@ -45,7 +45,7 @@ class _QuotaHolder(Wrapper):
             groups.append({"coveredResources": covered, "flavors": [fq]})
         return self
 
-    def new_group(self, name: str, res: dict | None = None, **quotas) -> _QuotaHolder:
+    def new_group(self, name: str, res: dict | None = None, **quotas) -> _QuotaWrapper:
         """A flavor that starts a new resource group even if it covers the same resources (rejected by the CRD)."""
         quotas = {**(res or {}), **quotas}
         self._obj["spec"].setdefault("resourceGroups", []).append(
@@ -53,36 +53,36 @@ class _QuotaHolder(Wrapper):
                 _quota(r, q) for r, q in quotas.items()]}]})
         return self
 
-    def weight(self, w: str) -> _QuotaHolder:
+    def weight(self, w: str) -> _QuotaWrapper:
         self._obj["spec"]["fairSharing"] = {"weight": w}
         return self
 
 
-class ClusterQueueBuilder(_QuotaHolder):
+class ClusterQueueWrapper(_QuotaWrapper):
     def __init__(self, name: str) -> None:
         super().__init__("ClusterQueue", name)
         self._obj["spec"]["namespaceSelector"] = {}
 
-    def cohort(self, name: str) -> ClusterQueueBuilder:
+    def cohort(self, name: str) -> ClusterQueueWrapper:
         self._obj["spec"]["cohortName"] = name
         return self
 
-    def strategy(self, s: str) -> ClusterQueueBuilder:
+    def strategy(self, s: str) -> ClusterQueueWrapper:
         self._obj["spec"]["queueingStrategy"] = s
         return self
 
-    def namespace_selector(self, selector: dict | None) -> ClusterQueueBuilder:
+    def namespace_selector(self, selector: dict | None) -> ClusterQueueWrapper:
         if selector is None:
             self._obj["spec"].pop("namespaceSelector", None)
         else:
             self._obj["spec"]["namespaceSelector"] = selector
         return self
 
-    def dep(self, *values: str) -> ClusterQueueBuilder:
+    def dep(self, *values: str) -> ClusterQueueWrapper:
         return self.namespace_selector({"matchExpressions": [{"key": "dep", "operator": "In", "values": list(values)}]})
 
     def preemption(self, within: str | None = None, reclaim: str | None = None, bwc: str | None = None,
-                   threshold: int | None = None) -> ClusterQueueBuilder:
+                   threshold: int | None = None) -> ClusterQueueWrapper:
         p: dict = {}
         if within:
             p["withinClusterQueue"] = within
@@ -96,28 +96,28 @@ class ClusterQueueBuilder(_QuotaHolder):
         return self
 
     def fungibility(self, when_can_borrow: str | None = None, when_can_preempt: str | None = None,
-                    preference: str | None = None) -> ClusterQueueBuilder:
+                    preference: str | None = None) -> ClusterQueueWrapper:
         ff = {k: v for k, v in (("whenCanBorrow", when_can_borrow), ("whenCanPreempt", when_can_preempt),
                                 ("preference", preference)) if v}
         self._obj["spec"]["flavorFungibility"] = ff
         return self
 
 
-class CohortBuilder(_QuotaHolder):
+class CohortWrapper(_QuotaWrapper):
     def __init__(self, name: str) -> None:
         super().__init__("Cohort", name)
 
-    def parent(self, name: str) -> CohortBuilder:
+    def parent(self, name: str) -> CohortWrapper:
         self._obj["spec"]["parentName"] = name
         return self
 
 
-def make_cq(name: str) -> ClusterQueueBuilder:
-    return ClusterQueueBuilder(name)
+def make_cq(name: str) -> ClusterQueueWrapper:
+    return ClusterQueueWrapper(name)
 
 
-def make_cohort(name: str) -> CohortBuilder:
-    return CohortBuilder(name)
+def make_cohort(name: str) -> CohortWrapper:
+    return CohortWrapper(name)
 
 
 class ResourceFlavorWrapper(Wrapper):
@@ -154,35 +154,35 @@ def make_lq(name: str, ns: str = "default") -> LocalQueueWrapper:
                               "spec": {}})
 
 
-class WorkloadBuilder(Wrapper):
+class WorkloadWrapper(Wrapper):
     def __init__(self, namespace: str, name: str) -> None:
         super().__init__({"apiVersion": V1BETA2, "kind": "Workload",
                           "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
                                        "creationTimestamp": format_time(NOW)},
                           "spec": {"podSets": [], "priority": 0}, "status": {}})
 
-    def queue(self, name: str) -> WorkloadBuilder:
+    def queue(self, name: str) -> WorkloadWrapper:
         self._obj["spec"]["queueName"] = name
         return self
 
-    def priority(self, p: int) -> WorkloadBuilder:
+    def priority(self, p: int) -> WorkloadWrapper:
         self._obj["spec"]["priority"] = p
         return self
 
-    def uid(self, uid: str) -> WorkloadBuilder:
+    def uid(self, uid: str) -> WorkloadWrapper:
         self._obj["metadata"]["uid"] = uid
         return self
 
-    def job_uid(self, uid: str) -> WorkloadBuilder:
+    def job_uid(self, uid: str) -> WorkloadWrapper:
         self._obj["metadata"].setdefault("labels", {})["kueue.x-k8s.io/job-uid"] = uid
         return self
 
-    def created(self, t: float) -> WorkloadBuilder:
+    def created(self, t: float) -> WorkloadWrapper:
         self._obj["metadata"]["creationTimestamp"] = format_time(t)
         return self
 
     def podset(self, name: str, count: int, min_count: int | None = None, res: dict | None = None,
-               node_selector: dict | None = None, tolerations: list | None = None, **requests: str) -> WorkloadBuilder:
+               node_selector: dict | None = None, tolerations: list | None = None, **requests: str) -> WorkloadWrapper:
         requests = {**(res or {}), **requests}
         spec: dict = {"containers": [{"name": "c", "resources": {"requests": dict(requests)}}]}
         if node_selector:
@@ -195,11 +195,11 @@ class WorkloadBuilder(Wrapper):
         self._obj["spec"]["podSets"].append(ps)
         return self
 
-    def request(self, res: str, q: str) -> WorkloadBuilder:
+    def request(self, res: str, q: str) -> WorkloadWrapper:
         """A single podSet "main" of one pod, as Kueue's MakeWorkload(...).Request(res, q)."""
         return self.podset("main", 1, res={res: q})
 
-    def admitted(self, cq: str, flavors: dict[str, dict[str, str]], at: float = NOW) -> WorkloadBuilder:
+    def admitted(self, cq: str, flavors: dict[str, dict[str, str]], at: float = NOW) -> WorkloadWrapper:
         """status.admission in ``cq`` with flavors per podSet and resource, QuotaReserved/Admitted at ``at``."""
         psas = []
         for ps in self._obj["spec"]["podSets"]:
@@ -217,8 +217,8 @@ class WorkloadBuilder(Wrapper):
         return self
 
 
-def make_wl(namespace: str, name: str) -> WorkloadBuilder:
-    return WorkloadBuilder(namespace, name)
+def make_wl(namespace: str, name: str) -> WorkloadWrapper:
+    return WorkloadWrapper(namespace, name)
 
 
 class ConfigurationWrapper(Wrapper):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autoscaling_builders import scaled_object
 from conftest import condition
 from serving_builders import h100_pool, inference_pool, serving_scenario, trace, vllm
 from typer.testing import CliRunner
@@ -399,11 +400,9 @@ def test_scale_to_zero_on_the_pods_own_metric_never_wakes_in_the_run() -> None:
 
     from kubetwin.api.loader import Manifest
 
-    so = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "srv", "namespace": "default"},
-          "spec": {"scaleTargetRef": {"name": "srv"}, "minReplicaCount": 0, "maxReplicaCount": 2,
-                   "pollingInterval": 15, "triggers": [{"type": "prometheus", "name": "waiting", "metadata": {
-                       "serverAddress": "http://prometheus:9090", "threshold": "4",
-                       "query": 'sum(vllm:num_requests_waiting{namespace="default"})'}}]}}
+    so = (scaled_object("srv", "srv").replicas(0, 2).spec(pollingInterval=15)
+          .prometheus('sum(vllm:num_requests_waiting{namespace="default"})', threshold=4, name="waiting",
+                      server="http://prometheus:9090").obj())
     objs = [serving_scenario("10m").obj(), h100_pool(1).obj(), vllm("srv", 0).obj(), inference_pool().obj(), so,
             trace().rate(0.5).duration("1m").start("2m").prompt(500).output(50).obj()]
     ws = [d for d in validate([Manifest(o, "<object>", 0) for o in objs]) if d.severity == "warning"]
