@@ -198,3 +198,19 @@ def make_job(name: str, ns: str = "default") -> JobWrapper:
                            "metadata": {"annotations": {"kubetwin.io/duration": "30m"}},
                            "spec": {"restartPolicy": "Never", "containers": [
                                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}})
+
+
+class PriorityClassWrapper(Wrapper):
+    def value(self, v: int) -> Self:
+        self._obj["value"] = v
+        return self
+
+
+def make_priority_class(name: str) -> PriorityClassWrapper:
+    """A scheduling.k8s.io/v1 PriorityClass (upstream's MakePriorityClass(name).PriorityValue(v))."""
+    return PriorityClassWrapper({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                 "metadata": {"name": name}})
+
+
+def make_namespace(name: str) -> Wrapper:
+    return Wrapper({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})

@@ -10,7 +10,7 @@ A quota is "nominal" or (nominal, borrowingLimit[, lendingLimit]) with None for 
 
 from __future__ import annotations
 
-from k8s_builders import Wrapper
+from k8s_builders import PriorityClassWrapper, Wrapper
 
 from kubetwin.kueue.api import amount, format_amount, format_time
 
@@ -222,6 +222,11 @@ def make_wl(namespace: str, name: str) -> WorkloadWrapper:
 
 
 class ConfigurationWrapper(Wrapper):
+    def version(self, v: str) -> ConfigurationWrapper:
+        """The config API version (v1beta1 spells some fields differently)."""
+        self._obj["apiVersion"] = f"config.kueue.x-k8s.io/{v}"
+        return self
+
     def fields(self, **fields) -> ConfigurationWrapper:
         """Top-level Configuration fields (waitForPodsReady, fairSharing, integrations, featureGates, ...)."""
         self._obj.update(fields)
@@ -231,3 +236,8 @@ class ConfigurationWrapper(Wrapper):
 def make_configuration() -> ConfigurationWrapper:
     """The Kueue manager's Configuration (config.kueue.x-k8s.io), as given in a scenario."""
     return ConfigurationWrapper({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
+
+
+def make_workload_priority_class(name: str) -> PriorityClassWrapper:
+    """Kueue's WorkloadPriorityClass: a priority for workloads only, not for their pods."""
+    return PriorityClassWrapper({"apiVersion": V1BETA2, "kind": "WorkloadPriorityClass", "metadata": {"name": name}})

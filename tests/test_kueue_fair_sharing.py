@@ -11,7 +11,7 @@ import math
 from typing import NamedTuple
 
 import pytest
-from kueue_builders import NOW, make_cq, make_flavor, make_wl
+from kueue_builders import NOW, make_configuration, make_cq, make_flavor, make_lq, make_wl
 
 from kubetwin.kueue import KueueScheduler, api
 from kubetwin.kueue import config as kueue_config
@@ -152,8 +152,7 @@ def test_fair_sharing_cycle_preempts_then_admits():
     sched.set_namespace("default")
     for obj in fixture_f():
         sched.apply(obj)
-    sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                 "metadata": {"namespace": "default", "name": "a"}, "spec": {"clusterQueue": "a"}})
+    sched.apply(make_lq("a").cluster_queue("a").obj())
     for w in units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"):
         sched.add_workload(w.obj)
     sched.add_workload(make_wl("default", "a_incoming").queue("a").request("cpu", "1").obj())
@@ -176,8 +175,7 @@ def test_fair_sharing_admission_order_prefers_lower_share():
         for obj in fixture_f():
             sched.apply(obj)
         for q in "ab":
-            sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                         "metadata": {"namespace": "default", "name": q}, "spec": {"clusterQueue": q}})
+            sched.apply(make_lq(q).cluster_queue(q).obj())
         for w in admitted_units:
             sched.add_workload(w.obj)
         sched.add_workload(make_wl("default", "a_new").queue("a").priority(10).request("cpu", "2").obj())
@@ -226,8 +224,7 @@ def test_fair_preemption_strategies_in_a_cycle(case):
     sched.set_namespace("default")
     for obj in fixture_f():
         sched.apply(obj)
-    sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                 "metadata": {"namespace": "default", "name": "a"}, "spec": {"clusterQueue": "a"}})
+    sched.apply(make_lq("a").cluster_queue("a").obj())
     for w in strategy_admitted():
         sched.add_workload(w.obj)
     sched.add_workload(make_wl("default", "a_incoming").queue("a").request("cpu", "1").obj())
@@ -241,8 +238,7 @@ def test_controller_passes_configuration_strategies(strategies):
     """The manager Configuration's fairSharing.preemptionStrategies reach the scheduler (default: both)."""
     fs = {"preemptionStrategies": strategies} if strategies else {"enable": True}
     version = "v1beta2" if strategies else "v1beta1"
-    cfg = kueue_config.parse({"apiVersion": f"config.kueue.x-k8s.io/{version}", "kind": "Configuration",
-                              "fairSharing": fs})
+    cfg = kueue_config.parse(make_configuration().version(version).fields(fairSharing=fs).obj())
     env = Environment()
     store = Store(env, 0, NOW)
     ctrl = KueueController(store, env, EventRecorder(store), config=cfg)

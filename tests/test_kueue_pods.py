@@ -9,12 +9,10 @@ import json
 
 from conftest import condition, is_true
 from k8s_builders import make_scenario
-from kueue_builders import make_configuration, make_cq, make_flavor, make_lq
+from kueue_builders import make_configuration, make_cq, make_flavor, make_lq, make_workload_priority_class
 
 from kubetwin.kueue.controller.pods import MANAGED_LABEL, SCHEDULING_GATE
 from kubetwin.runner import run as kt_run
-
-KQ = "kueue.x-k8s.io/v1beta2"
 
 
 def pod(name: str, queue: str | None = "main", cpu: str = "1", duration: str = "30m", create_at: str | None = None,
@@ -137,7 +135,7 @@ def test_pod_group_is_one_workload_admitted_all_or_nothing():
 
 
 def _priority_class(name: str, value: int) -> dict:
-    return {"apiVersion": KQ, "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value}
+    return make_workload_priority_class(name).value(value).obj()
 
 
 def test_preempted_plain_pod_is_deleted_and_its_workload_goes_with_it():

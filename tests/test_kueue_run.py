@@ -199,8 +199,8 @@ def test_configuration_defaults_per_version():
     assert v2.wait_for_pods_ready == kueue_config.WaitForPodsReady(timeout=1800.0, block_admission=False,
                                                                    recovery_timeout=1800.0)
     assert v2.fair_sharing and v2.preemption_strategies == ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
-    v1 = kueue_config.parse({"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
-                             "waitForPodsReady": {"enable": True}, "fairSharing": {"enable": False}})
+    v1 = kueue_config.parse(make_configuration().version("v1beta1")
+                            .fields(waitForPodsReady={"enable": True}, fairSharing={"enable": False}).obj())
     assert (v1.wait_for_pods_ready.timeout, v1.wait_for_pods_ready.block_admission, v1.fair_sharing) == (
         300.0, True, False)
     assert kueue_config.parse(make_configuration().obj()).wait_for_pods_ready is None

@@ -8,15 +8,14 @@ from collections.abc import Iterator
 from importlib import resources
 
 import pytest
-from k8s_builders import make_pod, make_pool, make_scenario
+from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 
 import kubetwin.runner as run_module
 from kubetwin.runner import run
 
 
 def _preemption_scenario() -> list[dict]:
-    pcs = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
-           for n, v in (("low", 10), ("high", 1000))]
+    pcs = [make_priority_class(n).value(v).obj() for n, v in (("low", 10), ("high", 1000))]
     return [make_scenario("2h").obj(), *pcs,
             make_pool("gpu", "g2-standard-8", 2).spec(driverInstallDelay="0s").gpus("nvidia-l4", 1).obj(),
             *(make_pod(f"low{i}").gpus(1).priority_class("low").duration("30m").obj() for i in range(3)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import final_objects
-from k8s_builders import make_pod, make_pool, make_scenario
+from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.runner import run
@@ -35,7 +35,7 @@ def test_job_with_a_billion_completions_creates_pods_as_it_goes(mode: str) -> No
 
 
 def _pc(name: str, value: int) -> dict:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+    return make_priority_class(name).value(value).obj()
 
 
 def test_preemption_counts_the_nominated_pod_and_finds_victims() -> None:

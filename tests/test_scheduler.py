@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from conftest import write_yaml
-from k8s_builders import make_pod, make_pool, make_scenario
+from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -75,8 +75,7 @@ def test_gpus_appear_only_after_driver_install() -> None:
 
 
 def test_priority_preemption_evicts_lower_priority_pod() -> None:
-    pcs = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
-           for n, v in (("low", 10), ("high", 1000))]
+    pcs = [make_priority_class(n).value(v).obj() for n, v in (("low", 10), ("high", 1000))]
     objs = [make_scenario("1h").obj(), *pcs,
             make_pool("gpu", "g2-standard-8", 1).spec(driverInstallDelay="0s").gpus("nvidia-l4", 1).obj(),
             make_pod("victim").gpus(1).priority_class("low").obj(),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from k8s_builders import make_pod, make_pool, make_scenario
+from k8s_builders import make_namespace, make_pod, make_pool, make_priority_class, make_scenario
 
 from kubetwin.api.loader import Manifest
 from kubetwin.autoscaler.nodepool import NodePoolController
@@ -45,7 +45,7 @@ class Cluster:
         JobController(self.store, self.env, self.events, NameGenerator(seed))
         self.kubelet = Kubelet(self.store, self.env, self.events)
         NodeLifecycleController(self.store, self.env, self.events)
-        self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+        self.store.create(make_namespace("default").obj())
         for o in objs:
             self.store.create(o)
 
@@ -115,8 +115,7 @@ def test_schedule_preempts_the_named_node_at_its_time() -> None:
 
 # -- what -------------------------------------------------------------------------------------------------
 def test_graceful_shutdown_caps_grace_and_writes_the_kubelets_status() -> None:
-    crit = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": "system-cluster-critical"}, "value": 2000000000}
+    crit = make_priority_class("system-cluster-critical").value(2000000000).obj()
     pods = [make_pod("long").cpu("100m").obj(), make_pod("short").cpu("100m").obj(),
             make_pod("sys").cpu("100m").priority_class("system-cluster-critical").obj()]
     pods[0]["spec"]["terminationGracePeriodSeconds"] = 120

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from k8s_builders import make_pod, make_scenario
+from k8s_builders import make_namespace, make_pod, make_scenario
 
 from kubetwin import catalog
 from kubetwin.api.errors import KubetwinError
@@ -68,7 +68,7 @@ class Cluster:
         self.pools = NodePoolController(self.store, self.env, "kubetwin", events=self.events)
         Scheduler(self.store, self.events, 0, "LeastAllocated", Features.from_gates({}), None)
         Kubelet(self.store, self.env, self.events)
-        self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+        self.store.create(make_namespace("default").obj())
         for o in objs:
             self.store.create(o)
 

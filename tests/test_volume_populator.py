@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from k8s_builders import make_namespace
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import Manifest
@@ -145,7 +146,7 @@ def test_claim_bound_in_one_namespace_requeues_its_pod_not_a_same_named_claims_p
     the 5-minute unschedulable flush."""
     objs: list[dict] = [SCENARIO, node("n1"), PARALLELSTORE]
     for ns, size in (("ns-a", "20Ti"), ("ns-b", "1Ti")):  # ns-a's pod fails first; ns-b's claim binds first
-        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        objs.append(make_namespace(ns).obj())
         for obj in (source(size=size), claim(), trainer()):
             obj["metadata"]["namespace"] = ns
             objs.append(obj)
