@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from k8s_builders import make_pod, make_scenario
+from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.runner import run
@@ -251,9 +251,7 @@ def provreq(name: str, cls: str, template: str, count: int, **params: str) -> di
 
 
 def static_pool(name: str, machine: str, nodes: int, gpu: str, count: int) -> dict:
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name},
-            "spec": {"machineType": machine, "nodeCount": nodes, "zones": ["us-central1-a"],
-                     "accelerators": [{"type": gpu, "count": count}]}}
+    return make_pool(name, machine, nodes).gpus(gpu, count).obj()
 
 
 def test_provisioning_request_kinds_are_simulated():

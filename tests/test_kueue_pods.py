@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from conftest import condition, is_true
-from k8s_builders import make_scenario
+from k8s_builders import make_pool, make_scenario
 from kueue_builders import make_configuration, make_cq, make_flavor, make_lq, make_workload_priority_class
 
 from kubetwin.kueue.controller.pods import MANAGED_LABEL, SCHEDULING_GATE
@@ -32,10 +32,8 @@ def pod(name: str, queue: str | None = "main", cpu: str = "1", duration: str = "
 
 def cpu_pool(name: str = "cpu", labels: dict | None = None) -> dict:
     """Two e2-standard-16 nodes, Ready at once (no boot delay), so a pod runs when it is admitted."""
-    spec: dict = {"machineType": "e2-standard-16", "nodeCount": 2, "zones": ["us-central1-a"], "bootDelay": "0s"}
-    if labels:
-        spec["labels"] = labels
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+    pool = make_pool(name, "e2-standard-16", 2).spec(bootDelay="0s")
+    return (pool.spec(labels=labels) if labels else pool).obj()
 
 
 def gates(p: dict) -> list[str]:

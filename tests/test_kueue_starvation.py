@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from conftest import condition, is_true
 from k8s_builders import make_job, make_pool, make_scenario
-from kueue_builders import NOW, V1BETA2, make_cq, make_flavor, make_lq, make_wl
+from kueue_builders import NOW, make_cq, make_flavor, make_lq, make_wl
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -52,13 +52,8 @@ def gpu_job(name: str, gpus: int, pods: int, duration: str = "30m") -> dict:
 
 
 def gpu_objects() -> list[dict]:
-    pool = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "h100"},
-            "spec": {"machineType": "a3-highgpu-8g", "nodeCount": 2, "zones": ["us-central1-a"],
-                     "accelerators": [{"type": "nvidia-h100-80gb", "count": 8}]}}
-    cq = {"apiVersion": V1BETA2, "kind": "ClusterQueue", "metadata": {"name": "gpu"}, "spec": {
-        "namespaceSelector": {}, "queueingStrategy": "BestEffortFIFO", "resourceGroups": [{
-            "coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [{"name": "default", "resources": [
-                {"name": "cpu", "nominalQuota": "100"}, {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]}}
+    pool = make_pool("h100", "a3-highgpu-8g", 2).gpus("nvidia-h100-80gb", 8).obj()
+    cq = make_cq("gpu").strategy("BestEffortFIFO").flavor("default", {"cpu": "100", "nvidia.com/gpu": "16"}).obj()
     return [make_scenario("1h").obj(), pool, make_flavor("default").obj(), cq,
             make_lq("main").cluster_queue("gpu").obj()]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import final_objects
-from k8s_builders import make_pod, make_scenario, static_node
+from k8s_builders import make_pod, make_pool, make_scenario, static_node
 from scheduler_builders import SAME_TEAM, TEAM
 from serving_builders import MODEL, h100_pool, inference_pool, serving_scenario, trace, vllm
 from typer.testing import CliRunner
@@ -194,9 +194,7 @@ def test_a_gpu_type_is_one_catalog_row() -> None:
     gpu = catalog.GPUType("nvidia-x100-96gb", memory_gib=96, bf16_tflops=1200, source="a made-up GPU",
                           hbm_gbps=4000, nvlink_gbps=450, sms=144, training_mfu=0.4, quota_metric="NVIDIA_X100_GPUS")
     machine = catalog.MachineType("x4-highgpu-1g", "x4-highgpu", 24, 200, gpu.name, 1, 10.0, 4.0, "made up")
-    pool = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "x100"},
-            "spec": {"machineType": "x4-highgpu-1g", "nodeCount": 1, "zones": ["us-central1-a"],
-                     "accelerators": [{"type": gpu.name, "count": 1}]}}
+    pool = make_pool("x100", "x4-highgpu-1g", 1).gpus(gpu.name, 1).obj()
     objs = [serving_scenario("15m").obj(), pool, vllm("srv", 1).args(["--model", MODEL]).obj(), inference_pool().obj(),
             trace().rate(2).duration("2m").start("10m").obj()]
     assert any("x4-highgpu-1g" in d.message for d in validate([load_obj(o) for o in objs]) if d.severity == "error")
