@@ -131,6 +131,11 @@ def make_pool(name: str, machine: str, nodes: int) -> NodePoolWrapper:
 
 
 class NodeWrapper(Wrapper):
+    def capacity(self, resources: dict[str, str]) -> NodeWrapper:
+        """status.capacity, and the same allocatable (no system reservation)."""
+        self._obj.setdefault("status", {}).update(capacity=resources, allocatable=dict(resources))
+        return self
+
     def cpu(self, v: str) -> NodeWrapper:
         for field in ("capacity", "allocatable"):
             self._obj["status"][field]["cpu"] = v
@@ -141,6 +146,12 @@ class NodeWrapper(Wrapper):
         cond = self._obj["status"]["conditions"][0]
         cond["status"], cond["reason"] = status, "KubeletReady" if status == "True" else "KubeletNotReady"
         return self
+
+
+def make_node(name: str) -> NodeWrapper:
+    """A v1 Node labelled with its hostname, as the kubelet registers it."""
+    return NodeWrapper({"apiVersion": "v1", "kind": "Node",
+                        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
 
 
 def static_node(name: str) -> NodeWrapper:

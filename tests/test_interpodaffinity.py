@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from k8s_builders import make_scenario
+from k8s_builders import make_node, make_scenario
 
 from kubetwin.runner import run
 from kubetwin.scheduler import interpodaffinity as IPA
@@ -12,9 +12,7 @@ HOST = "kubernetes.io/hostname"
 
 
 def node(name: str, zone: str) -> dict:
-    cap = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {HOST: name, ZONE: zone}},
-            "status": {"capacity": cap, "allocatable": dict(cap)}}
+    return make_node(name).label(ZONE, zone).capacity({"cpu": "8", "memory": "32Gi", "pods": "110"}).obj()
 
 
 def term(key: str = ZONE, ns: dict | None = None, **labels: str) -> dict:

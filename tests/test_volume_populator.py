@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from k8s_builders import make_namespace
+from k8s_builders import make_namespace, make_node
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import Manifest
@@ -22,9 +22,7 @@ HDML = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {
 
 
 def node(name: str) -> dict:
-    cap = {"cpu": "32", "memory": "128Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"capacity": cap, "allocatable": dict(cap)}}
+    return make_node(name).capacity({"cpu": "32", "memory": "128Gi", "pods": "110"}).obj()
 
 
 def source(name: str = "dataset", size: str | None = "2Ti") -> dict:
