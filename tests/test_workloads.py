@@ -10,7 +10,7 @@ from kubetwin.cli.main import app
 from kubetwin.runner import run
 
 
-def make_job(name: str, parallelism: int, completions: int, duration: str, suspend: bool = False) -> dict:
+def batch_job(name: str, parallelism: int, completions: int, duration: str, suspend: bool = False) -> dict:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"parallelism": parallelism, "completions": completions, "suspend": suspend, "template": {
                 "metadata": {"annotations": {"kubetwin.io/duration": duration}},
@@ -20,7 +20,7 @@ def make_job(name: str, parallelism: int, completions: int, duration: str, suspe
 
 def test_job_runs_completions_in_waves_of_parallelism() -> None:
     result = run(objects=[make_scenario("2h").obj(), make_pool("cpu", "e2-standard-8", 1).obj(),
-                          make_job("j", 2, 4, "10m")])
+                          batch_job("j", 2, 4, "10m")])
     job = final_objects(result, "Job")["j"]
     assert job["status"]["succeeded"] == 4
     assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
@@ -32,7 +32,7 @@ def test_job_runs_completions_in_waves_of_parallelism() -> None:
 
 def test_suspended_job_creates_no_pods() -> None:
     result = run(objects=[make_scenario("1h").obj(), make_pool("cpu", "e2-standard-8", 1).obj(),
-                          make_job("s", 1, 1, "5m", True)])
+                          batch_job("s", 1, 1, "5m", True)])
     assert final_objects(result, "Pod") == {}
     job = final_objects(result, "Job")["s"]
     assert any(c["type"] == "Suspended" for c in job["status"]["conditions"])
