@@ -22,11 +22,10 @@ def test_pod_delete_retries_only_pods_that_lacked_room() -> None:
     dedicated = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
     objs = [make_scenario("30m").obj(), make_pool("cpu", "e2-standard-8", 1).obj(),
             make_pool("infer", "e2-standard-8", 1).spec(taints=dedicated, labels={"team": "infer"}).obj(),
-            make_pod("filler").cpu("7").obj(),
+            make_pod("filler").cpu("7").annotation("kubetwin.io/delete-at", "12m").obj(),
             make_pod("filler-gone").cpu("0.5").obj(),
             make_pod("needs-room").cpu("1").create_at("10m").obj(),
             make_pod("needs-toleration").cpu("1").node_selector(team="infer").create_at("10m").obj()]
-    objs[-4]["metadata"]["annotations"]["kubetwin.io/delete-at"] = "12m"
     result = run(objects=objs)
     # NodeResourcesFit's hint: a deleted pod frees room, so the pod it rejected is retried and binds at once.
     assert _writes(result, "needs-room", "FailedScheduling") == [600.0]

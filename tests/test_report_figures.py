@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dra_builders import DRA_POOL, claim_pod, gpu_claim
+from dra_builders import claim_pod, dra_pool, gpu_claim
 from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.runner import run
@@ -13,8 +13,7 @@ from kubetwin.runner import run
 
 def test_a_pod_deleted_before_it_was_bound_waited_until_its_deletion() -> None:
     """A pod that never fits and is deleted at 10 min waited 10 min, not until the end of the run."""
-    gone = make_pod("gone").cpu("64").obj()
-    gone["metadata"]["annotations"]["kubetwin.io/delete-at"] = "10m"
+    gone = make_pod("gone").cpu("64").annotation("kubetwin.io/delete-at", "10m").obj()
     objs = [make_scenario("2h").obj(), make_pool("cpu", "e2-standard-8", 1).obj(), gone]
     res = run(objects=objs)
     pend = res.summary["pods"]["pending_seconds"]
@@ -36,8 +35,7 @@ def test_gpu_hours_allocatable_count_gpus_from_when_they_are_advertised() -> Non
 def test_dra_pod_preempted_by_spot_wastes_its_claimed_gpu_hours() -> None:
     """A pod holding 2 GPUs through a ResourceClaim on a Spot node preempted at 1 h lost its run x 2 GPUs, as a
     device-plugin pod would."""
-    pool = {**DRA_POOL, "spec": {**DRA_POOL["spec"], "spot": True,
-                                 "spotPreemption": {"schedule": [{"at": "1h", "nodes": 1}]}}}
+    pool = dra_pool().spec(spot=True, spotPreemption={"schedule": [{"at": "1h", "nodes": 1}]}).obj()
     res = run(objects=[make_scenario("2h").obj(), pool, gpu_claim("two", 2).obj(),
                        claim_pod("trainer", "two").duration("3h").obj()])
     lost = res.summary["lost_work"]["default/trainer"]

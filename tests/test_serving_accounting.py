@@ -31,8 +31,7 @@ def _objects() -> list[dict]:
     extra["metadata"] = {"name": "extra", "namespace": "default", "labels": {"app": "srv"},
                          "annotations": {"kubetwin.io/create-at": "1m", "kubetwin.io/delete-at": "11m"}}
     # never has an endpoint: holds, expires, then deleted
-    cold = inference_pool("cold").app("nothing").request_ttl("3m").obj()
-    cold["metadata"]["annotations"]["kubetwin.io/delete-at"] = "10m"
+    cold = inference_pool("cold").app("nothing").request_ttl("3m").annotation("kubetwin.io/delete-at", "10m").obj()
     split = inference_model("split").model("split-model").obj()
     split["spec"]["targetModels"] = [{"name": "known", "weight": 1}, {"name": "unknown", "weight": 1}]
     return [serving_scenario("20m").obj(), h100_pool(3).obj(), srv, extra, inference_pool().obj(), cold, split,

@@ -79,8 +79,7 @@ def test_spot_preemption_only_on_spot_pools() -> None:
 
 
 def test_checkpoint_interval_is_validated_as_a_duration() -> None:
-    pod = make_pod("p").duration("1h").obj()
-    pod["metadata"]["annotations"]["kubetwin.io/checkpoint-interval"] = "half an hour"
+    pod = make_pod("p").duration("1h").annotation("kubetwin.io/checkpoint-interval", "half an hour").obj()
     [err] = errors(pod)
     assert err.field == 'metadata.annotations["kubetwin.io/checkpoint-interval"]'
 
