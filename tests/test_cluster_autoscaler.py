@@ -350,8 +350,8 @@ def test_obtainability_is_seeded():
     cap = [{"zone": "us-central1-a", "machineType": "g2-standard-8", "obtainability": 0.5}]
     pods = [owned(gpu_pod(f"p{i}", duration="20m")) for i in range(6)]
     objs = [pool("l4", "g2-standard-8", 0, 6, "nvidia-l4", 1), *pods]
-    runs = [nodes_over_time(run(objects=[make_scenario("1h").seed(s).spec(capacity=cap).obj(), *objs])) for s in (1, 1,
-                                                                                                                  2)]
+    runs = [nodes_over_time(run(objects=[make_scenario("1h").seed(s).spec(capacity=cap).obj(), *objs]))
+            for s in (1, 1, 2)]
     assert runs[0] == runs[1]
 
 

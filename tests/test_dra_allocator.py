@@ -137,8 +137,8 @@ def test_d12_partitionable_devices_share_counters():
     out = allocate([claim("claim-0").request("req-0", "class-a").request("req-1", "class-a").obj()], [s], features=on)
     assert results(out) == [[("req-0", "driver-a", "pool-1", "device-1"), ("req-1", "driver-a", "pool-1", "device-3")]]
     big = (slice_("slice-1").node("node-1").counters("counter-set-1", memory="18Gi")
-           .device("device-1", consumesCounters=memory("4Gi")).device("device-2",
-                                                                      consumesCounters=memory("16Gi")).obj())
+           .device("device-1", consumesCounters=memory("4Gi"))
+           .device("device-2", consumesCounters=memory("16Gi")).obj())
     from decimal import Decimal
     used = {("driver-a", "pool-1", "counter-set-1"): {"memory": Decimal(16 * 2**30)}}
     assert allocate([one()], [big], allocated={("driver-a", "pool-1", "device-2")}, features=on,

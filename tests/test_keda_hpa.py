@@ -308,8 +308,8 @@ def test_ke9_min_replicas_ignores_activation() -> None:
 
 # -- KEDA details --------------------------------------------------------------------------------------
 def test_idle_replica_count_and_deletion_restores() -> None:
-    so = scaled_object().spec(idleReplicaCount=0, cooldownPeriod=60).replicas(2, 10).prometheus(QUEUE,
-                                                                                                threshold=5).obj()
+    so = (scaled_object().spec(idleReplicaCount=0, cooldownPeriod=60).replicas(2, 10)
+          .prometheus(QUEUE, threshold=5).obj())
     so["spec"]["advanced"] = {"restoreToOriginalReplicaCount": True}
     w = keda_world(so, 3, step_fn((0, 1), (30, 0), (200, 5)))
     seen = w.watch_replicas(240, every=30)

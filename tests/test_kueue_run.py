@@ -97,8 +97,8 @@ def test_missing_local_queue_then_created():
 def test_admitted_pods_carry_flavor_node_labels_and_tolerations():
     toleration = {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
     objs = [make_scenario().obj(), make_pool("plain", "e2-standard-16", 2).obj(),
-            make_pool("ml", "e2-standard-16", 2).spec(labels={"team": "ml"}, taints=[{"key": "dedicated", "value": "ml",
-                                                             "effect": "NoSchedule"}]).obj(),
+            make_pool("ml", "e2-standard-16", 2)
+            .spec(labels={"team": "ml"}, taints=[{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]).obj(),
             make_flavor("ml").node_labels({"team": "ml"}).tolerations([toleration]).obj(),
             make_cq("cq").flavor("ml", cpu="8").obj(), make_lq("main").cluster_queue("cq").obj(),
             make_job("train").queue("main").pods(2).obj()]
@@ -283,7 +283,7 @@ def test_block_admission_holds_other_workloads_until_the_gang_is_evicted():
 
     def run(block: bool):
         cfg = make_configuration().fields(waitForPodsReady={"timeout": "10m", "blockAdmission": block,
-                                              "requeuingStrategy": {"backoffLimitCount": 0}}).obj()
+                                                            "requeuingStrategy": {"backoffLimitCount": 0}}).obj()
         return kt_run(objects=[make_scenario().obj(), cfg, make_pool("cpu", "e2-standard-16", 2).obj(),
                                make_flavor("default").obj(), make_cq("cq").flavor("default", cpu="40").obj(),
                                      make_lq("main").cluster_queue("cq").obj(), gang, small])

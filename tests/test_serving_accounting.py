@@ -40,7 +40,7 @@ def _objects() -> list[dict]:
             trace("shed").rate(4).duration("10m").start("8m").model("batch-model").prompt(2000).output(400).obj(),
             trace("lora").rate(1).duration("5m").start("8m").model("split-model").obj(),
             trace("long").rate(0.5).duration("2m").start("9m").prompt(5000).output(10).obj(),  # > max-model-len: 400
-            trace("held").target('InferencePool', 'cold').rate(1).duration("15m").start("2m").obj(),
+            trace("held").target("InferencePool", "cold").rate(1).duration("15m").start("2m").obj(),
             trace("shared").rate(3).duration("18m").start("1m").shared_prefix({
                 "numGroups": 4, "promptsPerGroup": 400, "systemPromptLen": 1500, "questionLen": 100,
                 "outputLen": 100}).obj()]

@@ -57,7 +57,7 @@ def test_cold_start_phases_and_requests_held_until_the_first_replica_is_ready() 
 
 def test_a_pool_with_no_endpoint_fails_held_requests_after_the_ttl_and_a_service_fails_at_once() -> None:
     objs = [serving_scenario("10m").obj(), inference_pool().request_ttl("2m").obj(), service().obj(),
-            trace("a").rate(1).duration("5m").obj(), trace("b").target('Service', 'svc').rate(1).duration("5m").obj()]
+            trace("a").rate(1).duration("5m").obj(), trace("b").target("Service", "svc").rate(1).duration("5m").obj()]
     df = run(objects=objs).requests()
     pool = df[df.pool == "InferencePool/default/pool"]
     svc = df[df.pool == "Service/default/svc"]
