@@ -2,6 +2,7 @@
 
     make_cq("eng-alpha").cohort("eng").flavor("on-demand", cpu=("50", "50")).obj()
     make_wl("eng-alpha", "new").queue("main").podset("one", 51, cpu="1").obj()
+    make_lq("main", "eng-alpha").cluster_queue("eng-alpha").obj()
 
 A quota is "nominal" or (nominal, borrowingLimit[, lendingLimit]) with None for unset, as Kueue's
 ``Resource(name, nominal, borrowingLimit, lendingLimit)``.
@@ -9,7 +10,7 @@ A quota is "nominal" or (nominal, borrowingLimit[, lendingLimit]) with None for 
 
 from __future__ import annotations
 
-import copy
+from k8s_builders import PriorityClassWrapper, Wrapper
 
 from kubetwin.kueue.api import amount, format_amount, format_time
 
@@ -28,11 +29,11 @@ def _quota(res: str, q) -> dict:
     return out
 
 
-class _QuotaHolder:
+class _QuotaWrapper(Wrapper):
     def __init__(self, kind: str, name: str) -> None:
-        self._obj = {"apiVersion": V1BETA2, "kind": kind, "metadata": {"name": name}, "spec": {}}
+        super().__init__({"apiVersion": V1BETA2, "kind": kind, "metadata": {"name": name}, "spec": {}})
 
-    def flavor(self, name: str, res: dict | None = None, **quotas) -> _QuotaHolder:
+    def flavor(self, name: str, res: dict | None = None, **quotas) -> _QuotaWrapper:
         """Add a flavor's quotas; it joins the last resource group when it covers the same resources."""
         quotas = {**(res or {}), **quotas}
         fq = {"name": name, "resources": [_quota(r, q) for r, q in quotas.items()]}
@@ -44,7 +45,7 @@ class _QuotaHolder:
             groups.append({"coveredResources": covered, "flavors": [fq]})
         return self
 
-    def new_group(self, name: str, res: dict | None = None, **quotas) -> _QuotaHolder:
+    def new_group(self, name: str, res: dict | None = None, **quotas) -> _QuotaWrapper:
         """A flavor that starts a new resource group even if it covers the same resources (rejected by the CRD)."""
         quotas = {**(res or {}), **quotas}
         self._obj["spec"].setdefault("resourceGroups", []).append(
@@ -52,39 +53,36 @@ class _QuotaHolder:
                 _quota(r, q) for r, q in quotas.items()]}]})
         return self
 
-    def weight(self, w: str) -> _QuotaHolder:
+    def weight(self, w: str) -> _QuotaWrapper:
         self._obj["spec"]["fairSharing"] = {"weight": w}
         return self
 
-    def obj(self) -> dict:
-        return copy.deepcopy(self._obj)
 
-
-class ClusterQueueBuilder(_QuotaHolder):
+class ClusterQueueWrapper(_QuotaWrapper):
     def __init__(self, name: str) -> None:
         super().__init__("ClusterQueue", name)
         self._obj["spec"]["namespaceSelector"] = {}
 
-    def cohort(self, name: str) -> ClusterQueueBuilder:
+    def cohort(self, name: str) -> ClusterQueueWrapper:
         self._obj["spec"]["cohortName"] = name
         return self
 
-    def strategy(self, s: str) -> ClusterQueueBuilder:
+    def strategy(self, s: str) -> ClusterQueueWrapper:
         self._obj["spec"]["queueingStrategy"] = s
         return self
 
-    def namespace_selector(self, selector: dict | None) -> ClusterQueueBuilder:
+    def namespace_selector(self, selector: dict | None) -> ClusterQueueWrapper:
         if selector is None:
             self._obj["spec"].pop("namespaceSelector", None)
         else:
             self._obj["spec"]["namespaceSelector"] = selector
         return self
 
-    def dep(self, *values: str) -> ClusterQueueBuilder:
+    def dep(self, *values: str) -> ClusterQueueWrapper:
         return self.namespace_selector({"matchExpressions": [{"key": "dep", "operator": "In", "values": list(values)}]})
 
     def preemption(self, within: str | None = None, reclaim: str | None = None, bwc: str | None = None,
-                   threshold: int | None = None) -> ClusterQueueBuilder:
+                   threshold: int | None = None) -> ClusterQueueWrapper:
         p: dict = {}
         if within:
             p["withinClusterQueue"] = within
@@ -98,73 +96,93 @@ class ClusterQueueBuilder(_QuotaHolder):
         return self
 
     def fungibility(self, when_can_borrow: str | None = None, when_can_preempt: str | None = None,
-                    preference: str | None = None) -> ClusterQueueBuilder:
+                    preference: str | None = None) -> ClusterQueueWrapper:
         ff = {k: v for k, v in (("whenCanBorrow", when_can_borrow), ("whenCanPreempt", when_can_preempt),
                                 ("preference", preference)) if v}
         self._obj["spec"]["flavorFungibility"] = ff
         return self
 
 
-class CohortBuilder(_QuotaHolder):
+class CohortWrapper(_QuotaWrapper):
     def __init__(self, name: str) -> None:
         super().__init__("Cohort", name)
 
-    def parent(self, name: str) -> CohortBuilder:
+    def parent(self, name: str) -> CohortWrapper:
         self._obj["spec"]["parentName"] = name
         return self
 
 
-def make_cq(name: str) -> ClusterQueueBuilder:
-    return ClusterQueueBuilder(name)
+def make_cq(name: str) -> ClusterQueueWrapper:
+    return ClusterQueueWrapper(name)
 
 
-def make_cohort(name: str) -> CohortBuilder:
-    return CohortBuilder(name)
+def make_cohort(name: str) -> CohortWrapper:
+    return CohortWrapper(name)
 
 
-def make_flavor(name: str, node_labels: dict | None = None, taints: list | None = None) -> dict:
-    spec: dict = {}
-    if node_labels:
-        spec["nodeLabels"] = node_labels
-    if taints:
-        spec["nodeTaints"] = taints
-    return {"apiVersion": V1BETA2, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+class ResourceFlavorWrapper(Wrapper):
+    def node_labels(self, labels: dict) -> ResourceFlavorWrapper:
+        self._obj["spec"]["nodeLabels"] = labels
+        return self
+
+    def taints(self, taints: list) -> ResourceFlavorWrapper:
+        self._obj["spec"]["nodeTaints"] = taints
+        return self
+
+    def tolerations(self, tolerations: list) -> ResourceFlavorWrapper:
+        self._obj["spec"]["tolerations"] = tolerations
+        return self
 
 
-def make_lq(namespace: str, name: str, cluster_queue: str) -> dict:
-    return {"apiVersion": V1BETA2, "kind": "LocalQueue", "metadata": {"namespace": namespace, "name": name},
-            "spec": {"clusterQueue": cluster_queue}}
+def make_flavor(name: str) -> ResourceFlavorWrapper:
+    return ResourceFlavorWrapper({"apiVersion": V1BETA2, "kind": "ResourceFlavor", "metadata": {"name": name},
+                                  "spec": {}})
 
 
-class WorkloadBuilder:
+class LocalQueueWrapper(Wrapper):
+    def cluster_queue(self, name: str) -> LocalQueueWrapper:
+        self._obj["spec"]["clusterQueue"] = name
+        return self
+
+    def create_at(self, t: str) -> LocalQueueWrapper:
+        return self.annotation("kubetwin.io/create-at", t)
+
+
+def make_lq(name: str, ns: str = "default") -> LocalQueueWrapper:
+    """Kueue's MakeLocalQueue(name, ns).ClusterQueue(cq)."""
+    return LocalQueueWrapper({"apiVersion": V1BETA2, "kind": "LocalQueue", "metadata": {"name": name, "namespace": ns},
+                              "spec": {}})
+
+
+class WorkloadWrapper(Wrapper):
     def __init__(self, namespace: str, name: str) -> None:
-        self._obj = {"apiVersion": V1BETA2, "kind": "Workload",
-                     "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
-                                  "creationTimestamp": format_time(NOW)},
-                     "spec": {"podSets": [], "priority": 0}, "status": {}}
+        super().__init__({"apiVersion": V1BETA2, "kind": "Workload",
+                          "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
+                                       "creationTimestamp": format_time(NOW)},
+                          "spec": {"podSets": [], "priority": 0}, "status": {}})
 
-    def queue(self, name: str) -> WorkloadBuilder:
+    def queue(self, name: str) -> WorkloadWrapper:
         self._obj["spec"]["queueName"] = name
         return self
 
-    def priority(self, p: int) -> WorkloadBuilder:
+    def priority(self, p: int) -> WorkloadWrapper:
         self._obj["spec"]["priority"] = p
         return self
 
-    def uid(self, uid: str) -> WorkloadBuilder:
+    def uid(self, uid: str) -> WorkloadWrapper:
         self._obj["metadata"]["uid"] = uid
         return self
 
-    def job_uid(self, uid: str) -> WorkloadBuilder:
+    def job_uid(self, uid: str) -> WorkloadWrapper:
         self._obj["metadata"].setdefault("labels", {})["kueue.x-k8s.io/job-uid"] = uid
         return self
 
-    def created(self, t: float) -> WorkloadBuilder:
+    def created(self, t: float) -> WorkloadWrapper:
         self._obj["metadata"]["creationTimestamp"] = format_time(t)
         return self
 
     def podset(self, name: str, count: int, min_count: int | None = None, res: dict | None = None,
-               node_selector: dict | None = None, tolerations: list | None = None, **requests: str) -> WorkloadBuilder:
+               node_selector: dict | None = None, tolerations: list | None = None, **requests: str) -> WorkloadWrapper:
         requests = {**(res or {}), **requests}
         spec: dict = {"containers": [{"name": "c", "resources": {"requests": dict(requests)}}]}
         if node_selector:
@@ -177,11 +195,11 @@ class WorkloadBuilder:
         self._obj["spec"]["podSets"].append(ps)
         return self
 
-    def request(self, res: str, q: str) -> WorkloadBuilder:
+    def request(self, res: str, q: str) -> WorkloadWrapper:
         """A single podSet "main" of one pod, as Kueue's MakeWorkload(...).Request(res, q)."""
         return self.podset("main", 1, res={res: q})
 
-    def admitted(self, cq: str, flavors: dict[str, dict[str, str]], at: float = NOW) -> WorkloadBuilder:
+    def admitted(self, cq: str, flavors: dict[str, dict[str, str]], at: float = NOW) -> WorkloadWrapper:
         """status.admission in ``cq`` with flavors per podSet and resource, QuotaReserved/Admitted at ``at``."""
         psas = []
         for ps in self._obj["spec"]["podSets"]:
@@ -198,62 +216,28 @@ class WorkloadBuilder:
              "lastTransitionTime": t}]
         return self
 
-    def obj(self) -> dict:
-        return copy.deepcopy(self._obj)
+
+def make_wl(namespace: str, name: str) -> WorkloadWrapper:
+    return WorkloadWrapper(namespace, name)
 
 
-def make_wl(namespace: str, name: str) -> WorkloadBuilder:
-    return WorkloadBuilder(namespace, name)
+class ConfigurationWrapper(Wrapper):
+    def version(self, v: str) -> ConfigurationWrapper:
+        """The config API version (v1beta1 spells some fields differently)."""
+        self._obj["apiVersion"] = f"config.kueue.x-k8s.io/{v}"
+        return self
+
+    def fields(self, **fields) -> ConfigurationWrapper:
+        """Top-level Configuration fields (waitForPodsReady, fairSharing, integrations, featureGates, ...)."""
+        self._obj.update(fields)
+        return self
 
 
-# -- whole manifests for kubetwin.run (the scenario itself: conftest.scenario) ------------------------------------
-KQ = V1BETA2
+def make_configuration() -> ConfigurationWrapper:
+    """The Kueue manager's Configuration (config.kueue.x-k8s.io), as given in a scenario."""
+    return ConfigurationWrapper({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
 
 
-def cpu_pool(name: str = "cpu", count: int = 2, labels: dict | None = None, taints: list | None = None) -> dict:
-    spec: dict = {"machineType": "e2-standard-16", "nodeCount": count, "zones": ["us-central1-a"]}
-    if labels:
-        spec["labels"] = labels
-    if taints:
-        spec["taints"] = taints
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
-
-
-def flavor(name: str = "default", **spec) -> dict:
-    return {"apiVersion": KQ, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
-
-
-def cluster_queue(name: str, cpu: str, cohort: str | None = None, flavor_name: str = "default",
-                  preemption: dict | None = None) -> dict:
-    spec: dict = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-        {"name": flavor_name, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}
-    if cohort:
-        spec["cohortName"] = cohort
-    if preemption:
-        spec["preemption"] = preemption
-    return {"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
-
-
-def local_queue(name: str, cq: str, ns: str = "default", create_at: str | None = None) -> dict:
-    meta: dict = {"name": name, "namespace": ns}
-    if create_at:
-        meta["annotations"] = {"kubetwin.io/create-at": create_at}
-    return {"apiVersion": KQ, "kind": "LocalQueue", "metadata": meta, "spec": {"clusterQueue": cq}}
-
-
-def job(name: str, queue: str | None, cpu: str = "1", pods: int = 1, duration: str = "30m", ns: str = "default",
-        create_at: str | None = None) -> dict:
-    meta: dict = {"name": name, "namespace": ns}
-    if queue:
-        meta["labels"] = {"kueue.x-k8s.io/queue-name": queue}
-    if create_at:
-        meta["annotations"] = {"kubetwin.io/create-at": create_at}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
-        "parallelism": pods, "completions": pods, "template": {
-            "metadata": {"annotations": {"kubetwin.io/duration": duration}},
-            "spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}}}}
-
-
-def configuration(**fields) -> dict:
-    return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **fields}
+def make_workload_priority_class(name: str) -> PriorityClassWrapper:
+    """Kueue's WorkloadPriorityClass: a priority for workloads only, not for their pods."""
+    return PriorityClassWrapper({"apiVersion": V1BETA2, "kind": "WorkloadPriorityClass", "metadata": {"name": name}})

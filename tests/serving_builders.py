@@ -1,95 +1,180 @@
-"""Small builders for serving scenarios, so each test reads like its scenario:
-`pool("p").router("round-robin")`, `vllm("srv", replicas=2)`, `trace("t", rate=5)`."""
+"""Builders for serving scenarios, so each test reads like its scenario; each ends in `.obj()` as every builder in
+tests/ (k8s_builders.py): `inference_pool().router("round-robin").obj()`, `vllm("srv", 2).obj()`,
+`trace("t").rate(5).obj()`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
+
+from k8s_builders import NodePoolWrapper, ScenarioWrapper, Wrapper, make_pool
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def scenario(duration: str = "20m", seed: int = 0, sample: str = "30s") -> dict:
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
-            "spec": {"duration": duration, "seed": seed, "sampleInterval": sample, "report": ["summary"]}}
+def serving_scenario(duration: str = "20m") -> ScenarioWrapper:
+    """A Scenario "s" of `duration`, seed 0, sampled every 30 s."""
+    return ScenarioWrapper({"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
+                            "spec": {"duration": duration, "seed": 0, "sampleInterval": "30s",
+                                     "report": ["summary"]}})
 
 
-def h100_pool(nodes: int, name: str = "h100", autoscale_max: int | None = None) -> dict:
-    spec: dict[str, Any] = {"machineType": "a3-highgpu-1g", "nodeCount": nodes, "zones": ["us-central1-a"],
-                            "accelerators": [{"type": "nvidia-h100-80gb", "count": 1}]}
-    if autoscale_max is not None:
-        spec["autoscaling"] = {"minNodeCount": 0, "maxNodeCount": autoscale_max}
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+def h100_pool(nodes: int) -> NodePoolWrapper:
+    """A pool "h100" of a3-highgpu-1g nodes (one H100 80GB each)."""
+    return make_pool("h100", "a3-highgpu-1g", nodes).gpus("nvidia-h100-80gb", 1)
 
 
-def vllm(name: str, replicas: int, *, args: list[str] | None = None, app: str = "srv", create_at: str | None = None,
-         annotations: dict | None = None, volumes: list | None = None, mounts: list | None = None) -> dict:
-    meta: dict[str, Any] = {"name": name, "namespace": "default"}
-    if create_at:
-        meta["annotations"] = {"kubetwin.io/create-at": create_at}
-    container: dict[str, Any] = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.1",
-                                 "args": args if args is not None else ["--model", MODEL],
+def a100_pool() -> NodePoolWrapper:
+    """One a2-ultragpu-1g node "a100": its A100 whole, or `.gpu_partition(...)` / `.gpu_sharing(...)`."""
+    return make_pool("a100", "a2-ultragpu-1g", 1).gpus("nvidia-a100-80gb", 1)
+
+
+class DeploymentWrapper(Wrapper):
+    def _container(self) -> dict:
+        return self._obj["spec"]["template"]["spec"]["containers"][0]
+
+    def args(self, args: list[str]) -> DeploymentWrapper:
+        self._container()["args"] = args
+        return self
+
+    def app(self, app: str) -> DeploymentWrapper:
+        """The `app` label its selector and its pods carry."""
+        self._obj["spec"]["selector"]["matchLabels"]["app"] = app
+        self._obj["spec"]["template"]["metadata"]["labels"]["app"] = app
+        return self
+
+    def create_at(self, t: str) -> DeploymentWrapper:
+        return self.annotation("kubetwin.io/create-at", t)
+
+    def pod_annotations(self, annotations: dict) -> DeploymentWrapper:
+        self._obj["spec"]["template"]["metadata"]["annotations"] = annotations
+        return self
+
+    def volumes(self, volumes: list) -> DeploymentWrapper:
+        self._obj["spec"]["template"]["spec"]["volumes"] = volumes
+        return self
+
+    def mounts(self, mounts: list) -> DeploymentWrapper:
+        self._container()["volumeMounts"] = mounts
+        return self
+
+
+def vllm(name: str, replicas: int) -> DeploymentWrapper:
+    """A Deployment of vLLM serving MODEL on one GPU per replica, pods labelled app=srv."""
+    container: dict[str, Any] = {"name": "vllm", "image": "vllm/vllm-openai:v0.10.1", "args": ["--model", MODEL],
                                  "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    if mounts:
-        container["volumeMounts"] = mounts
-    pod_spec: dict[str, Any] = {"containers": [container]}
-    if volumes:
-        pod_spec["volumes"] = volumes
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}},
-                     "template": {"metadata": {"labels": {"app": app}, "annotations": annotations or {}},
-                                  "spec": pod_spec}}}
+    return DeploymentWrapper({"apiVersion": "apps/v1", "kind": "Deployment",
+                              "metadata": {"name": name, "namespace": "default"},
+                              "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "srv"}},
+                                       "template": {"metadata": {"labels": {"app": "srv"}, "annotations": {}},
+                                                    "spec": {"containers": [container]}}}})
 
 
-def inference_pool(name: str = "pool", app: str = "srv", router: str | None = None, ttl: str | None = None) -> dict:
-    ann = {}
-    if router:
-        ann["kubetwin.io/router"] = router
-    if ttl:
-        ann["kubetwin.io/request-ttl"] = ttl
-    return {"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
-            "metadata": {"name": name, "namespace": "default", "annotations": ann},
-            "spec": {"selector": {"matchLabels": {"app": app}}, "targetPorts": [{"number": 8000}],
-                     "endpointPickerRef": {"name": f"{name}-epp", "port": {"number": 9002}}}}
+class RoutedWrapper(Wrapper):
+    """An InferencePool or a Service: the pods it selects and the router that spreads requests over them."""
+
+    def router(self, router: str) -> Self:
+        return self.annotation("kubetwin.io/router", router)
+
+    def request_ttl(self, ttl: str) -> Self:
+        return self.annotation("kubetwin.io/request-ttl", ttl)
 
 
-def service(name: str = "svc", app: str = "srv", router: str | None = None) -> dict:
-    meta: dict[str, Any] = {"name": name, "namespace": "default"}
-    if router:
-        meta["annotations"] = {"kubetwin.io/router": router}
-    return {"apiVersion": "v1", "kind": "Service", "metadata": meta,
-            "spec": {"selector": {"app": app}, "ports": [{"port": 80, "targetPort": 8000}]}}
+class InferencePoolWrapper(RoutedWrapper):
+    def app(self, app: str) -> InferencePoolWrapper:
+        self._obj["spec"]["selector"]["matchLabels"]["app"] = app
+        return self
 
 
-def trace(name: str = "t", *, target: tuple[str, str] = ("InferencePool", "pool"), rate: float = 5.0,
-          duration: str = "5m", start: str = "0s", model: str = MODEL, prompt: int = 500, output: int = 50,
-          shared: dict | None = None, priority: int | None = None) -> dict:
-    gen: dict[str, Any] = {"rate": rate, "duration": duration, "process": {"type": "poisson"}}
-    if shared:
-        gen["sharedPrefix"] = shared
-    else:
-        gen["promptTokens"], gen["outputTokens"] = prompt, output
-    spec: dict[str, Any] = {"format": "generator", "target": {"kind": target[0], "name": target[1]}, "model": model,
-                            "generator": gen}
-    if priority is not None:
-        spec["priority"] = priority
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "RequestTrace",
-            "metadata": {"name": name, "namespace": "default", "annotations": {"kubetwin.io/create-at": start}},
-            "spec": spec}
+def inference_pool(name: str = "pool") -> InferencePoolWrapper:
+    """A Gateway API InferencePool over the app=srv pods' port 8000."""
+    return InferencePoolWrapper({"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
+                                 "metadata": {"name": name, "namespace": "default", "annotations": {}},
+                                 "spec": {"selector": {"matchLabels": {"app": "srv"}},
+                                          "targetPorts": [{"number": 8000}],
+                                          "endpointPickerRef": {"name": f"{name}-epp", "port": {"number": 9002}}}})
 
 
-def inference_model(name: str, model: str = MODEL, criticality: str = "Standard", pool: str = "pool") -> dict:
-    return {"apiVersion": "inference.networking.x-k8s.io/v1alpha2", "kind": "InferenceModel",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"modelName": model, "criticality": criticality, "poolRef": {"name": pool}}}
+class ServiceWrapper(RoutedWrapper):
+    def app(self, app: str) -> ServiceWrapper:
+        self._obj["spec"]["selector"]["app"] = app
+        return self
 
 
-def a100_pool(partition: str | None = None, sharing: str | None = None, clients: int = 2) -> dict:
-    """One a2-ultragpu-1g node: its A100 whole, MIG-partitioned or shared (time-slicing / MPS)."""
-    acc: dict = {"type": "nvidia-a100-80gb", "count": 1}
-    if partition:
-        acc["gpuPartitionSize"] = partition
-    if sharing:
-        acc["gpuSharingConfig"] = {"gpuSharingStrategy": sharing, "maxSharedClientsPerGpu": clients}
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "a100"},
-            "spec": {"machineType": "a2-ultragpu-1g", "nodeCount": 1, "zones": ["us-central1-a"],
-                     "accelerators": [acc]}}
+def service(name: str = "svc") -> ServiceWrapper:
+    """A v1 Service over the app=srv pods, port 80 -> 8000."""
+    return ServiceWrapper({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+                           "spec": {"selector": {"app": "srv"}, "ports": [{"port": 80, "targetPort": 8000}]}})
+
+
+class TraceWrapper(Wrapper):
+    def _gen(self) -> dict:
+        return self._obj["spec"]["generator"]
+
+    def target(self, kind: str, name: str) -> TraceWrapper:
+        self._obj["spec"]["target"] = {"kind": kind, "name": name}
+        return self
+
+    def rate(self, rate: float) -> TraceWrapper:
+        self._gen()["rate"] = rate
+        return self
+
+    def duration(self, d: str) -> TraceWrapper:
+        self._gen()["duration"] = d
+        return self
+
+    def start(self, t: str) -> TraceWrapper:
+        return self.annotation("kubetwin.io/create-at", t)
+
+    def model(self, model: str) -> TraceWrapper:
+        self._obj["spec"]["model"] = model
+        return self
+
+    def prompt(self, tokens: int) -> TraceWrapper:
+        self._gen()["promptTokens"] = tokens
+        return self
+
+    def output(self, tokens: int) -> TraceWrapper:
+        self._gen()["outputTokens"] = tokens
+        return self
+
+    def shared_prefix(self, shared: dict) -> TraceWrapper:
+        """Requests sharing prompt prefixes (the generator's sharedPrefix), instead of fixed prompt/output sizes."""
+        del self._gen()["promptTokens"], self._gen()["outputTokens"]
+        self._gen()["sharedPrefix"] = shared
+        return self
+
+    def priority(self, p: int) -> TraceWrapper:
+        self._obj["spec"]["priority"] = p
+        return self
+
+
+def trace(name: str = "t") -> TraceWrapper:
+    """A generated RequestTrace to InferencePool "pool": Poisson, 5 req/s for 5 min from 0 s, 500 -> 50 tokens."""
+    return TraceWrapper({"apiVersion": "kubetwin.io/v1alpha1", "kind": "RequestTrace",
+                         "metadata": {"name": name, "namespace": "default",
+                                      "annotations": {"kubetwin.io/create-at": "0s"}},
+                         "spec": {"format": "generator", "target": {"kind": "InferencePool", "name": "pool"},
+                                  "model": MODEL, "generator": {"rate": 5.0, "duration": "5m",
+                                                                "process": {"type": "poisson"},
+                                                                "promptTokens": 500, "outputTokens": 50}}})
+
+
+class InferenceModelWrapper(Wrapper):
+    def model(self, model: str) -> InferenceModelWrapper:
+        self._obj["spec"]["modelName"] = model
+        return self
+
+    def criticality(self, c: str) -> InferenceModelWrapper:
+        self._obj["spec"]["criticality"] = c
+        return self
+
+    def pool(self, pool: str) -> InferenceModelWrapper:
+        self._obj["spec"]["poolRef"] = {"name": pool}
+        return self
+
+
+def inference_model(name: str) -> InferenceModelWrapper:
+    """An InferenceModel serving MODEL from InferencePool "pool", criticality Standard."""
+    return InferenceModelWrapper({"apiVersion": "inference.networking.x-k8s.io/v1alpha2", "kind": "InferenceModel",
+                                  "metadata": {"name": name, "namespace": "default"},
+                                  "spec": {"modelName": MODEL, "criticality": "Standard", "poolRef": {"name": "pool"}}})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import make_pod, scenario
+from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.runner import run
@@ -33,7 +33,7 @@ def owned(pod: dict) -> dict:
 
 
 def gpu_pod(name: str, gpus: int = 1, cpu: str = "2", duration: str = "1h", memory: str | None = None) -> dict:
-    pod = make_pod(name).gpus(gpus).cpu(cpu).duration(duration).obj_()
+    pod = make_pod(name).gpus(gpus).cpu(cpu).duration(duration).obj()
     if memory:
         pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = memory
     return pod
@@ -61,7 +61,7 @@ def events(result, reason: str) -> list[tuple[float, str, str, int]]:
 
 def test_scale_up_fits_pending_gpu_pods_with_ca_events():
     pods = [owned(gpu_pod(f"p{i}")) for i in range(3)]
-    r = run(objects=[scenario("2h"), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), *pods])
+    r = run(objects=[make_scenario("2h").obj(), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), *pods])
     assert [(t, o, m) for t, o, m, _ in events(r, "TriggeredScaleUp")] == [
         (10.0, f"p{i}", f"pod triggered scale-up: [{{{L4_GROUP} 0->3 (max: 3)}}]") for i in range(3)]
     assert not events(r, "NotTriggerScaleUp")
@@ -72,7 +72,7 @@ def test_scale_up_fits_pending_gpu_pods_with_ca_events():
 
 def test_max_node_count_respected_not_trigger_scale_up():
     pods = [owned(gpu_pod(f"p{i}", duration="30m")) for i in range(3)]
-    r = run(objects=[scenario("30m"), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1), *pods])
+    r = run(objects=[make_scenario("30m").obj(), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1), *pods])
     assert [o for _, o, _, _ in events(r, "TriggeredScaleUp")] == ["p0", "p1"]
     assert f"{L4_GROUP} 0->2 (max: 2)" in events(r, "TriggeredScaleUp")[0][2]
     nts = events(r, "NotTriggerScaleUp")
@@ -84,7 +84,7 @@ def test_max_node_count_respected_not_trigger_scale_up():
 def test_no_matching_pool_gives_the_filters_reasons():
     pod = owned(gpu_pod("p"))
     pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
-    r = run(objects=[scenario("5m"), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1), pod])
+    r = run(objects=[make_scenario("5m").obj(), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1), pod])
     nts = events(r, "NotTriggerScaleUp")
     assert nts[0][2] == "pod didn't trigger scale-up: 1 node(s) didn't match Pod's node affinity/selector"
     assert not nodes_over_time(r)
@@ -97,7 +97,7 @@ def test_expanders_choose_differently():
             owned(gpu_pod("p", cpu="11", memory="70Gi", duration="20m"))]
     chosen = {}
     for expander in ("least-waste", "price"):
-        r = run(objects=[scenario("30m", clusterAutoscaler={"expander": expander}), *objs])
+        r = run(objects=[make_scenario("30m").spec(clusterAutoscaler={"expander": expander}).obj(), *objs])
         (_, _, msg, _), = events(r, "TriggeredScaleUp")
         chosen[expander] = msg.split("gke-kubetwin-")[1].split(" ")[0].rsplit("-", 2)[0]
     assert chosen == {"least-waste": "a100", "price": "l4x2"}
@@ -110,7 +110,7 @@ def test_priority_expander_reads_its_configmap():
     objs = [pool("a100", "a2-highgpu-1g", 0, 2, "nvidia-tesla-a100", 1),
             pool("l4x2", "g2-standard-24", 0, 2, "nvidia-l4", 2), cm,
             owned(gpu_pod("p", cpu="11", memory="70Gi", duration="20m"))]
-    r = run(objects=[scenario("30m", clusterAutoscaler={"expander": "priority"}), *objs])
+    r = run(objects=[make_scenario("30m").spec(clusterAutoscaler={"expander": "priority"}).obj(), *objs])
     assert "gke-kubetwin-l4x2-" in events(r, "TriggeredScaleUp")[0][2]
 
 
@@ -120,10 +120,10 @@ def test_multi_host_tpu_pool_scales_whole_slice_up_and_down():
                     "zones": ["us-central1-a"], "placementPolicy": {"tpuTopology": "4x4"}}}
     pods = []
     for i in range(4):
-        pod = owned(make_pod(f"w{i}").cpu("1").duration("1h").obj_())
+        pod = owned(make_pod(f"w{i}").cpu("1").duration("1h").obj())
         pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
         pods.append(pod)
-    r = run(objects=[scenario("3h"), tpu, *pods])
+    r = run(objects=[make_scenario("3h").obj(), tpu, *pods])
     ups = events(r, "TriggeredScaleUp")
     assert len(ups) == 4 and all(m.endswith("0->4 (max: 4)}]") for _, _, m, _ in ups)
     nodes = nodes_over_time(r)
@@ -134,7 +134,7 @@ def test_multi_host_tpu_pool_scales_whole_slice_up_and_down():
 def test_location_policy_balanced_spreads_any_avoids_stockout():
     zones = ["us-central1-a", "us-central1-b"]
     pods = [owned(gpu_pod(f"p{i}", duration="20m")) for i in range(4)]
-    r = run(objects=[scenario("10m"), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1, zones=zones), *pods])
+    r = run(objects=[make_scenario("10m").obj(), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1, zones=zones), *pods])
     b_group = L4_GROUP.replace("us-central1-a", "us-central1-b")
     assert {m for _, _, m, _ in events(r, "TriggeredScaleUp")} == {
         f"pod triggered scale-up: [{{{L4_GROUP} 0->2 (max: 3)}} {{{b_group} 0->2 (max: 3)}}]"}
@@ -144,7 +144,7 @@ def test_location_policy_balanced_spreads_any_avoids_stockout():
     for p in pods:
         p = {**p, "spec": {**p["spec"], "tolerations": [{"key": "cloud.google.com/gke-spot", "operator": "Exists"}]}}
         spot.append(p)
-    r = run(objects=[scenario("10m", capacity=cap),
+    r = run(objects=[make_scenario("10m").spec(capacity=cap).obj(),
                      pool("l4", "g2-standard-8", 0, 4, "nvidia-l4", 1, zones=zones, spot=True), *spot])
     assert {m for _, _, m, _ in events(r, "TriggeredScaleUp")} == {
         f"pod triggered scale-up: [{{{b_group} 0->4 (max: 4)}}]"}
@@ -154,7 +154,7 @@ def test_location_policy_balanced_spreads_any_avoids_stockout():
 # -- capacity and quota ------------------------------------------------------------------------------------
 def test_quota_exceeded_partial_scale_up_and_backoff():
     pods = [owned(gpu_pod(f"p{i}", gpus=8, cpu="50", duration="2h")) for i in range(3)]
-    r = run(objects=[scenario("30m", quotas={"us-central1": {"NVIDIA_H100_GPUS": 16}}),
+    r = run(objects=[make_scenario("30m").spec(quotas={"us-central1": {"NVIDIA_H100_GPUS": 16}}).obj(),
                      pool("a3", "a3-highgpu-8g", 0, 4, "nvidia-h100-80gb", 8), *pods])
     failed = events(r, "FailedScaleUp")
     pod_msgs = {(o, m) for _, o, m, _ in failed if o.startswith("p")}
@@ -179,14 +179,15 @@ def bumps(result, reason: str, obj: str) -> list[float]:
 def test_stockout_message_and_global_gpu_quota():
     cap = [{"zone": "us-central1-a", "machineType": "a3-highgpu-8g", "available": 1}]
     pods = [owned(gpu_pod(f"p{i}", gpus=8, cpu="50")) for i in range(2)]
-    r = run(objects=[scenario("5m", capacity=cap), pool("a3", "a3-highgpu-8g", 0, 4, "nvidia-h100-80gb", 8), *pods])
+    r = run(objects=[make_scenario("5m").spec(capacity=cap).obj(),
+                     pool("a3", "a3-highgpu-8g", 0, 4, "nvidia-h100-80gb", 8), *pods])
     msgs = {m for _, o, m, _ in events(r, "FailedScaleUp")}
     assert ("Node scale up in zones us-central1-a associated with this pod failed: GCE out of resources. Pod is at "
             "risk of not being scheduled.") in msgs
     assert any(m.endswith("(hardware availability in the zone (stockout)): ZONE_RESOURCE_POOL_EXHAUSTED: The zone "
                           "'projects/kubetwin/zones/us-central1-a' does not have enough resources available to "
                           "fulfill the request.  Try a different zone, or try again later.") for m in msgs)
-    r = run(objects=[scenario("5m", quotas={"global": {"GPUS_ALL_REGIONS": 8}}),
+    r = run(objects=[make_scenario("5m").spec(quotas={"global": {"GPUS_ALL_REGIONS": 8}}).obj(),
                      pool("a3", "a3-highgpu-8g", 0, 4, "nvidia-h100-80gb", 8), *pods])
     assert any(m.endswith("Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 8.0 globally.")
                for _, _, m, _ in events(r, "FailedScaleUp"))
@@ -197,7 +198,8 @@ def test_spot_pools_count_against_preemptible_quota():
     quota = {"us-central1": {"NVIDIA_H100_GPUS": 0, "PREEMPTIBLE_NVIDIA_H100_GPUS": 8}}
     pod = pods[0]
     pod["spec"]["tolerations"] = [{"key": "cloud.google.com/gke-spot", "operator": "Exists"}]
-    r = run(objects=[scenario("5m", quotas=quota), pool("a3s", "a3-highgpu-8g", 0, 1, "nvidia-h100-80gb", 8,
+    r = run(objects=[make_scenario("5m").spec(quotas=quota).obj(),
+                     pool("a3s", "a3-highgpu-8g", 0, 1, "nvidia-h100-80gb", 8,
                                                          spot=True), pod])
     assert not events(r, "FailedScaleUp")
     assert len([1 for _, e, _ in nodes_over_time(r) if e == "ADDED"]) == 1
@@ -206,7 +208,7 @@ def test_spot_pools_count_against_preemptible_quota():
 # -- scale-down --------------------------------------------------------------------------------------------
 def test_scale_down_after_unneeded_time_respects_min():
     pods = [owned(gpu_pod(f"p{i}", duration="30m")) for i in range(3)]
-    r = run(objects=[scenario("2h"), pool("l4", "g2-standard-8", 1, 3, "nvidia-l4", 1), *pods])
+    r = run(objects=[make_scenario("2h").obj(), pool("l4", "g2-standard-8", 1, 3, "nvidia-l4", 1), *pods])
     # the minNodeCount node is still booting at the first scan: CA counts it as upcoming room for one pod
     assert {(o, m.split(" (max")[0][-4:]) for _, o, m, _ in events(r, "TriggeredScaleUp")} == {
         ("p1", "1->3"), ("p2", "1->3")}
@@ -221,10 +223,10 @@ def test_scale_down_after_unneeded_time_respects_min():
 def test_scale_down_evicts_movable_pods_and_keeps_bare_ones():
     """Two nodes, each with a 6-CPU filler for 20 min and a small long pod: the owned one ("mover") is evicted
     and its node removed; the bare pod (no controller) keeps its node."""
-    a = owned(make_pod("mover").cpu("500m").obj_())
-    b = make_pod("bare").cpu("500m").obj_()
-    filler = [owned(make_pod(f"f{i}").cpu("6").duration("20m").obj_()) for i in range(2)]
-    r = run(objects=[scenario("2h"), pool("cpu", "n2-standard-8", 0, 4), *filler, a, b])
+    a = owned(make_pod("mover").cpu("500m").obj())
+    b = make_pod("bare").cpu("500m").obj()
+    filler = [owned(make_pod(f"f{i}").cpu("6").duration("20m").obj()) for i in range(2)]
+    r = run(objects=[make_scenario("2h").obj(), pool("cpu", "n2-standard-8", 0, 4), *filler, a, b])
     where = {o: m.rsplit(" ", 1)[1] for _, o, m, _ in events(r, "Scheduled")}
     assert where["mover"] != where["bare"]
     assert [(t, o, m) for t, o, m, _ in events(r, "ScaleDown")] == [
@@ -249,9 +251,7 @@ def provreq(name: str, cls: str, template: str, count: int, **params: str) -> di
 
 
 def static_pool(name: str, machine: str, nodes: int, gpu: str, count: int) -> dict:
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name},
-            "spec": {"machineType": machine, "nodeCount": nodes, "zones": ["us-central1-a"],
-                     "accelerators": [{"type": gpu, "count": count}]}}
+    return make_pool(name, machine, nodes).gpus(gpu, count).obj()
 
 
 def test_provisioning_request_kinds_are_simulated():
@@ -262,7 +262,8 @@ def test_provisioning_request_kinds_are_simulated():
 
 def test_check_capacity_found_not_found_and_booking_expired():
     cc = "check-capacity.autoscaling.x-k8s.io"
-    r = run(objects=[scenario("15m"), static_pool("l4", "g2-standard-8", 2, "nvidia-l4", 1), pod_template("t"),
+    r = run(objects=[make_scenario("15m").obj(), static_pool("l4", "g2-standard-8", 2, "nvidia-l4", 1),
+                     pod_template("t"),
                      provreq("fits", cc, "t", 2), provreq("too-big", cc, "t", 3)])
     fits = conditions(r, "fits")
     assert fits[-1][1] == [("Accepted", "True", "Accepted"), ("Provisioned", "True", "CapacityIsFound"),
@@ -278,26 +279,26 @@ def test_check_capacity_found_not_found_and_booking_expired():
 
 def test_best_effort_atomic_all_or_nothing():
     ba = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-    r = run(objects=[scenario("10m"), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), pod_template("t"),
+    r = run(objects=[make_scenario("10m").obj(), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), pod_template("t"),
                      provreq("ok", ba, "t", 2)])
     assert conditions(r, "ok")[-1][1][:2] == [("Accepted", "True", "Accepted"),
                                               ("Provisioned", "True", "CapacityIsProvisioned")]
     assert len([1 for _, e, _ in nodes_over_time(r) if e == "ADDED"]) == 2
     # 3 nodes wanted, quota for 2 L4s: nothing is created
-    r = run(objects=[scenario("10m", quotas={"us-central1": {"NVIDIA_L4_GPUS": 2}}),
+    r = run(objects=[make_scenario("10m").spec(quotas={"us-central1": {"NVIDIA_L4_GPUS": 2}}).obj(),
                      pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), pod_template("t"), provreq("no", ba, "t", 3)])
     assert conditions(r, "no")[-1][1] == [("Accepted", "True", "Accepted"),
                                           ("Provisioned", "False", "CapacityIsNotFound")]
     assert not nodes_over_time(r)
     # beyond max size: nothing either
-    r = run(objects=[scenario("10m"), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1), pod_template("t"),
+    r = run(objects=[make_scenario("10m").obj(), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1), pod_template("t"),
                      provreq("big", ba, "t", 3)])
     assert conditions(r, "big")[-1][1][1] == ("Provisioned", "False", "CapacityIsNotFound")
     assert not nodes_over_time(r)
 
 
 def test_missing_pod_template_fails():
-    r = run(objects=[scenario("1m"), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1),
+    r = run(objects=[make_scenario("1m").obj(), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1),
                      provreq("pr", "check-capacity.autoscaling.x-k8s.io", "nope", 1)])
     assert conditions(r, "pr")[-1][1][-1] == ("Failed", "True", "FailedToCreatePods")
 
@@ -349,7 +350,8 @@ def test_obtainability_is_seeded():
     cap = [{"zone": "us-central1-a", "machineType": "g2-standard-8", "obtainability": 0.5}]
     pods = [owned(gpu_pod(f"p{i}", duration="20m")) for i in range(6)]
     objs = [pool("l4", "g2-standard-8", 0, 6, "nvidia-l4", 1), *pods]
-    runs = [nodes_over_time(run(objects=[scenario("1h", seed=s, capacity=cap), *objs])) for s in (1, 1, 2)]
+    runs = [nodes_over_time(run(objects=[make_scenario("1h").seed(s).spec(capacity=cap).obj(), *objs]))
+            for s in (1, 1, 2)]
     assert runs[0] == runs[1]
 
 
@@ -369,7 +371,7 @@ def test_autoscaling_quota_example():
 
 def test_best_effort_atomic_valid_until_and_consumers_land_on_new_nodes():
     ba = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
-    r = run(objects=[scenario("5m"), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1), pod_template("t"),
+    r = run(objects=[make_scenario("5m").obj(), pool("l4", "g2-standard-8", 0, 2, "nvidia-l4", 1), pod_template("t"),
                      provreq("big", ba, "t", 3, ValidUntilSeconds="60")])
     conds = conditions(r, "big")
     assert conds[-1] == (60.0, [("Accepted", "True", "Accepted"), ("Provisioned", "False", "CapacityIsNotFound"),
@@ -379,7 +381,7 @@ def test_best_effort_atomic_valid_until_and_consumers_land_on_new_nodes():
         pod = gpu_pod(f"c{i}", duration="30m")
         pod["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] = "ok"
         consumers.append(owned(pod))
-    r = run(objects=[scenario("1h"), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), pod_template("t"),
+    r = run(objects=[make_scenario("1h").obj(), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), pod_template("t"),
                      provreq("ok", ba, "t", 2), *consumers])
     assert not events(r, "TriggeredScaleUp")  # consuming pods are the request's, not the ordinary scale-up's
     new = {n for t, e, n in nodes_over_time(r) if e == "ADDED"}
@@ -397,11 +399,11 @@ def test_scale_down_honours_pod_disruption_budgets():
     """The same two nodes as above, with a budget over the movable pod: minAvailable 1 leaves no disruption, so
     its node stays; maxUnavailable 1 allows one, so it is drained and removed as without a budget."""
     def scenario_with(budget: dict) -> object:
-        a = owned(make_pod("mover").cpu("500m").obj_())
+        a = owned(make_pod("mover").cpu("500m").obj())
         a["metadata"]["labels"] = {"app": "mover"}
-        b = make_pod("bare").cpu("500m").obj_()
-        filler = [owned(make_pod(f"f{i}").cpu("6").duration("20m").obj_()) for i in range(2)]
-        return run(objects=[scenario("2h"), pool("cpu", "n2-standard-8", 0, 4), *filler, a, b, budget])
+        b = make_pod("bare").cpu("500m").obj()
+        filler = [owned(make_pod(f"f{i}").cpu("6").duration("20m").obj()) for i in range(2)]
+        return run(objects=[make_scenario("2h").obj(), pool("cpu", "n2-standard-8", 0, 4), *filler, a, b, budget])
 
     blocked = scenario_with(_pdb(minAvailable=1))
     assert events(blocked, "ScaleDown") == []
@@ -423,7 +425,8 @@ def test_gpu_node_waiting_for_its_driver_is_unready_not_unneeded():
     (utils/gpu FilterOutNodesWithUnreadyResources) treats it as unready, removable only after
     --scale-down-unready-time (20m). The pod that triggered the scale-up runs on the node it bought."""
     ca = {"scaleDownUnneededTime": "2m", "scaleDownDelayAfterAdd": "2m"}
-    r = run(objects=[scenario("40m", clusterAutoscaler=ca), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1),
+    r = run(objects=[make_scenario("40m").spec(clusterAutoscaler=ca).obj(),
+                     pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1),
                      owned(gpu_pod("p", duration="10m"))])
     assert len([1 for _, e, _ in nodes_over_time(r) if e == "ADDED"]) == 1
     assert r.summary["pods"]["by_phase"] == {"Succeeded": 1}

@@ -6,7 +6,7 @@ whose status is unchanged keeps its lastTransitionTime even when its reason or m
 
 from __future__ import annotations
 
-from conftest import init_pod, scenario, static_node
+from k8s_builders import init_pod, make_scenario, static_node
 
 from kubetwin.api.conditions import (
     find_condition,
@@ -21,9 +21,9 @@ from kubetwin.runner import run
 def test_unschedulable_pod_keeps_the_time_it_became_unschedulable_when_the_message_changes() -> None:
     # At 0s there is no node ("no nodes available to schedule pods"); at 5m a too-small node joins and the
     # message becomes "Insufficient cpu": still PodScheduled=False since 0s.
-    small = static_node("small", cpu="2")
+    small = static_node("small").cpu("2").obj()
     small["metadata"]["annotations"] = {"kubetwin.io/create-at": "5m"}
-    res = run(objects=[scenario("10m"), small, init_pod("big", "4")])
+    res = run(objects=[make_scenario("10m").obj(), small, init_pod("big", "4").obj()])
     messages = []
     for t, _, p in (v for v in res.versions("Pod", "big") if v.type != "DELETED"):
         c = find_condition(p["status"].get("conditions"), "PodScheduled")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from dra_builders import DRA_POOL, SLICES_AT, TOLERATE, claim_pod, gpu_claim
+from dra_builders import SLICES_AT, TOLERATE, claim_pod, claim_template, dra_pool, gpu_claim
 
 from kubetwin.runner import run
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_driver_publishes_a_slice_per_node_and_its_device_classes() -> None:
-    res = run(objects=[DRA_POOL], duration="10m")
+    res = run(objects=[dra_pool().obj()], duration="10m")
     [(t, _, sl)] = res.versions("ResourceSlice")
     assert t == SLICES_AT and sl["spec"]["driver"] == "gpu.nvidia.com"
     assert sl["spec"]["pool"] == {"name": sl["spec"]["nodeName"], "generation": 1, "resourceSliceCount": 1}
@@ -31,8 +31,8 @@ def test_driver_publishes_a_slice_per_node_and_its_device_classes() -> None:
 
 
 def test_claim_allocated_reserved_and_released() -> None:
-    objs = [DRA_POOL, gpu_claim("shared", 6), claim_pod("first", "shared", duration="30m"),
-            gpu_claim("other", 4), claim_pod("second", "other", duration="30m")]
+    objs = [dra_pool().obj(), gpu_claim("shared", 6).obj(), claim_pod("first", "shared").duration("30m").obj(),
+            gpu_claim("other", 4).obj(), claim_pod("second", "other").duration("30m").obj()]
     res = run(objects=objs, duration="2h")
     allocs = [o["status"]["allocation"] for _, _, o in res.versions("ResourceClaim", "shared")
               if (o.get("status") or {}).get("allocation")]
@@ -57,9 +57,9 @@ def test_claim_allocated_reserved_and_released() -> None:
 
 
 def test_template_claims_are_generated_owned_and_deleted_with_the_pod() -> None:
-    tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
-            "spec": {"spec": gpu_claim("x", 1)["spec"]}}
-    res = run(objects=[DRA_POOL, tmpl, claim_pod("worker", "one-gpu", template=True, duration="10m")], duration="1h")
+    tmpl = claim_template("one-gpu", gpu_claim("x", 1)).obj()
+    res = run(objects=[dra_pool().obj(), tmpl, claim_pod("worker", "one-gpu").template().duration("10m").obj()],
+              duration="1h")
     [(t0, _, gen)] = [v for v in res.versions("ResourceClaim") if v[1] == "ADDED"]
     assert gen["metadata"]["name"].startswith("worker-gpu-") and len(gen["metadata"]["name"]) == len("worker-gpu-") + 5
     assert gen["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
@@ -75,7 +75,7 @@ def test_seed_as_written_fails_in_the_schedulers_words(shared) -> None:
     docs = [d for d in yaml.safe_load_all((ROOT / "examples" / "seed-as-written.yaml").read_text()) if d]
     dra = [d for d in docs if d["apiVersion"].startswith("resource.k8s.io") or d["kind"] == "Pod"]
     dra[-1]["spec"]["tolerations"] = TOLERATE
-    res = run(objects=[DRA_POOL, *dra], duration="30m")
+    res = run(objects=[dra_pool().obj(), *dra], duration="30m")
     stored = res.versions("ResourceClaim", "gpu-claim")[0][2]
     assert stored["apiVersion"] == "resource.k8s.io/v1"
     assert stored["spec"]["devices"]["requests"] == [
@@ -89,8 +89,9 @@ def test_seed_as_written_fails_in_the_schedulers_words(shared) -> None:
 
 
 def test_prefilter_messages() -> None:
-    res = run(objects=[DRA_POOL, claim_pod("lost", "nope"), gpu_claim("c", 1, cls="no-such-class"),
-                       claim_pod("classless", "c")], duration="10m")
+    res = run(objects=[dra_pool().obj(), claim_pod("lost", "nope").obj(),
+                       gpu_claim("c", 1).device_class("no-such-class").obj(), claim_pod("classless", "c").obj()],
+              duration="10m")
     assert [e.message for e in res.recorded_events("FailedScheduling", involved="lost")][-1] == \
         '0/1 nodes are available: could not find ResourceClaim "default/nope".'
     assert [e.message for e in res.recorded_events("FailedScheduling", involved="classless")][-1] == \
@@ -119,11 +120,10 @@ def test_remembered_node_verdicts_change_nothing(monkeypatch) -> None:
     decisions of a full search on every node: same history with and without it."""
     from kubetwin.scheduler import dra
 
-    tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "two"},
-            "spec": {"spec": gpu_claim("x", 2)["spec"]}}
-    pools = [DRA_POOL, {**DRA_POOL, "metadata": {"name": "h100b"}, "spec": {**DRA_POOL["spec"], "nodeCount": 2}}]
-    pods = [claim_pod(f"p{i}", "two", template=True, duration=f"{10 + 7 * (i % 5)}m") for i in range(14)]
-    objs = [*pools, tmpl, *pods, gpu_claim("big", 4), claim_pod("big", "big", duration="20m")]
+    tmpl = claim_template("two", gpu_claim("x", 2)).obj()
+    pools = [dra_pool().obj(), dra_pool().name("h100b").spec(nodeCount=2).obj()]
+    pods = [claim_pod(f"p{i}", "two").template().duration(f"{10 + 7 * (i % 5)}m").obj() for i in range(14)]
+    objs = [*pools, tmpl, *pods, gpu_claim("big", 4).obj(), claim_pod("big", "big").duration("20m").obj()]
     remembered = run(objects=objs, duration="3h").history
     init = dra.DynamicResources.__init__
 
@@ -137,12 +137,11 @@ def test_remembered_node_verdicts_change_nothing(monkeypatch) -> None:
 
 
 def _mig_pool(name: str, **labels: str) -> dict:
-    return {**DRA_POOL, "metadata": {"name": name},
-            "spec": {**DRA_POOL["spec"], "labels": {**DRA_POOL["spec"]["labels"], **labels}}}
+    return dra_pool().name(name).node_labels(**labels).obj()
 
 
 def _mig_claim(name: str, profile: str, count: int = 1) -> dict:
-    c = gpu_claim(name, count, cls="mig.nvidia.com")
+    c = gpu_claim(name, count).device_class("mig.nvidia.com").obj()
     c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
         {"cel": {"expression": f'device.attributes["gpu.nvidia.com"].profile == "{profile}"'}}]
     return c
@@ -150,7 +149,7 @@ def _mig_claim(name: str, profile: str, count: int = 1) -> dict:
 
 def test_static_mig_devices_replace_the_whole_gpus() -> None:
     objs = [_mig_pool("mig", **{"nvidia.com/mig.config": "all-3g.40gb"}), _mig_claim("two", "3g.40gb", 2),
-            claim_pod("p", "two")]
+            claim_pod("p", "two").obj()]
     res = run(objects=objs, duration="30m")
     [(_, _, sl)] = res.versions("ResourceSlice")
     devs = sl["spec"]["devices"]
@@ -170,11 +169,11 @@ def test_dynamic_mig_counters_keep_layouts_legal() -> None:
     """DynamicMIG publishes whole GPUs and every MIG placement consuming the GPU's memory slices: with
     DRAPartitionableDevices on, a 4g.40gb (slices 0-3) leaves a 3g.40gb only start 4, and a whole-GPU claim
     goes to the next GPU; with the gate at its 1.34 default (off) nothing is allocatable."""
-    whole = gpu_claim("whole", 1)
+    whole = gpu_claim("whole", 1).obj()
     objs = [_mig_pool("dyn", **{"kubetwin.io/nvidia-dra-dynamic-mig": "true"}),
-            _mig_claim("four", "4g.40gb"), claim_pod("a", "four"), _mig_claim("three", "3g.40gb"),
-            claim_pod("b", "three", **{"kubetwin.io/create-at": "6m"}), whole,
-            claim_pod("c", "whole", **{"kubetwin.io/create-at": "7m"})]
+            _mig_claim("four", "4g.40gb"), claim_pod("a", "four").obj(), _mig_claim("three", "3g.40gb"),
+            claim_pod("b", "three").annotation('kubetwin.io/create-at', '6m').obj(), whole,
+            claim_pod("c", "whole").annotation('kubetwin.io/create-at', '7m').obj()]
     gates = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
              "spec": {"featureGates": {"DRAPartitionableDevices": True}}}
     res = run(objects=[gates, *objs], duration="30m")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_pool, scenario
+from k8s_builders import make_pool, make_scenario
 
 from kubetwin.runner import run
 from kubetwin.sim.env import Environment
@@ -18,7 +18,7 @@ def _deployment(replicas: int) -> dict:
 
 
 def test_replicaset_events_are_aggregated_and_spam_filtered() -> None:
-    result = run(objects=[scenario("10m"), make_pool("cpu", "e2-standard-32", 2), _deployment(40)])
+    result = run(objects=[make_scenario("10m").obj(), make_pool("cpu", "e2-standard-32", 2).obj(), _deployment(40)])
     writes = [(e, o) for _, _, e, o in result.history if o["kind"] == "Event"
               and o["involvedObject"]["kind"] == "ReplicaSet" and o["reason"] == "SuccessfulCreate"]
     final = {o["metadata"]["name"]: o for _, o in writes}

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_pool, scenario
+from k8s_builders import make_pool, make_scenario
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import Manifest
@@ -58,8 +58,8 @@ def _final_job(res, name: str) -> dict:
 def waiting(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     """4 ranks of 8 H100 on 3 nodes: one rank never schedules."""
     out = tmp_path_factory.mktemp("gang") / "out"
-    res = run(objects=[scenario("3h", sampleInterval="1m"),
-                       make_pool("a3", "a3-highgpu-8g", 3, "nvidia-h100-80gb", 8), _job()], out=out)
+    res = run(objects=[make_scenario("3h").spec(sampleInterval="1m").obj(),
+                       make_pool("a3", "a3-highgpu-8g", 3).gpus("nvidia-h100-80gb", 8).obj(), _job()], out=out)
     return res, out
 
 
@@ -110,7 +110,7 @@ def test_explain_says_the_job_waited_for_which_rank_and_why(waiting: tuple) -> N
 
 def test_rendezvous_timeout_annotation_and_jax_launcher() -> None:
     ann = {**TRAIN, P + "launcher": "jax", P + "rendezvous-timeout": "2m"}
-    res = run(objects=[scenario("1h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8),
+    res = run(objects=[make_scenario("1h").obj(), make_pool("a3", "a3-highgpu-8g", 1).gpus("nvidia-h100-80gb", 8).obj(),
                        _job(ranks=2, ann=ann)])
     [running] = [v for v in _pods(res).values() if _first(v, "Running") is not None]
     assert _first(running, "Failed") == pytest.approx(_first(running, "Running") + 120)
@@ -128,7 +128,8 @@ def test_gang_annotations_are_validated() -> None:
 
 def test_all_ranks_running_train_together() -> None:
     """With room for every rank the job trains as before: all ranks start, finish together, succeed."""
-    res = run(objects=[scenario("1d"), make_pool("a3", "a3-highgpu-8g", 4, "nvidia-h100-80gb", 8), _job()])
+    res = run(objects=[make_scenario("1d").obj(), make_pool("a3", "a3-highgpu-8g", 4).gpus("nvidia-h100-80gb", 8).obj(),
+                       _job()])
     pods = _pods(res)
     ends = {_first(v, "Succeeded") for v in pods.values()}
     assert len(pods) == 4 and None not in ends and len(ends) == 1
@@ -136,9 +137,10 @@ def test_all_ranks_running_train_together() -> None:
 
 # -- a rank lost mid-run ---------------------------------------------------------------------------------
 def _spot(backoff: int) -> tuple:
-    pool = make_pool("spot", "a3-highgpu-8g", 4, "nvidia-h100-80gb", 8, spot=True,
-                     spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
-    res = run(objects=[scenario("1d"), pool, _job(backoff=backoff)])
+    pool = (make_pool("spot", "a3-highgpu-8g", 4)
+            .spec(spot=True, spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
+            .gpus("nvidia-h100-80gb", 8).obj())
+    res = run(objects=[make_scenario("1d").obj(), pool, _job(backoff=backoff)])
     return res, _pods(res)
 
 
@@ -175,7 +177,7 @@ BIG = {P + "params": "70B", P + "steps": "100", P + "global-batch-size": "64", P
 
 def test_70b_data_parallel_on_8_h100_runs_out_of_memory(tmp_path: Path) -> None:
     out = tmp_path / "oom"
-    res = run(objects=[scenario("2h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8),
+    res = run(objects=[make_scenario("2h").obj(), make_pool("a3", "a3-highgpu-8g", 1).gpus("nvidia-h100-80gb", 8).obj(),
                        _job(ranks=1, ann=BIG)], out=out)
     [versions] = _pods(res).values()
     assert _first(versions, "Succeeded") is None
@@ -210,7 +212,8 @@ def test_jobset_ranks_wait_for_the_last_child_job_and_fail_the_set() -> None:
           "metadata": {"name": "js", "namespace": "default"},
           "spec": {"failurePolicy": {"maxRestarts": 0},
                    "replicatedJobs": [{"name": "w", "replicas": 4, "template": {"spec": pod}}]}}
-    res = run(objects=[scenario("3h"), make_pool("a3", "a3-highgpu-8g", 3, "nvidia-h100-80gb", 8), js])
+    res = run(objects=[make_scenario("3h").obj(), make_pool("a3", "a3-highgpu-8g", 3).gpus("nvidia-h100-80gb", 8).obj(),
+                       js])
     pods = _pods(res)
     assert len(pods) == 4 and not any(_first(v, "Succeeded") for v in pods.values())
     ran = [v for v in pods.values() if _first(v, "Failed") is not None]
@@ -226,18 +229,19 @@ def test_declared_gang_of_duration_pods_waits_too() -> None:
     """training.kubetwin.io/gang: "true" on pods that run for kubetwin.io/duration (no training spec): one node for
     two ranks, the running rank waits and fails instead of finishing its 30 minutes."""
     ann = {"kubetwin.io/duration": "30m", P + "gang": "true"}
-    res = run(objects=[scenario("2h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8),
+    res = run(objects=[make_scenario("2h").obj(), make_pool("a3", "a3-highgpu-8g", 1).gpus("nvidia-h100-80gb", 8).obj(),
                        _job(ranks=2, ann=ann)])
     [running] = [v for v in _pods(res).values() if _first(v, "Running") is not None]
     assert _first(running, "Succeeded") is None
     assert _first(running, "Failed") == pytest.approx(_first(running, "Running") + 600)
-    plain = run(objects=[scenario("2h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8),
+    plain = run(objects=[make_scenario("2h").obj(),
+                         make_pool("a3", "a3-highgpu-8g", 1).gpus("nvidia-h100-80gb", 8).obj(),
                          _job(ranks=2, ann={"kubetwin.io/duration": "30m"})])
     assert sum(1 for v in _pods(plain).values() if _first(v, "Succeeded")) == 2  # not a gang: one after the other
 
 
 def test_gang_false_opts_a_multi_pod_training_job_out() -> None:
-    res = run(objects=[scenario("1d"), make_pool("a3", "a3-highgpu-8g", 3, "nvidia-h100-80gb", 8),
+    res = run(objects=[make_scenario("1d").obj(), make_pool("a3", "a3-highgpu-8g", 3).gpus("nvidia-h100-80gb", 8).obj(),
                        _job(ann={**TRAIN, P + "gang": "false"})])
     assert sum(1 for v in _pods(res).values() if _first(v, "Succeeded")) == 4
 
@@ -250,7 +254,8 @@ def test_kueue_pod_group_is_a_gang_of_its_total_count() -> None:
             "annotations": {**TRAIN, "kueue.x-k8s.io/pod-group-total-count": "2"}},
             "spec": {"restartPolicy": "Never", "containers": [{"name": "trainer", "image": "x", "resources": {
                 "limits": {"nvidia.com/gpu": "8"}}}]}}
-    res = run(objects=[scenario("3h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8), pod(0), pod(1)])
+    res = run(objects=[make_scenario("3h").obj(), make_pool("a3", "a3-highgpu-8g", 1).gpus("nvidia-h100-80gb", 8).obj(),
+                       pod(0), pod(1)])
     pods = _pods(res)
     assert not any(_first(v, "Succeeded") for v in pods.values())
     [running] = [v for v in pods.values() if _first(v, "Running") is not None and _first(v, "Failed") is not None][:1]
@@ -266,7 +271,8 @@ def test_validate_notices_a_gang_restarting_in_place() -> None:
 
 def test_explain_says_a_rank_does_not_fit(tmp_path: Path) -> None:
     out = tmp_path / "oom"
-    run(objects=[scenario("1h"), make_pool("a3", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8), _job(ranks=1, ann=BIG)],
+    run(objects=[make_scenario("1h").obj(), make_pool("a3", "a3-highgpu-8g", 1).gpus("nvidia-h100-80gb", 8).obj(),
+                 _job(ranks=1, ann=BIG)],
         out=out)
     text = CliRunner().invoke(app, ["explain", "job", "train", "--run", str(out)]).output
     assert "fail at start with CUDA out of memory" in text

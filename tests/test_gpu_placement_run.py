@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from k8s_builders import make_node
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -22,9 +23,7 @@ def scenario(policy: str | None) -> dict:
 
 
 def node(name: str, gpus: int, cpu: str = "32") -> dict:
-    cap = {"cpu": cpu, "memory": "128Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"capacity": cap, "allocatable": dict(cap)}}
+    return make_node(name).capacity({"cpu": cpu, "memory": "128Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}).obj()
 
 
 def share_pod(name: str, milli: int, at: str = "0s") -> dict:

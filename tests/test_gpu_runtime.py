@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_pod, make_pool, scenario
+from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.api.units import UnitError
 from kubetwin.devices.gpuruntime import TIME_SLICE_OVERHEAD, Demand, SharedGpu, demand_of
@@ -11,7 +11,7 @@ from kubetwin.runner import run
 
 
 def _pool(sharing: str | None = None, clients: int = 4, partition: str | None = None) -> dict:
-    pool = make_pool("gpu", "a2-highgpu-1g", 1, "nvidia-tesla-a100", 1, driverInstallDelay="0s")
+    pool = make_pool("gpu", "a2-highgpu-1g", 1).spec(driverInstallDelay="0s").gpus("nvidia-tesla-a100", 1).obj()
     acc = pool["spec"]["accelerators"][0]
     if sharing:
         acc["gpuSharingConfig"] = {"gpuSharingStrategy": sharing, "maxSharedClientsPerGpu": clients}
@@ -21,7 +21,7 @@ def _pool(sharing: str | None = None, clients: int = 4, partition: str | None = 
 
 
 def _pod(name: str, util: str, memory: str, duration: str = "60m") -> dict:
-    pod = make_pod(name).gpus(1).duration(duration).obj_()
+    pod = make_pod(name).gpus(1).duration(duration).obj()
     pod["metadata"]["annotations"].update({"kubetwin.io/gpu-util": util, "kubetwin.io/gpu-memory": memory})
     return pod
 
@@ -61,7 +61,7 @@ def test_time_sliced_pods_slow_down_when_together_they_want_more_than_the_gpu() 
 
 def test_time_slicing_run_times_and_the_speed_up_when_a_tenant_leaves() -> None:
     # two pods each busy 80 % of a GPU: together 1.6x slower (plus context switching) until one finishes
-    objs = [scenario("6h"), _pool("TIME_SHARING"), _pod("long", "0.8", "10Gi", "60m"),
+    objs = [make_scenario("6h").obj(), _pool("TIME_SHARING"), _pod("long", "0.8", "10Gi", "60m"),
             _pod("short", "0.8", "10Gi", "30m")]
     ends = _ends(run(objects=objs))
     slow = 1.6 * (1 + TIME_SLICE_OVERHEAD)
@@ -72,7 +72,7 @@ def test_time_slicing_run_times_and_the_speed_up_when_a_tenant_leaves() -> None:
 
 
 def test_time_slicing_has_no_memory_isolation() -> None:
-    objs = [scenario("3h"), _pool("TIME_SHARING"), _pod("a", "0.3", "25Gi"), _pod("b", "0.3", "25Gi")]
+    objs = [make_scenario("3h").obj(), _pool("TIME_SHARING"), _pod("a", "0.3", "25Gi"), _pod("b", "0.3", "25Gi")]
     ends = _ends(run(objects=objs))
     failed = [n for n, e in ends.items() if e[1] == "Failed"]
     assert len(failed) == 1  # the 40 GB A100 holds one 25 GiB pod, not two
@@ -80,7 +80,7 @@ def test_time_slicing_has_no_memory_isolation() -> None:
 
 
 def test_mps_caps_each_client_and_isolates_the_rest() -> None:
-    objs = [scenario("3h"), _pool("MPS", clients=4), _pod("small", "0.3", "8Gi"), _pod("big", "0.3", "12Gi")]
+    objs = [make_scenario("3h").obj(), _pool("MPS", clients=4), _pod("small", "0.3", "8Gi"), _pod("big", "0.3", "12Gi")]
     ends = _ends(run(objects=objs))
     assert ends["big"][1] == "Failed"
     assert "MPS limits each of 4 clients to 10240 MiB" in ends["big"][2]
@@ -88,7 +88,8 @@ def test_mps_caps_each_client_and_isolates_the_rest() -> None:
 
 
 def test_mig_instances_are_isolated_and_run_at_their_slice() -> None:
-    objs = [scenario("6h"), _pool(partition="3g.20gb"), _pod("fits", "0.25", "10Gi"), _pod("busy", "0.9", "10Gi"),
+    objs = [make_scenario("6h").obj(), _pool(partition="3g.20gb"), _pod("fits", "0.25", "10Gi"),
+            _pod("busy", "0.9", "10Gi"),
             _pod("oom", "0.1", "30Gi")]
     ends = _ends(run(objects=objs))
     assert ends["fits"] == (3600.0, "Succeeded", "")  # 25 % of a GPU fits in 3/7 of one

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import scenario
+from k8s_builders import make_node, make_scenario
 
 from kubetwin.runner import run
 from kubetwin.scheduler import interpodaffinity as IPA
@@ -12,9 +12,7 @@ HOST = "kubernetes.io/hostname"
 
 
 def node(name: str, zone: str) -> dict:
-    cap = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {HOST: name, ZONE: zone}},
-            "status": {"capacity": cap, "allocatable": dict(cap)}}
+    return make_node(name).label(ZONE, zone).capacity({"cpu": "8", "memory": "32Gi", "pods": "110"}).obj()
 
 
 def term(key: str = ZONE, ns: dict | None = None, **labels: str) -> dict:
@@ -43,7 +41,7 @@ NODES = [node("a1", "a"), node("a2", "a"), node("b1", "b"), node("b2", "b")]
 
 def placed(objects: list[dict], duration: str = "10m") -> dict[str, dict]:
     out: dict[str, dict] = {}
-    for _, _, _, o in run(objects=[scenario(duration), *NODES, *objects]).history:
+    for _, _, _, o in run(objects=[make_scenario(duration).obj(), *NODES, *objects]).history:
         if o["kind"] == "Pod":
             out[o["metadata"]["name"]] = o
     return out
@@ -120,7 +118,7 @@ def test_a_pod_leaving_requeues_the_pod_it_kept_out() -> None:
     db = pod("db", {"app": "db"}, node_name="a1")
     db2 = pod("db2", {"app": "db"}, node_name="b1")
     db2["metadata"]["annotations"]["kubetwin.io/delete-at"] = "3m"
-    result = run(objects=[scenario("10m"), *NODES, db, db2, pod("web", anti=[term(app="db")], at="1s")])
+    result = run(objects=[make_scenario("10m").obj(), *NODES, db, db2, pod("web", anti=[term(app="db")], at="1s")])
     bound = [t for t, _, _, o in result.history if o["kind"] == "Pod" and o["metadata"]["name"] == "web"
              and o["spec"].get("nodeName")]
     assert bound and bound[0] == 180.0

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, bound_pod, missing_shared_trace
+from conftest import SHARED, missing_shared_trace
 from invariants import check, check_run_dir
+from k8s_builders import make_pod, make_scenario, static_node
 
 from kubetwin.runner import run
 
@@ -88,10 +89,12 @@ def test_the_checker_catches_each_broken_invariant() -> None:
 def test_invariants_hold_over_the_node_faults(tmp_path: Path) -> None:
     """The pods that skip the scheduler (spec.nodeName) on a full, a missing and a NotReady node: before the
     kubelet's admission, PodGC and the node lifecycle controller they over-committed and ran where they could not."""
-    from conftest import scenario, static_node
 
     out = tmp_path / "run"
-    run(objects=[scenario("20m"), static_node("full", cpu="4"), bound_pod("a", "full", "3"),
-                 bound_pod("b", "full", "2"), bound_pod("c", "missing", "1"), static_node("sick", ready="False"),
-                 bound_pod("d", "sick", "1")], out=out)
+    run(objects=[make_scenario("20m").obj(), static_node("full").cpu("4").obj(),
+                 make_pod("a").cpu("3").duration("1h").create_at("0s").node_name("full").obj(),
+                 make_pod("b").cpu("2").duration("1h").create_at("0s").node_name("full").obj(),
+                 make_pod("c").cpu("1").duration("1h").create_at("0s").node_name("missing").obj(),
+                 static_node("sick").ready("False").obj(),
+                 make_pod("d").cpu("1").duration("1h").create_at("0s").node_name("sick").obj()], out=out)
     assert check_run_dir(out) == []

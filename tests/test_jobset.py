@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, condition, final_objects, make_pool, scenario
+from conftest import SHARED, condition, final_objects
+from k8s_builders import make_pool, make_scenario
 
 import kubetwin.runner as run_mod
 from kubetwin.controllers import jobset_webhook as J
@@ -48,7 +49,8 @@ def run_with(monkeypatch, objects: list[dict], actions: list[tuple[float, Callab
 
 
 def cluster(pools: int = 1, nodes: int = 4) -> list[dict]:
-    return [scenario("3h"), *(make_pool(f"pool-{i}", "n2-standard-32", nodes, bootDelay="0s") for i in range(pools))]
+    return [make_scenario("3h").obj(),
+            *(make_pool(f"pool-{i}", "n2-standard-32", nodes).spec(bootDelay="0s").obj() for i in range(pools))]
 
 
 def test_child_jobs_carry_the_real_names_labels_and_annotations() -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+from autoscaling_builders import horizontal_pod_autoscaler, scaled_object
 
 from kubetwin.api import crd
 from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController, format_milli
@@ -117,40 +118,6 @@ def deployment(name: str = "model", replicas: int = 1) -> dict:
                                   "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai"}]}}}}
 
 
-class scaled_object:  # noqa: N801 - reads as a manifest builder
-    """ScaledObject builder: scaled_object("so", min=0, max=10).prometheus(query, threshold=5).build()."""
-
-    def __init__(self, name: str = "so", min: int | None = None, max: int | None = None, target: str = "model",
-                 **spec: object) -> None:
-        self.obj: dict = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-                          "metadata": {"name": name, "namespace": "default"},
-                          "spec": {"scaleTargetRef": {"name": target}, "triggers": [], **spec}}
-        if min is not None:
-            self.obj["spec"]["minReplicaCount"] = min
-        if max is not None:
-            self.obj["spec"]["maxReplicaCount"] = max
-
-    def prometheus(self, query: str, threshold: float | None = 5, activation: float | None = None,
-                   metric_type: str | None = None, **meta: str) -> scaled_object:
-        md = {"serverAddress": "http://prometheus.monitoring:9090", "query": query, **meta}
-        if threshold is not None:
-            md["threshold"] = str(threshold)
-        if activation is not None:
-            md["activationThreshold"] = str(activation)
-        trig: dict = {"type": "prometheus", "metadata": md}
-        if metric_type:
-            trig["metricType"] = metric_type
-        self.obj["spec"]["triggers"].append(trig)
-        return self
-
-    def behavior(self, behavior: dict) -> scaled_object:
-        self.obj["spec"]["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": behavior}}
-        return self
-
-    def build(self) -> dict:
-        return self.obj
-
-
 QUEUE = "sum(vllm:num_requests_waiting{model=\"m\"})"
 
 
@@ -165,7 +132,7 @@ def keda_world(so: dict, start_replicas: int, queue: Callable[[float], float | N
 # -- KE1–KE9 -----------------------------------------------------------------------------------------
 def test_ke1_average_value_divides_the_sum_by_the_threshold() -> None:
     """KE1: AverageValue (default), threshold 5, 1 replica, sum(queue)=20 → desired ceil(20/5) = 4."""
-    w = keda_world(scaled_object(min=0, max=10).prometheus(QUEUE, threshold=5).build(), 1, step_fn((0, 20)))
+    w = keda_world(scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=5).obj(), 1, step_fn((0, 20)))
     w.run(0)
     hpa = w.store.get("HorizontalPodAutoscaler", "default", "keda-hpa-so")
     assert hpa["spec"]["minReplicas"] == 1 and hpa["spec"]["maxReplicas"] == 10
@@ -186,8 +153,8 @@ def test_ke1_average_value_divides_the_sum_by_the_threshold() -> None:
 
 def test_ke2_value_metric_multiplies_the_ratio_by_ready_pods_and_clamps_to_max() -> None:
     """KE2: metricType Value, threshold 5, 3 ready replicas, metric 20 → ceil(20/5 × 3) = 12 → clamped to max 10."""
-    so = (scaled_object(min=1, max=10).prometheus(QUEUE, threshold=5, metric_type="Value")
-          .behavior({"scaleUp": {"policies": [{"type": "Pods", "value": 100, "periodSeconds": 15}]}}).build())
+    so = (scaled_object().replicas(1, 10).prometheus(QUEUE, threshold=5, metric_type="Value")
+          .behavior({"scaleUp": {"policies": [{"type": "Pods", "value": 100, "periodSeconds": 15}]}}).obj())
     w = keda_world(so, 3, step_fn((0, 20)))
     w.run(0)  # the first sync meets pods that are not Running yet: Value counts ready pods only
     w.run(15)
@@ -203,7 +170,7 @@ def test_ke2_value_metric_multiplies_the_ratio_by_ready_pods_and_clamps_to_max()
 def test_ke3_activation_wins_over_the_hpa() -> None:
     """KE3: threshold 10, activationThreshold 50, min 0; metric 60 then 40: the HPA wants 4 but 40 is not active,
     so KEDA scales to 0 once the last active poll is cooldownPeriod old."""
-    so = scaled_object(min=0, max=10).prometheus(QUEUE, threshold=10, activation=50).build()
+    so = scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=10, activation=50).obj()
     w = keda_world(so, 2, step_fn((0, 60), (100, 40)))
     seen = w.watch_replicas(600, every=15)
     assert seen[90] >= 4  # active: the HPA is scaling on 60/10
@@ -215,7 +182,7 @@ def test_ke3_activation_wins_over_the_hpa() -> None:
 
 
 def test_ke3_cooldown_condition_while_waiting() -> None:
-    so = scaled_object(min=0, max=10).prometheus(QUEUE, threshold=10, activation=50).build()
+    so = scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=10, activation=50).obj()
     w = keda_world(so, 2, step_fn((0, 60), (100, 40)))
     w.run(400)
     assert w.conditions("ScaledObject", "so")["Active"] == {
@@ -226,7 +193,7 @@ def test_ke3_cooldown_condition_while_waiting() -> None:
 def test_ke4_scale_from_zero_on_the_next_poll_then_the_hpa() -> None:
     """KE4: min 0, activationThreshold 0, 0 replicas; the metric becomes 1 at 40 s → 1 replica at the next poll
     (60 s, polls every 30 s), then the HPA takes it from 1 to N."""
-    so = scaled_object(min=0, max=10).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=5).obj()
     w = keda_world(so, 0, step_fn((0, 0), (40, 1), (100, 20)))
     seen = w.watch_replicas(200, every=5)
     assert [seen[t] for t in (0, 30, 55)] == [0, 0, 0]
@@ -239,7 +206,7 @@ def test_ke4_scale_from_zero_on_the_next_poll_then_the_hpa() -> None:
 
 
 def test_ke4_hpa_is_disabled_at_zero() -> None:
-    so = scaled_object(min=0, max=10).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=5).obj()
     w = keda_world(so, 0, step_fn((0, 0)))
     w.run(30)
     assert w.conditions("HorizontalPodAutoscaler", "keda-hpa-so")["ScalingActive"]["message"] == (
@@ -250,7 +217,7 @@ def test_ke4_hpa_is_disabled_at_zero() -> None:
 def test_ke5_cooldown_governs_only_the_last_replica() -> None:
     """KE5: min 0, cooldownPeriod 300, 1 replica; the metric drops to 0 at 60 s (last active poll 30 s) → stays 1
     until 30 + 300 < now, i.e. the poll at 360 s."""
-    so = scaled_object(min=0, max=10, cooldownPeriod=300).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().spec(cooldownPeriod=300).replicas(0, 10).prometheus(QUEUE, threshold=5).obj()
     w = keda_world(so, 1, step_fn((0, 1), (60, 0)))
     seen = w.watch_replicas(400, every=15)
     assert all(seen[t] == 1 for t in seen if t < 360)
@@ -258,7 +225,7 @@ def test_ke5_cooldown_governs_only_the_last_replica() -> None:
 
 
 def test_ke5_never_active_uses_initial_cooldown() -> None:
-    so = scaled_object(min=0, max=10, initialCooldownPeriod=100).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().spec(initialCooldownPeriod=100).replicas(0, 10).prometheus(QUEUE, threshold=5).obj()
     w = keda_world(so, 1, step_fn((0, 0)))
     seen = w.watch_replicas(150, every=30)
     assert seen[90] == 1 and seen[120] == 0  # creation + 100 < now first at the 120 s poll
@@ -268,7 +235,7 @@ def test_ke5_never_active_uses_initial_cooldown() -> None:
 def test_ke6_tolerance(queue: int, expected: int) -> None:
     """KE6: AverageValue threshold 5, tolerance 0.1, 4 replicas: ratio 1.05 (21) and 0.9 (18) are inside → no
     change; 23 (1.15) → ceil(23/5) = 5; 17 (0.85) → ceil(17/5) = 4, the same count."""
-    so = scaled_object(min=1, max=10).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().replicas(1, 10).prometheus(QUEUE, threshold=5).obj()
     w = keda_world(so, 4, step_fn((0, queue)))
     w.run(1)  # the Deployment's status.replicas is set before the first sync reads it at 15 s
     w.run(15)
@@ -283,7 +250,7 @@ def test_ke6_tolerance(queue: int, expected: int) -> None:
 def test_ke7_scale_down_stabilization_holds_the_highest_recommendation() -> None:
     """KE7: recommendations 6 at t=0, 2 from t=15: the replicas stay 6 while the 6 is in the 300 s window. Without
     `behavior` (KEDA's default) a sample exactly at the cutoff still counts, so 6 holds through 300 s."""
-    so = scaled_object(min=1, max=10).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().replicas(1, 10).prometheus(QUEUE, threshold=5).obj()
     w = keda_world(so, 6, step_fn((0, 30), (15, 10)))
     seen = w.watch_replicas(330, every=15)
     assert all(seen[t] == 6 for t in seen if t <= 300)
@@ -294,7 +261,7 @@ def test_ke7_scale_down_stabilization_holds_the_highest_recommendation() -> None
 
 
 def test_ke7_stabilized_condition() -> None:
-    so = scaled_object(min=1, max=10).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().replicas(1, 10).prometheus(QUEUE, threshold=5).obj()
     w = keda_world(so, 6, step_fn((0, 30), (15, 10)))
     w.run(100)
     assert w.conditions("HorizontalPodAutoscaler", "keda-hpa-so")["AbleToScale"]["reason"] == "ScaleDownStabilized"
@@ -302,7 +269,7 @@ def test_ke7_stabilized_condition() -> None:
 
 def test_ke7_with_behavior_the_window_is_strict() -> None:
     """With `behavior` set the window keeps samples strictly newer than now - 300 s: the drop comes at 300 s."""
-    so = scaled_object(min=1, max=10).prometheus(QUEUE, threshold=5).behavior({}).build()
+    so = scaled_object().replicas(1, 10).prometheus(QUEUE, threshold=5).behavior({}).obj()
     w = keda_world(so, 6, step_fn((0, 30), (15, 10)))
     seen = w.watch_replicas(330, every=15)
     assert seen[285] == 6 and seen[300] == 2
@@ -313,7 +280,7 @@ def test_ke8_scale_up_policies_pods_4_percent_100() -> None:
     max(2+4, 2×2) = 6, then max(10, 12) = 12, then max(16, 24) capped at 20."""
     behavior = {"scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
         {"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]}}
-    so = scaled_object(min=1, max=30).prometheus(QUEUE, threshold=5).behavior(behavior).build()
+    so = scaled_object().replicas(1, 30).prometheus(QUEUE, threshold=5).behavior(behavior).obj()
     w = keda_world(so, 2, step_fn((0, 100)))
     seen = w.watch_replicas(60, every=15)
     assert [seen[t] for t in (0, 15, 30, 45)] == [6, 12, 20, 20]
@@ -322,7 +289,7 @@ def test_ke8_scale_up_policies_pods_4_percent_100() -> None:
 
 def test_ke8_limited_step_sets_scale_up_limit() -> None:
     behavior = {"scaleUp": {"policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}]}}
-    so = scaled_object(min=1, max=30).prometheus(QUEUE, threshold=5).behavior(behavior).build()
+    so = scaled_object().replicas(1, 30).prometheus(QUEUE, threshold=5).behavior(behavior).obj()
     w = keda_world(so, 2, step_fn((0, 100)))
     w.run(0)
     assert w.replicas() == 6
@@ -331,7 +298,7 @@ def test_ke8_limited_step_sets_scale_up_limit() -> None:
 
 def test_ke9_min_replicas_ignores_activation() -> None:
     """KE9: minReplicaCount 2, metric 0 for an hour → stays 2, never deactivated."""
-    so = scaled_object(min=2, max=10).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().replicas(2, 10).prometheus(QUEUE, threshold=5).obj()
     w = keda_world(so, 2, step_fn((0, 0)))
     seen = w.watch_replicas(3600, every=60)
     assert set(seen.values()) == {2}
@@ -341,7 +308,8 @@ def test_ke9_min_replicas_ignores_activation() -> None:
 
 # -- KEDA details --------------------------------------------------------------------------------------
 def test_idle_replica_count_and_deletion_restores() -> None:
-    so = scaled_object(min=2, max=10, idleReplicaCount=0, cooldownPeriod=60).prometheus(QUEUE, threshold=5).build()
+    so = (scaled_object().spec(idleReplicaCount=0, cooldownPeriod=60).replicas(2, 10)
+          .prometheus(QUEUE, threshold=5).obj())
     so["spec"]["advanced"] = {"restoreToOriginalReplicaCount": True}
     w = keda_world(so, 3, step_fn((0, 1), (30, 0), (200, 5)))
     seen = w.watch_replicas(240, every=30)
@@ -356,7 +324,7 @@ def test_idle_replica_count_and_deletion_restores() -> None:
 
 
 def test_paused_annotation_removes_the_hpa() -> None:
-    so = scaled_object(min=0, max=10).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=5).obj()
     so["metadata"]["annotations"] = {"autoscaling.keda.sh/paused-replicas": "3"}
     w = keda_world(so, 1, step_fn((0, 100)))
     w.run(60)
@@ -365,7 +333,7 @@ def test_paused_annotation_removes_the_hpa() -> None:
 
 
 def test_empty_result_is_zero_unless_ignore_null_values_false() -> None:
-    so = scaled_object(min=0, max=10).prometheus("sum(missing_metric)", threshold=5, ignoreNullValues="false").build()
+    so = scaled_object().replicas(0, 10).prometheus("sum(missing_metric)", threshold=5, ignoreNullValues="false").obj()
     w = keda_world(so, 1, step_fn((0, 0)))
     w.run(0)
     assert w.events_of("KEDAScalerFailed") == [
@@ -377,7 +345,7 @@ def test_empty_result_is_zero_unless_ignore_null_values_false() -> None:
 
 
 def test_multiple_elements_is_an_error() -> None:
-    so = scaled_object(min=1, max=10).prometheus("vllm:num_requests_waiting", threshold=5).build()
+    so = scaled_object().replicas(1, 10).prometheus("vllm:num_requests_waiting", threshold=5).obj()
     w = keda_world(so, 1, step_fn((0, 3)))
     w.metrics.add("vllm:num_requests_waiting", step_fn((0, 3)), model="m", pod="gw2")
     w.run(0)
@@ -387,7 +355,7 @@ def test_multiple_elements_is_an_error() -> None:
 def test_missing_target_reports_and_recovers() -> None:
     w = world()
     w.metrics.add("vllm:num_requests_waiting", step_fn((0, 20)), model="m")
-    w.store.create(scaled_object(min=0, max=10).prometheus(QUEUE, threshold=5).build())
+    w.store.create(scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=5).obj())
     w.run(0)
     ready = w.conditions("ScaledObject", "so")["Ready"]
     assert (ready["status"], ready["reason"]) == ("False", "ScaledObjectCheckFailed")
@@ -400,7 +368,7 @@ def test_missing_target_reports_and_recovers() -> None:
 
 # -- validation ----------------------------------------------------------------------------------------
 def test_missing_threshold_is_keda_s_error_and_the_object_is_not_ready() -> None:
-    so = scaled_object(min=0, max=10).prometheus(QUEUE, threshold=None).build()
+    so = scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=None).obj()
     expected = 'error parsing prometheus metadata: missing required parameter "threshold" in [triggerMetadata]'
     assert scaled_object_errors(so) == [("spec.triggers[0]", expected)]
     assert crd.check(so) == []  # the CRD schema accepts it: KEDA finds it when it builds the scaler
@@ -429,13 +397,13 @@ def test_missing_threshold_is_keda_s_error_and_the_object_is_not_ready() -> None
      [("spec", "IdleReplicaCount=1 must be less than MinReplicaCount=1")]),
 ])
 def test_scaled_object_errors(mutate: Callable[[dict], object], expected: list) -> None:
-    so = scaled_object(min=0, max=10).prometheus(QUEUE, threshold=5).build()
+    so = scaled_object().replicas(0, 10).prometheus(QUEUE, threshold=5).obj()
     mutate(so)
     assert scaled_object_errors(so) == expected
 
 
 def test_crd_schema_errors() -> None:
-    so = scaled_object().prometheus(QUEUE).build()
+    so = scaled_object().prometheus(QUEUE).obj()
     del so["spec"]["scaleTargetRef"]
     so["spec"]["pollingInterval"] = "30s"
     messages = {(e.path, e.message) for e in crd.check(so)}
@@ -444,15 +412,6 @@ def test_crd_schema_errors() -> None:
 
 
 # -- the HPA alone -------------------------------------------------------------------------------------
-def hpa_obj(metrics: list, min_replicas: int = 1, max_replicas: int = 10, behavior: dict | None = None) -> dict:
-    spec: dict = {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "model"},
-                  "minReplicas": min_replicas, "maxReplicas": max_replicas, "metrics": metrics}
-    if behavior is not None:
-        spec["behavior"] = behavior
-    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": "h", "namespace": "default"}, "spec": spec}
-
-
 PODS_METRIC = [{"type": "Pods", "pods": {"metric": {"name": "vllm:num_requests_running"},
                                          "target": {"type": "AverageValue", "averageValue": "4"}}}]
 
@@ -463,7 +422,7 @@ def test_pods_metric_averages_over_the_target_pods() -> None:
     w.metrics.per_pod["vllm:num_requests_running"] = lambda t, pod: 6.0
     w.store.create(deployment(replicas=3))
     w.run(10)
-    w.store.create(hpa_obj(PODS_METRIC))
+    w.store.create(horizontal_pod_autoscaler("h", "model").metrics(PODS_METRIC).obj())
     w.run(10)
     assert w.replicas() == 5
     st = w.store.get("HorizontalPodAutoscaler", "default", "h")["status"]
@@ -486,7 +445,7 @@ def test_pods_metric_pending_pods_count_as_zero_on_scale_up() -> None:
         w.store.update({**p, "status": {**p["status"], "phase": "Running"}})
     w.store.patch("Deployment", "default", "model", lambda d: {**d, "spec": {**d["spec"], "replicas": 4}})
     w.run(2)
-    w.store.create(hpa_obj(PODS_METRIC))
+    w.store.create(horizontal_pod_autoscaler("h", "model").metrics(PODS_METRIC).obj())
     w.run(2)
     assert w.replicas() == 4
 
@@ -499,7 +458,8 @@ def test_min_clamp_sets_too_few_replicas() -> None:
     w.metrics.add("inference_pool_average_queue_size", step_fn((0, 0)), service="gw", namespace="default")
     w.store.create(deployment(replicas=3))
     w.run(1)
-    w.store.create(hpa_obj(ext, min_replicas=2, behavior={"scaleDown": {"stabilizationWindowSeconds": 0}}))
+    w.store.create(horizontal_pod_autoscaler("h", "model").replicas(2, 10).metrics(ext)
+                   .behavior({"scaleDown": {"stabilizationWindowSeconds": 0}}).obj())
     w.run(1)
     assert w.replicas() == 2
     lim = w.conditions("HorizontalPodAutoscaler", "h")["ScalingLimited"]
@@ -512,7 +472,7 @@ def test_no_behavior_scale_up_limit_is_twice_or_four() -> None:
     w.metrics.per_pod["vllm:num_requests_running"] = lambda t, pod: 40.0
     w.store.create(deployment(replicas=1))
     w.run(1)
-    w.store.create(hpa_obj(PODS_METRIC, max_replicas=50))
+    w.store.create(horizontal_pod_autoscaler("h", "model").replicas(1, 50).metrics(PODS_METRIC).obj())
     seen = w.watch_replicas(31, every=15)
     assert [seen[1], seen[16], seen[31]] == [4, 8, 16]  # max(2×current, 4) each sync
     assert w.conditions("HorizontalPodAutoscaler", "h")["ScalingLimited"]["reason"] == "ScaleUpLimit"
@@ -523,7 +483,7 @@ def test_external_metric_without_a_server_is_failed_get_external_metric() -> Non
                                              "target": {"type": "AverageValue", "averageValue": "5"}}}]
     w = world(keda=False)
     w.store.create(deployment(replicas=1))
-    w.store.create(hpa_obj(ext))
+    w.store.create(horizontal_pod_autoscaler("h", "model").metrics(ext).obj())
     w.run(0)
     calc = ("unable to get external metric default/queue/nil: the server could not find the requested resource "
             "(get queue.external.metrics.k8s.io)")
@@ -540,7 +500,8 @@ def test_hpa_resyncs_every_15_seconds_and_per_hpa_tolerance() -> None:
     w.metrics.per_pod["vllm:num_requests_running"] = lambda t, pod: 5.2
     w.store.create(deployment(replicas=2))
     w.run(1)
-    w.store.create(hpa_obj(PODS_METRIC, behavior={"scaleUp": {"tolerance": "500m"}}))
+    w.store.create(horizontal_pod_autoscaler("h", "model").metrics(PODS_METRIC)
+                   .behavior({"scaleUp": {"tolerance": "500m"}}).obj())
     w.run(60)
     assert w.replicas() == 2
     assert w.store.get("HorizontalPodAutoscaler", "default", "h")["status"]["desiredReplicas"] == 2

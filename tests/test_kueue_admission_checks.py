@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import condition, is_true
+from kueue_builders import make_flavor
 
 from kubetwin.kueue.controller.provisioning import CLASS_NAME, CONSUMES, request_name, template_name
 from kubetwin.runner import run as kt_run
@@ -157,8 +158,7 @@ def test_on_flavors_limits_the_check_to_one_flavor():
         {"name": "cpu", "nominalQuota": 100}, {"name": "memory", "nominalQuota": "1000Gi"},
         {"name": "nvidia.com/gpu", "nominalQuota": 8}]})
     cq["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"] = ["a3-flex"]
-    objs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "on-demand"},
-                 "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "a3-od"}}})
+    objs.append(make_flavor("on-demand").node_labels({"cloud.google.com/gke-nodepool": "a3-od"}).obj())
     small = copy.deepcopy(find(objs, "Job", "train"))
     small["metadata"]["name"] = "small"
     small["spec"].update(parallelism=1, completions=1)

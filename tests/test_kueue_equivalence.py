@@ -10,9 +10,9 @@ from kubetwin.kueue import KueueScheduler
 def _scheduler(equivalence: bool) -> KueueScheduler:
     sched = KueueScheduler()
     sched.set_namespace("default")
-    sched.apply(make_flavor("default"))
+    sched.apply(make_flavor("default").obj())
     sched.apply(make_cq("cq").flavor("default", cpu="4").obj())
-    sched.apply(make_lq("default", "main", "cq"))
+    sched.apply(make_lq("main").cluster_queue("cq").obj())
     sched.queues.queues["cq"].equivalence_hashing = equivalence
     for i, cpu in enumerate(("8", "8", "8", "1")):  # three that can never fit, one that fits
         sched.add_workload(make_wl("default", f"w{i}").queue("main").podset("main", 1, cpu=cpu).obj())

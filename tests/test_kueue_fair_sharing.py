@@ -8,9 +8,10 @@ the strategy vectors also run each one alone.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import pytest
-from kueue_builders import NOW, make_cq, make_flavor, make_wl
+from kueue_builders import NOW, make_configuration, make_cq, make_flavor, make_lq, make_wl
 
 from kubetwin.kueue import KueueScheduler, api
 from kubetwin.kueue import config as kueue_config
@@ -28,7 +29,7 @@ def fixture_f() -> list[dict]:
     cqs = [make_cq(n).cohort("all").preemption(within="LowerPriority", reclaim="Any", bwc="LowerPriority",
                                                threshold=-3).flavor("default", cpu="3").obj() for n in "abc"]
     cqs.append(make_cq("preemptible").cohort("all").flavor("default", cpu="0").obj())
-    return cqs + [make_flavor("default")]
+    return cqs + [make_flavor("default").obj()]
 
 
 def unit(name: str, cq: str, cpu: str = "1", priority: int = 0) -> WorkloadInfo:
@@ -47,6 +48,23 @@ def snapshot(workloads: list[WorkloadInfo]) -> Snapshot:
                           [s for s in specs if isinstance(s, api.ResourceFlavor)], workloads)
 
 
+class FairCase(NamedTuple):
+    """A row of upstream's TestFairPreemptions table (preemption_fair_test.go: admitted, incoming, targetCQ,
+    wantPreempted; here the incoming workload is a single pod named ``incoming`` asking ``incoming_cpu``, and the
+    victims carry their reasons)."""
+    admitted: list[WorkloadInfo]
+    incoming: str
+    incoming_cpu: str
+    target_cq: str
+    want_preempted: dict[str, str]
+
+
+class StrategyCase(NamedTuple):
+    """The fair-sharing preemption strategies (None: Kueue's default list) and the one workload they preempt."""
+    strategies: tuple[str, ...] | None
+    want_preempted: str
+
+
 def incoming(name: str, cq: str, cpu: str) -> tuple[WorkloadInfo, Assignment]:
     wl = api.parse_workload(make_wl("default", name).uid(name).request("cpu", cpu).obj())
     assignment = Assignment()
@@ -56,47 +74,63 @@ def incoming(name: str, cq: str, cpu: str) -> tuple[WorkloadInfo, Assignment]:
 
 
 CASES = {
-    "F1 reclaim nominal quota from the ClusterQueue using the most": (
-        units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"), ("c_incoming", "c", "1"),
-        {"b1": "InCohortReclamation"}),
-    "F2 reclaim quota when the largest borrower alone is not enough": (
-        [unit("a1", "a", "3"), unit("a2", "a", "1"), unit("b1", "b", "2"), unit("b2", "b", "3")],
-        ("c_incoming", "c", "3"), {"a1": "InCohortReclamation"}),
-    "F3 preempt from the ClusterQueue with the larger share while borrowing": (
-        units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"), ("a_incoming", "a", "1"),
-        {"b1": "InCohortFairSharing"}),
-    "F5 nobody borrows, nothing to preempt": (
-        units("a", 3, "a") + units("b", 3, "b") + units("c", 3, "c"), ("c_incoming", "c", "1"), {}),
-    "F6 preempting would flip the imbalance": (
-        units("a", 3, "a") + units("b", 5, "b"), ("a_incoming", "a", "2"), {}),
-    "F7 preempt lower priority in own ClusterQueue first": (
-        [unit("a1_low", "a", priority=-1), unit("a2_low", "a", priority=-1), unit("a3", "a"), unit("a4", "a")]
-        + units("b", 5, "b"), ("a_incoming", "a", "2"),
-        {"a1_low": "InClusterQueue", "a2_low": "InClusterQueue"}),
-    "F9 reclaim within nominal from a single large borrower": (
-        [unit("b1", "b", "9")], ("a_incoming", "a", "2"), {"b1": "InCohortReclamation"}),
-    "F10 no preemption when the target would end up below the preemptor": (
-        [unit("a1", "a", "2"), unit("b1", "b", "7")], ("a_incoming", "a", "5"), {}),
-    "F11 rule S2-b preempts one workload but not enough": (
-        [unit("b1", "b", "2"), unit("b2", "b", "2"), unit("b3", "b", "3")], ("a_incoming", "a", "6"), {}),
-    "F13 rule S2-a is satisfied before S2-b": (
-        [unit("b1", "b", "2"), unit("b2", "b", "1"), unit("b3", "b", "2"), unit("c1", "c", "1")],
-        ("a_incoming", "a", "3.5"), {"b2": "InCohortFairSharing"}),
-    "F14 rule S2-b across two ClusterQueues": (
-        [unit("b1", "b", "2"), unit("b2", "b", "2.5"), unit("c1", "c", "2"), unit("c2", "c", "2.5")],
-        ("a_incoming", "a", "3.5"), {"b1": "InCohortFairSharing", "c1": "InCohortFairSharing"}),
+    "F1 reclaim nominal quota from the ClusterQueue using the most": FairCase(
+        admitted=units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"),
+        incoming="c_incoming", incoming_cpu="1", target_cq="c",
+        want_preempted={"b1": "InCohortReclamation"}),
+    "F2 reclaim quota when the largest borrower alone is not enough": FairCase(
+        admitted=[unit("a1", "a", "3"), unit("a2", "a", "1"), unit("b1", "b", "2"), unit("b2", "b", "3")],
+        incoming="c_incoming", incoming_cpu="3", target_cq="c",
+        want_preempted={"a1": "InCohortReclamation"}),
+    "F3 preempt from the ClusterQueue with the larger share while borrowing": FairCase(
+        admitted=units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"),
+        incoming="a_incoming", incoming_cpu="1", target_cq="a",
+        want_preempted={"b1": "InCohortFairSharing"}),
+    "F5 nobody borrows, nothing to preempt": FairCase(
+        admitted=units("a", 3, "a") + units("b", 3, "b") + units("c", 3, "c"),
+        incoming="c_incoming", incoming_cpu="1", target_cq="c",
+        want_preempted={}),
+    "F6 preempting would flip the imbalance": FairCase(
+        admitted=units("a", 3, "a") + units("b", 5, "b"),
+        incoming="a_incoming", incoming_cpu="2", target_cq="a",
+        want_preempted={}),
+    "F7 preempt lower priority in own ClusterQueue first": FairCase(
+        admitted=[unit("a1_low", "a", priority=-1), unit("a2_low", "a", priority=-1), unit("a3", "a"), unit("a4", "a")]
+                  + units("b", 5, "b"),
+        incoming="a_incoming", incoming_cpu="2", target_cq="a",
+        want_preempted={"a1_low": "InClusterQueue", "a2_low": "InClusterQueue"}),
+    "F9 reclaim within nominal from a single large borrower": FairCase(
+        admitted=[unit("b1", "b", "9")],
+        incoming="a_incoming", incoming_cpu="2", target_cq="a",
+        want_preempted={"b1": "InCohortReclamation"}),
+    "F10 no preemption when the target would end up below the preemptor": FairCase(
+        admitted=[unit("a1", "a", "2"), unit("b1", "b", "7")],
+        incoming="a_incoming", incoming_cpu="5", target_cq="a",
+        want_preempted={}),
+    "F11 rule S2-b preempts one workload but not enough": FairCase(
+        admitted=[unit("b1", "b", "2"), unit("b2", "b", "2"), unit("b3", "b", "3")],
+        incoming="a_incoming", incoming_cpu="6", target_cq="a",
+        want_preempted={}),
+    "F13 rule S2-a is satisfied before S2-b": FairCase(
+        admitted=[unit("b1", "b", "2"), unit("b2", "b", "1"), unit("b3", "b", "2"), unit("c1", "c", "1")],
+        incoming="a_incoming", incoming_cpu="3.5", target_cq="a",
+        want_preempted={"b2": "InCohortFairSharing"}),
+    "F14 rule S2-b across two ClusterQueues": FairCase(
+        admitted=[unit("b1", "b", "2"), unit("b2", "b", "2.5"), unit("c1", "c", "2"), unit("c2", "c", "2.5")],
+        incoming="a_incoming", incoming_cpu="3.5", target_cq="a",
+        want_preempted={"b1": "InCohortFairSharing", "c1": "InCohortFairSharing"}),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fair_preemption(name):
-    workloads, (wl_name, cq, cpu), want = CASES[name]
-    snap = snapshot(workloads)
+    case = CASES[name]
+    snap = snapshot(case.admitted)
     before = {n: {fr: v for fr, v in c.node.usage.items() if v} for n, c in snap.cluster_queues.items()}
-    wl, assignment = incoming(wl_name, cq, cpu)
+    wl, assignment = incoming(case.incoming, case.target_cq, case.incoming_cpu)
     targets = Preemptor(now=NOW + 10, fair_sharing=True).get_targets(wl, assignment, snap)
-    assert {t.workload.obj.name: t.reason for t in targets} == want
-    assert len(targets) == len(want)
+    assert {t.workload.obj.name: t.reason for t in targets} == case.want_preempted
+    assert len(targets) == len(case.want_preempted)
     assert {n: {fr: v for fr, v in c.node.usage.items() if v} for n, c in snap.cluster_queues.items()} == before
 
 
@@ -118,8 +152,7 @@ def test_fair_sharing_cycle_preempts_then_admits():
     sched.set_namespace("default")
     for obj in fixture_f():
         sched.apply(obj)
-    sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                 "metadata": {"namespace": "default", "name": "a"}, "spec": {"clusterQueue": "a"}})
+    sched.apply(make_lq("a").cluster_queue("a").obj())
     for w in units("a", 3, "a") + units("b", 5, "b") + units("c", 1, "c"):
         sched.add_workload(w.obj)
     sched.add_workload(make_wl("default", "a_incoming").queue("a").request("cpu", "1").obj())
@@ -142,8 +175,7 @@ def test_fair_sharing_admission_order_prefers_lower_share():
         for obj in fixture_f():
             sched.apply(obj)
         for q in "ab":
-            sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                         "metadata": {"namespace": "default", "name": q}, "spec": {"clusterQueue": q}})
+            sched.apply(make_lq(q).cluster_queue(q).obj())
         for w in admitted_units:
             sched.add_workload(w.obj)
         sched.add_workload(make_wl("default", "a_new").queue("a").priority(10).request("cpu", "2").obj())
@@ -164,9 +196,9 @@ def test_fair_sharing_admission_order_prefers_lower_share():
 # the target's share before) accepts the first candidate, b_low (lower priority first). The default list runs S2-a
 # first, so it matches [LessThanOrEqualToFinalShare] here.
 STRATEGY_CASES = {
-    "default": (None, "b_high"),
-    "LessThanOrEqualToFinalShare": (("LessThanOrEqualToFinalShare",), "b_high"),
-    "LessThanInitialShare": (("LessThanInitialShare",), "b_low"),
+    "default": StrategyCase(strategies=None, want_preempted="b_high"),
+    "LessThanOrEqualToFinalShare": StrategyCase(strategies=("LessThanOrEqualToFinalShare",), want_preempted="b_high"),
+    "LessThanInitialShare": StrategyCase(strategies=("LessThanInitialShare",), want_preempted="b_low"),
 }
 
 
@@ -176,29 +208,28 @@ def strategy_admitted() -> list[WorkloadInfo]:
 
 @pytest.mark.parametrize("case", sorted(STRATEGY_CASES))
 def test_fair_preemption_strategies(case):
-    strategies, victim = STRATEGY_CASES[case]
+    c = STRATEGY_CASES[case]
     snap = snapshot(strategy_admitted())
     wl, assignment = incoming("a_incoming", "a", "1")
-    targets = Preemptor(now=NOW + 10, fair_sharing=True, fair_sharing_strategies=strategies).get_targets(
+    targets = Preemptor(now=NOW + 10, fair_sharing=True, fair_sharing_strategies=c.strategies).get_targets(
         wl, assignment, snap)
-    assert [(t.workload.obj.name, t.reason) for t in targets] == [(victim, "InCohortFairSharing")]
+    assert [(t.workload.obj.name, t.reason) for t in targets] == [(c.want_preempted, "InCohortFairSharing")]
 
 
 @pytest.mark.parametrize("case", sorted(STRATEGY_CASES))
 def test_fair_preemption_strategies_in_a_cycle(case):
     """The strategies reach preemption through ``KueueScheduler(fair_sharing_strategies=...)``."""
-    strategies, victim = STRATEGY_CASES[case]
-    sched = KueueScheduler(fair_sharing=True, fair_sharing_strategies=strategies)
+    c = STRATEGY_CASES[case]
+    sched = KueueScheduler(fair_sharing=True, fair_sharing_strategies=c.strategies)
     sched.set_namespace("default")
     for obj in fixture_f():
         sched.apply(obj)
-    sched.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                 "metadata": {"namespace": "default", "name": "a"}, "spec": {"clusterQueue": "a"}})
+    sched.apply(make_lq("a").cluster_queue("a").obj())
     for w in strategy_admitted():
         sched.add_workload(w.obj)
     sched.add_workload(make_wl("default", "a_incoming").queue("a").request("cpu", "1").obj())
     result = sched.schedule(NOW + 10)
-    assert [(v.key, v.reason) for v in result.victims] == [(f"default/{victim}", "InCohortFairSharing")]
+    assert [(v.key, v.reason) for v in result.victims] == [(f"default/{c.want_preempted}", "InCohortFairSharing")]
     assert [(p.key, p.reason) for p in result.pending] == [("default/a_incoming", "WaitingForPreemptedWorkloads")]
 
 
@@ -207,8 +238,7 @@ def test_controller_passes_configuration_strategies(strategies):
     """The manager Configuration's fairSharing.preemptionStrategies reach the scheduler (default: both)."""
     fs = {"preemptionStrategies": strategies} if strategies else {"enable": True}
     version = "v1beta2" if strategies else "v1beta1"
-    cfg = kueue_config.parse({"apiVersion": f"config.kueue.x-k8s.io/{version}", "kind": "Configuration",
-                              "fairSharing": fs})
+    cfg = kueue_config.parse(make_configuration().version(version).fields(fairSharing=fs).obj())
     env = Environment()
     store = Store(env, 0, NOW)
     ctrl = KueueController(store, env, EventRecorder(store), config=cfg)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 
-from conftest import condition, is_true, scenario
-from kueue_builders import cluster_queue, configuration, flavor, local_queue
+from conftest import condition, is_true
+from k8s_builders import make_pool, make_scenario
+from kueue_builders import make_configuration, make_cq, make_flavor, make_lq, make_workload_priority_class
 
 from kubetwin.kueue.controller.pods import MANAGED_LABEL, SCHEDULING_GATE
 from kubetwin.runner import run as kt_run
-
-KQ = "kueue.x-k8s.io/v1beta2"
 
 
 def pod(name: str, queue: str | None = "main", cpu: str = "1", duration: str = "30m", create_at: str | None = None,
@@ -33,10 +32,8 @@ def pod(name: str, queue: str | None = "main", cpu: str = "1", duration: str = "
 
 def cpu_pool(name: str = "cpu", labels: dict | None = None) -> dict:
     """Two e2-standard-16 nodes, Ready at once (no boot delay), so a pod runs when it is admitted."""
-    spec: dict = {"machineType": "e2-standard-16", "nodeCount": 2, "zones": ["us-central1-a"], "bootDelay": "0s"}
-    if labels:
-        spec["labels"] = labels
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+    pool = make_pool(name, "e2-standard-16", 2).spec(bootDelay="0s")
+    return (pool.spec(labels=labels) if labels else pool).obj()
 
 
 def gates(p: dict) -> list[str]:
@@ -60,9 +57,9 @@ def running_at(result, name: str) -> float | None:
 
 
 def test_queued_pod_waits_gated_then_is_admitted_ungated_with_the_flavor_node_selector():
-    objs = [scenario(), cpu_pool("plain"), cpu_pool("ml", labels={"team": "ml"}),
-            flavor("ml", nodeLabels={"team": "ml"}), cluster_queue("cq", "8", flavor_name="ml"),
-            local_queue("main", "cq", create_at="30m"), pod("train")]
+    objs = [make_scenario().obj(), cpu_pool("plain"), cpu_pool("ml", labels={"team": "ml"}),
+            make_flavor("ml").node_labels({"team": "ml"}).obj(), make_cq("cq").flavor("ml", cpu="8").obj(),
+            make_lq("main").cluster_queue("cq").create_at("30m").obj(), pod("train")]
     result = kt_run(objects=objs)
     created = next(o for _, etype, o in result.versions("Pod", prefix="train") if etype == "ADDED")
     assert created["metadata"]["labels"][MANAGED_LABEL] == "true" and gates(created) == [SCHEDULING_GATE]
@@ -92,7 +89,8 @@ def test_queued_pod_waits_gated_then_is_admitted_ungated_with_the_flavor_node_se
 
 
 def test_second_pod_stays_gated_until_the_first_finishes():
-    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "1"), local_queue("main", "cq"),
+    objs = [make_scenario().obj(), cpu_pool(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="1").obj(), make_lq("main").cluster_queue("cq").obj(),
             pod("a"), pod("b", create_at="1m")]
     result = kt_run(objects=objs)
     assert admitted_at(result, "pod-a-") == running_at(result, "a") == 0.0
@@ -106,7 +104,8 @@ def test_second_pod_stays_gated_until_the_first_finishes():
 
 def test_pod_group_is_one_workload_admitted_all_or_nothing():
     group = ("trainers", 3)
-    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "3"), local_queue("main", "cq"),
+    objs = [make_scenario().obj(), cpu_pool(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="3").obj(), make_lq("main").cluster_queue("cq").obj(),
             pod("t-0", group=group), pod("t-1", group=group), pod("t-2", group=group, create_at="10m")]
     result = kt_run(objects=objs)
     assert not [o for t, _, o in result.versions("Workload") if t < 600]  # not before all 3 pods exist
@@ -126,7 +125,7 @@ def test_pod_group_is_one_workload_admitted_all_or_nothing():
     assert (fin["status"], fin["reason"], fin["message"]) == ("True", "Succeeded", "Pods succeeded: 3/3.")
 
     # quota for 2 of the 3: nothing of the group starts
-    small = [o if o.get("kind") != "ClusterQueue" else cluster_queue("cq", "2") for o in objs]
+    small = [o if o.get("kind") != "ClusterQueue" else make_cq("cq").flavor("default", cpu="2").obj() for o in objs]
     result = kt_run(objects=small)
     assert admitted_at(result, "trainers") is None
     assert all(gates(result.last("Pod", prefix=f"t-{i}")) == [SCHEDULING_GATE] for i in range(3))
@@ -134,12 +133,13 @@ def test_pod_group_is_one_workload_admitted_all_or_nothing():
 
 
 def _priority_class(name: str, value: int) -> dict:
-    return {"apiVersion": KQ, "kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value}
+    return make_workload_priority_class(name).value(value).obj()
 
 
 def test_preempted_plain_pod_is_deleted_and_its_workload_goes_with_it():
-    cq = cluster_queue("cq", "1", preemption={"withinClusterQueue": "LowerPriority"})
-    objs = [scenario(), cpu_pool(), flavor(), cq, local_queue("main", "cq"), _priority_class("low", 10),
+    cq = make_cq("cq").flavor("default", cpu="1").preemption(within="LowerPriority").obj()
+    objs = [make_scenario().obj(), cpu_pool(), make_flavor("default").obj(), cq,
+            make_lq("main").cluster_queue("cq").obj(), _priority_class("low", 10),
             _priority_class("high", 100), pod("low", duration="2h", labels={"kueue.x-k8s.io/priority-class": "low"}),
             pod("high", create_at="10m", labels={"kueue.x-k8s.io/priority-class": "high"})]
     result = kt_run(objects=objs)
@@ -158,8 +158,9 @@ def test_preempted_plain_pod_is_deleted_and_its_workload_goes_with_it():
 
 
 def test_configuration_without_the_pod_framework_leaves_pods_alone():
-    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "1"), local_queue("main", "cq"),
-            configuration(integrations={"frameworks": ["batch/job"]}), pod("a"), pod("b")]
+    objs = [make_scenario().obj(), cpu_pool(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="1").obj(), make_lq("main").cluster_queue("cq").obj(),
+            make_configuration().fields(integrations={"frameworks": ["batch/job"]}).obj(), pod("a"), pod("b")]
     result = kt_run(objects=objs)
     assert running_at(result, "a") == running_at(result, "b") == 0.0
     assert not result.versions("Workload")
@@ -168,7 +169,8 @@ def test_configuration_without_the_pod_framework_leaves_pods_alone():
 
 def test_plain_pods_run_is_deterministic():
     group = ("g", 2)
-    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "2"), local_queue("main", "cq"),
+    objs = [make_scenario().obj(), cpu_pool(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="2").obj(), make_lq("main").cluster_queue("cq").obj(),
             pod("a"), pod("b", create_at="1m"), pod("g-0", group=group, create_at="2m"),
             pod("g-1", group=group, create_at="3m")]
 
@@ -185,7 +187,8 @@ def test_pod_group_with_an_unretriable_failed_pod_finishes_when_none_is_left_run
     bad = pod("g-bad", group=group)
     bad["metadata"]["annotations"].update({"kubetwin.io/fail-after": "5m",
                                            "kueue.x-k8s.io/retriable-in-group": "false"})
-    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "2"), local_queue("main", "cq"), bad,
+    objs = [make_scenario().obj(), cpu_pool(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="2").obj(), make_lq("main").cluster_queue("cq").obj(), bad,
             pod("g-ok", group=group)]
     result = kt_run(objects=objs)
     assert result.last("Pod", prefix="g-bad")["status"]["phase"] == "Failed"

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import condition, is_true, scenario
-from kueue_builders import cluster_queue, configuration, cpu_pool, flavor, job, local_queue
+from conftest import condition, is_true
+from k8s_builders import make_job, make_pool, make_scenario
+from kueue_builders import make_configuration, make_cq, make_flavor, make_lq
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_paths
@@ -79,8 +80,9 @@ def test_cohort_example_summary_and_metrics(cohort):
 
 # ------------------------------------------------------------------------------------------------ (b) missing LQ
 def test_missing_local_queue_then_created():
-    objs = [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "8"), local_queue("main", "cq", create_at="30m"),
-            job("train", "main")]
+    objs = [make_scenario().obj(), make_pool("cpu", "e2-standard-16", 2).obj(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="8").obj(), make_lq("main").cluster_queue("cq").create_at("30m").obj(),
+            make_job("train").queue("main").obj()]
     result = kt_run(objects=objs)
     wl = result.last("Workload", prefix="job-train-", at=1799)
     qr = condition(wl, "QuotaReserved")
@@ -95,11 +97,12 @@ def test_missing_local_queue_then_created():
 # ------------------------------------------------------------------------------------------------ (c) flavors
 def test_admitted_pods_carry_flavor_node_labels_and_tolerations():
     toleration = {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
-    objs = [scenario(), cpu_pool("plain"), cpu_pool("ml", labels={"team": "ml"},
-                                                    taints=[{"key": "dedicated", "value": "ml",
-                                                             "effect": "NoSchedule"}]),
-            flavor("ml", nodeLabels={"team": "ml"}, tolerations=[toleration]),
-            cluster_queue("cq", "8", flavor_name="ml"), local_queue("main", "cq"), job("train", "main", pods=2)]
+    objs = [make_scenario().obj(), make_pool("plain", "e2-standard-16", 2).obj(),
+            make_pool("ml", "e2-standard-16", 2)
+            .spec(labels={"team": "ml"}, taints=[{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]).obj(),
+            make_flavor("ml").node_labels({"team": "ml"}).tolerations([toleration]).obj(),
+            make_cq("cq").flavor("ml", cpu="8").obj(), make_lq("main").cluster_queue("cq").obj(),
+            make_job("train").queue("main").pods(2).obj()]
     result = kt_run(objects=objs)
     pods = [o for _, etype, o in result.versions("Pod", prefix="train-") if etype == "ADDED"]
     assert len(pods) == 2
@@ -128,8 +131,9 @@ def _jobset() -> dict:
 
 
 def _jobset_objects() -> list[dict]:
-    return [scenario(), cpu_pool(), flavor(), cluster_queue("cq", "5"), local_queue("main", "cq"),
-            job("blocker", "main", cpu="4", duration="30m"), _jobset()]
+    return [make_scenario().obj(), make_pool("cpu", "e2-standard-16", 2).obj(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="5").obj(), make_lq("main").cluster_queue("cq").obj(),
+            make_job("blocker").queue("main").cpu("4").duration("30m").obj(), _jobset()]
 
 
 def test_jobset_is_one_workload_and_starts_when_admitted():
@@ -148,12 +152,12 @@ def test_jobset_is_one_workload_and_starts_when_admitted():
 
 def test_configuration_without_jobset_framework_leaves_jobsets_unmanaged():
     """defaults.go: integrations.frameworks defaults to [batch/job]; a queued JobSet then starts at once."""
-    result = kt_run(objects=_jobset_objects() + [configuration()])
+    result = kt_run(objects=_jobset_objects() + [make_configuration().obj()])
     assert not result.versions("Workload", prefix="jobset-train-")
     assert result.first_time("Pod", lambda o: True, prefix="train-") == 60.0
     assert any("JobSets labelled kueue.x-k8s.io/queue-name are not queued" in d.message for d in result.notices)
-    managed = kt_run(objects=_jobset_objects() + [configuration(
-        integrations={"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]})])
+    managed = kt_run(objects=_jobset_objects() + [make_configuration().fields(
+        integrations={"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]}).obj()])
     assert len({o["metadata"]["name"] for _, _, o in managed.versions("Workload", prefix="jobset-train-")}) == 1
 
 
@@ -192,16 +196,17 @@ def test_configuration_fair_sharing_needs_strategies_and_frameworks_must_exist(t
 
 
 def test_configuration_defaults_per_version():
-    v2 = kueue_config.parse(configuration(waitForPodsReady={}, fairSharing=FAIR))
+    v2 = kueue_config.parse(make_configuration().fields(waitForPodsReady={}, fairSharing=FAIR).obj())
     assert v2.wait_for_pods_ready == kueue_config.WaitForPodsReady(timeout=1800.0, block_admission=False,
                                                                    recovery_timeout=1800.0)
     assert v2.fair_sharing and v2.preemption_strategies == ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
-    v1 = kueue_config.parse({"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
-                             "waitForPodsReady": {"enable": True}, "fairSharing": {"enable": False}})
+    v1 = kueue_config.parse(make_configuration().version("v1beta1")
+                            .fields(waitForPodsReady={"enable": True}, fairSharing={"enable": False}).obj())
     assert (v1.wait_for_pods_ready.timeout, v1.wait_for_pods_ready.block_admission, v1.fair_sharing) == (
         300.0, True, False)
-    assert kueue_config.parse(configuration()).wait_for_pods_ready is None
-    assert kueue_config.parse(configuration(featureGates={"PartialAdmission": False})).partial_admission is False
+    assert kueue_config.parse(make_configuration().obj()).wait_for_pods_ready is None
+    no_partial = make_configuration().fields(featureGates={"PartialAdmission": False}).obj()
+    assert kueue_config.parse(no_partial).partial_admission is False
     w = kueue_config.WaitForPodsReady(backoff_base_seconds=60, backoff_max_seconds=200)
     assert [w.backoff(n) for n in (1, 2, 3, 4)] == [60.0, 120.0, 200.0, 200.0]
     assert kueue_config.go_duration("1h30m") == 5400.0
@@ -260,8 +265,10 @@ def test_wait_for_pods_ready_evicts_requeues_with_backoff_and_deactivates(wfpr):
 
 
 def test_pods_ready_true_when_all_pods_ready_and_no_eviction():
-    objs = [scenario(), configuration(waitForPodsReady={"timeout": "5m"}), cpu_pool(), flavor(),
-            cluster_queue("cq", "8"), local_queue("main", "cq"), job("train", "main", pods=3)]
+    objs = [make_scenario().obj(), make_configuration().fields(waitForPodsReady={"timeout": "5m"}).obj(),
+            make_pool("cpu", "e2-standard-16", 2).obj(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="8").obj(), make_lq("main").cluster_queue("cq").obj(),
+            make_job("train").queue("main").pods(3).obj()]
     result = kt_run(objects=objs)
     wl = result.last("Workload", prefix="job-train-", at=1000)
     pr = condition(wl, "PodsReady")
@@ -271,14 +278,16 @@ def test_pods_ready_true_when_all_pods_ready_and_no_eviction():
 
 
 def test_block_admission_holds_other_workloads_until_the_gang_is_evicted():
-    gang = job("gang", "main", cpu="9", pods=3, duration="1h")  # 2 nodes of ~15.9 cpu: one 9-cpu pod each
-    small = job("small", "main", cpu="1", create_at="1m")
+    # 2 nodes of ~15.9 cpu: one 9-cpu pod each
+    gang = make_job("gang").queue("main").cpu("9").pods(3).duration("1h").obj()
+    small = make_job("small").queue("main").cpu("1").create_at("1m").obj()
 
     def run(block: bool):
-        cfg = configuration(waitForPodsReady={"timeout": "10m", "blockAdmission": block,
-                                              "requeuingStrategy": {"backoffLimitCount": 0}})
-        return kt_run(objects=[scenario(), cfg, cpu_pool(), flavor(), cluster_queue("cq", "40"),
-                                     local_queue("main", "cq"), gang, small])
+        cfg = make_configuration().fields(waitForPodsReady={"timeout": "10m", "blockAdmission": block,
+                                                            "requeuingStrategy": {"backoffLimitCount": 0}}).obj()
+        return kt_run(objects=[make_scenario().obj(), cfg, make_pool("cpu", "e2-standard-16", 2).obj(),
+                               make_flavor("default").obj(), make_cq("cq").flavor("default", cpu="40").obj(),
+                                     make_lq("main").cluster_queue("cq").obj(), gang, small])
 
     def admitted(result, name):
         return result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix=f"job-{name}-")
@@ -293,17 +302,17 @@ def test_block_admission_holds_other_workloads_until_the_gang_is_evicted():
 def test_fair_sharing_from_configuration_changes_the_outcome():
     """TestFairPreemptions F3 end to end: a (at nominal) asks for 1 more cpu while b borrows 2. Classical
     preemption cannot take it (borrowWithinCohort only below priority -3); fair sharing preempts b's newest."""
-    prem = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
-            "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": -3}}
-    objs = [scenario("1h"), cpu_pool(), flavor()]
-    objs += [cluster_queue(n, "3", cohort="all", preemption=prem) for n in "abc"]
-    objs += [local_queue(n, n) for n in "abc"]
-    objs += [job(f"a{i}", "a", duration="2h") for i in range(1, 4)]
-    objs += [job(f"b{i}", "b", duration="2h", create_at=f"{i}s") for i in range(1, 6)]
-    objs += [job("c1", "c", duration="2h"), job("a-incoming", "a", duration="2h", create_at="5m")]
+    objs = [make_scenario("1h").obj(), make_pool("cpu", "e2-standard-16", 2).obj(), make_flavor("default").obj()]
+    objs += [make_cq(n).flavor("default", cpu="3").cohort("all")
+             .preemption(within="LowerPriority", reclaim="Any", bwc="LowerPriority", threshold=-3).obj() for n in "abc"]
+    objs += [make_lq(n).cluster_queue(n).obj() for n in "abc"]
+    objs += [make_job(f"a{i}").queue("a").duration("2h").obj() for i in range(1, 4)]
+    objs += [make_job(f"b{i}").queue("b").duration("2h").create_at(f"{i}s").obj() for i in range(1, 6)]
+    objs += [make_job("c1").queue("c").duration("2h").obj(),
+             make_job("a-incoming").queue("a").duration("2h").create_at("5m").obj()]
 
     def outcome(fair: bool) -> tuple[float | None, list]:
-        run_objs = objs + ([configuration(fairSharing=FAIR)] if fair else [])
+        run_objs = objs + ([make_configuration().fields(fairSharing=FAIR).obj()] if fair else [])
         result = kt_run(objects=run_objs)
         admitted = result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix="job-a-incoming-")
         preempted = sorted((o["involvedObject"]["name"].split("-")[1], cond_reason)
@@ -315,7 +324,7 @@ def test_fair_sharing_from_configuration_changes_the_outcome():
     assert classical == (None, [])
     admitted, preempted = fair
     assert admitted == 300.0 and [p[0] for p in preempted] == ["b5"]
-    result = kt_run(objects=objs + [configuration(fairSharing=FAIR)])
+    result = kt_run(objects=objs + [make_configuration().fields(fairSharing=FAIR).obj()])
     b5 = result.last("Workload", prefix="job-b5-", at=300)
     assert condition(b5, "Preempted")["reason"] == "InCohortFairSharing"
 
@@ -333,16 +342,17 @@ def test_recovery_timeout_after_pods_ready_drops():
     """A running gang whose containers crash (kubetwin.io/fail-after, restartPolicy OnFailure) turns PodsReady
     False "WaitForRecovery"; the kubelet restarts them after 10 s of CrashLoopBackOff. recoveryTimeout 1m lets it
     recover ("Recovered"); recoveryTimeout 5s evicts it first."""
-    crashing = job("train", "main", pods=2, duration="3h")
+    crashing = make_job("train").queue("main").pods(2).duration("3h").obj()
     tmpl = crashing["spec"]["template"]
     tmpl["metadata"]["annotations"]["kubetwin.io/fail-after"] = "20m"
     tmpl["spec"]["restartPolicy"] = "OnFailure"
     crashing["spec"]["backoffLimit"] = 100
 
     def run(recovery: str):
-        cfg = configuration(waitForPodsReady={"timeout": "10m", "recoveryTimeout": recovery})
-        return kt_run(objects=[scenario("1h"), cfg, cpu_pool(), flavor(), cluster_queue("cq", "8"),
-                               local_queue("main", "cq"), crashing])
+        cfg = make_configuration().fields(waitForPodsReady={"timeout": "10m", "recoveryTimeout": recovery}).obj()
+        return kt_run(objects=[make_scenario("1h").obj(), cfg, make_pool("cpu", "e2-standard-16", 2).obj(),
+                               make_flavor("default").obj(), make_cq("cq").flavor("default", cpu="8").obj(),
+                               make_lq("main").cluster_queue("cq").obj(), crashing])
 
     def pods_ready(result):
         out = []
@@ -368,10 +378,12 @@ def test_recovery_timeout_after_pods_ready_drops():
 def test_requeuing_timestamp_orders_the_evicted_workload(timestamp, first):
     """a (created at 0) times out at 10m and is requeued at once (backoffBaseSeconds 0); b (created at 1m) waits
     for the same quota. Eviction orders a by its eviction time (after b), Creation by its creation time."""
-    cfg = configuration(waitForPodsReady={"timeout": "10m", "requeuingStrategy": {
-        "timestamp": timestamp, "backoffBaseSeconds": 0}})
-    objs = [scenario("30m"), cfg, cpu_pool(), flavor(), cluster_queue("cq", "24"), local_queue("main", "cq"),
-            job("a", "main", cpu="8", pods=3), job("b", "main", cpu="8", pods=3, create_at="1m")]
+    cfg = make_configuration().fields(waitForPodsReady={"timeout": "10m", "requeuingStrategy": {
+        "timestamp": timestamp, "backoffBaseSeconds": 0}}).obj()
+    objs = [make_scenario("30m").obj(), cfg, make_pool("cpu", "e2-standard-16", 2).obj(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="24").obj(), make_lq("main").cluster_queue("cq").obj(),
+            make_job("a").queue("main").cpu("8").pods(3).obj(),
+            make_job("b").queue("main").cpu("8").pods(3).create_at("1m").obj()]
     result = kt_run(objects=objs)
     admitted_at_10m = [n for n in "ab" if any(
         is_true(o, "Admitted") and condition(o, "Admitted")["lastTransitionTime"].endswith("00:10:00Z")

@@ -17,9 +17,9 @@ NAMESPACES = {"sales": {"dep": "sales"}, "eng-alpha": {"dep": "eng"}, "eng-beta"
 
 
 def fixture_s() -> list[dict]:
-    flavors = [make_flavor(n) for n in ("default", "on-demand", "spot", "model-a")]
-    flavors += [make_flavor("spot-tainted", taints=[{"key": "key", "value": "val", "effect": "NoSchedule"}]),
-                make_flavor("spot-tainted-2")]
+    flavors = [make_flavor(n).obj() for n in ("default", "on-demand", "spot", "model-a")]
+    flavors += [make_flavor("spot-tainted").taints([{"key": "key", "value": "val", "effect": "NoSchedule"}]).obj(),
+                make_flavor("spot-tainted-2").obj()]
     cqs = [
         make_cq("sales").dep("sales").strategy("StrictFIFO").flavor("default", cpu="50").obj(),
         make_cq("eng-alpha").cohort("eng").dep("eng").strategy("StrictFIFO")
@@ -31,9 +31,12 @@ def fixture_s() -> list[dict]:
         make_cq("lend-a").cohort("lend").flavor("default", cpu=("3", None, "2")).obj(),
         make_cq("lend-b").cohort("lend").flavor("default", cpu=("2", None, "2")).obj(),
     ]
-    lqs = [make_lq("sales", "main", "sales"), make_lq("sales", "blocked", "eng-alpha"),
-           make_lq("eng-alpha", "main", "eng-alpha"), make_lq("eng-beta", "main", "eng-beta"),
-           make_lq("lend", "lend-a-queue", "lend-a"), make_lq("lend", "lend-b-queue", "lend-b")]
+    lqs = [make_lq("main", "sales").cluster_queue("sales").obj(),
+           make_lq("blocked", "sales").cluster_queue("eng-alpha").obj(),
+           make_lq("main", "eng-alpha").cluster_queue("eng-alpha").obj(),
+           make_lq("main", "eng-beta").cluster_queue("eng-beta").obj(),
+           make_lq("lend-a-queue", "lend").cluster_queue("lend-a").obj(),
+           make_lq("lend-b-queue", "lend").cluster_queue("lend-b").obj()]
     return flavors + cqs + lqs
 
 
@@ -139,7 +142,7 @@ CASES = {
     "K15 no overadmission while borrowing": dict(
         extra=[make_cq("eng-gamma").cohort("eng").dep("eng").preemption(within="LowerPriority", reclaim="Any")
                .flavor("on-demand", cpu=("50", "10")).flavor("spot", cpu=("0", "100")).obj(),
-               make_lq("eng-gamma", "main", "eng-gamma")],
+               make_lq("main", "eng-gamma").cluster_queue("eng-gamma").obj()],
         workloads=[wl("eng-beta", "new").queue("main").created(NOW - 2).podset("one", 50, cpu="1").obj(),
                    wl("eng-alpha", "new-alpha").queue("main").created(NOW - 1).podset("one", 1, cpu="1").obj(),
                    wl("eng-gamma", "new-gamma").queue("main").podset("one", 50, cpu="1").obj(),
@@ -226,7 +229,8 @@ def test_k10_k11_hierarchical_cohort_lending_limit():
                  make_cq("cq-lender").cohort("child").dep("eng").flavor("on-demand", cpu=("10", None, lending_limit))
                  .obj(),
                  make_cq("cq-borrower").cohort("child").dep("eng").flavor("on-demand", cpu=("5", "10")).obj(),
-                 make_lq("eng-alpha", "lq-lender", "cq-lender"), make_lq("eng-alpha", "lq-borrower", "cq-borrower")]
+                 make_lq("lq-lender", "eng-alpha").cluster_queue("cq-lender").obj(),
+                 make_lq("lq-borrower", "eng-alpha").cluster_queue("cq-borrower").obj()]
         workloads = [wl("eng-alpha", "wl-existing").request("cpu", "5")
                      .admitted("cq-borrower", {"main": {"cpu": "on-demand"}}).obj(),
                      wl("eng-alpha", "wl-pending").queue("lq-borrower").request("cpu", request).obj()]
@@ -258,7 +262,7 @@ def test_k18_partial_admission_disabled():
 def test_k20_second_flavor_when_first_needs_preemption():
     extra = [make_cq("preempt-attempts-cq").preemption(within="LowerPriority")
              .fungibility(when_can_preempt="TryNextFlavor").flavor("on-demand", cpu="1").flavor("spot", cpu="1").obj(),
-             make_lq("default", "main", "preempt-attempts-cq")]
+             make_lq("main").cluster_queue("preempt-attempts-cq").obj()]
     workloads = [wl("default", "blocker").priority(50).request("cpu", "1")
                  .admitted("preempt-attempts-cq", {"main": {"cpu": "on-demand"}}).obj(),
                  wl("default", "test-wl").priority(100).queue("main").request("cpu", "1").obj()]
@@ -284,7 +288,7 @@ def _preference_case(prefix: str, preference: str):
             .flavor("on-demand", cpu=("5", "0")).flavor("spot", cpu="0").obj(),
             make_cq(f"{prefix}-sibling").cohort(f"{prefix}-mid").flavor("on-demand", cpu="5").flavor("spot", cpu="0")
             .obj(),
-            make_lq("default", prefix, f"{prefix}-cq")]
+            make_lq(prefix).cluster_queue(f"{prefix}-cq").obj()]
 
 
 def test_k22_borrowing_over_preemption():
@@ -347,7 +351,8 @@ def _reclaim_case(reclaim: str) -> tuple[list[dict], list[dict]]:
     A's free unit."""
     extra = [make_cq("ClusterQueueA").cohort("root").preemption(reclaim=reclaim).flavor("on-demand", gpu="2").obj(),
              make_cq("ClusterQueueB").cohort("root").flavor("on-demand", gpu="0").obj(),
-             make_lq("eng-alpha", "lq", "ClusterQueueA"), make_lq("eng-beta", "lq", "ClusterQueueB")]
+             make_lq("lq", "eng-alpha").cluster_queue("ClusterQueueA").obj(),
+             make_lq("lq", "eng-beta").cluster_queue("ClusterQueueB").obj()]
     workloads = [wl("eng-alpha", "a1-admitted").request("gpu", "1")
                  .admitted("ClusterQueueA", {"main": {"gpu": "on-demand"}}).obj(),
                  wl("eng-alpha", "a2-pending").queue("lq").request("gpu", "2").obj(),

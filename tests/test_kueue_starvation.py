@@ -13,8 +13,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import condition, is_true, scenario
-from kueue_builders import KQ, NOW, cluster_queue, cpu_pool, flavor, job, local_queue, make_wl
+from conftest import condition, is_true
+from k8s_builders import make_job, make_pool, make_scenario
+from kueue_builders import NOW, make_cq, make_flavor, make_lq, make_wl
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -44,21 +45,17 @@ def admitted_at(result, name: str) -> list[float]:
 
 
 def gpu_job(name: str, gpus: int, pods: int, duration: str = "30m") -> dict:
-    j = job(name, "main", cpu="1", pods=pods, duration=duration)
+    j = make_job(name).queue("main").cpu("1").pods(pods).duration(duration).obj()
     j["spec"]["template"]["spec"]["containers"][0]["resources"] = {
         "requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}
     return j
 
 
 def gpu_objects() -> list[dict]:
-    pool = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "h100"},
-            "spec": {"machineType": "a3-highgpu-8g", "nodeCount": 2, "zones": ["us-central1-a"],
-                     "accelerators": [{"type": "nvidia-h100-80gb", "count": 8}]}}
-    cq = {"apiVersion": KQ, "kind": "ClusterQueue", "metadata": {"name": "gpu"}, "spec": {
-        "namespaceSelector": {}, "queueingStrategy": "BestEffortFIFO", "resourceGroups": [{
-            "coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [{"name": "default", "resources": [
-                {"name": "cpu", "nominalQuota": "100"}, {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]}}
-    return [scenario("1h"), pool, flavor(), cq, local_queue("main", "gpu")]
+    pool = make_pool("h100", "a3-highgpu-8g", 2).gpus("nvidia-h100-80gb", 8).obj()
+    cq = make_cq("gpu").strategy("BestEffortFIFO").flavor("default", {"cpu": "100", "nvidia.com/gpu": "16"}).obj()
+    return [make_scenario("1h").obj(), pool, make_flavor("default").obj(), cq,
+            make_lq("main").cluster_queue("gpu").obj()]
 
 
 def test_best_effort_fifo_admits_small_jobs_behind_an_inadmissible_gang_created_at_the_same_instant(tmp_path):
@@ -85,15 +82,16 @@ def test_best_effort_fifo_admits_small_jobs_behind_an_inadmissible_gang_created_
 def reclaim_objects(with_big: bool, second_reclaim: bool = False) -> list[dict]:
     """alpha and beta, 8 CPU each in one cohort; beta-borrow (4 x 3 CPU) borrows 4 of alpha's; alpha-reclaim
     (8 CPU, 10m) reclaims them; optionally a never-fitting 40-CPU Job queued in alpha before it (5m)."""
-    objs = [scenario("3h"), cpu_pool(count=3), flavor(),
-            cluster_queue("alpha", "8", cohort="org", preemption={"reclaimWithinCohort": "Any"}),
-            cluster_queue("beta", "8", cohort="org"), local_queue("a", "alpha"), local_queue("b", "beta"),
-            job("beta-borrow", "b", cpu="3", pods=4, duration="30m"),
-            job("alpha-reclaim", "a", cpu="8", duration="30m", create_at="10m")]
+    objs = [make_scenario("3h").obj(), make_pool("cpu", "e2-standard-16", 3).obj(), make_flavor("default").obj(),
+            make_cq("alpha").flavor("default", cpu="8").cohort("org").preemption(reclaim="Any").obj(),
+            make_cq("beta").flavor("default", cpu="8").cohort("org").obj(), make_lq("a").cluster_queue("alpha").obj(),
+            make_lq("b").cluster_queue("beta").obj(),
+            make_job("beta-borrow").queue("b").cpu("3").pods(4).duration("30m").obj(),
+            make_job("alpha-reclaim").queue("a").cpu("8").duration("30m").create_at("10m").obj()]
     if with_big:
-        objs.append(job("alpha-big", "a", cpu="40", create_at="5m"))
+        objs.append(make_job("alpha-big").queue("a").cpu("40").create_at("5m").obj())
     if second_reclaim:
-        objs.append(job("alpha-again", "a", cpu="8", duration="30m", create_at="50m"))
+        objs.append(make_job("alpha-again").queue("a").cpu("8").duration("30m").create_at("50m").obj())
     return objs
 
 
@@ -135,11 +133,13 @@ def test_same_second_jobs_are_ordered_by_creation_then_uid():
     """Kueue's queue order (cluster_queue.go baseCompareFunc): priority, then queue-order timestamp, then UID.
     Three Jobs created in the same instant on a StrictFIFO queue with room for one: the first created (lowest UID
     in the twin's sequence) is admitted, the others wait behind it in that order."""
-    cq = cluster_queue("cq", "4")
+    cq = make_cq("cq").flavor("default", cpu="4").obj()
     cq["spec"]["queueingStrategy"] = "StrictFIFO"
-    objs = [scenario("2h"), cpu_pool(), flavor(), cq, local_queue("main", "cq"),
-            job("first", "main", cpu="4", duration="10m"), job("second", "main", cpu="4", duration="10m"),
-            job("third", "main", cpu="4", duration="10m")]
+    objs = [make_scenario("2h").obj(), make_pool("cpu", "e2-standard-16", 2).obj(), make_flavor("default").obj(), cq,
+            make_lq("main").cluster_queue("cq").obj(),
+            make_job("first").queue("main").cpu("4").duration("10m").obj(),
+            make_job("second").queue("main").cpu("4").duration("10m").obj(),
+            make_job("third").queue("main").cpu("4").duration("10m").obj()]
     result = kt_run(objects=objs)
     times = {n: result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix=f"job-{n}-")
              for n in ("first", "second", "third")}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import make_pod, make_pool, scenario
+from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.api.loader import load_text
 from kubetwin.devices import mig
@@ -111,10 +111,10 @@ def test_gke_partition_size_validated_against_the_gpu() -> None:
 
 
 def test_partitioned_node_advertises_every_instance_as_a_gpu() -> None:
-    pool = make_pool("mig", "a2-highgpu-1g", 1, "nvidia-tesla-a100", 1, driverInstallDelay="0s")
+    pool = make_pool("mig", "a2-highgpu-1g", 1).spec(driverInstallDelay="0s").gpus("nvidia-tesla-a100", 1).obj()
     pool["spec"]["accelerators"][0]["gpuPartitionSize"] = "1g.5gb"
-    pods = [make_pod(f"p{i}").gpus(1).obj_() for i in range(8)]
-    result = run(objects=[scenario("30m"), pool, *pods])
+    pods = [make_pod(f"p{i}").gpus(1).obj() for i in range(8)]
+    result = run(objects=[make_scenario("30m").obj(), pool, *pods])
     node = [o for _, _, _, o in result.history if o["kind"] == "Node"][-1]
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "7"
     assert node["metadata"]["labels"]["cloud.google.com/gke-gpu-partition-size"] == "1g.5gb"

@@ -3,7 +3,8 @@ controller are what stop them from running where they cannot."""
 
 from __future__ import annotations
 
-from conftest import bound_pod, final_objects, make_pod, scenario, static_node
+from conftest import final_objects
+from k8s_builders import make_pod, make_scenario, static_node
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -13,8 +14,10 @@ from kubetwin.runner import run
 def test_kubelet_rejects_a_pod_that_overcommits_its_node(tmp_path) -> None:
     """pkg/kubelet/lifecycle/predicate.go: InsufficientResourceError -> reason OutOfcpu; the kubelet's rejectPod
     writes phase Failed with message "Pod was rejected: " + the error, and a Warning event."""
-    res = run(objects=[scenario("30m"), static_node("n1", cpu="4"), bound_pod("first", "n1", "3"),
-                       bound_pod("second", "n1", "2", at="1m")], out=tmp_path / "run")
+    res = run(objects=[make_scenario("30m").obj(), static_node("n1").cpu("4").obj(),
+                       make_pod("first").cpu("3").duration("1h").create_at("0s").node_name("n1").obj(),
+                       make_pod("second").cpu("2").duration("1h").create_at("1m").node_name("n1").obj()],
+              out=tmp_path / "run")
     shown = CliRunner().invoke(app, ["get", "pods", "--run", str(tmp_path / "run")])
     assert shown.exit_code == 0 and "OutOfcpu" in next(line for line in shown.output.splitlines()
                                                          if line.startswith("second"))
@@ -31,7 +34,8 @@ def test_kubelet_rejects_a_pod_that_overcommits_its_node(tmp_path) -> None:
 def test_podgc_deletes_a_pod_bound_to_a_node_that_does_not_exist() -> None:
     """gcOrphaned: a pod whose node is missing is, after the 40 s quarantine, marked Failed with DisruptionTarget
     DeletionByPodGC and deleted; it never runs."""
-    res = run(objects=[scenario("10m"), static_node("n1"), bound_pod("lost", "no-such-node", "1")])
+    res = run(objects=[make_scenario("10m").obj(), static_node("n1").obj(),
+                       make_pod("lost").cpu("1").duration("1h").create_at("0s").node_name("no-such-node").obj()])
     vs = res.versions("Pod", "lost")
     assert not any(o["status"].get("phase") == "Running" for _, _, o in vs)
     t, etype, last = vs[-1]
@@ -45,8 +49,9 @@ def test_not_ready_node_is_tainted_and_its_pods_evicted_after_300s() -> None:
     """The node lifecycle controller taints a NotReady node not-ready:NoSchedule and NoExecute; a pod bound there
     does not run, and tolerates NoExecute for the 300 s DefaultTolerationSeconds adds, then it is evicted; a
     pod left to the scheduler is kept off the node by the NoSchedule taint."""
-    res = run(objects=[scenario("20m"), static_node("sick", ready="False"), bound_pod("stuck", "sick", "1"),
-                       make_pod("free").cpu("1").obj_()])
+    res = run(objects=[make_scenario("20m").obj(), static_node("sick").ready("False").obj(),
+                       make_pod("stuck").cpu("1").duration("1h").create_at("0s").node_name("sick").obj(),
+                       make_pod("free").cpu("1").obj()])
     node = final_objects(res, "Node")["sick"]
     taints = {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
     assert taints == {("node.kubernetes.io/not-ready", "NoSchedule"), ("node.kubernetes.io/not-ready", "NoExecute")}
@@ -70,10 +75,11 @@ def test_not_ready_node_is_tainted_and_its_pods_evicted_after_300s() -> None:
 def test_unknown_ready_is_unreachable_and_a_pod_that_tolerates_it_forever_stays() -> None:
     """Ready Unknown (the node stopped posting status) taints node.kubernetes.io/unreachable; a pod with its own
     NoExecute toleration without tolerationSeconds is never evicted (DefaultTolerationSeconds adds none then)."""
-    keep = bound_pod("keeper", "lost", "1")
+    keep = make_pod("keeper").cpu("1").duration("1h").create_at("0s").node_name("lost").obj()
     keep["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
                                     "effect": "NoExecute"}]
-    res = run(objects=[scenario("20m"), static_node("lost", ready="Unknown"), keep, bound_pod("other", "lost", "1")])
+    res = run(objects=[make_scenario("20m").obj(), static_node("lost").ready("Unknown").obj(), keep,
+                       make_pod("other").cpu("1").duration("1h").create_at("0s").node_name("lost").obj()])
     node = final_objects(res, "Node")["lost"]
     assert {(t["key"], t["effect"]) for t in node["spec"]["taints"]} == {
         ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
@@ -93,8 +99,8 @@ def test_a_taint_removed_and_added_again_restarts_the_eviction_clock() -> None:
     env = Environment()
     store = Store(env)
     NodeLifecycleController(store, env, EventRecorder(store))
-    store.create(static_node("n1"))
-    pod = make_pod("p").cpu("1").obj_()
+    store.create(static_node("n1").obj())
+    pod = make_pod("p").cpu("1").obj()
     pod["spec"]["nodeName"] = "n1"
     pod["spec"]["tolerations"] = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
                                    "effect": "NoExecute", "tolerationSeconds": 300}]

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autoscaling_builders import scaled_object
 from conftest import condition
+from serving_builders import h100_pool, inference_pool, serving_scenario, trace, vllm
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import load_text
@@ -395,17 +397,14 @@ def test_run_prints_the_pitfall_warning_and_keeps_it_in_the_summary(tmp_path: Pa
 def test_scale_to_zero_on_the_pods_own_metric_never_wakes_in_the_run() -> None:
     """The same pool and trace that wake in test_serving_autoscale, with the demand read only from vLLM's series:
     validate warns, and in the run KEDA never activates (the requests arrive, no replica ever starts)."""
-    from serving_builders import h100_pool, inference_pool, scenario, trace, vllm
 
     from kubetwin.api.loader import Manifest
 
-    so = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "srv", "namespace": "default"},
-          "spec": {"scaleTargetRef": {"name": "srv"}, "minReplicaCount": 0, "maxReplicaCount": 2,
-                   "pollingInterval": 15, "triggers": [{"type": "prometheus", "name": "waiting", "metadata": {
-                       "serverAddress": "http://prometheus:9090", "threshold": "4",
-                       "query": 'sum(vllm:num_requests_waiting{namespace="default"})'}}]}}
-    objs = [scenario("10m"), h100_pool(1), vllm("srv", 0), inference_pool(), so,
-            trace(start="2m", rate=0.5, duration="1m", prompt=500, output=50)]
+    so = (scaled_object("srv", "srv").replicas(0, 2).spec(pollingInterval=15)
+          .prometheus('sum(vllm:num_requests_waiting{namespace="default"})', threshold=4, name="waiting",
+                      server="http://prometheus:9090").obj())
+    objs = [serving_scenario("10m").obj(), h100_pool(1).obj(), vllm("srv", 0).obj(), inference_pool().obj(), so,
+            trace().rate(0.5).duration("1m").start("2m").prompt(500).output(50).obj()]
     ws = [d for d in validate([Manifest(o, "<object>", 0) for o in objs]) if d.severity == "warning"]
     assert [(d.obj, d.field) for d in ws] == [("ScaledObject/default/srv", "spec.minReplicaCount")]
     r = run(objects=objs)

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import final_objects, make_pod, scenario, static_node
+from conftest import final_objects
+from k8s_builders import make_pod, make_pool, make_scenario, static_node
 from scheduler_builders import SAME_TEAM, TEAM
+from serving_builders import MODEL, h100_pool, inference_pool, serving_scenario, trace, vllm
 from typer.testing import CliRunner
 
 from kubetwin.api import kinds
@@ -111,17 +113,17 @@ def test_a_node_only_filter_reading_a_pod_label_is_one_registration() -> None:
     nodes = []
     # node-c arrives at 2m, before the scheduler's 5 min flush of unschedulable pods: only the hint requeues pod-c
     for team, at in (("a", "0s"), ("b", "0s"), ("c", "2m")):
-        node = static_node(f"node-{team}")
+        node = static_node(f"node-{team}").obj()
         node["metadata"]["labels"][TEAM] = team
         node["metadata"]["annotations"] = {"kubetwin.io/create-at": at}
         nodes.append(node)
     pods = []
     for team in "abc":
-        pod = make_pod(f"pod-{team}").cpu("1").obj_()
+        pod = make_pod(f"pod-{team}").cpu("1").obj()
         pod["metadata"]["labels"] = {TEAM: team}
         pods.append(pod)
     with P.registered(SAME_TEAM):
-        result = run(objects=[scenario("10m"), *nodes, *pods])
+        result = run(objects=[make_scenario("10m").obj(), *nodes, *pods])
     bound = {name: o["spec"].get("nodeName") for name, o in final_objects(result, "Pod").items()}
     assert bound == {"pod-a": "node-a", "pod-b": "node-b", "pod-c": "node-c"}
     assert result.first_time("Pod", lambda o: bool(o["spec"].get("nodeName")), "pod-c") == 120.0
@@ -157,12 +159,12 @@ class FirstEndpointRouter:
 def test_a_router_preset_is_one_registration() -> None:
     """docs/architecture.md: a routing policy is a class with pick/routed/finished/remove and a name in PRESETS;
     `kubetwin.io/router` then selects it in validate and run."""
-    from serving_builders import MODEL, h100_pool, inference_pool, scenario, trace, vllm
 
     from kubetwin.serving.router import presets
 
-    objs = [scenario("15m"), h100_pool(2), vllm("srv", 2, args=["--model", MODEL, "--gpu-memory-utilization", "0.5"]),
-            inference_pool(router="first-endpoint"), trace(start="8m", rate=2, duration="2m")]
+    objs = [serving_scenario("15m").obj(), h100_pool(2).obj(),
+            vllm("srv", 2).args(["--model", MODEL, "--gpu-memory-utilization", "0.5"]).obj(),
+            inference_pool().router("first-endpoint").obj(), trace().rate(2).duration("2m").start("8m").obj()]
     assert any("unknown router preset 'first-endpoint'" in d.message
                for d in validate([load_obj(o) for o in objs]) if d.severity == "error")
     with presets.registered("first-endpoint", presets.Preset("every request to the first endpoint by name",
@@ -186,18 +188,15 @@ def test_a_gpu_type_is_one_catalog_row() -> None:
     """docs/architecture.md: a GPU type is a row in catalog/data/machines.yaml `gpus:` (with the machine types that
     carry it and the zones that offer them); node pools, prices, quotas, DCGM and the serving model then use it.
     Here a made-up 96 GB GPU is registered for a with-block and serves vLLM in a NodePool."""
-    from serving_builders import MODEL, inference_pool, scenario, trace, vllm
 
     from kubetwin import catalog
 
     gpu = catalog.GPUType("nvidia-x100-96gb", memory_gib=96, bf16_tflops=1200, source="a made-up GPU",
                           hbm_gbps=4000, nvlink_gbps=450, sms=144, training_mfu=0.4, quota_metric="NVIDIA_X100_GPUS")
     machine = catalog.MachineType("x4-highgpu-1g", "x4-highgpu", 24, 200, gpu.name, 1, 10.0, 4.0, "made up")
-    pool = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "x100"},
-            "spec": {"machineType": "x4-highgpu-1g", "nodeCount": 1, "zones": ["us-central1-a"],
-                     "accelerators": [{"type": gpu.name, "count": 1}]}}
-    objs = [scenario("15m"), pool, vllm("srv", 1, args=["--model", MODEL]), inference_pool(),
-            trace(start="10m", rate=2, duration="2m")]
+    pool = make_pool("x100", "x4-highgpu-1g", 1).gpus(gpu.name, 1).obj()
+    objs = [serving_scenario("15m").obj(), pool, vllm("srv", 1).args(["--model", MODEL]).obj(), inference_pool().obj(),
+            trace().rate(2).duration("2m").start("10m").obj()]
     assert any("x4-highgpu-1g" in d.message for d in validate([load_obj(o) for o in objs]) if d.severity == "error")
     with catalog.registered(gpu, (machine,), zones=("us-central1-a",)):
         assert not [d for d in validate([load_obj(o) for o in objs]) if d.severity == "error"]

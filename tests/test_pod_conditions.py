@@ -11,7 +11,8 @@ manager's mergePodStatus and updateLastTransitionTime in pkg/kubelet/status/stat
 
 from __future__ import annotations
 
-from conftest import condition, make_pod, scenario, static_node
+from conftest import condition
+from k8s_builders import make_pod, make_scenario, static_node
 from serving_builders import a100_pool, inference_pool, trace, vllm
 
 from kubetwin.runner import run
@@ -20,14 +21,14 @@ KUBELET_ORDER = ["PodReadyToStartContainers", "Initialized", "Ready", "Container
 
 
 def two_containers(name: str, **annotations: str) -> dict:
-    pod = make_pod(name).obj_()
+    pod = make_pod(name).obj()
     pod["spec"]["containers"] = [{"name": "a", "image": "busybox"}, {"name": "b", "image": "busybox"}]
     pod["metadata"]["annotations"].update(annotations)
     return pod
 
 
 def test_a_running_pod_lists_its_conditions_in_the_kubelets_order() -> None:
-    r = run(objects=[scenario("10m"), static_node("n1"), make_pod("p").duration("1h").obj_()])
+    r = run(objects=[make_scenario("10m").obj(), static_node("n1").obj(), make_pod("p").duration("1h").obj()])
     pod = r.last("Pod", "p")
     assert [c["type"] for c in pod["status"]["conditions"]] == KUBELET_ORDER
     assert all(c["status"] == "True" for c in pod["status"]["conditions"])
@@ -35,7 +36,8 @@ def test_a_running_pod_lists_its_conditions_in_the_kubelets_order() -> None:
 
 def test_unready_containers_are_named_as_go_prints_a_slice() -> None:
     # restartPolicy Always (a bare pod's default): both containers exit 1 after 2m and back off
-    r = run(objects=[scenario("125s"), static_node("n1"), two_containers("p", **{"kubetwin.io/fail-after": "2m"})])
+    r = run(objects=[make_scenario("125s").obj(), static_node("n1").obj(),
+                     two_containers("p", **{"kubetwin.io/fail-after": "2m"})])
     pod = r.last("Pod", "p")
     for ctype in ("Ready", "ContainersReady"):
         assert condition(pod, ctype) == {"type": ctype, "status": "False", "reason": "ContainersNotReady",
@@ -47,9 +49,9 @@ def test_unready_containers_are_named_as_go_prints_a_slice() -> None:
 def test_a_failed_pod_says_podfailed_and_a_succeeded_one_podcompleted() -> None:
     failed = two_containers("failed", **{"kubetwin.io/fail-after": "1m"})
     failed["spec"]["restartPolicy"] = "Never"
-    done = make_pod("done").duration("1m").obj_()
+    done = make_pod("done").duration("1m").obj()
     done["spec"]["restartPolicy"] = "Never"
-    r = run(objects=[scenario("10m"), static_node("n1"), failed, done])
+    r = run(objects=[make_scenario("10m").obj(), static_node("n1").obj(), failed, done])
     f, d = r.last("Pod", "failed"), r.last("Pod", "done")
     assert f["status"]["phase"] == "Failed" and d["status"]["phase"] == "Succeeded"
     for ctype in ("Ready", "ContainersReady"):
@@ -70,9 +72,10 @@ def test_a_failed_pod_says_podfailed_and_a_succeeded_one_podcompleted() -> None:
 
 def test_a_server_that_never_turns_ready_keeps_the_time_it_became_unready_through_its_crashes() -> None:
     # Llama-3-8B cannot load on a 1g.10gb MIG slice: the server exits at start-up, again at every restart.
-    server = vllm("srv", 1, args=["--model", "meta-llama/Meta-Llama-3-8B-Instruct", "--max-model-len", "4096"])
-    r = run(objects=[scenario("15m"), a100_pool(partition="1g.10gb"), server, inference_pool(),
-                     trace(rate=1, start="8m")])
+    server = vllm("srv", 1).args(["--model", "meta-llama/Meta-Llama-3-8B-Instruct", "--max-model-len", "4096"]).obj()
+    r = run(objects=[make_scenario("15m").obj(), a100_pool().gpu_partition("1g.10gb").obj(), server,
+                     inference_pool().obj(),
+                     trace().rate(1).start("8m").obj()])
     name = next(n for _, _, _, o in r.history if o["kind"] == "Pod" for n in [o["metadata"]["name"]])
     running = [o for _, etype, o in r.versions("Pod", name)
                if etype != "DELETED" and o["status"].get("phase") == "Running"]

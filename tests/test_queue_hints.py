@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_pod, make_pool, scenario
+from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.runner import run
 
@@ -20,13 +20,12 @@ def _bound_at(result, pod: str) -> float | None:
 
 def test_pod_delete_retries_only_pods_that_lacked_room() -> None:
     dedicated = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
-    objs = [scenario("30m"), make_pool("cpu", "e2-standard-8", 1),
-            make_pool("infer", "e2-standard-8", 1, taints=dedicated, labels={"team": "infer"}),
-            make_pod("filler").cpu("7").obj_(),
-            make_pod("filler-gone").cpu("0.5").obj_(),
-            make_pod("needs-room").cpu("1").create_at("10m").obj_(),
-            make_pod("needs-toleration").cpu("1").node_selector(team="infer").create_at("10m").obj_()]
-    objs[-4]["metadata"]["annotations"]["kubetwin.io/delete-at"] = "12m"
+    objs = [make_scenario("30m").obj(), make_pool("cpu", "e2-standard-8", 1).obj(),
+            make_pool("infer", "e2-standard-8", 1).spec(taints=dedicated, labels={"team": "infer"}).obj(),
+            make_pod("filler").cpu("7").annotation("kubetwin.io/delete-at", "12m").obj(),
+            make_pod("filler-gone").cpu("0.5").obj(),
+            make_pod("needs-room").cpu("1").create_at("10m").obj(),
+            make_pod("needs-toleration").cpu("1").node_selector(team="infer").create_at("10m").obj()]
     result = run(objects=objs)
     # NodeResourcesFit's hint: a deleted pod frees room, so the pod it rejected is retried and binds at once.
     assert _writes(result, "needs-room", "FailedScheduling") == [600.0]
@@ -40,10 +39,11 @@ def test_pod_delete_retries_only_pods_that_lacked_room() -> None:
 
 
 def test_node_add_retries_pod_it_can_host() -> None:
-    objs = [scenario("1h"), make_pool("small", "g2-standard-8", 1, "nvidia-l4", 1, driverInstallDelay="0s"),
-            make_pool("big", "g2-standard-48", 1, "nvidia-l4", 4, driverInstallDelay="0s")]
+    objs = [make_scenario("1h").obj(),
+            make_pool("small", "g2-standard-8", 1).spec(driverInstallDelay="0s").gpus("nvidia-l4", 1).obj(),
+            make_pool("big", "g2-standard-48", 1).spec(driverInstallDelay="0s").gpus("nvidia-l4", 4).obj()]
     objs[-1]["metadata"]["annotations"] = {"kubetwin.io/create-at": "20m"}
-    objs.append(make_pod("wide").gpus(4).create_at("5m").obj_())
+    objs.append(make_pod("wide").gpus(4).create_at("5m").obj())
     result = run(objects=objs)
     assert _writes(result, "wide", "FailedScheduling")[0] == 300.0
     node_ready = min(t for t, _, _, o in result.history if o["kind"] == "Node"

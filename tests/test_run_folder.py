@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_pod, make_pool, scenario, write_yaml
+from conftest import write_yaml
+from k8s_builders import make_pod, make_pool, make_scenario
 from typer.testing import CliRunner
 
 import kubetwin.runner as twin_run
@@ -16,8 +17,8 @@ from kubetwin.cli.main import app
 
 
 def _scenario(tmp: Path, name: str = "s.yaml", pods: int = 1) -> Path:
-    objs = [scenario("1h"), make_pool("cpu", "e2-standard-8", 1)]
-    objs += [make_pod(f"p{i}").cpu("1").duration("10m").obj_() for i in range(pods)]
+    objs = [make_scenario("1h").obj(), make_pool("cpu", "e2-standard-8", 1).obj()]
+    objs += [make_pod(f"p{i}").cpu("1").duration("10m").obj() for i in range(pods)]
     return write_yaml(tmp / name, objs)
 
 

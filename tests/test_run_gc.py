@@ -8,19 +8,19 @@ from collections.abc import Iterator
 from importlib import resources
 
 import pytest
-from conftest import make_pod, make_pool, scenario
+from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 
 import kubetwin.runner as run_module
 from kubetwin.runner import run
 
 
 def _preemption_scenario() -> list[dict]:
-    pcs = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
-           for n, v in (("low", 10), ("high", 1000))]
-    return [scenario("2h"), *pcs, make_pool("gpu", "g2-standard-8", 2, "nvidia-l4", 1, driverInstallDelay="0s"),
-            *(make_pod(f"low{i}").gpus(1).priority_class("low").duration("30m").obj_() for i in range(3)),
-            make_pod("vip").gpus(1).priority_class("high").create_at("10m").obj_(),
-            make_pod("too-big").gpus(4).obj_()]
+    pcs = [make_priority_class(n).value(v).obj() for n, v in (("low", 10), ("high", 1000))]
+    return [make_scenario("2h").obj(), *pcs,
+            make_pool("gpu", "g2-standard-8", 2).spec(driverInstallDelay="0s").gpus("nvidia-l4", 1).obj(),
+            *(make_pod(f"low{i}").gpus(1).priority_class("low").duration("30m").obj() for i in range(3)),
+            make_pod("vip").gpus(1).priority_class("high").create_at("10m").obj(),
+            make_pod("too-big").gpus(4).obj()]
 
 
 @pytest.mark.parametrize("source", ["demo", "preemption"])
@@ -54,5 +54,5 @@ def test_run_makes_no_cyclic_garbage(source: str, monkeypatch: pytest.MonkeyPatc
 
 def test_run_restores_the_collector() -> None:
     assert gc.isenabled()
-    run(objects=[scenario("10m"), make_pool("cpu", "e2-standard-8", 1), make_pod("p").cpu("1").obj_()])
+    run(objects=[make_scenario("10m").obj(), make_pool("cpu", "e2-standard-8", 1).obj(), make_pod("p").cpu("1").obj()])
     assert gc.isenabled()

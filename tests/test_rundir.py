@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_pod, make_pool, scenario, write_yaml
+from conftest import write_yaml
+from k8s_builders import make_pod, make_pool, make_scenario
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -14,9 +15,10 @@ from kubetwin.cli.main import app
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run")
-    objs = [scenario("4h"), make_pool("gpu", "g2-standard-8", 1, "nvidia-l4", 1, driverInstallDelay="0s"),
-            make_pod("first").gpus(1).duration("1h").obj_(),
-            make_pod("second").gpus(1).duration("1h").create_at("30m").obj_()]
+    objs = [make_scenario("4h").obj(),
+            make_pool("gpu", "g2-standard-8", 1).spec(driverInstallDelay="0s").gpus("nvidia-l4", 1).obj(),
+            make_pod("first").gpus(1).duration("1h").obj(),
+            make_pod("second").gpus(1).duration("1h").create_at("30m").obj()]
     path = write_yaml(tmp / "s.yaml", objs)
     res = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp / "out")])
     assert res.exit_code == 0, res.output

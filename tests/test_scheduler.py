@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import make_pod, make_pool, scenario, write_yaml
+from conftest import write_yaml
+from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -31,8 +32,9 @@ def test_num_feasible_nodes_to_find_matches_kube_scheduler() -> None:
 
 
 def test_three_nodes_pod_too_big(tmp_path) -> None:
-    objs = [scenario("1h"), make_pool("gpu", "g2-standard-24", 3, "nvidia-l4", 2, driverInstallDelay="0s"),
-            make_pod("big").gpus(4).obj_()]
+    objs = [make_scenario("1h").obj(),
+            make_pool("gpu", "g2-standard-24", 3).spec(driverInstallDelay="0s").gpus("nvidia-l4", 2).obj(),
+            make_pod("big").gpus(4).obj()]
     path = write_yaml(tmp_path / "s.yaml", objs)
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["run", str(path), "--out", str(out)])
@@ -45,8 +47,9 @@ def test_three_nodes_pod_too_big(tmp_path) -> None:
 
 
 def test_untolerated_taint_on_cpu_pod_and_gpu_toleration_added() -> None:
-    objs = [scenario("1h"), make_pool("gpu", "g2-standard-8", 2, "nvidia-l4", 1, driverInstallDelay="0s"),
-            make_pod("cpu-only").cpu("1").obj_(), make_pod("gpu-pod").gpus(1).duration("10m").obj_()]
+    objs = [make_scenario("1h").obj(),
+            make_pool("gpu", "g2-standard-8", 2).spec(driverInstallDelay="0s").gpus("nvidia-l4", 1).obj(),
+            make_pod("cpu-only").cpu("1").obj(), make_pod("gpu-pod").gpus(1).duration("10m").obj()]
     result = run(objects=objs)
     last = {}
     for _, _, _, o in result.history:
@@ -62,8 +65,9 @@ def test_untolerated_taint_on_cpu_pod_and_gpu_toleration_added() -> None:
 
 
 def test_gpus_appear_only_after_driver_install() -> None:
-    objs = [scenario("30m"), make_pool("gpu", "g2-standard-8", 1, "nvidia-l4", 1, driverInstallDelay="5m"),
-            make_pod("p").gpus(1).obj_()]
+    objs = [make_scenario("30m").obj(),
+            make_pool("gpu", "g2-standard-8", 1).spec(driverInstallDelay="5m").gpus("nvidia-l4", 1).obj(),
+            make_pod("p").gpus(1).obj()]
     result = run(objects=objs)
     bound = [t for t, _, _, o in result.history if o["kind"] == "Pod" and o["spec"].get("nodeName")]
     # node boots at 90 s, the driver is ready 5 min later; the pod cannot bind before that.
@@ -71,11 +75,11 @@ def test_gpus_appear_only_after_driver_install() -> None:
 
 
 def test_priority_preemption_evicts_lower_priority_pod() -> None:
-    pcs = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
-           for n, v in (("low", 10), ("high", 1000))]
-    objs = [scenario("1h"), *pcs, make_pool("gpu", "g2-standard-8", 1, "nvidia-l4", 1, driverInstallDelay="0s"),
-            make_pod("victim").gpus(1).priority_class("low").obj_(),
-            make_pod("vip").gpus(1).priority_class("high").create_at("10m").obj_()]
+    pcs = [make_priority_class(n).value(v).obj() for n, v in (("low", 10), ("high", 1000))]
+    objs = [make_scenario("1h").obj(), *pcs,
+            make_pool("gpu", "g2-standard-8", 1).spec(driverInstallDelay="0s").gpus("nvidia-l4", 1).obj(),
+            make_pod("victim").gpus(1).priority_class("low").obj(),
+            make_pod("vip").gpus(1).priority_class("high").create_at("10m").obj()]
     result = run(objects=objs)
     reasons = [(o["reason"], o["involvedObject"]["name"]) for _, _, e, o in result.history
                if o["kind"] == "Event" and e == "ADDED"]
@@ -86,8 +90,8 @@ def test_priority_preemption_evicts_lower_priority_pod() -> None:
 
 def test_most_allocated_packs_least_allocated_spreads() -> None:
     def nodes_used(strategy: str) -> int:
-        objs = [scenario("1h", scoringStrategy=strategy), make_pool("cpu", "e2-standard-8", 3)]
-        objs += [make_pod(f"p{i}").cpu("1").obj_() for i in range(3)]
+        objs = [make_scenario("1h").spec(scoringStrategy=strategy).obj(), make_pool("cpu", "e2-standard-8", 3).obj()]
+        objs += [make_pod(f"p{i}").cpu("1").obj() for i in range(3)]
         r = run(objects=objs)
         return len({o["spec"]["nodeName"] for _, _, _, o in r.history if o["kind"] == "Pod" and o["spec"].get(
             "nodeName")})
@@ -96,8 +100,8 @@ def test_most_allocated_packs_least_allocated_spreads() -> None:
 
 
 def test_same_seed_byte_identical_summary(tmp_path) -> None:
-    objs = [scenario("3h", seed=5), make_pool("gpu", "g2-standard-24", 2, "nvidia-l4", 2)]
-    objs += [make_pod(f"p{i}").gpus(1).duration(f"{10 + i}m").create_at(f"{i}m").obj_() for i in range(8)]
+    objs = [make_scenario("3h").seed(5).obj(), make_pool("gpu", "g2-standard-24", 2).gpus("nvidia-l4", 2).obj()]
+    objs += [make_pod(f"p{i}").gpus(1).duration(f"{10 + i}m").create_at(f"{i}m").obj() for i in range(8)]
     a, b = tmp_path / "a", tmp_path / "b"
     run(objects=objs, out=a)
     run(objects=objs, out=b)

@@ -7,7 +7,7 @@ activeQ; the pod update that removes the last gate enqueues it.
 
 from __future__ import annotations
 
-from conftest import make_pool
+from k8s_builders import make_namespace, make_pool
 
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.controllers import admission
@@ -29,8 +29,8 @@ class Cluster:
         NodePoolController(self.store, self.env, "kubetwin", events=self.events)
         self.sched = Scheduler(self.store, self.events, 0, "LeastAllocated", Features.from_gates({}), None)
         Kubelet(self.store, self.env, self.events)
-        self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
-        self.store.create(make_pool("cpu", "e2-standard-8", 1, bootDelay="0s"))
+        self.store.create(make_namespace("default").obj())
+        self.store.create(make_pool("cpu", "e2-standard-8", 1).spec(bootDelay="0s").obj())
 
     def pod(self, name: str, gates: list[str] | None = None) -> dict:
         spec: dict = {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}

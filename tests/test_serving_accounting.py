@@ -9,7 +9,7 @@ import copy
 from types import SimpleNamespace
 
 import pytest
-from serving_builders import MODEL, h100_pool, inference_model, inference_pool, scenario, trace, vllm
+from serving_builders import MODEL, h100_pool, inference_model, inference_pool, serving_scenario, trace, vllm
 
 from kubetwin.api.loader import Manifest
 from kubetwin.api.units import parse_duration
@@ -25,25 +25,25 @@ UNTIL = 20 * 60.0
 def _objects() -> list[dict]:
     args = ["--model", MODEL, "--max-num-seqs", "4", "--max-model-len", "4096", "--enable-lora",
             "--lora-modules", "known=/adapters/known"]
-    srv = vllm("srv", 1, args=args)
+    srv = vllm("srv", 1).args(args).obj()
     extra = copy.deepcopy(srv["spec"]["template"])  # a bare pod in the same pool, deleted mid-run
     extra["apiVersion"], extra["kind"] = "v1", "Pod"
     extra["metadata"] = {"name": "extra", "namespace": "default", "labels": {"app": "srv"},
                          "annotations": {"kubetwin.io/create-at": "1m", "kubetwin.io/delete-at": "11m"}}
-    cold = inference_pool("cold", app="nothing", ttl="3m")  # never has an endpoint: holds, expires, then deleted
-    cold["metadata"]["annotations"]["kubetwin.io/delete-at"] = "10m"
-    split = inference_model("split", model="split-model")
+    # never has an endpoint: holds, expires, then deleted
+    cold = inference_pool("cold").app("nothing").request_ttl("3m").annotation("kubetwin.io/delete-at", "10m").obj()
+    split = inference_model("split").model("split-model").obj()
     split["spec"]["targetModels"] = [{"name": "known", "weight": 1}, {"name": "unknown", "weight": 1}]
-    return [scenario("20m"), h100_pool(3), srv, extra, inference_pool(), cold, split,
-            inference_model("batch", model="batch-model", criticality="Sheddable"),
-            trace("early", rate=2, duration="19m", prompt=2000, output=300),  # held during the cold start
-            trace("shed", start="8m", rate=4, duration="10m", model="batch-model", prompt=2000, output=400),
-            trace("lora", start="8m", rate=1, duration="5m", model="split-model"),
-            trace("long", start="9m", rate=0.5, duration="2m", prompt=5000, output=10),  # > max-model-len: 400
-            trace("held", target=("InferencePool", "cold"), start="2m", rate=1, duration="15m"),
-            trace("shared", start="1m", rate=3, duration="18m", shared={
+    return [serving_scenario("20m").obj(), h100_pool(3).obj(), srv, extra, inference_pool().obj(), cold, split,
+            inference_model("batch").model("batch-model").criticality("Sheddable").obj(),
+            trace("early").rate(2).duration("19m").prompt(2000).output(300).obj(),  # held during the cold start
+            trace("shed").rate(4).duration("10m").start("8m").model("batch-model").prompt(2000).output(400).obj(),
+            trace("lora").rate(1).duration("5m").start("8m").model("split-model").obj(),
+            trace("long").rate(0.5).duration("2m").start("9m").prompt(5000).output(10).obj(),  # > max-model-len: 400
+            trace("held").target("InferencePool", "cold").rate(1).duration("15m").start("2m").obj(),
+            trace("shared").rate(3).duration("18m").start("1m").shared_prefix({
                 "numGroups": 4, "promptsPerGroup": 400, "systemPromptLen": 1500, "questionLen": 100,
-                "outputLen": 100})]
+                "outputLen": 100}).obj()]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from serving_builders import MODEL, h100_pool, inference_pool, scenario, trace, vllm
+from autoscaling_builders import horizontal_pod_autoscaler, scaled_object
+from serving_builders import MODEL, h100_pool, inference_pool, serving_scenario, trace, vllm
 
 from kubetwin.runner import RunResult, run
 from kubetwin.serving.coldstart import ENGINE_INIT_S, IMAGE_PULL_MBPS, PROCESS_START_S
@@ -39,14 +40,11 @@ def autoscaling_pool(max_nodes: int) -> dict:
                      "bootDelay": f"{BOOT_S:.0f}s", "driverInstallDelay": f"{DRIVER_S:.0f}s"}}
 
 
-def scaled_object(max_replicas: int = 2) -> dict:
-    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-            "metadata": {"name": "srv", "namespace": "default"},
-            "spec": {"scaleTargetRef": {"name": "srv"}, "minReplicaCount": 0, "maxReplicaCount": max_replicas,
-                     "pollingInterval": int(POLL_S), "cooldownPeriod": int(COOLDOWN_S),
-                     "triggers": [{"type": "prometheus", "name": "demand", "metadata": {
-                         "serverAddress": "http://prometheus.monitoring:9090", "query": DEMAND, "threshold": "64",
-                         "activationThreshold": "0"}}]}}
+def demand_scaler(max_replicas: int = 2) -> dict:
+    """KEDA scales "srv" from zero on DEMAND (64 per replica), activating on any demand."""
+    return (scaled_object("srv", "srv").replicas(0, max_replicas)
+            .spec(pollingInterval=int(POLL_S), cooldownPeriod=int(COOLDOWN_S))
+            .prometheus(DEMAND, threshold=64, activation=0, name="demand").obj())
 
 
 def _seconds(ts: str) -> float:
@@ -110,8 +108,9 @@ def _nodes(r: RunResult) -> dict[str, dict[str, float]]:
 @pytest.fixture(scope="module")
 def from_zero() -> RunResult:
     """A pool at zero (no pod, no node); 30 requests arrive over a minute from 2m; nothing after that."""
-    return run(objects=[scenario("35m"), autoscaling_pool(2), vllm("srv", 0), inference_pool(), scaled_object(),
-                        trace(start="2m", rate=0.5, duration="1m", prompt=500, output=50)])
+    return run(objects=[serving_scenario("35m").obj(), autoscaling_pool(2), vllm("srv", 0).obj(),
+                        inference_pool().obj(), demand_scaler(),
+                        trace().rate(0.5).duration("1m").start("2m").prompt(500).output(50).obj()])
 
 
 def test_a_request_at_zero_wakes_the_pool_and_its_ttft_is_the_cold_start(from_zero: RunResult) -> None:
@@ -171,8 +170,9 @@ def test_the_last_replica_goes_only_after_the_cooldown(from_zero: RunResult) -> 
 
 def test_requests_held_past_the_ttl_fail_with_503_while_the_pool_cold_starts() -> None:
     ttl = 120.0
-    r = run(objects=[scenario("20m"), autoscaling_pool(1), vllm("srv", 0), inference_pool(ttl="2m"),
-                     scaled_object(1), trace(start="1m", rate=0.5, duration="12m", prompt=500, output=50)])
+    r = run(objects=[serving_scenario("20m").obj(), autoscaling_pool(1), vllm("srv", 0).obj(),
+                     inference_pool().request_ttl("2m").obj(),
+                     demand_scaler(1), trace().rate(0.5).duration("12m").start("1m").prompt(500).output(50).obj()])
     df = r.requests().sort_values("arrival")
     ready = next(iter(_pod_timeline(r).values()))["ready"]
     early, late = df[df.arrival < ready - ttl - 1], df[df.arrival > ready - ttl + 1]
@@ -187,14 +187,10 @@ def test_requests_held_past_the_ttl_fail_with_503_while_the_pool_cold_starts() -
 def test_hpa_scales_out_on_vllm_num_requests_waiting() -> None:
     """A plain autoscaling/v2 HPA with a Pods metric: the average of vllm:num_requests_waiting over the pods, as a
     Prometheus adapter serves it. One H100 cannot keep up with Llama-3.1-8B at 40 requests/s in this shape."""
-    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-           "metadata": {"name": "srv", "namespace": "default"},
-           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "srv"},
-                    "minReplicas": 1, "maxReplicas": 3,
-                    "metrics": [{"type": "Pods", "pods": {"metric": {"name": "vllm:num_requests_waiting"},
-                                                          "target": {"type": "AverageValue", "averageValue": "5"}}}]}}
-    r = run(objects=[scenario("25m"), h100_pool(3), vllm("srv", 1), inference_pool(), hpa,
-                     trace(start="8m", rate=40, duration="12m", prompt=1000, output=200)])
+    waiting = {"metric": {"name": "vllm:num_requests_waiting"}, "target": {"type": "AverageValue", "averageValue": "5"}}
+    hpa = horizontal_pod_autoscaler("srv", "srv").replicas(1, 3).metrics([{"type": "Pods", "pods": waiting}]).obj()
+    r = run(objects=[serving_scenario("25m").obj(), h100_pool(3).obj(), vllm("srv", 1).obj(), inference_pool().obj(),
+                     hpa, trace().rate(40).duration("12m").start("8m").prompt(1000).output(200).obj()])
     # one step 1 -> 3: the default scale-up policy allows max(4 pods, 100 %) per 15 s, capped by maxReplicas.
     # (Read from the objects, not from the SuccessfulRescale Event: the HPA's FailedGetPodsMetric warnings while
     # the first pod starts use up client-go's per-object event budget, so that Event is dropped, as in a cluster.)

@@ -7,16 +7,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from serving_builders import (
-    MODEL,
-    h100_pool,
-    inference_model,
-    inference_pool,
-    scenario,
-    service,
-    trace,
-    vllm,
-)
+from serving_builders import MODEL, h100_pool, inference_model, inference_pool, service, serving_scenario, trace, vllm
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -35,7 +26,8 @@ def _ready_times(r) -> list[float]:
 
 
 def test_requests_go_to_ready_pods_and_every_request_is_reported() -> None:
-    r = run(objects=[scenario("20m"), h100_pool(2), vllm("srv", 2), inference_pool(), trace(start="8m")])
+    r = run(objects=[serving_scenario("20m").obj(), h100_pool(2).obj(), vllm("srv", 2).obj(), inference_pool().obj(),
+                     trace().start("8m").obj()])
     df = r.requests()
     s = r.summary["serving"]["overall"]
     assert s["requests"] == len(df) == s["completed"] > 1000
@@ -50,7 +42,8 @@ def test_requests_go_to_ready_pods_and_every_request_is_reported() -> None:
 def test_cold_start_phases_and_requests_held_until_the_first_replica_is_ready() -> None:
     """The trace starts with the cluster: requests wait at the gateway while the node boots, the image is pulled
     and the weights load; the first is served right after the first pod turns Ready."""
-    r = run(objects=[scenario("15m"), h100_pool(1), vllm("srv", 1), inference_pool(), trace(rate=1, duration="12m")])
+    r = run(objects=[serving_scenario("15m").obj(), h100_pool(1).obj(), vllm("srv", 1).obj(), inference_pool().obj(),
+                     trace().rate(1).duration("12m").obj()])
     pulling, pulled = r.recorded_events("Pulling"), r.recorded_events("Pulled")
     assert pulling and pulling[0].message == 'Pulling image "vllm/vllm-openai:v0.10.1"'
     assert pulled[0].message.startswith('Successfully pulled image "vllm/vllm-openai:v0.10.1" in 1m20s')
@@ -63,8 +56,8 @@ def test_cold_start_phases_and_requests_held_until_the_first_replica_is_ready() 
 
 
 def test_a_pool_with_no_endpoint_fails_held_requests_after_the_ttl_and_a_service_fails_at_once() -> None:
-    objs = [scenario("10m"), inference_pool(ttl="2m"), service(),
-            trace("a", rate=1, duration="5m"), trace("b", target=("Service", "svc"), rate=1, duration="5m")]
+    objs = [serving_scenario("10m").obj(), inference_pool().request_ttl("2m").obj(), service().obj(),
+            trace("a").rate(1).duration("5m").obj(), trace("b").target("Service", "svc").rate(1).duration("5m").obj()]
     df = run(objects=objs).requests()
     pool = df[df.pool == "InferencePool/default/pool"]
     svc = df[df.pool == "Service/default/svc"]
@@ -77,10 +70,11 @@ def test_a_pool_with_no_endpoint_fails_held_requests_after_the_ttl_and_a_service
 def test_sheddable_requests_are_dropped_with_429_when_the_pool_is_saturated() -> None:
     """InferenceModel criticality Sheddable is priority -1 (reference 1.11): when the saturation detector reads
     >= 1 (queue >= 5 or KV >= 0.8 on average), the EPP answers 429; Standard requests are never shed."""
-    objs = [scenario("20m"), h100_pool(1), vllm("srv", 1, args=["--model", MODEL, "--max-num-seqs", "4"]),
-            inference_pool(), inference_model("batch", model="batch-model", criticality="Sheddable"),
-            trace("standard", start="8m", rate=4, duration="5m", prompt=2000, output=400),
-            trace("sheddable", start="8m", rate=4, duration="5m", model="batch-model", prompt=2000, output=400)]
+    objs = [serving_scenario("20m").obj(), h100_pool(1).obj(),
+            vllm("srv", 1).args(["--model", MODEL, "--max-num-seqs", "4"]).obj(),
+            inference_pool().obj(), inference_model("batch").model("batch-model").criticality("Sheddable").obj(),
+            trace("standard").rate(4).duration("5m").start("8m").prompt(2000).output(400).obj(),
+            trace("sheddable").rate(4).duration("5m").start("8m").model("batch-model").prompt(2000).output(400).obj()]
     df = run(objects=objs).requests()
     shed = df[df.trace == "default/sheddable"]
     std = df[df.trace == "default/standard"]
@@ -93,15 +87,17 @@ def test_round_robin_and_epp_differ_on_shared_prefixes() -> None:
     shared = {"numGroups": 8, "promptsPerGroup": 50, "systemPromptLen": 3000, "questionLen": 100, "outputLen": 50}
     hit = {}
     for router in ("round-robin", "epp"):
-        r = run(objects=[scenario("20m"), h100_pool(4), vllm("srv", 4, args=[
-                             "--model", MODEL, "--gpu-memory-utilization", "0.3", "--max-model-len", "8192"]),
-                         inference_pool(router=router), trace(start="8m", rate=20, duration="4m", shared=shared)])
+        r = run(objects=[serving_scenario("20m").obj(), h100_pool(4).obj(), vllm("srv", 4).args([
+                             "--model", MODEL, "--gpu-memory-utilization", "0.3", "--max-model-len", "8192"]).obj(),
+                         inference_pool().router(router).obj(),
+                         trace().rate(20).duration("4m").start("8m").shared_prefix(shared).obj()])
         hit[router] = r.summary["serving"]["overall"]["prefix_cache_hit_rate"]
     assert hit["epp"] > hit["round-robin"]
 
 
 def test_same_seed_byte_identical_requests_csv(tmp_path: Path) -> None:
-    objs = [scenario("15m"), h100_pool(2), vllm("srv", 2), inference_pool(), trace(start="8m", rate=8)]
+    objs = [serving_scenario("15m").obj(), h100_pool(2).obj(), vllm("srv", 2).obj(), inference_pool().obj(),
+            trace().rate(8).start("8m").obj()]
     digests = set()
     for i in range(2):
         run(objects=objs, out=tmp_path / str(i))
@@ -122,11 +118,11 @@ def test_weights_on_hyperdisk_ml_load_faster_than_from_the_hub() -> None:
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "weights", "namespace": "default"},
            "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "hdml",
                     "resources": {"requests": {"storage": "100Gi"}}}}
-    local = vllm("srv", 1, args=["--model", "/models/llama-3.1-8b"],
-                 volumes=[{"name": "w", "persistentVolumeClaim": {"claimName": "weights", "readOnly": True}}],
-                 mounts=[{"name": "w", "mountPath": "/models", "readOnly": True}])
-    hub = _ready_times(run(objects=[scenario("10m"), h100_pool(1), vllm("srv", 1)]))[0]
-    fast = _ready_times(run(objects=[scenario("10m"), h100_pool(1), sc, pvc, local]))[0]
+    local = (vllm("srv", 1).args(["--model", "/models/llama-3.1-8b"])
+             .volumes([{"name": "w", "persistentVolumeClaim": {"claimName": "weights", "readOnly": True}}])
+             .mounts([{"name": "w", "mountPath": "/models", "readOnly": True}]).obj())
+    hub = _ready_times(run(objects=[serving_scenario("10m").obj(), h100_pool(1).obj(), vllm("srv", 1).obj()]))[0]
+    fast = _ready_times(run(objects=[serving_scenario("10m").obj(), h100_pool(1).obj(), sc, pvc, local]))[0]
     weights = lookup_model(MODEL).weight_bytes  # Llama-3.1-8B in bf16, ~16 GB
     assert hub - fast == pytest.approx(weights / 500e6 - weights / (2400 * 2**20), abs=1.0)
 
@@ -135,7 +131,8 @@ def test_a_bad_vllm_flag_is_an_error_in_argparse_words_and_no_run_starts(tmp_pat
     import yaml
 
     f = tmp_path / "bad.yaml"
-    f.write_text(yaml.safe_dump_all([scenario(), vllm("srv", 1, args=["--model", MODEL, "--max-num-seqs", "many"])]))
+    f.write_text(yaml.safe_dump_all([serving_scenario().obj(),
+                                     vllm("srv", 1).args(["--model", MODEL, "--max-num-seqs", "many"]).obj()]))
     res = CliRunner().invoke(app, ["run", str(f), "--out", str(tmp_path / "out")])
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "vllm serve: error: argument --max-num-seqs: invalid int value: 'many'" in res.output
@@ -164,7 +161,7 @@ def test_scale_down_deletes_a_starting_replica_before_a_ready_one() -> None:
 
 
 def test_ready_replicas_count_only_ready_pods() -> None:
-    r = run(objects=[scenario("12m"), h100_pool(1), vllm("srv", 1)])
+    r = run(objects=[serving_scenario("12m").obj(), h100_pool(1).obj(), vllm("srv", 1).obj()])
     statuses = [o["status"] for _, _, _, o in r.history if o["kind"] == "ReplicaSet" and o.get("status")]
     assert {"replicas": 1, "readyReplicas": 0, "availableReplicas": 0, "observedGeneration": 1} in statuses
     assert statuses[-1]["readyReplicas"] == 1  # once the model is loaded
@@ -176,8 +173,9 @@ def test_vllm_histograms_and_info_series_in_metrics_prom(tmp_path: Path) -> None
     from kubetwin.serving.histograms import TTFT_BUCKETS
 
     args = ["--model", MODEL, "--enable-lora", "--max-loras", "2"]
-    r = run(objects=[scenario("15m"), h100_pool(1), vllm("srv", 1, args=args), inference_pool(),
-                     trace(start="8m", rate=4)], out=tmp_path)
+    r = run(objects=[serving_scenario("15m").obj(), h100_pool(1).obj(), vllm("srv", 1).args(args).obj(),
+                     inference_pool().obj(),
+                     trace().rate(4).start("8m").obj()], out=tmp_path)
     prom = (tmp_path / "metrics.prom").read_text().splitlines()
     df = r.requests()
     pod = df.pod.iloc[0]
@@ -197,17 +195,18 @@ def test_vllm_histograms_and_info_series_in_metrics_prom(tmp_path: Path) -> None
 def test_inference_model_target_models_split_traffic_onto_lora_adapters() -> None:
     """InferenceModel.targetModels (v1alpha2, as in the seed): the gateway rewrites each request to a target by
     weight; a target the server does not serve is vLLM's 404."""
-    im = inference_model("food", model="food-review")
+    im = inference_model("food").model("food-review").obj()
     im["spec"]["targetModels"] = [{"name": "food-review-1", "weight": 3}, {"name": "food-review-2", "weight": 1}]
     lora = ["--model", MODEL, "--enable-lora", "--max-loras", "2",
             "--lora-modules", "food-review-1=/adapters/1", "food-review-2=/adapters/2"]
-    objs = [scenario("15m"), h100_pool(1), inference_pool(), im, trace(start="8m", rate=4, model="food-review")]
-    with_lora = run(objects=[*objs, vllm("srv", 1, args=lora)])
+    objs = [serving_scenario("15m").obj(), h100_pool(1).obj(), inference_pool().obj(), im,
+            trace().rate(4).start("8m").model("food-review").obj()]
+    with_lora = run(objects=[*objs, vllm("srv", 1).args(lora).obj()])
     df = with_lora.requests()
     assert (df.status == 200).all() and len(df) > 1000
     share = (df.model == "food-review-1").mean()
     assert set(df.model) == {"food-review-1", "food-review-2"} and 0.72 < share < 0.78  # weights 3 : 1
-    without = run(objects=[*objs, vllm("srv", 1)]).requests()
+    without = run(objects=[*objs, vllm("srv", 1).obj()]).requests()
     assert set(without.status) == {404}
     assert set(without.reason) == {f"The model `food-review-{i}` does not exist." for i in (1, 2)}
 

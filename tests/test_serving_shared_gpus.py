@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from serving_builders import a100_pool, inference_pool, scenario, trace, vllm
+from serving_builders import a100_pool, inference_pool, serving_scenario, trace, vllm
 
 from kubetwin.runner import run
 
@@ -14,7 +14,7 @@ SMALL = "Qwen/Qwen3-0.6B"
 
 
 def _server(model: str, replicas: int = 1, extra: list[str] | None = None) -> dict:
-    return vllm("srv", replicas, args=["--model", model, "--max-model-len", "4096", *(extra or [])])
+    return vllm("srv", replicas).args(["--model", model, "--max-model-len", "4096", *(extra or [])]).obj()
 
 
 def _blocks(r) -> dict[str, int]:
@@ -54,8 +54,9 @@ def _waiting_reasons(r, name: str) -> set[str]:
 
 
 def test_llama_8b_on_a_1g_10gb_slice_fails_at_start_with_cuda_oom() -> None:
-    r = run(objects=[scenario("15m"), a100_pool(partition="1g.10gb"),
-                     _server("meta-llama/Meta-Llama-3-8B-Instruct"), inference_pool(), trace(rate=1, start="8m")])
+    r = run(objects=[serving_scenario("15m").obj(), a100_pool().gpu_partition("1g.10gb").obj(),
+                     _server("meta-llama/Meta-Llama-3-8B-Instruct"), inference_pool().obj(),
+                     trace().rate(1).start("8m").obj()])
     pods = _last_pods(r)
     assert len(pods) == 1
     pod = next(iter(pods.values()))
@@ -69,9 +70,10 @@ def test_llama_8b_on_a_1g_10gb_slice_fails_at_start_with_cuda_oom() -> None:
 
 
 def test_small_model_on_a_3g_40gb_slice_sizes_its_cache_from_40gb_and_runs_at_3_of_7() -> None:
-    objs = [inference_pool(), trace(rate=2, duration="4m", start="8m", model=SMALL)]
-    mig = run(objects=[scenario("15m"), a100_pool(partition="3g.40gb"), _server(SMALL), *objs])
-    whole = run(objects=[scenario("15m"), a100_pool(), _server(SMALL), *objs])
+    objs = [inference_pool().obj(), trace().rate(2).duration("4m").start("8m").model(SMALL).obj()]
+    mig = run(objects=[serving_scenario("15m").obj(), a100_pool().gpu_partition("3g.40gb").obj(), _server(SMALL),
+                       *objs])
+    whole = run(objects=[serving_scenario("15m").obj(), a100_pool().obj(), _server(SMALL), *objs])
     b_mig, b_whole = _blocks(mig), _blocks(whole)
     assert len(b_mig) == len(b_whole) == 1
     n_mig, n_whole = next(iter(b_mig.values())), next(iter(b_whole.values()))
@@ -87,8 +89,9 @@ def test_small_model_on_a_3g_40gb_slice_sizes_its_cache_from_40gb_and_runs_at_3_
 
 
 def test_two_time_sliced_vllm_replicas_on_one_gpu_the_second_fails_with_vllms_free_memory_error() -> None:
-    r = run(objects=[scenario("15m"), a100_pool(sharing="TIME_SHARING", clients=2), _server(SMALL, replicas=2),
-                     inference_pool(), trace(rate=1, start="8m", model=SMALL)])
+    r = run(objects=[serving_scenario("15m").obj(), a100_pool().gpu_sharing("TIME_SHARING", 2).obj(),
+                     _server(SMALL, replicas=2),
+                     inference_pool().obj(), trace().rate(1).start("8m").model(SMALL).obj()])
     pods = _last_pods(r)
     assert len(pods) == 2
     msgs = {name: _crash_messages(p) for name, p in pods.items()}
@@ -104,18 +107,18 @@ def test_two_time_sliced_vllm_replicas_on_one_gpu_the_second_fails_with_vllms_fr
 
 
 def test_two_time_sliced_replicas_that_each_ask_for_less_than_half_both_run() -> None:
-    r = run(objects=[scenario("15m"), a100_pool(sharing="TIME_SHARING", clients=2),
+    r = run(objects=[serving_scenario("15m").obj(), a100_pool().gpu_sharing("TIME_SHARING", 2).obj(),
                      _server(SMALL, replicas=2, extra=["--gpu-memory-utilization", "0.45"]),
-                     inference_pool(), trace(rate=1, start="8m", model=SMALL)])
+                     inference_pool().obj(), trace().rate(1).start("8m").model(SMALL).obj()])
     pods = _last_pods(r)
     assert not any(_crash_messages(p) for p in pods.values())
     assert len(_blocks(r)) == 2
 
 
 def test_an_mps_client_sizes_its_cache_from_its_pinned_memory_limit() -> None:
-    objs = [inference_pool(), trace(rate=1, duration="4m", start="8m", model=SMALL)]
-    mps = run(objects=[scenario("15m"), a100_pool(sharing="MPS", clients=4), _server(SMALL), *objs])
-    whole = run(objects=[scenario("15m"), a100_pool(), _server(SMALL), *objs])
+    objs = [inference_pool().obj(), trace().rate(1).duration("4m").start("8m").model(SMALL).obj()]
+    mps = run(objects=[serving_scenario("15m").obj(), a100_pool().gpu_sharing("MPS", 4).obj(), _server(SMALL), *objs])
+    whole = run(objects=[serving_scenario("15m").obj(), a100_pool().obj(), _server(SMALL), *objs])
     n_mps, n_whole = next(iter(_blocks(mps).values())), next(iter(_blocks(whole).values()))
     # GKE sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT to 80 GB / 4 clients: vLLM sees a 20 GB device
     assert 8000 < n_mps < 10500, n_mps
@@ -128,7 +131,7 @@ def test_get_and_describe_show_the_crash_loop_as_kubectl_does(tmp_path) -> None:
 
     from kubetwin.cli.main import app
 
-    path = write_yaml(tmp_path / "s.yaml", [scenario("15m"), a100_pool(partition="1g.10gb"),
+    path = write_yaml(tmp_path / "s.yaml", [serving_scenario("15m").obj(), a100_pool().gpu_partition("1g.10gb").obj(),
                                             _server("meta-llama/Meta-Llama-3-8B-Instruct")])
     out = tmp_path / "out"
     cli = CliRunner()
@@ -151,7 +154,7 @@ def test_a_job_whose_server_cannot_start_fails_with_the_message_and_does_not_run
                    "name": "vllm", "image": "vllm/vllm-openai:v0.10.1",
                    "args": ["--model", "meta-llama/Meta-Llama-3-8B-Instruct"],
                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}
-    r = run(objects=[scenario("20m"), a100_pool(partition="1g.10gb"), job])
+    r = run(objects=[serving_scenario("20m").obj(), a100_pool().gpu_partition("1g.10gb").obj(), job])
     pod = next(iter(_last_pods(r).values()))
     assert pod["status"]["phase"] == "Failed"
     term = pod["status"]["containerStatuses"][0]["state"]["terminated"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write_yaml
-from serving_builders import MODEL, h100_pool, inference_pool, scenario, trace, vllm
+from serving_builders import MODEL, h100_pool, inference_pool, serving_scenario, trace, vllm
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -32,7 +32,8 @@ def _run_cli(path: Path, out: Path) -> str:
 
 
 def test_an_unknown_router_is_a_validate_error_and_the_run_refuses_it_the_same_way(tmp_path: Path) -> None:
-    objs = [scenario("10m"), h100_pool(1), vllm("srv", 1), inference_pool(router="prefix-aware"), trace()]
+    objs = [serving_scenario("10m").obj(), h100_pool(1).obj(), vllm("srv", 1).obj(),
+            inference_pool().router("prefix-aware").obj(), trace().obj()]
     code, out, path = _validate(tmp_path, objs)
     assert code == 1
     assert re.search(rf"{re.escape(str(path))}:\d+: error: InferencePool/default/pool: "
@@ -44,9 +45,9 @@ def test_an_unknown_router_is_a_validate_error_and_the_run_refuses_it_the_same_w
 
 
 def test_tensor_parallel_size_that_does_not_divide_the_heads_is_vllms_error(tmp_path: Path) -> None:
-    srv = vllm("srv", 1, args=["--model", MODEL, "--tensor-parallel-size", "3"])
+    srv = vllm("srv", 1).args(["--model", MODEL, "--tensor-parallel-size", "3"]).obj()
     srv["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
-    code, out, path = _validate(tmp_path, [scenario("10m"), srv])
+    code, out, path = _validate(tmp_path, [serving_scenario("10m").obj(), srv])
     assert code == 1
     assert re.search(rf"{re.escape(str(path))}:\d+: error: Deployment/default/srv: "
                      r"spec\.template\.spec\.containers\[0\]\.args\[3\]: Total number of attention heads \(32\) "
@@ -54,17 +55,17 @@ def test_tensor_parallel_size_that_does_not_divide_the_heads_is_vllms_error(tmp_
 
 
 def test_a_generated_trace_without_token_counts_is_a_validate_error(tmp_path: Path) -> None:
-    t = trace()
+    t = trace().obj()
     del t["spec"]["generator"]["promptTokens"]
-    code, out, path = _validate(tmp_path, [scenario("10m"), t])
+    code, out, path = _validate(tmp_path, [serving_scenario("10m").obj(), t])
     assert code == 1
     assert re.search(rf"{re.escape(str(path))}:\d+: error: RequestTrace/default/t: spec\.generator\.promptTokens: "
                      r"spec\.generator\.promptTokens is required unless sharedPrefix is set", out), out
 
 
 def test_pipeline_parallel_needs_tp_x_pp_gpus(tmp_path: Path) -> None:
-    srv = vllm("srv", 1, args=["--model", MODEL, "--pipeline-parallel-size", "2"])
-    code, out, path = _validate(tmp_path, [scenario("10m"), srv])
+    srv = vllm("srv", 1).args(["--model", MODEL, "--pipeline-parallel-size", "2"]).obj()
+    code, out, path = _validate(tmp_path, [serving_scenario("10m").obj(), srv])
     assert code == 1
     assert re.search(r"error: Deployment/default/srv: spec\.template\.spec\.containers\[0\]\.args\[3\]: "
                      r"AssertionError: local_world_size \(2\) must be less than or equal to the number of visible "
@@ -72,7 +73,7 @@ def test_pipeline_parallel_needs_tp_x_pp_gpus(tmp_path: Path) -> None:
 
 
 def _two_gpu_pool() -> dict:
-    pool = h100_pool(1)
+    pool = h100_pool(1).obj()
     pool["spec"]["machineType"] = "a3-highgpu-2g"
     pool["spec"]["accelerators"][0]["count"] = 2
     return pool
@@ -86,10 +87,10 @@ def _blocks(r) -> int:
 
 def test_pipeline_parallel_splits_weights_and_kv_over_the_stages() -> None:
     def serve(args: list[str], gpus: str) -> object:
-        srv = vllm("srv", 1, args=["--model", MODEL, "--max-model-len", "8192", *args])
+        srv = vllm("srv", 1).args(["--model", MODEL, "--max-model-len", "8192", *args]).obj()
         srv["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = gpus
-        return run(objects=[scenario("12m"), _two_gpu_pool(), srv, inference_pool(),
-                            trace(rate=2, duration="2m", start="8m")])
+        return run(objects=[serving_scenario("12m").obj(), _two_gpu_pool(), srv, inference_pool().obj(),
+                            trace().rate(2).duration("2m").start("8m").obj()])
 
     one, pp2 = serve([], "1"), serve(["--pipeline-parallel-size", "2"], "2")
     # each stage holds half the layers: half the weights and half of every token's KV per GPU
@@ -108,14 +109,14 @@ def test_pipeline_parallel_splits_weights_and_kv_over_the_stages() -> None:
 ])
 def test_flags_that_would_change_the_answer_but_are_not_modelled_are_notices(tmp_path: Path, flags: list[str],
                                                                              says: str) -> None:
-    srv = vllm("srv", 1, args=["--model", MODEL, *flags])
+    srv = vllm("srv", 1).args(["--model", MODEL, *flags]).obj()
     srv["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
-    code, out, _ = _validate(tmp_path, [scenario("10m"), srv])
+    code, out, _ = _validate(tmp_path, [serving_scenario("10m").obj(), srv])
     assert code == 0 and re.search(rf"notice: Deployment/default/srv: \S+: {re.escape(says)}", out), out
 
 
 def _triton() -> dict:
-    d = vllm("trt", 1)
+    d = vllm("trt", 1).obj()
     c = d["spec"]["template"]["spec"]["containers"][0]
     c.update(image="nvcr.io/nvidia/tritonserver:24.08-trtllm-python-py3",
              command=["tritonserver", "--model-repository=/models"], args=[])
@@ -123,7 +124,8 @@ def _triton() -> dict:
 
 
 def test_an_unrecognised_server_behind_a_pool_is_a_notice_repeated_in_the_summary(tmp_path: Path) -> None:
-    objs = [scenario("12m"), h100_pool(1), _triton(), inference_pool(), trace(rate=1, duration="1m", start="8m")]
+    objs = [serving_scenario("12m").obj(), h100_pool(1).obj(), _triton(), inference_pool().obj(),
+            trace().rate(1).duration("1m").start("8m").obj()]
     code, out, path = _validate(tmp_path, objs)
     assert code == 0
     said = re.search(r"notice: Deployment/default/trt: spec\.template\.spec\.containers\[0\]: container 'vllm' "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import make_pod, make_pool, scenario
+from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.api.loader import load_text
 from kubetwin.devices.sharing import parse_plugin_config
@@ -60,15 +60,15 @@ def test_corrected_seed_configmap_shares_each_gpu_four_ways(shared: Path) -> Non
 
 
 def _shared_pool(machine: str, gpus: int, strategy: str = "TIME_SHARING", clients: int = 4) -> dict:
-    pool = make_pool("shared", machine, 1, "nvidia-l4", gpus, driverInstallDelay="0s")
+    pool = make_pool("shared", machine, 1).spec(driverInstallDelay="0s").gpus("nvidia-l4", gpus).obj()
     pool["spec"]["accelerators"][0]["gpuSharingConfig"] = {"gpuSharingStrategy": strategy,
                                                            "maxSharedClientsPerGpu": clients}
     return pool
 
 
 def test_gke_time_sharing_node_labels_and_allocatable() -> None:
-    pods = [make_pod(f"p{i}").gpus(1).obj_() for i in range(5)]
-    result = run(objects=[scenario("30m"), _shared_pool("g2-standard-8", 1), *pods])
+    pods = [make_pod(f"p{i}").gpus(1).obj() for i in range(5)]
+    result = run(objects=[make_scenario("30m").obj(), _shared_pool("g2-standard-8", 1), *pods])
     node = [o for _, _, _, o in result.history if o["kind"] == "Node"][-1]
     assert node["status"]["allocatable"]["nvidia.com/gpu"] == "4"
     labels = node["metadata"]["labels"]
@@ -78,7 +78,8 @@ def test_gke_time_sharing_node_labels_and_allocatable() -> None:
 
 
 def test_more_than_one_shared_gpu_fails_admission_on_the_node() -> None:
-    result = run(objects=[scenario("30m"), _shared_pool("g2-standard-24", 2), make_pod("greedy").gpus(2).obj_()])
+    result = run(objects=[make_scenario("30m").obj(), _shared_pool("g2-standard-24", 2),
+                          make_pod("greedy").gpus(2).obj()])
     pod = [o for _, _, _, o in result.history if o["kind"] == "Pod"][-1]
     assert pod["spec"]["nodeName"]  # the scheduler sees 8 shared GPUs and binds it
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "UnexpectedAdmissionError"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import make_pod, make_pool, scenario
+from k8s_builders import make_namespace, make_pod, make_pool, make_priority_class, make_scenario
 
 from kubetwin.api.loader import Manifest
 from kubetwin.autoscaler.nodepool import NodePoolController
@@ -45,7 +45,7 @@ class Cluster:
         JobController(self.store, self.env, self.events, NameGenerator(seed))
         self.kubelet = Kubelet(self.store, self.env, self.events)
         NodeLifecycleController(self.store, self.env, self.events)
-        self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+        self.store.create(make_namespace("default").obj())
         for o in objs:
             self.store.create(o)
 
@@ -60,7 +60,8 @@ class Cluster:
 
 
 def spot_pool(name: str = "spot", nodes: int = 1, **policy) -> dict:
-    return make_pool(name, "e2-standard-4", nodes, spot=True, **({"spotPreemption": policy} if policy else {}))
+    return make_pool(name, "e2-standard-4", nodes).spec(spot=True,
+                                                        **({"spotPreemption": policy} if policy else {})).obj()
 
 
 def errors(*objs: dict) -> list:
@@ -69,7 +70,7 @@ def errors(*objs: dict) -> list:
 
 # -- validation -------------------------------------------------------------------------------------------
 def test_spot_preemption_only_on_spot_pools() -> None:
-    pool = make_pool("od", "e2-standard-4", 1, spotPreemption={"ratePerNodeHour": 0.05})
+    pool = make_pool("od", "e2-standard-4", 1).spec(spotPreemption={"ratePerNodeHour": 0.05}).obj()
     [err] = errors(pool)
     assert err.field == "spec.spotPreemption" and "spot: true" in err.message
     assert errors(spot_pool(ratePerNodeHour=0.05, schedule=[{"at": "3h", "nodes": 1}])) == []
@@ -78,15 +79,14 @@ def test_spot_preemption_only_on_spot_pools() -> None:
 
 
 def test_checkpoint_interval_is_validated_as_a_duration() -> None:
-    pod = make_pod("p").duration("1h").obj_()
-    pod["metadata"]["annotations"]["kubetwin.io/checkpoint-interval"] = "half an hour"
+    pod = make_pod("p").duration("1h").annotation("kubetwin.io/checkpoint-interval", "half an hour").obj()
     [err] = errors(pod)
     assert err.field == 'metadata.annotations["kubetwin.io/checkpoint-interval"]'
 
 
 # -- when -------------------------------------------------------------------------------------------------
 def _rate_times(seed: int) -> list[tuple[float, str, str]]:
-    res = run(objects=[scenario("1d", seed=seed), spot_pool(nodes=4, ratePerNodeHour=0.1)])
+    res = run(objects=[make_scenario("1d").seed(seed).obj(), spot_pool(nodes=4, ratePerNodeHour=0.1)])
     return [(p["t"], p["pool"], p["node"]) for p in res.summary["spot"]["preemption_times"]]
 
 
@@ -114,10 +114,9 @@ def test_schedule_preempts_the_named_node_at_its_time() -> None:
 
 # -- what -------------------------------------------------------------------------------------------------
 def test_graceful_shutdown_caps_grace_and_writes_the_kubelets_status() -> None:
-    crit = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": "system-cluster-critical"}, "value": 2000000000}
-    pods = [make_pod("long").cpu("100m").obj_(), make_pod("short").cpu("100m").obj_(),
-            make_pod("sys").cpu("100m").priority_class("system-cluster-critical").obj_()]
+    crit = make_priority_class("system-cluster-critical").value(2000000000).obj()
+    pods = [make_pod("long").cpu("100m").obj(), make_pod("short").cpu("100m").obj(),
+            make_pod("sys").cpu("100m").priority_class("system-cluster-critical").obj()]
     pods[0]["spec"]["terminationGracePeriodSeconds"] = 120
     pods[1]["spec"]["terminationGracePeriodSeconds"] = 5
     c = Cluster(crit, spot_pool(), *pods)
@@ -150,7 +149,7 @@ def test_graceful_shutdown_caps_grace_and_writes_the_kubelets_status() -> None:
 
 
 def test_node_is_deleted_at_30s_and_recreated_after_boot_delay() -> None:
-    c = Cluster(make_pool("spot", "e2-standard-4", 1, spot=True, bootDelay="2m"))
+    c = Cluster(make_pool("spot", "e2-standard-4", 1).spec(spot=True, bootDelay="2m").obj())
     c.env.run(200)
     [node] = c.node_names()
     uid = c.store.get("Node", "", node)["metadata"]["uid"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_pod, scenario
+from k8s_builders import make_namespace, make_pod, make_scenario
 
 from kubetwin import catalog
 from kubetwin.api.errors import KubetwinError
@@ -42,7 +42,7 @@ def tpu_pool(name: str, machine: str, topology: str | None, nodes: int | None = 
 
 
 def tpu_pod(name: str, chips: int, duration: str = "1h") -> dict:
-    pod = make_pod(name).cpu("1").duration(duration).obj_()
+    pod = make_pod(name).cpu("1").duration(duration).obj()
     pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": str(chips)}
     return pod
 
@@ -68,7 +68,7 @@ class Cluster:
         self.pools = NodePoolController(self.store, self.env, "kubetwin", events=self.events)
         Scheduler(self.store, self.events, 0, "LeastAllocated", Features.from_gates({}), None)
         Kubelet(self.store, self.env, self.events)
-        self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+        self.store.create(make_namespace("default").obj())
         for o in objs:
             self.store.create(o)
 
@@ -319,7 +319,8 @@ def test_deleting_the_pool_deletes_its_slice() -> None:
 
 # -- pods and cost ------------------------------------------------------------------------------------------
 def test_tpu_pod_lands_on_tpu_node_with_toleration() -> None:
-    result = run(objects=[scenario("1h"), tpu_pool("v5e", "ct5lp-hightpu-4t", "2x2"), tpu_pod("p", 4, "10m")])
+    result = run(objects=[make_scenario("1h").obj(), tpu_pool("v5e", "ct5lp-hightpu-4t", "2x2"),
+                          tpu_pod("p", 4, "10m")])
     pods = [o for _, _, e, o in result.history if o["kind"] == "Pod"]
     last = pods[-1]
     assert last["status"]["phase"] == "Succeeded"
@@ -328,7 +329,7 @@ def test_tpu_pod_lands_on_tpu_node_with_toleration() -> None:
 
 
 def test_tpu_pod_too_big_for_one_vm_stays_pending() -> None:
-    result = run(objects=[scenario("30m"), tpu_pool("v5e", "ct5lp-hightpu-4t", "2x2"), tpu_pod("p", 8)])
+    result = run(objects=[make_scenario("30m").obj(), tpu_pool("v5e", "ct5lp-hightpu-4t", "2x2"), tpu_pod("p", 8)])
     assert result.summary["pods"]["never_scheduled"] == 1
 
 
@@ -345,7 +346,7 @@ def test_example_scenario_cost(tmp_path: Path) -> None:
 
 def test_run_rejects_bad_tpu_pool() -> None:
     with pytest.raises(KubetwinError, match="spec.nodeCount"):
-        run(objects=[scenario("1h"), tpu_pool("v5e", "ct5lp-hightpu-4t", "4x4", nodes=2)])
+        run(objects=[make_scenario("1h").obj(), tpu_pool("v5e", "ct5lp-hightpu-4t", "4x4", nodes=2)])
 
 
 def test_fast_repair_still_fails_the_old_pods_first() -> None:

@@ -4,7 +4,7 @@ validation, and a training Job run end to end (run time = the model's prediction
 from __future__ import annotations
 
 import pytest
-from conftest import make_pool, scenario
+from k8s_builders import make_pool, make_scenario
 from training_builders import FakeNet, spec
 
 from kubetwin.api.loader import Manifest
@@ -248,7 +248,8 @@ def _pod_times(res) -> dict[str, list[tuple[float, str]]]:
 
 
 def test_training_job_runs_for_the_models_prediction(seen: list) -> None:
-    res = run(objects=[scenario("1d"), make_pool("h100", "a3-highgpu-8g", 2, "nvidia-h100-80gb", 8),
+    res = run(objects=[make_scenario("1d").obj(),
+                       make_pool("h100", "a3-highgpu-8g", 2).gpus("nvidia-h100-80gb", 8).obj(),
                        _job({**GOOD, P + "checkpoint-every": "50"}, parallelism=2)])
     times = _pod_times(res)
     captured = {pod: (work, st) for pod, work, st in seen}
@@ -278,10 +279,11 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list:
 
 
 def test_spot_preemption_resumes_from_the_checkpoint(seen: list) -> None:
-    pool = make_pool("spot", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8, spot=True,
-                     spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
+    pool = (make_pool("spot", "a3-highgpu-8g", 1)
+            .spec(spot=True, spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
+            .gpus("nvidia-h100-80gb", 8).obj())
     job = _job({**GOOD, P + "steps": "5000", P + "checkpoint-every": "100"})
-    res = run(objects=[scenario("1d"), pool, job])
+    res = run(objects=[make_scenario("1d").obj(), pool, job])
     [(_, p1), (_, p2)] = sorted(_pod_times(res).items(), key=lambda kv: kv[1][0][0])
     w1, w2 = [work for _, work, _ in seen]
     start1 = next(t for t, ph in p1 if ph == "Running")
@@ -300,15 +302,16 @@ def test_resume_on_slower_nodes_keeps_the_checkpointed_steps(seen: list) -> None
     """The kubelet keeps a job's checkpointed progress between pods; a training pod's seconds of work depend on
     where it lands, so the resumed pod must restart from the same checkpoint (the same steps done), not from the
     same number of seconds of a slower machine's work."""
-    spot = make_pool("spot", "a3-highgpu-8g", 1, "nvidia-h100-80gb", 8, spot=True,
-                     spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
-    slow = make_pool("a2", "a2-highgpu-8g", 1, "nvidia-tesla-a100", 8)
+    spot = (make_pool("spot", "a3-highgpu-8g", 1)
+            .spec(spot=True, spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
+            .gpus("nvidia-h100-80gb", 8).obj())
+    slow = make_pool("a2", "a2-highgpu-8g", 1).gpus("nvidia-tesla-a100", 8).obj()
     # FSDP: a 40 GB A100 holds 3B's 48 GB of Adam states only sharded
     job = _job({**GOOD, P + "steps": "5000", P + "checkpoint-every": "100", P + "fsdp": "true"})
     job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "preference": {"matchExpressions": [
             {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": ["spot"]}]}}]}}
-    res = run(objects=[scenario("1d"), spot, slow, job])
+    res = run(objects=[make_scenario("1d").obj(), spot, slow, job])
     [(_, p1), (_, p2)] = sorted(_pod_times(res).items(), key=lambda kv: kv[1][0][0])
     w1, w2 = [work for _, work, _ in seen]
     assert w2.duration > 1.5 * w1.duration  # A100 after H100

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_pool, scenario
+from k8s_builders import make_pool, make_scenario
 from training_builders import FakeNet, spec
 from typer.testing import CliRunner
 
@@ -77,7 +77,8 @@ TRAIN = {P + "params": "8B", P + "steps": "300", P + "global-batch-size": "64", 
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("run") / "out"
     plain = _job("plain", {"kubetwin.io/duration": "10m"}, parallelism=1)
-    run(objects=[scenario("3h", sampleInterval="1m"), make_pool("a3", "a3-highgpu-8g", 3, "nvidia-h100-80gb", 8),
+    run(objects=[make_scenario("3h").spec(sampleInterval="1m").obj(),
+                 make_pool("a3", "a3-highgpu-8g", 3).gpus("nvidia-h100-80gb", 8).obj(),
                  _job("train", TRAIN), plain], out=out)
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from k8s_builders import make_namespace, make_node
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import Manifest
@@ -21,9 +22,7 @@ HDML = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {
 
 
 def node(name: str) -> dict:
-    cap = {"cpu": "32", "memory": "128Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"capacity": cap, "allocatable": dict(cap)}}
+    return make_node(name).capacity({"cpu": "32", "memory": "128Gi", "pods": "110"}).obj()
 
 
 def source(name: str = "dataset", size: str | None = "2Ti") -> dict:
@@ -145,7 +144,7 @@ def test_claim_bound_in_one_namespace_requeues_its_pod_not_a_same_named_claims_p
     the 5-minute unschedulable flush."""
     objs: list[dict] = [SCENARIO, node("n1"), PARALLELSTORE]
     for ns, size in (("ns-a", "20Ti"), ("ns-b", "1Ti")):  # ns-a's pod fails first; ns-b's claim binds first
-        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        objs.append(make_namespace(ns).obj())
         for obj in (source(size=size), claim(), trainer()):
             obj["metadata"]["namespace"] = ns
             objs.append(obj)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from conftest import final_objects, make_pool, scenario
+from conftest import final_objects
+from k8s_builders import make_pool, make_scenario
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
 from kubetwin.runner import run
 
 
-def make_job(name: str, parallelism: int, completions: int, duration: str, suspend: bool = False) -> dict:
+def batch_job(name: str, parallelism: int, completions: int, duration: str, suspend: bool = False) -> dict:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"parallelism": parallelism, "completions": completions, "suspend": suspend, "template": {
                 "metadata": {"annotations": {"kubetwin.io/duration": duration}},
@@ -18,7 +19,8 @@ def make_job(name: str, parallelism: int, completions: int, duration: str, suspe
 
 
 def test_job_runs_completions_in_waves_of_parallelism() -> None:
-    result = run(objects=[scenario("2h"), make_pool("cpu", "e2-standard-8", 1), make_job("j", 2, 4, "10m")])
+    result = run(objects=[make_scenario("2h").obj(), make_pool("cpu", "e2-standard-8", 1).obj(),
+                          batch_job("j", 2, 4, "10m")])
     job = final_objects(result, "Job")["j"]
     assert job["status"]["succeeded"] == 4
     assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
@@ -29,7 +31,8 @@ def test_job_runs_completions_in_waves_of_parallelism() -> None:
 
 
 def test_suspended_job_creates_no_pods() -> None:
-    result = run(objects=[scenario("1h"), make_pool("cpu", "e2-standard-8", 1), make_job("s", 1, 1, "5m", True)])
+    result = run(objects=[make_scenario("1h").obj(), make_pool("cpu", "e2-standard-8", 1).obj(),
+                          batch_job("s", 1, 1, "5m", True)])
     assert final_objects(result, "Pod") == {}
     job = final_objects(result, "Job")["s"]
     assert any(c["type"] == "Suspended" for c in job["status"]["conditions"])
@@ -39,7 +42,7 @@ def test_deployment_keeps_replicas_running() -> None:
     dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {
                "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
-    result = run(objects=[scenario("30m"), make_pool("cpu", "e2-standard-4", 2), dep])
+    result = run(objects=[make_scenario("30m").obj(), make_pool("cpu", "e2-standard-4", 2).obj(), dep])
     pods = final_objects(result, "Pod")
     assert len(pods) == 3 and all(p["status"]["phase"] == "Running" for p in pods.values())
     assert all(n.startswith("web-") for n in pods)
