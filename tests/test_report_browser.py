@@ -60,6 +60,10 @@ def _load(browser: Any, page_path: Path) -> tuple[list[dict], list[list[str]], l
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
     panels = page.evaluate(PANELS_JS)
     bars = page.evaluate(TIMELINE_JS) if page.query_selector("section.timeline") else []
+    if bars:  # every row labelled: one y tick per row
+        ticks = page.evaluate("() => Array.from(document.querySelectorAll('section.timeline .ytick text'))"
+                              ".map(e => e.textContent)")
+        assert sorted(ticks) == sorted({row for _, row, _ in bars})
     page.close()
     return panels, bars, errors
 
@@ -73,7 +77,7 @@ def _assert_panels(panels: list[dict]) -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("reports")
-    return {e: _run(tmp, e) for e in ("kueue-cohort-borrowing", "autoscaling-gpu-quota")}
+    return {e: _run(tmp, e) for e in ("kueue-cohort-borrowing", "spot-vs-on-demand", "serving-llama3-epp")}
 
 
 def test_kueue_example_shows_the_reclaimed_sweeps_as_preempted(browser: Any, runs: dict[str, Path]) -> None:
@@ -96,17 +100,33 @@ def test_kueue_example_shows_the_reclaimed_sweeps_as_preempted(browser: Any, run
     assert len(by_row) == 5  # every Job has its row, each labelled
 
 
-def test_autoscaler_example_shows_node_events_and_pending_pods(browser: Any, runs: dict[str, Path]) -> None:
-    """The quota-capped scale-up: nodes per pool with the autoscaler's events; the train Job waits, then runs."""
-    panels, bars, errors = _load(browser, runs["autoscaling-gpu-quota"])
+def test_spot_example_shows_each_preemption_and_the_restart(browser: Any, runs: dict[str, Path]) -> None:
+    """Spot VMs are preempted at 3 h and 7 h: spot/train's pod is terminated by the kubelet each time and the Job
+    waits for a replacement (Evicted with the reason, not Running), then runs again; the on-demand Job never stops.
+    The nodes panel marks Compute Engine's preemptions."""
+    panels, bars, errors = _load(browser, runs["spot-vs-on-demand"])
     assert errors == []
     _assert_panels(panels)
     titles = " | ".join(str(p["title"]) for p in panels)
     assert "Nodes per pool" in titles and "Kueue" not in titles  # no panel for a subsystem that did not run
-    train = [(s, h) for s, row, h in bars if row == "Job default/train"]
-    states = [s for i, (s, _) in enumerate(train) if i == 0 or train[i - 1][0] != s]
-    assert states == ["Pending", "Running", "Succeeded"]
-    assert "Unschedulable" in train[0][1]
+    spot = [(s, h) for s, row, h in bars if row == "Job spot/train"]
+    evicted = [h for s, h in spot if s == "Evicted"]
+    assert len(evicted) == 2 and all("TerminationByKubelet" in h for h in evicted)
+    assert "3.00 h - 3.08 h" in evicted[0] and "7.00 h - 7.08 h" in evicted[1]
+    assert [s for s, _ in spot][-1] == "Succeeded"
+    assert "Evicted" not in [s for s, row, _ in bars if row == "Job on-demand/train"]
+
+
+def test_serving_example_draws_latency_cdfs_with_the_slo(browser: Any, runs: dict[str, Path]) -> None:
+    """TTFT and TPOT CDFs on labelled log axes with the SLO as a dashed line; replicas over time; no Kueue."""
+    panels, _, errors = _load(browser, runs["serving-llama3-epp"])
+    assert errors == []
+    _assert_panels(panels)
+    titles = [str(p["title"]) for p in panels]
+    assert any(t.startswith("Time to first token") and "SLO" in t for t in titles)
+    assert any(t.startswith("Time per output token") and "SLO" in t for t in titles)
+    assert any(t.startswith("Ready model-server replicas") for t in titles)
+    assert not any("Kueue" in t for t in titles)
 
 
 def test_compare_page_overlays_two_runs(browser: Any, runs: dict[str, Path], tmp_path: Path) -> None:
@@ -114,7 +134,8 @@ def test_compare_page_overlays_two_runs(browser: Any, runs: dict[str, Path], tmp
     from typer.testing import CliRunner
 
     out = tmp_path / "compare.html"
-    res = CliRunner().invoke(app, ["report", *(str(p.parent) for p in runs.values()), "--out", str(out)])
+    pair = [runs["kueue-cohort-borrowing"].parent, runs["spot-vs-on-demand"].parent]
+    res = CliRunner().invoke(app, ["report", *map(str, pair), "--out", str(out)])
     assert res.exit_code == 0, res.output
     page = browser.new_page()
     errors: list[str] = []
@@ -129,6 +150,6 @@ def test_compare_page_overlays_two_runs(browser: Any, runs: dict[str, Path], tmp
     page.close()
     assert errors == []
     _assert_panels(panels)
-    assert timelines == ["kueue-cohort-borrowing", "autoscaling-gpu-quota"]
+    assert timelines == ["kueue-cohort-borrowing", "spot-vs-on-demand"]
     nodes = next(n for n, p in zip(names, panels, strict=True) if "Nodes per pool" in str(p["title"]))
-    assert "kueue-cohort-borrowing: " in nodes and "autoscaling-gpu-quota: " in nodes
+    assert "kueue-cohort-borrowing: " in nodes and "spot-vs-on-demand: " in nodes

@@ -83,6 +83,23 @@ def test_no_panel_for_what_did_not_run(tmp_path: Path) -> None:
     assert groups == ["What to look at", "Timeline", "Nodes", "Cluster"]
 
 
+def test_hundreds_of_rows_each_get_a_label(tmp_path: Path) -> None:
+    """300 pods: 300 rows, every one a y tick of its own (plotly would otherwise label every other category), the
+    time axis on top so a scrolled timeline still shows it."""
+    from conftest import make_pod, make_pool, scenario
+
+    from kubetwin.report.panels import timeline_figure
+
+    pods = [make_pod(f"job-{i:03d}").cpu("1").duration(f"{10 + i % 50}m").create_at(f"{i % 60}m").obj_()
+            for i in range(300)]
+    run(objects=[scenario("3h"), make_pool("cpu", "e2-standard-8", 4), *pods], out=tmp_path / "many")
+    rows = rows_of(load_run(tmp_path / "many"))
+    fig = timeline_figure(rows, "t", 3 * 3600)
+    assert len(rows) == 300 and list(fig.layout.yaxis.tickvals) == [r.label for r in rows]
+    assert fig.layout.xaxis.side == "top" and fig.layout.height >= 300 * 20
+    assert sum(r.seconds_in("Pending") > 1800 for r in rows) > 50  # 4 nodes x 8 CPUs: most wait their turn
+
+
 def test_report_command_refuses_a_folder_that_is_no_run(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert res.exit_code == 1 and "not a kubetwin run folder" in res.output

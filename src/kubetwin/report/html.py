@@ -29,6 +29,8 @@ def _fig_html(fig: go.Figure, div_id: str) -> str:
     fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": fig.layout.margin.t or 60, "b": 50})
     if fig.layout.height is None:
         fig.update_layout(height=380)
+    if fig.layout.showlegend is None:  # plotly hides a lone trace's legend, and with it the pool's name
+        fig.update_layout(showlegend=True)
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
 
 
@@ -71,7 +73,7 @@ def look_at(run: RunData, rows: list[Row]) -> list[str]:
                                                                    else "")
         out.append(f"{len(never)} pod(s) never ran (never bound to a node): {names}")
     waits = sorted(((r.seconds_in("Pending") + r.seconds_in("QuotaReserved"), r.label) for r in rows
-                    if r.seconds_in("Pending") + r.seconds_in("QuotaReserved") >= 60), key=lambda w: (-w[0], w[1]))
+                    if r.seconds_in("Pending") + r.seconds_in("QuotaReserved") >= 300), key=lambda w: (-w[0], w[1]))
     if waits:
         out.append("waited longest before running: " + ", ".join(
             f"{label} ({w / 3600:.2f} h)" if w >= 3600 else f"{label} ({w / 60:.0f} min)" for w, label in waits[:5]))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.report.rundata import RunData
@@ -75,9 +76,12 @@ def timeline_figure(rows: list[Row], title: str, end: float) -> go.Figure:
                                  name="pod failed / disrupted", marker={"symbol": "x", "color": "black", "size": 8},
                                  hovertext=[f"<b>{m[0]}</b><br>{m[1] / 3600:.2f} h {html.escape(m[2][:160])}"
                                             for m in marks], hoverinfo="text"))
-    fig.update_layout(title=title, barmode="overlay", xaxis_title=HOURS, height=max(320, 22 * len(rows) + 160),
-                      xaxis_range=[0, end / 3600], legend_orientation="h", legend_y=1.0,
-                      legend_yanchor="bottom", margin_t=90)
+    tall = len(rows) > 30  # the time axis on top, where a scrolled tall timeline still shows it
+    fig.update_layout(title=title, barmode="overlay", xaxis_title=HOURS, height=max(260, 22 * len(rows) + 160),
+                      xaxis_range=[0, end / 3600], xaxis_side="top" if tall else "bottom", legend_orientation="h",
+                      legend_y=1.0, legend_yanchor="bottom", margin_t=150 if tall else 90)
+    if tall:
+        fig.update_layout(legend_y=1.0 + 100 / (22 * len(rows) + 160))
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=labels, autorange="reversed",
                      tickmode="array", tickvals=labels, ticktext=labels, tickfont_size=11, automargin=True)
     return fig
@@ -277,7 +281,8 @@ def _training(runs: list[RunData], multi: bool) -> list[Panel]:
 
 
 def _gpu_sharing(runs: list[RunData], multi: bool) -> list[Panel]:
-    fig = go.Figure()
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("slowdown of shared pods (x their declared run time)",
+                                                        "GPU out-of-memory failures (pods)"))
     for r in runs:
         pools = {p: g for p, g in sorted((r.summary.get("gpu_sharing") or {}).items())
                  if g.get("gpu_oom_failures") or (g.get("slowdown_max") or 1) > 1}
@@ -285,17 +290,15 @@ def _gpu_sharing(runs: list[RunData], multi: bool) -> list[Panel]:
             continue
         names = [html.escape(p) for p in pools]
         fig.add_trace(go.Bar(x=names, y=[g["slowdown_mean"] or 1 for g in pools.values()],
-                             name=_name(r, multi, "mean slowdown (x declared run time)")))
+                             name=_name(r, multi, "mean slowdown")), row=1, col=1)
         fig.add_trace(go.Bar(x=names, y=[g["slowdown_max"] or 1 for g in pools.values()],
-                             name=_name(r, multi, "max slowdown")))
+                             name=_name(r, multi, "max slowdown")), row=1, col=1)
         fig.add_trace(go.Bar(x=names, y=[g["gpu_oom_failures"] for g in pools.values()],
-                             name=_name(r, multi, "GPU out-of-memory failures"), yaxis="y2"))
+                             name=_name(r, multi, "GPU out-of-memory failures")), row=1, col=2)
     if not fig.data:
         return []
-    fig.update_layout(title="GPU sharing outcomes per pool: slowdown of shared pods, GPU out-of-memory failures",
-                      barmode="group", yaxis_title="slowdown (x)", yaxis_rangemode="tozero",
-                      yaxis2={"title": "OOM failures", "overlaying": "y", "side": "right", "rangemode": "tozero"},
-                      legend_orientation="h", legend_y=-0.2)
+    fig.update_layout(title="GPU sharing outcomes per pool", barmode="group", legend_orientation="h", legend_y=-0.2)
+    fig.update_yaxes(rangemode="tozero")
     return [Panel("GPU sharing", fig)]
 
 

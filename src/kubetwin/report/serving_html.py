@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 # Tick values for the latency CDFs' log axes: 1-2-5 steps, labelled in ms or s (plotly's own log ticks print
 # "2", "5" between unlabelled decades, which reads badly for latencies).
 _TICKS = [m * 10.0 ** e for e in range(-4, 4) for m in (1, 2, 5)]
+_FINE = [round(m * 10.0 ** e, 6) for e in range(-4, 4) for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)]
 
 
 def _tick(v: float) -> str:
@@ -18,7 +19,7 @@ def _tick(v: float) -> str:
 
 def _cdf_axis(values: list[float]) -> dict[str, Any]:
     lo, hi = min(values), max(values)
-    ticks = [v for v in _TICKS if lo / 2 <= v <= hi * 2] or [lo, hi]
+    ticks = [v for v in (_TICKS if hi > 4 * lo else _FINE) if lo / 1.5 <= v <= hi * 1.5] or [lo, hi]
     return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": [_tick(v) for v in ticks],
             "title": "latency (log scale)"}
 

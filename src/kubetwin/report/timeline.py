@@ -18,7 +18,7 @@ __all__ = ["STATE_COLORS", "Row", "Segment", "rows_of"]
 # The legend's order, and one colour per state (Preempted/Evicted/Failed stand out from Running).
 STATE_COLORS: dict[str, str] = {
     "Pending": "#f0ad4e", "QuotaReserved": "#d9d46b", "Admitted": "#9ecae1", "Running": "#5cb85c",
-    "Preempted": "#9467bd", "Evicted": "#e377c2", "Failed": "#d62728", "Succeeded": "#1f77b4",
+    "Preempted": "#9467bd", "Evicted": "#e377c2", "Failed": "#d62728", "Succeeded": "#c6dbef",
 }
 ROOT_OWNERS = frozenset({"Job", "JobSet"})  # a pod's or Workload's row is its Job's, and a Job's its JobSet's
 
@@ -144,18 +144,20 @@ def _state(root: dict[str, Any] | None, wls: list[dict], pods: list[dict]) -> tu
     return "Pending", ""
 
 
-def _pod_marks(rec: Record, before: dict[str, Any] | None) -> list[tuple[float, str]]:
-    """A pod that failed, or was marked for disruption, in this version: a mark on its row."""
-    pod, out = rec.obj, []
-    name = pod["metadata"]["name"]
-    old_phase = ((before or {}).get("status") or {}).get("phase")
-    if (pod.get("status") or {}).get("phase") == "Failed" and old_phase != "Failed":
-        out.append((rec.t, f"pod {name} Failed {_pod_failure(pod)}".rstrip()))
+def _pod_end(rec: Record, before: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(state, reason) when this version is the one where the pod failed or was marked for disruption."""
+    pod = rec.obj
+    st = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    where = f" (pod {pod['metadata']['name']}" + (f" on {node})" if node else ")")
     dt = find_condition(conditions_of(pod), "DisruptionTarget")
     was = find_condition(conditions_of(before), "DisruptionTarget") if before else None
     if dt is not None and dt.get("status") == "True" and (was is None or was.get("status") != "True"):
-        out.append((rec.t, f"pod {name} DisruptionTarget {_reason(dt)}"))
-    return out
+        return ("Preempted" if "Preempt" in (dt.get("reason") or "") else "Evicted"), _reason(dt) + where
+    old_phase = ((before or {}).get("status") or {}).get("phase")
+    if st.get("phase") == "Failed" and old_phase != "Failed":
+        return "Failed", (_pod_failure(pod) or "Failed") + where
+    return None
 
 
 def rows_of(run: RunData) -> list[Row]:
@@ -177,10 +179,17 @@ def rows_of(run: RunData) -> list[Row]:
         snap: dict[Key, dict[str, Any]] = {}
         current: tuple[str, str] | None = None
         since = 0.0
+        # The last pod failure or disruption: the row shows it, not Pending, until a pod runs again.
+        lost: tuple[str, str] | None = None
         for i, rec in enumerate(recs):
             key = key_of(rec.obj)
             if key[0] == "Pod":
-                row.marks += _pod_marks(rec, snap.get(key))
+                end_of = _pod_end(rec, snap.get(key))
+                if end_of is not None:
+                    row.marks.append((rec.t, f"{end_of[0]} {end_of[1]}"))
+                    lost = end_of
+                if (rec.obj.get("status") or {}).get("phase") == "Running" and rec.type != "DELETED":
+                    lost = None
             if rec.type == "DELETED":
                 snap.pop(key, None)
             else:
@@ -191,6 +200,10 @@ def rows_of(run: RunData) -> list[Row]:
             if snap:
                 state = _state(snap.get(root), [o for k, o in snap.items() if k[0] == "Workload"],
                                [o for k, o in snap.items() if k[0] == "Pod"])
+                if state[0] == "Pending" and lost is not None:
+                    state = lost[0], f"{lost[1]}; waiting for a replacement pod to run"
+                elif state[0] == "Failed" and lost is not None and lost[1] not in state[1]:
+                    state = "Failed", f"{state[1]}; last pod: {lost[1]}"
             if state != current:
                 if current is not None and rec.t > since:
                     row.segments.append(Segment(since, rec.t, *current))
