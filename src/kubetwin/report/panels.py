@@ -313,5 +313,6 @@ def panels(runs: list[RunData]) -> list[Panel]:
     out = _kueue(runs, multi) + _nodes(runs, multi) + _serving(runs, multi) + _training(runs, multi)
     out += _gpu_sharing(runs, multi)
     if not multi:
-        out += [Panel("Training", f) for f in dcgm_figures(runs[0].timeseries)]
+        for f in dcgm_figures(runs[0].timeseries):  # from zero: a steady gauge is a level, not a flat band
+            out.append(Panel("Training", f.update_yaxes(rangemode="tozero")))
     return out + _cluster(runs, multi)
