@@ -83,6 +83,14 @@ def test_no_panel_for_what_did_not_run(tmp_path: Path) -> None:
     assert groups == ["What to look at", "Timeline", "Nodes", "Cluster"]
 
 
+def test_a_tpu_run_draws_no_gpu_allocation(tmp_path: Path) -> None:
+    """The TPU slice example has no GPU: no flat-zero GPU allocation panel or headline rows."""
+    out = tmp_path / "tpu"
+    run([EXAMPLES / "tpu-v5e-slice.yaml"], out=out)
+    text = write_report(out).read_text()
+    assert "GPU allocation" not in text and "Nodes per pool" in text
+
+
 def test_hundreds_of_rows_each_get_a_label(tmp_path: Path) -> None:
     """300 pods: 300 rows, every one a y tick of its own (plotly would otherwise label every other category), the
     time axis on top so a scrolled timeline still shows it."""

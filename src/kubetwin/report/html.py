@@ -43,7 +43,8 @@ def headline(run: RunData) -> list[tuple[str, str]]:
     rows += [("pods", str(pods["total"]))] if "total" in pods else []
     rows += [(f"pods {k}", str(v)) for k, v in pods["by_phase"].items()]
     rows += [("pending p50 / p99", f"{pods['pending_seconds']['p50']:.0f} s / {pods['pending_seconds']['p99']:.0f} s")]
-    rows += [(f"GPU allocation {k}", f"{v['mean_pct']:.1f} %") for k, v in s["gpu_allocation"].items()]
+    rows += [(f"GPU allocation {k}", f"{v['mean_pct']:.1f} %") for k, v in s["gpu_allocation"].items()
+             if v.get("gpu_hours_allocatable", 1)]  # a pool without GPUs has no GPU allocation to speak of
     if "gpu_fragmentation" in s:
         rows.append(("fragmented GPUs (mean)", f"{s['gpu_fragmentation']['fragmented_gpu_pct_mean']:.1f} %"))
     rows.append(("cost total", f"${s['cost']['total_usd']:,.2f}"))

@@ -91,7 +91,8 @@ def _cluster(runs: list[RunData], multi: bool) -> list[Panel]:
     out = []
     alloc = go.Figure([go.Scatter(x=_hours(r.timeseries["t"]), y=v, name=_name(r, multi, p), mode="lines",
                                   line_shape="hv")
-                       for r in runs for p, v in sorted((r.timeseries.get("gpu_allocation_pct") or {}).items())])
+                       for r in runs for p, v in sorted((r.timeseries.get("gpu_allocation_pct") or {}).items())
+                       if _has_gpus(r, p, v)])
     if alloc.data:
         alloc.update_layout(title="GPU allocation per node pool (% of allocatable GPUs requested)",
                             xaxis_title=HOURS, yaxis_title="%", yaxis_range=[0, 105])
@@ -119,6 +120,12 @@ def _cluster(runs: list[RunData], multi: bool) -> list[Panel]:
                            barmode="group", showlegend=multi)
         out.append(Panel("Cluster", cost))
     return out
+
+
+def _has_gpus(run: RunData, pool: str, series: list[float]) -> bool:
+    """Whether a pool ever had GPUs to allocate (a CPU or TPU pool's allocation series is a flat zero)."""
+    alloc = (run.summary.get("gpu_allocation") or {}).get(pool) or {}
+    return bool(alloc.get("gpu_hours_allocatable")) or any(series)
 
 
 def _step(points: list[tuple[float, float]], t: float) -> float:
