@@ -12,8 +12,11 @@ install: $(VENV)/bin/python
 demo: install
 	$(VENV)/bin/kubetwin demo --out runs/demo
 
+# The browser tests (tests/test_report_browser.py) drive Debian's chromium through Playwright: Playwright's own
+# browser download is not reachable, so the system package is installed when it is missing.
 test: $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[test]'
+	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

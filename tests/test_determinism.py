@@ -17,7 +17,7 @@ def _run_twice(example: str, tmp_path: Path, *extra: str) -> list[Path]:
     """The example run in two processes with different PYTHONHASHSEEDs; their run folders."""
     outs = []
     for seed in ("1", "3"):  # seeds that order small string sets differently (1 and 2 order {"prod", "research"} alike)
-        out = tmp_path / seed
+        out = tmp_path / seed / "run"  # one folder name: it is report.html's title
         env = {**os.environ, "PYTHONHASHSEED": seed}
         done = subprocess.run([sys.executable, "-m", "kubetwin.cli.main", "run", str(EXAMPLES / example), "--out",
                                str(out), *extra], env=env, capture_output=True, text=True, timeout=300)

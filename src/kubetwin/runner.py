@@ -192,7 +192,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     seed_objects(cluster, manifests)
     with _no_cyclic_gc():
         cluster.env.run(until, on_advance=(lambda t: progress(t, until)) if progress else None)
-        summary, series, jobs, pod_rows = cluster.metrics.finish(until)
+        summary, series, pod_rows = cluster.metrics.finish(until)
         summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
                                "scoringStrategy": scenario.scoringStrategy}
         summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
@@ -200,7 +200,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
                            pod_rows)
         collect(result, [s.contribute(until) for s in cluster.subsystems])
         if out is not None:
-            result.out = write_run(Path(out), result, jobs, scenario)
+            result.out = write_run(Path(out), result, scenario)
     return result
 
 
@@ -379,7 +379,7 @@ def _remove_run_folder(out: Path) -> None:
         shutil.rmtree(out)
 
 
-def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: ScenarioSpec) -> Path:
+def write_run(out: Path, result: RunResult, scenario: ScenarioSpec) -> Path:
     """summary.json, events.jsonl, history.jsonl, timeseries.json, report.html (and metrics.prom, requests.csv,
     training.json when the run has them), all deterministic.
 
@@ -388,7 +388,7 @@ def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: Scenario
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
-        _write_files(tmp, result, jobs, scenario)
+        _write_files(tmp, result, scenario, out.name)
         if out.is_dir():
             out.rmdir()  # empty (check_out) or removed already (overwrite)
         tmp.rename(out)
@@ -398,7 +398,8 @@ def write_run(out: Path, result: RunResult, jobs: list[dict], scenario: Scenario
     return out
 
 
-def _write_files(out: Path, result: RunResult, jobs: list[dict], scenario: ScenarioSpec) -> None:
+def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str) -> None:
+    """The run's files in `out` (a temporary folder); `name`: the run folder's final name, report.html's title."""
     (out / "summary.json").write_text(json.dumps(result.summary, sort_keys=True, indent=2) + "\n")
     (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
     with (out / "history.jsonl").open("w") as h, (out / "events.jsonl").open("w") as e:
@@ -418,4 +419,4 @@ def _write_files(out: Path, result: RunResult, jobs: list[dict], scenario: Scena
     if "html" in scenario.report:
         from kubetwin.report.html import write_report
 
-        write_report(out, result.summary, result.timeseries, jobs)
+        write_report(out, name)

@@ -17,10 +17,12 @@ from rich.table import Table
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.units import UnitError, parse_duration
 from kubetwin.cli import experiment
+from kubetwin.cli.report import report as report_cmd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A digital twin of a GKE AI/ML accelerator platform.")
 app.add_typer(experiment.app, name="experiment")
+app.command("report")(report_cmd)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 

@@ -1,4 +1,8 @@
-"""report.html: one self-contained page (plotly.js inlined once), byte-identical for identical inputs."""
+"""report.html: one self-contained page (plotly.js inlined once), byte-identical for identical inputs.
+
+Built from a run folder's files only (kubetwin.report.rundata), so the run writes it at its end and
+`kubetwin report RUN [RUN ...]` rebuilds it or puts several runs side by side. docs/report.md describes the page.
+"""
 
 from __future__ import annotations
 
@@ -6,59 +10,168 @@ import html
 from pathlib import Path
 
 import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
 
-from kubetwin.report.serving_html import serving_figures, serving_rows
-from kubetwin.workloads.dcgm import figures as dcgm_figures
+from kubetwin.report.panels import Panel, panels, timeline_figure
+from kubetwin.report.rundata import RunData, load_run
+from kubetwin.report.serving_html import serving_rows
+from kubetwin.report.timeline import Row, rows_of
+
+__all__ = ["compare_page", "write_report"]
+
+STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align:left;padding-right:24px}"
+         "td{padding-right:24px}table{border-collapse:collapse}tr:nth-child(even){background:#f6f6f6}"
+         "h2{border-bottom:1px solid #ccc;margin-top:32px}.look li{margin:2px 0}pre{font-size:12px}"
+         ".timeline{max-height:900px;overflow-y:auto;border:1px solid #eee}")
 
 
-def _fig_html(fig: go.Figure, div_id: str, first: bool) -> str:
-    fig.update_layout(template="plotly_white", height=380, margin={"l": 60, "r": 20, "t": 50, "b": 50})
-    return fig.to_html(full_html=False, include_plotlyjs=first, div_id=div_id, config={"displaylogo": False})
+def _fig_html(fig: go.Figure, div_id: str) -> str:
+    fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": fig.layout.margin.t or 60, "b": 50})
+    if fig.layout.height is None:
+        fig.update_layout(height=380)
+    if fig.layout.showlegend is None:  # plotly hides a lone trace's legend, and with it the pool's name
+        fig.update_layout(showlegend=True)
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
 
 
-def write_report(run_dir: Path, summary: dict, timeseries: dict, jobs: list[dict]) -> Path:
-    """Write run_dir/report.html: headline table, GPU allocation, pending pods, cost by pool, job timeline."""
-    hours = [t / 3600 for t in timeseries["t"]]
-    alloc = go.Figure([go.Scatter(x=hours, y=v, name=html.escape(p), mode="lines", line_shape="hv")
-                       for p, v in sorted(timeseries["gpu_allocation_pct"].items())])
-    alloc.update_layout(title="GPU allocation per node pool (% of allocatable GPUs requested)",
-                        xaxis_title="simulated hours", yaxis_title="%", yaxis_range=[0, 105])
-    pending = go.Figure([go.Scatter(x=hours, y=timeseries["pending_pods"], mode="lines", line_shape="hv")])
-    pending.update_layout(title="Pending pods", xaxis_title="simulated hours", yaxis_title="pods")
-    frag = go.Figure([go.Scatter(x=hours, y=timeseries.get("fragmented_gpu_pct") or [], mode="lines",
-                                 line_shape="hv")])
-    frag.update_layout(title="Fragmented GPUs (% of all GPUs; idle GPUs the typical GPU pods cannot use)",
-                       xaxis_title="simulated hours", yaxis_title="%")
-    by_pool = summary["cost"]["by_pool"]
-    cost = go.Figure([go.Bar(x=[html.escape(p) for p in by_pool], y=list(by_pool.values()))])
-    cost.update_layout(title=f"Cost by node pool (total ${summary['cost']['total_usd']:,.2f})", yaxis_title="USD")
-    end = summary["duration_seconds"]
-    names = [html.escape(f"{j['namespace']}/{j['name']}") for j in jobs]
-    wait = go.Bar(y=names, x=[((j["start"] if j["start"] is not None else end) - j["created"]) / 3600 for j in jobs],
-                  base=[j["created"] / 3600 for j in jobs], orientation="h", name="waiting", marker_color="#f0ad4e")
-    running = go.Bar(y=names, x=[((j["end"] if j["end"] is not None else end) - j["start"]) / 3600
-                                 if j["start"] is not None else 0 for j in jobs],
-                     base=[j["start"] / 3600 if j["start"] is not None else 0 for j in jobs], orientation="h",
-                     name="running", marker_color="#5cb85c")
-    timeline = go.Figure([wait, running])
-    timeline.update_layout(title="Jobs: waiting and running", barmode="overlay", xaxis_title="simulated hours",
-                           height=max(380, 18 * len(jobs) + 120))
-    pods = summary["pods"]
-    rows = [("simulated time", f"{end / 3600:.1f} h"), *((("pods", str(pods["total"])),) if "total" in pods else ()),
-            *((f"pods {k}", str(v)) for k, v in pods["by_phase"].items()),
-            ("pending p50 / p99", f"{pods['pending_seconds']['p50']:.0f} s / {pods['pending_seconds']['p99']:.0f} s"),
-            *((f"GPU allocation {k}", f"{v['mean_pct']:.1f} %") for k, v in summary["gpu_allocation"].items()),
-            *((("fragmented GPUs (mean)", f"{summary['gpu_fragmentation']['fragmented_gpu_pct_mean']:.1f} %"),)
-              if "gpu_fragmentation" in summary else ()),
-            ("cost total", f"${summary['cost']['total_usd']:,.2f}"), *serving_rows(summary)]
-    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
-    serving = serving_figures(summary, timeseries.get("serving") or {})
-    figs = [_fig_html(f, f"kubetwin-fig-{i}", i == 0)
-            for i, f in enumerate((alloc, pending, frag, cost, timeline, *serving, *dcgm_figures(timeseries)))]
-    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>kubetwin run report</title><style>"
-            "body{font-family:sans-serif;margin:24px;max-width:1100px}th{text-align:left;padding-right:24px}"
-            "</style></head><body><h1>kubetwin run report</h1><table>" + table + "</table>"
-            + "".join(figs) + "</body></html>\n")
+def headline(run: RunData) -> list[tuple[str, str]]:
+    """The header's numbers: what ran, how long, what it cost, and each subsystem's totals."""
+    s = run.summary
+    pods = s["pods"]
+    rows = [("scenario", run.name), ("simulated time", f"{run.duration / 3600:.1f} h"),
+            ("seed", str((s.get("scenario") or {}).get("seed", "-")))]
+    rows += [("pods", str(pods["total"]))] if "total" in pods else []
+    rows += [(f"pods {k}", str(v)) for k, v in pods["by_phase"].items()]
+    rows += [("pending p50 / p99", f"{pods['pending_seconds']['p50']:.0f} s / {pods['pending_seconds']['p99']:.0f} s")]
+    rows += [(f"GPU allocation {k}", f"{v['mean_pct']:.1f} %") for k, v in s["gpu_allocation"].items()
+             if v.get("gpu_hours_allocatable", 1)]  # a pool without GPUs has no GPU allocation to speak of
+    if "gpu_fragmentation" in s:
+        rows.append(("fragmented GPUs (mean)", f"{s['gpu_fragmentation']['fragmented_gpu_pct_mean']:.1f} %"))
+    rows.append(("cost total", f"${s['cost']['total_usd']:,.2f}"))
+    if s["cost"].get("spot_usd"):
+        rows.append(("cost on-demand / Spot", f"${s['cost']['on_demand_usd']:,.2f} / ${s['cost']['spot_usd']:,.2f}"))
+    rows += [(f"Spot preemptions {p}", str(n)) for p, n in ((s.get("spot") or {}).get("preemptions") or {}).items()]
+    if s.get("wasted_gpu_hours") or s.get("wasted_tpu_chip_hours"):
+        rows.append(("work lost (redone)", f"{s.get('wasted_gpu_hours', 0):,.2f} GPU-h, "
+                     f"{s.get('wasted_tpu_chip_hours', 0):,.2f} TPU chip-h"))
+    for cq, k in sorted((s.get("kueue") or {}).items()):
+        rows.append((f"Kueue {cq}: admitted / evicted / finished",
+                     f"{k.get('admitted', 0)} / {k.get('evicted', 0)} / {k.get('finished', 0)}"))
+    for pool, g in sorted((s.get("gpu_sharing") or {}).items()):
+        if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
+            rows.append((f"GPU sharing {pool}",
+                         f"slowdown x{g['slowdown_mean'] or 0:.2f}, {g['gpu_oom_failures']} OOM"))
+    return rows + serving_rows(s)
+
+
+def look_at(run: RunData, rows: list[Row]) -> list[str]:
+    """A short list of what deserves a look: pods that never ran, the longest waits, money on idle GPUs."""
+    out = []
+    never = [k for k, recs in run.of_kind("Pod").items()
+             if not any((r.obj.get("spec") or {}).get("nodeName") for r in recs)]
+    if never:
+        names = ", ".join(f"{ns}/{n}" for _, ns, n in never[:8]) + (f" and {len(never) - 8} more" if len(never) > 8
+                                                                   else "")
+        out.append(f"{len(never)} pod(s) never ran (never bound to a node): {names}")
+    waits = sorted(((r.seconds_in("Pending") + r.seconds_in("QuotaReserved"), r.label) for r in rows
+                    if r.seconds_in("Pending") + r.seconds_in("QuotaReserved") >= 300), key=lambda w: (-w[0], w[1]))
+    if waits:
+        out.append("waited longest before running: " + ", ".join(
+            f"{label} ({w / 3600:.2f} h)" if w >= 3600 else f"{label} ({w / 60:.0f} min)" for w, label in waits[:5]))
+    lost = [(r.label, r.states().count("Preempted") + r.states().count("Evicted")) for r in rows]
+    lost = [x for x in lost if x[1]]
+    if lost:
+        out.append("preempted or evicted: " + ", ".join(f"{label} ({n}x)" for label, n in lost[:6])
+                   + (f" and {len(lost) - 6} more" if len(lost) > 6 else ""))
+    failed = [r.label for r in rows if r.segments and r.segments[-1].state == "Failed"]
+    if failed:
+        out.append("ended Failed: " + ", ".join(failed[:6]) + (f" and {len(failed) - 6} more" if len(failed) > 6
+                                                               else ""))
+    cost = run.summary["cost"]
+    idle = []
+    for pool, g in sorted(run.summary["gpu_allocation"].items()):
+        alloc, req = g.get("gpu_hours_allocatable") or 0, g.get("gpu_hours_requested") or 0
+        if alloc > 0 and alloc > req:
+            # Twin assumption: a GPU pool's whole node cost is for its GPUs, so the idle share of GPU-hours is the
+            # idle share of the pool's cost.
+            idle.append((cost["by_pool"].get(pool, 0.0) * (alloc - req) / alloc, pool, alloc - req))
+    if any(usd >= 0.01 for usd, _, _ in idle):
+        out.append("money on idle GPUs (allocatable, not requested): " + ", ".join(
+            f"{pool} ${usd:,.2f} ({h:,.1f} GPU-h)" for usd, pool, h in sorted(idle, reverse=True) if usd >= 0.01))
+    return out
+
+
+def _panel_html(ps: list[Panel], start: int) -> str:
+    parts, group = [], None
+    for i, p in enumerate(ps, start):
+        if p.group != group:
+            group = p.group
+            parts.append(f"<h2>{html.escape(group)}</h2>")
+        parts.append(f"<section class='panel' data-group='{html.escape(p.group)}'>"
+                     f"{_fig_html(p.fig, f'kubetwin-fig-{i}')}{p.text}</section>")
+    return "".join(parts)
+
+
+def _timeline(run: RunData, rows: list[Row], title: str, index: int, end: float) -> str:
+    if not rows:
+        return ""
+    return (f"<section class='panel timeline' data-group='Timeline' data-run='{html.escape(run.name)}'>"
+            f"{_fig_html(timeline_figure(rows, title, end), f'kubetwin-fig-{index}')}</section>")
+
+
+def _page(title: str, body: str) -> str:
+    # plotly.js inlined once, before every figure (the page works offline and from file://)
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}"
+            f"</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body><h1>{html.escape(title)}"
+            f"</h1>{body}</body></html>\n")
+
+
+def _look_html(items: list[str]) -> str:
+    if not items:
+        return "<p>Nothing stands out: every pod ran, no long waits, no evictions.</p>"
+    return "<ul class='look'>" + "".join(f"<li>{html.escape(x)}</li>" for x in items) + "</ul>"
+
+
+def report_page(run: RunData) -> str:
+    """One run's page: header, what to look at, the timeline, then a panel group per subsystem that ran."""
+    rows = rows_of(run)
+    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in headline(run))
+    body = (f"<table class='headline'>{table}</table><h2>What to look at</h2>{_look_html(look_at(run, rows))}"
+            + ("<h2>Timeline</h2>" if rows else "")
+            + _timeline(run, rows, f"Jobs, workloads and pods over time ({len(rows)} rows; hover for reasons "
+                        "and events; drag to zoom)", 0, run.duration)
+            + _panel_html(panels([run]), 1))
+    return _page(f"kubetwin run report: {run.name}", body)
+
+
+def write_report(run_dir: Path, name: str | None = None) -> Path:
+    """Write run_dir/report.html from the run folder's files; `name` labels the run (default: the folder's)."""
     path = run_dir / "report.html"
-    path.write_text(page, encoding="utf-8")
+    path.write_text(report_page(load_run(run_dir, name)), encoding="utf-8")
     return path
+
+
+def compare_page(run_dirs: list[Path]) -> str:
+    """Several runs on one page: their headline numbers side by side, each panel with the runs overlaid, and
+    their timelines one under the other on the same time axis."""
+    runs = [load_run(d) for d in run_dirs]
+    names = [r.name for r in runs]
+    for r, d in zip(runs, run_dirs, strict=True):  # two folders of one name (a/run, b/run): with their parent's
+        if names.count(r.name) > 1:
+            r.name = f"{d.resolve().parent.name}/{r.name}"
+    tables = [dict(headline(r)) for r in runs]
+    keys = list(dict.fromkeys(k for t in tables for k in t if k != "scenario"))
+    head = "<tr><th></th>" + "".join(f"<th>{html.escape(r.name)}</th>" for r in runs) + "</tr>"
+    body_rows = "".join(f"<tr><th>{html.escape(k)}</th>" + "".join(f"<td>{html.escape(t.get(k, '-'))}</td>"
+                                                                  for t in tables) + "</tr>" for k in keys)
+    all_rows = [rows_of(r) for r in runs]
+    looks = "".join(f"<h3>{html.escape(r.name)}</h3>{_look_html(look_at(r, rows))}"
+                    for r, rows in zip(runs, all_rows, strict=True))
+    end = max(r.duration for r in runs)
+    timelines = ""
+    for i, (r, rows) in enumerate(zip(runs, all_rows, strict=True)):
+        timelines += _timeline(r, rows, f"{r.name}: jobs, workloads and pods ({len(rows)} rows)", i, end)
+    body = (f"<table class='headline'>{head}{body_rows}</table><h2>What to look at</h2>{looks}"
+            + ("<h2>Timeline</h2>" + timelines if timelines else "")
+            + _panel_html(panels(runs), len(runs)))
+    return _page("kubetwin comparison: " + " vs ".join(r.name for r in runs), body)

@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kubetwin.api.conditions import conditions_of, is_condition_true
 from kubetwin.api.podresources import pod_requests, resource_value
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.nodepool import pool_of_node
-from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.scheduler.gpushare import GPU_INDEX, shape_of
@@ -46,12 +44,10 @@ class Metrics:
         self._gpu_held: dict[str, tuple[int, int]] = {}  # GPUs per pool since _last_t, until the next change
         self._last_t = 0.0
         self._settle_armed = False
-        self._jobs_seen: dict[tuple[str, str], dict[str, float | None]] = {}  # (ns, job) -> created/start/end
         self._started: dict[str, float] = {}  # pod uid -> when it started running
         self._sharing: dict[str, dict[str, Any]] = {}  # pool -> GPU pods' slowdowns and OOM failures
         self._requests_of = TemplateMemo(pod_requests)
         store.watch("Pod", self._on_pod)
-        store.watch("Job", self._on_job)
         store.watch("Node", self._on_node)
         for kind in ("ResourceSlice", "ResourceClaim"):  # DRA GPUs come and go with these
             store.watch(kind, self._gpus_changed)
@@ -117,11 +113,6 @@ class Metrics:
             self._gpus_changed()  # bound, finished or gone: what the scheduler counts as requested changed
         if pod["spec"].get("nodeName") and key not in self.scheduled:
             self.scheduled[key] = self.env.now
-            owner = controller_of(pod)
-            job = self._jobs_seen.get((pod["metadata"].get("namespace") or "", owner[1])) if owner and \
-                owner[0] == "Job" else None
-            if job is not None and job["start"] is None:
-                job["start"] = self.env.now
         if etype != "DELETED":
             phase = pod.get("status", {}).get("phase", "Pending")
             if phase != self.phase.get(key) and phase != "Pending":
@@ -150,13 +141,6 @@ class Metrics:
                     or []]
             if any("out of memory" in t.get("message", "") for t in term):
                 stats["oom"] += 1
-
-    def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
-        key = (job["metadata"].get("namespace") or "", job["metadata"]["name"])
-        if etype == "ADDED":
-            self._jobs_seen[key] = {"created": self.env.now, "start": None, "end": None}
-        elif etype == "MODIFIED" and (job.get("status") or {}).get("completionTime") and key in self._jobs_seen:
-            self._jobs_seen[key]["end"] = self._jobs_seen[key]["end"] or self.env.now
 
     def _gpu_by_pool(self) -> dict[str, tuple[float, int]]:
         """[requested, allocatable] GPUs per pool now, DRA GPU devices included (memoized until the store
@@ -214,8 +198,8 @@ class Metrics:
             self._gpu_area.setdefault(pool, [0.0, 0.0])
         self._last_t = self.env.now
 
-    def finish(self, until: float) -> tuple[dict[str, Any], dict[str, Any], list[dict], list[dict]]:
-        """The summary, the sampled series, one row per Job and one row per pod."""
+    def finish(self, until: float) -> tuple[dict[str, Any], dict[str, Any], list[dict]]:
+        """The summary, the sampled series and one row per pod."""
         self._accumulate()
         by_phase: dict[str, int] = {}
         for p in self.phase.values():
@@ -240,14 +224,4 @@ class Metrics:
                 "slowdown_mean": round(sum(v["slowdowns"]) / len(v["slowdowns"]), 3) if v["slowdowns"] else None,
                 "slowdown_max": round(max(v["slowdowns"]), 3) if v["slowdowns"] else None}
                 for pool, v in sorted(self._sharing.items())}
-        return summary, self.series, self._jobs(), pods_rows
-
-    def _jobs(self) -> list[dict]:
-        out = []
-        for (ns, name), seen in sorted(self._jobs_seen.items()):
-            job = self.store.get("Job", ns, name)
-            conds = conditions_of(job or {})
-            status = next((t for t in ("Complete", "Failed") if is_condition_true(conds, t)), None) or (
-                "Running" if seen["start"] is not None else "Pending")
-            out.append({"name": name, "namespace": ns, **seen, "status": status})
-        return out
+        return summary, self.series, pods_rows

@@ -1,0 +1,325 @@
+"""report.html's panels, one group per subsystem that ran (none for what did not), for one run or several overlaid.
+
+Every function takes the runs to draw; with more than one, each trace's name starts with its run's name, so
+`kubetwin report A B` overlays the same panel of A and B. A panel with nothing to draw is left out rather than
+drawn flat or empty.
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.report.rundata import RunData
+from kubetwin.report.serving_html import serving_figures
+from kubetwin.report.timeline import STATE_COLORS, Row
+from kubetwin.workloads.dcgm import figures as dcgm_figures
+from kubetwin.workloads.training_explain import render as explain_render
+
+__all__ = ["Panel", "panels", "timeline_figure"]
+
+POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's node pool label (kubetwin.autoscaler sets it on every node)
+HOURS = "simulated hours"
+
+
+@dataclass
+class Panel:
+    """One figure of the page, under its subsystem's heading; text: HTML shown under it (already escaped)."""
+
+    group: str
+    fig: go.Figure
+    text: str = ""
+
+
+def _hours(ts: list[float]) -> list[float]:
+    return [t / 3600 for t in ts]
+
+
+def _name(run: RunData, multi: bool, label: str) -> str:
+    return html.escape(f"{run.name}: {label}" if multi else label)
+
+
+def _dur(s: float) -> str:
+    return f"{s / 3600:.2f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def timeline_figure(rows: list[Row], title: str, end: float) -> go.Figure:
+    """One horizontal bar per state segment, every row labelled; hover: the object, its state, reason, events."""
+    labels = [html.escape(r.label) for r in rows]
+    fig = go.Figure()
+    for state, color in STATE_COLORS.items():
+        segs = [(lab, row, s) for lab, row in zip(labels, rows, strict=True) for s in row.segments
+                if s.state == state]
+        if not segs:
+            continue
+        hover = []
+        for lab, row, s in segs:
+            evs = [e for e in row.events if s.start <= e[0] <= s.end]
+            lines = [f"{t / 3600:.2f} h {html.escape(text[:110])}" for t, text in evs[:6]]
+            if len(evs) > 6:
+                lines.append(f"... {len(evs) - 6} more events")
+            hover.append(f"<b>{lab}</b><br>{state}{': ' + html.escape(s.reason[:140]) if s.reason else ''}<br>"
+                         f"{s.start / 3600:.2f} h - {s.end / 3600:.2f} h ({_dur(s.end - s.start)})"
+                         + ("<br>" + "<br>".join(lines) if lines else ""))
+        fig.add_trace(go.Bar(y=[x[0] for x in segs], x=[(x[2].end - x[2].start) / 3600 for x in segs],
+                             base=[x[2].start / 3600 for x in segs], orientation="h", name=state,
+                             marker_color=color, hovertext=hover, hoverinfo="text"))
+    marks = [(lab, t, text) for lab, row in zip(labels, rows, strict=True) for t, text in row.marks]
+    if marks:
+        fig.add_trace(go.Scatter(x=[m[1] / 3600 for m in marks], y=[m[0] for m in marks], mode="markers",
+                                 name="pod failed / disrupted", marker={"symbol": "x", "color": "black", "size": 8},
+                                 hovertext=[f"<b>{m[0]}</b><br>{m[1] / 3600:.2f} h {html.escape(m[2][:160])}"
+                                            for m in marks], hoverinfo="text"))
+    tall = len(rows) > 30  # the time axis on top, where a scrolled tall timeline still shows it
+    fig.update_layout(title=title, barmode="overlay", xaxis_title=HOURS, height=max(260, 22 * len(rows) + 160),
+                      xaxis_range=[0, end / 3600], xaxis_side="top" if tall else "bottom", legend_orientation="h",
+                      legend_y=1.0, legend_yanchor="bottom", margin_t=150 if tall else 90)
+    if tall:
+        fig.update_layout(legend_y=1.0 + 100 / (22 * len(rows) + 160))
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=labels, autorange="reversed",
+                     tickmode="array", tickvals=labels, ticktext=labels, tickfont_size=11, automargin=True)
+    return fig
+
+
+def _cluster(runs: list[RunData], multi: bool) -> list[Panel]:
+    out = []
+    alloc = go.Figure([go.Scatter(x=_hours(r.timeseries["t"]), y=v, name=_name(r, multi, p), mode="lines",
+                                  line_shape="hv")
+                       for r in runs for p, v in sorted((r.timeseries.get("gpu_allocation_pct") or {}).items())
+                       if _has_gpus(r, p, v)])
+    if alloc.data:
+        alloc.update_layout(title="GPU allocation per node pool (% of allocatable GPUs requested)",
+                            xaxis_title=HOURS, yaxis_title="%", yaxis_range=[0, 105])
+        out.append(Panel("Cluster", alloc))
+    if any(any(r.timeseries.get("pending_pods") or ()) for r in runs):
+        pending = go.Figure([go.Scatter(x=_hours(r.timeseries["t"]), y=r.timeseries["pending_pods"],
+                                        name=_name(r, multi, "pending pods"), mode="lines", line_shape="hv")
+                             for r in runs])
+        pending.update_layout(title="Pending pods", xaxis_title=HOURS, yaxis_title="pods", yaxis_rangemode="tozero")
+        out.append(Panel("Cluster", pending))
+    if any(any(v for v in r.timeseries.get("fragmented_gpu_pct") or () if v) for r in runs):
+        frag = go.Figure([go.Scatter(x=_hours(r.timeseries["t"]), y=r.timeseries["fragmented_gpu_pct"],
+                                     name=_name(r, multi, "fragmented GPUs"), mode="lines", line_shape="hv")
+                          for r in runs])
+        frag.update_layout(title="Fragmented GPUs (% of all GPUs; idle GPUs the typical GPU pods cannot use)",
+                           xaxis_title=HOURS, yaxis_title="%", yaxis_rangemode="tozero")
+        out.append(Panel("Cluster", frag))
+    cost = go.Figure([go.Bar(x=[html.escape(p) for p in r.summary["cost"]["by_pool"]],
+                             y=list(r.summary["cost"]["by_pool"].values()), name=html.escape(r.name))
+                      for r in runs if r.summary.get("cost", {}).get("total_usd")])
+    if cost.data:
+        totals = ", ".join(f"{'' if not multi else r.name + ' '}${r.summary['cost']['total_usd']:,.2f}"
+                           for r in runs)
+        cost.update_layout(title=html.escape(f"Cost by node pool (total {totals})"), yaxis_title="USD",
+                           barmode="group", showlegend=multi)
+        out.append(Panel("Cluster", cost))
+    return out
+
+
+def _has_gpus(run: RunData, pool: str, series: list[float]) -> bool:
+    """Whether a pool ever had GPUs to allocate (a CPU or TPU pool's allocation series is a flat zero)."""
+    alloc = (run.summary.get("gpu_allocation") or {}).get(pool) or {}
+    return bool(alloc.get("gpu_hours_allocatable")) or any(series)
+
+
+def _step(points: list[tuple[float, float]], t: float) -> float:
+    """The value a step series holds at t (0 before its first point)."""
+    i = bisect.bisect_right([p[0] for p in points], t) - 1
+    return points[i][1] if i >= 0 else 0.0
+
+
+def _kueue(runs: list[RunData], multi: bool) -> list[Panel]:
+    counts, borrowed = go.Figure(), go.Figure()
+    for r in runs:
+        end = r.duration
+        adm_series: dict[str, list[tuple[float, float]]] = {}
+        for (_, _, cq), recs in r.of_kind("ClusterQueue").items():
+            adm: list[tuple[float, float]] = []
+            pend: list[tuple[float, float]] = []
+            borrow: dict[str, list[tuple[float, float]]] = {}
+            for rec in recs:
+                st = rec.obj.get("status") or {}
+                adm.append((rec.t, st.get("admittedWorkloads", 0)))
+                pend.append((rec.t, st.get("pendingWorkloads", 0)))
+                used: dict[str, float] = {}
+                for fl in st.get("flavorsUsage") or []:
+                    for res in fl.get("resources") or []:
+                        used[res["name"]] = used.get(res["name"], 0.0) + _quantity(res.get("borrowed", "0"))
+                for res, v in used.items():
+                    borrow.setdefault(res, []).append((rec.t, v))
+            adm_series[cq] = adm
+            for label, pts, dash in (("admitted", adm, "solid"), ("pending", pend, "dot")):
+                counts.add_trace(go.Scatter(x=[p[0] / 3600 for p in pts] + [end / 3600],
+                                            y=[p[1] for p in pts] + [pts[-1][1]], mode="lines", line_shape="hv",
+                                            line_dash=dash, name=_name(r, multi, f"{cq} {label}")))
+            for res, pts in sorted(borrow.items()):
+                if any(p[1] for p in pts):
+                    borrowed.add_trace(go.Scatter(x=[p[0] / 3600 for p in pts] + [end / 3600],
+                                                  y=[p[1] for p in pts] + [pts[-1][1]], mode="lines",
+                                                  line_shape="hv", name=_name(r, multi, f"{cq} {res}")))
+        marks = _preemptions(r)
+        if marks:
+            counts.add_trace(go.Scatter(
+                x=[m[0] / 3600 for m in marks], y=[_step(adm_series.get(m[1], []), m[0] - 1e-9) for m in marks],
+                mode="markers", marker={"symbol": "x", "size": 11, "color": "#d62728"},
+                name=_name(r, multi, "preempted / evicted workload"),
+                hovertext=[html.escape(f"{m[0] / 3600:.2f} h {m[2]}") for m in marks], hoverinfo="text"))
+    out = []
+    if counts.data:
+        counts.update_layout(title="Kueue ClusterQueues: admitted (solid) and pending (dotted) workloads; "
+                             "x: preemptions and evictions", xaxis_title=HOURS, yaxis_title="workloads",
+                             yaxis_rangemode="tozero")
+        out.append(Panel("Kueue", counts))
+    if borrowed.data:
+        borrowed.update_layout(title="Kueue: quota borrowed from the cohort (status.flavorsUsage[].borrowed)",
+                               xaxis_title=HOURS, yaxis_title="borrowed (cores / GiB / devices)",
+                               yaxis_rangemode="tozero")
+        out.append(Panel("Kueue", borrowed))
+    return out
+
+
+def _quantity(value: Any) -> float:
+    """A Kueue usage quantity as a number (memory in GiB, CPU in cores)."""
+    from kubetwin.api.units import parse_quantity
+
+    v = float(parse_quantity(str(value)))
+    return v / 2**30 if v >= 2**30 else v
+
+
+def _preemptions(run: RunData) -> list[tuple[float, str, str]]:
+    """(t, ClusterQueue, text) each time a Workload's Evicted condition turned True."""
+    out = []
+    for (_, ns, name), recs in run.of_kind("Workload").items():
+        cq, was = "", False
+        for rec in recs:
+            st = rec.obj.get("status") or {}
+            cq = (st.get("admission") or {}).get("clusterQueue") or cq
+            ev = find_condition(conditions_of(rec.obj), "Evicted")
+            now = ev is not None and ev.get("status") == "True"
+            if now and not was and ev is not None:
+                pre = find_condition(conditions_of(rec.obj), "Preempted")
+                why = pre.get("reason") if pre is not None and pre.get("status") == "True" else ev.get("reason")
+                out.append((rec.t, cq, f"Workload {ns}/{name} evicted from {cq}: {why}"))
+            was = now
+    return sorted(out)
+
+
+def _nodes(runs: list[RunData], multi: bool) -> list[Panel]:
+    fig = go.Figure()
+    for r in runs:
+        changes: dict[str, list[tuple[float, int]]] = {}
+        alive: dict[str, int] = {}
+        pool_of: dict[str, str] = {}
+        recs = sorted((rec for recs in r.of_kind("Node").values() for rec in recs), key=lambda x: x.seq)
+        for rec in recs:
+            name = rec.obj["metadata"]["name"]
+            pool = pool_of.setdefault(name, (rec.obj["metadata"].get("labels") or {}).get(POOL_LABEL, "(no pool)"))
+            delta = -1 if rec.type == "DELETED" else 1 if rec.type == "ADDED" else 0
+            if delta:
+                alive[pool] = alive.get(pool, 0) + delta
+                changes.setdefault(pool, []).append((rec.t, alive[pool]))
+        for pool, pts in sorted(changes.items()):
+            fig.add_trace(go.Scatter(x=[0.0] + [p[0] / 3600 for p in pts] + [r.duration / 3600],
+                                     y=[0] + [p[1] for p in pts] + [pts[-1][1]], mode="lines", line_shape="hv",
+                                     name=_name(r, multi, f"{pool} nodes")))
+        notes = _node_events(r)
+        if notes:
+            fig.add_trace(go.Scatter(
+                x=[n[0] / 3600 for n in notes],
+                y=[_step(changes.get(n[1], []), n[0]) for n in notes], mode="markers",
+                marker={"symbol": "triangle-down", "size": 11, "color": [n[3] for n in notes]},
+                name=_name(r, multi, "autoscaler / Spot / node events"),
+                hovertext=[html.escape(f"{n[0] / 3600:.2f} h {n[2]}") for n in notes], hoverinfo="text"))
+    if not fig.data:
+        return []
+    fig.update_layout(title="Nodes per pool; markers: autoscaler, Spot and node lifecycle events", xaxis_title=HOURS,
+                      yaxis_title="nodes", yaxis_rangemode="tozero")
+    return [Panel("Nodes", fig)]
+
+
+def _node_events(run: RunData) -> list[tuple[float, str, str, str]]:
+    """(t, pool, text, colour) for Events on Nodes and NodePools (scale-up, scale-down, Spot preemption)."""
+    pool_of = {k[2]: (v[0].obj["metadata"].get("labels") or {}).get(POOL_LABEL, "(no pool)")
+               for k, v in run.of_kind("Node").items()}
+    out = []
+    for recs in run.of_kind("Event").values():
+        for rec in recs:
+            inv = rec.obj.get("involvedObject") or {}
+            if inv.get("kind") not in ("Node", "NodePool"):
+                continue
+            pool = inv["name"] if inv["kind"] == "NodePool" else pool_of.get(inv["name"], "(no pool)")
+            reason = rec.obj.get("reason", "")
+            color = "#d62728" if "Fail" in reason or "Preempt" in reason or "Terminat" in reason else "#333333"
+            out.append((rec.t, pool, f"{inv['kind']} {inv['name']}: {reason} {rec.obj.get('message', '')}", color))
+    return sorted(out)
+
+
+def _training(runs: list[RunData], multi: bool) -> list[Panel]:
+    fig, texts = go.Figure(), []
+    parts: dict[str, list[tuple[str, float]]] = {}
+    for r in runs:
+        for ref, rec in sorted(r.training.items()):
+            b = rec["breakdown"]
+            label = html.escape(f"{r.name}: {ref}" if multi else ref)
+            rows = [("compute", b["compute"]), ("pipeline bubble", b["bubble"])]
+            rows += [(f"comm {k} (exposed)", v) for k, v in sorted(b["comm_by_kind"].items())]
+            rows += [("data stall", b["parts"]["data"]), ("checkpoint (amortized)", b["parts"]["checkpoint"])]
+            for part, v in rows:
+                parts.setdefault(part, []).append((label, v))
+            texts.append(f"<details><summary>kubetwin explain job {html.escape(ref)}"
+                         f"{' (' + html.escape(r.name) + ')' if multi else ''}</summary><pre>"
+                         f"{html.escape(explain_render(rec))}</pre></details>")
+    for part, vals in parts.items():
+        if any(v for _, v in vals):
+            fig.add_trace(go.Bar(y=[v[0] for v in vals], x=[v[1] for v in vals], name=html.escape(part),
+                                 orientation="h"))
+    if not fig.data:
+        return []
+    fig.update_layout(title="Training step time by part (as `kubetwin explain job` prints it)", barmode="stack",
+                      xaxis_title="seconds per step", height=max(300, 40 * len(parts.get("compute", [])) + 160))
+    fig.update_yaxes(automargin=True)
+    return [Panel("Training", fig, "".join(texts))]
+
+
+def _gpu_sharing(runs: list[RunData], multi: bool) -> list[Panel]:
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("slowdown of shared pods (x their declared run time)",
+                                                        "GPU out-of-memory failures (pods)"))
+    for r in runs:
+        pools = {p: g for p, g in sorted((r.summary.get("gpu_sharing") or {}).items())
+                 if g.get("gpu_oom_failures") or (g.get("slowdown_max") or 1) > 1}
+        if not pools:
+            continue
+        names = [html.escape(p) for p in pools]
+        fig.add_trace(go.Bar(x=names, y=[g["slowdown_mean"] or 1 for g in pools.values()],
+                             name=_name(r, multi, "mean slowdown")), row=1, col=1)
+        fig.add_trace(go.Bar(x=names, y=[g["slowdown_max"] or 1 for g in pools.values()],
+                             name=_name(r, multi, "max slowdown")), row=1, col=1)
+        fig.add_trace(go.Bar(x=names, y=[g["gpu_oom_failures"] for g in pools.values()],
+                             name=_name(r, multi, "GPU out-of-memory failures")), row=1, col=2)
+    if not fig.data:
+        return []
+    fig.update_layout(title="GPU sharing outcomes per pool", barmode="group", legend_orientation="h", legend_y=-0.2)
+    fig.update_yaxes(rangemode="tozero")
+    return [Panel("GPU sharing", fig)]
+
+
+def _serving(runs: list[RunData], multi: bool) -> list[Panel]:
+    return [Panel("Serving", f) for f in serving_figures(
+        [(r.name if multi else "", r.summary, r.timeseries.get("serving") or {}) for r in runs])]
+
+
+def panels(runs: list[RunData]) -> list[Panel]:
+    """Every panel the runs have data for, grouped by subsystem in the page's order."""
+    multi = len(runs) > 1
+    out = _kueue(runs, multi) + _nodes(runs, multi) + _serving(runs, multi) + _training(runs, multi)
+    out += _gpu_sharing(runs, multi)
+    if not multi:
+        for f in dcgm_figures(runs[0].timeseries):  # from zero: a steady gauge is a level, not a flat band
+            out.append(Panel("Training", f.update_yaxes(rangemode="tozero")))
+    return out + _cluster(runs, multi)
