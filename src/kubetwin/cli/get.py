@@ -73,7 +73,7 @@ def _requests(args: list[str], cmd: str) -> tuple[list[_Request], bool]:
         raise KubectlError(f'You must specify the type of resource to {cmd}. Use "kubetwin api-resources" for a '
                            "complete list of supported resources.\n\nerror: Required resource not specified.",
                            prefix="")
-    if "/" in args[0]:
+    if any("/" in a for a in args):
         reqs: list[_Request] = []
         for a in args:
             kind, sep, name = a.partition("/")

@@ -95,7 +95,8 @@ def _translate(action: str) -> str:
             continue
         if action.startswith("..", i):
             name, i = _field_name(action, i + 2)
-            out.append(".." + ("*" if name == "*" else _quote(name)))
+            if name:  # a bare `..` leaves the current object (client-go's "{..}" test prints its input)
+                out.append(".." + ("*" if name == "*" else _quote(name)))
         elif c == ".":
             name, i = _field_name(action, i + 1)
             if name == "*":
@@ -161,7 +162,10 @@ def _split_actions(text: str) -> list[tuple[str, str]]:
             j += 1
         if quote:
             raise JSONPathError("unterminated quoted string")
-        if j >= len(text):
+        if j >= len(text):  # client-go reads the action first: an open [ or [?( is reported before the brace
+            rest = text[start + 1:].strip()
+            if rest and rest[0] not in "'\"" and not rest.startswith(("range", "end")):
+                _translate(rest)
             raise JSONPathError("unclosed action")
         pieces.append(("action", text[start + 1:j]))
         i = j + 1
@@ -217,10 +221,22 @@ def _find(expr: str, obj: Any) -> list[Any]:
     return [m.value for m in _compiled(expr).find(obj)]
 
 
+def _go_numbers(value: Any) -> Any:
+    """Whole floats as ints: Go's encoding/json writes float64 1.0 as 1."""
+    if isinstance(value, float) and value == int(value) and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _go_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_go_numbers(v) for v in value]
+    return value
+
+
 def go_json(value: Any, indent: int | None = None) -> str:
-    """encoding/json's output: sorted keys, <, > and & escaped; compact or MarshalIndent with `indent` spaces."""
+    """encoding/json's output: sorted keys, <, > and & escaped, whole floats without a fraction; compact or
+    MarshalIndent with `indent` spaces."""
     sep = (",", ":") if indent is None else (",", ": ")
-    text = json.dumps(value, sort_keys=True, separators=sep, indent=indent, ensure_ascii=False)
+    text = json.dumps(_go_numbers(value), sort_keys=True, separators=sep, indent=indent, ensure_ascii=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

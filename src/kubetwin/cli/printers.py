@@ -116,6 +116,19 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
             rows.append([d["metadata"]["name"], f"{st.get('readyReplicas', 0)}/{want}",
                          str(st.get("updatedReplicas", 0)), str(st.get("availableReplicas", 0)),
                          age(d["metadata"].get("creationTimestamp"), now)])
+    elif kind == "ReplicaSet":  # kubectl's printer (printReplicaSet)
+        rows.append(["NAME", "DESIRED", "CURRENT", "READY", "AGE"] + (["CONTAINERS", "IMAGES", "SELECTOR"] if wide
+                                                                       else []))
+        for r in objs:
+            spec, st = r.get("spec") or {}, r.get("status") or {}
+            row = [r["metadata"]["name"], str(spec.get("replicas", 1)), str(st.get("replicas", 0)),
+                   str(st.get("readyReplicas", 0)), age(r["metadata"].get("creationTimestamp"), now)]
+            if wide:
+                cs = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+                sel = (spec.get("selector") or {}).get("matchLabels") or {}
+                row += [",".join(c["name"] for c in cs), ",".join(c.get("image", "") for c in cs),
+                        ",".join(f"{k}={v}" for k, v in sorted(sel.items())) or "<none>"]
+            rows.append(row)
     elif kind == "HorizontalPodAutoscaler":  # kubectl's printer (printHorizontalPodAutoscaler)
         rows.append(["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"])
         for h in objs:
