@@ -28,7 +28,7 @@ def test_describe_pod_prints_tolerations_and_status_reason_as_kubectl_does() -> 
     """kubectl describe: `key=value:effect`, `op=Exists`, `for 300s`; the pod's status Reason and Message lines."""
     from datetime import UTC, datetime
 
-    from kubetwin.cli.printers import describe
+    from kubetwin.cli.describe import describe
 
     pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "spot"},
            "spec": {"containers": [{"name": "c", "image": "x"}], "tolerations": [

@@ -1,10 +1,9 @@
-"""`kubetwin run | validate | get | describe | explain | demo`: typer + rich, errors printed without tracebacks."""
+"""`kubetwin run | validate | get | describe | explain | demo | version | api-resources`: typer + rich, errors
+printed without tracebacks."""
 
 from __future__ import annotations
 
-import json
 import sys
-from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Optional
@@ -14,8 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from kubetwin.api.errors import Diagnostic, KubetwinError
-from kubetwin.api.units import UnitError, parse_duration
+from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import experiment
 from kubetwin.cli.report import report as report_cmd
 
@@ -138,85 +136,62 @@ def validate_cmd(paths: list[str] = typer.Argument(..., help="YAML files or fold
         raise typer.Exit(1)
 
 
-def _at(at: Optional[str]) -> Optional[float]:
-    if at is None:
-        return None
-    try:
-        return parse_duration(at)
-    except UnitError as exc:
-        _fail(KubetwinError([Diagnostic("--at", 0, "-", "", str(exc), "e.g. --at 2h")]))
-    return None
+_RUN = typer.Option(..., "--run", help="run folder (the --out of a kubetwin run)")
+_AT = typer.Option(None, "--at", help="simulated time: a duration since the start (2h) or an RFC 3339 time")
 
 
-@app.command()
-def get(resource: str, name: Optional[str] = typer.Argument(None), namespace: str = typer.Option(
-        "default", "--namespace", "-n"), all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A"),
-        output: Optional[str] = typer.Option(None, "--output", "-o", help="wide | yaml | json"),
-        run_dir: Path = typer.Option(..., "--run", help="run folder"),
-        at: Optional[str] = typer.Option(None, "--at", help="simulated time, e.g. 2h")) -> None:
+@app.command(context_settings={"allow_interspersed_args": True})
+def get(args: list[str] = typer.Argument(None, help="TYPE[,TYPE...] [NAME...] | TYPE/NAME... | all"),
+        namespace: str = typer.Option("default", "--namespace", "-n"),
+        all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A"),
+        output: Optional[str] = typer.Option(None, "--output", "-o", help="json|yaml|name|wide|jsonpath=...|"
+                                             "jsonpath-as-json=...|custom-columns=... (docs/kubectl.md)"),
+        selector: Optional[str] = typer.Option(None, "--selector", "-l", help="label selector, e.g. app=x,tier!=db"),
+        field_selector: Optional[str] = typer.Option(None, "--field-selector", help="e.g. status.phase=Running"),
+        sort_by: Optional[str] = typer.Option(None, "--sort-by", help="JSONPath, e.g. .metadata.creationTimestamp"),
+        no_headers: bool = typer.Option(False, "--no-headers"),
+        show_labels: bool = typer.Option(False, "--show-labels"),
+        run_dir: Path = _RUN, at: Optional[str] = _AT) -> None:
     """Print objects like kubectl get, at any simulated moment of a saved run."""
-    from kubetwin.api.kinds import is_cluster_scoped
-    from kubetwin.cli.printers import render_table, table
-    from kubetwin.report.rundir import kind_of, state_at
+    from kubetwin.cli.get import GetOptions, get_objects, run
 
-    try:
-        kind = kind_of(resource)
-        objs, t, meta = state_at(run_dir, _at(at))
-    except KubetwinError as exc:
-        _fail(exc)
-    items = [o for (k, ns, n), o in sorted(objs.items()) if k == kind
-             and (all_namespaces or is_cluster_scoped(kind) or ns == namespace) and (name is None or n == name)]
-    if name is not None and not items:
-        err.print(f'Error from server (NotFound): {resource} "{name}" not found')
-        raise typer.Exit(1)
-    if output in ("json", "yaml"):
-        doc = items[0] if name else {"apiVersion": "v1", "kind": "List", "items": items,
-                                     "metadata": {"resourceVersion": ""}}
-        if output == "json":
-            sys.stdout.write(json.dumps(doc, indent=4, sort_keys=True) + "\n")
-        else:
-            import yaml
-
-            sys.stdout.write(yaml.safe_dump(doc, sort_keys=True))
-        return
-    now = datetime.fromisoformat(meta["startTime"].replace("Z", "+00:00")) + timedelta(seconds=t)
-    if not items:
-        err.print(f"No resources found in {namespace} namespace." if not is_cluster_scoped(kind)
-                  else "No resources found")
-        return
-    rows = table(kind, items, now, output == "wide")
-    if all_namespaces and not is_cluster_scoped(kind):
-        rows = [["NAMESPACE", *rows[0]]] + [[o["metadata"].get("namespace", ""), *r] for o, r in zip(
-            sorted(items, key=lambda e: (e["lastTimestamp"], e["metadata"]["name"])) if kind == "Event" else items,
-            rows[1:], strict=True)]
-    sys.stdout.write(render_table(rows) + "\n")
+    opts = GetOptions(namespace, all_namespaces, output, selector, field_selector, sort_by, no_headers, show_labels,
+                      at)
+    raise typer.Exit(run(get_objects, run_dir, list(args or []), opts))
 
 
 @app.command()
-def describe(resource: str, name: str, namespace: str = typer.Option("default", "--namespace", "-n"),
-             run_dir: Path = typer.Option(..., "--run", help="run folder"),
-             at: Optional[str] = typer.Option(None, "--at")) -> None:
-    """Describe one object like kubectl describe, with its Events."""
-    from kubetwin.api.kinds import is_cluster_scoped
-    from kubetwin.cli.printers import describe as render
-    from kubetwin.report.rundir import kind_of, state_at
+def describe(args: list[str] = typer.Argument(None, help="TYPE [NAME_PREFIX...] | TYPE/NAME..."),
+             namespace: str = typer.Option("default", "--namespace", "-n"),
+             selector: Optional[str] = typer.Option(None, "--selector", "-l"),
+             run_dir: Path = _RUN, at: Optional[str] = _AT) -> None:
+    """Describe objects like kubectl describe, with their Events."""
+    from kubetwin.cli.get import describe_objects, run
 
-    try:
-        kind = kind_of(resource)
-        objs, t, meta = state_at(run_dir, _at(at))
-    except KubetwinError as exc:
-        _fail(exc)
-    ns = "" if is_cluster_scoped(kind) else namespace
-    obj = objs.get((kind, ns, name))
-    if obj is None:
-        err.print(f'Error from server (NotFound): {resource} "{name}" not found')
-        raise typer.Exit(1)
-    events = [o for (k, _, _), o in objs.items() if k == "Event" and o["involvedObject"]["kind"] == kind
-              and o["involvedObject"]["name"] == name and (o["involvedObject"].get("namespace") or "") == ns]
-    now = datetime.fromisoformat(meta["startTime"].replace("Z", "+00:00")) + timedelta(seconds=t)
-    pods = [o for (k, _, _), o in objs.items() if k == "Pod" and kind == "Node"
-            and (o.get("spec") or {}).get("nodeName") == name]
-    sys.stdout.write(render(obj, events, now, pods) + "\n")
+    raise typer.Exit(run(describe_objects, run_dir, list(args or []), namespace, at, selector))
+
+
+@app.command()
+def version(output: Optional[str] = typer.Option(None, "--output", "-o", help="json | yaml")) -> None:
+    """kubetwin's version and the Kubernetes, Kueue, JobSet, ... versions it models."""
+    from kubetwin.cli.discovery import version as body
+    from kubetwin.cli.get import run
+
+    raise typer.Exit(run(body, output))
+
+
+@app.command("api-resources")
+def api_resources(output: Optional[str] = typer.Option(None, "--output", "-o", help="wide | name | json | yaml"),
+                  namespaced: Optional[str] = typer.Option(None, "--namespaced", help="true: only namespaced kinds, "
+                                                           "false: only cluster-scoped ones (--namespaced=false)"),
+                  api_group: Optional[str] = typer.Option(None, "--api-group"),
+                  sort_by: Optional[str] = typer.Option(None, "--sort-by", help="name | kind"),
+                  no_headers: bool = typer.Option(False, "--no-headers")) -> None:
+    """The kinds the twin knows (api/kinds.py), as kubectl api-resources lists them."""
+    from kubetwin.cli.discovery import api_resources as body
+    from kubetwin.cli.get import run
+
+    raise typer.Exit(run(body, output, namespaced, api_group, sort_by, no_headers))
 
 
 @app.command()

@@ -3,33 +3,67 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic, KubetwinError
 
-__all__ = ["kind_of", "state_at"]
+__all__ = ["kind_info", "kind_of", "seconds_at", "state_at"]
 
 
-def kind_of(resource: str) -> str:
+def kind_info(resource: str) -> kinds.KindInfo:
     """The kind a kubectl resource name means (plural, singular, short name, kind, optionally .group)."""
     info = kinds.REGISTRY.resolve(resource)
     if info is None:
         raise KubetwinError([Diagnostic("-", 0, "-", "", f'the server doesn\'t have a resource type "{resource}"',
                                         "known: " + ", ".join(sorted({i.plural for i in kinds.REGISTRY})))])
-    return info.kind
+    return info
 
 
-def state_at(run_dir: Path, at: float | None) -> tuple[dict[tuple[str, str, str], dict], float, dict]:
-    """Objects alive at time `at` (end of run if None), keyed by (kind, namespace, name)."""
+def kind_of(resource: str) -> str:
+    return kind_info(resource).kind
+
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?$")
+
+
+def _instant(text: str) -> datetime:
+    t = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=UTC)  # no offset: UTC, the run's clock
+
+
+def seconds_at(meta: dict, at: str) -> float:
+    """--at as simulated seconds: a duration since the run's start (2h, 90m) or an RFC 3339 time on the run's clock
+    (run.json's startTime + simulated seconds, the clock every object's timestamps are written on)."""
+    from kubetwin.api.units import UnitError, parse_duration
+
+    if _RFC3339.match(at.strip()):
+        start = _instant(meta["startTime"])
+        seconds = (_instant(at.strip()) - start).total_seconds()
+        if seconds < 0:
+            raise KubetwinError([Diagnostic("--at", 0, "-", "", f"{at} is before the run started ({meta['startTime']})",
+                                            f"e.g. --at {meta['startTime']}")])
+        return seconds
+    try:
+        return parse_duration(at)
+    except UnitError as exc:
+        raise KubetwinError([Diagnostic("--at", 0, "-", "", str(exc), "e.g. --at 2h or --at 2026-01-01T02:00:00Z")]) \
+            from exc
+
+
+def state_at(run_dir: Path, at: float | str | None) -> tuple[dict[tuple[str, str, str], dict], float, dict]:
+    """Objects alive at time `at` (end of run if None; a string is read by seconds_at), keyed by (kind, namespace,
+    name)."""
     hist = run_dir / "history.jsonl"
     meta_file = run_dir / "run.json"
     if not hist.is_file() or not meta_file.is_file():
         raise KubetwinError([Diagnostic(str(run_dir), 0, "-", "", "not a kubetwin run folder (no history.jsonl)",
                                         "pass the --out folder of a `kubetwin run`")])
     meta = json.loads(meta_file.read_text())
-    until = meta["duration"] if at is None else at
+    until = meta["duration"] if at is None else seconds_at(meta, at) if isinstance(at, str) else at
     objs: dict[tuple[str, str, str], dict] = {}
     with hist.open() as f:
         for line in f:
