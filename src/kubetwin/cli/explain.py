@@ -36,9 +36,10 @@ def load(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     return [r for r in read(path) if r["kind"] == kind]
 
 
-def _not_found(resource: str, name: str) -> KubetwinError:
-    return KubetwinError([Diagnostic(resource, 0, "-", "", f'{resource} "{name}" has no scheduling attempts in the '
-                                     "trace (up to --at)", "check the name and -n NAMESPACE (kubetwin get)")])
+def _not_found(run_dir: Path, resource: str, name: str) -> KubetwinError:
+    return KubetwinError([Diagnostic(str(run_dir / FILE), 0, "-", "", f'{resource} "{name}" has no scheduling '
+                                     "attempts in the trace (up to --at)",
+                                     "check the name and -n NAMESPACE (kubetwin get)")])
 
 
 def _clock(t: float) -> str:
@@ -53,7 +54,7 @@ def pod_attempts(run_dir: Path, name: str, namespace: str = "default", at: float
     key = f"{namespace}/{name}"
     found = [r for r in load(run_dir, "Pod") if r["pod"] == key and (at is None or r["t"] <= at)]
     if not found:
-        raise _not_found("pod", key)
+        raise _not_found(run_dir, "pod", key)
     return found
 
 
@@ -114,10 +115,28 @@ def render_attempt(a: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_SAME = ("preFilter", "filter", "score", "selectedNode", "postFilter", "message")
+
+
 def explain_pod(run_dir: Path, name: str, namespace: str = "default", at: float | None = None) -> str:
+    """Every attempt up to `at`; a run of attempts with the same result as the one before prints as one line."""
     attempts = pod_attempts(run_dir, name, namespace, at)
-    head = f"Pod {namespace}/{name}: {len(attempts)} scheduling attempt(s)"
-    return "\n\n".join([head, *(render_attempt(a) for a in attempts)])
+    parts = [f"Pod {namespace}/{name}: {len(attempts)} scheduling attempt(s)"]
+    last: tuple | None = None
+    repeats: list[dict[str, Any]] = []
+    for a in [*attempts, None]:
+        same = a is not None and tuple(json.dumps(a[k], sort_keys=True) for k in _SAME)
+        if a is not None and same == last:
+            repeats.append(a)
+            continue
+        if repeats:
+            parts.append(f"... {len(repeats)} more attempt(s) with the same result, the last at "
+                         f"{_clock(repeats[-1]['t'])} (t={repeats[-1]['t']:g}s)")
+            repeats = []
+        if a is not None:
+            parts.append(render_attempt(a))
+            last = same
+    return "\n\n".join(parts)
 
 
 # -- workloads ----------------------------------------------------------------------------------------------------
@@ -144,7 +163,7 @@ def workload_cycles(run_dir: Path, name: str, namespace: str = "default", at: fl
     keys = set(workload_keys(run_dir, name, namespace)) or {f"{namespace}/{name}"}
     found = [r for r in records if r["workload"] in keys and (at is None or r["t"] <= at)]
     if not found:
-        raise _not_found("workload", f"{namespace}/{name}")
+        raise _not_found(run_dir, "workload", f"{namespace}/{name}")
     return found
 
 
