@@ -157,3 +157,69 @@ def test_explain_without_a_trace_says_how_to_get_one(tmp_path: Path) -> None:
     for kind in ("pod", "workload"):
         res = CliRunner().invoke(app, ["explain", kind, "x", "--run", str(out)])
         assert res.exit_code == 1 and "kubetwin run --trace-scheduling" in res.output, res.output
+
+
+def _kueue_objects() -> list[dict]:
+    """One ClusterQueue with two GPU flavors: spot (its nodes tainted, the Job does not tolerate it) and on-demand
+    (8 GPUs of nominal quota, no cohort to borrow from); a Job asks for 16 GPUs, one for 4."""
+    def flavor(name: str, **spec: object) -> dict:
+        return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name},
+                "spec": spec}
+
+    def job(name: str, gpus: int) -> dict:
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "main"}},
+            "spec": {"parallelism": 1, "completions": 1, "template": {
+                "metadata": {"annotations": {"kubetwin.io/duration": "1h"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x", "resources": {
+                    "limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}
+
+    quota = [{"name": "nvidia.com/gpu", "nominalQuota": 8}]
+    return [
+        {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "t"},
+         "spec": {"duration": "30m", "report": ["summary"], "traceScheduling": True}},
+        flavor("spot", nodeTaints=[{"key": "cloud.google.com/gke-spot", "value": "true", "effect": "NoSchedule"}]),
+        flavor("on-demand"),
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
+            "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                {"name": "spot", "resources": quota}, {"name": "on-demand", "resources": quota}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "main",
+                                                                                    "namespace": "default"},
+         "spec": {"clusterQueue": "cq"}},
+        job("big", 16), job("small", 4)]
+
+
+def test_explain_workload_gives_each_flavors_reason(tmp_path: Path) -> None:
+    """The tainted flavor and the one without enough quota each carry Kueue's reason; the Workload's Pending
+    condition is those reasons in the same words, and `explain workload big` prints them; the small Job fits the
+    second flavor."""
+    out = tmp_path / "run"
+    run(objects=_kueue_objects(), out=out)
+    records = [r for r in read(out / FILE) if r["kind"] == "Workload"]
+    big = next(r for r in records if r["workload"].startswith("default/job-big-"))
+    (ps,) = big["podSets"]
+    attempts = {a["flavor"]: a for a in ps["attempts"]}
+    assert attempts["spot"]["reasons"] == ["untolerated taint cloud.google.com/gke-spot=true:NoSchedule in flavor spot"]
+    assert attempts["on-demand"]["mode"] == "NoFit" and attempts["on-demand"]["reasons"] == [
+        "insufficient quota for nvidia.com/gpu in flavor on-demand, previously considered podsets requests (0) + "
+        "current podset request (16) > maximum capacity (8)"]
+    assert (big["mode"], big["outcome"], big["reason"]) == ("NoFit", "Pending", "ExceedsMaxQuota")
+    pending = [m for t, key, m in _events(out, "Pending", "Workload") if key == big["workload"]]
+    assert pending == [big["message"]] == [podset_message(ps)]
+    small = next(r for r in records if r["workload"].startswith("default/job-small-"))
+    assert small["outcome"] == "Admitted" and small["podSets"][0]["flavors"]["nvidia.com/gpu"]["flavor"] == "on-demand"
+    res = CliRunner().invoke(app, ["explain", "workload", "big", "--run", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "mode NoFit -> Pending (ExceedsMaxQuota)" in res.output
+    assert f"message: {big['message']}" in res.output
+    for reason in (*attempts["spot"]["reasons"], *attempts["on-demand"]["reasons"]):
+        assert reason in res.output
+
+
+def test_trace_scheduling_must_be_a_boolean(tmp_path: Path) -> None:
+    from kubetwin.api.errors import KubetwinError
+
+    objs = _kueue_objects()
+    objs[0]["spec"]["traceScheduling"] = "sometimes"
+    with pytest.raises(KubetwinError, match="traceScheduling"):
+        run(objects=objs)
