@@ -56,16 +56,16 @@ def test_the_trace_agrees_with_the_scheduler(path: Path, tmp_path: Path) -> None
     for r in failed:
         if r["filter"]:  # a PreFilter rejection has no per-node table
             assert r["message"].startswith(fit_error(r["numNodes"], reason_counts(r["filter"]))), r["pod"]
-            assert len(r["filter"]) == r["numNodes"]
+            assert sum(len(e["nodes"]) for e in r["filter"]) == r["numNodes"]
     bound = [r for r in pods if r["selectedNode"]]
     scheduled = _events(out, "Scheduled", "Pod")
     assert [(r["t"], r["pod"]) for r in bound] == [(t, key) for t, key, _ in scheduled]
     for r in bound:
-        assert {e["node"] for e in r["filter"] if passed_all(e)} == set(r["feasibleNodes"]), r["pod"]
+        assert {n for e in r["filter"] if passed_all(e) for n in e["nodes"]} == set(r["feasibleNodes"]), r["pod"]
         assert r["selectedNode"] in r["feasibleNodes"]
         if not r["selectedBy"]:  # default scoring: selectHost takes a node with the top total
             assert max(e["total"] for e in r["score"]) == next(e["total"] for e in r["score"]
-                                                               if e["node"] == r["selectedNode"])
+                                                               if r["selectedNode"] in e["nodes"])
 
 
 @pytest.mark.parametrize("pod", ["default/training-job", "research/exp-23-h100-ts6zk"])
@@ -83,9 +83,10 @@ def test_explain_pod_prints_the_failed_attempts_counts(pod: str, tmp_path: Path)
     assert res.exit_code == 0, res.output
     assert f"FailedScheduling: {r['message']}" in res.output
     for entry in r["filter"]:
-        row = next(line for line in res.output.splitlines() if line.strip().startswith(entry["node"]))
-        for v in entry["filter"]:
-            assert (v.get("status") or ", ".join(v["reasons"])) in row
+        for node in entry["nodes"]:
+            row = next(line for line in res.output.splitlines() if line.strip().startswith(node))
+            for v in entry["filter"]:
+                assert (v.get("status") or ", ".join(v["reasons"])) in row
     if pod.startswith("research/"):  # it preempts two lower-priority pods on the H100 node
         victims = next(c["victims"] for c in r["postFilter"]["candidates"] if c["node"] == r["postFilter"][
             "nominatedNode"])

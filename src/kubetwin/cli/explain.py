@@ -12,6 +12,7 @@ reasons. Both read scheduling-trace.jsonl, which only `kubetwin run --trace-sche
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,23 +65,26 @@ def _cell(v: dict[str, Any] | None) -> str:
     return v.get("status") or ", ".join(v["reasons"])
 
 
+def _rows(groups: list[dict[str, Any]], cells: Callable[[dict[str, Any]], list[str]]) -> list[list[str]]:
+    """One row per node, or per group of nodes with the same results when there are many nodes."""
+    if sum(len(g["nodes"]) for g in groups) <= MAX_NODE_ROWS:
+        return [[node, *cells(g)] for g in groups for node in g["nodes"]]
+    return [[f"{len(g['nodes'])} nodes: {', '.join(g['nodes'][:3])}{', ...' if len(g['nodes']) > 3 else ''}"
+             if len(g["nodes"]) > 1 else g["nodes"][0], *cells(g)] for g in groups]
+
+
 def _filter_rows(attempt: dict[str, Any]) -> list[list[str]]:
     plugins: list[str] = []
     for entry in attempt["filter"]:
         for v in entry["filter"]:
             if v["plugin"] not in plugins:
                 plugins.append(v["plugin"])
-    rows = []
-    for entry in attempt["filter"]:
-        by = {v["plugin"]: v for v in entry["filter"]}
-        rows.append([entry["node"], *(_cell(by.get(p)) for p in plugins)])
-    if len(rows) > MAX_NODE_ROWS:  # group nodes with the same results
-        groups: dict[tuple[str, ...], list[str]] = {}
-        for r in rows:
-            groups.setdefault(tuple(r[1:]), []).append(r[0])
-        rows = [[f"{len(nodes)} nodes: {', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''}", *cells]
-                for cells, nodes in groups.items()]
-    return [["NODE", *(p.upper() for p in plugins)], *rows]
+
+    def cells(g: dict[str, Any]) -> list[str]:
+        by = {v["plugin"]: v for v in g["filter"]}
+        return [_cell(by.get(p)) for p in plugins]
+
+    return [["NODE", *(p.upper() for p in plugins)], *_rows(attempt["filter"], cells)]
 
 
 def render_attempt(a: dict[str, Any]) -> str:
@@ -93,9 +97,9 @@ def render_attempt(a: dict[str, Any]) -> str:
         lines += ["    " + line for line in render_table(_filter_rows(a)).splitlines()]
     if a["score"]:
         plugins = [s["plugin"] for s in a["score"][0]["scores"]]
-        rows = [["NODE", *(p.upper() for p in plugins), "TOTAL"]]
-        for e in sorted(a["score"], key=lambda e: (-e["total"], e["node"])):
-            rows.append([e["node"], *(f"{s['raw']} -> {s['weighted']}" for s in e["scores"]), str(e["total"])])
+        rows = [["NODE", *(p.upper() for p in plugins), "TOTAL"],
+                *_rows(a["score"], lambda g: [*(f"{s['raw']} -> {s['weighted']}" for s in g["scores"]),
+                                              str(g["total"])])]
         lines.append("  Score (raw -> normalized x weight):")
         lines += ["    " + line for line in render_table(rows).splitlines()]
     if a["selectedNode"]:

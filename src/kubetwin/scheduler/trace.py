@@ -33,8 +33,9 @@ BALANCED = "NodeResourcesBalancedAllocation"
 def filter_verdicts(sched: Scheduler, state: CycleState, rows: np.ndarray, override: dict[int, list[str]]
                     ) -> list[dict[str, Any]]:
     """Per node of `rows` (scan order): [{plugin, status: passed} | {plugin, reasons}] up to the first rejection,
-    as the framework's RunFilterPlugins stops there."""
-    out = []
+    as the framework's RunFilterPlugins stops there. Nodes with the same results share one entry ({nodes, filter},
+    in order of first appearance): a large cluster's nodes mostly agree, and the file stays readable."""
+    out: dict[str, dict[str, Any]] = {}
     others = [p.name for p in sched.points["pre_filter"] + sched.points["filter_rows"]
               if p.name in (state.traced or {})]
     others = list(dict.fromkeys(others))
@@ -59,8 +60,12 @@ def filter_verdicts(sched: Scheduler, state: CycleState, rows: np.ndarray, overr
                 results.append(_verdict(name, [] if why == PASSED else [why]))
                 if why != PASSED:
                     break
-        out.append({"node": ni.name, "filter": results})
-    return out
+        key = repr(results)
+        group = out.get(key)
+        if group is None:
+            group = out[key] = {"nodes": [], "filter": results}
+        group["nodes"].append(ni.name)
+    return list(out.values())
 
 
 def _verdict(plugin: str, reasons: list[str]) -> dict[str, Any]:
@@ -68,14 +73,15 @@ def _verdict(plugin: str, reasons: list[str]) -> dict[str, Any]:
 
 
 def passed_all(entry: dict[str, Any]) -> bool:
-    """Whether a node's filter results end with every plugin passing (NodeResourcesFit ran and nothing rejected)."""
+    """Whether the nodes of an entry passed every Filter (NodeResourcesFit ran and nothing rejected)."""
     return (any(v["plugin"] == FIT for v in entry["filter"])
             and all(v.get("status") == PASSED for v in entry["filter"]))
 
 
 def scores(sched: Scheduler, state: CycleState, nodes: list[str]) -> list[dict[str, Any]]:
     """Per feasible node: each Score plugin's raw score, normalized score (DefaultNormalizeScore over the feasible
-    nodes, reversed for TaintToleration) and weighted score, and their total (what selectHost compares)."""
+    nodes, reversed for TaintToleration) and weighted score, and their total (what selectHost compares). Nodes
+    with the same scores share one entry ({nodes, scores, total}), highest total first."""
     infos: list[NodeInfo] = [sched.nodes[n] for n in nodes]
     pi = state.pi
     table: dict[str, list[tuple[int, int]]] = {}
@@ -89,12 +95,17 @@ def scores(sched: Scheduler, state: CycleState, nodes: list[str]) -> list[dict[s
         else:
             norm = [s * P.MAX_NODE_SCORE // peak if peak else 0 for s in raw]
         table[plugin.name] = list(zip(raw, norm, strict=True))
-    out = []
+    out: dict[tuple, dict[str, Any]] = {}
     for i, name in enumerate(nodes):
-        per: list[dict[str, Any]] = [{"plugin": p, "raw": v[i][0], "normalized": v[i][1],
-                                      "weighted": v[i][1] * P.SCORE_WEIGHTS[p]} for p, v in table.items()]
-        out.append({"node": name, "scores": per, "total": sum(v[i][1] * P.SCORE_WEIGHTS[p] for p, v in table.items())})
-    return out
+        row = tuple(v[i] for v in table.values())
+        group = out.get(row)
+        if group is None:
+            per: list[dict[str, Any]] = [{"plugin": p, "raw": v[i][0], "normalized": v[i][1],
+                                          "weighted": v[i][1] * P.SCORE_WEIGHTS[p]} for p, v in table.items()]
+            group = out[row] = {"nodes": [], "scores": per,
+                                "total": sum(v[i][1] * P.SCORE_WEIGHTS[p] for p, v in table.items())}
+        group["nodes"].append(name)
+    return sorted(out.values(), key=lambda g: -g["total"])
 
 
 def reason_counts(nodes: list[dict[str, Any]]) -> dict[str, int]:
@@ -103,5 +114,5 @@ def reason_counts(nodes: list[dict[str, Any]]) -> dict[str, int]:
     for entry in nodes:
         for v in entry["filter"]:
             for reason in v.get("reasons", ()):
-                hist[reason] = hist.get(reason, 0) + 1
+                hist[reason] = hist.get(reason, 0) + len(entry["nodes"])
     return hist
