@@ -116,7 +116,8 @@ def test_explain_prints_sections_and_top_advice(run_dir: Path) -> None:
     (["explain", "job", "nope"], 'Job "nope" not found in namespace "default"'),
     (["explain", "job", "train", "-n", "other"], 'not found in namespace "other"'),
     (["explain", "job", "plain"], "not a training job"),
-    (["explain", "pod", "train"], 'cannot explain "pod"'),
+    (["explain", "node", "train"], 'cannot explain "node"'),
+    (["explain", "pod", "train"], "re-run with `kubetwin run --trace-scheduling`"),
 ])
 def test_explain_errors(run_dir: Path, args: list[str], text: str) -> None:
     res = CliRunner().invoke(app, [*args, "--run", str(run_dir)])

@@ -45,6 +45,8 @@ from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution, Subsystem
+from kubetwin.sim.trace import FILE as TRACE_FILE
+from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 from kubetwin.validation.validate import validate, with_overrides
@@ -91,6 +93,7 @@ class RunResult:
     metrics_text: bytes | None = None  # Prometheus exposition of the controllers' metrics (Kueue's)
     requests_csv: str | None = None  # one row per inference request, when the scenario serves any
     training: dict[str, Any] | None = None  # training.json: per training job, spec, placement, breakdown, advice
+    scheduling_trace: str | None = None  # scheduling-trace.jsonl, when the run traced scheduling (sim/trace.py)
 
     def requests(self) -> Any:
         """The serving requests (requests.csv) as a DataFrame; empty when the scenario serves none."""
@@ -177,14 +180,16 @@ def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
 
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,
         out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
-        progress: Callable[[float, float], None] | None = None, overwrite: bool = False) -> RunResult:
+        progress: Callable[[float, float], None] | None = None, overwrite: bool = False,
+        trace_scheduling: bool = False) -> RunResult:
     """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given: load (and
     validate), wire the controllers, seed the objects, run the clock, collect the subsystems' contributions.
 
-    `out` must be new or empty unless `overwrite`, which replaces a previous run folder whole (see write_run)."""
+    `out` must be new or empty unless `overwrite`, which replaces a previous run folder whole (see write_run).
+    `trace_scheduling` (as Scenario.spec.traceScheduling) records the schedulers' reasons (sim/trace.py)."""
     if out is not None:
         check_out(Path(out), overwrite)
-    manifests, diags, scenario = load(paths, objects, duration, seed)
+    manifests, diags, scenario = load(paths, objects, duration, seed, trace_scheduling)
     until = parse_duration(scenario.duration)
     if out is not None and overwrite:
         _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
@@ -198,6 +203,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
         result = RunResult(summary, series, cluster.store.history, [d for d in diags if d.severity == "notice"],
                            pod_rows)
+        result.scheduling_trace = cluster.trace.lines() if cluster.trace is not None else None
         collect(result, [s.contribute(until) for s in cluster.subsystems])
         if out is not None:
             result.out = write_run(Path(out), result, scenario)
@@ -205,12 +211,12 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
 
 
 def load(paths: Sequence[str | Path] | None, objects: Sequence[Obj] | None, duration: str | None,
-         seed: int | None) -> tuple[list[Manifest], list[Diagnostic], ScenarioSpec]:
+         seed: int | None, trace_scheduling: bool = False) -> tuple[list[Manifest], list[Diagnostic], ScenarioSpec]:
     """The manifests with the command line's overrides, their diagnostics and the Scenario; KubetwinError with
     every error when validate rejects them (run accepts exactly what validate accepts)."""
     manifests = load_paths(list(paths)) if paths else []
     manifests += [Manifest(o, "<object>", 0) for o in objects or []]
-    manifests = with_overrides(manifests, duration, seed)  # the flags are checked as the fields they replace
+    manifests = with_overrides(manifests, duration, seed, trace_scheduling)  # flags checked as the fields they replace
     diags = validate(manifests)
     errors = [d for d in diags if d.severity == "error"]
     if errors:
@@ -229,6 +235,7 @@ class Cluster:
     scheduler: Scheduler
     metrics: Metrics
     subsystems: list[Subsystem]
+    trace: SchedulingTrace | None = None  # Scenario.spec.traceScheduling
 
 
 def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Cluster:
@@ -248,8 +255,9 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
     PersistentVolumeClaimController(store, env, events)  # claims Bound; the GKE Volume Populator's transfers
+    trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
-                          Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy)
+                          Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)
     JobController(store, env, events, names)
     JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names)
@@ -263,7 +271,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     # Kueue is "installed" when the scenario has any Kueue object or its manager Configuration, as a cluster
     # has its CRDs and controller.
     kueue_cfg = _kueue_config(manifests)
-    kueue = KueueController(store, env, events, config=kueue_cfg) if kueue_cfg is not None or any(
+    kueue = KueueController(store, env, events, config=kueue_cfg, trace=trace) if kueue_cfg is not None or any(
         str(m.obj.get("apiVersion", "")).startswith(KUEUE_GROUP) for m in manifests) else None
     metrics = Metrics(store, env, parse_duration(scenario.sampleInterval), samplers=[scheduler])
     serving = serving_install.install(store, env, events, kubelet, manifests, scenario.seed, parse_duration(
@@ -279,7 +287,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
                                         scenario.startTime)  # training.kubetwin.io/* run times and DCGM gauges
     subsystems: list[Subsystem] = [s for s in (scheduler, pools, kubelet, spot, kueue, ca, serving, training)
                                    if s is not None]
-    return Cluster(env, store, pools, scheduler, metrics, subsystems)
+    return Cluster(env, store, pools, scheduler, metrics, subsystems, trace)
 
 
 def seed_objects(cluster: Cluster, manifests: list[Manifest]) -> None:
@@ -346,7 +354,7 @@ def _dump(obj: Any) -> str:
 
 # Every file write_run puts in a run folder; --overwrite removes a folder only when it holds nothing else.
 RUN_FILES = frozenset({"summary.json", "timeseries.json", "history.jsonl", "events.jsonl", "metrics.prom",
-                       "requests.csv", "training.json", "run.json", "report.html"})
+                       "requests.csv", "training.json", "run.json", "report.html", TRACE_FILE})
 
 
 def _refuse(out: Path, message: str, fix: str) -> KubetwinError:
@@ -412,6 +420,8 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
         (out / "metrics.prom").write_bytes(result.metrics_text)
     if result.requests_csv is not None:
         (out / "requests.csv").write_text(result.requests_csv)
+    if result.scheduling_trace is not None:
+        (out / TRACE_FILE).write_text(result.scheduling_trace)
     if result.training is not None:
         (out / "training.json").write_text(json.dumps(result.training, sort_keys=True, indent=1) + "\n")
     (out / "run.json").write_text(_dump({"startTime": scenario.startTime, "duration": parse_duration(

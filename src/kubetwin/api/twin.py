@@ -206,6 +206,9 @@ class ScenarioSpec(_Strict):
     # Kubernetes feature gates the twin models (kube-scheduler --feature-gates); defaults are Kubernetes 1.34's.
     featureGates: dict[Literal["DRAAdminAccess", "DRAPrioritizedList", "DRAPartitionableDevices",
                                "DRADeviceTaints"], bool] = Field(default_factory=dict)
+    # Record why each pod and each Kueue workload was (not) scheduled, per plugin and per flavor, into the run
+    # folder's scheduling-trace.jsonl for `kubetwin explain pod|workload` (`kubetwin run --trace-scheduling`).
+    traceScheduling: bool = False
 
     # Cluster autoscaler, the zones' VM capacity and the project's Compute Engine quotas (autoscaler/capacity.py):
     # quotas[region][metric] = limit, e.g. {us-central1: {NVIDIA_H100_GPUS: 16}}; region "global" holds

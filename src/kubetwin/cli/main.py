@@ -72,7 +72,7 @@ def _print_summary(summary: dict, out: Path | None) -> None:
 
 
 def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: Optional[int],
-         overwrite: bool = False) -> None:
+         overwrite: bool = False, trace_scheduling: bool = False) -> None:
     from kubetwin.runner import run
 
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
@@ -80,6 +80,7 @@ def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: O
         task = bar.add_task("run", total=1.0)
         try:
             result = run(paths, out=out, duration=duration, seed=seed, overwrite=overwrite,
+                         trace_scheduling=trace_scheduling,
                          progress=lambda t, until: bar.update(task, completed=t / until if until else 1))
         except KubetwinError as exc:
             _fail(exc)
@@ -92,9 +93,12 @@ def run_cmd(paths: list[str] = typer.Argument(..., help="YAML files or folders")
             duration: Optional[str] = typer.Option(None, help="simulated time, e.g. 1d (overrides Scenario)"),
             seed: Optional[int] = typer.Option(None, help="random seed (overrides Scenario)"),
             overwrite: bool = typer.Option(False, "--overwrite", help="replace the run folder --out if it holds "
-                                           "a previous run")) -> None:
+                                           "a previous run"),
+            trace_scheduling: bool = typer.Option(False, "--trace-scheduling", help="record why each pod and "
+                                                  "Workload was (not) scheduled, for kubetwin explain pod|workload")
+            ) -> None:
     """Apply manifests to a simulated GKE cluster and run the clock."""
-    _run(paths, out, duration, seed, overwrite)
+    _run(paths, out, duration, seed, overwrite, trace_scheduling)
 
 
 DEMOS = ("demo", "gpu-sharing", "dra")
@@ -195,17 +199,19 @@ def api_resources(output: Optional[str] = typer.Option(None, "--output", "-o", h
 
 
 @app.command()
-def explain(resource: str = typer.Argument(..., help="job (a Job or JobSet name)"), name: str = typer.Argument(...),
-            namespace: str = typer.Option("default", "--namespace", "-n"),
-            run_dir: Path = typer.Option(..., "--run", help="run folder")) -> None:
-    """Where a training job's step time goes (compute / comm / data / checkpoint) and which change helps most."""
-    from kubetwin.workloads.training_explain import load, render
+def explain(resource: str = typer.Argument(..., help="pod, workload, or job (a training Job or JobSet)"),
+            name: str = typer.Argument(...), namespace: str = typer.Option("default", "--namespace", "-n"),
+            run_dir: Path = typer.Option(..., "--run", help="run folder"),
+            at: Optional[str] = typer.Option(None, "--at", help="pod, workload: attempts up to this simulated "
+                                             "time: a duration since the start (2h) or an RFC 3339 time")) -> None:
+    """Why: a pod's scheduling attempts per plugin, a Workload's Kueue cycles per flavor (both need a run with
+    --trace-scheduling), or where a training job's step time goes and which change helps most."""
+    from kubetwin.cli import explain as body
 
     try:
-        rec = load(run_dir, resource, name, namespace)
+        sys.stdout.write(body.explain(resource, name, namespace, run_dir, at) + "\n")
     except KubetwinError as exc:
         _fail(exc)
-    sys.stdout.write(render(rec) + "\n")
 
 
 def main() -> None:

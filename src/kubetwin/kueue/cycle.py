@@ -36,7 +36,7 @@ from typing import Any
 from kubetwin.api.conditions import set_conditions
 from kubetwin.kueue import api
 from kubetwin.kueue.fairsharing import fair_sharing_order
-from kubetwin.kueue.flavorassigner import FIT, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
+from kubetwin.kueue.flavorassigner import FIT, MODE_NAMES, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
 from kubetwin.kueue.outcomes import (
     EXCEEDS_MAX_QUOTA,
     MISCONFIGURED,
@@ -64,6 +64,7 @@ from kubetwin.kueue.queue import (
     QueueManager,
 )
 from kubetwin.kueue.snapshot import ClusterQueueSnapshot, Snapshot, Usage, WorkloadInfo, admission_usage
+from kubetwin.sim.trace import SchedulingTrace
 
 _SEVERITY = {WAITING_FOR_QUOTA: 2, EXCEEDS_MAX_QUOTA: 3, NO_MATCHING_FLAVOR: 4}
 
@@ -115,8 +116,11 @@ class KueueScheduler:
     """Kueue's queue manager and scheduler cache, and the scheduling cycle over them."""
 
     def __init__(self, partial_admission: bool = True, fair_sharing: bool = False,
-                 fair_sharing_strategies: tuple[str, ...] | list[str] | None = None) -> None:
+                 fair_sharing_strategies: tuple[str, ...] | list[str] | None = None,
+                 trace: SchedulingTrace | None = None) -> None:
         self.partial_admission = partial_admission
+        self.trace = trace  # None: nothing recorded (the default); else each head of each cycle (trace_entry)
+        self.cycles = 0  # cycles that had heads (numbers the trace's records)
         self.fair_sharing = fair_sharing
         self.fair_sharing_strategies = validate_strategies(fair_sharing_strategies)
         self.cluster_queues: dict[str, api.ClusterQueue] = {}
@@ -276,6 +280,7 @@ class KueueScheduler:
         if not any(q.items for q in self.queues.queues.values()):
             return CycleResult(now)  # no heads: nothing to snapshot
         snap = self._snapshot()
+        self.cycles += 1
         heads = self.queues.heads(set(snap.cluster_queues))
         preemptor = Preemptor(now, self.fair_sharing, self.fair_sharing_strategies)
         entries, inadmissible = self._nominate(heads, snap, preemptor)
@@ -291,6 +296,8 @@ class KueueScheduler:
         for e in order:
             self._process(e, snap, preempted, now, result)
         for e in entries + inadmissible:
+            if self.trace is not None:
+                self.trace.add("Workload", trace_entry(e, self.cycles))
             if e.status == "assumed":
                 continue
             if e.status and e.requeue_reason == REQUEUE_GENERIC:
@@ -441,6 +448,33 @@ class KueueScheduler:
         self.queues.admitted(obj.key, cq.name)
         self._reserve(WorkloadInfo(obj, cq.name, e.assignment.total_requests()))
         result.admitted.append(Admitted(obj.key, cq.name, admission, conds, event, e.assignment.borrowing))
+
+
+def trace_entry(e: _Entry, cycle: int) -> dict:
+    """One head of one cycle for the scheduling trace: per pod set, the flavor chosen per resource and every flavor
+    tried with its mode, borrowing, preemption possibility and reasons (flavorassigner's FlavorAttempt, the words
+    of the Pending condition and of the "Flavors considered" event); the preemption targets with their reasons;
+    the outcome with the condition's reason and message. Model: kueue pkg/scheduler/flavorassigner
+    (flavor_assignment_attempts.go) and pkg/scheduler/preemption."""
+    a = e.assignment
+    outcome = "Admitted" if e.status == "assumed" else "Preempting" if e.victims else "Skipped" if e.status \
+        else "Pending"
+    return {
+        "workload": e.info.key, "clusterQueue": e.info.cluster_queue, "cycle": cycle,
+        "mode": MODE_NAMES[a.representative_mode()] if a.pod_sets else "", "borrowing": a.borrowing,
+        "podSets": [{"name": ps.name, "count": ps.count,
+                     "requests": {r: api.format_amount(r, v) for r, v in sorted(ps.requests.items())},
+                     "flavors": {r: {"flavor": fa.name, "mode": MODE_NAMES[fa.mode], "borrow": fa.borrow}
+                                 for r, fa in sorted(ps.flavors.items())},
+                     "reasons": sorted(ps.reasons), "error": ps.error or "",
+                     "attempts": [{"flavor": att.flavor, "mode": MODE_NAMES[att.mode], "borrow": att.borrow,
+                                   "preemptionMode": att.possibility or "", "reasons": list(att.reasons)}
+                                  for att in ps.attempts]}
+                    for ps in a.pod_sets],
+        "targets": [{"workload": t.key, "clusterQueue": t.workload.cluster_queue, "reason": t.reason}
+                    for t in e.targets],
+        "outcome": outcome, "reason": "QuotaReserved" if outcome == "Admitted" else e.reason, "message": e.message,
+    }
 
 
 def _resource_requests(wi: WorkloadInfo) -> tuple[dict, ...]:

@@ -157,6 +157,8 @@ class DynamicResources(Plugin):
         state.data[NAME] = (claims, ok)
         for why in rejected.values():
             state.reject(NAME, why)
+        if state.traced is not None:
+            state.traced[NAME] = {**dict.fromkeys(ok, "passed"), **rejected}
         keep = [int(r) for r, ni in zip(rows, infos, strict=True) if ni is not None and ni.name in ok]
         return np.array(keep, dtype=rows.dtype)
 

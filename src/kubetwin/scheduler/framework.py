@@ -46,6 +46,9 @@ class CycleState:
     fit: np.ndarray  # NodeResourcesFit's verdict per row (the rows a later vector Filter's reasons count over)
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)  # plugin -> reason -> nodes
     data: dict[str, object] = field(default_factory=dict)  # plugin name -> its cycle data
+    # Only while tracing (scheduler/trace.py): plugin -> node name -> "passed" or the reason, for the plugins
+    # whose verdicts come as vectors or per row after the scan. None otherwise: the plugins skip the bookkeeping.
+    traced: dict[str, dict[str, str]] | None = None
 
     def reject(self, plugin: str, reason: str, nodes: int = 1) -> None:
         reasons = self.rejected.setdefault(plugin, {})

@@ -154,6 +154,10 @@ class GpuSharePlacement(Plugin):
         fits = self.feasible(rows, entry[0])
         if not fits.all():
             state.reject(PLUGIN, REASON, int((~fits).sum()))
+        if state.traced is not None:
+            infos = state.table.infos
+            state.traced[PLUGIN] = {ni.name: "passed" if ok else REASON for r, ok in zip(rows.tolist(), fits.tolist(),
+                                    strict=True) if (ni := infos[r]) is not None}
         return rows[fits]
 
     def select(self, state: CycleState, rows: np.ndarray) -> int | None:

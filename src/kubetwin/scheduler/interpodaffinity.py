@@ -88,6 +88,16 @@ class Verdict:
         return out
 
 
+    def by_node(self, infos: list) -> dict[str, str]:
+        """Each live row's verdict by node name, "passed" or the reason (tracing: scheduler/trace.py)."""
+        out = {}
+        for r, ni in enumerate(infos):
+            if ni is not None:
+                out[ni.name] = next((reason for reason, mask in ((ERR_AFFINITY, self.affinity), (ERR_ANTI, self.anti),
+                                     (ERR_EXISTING, self.existing)) if mask[r]), "passed")
+        return out
+
+
 class InterPodAffinity(Plugin):
     """The plugin with its cache of bound pods: by key, by label and by label key, plus those with anti-affinity."""
 
@@ -172,6 +182,8 @@ class InterPodAffinity(Plugin):
         state.mask &= verdict.ok
         state.shape = (*state.shape, self.signature(state.pod))
         state.data[NAME] = verdict
+        if state.traced is not None:
+            state.traced[NAME] = verdict.by_node(state.table.infos)
 
     def rejections(self, state: CycleState, rows: np.ndarray) -> tuple[dict[str, int], int]:
         """Reasons over the rows that passed the filters before it; ERR_AFFINITY is UnschedulableAndUnresolvable."""

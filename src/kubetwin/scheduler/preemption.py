@@ -72,13 +72,16 @@ class DefaultPreemption:
         return self._requests.get(pod_key(pod)) or pod_requests(pod)
 
     def post_filter(self, pod: Obj, pi: P.PodInfo, candidates: list[NodeInfo], unresolvable: int,
-                    n: int) -> tuple[str, str | None]:
-        """Returns (the "preemption: ..." part of the message, the nominated node or None)."""
+                    n: int, considered: list[tuple[str, list[str] | None]] | None = None) -> tuple[str, str | None]:
+        """Returns (the "preemption: ..." part of the message, the nominated node or None). `considered`, when
+        given (tracing), receives each candidate node with its victims' keys (None: no eviction makes room)."""
         if pod["spec"].get("preemptionPolicy") == "Never":
             return "preemption: not eligible due to preemptionPolicy=Never.", None
         found = []
         for ni in candidates:
             victims = victims_on_node(pi, ni, self._req, self._nominated, self.profile)
+            if considered is not None:
+                considered.append((ni.name, None if victims is None else [pod_key(v) for v in victims]))
             if victims is not None:
                 found.append((ni.name, victims))
         if not found:

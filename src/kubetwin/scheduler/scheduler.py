@@ -23,6 +23,7 @@ from kubetwin.scheduler import framework as F
 from kubetwin.scheduler import gpushare as G
 from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
+from kubetwin.scheduler import trace as T
 from kubetwin.scheduler import volumebinding as VB
 from kubetwin.scheduler.fiterror import FIT, diagnose, fit_error
 from kubetwin.scheduler.fragmentation import FragmentationGauge
@@ -34,6 +35,7 @@ from kubetwin.scheduler.queue import SchedulingQueue
 from kubetwin.scheduler.schedulinggates import GATED_MESSAGE as GATED_MESSAGE  # re-exported
 from kubetwin.scheduler.schedulinggates import scheduling_gated_condition
 from kubetwin.sim.outputs import Contribution
+from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -54,8 +56,10 @@ class Scheduler:
     """default-scheduler, one profile."""
 
     def __init__(self, store: Store, events: EventRecorder, seed: int = 0, strategy: str = "LeastAllocated",
-                 features: Features = Features(), gpu_policy: str | None = None, profile: P.Profile = P.DEFAULT):
+                 features: Features = Features(), gpu_policy: str | None = None, profile: P.Profile = P.DEFAULT,
+                 trace: SchedulingTrace | None = None):
         self.store, self.events, self.strategy, self.profile = store, events, strategy, profile
+        self.trace = trace  # None: nothing recorded (the default); else every attempt, as scheduler/trace.py says
         self.rng = random.Random(seed)
         self.nodes: dict[str, NodeInfo] = {}
         self.table = NodeTable()
@@ -221,6 +225,9 @@ class Scheduler:
         override = self._nominated_fit(pi, mask) if self._nominated else {}
         to_find = num_feasible_nodes_to_find(n)
         state = F.CycleState(pod, pi, table, n, to_find, to_find, shape, mask, scores.fit)
+        start = self.next_start
+        if self.trace is not None:
+            state.traced = {}
         try:
             if n:  # with no nodes schedulePod stops before PreFilter (ErrNoNodesAvailable)
                 for plugin in self.points["pre_filter"]:
@@ -237,12 +244,19 @@ class Scheduler:
             in_order = ok_static[order]
             self._unschedulable_pod(state, static, order[~in_order], order[in_order], override, cycle)
             return None
-        best = next((row for plugin in self.points["select"] for row in [plugin.select(state, feasible)]
-                     if row is not None), None)
+        best, selected_by = None, ""
+        for plugin in self.points["select"]:  # a Score that replaces the default ones answers first
+            best = plugin.select(state, feasible)
+            if best is not None:
+                selected_by = plugin.name
+                break
         if best is None:
             best = self._select_host(pi, static, scores, feasible)
         ni = table.infos[best]
         assert ni is not None
+        if self.trace is not None:
+            self._trace(state, "", T.filter_verdicts(self, state, np.roll(order, -start)[:processed], override),
+                        feasible=feasible, selected=ni.name, selected_by=selected_by)
         annotations: dict[str, str] = {}
         for plugin in self.points["reserve"]:  # Reserve + PreBind, in the profile's order; then Bind
             annotations.update(plugin.reserve(state, best, ni.name) or {})
@@ -253,12 +267,16 @@ class Scheduler:
         """A PreFilter's rejection of every node, or a plugin's error."""
         shape = (*state.shape, *rejected.shape)
         if rejected.error:
+            if self.trace is not None:
+                self._trace(state, rejected.message, [], pre_filter={rejected.plugin: rejected.message})
             self._failed(state.pod, state.pi, shape, cycle, rejected.message, "SchedulerError")
             return
         msg = f"0/{state.n} nodes are available: {rejected.message}."
         if rejected.post_filter:  # all nodes UnschedulableAndUnresolvable
             post, _ = self.preemption.post_filter(state.pod, state.pi, [], state.n, state.n)
             msg += f" {post}"
+        if self.trace is not None:
+            self._trace(state, msg, [], pre_filter={rejected.plugin: rejected.message})
         self._failed(state.pod, state.pi, shape, cycle, msg, "Unschedulable", frozenset({rejected.plugin}))
 
     def _failed(self, pod: Obj, pi: P.PodInfo, shape: tuple, cycle: int, msg: str, reason: str,
@@ -273,6 +291,21 @@ class Scheduler:
         pod = self.store.update({**pod, "status": status})
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(pod_key(pod), plugins, pi, shape, cycle)
+
+    def _trace(self, state: F.CycleState, message: str, nodes: list[dict], *, feasible: np.ndarray | None = None,
+               selected: str = "", selected_by: str = "", pre_filter: dict[str, str] | None = None,
+               post_filter: dict | None = None) -> None:
+        """One attempt into the scheduling trace (scheduler/trace.py): the per-node Filter verdicts computed the
+        scalar way (`nodes`) beside what the fast path decided (feasible nodes, chosen node, message)."""
+        assert self.trace is not None
+        infos = [state.table.infos[int(r)] for r in (feasible if feasible is not None else ())]
+        feasible_names = [ni.name for ni in infos if ni is not None]
+        self.trace.add("Pod", {
+            "pod": pod_key(state.pod), "attempt": self.schedule_attempts, "numNodes": state.n,
+            "numFeasibleNodesToFind": state.to_find, "preFilter": pre_filter or {}, "filter": nodes,
+            "feasibleNodes": feasible_names, "score": T.scores(self, state, feasible_names) if selected else [],
+            "selectedNode": selected, "selectedBy": selected_by, "postFilter": post_filter or {},
+            "message": message})
 
     def _nominated_fit(self, pi: P.PodInfo, mask: np.ndarray) -> dict[int, list[str]]:
         """addNominatedPods: nodes holding room for nominated pods of equal or higher priority are re-checked."""
@@ -354,10 +387,17 @@ class Scheduler:
         victims_possible = cand[t.min_prio[cand] < pi.priority] if len(cand) else cand
         for plugin in self.points["preemptible"]:
             victims_possible = plugin.preemptible(state, victims_possible)
+        considered: list[tuple[str, list[str] | None]] | None = None
+        if self.trace is not None:  # the verdicts before preemption evicts anyone
+            considered, verdicts = [], T.filter_verdicts(self, state, t.scan_order(), override)
         post, nominated = self.preemption.post_filter(
             pod, pi, [ni for ni in (t.infos[int(r)] for r in victims_possible) if ni is not None],
-            unresolvable, n)
+            unresolvable, n, considered)
         msg = fit_error(n, reasons, post) if n else "no nodes available to schedule pods"
+        if self.trace is not None:
+            self._trace(state, msg, verdicts, post_filter={
+                "message": post, "nominatedNode": nominated or "",
+                "candidates": [{"node": node, "victims": v} for node, v in considered or ()]})
         key = pod_key(pod)
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})

@@ -264,13 +264,16 @@ def _flattened_configmap(m: Manifest) -> list[Diagnostic]:
                        "(version: v1 / sharing: / timeSlicing: / resources: - name: nvidia.com/gpu, replicas: 4)")]
 
 
-def with_overrides(manifests: list[Manifest], duration: str | None = None, seed: int | None = None) -> list[Manifest]:
-    """The manifests with `kubetwin run --duration/--seed` written into the Scenario (a new one when there is
-    none), so the flags are validated like the fields they replace; diagnostics name the flags."""
-    spec = {k: v for k, v in (("duration", duration), ("seed", seed)) if v is not None}
+def with_overrides(manifests: list[Manifest], duration: str | None = None, seed: int | None = None,
+                   trace_scheduling: bool = False) -> list[Manifest]:
+    """The manifests with `kubetwin run --duration/--seed/--trace-scheduling` written into the Scenario (a new one
+    when there is none), so the flags are validated like the fields they replace; diagnostics name the flags."""
+    spec: dict[str, object] = {k: v for k, v in (("duration", duration), ("seed", seed)) if v is not None}
+    if trace_scheduling:
+        spec["traceScheduling"] = True
     if not spec:
         return manifests
-    flags = " ".join(f"--{k} {v}" for k, v in spec.items())
+    flags = " ".join("--trace-scheduling" if k == "traceScheduling" else f"--{k} {v}" for k, v in spec.items())
     found = next((i for i, m in enumerate(manifests) if m.kind == "Scenario" and m.obj.get("apiVersion") == TWIN_API
                   and isinstance(m.obj.get("spec") or {}, dict)), None)
     if found is None:

@@ -68,6 +68,7 @@ from kubetwin.kueue.outcomes import (
 )
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
+from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -80,12 +81,12 @@ class KueueController:
     """Kueue's reconcilers and scheduler, reading and writing only through the store."""
 
     def __init__(self, store: Store, env: Environment, events: EventRecorder,
-                 config: KueueConfig | None = None) -> None:
+                 config: KueueConfig | None = None, trace: SchedulingTrace | None = None) -> None:
         self.store, self.env, self.events = store, env, events
         self.config = config or KueueConfig()
         self.sched = KueueScheduler(partial_admission=self.config.partial_admission,
                                     fair_sharing=self.config.fair_sharing,
-                                    fair_sharing_strategies=self.config.preemption_strategies)
+                                    fair_sharing_strategies=self.config.preemption_strategies, trace=trace)
         self.metrics = KueueMetrics(env)
         self.pods_ready = PodsReady(store, env, events, self, self.config.wait_for_pods_ready)
         self.queue_status = QueueStatus(store, self.sched, self.metrics)
