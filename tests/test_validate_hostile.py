@@ -158,6 +158,19 @@ def test_scenario_sample_interval_zero_and_negative_seed(tmp_path: Path) -> None
     assert res.exit_code == 1 and "invalid duration 'banana'" in res.output
 
 
+def test_a_flag_that_replaces_a_scenario_field_is_named_instead_of_the_file_line(tmp_path: Path) -> None:
+    """--duration/--seed written into the file's Scenario: an error about them starts with the flag (the file's
+    line no longer holds the value); errors about the Scenario's own fields still name file:line."""
+    f = tmp_path / "s.yaml"
+    f.write_text(POOL + "---\napiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: {name: s}\n"
+                 "spec: {duration: 1h, sampleInterval: 0s}\n")
+    res = CliRunner().invoke(app, ["run", str(f), "--duration", "banana"])
+    lines = [ln for ln in res.output.splitlines() if ": error: " in ln]
+    assert any(ln.startswith("--duration banana: error: Scenario/s: spec.duration: invalid duration") for ln in lines)
+    assert any(ln.startswith(f"{f}:") and "spec.sampleInterval" in ln for ln in lines), res.output
+    assert not any(ln.startswith("-:") or " with --" in ln for ln in lines)
+
+
 def test_names_in_the_api_servers_words() -> None:
     [e] = errors(POOL + "---\n" + job(ns="dé"))
     assert e.field == "metadata.namespace" and e.message == f'Invalid value: "dé": {LABEL_MSG}'

@@ -180,7 +180,7 @@ def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
 
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,
         out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
-        progress: Callable[[float, float], None] | None = None, overwrite: bool = False,
+        progress: Callable[[float, float, Store], None] | None = None, overwrite: bool = False,
         trace_scheduling: bool = False) -> RunResult:
     """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given: load (and
     validate), wire the controllers, seed the objects, run the clock, collect the subsystems' contributions.
@@ -196,7 +196,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     cluster = wire(manifests, scenario, until)
     seed_objects(cluster, manifests)
     with _no_cyclic_gc():
-        cluster.env.run(until, on_advance=(lambda t: progress(t, until)) if progress else None)
+        cluster.env.run(until, on_advance=(lambda t: progress(t, until, cluster.store)) if progress else None)
         summary, series, pod_rows = cluster.metrics.finish(until)
         summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
                                "scoringStrategy": scenario.scoringStrategy}

@@ -30,6 +30,7 @@ class Manifest:
     file: str
     line: int
     lines: dict[str, int] = field(default_factory=dict)  # field path -> line
+    flags: dict[str, str] = field(default_factory=dict)  # field path -> the command-line flag that set it
 
     @property
     def kind(self) -> str:

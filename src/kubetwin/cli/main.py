@@ -4,18 +4,22 @@ printed without tracebacks."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.measure import Measurement
 from rich.table import Table
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import experiment
 from kubetwin.cli.report import report as report_cmd
+
+if TYPE_CHECKING:
+    from kubetwin.runner import RunResult
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A digital twin of a GKE AI/ML accelerator platform.")
@@ -25,41 +29,24 @@ console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 
-def _fail(exc: KubetwinError) -> None:
+def _fail(exc: KubetwinError) -> NoReturn:
     for d in exc.diagnostics:
         err.print(d.render(), markup=False, highlight=False)
     raise typer.Exit(1)
 
 
-def _print_summary(summary: dict, out: Path | None) -> None:
-    pods = summary["pods"]
+def _print_summary(summary: dict, out: Path | None, training: dict | None = None) -> None:
+    from kubetwin.report.headline import headline_rows
+
     t = Table(title=f"kubetwin run — {summary['duration_seconds'] / 3600:.1f} h simulated")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    for phase, n in pods["by_phase"].items():
-        t.add_row(f"pods {phase}", str(n))
-    t.add_row("pending p50 / p99", f"{pods['pending_seconds']['p50']:.0f}s / {pods['pending_seconds']['p99']:.0f}s")
-    for pool, g in summary["gpu_allocation"].items():
-        t.add_row(f"GPU allocation {pool}", f"{g['mean_pct']:.1f}%")
-    for pool, usd in summary["cost"]["by_pool"].items():
-        t.add_row(f"cost {pool}", f"${usd:,.2f}")
-    t.add_row("cost total", f"${summary['cost']['total_usd']:,.2f}")
-    if summary["cost"].get("spot_usd"):  # Spot VMs: what they cost, how often they went, what work was lost
-        t.add_row("cost on-demand / Spot", f"${summary['cost']['on_demand_usd']:,.2f} / "
-                  f"${summary['cost']['spot_usd']:,.2f}")
-    for pool, n in ((summary.get("spot") or {}).get("preemptions") or {}).items():
-        t.add_row(f"Spot preemptions {pool}", str(n))
-    if summary.get("wasted_gpu_hours") or summary.get("wasted_tpu_chip_hours"):
-        t.add_row("work lost (redone)", f"{summary.get('wasted_gpu_hours', 0):,.2f} GPU-h, "
-                  f"{summary.get('wasted_tpu_chip_hours', 0):,.2f} TPU chip-h")
-    for pool, g in (summary.get("gpu_sharing") or {}).items():
-        if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
-            t.add_row(f"GPU sharing {pool}", f"slowdown x{g['slowdown_mean'] or 0:.2f}, {g['gpu_oom_failures']} OOM")
-    from kubetwin.report.serving_html import serving_rows
-
-    for k, v in serving_rows(summary):
+    for k, v in headline_rows(summary, training):
         t.add_row(k, v)
-    console.print(t)
+    # a log or a pipe has no width to fit: rows stay whole (on a terminal the table fits the window)
+    wide = console if console.is_terminal else Console(file=sys.stdout, width=Measurement.get(
+        console, console.options.update(max_width=1000), t).maximum)
+    wide.print(t)
     for n in summary.get("notices", []):
         err.print(n, markup=False, highlight=False)
     if out is not None:
@@ -73,18 +60,24 @@ def _print_summary(summary: dict, out: Path | None) -> None:
 
 def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: Optional[int],
          overwrite: bool = False, trace_scheduling: bool = False) -> None:
+    from kubetwin.cli.progress import ProgressBar, ProgressLines
     from kubetwin.runner import run
 
-    with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeRemainingColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("run", total=1.0)
+    def go(progress: Callable[[float, float, Any], None]) -> RunResult:
         try:
-            result = run(paths, out=out, duration=duration, seed=seed, overwrite=overwrite,
-                         trace_scheduling=trace_scheduling,
-                         progress=lambda t, until: bar.update(task, completed=t / until if until else 1))
+            return run(paths, out=out, duration=duration, seed=seed, overwrite=overwrite,
+                       trace_scheduling=trace_scheduling, progress=progress)
         except KubetwinError as exc:
             _fail(exc)
-    _print_summary(result.summary, result.out)
+
+    if err.is_terminal:
+        with ProgressBar(err) as bar:
+            result = go(bar)
+    else:  # a log or a pipe: a line every few seconds on stderr
+        lines = ProgressLines(sys.stderr)
+        result = go(lines)
+        lines.finish()
+    _print_summary(result.summary, result.out, result.training)
 
 
 @app.command("run")

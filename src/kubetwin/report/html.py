@@ -12,9 +12,9 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from kubetwin.report.headline import headline_rows
 from kubetwin.report.panels import Panel, panels, timeline_figure
 from kubetwin.report.rundata import RunData, load_run
-from kubetwin.report.serving_html import serving_rows
 from kubetwin.report.timeline import Row, rows_of
 
 __all__ = ["compare_page", "write_report"]
@@ -35,33 +35,12 @@ def _fig_html(fig: go.Figure, div_id: str) -> str:
 
 
 def headline(run: RunData) -> list[tuple[str, str]]:
-    """The header's numbers: what ran, how long, what it cost, and each subsystem's totals."""
+    """The header's numbers: what ran, how long, then the run's headline rows (report.headline, as the console)."""
     s = run.summary
-    pods = s["pods"]
     rows = [("scenario", run.name), ("simulated time", f"{run.duration / 3600:.1f} h"),
             ("seed", str((s.get("scenario") or {}).get("seed", "-")))]
-    rows += [("pods", str(pods["total"]))] if "total" in pods else []
-    rows += [(f"pods {k}", str(v)) for k, v in pods["by_phase"].items()]
-    rows += [("pending p50 / p99", f"{pods['pending_seconds']['p50']:.0f} s / {pods['pending_seconds']['p99']:.0f} s")]
-    rows += [(f"GPU allocation {k}", f"{v['mean_pct']:.1f} %") for k, v in s["gpu_allocation"].items()
-             if v.get("gpu_hours_allocatable", 1)]  # a pool without GPUs has no GPU allocation to speak of
-    if "gpu_fragmentation" in s:
-        rows.append(("fragmented GPUs (mean)", f"{s['gpu_fragmentation']['fragmented_gpu_pct_mean']:.1f} %"))
-    rows.append(("cost total", f"${s['cost']['total_usd']:,.2f}"))
-    if s["cost"].get("spot_usd"):
-        rows.append(("cost on-demand / Spot", f"${s['cost']['on_demand_usd']:,.2f} / ${s['cost']['spot_usd']:,.2f}"))
-    rows += [(f"Spot preemptions {p}", str(n)) for p, n in ((s.get("spot") or {}).get("preemptions") or {}).items()]
-    if s.get("wasted_gpu_hours") or s.get("wasted_tpu_chip_hours"):
-        rows.append(("work lost (redone)", f"{s.get('wasted_gpu_hours', 0):,.2f} GPU-h, "
-                     f"{s.get('wasted_tpu_chip_hours', 0):,.2f} TPU chip-h"))
-    for cq, k in sorted((s.get("kueue") or {}).items()):
-        rows.append((f"Kueue {cq}: admitted / evicted / finished",
-                     f"{k.get('admitted', 0)} / {k.get('evicted', 0)} / {k.get('finished', 0)}"))
-    for pool, g in sorted((s.get("gpu_sharing") or {}).items()):
-        if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
-            rows.append((f"GPU sharing {pool}",
-                         f"slowdown x{g['slowdown_mean'] or 0:.2f}, {g['gpu_oom_failures']} OOM"))
-    return rows + serving_rows(s)
+    rows += [("pods", str(s["pods"]["total"]))] if "total" in s["pods"] else []
+    return rows + headline_rows(s, run.training)
 
 
 def look_at(run: RunData, rows: list[Row]) -> list[str]:

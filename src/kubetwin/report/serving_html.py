@@ -79,24 +79,3 @@ def serving_figures(runs: list[RunSeries]) -> list[go.Figure]:
                          lines("kv_usage", "KV-cache usage (mean of vllm:kv_cache_usage_perc)", "fraction"))
              if f is not None]
     return figs
-
-
-def serving_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """Headline rows for the report's table."""
-    s = summary.get("serving", {}).get("overall")
-    if not s:
-        return []
-
-    def sec(d: dict, k: str) -> str:
-        return "-" if d.get(k) is None else f"{d[k]:.3f} s"
-
-    return [("requests (completed / 429 / 503)", f"{s['requests']} ({s['completed']} / {s['rejected_429']} / "
-             f"{s['failed_503']})"),
-            ("TTFT p50 / p90 / p99", " / ".join(sec(s["ttft_seconds"], k) for k in ("p50", "p90", "p99"))),
-            ("TPOT p50 / p90 / p99", " / ".join(sec(s["tpot_seconds"], k) for k in ("p50", "p90", "p99"))),
-            ("SLO attainment", "-" if s["slo_attainment"] is None else f"{100 * s['slo_attainment']:.1f} %"),
-            ("prefix-cache hit rate", "-" if s.get("prefix_cache_hit_rate") is None
-             else f"{100 * s['prefix_cache_hit_rate']:.1f} %"),
-            ("serving GPU-hours", f"{s['gpu_hours']:.2f}"),
-            ("USD per million output tokens", "-" if s["usd_per_million_output_tokens"] is None
-             else f"${s['usd_per_million_output_tokens']:.2f}")]

@@ -236,6 +236,10 @@ class Store:
                 if (ns is None or ons == ns) and matches(selector, o["metadata"].get("labels"))]
 
 
+    def count(self) -> int:
+        """Live objects of every kind (for a long run's progress line)."""
+        return sum(len(bucket) for bucket in self._objects.values())
+
     def timestamp(self, t: float) -> str:
         """RFC 3339 time of simulated second t (cached: many objects are written at the same second)."""
         if t != self._ts_t:

@@ -7,6 +7,7 @@ express are written in the API server's own words (k8s.io/kubernetes pkg/apis/co
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -273,16 +274,21 @@ def with_overrides(manifests: list[Manifest], duration: str | None = None, seed:
         spec["traceScheduling"] = True
     if not spec:
         return manifests
-    flags = " ".join("--trace-scheduling" if k == "traceScheduling" else f"--{k} {v}" for k, v in spec.items())
+    flags = {f"spec.{k}": "--trace-scheduling" if k == "traceScheduling" else f"--{k} {v}" for k, v in spec.items()}
     found = next((i for i, m in enumerate(manifests) if m.kind == "Scenario" and m.obj.get("apiVersion") == TWIN_API
                   and isinstance(m.obj.get("spec") or {}, dict)), None)
     if found is None:
         return [*manifests, Manifest({"apiVersion": TWIN_API, "kind": "Scenario", "metadata": {"name": "command-line"},
-                                      "spec": spec}, flags, 0)]
+                                      "spec": spec}, " ".join(flags.values()), 0, flags=flags)]
     m = manifests[found]
     obj = {**m.obj, "spec": {**(m.obj.get("spec") or {}), **spec}}
-    lines = {k: v for k, v in m.lines.items() if k not in {f"spec.{s}" for s in spec}}
-    return [*manifests[:found], Manifest(obj, f"{m.file} with {flags}", m.line, lines), *manifests[found + 1:]]
+    return [*manifests[:found], Manifest(obj, m.file, m.line, m.lines, {**m.flags, **flags}), *manifests[found + 1:]]
+
+
+def _named_by_flag(m: Manifest, d: Diagnostic) -> Diagnostic:
+    """A finding about a field a flag set names the flag, not the file line the flag replaced."""
+    flag = m.flags.get(d.field)
+    return dataclasses.replace(d, file=flag, line=0) if flag is not None else d
 
 
 def validate(manifests: list[Manifest]) -> list[Diagnostic]:
@@ -295,6 +301,8 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         found = validate_one(m)
         if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
             found += training_spec.diagnostics(m)
+        if m.flags:
+            found = [_named_by_flag(m, d) for d in found]
         out += found
         if not any(d.severity == "error" for d in found):
             clean.append(m)

@@ -1,0 +1,107 @@
+"""The run's headline numbers, one row per fact, from summary.json and training.json alone: the console summary
+of `kubetwin run` and report.html's header print the same rows (one place decides what a run's headline is)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rows = list[tuple[str, str]]
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.0f}s"
+
+
+def cluster_rows(s: dict[str, Any]) -> Rows:
+    """Pods, waiting, GPU allocation and fragmentation, cost (per pool, Spot), work lost, GPU sharing."""
+    pods = s["pods"]
+    rows = [(f"pods {k}", str(v)) for k, v in pods["by_phase"].items()]
+    rows.append(("pending p50 / p99", f"{_s(pods['pending_seconds']['p50'])} / {_s(pods['pending_seconds']['p99'])}"))
+    rows += [(f"GPU allocation {k}", f"{v['mean_pct']:.1f}%") for k, v in s["gpu_allocation"].items()
+             if v.get("gpu_hours_allocatable", 1)]  # a pool without GPUs has no GPU allocation to speak of
+    if (s.get("gpu_fragmentation") or {}).get("fragmented_gpu_pct_mean") is not None:
+        rows.append(("fragmented GPUs (mean)", f"{s['gpu_fragmentation']['fragmented_gpu_pct_mean']:.1f}%"))
+    cost = s["cost"]
+    rows += [(f"cost {pool}", f"${usd:,.2f}") for pool, usd in cost["by_pool"].items()]
+    rows.append(("cost total", f"${cost['total_usd']:,.2f}"))
+    if cost.get("spot_usd"):  # Spot VMs: what they cost, how often they went, what work was lost
+        rows.append(("cost on-demand / Spot", f"${cost['on_demand_usd']:,.2f} / ${cost['spot_usd']:,.2f}"))
+    rows += [(f"Spot preemptions {p}", str(n)) for p, n in ((s.get("spot") or {}).get("preemptions") or {}).items()]
+    if s.get("wasted_gpu_hours") or s.get("wasted_tpu_chip_hours"):
+        rows.append(("work lost (redone)", f"{s.get('wasted_gpu_hours', 0):,.2f} GPU-h, "
+                     f"{s.get('wasted_tpu_chip_hours', 0):,.2f} TPU chip-h"))
+    for pool, g in (s.get("gpu_sharing") or {}).items():
+        if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
+            rows.append((f"GPU sharing {pool}",
+                         f"slowdown x{g['slowdown_mean'] or 0:.2f}, {g['gpu_oom_failures']} OOM"))
+    return rows
+
+
+def autoscaler_rows(s: dict[str, Any]) -> Rows:
+    """Cluster autoscaler: scale-ups, scale-downs and the cloud's refusals (stockouts, quota)."""
+    ca = s.get("cluster_autoscaler")
+    if not ca:
+        return []
+    counts = [len(ca.get(k) or []) for k in ("scale_ups", "scale_downs", "refusals")]
+    return [("cluster autoscaler", "{} scale-ups, {} scale-downs, {} refused by the cloud".format(*counts))]
+
+
+def kueue_rows(s: dict[str, Any]) -> Rows:
+    """Per ClusterQueue: admitted / evicted / finished, still pending at the end, the longest admission wait, and
+    the preemptions it issued by reason."""
+    rows = []
+    for cq, k in sorted((s.get("kueue") or {}).items()):
+        pending = k.get("pending_at_end") or {}
+        rows.append((f"Kueue {cq}", f"{k.get('admitted', 0)} admitted, {k.get('evicted', 0)} evicted, "
+                     f"{k.get('finished', 0)} finished, {pending.get('active', 0) + pending.get('inadmissible', 0)} "
+                     "pending"))
+        wait = (k.get("admission_wait_s") or {}).get("max")
+        if wait:
+            rows.append((f"Kueue {cq} wait p99 / max", f"{_s(k['admission_wait_s'].get('p99'))} / {_s(wait)}"))
+        issued = k.get("preemptions_issued") or {}
+        if issued:
+            rows.append((f"Kueue {cq} preempted", ", ".join(f"{n} {r}" for r, n in sorted(issued.items()))))
+    return rows
+
+
+def training_rows(training: dict[str, Any]) -> Rows:
+    """Per training job: step time, MFU and job time, and the change `kubetwin explain job` ranks first."""
+    rows = []
+    for key, j in sorted(training.items()):
+        b = j.get("breakdown") or {}
+        if not b.get("step_seconds"):
+            continue
+        mfu = (j.get("placement") or {}).get("mfu")
+        rows.append((f"training {key}", f"step {b['step_seconds']:.2f}s, job {b['job_seconds'] / 3600:.2f} h"
+                     + (f", MFU {100 * mfu:.0f}%" if mfu else "")))
+        best = next(iter(j.get("advice") or []), None)
+        if best and best.get("saving"):
+            rows.append((f"training {key} best change", f"{best['change']}: -{100 * best['saving']:.0f}% job time"))
+    return rows
+
+
+def serving_rows(s: dict[str, Any]) -> Rows:
+    """Requests, TTFT/TPOT percentiles, SLO attainment, prefix-cache hit rate, GPU-hours and price per token."""
+    o = s.get("serving", {}).get("overall")
+    if not o:
+        return []
+
+    def sec(d: dict, k: str) -> str:
+        return "-" if d.get(k) is None else f"{d[k]:.3f} s"
+
+    return [("requests (completed / 429 / 503)", f"{o['requests']} ({o['completed']} / {o['rejected_429']} / "
+             f"{o['failed_503']})"),
+            ("TTFT p50 / p90 / p99", " / ".join(sec(o["ttft_seconds"], k) for k in ("p50", "p90", "p99"))),
+            ("TPOT p50 / p90 / p99", " / ".join(sec(o["tpot_seconds"], k) for k in ("p50", "p90", "p99"))),
+            ("SLO attainment", "-" if o["slo_attainment"] is None else f"{100 * o['slo_attainment']:.1f} %"),
+            ("prefix-cache hit rate", "-" if o.get("prefix_cache_hit_rate") is None
+             else f"{100 * o['prefix_cache_hit_rate']:.1f} %"),
+            ("serving GPU-hours", f"{o['gpu_hours']:.2f}"),
+            ("USD per million output tokens", "-" if o["usd_per_million_output_tokens"] is None
+             else f"${o['usd_per_million_output_tokens']:.2f}")]
+
+
+def headline_rows(summary: dict[str, Any], training: dict[str, Any] | None = None) -> Rows:
+    """Every row the run produced, cluster first, then each subsystem that ran (none for what did not)."""
+    return (cluster_rows(summary) + autoscaler_rows(summary) + kueue_rows(summary) + training_rows(training or {})
+            + serving_rows(summary))
