@@ -1,5 +1,5 @@
 """The one registry of the twin's annotations (api/annotations.py): every key the code reads is in it, and the
-README's table is the generated one."""
+docs/scenarios.md's table is the generated one."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ def test_markdown_table_from_the_command_line() -> None:
     assert "| `kubetwin.io/fail-after` | Pod, Job, JobSet, Deployment, ReplicaSet (pod template) | `20m` |" in out
 
 
-def test_readme_table_is_the_generated_one() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert BEGIN in readme and END in readme, f"README.md lost its {BEGIN}/{END} markers"
+def test_docs_table_is_the_generated_one() -> None:
+    readme = (ROOT / "docs" / "scenarios.md").read_text()
+    assert BEGIN in readme and END in readme, f"docs/scenarios.md lost its {BEGIN}/{END} markers"
     table = readme.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
     assert table == annotations.markdown(), "regenerate: python -m kubetwin.validation.annotations --markdown"
 

@@ -90,9 +90,11 @@ def describe_pod(obj: dict, events: list[dict], now: datetime) -> str:
         for section in ("limits", "requests"):
             if res.get(section):
                 lines.append(f"    {section.capitalize()}:")
-                lines += [f"      {k}:  {v}" for k, v in res[section].items()]
-    lines.append("Conditions:\n  Type              Status")
-    lines += [f"  {c['type']:<17} {c['status']}" for c in st.get("conditions") or []]
+                lines.append(tabwrite("\n".join(f"      {k}:\t{v}" for k, v in res[section].items()), 0, 2))
+    # describePod writes "%v \t%v \n" per condition: the cell keeps a space before the tab, and one after the status
+    lines.append("Conditions:")
+    lines.append(tabwrite("\n".join(["  Type\tStatus"] + [f"  {c['type']} \t{c['status']} "
+                                                           for c in st.get("conditions") or []]), 0, 2))
     lines.append(f"Node-Selectors:  {_kv(spec.get('nodeSelector'))}")
     tols = [_toleration(t) for t in spec.get("tolerations") or []]
     lines.append("Tolerations:     " + ("\n                 ".join(tols) if tols else "<none>"))

@@ -15,7 +15,7 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
   [LessThanOrEqualToFinalShare, LessThanInitialShare].
 - ``admissionFairSharing`` {usageHalfLifeTime, usageSamplingInterval (5m), resourceWeights}: validated and kept;
   the scheduler core does not order by it yet.
-- ``manageJobsWithoutQueueName`` (false): validated and kept; the twin manages only queued jobs (see README).
+- ``manageJobsWithoutQueueName`` (false): validated and kept; the twin manages only queued jobs (see docs/kueue.md).
 - ``featureGates``: ``PartialAdmission`` (on) switches partial admission; other known gates are accepted.
 - ``integrations.frameworks``: which kinds Kueue manages; defaults.go sets ["batch/job"] when the list is empty,
   so a Configuration without ``jobset.x-k8s.io/jobset`` leaves queued JobSets unmanaged (they start at once). With

@@ -3,7 +3,7 @@
 `kubetwin validate` iterates it (every annotation set of an object: its metadata, a pod template's, a JobSet's
 Job and pod templates), so a bad value is a validate error with its field path instead of a crash mid-run, an
 annotation put where the twin does not read it is a notice, and a misspelt `kubetwin.io/` key gets the closest
-real one. The README's annotation table is generated from it:
+real one. docs/scenarios.md's annotation table is generated from it:
 
     python -m kubetwin.validation.annotations --markdown
 
@@ -209,7 +209,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
 
 
 def markdown() -> str:
-    """The README's annotation table."""
+    """docs/scenarios.md's annotation table."""
     lines = ["| annotation | on | value (example) | meaning |", "|---|---|---|---|"]
     for r in rows():
         on = "any object" if r.kinds == ANY else ", ".join(r.kinds) + (" (pod template)" if r.pod else "")
@@ -221,7 +221,7 @@ def markdown() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The twin's annotations.")
-    parser.add_argument("--markdown", action="store_true", help="print the README's annotation table")
+    parser.add_argument("--markdown", action="store_true", help="print docs/scenarios.md's annotation table")
     parser.parse_args(argv)
     print(markdown(), end="")
 

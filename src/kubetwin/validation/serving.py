@@ -180,7 +180,7 @@ def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
             if why:
                 field = f"metadata.annotations.{ROUTER}"
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, why,
-                                      "use one of the presets (README, Routers), or remove the annotation for the "
+                                      "use one of the presets (docs/serving.md, Routing), or remove the annotation for the "
                                       "pool's default (epp for an InferencePool, round-robin for a Service)"))
     return out + _unsimulated_servers(manifests)
 
