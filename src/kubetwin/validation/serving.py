@@ -180,8 +180,8 @@ def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
             if why:
                 field = f"metadata.annotations.{ROUTER}"
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, why,
-                                      "use one of the presets (docs/serving.md, Routing), or remove the annotation for the "
-                                      "pool's default (epp for an InferencePool, round-robin for a Service)"))
+                                      "use one of the presets (docs/serving.md, Routing), or remove the annotation "
+                                      "for the pool's default (epp for an InferencePool, round-robin for a Service)"))
     return out + _unsimulated_servers(manifests)
 
 

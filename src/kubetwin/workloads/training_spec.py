@@ -71,7 +71,8 @@ BYTES = ("checkpoint-size", "dataset-size", "dataset-bytes-per-sample", "dataset
 LOADING = ("pipelined", "streaming", "prestaged")
 KEYS = (*INTS, *COUNTS, *BYTES, "mfu", "fsdp", "data-path", "checkpoint-path", "data-loading")
 GANG_KEYS = ("gang", "launcher", "rendezvous-timeout", "collective-timeout")
-# key -> (example, meaning): docs/scenarios.md's annotation table (validation/annotations.py); the module docstring has the details
+# key -> (example, meaning): docs/scenarios.md's annotation table (validation/annotations.py); the module docstring
+# has the details
 DOCS: dict[str, tuple[str, str]] = {
     "params": ("8B", "model parameters (required)"),
     "steps": ("10000", "optimizer steps the job runs (required)"),
