@@ -6,29 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, missing_shared_trace
+from conftest import RUNNABLE, SHORT_DURATION, missing_shared_trace
 from invariants import check, check_run_dir
 from k8s_builders import make_pod, make_scenario, static_node
 
 from kubetwin.runner import run
 
-ROOT = Path(__file__).resolve().parents[1]
-# seed-as-written.yaml is the platform's seed with its mistakes (validate rejects it): its corrected form runs
-EXAMPLES = [p for p in sorted((ROOT / "examples").glob("*.yaml")) if p.name != "seed-as-written.yaml"]
-SCENARIOS = sorted(p for p in (ROOT / "src" / "kubetwin" / "scenarios").iterdir() if p.is_dir())
-SEED_CORRECTED = SHARED / "reference" / "seed-manifests-corrected.yaml"
-# long examples are cut short: the invariants hold at every instant, so a prefix is as good a test
-DURATION = {"serving-llama3-epp.yaml": "10m", "serving-llmd-shared-prefix.yaml": "10m",
-            "serving-mooncake-routing.yaml": "10m", "serving-scale-to-zero.yaml": "20m",
-            "training-llama-8b-a3.yaml": "2h", "demo": "4h", "gpu-sharing": "2h", "dra": "2h"}
 
-
-@pytest.mark.parametrize("path", [*EXAMPLES, *SCENARIOS, SEED_CORRECTED], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.name)
 def test_invariants_hold_over_the_examples(path: Path, tmp_path: Path) -> None:
     if not path.exists() or missing_shared_trace(path):
         pytest.skip(f"{path.name}: needs ../shared")
     out = tmp_path / "run"
-    run([path], out=out, duration=DURATION.get(path.name))
+    run([path], out=out, duration=SHORT_DURATION.get(path.name))
     assert check_run_dir(out) == []
 
 

@@ -51,13 +51,20 @@ def browser() -> Any:
         b.close()
 
 
-def _load(browser: Any, page_path: Path) -> tuple[list[dict], list[list[str]], list[str]]:
+def _open(browser: Any, page_path: Path) -> tuple[Any, list[str]]:
+    """The page once plotly has drawn, and the console errors and page errors it raised (a list that keeps
+    filling while the page is open)."""
     page = browser.new_page()
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(page_path.as_uri())
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+    return page, errors
+
+
+def _load(browser: Any, page_path: Path) -> tuple[list[dict], list[list[str]], list[str]]:
+    page, errors = _open(browser, page_path)
     panels = page.evaluate(PANELS_JS)
     bars = page.evaluate(TIMELINE_JS) if page.query_selector("section.timeline") else []
     if bars:  # every row labelled: one y tick per row
@@ -137,12 +144,7 @@ def test_compare_page_overlays_two_runs(browser: Any, runs: dict[str, Path], tmp
     pair = [runs["kueue-cohort-borrowing"].parent, runs["spot-vs-on-demand"].parent]
     res = CliRunner().invoke(app, ["report", *map(str, pair), "--out", str(out)])
     assert res.exit_code == 0, res.output
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(out.as_uri())
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+    page, errors = _open(browser, out)
     panels = page.evaluate(PANELS_JS)
     timelines = page.evaluate("() => Array.from(document.querySelectorAll('section.timeline')).map(s => s.dataset.run)")
     names = page.evaluate("() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => "

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, missing_shared_trace
+from conftest import RUNNABLE, SHORT_DURATION, missing_shared_trace
 from typer.testing import CliRunner
 
 from kubetwin.cli.explain import podset_message
@@ -20,13 +20,6 @@ from kubetwin.scheduler.trace import passed_all, reason_counts
 from kubetwin.sim.trace import FILE, read
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = [p for p in sorted((ROOT / "examples").glob("*.yaml")) if p.name != "seed-as-written.yaml"]
-SCENARIOS = sorted(p for p in (ROOT / "src" / "kubetwin" / "scenarios").iterdir() if p.is_dir())
-SEED_CORRECTED = SHARED / "reference" / "seed-manifests-corrected.yaml"
-# long examples are cut short (each still has its Pending pods in the prefix)
-DURATION = {"serving-llama3-epp.yaml": "10m", "serving-llmd-shared-prefix.yaml": "10m",
-            "serving-mooncake-routing.yaml": "10m", "serving-scale-to-zero.yaml": "20m",
-            "training-llama-8b-a3.yaml": "2h", "demo": "4h", "gpu-sharing": "2h", "dra": "2h"}
 
 
 def _events(out: Path, reason: str, kind: str) -> list[tuple[float, str, str]]:
@@ -41,7 +34,7 @@ def _events(out: Path, reason: str, kind: str) -> list[tuple[float, str, str]]:
     return found
 
 
-@pytest.mark.parametrize("path", [*EXAMPLES, *SCENARIOS, SEED_CORRECTED], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.name)
 def test_the_trace_agrees_with_the_scheduler(path: Path, tmp_path: Path) -> None:
     """Every FailedScheduling has its attempt in the trace, whose per-node Filter verdicts (scalar plugins) count
     exactly the message's "0/N nodes are available: ..." reasons; every bound attempt's nodes that pass every
@@ -49,7 +42,7 @@ def test_the_trace_agrees_with_the_scheduler(path: Path, tmp_path: Path) -> None
     if not path.exists() or missing_shared_trace(path):
         pytest.skip(f"{path.name}: needs ../shared")
     out = tmp_path / "run"
-    run([path], out=out, duration=DURATION.get(path.name), trace_scheduling=True)
+    run([path], out=out, duration=SHORT_DURATION.get(path.name), trace_scheduling=True)
     pods = [r for r in read(out / FILE) if r["kind"] == "Pod"]
     failed = [r for r in pods if not r["selectedNode"]]
     assert [(r["t"], r["pod"], r["message"]) for r in failed] == _events(out, "FailedScheduling", "Pod")
