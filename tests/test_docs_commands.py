@@ -1,10 +1,11 @@
 """The README tour and every docs page's commands run as printed, each page on a fresh checkout-shaped folder.
 
-A page's ```sh blocks (each line a command; `\\` continues it) and ```console blocks (`$ ` lines) run in order in
-bash, from a folder shaped like the repository after `make demo`: `examples/`, `src/`, `benchmarks/` and `tests/`
-linked in, `.venv/bin/{kubetwin,python,pytest}` running this interpreter, `kubetwin` on PATH too, and `make demo`
-doing what the Makefile's demo recipe does (checked below). ```python blocks run in the same folder. A block a test
-must not run is preceded by `<!-- not run: REASON -->`; the reason is printed in the test's id and kept short.
+A page's ```sh blocks (each a bash script, `-e -o pipefail`; `\\` continues a line) and ```console blocks (each
+`$ ` line on its own, with the exit code its output shows) run in order, from a folder shaped like the repository
+after `make demo`: `examples/`, `src/`, `benchmarks/` and `tests/` linked in, `.venv/bin/{kubetwin,python,pytest}`
+running this interpreter, `kubetwin` on PATH too, and `make demo` doing what the Makefile's demo recipe does
+(checked below). ```python blocks run in the same folder. A block a test must not run is preceded by
+`<!-- not run: REASON -->`.
 kubectl.md's and explain.md's tests also compare outputs; this one checks exit codes and that nothing is a
 traceback.
 """
@@ -142,8 +143,11 @@ def test_the_commands_run_as_printed(page: Path, tmp_path: Path) -> None:
                                  timeout=600)
             assert res.returncode == 0, f"{page.name}:{b.line}: python block failed\n{res.stderr[-3000:]}"
             continue
-        for cmd in b.commands():
-            res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=repo, env=env, capture_output=True,
+        # an sh block is one script (a server started with `&` can be stopped by a later line); a console
+        # transcript's commands run one by one, each with the exit code its output shows
+        scripts = ["\n".join(b.commands())] if b.lang == "sh" else b.commands()
+        for cmd in scripts:
+            res = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", cmd], cwd=repo, env=env, capture_output=True,
                                  text=True, timeout=600)
             out = res.stdout + res.stderr
             assert "Traceback (most recent call last)" not in out, f"{page.name}:{b.line}: {cmd}\n{out[-3000:]}"
