@@ -171,6 +171,17 @@ def _scenario(manifests: list[Manifest]) -> ScenarioSpec:
     return ScenarioSpec()
 
 
+def _scenario_name(manifests: list[Manifest]) -> str | None:
+    """The Scenario object's metadata.name (report.html's title), None when the run has no Scenario."""
+    for m in manifests:
+        if m.kind == "Scenario" and str(m.obj.get("apiVersion", "")).startswith("kubetwin.io/"):
+            if m.line == 0 and m.flags:
+                return None  # the Scenario the command line's flags made (validation.with_overrides)
+            meta = m.obj.get("metadata")
+            return str(meta.get("name")) if isinstance(meta, dict) and meta.get("name") else None
+    return None
+
+
 def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
     """The Kueue manager Configuration in the scenario (the last one wins), None if there is none."""
     found = [m.obj for m in manifests
@@ -198,7 +209,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     with _no_cyclic_gc():
         cluster.env.run(until, on_advance=(lambda t: progress(t, until, cluster.store)) if progress else None)
         summary, series, pod_rows = cluster.metrics.finish(until)
-        summary["scenario"] = {"duration": scenario.duration, "seed": scenario.seed,
+        summary["scenario"] = {"name": _scenario_name(manifests), "duration": scenario.duration, "seed": scenario.seed,
                                "scoringStrategy": scenario.scoringStrategy}
         summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
         result = RunResult(summary, series, cluster.store.history, [d for d in diags if d.severity == "notice"],

@@ -37,7 +37,8 @@ def _fig_html(fig: go.Figure, div_id: str) -> str:
 def headline(run: RunData) -> list[tuple[str, str]]:
     """The header's numbers: what ran, how long, then the run's headline rows (report.headline, as the console)."""
     s = run.summary
-    rows = [("scenario", run.name), ("simulated time", f"{run.duration / 3600:.1f} h"),
+    rows = [("scenario", str((s.get("scenario") or {}).get("name") or run.name)), ("run folder", run.name),
+            ("simulated time", f"{run.duration / 3600:.1f} h"),
             ("seed", str((s.get("scenario") or {}).get("seed", "-")))]
     rows += [("pods", str(s["pods"]["total"]))] if "total" in s["pods"] else []
     return rows + headline_rows(s, run.training)
@@ -139,7 +140,7 @@ def compare_page(run_dirs: list[Path]) -> str:
         if names.count(r.name) > 1:
             r.name = f"{d.resolve().parent.name}/{r.name}"
     tables = [dict(headline(r)) for r in runs]
-    keys = list(dict.fromkeys(k for t in tables for k in t if k != "scenario"))
+    keys = list(dict.fromkeys(k for t in tables for k in t if k not in ("scenario", "run folder")))
     head = "<tr><th></th>" + "".join(f"<th>{html.escape(r.name)}</th>" for r in runs) + "</tr>"
     body_rows = "".join(f"<tr><th>{html.escape(k)}</th>" + "".join(f"<td>{html.escape(t.get(k, '-'))}</td>"
                                                                   for t in tables) + "</tr>" for k in keys)
