@@ -409,3 +409,12 @@ def test_typed_scalars_the_api_server_would_refuse_or_default() -> None:
     assert (e.field, e.message) == ("spec.nodeCount", 'Invalid value: "3": must be an integer')
     [e] = errors(jobset(replicas="null"))
     assert (e.field, e.line) == ("spec.replicatedJobs[0].replicas", 7) and "defaults the field" in e.message
+
+
+def test_a_diagnostic_without_a_file_starts_with_its_severity() -> None:
+    from kubetwin.api.errors import Diagnostic
+
+    assert Diagnostic("-", 0, "-", "", "no such thing", "try another").render() == \
+        "error: no such thing\n    fix: try another"
+    assert Diagnostic("", 0, "Pod/a", "spec", "bad").render() == "error: Pod/a: spec: bad"
+    assert Diagnostic("f.yaml", 3, "-", "", "bad", severity="notice").render() == "f.yaml:3: notice: bad"

@@ -21,7 +21,9 @@ class Diagnostic:
         where = f"{self.file}:{self.line}" if self.line else self.file
         field = f" {self.field}:" if self.field else ""
         what = f" {self.obj}:" if self.obj and self.obj != "-" else ""  # "-": about the file, not an object
-        text = f"{where}: {self.severity}:{what}{field} {self.message}"
+        # no file ("-" or ""): about the command line, as kubectl writes it ("error: ..."), never "-: error:"
+        prefix = f"{where}: " if where and where != "-" else ""
+        text = f"{prefix}{self.severity}:{what}{field} {self.message}"
         if self.hint:
             text += f"\n    fix: {self.hint}"
         return text
