@@ -37,6 +37,15 @@ def parse_quantity(value: object) -> Decimal:
     return number * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
 
 
+def format_bytes(n: int) -> str:
+    """A byte count as Kubernetes writes a binary-SI quantity (resource.Quantity's canonical form, apimachinery
+    pkg/api/resource/quantity.go CanonicalizeBytes): the largest of Ki..Ei that divides it exactly, else plain."""
+    for suffix, size in reversed(_BINARY.items()):
+        if n and n % size == 0:
+            return f"{n // size}{suffix}"
+    return str(n)
+
+
 def to_milli(value: object) -> int:
     """CPU-like quantity in milli-units, rounded up as the API server does."""
     q = parse_quantity(value) * 1000

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kubetwin import catalog
 from kubetwin.api.twin import DEFAULT_ZONE
-from kubetwin.api.units import parse_duration
+from kubetwin.api.units import format_bytes, parse_duration
 from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
@@ -367,6 +367,9 @@ class NodePoolController:
         alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
         if "cpu" in cap:
             cap["cpu"], alloc["cpu"] = f"{mt.vcpus}", f"{alloc['cpu']}m"  # quantities as the kubelet reports them
+        if "memory" in cap:  # the kubelet's memory in whole KiB (cAdvisor), written in canonical binary-SI form
+            cap["memory"], alloc["memory"] = (format_bytes(int(v) // 1024 * 1024) for v in (cap["memory"],
+                                                                                            alloc["memory"]))
         if mt.tpu:  # the TPU device plugin advertises the VM's chips
             cap[tpu.RESOURCE] = alloc[tpu.RESOURCE] = str(mt.tpu_chips)
         price = catalog.hourly_price(mt, bool(spec.get("spot")))
