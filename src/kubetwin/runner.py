@@ -164,22 +164,24 @@ class RunResult:
         return self._frame([dict(zip(df, row, strict=True)) for row in zip(*df.values(), strict=True)])
 
 
+def _scenario_manifest(manifests: list[Manifest]) -> Manifest | None:
+    return next((m for m in manifests
+                 if m.kind == "Scenario" and str(m.obj.get("apiVersion", "")).startswith("kubetwin.io/")), None)
+
+
 def _scenario(manifests: list[Manifest]) -> ScenarioSpec:
-    for m in manifests:
-        if m.kind == "Scenario" and str(m.obj.get("apiVersion", "")).startswith("kubetwin.io/"):
-            return ScenarioSpec.model_validate(m.obj.get("spec") or {})
-    return ScenarioSpec()
+    m = _scenario_manifest(manifests)
+    return ScenarioSpec.model_validate(m.obj.get("spec") or {}) if m is not None else ScenarioSpec()
 
 
 def _scenario_name(manifests: list[Manifest]) -> str | None:
-    """The Scenario object's metadata.name (report.html's title), None when the run has no Scenario."""
-    for m in manifests:
-        if m.kind == "Scenario" and str(m.obj.get("apiVersion", "")).startswith("kubetwin.io/"):
-            if m.line == 0 and m.flags:
-                return None  # the Scenario the command line's flags made (validation.with_overrides)
-            meta = m.obj.get("metadata")
-            return str(meta.get("name")) if isinstance(meta, dict) and meta.get("name") else None
-    return None
+    """The Scenario object's metadata.name (report.html's title); None without one, or for the Scenario only the
+    command line's flags made (validation.with_overrides: line 0, every field from a flag)."""
+    m = _scenario_manifest(manifests)
+    if m is None or (m.line == 0 and m.flags):
+        return None
+    meta = m.obj.get("metadata")
+    return str(meta["name"]) if isinstance(meta, dict) and meta.get("name") else None
 
 
 def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:

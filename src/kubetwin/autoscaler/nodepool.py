@@ -367,9 +367,9 @@ class NodePoolController:
         alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
         if "cpu" in cap:
             cap["cpu"], alloc["cpu"] = f"{mt.vcpus}", f"{alloc['cpu']}m"  # quantities as the kubelet reports them
-        if "memory" in cap:  # the kubelet's memory in whole KiB (cAdvisor), written in canonical binary-SI form
-            cap["memory"], alloc["memory"] = (format_bytes(int(v) // 1024 * 1024) for v in (cap["memory"],
-                                                                                            alloc["memory"]))
+        for res in (cap, alloc):  # the kubelet's memory in whole KiB (cAdvisor), in canonical binary-SI form
+            if "memory" in res:
+                res["memory"] = format_bytes(int(res["memory"]) // 1024 * 1024)
         if mt.tpu:  # the TPU device plugin advertises the VM's chips
             cap[tpu.RESOURCE] = alloc[tpu.RESOURCE] = str(mt.tpu_chips)
         price = catalog.hourly_price(mt, bool(spec.get("spot")))

@@ -18,7 +18,7 @@ from typing import Any
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.cli.output import table_text
-from kubetwin.report.rundir import seconds_at
+from kubetwin.report.rundir import run_meta, seconds_at
 from kubetwin.sim.trace import FILE, read
 
 MAX_NODE_ROWS = 30  # more nodes than this: nodes with the same results share a row
@@ -28,9 +28,7 @@ def load(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     """The trace's records of one kind ("Pod" or "Workload"); an error that says how to get a trace."""
     path = run_dir / FILE
     if not path.is_file():
-        if not (run_dir / "history.jsonl").is_file():
-            raise KubetwinError([Diagnostic(str(run_dir), 0, "-", "", "not a kubetwin run folder (no history.jsonl)",
-                                            "pass the --out folder of a `kubetwin run`")])
+        run_meta(run_dir)  # not a run folder at all: that error first
         raise KubetwinError([Diagnostic(str(run_dir), 0, "-", "", f"the run folder has no {FILE}: this run did not "
                                         "record its scheduling decisions",
                                         "re-run with `kubetwin run --trace-scheduling` (or set "
@@ -39,12 +37,7 @@ def load(run_dir: Path, kind: str) -> list[dict[str, Any]]:
 
 
 def _seconds(run_dir: Path, at: str | None) -> float | None:
-    if at is None:
-        return None
-    meta = run_dir / "run.json"
-    if not meta.is_file():
-        load(run_dir, "Pod")  # says what the folder lacks
-    return seconds_at(json.loads(meta.read_text()), at)
+    return None if at is None else seconds_at(run_meta(run_dir), at)
 
 
 def _not_found(run_dir: Path, resource: str, name: str) -> KubetwinError:

@@ -51,8 +51,9 @@ class ProgressLines:
 
     def __call__(self, t: float, until: float, store: Store) -> None:
         self._t, self._until, self._store = t, until, store
-        if self.clock() >= self._next:
-            self._next = self.clock() + self.every
+        now = self.clock()
+        if now >= self._next:
+            self._next = now + self.every
             self.write()
 
     def write(self) -> None:

@@ -42,7 +42,6 @@ children begin got walk example ease paper group always music those both mark of
 care second book carry took science eat room friend began idea fish mountain stop once base hear horse cut sure watch
 """.split()[:256])
 assert len(VOCAB) == 256 and len(set(VOCAB)) == 256, "VOCAB must hold 256 distinct words"
-_INDEX = {w: i for i, w in enumerate(VOCAB)}
 _U64 = np.uint64
 
 
@@ -105,7 +104,3 @@ def engine_request(rid: int, arrival: float, prompt: str, max_tokens: int, model
     hashes, sizes = block_hashes(tokens)
     return Request(rid, arrival, len(tokens), max_tokens, hashes, sizes, model=model, lora=lora, priority=priority)
 
-
-def word_index(word: str) -> int | None:
-    """A VOCAB word's index (None for any other word): lets a test check text came from `prompt_text`."""
-    return _INDEX.get(word)

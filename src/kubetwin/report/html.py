@@ -53,13 +53,12 @@ def look_at(run: RunData, rows: list[Row]) -> list[str]:
         names = ", ".join(f"{ns}/{n}" for _, ns, n in never[:8]) + (f" and {len(never) - 8} more" if len(never) > 8
                                                                    else "")
         out.append(f"{len(never)} pod(s) never ran (never bound to a node): {names}")
-    waits = sorted(((r.seconds_in("Pending") + r.seconds_in("QuotaReserved"), r.label) for r in rows
-                    if r.seconds_in("Pending") + r.seconds_in("QuotaReserved") >= 300), key=lambda w: (-w[0], w[1]))
+    waited = ((r.seconds_in("Pending") + r.seconds_in("QuotaReserved"), r.label) for r in rows)
+    waits = sorted((w for w in waited if w[0] >= 300), key=lambda w: (-w[0], w[1]))
     if waits:
         out.append("waited longest before running: " + ", ".join(
             f"{label} ({w / 3600:.2f} h)" if w >= 3600 else f"{label} ({w / 60:.0f} min)" for w, label in waits[:5]))
-    lost = [(r.label, r.states().count("Preempted") + r.states().count("Evicted")) for r in rows]
-    lost = [x for x in lost if x[1]]
+    lost = [(r.label, n) for r in rows if (n := sum(s in ("Preempted", "Evicted") for s in r.states()))]
     if lost:
         out.append("preempted or evicted: " + ", ".join(f"{label} ({n}x)" for label, n in lost[:6])
                    + (f" and {len(lost) - 6} more" if len(lost) > 6 else ""))

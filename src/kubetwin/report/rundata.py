@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.report.rundir import run_meta
 
 __all__ = ["Key", "Record", "RunData", "load_run"]
 
@@ -61,11 +61,9 @@ def key_of(obj: dict[str, Any]) -> Key:
 
 def load_run(run_dir: Path, name: str | None = None) -> RunData:
     """Read a run folder; KubetwinError when it is not one. `name` labels it (default: the folder's name)."""
+    meta = run_meta(run_dir, "summary.json")
     hist = run_dir / "history.jsonl"
-    if not hist.is_file() or not (run_dir / "run.json").is_file() or not (run_dir / "summary.json").is_file():
-        raise KubetwinError([Diagnostic(str(run_dir), 0, "-", "", "not a kubetwin run folder (no history.jsonl, "
-                                        "run.json or summary.json)", "pass the --out folder of a `kubetwin run`")])
-    data = RunData(name=name or run_dir.resolve().name, meta=_json(run_dir / "run.json"),
+    data = RunData(name=name or run_dir.resolve().name, meta=meta,
                    summary=_json(run_dir / "summary.json"), timeseries=_json(run_dir / "timeseries.json"),
                    training=_json(run_dir / "training.json"))
     with hist.open() as f:

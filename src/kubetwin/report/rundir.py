@@ -54,15 +54,21 @@ def seconds_at(meta: dict, at: str) -> float:
             from exc
 
 
+def run_meta(run_dir: Path, *also: str) -> dict:
+    """A run folder's run.json; the one "not a kubetwin run folder" error when it, history.jsonl or one of the
+    files `also` names is missing."""
+    missing = [f for f in ("history.jsonl", "run.json", *also) if not (run_dir / f).is_file()]
+    if missing:
+        raise KubetwinError([Diagnostic(str(run_dir), 0, "-", "", "not a kubetwin run folder (no "
+                                        f"{', '.join(missing)})", "pass the --out folder of a `kubetwin run`")])
+    return json.loads((run_dir / "run.json").read_text())
+
+
 def state_at(run_dir: Path, at: float | str | None) -> tuple[dict[tuple[str, str, str], dict], float, dict]:
     """Objects alive at time `at` (end of run if None; a string is read by seconds_at), keyed by (kind, namespace,
     name)."""
+    meta = run_meta(run_dir)
     hist = run_dir / "history.jsonl"
-    meta_file = run_dir / "run.json"
-    if not hist.is_file() or not meta_file.is_file():
-        raise KubetwinError([Diagnostic(str(run_dir), 0, "-", "", "not a kubetwin run folder (no history.jsonl)",
-                                        "pass the --out folder of a `kubetwin run`")])
-    meta = json.loads(meta_file.read_text())
     until = meta["duration"] if at is None else seconds_at(meta, at) if isinstance(at, str) else at
     objs: dict[tuple[str, str, str], dict] = {}
     with hist.open() as f:

@@ -235,7 +235,6 @@ class Store:
         return [o for (ons, _), o in objs.items()
                 if (ns is None or ons == ns) and matches(selector, o["metadata"].get("labels"))]
 
-
     def count(self) -> int:
         """Live objects of every kind (for a long run's progress line)."""
         return sum(len(bucket) for bucket in self._objects.values())
