@@ -15,7 +15,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from kubetwin.api.errors import KubetwinError
-from kubetwin.cli import experiment
+from kubetwin.cli import emulate, experiment
 from kubetwin.cli.report import report as report_cmd
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A digital twin of a GKE AI/ML accelerator platform.")
 app.add_typer(experiment.app, name="experiment")
+app.add_typer(emulate.app, name="emulate")
 app.command("report")(report_cmd)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

@@ -29,7 +29,6 @@ from kubetwin.api.units import parse_duration
 from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.serving import modelserver, sizing, traces
 from kubetwin.serving.arrivals import Arrivals
-from kubetwin.serving.engine import Engine
 from kubetwin.serving.modelspec import lookup_server_model
 from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool, pool_selector
 from kubetwin.serving.results import RequestLog
@@ -208,11 +207,9 @@ class ServingDataPlane:
             return None
         uid = meta["uid"]
         try:  # the kubelet's cold start ran the same checks (serving.sizing): a server that fails them never gets here
-            sized = sizing.size(args, spec, accel, sizing.device_of(node),
-                                self.gpus.slowdown_of(uid) if self.gpus is not None else 1.0)
-            args = sized.args
-            engine = Engine(args, sized.perf, sized.blocks, name=meta["name"], max_model_len=args.max_model_len,
-                            on_finish=self._finished)
+            args, engine = sizing.build_engine(args, spec, accel, sizing.device_of(node),
+                                               self.gpus.slowdown_of(uid) if self.gpus is not None else 1.0,
+                                               name=meta["name"], on_finish=self._finished)
         except ValueError as err:
             self.events.event(pod, "Warning", "ModelServerFailed", str(err), "kubetwin")
             return None

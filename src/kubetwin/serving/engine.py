@@ -40,7 +40,7 @@ import math
 from collections.abc import Callable
 
 from kubetwin.serving.engine_jump import MacroSteps
-from kubetwin.serving.engine_request import EngineRequest
+from kubetwin.serving.engine_request import DECODING, EngineRequest
 from kubetwin.serving.engine_sched import Scheduler
 from kubetwin.serving.kvcache import KVCache, max_model_len_error
 from kubetwin.serving.types import EngineArgs, Request, StepModel
@@ -164,8 +164,9 @@ class Engine:
         return MAX_CONTEXT_ERROR.format(max_model_len=max_model_len, total=p + o, prompt=p, output=o)
 
     # ---------------------------------------------------------------- requests in and out
-    def add(self, req: Request, t: float) -> None:
-        """Request arrives at t (after advance(t)). Over-long requests are rejected at once (400, on_finish called)."""
+    def add(self, req: Request, t: float) -> EngineRequest | None:
+        """Request arrives at t (after advance(t)). Over-long requests are rejected at once (400, on_finish called)
+        and give None; otherwise the engine's handle on it (for `progress`)."""
         req.pod = self.name
         if req.prompt_tokens + req.output_tokens > self.max_model_len:
             req.status = 400
@@ -174,7 +175,7 @@ class Engine:
             self.rejected += 1
             if self.on_finish is not None:
                 self.on_finish(req)
-            return
+            return None
         if req.output_tokens < 1 or req.prompt_tokens < 1:
             raise ValueError("prompt_tokens and output_tokens must be >= 1")
         if self.idle or self.stuck:
@@ -189,6 +190,19 @@ class Engine:
         s = EngineRequest(req, self.uid, nseg)
         self.uid += 1
         self.scheduler.add_request(s)
+        return s
+
+    def progress(self, s: EngineRequest) -> tuple[int, float]:
+        """Read-only, for the live emulator (kubetwin.live.emulator) that streams tokens on the wall clock: (output
+        tokens the engine has produced as of `now`, the client's first-token time or -1 while it is not yet fixed --
+        with StepModel.first_token_lag it is known only one iteration after the prefill ends)."""
+        sched = self.scheduler
+        e = s.e + (sched.decode.tick - s.t0) if s.status == DECODING else s.e
+        req = s.req
+        first = req.first_token
+        if first >= 0 and req.status != 200 and any(r is req for r in sched.first_due):
+            first = -1.0
+        return e, first
 
     def abort_all(self, t: float) -> list[Request]:
         """The pod is going away: return every unfinished request (running, then waiting) and empty the engine."""

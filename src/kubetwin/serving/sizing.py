@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kubetwin.devices.gpuruntime import DeviceView, GpuRuntime, device_view, torch_oom_message
 from kubetwin.serving import modelserver
+from kubetwin.serving.engine import Engine
 from kubetwin.serving.kvcache import max_model_len_error
 from kubetwin.serving.modelspec import ModelSpec
 from kubetwin.serving.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel, heads_error
-from kubetwin.serving.types import EngineArgs
+from kubetwin.serving.types import EngineArgs, Request
 
 GIB, MIB = 1024**3, 1024**2
 
@@ -147,6 +149,19 @@ def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView |
         if why:
             raise StartupFailure(why, "profile")
     return Sized(args, perf, blocks)
+
+
+def build_engine(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView | None,
+                 slowdown: float = 1.0, *, name: str = "",
+                 on_finish: Callable[[Request], None] | None = None) -> tuple[EngineArgs, Engine]:
+    """(the resolved args, the engine) of a vLLM/TGI server on this device: the one way the data plane builds a
+    pod's engine and the live emulator builds its own, so both time requests identically. ValueError
+    (StartupFailure) when the server would exit."""
+    sized = size(args, spec, accelerator, view, slowdown)
+    args = sized.args
+    engine = Engine(args, sized.perf, sized.blocks, name=name, max_model_len=args.max_model_len,  # type: ignore[arg-type]
+                    on_finish=on_finish)
+    return args, engine
 
 
 def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus: GpuRuntime | None) -> Sized:

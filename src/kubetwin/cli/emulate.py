@@ -1,0 +1,59 @@
+"""`kubetwin emulate vllm ...`: a vLLM stand-in on loopback whose timing is the twin's engine model
+(kubetwin.live.emulator; docs/live-emulator.md)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Run model-server emulators timed by the twin's engine model.")
+err = Console(stderr=True, soft_wrap=True)
+
+
+@app.command("vllm", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def vllm_cmd(ctx: typer.Context,
+             model: str = typer.Option(..., "--model", help="the model vLLM serves (a name in the twin's model "
+                                       "table, e.g. meta-llama/Llama-3.1-8B-Instruct)"),
+             gpu: str = typer.Option("nvidia-h100-80gb", "--gpu", help="GKE accelerator name of the one device "
+                                     "(x --tensor-parallel-size) the engine is sized and timed for"),
+             port: int = typer.Option(8000, "--port", help="port to listen on"),
+             host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
+             time_scale: float = typer.Option(1.0, "--time-scale", help="emulated seconds per wall second (10: "
+                                              "run ten times faster than real time; latencies reported are "
+                                              "emulated)"),
+             startup_delay: float = typer.Option(0.0, "--startup-delay", help="wall seconds /health answers 503 "
+                                                 "before the server is ready"),
+             crash_after_tokens: Optional[int] = typer.Option(None, "--crash-after-tokens", help="cut each "
+                                                              "response's connection after N tokens"),
+             hang_after_tokens: Optional[int] = typer.Option(None, "--hang-after-tokens", help="stop sending "
+                                                             "after N tokens, keeping the connection open"),
+             error_rate: float = typer.Option(0.0, "--error-rate", help="fraction of requests answered 500"),
+             seed: int = typer.Option(0, "--seed", help="seed of --error-rate's draws"),
+             metrics_fail: Optional[str] = typer.Option(None, "--metrics-fail", help="GET /metrics fails: "
+                                                        "'error' (500) or 'hang'"),
+             ) -> None:
+    """vLLM's OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics). Any other
+    option is vLLM's own (`vllm serve --help`), read by the twin's vLLM parser: --max-num-seqs 64,
+    --enable-lora --lora-modules sql=/adapters/sql, --max-model-len 4096, ..."""
+    import uvicorn
+
+    from kubetwin.live.emulator import EmulatorConfig, EmulatorConfigError, build_app
+
+    config = EmulatorConfig(model=model, gpu=gpu, vllm_args=list(ctx.args), host=host, port=port,
+                            time_scale=time_scale, startup_delay=startup_delay,
+                            crash_after_tokens=crash_after_tokens, hang_after_tokens=hang_after_tokens,
+                            error_rate=error_rate, seed=seed, metrics_fail=metrics_fail)
+    try:
+        app_ = build_app(config)
+    except EmulatorConfigError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    served = app_.state.emulator.served
+    err.print(f"emulating vLLM serving {', '.join(served.model_names)} on {gpu}: max_model_len "
+              f"{served.max_model_len}, {served.engine.num_gpu_blocks} KV blocks, max_num_seqs "
+              f"{served.args.max_num_seqs}; http://{host}:{port} (time scale {time_scale})", markup=False,
+              highlight=False)
+    uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)

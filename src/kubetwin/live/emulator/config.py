@@ -1,0 +1,108 @@
+"""The emulator's configuration: vLLM's own command line (read by the twin's vLLM parser, so a flag vLLM rejects is
+rejected here in vLLM's words) plus the emulator's flags (device, time scale, fault injection), and the engine built
+from them exactly as the twin builds a vLLM pod's engine (`serving.sizing.build_engine`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from kubetwin.serving.dataplane import lora_names
+from kubetwin.serving.engine import Engine
+from kubetwin.serving.modelspec import lookup_server_model
+from kubetwin.serving.server_args import ArgToken
+from kubetwin.serving.sizing import build_engine, parallel_problems
+from kubetwin.serving.types import EngineArgs
+from kubetwin.serving.vllm_args import parse_vllm
+
+METRICS_FAIL_MODES = ("error", "hang")
+
+
+class EmulatorConfigError(ValueError):
+    """The configuration vLLM (or the emulator) would refuse to start with; the message is vLLM's where vLLM has
+    one."""
+
+
+@dataclass
+class EmulatorConfig:
+    """Everything `kubetwin emulate vllm` takes. `vllm_args` are vLLM's own flags after --model (e.g.
+    ["--max-num-seqs", "64", "--enable-lora", "--lora-modules", "sql=/adapters/sql"])."""
+
+    model: str
+    gpu: str = "nvidia-h100-80gb"
+    vllm_args: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    time_scale: float = 1.0  # emulated seconds per wall second
+    # fault injection (tests of the gateway and load generator)
+    startup_delay: float = 0.0  # wall seconds before /health answers 200
+    crash_after_tokens: int | None = None  # a stream's connection is cut after this many tokens
+    hang_after_tokens: int | None = None  # a stream stops sending after this many tokens (connection kept)
+    error_rate: float = 0.0  # fraction of requests answered 500
+    seed: int = 0
+    metrics_fail: str | None = None  # "error": GET /metrics answers 500; "hang": it never answers
+
+    def validate(self) -> None:
+        if not self.time_scale > 0:
+            raise EmulatorConfigError(f"--time-scale must be > 0, got {self.time_scale}")
+        if not 0.0 <= self.error_rate <= 1.0:
+            raise EmulatorConfigError(f"--error-rate must be in [0, 1], got {self.error_rate}")
+        if self.startup_delay < 0:
+            raise EmulatorConfigError(f"--startup-delay must be >= 0, got {self.startup_delay}")
+        if self.metrics_fail is not None and self.metrics_fail not in METRICS_FAIL_MODES:
+            raise EmulatorConfigError(f"--metrics-fail must be one of {', '.join(METRICS_FAIL_MODES)}, "
+                                      f"got {self.metrics_fail!r}")
+        for name in ("crash_after_tokens", "hang_after_tokens"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise EmulatorConfigError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
+
+
+@dataclass
+class Served:
+    """What the emulated server serves: its resolved engine args, the engine, its model names and adapters."""
+
+    args: EngineArgs
+    engine: Engine
+    model_names: list[str]  # --served-model-name (default: --model); the first is the metrics' model_name
+    adapters: dict[str, str]  # LoRA name -> path (--lora-modules, only with --enable-lora)
+    max_model_len: int
+
+
+def lora_paths(modules: list[str]) -> dict[str, str]:
+    """name -> path of each --lora-modules entry (`name=path` or the JSON form), named as the data plane names them
+    (serving.dataplane.lora_names); an entry without a name is skipped, as there."""
+    out: dict[str, str] = {}
+    for m in modules:
+        names = lora_names([m])
+        if not names:
+            continue
+        if m.lstrip().startswith("{"):
+            out[names[0]] = str(json.loads(m).get("path", ""))
+        else:
+            out[names[0]] = m.split("=", 1)[1] if "=" in m else ""
+    return out
+
+
+def build_served(config: EmulatorConfig) -> Served:
+    """vLLM's command line -> the engine, as the twin builds a vLLM pod's engine on one device of `config.gpu`."""
+    config.validate()
+    argv = [ArgToken(w, f"argv[{i}]") for i, w in enumerate(["--model", config.model, *config.vllm_args])]
+    args, problems = parse_vllm(argv, "vllm serve", "argv")
+    errors = [p for p in problems if p.severity == "error"]
+    if args is None or errors:
+        raise EmulatorConfigError("; ".join(p.message for p in errors) or "invalid vLLM arguments")
+    spec = lookup_server_model(args.model, args.served_model_name)
+    if spec is None:
+        raise EmulatorConfigError(f"model {args.model!r} is not in the twin's model table")
+    refused = [msg for _, msg, sev in parallel_problems(args, spec, args.tensor_parallel_size *
+                                                        args.pipeline_parallel_size) if sev == "error"]
+    if refused:
+        raise EmulatorConfigError(refused[0])
+    try:
+        args, engine = build_engine(args, spec, config.gpu, None, name="emulator")
+    except ValueError as err:  # StartupFailure: vLLM would exit while starting; catalog errors for an unknown GPU
+        raise EmulatorConfigError(str(err)) from None
+    assert args.max_model_len is not None
+    adapters = lora_paths(args.lora_modules) if args.enable_lora else {}
+    return Served(args, engine, list(args.served_model_name) or [args.model], adapters, args.max_model_len)

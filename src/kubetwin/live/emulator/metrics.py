@@ -1,0 +1,125 @@
+"""GET /metrics as vLLM V1 writes it: prometheus_client's text exposition (vLLM is a Python program using
+prometheus_client) with vLLM's names, labels and histogram buckets.
+
+Source: vllm-project/vllm vllm/v1/metrics/loggers.py PrometheusStatLogger -- labels `model_name` and `engine`
+("0": one engine core); gauges vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc (and
+the deprecated vllm:gpu_cache_usage_perc); counters vllm:prefix_cache_queries / hits, vllm:num_preemptions,
+vllm:prompt_tokens, vllm:generation_tokens, vllm:request_success{finished_reason} (prometheus_client appends
+_total); vllm:lora_requests_info{max_lora, waiting_lora_adapters, running_lora_adapters} set to the current time
+(only with --enable-lora; no model_name label); vllm:cache_config_info (a gauge at 1 whose labels are the cache
+config). Histograms: TTFT, vllm:inter_token_latency_seconds and the older vllm:time_per_output_token_seconds (the
+same observations: one per output token after the first), vllm:e2e_request_latency_seconds, with the twin's copy
+of vLLM's bucket bounds (serving.histograms). All times are emulated seconds. The endpoint picker reads the gauges,
+lora_requests_info and cache_config_info (gateway-api-inference-extension pkg/epp/backend/metrics, model server
+protocol docs/proposals/003-model-server-protocol).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from kubetwin.live.emulator.config import Served
+from kubetwin.live.emulator.realtime import Stream
+from kubetwin.serving.histograms import E2E_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
+
+_CREATED = re.compile(rb"(# (HELP|TYPE) )?\S+_created[ {]")
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+LABELS = ("model_name", "engine")
+
+
+class _EngineCollector(Collector):
+    """The scheduler's gauges and counters, read from the engine when scraped (vLLM records them per step; reading
+    at scrape time gives the values of the last step taken)."""
+
+    def __init__(self, served: Served, model_name: str) -> None:
+        self.served = served
+        self.labels = [model_name, "0"]
+
+    def collect(self) -> Iterator[Metric]:
+        e = self.served.engine
+        lv = self.labels
+        for name, doc, value in (
+                ("vllm:num_requests_running", "Number of requests in model execution batches.", e.num_running),
+                ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", e.num_waiting),
+                ("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use "
+                                              "vllm:kv_cache_usage_perc instead.", e.kv_usage),
+                ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv_usage)):
+            g = GaugeMetricFamily(name, doc, labels=LABELS)
+            g.add_metric(lv, float(value))
+            yield g
+        for name, doc, value in (
+                ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                 e.prefix_cache_queries),
+                ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+                 e.prefix_cache_hits),
+                ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", e.num_preemptions),
+                ("vllm:prompt_tokens", "Number of prefill tokens processed.", e.prompt_tokens_total),
+                ("vllm:generation_tokens", "Number of generation tokens processed.", e.generation_tokens_total)):
+            c = CounterMetricFamily(name, doc, labels=LABELS)
+            c.add_metric(lv, float(value))
+            yield c
+        c = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
+                                labels=[*LABELS, "finished_reason"])
+        c.add_metric([*lv, "length"], float(e.finished))  # every request stops at max_tokens (no EOS)
+        yield c
+        args = self.served.args
+        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", labels=[
+            "block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization", "num_gpu_blocks",
+            "engine"])
+        info.add_metric([str(e.block_size), args.kv_cache_dtype, str(args.enable_prefix_caching),
+                         str(args.gpu_memory_utilization), str(e.num_gpu_blocks), "0"], 1.0)
+        yield info
+        if args.enable_lora:
+            lora = GaugeMetricFamily("vllm:lora_requests_info", "Running stats on lora requests.",
+                                     labels=["max_lora", "waiting_lora_adapters", "running_lora_adapters"])
+            lora.add_metric([str(e.max_loras), ",".join(sorted(e.waiting_loras())),
+                             ",".join(sorted(e.active_loras()))], time.time())
+            yield lora
+
+
+class EmulatorMetrics:
+    """One registry per emulated server (several may run in one test process)."""
+
+    def __init__(self, served: Served) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        name = served.model_names[0]
+        self.registry.register(_EngineCollector(served, name))
+        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                              LABELS, registry=self.registry, buckets=TTFT_BUCKETS).labels(name, "0")
+        self.itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                             LABELS, registry=self.registry, buckets=TPOT_BUCKETS).labels(name, "0")
+        self.tpot = Histogram("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+                              LABELS, registry=self.registry, buckets=TPOT_BUCKETS).labels(name, "0")
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                             LABELS, registry=self.registry, buckets=E2E_BUCKETS).labels(name, "0")
+
+    def on_token(self, s: Stream, n: int, at: float) -> None:
+        """n more tokens of s became visible at emulated time `at` (called before s.visible grows): the first one
+        observes TTFT, each other one the time since the previous visible token shared among those that arrived
+        together (vLLM observes one inter-token latency per token after the first)."""
+        if s.visible == 0:
+            self.ttft.observe(at - s.req.arrival)
+            n -= 1
+            gap = 0.0
+        else:
+            gap = (at - s.last_time) / n
+        for _ in range(n):
+            self.itl.observe(gap)
+            self.tpot.observe(gap)
+
+    def on_done(self, s: Stream) -> None:
+        self.e2e.observe(s.req.finish - s.req.arrival)
+
+    def render(self) -> bytes:
+        """The exposition without prometheus_client's `_created` series (vLLM turns them off:
+        prometheus_client.disable_created_metrics(), vllm/engine/metrics.py; a process-wide switch, so they are
+        dropped here instead)."""
+        return b"".join(line for line in generate_latest(self.registry).splitlines(keepends=True)
+                        if not _CREATED.match(line))

@@ -1,0 +1,164 @@
+"""The twin's engine on the wall clock: one asyncio task owns the `serving.engine.Engine` and advances it to
+(wall time since start) x time_scale, so every request is timed by the same vLLM-V1 model `kubetwin run` uses.
+
+Token times: an engine iteration that ends at engine time t makes its tokens visible to the client at
+t + the step model's API-server share (`request_overhead_s`), the same shift the twin applies to a request's first
+and last token; the first token is visible at the request's `first_token` once the engine has fixed it (with the
+step model's first-token lag, one iteration after the prefill). So a single request's TTFT, TPOT and end-to-end
+latency over HTTP are the twin's own numbers (scaled by time_scale), up to the event loop's wake-up jitter.
+
+Twin assumptions carried over: a request always generates exactly max_tokens (no EOS: the twin's requests have a
+fixed output length), and a client that disconnects does not abort its request (the twin's engine has no
+per-request abort, only abort_all); the request runs to its end, as a request whose client vanished would until vLLM
+noticed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kubetwin.live.prompts import engine_request
+from kubetwin.serving.engine import Engine
+from kubetwin.serving.engine_request import EngineRequest
+from kubetwin.serving.types import Request
+
+# Longest the loop sleeps when nothing is due (it is woken at once by a new request); bounds how stale the gauges
+# the engine exposes can be relative to the wall clock.
+IDLE_POLL_S = 0.5
+
+
+@dataclass(eq=False)
+class Stream:
+    """One request's progress as its HTTP handler reads it: `visible` tokens so far (emulated-time stamps in
+    `times`), `event` set whenever it grows or the request ends."""
+
+    req: Request
+    handle: EngineRequest | None
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    visible: int = 0
+    recorded: int = 0  # tokens produced by the engine so far (not yet all visible)
+    records: deque[tuple[float, int]] = field(default_factory=deque)  # (visible at, produced count)
+    first_token: float = -1.0  # emulated time the first token became visible
+    last_time: float = -1.0  # emulated time of the last visible token
+    done: bool = False
+
+    @property
+    def rejected(self) -> bool:
+        return self.handle is None
+
+    @property
+    def total(self) -> int:
+        return self.req.output_tokens
+
+
+class RealtimeEngine:
+    """Owns the engine; `submit` adds a request now, `run` is the clock task."""
+
+    def __init__(self, engine: Engine, time_scale: float = 1.0, *, clock: Callable[[], float] = time.monotonic,
+                 on_token: Callable[[Stream, int, float], None] | None = None,
+                 on_done: Callable[[Stream], None] | None = None) -> None:
+        self.engine = engine
+        self.time_scale = time_scale
+        self.clock = clock
+        self.t0 = clock()
+        self.api_s = float(getattr(engine.step, "request_overhead_s", 0.0))
+        self.streams: dict[Stream, None] = {}
+        self.next_id = 0
+        self.on_token = on_token  # (stream, new visible tokens, emulated time of their iteration)
+        self.on_done = on_done
+        self._wake: asyncio.Event | None = None
+        self.wakeups = 0  # loop cycles, for the benchmark's CPU-per-token figure
+
+    def now(self) -> float:
+        """Emulated seconds since the server started."""
+        return (self.clock() - self.t0) * self.time_scale
+
+    def submit(self, prompt: str, max_tokens: int, *, model: str = "", lora: str | None = None,
+               priority: int = 0) -> Stream:
+        """The request arrives now. A request longer than max_model_len comes back rejected (handle None) with the
+        engine's reason (Engine.reject_message)."""
+        t = self.now()
+        self.engine.advance(t)
+        req = engine_request(self.next_id, t, prompt, max_tokens, model=model, lora=lora, priority=priority)
+        self.next_id += 1
+        handle = self.engine.add(req, t)
+        s = Stream(req, handle)
+        if handle is None:
+            s.done = True
+            return s
+        self.streams[s] = None
+        if self._wake is not None:
+            self._wake.set()
+        return s
+
+    def step(self) -> float:
+        """Advance the engine to now, make due tokens visible; returns the emulated time of the next thing due."""
+        t = self.now()
+        eng = self.engine
+        eng.advance(t)
+        end = eng.now
+        nxt = eng.next_event_time
+        finished = []
+        for s in self.streams:
+            assert s.handle is not None
+            produced, first = eng.progress(s.handle)
+            if produced > s.recorded:
+                s.recorded = produced
+                s.records.append((end + self.api_s, produced))
+            req = s.req
+            if req.finish >= 0 and t >= req.finish:
+                self._show(s, s.total, req.finish)
+                finished.append(s)
+                continue
+            if first < 0 or t < first:
+                due = first if first >= 0 else (s.records[0][0] if s.records else math.inf)
+                nxt = min(nxt, due)
+                continue
+            n, at = s.visible, s.last_time
+            while s.records and s.records[0][0] <= t:
+                at, n = s.records.popleft()
+            self._show(s, n, max(at, first))
+            if s.records:
+                nxt = min(nxt, s.records[0][0])
+            if req.finish >= 0:
+                nxt = min(nxt, req.finish)
+        for s in finished:
+            del self.streams[s]
+            s.done = True
+            s.event.set()
+            if self.on_done is not None:
+                self.on_done(s)
+        return nxt
+
+    def _show(self, s: Stream, n: int, at: float) -> None:
+        n = min(n, s.total)
+        if n <= s.visible:
+            return
+        if s.visible == 0:
+            s.first_token = at
+        if self.on_token is not None:
+            self.on_token(s, n - s.visible, at)
+        s.visible = n
+        s.last_time = at
+        s.event.set()
+
+    async def run(self) -> None:
+        """The clock task: step, then sleep until the next iteration ends, a token is due or a request arrives."""
+        self._wake = wake = asyncio.Event()
+        while True:
+            self.wakeups += 1
+            nxt = self.step()
+            wait = (nxt - self.now()) / self.time_scale if math.isfinite(nxt) else IDLE_POLL_S
+            wake.clear()
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(wake.wait(), timeout=min(wait, IDLE_POLL_S))
+                except TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(0)
