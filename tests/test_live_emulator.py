@@ -273,3 +273,44 @@ def test_concurrent_streams_all_complete(emu):
 
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         assert list(pool.map(one, range(32))) == [20] * 32
+
+
+def test_the_docs_sh_block_runs(tmp_path):
+    """docs/live-emulator.md's commands, as printed (on a free port, `.venv/bin/kubetwin` -> this interpreter)."""
+    import re
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "live-emulator.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", doc, re.S)
+    assert block is not None
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    shim = tmp_path / ".venv" / "bin" / "kubetwin"
+    shim.parent.mkdir(parents=True)
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m kubetwin.cli.main "$@"\n')
+    shim.chmod(0o755)
+    script = block.group(1).replace("8011", str(port))
+    res = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert '"parent":"meta-llama/Llama-3.1-8B-Instruct"' in out.replace(" ", "")
+    assert out.count('"finish_reason":"length"') == 1 and "data: [DONE]" in out
+    assert 'vllm:lora_requests_info{max_lora="1"' in out
+    assert re.search(r'vllm:e2e_request_latency_seconds_count\{engine="0",model_name="[^"]+"\} 1\.0', out)
+
+
+def test_cli_refuses_a_bad_vllm_flag():
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    res = CliRunner().invoke(app, ["emulate", "vllm", "--model", MODEL, "--max-num-seqs", "many"])
+    assert res.exit_code == 1
+    assert "argument --max-num-seqs: invalid int value: 'many'" in res.output

@@ -43,6 +43,11 @@ HANG_S = 3600.0  # how long a hung /metrics or stream waits (a client's timeout 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM CompletionRequest.max_tokens default
 
 
+def _dumps(obj: object) -> str:
+    """Compact JSON, as pydantic's model_dump_json writes vLLM's chunks."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
 def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": ERROR_TYPES.get(status, "BadRequestError"),
                                    "param": None, "code": status}}, status_code=status)
@@ -151,7 +156,7 @@ class Emulator:
         usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
 
         def chunk(choices: list[dict]) -> bytes:
-            return b"data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": model,
+            return b"data: " + _dumps({"id": rid, "object": obj, "created": created, "model": model,
                                            "choices": choices}).encode() + b"\n\n"
 
         n = 0
@@ -170,7 +175,7 @@ class Emulator:
                 yield chunk([{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
                               "stop_reason": None}])
         if usage:
-            yield b"data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": model,
+            yield b"data: " + _dumps({"id": rid, "object": obj, "created": created, "model": model,
                                           "choices": [], "usage": self._usage(s, n)}).encode() + b"\n\n"
         yield b"data: [DONE]\n\n"
 
@@ -184,7 +189,7 @@ class Emulator:
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None,
                       "prompt_logprobs": None}
-        yield json.dumps({"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+        yield _dumps({"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
                           "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
                           "model": model, "choices": [choice], "usage": self._usage(s, len(words))}).encode()
 

@@ -1,0 +1,151 @@
+"""The live vLLM emulator (kubetwin.live.emulator) against the twin's engine it runs, and its capacity on this machine.
+
+1. accuracy: one request on an idle server, streamed over loopback HTTP: client-measured TTFT / TPOT / e2e
+   (x time scale) against what the twin's Engine predicts for the same request (same build_served engine, offline);
+2. concurrency: N streams started at once; the lag of delivery is the client-measured mean e2e (x scale) minus the
+   server's own emulated mean e2e (vllm:e2e_request_latency_seconds); "sustained" while the lag stays under 5% of
+   the e2e; plus the emulator process's CPU seconds per streamed token (from /proc).
+
+The emulator runs as a `kubetwin emulate vllm` subprocess so the client does not share its interpreter.
+
+    .venv/bin/python benchmarks/bench_live_emulator.py [--scales 1 10] [--streams 32 128 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from kubetwin.live.emulator import EmulatorConfig
+from kubetwin.live.emulator.config import build_served
+from kubetwin.live.prompts import engine_request
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(scale: float, extra: list[str]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "kubetwin.cli.main", "emulate", "vllm", "--model", MODEL,
+                             "--port", str(port), "--time-scale", str(scale), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("emulator did not start")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def twin(prompt: str, n: int, extra: list[str]) -> tuple[float, float, float]:
+    eng = build_served(EmulatorConfig(model=MODEL, vllm_args=extra)).engine
+    req = engine_request(0, 0.0, prompt, n)
+    eng.add(req, 0.0)
+    eng.advance(math.inf)
+    return req.first_token, (req.finish - req.first_token) / (n - 1), req.finish
+
+
+async def stream(client: httpx.AsyncClient, url: str, prompt: str, n: int) -> list[float]:
+    t0 = time.monotonic()
+    times = []
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": n, "stream": True}
+    async with client.stream("POST", url + "/v1/completions", json=body) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("data: {"):
+                times.append(time.monotonic() - t0)
+    return times
+
+
+def e2e_server(url: str) -> tuple[float, float]:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    for fam in text_string_to_metric_families(text):
+        if fam.name == "vllm:e2e_request_latency_seconds":
+            s = {x.name: x.value for x in fam.samples if not x.name.endswith("_bucket")}
+            return s["vllm:e2e_request_latency_seconds_sum"], s["vllm:e2e_request_latency_seconds_count"]
+    return 0.0, 0.0
+
+
+async def accuracy(scale: float, prompt_len: int, n: int) -> None:
+    prompt = " ".join(f"p{i}" for i in range(prompt_len))
+    want = twin(prompt, n, [])
+    proc, url = start(scale, [])
+    try:
+        async with httpx.AsyncClient(timeout=60) as client:
+            await stream(client, url, "warm up", 1)
+            times = await stream(client, url, prompt, n)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    got = (times[0] * scale, (times[-1] - times[0]) / (n - 1) * scale, times[-1] * scale)
+    row = " ".join(f"{k} twin {w * 1e3:8.2f} ms http {g * 1e3:8.2f} ms ({(g / w - 1) * 100:+5.1f}%)"
+                   for k, w, g in zip(("TTFT", "TPOT", "e2e"), want, got, strict=True))
+    print(f"scale {scale:4g} prompt {prompt_len:5d} out {n:4d}: {row}")
+
+
+async def concurrency(scale: float, streams: int, n: int) -> None:
+    proc, url = start(scale, ["--max-num-seqs", "1024"])
+    try:
+        limits = httpx.Limits(max_connections=streams + 8, max_keepalive_connections=streams + 8)
+        async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+            await stream(client, url, "warm up", 1)
+            s0, c0 = e2e_server(url)
+            cpu0 = cpu_seconds(proc.pid)
+            t0 = time.monotonic()
+            results = await asyncio.gather(*(stream(client, url, " ".join(f"c{i} q{j}" for j in range(100)), n)
+                                             for i in range(streams)))
+            wall = time.monotonic() - t0
+            cpu = cpu_seconds(proc.pid) - cpu0
+            s1, c1 = e2e_server(url)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    tokens = sum(len(r) for r in results)
+    client_e2e = sum(r[-1] for r in results) / len(results) * scale
+    server_e2e = (s1 - s0) / max(c1 - c0, 1)
+    lag = client_e2e - server_e2e
+    ok = all(len(r) == n for r in results) and lag < 0.05 * server_e2e
+    print(f"scale {scale:4g} streams {streams:5d} x {n} tokens: wall {wall:6.2f} s, {tokens / wall:8.0f} tokens/s, "
+          f"emulated e2e server {server_e2e:6.3f} s client {client_e2e:6.3f} s (lag {lag * 1e3:+7.1f} ms, "
+          f"{lag / server_e2e * 100:+5.1f}%), CPU {cpu / tokens * 1e6:6.1f} us/token "
+          f"{'sustained' if ok else 'NOT sustained'}")
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scales", type=float, nargs="+", default=[1.0, 10.0])
+    ap.add_argument("--streams", type=int, nargs="+", default=[32, 128, 512])
+    ap.add_argument("--tokens", type=int, default=100)
+    a = ap.parse_args()
+    for scale in a.scales:
+        for prompt_len, n in ((512, 128), (3000, 128)):
+            await accuracy(scale, prompt_len, n)
+    for streams in a.streams:
+        await concurrency(1.0, streams, a.tokens)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
