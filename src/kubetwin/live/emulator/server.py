@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from starlette.applications import Starlette
@@ -155,25 +156,22 @@ class Emulator:
         opts = body.get("stream_options") or {}
         usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
 
-        def chunk(choices: list[dict]) -> bytes:
-            return b"data: " + _dumps({"id": rid, "object": obj, "created": created, "model": model,
-                                           "choices": choices}).encode() + b"\n\n"
-
+        # every chunk is this head, one choice, this tail (the bytes pydantic would write, built once per stream)
+        head = (f'data: {{"id":{_dumps(rid)},"object":{_dumps(obj)},"created":{created},"model":{_dumps(model)},'
+                f'"choices":[').encode()
+        tail = b"]}\n\n"
+        key = '{"index":0,"delta":{"content":' if chat else '{"index":0,"text":'
+        close = "}" if chat else ""
         n = 0
         async for word in self._words(s):
-            text = word if n == 0 else " " + word
             if chat and n == 0:
-                yield chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                              "finish_reason": None}])
+                yield head + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,' \
+                             b'"finish_reason":null}' + tail
             n += 1
-            last = n == s.total
-            finish = "length" if last else None
-            if chat:
-                yield chunk([{"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish,
-                              "stop_reason": None}])
-            else:
-                yield chunk([{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
-                              "stop_reason": None}])
+            finish = '"length"' if n == s.total else "null"
+            text = encode_basestring_ascii(word if n == 1 else " " + word)
+            yield head + (f'{key}{text}{close},"logprobs":null,"finish_reason":{finish},'
+                          f'"stop_reason":null}}').encode() + tail
         if usage:
             yield b"data: " + _dumps({"id": rid, "object": obj, "created": created, "model": model,
                                           "choices": [], "usage": self._usage(s, n)}).encode() + b"\n\n"
