@@ -70,17 +70,6 @@ def twin(prompt: str, n: int, extra: list[str]) -> tuple[float, float, float]:
     return req.first_token, (req.finish - req.first_token) / (n - 1), req.finish
 
 
-async def stream(client: httpx.AsyncClient, url: str, prompt: str, n: int) -> list[float]:
-    t0 = time.monotonic()
-    times = []
-    body = {"model": MODEL, "prompt": prompt, "max_tokens": n, "stream": True}
-    async with client.stream("POST", url + "/v1/completions", json=body) as r:
-        async for line in r.aiter_lines():
-            if line.startswith("data: {"):
-                times.append(time.monotonic() - t0)
-    return times
-
-
 def e2e_server(url: str) -> tuple[float, float]:
     text = httpx.get(url + "/metrics", timeout=10).text
     for fam in text_string_to_metric_families(text):
@@ -95,9 +84,9 @@ async def accuracy(scale: float, prompt_len: int, n: int) -> None:
     want = twin(prompt, n, [])
     proc, url = start(scale, [])
     try:
-        async with httpx.AsyncClient(timeout=60) as client:
-            await stream(client, url, "warm up", 1)
-            times = await stream(client, url, prompt, n)
+        host, port = url.rsplit("/", 1)[1].split(":")
+        await raw_stream(await asyncio.open_connection(host, int(port)), "warm up", 1)
+        times = await raw_stream(await asyncio.open_connection(host, int(port)), prompt, n)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -163,7 +152,7 @@ async def concurrency(scale: float, streams: int, n: int) -> None:
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scales", type=float, nargs="*", default=[1.0, 10.0])
-    ap.add_argument("--streams", type=int, nargs="+", default=[32, 128, 512])
+    ap.add_argument("--streams", type=int, nargs="*", default=[32, 128, 512])
     ap.add_argument("--conc-scales", type=float, nargs="*", default=[1.0])
     ap.add_argument("--tokens", type=int, default=100)
     a = ap.parse_args()
