@@ -312,3 +312,29 @@ def test_cli_refuses_a_bad_vllm_flag():
     res = CliRunner().invoke(app, ["emulate", "vllm", "--model", MODEL, "--max-num-seqs", "many"])
     assert res.exit_code == 1
     assert "argument --max-num-seqs: invalid int value: 'many'" in res.output
+
+
+def test_priority_scheduling_serves_the_lower_priority_value_first():
+    """--scheduling-policy priority: with one sequence slot, of two waiting requests the one with the lower vLLM
+    `priority` value is served first, whatever their arrival order."""
+    import concurrent.futures
+
+    cfg = config(vllm_args=["--max-num-seqs", "1", "--scheduling-policy", "priority"], time_scale=5.0)
+    done: list[str] = []
+
+    with EmulatorThread(cfg) as e:
+        def send(name: str, prio: int, n: int) -> None:
+            r = httpx.post(e.url + "/v1/completions", json={"model": MODEL, "prompt": name, "max_tokens": n,
+                                                            "priority": prio}, timeout=T)
+            assert r.status_code == 200
+            done.append(name)
+
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            first = pool.submit(send, "first", 0, 300)  # ~2 s emulated, 0.4 s wall: the others wait behind it
+            time.sleep(0.1)
+            late = pool.submit(send, "low", 5, 2)
+            time.sleep(0.05)
+            urgent = pool.submit(send, "urgent", -5, 2)
+            for f in (first, late, urgent):
+                f.result(timeout=T)
+    assert done == ["first", "urgent", "low"]
