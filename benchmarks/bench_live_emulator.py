@@ -18,42 +18,20 @@ import asyncio
 import json
 import math
 import os
-import socket
-import subprocess
-import sys
 import time
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubetwin.live.emulator import EmulatorConfig
+from kubetwin.live.emulator import EmulatorConfig, EmulatorProcess
 from kubetwin.live.emulator.config import build_served
 from kubetwin.live.prompts import engine_request
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start(scale: float, extra: list[str]) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "kubetwin.cli.main", "emulate", "vllm", "--model", MODEL,
-                             "--port", str(port), "--time-scale", str(scale), *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("emulator did not start")
+def start(scale: float, extra: list[str]) -> EmulatorProcess:
+    return EmulatorProcess(EmulatorConfig(model=MODEL, port=0, time_scale=scale, vllm_args=extra)).start()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -82,14 +60,14 @@ def e2e_server(url: str) -> tuple[float, float]:
 async def accuracy(scale: float, prompt_len: int, n: int) -> None:
     prompt = " ".join(f"p{i}" for i in range(prompt_len))
     want = twin(prompt, n, [])
-    proc, url = start(scale, [])
+    proc = start(scale, [])
+    url = proc.url
     try:
         host, port = url.rsplit("/", 1)[1].split(":")
         await raw_stream(await asyncio.open_connection(host, int(port)), "warm up", 1)
         times = await raw_stream(await asyncio.open_connection(host, int(port)), prompt, n)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        proc.stop()
     got = (times[0] * scale, (times[-1] - times[0]) / (n - 1) * scale, times[-1] * scale)
     row = " ".join(f"{k} twin {w * 1e3:8.2f} ms http {g * 1e3:8.2f} ms ({(g / w - 1) * 100:+5.1f}%)"
                    for k, w, g in zip(("TTFT", "TPOT", "e2e"), want, got, strict=True))
@@ -121,7 +99,8 @@ async def raw_stream(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter], pr
 
 
 async def concurrency(scale: float, streams: int, n: int) -> None:
-    proc, url = start(scale, ["--max-num-seqs", "1024"])
+    proc = start(scale, ["--max-num-seqs", "1024"])
+    url = proc.url
     host, port = url.rsplit("/", 1)[1].split(":")
     try:
         # open every connection first, so the measured streams do not include TCP set-up
@@ -136,8 +115,7 @@ async def concurrency(scale: float, streams: int, n: int) -> None:
         client_cpu = time.process_time() - mine0
         s1, c1 = e2e_server(url)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        proc.stop()
     tokens = sum(len(r) for r in results)
     client_e2e = sum(r[-1] for r in results) / len(results) * scale
     server_e2e = (s1 - s0) / max(c1 - c0, 1)

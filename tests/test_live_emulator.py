@@ -11,7 +11,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubetwin.live.emulator import EmulatorConfig, EmulatorConfigError, EmulatorThread
+from kubetwin.live.emulator import EmulatorConfig, EmulatorConfigError, EmulatorProcess, EmulatorThread
 from kubetwin.live.emulator.config import build_served
 from kubetwin.live.prompts import VOCAB, engine_request
 from kubetwin.serving.engine import Engine
@@ -32,7 +32,7 @@ def emu():
         yield e
 
 
-def client(e: EmulatorThread, timeout: float = T) -> openai.OpenAI:
+def client(e: EmulatorThread | EmulatorProcess, timeout: float = T) -> openai.OpenAI:
     return openai.OpenAI(base_url=e.url + "/v1", api_key="x", timeout=timeout, max_retries=0)
 
 
@@ -338,3 +338,17 @@ def test_priority_scheduling_serves_the_lower_priority_value_first():
             for f in (first, late, urgent):
                 f.result(timeout=T)
     assert done == ["first", "urgent", "low"]
+
+
+def test_emulator_process_serves_on_a_free_port_and_reports_bad_flags():
+    with EmulatorProcess(config(vllm_args=["--max-num-seqs", "8"], startup_delay=0.3)) as p:
+        assert p.url.startswith("http://127.0.0.1:")
+        deadline = time.monotonic() + T
+        while httpx.get(p.url + "/health", timeout=T).status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        r = client(p).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3)
+        assert r.usage.completion_tokens == 3
+    assert p.proc is not None and p.proc.returncode is not None  # stopped
+    with pytest.raises(RuntimeError, match="invalid int value: 'x'"):
+        EmulatorProcess(config(vllm_args=["--max-num-seqs", "x"])).start()

@@ -20,12 +20,15 @@ import asyncio
 import contextlib
 import json
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
 from json.encoder import encode_basestring_ascii
-from typing import Any
+from typing import IO, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
@@ -298,6 +301,79 @@ class EmulatorThread:
         self.sock.close()
 
     def __enter__(self) -> EmulatorThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class EmulatorProcess:
+    """An emulator as a `kubetwin emulate vllm` subprocess (its own interpreter: no GIL shared with the caller), on
+    a free loopback port when config.port is 0; `url` once started (it answers /health, 503 during
+    --startup-delay)."""
+
+    def __init__(self, config: EmulatorConfig, start_timeout: float = 60.0) -> None:
+        config.validate()
+        self.config = config
+        port = config.port
+        if port == 0:
+            with socket.socket() as s:
+                s.bind((config.host, 0))
+                port = int(s.getsockname()[1])
+        self.url = f"http://{config.host}:{port}"
+        c = config
+        self.argv = [sys.executable, "-m", "kubetwin.cli.main", "emulate", "vllm", "--model", c.model, "--gpu", c.gpu,
+                     "--host", c.host, "--port", str(port), "--time-scale", str(c.time_scale),
+                     "--startup-delay", str(c.startup_delay), "--error-rate", str(c.error_rate), "--seed", str(c.seed)]
+        for flag, value in (("--crash-after-tokens", c.crash_after_tokens),
+                            ("--hang-after-tokens", c.hang_after_tokens), ("--metrics-fail", c.metrics_fail)):
+            if value is not None:
+                self.argv += [flag, str(value)]
+        self.argv += list(c.vllm_args)
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log: IO[bytes] | None = None
+
+    def start(self) -> EmulatorProcess:
+        import httpx
+
+        # stderr to a file, not a pipe nobody drains (a crash fault's tracebacks would fill it and stall the server)
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=self.log)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                err = self.log.read().decode(errors="replace")
+                self.stop()
+                raise RuntimeError(f"the emulator exited: {err.strip()}")
+            try:
+                httpx.get(self.url + "/health", timeout=1.0)
+                return self
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("the emulator did not start")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout)
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def __enter__(self) -> EmulatorProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
