@@ -200,3 +200,86 @@ def test_ray_gives_the_same_bytes_as_the_process_pool(tmp_path: Path, local_ray)
     assert on_ray.ran == 8 and not on_ray.failed
     assert local_ray.cluster_resources().get("CPU") == 2.0  # ran on the fixture's loopback Ray
     assert (tmp_path / "pool" / "results.csv").read_bytes() == (tmp_path / "ray" / "results.csv").read_bytes()
+
+
+# ---- search strategies ----
+
+def test_random_and_bayesian_search_pick_the_same_cases_on_any_backend(tmp_path: Path) -> None:
+    f = _sweep(tmp_path, seeds=[0], search={"strategy": "random", "budget": 3, "seed": 7})
+    rnd = execute.execute(cases.plan(f), tmp_path / "rnd", jobs=1)
+    assert len(rnd.rows) == 3 and len({r["case"] for r in rnd.rows}) == 3
+    again = execute.execute(cases.plan(f), tmp_path / "rnd2", jobs=2)
+    assert [r["case"] for r in again.rows] == [r["case"] for r in rnd.rows]
+    goal = {"minimize": "cost", "subjectTo": ["jobs_unfinished <= 0"]}
+    bay = _sweep(tmp_path, seeds=[0], search={"strategy": "bayesian", "budget": 3, "batch": 2}, goal=goal)
+    one = execute.execute(cases.plan(bay), tmp_path / "bay1", jobs=1)
+    two = execute.execute(cases.plan(bay), tmp_path / "bay2", jobs=2)
+    assert [r["case"] for r in two.rows] == [r["case"] for r in one.rows]
+    assert 1 <= len(one.rows) <= 3 and not one.failed
+    assert (tmp_path / "bay1" / "results.csv").read_bytes() == (tmp_path / "bay2" / "results.csv").read_bytes()
+    no_goal = _sweep(tmp_path, search={"strategy": "bayesian", "budget": 3})
+    with pytest.raises(KubetwinError, match="a Bayesian search needs spec.goal"):
+        cases.plan(no_goal)
+
+
+# ---- goals, export, report ----
+
+def test_goal_answer_export_and_report(tmp_path: Path) -> None:
+    f = _sweep(tmp_path, goal={"minimize": "cost", "subjectTo": ["jobs_unfinished <= 0", "pending_p99 <= 10m"]})
+    result = CliRunner().invoke(app, ["sweep", str(f), "--out", str(tmp_path / "out"), "--jobs", "1",
+                                      "--keep-runs", "--export", str(tmp_path / "best")])
+    assert result.exit_code == 0, result.output
+    # one node cannot hold the 16-GPU job: the cheapest feasible case is two nodes (either scoring strategy,
+    # the first case wins a tie)
+    assert "best feasible case: c0002 (nodes=2, scoring=LeastAllocated): cost 1057.46" in result.output
+    assert "2 of 4 cases feasible" in result.output
+    assert "Pareto front: cost against jobs_unfinished" in result.output
+    exported = tmp_path / "best" / "base.yaml"
+    assert exported.is_file() and "case c0002: nodes=2, scoring=LeastAllocated" in exported.read_text()
+    assert [d for d in validate(load_paths([exported])) if d.severity == "error"] == []
+    diff = (tmp_path / "best" / "diff.patch").read_text()
+    assert "+  scoringStrategy: LeastAllocated" in diff and "nodeCount" not in diff  # the base has 2 nodes already
+    report = (tmp_path / "out" / "report.html").read_text()
+    assert "best feasible case: <b>c0002</b>" in report
+    assert "href='runs/c0002-s1/report.html'" in report and (tmp_path / "out" / "runs" / "c0002-s1" /
+                                                             "report.html").is_file()
+    assert report.count("<svg") == 2 + 6 * 2  # two Pareto fronts, six metrics against two axes
+    from kubetwin.sweep import goals
+
+    plan = cases.plan(f)
+    ans = goals.answer(plan, execute.execute(plan, tmp_path / "out", jobs=1).rows)  # resumed: nothing runs
+    assert ans is not None and [c["case"] for c in ans.fronts["pending_p99"]] == ["c0000", "c0002"]
+    infeasible = _sweep(tmp_path, goal={"minimize": "cost", "subjectTo": ["cost <= 10"]})
+    result = CliRunner().invoke(app, ["sweep", str(infeasible), "--out", str(tmp_path / "out2"), "--jobs", "1",
+                                      "--export", str(tmp_path / "none")])
+    assert result.exit_code == 1 and "no feasible case" in result.output
+
+
+# ---- the Indexed Job ----
+
+def test_emitted_indexed_job_runs_the_same_cases(tmp_path: Path) -> None:
+    f = _sweep(tmp_path, seeds=[0])
+    job = tmp_path / "job.yaml"
+    result = CliRunner().invoke(app, ["sweep", str(f), "--emit-job", str(job), "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    objs = list(yaml.safe_load_all(job.read_text()))
+    assert [d for d in validate(load_paths([job])) if d.severity == "error"] == []
+    cm, pvc, indexed = objs
+    assert indexed["spec"]["completionMode"] == "Indexed" and indexed["spec"]["completions"] == 4
+    assert indexed["spec"]["parallelism"] == 2 and pvc["kind"] == "PersistentVolumeClaim"
+    # what each pod sees: the ConfigMap's files under /sweep, one --index per completion
+    mount = tmp_path / "mount"
+    for item in indexed["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"]:
+        (mount / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (mount / item["path"]).write_text(cm["data"][item["key"]])
+    script = indexed["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    sweep_in_pod = mount / script.split()[2].removeprefix("/sweep/")
+    results = tmp_path / "results"
+    for i in range(4):
+        r = CliRunner().invoke(app, ["sweep", str(sweep_in_pod), "--out", str(results), "--index", str(i)])
+        assert r.exit_code == 0, r.output
+    collect = CliRunner().invoke(app, ["sweep", str(sweep_in_pod), "--out", str(results), "--jobs", "1"])
+    assert "4 run" not in collect.output and "0 run, 4 already done" in collect.output
+    local = execute.execute(cases.plan(f), tmp_path / "local", jobs=1)
+    assert local.ran == 4
+    assert (results / "results.csv").read_bytes() == (tmp_path / "local" / "results.csv").read_bytes()

@@ -124,8 +124,9 @@ def json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
                     doc = copy.deepcopy(op["value"])
                 else:
                     get_pointer(doc, path)  # replace needs the target to exist (RFC 6902 4.3)
-                    doc, _ = _remove(doc, path)
-                    doc = _add(doc, path, copy.deepcopy(op["value"]))
+                    parent, last = _parent(doc, path)  # in place: the field keeps its position
+                    parent[last if isinstance(parent, dict) else _index(parent, last, path, False)] = \
+                        copy.deepcopy(op["value"])
             elif kind in ("move", "copy"):
                 src = str(op.get("from", ""))
                 if kind == "move" and (path + "/").startswith(src + "/") and path != src:

@@ -147,7 +147,8 @@ class SweepSpec(_Strict):
     scenario: list[str] = Field(min_length=1)
     axes: list[Axis] = Field(min_length=1)
     seeds: list[int] | None = Field(default=None, min_length=1)
-    metrics: list[str | PathMetric] = Field(default_factory=lambda: ["cost", "gpu_allocation", "pending_p99"])
+    metrics: list[str | PathMetric] = Field(default_factory=lambda: list[str | PathMetric](
+        ["cost", "gpu_allocation", "pending_p99"]))
     search: Search = Field(default_factory=Search)
     goal: Goal | None = None
 

@@ -64,11 +64,12 @@ def prepare(out: Path, plan: Plan) -> None:
             raise _refuse(out, "Invalid value: the folder holds the results of a different sweep (the Sweep or its "
                           "scenario changed since)", "choose a new --out, or delete the folder to start over")
         return
-    if out.is_dir() and any(out.iterdir()):
+    if out.is_dir() and any(not p.name.startswith(".") for p in out.iterdir()):  # .partial: another writer's
         raise _refuse(out, "Invalid value: the folder is not empty and holds no sweep", "choose a new --out")
-    (out / "cases").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     write_atomic(marker, (json.dumps({"name": plan.sweep.metadata.name, "fingerprint": digest}, sort_keys=True)
-                          + "\n").encode())
+                          + "\n").encode())  # first: a concurrent --index run then sees this sweep's folder
+    (out / "cases").mkdir(exist_ok=True)
 
 
 def tasks(plan: Plan, cases: list[Case], out: Path | None, keep_runs: bool) -> list[Task]:
@@ -163,7 +164,7 @@ def run_index(plan: Plan, out: Path, index: int, keep_runs: bool = False) -> Row
     if not 0 <= index < len(todo):
         raise _refuse(out, f"Invalid value: --index {index}: the sweep has {len(todo)} cases and seeds",
                       f"give an index from 0 to {len(todo) - 1}")
-    (out / "cases").mkdir(parents=True, exist_ok=True)
+    prepare(out, plan)
     runner = _Run(out, plan, "process", 1, None, None, 1)
     runner([todo[index]])
     return runner.rows[todo[index].key]
@@ -185,7 +186,7 @@ def case_means(plan: Plan, rows: list[Row]) -> dict[str, dict[str, Any]]:
 def _bayesian(plan: Plan, out: Path, keep_runs: bool, run: _Run) -> None:
     """optuna's TPE sampler (seeded by search.seed) over the axes' value indices, `batch` cases a round, told in
     the order asked: the cases picked depend on results only, not on the backend or --jobs. Constraints go to TPE
-    as its constraints_func (values <= 0 feasible)."""
+    as constraint values (<= 0 feasible; Trial.set_constraint, optuna's constraints_func before 5.0)."""
     import optuna
 
     from kubetwin.sweep.goals import constraints as parse_constraints
@@ -197,8 +198,9 @@ def _bayesian(plan: Plan, out: Path, keep_runs: bool, run: _Run) -> None:
     assert goal is not None  # validate requires a goal for bayesian search
     bounds = parse_constraints(goal.subjectTo)
     budget = min(spec.search.budget or plan.size, plan.size)
-    sampler = optuna.samplers.TPESampler(seed=spec.search.seed, constraints_func=lambda t: t.user_attrs["c"],
-                                         n_startup_trials=min(10, budget))
+    per_trial = hasattr(optuna.trial.Trial, "set_constraint")  # optuna >= 5; constraints_func before
+    options: dict[str, Any] = {} if per_trial else {"constraints_func": lambda t: t.user_attrs["c"]}
+    sampler = optuna.samplers.TPESampler(seed=spec.search.seed, n_startup_trials=min(10, budget), **options)
     study = optuna.create_study(direction="minimize" if goal.minimize else "maximize", sampler=sampler)
     done: set[int] = set()
     asks = 0
@@ -216,7 +218,12 @@ def _bayesian(plan: Plan, out: Path, keep_runs: bool, run: _Run) -> None:
         for trial, c in trials:
             m = means[c.id]
             value = m["metrics"].get(goal.objective)
-            trial.set_user_attr("c", [violation(b, m["metrics"]) for b in bounds])
+            violations = [violation(b, m["metrics"]) for b in bounds]
+            if per_trial:
+                for b, v in zip(bounds, violations, strict=True):
+                    trial.set_constraint(b.text, v)
+            else:
+                trial.set_user_attr("c", violations)
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:

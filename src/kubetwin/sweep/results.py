@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,11 @@ def csv_text(rows: list[Row], columns: list[str]) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_bytes(data)
+    """Write a file whole or not at all; a unique hidden temporary name, so concurrent writers (the pods of an
+    Indexed Job on one volume) never rename each other's file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
 
 
