@@ -201,13 +201,13 @@ def _strip(v: Any) -> Any:
     return v
 
 
-_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]|\[([A-Za-z_]+)=([^\]]*)\]")
+_STEP = re.compile(r"\.?([^.\[\]\"]+)|\[(\d+)\]|\[([A-Za-z_]+)=([^\]]*)\]|\[\"([^\"]+)\"\]")
 
 
 def field_pointer(obj: Any, path: str, *, must_exist: bool = False) -> str:
     """The JSON pointer of a field path (`spec.a[0].b[name=x].c`, or a pointer already, `/spec/a/0`) in `obj`;
-    `[key=value]` picks the list item whose `key` is `value`. PatchError when a step does not resolve (the last
-    step may be absent unless `must_exist`)."""
+    `[key=value]` picks the list item whose `key` is `value`, `["a.b/c"]` is a key with dots or slashes.
+    PatchError when a step does not resolve (the last step may be absent unless `must_exist`)."""
     if path.startswith("/") or path == "":
         if must_exist:
             get_pointer(obj, path)
@@ -217,10 +217,12 @@ def field_pointer(obj: Any, path: str, *, must_exist: bool = False) -> str:
     pos = 0
     steps = list(_STEP.finditer(path))
     if not steps or "".join(m.group(0) for m in steps) != path:
-        raise PatchError(f'"{path}" is not a field path (write spec.field, spec.list[0] or spec.list[name=x])')
+        raise PatchError(f'"{path}" is not a field path (write spec.field, spec.list[0], spec.list[name=x] or '
+                         'metadata.annotations["a.b/c"])')
     for n, m in enumerate(steps):
         last = n == len(steps) - 1
-        key, idx, sel_key, sel_val = m.groups()
+        key, idx, sel_key, sel_val, quoted = m.groups()
+        key = quoted if quoted is not None else key
         if key is not None:
             if not isinstance(node, dict) or (key not in node and (must_exist or not last)):
                 raise PatchError(f'{path}: no field "{key}" at {path[:pos] or "the object"}')
