@@ -200,6 +200,12 @@ def test_ray_gives_the_same_bytes_as_the_process_pool(tmp_path: Path, local_ray)
     assert on_ray.ran == 8 and not on_ray.failed
     assert local_ray.cluster_resources().get("CPU") == 2.0  # ran on the fixture's loopback Ray
     assert (tmp_path / "pool" / "results.csv").read_bytes() == (tmp_path / "ray" / "results.csv").read_bytes()
+    # the command line: --ray on the Ray this process already runs (the command starts one only when none is)
+    result = CliRunner().invoke(app, ["sweep", str(f), "--out", str(tmp_path / "cli"), "--ray", "--jobs", "2",
+                                      "--no-report"])
+    assert result.exit_code == 0, result.output
+    assert "8 cases and seeds: 8 run, 0 already done, 0 failed" in result.output
+    assert (tmp_path / "cli" / "results.csv").read_bytes() == (tmp_path / "ray" / "results.csv").read_bytes()
 
 
 # ---- search strategies ----

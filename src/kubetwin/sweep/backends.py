@@ -65,7 +65,13 @@ def ray(tasks: Iterable[Task], jobs: int, address: str | None, base_dir: str) ->
     started = False
     if not ray_mod.is_initialized():
         if address:
-            ray_mod.init(address=address, runtime_env={"working_dir": base_dir}, log_to_driver=False)
+            try:
+                ray_mod.init(address=address, runtime_env={"working_dir": base_dir}, log_to_driver=False)
+            except Exception as exc:  # ConnectionError, a refused runtime_env upload
+                raise KubetwinError([Diagnostic("", 0, "-", "--ray", f"cannot join the Ray cluster at {address}: "
+                                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                                                "give the head's address (HOST:6379 or ray://HOST:10001), or "
+                                                "--ray alone for a local Ray")]) from None
         else:
             ray_mod.init(address="local", num_cpus=jobs, include_dashboard=False, _node_ip_address="127.0.0.1",
                          log_to_driver=False, configure_logging=False)
