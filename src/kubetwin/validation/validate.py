@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 import jsonschema
+from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
@@ -124,7 +125,7 @@ def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnost
     return Diagnostic(m.file, m.line_of(path), m.ref, path, shown(err.message, 200), "")
 
 
-_TWIN_KINDS = {**TWIN_KINDS, "Sweep": Sweep}  # kubetwin sweep's input (api/sweep.py)
+_TWIN_KINDS: dict[str, type[BaseModel]] = {**TWIN_KINDS, "Sweep": Sweep}  # kubetwin sweep's input (api/sweep.py)
 
 
 def _validate_twin(m: Manifest) -> list[Diagnostic]:
