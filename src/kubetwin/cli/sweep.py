@@ -80,7 +80,7 @@ def sweep_cmd(ctx: typer.Context,
               jobs: int = typer.Option(0, "--jobs", "-j", help="parallel cases (default: one per CPU; 1 runs in "
                                        "this process)"),
               ray: bool = typer.Option(False, "--ray", help="run each case as a Ray task: --ray starts a local Ray "
-                                       "on loopback, --ray ADDRESS joins a cluster (pip install 'kubetwin[ray]')"),
+                                       "on loopback, --ray ADDRESS joins a cluster (needs the ray extra of kubetwin)"),
               keep_runs: bool = typer.Option(False, "--keep-runs/--drop-runs", help="keep each case's run folder "
                                              "(DIR/runs/CASE-sSEED) for kubetwin get/describe/report"),
               export: Optional[Path] = typer.Option(None, "--export", help="write the best feasible case's "

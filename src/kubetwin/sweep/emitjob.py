@@ -67,7 +67,7 @@ def manifests(plan: Plan, sweep_file: Path, *, image: str, parallelism: int) -> 
                                         "drop the ConfigMap, or use a smaller trace")])
     sweep_path = f"{MOUNT}/{os.path.relpath(sweep_file.resolve(), root)}"
     completions = task_count(plan)
-    labels = {"app.kubernetes.io/name": "kubetwin-sweep", "kubetwin.io/sweep": plan.sweep.metadata.name}
+    labels = {"app.kubernetes.io/name": "kubetwin-sweep", "app.kubernetes.io/instance": plan.sweep.metadata.name}
     script = (f"kubetwin sweep {sweep_path} --out {RESULTS} --index \"$JOB_COMPLETION_INDEX\"")
     return [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-files", "labels": labels},
