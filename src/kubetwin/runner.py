@@ -194,15 +194,17 @@ def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,
         out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
         progress: Callable[[float, float, Store], None] | None = None, overwrite: bool = False,
-        trace_scheduling: bool = False) -> RunResult:
+        trace_scheduling: bool = False, manifests: Sequence[Manifest] | None = None) -> RunResult:
     """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given: load (and
     validate), wire the controllers, seed the objects, run the clock, collect the subsystems' contributions.
 
     `out` must be new or empty unless `overwrite`, which replaces a previous run folder whole (see write_run).
-    `trace_scheduling` (as Scenario.spec.traceScheduling) records the schedulers' reasons (sim/trace.py)."""
+    `trace_scheduling` (as Scenario.spec.traceScheduling) records the schedulers' reasons (sim/trace.py).
+    `manifests`: objects already loaded with their files and lines (kubetwin sweep's patched cases), run before
+    those of `paths` and `objects`."""
     if out is not None:
         check_out(Path(out), overwrite)
-    manifests, diags, scenario = load(paths, objects, duration, seed, trace_scheduling)
+    manifests, diags, scenario = load(paths, objects, duration, seed, trace_scheduling, manifests)
     until = parse_duration(scenario.duration)
     if out is not None and overwrite:
         _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
@@ -224,10 +226,11 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
 
 
 def load(paths: Sequence[str | Path] | None, objects: Sequence[Obj] | None, duration: str | None,
-         seed: int | None, trace_scheduling: bool = False) -> tuple[list[Manifest], list[Diagnostic], ScenarioSpec]:
+         seed: int | None, trace_scheduling: bool = False, loaded: Sequence[Manifest] | None = None
+         ) -> tuple[list[Manifest], list[Diagnostic], ScenarioSpec]:
     """The manifests with the command line's overrides, their diagnostics and the Scenario; KubetwinError with
     every error when validate rejects them (run accepts exactly what validate accepts)."""
-    manifests = load_paths(list(paths)) if paths else []
+    manifests = list(loaded or []) + (load_paths(list(paths)) if paths else [])
     manifests += [Manifest(o, "<object>", 0) for o in objects or []]
     manifests = with_overrides(manifests, duration, seed, trace_scheduling)  # flags checked as the fields they replace
     diags = validate(manifests)

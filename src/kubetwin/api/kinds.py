@@ -95,6 +95,7 @@ BUILT_IN: tuple[KindInfo, ...] = tuple(KindInfo(g, k, v, p, s, ns, simulated=sim
     (TWIN_GROUP, "NodePool", ("v1alpha1",), "nodepools", (), False, 2, (), None),
     (TWIN_GROUP, "Scenario", ("v1alpha1",), "scenarios", (), False, 9, (), None),
     (TWIN_GROUP, "RequestTrace", ("v1alpha1",), "requesttraces", (), True, 9, (), None),
+    (TWIN_GROUP, "Sweep", ("v1alpha1",), "sweeps", (), False, 9, (), ()),  # kubetwin sweep's input, not run
 ))
 
 # Kueue's Workload: the twin creates them (kueue/controller/core.py) but does not ship the 1.4 MB CRD

@@ -17,6 +17,7 @@ from rich.table import Table
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import emulate, experiment
 from kubetwin.cli.report import report as report_cmd
+from kubetwin.cli.sweep import sweep_cmd
 
 if TYPE_CHECKING:
     from kubetwin.runner import RunResult
@@ -26,6 +27,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 app.add_typer(experiment.app, name="experiment")
 app.add_typer(emulate.app, name="emulate")
 app.command("report")(report_cmd)
+app.command("sweep", context_settings={"allow_extra_args": True})(sweep_cmd)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 

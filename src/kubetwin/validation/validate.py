@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 import jsonschema
+from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
@@ -22,6 +23,7 @@ from kubetwin.api import crd_schema, fields, kinds, twin_errors
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
+from kubetwin.api.sweep import Sweep
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
 from kubetwin.api.units import parse_quantity
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
@@ -29,6 +31,7 @@ from kubetwin.validation import dra as dra_validate
 from kubetwin.validation import nodepool as nodepool_validate
 from kubetwin.validation import pitfalls
 from kubetwin.validation import serving as serving_validate
+from kubetwin.validation import sweep as sweep_validate
 from kubetwin.validation import volume as volume_validate
 
 K8S_VERSION = "1.34.0"
@@ -122,12 +125,15 @@ def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnost
     return Diagnostic(m.file, m.line_of(path), m.ref, path, shown(err.message, 200), "")
 
 
+_TWIN_KINDS: dict[str, type[BaseModel]] = {**TWIN_KINDS, "Sweep": Sweep}  # kubetwin sweep's input (api/sweep.py)
+
+
 def _validate_twin(m: Manifest) -> list[Diagnostic]:
-    model = TWIN_KINDS.get(m.kind)
+    model = _TWIN_KINDS.get(m.kind)
     if model is None:
         return [Diagnostic(m.file, m.line, m.ref, "kind",
                            f'no matches for kind "{m.kind}" in version "{TWIN_API}"',
-                           f"kubetwin.io/v1alpha1 kinds are: {', '.join(sorted(TWIN_KINDS))}")]
+                           f"kubetwin.io/v1alpha1 kinds are: {', '.join(sorted(_TWIN_KINDS))}")]
     try:
         model.model_validate(m.obj)
     except PydanticError as exc:
@@ -335,6 +341,8 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         errors = _validate_twin(m)
         if kind == "RequestTrace" and not errors:
             errors = serving_validate.request_trace_file(m)
+        if kind == "Sweep" and not errors:
+            errors = sweep_validate.diagnostics(m)
         return errors + [d for d in _name(m) if not any(e.field == d.field for e in errors)]
     if kind == "Configuration" and api_version.startswith("config.kueue.x-k8s.io/"):
         from kubetwin.kueue import config as kueue_config  # Kueue's manager config file
