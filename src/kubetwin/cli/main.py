@@ -16,6 +16,7 @@ from rich.table import Table
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import experiment
+from kubetwin.cli.loadgen import loadgen as loadgen_cmd
 from kubetwin.cli.report import report as report_cmd
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="A digital twin of a GKE AI/ML accelerator platform.")
 app.add_typer(experiment.app, name="experiment")
 app.command("report")(report_cmd)
+app.command("loadgen")(loadgen_cmd)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
