@@ -18,6 +18,7 @@ from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import experiment
 from kubetwin.cli.loadgen import loadgen as loadgen_cmd
 from kubetwin.cli.report import report as report_cmd
+from kubetwin.cli.supervise import supervise as supervise_cmd
 
 if TYPE_CHECKING:
     from kubetwin.runner import RunResult
@@ -27,6 +28,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 app.add_typer(experiment.app, name="experiment")
 app.command("report")(report_cmd)
 app.command("loadgen")(loadgen_cmd)
+app.command("supervise")(supervise_cmd)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
