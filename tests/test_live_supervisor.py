@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from kubetwin.api.loader import load_paths
-from kubetwin.live.supervisor import Options, ScrapedMetrics, Supervisor, SupervisorError, parse_exposition
+from kubetwin.live.scrape import parse_exposition
+from kubetwin.live.supervisor import Options, ScrapedMetrics, Supervisor, SupervisorError
 from kubetwin.prometheus.promql import Evaluator
 
 ROOT = Path(__file__).resolve().parents[1]

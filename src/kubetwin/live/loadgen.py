@@ -40,6 +40,7 @@ import numpy as np
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.units import parse_duration
 from kubetwin.live.prompts import prompt_text
+from kubetwin.live.scrape import parse_exposition
 from kubetwin.serving import traces
 from kubetwin.serving.install import pool_slos
 from kubetwin.serving.requesttrace import load_request_trace, objective_priority
@@ -141,16 +142,22 @@ class Options:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Request, due: float,
-               sem: asyncio.Semaphore) -> None:
-    """Send one request, stream it, and write what was seen into `req` in trace seconds from `due`."""
-    scale = opts.time_scale
+def request_body(req: Request, opts: Options) -> bytes:
+    """The /v1/completions body of a request, encoded (built before its due time, so the prompt's text costs
+    nothing in its latency)."""
     body: dict[str, Any] = {"model": req.lora or req.model, "prompt": prompt_text(req.hashes, req.seg_tokens),
                             "max_tokens": req.output_tokens, "stream": True,
                             "stream_options": {"include_usage": True}}
     if opts.ignore_eos:
         body["ignore_eos"] = True
-    headers = dict(opts.headers)
+    return json.dumps(body).encode()
+
+
+async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Request, body: bytes, due: float,
+               sem: asyncio.Semaphore) -> None:
+    """Send one request, stream it, and write what was seen into `req` in trace seconds from `due`."""
+    scale = opts.time_scale
+    headers = {"content-type": "application/json", **opts.headers}
     if plan.objective:
         headers[OBJECTIVE_HEADER] = plan.objective
     if plan.send_priority:
@@ -161,7 +168,7 @@ async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reques
     async with sem:
         try:
             async with asyncio.timeout(opts.timeout):
-                async with client.stream("POST", opts.url.rstrip("/") + "/completions", json=body,
+                async with client.stream("POST", opts.url.rstrip("/") + "/completions", content=body,
                                          headers=headers) as resp:
                     req.pod = resp.headers.get(DESTINATION_HEADER, "")
                     if resp.status_code != 200:
@@ -253,11 +260,12 @@ async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None
             if offset >= end_wall:
                 break
             due = t0 + offset
+            body = request_body(req, opts)
             delay = due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             lags.append(max(0.0, time.perf_counter() - due))
-            tasks.append(asyncio.create_task(_one(clients[len(tasks) % shards], opts, plan, req, due, sem)))
+            tasks.append(asyncio.create_task(_one(clients[len(tasks) % shards], opts, plan, req, body, due, sem)))
         if tasks:
             left = t0 + end_wall - time.perf_counter()
             _, pending = await asyncio.wait(tasks, timeout=max(left, 0.0))
@@ -281,17 +289,13 @@ async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None
 
 def scrape_prefix_counters(urls: Sequence[str], timeout: float = 5.0) -> tuple[float, float]:
     """Sum of vLLM's prefix-cache hit and query token counters over the servers' /metrics (every label set)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     hits = queries = 0.0
     for url in urls:
-        text = httpx.get(url, timeout=timeout).raise_for_status().text
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                if s.name == HIT_METRIC:
-                    hits += s.value
-                elif s.name == QUERY_METRIC:
-                    queries += s.value
+        for name, _, value in parse_exposition(httpx.get(url, timeout=timeout).raise_for_status().text):
+            if name == HIT_METRIC:
+                hits += value
+            elif name == QUERY_METRIC:
+                queries += value
     return hits, queries
 
 

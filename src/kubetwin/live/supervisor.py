@@ -44,6 +44,7 @@ import httpx
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.autoscaler.hpa import SYNC_PERIOD, HorizontalPodAutoscalerController
 from kubetwin.autoscaler.keda import KedaController
+from kubetwin.live.scrape import parse_exposition
 from kubetwin.prometheus.staleness import STALE_NAN, is_stale
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -112,14 +113,6 @@ class ScrapedMetrics:
             if pts:
                 out.append((dict(labels), pts))
         return out
-
-
-def parse_exposition(text: str) -> list[tuple[str, Labels, float]]:
-    """Prometheus' text format as (sample name, labels, value) rows."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return [(s.name, dict(s.labels), float(s.value)) for fam in text_string_to_metric_families(text)
-            for s in fam.samples]
 
 
 def scrape(client: httpx.Client, url: str) -> list[tuple[str, Labels, float]] | None:
