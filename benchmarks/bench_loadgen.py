@@ -22,6 +22,7 @@ import multiprocessing as mp
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -94,21 +95,32 @@ async def bare(url: str, n: int, concurrency: int) -> float:
         return n / (time.perf_counter() - t)
 
 
+@contextlib.contextmanager
+def canned_server(tokens: int = 8) -> Iterator[str]:
+    """The canned SSE server in a child process for the duration; yields its base URL (.../v1)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(4096)
+    proc = mp.get_context("fork").Process(target=_serve, args=(sock, tokens), daemon=True)
+    proc.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        proc.terminate()
+        proc.join(5)
+        sock.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rates", type=float, nargs="+", default=[100, 200, 400, 800, 1600, 3200])
     ap.add_argument("--concurrency", type=int, default=256)
     ap.add_argument("--tokens", type=int, default=8)
+    ap.add_argument("--bare", type=int, default=2000, help="requests of the bare-httpx baseline")
     args = ap.parse_args()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(4096)
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    proc = mp.get_context("fork").Process(target=_serve, args=(sock, args.tokens), daemon=True)
-    proc.start()
-    try:
-        ceiling = asyncio.run(bare(url, 2000, args.concurrency))
+    with canned_server(args.tokens) as url:
+        ceiling = asyncio.run(bare(url, args.bare, args.concurrency))
         print(f"bare httpx, closed loop, concurrency {args.concurrency}: {ceiling:.0f} req/s")
         best = 0.0
         with tempfile.TemporaryDirectory(prefix="loadgen-bench-") as tmp:
@@ -128,9 +140,6 @@ def main() -> None:
                     break
         print(f"sustained open-loop rate: {best:.0f} req/s = {best / ceiling:.2f} x bare httpx's closed-loop "
               f"{ceiling:.0f} req/s")
-    finally:
-        proc.terminate()
-        proc.join(5)
 
 
 if __name__ == "__main__":

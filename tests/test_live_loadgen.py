@@ -71,7 +71,7 @@ class FakeVllm:
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={lg.DESTINATION_HEADER: "10.0.0.7:8000"})
+                                 headers={lg.SERVED_HEADER: "10.0.0.7:8000"})
 
     async def metrics(self, request: HttpRequest) -> Response:
         return PlainTextResponse(

@@ -17,8 +17,9 @@ summarize, overall_slo and install.pool_slos for the SLO annotations), times in 
 multiplied back by the time scale, from the RequestTrace's kubetwin.io/create-at like the twin's arrival column),
 so a live run and a twin run diff column for column. What the client cannot see is left as the twin writes an
 unknown: queue time empty (vLLM does not report it per request), preemptions 0, the pod from the response's
-`x-gateway-destination-endpoint` header when a gateway echoes it (the Inference Extension's endpoint picker
-protocol header, docs/proposals/004-endpoint-picker-protocol), cached tokens from the usage's
+`x-gateway-destination-endpoint-served` header (the endpoint picker protocol's served-endpoint key,
+docs/proposals/004-endpoint-picker-protocol, as the live gateway returns it) or `x-gateway-destination-endpoint`,
+cached tokens from the usage's
 prompt_tokens_details.cached_tokens when the server reports them (vLLM --enable-prompt-tokens-details).
 """
 
@@ -43,7 +44,8 @@ from kubetwin.live.prompts import prompt_text
 from kubetwin.live.scrape import parse_exposition
 from kubetwin.serving import traces
 from kubetwin.serving.install import pool_slos
-from kubetwin.serving.requesttrace import load_request_trace, objective_priority
+from kubetwin.serving.pools import objective_priority
+from kubetwin.serving.requesttrace import load_request_trace
 from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, RequestLog, overall_slo, summarize, write_csv
 from kubetwin.serving.types import Request
 
@@ -52,7 +54,9 @@ from kubetwin.serving.types import Request
 # twin's numeric form of the same priority for gateways without the InferenceObjective CR (live_common contract).
 OBJECTIVE_HEADER = "x-gateway-inference-objective"
 PRIORITY_HEADER = "x-gateway-priority"
-DESTINATION_HEADER = "x-gateway-destination-endpoint"  # endpoint picker protocol: the host:port that served it
+# the endpoint that served the request: the endpoint picker protocol's served-endpoint key as the live gateway
+# returns it in a response header, else the destination header if a gateway echoes that
+SERVED_HEADER, DESTINATION_HEADER = "x-gateway-destination-endpoint-served", "x-gateway-destination-endpoint"
 CREATE_AT = "kubetwin.io/create-at"
 POOL_SHARD = 16  # connections per httpx client (see replay_async)
 HIT_METRIC, QUERY_METRIC = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"  # vllm/v1/metrics
@@ -170,7 +174,7 @@ async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reques
             async with asyncio.timeout(opts.timeout):
                 async with client.stream("POST", opts.url.rstrip("/") + "/completions", content=body,
                                          headers=headers) as resp:
-                    req.pod = resp.headers.get(DESTINATION_HEADER, "")
+                    req.pod = resp.headers.get(SERVED_HEADER) or resp.headers.get(DESTINATION_HEADER, "")
                     if resp.status_code != 200:
                         await resp.aread()
                         req.status, req.reason = resp.status_code, _error_message(resp.text)

@@ -31,8 +31,7 @@ from kubetwin.serving import modelserver, sizing, traces
 from kubetwin.serving.arrivals import Arrivals
 from kubetwin.serving.engine import Engine
 from kubetwin.serving.modelspec import lookup_server_model
-from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool, pool_selector
-from kubetwin.serving.requesttrace import objective_priority
+from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool, objective_priority, pool_selector
 from kubetwin.serving.results import RequestLog
 from kubetwin.serving.router import make_router
 from kubetwin.serving.types import Request

@@ -54,17 +54,6 @@ def load_request_trace(obj: dict | Any, manifest_file: str | Path, *, seed: int 
                                         exc.message, exc.hint)]) from None
 
 
-def objective_priority(obj: dict) -> tuple[str, int]:
-    """(the model name requests ask for, their priority) of an InferenceModel (criticality Critical 1, Standard 0,
-    Sheddable -1; reference 1.11) or an InferenceObjective (its name, spec.priority): what the data plane and the
-    live load generator give a trace's requests."""
-    spec = obj.get("spec") or {}
-    if obj["kind"] == "InferenceModel":
-        return (spec.get("modelName", ""),
-                {"Critical": 1, "Standard": 0, "Sheddable": -1}.get(spec.get("criticality") or "Standard", 0))
-    return obj["metadata"]["name"], int(spec.get("priority") or 0)
-
-
 def _name(obj: Any) -> str:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     return str(meta.get("name", "?")) if isinstance(meta, dict) else "?"
