@@ -16,7 +16,9 @@ from rich.table import Table
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import emulate, experiment
+from kubetwin.cli.loadgen import loadgen as loadgen_cmd
 from kubetwin.cli.report import report as report_cmd
+from kubetwin.cli.supervise import supervise as supervise_cmd
 from kubetwin.cli.sweep import sweep_cmd
 
 if TYPE_CHECKING:
@@ -28,6 +30,8 @@ app.add_typer(experiment.app, name="experiment")
 app.add_typer(emulate.app, name="emulate")
 app.command("report")(report_cmd)
 app.command("sweep", context_settings={"allow_extra_args": True})(sweep_cmd)
+app.command("loadgen")(loadgen_cmd)
+app.command("supervise")(supervise_cmd)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 

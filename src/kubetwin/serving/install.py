@@ -49,6 +49,21 @@ def load_traces(manifests: list[Manifest], seed: int, horizon: float) -> dict[tu
     return out
 
 
+def pool_slos(manifests: list[Manifest]) -> dict[str, tuple[float, float]]:
+    """Pool key -> (TTFT, TPOT) objective for each InferencePool or Service annotated with one (the live load
+    generator reads the same annotations, so its SLO attainment is the twin's)."""
+    slos: dict[str, tuple[float, float]] = {}
+    for m in manifests:
+        if m.kind in ("InferencePool", "Service"):
+            ann = (m.obj.get("metadata") or {}).get("annotations") or {}
+            if SLO_TTFT in ann or SLO_TPOT in ann:
+                meta = m.obj["metadata"]
+                key = f"{m.kind}/{meta.get('namespace') or 'default'}/{meta['name']}"
+                slos[key] = (parse_duration(ann.get(SLO_TTFT, f"{DEFAULT_SLO_TTFT}s")),
+                             parse_duration(ann.get(SLO_TPOT, f"{DEFAULT_SLO_TPOT}s")))
+    return slos
+
+
 @dataclass
 class ServingRun:
     plane: Any
@@ -73,15 +88,7 @@ def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kube
     from kubetwin.serving.promsource import ServingMetricsSource
 
     plane = ServingDataPlane(store, env, events, seed, load_traces(manifests, seed, horizon), kubelet.gpus)
-    slos: dict[str, tuple[float, float]] = {}
-    for m in manifests:
-        if m.kind in ("InferencePool", "Service"):
-            ann = (m.obj.get("metadata") or {}).get("annotations") or {}
-            if SLO_TTFT in ann or SLO_TPOT in ann:
-                meta = m.obj["metadata"]
-                key = f"{m.kind}/{meta.get('namespace') or 'default'}/{meta['name']}"
-                slos[key] = (parse_duration(ann.get(SLO_TTFT, f"{DEFAULT_SLO_TTFT}s")),
-                             parse_duration(ann.get(SLO_TPOT, f"{DEFAULT_SLO_TPOT}s")))
+    slos = pool_slos(manifests)
     scalers = [m for m in manifests if m.kind in ("ScaledObject", "HorizontalPodAutoscaler")]
     source = ServingMetricsSource(plane, env, histogram_history=any("_bucket" in str(m.obj) for m in scalers))
     return ServingRun(plane, ServingMetrics(plane, env, sample_interval), source, slos)

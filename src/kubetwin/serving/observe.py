@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from kubetwin.serving.dataplane import ServingDataPlane
-from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, latencies, summarize, write_csv
+from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, latencies, overall_slo, summarize, write_csv
 from kubetwin.sim.env import Environment
 
 
@@ -67,7 +67,7 @@ class ServingMetrics:
         plane = self.plane
         a = plane.log.arrays()
         labels = plane.log.labels
-        slo_all = next(iter(slos.values())) if len(set(slos.values())) == 1 else (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)
+        slo_all = overall_slo(slos)
         out: dict[str, Any] = {"overall": summarize(a, slo_all), "pools": {}}
         hits, queries = self._counters(plane.all_endpoints())
         out["overall"]["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries else None

@@ -113,6 +113,11 @@ def summarize(a: dict[str, np.ndarray], slo: tuple[float, float]) -> dict[str, A
     }
 
 
+def overall_slo(slos: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    """The objective of the whole run's attainment: the pools' common one, else the default."""
+    return next(iter(slos.values())) if len(set(slos.values())) == 1 else (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)
+
+
 def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
     """requests.csv: one row per request, sorted by arrival; times in seconds from the run's start.
 

@@ -1,0 +1,344 @@
+"""A RequestTrace replayed against a real OpenAI-compatible server (issue 20): the twin's requests, sent open-loop
+at their arrival times, measured as `kubetwin run` measures them, written as the twin writes them.
+
+The trace is read by the same loader `kubetwin run` uses (serving/requesttrace.load_request_trace: Mooncake jsonl,
+Azure csv, Vidur, generators; timeScale, startOffset, limit, loop), so the loadgen sends exactly the requests the
+twin simulates. Each prompt is written by live.prompts.prompt_text from the request's segment hashes, so shared
+prefixes reach the server's prefix cache as shared text; max_tokens is the trace's output length (with vLLM's
+`ignore_eos`, a vLLM sampling parameter, so the server generates all of them).
+
+Open loop: request i is sent at start + arrival_i / time_scale whatever the server is doing, and its latencies are
+measured from that due time, so a slow server (or a saturated client) shows up as latency rather than as a lower
+offered load (Schroeder et al., "Open versus closed", NSDI'06; the "coordinated omission" of closed-loop tools).
+`--concurrency` caps requests in flight: a request waiting for a slot counts that wait in its TTFT.
+
+requests.csv and summary.json's serving section are the twin's own functions (serving/results.write_csv,
+summarize, overall_slo and install.pool_slos for the SLO annotations), times in the trace's seconds (wall times
+multiplied back by the time scale, from the RequestTrace's kubetwin.io/create-at like the twin's arrival column),
+so a live run and a twin run diff column for column. What the client cannot see is left as the twin writes an
+unknown: queue time empty (vLLM does not report it per request), preemptions 0, the pod from the response's
+`x-gateway-destination-endpoint-served` header (the endpoint picker protocol's served-endpoint key,
+docs/proposals/004-endpoint-picker-protocol, as the live gateway returns it) or `x-gateway-destination-endpoint`,
+cached tokens from the usage's
+prompt_tokens_details.cached_tokens when the server reports them (vLLM --enable-prompt-tokens-details).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from kubetwin.api.loader import Manifest, load_paths
+from kubetwin.api.units import parse_duration
+from kubetwin.live.prompts import prompt_text
+from kubetwin.live.scrape import parse_exposition
+from kubetwin.serving import traces
+from kubetwin.serving.install import pool_slos
+from kubetwin.serving.pools import objective_priority
+from kubetwin.serving.requesttrace import load_request_trace
+from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, RequestLog, overall_slo, summarize, write_csv
+from kubetwin.serving.types import Request
+
+# The Inference Extension's request headers (gateway-api-inference-extension pkg/epp: the objective header names an
+# InferenceObjective in the pool's namespace; its priority orders admission and shedding). x-gateway-priority is the
+# twin's numeric form of the same priority for gateways without the InferenceObjective CR (live_common contract).
+OBJECTIVE_HEADER = "x-gateway-inference-objective"
+PRIORITY_HEADER = "x-gateway-priority"
+# the endpoint that served the request: the endpoint picker protocol's served-endpoint key as the live gateway
+# returns it in a response header, else the destination header if a gateway echoes that
+SERVED_HEADER, DESTINATION_HEADER = "x-gateway-destination-endpoint-served", "x-gateway-destination-endpoint"
+CREATE_AT = "kubetwin.io/create-at"
+POOL_SHARD = 16  # connections per httpx client (see replay_async)
+HIT_METRIC, QUERY_METRIC = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"  # vllm/v1/metrics
+
+
+class LoadgenError(ValueError):
+    """A trace file or flag the load generator cannot use (printed without a traceback)."""
+
+
+@dataclass
+class Plan:
+    """What to send: the trace's requests and how the twin would label, prioritise and judge them."""
+
+    arrays: traces.TraceArrays
+    trace: str  # "namespace/name", requests.csv's trace column
+    pool: str  # "InferencePool/namespace/name", requests.csv's pool column and summary.json's pools key
+    model: str
+    priority: int
+    objective: str | None  # the InferenceObjective the objective header names (None: no such object)
+    send_priority: bool  # the trace or an objective gives a priority: send the priority header
+    create_at: float  # trace seconds the twin waits before the trace starts (its arrival column includes it)
+    horizon: float  # the run's length in trace seconds (the Scenario's duration, or --duration)
+    slos: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def requests(self) -> list[Request]:
+        reqs = list(traces.requests(self.arrays, self.model, priority=self.priority))
+        for r in reqs:
+            r.arrival += self.create_at
+        return reqs
+
+
+def load_plan(path: str | Path, *, trace_name: str | None = None, seed: int | None = None,
+              duration: str | None = None) -> Plan:
+    """The RequestTrace in `path` (the one named `trace_name` when the file holds several) as `kubetwin run` would
+    load it: the Scenario's seed and duration (the flags override them) seed generators and bound loops."""
+    from kubetwin.api.twin import ScenarioSpec
+
+    manifests = load_paths([str(path)])
+    found = [m for m in manifests if m.kind == "RequestTrace"]
+    if trace_name is not None:
+        found = [m for m in found if (m.obj.get("metadata") or {}).get("name") == trace_name]
+    if not found:
+        what = f"RequestTrace {trace_name!r}" if trace_name else "RequestTrace"
+        raise LoadgenError(f"{path}: no {what} in the file")
+    m = found[0]
+    scen = next((x for x in manifests if x.kind == "Scenario" and x.obj.get("apiVersion") == "kubetwin.io/v1alpha1"),
+                None)
+    spec = ScenarioSpec.model_validate((scen.obj.get("spec") or {}) if scen is not None else {})
+    horizon = parse_duration(duration or spec.duration)
+    arrays = load_request_trace(m.obj, m.file, seed=spec.seed if seed is None else seed, horizon=horizon,
+                                line_of=m.line_of)
+    meta, tspec = m.obj.get("metadata") or {}, m.obj.get("spec") or {}
+    ns = meta.get("namespace") or "default"
+    target = tspec["target"]
+    pool = f"{target.get('kind', 'InferencePool')}/{target.get('namespace') or ns}/{target['name']}"
+    model = tspec.get("model", "")
+    objective, prio, send = _objective(manifests, ns, model, tspec)
+    create_at = parse_duration((meta.get("annotations") or {}).get(CREATE_AT, "0s"))
+    slos = pool_slos(manifests)
+    slos.setdefault(pool, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT))
+    return Plan(arrays, f"{ns}/{meta['name']}", pool, model, prio, objective, send, create_at, horizon, slos)
+
+
+def _objective(manifests: list[Manifest], ns: str, model: str, tspec: dict) -> tuple[str | None, int, bool]:
+    """The objective the data plane gives the trace's model (serving/dataplane: an InferenceObjective or
+    InferenceModel for it in the trace's namespace wins over spec.priority)."""
+    for m in manifests:
+        if m.kind in ("InferenceObjective", "InferenceModel"):
+            if ((m.obj.get("metadata") or {}).get("namespace") or "default") != ns:
+                continue
+            name, prio = objective_priority(m.obj)
+            if name == model:
+                return (name if m.kind == "InferenceObjective" else None), prio, True
+    return None, int(tspec.get("priority") or 0), "priority" in tspec
+
+
+# ---- sending ----
+
+
+@dataclass
+class Options:
+    url: str  # base URL ending in /v1, as the openai SDK takes it
+    time_scale: float = 1.0  # > 1 replays faster; latencies are multiplied back by it
+    concurrency: int = 1024  # requests in flight at most
+    timeout: float = 600.0  # wall seconds one request may take before it counts as 504
+    ignore_eos: bool = True
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def request_body(req: Request, opts: Options) -> bytes:
+    """The /v1/completions body of a request, encoded (built before its due time, so the prompt's text costs
+    nothing in its latency)."""
+    body: dict[str, Any] = {"model": req.lora or req.model, "prompt": prompt_text(req.hashes, req.seg_tokens),
+                            "max_tokens": req.output_tokens, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if opts.ignore_eos:
+        body["ignore_eos"] = True
+    return json.dumps(body).encode()
+
+
+async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Request, body: bytes, due: float,
+               sem: asyncio.Semaphore) -> None:
+    """Send one request, stream it, and write what was seen into `req` in trace seconds from `due`."""
+    scale = opts.time_scale
+    headers = {"content-type": "application/json", **opts.headers}
+    if plan.objective:
+        headers[OBJECTIVE_HEADER] = plan.objective
+    if plan.send_priority:
+        headers[PRIORITY_HEADER] = str(req.priority)
+    t_first = -1.0
+    chunks = 0
+    usage: dict[str, Any] | None = None
+    async with sem:
+        try:
+            async with asyncio.timeout(opts.timeout):
+                async with client.stream("POST", opts.url.rstrip("/") + "/completions", content=body,
+                                         headers=headers) as resp:
+                    req.pod = resp.headers.get(SERVED_HEADER) or resp.headers.get(DESTINATION_HEADER, "")
+                    if resp.status_code != 200:
+                        await resp.aread()
+                        req.status, req.reason = resp.status_code, _error_message(resp.text)
+                        req.finish = req.arrival + (time.perf_counter() - due) * scale
+                        return
+                    status, reason = 502, "stream ended before [DONE]"
+                    async for line in resp.aiter_lines():
+                        if not line.startswith("data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == "[DONE]":
+                            status, reason = 200, ""
+                            break
+                        ev = json.loads(data)
+                        if "error" in ev:  # vLLM streams an error event mid-stream (serving_completion.py)
+                            err = ev["error"] if isinstance(ev["error"], dict) else {"message": str(ev["error"])}
+                            status, reason = int(err.get("code") or 500), str(err.get("message", ""))
+                            break
+                        if any(c.get("text") for c in ev.get("choices") or ()):
+                            chunks += 1
+                            if t_first < 0:
+                                t_first = time.perf_counter()
+                        if ev.get("usage"):
+                            usage = ev["usage"]
+        except TimeoutError:
+            status, reason = 504, f"no complete response within {opts.timeout:g}s (loadgen --timeout)"
+        except httpx.HTTPError as exc:
+            status, reason = 503, f"upstream connect error or disconnect/reset before headers: {exc!r}"
+    now = time.perf_counter()
+    req.status, req.reason = status, reason
+    req.finish = req.arrival + (now - due) * scale
+    if t_first >= 0:
+        req.first_token = req.arrival + (t_first - due) * scale
+    if status == 200:
+        if usage:
+            req.output_tokens = int(usage.get("completion_tokens") or chunks)
+            req.prompt_tokens = int(usage.get("prompt_tokens") or req.prompt_tokens)
+            details = usage.get("prompt_tokens_details") or {}
+            req.cached_tokens = int(details.get("cached_tokens") or 0)
+        else:
+            req.output_tokens = chunks
+        if req.first_token < 0:  # zero tokens generated: the response itself is the first (and last) byte
+            req.first_token = req.finish
+
+
+def _error_message(text: str) -> str:
+    """The message of an OpenAI-style error body ({"error": {"message"}} or vLLM's {"message"}), else the text."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text.strip()[:200]
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])
+        if "message" in body:
+            return str(body["message"])
+        if isinstance(err, str):
+            return err
+    return text.strip()[:200]
+
+
+async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None = None) -> tuple[list[Request],
+                                                                                                    dict[str, float]]:
+    """Send every request at its due time; at the end of the run (the plan's horizon, trace seconds from the
+    trace's start) whatever is still open is cancelled and stays status 0, the twin's in flight at the end.
+    Returns the requests and the client's own numbers (wall time, how late sends were)."""
+    reqs = list(plan.requests() if reqs is None else reqs)
+    scale = opts.time_scale
+    sem = asyncio.Semaphore(opts.concurrency)
+    # httpx's connection pool scans its connections per request (httpcore's pool is linear in them), so one client
+    # with hundreds of connections runs several times slower than a few clients of POOL_SHARD connections each
+    shards = -(-opts.concurrency // POOL_SHARD)
+    per = -(-opts.concurrency // shards)
+    limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
+    timeout = httpx.Timeout(opts.timeout, connect=min(opts.timeout, 10.0))
+    lags: list[float] = []
+    end_wall = max(0.0, plan.horizon - plan.create_at) / scale
+    async with contextlib.AsyncExitStack() as stack:
+        tls = ssl.create_default_context()  # one for all shards: building one costs ~20 ms
+        clients = [await stack.enter_async_context(httpx.AsyncClient(limits=limits, timeout=timeout, verify=tls))
+                   for _ in range(shards)]
+        t0 = time.perf_counter()
+        tasks: list[asyncio.Task] = []
+        for req in reqs:
+            offset = (req.arrival - plan.create_at) / scale
+            if offset >= end_wall:
+                break
+            due = t0 + offset
+            body = request_body(req, opts)
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            lags.append(max(0.0, time.perf_counter() - due))
+            tasks.append(asyncio.create_task(_one(clients[len(tasks) % shards], opts, plan, req, body, due, sem)))
+        if tasks:
+            left = t0 + end_wall - time.perf_counter()
+            _, pending = await asyncio.wait(tasks, timeout=max(left, 0.0))
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5.0)
+        wall = time.perf_counter() - t0
+    sent = reqs[:len(tasks)]
+    for r in sent:
+        if r.status == 0:  # cancelled at the end of the run: nothing measured counts
+            r.first_token = r.finish = -1.0
+    lag = np.asarray(lags) if lags else np.zeros(1)
+    return sent, {"wall_seconds": round(wall, 3), "sent": len(sent),
+                  "send_lag_p99_seconds": round(float(np.percentile(lag, 99)), 4),
+                  "send_lag_max_seconds": round(float(lag.max()), 4)}
+
+
+# ---- metrics and results ----
+
+
+def scrape_prefix_counters(urls: Sequence[str], timeout: float = 5.0) -> tuple[float, float]:
+    """Sum of vLLM's prefix-cache hit and query token counters over the servers' /metrics (every label set)."""
+    hits = queries = 0.0
+    for url in urls:
+        for name, _, value in parse_exposition(httpx.get(url, timeout=timeout).raise_for_status().text):
+            if name == HIT_METRIC:
+                hits += value
+            elif name == QUERY_METRIC:
+                queries += value
+    return hits, queries
+
+
+def results(plan: Plan, reqs: Sequence[Request], prefix: tuple[float, float] | None) -> tuple[dict[str, Any], str]:
+    """summary.json's serving section and requests.csv, by the twin's own functions. `prefix` is the servers'
+    (hits, queries) counted during the run, when their /metrics were scraped; the twin's gpu_hours and cost are
+    unknown to a client and stay null."""
+    log = RequestLog()
+    for r in reqs:
+        log.add(r, plan.trace, plan.pool)
+    a = log.arrays()
+    rate = round(prefix[0] / prefix[1], 4) if prefix and prefix[1] > 0 else None
+    overall = summarize(a, overall_slo(plan.slos))
+    overall.update(prefix_cache_hit_rate=rate, gpu_hours=None, gpu_cost_usd=None,
+                   usd_per_million_output_tokens=None)
+    pool = summarize(a, plan.slos.get(plan.pool, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)))
+    pool.update(prefix_cache_hit_rate=rate, router=None)
+    serving = {"overall": overall, "pools": {plan.pool: pool} if len(a["id"]) else {},
+               "requests_csv_rows": len(a["id"])}
+    return serving, write_csv(a, log.labels)
+
+
+def run(trace_file: str | Path, opts: Options, out: Path | None = None, *, trace_name: str | None = None,
+        seed: int | None = None, duration: str | None = None, metrics_urls: Sequence[str] = ()) -> dict[str, Any]:
+    """Load, send, measure, write DIR/requests.csv and DIR/summary.json; returns the summary."""
+    plan = load_plan(trace_file, trace_name=trace_name, seed=seed, duration=duration)
+    before = scrape_prefix_counters(metrics_urls) if metrics_urls else None
+    reqs, client = asyncio.run(replay_async(plan, opts))
+    prefix = None
+    if before is not None:
+        after = scrape_prefix_counters(metrics_urls)
+        prefix = (after[0] - before[0], after[1] - before[1])
+    serving, csv_text = results(plan, reqs, prefix)
+    summary = {"serving": serving,
+               "loadgen": {"url": opts.url, "trace": plan.trace, "time_scale": opts.time_scale,
+                           "concurrency": opts.concurrency, "timeout_seconds": opts.timeout,
+                           "metrics_urls": list(metrics_urls), **client}}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "requests.csv").write_text(csv_text)
+        (out / "summary.json").write_text(json.dumps(summary, sort_keys=True, indent=2) + "\n")
+    return summary
