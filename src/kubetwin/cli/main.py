@@ -16,6 +16,7 @@ from rich.table import Table
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import experiment
+from kubetwin.cli.gateway import gateway as gateway_cmd
 from kubetwin.cli.report import report as report_cmd
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="A digital twin of a GKE AI/ML accelerator platform.")
 app.add_typer(experiment.app, name="experiment")
+app.command("gateway")(gateway_cmd)
 app.command("report")(report_cmd)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

@@ -31,7 +31,7 @@ from kubetwin.serving import modelserver, sizing, traces
 from kubetwin.serving.arrivals import Arrivals
 from kubetwin.serving.engine import Engine
 from kubetwin.serving.modelspec import lookup_server_model
-from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool, pool_selector
+from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool, objective_priority, pool_selector
 from kubetwin.serving.results import RequestLog
 from kubetwin.serving.router import make_router
 from kubetwin.serving.types import Request
@@ -128,11 +128,7 @@ class ServingDataPlane:
         InferenceObjective's priority, keyed by the model name requests ask for."""
         ns = obj["metadata"].get("namespace") or "default"
         spec = obj.get("spec") or {}
-        if obj["kind"] == "InferenceModel":
-            model = spec.get("modelName", "")
-            prio = {"Critical": 1, "Standard": 0, "Sheddable": -1}.get(spec.get("criticality") or "Standard", 0)
-        else:
-            model, prio = obj["metadata"]["name"], int(spec.get("priority") or 0)
+        model, prio = objective_priority(obj)
         if etype == "DELETED":
             self.priorities.pop((ns, model), None)
             self.targets.pop((ns, model), None)

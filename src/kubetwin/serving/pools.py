@@ -94,3 +94,16 @@ def pool_selector(obj: Obj) -> dict[str, str]:
     if obj["kind"] == "InferencePool" and isinstance(sel.get("matchLabels"), dict):
         return dict(sel["matchLabels"])
     return {k: v for k, v in sel.items() if isinstance(v, str)}
+
+
+CRITICALITY_PRIORITY = {"Critical": 1, "Standard": 0, "Sheddable": -1}  # InferenceModel criticality (reference 1.11)
+
+
+def objective_priority(obj: Obj) -> tuple[str, int]:
+    """(the model name requests ask for, priority) of an InferenceModel (its criticality: Critical 1, Standard 0,
+    Sheddable -1) or an InferenceObjective (its name, spec.priority). One rule for the twin's data plane and the live
+    gateway."""
+    spec = obj.get("spec") or {}
+    if obj["kind"] == "InferenceModel":
+        return spec.get("modelName", ""), CRITICALITY_PRIORITY.get(spec.get("criticality") or "Standard", 0)
+    return obj["metadata"]["name"], int(spec.get("priority") or 0)
