@@ -50,5 +50,40 @@ class GatewayThread:
             asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(5)
         except Exception:  # noqa: BLE001 - teardown
             pass
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+
+
+class EnvoyThread(GatewayThread):
+    """Envoy (a child process) + the ext_proc server on a loop thread; start_extproc=False leaves the picker down."""
+
+    def __init__(self, cfg: GatewayConfig, start_extproc: bool = True) -> None:
+        from kubetwin.live.gateway.envoy import EnvoyGateway
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.eg = EnvoyGateway(cfg, start_extproc=start_extproc)
+        try:
+            self.call(self.eg.start(), timeout=40)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.eg.listen_address}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.eg.admin_address}"
+
+    def close(self, drain: float = 2.0) -> None:
+        try:
+            self.call(self.eg.stop(), timeout=30)
+        except Exception:  # noqa: BLE001 - teardown
+            pass
+        self._stop_loop()

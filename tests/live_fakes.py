@@ -71,8 +71,19 @@ class FakeBackend:
                     if ":" in h:
                         k, v = h.split(":", 1)
                         headers[k.strip().lower()] = v.strip()
-                n = int(headers.get("content-length", "0") or 0)
-                raw = await reader.readexactly(n) if n else b""
+                if "chunked" in headers.get("transfer-encoding", "").lower():  # Envoy streams bodies chunked
+                    parts = []
+                    while True:
+                        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                        if size == 0:
+                            while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                                pass
+                            break
+                        parts.append((await reader.readexactly(size + 2))[:-2])
+                    raw = b"".join(parts)
+                else:
+                    n = int(headers.get("content-length", "0") or 0)
+                    raw = await reader.readexactly(n) if n else b""
                 if path.startswith("/metrics"):
                     if not await self._metrics(writer):
                         return

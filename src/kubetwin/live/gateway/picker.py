@@ -156,16 +156,17 @@ class LivePicker:
             return self.objectives[obj]
         return self.objectives.get(model, 0)
 
-    async def pick(self, req: Request, exclude: frozenset[str] = frozenset()) -> Pick:
-        """Hold while the pool has no ready endpoint (up to holdTimeout, then 503), then one scheduling cycle of
-        the router over the ready endpoints not in `exclude`."""
+    async def pick(self, req: Request, exclude: frozenset[str] = frozenset(), hold: float | None = None) -> Pick:
+        """Hold while the pool has no ready endpoint (up to holdTimeout, or `hold` if shorter, then 503), then one
+        scheduling cycle of the router over the ready endpoints not in `exclude`."""
         snap = self.state.snap
         if not len(snap):
             assert self._ready is not None
             self.held += 1
             self.metrics.held.set(self.held)
             try:
-                await asyncio.wait_for(self._ready.wait(), self.cfg.holdTimeout)
+                limit = self.cfg.holdTimeout if hold is None else min(hold, self.cfg.holdTimeout)
+                await asyncio.wait_for(self._ready.wait(), limit)
             except TimeoutError:
                 return Pick(None, 503, HOLD_TIMEOUT_REASON)
             finally:

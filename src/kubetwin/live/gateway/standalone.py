@@ -193,8 +193,7 @@ class StandaloneGateway:
         await self.picker.start()
         host, port = split_hostport(self.cfg.listen)
         self.server = await asyncio.start_server(self._client, host, port, limit=1 << 20)
-        ahost, aport = split_hostport(self.cfg.adminListen)
-        self.admin = await asyncio.start_server(self._admin, ahost, aport)
+        self.admin = await start_admin(self.picker, self.cfg.adminListen)
 
     async def drain(self, timeout: float | None = None) -> None:
         """Stop accepting, close idle keep-alive connections, wait for in-flight requests (bounded), close all."""
@@ -216,29 +215,6 @@ class StandaloneGateway:
         self.upstreams.close()
         await self.picker.stop()
         self.log.close()
-
-    # ---- the admin port ----------------------------------------------------------------------------------------
-    async def _admin(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                got = await read_request(reader)
-                if got is None:
-                    break
-                _, target, _, _, _ = got
-                path = target.split(b"?")[0]
-                if path == b"/metrics":
-                    body, ctype, status = self.picker.metrics.render(), CONTENT_TYPE, 200
-                elif path in (b"/healthz", b"/readyz", b"/health"):
-                    body, ctype, status = b"ok", "text/plain", 200
-                else:
-                    body, ctype, status = b"not found", "text/plain", 404
-                writer.write(f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: {ctype}\r\n"
-                             f"content-length: {len(body)}\r\n\r\n".encode() + body)
-                await writer.drain()
-        except (BadRequest, ConnectionError, asyncio.IncompleteReadError, ValueError):
-            pass
-        finally:
-            writer.close()
 
     # ---- the client side ---------------------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -431,6 +407,34 @@ class StandaloneGateway:
         except (ConnectionError, OSError) as exc:
             return False, ttft, f"upstream reset: {type(exc).__name__}"
         return True, ttft, ""
+
+
+async def start_admin(picker: LivePicker, address: str) -> asyncio.Server:
+    """The admin port: GET /metrics (the gateway's Prometheus metrics), /healthz."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                got = await read_request(reader)
+                if got is None:
+                    break
+                path = got[1].split(b"?")[0]
+                if path == b"/metrics":
+                    body, ctype, status = picker.metrics.render(), CONTENT_TYPE, 200
+                elif path in (b"/healthz", b"/readyz", b"/health"):
+                    body, ctype, status = b"ok", "text/plain", 200
+                else:
+                    body, ctype, status = b"not found", "text/plain", 404
+                writer.write(f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: {ctype}\r\n"
+                             f"content-length: {len(body)}\r\n\r\n".encode() + body)
+                await writer.drain()
+        except (BadRequest, ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    host, port = split_hostport(address)
+    return await asyncio.start_server(handle, host, port)
 
 
 async def serve(cfg: GatewayConfig, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None
