@@ -172,7 +172,7 @@ def start_gateway(mode: str, backends: list[str], tmp: Path, cpus: str | None) -
         if line.startswith("gateway:"):
             return proc, port
         if proc.poll() is not None:
-            raise RuntimeError(f"gateway exited: {line}{proc.stderr.read()}")
+            raise RuntimeError(f"gateway exited with {proc.returncode}: {line}{proc.stderr.read()}")
     raise RuntimeError("gateway did not start")
 
 

@@ -37,7 +37,10 @@ async def _main(cfg: GatewayConfig) -> int:
     print(f"gateway: standalone on http://127.0.0.1:{gw.port}, metrics on http://127.0.0.1:{gw.admin_port}/metrics "
           f"({len(gw.picker.state.order)} endpoints)", file=sys.stderr, flush=True)
     await stop.wait()
-    await gw.drain()
+    try:
+        await asyncio.wait_for(gw.drain(), cfg.drainTimeout + 5.0)
+    except TimeoutError:
+        print("gateway: drain did not finish in time; exiting", file=sys.stderr, flush=True)
     return 0
 
 

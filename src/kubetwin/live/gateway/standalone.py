@@ -227,8 +227,8 @@ class StandaloneGateway:
                 except (BadRequest, ValueError) as e:
                     writer.write(local_reply(400, str(e), keep_alive=False))
                     break
-                except (ConnectionError, asyncio.IncompleteReadError):
-                    break
+                except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+                    break  # a cancelled idle connection (shutdown) ends quietly
                 finally:
                     self._idle_clients.discard(writer)
                 if got is None:
@@ -428,8 +428,8 @@ async def start_admin(picker: LivePicker, address: str) -> asyncio.Server:
                 writer.write(f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: {ctype}\r\n"
                              f"content-length: {len(body)}\r\n\r\n".encode() + body)
                 await writer.drain()
-        except (BadRequest, ConnectionError, asyncio.IncompleteReadError, ValueError):
-            pass
+        except (BadRequest, ConnectionError, asyncio.IncompleteReadError, ValueError, asyncio.CancelledError):
+            pass  # a cancelled handler (shutdown) ends quietly
         finally:
             writer.close()
 
