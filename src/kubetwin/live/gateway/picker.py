@@ -1,0 +1,191 @@
+"""The live endpoint picker: the twin's router (kubetwin.serving.router, the same object `kubetwin run` simulates
+with, built by the same make_router / EndpointPickerConfig loader) fed with scraped endpoint state instead of
+simulated engines. Both front ends (ext_proc and standalone) call `LivePicker.pick`, then `routed` once the request
+is sent and `finished` when it completes, exactly as serving.dataplane calls the router.
+
+A request is the twin's serving.types.Request: the model from the body, the prompt hashed as GIE v1.0's prefix plugin
+does (serving.router.prompt_segments), the priority from the `x-gateway-priority` header, else the
+`x-gateway-inference-objective` header's InferenceObjective, else the model's InferenceModel/Objective, else 0.
+While the pool has no ready endpoint the request is held (the EPP's flow control, counted in
+inference_extension_flow_control_queue_size) until one appears or holdTimeout passes (503)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kubetwin.live.gateway.config import GatewayConfig
+from kubetwin.live.gateway.endpoints import EndpointSource
+from kubetwin.live.gateway.metrics import GatewayMetrics
+from kubetwin.live.gateway.scrape import PoolState, Scraper
+from kubetwin.serving.router import make_router, prompt_segments
+from kubetwin.serving.router.epp import NO_ENDPOINT_REASON
+from kubetwin.serving.router.prefix_index import AVERAGE_CHARS_PER_TOKEN, DEFAULT_MAX_PREFIX_BLOCKS
+from kubetwin.serving.types import EndpointSnapshot, Request
+
+OBJECTIVE_HEADER = "x-gateway-inference-objective"
+PRIORITY_HEADER = "x-gateway-priority"
+DEST_HEADER = "x-gateway-destination-endpoint"
+SERVED_HEADER = "x-gateway-destination-endpoint-served"
+HOLD_TIMEOUT_REASON = "request timed out in queue"  # the twin's word for a held request that expired (dataplane)
+
+
+@dataclass(slots=True)
+class Pick:
+    """An endpoint (host:port), or no endpoint with the HTTP status and reason the EPP answers."""
+
+    endpoint: str | None
+    status: int = 200
+    reason: str = ""
+
+
+def prompt_text(body: Mapping[str, Any]) -> str:
+    """What GIE's prefix plugin hashes: the completion prompt, or the JSON of the chat messages."""
+    if "messages" in body:
+        return json.dumps(body["messages"], separators=(",", ":"), ensure_ascii=False)
+    p = body.get("prompt", "")
+    if isinstance(p, list):
+        return "".join(x if isinstance(x, str) else " ".join(map(str, x)) if isinstance(x, list) else str(x)
+                       for x in p)
+    return str(p)
+
+
+def subset(snap: EndpointSnapshot, keep: np.ndarray) -> EndpointSnapshot:
+    """The snapshot's rows `keep` (a retry excludes the endpoints already tried)."""
+    def rows(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[keep]
+    ids = keep.tolist()
+    return EndpointSnapshot([snap.names[i] for i in ids], snap.waiting[keep], snap.running[keep],
+                            snap.kv_usage[keep], snap.fresh[keep],
+                            [snap.active_loras[i] for i in ids] if snap.active_loras else [],
+                            [snap.waiting_loras[i] for i in ids] if snap.waiting_loras else [],
+                            rows(snap.max_loras), rows(snap.num_gpu_blocks), rows(snap.block_size))
+
+
+class LivePicker:
+    def __init__(self, cfg: GatewayConfig) -> None:
+        self.cfg = cfg
+        self.source = EndpointSource(cfg)
+        self.objectives = {**self.source.objectives, **cfg.objectives}
+        self.pool = self.source.pool_name
+        self.state = PoolState(cfg.metricsStalenessThreshold)
+        self.state.set_endpoints(self.source.current)
+        self.scraper = Scraper(self.state, cfg.refreshMetricsInterval, cfg.scrapeTimeout)
+        self.router = make_router(cfg.picker_config(), seed=cfg.seed)
+        self.metrics = GatewayMetrics(self.pool)
+        self._ids = itertools.count()
+        self._ready: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.held = 0
+
+    # ---- life --------------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._ready = asyncio.Event()
+        self.scraper.sync()
+        await self.scraper.scrape_all()
+        self._publish()
+        self._task = asyncio.get_running_loop().create_task(self._refresh_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self.scraper.close()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cfg.refreshMetricsInterval)
+            self.refresh()
+
+    def refresh(self) -> None:
+        """The endpoints file's changes, then a fresh snapshot from the scraped metrics."""
+        if self.source.refresh():
+            gone = set(self.state.order) - set(self.source.current)
+            for name in sorted(gone):
+                self.router.remove(name)
+            self.state.set_endpoints(self.source.current)
+            self.scraper.sync()
+        old = self.state.snap.names
+        self.state.rebuild(time.monotonic())
+        for name in sorted(set(old) - set(self.state.snap.names)):  # went unready: forget its prefix entries
+            self.router.remove(name)
+        self._publish()
+
+    def _publish(self) -> None:
+        snap = self.state.snap
+        n = len(snap)
+        self.metrics.ready.set(n)
+        self.metrics.kv.set(float(snap.kv_usage.mean()) if n else 0.0)
+        self.metrics.queue.set(float(snap.waiting.mean()) if n else 0.0)
+        assert self._ready is not None
+        if n:
+            self._ready.set()
+        else:
+            self._ready.clear()
+
+    # ---- requests ----------------------------------------------------------------------------------------------
+    def request(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> Request:
+        """The twin's Request for an OpenAI request body and its (lower-cased) headers."""
+        model = str(body.get("model") or "")
+        text = prompt_text(body)
+        hashes, segs = prompt_segments(model, text, max_blocks=DEFAULT_MAX_PREFIX_BLOCKS)
+        prio = self.priority(model, headers)
+        out = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+        return Request(next(self._ids), time.monotonic(), max(sum(segs), len(text) // AVERAGE_CHARS_PER_TOKEN),
+                       int(out) if isinstance(out, int) else 0, hashes, segs, model=model, priority=prio)
+
+    def priority(self, model: str, headers: Mapping[str, str]) -> int:
+        p = headers.get(PRIORITY_HEADER)
+        if p is not None:
+            try:
+                return int(p)
+            except ValueError:
+                pass
+        obj = headers.get(OBJECTIVE_HEADER)
+        if obj and obj in self.objectives:
+            return self.objectives[obj]
+        return self.objectives.get(model, 0)
+
+    async def pick(self, req: Request, exclude: frozenset[str] = frozenset(), hold: float | None = None) -> Pick:
+        """Hold while the pool has no ready endpoint (up to holdTimeout, or `hold` if shorter, then 503), then one
+        scheduling cycle of the router over the ready endpoints not in `exclude`."""
+        snap = self.state.snap
+        if not len(snap):
+            assert self._ready is not None
+            self.held += 1
+            self.metrics.held.set(self.held)
+            try:
+                limit = self.cfg.holdTimeout if hold is None else min(hold, self.cfg.holdTimeout)
+                await asyncio.wait_for(self._ready.wait(), limit)
+            except TimeoutError:
+                return Pick(None, 503, HOLD_TIMEOUT_REASON)
+            finally:
+                self.held -= 1
+                self.metrics.held.set(self.held)
+            snap = self.state.snap
+        if exclude:
+            keep = np.array([i for i, n in enumerate(snap.names) if n not in exclude], dtype=np.intp)
+            if not len(keep):
+                return Pick(None, 503, NO_ENDPOINT_REASON)
+            snap = subset(snap, keep)
+        d = self.router.pick(req, snap, time.monotonic())
+        if d.index is None:
+            return Pick(None, d.status, d.reason)
+        return Pick(snap.names[d.index])
+
+    def routed(self, req: Request, endpoint: str) -> None:
+        """PreRequest (the request is being sent to `endpoint`)."""
+        self.router.routed(req, endpoint)
+
+    def finished(self, req: Request, endpoint: str) -> None:
+        self.router.finished(req, endpoint)

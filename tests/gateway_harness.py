@@ -1,0 +1,89 @@
+"""A standalone gateway on its own event loop thread, for the live gateway tests and the benchmark."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from kubetwin.live.gateway.config import GatewayConfig
+from kubetwin.live.gateway.standalone import StandaloneGateway
+
+
+class GatewayThread:
+    def __init__(self, cfg: GatewayConfig) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.gw = StandaloneGateway(cfg)
+        self.call(self.gw.start())
+
+    def call(self, coro: Any, timeout: float = 15.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        async def _f() -> Any:
+            return fn(*args)
+        return self.call(_f())
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.gw.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.gw.admin_port}"
+
+    def close(self, drain: float = 2.0) -> None:
+        if not self.gw.draining:
+            try:
+                self.call(self.gw.drain(drain), timeout=drain + 10)
+            except Exception:  # noqa: BLE001 - teardown
+                pass
+        async def _cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(5)
+        except Exception:  # noqa: BLE001 - teardown
+            pass
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+class EnvoyThread(GatewayThread):
+    """Envoy (a child process) + the ext_proc server on a loop thread; start_extproc=False leaves the picker down."""
+
+    def __init__(self, cfg: GatewayConfig, start_extproc: bool = True) -> None:
+        from kubetwin.live.gateway.envoy import EnvoyGateway
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.eg = EnvoyGateway(cfg, start_extproc=start_extproc)
+        try:
+            self.call(self.eg.start(), timeout=40)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.eg.listen_address}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.eg.admin_address}"
+
+    def close(self, drain: float = 2.0) -> None:
+        try:
+            self.call(self.eg.stop(), timeout=30)
+        except Exception:  # noqa: BLE001 - teardown
+            pass
+        self._stop_loop()
