@@ -222,7 +222,7 @@ def main() -> None:
         be.wait(10)
     print(f"streaming requests ({args.tokens} SSE chunks), {args.backends} instant fake backends, "
           f"{args.rate:.0f} req/s for {args.duration:.0f} s; max rate with {args.concurrency} closed-loop clients; "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine moves the numbers)")
     print(f"{'path':<11} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} {'TTFT p50':>9} "
           f"{'ok':>6} {'err':>4} {'late':>5} {'max req/s':>10} {'vs direct':>9}")
     for name, r, m in rows:

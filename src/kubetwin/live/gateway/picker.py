@@ -88,8 +88,8 @@ class LivePicker:
     # ---- life --------------------------------------------------------------------------------------------------
     async def start(self) -> None:
         self._ready = asyncio.Event()
+        await self.scraper.scrape_all()  # one round first, then the loops (never two fetches on one connection)
         self.scraper.sync()
-        await self.scraper.scrape_all()
         self._publish()
         self._task = asyncio.get_running_loop().create_task(self._refresh_loop())
 

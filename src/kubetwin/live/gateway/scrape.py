@@ -120,9 +120,10 @@ class _Conn:
         if self.writer is None or self.writer.is_closing() or self.reader is None or self.reader.at_eof():
             self.close()
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        self.writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-                          f"Accept: text/plain\r\n\r\n".encode())
-        head = await self.reader.readuntil(b"\r\n\r\n")
+        reader, writer = self.reader, self.writer  # this fetch's own references, whatever close() does meanwhile
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                     f"Accept: text/plain\r\n\r\n".encode())
+        head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         status = int(lines[0].split()[1])
         length, chunked, close = -1, False, False
@@ -138,16 +139,16 @@ class _Conn:
         if chunked:
             parts = []
             while True:
-                size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
                 if size == 0:
-                    await self.reader.readuntil(b"\r\n")
+                    await reader.readuntil(b"\r\n")
                     break
-                parts.append(await self.reader.readexactly(size + 2))
+                parts.append(await reader.readexactly(size + 2))
             body = b"".join(p[:-2] for p in parts)
         elif length >= 0:
-            body = await self.reader.readexactly(length)
+            body = await reader.readexactly(length)
         else:
-            body = await self.reader.read()
+            body = await reader.read()
             close = True
         if close:
             self.close()
