@@ -49,3 +49,18 @@ def test_chat_messages_are_their_text_contents_in_order() -> None:
         {"type": "text", "text": "a big"}, {"type": "image_url", "image_url": {"url": "x"}}]}]
     assert chat_prompt(msgs) == "you are a big"
     assert len(VOCAB) == 256
+
+
+def test_the_live_prefix_index_sees_the_twins_blocks_on_the_wire() -> None:
+    """GIE hashes a prompt's bytes in 64-byte blocks, reckoning 4 bytes per token (16 tokens per block, the twin's
+    prefix index on trace segments). Every token is 4 bytes with its space, so two prompts sharing k 16-token blocks
+    in the trace share exactly k of the gateway's blocks: the live picker scores the prefix the twin scores."""
+    from kubetwin.serving.router.prefix_index import DEFAULT_BLOCK_TOKENS, prompt_segments
+
+    a = prompt_text([1, 2, 3], [512, 512, 400])
+    b = prompt_text([1, 2, 9], [512, 512, 400])
+    assert len(a.encode()) == 4 * 1424 - 1  # one byte per letter, a space between tokens
+    ha, _ = prompt_segments("m", a)
+    hb, _ = prompt_segments("m", b)
+    shared = next(i for i, (x, y) in enumerate(zip(ha, hb, strict=False)) if x != y)
+    assert shared == 1024 // DEFAULT_BLOCK_TOKENS

@@ -30,7 +30,7 @@ import contextlib
 import json
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,11 @@ PRIORITY_HEADER = "x-gateway-priority"
 SERVED_HEADER, DESTINATION_HEADER = "x-gateway-destination-endpoint-served", "x-gateway-destination-endpoint"
 CREATE_AT = "kubetwin.io/create-at"
 POOL_SHARD = 16  # connections per httpx client (see replay_async)
+# Requests the trace sends at the same instant are written in trace order, each once the one before it has its whole
+# body on the socket, as the twin's gateway receives them in trace order; without it a long prompt's body, written in
+# many chunks, reaches the server after the short ones sent beside it. Bounded: a stalled connection delays the next
+# one at most this long (wall seconds; a twin choice).
+ORDER_WAIT_S = 1.0
 HIT_METRIC, QUERY_METRIC = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"  # vllm/v1/metrics
 
 
@@ -158,8 +163,23 @@ def request_body(req: Request, opts: Options) -> bytes:
 
 
 async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Request, body: bytes, due: float,
-               sem: asyncio.Semaphore) -> None:
-    """Send one request, stream it, and write what was seen into `req` in trace seconds from `due`."""
+               sem: asyncio.Semaphore, after: asyncio.Event | None = None,
+               admitted: asyncio.Event | None = None) -> None:
+    """Send one request, stream it, and write what was seen into `req` in trace seconds from `due`. With `after`,
+    wait (at most ORDER_WAIT_S) until the request before it at the same instant was admitted; set `admitted` once
+    its whole body is written or the request ends."""
+    try:
+        if after is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(after.wait(), ORDER_WAIT_S)
+        await _send(client, opts, plan, req, body, due, sem, admitted)
+    finally:
+        if admitted is not None:
+            admitted.set()
+
+
+async def _send(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Request, body: bytes, due: float,
+                sem: asyncio.Semaphore, admitted: asyncio.Event | None) -> None:
     scale = opts.time_scale
     headers = {"content-type": "application/json", **opts.headers}
     if plan.objective:
@@ -172,8 +192,9 @@ async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reques
     async with sem:
         try:
             async with asyncio.timeout(opts.timeout):
-                async with client.stream("POST", opts.url.rstrip("/") + "/completions", content=body,
-                                         headers=headers) as resp:
+                async with client.stream("POST", opts.url.rstrip("/") + "/completions",
+                                         content=_written(body, admitted),
+                                         headers={**headers, "content-length": str(len(body))}) as resp:
                     req.pod = resp.headers.get(SERVED_HEADER) or resp.headers.get(DESTINATION_HEADER, "")
                     if resp.status_code != 200:
                         await resp.aread()
@@ -220,6 +241,14 @@ async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reques
             req.first_token = req.finish
 
 
+async def _written(body: bytes, written: asyncio.Event | None) -> AsyncIterator[bytes]:
+    """The body as one chunk; `written` is set once the client has handed it to the connection (the generator
+    resumes only then)."""
+    yield body
+    if written is not None:
+        written.set()
+
+
 def _error_message(text: str) -> str:
     """The message of an OpenAI-style error body ({"error": {"message"}} or vLLM's {"message"}), else the text."""
     try:
@@ -259,6 +288,8 @@ async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None
                    for _ in range(shards)]
         t0 = time.perf_counter()
         tasks: list[asyncio.Task] = []
+        prev_arrival: float | None = None
+        prev_admitted: asyncio.Event | None = None
         for req in reqs:
             offset = (req.arrival - plan.create_at) / scale
             if offset >= end_wall:
@@ -269,7 +300,10 @@ async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None
             if delay > 0:
                 await asyncio.sleep(delay)
             lags.append(max(0.0, time.perf_counter() - due))
-            tasks.append(asyncio.create_task(_one(clients[len(tasks) % shards], opts, plan, req, body, due, sem)))
+            after = prev_admitted if req.arrival == prev_arrival else None
+            prev_arrival, prev_admitted = req.arrival, asyncio.Event()
+            tasks.append(asyncio.create_task(_one(clients[len(tasks) % shards], opts, plan, req, body, due, sem,
+                                                  after, prev_admitted)))
         if tasks:
             left = t0 + end_wall - time.perf_counter()
             _, pending = await asyncio.wait(tasks, timeout=max(left, 0.0))

@@ -5,9 +5,9 @@ A trace knows each prompt only as token counts and prefix-segment hashes (Moonca
 generator's shared system prompt). To replay it against a real OpenAI-compatible server, `prompt_text` writes one
 word per token, each segment's words drawn from that segment's hash alone: two prompts that share their first k
 segments share the text of those segments exactly, so a real server's prefix cache, a real endpoint picker's prefix
-index and the emulator all see the prefix the trace meant. The words come from a fixed list of common English words
-(a twin choice), most of which real tokenizers (Llama 3, GPT) read as one token each, so counts stay close on a real
-server.
+index and the emulator all see the prefix the trace meant. The words come from a fixed list of common three-letter
+English words (a twin choice, see VOCAB), which real tokenizers (Llama 3, GPT) read as one token each, so counts stay
+close on a real server and a token is the 4 bytes the endpoint picker's prefix index assumes.
 
 The emulator reads text back with `engine_request`: its tokenizer splits on white space (one word, one token: a twin
 assumption, exact for the text `prompt_text` writes) and hashes the tokens in vLLM's 16-token blocks, each block's
@@ -25,23 +25,23 @@ import numpy as np
 from kubetwin.serving.traces import mix, splitmix64
 from kubetwin.serving.types import BLOCK_TOKENS, Request
 
-# 256 short common English words (a twin choice); index = a byte of the segment hash mixed with the word's position.
+# 256 common three-letter English words (a twin choice): with its separating space every token is 4 bytes on the
+# wire, the 4 characters per token the Inference Extension's prefix plugin reckons with (serving.router.
+# prefix_index AVERAGE_CHARS_PER_TOKEN), so its 64-byte blocks are the twin's 16-token blocks and a live picker sees
+# the prefix the twin's picker sees; most real tokenizers read each word with its leading space as one token.
+# Index = a byte of the segment hash mixed with the word's position.
 VOCAB = tuple("""
-the of and to in is it you that he was for on are with as his they be at one have this from or had by hot word but
-what some we can out other were all there when up use your how said an each she which do their time if will way
-about many then them write would like so these her long make thing see him two has look more day could go come did
-number sound no most people my over know water than call first who may down side been now find any new work part
-take get place made live where after back little only round man year came show every good me give our under name
-very through just form sentence great think say help low line differ turn cause much mean before move right boy old
-too same tell does set three want air well also play small end put home read hand port large spell add even land
-here must big high such follow act why ask men change went light kind off need house picture try us again animal
-point mother world near build self earth father head stand own page should country found answer school grow study
-still learn plant cover food sun four between state keep eye never last let thought city tree cross farm hard start
-might story saw far sea draw left late run while press close night real life few north open seem together next white
-children begin got walk example ease paper group always music those both mark often letter until mile river car feet
-care second book carry took science eat room friend began idea fish mountain stop once base hear horse cut sure watch
+the and for are but not you all any can had her was one our out day get has him his how man new now old see two
+way who boy did its let put say she too use act add age ago aid aim air arm art ask bad bag bar bed big bit box bus
+buy car cat cup cut die dog dry due ear eat egg end eye far fat few fit fix fly fun gas god gun guy hat hit hot ice
+ill job key kid lab law lay leg lie lot low mad map may men mix net nor odd off oil own pay per pet pop pot ran raw
+red rid row run sad saw sea set shy sir sit six sky son sun tax tea ten tie tip toe top toy try van war web wet why
+win yes yet zoo ash bay bee bet bid bin bow cab cap cow cry dam dig dot elf fan fee fig fog fox fur gap gem gym ham
+hay hen hip hop hug hum ink inn jam jar jaw jet joy kit lap lid lip log mat mud mug nap nut oak oar owl pad pan paw
+pea pen pie pig pin pit pub rag rat ray rib rim rod rug sap sip sow spa spy sum tab tag tan tap tar tin ton tub tug
+vet vow wax wig wit yak yam zip ant ape bat bug bun cub cod den dew doe dug ebb eel emu era eve ewe fad fin gal gel
 """.split()[:256])
-assert len(VOCAB) == 256 and len(set(VOCAB)) == 256, "VOCAB must hold 256 distinct words"
+assert len(VOCAB) == 256 and len(set(VOCAB)) == 256 and {len(w) for w in VOCAB} == {3}, "256 distinct 3-letter words"
 _U64 = np.uint64
 
 

@@ -1,0 +1,176 @@
+"""Twin against live (issue 20's acceptance): the same manifests and trace run by `kubetwin run` and, on loopback,
+by eight `kubetwin emulate vllm` replicas behind `kubetwin gateway` (the endpoint picker), driven by
+`kubetwin loadgen`. Prints prefix-cache hit rate and TTFT p50/p90 side by side and the relative differences.
+
+    .venv/bin/python benchmarks/live_vs_twin.py --requests 600 --time-scale 2 --out runs/live-vs-twin
+
+The scenario is examples/serving-mooncake-routing.yaml (8 x Llama-3.1-8B-Instruct on one H100 each, the default
+EPP) with its Mooncake conversation trace cut to its first --requests requests at the trace's own speed
+(RequestTrace timeScale 1: about 3.4 requests/s, a moderate load for this pool); `--time-scale` replays the live
+side that many times faster than real time (the emulators and the load generator take the same factor, and every
+latency is reported in trace seconds). Everything listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "serving-mooncake-routing.yaml"
+KUBETWIN = [sys.executable, "-m", "kubetwin.cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scenario(out: Path, requests: int) -> tuple[Path, dict]:
+    """The example with its trace cut to `requests` requests at the trace's own speed; the duration leaves the
+    twin's cold start (create-at) and the last request's end inside the run."""
+    docs = list(yaml.safe_load_all(EXAMPLE.read_text()))
+    deployment: dict = {}
+    for d in docs:
+        if d["kind"] == "RequestTrace":
+            d["spec"]["path"] = str((EXAMPLE.parent / d["spec"]["path"]).resolve())
+            d["spec"]["limit"] = requests
+            d["spec"]["timeScale"] = 1.0
+        elif d["kind"] == "Scenario":
+            d["spec"]["duration"] = "40m"
+        elif d["kind"] == "Deployment":
+            deployment = d
+    path = out / "scenario.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return path, deployment
+
+
+def wait_health(url: str, timeout: float = 60.0) -> None:
+    import httpx
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"{url} did not answer 200 within {timeout:.0f}s")
+
+
+def overall(summary_json: Path) -> dict:
+    return json.loads(summary_json.read_text())["serving"]["overall"]
+
+
+def server_mean_e2e(ports: list[int]) -> float:
+    """The replicas' own mean end-to-end latency (vllm:e2e_request_latency_seconds sum / count over all replicas):
+    against the load generator's, it tells the emulators' timing from the proxy's and client's delays."""
+    import httpx
+
+    from kubetwin.live.scrape import parse_exposition
+
+    total = count = 0.0
+    for p in ports:
+        for name, _labels, value in parse_exposition(httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=5).text):
+            if name == "vllm:e2e_request_latency_seconds_sum":
+                total += value
+            elif name == "vllm:e2e_request_latency_seconds_count":
+                count += value
+    return total / count if count else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=600)
+    ap.add_argument("--time-scale", type=float, default=2.0)
+    ap.add_argument("--replicas", type=int, default=8)
+    ap.add_argument("--out", type=Path, default=Path("runs/live-vs-twin"))
+    a = ap.parse_args()
+    out: Path = a.out
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    scn, deployment = scenario(out, a.requests)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    vllm_args = list(container["args"])  # --model M and vLLM's flags, as the twin reads them
+    model = vllm_args[vllm_args.index("--model") + 1]
+    rest = vllm_args[:vllm_args.index("--model")] + vllm_args[vllm_args.index("--model") + 2:]
+
+    t0 = time.monotonic()
+    subprocess.run([*KUBETWIN, "run", str(scn), "--out", str(out / "twin")], check=True, stdout=subprocess.DEVNULL)
+    twin_s = time.monotonic() - t0
+
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = out / "logs"
+    logs.mkdir()
+    try:
+        ports = [free_port() for _ in range(a.replicas)]
+        for i, p in enumerate(ports):
+            procs.append(subprocess.Popen([*KUBETWIN, "emulate", "vllm", "--model", model, "--gpu", "nvidia-h100-80gb",
+                                           "--port", str(p), "--time-scale", str(a.time_scale), *rest],
+                                          stdout=subprocess.DEVNULL, stderr=open(logs / f"emulator-{i}.log", "wb")))
+        for p in ports:
+            wait_health(f"http://127.0.0.1:{p}/health")
+        gw_port, admin_port = free_port(), free_port()
+        config = {"mode": "standalone", "listen": f"127.0.0.1:{gw_port}", "adminListen": f"127.0.0.1:{admin_port}",
+                  "poolName": "llama3-pool", "preset": "epp", "endpoints": [f"127.0.0.1:{p}" for p in ports],
+                  "accessLog": str(out / "gateway-access.log")}
+        (out / "gateway.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        procs.append(subprocess.Popen([*KUBETWIN, "gateway", "--config", str(out / "gateway.yaml")],
+                                      stdout=subprocess.DEVNULL, stderr=open(logs / "gateway.log", "wb")))
+        wait_health(f"http://127.0.0.1:{admin_port}/healthz")
+        time.sleep(0.5)  # one scrape of every replica
+        t0 = time.monotonic()
+        cmd = [*KUBETWIN, "loadgen", str(scn), "--url", f"http://127.0.0.1:{gw_port}/v1", "--out", str(out / "live"),
+               "--time-scale", str(a.time_scale)]
+        for p in ports:
+            cmd += ["--metrics-url", f"http://127.0.0.1:{p}/metrics"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        live_s = time.monotonic() - t0
+        server_e2e = server_mean_e2e(ports)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    twin, live = overall(out / "twin" / "summary.json"), overall(out / "live" / "summary.json")
+    rows = [("prefix-cache hit rate", twin["prefix_cache_hit_rate"], live["prefix_cache_hit_rate"]),
+            ("TTFT p50 (s)", twin["ttft_seconds"]["p50"], live["ttft_seconds"]["p50"]),
+            ("TTFT p90 (s)", twin["ttft_seconds"]["p90"], live["ttft_seconds"]["p90"]),
+            ("TPOT p50 (s)", twin["tpot_seconds"]["p50"], live["tpot_seconds"]["p50"]),
+            ("E2E p50 (s)", twin["e2e_seconds"]["p50"], live["e2e_seconds"]["p50"]),
+            ("E2E mean (s)", twin["e2e_seconds"]["mean"], live["e2e_seconds"]["mean"]),
+            ("E2E mean, replicas' own (s)", twin["e2e_seconds"]["mean"], round(server_e2e, 4)),
+            ("completed", twin["completed"], live["completed"])]
+    result = {"requests": a.requests, "time_scale": a.time_scale, "replicas": a.replicas, "cpu_count": os.cpu_count(),
+              "twin_wall_s": round(twin_s, 1), "live_wall_s": round(live_s, 1),
+              "rows": [{"metric": m, "twin": t, "live": v,
+                        "diff_pct": None if not t else round(100 * (v - t) / t, 1)} for m, t, v in rows]}
+    (out / "comparison.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{a.requests} Mooncake requests, {a.replicas} replicas, live at --time-scale {a.time_scale} "
+          f"(twin {twin_s:.1f} s, live {live_s:.1f} s wall)")
+    print(f"| {'metric':<28} | {'kubetwin run':>12} | {'live':>12} | {'diff':>7} |")
+    print(f"|{'-' * 30}|{'-' * 14}|{'-' * 14}|{'-' * 9}|")
+    for r in result["rows"]:
+        d = "" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
+        print(f"| {r['metric']:<28} | {r['twin']:>12} | {r['live']:>12} | {d:>7} |")
+
+
+if __name__ == "__main__":
+    main()
