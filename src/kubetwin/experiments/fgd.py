@@ -59,7 +59,8 @@ def workload(pods: Sequence[TracePod], capacity_milli: int, inflate: float, rng:
     total = sum(p.gpu_request_milli for p in by_name)
     target = inflate * capacity_milli
     extra: list[TracePod] = []
-    while by_name and total < target:
+    asks_gpu = any(p.gpu_request_milli for p in by_name)  # else re-sampling could never reach the target
+    while asks_gpu and total < target:
         clone = by_name[int(rng.integers(len(by_name)))]
         if total + clone.gpu_milli > target:
             break
