@@ -117,12 +117,25 @@ class GpuShareCluster:
 
     def feasible(self, rows: np.ndarray, shape: Shape, access: np.ndarray) -> np.ndarray:
         """Filter: NodeResourcesFit (cpu, memory, pod slots) and the open-gpu-share GPU filter."""
+        if len(rows) == 1:  # most calls: the one node bound since the shape was last filtered
+            return np.array([self._feasible_one(int(rows[0]), shape, access)])
         ok = (self.cpu_left[rows] >= shape.cpu_milli) & (self.mem_left[rows] >= shape.memory_mib) & \
             (self.pods_left[rows] >= 1)
         if shape.gpu_milli:
             fits = ((self.idle[rows] >= shape.gpu_milli) & self.exists[rows]).sum(axis=1) >= shape.num_gpu
             ok &= fits & access[rows] & (self.gpus[rows] > 0)
         return ok
+
+    def _feasible_one(self, r: int, shape: Shape, access: np.ndarray) -> bool:
+        """feasible for one row, on Python scalars (a dozen small array operations cost more than the test)."""
+        if self.cpu_left[r] < shape.cpu_milli or self.mem_left[r] < shape.memory_mib or self.pods_left[r] < 1:
+            return False
+        if not shape.gpu_milli:
+            return True
+        if not access[r] or self.gpus[r] <= 0:
+            return False
+        m = shape.gpu_milli
+        return sum(1 for idle in self.idle[r, :int(self.gpus[r])].tolist() if idle >= m) >= shape.num_gpu
 
     def whole_gpus(self, row: int, k: int) -> list[int]:
         """AllocateExclusiveGpuId: the lowest-index fully free GPUs."""
