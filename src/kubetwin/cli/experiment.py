@@ -17,32 +17,71 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Re-run publi
 err = Console(stderr=True, soft_wrap=True)
 
 
-_trace: tuple[list, list] = ([], [])  # a worker process's copy of the node and pod lists, read once
+_nodes: list = []  # a worker process's copy of the node list, read once
+_pods: dict[str, list] = {}  # and of each pod list it has run, read once
 
 
-def _load(nodes_csv: str, pods_csv: str) -> None:
+def _load(nodes_csv: str, pods_csvs: tuple[str, ...] = ()) -> None:
     from kubetwin.experiments import openb
 
-    global _trace
-    _trace = (openb.load_nodes(nodes_csv), openb.load_pods(pods_csv))
+    global _nodes
+    _nodes = openb.load_nodes(nodes_csv)
+    _pods.clear()
+    for path in pods_csvs:
+        _pods[path] = openb.load_pods(path)
 
 
-def _one(run: tuple[str, int, float]) -> list[dict]:
+def _one(run: tuple[str, str, int, float]) -> list[dict]:
+    from kubetwin.experiments import fgd, openb
+
+    pods_csv, policy, seed, inflate = run
+    if pods_csv not in _pods:
+        _pods[pods_csv] = openb.load_pods(pods_csv)
+    return fgd.experiment(_nodes, _pods[pods_csv], policy, seed, inflate)
+
+
+def _pod_lists(pods: list[Path], pods_dir: Path | None, workload: list[str]) -> list[Path]:
+    """--pods files as given, then --pods-dir's openb_pod_list_*.csv (by name, or the --workload names;
+    `paper` names the 17 of the FGD paper's figures)."""
     from kubetwin.experiments import fgd
 
-    return fgd.experiment(*_trace, *run)
+    files = list(pods)
+    if pods_dir is not None:
+        if not pods_dir.is_dir():
+            raise KubetwinError([Diagnostic(str(pods_dir), 0, "experiment fgd", "--pods-dir", "no such directory",
+                                            "give the folder of the openb CSVs, e.g. ../shared/traces/openb")])
+        names = [n for w in workload for n in (fgd.PAPER_WORKLOADS if w == "paper" else (w,))]
+        if names:
+            files += [pods_dir / f"{fgd.POD_LIST_PREFIX}{n}.csv" for n in dict.fromkeys(names)]
+        else:
+            files += sorted(pods_dir.glob(f"{fgd.POD_LIST_PREFIX}*.csv"))
+    elif workload:
+        raise KubetwinError([Diagnostic("--workload", 0, "experiment fgd", "", "--workload needs --pods-dir",
+                                        "give --pods-dir DIR, or the pod lists themselves with --pods")])
+    if not files:
+        raise KubetwinError([Diagnostic("--pods", 0, "experiment fgd", "", "no pod list given",
+                                        "give --pods FILE (repeatable) or --pods-dir DIR")])
+    return list(dict.fromkeys(files))
 
 
 @app.command("fgd")
 def fgd_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb node list CSV (GPU nodes are used)"),
-            pods: Path = typer.Option(..., "--pods", help="openb pod list CSV"),
+            pods: list[Path] = typer.Option([], "--pods", help="openb pod list CSV; repeat for several workloads"),
+            pods_dir: Path | None = typer.Option(None, "--pods-dir", help="folder of openb_pod_list_*.csv: "
+                                                 "every one, or those named by --workload"),
+            workload: list[str] = typer.Option([], "--workload", help="with --pods-dir: a pod list's name "
+                                               "(default, cpu050, gpushare40, ...) or paper (the 17 of the "
+                                               "paper's figures); repeat for several"),
             policy: list[str] = typer.Option(..., "--policy", help="Random, DotProd, GpuClustering, GpuPacking, "
                                              "BestFit, FGD or all; repeat for several"),
             seed: list[int] = typer.Option([42], "--seed", help="repeat for several (the paper: 42..51)"),
             inflate: float = typer.Option(1.3, "--inflate", help="GPU demand as a multiple of GPU capacity"),
             out: Path = typer.Option(..., "--out", "-o", help="CSV to write"),
             jobs: int = typer.Option(0, "--jobs", "-j", help="parallel runs (default: one per CPU)")) -> None:
-    """FGD paper protocol on Alibaba's openb trace: allocation and fragmentation as GPU demand arrives."""
+    """FGD paper protocol on Alibaba's openb trace: allocation and fragmentation as GPU demand arrives.
+
+    With several pod lists the CSV starts with a `workload` column (the pod list's name, as the paper's
+    analysis files name it); rows come in the order workload, policy, seed whatever --jobs is."""
     from kubetwin.experiments import fgd
     from kubetwin.scheduler.gpu_policies import POLICIES
 
@@ -55,12 +94,14 @@ def fgd_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb node list CSV
         if not 1.0 <= inflate <= 3.0:
             raise KubetwinError([Diagnostic("--inflate", 0, "experiment fgd", "", f"{inflate} is out of range",
                                             "give a ratio from 1.0 to 3.0 (the paper uses 1.3)")])
-        _load(str(nodes), str(pods))  # bad input fails here, before any run starts
+        files = [str(f) for f in _pod_lists(pods, pods_dir, workload)]
+        _load(str(nodes), tuple(files))  # bad input fails here, before any run starts
     except KubetwinError as exc:
         for d in exc.diagnostics:
             err.print(d.render(), markup=False, highlight=False)
         raise typer.Exit(1) from None
-    runs = [(p, s, inflate) for p in policies for s in seed]
+    _pods.clear()  # the workers read their own copies
+    runs = [(f, p, s, inflate) for f in files for p in policies for s in seed]
     workers = max(1, min(jobs or os.cpu_count() or 1, len(runs)))
     rows: list[dict] = []
     with contextlib.ExitStack() as stack:
@@ -68,16 +109,18 @@ def fgd_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb node list CSV
                                            TimeElapsedColumn(), console=err, transient=True,
                                            disable=not err.is_terminal))
         task = bar.add_task("runs", total=len(runs))
-        if workers > 1:  # each worker reads the trace once
-            pool = stack.enter_context(ProcessPoolExecutor(workers, initializer=_load,
-                                                           initargs=(str(nodes), str(pods))))
+        if workers > 1:  # each worker reads the node list once and each pod list when it first runs it
+            pool = stack.enter_context(ProcessPoolExecutor(workers, initializer=_load, initargs=(str(nodes),)))
             results = pool.map(_one, runs)
         else:
             results = map(_one, runs)
-        for res in results:
+        for run, res in zip(runs, results, strict=True):
+            if len(files) > 1:
+                name = fgd.workload_name(run[0])
+                res = [{"workload": name, **r} for r in res]
             rows.extend(res)
             bar.advance(task)
-    fgd.write_csv(rows, out)
+    fgd.write_csv(rows, out, workloads=len(files) > 1)
     err.print(f"wrote {out} ({len(runs)} runs, {len(rows)} rows)", highlight=False)
 
 

@@ -21,12 +21,29 @@ from pathlib import Path
 
 import numpy as np
 
-from kubetwin.devices.gpushare import FULL, GpuShareCluster, Shape, TypicalPods, frag_amount
+from kubetwin.devices.gpushare import FULL, FragTable, GpuShareCluster, Shape, TypicalPods, frag_amount
 from kubetwin.experiments.openb import TraceNode, TracePod
 from kubetwin.scheduler.gpu_policies import TAGS, Scorer, tag_of
 
 COLUMNS = ("policy", "seed", "arrived_gpu_pct", "allocated_gpu_pct", "fragmented_gpu_pct", "frag_ratio_pct")
 DEFAULT_SEEDS = tuple(range(42, 52))  # generate_run_scripts.py: tune seeds 42..51
+POD_LIST_PREFIX = "openb_pod_list_"
+# The 17 pod lists of the paper's figures (experiments/run_scripts/generate_run_scripts.py FILELIST and
+# experiments/plot/plot_openb_*_alloc_bar.py): the main results (Fig. 7 and 9), then each workload family.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "default": ("default",),  # Fig. 7, 9
+    "gpushare": ("gpushare40", "gpushare60", "gpushare80", "gpushare100"),  # Fig. 11: GPU-sharing pods' share
+    "multigpu": ("multigpu20", "multigpu30", "multigpu40", "multigpu50"),  # Fig. 12: multi-GPU pods' share
+    "gpuspec": ("gpuspec10", "gpuspec20", "gpuspec25", "gpuspec33"),  # Fig. 13: pods bound to a GPU model
+    "nongpu": ("cpu050", "cpu100", "cpu200", "cpu250"),  # Fig. 14: CPU-only pods' share
+}
+PAPER_WORKLOADS = tuple(w for ws in FAMILIES.values() for w in ws)
+
+
+def workload_name(path: str | Path) -> str:
+    """The pod list's name as the paper's analysis files give it: openb_pod_list_default.csv -> default."""
+    stem = Path(path).stem
+    return stem[len(POD_LIST_PREFIX):] if stem.startswith(POD_LIST_PREFIX) else stem
 
 
 def shape_of(pod: TracePod) -> Shape:
@@ -42,7 +59,8 @@ def workload(pods: Sequence[TracePod], capacity_milli: int, inflate: float, rng:
     total = sum(p.gpu_request_milli for p in by_name)
     target = inflate * capacity_milli
     extra: list[TracePod] = []
-    while by_name and total < target:
+    asks_gpu = any(p.gpu_request_milli for p in by_name)  # else re-sampling could never reach the target
+    while asks_gpu and total < target:
         clone = by_name[int(rng.integers(len(by_name)))]
         if total + clone.gpu_milli > target:
             break
@@ -80,7 +98,8 @@ class Replay:
         self.rng = np.random.default_rng(seed)
         self.rank = self.rng.permutation(len(gpu_nodes))  # tie-break: the lowest rank wins
         self.tags = np.zeros((len(gpu_nodes), len(TAGS) + 1), np.int64)
-        self.scorer = Scorer(policy, self.cluster, self.typical, self.tags)
+        self.frag_table = FragTable(self.typical)
+        self.scorer = Scorer(policy, self.cluster, self.typical, self.tags, self.frag_table)
         self.policy = policy
         c = self.cluster
         self.frag = frag_amount(c.cpu_left, c.idle, c.model, self.typical)
@@ -138,8 +157,7 @@ class Replay:
         tag = tag_of(shape)
         if tag >= 0:
             self.tags[row, tag] += 1
-        r = np.array([row])
-        new = frag_amount(c.cpu_left[r], c.idle[r], c.model[r], self.typical)[0]
+        new = self.frag_table(c.cpu_left[row:row + 1], c.idle[row:row + 1], c.model[row:row + 1])[0]
         self.frag_total += new - self.frag[row]
         self.frag[row] = new
 
@@ -184,11 +202,12 @@ def experiment(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str
             for row in discretize(records, gpus, int(round(inflate * 100)))]
 
 
-def write_csv(rows: Sequence[dict], out: Path) -> None:
+def write_csv(rows: Sequence[dict], out: Path, workloads: bool = False) -> None:
+    """The study's CSV; `workloads` adds the leading `workload` column of a several-pod-list study."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
     with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=("workload", *COLUMNS) if workloads else COLUMNS, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
     tmp.replace(out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kubetwin.devices.gpushare import FULL, GpuShareCluster, Shape, TypicalPods, frag_amount
+from kubetwin.devices.gpushare import FULL, FragTable, GpuShareCluster, Shape, TypicalPods, frag_amount
 
 MAX_NODE_SCORE = 100
 MAX_SPEC_CPU, MAX_SPEC_GPU = 128_000, 8_000  # open-gpu-share utils/const.go: the largest node the vectors scale by
@@ -44,10 +44,19 @@ def _sigmoid_score(delta: np.ndarray) -> np.ndarray:
 class Scorer:
     """Scores for one policy; `frag` is the current fragment of every node (kept by the caller)."""
 
-    def __init__(self, policy: str, cluster: GpuShareCluster, typical: TypicalPods, tags: np.ndarray) -> None:
+    def __init__(self, policy: str, cluster: GpuShareCluster, typical: TypicalPods, tags: np.ndarray,
+                 frag_table: FragTable | None = None) -> None:
+        """`frag_table`, when given, computes FGD's fragments instead of frag_amount (same floats; it must be
+        built on `typical`, which then stays fixed)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
         self.policy, self.c, self.typical, self.tags = policy, cluster, typical, tags
+        self.frag_table = frag_table
+
+    def _frag(self, cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray) -> np.ndarray:
+        if self.frag_table is not None:
+            return self.frag_table(cpu_left, idle, model)
+        return frag_amount(cpu_left, idle, model, self.typical)
 
     def score(self, rows: np.ndarray, shape: Shape, frag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(raw score, GPU a shared pod would take or -1) for each row; rows must be feasible for the shape."""
@@ -111,7 +120,7 @@ class Scorer:
                 sel = ok.nonzero()[0]
                 trial = idle[sel].copy()
                 trial[:, g] -= shape.gpu_milli
-                s = _sigmoid_score(before[sel] - frag_amount(cpu_after[sel], trial, model[sel], self.typical))
+                s = _sigmoid_score(before[sel] - self._frag(cpu_after[sel], trial, model[sel]))
                 better = s > best[sel]
                 best[sel[better]], choice[sel[better]] = s[better], g
             return best, choice
@@ -120,5 +129,5 @@ class Scorer:
             free = trial == FULL
             take = free & (np.cumsum(free, axis=1) <= shape.num_gpu)
             trial -= take * shape.gpu_milli
-        after = frag_amount(cpu_after, trial, model, self.typical)
+        after = self._frag(cpu_after, trial, model)
         return _sigmoid_score(before - after), np.full(len(rows), -1)
