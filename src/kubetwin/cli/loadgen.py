@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 
 from kubetwin.api.errors import KubetwinError
+from kubetwin.cli.output import fail
 
 console = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 
 def loadgen(trace_file: Path = typer.Argument(..., help="YAML holding a RequestTrace (other manifests are read "
@@ -41,13 +41,8 @@ def loadgen(trace_file: Path = typer.Argument(..., help="YAML holding a RequestT
     try:
         summary = lg.run(trace_file, opts, out, trace_name=trace, seed=seed, duration=duration,
                          metrics_urls=metrics_url)
-    except KubetwinError as exc:
-        for d in exc.diagnostics:
-            err.print(d.render(), markup=False, highlight=False)
-        raise typer.Exit(1) from None
-    except lg.LoadgenError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        raise typer.Exit(1) from None
+    except (KubetwinError, lg.LoadgenError) as exc:
+        fail(exc)
     console.print(summary_line(summary), highlight=False)
     if out is not None:
         console.print(f"run folder: {out}", highlight=False)

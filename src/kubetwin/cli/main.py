@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.console import Console
@@ -18,6 +18,7 @@ from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import emulate, experiment
 from kubetwin.cli.gateway import gateway as gateway_cmd
 from kubetwin.cli.loadgen import loadgen as loadgen_cmd
+from kubetwin.cli.output import fail
 from kubetwin.cli.report import report as report_cmd
 from kubetwin.cli.supervise import supervise as supervise_cmd
 from kubetwin.cli.sweep import sweep_cmd
@@ -36,12 +37,6 @@ app.command("loadgen")(loadgen_cmd)
 app.command("supervise")(supervise_cmd)
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
-
-
-def _fail(exc: KubetwinError) -> NoReturn:
-    for d in exc.diagnostics:
-        err.print(d.render(), markup=False, highlight=False)
-    raise typer.Exit(1)
 
 
 def _print_summary(summary: dict, out: Path | None, training: dict | None = None) -> None:
@@ -77,7 +72,7 @@ def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: O
             return run(paths, out=out, duration=duration, seed=seed, overwrite=overwrite,
                        trace_scheduling=trace_scheduling, progress=progress)
         except KubetwinError as exc:
-            _fail(exc)
+            fail(exc)
 
     if err.is_terminal:
         with ProgressBar(err) as bar:
@@ -130,7 +125,7 @@ def validate_cmd(paths: list[str] = typer.Argument(..., help="YAML files or fold
     try:
         manifests = load_paths(paths)
     except KubetwinError as exc:
-        _fail(exc)
+        fail(exc)
     diags = validate(manifests)
     for d in diags:
         (err if d.severity == "error" else console).print(d.render(), markup=False, highlight=False)
@@ -213,7 +208,7 @@ def explain(resource: str = typer.Argument(..., help="pod, workload, or job (a t
     try:
         sys.stdout.write(body.explain(resource, name, namespace, run_dir, at) + "\n")
     except KubetwinError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def main() -> None:

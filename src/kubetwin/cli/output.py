@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kubetwin.api import kinds
 from kubetwin.cli.jsonpath import JSONPathError, Template, first, go_sprint, relaxed
@@ -302,3 +302,17 @@ def field_selector(text: str, info: kinds.KindInfo, labels: str) -> list[tuple[s
 
 def field_matches(obj: dict, reqs: list[tuple[str, bool, str]]) -> bool:
     return all((_field_value(obj, label) == value) == equal for label, equal, value in reqs)
+
+
+def fail(exc: Exception) -> NoReturn:
+    """Print a refusal on stderr and exit 1: each of a KubetwinError's diagnostics as validate renders it, any other
+    error as `error: MESSAGE` (the one way every command reports what it refused)."""
+    import typer
+    from rich.console import Console
+
+    from kubetwin.api.errors import KubetwinError
+
+    err = Console(stderr=True, soft_wrap=True)
+    for line in ([d.render() for d in exc.diagnostics] if isinstance(exc, KubetwinError) else [f"error: {exc}"]):
+        err.print(line, markup=False, highlight=False)
+    raise typer.Exit(1) from None

@@ -9,11 +9,9 @@ from types import FrameType
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from kubetwin.api.errors import KubetwinError
-
-err = Console(stderr=True, soft_wrap=True)
+from kubetwin.cli.output import fail
 
 
 def supervise(paths: list[Path] = typer.Argument(..., help="manifests holding a ScaledObject (or an HPA) and its "
@@ -48,13 +46,8 @@ def supervise(paths: list[Path] = typer.Argument(..., help="manifests holding a 
                       drain=drain, log=lambda line: print(line, flush=True))
     try:
         sup = sv.supervisor_for([str(p) for p in paths], opts, scaled_object)
-    except KubetwinError as exc:
-        for d in exc.diagnostics:
-            err.print(d.render(), markup=False, highlight=False)
-        raise typer.Exit(1) from None
-    except sv.SupervisorError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
-        raise typer.Exit(1) from None
+    except (KubetwinError, sv.SupervisorError) as exc:
+        fail(exc)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

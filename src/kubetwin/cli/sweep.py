@@ -6,22 +6,17 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.cli.output import fail
 
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
-
-
-def _fail(exc: KubetwinError) -> NoReturn:
-    for d in exc.diagnostics:
-        err.print(d.render(), markup=False, highlight=False)
-    raise typer.Exit(1)
 
 
 def _fmt(v: Any) -> str:
@@ -159,6 +154,6 @@ def sweep_cmd(ctx: typer.Context,
             files = export_case(plan, plan.case(int(ans.best["case"][1:])), export)
             console.print(f"exported {ans.best['case']}: {', '.join(str(f) for f in files)}", highlight=False)
     except KubetwinError as exc:
-        _fail(exc)
+        fail(exc)
     if outcome.failed:
         raise typer.Exit(1)

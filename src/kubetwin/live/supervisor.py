@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -103,8 +104,7 @@ class ScrapedMetrics:
         cut = t - self.retention
         for by_key in self._series.values():
             for _, samples in by_key.values():
-                while samples and samples[0][0] < cut:
-                    samples.pop(0)
+                del samples[:bisect_left(samples, (cut,))]  # time-ordered: one slice, not one pop(0) a sample
 
     def series(self, name: str, start: float, end: float) -> list[tuple[Labels, list[tuple[float, float]]]]:
         out = []
