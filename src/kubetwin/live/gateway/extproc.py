@@ -152,15 +152,7 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
 
     async def _route(self, headers: dict[str, str], body: bytes, with_body: bool
                      ) -> tuple[list[pb.ProcessingResponse], Any, str, int, str]:
-        parsed: Any = {}
-        if body:
-            try:
-                parsed = json.loads(body)
-            except ValueError:
-                parsed = {}
-        if not isinstance(parsed, dict):
-            parsed = {}
-        req = self.picker.request(parsed, headers)
+        req = self.picker.request_of(body, headers)
         p = await self.picker.pick(req, hold=self.hold_cap)
         if p.endpoint is None:
             return [_immediate(p.status, p.reason)], req, "", p.status, p.reason

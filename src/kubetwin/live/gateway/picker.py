@@ -134,6 +134,17 @@ class LivePicker:
             self._ready.clear()
 
     # ---- requests ----------------------------------------------------------------------------------------------
+    def request_of(self, raw: bytes, headers: Mapping[str, str]) -> Request:
+        """`request` for a raw body as both front ends receive it: a body that is not a JSON object routes as an
+        empty one (no model, no prompt), the backend then answering its own 400."""
+        body: Any = {}
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = {}
+        return self.request(body if isinstance(body, dict) else {}, headers)
+
     def request(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> Request:
         """The twin's Request for an OpenAI request body and its (lower-cased) headers."""
         model = str(body.get("model") or "")

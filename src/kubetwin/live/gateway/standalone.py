@@ -20,7 +20,6 @@ import asyncio
 import json
 import time
 from collections import deque
-from typing import Any
 
 from kubetwin.live.gateway.accesslog import AccessLog
 from kubetwin.live.gateway.config import GatewayConfig, split_hostport
@@ -255,15 +254,7 @@ class StandaloneGateway:
         """Route and relay one request; False when the client connection must close afterwards."""
         t0 = time.perf_counter()
         hmap = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
-        parsed: Any = {}
-        if body:
-            try:
-                parsed = json.loads(body)
-            except ValueError:
-                parsed = {}
-        if not isinstance(parsed, dict):
-            parsed = {}
-        req = self.picker.request(parsed, hmap)
+        req = self.picker.request_of(body, hmap)
         model = req.model
         objective = hmap.get(OBJECTIVE_HEADER, "")
         fwd = b"".join(k + b": " + v + b"\r\n" for k, v in headers if k not in HOP)
