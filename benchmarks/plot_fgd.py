@@ -86,7 +86,8 @@ def family_figure(curves: Curves, family: str, workloads: tuple[str, ...], dst: 
             frag_ax.set_ylabel("fragmented GPUs, %")
     axes[0][-1].legend(loc="lower right", fontsize=7)
     seeds = max(len(v) for p in curves[workloads[0]].values() for v in p.values())
-    fig.suptitle(f"{family} pod lists (the paper's {FIGURE[family]}): mean of {seeds} seeds, kubetwin experiment fgd")
+    fig.suptitle(f"{family} pod lists (the paper's {FIGURE[family]}):\nmean of {seeds} seeds, kubetwin experiment fgd",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(dst, dpi=100, metadata={"Software": None})
     plt.close(fig)

@@ -106,6 +106,40 @@ def test_traffic_follows_the_picker_and_envoy_logs_it(tmp_path: Path, fleet: Fak
     assert sorted(r["endpoint"] for r in picker) == sorted(r["upstream_host"] for r in rows)
 
 
+def test_override_host_goes_down_the_pickers_list(tmp_path: Path, fleet: FakeFleet) -> None:
+    """maxNumOfEndpoints 2 (the picker plugin's parameter): the header names two endpoints; with the OverrideHost
+    cluster, a primary that refuses connections is retried on the second before the picker has noticed."""
+    import yaml
+
+    bs = [fleet.add(Knobs(tokens=2, waiting=w)) for w in (0, 1, 2)]  # the queue scorer ranks them in this order
+    epc = {"plugins": [{"type": "queue-scorer"}, {"type": "max-score-picker", "parameters": {"maxNumOfEndpoints": 2}}],
+           "schedulingProfiles": [{"name": "default", "plugins": [{"pluginRef": "queue-scorer"},
+                                                                  {"pluginRef": "max-score-picker"}]}]}
+    cfg = config(tmp_path, endpoints=[b.address for b in bs], endpointPickerConfig=epc,
+                 refreshMetricsInterval="10s")  # the picker does not notice the kill during the test
+    cfg.envoy.cluster = "OverrideHost"
+    et = EnvoyThread(cfg)
+    try:
+        boot = yaml.safe_load(et.eg.bootstrap.read_text())
+        assert [c["name"] for c in boot["static_resources"]["clusters"]] == ["pool", "endpoint-picker"]
+        c = client(et)
+        s = c.completions.create(model="fake", prompt=PROMPT, max_tokens=2, stream=True)
+        assert "".join(ch.choices[0].text for ch in s) == "w0 w1"
+        first = envoy_log(tmp_path, 1)[0]
+        primary, second = first["destination_endpoint"].split(",")
+        assert (primary, second) == (bs[0].address, bs[1].address) and first["upstream_host"] == primary
+        bs[0].kill()
+        s = c.completions.create(model="fake", prompt=PROMPT, max_tokens=2, stream=True)
+        assert "".join(ch.choices[0].text for ch in s) == "w0 w1"
+        rows = envoy_log(tmp_path, 2)
+    finally:
+        et.close()
+    assert rows[1]["status"] == 200 and rows[1]["destination_endpoint"] == f"{primary},{second}"
+    assert rows[1]["upstream_host"] == second
+    picker = [json.loads(x) for x in (tmp_path / "picker.log").read_text().splitlines()]
+    assert picker[1]["endpoint"] == rows[1]["upstream_host"]  # the served endpoint, read back from Envoy
+
+
 def test_503_without_ready_endpoint_and_429_when_shed(tmp_path: Path, fleet: FakeFleet) -> None:
     eps = tmp_path / "endpoints.txt"
     eps.write_text("")

@@ -29,7 +29,8 @@ def vllm_cmd(ctx: typer.Context,
              crash_after_tokens: Optional[int] = typer.Option(None, "--crash-after-tokens", help="cut each "
                                                               "response's connection after N tokens"),
              hang_after_tokens: Optional[int] = typer.Option(None, "--hang-after-tokens", help="stop sending "
-                                                             "after N tokens, keeping the connection open"),
+                                                             "after N tokens, keeping the connection open (0: never "
+                                                             "answer)"),
              error_rate: float = typer.Option(0.0, "--error-rate", help="fraction of requests answered 500"),
              seed: int = typer.Option(0, "--seed", help="seed of --error-rate's draws"),
              metrics_fail: Optional[str] = typer.Option(None, "--metrics-fail", help="GET /metrics fails: "

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from kubetwin.serving.traces import mix, splitmix64
+from kubetwin.serving.traces import mix_int, splitmix64
 from kubetwin.serving.types import BLOCK_TOKENS, Request
 
 # 256 common three-letter English words (a twin choice): with its separating space every token is 4 bytes on the
@@ -88,10 +88,10 @@ def block_hashes(tokens: Sequence[str], block: int = BLOCK_TOKENS) -> tuple[tupl
     hashes: list[int] = []
     sizes: list[int] = []
     prev = 0
-    for i in range(0, len(tokens), block):
+    for i in range(0, len(tokens), block):  # ~2 us a block: an 87k-token prompt in ~12 ms on the server's loop
         chunk = tokens[i:i + block]
         value = zlib.crc32(" ".join(chunk).encode()) | (len(chunk) << 32)
-        prev = int(mix(prev, value))
+        prev = mix_int(prev, value)
         hashes.append(prev)
         sizes.append(len(chunk))
     return tuple(hashes), tuple(sizes)

@@ -3,8 +3,11 @@ engine serves the request. Pods join a pool when they are Ready and match its se
 or a Service selects its endpoints; they leave when they stop being Ready.
 
 Engines advance lazily: an engine computes its iterations only when something reads it (a request routed to it,
-the router's metrics refresh, a sample, the end of the run). The router sees the engines' metrics as of its last
-refresh (the EPP's --refresh-metrics-interval, 50 ms), so it lags them by up to that much, as the real one does.
+the router's metrics refresh, a sample, the end of the run). The router sees the engines' metrics as of the last
+tick of its refresh clock (the EPP's --refresh-metrics-interval, 50 ms: the state at floor(now / 50 ms) x 50 ms), so
+it lags them by 0-50 ms, as the real one's periodic scrape does -- also for the first request after a quiet spell
+(the EPP scrapes whether or not requests come). A twin choice: one clock for every endpoint, where the EPP runs one
+scrape loop per pod.
 
 With no Ready endpoint an InferencePool holds requests (the EPP's flow control holds them while the first replica
 cold-starts, reference section 1.12) until `kubetwin.io/request-ttl` (default 10 min, a twin assumption: the
@@ -19,6 +22,7 @@ The pools and their routers' snapshots are in pools.py, a trace's arrivals pump 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -249,8 +253,9 @@ class ServingDataPlane:
             if split is not None:  # the EPP rewrites the request's model to one of the InferenceModel's targets
                 req.lora = split[0][int(self._rng.choice(len(split[0]), p=split[1]))]
         snap = pool.snap
-        if snap is None or now - pool.snap_time >= REFRESH_INTERVAL:
-            snap = pool.snapshot(now)
+        tick = math.floor(now / REFRESH_INTERVAL) * REFRESH_INTERVAL  # the last refresh (see the module docstring)
+        if snap is None or pool.snap_time < tick:
+            snap = pool.snapshot(tick)
         decision = pool.router.pick(req, snap, now)
         i = decision.index
         if i is None:

@@ -65,8 +65,9 @@ class Pool:
             self.members.setdefault(ep.uid, ep)
 
     def snapshot(self, now: float) -> EndpointSnapshot:
-        """The router's view of the pool's engines as of `now`, refreshed at most every REFRESH_INTERVAL (the caller
-        checks). Every engine is advanced to `now` here, as each refresh reads it. The per-endpoint constants are
+        """The router's view of the pool's engines as of `now`, a tick of the REFRESH_INTERVAL clock (the caller
+        picks it). Every engine is advanced to `now` here, as each refresh reads it (one already past it -- a request
+        was routed to it since -- is read as it is). The per-endpoint constants are
         copied once per endpoint set (self.static) and shared by the snapshots until the endpoints change."""
         engines = [ep.engine for ep in self.endpoints]
         if self.static is None:

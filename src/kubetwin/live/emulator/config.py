@@ -37,7 +37,8 @@ class EmulatorConfig:
     # fault injection (tests of the gateway and load generator)
     startup_delay: float = 0.0  # wall seconds before /health answers 200
     crash_after_tokens: int | None = None  # a stream's connection is cut after this many tokens
-    hang_after_tokens: int | None = None  # a stream stops sending after this many tokens (connection kept)
+    # a stream stops sending after this many tokens (connection kept); 0: the server never answers (a wedged server)
+    hang_after_tokens: int | None = None
     error_rate: float = 0.0  # fraction of requests answered 500
     seed: int = 0
     metrics_fail: str | None = None  # "error": GET /metrics answers 500; "hang": it never answers

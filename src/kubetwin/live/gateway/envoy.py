@@ -21,10 +21,12 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+import yaml
+
 from kubetwin.live.gateway.accesslog import AccessLog
 from kubetwin.live.gateway.config import GatewayConfig, split_hostport
 from kubetwin.live.gateway.extproc import ExtProcServer
-from kubetwin.live.gateway.picker import LivePicker
+from kubetwin.live.gateway.picker import DEST_HEADER, SERVED_HEADER, LivePicker
 from kubetwin.live.gateway.standalone import start_admin
 
 
@@ -56,8 +58,57 @@ def _dur(seconds: float) -> str:
     return f"{seconds:.3f}s"
 
 
-def render_bootstrap(cfg: GatewayConfig, endpoints: list[str], extproc: str) -> tuple[str, dict[str, str]]:
-    """The bootstrap YAML and the addresses it uses (listen, admin, extproc)."""
+LB = "type.googleapis.com/envoy.extensions.load_balancing_policies"
+RETRY_ON = "connect-failure,refused-stream,reset-before-request,5xx"  # Envoy retries only before response headers
+
+
+def _override_host(boot: dict, cfg: GatewayConfig, eds_path: str) -> None:
+    """OverrideHost: one EDS cluster `pool` (from `eds_path`, which the gateway rewrites when the ready endpoints
+    change)
+    load-balanced by Envoy's override_host policy on the picker's list (metadata envoy.lb first, then the header; the
+    served endpoint written back to envoy.lb x-gateway-destination-endpoint-served), round robin past the list; both
+    routes go to it, the picked one with a retry policy of maxRetries on other hosts."""
+    policy = {"typed_extension_config": {
+        "name": "envoy.load_balancing_policies.override_host",
+        "typed_config": {
+            "@type": f"{LB}.override_host.v3.OverrideHost",
+            "override_host_sources": [{"metadata": {"key": "envoy.lb", "path": [{"key": DEST_HEADER}]}},
+                                      {"header": DEST_HEADER}],
+            "selected_host_key": {"key": "envoy.lb", "path": [{"key": SERVED_HEADER}]},
+            "fallback_policy": {"policies": [{"typed_extension_config": {
+                "name": "envoy.load_balancing_policies.round_robin",
+                "typed_config": {"@type": f"{LB}.round_robin.v3.RoundRobin"}}}]}}}}
+    pool = {"name": "pool", "type": "EDS", "connect_timeout": _dur(cfg.connectTimeout),
+            "eds_cluster_config": {"eds_config": {"resource_api_version": "V3", "path_config_source": {
+                "path": eds_path, "watched_directory": {"path": str(Path(eds_path).parent)}}}},
+            "load_balancing_policy": {"policies": [policy]}}
+    boot["node"] = {"id": "kubetwin-gateway", "cluster": cfg.poolName}  # Envoy requires both for a file EDS source
+    res = boot["static_resources"]
+    res["clusters"] = [pool] + [c for c in res["clusters"] if c["name"] not in ("picked-endpoint", "pool-fallback")]
+    hcm = res["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    picked, fallback = hcm["route_config"]["virtual_hosts"][0]["routes"]
+    picked["route"] = {"cluster": "pool", "timeout": "0s", "retry_policy": {
+        "retry_on": RETRY_ON, "num_retries": cfg.maxRetries,
+        "per_try_idle_timeout": _dur(cfg.firstByteTimeout),
+        "retry_host_predicate": [{"name": "envoy.retry_host_predicates.previous_hosts", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"}}],
+        "host_selection_retry_max_attempts": 5}}
+    fallback["route"] = {"cluster": "pool", "timeout": "0s"}
+
+
+def eds_document(endpoints: list[str]) -> str:
+    """The `pool` cluster's endpoints as the EDS DiscoveryResponse Envoy reads from a file."""
+    lb = [{"endpoint": {"address": {"socket_address": {"address": h, "port_value": p}}}}
+          for h, p in (split_hostport(ep) for ep in endpoints)]
+    return json.dumps({"version_info": str(len(endpoints)), "resources": [{
+        "@type": "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+        "cluster_name": "pool", "endpoints": [{"lb_endpoints": lb}]}]})
+
+
+def render_bootstrap(cfg: GatewayConfig, endpoints: list[str], extproc: str,
+                     eds_path: str = "") -> tuple[str, dict[str, str]]:
+    """The bootstrap YAML and the addresses it uses (listen, admin, extproc); OverrideHost reads its endpoints
+    from `eds_path`."""
     e = cfg.envoy
     lh, lp = split_hostport(e.listen)
     ah, ap = split_hostport(e.admin)
@@ -71,6 +122,12 @@ def render_bootstrap(cfg: GatewayConfig, endpoints: list[str], extproc: str) -> 
         access_log=json.dumps(e.accessLog), failure_mode_allow=str(e.failureMode == "FailOpen").lower(),
         message_timeout=_dur(e.messageTimeout), connect_timeout=_dur(cfg.connectTimeout),
         stream_idle_timeout=_dur(cfg.streamIdleTimeout), fallback_endpoints=json.dumps(fallback))
+    if e.cluster == "OverrideHost":
+        if not eds_path:
+            raise ValueError("OverrideHost needs the path of the endpoints (EDS) file")
+        boot = yaml.safe_load(out)
+        _override_host(boot, cfg, eds_path)
+        out = yaml.safe_dump(boot, sort_keys=False)
     return out, {"listen": f"{lh}:{lp}", "admin": f"{ah}:{ap}", "extproc": f"{xh}:{xp}"}
 
 
@@ -102,7 +159,12 @@ class EnvoyGateway:
             hold = max(0.0, min(self.cfg.holdTimeout, self.cfg.envoy.messageTimeout - 0.5))
             self.extproc = ExtProcServer(self.picker, self.extproc_address, self.log, hold)
             await self.extproc.start()
-        text, addrs = render_bootstrap(self.cfg, list(self.picker.state.order), self.extproc_address)
+        eds = Path(self._tmp.name) / "eds" / "pool.json"
+        if self.cfg.envoy.cluster == "OverrideHost":
+            eds.parent.mkdir()
+            self._write_eds(list(self.picker.state.snap.names))
+            self.picker.on_endpoints.append(self._write_eds)
+        text, addrs = render_bootstrap(self.cfg, list(self.picker.state.order), self.extproc_address, str(eds))
         self.listen_address, self.envoy_admin = addrs["listen"], addrs["admin"]
         self.bootstrap = Path(self._tmp.name) / "envoy.yaml"
         self.bootstrap.write_text(text)
@@ -114,6 +176,13 @@ class EnvoyGateway:
             "--file-flush-interval-msec", "200",  # the access log reaches its file within 0.2 s
             stdout=self._log_fh, stderr=self._log_fh, start_new_session=True)
         await self._wait_ready(ready_timeout)
+
+    def _write_eds(self, endpoints: list[str]) -> None:
+        """Replace the EDS file in one rename (Envoy's watched_directory reloads it on the move)."""
+        eds = Path(self._tmp.name) / "eds" / "pool.json"
+        tmp = eds.with_suffix(".tmp")
+        tmp.write_text(eds_document(endpoints))
+        os.replace(tmp, eds)
 
     async def _wait_ready(self, timeout: float) -> None:
         """Envoy's admin /ready says LIVE (bounded)."""

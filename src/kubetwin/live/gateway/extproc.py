@@ -60,7 +60,8 @@ def _immediate(status: int, message: str) -> pb.ProcessingResponse:
 
 def _picked(endpoint: str, body: bytes, with_body: bool) -> list[pb.ProcessingResponse]:
     """The headers answer (destination header, Content-Length, dynamic metadata) and, for a request with a body, the
-    body streamed back unchanged (GIE populateRequestHeaderResponse / HandleRequestBody)."""
+    body streamed back unchanged (GIE populateRequestHeaderResponse / HandleRequestBody). `endpoint` may be a
+    comma-separated list, best first (maxNumOfEndpoints)."""
     sets = [_set(DEST_HEADER, endpoint)]
     if with_body:
         sets.append(_set("content-length", str(len(body))))
@@ -123,6 +124,10 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
                 elif kind == "response_headers":
                     rh = _headers(msg.response_headers)
                     served = _served(msg) or rh.get(SERVED_HEADER, "")
+                    if served and req is not None and served != endpoint:  # a retry went down the list
+                        if endpoint:
+                            self.picker.finished(req, endpoint)
+                        self.picker.routed(req, served)
                     if served:
                         endpoint = served
                     try:
@@ -153,11 +158,10 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
     async def _route(self, headers: dict[str, str], body: bytes, with_body: bool
                      ) -> tuple[list[pb.ProcessingResponse], Any, str, int, str]:
         req = self.picker.request_of(body, headers)
-        p = await self.picker.pick(req, hold=self.hold_cap)
+        p = await self.picker.pick(req, hold=self.hold_cap, n=self.picker.endpoints_per_pick)
         if p.endpoint is None:
             return [_immediate(p.status, p.reason)], req, "", p.status, p.reason
-        self.picker.routed(req, p.endpoint)
-        return _picked(p.endpoint, body, with_body), req, p.endpoint, 0, ""
+        return _picked(p.destination, body, with_body), req, p.endpoint, 0, ""
 
 
 class ExtProcServer:

@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,13 @@ class Pick:
     endpoint: str | None
     status: int = 200
     reason: str = ""
+    fallbacks: tuple[str, ...] = ()  # maxNumOfEndpoints > 1: the next best, for the data plane's retries
+
+    @property
+    def destination(self) -> str:
+        """The x-gateway-destination-endpoint value: the endpoint, then any fallbacks, comma-separated (protocol
+        v0.4.0)."""
+        return ",".join((self.endpoint or "", *self.fallbacks))
 
 
 def prompt_text(body: Mapping[str, Any]) -> str:
@@ -79,11 +86,15 @@ class LivePicker:
         self.state.set_endpoints(self.source.current)
         self.scraper = Scraper(self.state, cfg.refreshMetricsInterval, cfg.scrapeTimeout)
         self.router = make_router(cfg.picker_config(), seed=cfg.seed)
+        self.endpoints_per_pick = cfg.endpoints_per_pick()
         self.metrics = GatewayMetrics(self.pool)
         self._ids = itertools.count()
         self._ready: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self.held = 0
+        # called with the ready endpoints whenever they change (Envoy OverrideHost rewrites its EDS file: like an
+        # EndpointSlice, it lists ready endpoints only)
+        self.on_endpoints: list[Callable[[list[str]], None]] = []
 
     # ---- life --------------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -119,6 +130,9 @@ class LivePicker:
         self.state.rebuild(time.monotonic())
         for name in sorted(set(old) - set(self.state.snap.names)):  # went unready: forget its prefix entries
             self.router.remove(name)
+        if old != self.state.snap.names:
+            for cb in self.on_endpoints:
+                cb(list(self.state.snap.names))
         self._publish()
 
     def _publish(self) -> None:
@@ -167,9 +181,11 @@ class LivePicker:
             return self.objectives[obj]
         return self.objectives.get(model, 0)
 
-    async def pick(self, req: Request, exclude: frozenset[str] = frozenset(), hold: float | None = None) -> Pick:
+    async def pick(self, req: Request, exclude: frozenset[str] = frozenset(), hold: float | None = None,
+                   n: int = 1) -> Pick:
         """Hold while the pool has no ready endpoint (up to holdTimeout, or `hold` if shorter, then 503), then one
-        scheduling cycle of the router over the ready endpoints not in `exclude`."""
+        scheduling cycle of the router over the ready endpoints not in `exclude` and its PreRequest (the request is
+        on its way to the endpoint); with n > 1, up to n - 1 fallbacks after it."""
         snap = self.state.snap
         if not len(snap):
             assert self._ready is not None
@@ -185,17 +201,31 @@ class LivePicker:
                 self.metrics.held.set(self.held)
             snap = self.state.snap
         if exclude:
-            keep = np.array([i for i, n in enumerate(snap.names) if n not in exclude], dtype=np.intp)
+            keep = np.array([i for i, name in enumerate(snap.names) if name not in exclude], dtype=np.intp)
             if not len(keep):
                 return Pick(None, 503, NO_ENDPOINT_REASON)
             snap = subset(snap, keep)
         d = self.router.pick(req, snap, time.monotonic())
         if d.index is None:
             return Pick(None, d.status, d.reason)
-        return Pick(snap.names[d.index])
+        first = snap.names[d.index]
+        self.router.routed(req, first)
+        # GIE's picker returns the top maxNumOfEndpoints; here each fallback is the next scheduling cycle's choice
+        # over the endpoints not yet named (a twin choice: one cycle per name, the same plugins)
+        names = [first]
+        while len(names) < n:
+            keep = np.array([i for i, name in enumerate(snap.names) if name not in names], dtype=np.intp)
+            if not len(keep):
+                break
+            rest = subset(snap, keep)
+            d = self.router.pick(req, rest, time.monotonic())
+            if d.index is None:
+                break
+            names.append(rest.names[d.index])
+        return Pick(first, fallbacks=tuple(names[1:]))
 
     def routed(self, req: Request, endpoint: str) -> None:
-        """PreRequest (the request is being sent to `endpoint`)."""
+        """PreRequest for an endpoint other than the one picked (the data plane went down the fallback list)."""
         self.router.routed(req, endpoint)
 
     def finished(self, req: Request, endpoint: str) -> None:

@@ -276,7 +276,6 @@ class StandaloneGateway:
                     client.write(local_reply(status, error))
                     return True
                 endpoint = ep = p.endpoint
-                self.picker.routed(req, ep)
                 can_retry = retries < self.cfg.maxRetries and len(self.picker.state.snap) > len(tried) + 1
                 try:
                     r, w, head, reused = await self._send(ep, method, target, fwd, body)
