@@ -214,3 +214,30 @@ def test_faults_lose_no_critical_request(tmp_path: Path) -> None:
     assert {ep for _, ep in results} <= {address(healthy), address(no_metrics)}
     assert elapsed < 12 * 2.5  # each at most one per-try timeout (1 s) plus a retry
     assert any(r["upstream_host"] != r["destination_endpoint"].split(",")[0] for r in rows)  # retried elsewhere
+
+
+@pytest.mark.parametrize("mode", ["FailOpen", "FailClose"])
+def test_picker_down_fails_open_or_closed(tmp_path: Path, four: list[EmulatorThread], mode: str) -> None:
+    """The ext_proc server is not running: FailOpen lets Envoy go on without a pick (round robin over the pool),
+    FailClose answers 500. Bodyless requests, which Envoy fails open reliably (docs/live-gateway.md: a POST racing
+    the gRPC connect failure may still get 500 under FailOpen)."""
+    cfg = GatewayConfig(mode="envoy", adminListen="127.0.0.1:0", accessLog=str(tmp_path / "picker.log"),
+                        endpoints=[address(e) for e in four],
+                        envoy={"listen": "127.0.0.1:0", "admin": "127.0.0.1:0", "extProc": "127.0.0.1:0",
+                               "failureMode": mode, "messageTimeout": "2s",
+                               "accessLog": str(tmp_path / "envoy-access.log")})
+    et = EnvoyThread(cfg, start_extproc=False)
+    try:
+        t0 = time.monotonic()
+        answers = [httpx.get(et.url + "/v1/models", timeout=5) for _ in range(4)]
+        assert time.monotonic() - t0 < 10
+        rows = envoy_log(tmp_path, 4)
+    finally:
+        et.close()
+    if mode == "FailOpen":
+        assert all(r.status_code == 200 and r.json()["data"][0]["id"] == MODEL for r in answers)
+        assert {r["upstream_host"] for r in rows} <= {address(e) for e in four}  # the pool's round robin
+        assert all(r["upstream_cluster"] == "pool-fallback" for r in rows)
+    else:
+        assert all(r.status_code == 500 for r in answers)
+        assert all(r["upstream_host"] is None and "ext_proc" in r["details"] for r in rows)
