@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from kubetwin.live.gateway.config import GatewayConfig
@@ -87,3 +90,15 @@ class EnvoyThread(GatewayThread):
         except Exception:  # noqa: BLE001 - teardown
             pass
         self._stop_loop()
+
+
+def envoy_log(path: Path, n: int, timeout: float = 5.0) -> list[dict]:
+    """Envoy's JSON access log once it has n lines (Envoy flushes it on its own timer, 0.2 s here)."""
+    deadline = time.monotonic() + timeout
+    rows: list[dict] = []
+    while time.monotonic() < deadline:
+        rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        if len(rows) >= n:
+            break
+        time.sleep(0.05)
+    return rows

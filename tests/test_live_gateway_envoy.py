@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 from gateway_harness import EnvoyThread
+from gateway_harness import envoy_log as read_envoy_log
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from live_fakes import FakeFleet, Knobs
 
@@ -45,17 +46,8 @@ def client(et: EnvoyThread) -> openai.OpenAI:
     return openai.OpenAI(base_url=et.url + "/v1", api_key="none", timeout=10, max_retries=0)
 
 
-def envoy_log(tmp_path: Path, n: int, timeout: float = 5.0) -> list[dict]:
-    """Envoy's access log once it has n lines (it flushes on its own timer)."""
-    p = tmp_path / "envoy-access.log"
-    deadline = time.monotonic() + timeout
-    rows: list[dict] = []
-    while time.monotonic() < deadline:
-        rows = [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
-        if len(rows) >= n:
-            break
-        time.sleep(0.05)
-    return rows
+def envoy_log(tmp_path: Path, n: int) -> list[dict]:
+    return read_envoy_log(tmp_path / "envoy-access.log", n)
 
 
 def test_bootstrap_renders_the_protocol(tmp_path: Path) -> None:
