@@ -4,10 +4,8 @@ or a Service selects its endpoints; they leave when they stop being Ready.
 
 Engines advance lazily: an engine computes its iterations only when something reads it (a request routed to it,
 the router's metrics refresh, a sample, the end of the run). The router sees the engines' metrics as of the last
-tick of its refresh clock (the EPP's --refresh-metrics-interval, 50 ms: the state at floor(now / 50 ms) x 50 ms), so
-it lags them by 0-50 ms, as the real one's periodic scrape does -- also for the first request after a quiet spell
-(the EPP scrapes whether or not requests come). A twin choice: one clock for every endpoint, where the EPP runs one
-scrape loop per pod.
+tick of its refresh clock (the EPP's --refresh-metrics-interval, 50 ms; Pool.view), so it lags them by 0-50 ms, as
+the real one's periodic scrape does.
 
 With no Ready endpoint an InferencePool holds requests (the EPP's flow control holds them while the first replica
 cold-starts, reference section 1.12) until `kubetwin.io/request-ttl` (default 10 min, a twin assumption: the
@@ -22,7 +20,6 @@ The pools and their routers' snapshots are in pools.py, a trace's arrivals pump 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import numpy as np
@@ -34,7 +31,7 @@ from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.serving import modelserver, sizing, traces
 from kubetwin.serving.arrivals import Arrivals
 from kubetwin.serving.modelspec import lookup_server_model
-from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool, objective_priority, pool_selector
+from kubetwin.serving.pools import Endpoint, Pool, objective_priority, pool_selector
 from kubetwin.serving.results import RequestLog
 from kubetwin.serving.router import make_router
 from kubetwin.serving.types import Request
@@ -252,10 +249,7 @@ class ServingDataPlane:
             split = self.targets.get((pool.namespace, req.model))
             if split is not None:  # the EPP rewrites the request's model to one of the InferenceModel's targets
                 req.lora = split[0][int(self._rng.choice(len(split[0]), p=split[1]))]
-        snap = pool.snap
-        tick = math.floor(now / REFRESH_INTERVAL) * REFRESH_INTERVAL  # the last refresh (see the module docstring)
-        if snap is None or pool.snap_time < tick:
-            snap = pool.snapshot(tick)
+        snap = pool.view(now)
         decision = pool.router.pick(req, snap, now)
         i = decision.index
         if i is None:

@@ -3,6 +3,7 @@ and the snapshot of their engines its router picks from. Split from dataplane.py
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,16 @@ class Pool:
         self.endpoints, self.snap, self.static = endpoints, None, None
         for ep in endpoints:
             self.members.setdefault(ep.uid, ep)
+
+    def view(self, now: float) -> EndpointSnapshot:
+        """What the router sees at `now`: the engines as of the last tick of its refresh clock, floor(now /
+        REFRESH_INTERVAL) x REFRESH_INTERVAL, so 0-50 ms behind, as the EPP's periodic scrape leaves it -- also for the
+        first request after a quiet spell (the EPP scrapes whether or not requests come). A twin choice: one clock
+        for every endpoint, where the EPP runs one scrape loop per pod."""
+        tick = math.floor(now / REFRESH_INTERVAL) * REFRESH_INTERVAL
+        if self.snap is None or self.snap_time < tick:
+            return self.snapshot(tick)
+        return self.snap
 
     def snapshot(self, now: float) -> EndpointSnapshot:
         """The router's view of the pool's engines as of `now`, a tick of the REFRESH_INTERVAL clock (the caller
