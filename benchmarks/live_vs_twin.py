@@ -15,6 +15,7 @@ comparison). Everything listens on 127.0.0.1. Measured (README): hit rate -2.9 %
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -50,16 +51,11 @@ def detied(src: Path, dst: Path, requests: int) -> None:
     gap = {t: (nxt - t) for t, nxt in zip(instants, instants[1:], strict=False)}
     last_gap = min(gap.values()) if gap else 3000
     with dst.open("w") as f:
-        i = 0
-        while i < len(rows):
-            t = rows[i]["timestamp"]
-            j = i
-            while j < len(rows) and rows[j]["timestamp"] == t:
-                j += 1
-            for k in range(i, j):
-                rows[k]["timestamp"] = t + (k - i) * gap.get(t, last_gap) // (j - i)
-                f.write(json.dumps(rows[k]) + "\n")
-            i = j
+        for t, group in itertools.groupby(rows, key=lambda r: r["timestamp"]):  # the trace's times never decrease
+            tied = list(group)
+            for k, r in enumerate(tied):
+                r["timestamp"] = t + k * gap.get(t, last_gap) // len(tied)
+                f.write(json.dumps(r) + "\n")
 
 
 def scenario(out: Path, requests: int) -> tuple[Path, dict]:

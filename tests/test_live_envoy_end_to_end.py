@@ -204,7 +204,7 @@ def test_faults_lose_no_critical_request(tmp_path: Path) -> None:
             e.stop()
     assert all(len(text.split()) == 6 for text, _ in results)
     assert {ep for _, ep in results} <= {address(healthy), address(no_metrics)}
-    assert elapsed < 12 * 2.5  # each at most one per-try timeout (1 s) plus a retry
+    assert elapsed < 12 * 2.5  # one sent to the wedged replica first costs ~2 per-try timeouts (2 x 1 s), Envoy 1.40
     assert any(r["upstream_host"] != r["destination_endpoint"].split(",")[0] for r in rows)  # retried elsewhere
 
 

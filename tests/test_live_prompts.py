@@ -64,3 +64,15 @@ def test_the_live_prefix_index_sees_the_twins_blocks_on_the_wire() -> None:
     hb, _ = prompt_segments("m", b)
     shared = next(i for i, (x, y) in enumerate(zip(ha, hb, strict=False)) if x != y)
     assert shared == 1024 // DEFAULT_BLOCK_TOKENS
+
+
+def test_int_hash_chain_is_the_numpy_one() -> None:
+    """block_hashes chains with traces.mix_int; it must give exactly traces.mix's values (the twin's segment hashes)."""
+    import random
+
+    from kubetwin.serving.traces import mix, mix_int
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        prev, value = rng.getrandbits(64), rng.getrandbits(40)
+        assert mix_int(prev, value) == int(mix(prev, value))

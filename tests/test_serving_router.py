@@ -430,3 +430,20 @@ def test_dynamo_cost():
     assert r.pick(req(2, seg=(80,)), s, 0.0).index == 1
     r.finished(a, "pod-0")
     assert r.pick(req(3, seg=(80,)), s, 0.0).index == 0
+
+
+def test_picker_max_num_of_endpoints_parameter() -> None:
+    """GIE's picker parameter maxNumOfEndpoints is read (the live gateway's fallback count) and checked."""
+    import pytest
+
+    from kubetwin.serving.router import make_router
+
+    def epc(n: object) -> dict:
+        return {"plugins": [{"type": "queue-scorer"}, {"type": "max-score-picker",
+                                                       "parameters": {"maxNumOfEndpoints": n}}],
+                "schedulingProfiles": [{"name": "default", "plugins": [{"pluginRef": "queue-scorer"},
+                                                                       {"pluginRef": "max-score-picker"}]}]}
+
+    assert make_router(epc(3)).profile.picker.max_num_of_endpoints == 3
+    with pytest.raises(ValueError, match="maxNumOfEndpoints must be an integer >= 1"):
+        make_router(epc(0))

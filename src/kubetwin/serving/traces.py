@@ -32,7 +32,9 @@ MOONCAKE_BLOCK_TOKENS = 512  # Mooncake README: "hash_ids ... each block 512 tok
 FORMATS = ("azure-llm-2023", "mooncake", "vidur")
 
 _U64 = np.uint64
-_GOLDEN = _U64(0x9E3779B97F4A7C15)
+# splitmix64's constants and mix's multiplier, shared by the numpy functions and their int twins (mix_int)
+_GOLDEN_I, _SM1_I, _SM2_I, _MIX_I = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93
+_GOLDEN = _U64(_GOLDEN_I)
 
 
 class TraceError(ValueError):
@@ -52,8 +54,8 @@ def splitmix64(x: np.ndarray | int) -> np.ndarray:
     """Vectorized splitmix64 finalizer (Steele et al., "Fast splittable pseudorandom number generators")."""
     z = np.asarray(x, dtype=_U64) + _GOLDEN
     with np.errstate(over="ignore"):
-        z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
+        z = (z ^ (z >> _U64(30))) * _U64(_SM1_I)
+        z = (z ^ (z >> _U64(27))) * _U64(_SM2_I)
     return z ^ (z >> _U64(31))
 
 
@@ -62,23 +64,23 @@ def mix(prev: np.ndarray | int, value: np.ndarray | int) -> np.ndarray:
     as vLLM's block hash includes its parent's hash."""
     p = np.asarray(prev, dtype=_U64)
     with np.errstate(over="ignore"):
-        return splitmix64(splitmix64(p) ^ (np.asarray(value, dtype=_U64) * _U64(0xD6E8FEB86659FD93)))
+        return splitmix64(splitmix64(p) ^ (np.asarray(value, dtype=_U64) * _U64(_MIX_I)))
 
 
 _M64 = (1 << 64) - 1
 
 
 def _splitmix64_int(z: int) -> int:
-    z = (z + 0x9E3779B97F4A7C15) & _M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    z = (z + _GOLDEN_I) & _M64
+    z = ((z ^ (z >> 30)) * _SM1_I) & _M64
+    z = ((z ^ (z >> 27)) * _SM2_I) & _M64
     return z ^ (z >> 31)
 
 
 def mix_int(prev: int, value: int) -> int:
     """`mix` on Python ints, for chains built one link at a time (a numpy scalar call costs ~15 us, this ~1 us):
     the same value as int(mix(prev, value))."""
-    return _splitmix64_int(_splitmix64_int(prev & _M64) ^ ((value * 0xD6E8FEB86659FD93) & _M64))
+    return _splitmix64_int(_splitmix64_int(prev & _M64) ^ ((value * _MIX_I) & _M64))
 
 
 def name_salt(*parts: object) -> int:

@@ -83,8 +83,9 @@ class GatewayConfig(_Model):
     firstByteTimeout: Duration = 120.0  # upstream response headers; past it the request is retried elsewhere
     streamIdleTimeout: Duration = 300.0  # between two body chunks of an upstream response
     maxRetries: int = 2  # extra attempts on another endpoint before the first byte (connect error, 5xx, timeout)
-    # endpoints the picker names per request, best first (GIE picker parameter maxNumOfEndpoints, default 1); the
-    # rest are fallbacks for the data plane's retries (Envoy OverrideHost; the standalone proxy re-picks instead)
+    # endpoints the picker names per request, best first (GIE picker parameter maxNumOfEndpoints, default 1; the
+    # EndpointPickerConfig's picker plugin parameter wins); the rest are fallbacks for the data plane's retries
+    # (Envoy OverrideHost; the standalone proxy re-picks instead)
     maxNumOfEndpoints: int = 1
     drainTimeout: Duration = 30.0
     accessLog: str = "-"  # "-": stdout; "": off; else a file path
@@ -121,18 +122,6 @@ class GatewayConfig(_Model):
         if epc is not None:
             return epc
         return self.preset or "epp"
-
-
-    def endpoints_per_pick(self) -> int:
-        """maxNumOfEndpoints: the EndpointPickerConfig picker plugin's parameter where it sets one (GIE
-        picker.PickerParameters), else this config's key."""
-        epc = self.picker_config()
-        if isinstance(epc, dict):
-            for p in epc.get("plugins") or []:
-                n = (p.get("parameters") or {}).get("maxNumOfEndpoints") if isinstance(p, dict) else None
-                if str(p.get("type", "")).endswith("-picker") and n is not None:
-                    return max(1, int(n))
-        return self.maxNumOfEndpoints
 
 
 def load_config(path: str | Path, **overrides: Any) -> GatewayConfig:

@@ -64,10 +64,9 @@ RETRY_ON = "connect-failure,refused-stream,reset-before-request,5xx"  # Envoy re
 
 def _override_host(boot: dict, cfg: GatewayConfig, eds_path: str) -> None:
     """OverrideHost: one EDS cluster `pool` (from `eds_path`, which the gateway rewrites when the ready endpoints
-    change)
-    load-balanced by Envoy's override_host policy on the picker's list (metadata envoy.lb first, then the header; the
-    served endpoint written back to envoy.lb x-gateway-destination-endpoint-served), round robin past the list; both
-    routes go to it, the picked one with a retry policy of maxRetries on other hosts."""
+    change) load-balanced by Envoy's override_host policy on the picker's list (metadata envoy.lb first, then the
+    header; the served endpoint written back to envoy.lb x-gateway-destination-endpoint-served), round robin past
+    the list; both routes go to it, the picked one with a retry policy of maxRetries on other hosts."""
     policy = {"typed_extension_config": {
         "name": "envoy.load_balancing_policies.override_host",
         "typed_config": {
@@ -143,6 +142,7 @@ class EnvoyGateway:
         self.listen_address = self.admin_address = self.envoy_admin = ""
         self.extproc_address = cfg.envoy.extProc
         self._tmp = tempfile.TemporaryDirectory(prefix="kubetwin-envoy-")
+        self.eds_path = Path(self._tmp.name) / "eds" / "pool.json"  # OverrideHost: the pool's ready endpoints
 
     async def start(self, ready_timeout: float = 30.0) -> None:
         binary = find_envoy(self.cfg.envoy.binary)
@@ -159,12 +159,13 @@ class EnvoyGateway:
             hold = max(0.0, min(self.cfg.holdTimeout, self.cfg.envoy.messageTimeout - 0.5))
             self.extproc = ExtProcServer(self.picker, self.extproc_address, self.log, hold)
             await self.extproc.start()
-        eds = Path(self._tmp.name) / "eds" / "pool.json"
+        eds = ""
         if self.cfg.envoy.cluster == "OverrideHost":
-            eds.parent.mkdir()
+            self.eds_path.parent.mkdir()
             self._write_eds(list(self.picker.state.snap.names))
             self.picker.on_endpoints.append(self._write_eds)
-        text, addrs = render_bootstrap(self.cfg, list(self.picker.state.order), self.extproc_address, str(eds))
+            eds = str(self.eds_path)
+        text, addrs = render_bootstrap(self.cfg, list(self.picker.state.order), self.extproc_address, eds)
         self.listen_address, self.envoy_admin = addrs["listen"], addrs["admin"]
         self.bootstrap = Path(self._tmp.name) / "envoy.yaml"
         self.bootstrap.write_text(text)
@@ -179,10 +180,9 @@ class EnvoyGateway:
 
     def _write_eds(self, endpoints: list[str]) -> None:
         """Replace the EDS file in one rename (Envoy's watched_directory reloads it on the move)."""
-        eds = Path(self._tmp.name) / "eds" / "pool.json"
-        tmp = eds.with_suffix(".tmp")
+        tmp = self.eds_path.with_suffix(".tmp")
         tmp.write_text(eds_document(endpoints))
-        os.replace(tmp, eds)
+        os.replace(tmp, self.eds_path)
 
     async def _wait_ready(self, timeout: float) -> None:
         """Envoy's admin /ready says LIVE (bounded)."""

@@ -86,7 +86,8 @@ class LivePicker:
         self.state.set_endpoints(self.source.current)
         self.scraper = Scraper(self.state, cfg.refreshMetricsInterval, cfg.scrapeTimeout)
         self.router = make_router(cfg.picker_config(), seed=cfg.seed)
-        self.endpoints_per_pick = cfg.endpoints_per_pick()
+        picker = getattr(getattr(self.router, "profile", None), "picker", None)  # EPP routers: their picker plugin
+        self.endpoints_per_pick: int = getattr(picker, "max_num_of_endpoints", None) or cfg.maxNumOfEndpoints
         self.metrics = GatewayMetrics(self.pool)
         self._ids = itertools.count()
         self._ready: asyncio.Event | None = None

@@ -9,13 +9,26 @@ from typing import Any
 import numpy as np
 
 
+def max_num_of_endpoints(picker_type: str, params: dict[str, Any]) -> int | None:
+    """GIE's picker parameter maxNumOfEndpoints (picker.PickerParameters): how many endpoints a pick names, best
+    first; None when not set. The twin's data plane sends a request to the first (it has no retries); the live
+    gateway hands the rest to Envoy as fallbacks."""
+    n = params.get("maxNumOfEndpoints")
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{picker_type} maxNumOfEndpoints must be an integer >= 1, not {n!r}")
+    return n
+
+
 class MaxScorePicker:
     """max-score-picker: GIE shuffles then stable-sorts by score and takes the first, i.e. a uniformly random one of
     the top-scored (tie_break "random"); newer llm-d-router rotates through the tied tier instead ("rotate")."""
 
     type = "max-score-picker"
 
-    def __init__(self, name: str | None = None, tie_break: str = "random", **_: Any) -> None:
+    def __init__(self, name: str | None = None, tie_break: str = "random", **params: Any) -> None:
+        self.max_num_of_endpoints = max_num_of_endpoints(self.type, params)
         if tie_break not in ("random", "rotate"):
             raise ValueError(f"max-score-picker tie_break must be 'random' or 'rotate', not {tie_break!r}")
         self.name = name or self.type
@@ -42,8 +55,9 @@ class RandomPicker:
 
     type = "random-picker"
 
-    def __init__(self, name: str | None = None, **_: Any) -> None:
+    def __init__(self, name: str | None = None, **params: Any) -> None:
         self.name = name or self.type
+        self.max_num_of_endpoints = max_num_of_endpoints(self.type, params)
 
     def pick(self, scores, rng):
         return int(rng.integers(len(scores)))
@@ -55,8 +69,9 @@ class WeightedRandomPicker:
 
     type = "weighted-random-picker"
 
-    def __init__(self, name: str | None = None, **_: Any) -> None:
+    def __init__(self, name: str | None = None, **params: Any) -> None:
         self.name = name or self.type
+        self.max_num_of_endpoints = max_num_of_endpoints(self.type, params)
 
     def pick(self, scores, rng):
         pos = scores > 0
