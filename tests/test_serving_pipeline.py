@@ -174,3 +174,49 @@ def test_a_backlog_fills_the_pipeline(pp: int) -> None:
     drive(serial, serial_reqs)
     assert all(r.status == 200 for r in burst + serial_reqs)
     assert serial.now / pp * 0.99 <= piped.now < 0.8 * serial.now, (piped.now, serial.now)
+
+
+class StageLog(LinPP):
+    """LinPP that records each batch's submission so the test can replay the stages."""
+
+
+@pytest.mark.parametrize("pp", [2, 3, 4])
+@pytest.mark.parametrize("kw", [{}, {"scheduling_policy": "priority"},
+                                {"enable_lora": True, "max_loras": 2, "lora_load_time": 0.05},
+                                {"blocks": 400}])
+def test_pipelined_engine_invariants(pp: int, kw: dict) -> None:
+    """The engine's invariants under the batch queue, over the random workload the macro-step test uses (shared
+    system prompts, LoRA, priorities, a cache small enough to preempt): every request finishes once with all its
+    tokens, times are ordered, never more than pp batches in flight, every block comes back, and the pipeline is
+    no slower than one batch at a time and at most pp times faster."""
+    from test_serving_engine import _workload
+
+    kw = dict(kw)
+    blocks = kw.pop("blocks", 60)
+    step = LinPP(pp, c0=0.01, tok=2e-4, kv=1e-6, seq=1e-4, pair=1e-8)
+    e, _, done = engine(step, blocks=blocks, mml=600, budget=256, seqs=16, **kw)
+    reqs = _workload(7, 300, lora=kw.get("enable_lora", False))
+    most = 0
+    for r in sorted(reqs, key=lambda r: (r.arrival, r.id)):
+        e.advance(r.arrival)
+        most = max(most, len(e.batches))
+        e.add(r, r.arrival)
+    e.advance(math.inf)
+    assert most <= pp
+    assert sorted(r.id for r in done) == list(range(len(reqs))) and all(r.status == 200 for r in reqs)
+    for r in reqs:
+        assert r.arrival <= r.scheduled <= r.first_token <= r.finish
+    assert e.generation_tokens_total >= sum(r.output_tokens for r in reqs)
+    assert e.tokens_computed >= sum(r.prompt_tokens + r.output_tokens - 1 - r.cached_tokens for r in reqs)
+    assert e.kv.free + e.kv.evictable == e.kv.usable and not e.batches and not e.scheduler.inflight
+    if blocks == 60:
+        assert e.num_preemptions > 0
+    assert e.prefix_cache_hits > 0
+    # the same workload one batch at a time (the engine without `pp`) ends no earlier
+    serial, _, sdone = engine(Lin(c0=0.01, tok=2e-4, kv=1e-6, seq=1e-4, pair=1e-8), blocks=blocks, mml=600,
+                              budget=256, seqs=16, **kw)
+    drive(serial, _workload(7, 300, lora=kw.get("enable_lora", False)))
+    assert len(sdone) == len(reqs)
+    span = max(r.finish for r in reqs) - reqs[0].arrival
+    sspan = max(r.finish for r in sdone) - reqs[0].arrival
+    assert sspan / pp * 0.99 <= span <= sspan * 1.05, (span, sspan)

@@ -256,6 +256,9 @@ class Scheduler:
 
     def _preempt(self, s: EngineRequest) -> None:
         del self.running[s]
+        if not self.aggregate and s in self.explicit:
+            # pipelined: other batches' outputs come back (and may re-admit it) before this exact step's _rebuild
+            self.explicit.remove(s)
         self.kv_manager.free(s)
         s.c = 0
         s.req.preemptions += 1
