@@ -176,10 +176,6 @@ def test_a_backlog_fills_the_pipeline(pp: int) -> None:
     assert serial.now / pp * 0.99 <= piped.now < 0.8 * serial.now, (piped.now, serial.now)
 
 
-class StageLog(LinPP):
-    """LinPP that records each batch's submission so the test can replay the stages."""
-
-
 @pytest.mark.parametrize("pp", [2, 3, 4])
 @pytest.mark.parametrize("kw", [{}, {"scheduling_policy": "priority"},
                                 {"enable_lora": True, "max_loras": 2, "lora_load_time": 0.05},
