@@ -314,6 +314,9 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
             clean.append(m)
     out += serving_validate.scenario(clean)
     out += serving_validate.request_budget(manifests)
+    from kubetwin.kueue import config as kueue_config  # the ConfigMap and a bare Configuration both given
+
+    out += kueue_config.scenario_diagnostics(clean)
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (api/pitfalls.py)
 
 
@@ -386,6 +389,10 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         out = _semantic(m) + dra_validate.diagnostics(m)
         if kind == "HorizontalPodAutoscaler":
             out += serving_validate.horizontal_pod_autoscaler(m)
+        if kind == "ConfigMap":
+            from kubetwin.kueue import config as kueue_config  # kueue-system/kueue-manager-config
+
+            out += kueue_config.configmap_diagnostics(m)
         out += serving_validate.model_servers(m)
     if not out and not kinds.is_simulated(api_version, kind):
         note = KNOWN_GROUPS.get(group, "Kubernetes")
