@@ -48,6 +48,7 @@ KNOWN_GROUPS = {
     "autoscaling.x-k8s.io": "ProvisioningRequest",
     "gateway.networking.k8s.io": "Gateway API",
     "datalayer.gke.io": "GKE Volume Populator",
+    "networking.gke.io": "GKE multi-networking",
 }
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NON_OVERCOMMITABLE_PREFIXES = ("nvidia.com/", "google.com/", "amd.com/")

@@ -119,6 +119,9 @@ class Placement:
     read: ReadPath | None = None
     checkpoint_write: ReadPath | None = None
     checkpoint_read: ReadPath | None = None
+    # Why the job's NCCL runs without the GPUDirect its nodes are built for (workloads/gpudirect.py): one line per
+    # distinct set-up its pods lack; empty when they have it, or when the job has one node (NVLink only)
+    gpudirect: tuple[str, ...] = ()
 
     @property
     def world(self) -> int:
