@@ -9,7 +9,7 @@ import copy
 import json
 
 import pytest
-from gpudirect_builders import SHAPES, cluster_objects, network_names, set_up
+from gpudirect_builders import SHAPES, cluster_objects, set_up
 from k8s_builders import make_pool, make_scenario
 
 from kubetwin.api.loader import Manifest
@@ -131,7 +131,7 @@ def _manifests(shape: str, tmpl: dict, objs: list[dict], pods: int = 2, gpu_dire
 
 
 def _notices(ms):
-    return [d for d in validate(ms) if "GPUDirect" in d.message]
+    return [d for d in validate(ms) if "GPUDirect" in d.message and not d.obj.startswith("DaemonSet/")]
 
 
 @pytest.mark.parametrize(("shape", "piece"), CASES)
@@ -153,6 +153,13 @@ def test_validate_is_silent_for_one_pod_and_for_pools_without_gpudirect(shape):
     assert len(_notices(_manifests(shape, template(), []))) == 1
 
 
+def test_installer_daemonset_notice_says_it_is_read_not_run():
+    notes = [d for d in validate([Manifest(o, "<o>", 0) for o in cluster_objects("tcpxo")])
+             if d.obj.startswith("DaemonSet/")]
+    assert len(notes) == 1 and "GPUDirect-TCPXO NCCL plugin" in notes[0].message and "not simulated" not in \
+        notes[0].message
+
+
 def test_network_kinds_are_accepted_and_checked_against_their_crds():
     objs = cluster_objects("rdma")
     assert [d for d in validate([Manifest(o, "<o>", 0) for o in objs]) if d.severity != "notice"] == []
@@ -166,8 +173,8 @@ def test_network_kinds_are_accepted_and_checked_against_their_crds():
 def _train(shape: str, tmpl: dict, objs: list[dict], pods: int, tmp_path, name: str) -> dict:
     mt, gpu, _, _ = SHAPES[shape]
     out = tmp_path / name
-    run(objects=[make_scenario("3h").obj(), make_pool("gpu", mt, pods).gpus(gpu, 8).spec(zones=["us-central1-b"]).obj(), *objs, job(tmpl, pods)],
-        out=out)
+    pool = make_pool("gpu", mt, pods).gpus(gpu, 8).spec(zones=["us-central1-b"]).obj()
+    run(objects=[make_scenario("3h").obj(), pool, *objs, job(tmpl, pods)], out=out)
     return json.loads((out / "training.json").read_text())["default/train"]
 
 

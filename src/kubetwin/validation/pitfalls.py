@@ -340,7 +340,7 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
                 continue
             selector = pod_spec.get("nodeSelector") or {}
             plugins = sorted({plugin for _, labels, plugin in pools
-                              if all(labels.get(k) == v for k, v in selector.items())} - {None})
+                              if plugin and all(labels.get(k) == v for k, v in selector.items())})
             if not plugins or _pods_at_once(m, prefix, pod_spec, pod_meta) < 2:
                 continue
             for plugin in plugins:

@@ -395,6 +395,14 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
 
             out += kueue_config.configmap_diagnostics(m)
         out += serving_validate.model_servers(m)
+    if not out and kind == "DaemonSet":
+        from kubetwin.workloads import gpudirect  # GKE's NCCL plugin installers: read, not run
+
+        plugin = gpudirect.installs(m.obj)
+        if plugin:
+            return [Diagnostic(m.file, m.line, m.ref, "", f"DaemonSet ({api_version}) installs the {plugin} NCCL "
+                               "plugin: the twin reads it as installed on every node (one of the GPUDirect "
+                               "prerequisites) and runs no pods for it", "", "notice")]
     if not out and not kinds.is_simulated(api_version, kind):
         note = KNOWN_GROUPS.get(group, "Kubernetes")
         out = [Diagnostic(m.file, m.line, m.ref, "", f"{kind} ({api_version}, {note}) is accepted but not "

@@ -119,8 +119,8 @@ class Setup:
         """One sentence for validate's notice and explain."""
         req = REQUIREMENTS[self.plugin]
         return (f"{req.name} needs what GKE's guide sets up and this pod lacks: " + "; ".join(self.missing)
-                + f". NCCL falls back to its socket transport over eth0 (plain TCP, or Fast Socket where the pool "
-                  f"enables it) for traffic between nodes")
+                + ". NCCL falls back to its socket transport over eth0 (plain TCP, or Fast Socket where the pool "
+                  "enables it) for traffic between nodes")
 
 
 def _volumes(spec: dict) -> dict[str, str]:
@@ -245,6 +245,12 @@ def check(pod: dict[str, Any], plugin: str, cluster: Cluster) -> Setup:
     missing = [*_interfaces(meta.get("annotations") or {}, req, cluster),
                *_plugin(spec, gpu, vols, plugin, req, cluster), *_daemon(spec, gpu, vols, plugin, req)]
     return Setup(plugin, tuple(missing))
+
+
+def installs(daemonset: dict) -> str | None:
+    """The GPUDirect flavour whose NCCL plugin this DaemonSet installs (GKE's installer images), None otherwise."""
+    images = Cluster.of([daemonset]).daemonset_images
+    return next((r.name for r in REQUIREMENTS.values() if any(r.installer in i for i in images)), None)
 
 
 def node_plugin(node: dict) -> str | None:
