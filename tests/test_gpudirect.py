@@ -188,6 +188,9 @@ def test_run_uses_gpudirect_only_with_its_set_up(shape, tmp_path):
     missing = bare["placement"]["gpudirect_missing"]
     assert len(missing) == 1 and "networking.gke.io/interfaces" in missing[0] and "falls back" in missing[0]
     assert bare["breakdown"]["step_seconds"] > 1.5 * full["breakdown"]["step_seconds"]
+    advice = bare["advice"][0]  # the what-if that completes the set-up gives the full set-up's job time
+    assert advice["change"].startswith("complete the GPUDirect set-up")
+    assert advice["job_seconds"] == pytest.approx(full["breakdown"]["job_seconds"])
     # one piece short is as slow as none at all
     tmpl, objs = set_up(template(), plugin), cluster_objects(plugin)
     PIECES["installer DaemonSet"][0](tmpl, objs)
@@ -203,3 +206,12 @@ def test_one_node_is_the_same_with_or_without_the_set_up(shape, tmp_path):
     bare = _train(shape, template(), [], 1, tmp_path, "bare")
     assert full["breakdown"]["step_seconds"] == bare["breakdown"]["step_seconds"]
     assert "gpudirect_missing" not in bare["placement"]
+
+
+def test_fast_socket_pool_falls_back_to_fast_socket_not_plain_tcp(tmp_path):
+    """Without the set-up NCCL runs its socket transport; on a pool with --enable-fast-socket that is Fast Socket."""
+    out = tmp_path / "fs"
+    pool = make_pool("gpu", "a3-megagpu-8g", 2).gpus("nvidia-h100-mega-80gb", 8).spec(fastSocket=True).obj()
+    run(objects=[make_scenario("3h").obj(), pool, job(template(), 2)], out=out)
+    rec = json.loads((out / "training.json").read_text())["default/train"]
+    assert rec["placement"]["tier"] == "tcp_fallback+fastsocket" and rec["placement"]["gpudirect_missing"]

@@ -230,15 +230,18 @@ class TrainingModel:
         # each pod's node as its NCCL sees it: without its GPUDirect set-up, a pool without GPUDirect
         cluster = gpudirect.Cluster.of([*self.store.list("Network"), *self.store.list("GKENetworkParamSet"),
                                         *self.store.list("DaemonSet")])
-        used = [(gpudirect.as_used(nodes.get(p["spec"]["nodeName"], node), p, cluster), _accelerators(p))
-                for p in self.siblings(pod)]
+        bound = [(nodes.get(p["spec"]["nodeName"], node), p, _accelerators(p)) for p in self.siblings(pod)]
+        used = [(gpudirect.as_used(n, p, cluster), k) for n, p, k in bound]
         pods = [(n, k) for (n, _), k in used]
+        set_up = [(n, k) for n, _, k in bound]
         setups = [s for (_, s), _ in used if s is not None and not s.ok]
         own_node, own = gpudirect.as_used(node, pod, cluster)
         for i in range(self._expected_pods(pod) - len(pods)):
             ghost = {**own_node, "metadata": {**own_node["metadata"],
                                               "name": f"{node['metadata']['name']}~unbound-{i}"}}
             pods.append((ghost, _accelerators(pod)))
+            set_up.append(({**node, "metadata": {**node["metadata"], "name": ghost["metadata"]["name"]}},
+                           _accelerators(pod)))
             if own is not None and not own.ok:
                 setups.append(own)
         multi_node = len({(n.get("metadata") or {}).get("name") for n, _ in pods}) > 1
@@ -248,4 +251,5 @@ class TrainingModel:
         ck = spec.checkpoint_path
         return Placement(tuple(pods), float(peak), mfu, read,
                          storage.resolve(self.store, pod, container, ck, True) if ck else None,
-                         storage.resolve(self.store, pod, container, ck, False) if ck else None, notes)
+                         storage.resolve(self.store, pod, container, ck, False) if ck else None, notes,
+                         tuple(set_up) if notes else ())
