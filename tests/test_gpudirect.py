@@ -215,3 +215,17 @@ def test_fast_socket_pool_falls_back_to_fast_socket_not_plain_tcp(tmp_path):
     run(objects=[make_scenario("3h").obj(), pool, job(template(), 2)], out=out)
     rec = json.loads((out / "training.json").read_text())["default/train"]
     assert rec["placement"]["tier"] == "tcp_fallback+fastsocket" and rec["placement"]["gpudirect_missing"]
+
+
+@pytest.mark.parametrize(("replicas", "notices"), [(2, 1), (1, 0)])
+def test_validate_reads_a_jobsets_size(replicas, notices):
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace":
+                                                                                   "default"},
+          "spec": {"replicatedJobs": [{"name": "w", "replicas": replicas, "template": {"spec": {
+              "parallelism": 1, "completions": 1, "template": template()}}}]}}
+    pool = make_pool("gpu", "a3-megagpu-8g", 2).gpus("nvidia-h100-mega-80gb", 8).obj()
+    notes = _notices([Manifest(o, "<o>", 0) for o in (make_scenario().obj(), pool, js)])
+    assert len(notes) == notices
+    if notes:
+        assert "GPUDirect-TCPXO" in notes[0].message and notes[0].field == \
+            "spec.replicatedJobs[0].template.spec.template.metadata"
