@@ -229,3 +229,10 @@ def test_validate_reads_a_jobsets_size(replicas, notices):
     if notes:
         assert "GPUDirect-TCPXO" in notes[0].message and notes[0].field == \
             "spec.replicatedJobs[0].template.spec.template.metadata"
+
+
+@pytest.mark.parametrize("plugin", ["tcpx", "tcpxo", "rdma", "rdma_a4x"])
+def test_the_generated_guide_set_up_is_complete(plugin):
+    tmpl, objs = gpudirect.guide_set_up(template(), plugin)
+    assert gpudirect.check(tmpl, plugin, gpudirect.Cluster.of(objs)).ok
+    assert [d for d in validate([Manifest(o, "<o>", 0) for o in objs]) if d.severity == "error"] == []

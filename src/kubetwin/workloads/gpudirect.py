@@ -271,3 +271,63 @@ def as_used(node: dict, pod: dict, cluster: Cluster) -> tuple[dict, Setup | None
     meta = node.get("metadata") or {}
     labels = {**(meta.get("labels") or {}), network.GPUDIRECT_LABEL: "none"}
     return {**node, "metadata": {**meta, "labels": labels}}, setup
+
+
+# The guide's manifests as objects, for studies that want a job on GPUDirect (benchmarks/study_training_*.py):
+# images and paths as container-engine-accelerators@992db81 writes them.
+_INSTALLER_IMAGES = {"tcpx": "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9",
+                     "tcpxo": "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15",
+                     "rdma": "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1"}
+_DAEMON_IMAGES = {"tcpx": "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12",
+                  "tcpxo": "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"}
+
+
+def guide_set_up(template: dict, plugin: str) -> tuple[dict, list[dict]]:
+    """A copy of a pod template (its first container runs NCCL) with GKE's set-up for `plugin` (tcpx, tcpxo,
+    rdma), and the cluster objects it needs (GKENetworkParamSets, Networks, the installer DaemonSet)."""
+    import copy
+
+    flavour = "rdma" if plugin.startswith("rdma") else plugin
+    req = REQUIREMENTS[plugin]
+    names = [f"rdma-{i}" for i in range(req.nics)] if flavour == "rdma" else [f"vpc{i}" for i in
+                                                                             range(1, req.nics + 1)]
+    objects: list[dict] = []
+    for n in names:
+        objects.append({"apiVersion": f"{GROUP}/v1", "kind": "GKENetworkParamSet", "metadata": {"name": n},
+                        "spec": {"vpc": f"{n}-net", "vpcSubnet": f"{n}-sub", "deviceMode": req.device_mode}})
+        objects.append({"apiVersion": f"{GROUP}/v1", "kind": "Network", "metadata": {"name": n}, "spec": {
+            "type": "Device", "parametersRef": {"group": GROUP, "kind": "GKENetworkParamSet", "name": n}}})
+    objects.append({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {
+        "name": req.installer_name, "namespace": "kube-system"}, "spec": {
+        "selector": {"matchLabels": {"k8s-app": req.installer_name}}, "template": {
+            "metadata": {"labels": {"k8s-app": req.installer_name}}, "spec": {
+                "tolerations": [{"operator": "Exists"}],
+                "initContainers": [{"name": req.installer_name, "image": _INSTALLER_IMAGES[flavour]}],
+                "containers": [{"name": "pause", "image": "gke.gcr.io/pause:3.8"}]}}}})
+    t = copy.deepcopy(template)
+    meta, spec = t.setdefault("metadata", {}), t.setdefault("spec", {})
+    ifaces = [{"interfaceName": "eth0", "network": "default"}] + [
+        {"interfaceName": f"eth{i + 1}", "network": n} for i, n in enumerate(names)]
+    meta.setdefault("annotations", {}).update({DEFAULT_INTERFACE: "eth0", INTERFACES: json.dumps(ifaces)})
+    gpu = spec["containers"][0]
+    env, mounts, vols = gpu.setdefault("env", []), gpu.setdefault("volumeMounts", []), spec.setdefault("volumes", [])
+    env.append({"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"})
+    vols.append({"name": "nvidia-lib64", "hostPath": {"path": NVIDIA_LIB64}})
+    mounts.append({"name": "nvidia-lib64", "mountPath": "/usr/local/nvidia/lib64"})
+    if flavour == "rdma":
+        vols.append({"name": "gib", "hostPath": {"path": GIB_DIR}})
+        mounts.append({"name": "gib", "mountPath": "/usr/local/gib"})
+        return t, objects
+    daemon_mounts = [{"name": "nvidia-lib64", "mountPath": "/usr/local/nvidia/lib64"}]
+    if flavour == "tcpx":
+        vols.append({"name": "tcpx-socket", "hostPath": {"path": TCPX_SOCKET}})
+        daemon_mounts.append({"name": "tcpx-socket", "mountPath": TCPX_SOCKET})
+        mounts.append({"name": "tcpx-socket", "mountPath": "/tmp"})
+    else:
+        vols.append({"name": "aperture-devices", "hostPath": {"path": APERTURE}})
+        mounts.append({"name": "aperture-devices", "mountPath": APERTURE})
+        env.append({"name": LLCM_ENV, "value": APERTURE})
+    spec["containers"].append({"name": f"{flavour}-daemon", "image": _DAEMON_IMAGES[flavour],
+                               "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
+                               "volumeMounts": daemon_mounts})
+    return t, objects
