@@ -70,6 +70,12 @@ def _fewer_interfaces(t, objs):
     t["metadata"]["annotations"]["networking.gke.io/interfaces"] = json.dumps(ifaces[:-1])
 
 
+def _duplicate_interface(t, objs):
+    ifaces = json.loads(t["metadata"]["annotations"]["networking.gke.io/interfaces"])
+    ifaces[-1] = {**ifaces[-1], "network": ifaces[-2]["network"]}
+    t["metadata"]["annotations"]["networking.gke.io/interfaces"] = json.dumps(ifaces)
+
+
 def _wrong_device_mode(t, objs):
     for o in objs:
         if o["kind"] == "GKENetworkParamSet":
@@ -83,6 +89,7 @@ PIECES = {
     "interfaces": (_drop_annotation("networking.gke.io/interfaces"), "tcpx tcpxo rdma",
                    "networking.gke.io/interfaces"),
     "one interface short": (_fewer_interfaces, "tcpx tcpxo rdma", "GPU NIC network(s) of the"),
+    "one network twice": (_duplicate_interface, "tcpx tcpxo rdma", "GPU NIC network(s) of the"),
     "Network": (lambda t, o: _drop_kind("Network", o[0]["metadata"]["name"])(t, o), "tcpx tcpxo rdma",
                 "does not exist"),
     "GKENetworkParamSet": (lambda t, o: _drop_kind("GKENetworkParamSet", o[0]["metadata"]["name"])(t, o),

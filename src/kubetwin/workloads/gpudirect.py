@@ -163,8 +163,8 @@ def _interfaces(annotations: dict, req: Requirement, cluster: Cluster) -> list[s
         out.append(f"the annotation {INTERFACES} listing eth0 on network default and {req.nics} GPU NIC networks "
                    f"({req.example_networks})" + (" (its value is not a JSON list)" if raw else ""))
         return out
-    names = [str(i.get("network")) for i in listed if isinstance(i, dict) and i.get("network") not in (None,
-                                                                                                       "default")]
+    names = list(dict.fromkeys(str(i.get("network")) for i in listed  # a network listed twice is one NIC
+                               if isinstance(i, dict) and i.get("network") not in (None, "default")))
     good = 0
     for name in names:
         net = cluster.networks.get(name)
