@@ -19,10 +19,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kubetwin import catalog
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import UnitError, to_int
-from kubetwin.devices import mig, sharing
+from kubetwin.devices import container, mig, sharing
+from kubetwin.devices.container import DeviceView
 from kubetwin.sim.env import Environment
 
 GPU_UTIL, GPU_MEMORY = "kubetwin.io/gpu-util", "kubetwin.io/gpu-memory"
@@ -50,48 +50,9 @@ def demand_of(annotations: dict[str, str]) -> Demand:
     return Demand(util, to_int(mem) // (1024 * 1024) if mem else 0)
 
 
-@dataclass(frozen=True)
-class DeviceView:
-    """What one container asking for one nvidia.com/gpu on this node gets: `memory_mib` of device memory as CUDA
-    reports its total (the MIG instance's memory; MPS's per-client pinned limit; the whole GPU under time-slicing,
-    which isolates nothing), `compute` the fraction of the GPU's SMs it owns (MIG: compute slices / 7), and
-    `bandwidth` the fraction of the memory system (MIG: memory slices / 8, since an instance owns its L2 banks,
-    memory controllers and DRAM, NVIDIA MIG user guide "Partitioning"). Time-slicing and MPS share the GPU's
-    time instead: see SharedGpu.slowdown."""
-
-    mode: str  # "" (whole GPU), "mig", "time-sharing" / "time-slicing", "mps"
-    gpu_mib: int  # the GPU's (or its MIG instance's) memory
-    compute: float = 1.0
-    bandwidth: float = 1.0
-    partition: str = ""
-    clients: int = 1
-
-    @property
-    def shared(self) -> bool:
-        return self.mode not in ("", "mig")
-
-    @property
-    def memory_mib(self) -> int:
-        """GKE sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT to the GPU's memory / clients (see SharedGpu.refuses)."""
-        return self.gpu_mib // max(self.clients, 1) if self.mode == "mps" else self.gpu_mib
-
-
 def device_view(labels: dict[str, str]) -> DeviceView | None:
-    """The device a pod's GPU is on a node with these labels; None without a known GPU."""
-    accel = labels.get("cloud.google.com/gke-accelerator", "")
-    if not accel:
-        return None
-    try:
-        hbm = int(catalog.gpu_type(accel).memory_gib * 1024)
-    except catalog.CatalogError:
-        return None
-    mode, partition = labels.get(sharing.STRATEGY_LABEL, ""), labels.get(mig.PARTITION_LABEL, "")
-    clients = int(labels.get(sharing.CLIENTS_LABEL, "1") or 1)
-    compute = bandwidth = 1.0
-    if partition:
-        profile = mig.profiles(mig.model_of(accel) or "")[partition]
-        hbm, compute, bandwidth = profile.memory_mib, profile.compute_slices / 7, profile.size / mig.MEMORY_SLICES
-    return DeviceView(mode or ("mig" if partition else ""), hbm, compute, bandwidth, partition, clients)
+    """The device a pod's GPU is on a node with these labels; None without a known GPU (devices/container.py)."""
+    return container.gpu_device(labels)
 
 
 def mig_slowdown(demand: Demand, compute_slices: int) -> float:
