@@ -29,10 +29,15 @@ from kubetwin import catalog
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import to_int
 from kubetwin.devices import mig, sharing, tpu
+from kubetwin.devices.dra import nvidia as nvidia_dra
 
 GPU_RESOURCE, TPU_RESOURCE = "nvidia.com/gpu", tpu.RESOURCE
 GPU_LABEL = "cloud.google.com/gke-accelerator"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# The TPU runtime keeps part of each chip's HBM: XLA's out-of-memory error on a 32 GiB v4 chip reads "Used 63.80G
+# of 30.75G hbm" with "reserved 1.25G" (erfanzar/EasyDeL#166); the same share on every generation is a twin
+# assumption (on a 16 GiB chip: 15.38G).
+TPU_RESERVED = 1.25 / 32
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,18 @@ class DeviceView:
     def memory_mib(self) -> int:
         """Memory the process may use: GKE sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT to the GPU's memory / clients."""
         return self.gpu_mib // max(self.clients, 1) if self.mode == "mps" else self.gpu_mib
+
+    @property
+    def reported_mib(self) -> float:
+        """The device's total as the framework on it reports it: NVML's total for a whole or time-sliced GPU (what
+        torch.cuda.mem_get_info says; the NVIDIA DRA driver twin's catalog), the MIG instance's (`nvidia-smi mig
+        -lgip`), MPS's pinned per-client limit, a TPU chip's HBM less the TPU runtime's reservation (XLA's "of N
+        hbm": TPU_RESERVED)."""
+        if self.mode == "tpu":
+            return self.gpu_mib * (1 - TPU_RESERVED)
+        if self.mode in ("mig", "mps"):
+            return float(self.memory_mib)
+        return float((nvidia_dra.catalog()["gpus"].get(self.accelerator) or {}).get("memory_mib") or self.gpu_mib)
 
     @property
     def kind(self) -> str:

@@ -199,7 +199,8 @@ def mig_partitions(manifests: list[Manifest], node_selector: object) -> set[tupl
     for m in manifests:
         if m.kind != "NodePool":
             continue
-        for acc in _at(m.obj, "spec.accelerators") or []:
+        accelerators = _at(m.obj, "spec.accelerators")
+        for acc in accelerators if isinstance(accelerators, list) else []:
             if not isinstance(acc, dict) or (accel and acc.get("type") != accel):
                 continue
             if not acc.get("gpuPartitionSize"):
@@ -226,6 +227,7 @@ def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
             if found is None or found[1] is None:
                 continue
             ci, args, _ = found
+            assert args is not None
             model = lookup_server_model(args.model, args.served_model_name)
             allocated = gpu_count(spec["containers"][ci])
             if model is None or allocated < 2:

@@ -37,10 +37,11 @@ from datetime import datetime
 from typing import Any
 
 from kubetwin import catalog
+from kubetwin.devices.container import DeviceView
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.prometheus import exposition
 from kubetwin.store.store import Obj, Store
-from kubetwin.workloads.memory import CONTEXT_MIB, gpu_memory_mib, used_mib
+from kubetwin.workloads.memory import CONTEXT_MIB, capacity_mib, device_oom, gpu_memory_mib, used_mib
 from kubetwin.workloads.training import BF16, Placement, StepTime
 from kubetwin.workloads.training_spec import TrainingSpec
 
@@ -84,10 +85,13 @@ class GpuMetrics:
                 FB_USED: self.fb_used_mib, NVLINK_TX: self.nvlink_tx, PCIE_RX: self.pcie_rx}
 
 
-def fb_used(spec: TrainingSpec, st: StepTime, gpu: str) -> tuple[float, bool]:
-    """(MiB used, fits): model states + activations + context (workloads/memory.py), capped at the GPU's memory."""
-    mib, cap = used_mib(spec, st.dp), gpu_memory_mib(gpu)
-    return round(min(mib, cap), 1), mib <= cap
+def fb_used(spec: TrainingSpec, st: StepTime, gpu: str, device: DeviceView | None = None) -> tuple[float, bool]:
+    """(MiB used, fits): model states + activations + context (workloads/memory.py) on the rank's device as its
+    container sees it (a MIG instance's memory, an MPS client's share), capped at that device's memory; `fits` is
+    the run's own check (memory.device_oom), so explain and the run agree."""
+    cap = capacity_mib(device, gpu)
+    mib = used_mib(spec, st.dp)
+    return round(min(mib, cap), 1), device_oom(spec, st.dp, device, gpu) is None
 
 
 def steady_state(spec: TrainingSpec, placement: Placement, st: StepTime) -> GpuMetrics:
@@ -118,7 +122,7 @@ def steady_state(spec: TrainingSpec, placement: Placement, st: StepTime) -> GpuM
         rx += dp_bytes * (dp_nodes - 1) / dp_nodes / dp_local
     if spec.pp > 1 and n_nodes > 1:
         rx += 2 * m * act
-    fb, fits = fb_used(spec, st, gpu)
+    fb, fits = fb_used(spec, st, gpu, placement.device)
     return GpuMetrics(round(100 * (st.compute + comm) / total, 2),
                       round((st.compute * SM_ACTIVE_COMPUTE + comm * min(1.0, NCCL_CTAS / sms)) / total, 4),
                       round(mfu * st.compute / total, 4), fb, round(nvlink / total), round(rx / total), fits)
@@ -209,9 +213,42 @@ def _gpus(pod: Obj) -> int:
                for c in pod["spec"].get("containers") or [])
 
 
+def is_tpu(placement: Placement) -> bool:
+    """Whether the job's ranks run on TPU chips (devices/container.py): described by TPU metrics, not DCGM's."""
+    return placement.device is not None and placement.device.mode == "tpu"
+
+
 def record(spec: TrainingSpec, placement: Placement, st: StepTime) -> dict[str, Any]:
     """The steady-state gauges for training.json (one GPU of the job)."""
     return {**asdict(steady_state(spec, placement, st))}
+
+
+# GKE's TPU metrics (the TPU device plugin's /metrics, exported to Cloud Monitoring as
+# kubernetes.io/container/accelerator/{duty_cycle, memory_used, memory_total} and the TPU runtime's
+# tensorcore_utilization: https://cloud.google.com/monitoring/api/metrics_kubernetes ; GKE "Monitor TPU
+# performance"): percent, bytes, bytes, percent, labelled make="cloud-tpu", model, accelerator_id, tpu_topology.
+TPU_DUTY_CYCLE, TPU_MEMORY_USED, TPU_MEMORY_TOTAL = "duty_cycle", "memory_used", "memory_total"
+TPU_TENSORCORE = "tensorcore_utilization"
+TPU_FIELDS = (TPU_DUTY_CYCLE, TPU_TENSORCORE, TPU_MEMORY_USED, TPU_MEMORY_TOTAL)
+TPU_HELP = {TPU_DUTY_CYCLE: "Percent of time over the sample period during which the accelerator was actively "
+                            "processing.",
+            TPU_TENSORCORE: "Percent of the TensorCore that is utilized.",
+            TPU_MEMORY_USED: "Memory allocated in bytes.", TPU_MEMORY_TOTAL: "Total memory in bytes."}
+
+
+def tpu_record(spec: TrainingSpec, placement: Placement, st: StepTime) -> dict[str, Any]:
+    """One TPU chip's steady-state gauges while its job steps, under GKE's names, and whether a rank fits (the run's
+    own check). duty_cycle follows DCGM_FI_DEV_GPU_UTIL's rule (compute and exposed collectives keep the chip busy),
+    tensorcore_utilization its PIPE_TENSOR_ACTIVE rule (MFU x compute share), both as percents."""
+    device = placement.device
+    total_bytes = float(device.gpu_mib if device is not None else 0) * 2**20
+    used = min(used_mib(spec, st.dp, tpu=True) * 2**20, total_bytes)
+    busy = (st.compute + st.exposed_comm) / st.total if st.total > 0 else 0.0
+    mfu = spec.mfu or placement.default_mfu
+    return {TPU_DUTY_CYCLE: round(100 * busy, 2),
+            TPU_TENSORCORE: round(100 * mfu * st.compute / st.total, 2) if st.total > 0 else 0.0,
+            TPU_MEMORY_USED: round(used), TPU_MEMORY_TOTAL: round(total_bytes),
+            "fits": device_oom(spec, st.dp, device) is None}
 
 
 def figures(timeseries: dict) -> list:

@@ -73,7 +73,8 @@ def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Pla
                       "prestage": st.prestage, "restart": st.restart, "steps": st.steps, "dp": st.dp,
                       "microbatches": st.microbatches, "work_seconds": st.work, "job_seconds": job_seconds(st)},
         "advice": [{"change": a.change, "job_seconds": a.job_seconds, "saving": a.saving} for a in st.advice],
-        "dcgm": dcgm.record(spec, placement, st),
+        **({"tpu_metrics": dcgm.tpu_record(spec, placement, st)} if dcgm.is_tpu(placement)
+           else {"dcgm": dcgm.record(spec, placement, st)}),
     }
 
 
@@ -214,13 +215,21 @@ def render(rec: dict) -> str:
     if b["comm_raw"]:
         out.append("  (before overlap: " + ", ".join(f"{k} {v:.4f} s" for k, v in sorted(b["comm_raw"].items()))
                    + ")")
-    g = rec["dcgm"]
-    out += ["", "GPU metrics (DCGM, each GPU while stepping):",
-            f"  DCGM_FI_DEV_GPU_UTIL {g['gpu_util']:.0f} %   DCGM_FI_PROF_SM_ACTIVE {g['sm_active']:.2f}   "
-            f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {g['tensor_active']:.2f}",
-            f"  DCGM_FI_DEV_FB_USED {g['fb_used_mib']:,.0f} MiB" + ("" if g["fits"] else
-                                                                     " (capped: a rank does not fit; its pods "
-                                                                     "fail at start with CUDA out of memory)")]
+    if "dcgm" in rec:
+        g = rec["dcgm"]
+        out += ["", "GPU metrics (DCGM, each GPU while stepping):",
+                f"  DCGM_FI_DEV_GPU_UTIL {g['gpu_util']:.0f} %   DCGM_FI_PROF_SM_ACTIVE {g['sm_active']:.2f}   "
+                f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {g['tensor_active']:.2f}",
+                f"  DCGM_FI_DEV_FB_USED {g['fb_used_mib']:,.0f} MiB" + ("" if g["fits"] else
+                                                                         " (capped: a rank does not fit; its pods "
+                                                                         "fail at start with CUDA out of memory)")]
+    else:
+        t = rec["tpu_metrics"]
+        out += ["", "TPU metrics (GKE, each chip while stepping):",
+                f"  duty_cycle {t['duty_cycle']:.0f} %   tensorcore_utilization {t['tensorcore_utilization']:.0f} %",
+                f"  memory_used {t['memory_used'] / 2**30:,.2f} GiB of memory_total {t['memory_total'] / 2**30:,.2f} "
+                "GiB" + ("" if t["fits"] else " (capped: a rank does not fit; its pods fail at start with XLA's "
+                                              "RESOURCE_EXHAUSTED, out of HBM)")]
     if rec.get("gang"):
         out += render_gang(rec["gang"])
     out += ["", "Which change would help most:"]
