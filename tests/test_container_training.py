@@ -127,3 +127,52 @@ def test_8b_without_fsdp_on_v5e_fails_with_xlas_out_of_memory() -> None:
     phase, message = _end(res)
     assert phase == "Failed" and "Ran out of memory in memory space hbm." in message
     assert "of 15.38G hbm." in message  # 16 GiB less the runtime's reservation (twin assumption, see memory.py)
+
+
+@pytest.mark.parametrize(("accel", "machine", "profile"), [("nvidia-a100-80gb", "a2-ultragpu-1g", "3g.40gb"),
+                                                            ("nvidia-h100-80gb", "a3-highgpu-1g", "2g.20gb"),
+                                                            ("nvidia-tesla-a100", "a2-highgpu-1g", "4g.20gb")])
+def test_a_mig_rank_runs_for_the_step_models_time_once(tmp_path: Path, accel: str, machine: str, profile: str) -> None:
+    """The step model already computes at compute slices / 7: the run takes its work time, not that slowed again."""
+    small = {**ONE_B, P + "params": "100M", P + "steps": "2000"}
+    out = tmp_path / "out"
+    res = run(objects=[make_scenario("6h").obj(), make_pool("mig", machine, 1).gpus(accel, 1).gpu_partition(
+        profile).obj(), _job(small, {"nvidia.com/gpu": "1"})], out=out)
+    pods = [(t, o) for t, _, _, o in res.history if o["kind"] == "Pod"]
+    start = next(t for t, o in pods if o["status"].get("phase") == "Running")
+    end = next(t for t, o in pods if o["status"].get("phase") == "Succeeded")
+    work = json.loads((out / "training.json").read_text())["default/train"]["breakdown"]["work_seconds"]
+    assert end - start == pytest.approx(work, rel=0.01)
+
+
+def _warnings(job: dict) -> list[str]:
+    from kubetwin.api.loader import Manifest
+    from kubetwin.validation.validate import validate
+
+    return [d.message for d in validate([Manifest(job, "t.yaml", 1)]) if d.severity == "warning"]
+
+
+@pytest.mark.parametrize(("accel", "profile", "fits"), [("nvidia-h100-80gb", "1g.10gb", False),
+                                                         ("nvidia-a100-80gb", "3g.40gb", True),
+                                                         ("nvidia-tesla-a100", "1g.5gb", False)])
+def test_validate_checks_training_memory_on_the_mig_profile_selected(accel: str, profile: str, fits: bool) -> None:
+    job = _job(ONE_B, {"nvidia.com/gpu": "1"}, {"cloud.google.com/gke-accelerator": accel,
+                                                mig.PARTITION_LABEL: profile})
+    warned = [w for w in _warnings(job) if "will not fit" in w]
+    assert bool(warned) != fits, warned
+    if warned:
+        assert f"a {profile} MIG instance of {accel}" in warned[0] and "CUDA out of memory" in warned[0]
+
+
+def test_validate_warns_of_two_mig_instances_per_training_process() -> None:
+    job = _job({**ONE_B, P + "params": "10M"}, {"nvidia.com/gpu": "2"},
+               {"cloud.google.com/gke-accelerator": "nvidia-a100-80gb", mig.PARTITION_LABEL: "3g.40gb"})
+    [w] = [w for w in _warnings(job) if "MIG" in w]
+    assert "invalid device ordinal" in w
+
+
+@pytest.mark.parametrize(("gen", "accel"), [("v5e", "tpu-v5-lite-podslice"), ("v5p", "tpu-v5p-slice")])
+def test_validate_warns_of_xla_out_of_memory_on_the_tpu_selected(gen: str, accel: str) -> None:
+    job = _job({**ONE_B, P + "params": "8B"}, {"google.com/tpu": "4"}, {"cloud.google.com/gke-tpu-accelerator": accel})
+    [w] = [w for w in _warnings(job) if "will not fit" in w]
+    assert f"a {accel} chip" in w and "RESOURCE_EXHAUSTED" in w

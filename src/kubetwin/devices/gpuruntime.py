@@ -136,7 +136,9 @@ class GpuRuntime:
         self._pods: dict[str, dict] = {}
         self._token: dict[str, int] = {}
 
-    def start(self, pod: dict, node: dict | None, duration: float) -> None:
+    def start(self, pod: dict, node: dict | None, duration: float, on_device: bool = False) -> None:
+        """Run the pod for `duration` at the speed its GPU gives it (`on_device`: the duration already counts its
+        MIG instance's compute share)."""
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
         mode, partition = labels.get(sharing.STRATEGY_LABEL), labels.get(mig.PARTITION_LABEL)
         if not (mode or partition) or not pod_requests(pod).get("nvidia.com/gpu"):
@@ -157,7 +159,7 @@ class GpuRuntime:
                 self.fail(pod, f"CUDA error: out of memory: the pod needs {demand.memory_mib} MiB and its MIG "
                            f"instance {partition} has {hbm} MiB")
                 return
-            slow = max(1.0, demand.util / fraction)
+            slow = 1.0 if on_device else max(1.0, demand.util / fraction)
             self.env.after(duration * slow, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
             return
         if attached is not None:

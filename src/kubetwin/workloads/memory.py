@@ -129,6 +129,14 @@ def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int) -> list[
     dp = spec.dp or max(1, world // (spec.tp * spec.pp))
     got = container.selected(selector, gpus, tpus)
     device = got.device if got is not None else None
+    unseen = got.invisible_error(got.allocated) if got is not None else None
+    if unseen:
+        return [Diagnostic(m.file, line, m.ref, field, f"each pod runs {got.allocated} ranks, one per GPU, on "
+                           f"{device.partition if device else ''} MIG instances, but {unseen}: the second local "
+                           "rank's torch.cuda.set_device(1) fails with RuntimeError: CUDA error: invalid device "
+                           "ordinal and the pods fail at start",
+                           "ask for one MIG instance per pod (nvidia.com/gpu: 1) and more pods, or whole GPUs",
+                           "warning")]
     if device is None and tpus:
         return []  # a TPU generation the selector does not name: its HBM is unknown here
     gpu = str(selector.get(ACCEL, ""))

@@ -149,7 +149,7 @@ class TrainingModel:
                   f"{st.exposed_comm:.3f}s, data {st.data_stall:.3f}s) + {st.checkpoints} checkpoints x "
                   f"{st.checkpoint_write:.1f}s")
         return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason,
-                    fail=start_error(spec, st.dp, container.for_container(pod, node)))
+                    fail=start_error(spec, st.dp, container.for_container(pod, node)), on_device=True)
 
     def job_key(self, pod: Obj) -> tuple[str, str]:
         """(namespace, JobSet, Job or Kueue pod group name, else the pod's) that keys the job's breakdown."""
