@@ -176,3 +176,15 @@ def test_validate_warns_of_xla_out_of_memory_on_the_tpu_selected(gen: str, accel
     job = _job({**ONE_B, P + "params": "8B"}, {"google.com/tpu": "4"}, {"cloud.google.com/gke-tpu-accelerator": accel})
     [w] = [w for w in _warnings(job) if "will not fit" in w]
     assert f"a {accel} chip" in w and "RESOURCE_EXHAUSTED" in w
+
+
+@pytest.mark.parametrize(("strategy", "fails"), [("MPS", True), ("TIME_SHARING", False)])
+def test_training_memory_on_a_shared_gpu_is_the_share_it_gets(strategy: str, fails: bool) -> None:
+    """MPS pins each client to the GPU's memory / clients (6 GiB of an L4 for 4); time-slicing isolates nothing,
+    so one rank alone has the L4's 22.5 GiB."""
+    pool = make_pool("l4", "g2-standard-8", 1).gpus("nvidia-l4", 1).gpu_sharing(strategy, 4).obj()
+    res = run(objects=[make_scenario("6h").obj(), pool, _job(ONE_B, {"nvidia.com/gpu": "1"})])
+    phase, message = _end(res)
+    assert (phase == "Failed") == fails, message
+    if fails:
+        assert "CUDA out of memory" in message and "total capacity of 6.00 GiB" in message
