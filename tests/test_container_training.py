@@ -188,3 +188,21 @@ def test_training_memory_on_a_shared_gpu_is_the_share_it_gets(strategy: str, fai
     assert (phase == "Failed") == fails, message
     if fails:
         assert "CUDA out of memory" in message and "total capacity of 6.00 GiB" in message
+
+
+def test_tpu_pods_get_gke_tpu_metrics_never_dcgm_series(tmp_path: Path) -> None:
+    ann = {**ONE_B, P + "fsdp": "true", P + "steps": "2000"}
+    out = tmp_path / "out"
+    run(objects=[make_scenario("3h").obj(), _tpu_pool("v5e"), _job(ann, {"google.com/tpu": "4"})], out=out)
+    prom = (out / "metrics.prom").read_text()
+    assert "DCGM_FI_" not in prom
+    for name in ("duty_cycle", "tensorcore_utilization", "memory_used", "memory_total"):
+        assert f"# TYPE {name} gauge" in prom, name
+    total = [line for line in prom.splitlines() if line.startswith("memory_total{")]
+    assert len(total) == 4  # one series per chip of the pod
+    assert all('make="cloud-tpu"' in line and 'model="tpu-v5-lite-podslice"' in line for line in total)
+    assert all(float(line.split()[-2]) == 16 * 2**30 for line in total)  # the chip's 16 GiB, not an H100's 80 GB
+    rec = json.loads((out / "training.json").read_text())["default/train"]
+    assert "dcgm" not in rec and rec["tpu_metrics"]["memory_total"] == 16 * 2**30
+    ts = json.loads((out / "timeseries.json").read_text())
+    assert not (ts.get("dcgm") or {}).get("pods") and ts["dcgm"]["tpu_pods"]

@@ -1,4 +1,5 @@
-"""DCGM exporter series for training pods: what Grafana would show for a job the step-time model describes.
+"""DCGM exporter series for training pods (GKE's TPU metrics for TPU pods): what Grafana would show for a job the
+step-time model describes.
 
 Why: a user diagnoses a slow job from dcgm-exporter dashboards, not from a step breakdown. The twin derives each GPU's
 steady-state gauges from the job's StepTime (workloads/training.py) so a data-starved job shows low
@@ -144,16 +145,19 @@ class DcgmExporter:
         self.slots: dict[str, dict[str, int]] = {}  # node -> uid -> first GPU index
         self.series: dict[str, dict[str, Any]] = {}  # ns/pod -> {"t", "job", "node", FIELD: [...]}
         self.last: dict[str, tuple[float, dict[str, str], range, GpuMetrics]] = {}  # ns/pod -> last scrape
+        # TPU pods: GKE's TPU metrics instead (TPU_FIELDS), in the same shapes
+        self.tpu_series: dict[str, dict[str, Any]] = {}
+        self.tpu_last: dict[str, tuple[float, dict[str, str], range, dict[str, float]]] = {}
         store.watch("Pod", self._on_pod)
         env.at(0, self._sample)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName") or ""
-        gpus = _gpus(pod)
+        gpus = _devices(pod)
         if etype != "DELETED" and (pod.get("status") or {}).get("phase") == "Running" and node and gpus:
             if uid not in self.running:
                 used = {i for u, first in self.slots.get(node, {}).items()
-                        for i in range(first, first + _gpus(self.running[u]))}
+                        for i in range(first, first + _devices(self.running[u]))}
                 first = next(i for i in range(64) if all(j not in used for j in range(i, i + gpus)))
                 self.slots.setdefault(node, {})[uid] = first
             self.running[uid] = pod
@@ -171,6 +175,9 @@ class DcgmExporter:
             st = self.model.breakdowns[key]
             node = pod["spec"]["nodeName"]
             nobj = self.store.get("Node", "", node) or {}
+            if is_tpu(placement):
+                self._sample_tpu(now, uid, pod, key, node, nobj, spec, placement, st)
+                continue
             gpu = str(((nobj.get("metadata") or {}).get("labels") or {}).get(ACCEL, ""))
             # idle before its work starts (setup, checkpoint restore, rendezvous) and while it stalls
             g = steady_state(spec, placement, st) if self.kubelet.stepping(uid) else idle(gpu)
@@ -184,8 +191,42 @@ class DcgmExporter:
             labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
                 "productName", gpu)), "container": container, "namespace": key[0], "pod": pod["metadata"]["name"]}
             first = self.slots.get(node, {}).get(uid, 0)
-            self.last[ref] = (now, labels, range(first, first + _gpus(pod)), g)
+            self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
         self.env.after(self.interval, self._sample)
+
+    def _sample_tpu(self, now: float, uid: str, pod: Obj, key: tuple[str, str], node: str, nobj: Obj,
+                    spec: TrainingSpec, placement: Placement, st: StepTime) -> None:
+        """One scrape of a TPU pod's chips: GKE's TPU gauges, idle (0 % duty cycle) while it does not step."""
+        g = {k: float(v) for k, v in tpu_record(spec, placement, st).items() if k != "fits"}
+        if not self.kubelet.stepping(uid):
+            g = {**g, TPU_DUTY_CYCLE: 0.0, TPU_TENSORCORE: 0.0, TPU_MEMORY_USED: 0.0}
+        ref = _ref(pod)
+        s = self.tpu_series.setdefault(ref, {"t": [], "job": f"{key[0]}/{key[1]}", "node": node,
+                                             **{f: [] for f in TPU_FIELDS}})
+        s["t"].append(now)
+        for f in TPU_FIELDS:
+            s[f].append(g[f])
+        labels = (nobj.get("metadata") or {}).get("labels") or {}
+        container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "")
+        meta = {"Hostname": node, "container": container, "namespace": key[0], "pod": pod["metadata"]["name"],
+                "model": str(labels.get("cloud.google.com/gke-tpu-accelerator", "")),
+                "tpu_topology": str(labels.get("cloud.google.com/gke-tpu-topology", ""))}
+        first = self.slots.get(node, {}).get(uid, 0)
+        self.tpu_last[ref] = (now, meta, range(first, first + _devices(pod)), g)
+
+    def _tpu_lines(self) -> list[str]:
+        lines: list[str] = []
+        for f in TPU_FIELDS:
+            lines += exposition.header(f, "gauge", TPU_HELP[f])
+            for ref in sorted(self.tpu_last):
+                t, meta, chips, g = self.tpu_last[ref]
+                for i in chips:
+                    # accelerator_id: the chip on its VM ("<node>-<index>": twin assumption for GKE's instance id)
+                    lab = [("accelerator_id", f"{meta['Hostname']}-{i}"), ("container", meta["container"]),
+                           ("make", "cloud-tpu"), ("model", meta["model"]), ("namespace", meta["namespace"]),
+                           ("pod", meta["pod"]), ("tpu_topology", meta["tpu_topology"])]
+                    lines.append(exposition.sample(f, lab, g[f], round(self.epoch_ms + t * 1000)))
+        return lines
 
     def finish(self) -> tuple[dict[str, Any], str]:
         """({"pods": {ns/pod: series}}, exposition): each pod's GPUs at the last scrape that saw it Running, with
@@ -201,16 +242,24 @@ class DcgmExporter:
                            ("Hostname", labels["Hostname"]), ("container", labels["container"]),
                            ("namespace", labels["namespace"]), ("pod", labels["pod"])]  # dcgm-exporter's order
                     lines.append(exposition.sample(f, lab, g.values()[f], round(self.epoch_ms + t * 1000)))
-        return {"pods": dict(sorted(self.series.items()))}, exposition.text(lines) if self.last else ""
+        if not self.last:
+            lines = []
+        if self.tpu_last:
+            lines += self._tpu_lines()
+        series: dict[str, Any] = {"pods": dict(sorted(self.series.items()))}
+        if self.tpu_series:
+            series["tpu_pods"] = dict(sorted(self.tpu_series.items()))
+        return series, exposition.text(lines)
 
 
 def _ref(pod: Obj) -> str:
     return f"{pod['metadata'].get('namespace') or ''}/{pod['metadata']['name']}"
 
 
-def _gpus(pod: Obj) -> int:
-    return sum(int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0) or 0)
-               for c in pod["spec"].get("containers") or [])
+def _devices(pod: Obj) -> int:
+    """The pod's GPUs or TPU chips (container limits): one DCGM or TPU series each."""
+    return sum(int(((c.get("resources") or {}).get("limits") or {}).get(r, 0) or 0)
+               for c in pod["spec"].get("containers") or [] for r in ("nvidia.com/gpu", "google.com/tpu"))
 
 
 def is_tpu(placement: Placement) -> bool:
