@@ -149,3 +149,13 @@ def test_validate_warns_of_tensor_parallelism_over_mig_instances(tmp_path, serve
     whole = make_pool("a100", "a2-ultragpu-1g", 1).gpus("nvidia-a100-80gb", 1).obj()
     dep["spec"]["template"]["spec"].pop("nodeSelector", None)
     assert "MIG instances" not in _validate(tmp_path, [serving_scenario("10m").obj(), whole, dep])
+
+
+def test_a_model_server_on_a_node_without_gpu_serves_nothing_and_says_so() -> None:
+    """No traceback: the data plane's event is written after its watch handler, not during it."""
+    d = vllm("srv", 1).args(["--model", SMALL]).obj()
+    d["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    r = run(objects=[serving_scenario("10m").obj(), make_pool("cpu", "e2-standard-4", 1).obj(), d,
+                     inference_pool().obj(), trace().rate(1).start("3m").model(SMALL).obj()])
+    events = [o for _, _, _, o in r.history if o["kind"] == "Event" and o.get("reason") == "ModelServerNotSimulated"]
+    assert events and "has no GPU; the pod serves no requests" in events[0]["message"]
