@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from k8s_builders import make_pool
+
 from kubetwin.api.loader import Manifest
 from kubetwin.validation import accelerators
 from kubetwin.validation.validate import validate

@@ -142,7 +142,8 @@ def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
     from kubetwin.devices import container, sharing, tpu
     from kubetwin.validation.serving import mig_partitions
 
-    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+    raw = spec.get("nodeSelector")
+    selector: dict = raw if isinstance(raw, dict) else {}
     gpus, chips = _requests(spec, container.GPU_RESOURCE), _requests(spec, container.TPU_RESOURCE)
     if chips:
         topology = str(selector.get(tpu.TOPOLOGY_LABEL) or "")
@@ -169,7 +170,8 @@ def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
             for acc in accs if isinstance(accs, list) else []:
                 if isinstance(acc, dict) and (not accel or acc.get("type") == accel) and not acc.get(
                         "gpuPartitionSize"):
-                    cfg = acc.get("gpuSharingConfig") if isinstance(acc.get("gpuSharingConfig"), dict) else {}
+                    got = acc.get("gpuSharingConfig")
+                    cfg: dict = got if isinstance(got, dict) else {}
                     found.add(sharing.GKE_STRATEGIES.get(str(cfg.get("gpuSharingStrategy")), ""))
         strategy = next(iter(found)) if len(found) == 1 else ""
     return {"time-sharing": "time-slicing", "mps": "MPS"}.get(strategy, "whole GPU")
@@ -178,7 +180,8 @@ def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
 def _pool_topology(m: Manifest) -> str:
     from kubetwin.devices import tpu
 
-    spec = m.obj.get("spec") if isinstance(m.obj.get("spec"), dict) else {}
+    raw = m.obj.get("spec")
+    spec: dict = raw if isinstance(raw, dict) else {}
     try:
         return tpu.pool_topology(spec) or ""
     except Exception:  # a pool that does not parse is nodepool validation's error
