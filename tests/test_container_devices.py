@@ -159,3 +159,23 @@ def test_a_model_server_on_a_node_without_gpu_serves_nothing_and_says_so() -> No
                      inference_pool().obj(), trace().rate(1).start("3m").model(SMALL).obj()])
     events = [o for _, _, _, o in r.history if o["kind"] == "Event" and o.get("reason") == "ModelServerNotSimulated"]
     assert events and "has no GPU; the pod serves no requests" in events[0]["message"]
+
+
+def test_serving_pods_on_gpus_get_dcgm_series(tmp_path) -> None:
+    from serving_builders import h100_pool
+
+    out = tmp_path / "out"
+    run(objects=[serving_scenario("10m").obj(), h100_pool(1).obj(),
+                 vllm("srv", 1).args(["--model", SMALL, "--max-model-len", "4096"]).obj(), inference_pool().obj(),
+                 trace().rate(20).start("2m").duration("8m").model(SMALL).obj()], out=out)
+    prom = (out / "metrics.prom").read_text()
+    util = [line for line in prom.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    fb = [line for line in prom.splitlines() if line.startswith("DCGM_FI_DEV_FB_USED{")]
+    assert len(util) == len(fb) == 1
+    assert 'modelName="NVIDIA H100 80GB HBM3"' in util[0] and 'container="vllm"' in util[0]
+    assert float(fb[0].split()[-2]) == pytest.approx(0.9 * 81559, abs=1)  # --gpu-memory-utilization 0.9 reserved
+    import json
+
+    series = json.loads((out / "timeseries.json").read_text())["dcgm"]["pods"]
+    [s] = series.values()
+    assert max(s["DCGM_FI_DEV_GPU_UTIL"]) > 0 and "DCGM_FI_PROF_SM_ACTIVE" not in s

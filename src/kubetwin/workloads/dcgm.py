@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from kubetwin import catalog
-from kubetwin.devices.container import DeviceView
+from kubetwin.devices.container import DeviceView, for_container
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.prometheus import exposition
 from kubetwin.store.store import Obj, Store
@@ -49,6 +49,7 @@ from kubetwin.workloads.training_spec import TrainingSpec
 GPU_UTIL, SM_ACTIVE, TENSOR_ACTIVE = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
 FB_USED, NVLINK_TX, PCIE_RX = "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"
 FIELDS = (GPU_UTIL, SM_ACTIVE, TENSOR_ACTIVE, FB_USED, NVLINK_TX, PCIE_RX)
+SERVER_FIELDS = (GPU_UTIL, FB_USED)  # what the twin derives for a model server's GPUs (see _sample_server)
 HELP = {GPU_UTIL: "GPU utilization (in %).", SM_ACTIVE: "The ratio of cycles an SM has at least 1 warp assigned.",
         TENSOR_ACTIVE: "Ratio of cycles the tensor (HMMA) pipe is active.",
         FB_USED: "Framebuffer memory used (in MiB).",
@@ -135,8 +136,9 @@ def idle(gpu: str) -> GpuMetrics:
 
 
 class DcgmExporter:
-    """Samples every Running GPU pod of a training job each `interval` (the run's sampleInterval), as Prometheus
-    would scrape a dcgm-exporter DaemonSet; `finish` gives the per-pod time series and the exposition."""
+    """Samples every Running GPU pod of a training job, and of a model server when `servers` (serving's data plane)
+    is set, each `interval` (the run's sampleInterval), as Prometheus would scrape a dcgm-exporter DaemonSet;
+    `finish` gives the per-pod time series and the exposition. `model` is None in a run without training."""
 
     def __init__(self, store: Store, env: Any, model: Any, kubelet: Any, interval: float, start_time: str) -> None:
         self.store, self.env, self.model, self.kubelet, self.interval = store, env, model, kubelet, interval
@@ -145,6 +147,9 @@ class DcgmExporter:
         self.slots: dict[str, dict[str, int]] = {}  # node -> uid -> first GPU index
         self.series: dict[str, dict[str, Any]] = {}  # ns/pod -> {"t", "job", "node", FIELD: [...]}
         self.last: dict[str, tuple[float, dict[str, str], range, GpuMetrics]] = {}  # ns/pod -> last scrape
+        self.fields: dict[str, tuple[str, ...]] = {}  # ns/pod -> the fields written for it (default FIELDS)
+        self.servers: Any = None  # serving's data plane when the run serves models: their GPUs too
+        self._busy: dict[str, tuple[float, float]] = {}  # server uid -> (last scrape, its engine's busy seconds)
         # TPU pods: GKE's TPU metrics instead (TPU_FIELDS), in the same shapes
         self.tpu_series: dict[str, dict[str, Any]] = {}
         self.tpu_last: dict[str, tuple[float, dict[str, str], range, dict[str, float]]] = {}
@@ -168,8 +173,10 @@ class DcgmExporter:
     def _sample(self) -> None:
         now = self.env.now
         for uid, pod in sorted(self.running.items(), key=lambda kv: _ref(kv[1])):
-            key = self.model.job_key(pod)
-            if key not in self.model.inputs:
+            key = self.model.job_key(pod) if self.model is not None else ("", "")
+            if self.model is None or key not in self.model.inputs:
+                if self.servers is not None:
+                    self._sample_server(now, uid, pod)
                 continue
             spec, placement = self.model.inputs[key]
             st = self.model.breakdowns[key]
@@ -193,6 +200,39 @@ class DcgmExporter:
             first = self.slots.get(node, {}).get(uid, 0)
             self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
         self.env.after(self.interval, self._sample)
+
+    def _sample_server(self, now: float, uid: str, pod: Obj) -> None:
+        """One scrape of a model server's GPUs (serving/dataplane.py's engine of a Ready pod): GPU_UTIL is the
+        share of the last interval the engine ran an iteration (a kernel was running), FB_USED what vLLM / TGI
+        reserved at start, --gpu-memory-utilization (TGI: --cuda-memory-fraction) of the device's memory as its
+        container sees it (devices/container.py), weights and KV cache preallocated. The profiling gauges need a
+        per-kernel model the twin has not got: they are not written for servers."""
+        ep = self.servers.endpoints.get(uid)
+        if ep is None:
+            return  # not Ready yet (loading) or not a simulated server
+        ep.engine.advance(now)
+        busy = float(ep.engine.busy_time)
+        t0, b0 = self._busy.get(uid, (now, busy))
+        self._busy[uid] = (now, busy)
+        util = min(100.0, 100 * (busy - b0) / (now - t0)) if now > t0 else 0.0
+        node = pod["spec"]["nodeName"]
+        nobj = self.store.get("Node", "", node) or {}
+        device = for_container(pod, nobj).device
+        frac = float(getattr(ep.args, "gpu_memory_utilization", 0.0) or 0.0)
+        g = GpuMetrics(round(util, 2), 0.0, 0.0, round(frac * device.reported_mib, 1) if device else 0.0, 0.0, 0.0)
+        ref = _ref(pod)
+        meta = pod["metadata"]
+        s = self.series.setdefault(ref, {"t": [], "job": "", "node": node, GPU_UTIL: [], FB_USED: []})
+        s["t"].append(now)
+        s[GPU_UTIL].append(g.gpu_util)
+        s[FB_USED].append(g.fb_used_mib)
+        gpu = device.accelerator if device else ""
+        labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
+            "productName", gpu)), "container": ((pod["spec"].get("containers") or [{}])[0]).get("name", ""),
+            "namespace": meta.get("namespace") or "", "pod": meta["name"]}
+        first = self.slots.get(node, {}).get(uid, 0)
+        self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
+        self.fields[ref] = SERVER_FIELDS
 
     def _sample_tpu(self, now: float, uid: str, pod: Obj, key: tuple[str, str], node: str, nobj: Obj,
                     spec: TrainingSpec, placement: Placement, st: StepTime) -> None:
@@ -236,6 +276,8 @@ class DcgmExporter:
             lines += exposition.header(f, "gauge", HELP[f])
             for ref in sorted(self.last):
                 t, labels, gpus, g = self.last[ref]
+                if f not in self.fields.get(ref, FIELDS):
+                    continue
                 for i in gpus:
                     uuid = nvidia_dra.device_uuid("GPU", f"{labels['Hostname']}/{i}")
                     lab = [("gpu", i), ("UUID", uuid), ("device", f"nvidia{i}"), ("modelName", labels["modelName"]),
@@ -302,7 +344,7 @@ def tpu_record(spec: TrainingSpec, placement: Placement, st: StepTime) -> dict[s
 
 def figures(timeseries: dict) -> list:
     """report.html: GPU_UTIL and SM_ACTIVE per training pod over simulated hours (none without DCGM series)."""
-    pods = (timeseries.get("dcgm") or {}).get("pods") or {}
+    pods = {ref: s for ref, s in ((timeseries.get("dcgm") or {}).get("pods") or {}).items() if s.get("job")}
     if not pods:
         return []
     import html
