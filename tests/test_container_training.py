@@ -206,3 +206,13 @@ def test_tpu_pods_get_gke_tpu_metrics_never_dcgm_series(tmp_path: Path) -> None:
     assert "dcgm" not in rec and rec["tpu_metrics"]["memory_total"] == 16 * 2**30
     ts = json.loads((out / "timeseries.json").read_text())
     assert not (ts.get("dcgm") or {}).get("pods") and ts["dcgm"]["tpu_pods"]
+
+
+def test_explain_says_what_a_rank_computes_on(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run(objects=[make_scenario("3h").obj(), make_pool("mig", "a3-highgpu-1g", 1).gpus("nvidia-h100-80gb", 1)
+                 .gpu_partition("3g.40gb").obj(), _job({**ONE_B, P + "params": "100M"}, {"nvidia.com/gpu": "1"})],
+        out=out)
+    text = _explain(out)
+    assert "each rank computes on a MIG 3g.40gb instance of nvidia-h100-80gb: 39.50 GiB, 0.429 of the chip's" in text
+    assert "peak 423.857 TFLOPS" in text  # 989 x 3/7, not the whole H100's 989

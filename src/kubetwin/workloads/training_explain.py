@@ -43,6 +43,16 @@ def _path(path: str | None, rp: ReadPath | None) -> dict | None:
     return {"path": path, "kind": rp.kind, "detail": rp.detail, "bytes_per_second": rp.bytes_per_second}
 
 
+def _device(placement: Placement) -> dict:
+    """{"device": ...}: what one rank's process computes on, when it is not a whole GPU (a MIG instance, an MPS or
+    time-slicing share, a TPU chip; devices/container.py); nothing for a whole GPU."""
+    d = placement.device
+    if d is None or d.mode == "":
+        return {}
+    return {"device": {"kind": d.kind, "accelerator": d.accelerator, "partition": d.partition,
+                       "memory_mib": round(d.reported_mib, 1), "compute": round(d.compute, 4), "clients": d.clients}}
+
+
 def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Placement, st: StepTime) -> dict:
     """One training.json entry (plain JSON types)."""
     nodes = placement.nodes()
@@ -62,7 +72,7 @@ def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Pla
                       "mfu": spec.mfu or placement.default_mfu, "tier": tier, "placement": where,
                       "zones": sorted({r["zone"] for r in node_rows}),
                       "placement_groups": sorted({r["placement_group"] or "" for r in node_rows}),
-                      "nodes": node_rows},
+                      "nodes": node_rows, **_device(placement)},
         "storage": {"data": _path(spec.data_path, placement.read), "loading": spec.loading,
                     "checkpoint_write": _path(spec.checkpoint_path, placement.checkpoint_write),
                     "checkpoint_read": _path(spec.checkpoint_path, placement.checkpoint_read)},
@@ -194,6 +204,12 @@ def render(rec: dict) -> str:
            f"MFU {pl['mfu']:.2f}",
            f"  network tier: {pl['tier']}; placement: {pl['placement']}; placement groups: "
            f"{', '.join(g or '(none)' for g in pl['placement_groups'])}; zones: {', '.join(pl['zones'])}"]
+    dev = pl.get("device")
+    if dev:
+        what = {"mig": f"a MIG {dev['partition']} instance", "mps": f"an MPS share (1 of {dev['clients']} clients)",
+                "time-slicing": f"a time-sliced GPU (shared by up to {dev['clients']})", "tpu": "a TPU chip"}
+        out.append(f"  each rank computes on {what.get(dev['kind'], dev['kind'])} of {dev['accelerator']}: "
+                   f"{dev['memory_mib'] / 1024:.2f} GiB, {dev['compute']:.3g} of the chip's compute")
     out += [f"  {n['name']}  ranks {n['ranks']}  pool {n['pool']}  {n['zone']}" for n in pl["nodes"][:8]]
     if len(pl["nodes"]) > 8:
         out.append(f"  ... and {len(pl['nodes']) - 8} more nodes")
