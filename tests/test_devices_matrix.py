@@ -93,3 +93,16 @@ def test_validate_gives_what_the_table_says(workload: str, device: str) -> None:
     else:
         assert len(mine) == 1, [d.render() for d in diags]
         assert mine[0].severity == ("error" if cell.status == "refused" else "notice")
+
+
+def test_the_run_summary_repeats_the_notice_and_refuses_what_validate_refuses() -> None:
+    from k8s_builders import make_scenario
+
+    from kubetwin.api.errors import KubetwinError
+    from kubetwin.runner import run
+
+    res = run(objects=[make_scenario("1h").obj(), *_pools("MIG"), _object("Triton", "MIG")])
+    text = accelerators.MATRIX[("Triton", "MIG")].text
+    assert any(text in n for n in res.summary["notices"])
+    with pytest.raises(KubetwinError, match="on TPU: the twin has no serving performance model"):
+        run(objects=[make_scenario("1h").obj(), *_pools("TPU single-host"), _object("vLLM", "TPU single-host")])

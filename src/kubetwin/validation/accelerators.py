@@ -178,13 +178,14 @@ def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
 
 
 def _pool_topology(m: Manifest) -> str:
+    from kubetwin import catalog
     from kubetwin.devices import tpu
 
     raw = m.obj.get("spec")
     spec: dict = raw if isinstance(raw, dict) else {}
     try:
         return tpu.pool_topology(spec) or ""
-    except Exception:  # a pool that does not parse is nodepool validation's error
+    except (catalog.CatalogError, KeyError, TypeError, AttributeError):  # nodepool validation reports a bad pool
         return ""
 
 

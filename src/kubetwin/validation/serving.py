@@ -214,7 +214,7 @@ def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
     """A warning for a model server whose parallel layout needs more devices than one CUDA process enumerates on
     the MIG instances its pods can only land on (devices/container.py: one MIG instance per process), in the
     server's own start-up error words (serving/sizing.parallel_problems)."""
-    from kubetwin.devices import container
+    from kubetwin.devices import container, mig
     from kubetwin.serving.modelserver import gpu_count, inspect_model_server
     from kubetwin.serving.modelspec import lookup_server_model
     from kubetwin.serving.sizing import parallel_problems
@@ -236,7 +236,7 @@ def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
                 try:
                     got = container.for_counts({container.GPU_LABEL: accel, "cloud.google.com/gke-gpu-partition-size":
                                                 size}, allocated, 0)
-                except Exception:  # an unknown profile is nodepool validation's error
+                except (mig.MigError, KeyError):  # an unknown profile is nodepool validation's error
                     continue
                 if not got.devices or got.visible >= allocated:
                     continue
