@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 from kubetwin import catalog
 from kubetwin.cli.main import app
 from kubetwin.devices import container, mig
-from kubetwin.devices.gpuruntime import _format_size  # noqa: PLC2701 - the test checks PyTorch's own formatting
 from kubetwin.runner import run
 from kubetwin.workloads import memory
 from kubetwin.workloads.training_spec import parse
@@ -64,7 +63,8 @@ def test_training_memory_and_compute_on_each_mig_profile(tmp_path: Path, model: 
     if need > p.memory_mib:
         assert phase == "Failed", (profile, need, p.memory_mib)
         assert message.startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ")
-        assert f"GPU 0 has a total capacity of {_format_size(p.memory_mib * 2**20)} of which" in message
+        # PyTorch's format_size: GiB with two decimals above 1 GiB
+        assert f"GPU 0 has a total capacity of {p.memory_mib / 1024:.2f} GiB of which" in message
         assert "a rank does not fit" in text
     else:
         assert phase == "Succeeded", (profile, message)

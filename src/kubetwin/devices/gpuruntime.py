@@ -50,11 +50,6 @@ def demand_of(annotations: dict[str, str]) -> Demand:
     return Demand(util, to_int(mem) // (1024 * 1024) if mem else 0)
 
 
-def device_view(labels: dict[str, str]) -> DeviceView | None:
-    """The device a pod's GPU is on a node with these labels; None without a known GPU (devices/container.py)."""
-    return container.gpu_device(labels)
-
-
 def mig_slowdown(demand: Demand, compute_slices: int) -> float:
     fraction = compute_slices / 7
     return max(1.0, demand.util / fraction)
@@ -151,7 +146,7 @@ class GpuRuntime:
             held = self._gpus[attached].tenants[uid].demand.memory_mib
             self.release(uid)
             demand = Demand(demand.util, max(demand.memory_mib, held))
-        view = device_view(labels)
+        view = container.gpu_device(labels)
         assert view is not None  # a shared or partitioned node always has a known accelerator
         hbm, fraction = view.gpu_mib, view.compute
         if not mode:  # a MIG instance of its own: isolated

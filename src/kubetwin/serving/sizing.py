@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kubetwin.devices import container
-from kubetwin.devices.gpuruntime import DeviceView, GpuRuntime, device_view, torch_oom_message
+from kubetwin.devices.container import DeviceView
+from kubetwin.devices.gpuruntime import GpuRuntime, torch_oom_message
 from kubetwin.serving import modelserver
 from kubetwin.serving.engine import Engine
 from kubetwin.serving.kvcache import max_model_len_error
@@ -54,7 +55,8 @@ class Sized:
 
 
 def device_of(node: dict | None) -> DeviceView | None:
-    return device_view(((node or {}).get("metadata") or {}).get("labels") or {})
+    """The GPU device one container of a pod gets on `node` (devices/container.py)."""
+    return container.gpu_device(((node or {}).get("metadata") or {}).get("labels") or {})
 
 
 def effective_gpu(accelerator: str, view: DeviceView | None, slowdown: float = 1.0) -> GpuSpec:
