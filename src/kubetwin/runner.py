@@ -299,7 +299,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
 
         kubelet.startup_hooks.append(cold_start_hook(store, kubelet.gpus))
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
-                                        scenario.startTime)  # training.kubetwin.io/* run times and DCGM gauges
+                                        scenario.startTime, serving.plane if serving is not None else None)
+    # training.kubetwin.io/* run times, DCGM gauges of training and serving GPUs (TPU metrics of TPU pods)
     subsystems: list[Subsystem] = [s for s in (scheduler, pools, kubelet, spot, kueue, ca, serving, training)
                                    if s is not None]
     return Cluster(env, store, pools, scheduler, metrics, subsystems, trace)

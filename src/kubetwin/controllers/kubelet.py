@@ -97,6 +97,9 @@ class Work:
     reason: str = ""
     hold: bool = False  # the containers run but the work waits for Kubelet.begin (a gang's rendezvous)
     fail: str = ""  # the containers exit 1 with this message where the work would start (CUDA out of memory)
+    # `duration` is already the time on the pod's own device (the training step model computes at a MIG instance's
+    # compute slices / 7, devices/container.py): GpuRuntime adds no MIG slowdown on top
+    on_device: bool = False
 
 
 DurationHook = Callable[[Obj, "Obj | None"], "float | Work | None"]
@@ -343,7 +346,7 @@ class Kubelet:
             req[GPU] = req.get(GPU, 0) + dra_gpus
         self._runs[meta["uid"]] = _Run(key, self.env.now + overhead, interval, duration, resumed,
                                        {r: req[r] for r in ACCELERATORS if req.get(r)})
-        self.gpus.start(running, node, overhead + duration - resumed)
+        self.gpus.start(running, node, overhead + duration - resumed, on_device=work.on_device)
 
     def _became_ready(self, pod: Obj) -> None:
         """The readiness probe passes: the model is loaded and the server answers."""

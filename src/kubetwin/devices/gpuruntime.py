@@ -19,10 +19,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kubetwin import catalog
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import UnitError, to_int
-from kubetwin.devices import mig, sharing
+from kubetwin.devices import container, mig, sharing
+from kubetwin.devices.container import DeviceView
 from kubetwin.sim.env import Environment
 
 GPU_UTIL, GPU_MEMORY = "kubetwin.io/gpu-util", "kubetwin.io/gpu-memory"
@@ -48,50 +48,6 @@ def demand_of(annotations: dict[str, str]) -> Demand:
         raise UnitError(f"{GPU_UTIL}: {raw!r} must be above 0 and at most 1 (100%)")
     mem = annotations.get(GPU_MEMORY)
     return Demand(util, to_int(mem) // (1024 * 1024) if mem else 0)
-
-
-@dataclass(frozen=True)
-class DeviceView:
-    """What one container asking for one nvidia.com/gpu on this node gets: `memory_mib` of device memory as CUDA
-    reports its total (the MIG instance's memory; MPS's per-client pinned limit; the whole GPU under time-slicing,
-    which isolates nothing), `compute` the fraction of the GPU's SMs it owns (MIG: compute slices / 7), and
-    `bandwidth` the fraction of the memory system (MIG: memory slices / 8, since an instance owns its L2 banks,
-    memory controllers and DRAM, NVIDIA MIG user guide "Partitioning"). Time-slicing and MPS share the GPU's
-    time instead: see SharedGpu.slowdown."""
-
-    mode: str  # "" (whole GPU), "mig", "time-sharing" / "time-slicing", "mps"
-    gpu_mib: int  # the GPU's (or its MIG instance's) memory
-    compute: float = 1.0
-    bandwidth: float = 1.0
-    partition: str = ""
-    clients: int = 1
-
-    @property
-    def shared(self) -> bool:
-        return self.mode not in ("", "mig")
-
-    @property
-    def memory_mib(self) -> int:
-        """GKE sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT to the GPU's memory / clients (see SharedGpu.refuses)."""
-        return self.gpu_mib // max(self.clients, 1) if self.mode == "mps" else self.gpu_mib
-
-
-def device_view(labels: dict[str, str]) -> DeviceView | None:
-    """The device a pod's GPU is on a node with these labels; None without a known GPU."""
-    accel = labels.get("cloud.google.com/gke-accelerator", "")
-    if not accel:
-        return None
-    try:
-        hbm = int(catalog.gpu_type(accel).memory_gib * 1024)
-    except catalog.CatalogError:
-        return None
-    mode, partition = labels.get(sharing.STRATEGY_LABEL, ""), labels.get(mig.PARTITION_LABEL, "")
-    clients = int(labels.get(sharing.CLIENTS_LABEL, "1") or 1)
-    compute = bandwidth = 1.0
-    if partition:
-        profile = mig.profiles(mig.model_of(accel) or "")[partition]
-        hbm, compute, bandwidth = profile.memory_mib, profile.compute_slices / 7, profile.size / mig.MEMORY_SLICES
-    return DeviceView(mode or ("mig" if partition else ""), hbm, compute, bandwidth, partition, clients)
 
 
 def mig_slowdown(demand: Demand, compute_slices: int) -> float:
@@ -175,7 +131,9 @@ class GpuRuntime:
         self._pods: dict[str, dict] = {}
         self._token: dict[str, int] = {}
 
-    def start(self, pod: dict, node: dict | None, duration: float) -> None:
+    def start(self, pod: dict, node: dict | None, duration: float, on_device: bool = False) -> None:
+        """Run the pod for `duration` at the speed its GPU gives it (`on_device`: the duration already counts its
+        MIG instance's compute share)."""
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
         mode, partition = labels.get(sharing.STRATEGY_LABEL), labels.get(mig.PARTITION_LABEL)
         if not (mode or partition) or not pod_requests(pod).get("nvidia.com/gpu"):
@@ -188,7 +146,7 @@ class GpuRuntime:
             held = self._gpus[attached].tenants[uid].demand.memory_mib
             self.release(uid)
             demand = Demand(demand.util, max(demand.memory_mib, held))
-        view = device_view(labels)
+        view = container.gpu_device(labels)
         assert view is not None  # a shared or partitioned node always has a known accelerator
         hbm, fraction = view.gpu_mib, view.compute
         if not mode:  # a MIG instance of its own: isolated
@@ -196,7 +154,7 @@ class GpuRuntime:
                 self.fail(pod, f"CUDA error: out of memory: the pod needs {demand.memory_mib} MiB and its MIG "
                            f"instance {partition} has {hbm} MiB")
                 return
-            slow = max(1.0, demand.util / fraction)
+            slow = 1.0 if on_device else max(1.0, demand.util / fraction)
             self.env.after(duration * slow, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
             return
         if attached is not None:

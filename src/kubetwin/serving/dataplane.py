@@ -199,8 +199,9 @@ class ServingDataPlane:
         if accel is None or spec is None:
             why = (f"node {pod['spec']['nodeName']} has no GPU" if accel is None
                    else f"model {args.model!r} is not in the twin's model table")
-            self.events.event(pod, "Warning", "ModelServerNotSimulated", f"{why}; the pod serves no requests",
-                              "kubetwin")
+            # an Event is a write: after the watch handler that found it, not during it (store.WriteDuringDispatch)
+            self.env.after(0, lambda: self.events.event(pod, "Warning", "ModelServerNotSimulated",
+                                                        f"{why}; the pod serves no requests", "kubetwin"))
             return None
         uid = meta["uid"]
         try:  # the kubelet's cold start ran the same checks (serving.sizing): a server that fails them never gets here
@@ -208,7 +209,8 @@ class ServingDataPlane:
                                                self.gpus.slowdown_of(uid) if self.gpus is not None else 1.0,
                                                name=meta["name"], on_finish=self._finished)
         except ValueError as err:
-            self.events.event(pod, "Warning", "ModelServerFailed", str(err), "kubetwin")
+            msg = str(err)
+            self.env.after(0, lambda: self.events.event(pod, "Warning", "ModelServerFailed", msg, "kubetwin"))
             return None
         return Endpoint(meta["name"], meta.get("namespace") or "default", uid, dict(meta.get("labels") or {}),
                         engine, pod_requests(pod).get(GPU, 0), args.model,

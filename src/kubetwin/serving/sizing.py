@@ -11,7 +11,7 @@ One place for the three checks vLLM makes while it starts, in its order and word
    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ..." (c10/cuda/CUDACachingAllocator.cpp);
 3. memory profiling and KV-cache sizing (`PerfModel.num_gpu_blocks`, `kvcache.max_model_len_error`).
 
-The device is what the node's GPU sharing gives one container (`devices.gpuruntime.device_view`): a MIG instance's
+The device is what the node's GPU sharing gives one container (`devices.container`): a MIG instance's
 memory and compute slices / 7 of the SMs and memory slices / 8 of the memory bandwidth; an MPS client's pinned
 memory limit; the whole GPU under time-slicing. Time-slicing and MPS tenants share the GPU's time: the engine runs
 at 1 / the GPU's slowdown when it turns Ready (`SharedGpu.slowdown`, the batch model's rule) -- a twin
@@ -25,7 +25,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kubetwin.devices.gpuruntime import DeviceView, GpuRuntime, device_view, torch_oom_message
+from kubetwin.devices import container
+from kubetwin.devices.container import DeviceView
+from kubetwin.devices.gpuruntime import GpuRuntime, torch_oom_message
 from kubetwin.serving import modelserver
 from kubetwin.serving.engine import Engine
 from kubetwin.serving.kvcache import max_model_len_error
@@ -53,7 +55,8 @@ class Sized:
 
 
 def device_of(node: dict | None) -> DeviceView | None:
-    return device_view(((node or {}).get("metadata") or {}).get("labels") or {})
+    """The GPU device one container of a pod gets on `node` (devices/container.py)."""
+    return container.gpu_device(((node or {}).get("metadata") or {}).get("labels") or {})
 
 
 def effective_gpu(accelerator: str, view: DeviceView | None, slowdown: float = 1.0) -> GpuSpec:
@@ -87,13 +90,20 @@ def check_free_memory(args: EngineArgs, view: DeviceView, used_by_others_mib: in
     raise StartupFailure(torch_oom_message(want - free, total, free, NON_TORCH_BYTES, 0.0), "init")
 
 
-def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int) -> list[tuple[str, str, str]]:
-    """(flag dest, message, severity) for a parallel layout vLLM refuses or that leaves GPUs idle: attention heads
-    not divisible by the tensor-parallel size (perf.heads_error), more ranks than
-    the container sees (vllm/v1/worker/gpu_worker.py init_device's assertion), fewer (the rest idle)."""
-    if args.engine != "vllm":
-        return []
+def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int,
+                      allocated: int | None = None) -> list[tuple[str, str, str]]:
+    """(flag dest, message, severity) for a parallel layout the server refuses or that leaves GPUs idle: attention
+    heads not divisible by the tensor-parallel size (perf.heads_error), more ranks than the devices one process of
+    the container enumerates (`visible`: devices/container.py; a MIG container sees one instance however many it
+    was given) -- vLLM: vllm/v1/worker/gpu_worker.py init_device's assertion; TGI: each shard asserts
+    `world_size <= torch.cuda.device_count()`, "Each process is one gpu" (server/text_generation_server/utils/
+    dist.py initialize_torch_distributed) --, fewer ranks than the `allocated` devices (the rest idle)."""
+    allocated = visible if allocated is None else allocated
     tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+    if args.engine != "vllm":
+        if tp > visible:
+            return [("tensor_parallel_size", "AssertionError: Each process is one gpu", "error")]
+        return []
     out = []
     refused = heads_error(spec, tp)
     if refused:
@@ -103,9 +113,9 @@ def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int) -> list[t
     if world > visible:
         out.append((dest, f"AssertionError: local_world_size ({world}) must be less than or equal to the number of "
                     f"visible devices ({visible}).", "error"))
-    elif world * max(1, args.data_parallel_size) < visible:
-        out.append((dest, f"vLLM runs on tensor x pipeline parallel = {world} of the container's {visible} GPUs; "
-                    f"the other {visible - world} sit idle and are billed", "notice"))
+    elif world * max(1, args.data_parallel_size) < allocated:
+        out.append((dest, f"vLLM runs on tensor x pipeline parallel = {world} of the container's {allocated} GPUs; "
+                    f"the other {allocated - world} sit idle and are billed", "notice"))
     return out
 
 
@@ -168,8 +178,11 @@ def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus:
     """The server starting on its node: on a shared GPU it first checks the memory the GPU's other tenants hold,
     then, once sized, holds its own reservation there (released when the pod stops)."""
     found = modelserver.find_model_server(pod["spec"])
-    visible = modelserver.gpu_count(pod["spec"]["containers"][found[0]]) if found else 1
-    refused = next((msg for _, msg, sev in parallel_problems(args, spec, visible) if sev == "error"), None)
+    ctr = pod["spec"]["containers"][found[0]] if found else None
+    allocated = modelserver.gpu_count(ctr) if ctr is not None else 1
+    got = container.for_container(pod, node, ctr) if ctr is not None else None
+    visible = got.visible if got is not None and got.devices else allocated
+    refused = next((msg for _, msg, sev in parallel_problems(args, spec, visible, allocated) if sev == "error"), None)
     if refused:
         raise StartupFailure(refused, "init")
     view = device_of(node)

@@ -182,7 +182,77 @@ def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, why,
                                       "use one of the presets (docs/serving.md, Routing), or remove the annotation "
                                       "for the pool's default (epp for an InferencePool, round-robin for a Service)"))
-    return out + _unsimulated_servers(manifests)
+    return out + _unsimulated_servers(manifests) + _servers_on_mig(manifests)
+
+
+def mig_partitions(manifests: list[Manifest], node_selector: object) -> set[tuple[str, str]]:
+    """(accelerator, MIG profile) of the nodes a pod template's nodeSelector can land on, when each of them is a
+    MIG partition: the selector's own cloud.google.com/gke-gpu-partition-size, or every GPU NodePool of the
+    scenario its accelerator selects being partitioned (GKE gpuPartitionSize). Empty when a whole GPU is possible."""
+    from kubetwin.devices import container, mig
+
+    sel = node_selector if isinstance(node_selector, dict) else {}
+    accel, size = str(sel.get(container.GPU_LABEL) or ""), str(sel.get(mig.PARTITION_LABEL) or "")
+    if accel and size:
+        return {(accel, size)}
+    found: set[tuple[str, str]] = set()
+    for m in manifests:
+        if m.kind != "NodePool":
+            continue
+        accelerators = _at(m.obj, "spec.accelerators")
+        for acc in accelerators if isinstance(accelerators, list) else []:
+            if not isinstance(acc, dict) or (accel and acc.get("type") != accel):
+                continue
+            if not acc.get("gpuPartitionSize"):
+                return set()
+            if not size or acc.get("gpuPartitionSize") == size:
+                found.add((str(acc.get("type")), str(acc["gpuPartitionSize"])))
+    return found
+
+
+def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
+    """A warning for a model server whose parallel layout needs more devices than one CUDA process enumerates on
+    the MIG instances its pods can only land on (devices/container.py: one MIG instance per process), in the
+    server's own start-up error words (serving/sizing.parallel_problems)."""
+    from kubetwin.devices import container, mig
+    from kubetwin.serving.modelserver import gpu_count, inspect_model_server
+    from kubetwin.serving.modelspec import lookup_server_model
+    from kubetwin.serving.sizing import parallel_problems
+
+    out: list[Diagnostic] = []
+    for m in manifests:
+        for ref in server_templates(m.obj):
+            path, spec = ref.at("spec"), ref.spec
+            found = inspect_model_server(spec, path)
+            if found is None or found[1] is None:
+                continue
+            ci, args, _ = found
+            assert args is not None
+            model = lookup_server_model(args.model, args.served_model_name)
+            allocated = gpu_count(spec["containers"][ci])
+            if model is None or allocated < 2:
+                continue
+            for accel, size in sorted(mig_partitions(manifests, spec.get("nodeSelector"))):
+                try:
+                    got = container.for_counts({container.GPU_LABEL: accel, "cloud.google.com/gke-gpu-partition-size":
+                                                size}, allocated, 0)
+                except (mig.MigError, KeyError):  # an unknown profile is nodepool validation's error
+                    continue
+                if not got.devices or got.visible >= allocated:
+                    continue
+                whole = {msg for _, msg, sev in parallel_problems(args, model, allocated) if sev == "error"}
+                for dest, message, severity in parallel_problems(args, model, got.visible, allocated):
+                    if severity != "error" or message in whole:
+                        continue
+                    field = args.flag_fields.get(dest, f"{path}.containers[{ci}]")
+                    out.append(Diagnostic(
+                        m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
+                        f"its pods land on {accel} MIG instances ({size}); a CUDA process enumerates one MIG "
+                        f"instance however many the container gets (NVIDIA MIG user guide), so the server exits at "
+                        f"start: {message}", "run one replica per MIG instance (tensor-parallel size 1, "
+                        "nvidia.com/gpu: 1), or use whole GPUs for tensor parallelism", "warning"))
+                break
+    return out
 
 
 def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:

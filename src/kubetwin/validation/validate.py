@@ -26,10 +26,10 @@ from kubetwin.api.loader import Manifest
 from kubetwin.api.sweep import Sweep
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
 from kubetwin.api.units import parse_quantity
+from kubetwin.validation import accelerators, pitfalls
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.validation import dra as dra_validate
 from kubetwin.validation import nodepool as nodepool_validate
-from kubetwin.validation import pitfalls
 from kubetwin.validation import serving as serving_validate
 from kubetwin.validation import sweep as sweep_validate
 from kubetwin.validation import volume as volume_validate
@@ -314,6 +314,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         if not any(d.severity == "error" for d in found):
             clean.append(m)
     out += serving_validate.scenario(clean)
+    out += accelerators.check(clean)  # the workload x device-kind support matrix (docs/devices.md)
     out += serving_validate.request_budget(manifests)
     from kubetwin.kueue import config as kueue_config  # the ConfigMap and a bare Configuration both given
 

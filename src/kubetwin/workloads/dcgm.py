@@ -1,4 +1,5 @@
-"""DCGM exporter series for training pods: what Grafana would show for a job the step-time model describes.
+"""DCGM exporter series for training pods (GKE's TPU metrics for TPU pods): what Grafana would show for a job the
+step-time model describes.
 
 Why: a user diagnoses a slow job from dcgm-exporter dashboards, not from a step breakdown. The twin derives each GPU's
 steady-state gauges from the job's StepTime (workloads/training.py) so a data-starved job shows low
@@ -37,16 +38,18 @@ from datetime import datetime
 from typing import Any
 
 from kubetwin import catalog
+from kubetwin.devices.container import DeviceView, for_container
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.prometheus import exposition
 from kubetwin.store.store import Obj, Store
-from kubetwin.workloads.memory import CONTEXT_MIB, gpu_memory_mib, used_mib
+from kubetwin.workloads.memory import CONTEXT_MIB, capacity_mib, device_oom, gpu_memory_mib, used_mib
 from kubetwin.workloads.training import BF16, Placement, StepTime
 from kubetwin.workloads.training_spec import TrainingSpec
 
 GPU_UTIL, SM_ACTIVE, TENSOR_ACTIVE = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
 FB_USED, NVLINK_TX, PCIE_RX = "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"
 FIELDS = (GPU_UTIL, SM_ACTIVE, TENSOR_ACTIVE, FB_USED, NVLINK_TX, PCIE_RX)
+SERVER_FIELDS = (GPU_UTIL, FB_USED)  # what the twin derives for a model server's GPUs (see _sample_server)
 HELP = {GPU_UTIL: "GPU utilization (in %).", SM_ACTIVE: "The ratio of cycles an SM has at least 1 warp assigned.",
         TENSOR_ACTIVE: "Ratio of cycles the tensor (HMMA) pipe is active.",
         FB_USED: "Framebuffer memory used (in MiB).",
@@ -84,10 +87,13 @@ class GpuMetrics:
                 FB_USED: self.fb_used_mib, NVLINK_TX: self.nvlink_tx, PCIE_RX: self.pcie_rx}
 
 
-def fb_used(spec: TrainingSpec, st: StepTime, gpu: str) -> tuple[float, bool]:
-    """(MiB used, fits): model states + activations + context (workloads/memory.py), capped at the GPU's memory."""
-    mib, cap = used_mib(spec, st.dp), gpu_memory_mib(gpu)
-    return round(min(mib, cap), 1), mib <= cap
+def fb_used(spec: TrainingSpec, st: StepTime, gpu: str, device: DeviceView | None = None) -> tuple[float, bool]:
+    """(MiB used, fits): model states + activations + context (workloads/memory.py) on the rank's device as its
+    container sees it (a MIG instance's memory, an MPS client's share), capped at that device's memory; `fits` is
+    the run's own check (memory.device_oom), so explain and the run agree."""
+    cap = capacity_mib(device, gpu)
+    mib = used_mib(spec, st.dp)
+    return round(min(mib, cap), 1), device_oom(spec, st.dp, device, gpu) is None
 
 
 def steady_state(spec: TrainingSpec, placement: Placement, st: StepTime) -> GpuMetrics:
@@ -118,7 +124,7 @@ def steady_state(spec: TrainingSpec, placement: Placement, st: StepTime) -> GpuM
         rx += dp_bytes * (dp_nodes - 1) / dp_nodes / dp_local
     if spec.pp > 1 and n_nodes > 1:
         rx += 2 * m * act
-    fb, fits = fb_used(spec, st, gpu)
+    fb, fits = fb_used(spec, st, gpu, placement.device)
     return GpuMetrics(round(100 * (st.compute + comm) / total, 2),
                       round((st.compute * SM_ACTIVE_COMPUTE + comm * min(1.0, NCCL_CTAS / sms)) / total, 4),
                       round(mfu * st.compute / total, 4), fb, round(nvlink / total), round(rx / total), fits)
@@ -130,8 +136,9 @@ def idle(gpu: str) -> GpuMetrics:
 
 
 class DcgmExporter:
-    """Samples every Running GPU pod of a training job each `interval` (the run's sampleInterval), as Prometheus
-    would scrape a dcgm-exporter DaemonSet; `finish` gives the per-pod time series and the exposition."""
+    """Samples every Running GPU pod of a training job, and of a model server when `servers` (serving's data plane)
+    is set, each `interval` (the run's sampleInterval), as Prometheus would scrape a dcgm-exporter DaemonSet;
+    `finish` gives the per-pod time series and the exposition. `model` is None in a run without training."""
 
     def __init__(self, store: Store, env: Any, model: Any, kubelet: Any, interval: float, start_time: str) -> None:
         self.store, self.env, self.model, self.kubelet, self.interval = store, env, model, kubelet, interval
@@ -140,16 +147,22 @@ class DcgmExporter:
         self.slots: dict[str, dict[str, int]] = {}  # node -> uid -> first GPU index
         self.series: dict[str, dict[str, Any]] = {}  # ns/pod -> {"t", "job", "node", FIELD: [...]}
         self.last: dict[str, tuple[float, dict[str, str], range, GpuMetrics]] = {}  # ns/pod -> last scrape
+        self.fields: dict[str, tuple[str, ...]] = {}  # ns/pod -> the fields written for it (default FIELDS)
+        self.servers: Any = None  # serving's data plane when the run serves models: their GPUs too
+        self._busy: dict[str, tuple[float, float]] = {}  # server uid -> (last scrape, its engine's busy seconds)
+        # TPU pods: GKE's TPU metrics instead (TPU_FIELDS), in the same shapes
+        self.tpu_series: dict[str, dict[str, Any]] = {}
+        self.tpu_last: dict[str, tuple[float, dict[str, str], range, dict[str, float]]] = {}
         store.watch("Pod", self._on_pod)
         env.at(0, self._sample)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName") or ""
-        gpus = _gpus(pod)
+        gpus = _devices(pod)
         if etype != "DELETED" and (pod.get("status") or {}).get("phase") == "Running" and node and gpus:
             if uid not in self.running:
                 used = {i for u, first in self.slots.get(node, {}).items()
-                        for i in range(first, first + _gpus(self.running[u]))}
+                        for i in range(first, first + _devices(self.running[u]))}
                 first = next(i for i in range(64) if all(j not in used for j in range(i, i + gpus)))
                 self.slots.setdefault(node, {})[uid] = first
             self.running[uid] = pod
@@ -160,13 +173,18 @@ class DcgmExporter:
     def _sample(self) -> None:
         now = self.env.now
         for uid, pod in sorted(self.running.items(), key=lambda kv: _ref(kv[1])):
-            key = self.model.job_key(pod)
-            if key not in self.model.inputs:
+            key = self.model.job_key(pod) if self.model is not None else ("", "")
+            if self.model is None or key not in self.model.inputs:
+                if self.servers is not None:
+                    self._sample_server(now, uid, pod)
                 continue
             spec, placement = self.model.inputs[key]
             st = self.model.breakdowns[key]
             node = pod["spec"]["nodeName"]
             nobj = self.store.get("Node", "", node) or {}
+            if is_tpu(placement):
+                self._sample_tpu(now, uid, pod, key, node, nobj, spec, placement, st)
+                continue
             gpu = str(((nobj.get("metadata") or {}).get("labels") or {}).get(ACCEL, ""))
             # idle before its work starts (setup, checkpoint restore, rendezvous) and while it stalls
             g = steady_state(spec, placement, st) if self.kubelet.stepping(uid) else idle(gpu)
@@ -180,8 +198,75 @@ class DcgmExporter:
             labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
                 "productName", gpu)), "container": container, "namespace": key[0], "pod": pod["metadata"]["name"]}
             first = self.slots.get(node, {}).get(uid, 0)
-            self.last[ref] = (now, labels, range(first, first + _gpus(pod)), g)
+            self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
         self.env.after(self.interval, self._sample)
+
+    def _sample_server(self, now: float, uid: str, pod: Obj) -> None:
+        """One scrape of a model server's GPUs (serving/dataplane.py's engine of a Ready pod): GPU_UTIL is the
+        share of the last interval the engine ran an iteration (a kernel was running), FB_USED what vLLM / TGI
+        reserved at start, --gpu-memory-utilization (TGI: --cuda-memory-fraction) of the device's memory as its
+        container sees it (devices/container.py), weights and KV cache preallocated. The profiling gauges need a
+        per-kernel model the twin has not got: they are not written for servers."""
+        ep = self.servers.endpoints.get(uid)
+        if ep is None:
+            return  # not Ready yet (loading) or not a simulated server
+        ep.engine.advance(now)
+        busy = float(ep.engine.busy_time)
+        t0, b0 = self._busy.get(uid, (now, busy))
+        self._busy[uid] = (now, busy)
+        util = min(100.0, 100 * (busy - b0) / (now - t0)) if now > t0 else 0.0
+        node = pod["spec"]["nodeName"]
+        nobj = self.store.get("Node", "", node) or {}
+        device = for_container(pod, nobj).device
+        frac = float(getattr(ep.args, "gpu_memory_utilization", 0.0) or 0.0)
+        g = GpuMetrics(round(util, 2), 0.0, 0.0, round(frac * device.reported_mib, 1) if device else 0.0, 0.0, 0.0)
+        ref = _ref(pod)
+        meta = pod["metadata"]
+        s = self.series.setdefault(ref, {"t": [], "job": "", "node": node, GPU_UTIL: [], FB_USED: []})
+        s["t"].append(now)
+        s[GPU_UTIL].append(g.gpu_util)
+        s[FB_USED].append(g.fb_used_mib)
+        gpu = device.accelerator if device else ""
+        labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
+            "productName", gpu)), "container": ((pod["spec"].get("containers") or [{}])[0]).get("name", ""),
+            "namespace": meta.get("namespace") or "", "pod": meta["name"]}
+        first = self.slots.get(node, {}).get(uid, 0)
+        self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
+        self.fields[ref] = SERVER_FIELDS
+
+    def _sample_tpu(self, now: float, uid: str, pod: Obj, key: tuple[str, str], node: str, nobj: Obj,
+                    spec: TrainingSpec, placement: Placement, st: StepTime) -> None:
+        """One scrape of a TPU pod's chips: GKE's TPU gauges, idle (0 % duty cycle) while it does not step."""
+        g = {k: float(v) for k, v in tpu_record(spec, placement, st).items() if k != "fits"}
+        if not self.kubelet.stepping(uid):
+            g = {**g, TPU_DUTY_CYCLE: 0.0, TPU_TENSORCORE: 0.0, TPU_MEMORY_USED: 0.0}
+        ref = _ref(pod)
+        s = self.tpu_series.setdefault(ref, {"t": [], "job": f"{key[0]}/{key[1]}", "node": node,
+                                             **{f: [] for f in TPU_FIELDS}})
+        s["t"].append(now)
+        for f in TPU_FIELDS:
+            s[f].append(g[f])
+        labels = (nobj.get("metadata") or {}).get("labels") or {}
+        container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "")
+        meta = {"Hostname": node, "container": container, "namespace": key[0], "pod": pod["metadata"]["name"],
+                "model": str(labels.get("cloud.google.com/gke-tpu-accelerator", "")),
+                "tpu_topology": str(labels.get("cloud.google.com/gke-tpu-topology", ""))}
+        first = self.slots.get(node, {}).get(uid, 0)
+        self.tpu_last[ref] = (now, meta, range(first, first + _devices(pod)), g)
+
+    def _tpu_lines(self) -> list[str]:
+        lines: list[str] = []
+        for f in TPU_FIELDS:
+            lines += exposition.header(f, "gauge", TPU_HELP[f])
+            for ref in sorted(self.tpu_last):
+                t, meta, chips, g = self.tpu_last[ref]
+                for i in chips:
+                    # accelerator_id: the chip on its VM ("<node>-<index>": twin assumption for GKE's instance id)
+                    lab = [("accelerator_id", f"{meta['Hostname']}-{i}"), ("container", meta["container"]),
+                           ("make", "cloud-tpu"), ("model", meta["model"]), ("namespace", meta["namespace"]),
+                           ("pod", meta["pod"]), ("tpu_topology", meta["tpu_topology"])]
+                    lines.append(exposition.sample(f, lab, g[f], round(self.epoch_ms + t * 1000)))
+        return lines
 
     def finish(self) -> tuple[dict[str, Any], str]:
         """({"pods": {ns/pod: series}}, exposition): each pod's GPUs at the last scrape that saw it Running, with
@@ -191,22 +276,37 @@ class DcgmExporter:
             lines += exposition.header(f, "gauge", HELP[f])
             for ref in sorted(self.last):
                 t, labels, gpus, g = self.last[ref]
+                if f not in self.fields.get(ref, FIELDS):
+                    continue
                 for i in gpus:
                     uuid = nvidia_dra.device_uuid("GPU", f"{labels['Hostname']}/{i}")
                     lab = [("gpu", i), ("UUID", uuid), ("device", f"nvidia{i}"), ("modelName", labels["modelName"]),
                            ("Hostname", labels["Hostname"]), ("container", labels["container"]),
                            ("namespace", labels["namespace"]), ("pod", labels["pod"])]  # dcgm-exporter's order
                     lines.append(exposition.sample(f, lab, g.values()[f], round(self.epoch_ms + t * 1000)))
-        return {"pods": dict(sorted(self.series.items()))}, exposition.text(lines) if self.last else ""
+        if not self.last:
+            lines = []
+        if self.tpu_last:
+            lines += self._tpu_lines()
+        series: dict[str, Any] = {"pods": dict(sorted(self.series.items()))}
+        if self.tpu_series:
+            series["tpu_pods"] = dict(sorted(self.tpu_series.items()))
+        return series, exposition.text(lines)
 
 
 def _ref(pod: Obj) -> str:
     return f"{pod['metadata'].get('namespace') or ''}/{pod['metadata']['name']}"
 
 
-def _gpus(pod: Obj) -> int:
-    return sum(int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0) or 0)
-               for c in pod["spec"].get("containers") or [])
+def _devices(pod: Obj) -> int:
+    """The pod's GPUs or TPU chips (container limits): one DCGM or TPU series each."""
+    return sum(int(((c.get("resources") or {}).get("limits") or {}).get(r, 0) or 0)
+               for c in pod["spec"].get("containers") or [] for r in ("nvidia.com/gpu", "google.com/tpu"))
+
+
+def is_tpu(placement: Placement) -> bool:
+    """Whether the job's ranks run on TPU chips (devices/container.py): described by TPU metrics, not DCGM's."""
+    return placement.device is not None and placement.device.mode == "tpu"
 
 
 def record(spec: TrainingSpec, placement: Placement, st: StepTime) -> dict[str, Any]:
@@ -214,9 +314,37 @@ def record(spec: TrainingSpec, placement: Placement, st: StepTime) -> dict[str, 
     return {**asdict(steady_state(spec, placement, st))}
 
 
+# GKE's TPU metrics (the TPU device plugin's /metrics, exported to Cloud Monitoring as
+# kubernetes.io/container/accelerator/{duty_cycle, memory_used, memory_total} and the TPU runtime's
+# tensorcore_utilization: https://cloud.google.com/monitoring/api/metrics_kubernetes ; GKE "Monitor TPU
+# performance"): percent, bytes, bytes, percent, labelled make="cloud-tpu", model, accelerator_id, tpu_topology.
+TPU_DUTY_CYCLE, TPU_MEMORY_USED, TPU_MEMORY_TOTAL = "duty_cycle", "memory_used", "memory_total"
+TPU_TENSORCORE = "tensorcore_utilization"
+TPU_FIELDS = (TPU_DUTY_CYCLE, TPU_TENSORCORE, TPU_MEMORY_USED, TPU_MEMORY_TOTAL)
+TPU_HELP = {TPU_DUTY_CYCLE: "Percent of time over the sample period during which the accelerator was actively "
+                            "processing.",
+            TPU_TENSORCORE: "Percent of the TensorCore that is utilized.",
+            TPU_MEMORY_USED: "Memory allocated in bytes.", TPU_MEMORY_TOTAL: "Total memory in bytes."}
+
+
+def tpu_record(spec: TrainingSpec, placement: Placement, st: StepTime) -> dict[str, Any]:
+    """One TPU chip's steady-state gauges while its job steps, under GKE's names, and whether a rank fits (the run's
+    own check). duty_cycle follows DCGM_FI_DEV_GPU_UTIL's rule (compute and exposed collectives keep the chip busy),
+    tensorcore_utilization its PIPE_TENSOR_ACTIVE rule (MFU x compute share), both as percents."""
+    device = placement.device
+    total_bytes = float(device.gpu_mib if device is not None else 0) * 2**20
+    used = min(used_mib(spec, st.dp, tpu=True) * 2**20, total_bytes)
+    busy = (st.compute + st.exposed_comm) / st.total if st.total > 0 else 0.0
+    mfu = spec.mfu or placement.default_mfu
+    return {TPU_DUTY_CYCLE: round(100 * busy, 2),
+            TPU_TENSORCORE: round(100 * mfu * st.compute / st.total, 2) if st.total > 0 else 0.0,
+            TPU_MEMORY_USED: round(used), TPU_MEMORY_TOTAL: round(total_bytes),
+            "fits": device_oom(spec, st.dp, device) is None}
+
+
 def figures(timeseries: dict) -> list:
     """report.html: GPU_UTIL and SM_ACTIVE per training pod over simulated hours (none without DCGM series)."""
-    pods = (timeseries.get("dcgm") or {}).get("pods") or {}
+    pods = {ref: s for ref, s in ((timeseries.get("dcgm") or {}).get("pods") or {}).items() if s.get("job")}
     if not pods:
         return []
     import html

@@ -1,6 +1,6 @@
 """Installs the training model into a run when a Pod, Job or JobSet carries training.kubetwin.io/* annotations:
 the kubelet's duration hook (how long each training pod runs), the gang coordinator (rendezvous and collective
-timeouts) and the DCGM exporter sampling its GPUs."""
+timeouts) and the DCGM exporter sampling its GPUs -- and the exporter for model servers' GPUs when the run serves."""
 
 from __future__ import annotations
 
@@ -23,8 +23,11 @@ class TrainingRun:
     def contribute(self, until: float) -> Contribution:
         """timeseries.json "dcgm", the DCGM exporter's series and training.json; nothing when no training pod
         ran."""
-        if not self.model.inputs:
-            return Contribution()
+        if self.model is None or not self.model.inputs:
+            if not self.dcgm.series:
+                return Contribution()
+            series, text = self.dcgm.finish()  # model servers' GPUs only
+            return Contribution(timeseries={"dcgm": series}, prometheus=text)
         from kubetwin.workloads.training_explain import records
 
         series, text = self.dcgm.finish()
@@ -32,17 +35,25 @@ class TrainingRun:
 
 
 def install(store: Store, env: Environment, kubelet: Kubelet, manifests: list[Manifest], sample_interval: float,
-            start_time: str) -> TrainingRun | None:
-    if not any(m.kind in ("Pod", "Job", "JobSet") for m in manifests):
-        return None
+            start_time: str, servers: Any = None) -> TrainingRun | None:
+    """The training model and the DCGM exporter when a manifest trains; the exporter alone for `servers` (serving's
+    data plane) when the run serves models without training."""
     from kubetwin.workloads import training_hook
-
-    if not training_hook.wanted([m.obj for m in manifests]):
-        return None
     from kubetwin.workloads.dcgm import DcgmExporter
+
+    trains = any(m.kind in ("Pod", "Job", "JobSet") for m in manifests) and training_hook.wanted(
+        [m.obj for m in manifests])
+    if not trains:
+        if servers is None:
+            return None
+        dcgm = DcgmExporter(store, env, None, kubelet, sample_interval, start_time)
+        dcgm.servers = servers
+        return TrainingRun(None, dcgm, store)
     from kubetwin.workloads.gang import GangCoordinator
 
     model = training_hook.TrainingModel(store)
     model.gang = GangCoordinator(store, env, kubelet, model)
     kubelet.duration_hooks.append(model)
-    return TrainingRun(model, DcgmExporter(store, env, model, kubelet, sample_interval, start_time), store)
+    dcgm = DcgmExporter(store, env, model, kubelet, sample_interval, start_time)
+    dcgm.servers = servers
+    return TrainingRun(model, dcgm, store)

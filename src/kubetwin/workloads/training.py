@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kubetwin import catalog
+from kubetwin.devices.container import DeviceView
 from kubetwin.workloads.storage import MIB, ReadPath, per_vm_read_cap
 from kubetwin.workloads.training_spec import TrainingSpec
 
@@ -110,8 +111,9 @@ class _Scaled:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the job runs: each pod's node and accelerator count in rank order, the accelerator's dense bf16 peak
-    (TFLOPS), its default MFU, and the storage paths the data and checkpoints live on (None: none / local)."""
+    """Where the job runs: each pod's node and accelerator count in rank order, the dense bf16 peak of one
+    rank's device (TFLOPS: a MIG instance's share of its GPU's), its default MFU, and the storage
+    paths the data and checkpoints live on (None: none / local)."""
 
     pods: tuple[tuple[dict, int], ...]
     peak_tflops: float
@@ -124,6 +126,7 @@ class Placement:
     gpudirect: tuple[str, ...] = ()
     # the pods on their nodes as they would be with that set-up (the what-if "complete the GPUDirect set-up")
     gpudirect_pods: tuple[tuple[dict, int], ...] = ()
+    device: DeviceView | None = None  # what one rank's process computes on (devices/container.py)
 
     @property
     def world(self) -> int:

@@ -43,6 +43,16 @@ def _path(path: str | None, rp: ReadPath | None) -> dict | None:
     return {"path": path, "kind": rp.kind, "detail": rp.detail, "bytes_per_second": rp.bytes_per_second}
 
 
+def _device(placement: Placement) -> dict:
+    """{"device": ...}: what one rank's process computes on, when it is not a whole GPU (a MIG instance, an MPS or
+    time-slicing share, a TPU chip; devices/container.py); nothing for a whole GPU."""
+    d = placement.device
+    if d is None or d.mode == "":
+        return {}
+    return {"device": {"kind": d.kind, "accelerator": d.accelerator, "partition": d.partition,
+                       "memory_mib": round(d.reported_mib, 1), "compute": round(d.compute, 4), "clients": d.clients}}
+
+
 def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Placement, st: StepTime) -> dict:
     """One training.json entry (plain JSON types)."""
     nodes = placement.nodes()
@@ -62,7 +72,7 @@ def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Pla
                       "mfu": spec.mfu or placement.default_mfu, "tier": tier, "placement": where,
                       "zones": sorted({r["zone"] for r in node_rows}),
                       "placement_groups": sorted({r["placement_group"] or "" for r in node_rows}),
-                      "nodes": node_rows,
+                      "nodes": node_rows, **_device(placement),
                       **({"gpudirect_missing": list(placement.gpudirect)} if placement.gpudirect else {})},
         "storage": {"data": _path(spec.data_path, placement.read), "loading": spec.loading,
                     "checkpoint_write": _path(spec.checkpoint_path, placement.checkpoint_write),
@@ -74,7 +84,8 @@ def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Pla
                       "prestage": st.prestage, "restart": st.restart, "steps": st.steps, "dp": st.dp,
                       "microbatches": st.microbatches, "work_seconds": st.work, "job_seconds": job_seconds(st)},
         "advice": [{"change": a.change, "job_seconds": a.job_seconds, "saving": a.saving} for a in st.advice],
-        "dcgm": dcgm.record(spec, placement, st),
+        **({"tpu_metrics": dcgm.tpu_record(spec, placement, st)} if dcgm.is_tpu(placement)
+           else {"dcgm": dcgm.record(spec, placement, st)}),
     }
 
 
@@ -195,6 +206,12 @@ def render(rec: dict) -> str:
            f"  network tier: {pl['tier']}; placement: {pl['placement']}; placement groups: "
            f"{', '.join(g or '(none)' for g in pl['placement_groups'])}; zones: {', '.join(pl['zones'])}"]
     out += [f"  without GPUDirect: {note}" for note in pl.get("gpudirect_missing") or []]
+    dev = pl.get("device")
+    if dev:
+        what = {"mig": f"a MIG {dev['partition']} instance", "mps": f"an MPS share (1 of {dev['clients']} clients)",
+                "time-slicing": f"a time-sliced GPU (shared by up to {dev['clients']})", "tpu": "a TPU chip"}
+        out.append(f"  each rank computes on {what.get(dev['kind'], dev['kind'])} of {dev['accelerator']}: "
+                   f"{dev['memory_mib'] / 1024:.2f} GiB, {dev['compute']:.3g} of the chip's compute")
     out += [f"  {n['name']}  ranks {n['ranks']}  pool {n['pool']}  {n['zone']}" for n in pl["nodes"][:8]]
     if len(pl["nodes"]) > 8:
         out.append(f"  ... and {len(pl['nodes']) - 8} more nodes")
@@ -216,13 +233,21 @@ def render(rec: dict) -> str:
     if b["comm_raw"]:
         out.append("  (before overlap: " + ", ".join(f"{k} {v:.4f} s" for k, v in sorted(b["comm_raw"].items()))
                    + ")")
-    g = rec["dcgm"]
-    out += ["", "GPU metrics (DCGM, each GPU while stepping):",
-            f"  DCGM_FI_DEV_GPU_UTIL {g['gpu_util']:.0f} %   DCGM_FI_PROF_SM_ACTIVE {g['sm_active']:.2f}   "
-            f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {g['tensor_active']:.2f}",
-            f"  DCGM_FI_DEV_FB_USED {g['fb_used_mib']:,.0f} MiB" + ("" if g["fits"] else
-                                                                     " (capped: a rank does not fit; its pods "
-                                                                     "fail at start with CUDA out of memory)")]
+    if "dcgm" in rec:
+        g = rec["dcgm"]
+        out += ["", "GPU metrics (DCGM, each GPU while stepping):",
+                f"  DCGM_FI_DEV_GPU_UTIL {g['gpu_util']:.0f} %   DCGM_FI_PROF_SM_ACTIVE {g['sm_active']:.2f}   "
+                f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE {g['tensor_active']:.2f}",
+                f"  DCGM_FI_DEV_FB_USED {g['fb_used_mib']:,.0f} MiB" + ("" if g["fits"] else
+                                                                         " (capped: a rank does not fit; its pods "
+                                                                         "fail at start with CUDA out of memory)")]
+    else:
+        t = rec["tpu_metrics"]
+        out += ["", "TPU metrics (GKE, each chip while stepping):",
+                f"  duty_cycle {t['duty_cycle']:.0f} %   tensorcore_utilization {t['tensorcore_utilization']:.0f} %",
+                f"  memory_used {t['memory_used'] / 2**30:,.2f} GiB of memory_total {t['memory_total'] / 2**30:,.2f} "
+                "GiB" + ("" if t["fits"] else " (capped: a rank does not fit; its pods fail at start with XLA's "
+                                              "RESOURCE_EXHAUSTED, out of HBM)")]
     if rec.get("gang"):
         out += render_gang(rec["gang"])
     out += ["", "Which change would help most:"]

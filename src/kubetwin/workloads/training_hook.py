@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kubetwin import catalog
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import UnitError, parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
+from kubetwin.devices import container
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import gpudirect, memory, storage
 from kubetwin.workloads.training import (
@@ -68,6 +68,18 @@ def _accelerators(pod: Obj) -> int:
 def _template_accelerators(job_spec: dict) -> int:
     spec = ((job_spec.get("template") or {}).get("spec")) or {}
     return _accelerators({"spec": spec})
+
+
+def start_error(spec: TrainingSpec, dp: int, got: container.ContainerDevices) -> str:
+    """What a rank's process dies of at start on the devices its container got, or "": a process per device
+    (torchrun's nproc_per_node) where a CUDA process enumerates one MIG instance -- the second local rank's
+    torch.cuda.set_device(1) fails with CUDA's cudaErrorInvalidDevice, "invalid device ordinal" --, else a rank
+    whose model states do not fit its device (workloads/memory.py)."""
+    if got.invisible_error(got.allocated):
+        return ("RuntimeError: CUDA error: invalid device ordinal (local rank 1 of "
+                f"{got.allocated}: {got.invisible_error(got.allocated)})")
+    oom = memory.device_oom(spec, dp, got.device)
+    return oom.message() if oom is not None else ""
 
 
 class TrainingModel:
@@ -136,10 +148,8 @@ class TrainingModel:
         reason = (f"training: {st.steps} steps x {st.step:.3f}s (compute {st.compute + st.bubble:.3f}s, comm "
                   f"{st.exposed_comm:.3f}s, data {st.data_stall:.3f}s) + {st.checkpoints} checkpoints x "
                   f"{st.checkpoint_write:.1f}s")
-        gpu = ((node.get("metadata") or {}).get("labels") or {}).get(memory.ACCEL)
-        oom = memory.oom(spec, st.dp, gpu) if gpu and pod_requests(pod).get("nvidia.com/gpu") else None
         return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason,
-                    fail=oom.message() if oom is not None else "")
+                    fail=start_error(spec, st.dp, container.for_container(pod, node)), on_device=True)
 
     def job_key(self, pod: Obj) -> tuple[str, str]:
         """(namespace, JobSet, Job or Kueue pod group name, else the pod's) that keys the job's breakdown."""
@@ -207,23 +217,11 @@ class TrainingModel:
 
     def placement(self, pod: Obj, node: Obj, spec: TrainingSpec) -> Placement | None:
         """The job's placement as of now, the accelerator's peak and MFU, and the storage paths."""
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        req = pod_requests(pod)
-        if req.get("google.com/tpu"):
-            try:
-                peak = catalog.tpu_type(labels.get("cloud.google.com/gke-tpu-accelerator", "")).bf16_tflops
-            except catalog.CatalogError:
-                return None
-            mfu = DEFAULT_TPU_MFU
-        elif req.get("nvidia.com/gpu"):
-            gpu = labels.get("cloud.google.com/gke-accelerator", "")
-            try:
-                peak = catalog.gpu_type(gpu).bf16_tflops
-            except catalog.CatalogError:
-                return None
-            mfu = gpu_default_mfu(gpu)
-        else:
+        device = container.for_container(pod, node).device
+        if device is None:
             return None
+        peak = device.peak_tflops  # the chip's peak x the device's share (a MIG instance: compute slices / 7)
+        mfu = DEFAULT_TPU_MFU if device.mode == "tpu" else gpu_default_mfu(device.accelerator)
         if not peak:
             return None
         nodes = {n["metadata"]["name"]: n for n in self.store.list("Node")}
@@ -246,10 +244,10 @@ class TrainingModel:
                 setups.append(own)
         multi_node = len({(n.get("metadata") or {}).get("name") for n, _ in pods}) > 1
         notes = tuple(dict.fromkeys(s.describe() for s in setups)) if multi_node else ()
-        container = (pod["spec"].get("containers") or [{}])[0]
-        read = storage.resolve(self.store, pod, container, spec.data_path, False) if spec.data_path else None
+        ctr = (pod["spec"].get("containers") or [{}])[0]
+        read = storage.resolve(self.store, pod, ctr, spec.data_path, False) if spec.data_path else None
         ck = spec.checkpoint_path
         return Placement(tuple(pods), float(peak), mfu, read,
-                         storage.resolve(self.store, pod, container, ck, True) if ck else None,
-                         storage.resolve(self.store, pod, container, ck, False) if ck else None, notes,
-                         tuple(set_up) if notes else ())
+                         storage.resolve(self.store, pod, ctr, ck, True) if ck else None,
+                         storage.resolve(self.store, pod, ctr, ck, False) if ck else None, notes,
+                         tuple(set_up) if notes else (), device)
