@@ -4,15 +4,15 @@ What it follows (kubernetes/autoscaler cluster-autoscaler, FAQ.md and core/): ev
 the pods the scheduler left PodScheduled=False/Unschedulable, first counts the room on nodes already coming up
 (resized groups whose VMs have not registered, GPU nodes whose driver is not up yet), then simulates each node group
 (one GKE MIG: a pool in one zone; a multi-host TPU pool is one group of a whole slice) with a template node built
-exactly as the NodePool controller builds its nodes, running the scheduler's own filters (NodeUnschedulable,
-TaintToleration, NodeAffinity, NodeResourcesFit from scheduler/plugins.py), bin-packs the pods onto new template
-nodes up to maxNodeCount, picks one option with the expander and resizes that group. Pods get CA's events:
-`TriggeredScaleUp` "pod triggered scale-up: [{<MIG URL> 1->2 (max: 4)}]" and `NotTriggerScaleUp` "pod didn't trigger
-scale-up: <count reason>, ..." (reasons: the filters' texts, "max node group size reached", "in backoff after failed
-scale-up"). VMs Compute Engine refuses (autoscaler/capacity.py) give GKE's `FailedScaleUp` "Node scale up in zones
-<zone> associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled." and put the group
-in backoff: 5 min doubling to 30 min, forgotten after 3 h without failure (--initial-node-group-backoff-duration,
---max-node-group-backoff-duration, --node-group-backoff-reset-timeout).
+exactly as the NodePool controller builds its nodes, running the scheduler's own profile (autoscaler/simulation.py:
+VolumeBinding's PreFilter, every node-only Filter registered in scheduler/plugins.DEFAULT, NodeResourcesFit),
+bin-packs the pods onto new template nodes up to maxNodeCount, picks one option with the expander and resizes that
+group. Pods get CA's events: `TriggeredScaleUp` "pod triggered scale-up: [{<MIG URL> 1->2 (max: 4)}]" and
+`NotTriggerScaleUp` "pod didn't trigger scale-up: <count reason>, ..." (reasons: the filters' texts, "max node group
+size reached", "in backoff after failed scale-up"). VMs Compute Engine refuses (autoscaler/capacity.py) give GKE's
+`FailedScaleUp` "Node scale up in zones <zone> associated with this pod failed: GCE quota exceeded. Pod is at risk of
+not being scheduled." and put the group in backoff: 5 min doubling to 30 min, forgotten after 3 h without failure
+(--initial-node-group-backoff-duration, --max-node-group-backoff-duration, --node-group-backoff-reset-timeout).
 
 Scale-down: see autoscaler/scaledown.py.
 
@@ -54,6 +54,7 @@ from kubetwin.autoscaler.simulation import (
     place,
     pod_info,
     pod_key,
+    pre_filter,
     shape_sig,
     static_reason,
 )
@@ -246,11 +247,14 @@ class ClusterAutoscaler:
         # Room only shrinks within a loop, so once a pod shape fails every later pod of that shape fails too.
         room = self.node_infos() + [ni for g in self.scalable_groups() for ni in self.upcoming(g)]
         infos = {pod_key(p): pod_info(p) for p in pods}
+        pre = {pod_key(p): pre_filter(self.store, p) for p in pods}  # PreFilter: no node at all can take these
         failed: set[str] = set()
         left = []
         for p in pods:
             sig = shape_sig(p)
-            if sig in failed or place(infos[pod_key(p)], room) is None:
+            if pre[pod_key(p)] is not None:
+                left.append(p)
+            elif sig in failed or place(infos[pod_key(p)], room) is None:
                 failed.add(sig)
                 left.append(p)
         pods = left
@@ -267,6 +271,9 @@ class ClusterAutoscaler:
             verdict: dict[str, str | None] = {}  # pod shape -> why it cannot use this group's template
             for p in pods:
                 pi, sig = infos[pod_key(p)], shape_sig(p)
+                if pre[pod_key(p)] is not None:
+                    reasons[pod_key(p)][pre[pod_key(p)]] += 1
+                    continue
                 if sig not in verdict:
                     why = static_reason(pi, tmpl)
                     empty = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)

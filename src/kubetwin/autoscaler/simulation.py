@@ -1,14 +1,22 @@
-"""What the cluster autoscaler's simulations share: the scheduler's node-only filters and NodeResourcesFit run
-on real or template nodes (scheduler/plugins.py, the same functions the scheduler's reference path uses), first-fit
-placement, and the names CA and GKE use."""
+"""What the cluster autoscaler's simulations share: the scheduler's own profile run on real or template nodes,
+first-fit placement, and the names CA and GKE use.
+
+cluster-autoscaler builds the scheduler framework from the scheduler's configuration and runs its PreFilter and Filter
+plugins on the NodeInfos of its cluster snapshot, template nodes included (simulator/clustersnapshot/predicate
+SchedulerPluginRunner.RunFiltersOnNode; simulator/predicatechecker SchedulerBasedPredicateChecker before 1.31). The
+twin does the same with the scheduler's registry: every node-only Filter of `plugins.DEFAULT` in its order (a Filter
+registered there binds the autoscaler too), then NodeResourcesFit, after VolumeBinding's PreFilter.
+"""
 
 from __future__ import annotations
 
 from kubetwin.api.podresources import pod_requests, requests_key
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.scheduler import plugins as P
+from kubetwin.scheduler import volumebinding as VB
 from kubetwin.scheduler.nodeinfo import NodeInfo
-from kubetwin.store.store import Obj
+from kubetwin.scheduler.podshapes import shape_key
+from kubetwin.store.store import Obj, Store
 
 SOURCE = "cluster-autoscaler"
 CONSUME = ("autoscaling.x-k8s.io/consume-provisioning-request",
@@ -19,7 +27,6 @@ QUEUED_LABEL = "cloud.google.com/gke-queued"  # GKE: queued-provisioning (DWS) p
 PRIORITY_CM = ("kube-system", "cluster-autoscaler-priority-expander")
 MAX_NODE_GROUP_SIZE = "max node group size reached"
 IN_BACKOFF = "in backoff after failed scale-up"
-STATIC = (P.node_unschedulable, P.taint_toleration, P.node_affinity)
 
 
 def pod_key(pod: Obj) -> str:
@@ -34,13 +41,17 @@ def pod_info(pod: Obj) -> P.PodInfo:
                      req.get("nodeSelectorTerms") if req else None, [], 0)
 
 
-def static_reason(pi: P.PodInfo, ni: NodeInfo) -> str | None:
-    """The first node-only filter that rejects the pod on the node, in the scheduler's words."""
-    for f in STATIC:
-        code, reasons = f(pi, ni)
-        if code != P.SUCCESS:
-            return reasons[0]
-    return None
+def static_reason(pi: P.PodInfo, ni: NodeInfo, profile: P.Profile | None = None) -> str | None:
+    """The first node-only Filter of the scheduler's profile that rejects the pod on the node, in its words."""
+    hit = (profile or P.DEFAULT).first_rejection(pi, ni)
+    return None if hit is None else hit[1]
+
+
+def pre_filter(store: Store, pod: Obj) -> str | None:
+    """The scheduler's PreFilter verdict for the pod on any node, or None: a pod no node can take (a claim missing or
+    unbound, VolumeBinding's PreFilter) is not one a new node helps. cluster-autoscaler runs the framework's
+    PreFilter before its Filters and reports a failing one as the predicate error for every node group."""
+    return VB.prefilter(store, pod) if pod["spec"].get("volumes") else None
 
 
 def place(pi: P.PodInfo, bins: list[NodeInfo]) -> NodeInfo | None:
@@ -58,9 +69,11 @@ def consumes(pod: Obj) -> str | None:
 
 
 def shape_sig(pod: Obj) -> str:
-    """What the simulations read from a pod: its resources and its node constraints."""
+    """What the simulations read from a pod: its resources, its affinity and the fields the profile's node-only
+    plugins read (podshapes.shape_key, the scheduler's own per-shape cache key: a registered Filter reading a pod
+    label splits pods by that label here too)."""
     spec = pod["spec"]
-    return repr((*requests_key(spec), spec.get("tolerations"), spec.get("nodeSelector"), spec.get("affinity")))
+    return repr((*requests_key(spec), spec.get("affinity"), shape_key(pod, P.DEFAULT.shape_paths)))
 
 
 def gpus_pending(node: Obj) -> bool:
