@@ -13,6 +13,11 @@ In each test the scheduler is "busy": nothing pops until the test does, so the q
 
 from __future__ import annotations
 
+import pytest
+from conftest import final_objects
+from k8s_builders import make_pod, make_scenario, static_node
+
+from kubetwin.runner import run
 from kubetwin.scheduler.queue import INITIAL_BACKOFF, MAX_BACKOFF, POD_MAX_IN_UNSCHEDULABLE, SchedulingQueue
 from kubetwin.sim.env import Environment
 
@@ -189,3 +194,22 @@ def test_a_pod_deleted_and_created_again_is_a_new_queued_pod() -> None:
     advance(env, 3)
     q.add("ns/a", 0)
     assert drain(q) == ["ns/b", "ns/a"]
+
+
+@pytest.mark.parametrize(("b_priority", "winner"), [(0, "waiting"), (1000, "newcomer")])
+def test_in_a_run_the_pod_that_waited_longer_takes_the_freed_room(b_priority: int, winner: str) -> None:
+    """The room a finished pod frees at 60 s: the pod that has waited since 1 s (its failed attempt's Timestamp) and
+    one created at 60 s both enter activeQ at that instant. PrioritySort gives it to the one that waited, unless the
+    newcomer has the higher priority. Before, the newcomer's pod event ran first and it took the room."""
+    filler = make_pod("filler").cpu("3").duration("60s").obj()
+    waiting = make_pod("waiting").cpu("3").duration("1h").obj()
+    waiting["metadata"]["annotations"] = {"kubetwin.io/create-at": "1s"}
+    newcomer = make_pod("newcomer").cpu("3").duration("1h").obj()
+    newcomer["metadata"]["annotations"] = {"kubetwin.io/create-at": "60s"}
+    klass = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "newcomer"},
+             "value": b_priority}
+    newcomer["spec"]["priorityClassName"] = "newcomer"
+    r = run(objects=[make_scenario("5m").obj(), klass, static_node("n").obj(), filler, waiting, newcomer])
+    bound = {n: o["spec"].get("nodeName") for n, o in final_objects(r, "Pod").items()}
+    assert bound == {"filler": "n", "waiting": "n" if winner == "waiting" else None,
+                     "newcomer": "n" if winner == "newcomer" else None}
