@@ -147,3 +147,62 @@ def test_a_pod_volumebindings_prefilter_rejects_buys_nothing(shape: str) -> None
     assert added_nodes(r) == []
     assert set(messages(r, "NotTriggerScaleUp")) == {
         'pod didn\'t trigger scale-up: 1 persistentvolumeclaim "data" not found'}
+
+
+def _anti(pod: dict, key: str = "kubernetes.io/hostname", app: str = "web") -> dict:
+    pod["metadata"]["labels"] = {"app": app}
+    pod["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}]}}
+    return pod
+
+
+@pytest.mark.parametrize("shape", ["cpu", "gpu"])
+def test_pod_anti_affinity_buys_one_node_per_replica(shape: str) -> None:
+    """InterPodAffinity in the bin-packing estimate: three replicas that must not share a node (hostname
+    anti-affinity) and would fit one node together buy three nodes in one scale-up (the old subset packed them on
+    one, and the other two waited for more loops)."""
+    pods = [_anti(p) for p in pods_for(shape, "a", n=3)]
+    if shape == "gpu":  # two L4s per node: room for two replicas, were it not for the anti-affinity
+        p = pool("l4x2", "a", "cpu")
+        p["spec"].update(machineType="g2-standard-24", accelerators=[{"type": "nvidia-l4", "count": 2}])
+    else:
+        p = pool("cpu", "a", "cpu")
+    r = run(objects=[make_scenario("20m").obj(), p, *pods])
+    ups = messages(r, "TriggeredScaleUp")
+    assert len(ups) == 3 and all("0->3 (max: 4)" in m for m in ups), ups
+    assert len(added_nodes(r)) == 3
+
+
+def test_pod_affinity_to_a_zone_buys_in_that_zone() -> None:
+    """Required pod affinity to the zone of a running database: only the pool in that zone can help; the other
+    zone's pool, cheaper by the expander's tie-break or not, is not bought."""
+    db = owned(make_pod("db").cpu("1").duration("1h").obj())
+    db["metadata"]["labels"] = {"app": "db"}
+    db["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": "us-central1-b"}
+    app = owned(make_pod("app").cpu("7").duration("1h").obj())
+    app["metadata"]["annotations"] = {"kubetwin.io/create-at": "5m"}
+    app["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}
+    a, b = pool("aaa-zone-a", "a", "cpu"), pool("zzz-zone-b", "a", "cpu")
+    b["spec"]["zones"] = ["us-central1-b"]
+    r = run(objects=[make_scenario("20m").obj(), a, b, db, app])
+    app_nodes = {o["spec"].get("nodeName") for _, _, _, o in r.history
+                 if o["kind"] == "Pod" and o["metadata"]["name"] == "app"} - {None}
+    assert app_nodes and all("zzz-zone-b" in n for n in app_nodes), app_nodes
+    assert not any("aaa-zone-a" in n for n in added_nodes(r)), added_nodes(r)
+
+
+def test_existing_anti_affinity_keeps_the_pool_that_only_has_that_zone() -> None:
+    """An existing pod's anti-affinity (symmetry) against the pending pod, zone-wide: the pool in that zone cannot
+    help, and NotTriggerScaleUp says so in InterPodAffinity's words."""
+    guard = _anti(owned(make_pod("guard").cpu("1").duration("1h").obj()), "topology.kubernetes.io/zone", "noisy")
+    guard["metadata"]["labels"] = {"app": "guard"}
+    guard["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+        "labelSelector"] = {"matchLabels": {"app": "noisy"}}
+    noisy = owned(make_pod("noisy").cpu("7").duration("1h").obj())
+    noisy["metadata"]["labels"] = {"app": "noisy"}
+    noisy["metadata"]["annotations"] = {"kubetwin.io/create-at": "5m"}
+    r = run(objects=[make_scenario("20m").obj(), pool("only", "a", "cpu"), guard, noisy])
+    assert len(added_nodes(r)) == 1  # the guard's node only
+    assert set(messages(r, "NotTriggerScaleUp")) == {
+        "pod didn't trigger scale-up: 1 node(s) didn't satisfy existing pods anti-affinity rules"}

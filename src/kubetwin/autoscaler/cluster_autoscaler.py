@@ -49,14 +49,17 @@ from kubetwin.autoscaler.simulation import (
     SAFE_TO_EVICT,
     SOURCE,
     TO_BE_DELETED,
+    PodAffinity,
     consumes,
     gpus_pending,
+    namespace_labels,
     place,
     pod_info,
     pod_key,
     pre_filter,
     shape_sig,
     static_reason,
+    template_copy,
 )
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
@@ -217,11 +220,12 @@ class ClusterAutoscaler:
         names = self.registered(g)
         n = max(0, g.target - len(names))
         wants_gpu = "nvidia.com/gpu" in tmpl_node["status"]["allocatable"]
-        out = [NodeInfo.from_node(tmpl_node) for _ in range(n)]
+        tmpl = NodeInfo.from_node(tmpl_node)
+        out = [template_copy(tmpl, f"upcoming-{i}") for i in range(n)]
         for name in names if wants_gpu else ():
             node = self.store.get("Node", "", name)
             if node is not None and gpus_pending(node):
-                ni = NodeInfo.from_node(tmpl_node)
+                ni = template_copy(tmpl, f"upcoming-{name}")
                 for p in self.bound.get(name, {}).values():
                     ni.add_pod(p, pod_requests(p))
                 out.append(ni)
@@ -246,15 +250,19 @@ class ClusterAutoscaler:
         # FilterOutSchedulable: pods that fit the current nodes' free room or nodes already coming up need nothing.
         # Room only shrinks within a loop, so once a pod shape fails every later pod of that shape fails too.
         room = self.node_infos() + [ni for g in self.scalable_groups() for ni in self.upcoming(g)]
+        affinity = PodAffinity(room, namespace_labels(self.store))
         infos = {pod_key(p): pod_info(p) for p in pods}
         pre = {pod_key(p): pre_filter(self.store, p) for p in pods}  # PreFilter: no node at all can take these
+        # the per-shape shortcuts hold only for pods InterPodAffinity leaves alone: its verdicts depend on the pod's
+        # labels and on the pods placed before it
+        free = {pod_key(p): not affinity.plugin.wants(p) for p in pods}
         failed: set[str] = set()
         left = []
         for p in pods:
             sig = shape_sig(p)
             if pre[pod_key(p)] is not None:
                 left.append(p)
-            elif sig in failed or place(infos[pod_key(p)], room) is None:
+            elif (free[pod_key(p)] and sig in failed) or place(infos[pod_key(p)], room, affinity) is None:
                 failed.add(sig)
                 left.append(p)
         pods = left
@@ -269,6 +277,7 @@ class ClusterAutoscaler:
             bins: list[NodeInfo] = []
             helped: list[tuple[Obj, int]] = []
             verdict: dict[str, str | None] = {}  # pod shape -> why it cannot use this group's template
+            mark = affinity.mark()  # this group's estimate is undone after it (CA forks its snapshot per option)
             for p in pods:
                 pi, sig = infos[pod_key(p)], shape_sig(p)
                 if pre[pod_key(p)] is not None:
@@ -282,15 +291,20 @@ class ClusterAutoscaler:
                         why = fit[0] if fit else "Insufficient resources"
                     verdict[sig] = why
                 why = verdict[sig]
-                if why is not None:
-                    reasons[pod_key(p)][why] += 1
+                ni = None if why is not None else place(pi, bins, affinity)
+                if why is None and ni is None:
+                    fresh = template_copy(tmpl, len(bins))
+                    why = affinity.reason(p, fresh)
+                    if why is None:
+                        ni = fresh
+                        ni.add_pod(p, pi.requests)
+                        affinity.placed(p, ni)
+                        bins.append(ni)
+                if why is not None or ni is None:
+                    reasons[pod_key(p)][why or "Insufficient resources"] += 1
                     continue
-                ni = place(pi, bins)
-                if ni is None:
-                    ni = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)
-                    ni.add_pod(p, pi.requests)
-                    bins.append(ni)
                 helped.append((p, next(i for i, b in enumerate(bins) if b is ni)))
+            affinity.revert(mark, [b.name for b in bins])
             if not helped:
                 continue
             headroom = (g.hosts if g.target == 0 else 0) if g.hosts else self._room(g)

@@ -32,8 +32,10 @@ from kubetwin.autoscaler.simulation import (
     SAFE_TO_EVICT,
     SOURCE,
     TO_BE_DELETED,
+    PodAffinity,
     consumes,
     gpus_pending,
+    namespace_labels,
     place,
     pod_info,
 )
@@ -162,9 +164,10 @@ class ScaleDown:
         if not pods:
             return {}
         room = self.ca.node_infos(nodes)
+        affinity = PodAffinity(room, namespace_labels(self.ca.store))
         out: dict[str, list[Obj]] = {}
         for p in pods:
-            ni = place(pod_info(p), room)
+            ni = place(pod_info(p), room, affinity)
             if ni is not None:
                 out.setdefault(ni.name, []).append(p)
         return out
@@ -209,7 +212,8 @@ class ScaleDown:
 
     def _fits_elsewhere(self, pods: list[Obj], nodes: dict[str, Obj], excluded: set[str]) -> bool:
         infos = self.ca.node_infos(nodes, excluded)
-        return all(place(pod_info(p), infos) is not None for p in pods)
+        affinity = PodAffinity(infos, namespace_labels(self.ca.store))
+        return all(place(pod_info(p), infos, affinity) is not None for p in pods)
 
     def remove(self, node: Obj, g: NodeGroup, pods: list[Obj]) -> None:
         name = node["metadata"]["name"]
