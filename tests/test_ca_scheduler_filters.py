@@ -206,3 +206,34 @@ def test_existing_anti_affinity_keeps_the_pool_that_only_has_that_zone() -> None
     assert len(added_nodes(r)) == 1  # the guard's node only
     assert set(messages(r, "NotTriggerScaleUp")) == {
         "pod didn't trigger scale-up: 1 node(s) didn't satisfy existing pods anti-affinity rules"}
+
+
+def _dra_pool(name: str = "h100", hi: int = 2) -> dict:
+    """An autoscaling a3-highgpu-8g pool whose GPUs the NVIDIA DRA driver publishes (device plugin off)."""
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name},
+            "spec": {"machineType": "a3-highgpu-8g", "zones": ["us-central1-a"],
+                     "autoscaling": {"minNodeCount": 0, "maxNodeCount": hi},
+                     "accelerators": [{"type": "nvidia-h100-80gb", "count": 8,
+                                       "gpuDriverInstallation": "INSTALLATION_DISABLED"}],
+                     "labels": {"gke-no-default-nvidia-gpu-device-plugin": "true"}}}
+
+
+@pytest.mark.parametrize(("gpus", "pods", "nodes"), [(8, 2, 2), (4, 2, 1), (1, 3, 1)])
+def test_dra_claims_buy_dra_gpu_nodes_not_cpu_nodes(gpus: int, pods: int, nodes: int) -> None:
+    """DynamicResources in the simulation: a pod whose GPUs come from ResourceClaims fits only a template node
+    whose driver's ResourceSlices can satisfy the claims (CA simulates the template's slices), and claims share a
+    new node's devices as the allocator packs them. The old subset saw a pod requesting only CPU, bought CPU nodes
+    that could never run it, and the pods stayed Pending."""
+    from dra_builders import claim_pod, gpu_claim
+
+    cpu = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "aaa-cpu"},
+           "spec": {"machineType": "n2-standard-8", "zones": ["us-central1-a"],
+                    "autoscaling": {"minNodeCount": 0, "maxNodeCount": 4}}}
+    objs = [make_scenario("30m").obj(), _dra_pool(), cpu]
+    for i in range(pods):
+        objs += [gpu_claim(f"c{i}", gpus).obj(), owned(claim_pod(f"w{i}", f"c{i}").duration("1h").obj())]
+    r = run(objects=objs)
+    added = added_nodes(r)
+    assert not any("aaa-cpu" in n for n in added), added
+    assert len(added) == nodes and all("h100" in n for n in added), added
+    assert r.summary["pods"]["by_phase"] == {"Running": pods}

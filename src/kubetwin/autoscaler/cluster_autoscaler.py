@@ -49,10 +49,9 @@ from kubetwin.autoscaler.simulation import (
     SAFE_TO_EVICT,
     SOURCE,
     TO_BE_DELETED,
-    PodAffinity,
+    Snapshot,
     consumes,
     gpus_pending,
-    namespace_labels,
     place,
     pod_info,
     pod_key,
@@ -61,6 +60,7 @@ from kubetwin.autoscaler.simulation import (
     static_reason,
     template_copy,
 )
+from kubetwin.devices.dra.allocator import Features
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
@@ -101,8 +101,9 @@ class Option:
 class ClusterAutoscaler:
     def __init__(self, store: Store, env: Environment, events: EventRecorder, pools: NodePoolController,
                  spec: ClusterAutoscalerSpec | None = None, capacity: CapacityModel | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, features: Features = Features()) -> None:
         self.store, self.env, self.events, self.pools = store, env, events, pools
+        self.features = features  # the DRA feature gates, as the scheduler has them
         self.spec = spec or ClusterAutoscalerSpec()
         self.capacity = capacity or CapacityModel(store, env)
         self.rng = random.Random(f"cluster-autoscaler/{seed}")
@@ -250,19 +251,19 @@ class ClusterAutoscaler:
         # FilterOutSchedulable: pods that fit the current nodes' free room or nodes already coming up need nothing.
         # Room only shrinks within a loop, so once a pod shape fails every later pod of that shape fails too.
         room = self.node_infos() + [ni for g in self.scalable_groups() for ni in self.upcoming(g)]
-        affinity = PodAffinity(room, namespace_labels(self.store))
+        snapshot = Snapshot(room, self.store, self.features)
         infos = {pod_key(p): pod_info(p) for p in pods}
         pre = {pod_key(p): pre_filter(self.store, p) for p in pods}  # PreFilter: no node at all can take these
-        # the per-shape shortcuts hold only for pods InterPodAffinity leaves alone: its verdicts depend on the pod's
-        # labels and on the pods placed before it
-        free = {pod_key(p): not affinity.plugin.wants(p) for p in pods}
+        # the per-shape shortcuts hold only for pods InterPodAffinity and DynamicResources leave alone: their
+        # verdicts depend on the pod's labels and claims and on the pods placed before it
+        free = {pod_key(p): not snapshot.wants(p) for p in pods}
         failed: set[str] = set()
         left = []
         for p in pods:
             sig = shape_sig(p)
             if pre[pod_key(p)] is not None:
                 left.append(p)
-            elif (free[pod_key(p)] and sig in failed) or place(infos[pod_key(p)], room, affinity) is None:
+            elif (free[pod_key(p)] and sig in failed) or place(infos[pod_key(p)], room, snapshot) is None:
                 failed.add(sig)
                 left.append(p)
         pods = left
@@ -277,7 +278,7 @@ class ClusterAutoscaler:
             bins: list[NodeInfo] = []
             helped: list[tuple[Obj, int]] = []
             verdict: dict[str, str | None] = {}  # pod shape -> why it cannot use this group's template
-            mark = affinity.mark()  # this group's estimate is undone after it (CA forks its snapshot per option)
+            mark = snapshot.mark()  # this group's estimate is undone after it (CA forks its snapshot per option)
             for p in pods:
                 pi, sig = infos[pod_key(p)], shape_sig(p)
                 if pre[pod_key(p)] is not None:
@@ -291,20 +292,20 @@ class ClusterAutoscaler:
                         why = fit[0] if fit else "Insufficient resources"
                     verdict[sig] = why
                 why = verdict[sig]
-                ni = None if why is not None else place(pi, bins, affinity)
+                ni = None if why is not None else place(pi, bins, snapshot)
                 if why is None and ni is None:
                     fresh = template_copy(tmpl, len(bins))
-                    why = affinity.reason(p, fresh)
+                    why = snapshot.reason(p, fresh)
                     if why is None:
                         ni = fresh
                         ni.add_pod(p, pi.requests)
-                        affinity.placed(p, ni)
+                        snapshot.placed(p, ni)
                         bins.append(ni)
                 if why is not None or ni is None:
                     reasons[pod_key(p)][why or "Insufficient resources"] += 1
                     continue
                 helped.append((p, next(i for i, b in enumerate(bins) if b is ni)))
-            affinity.revert(mark, [b.name for b in bins])
+            snapshot.revert(mark, [b.name for b in bins])
             if not helped:
                 continue
             headroom = (g.hosts if g.target == 0 else 0) if g.hosts else self._room(g)

@@ -32,10 +32,9 @@ from kubetwin.autoscaler.simulation import (
     SAFE_TO_EVICT,
     SOURCE,
     TO_BE_DELETED,
-    PodAffinity,
+    Snapshot,
     consumes,
     gpus_pending,
-    namespace_labels,
     place,
     pod_info,
 )
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from kubetwin.api.twin import ClusterAutoscalerSpec
     from kubetwin.autoscaler.cluster_autoscaler import NodeGroup
     from kubetwin.autoscaler.nodepool import NodePoolController
+    from kubetwin.devices.dra.allocator import Features
     from kubetwin.sim.env import Environment
     from kubetwin.store.events import EventRecorder
     from kubetwin.store.store import Store
@@ -61,6 +61,7 @@ class ClusterView(Protocol):
     events: EventRecorder
     pools: NodePoolController
     spec: ClusterAutoscalerSpec
+    features: Features
     groups: dict[tuple[str, str], NodeGroup]
     bound: dict[str, dict[str, Obj]]  # node -> pod key -> pod
     pending: dict[str, Obj]  # unschedulable pods
@@ -164,10 +165,10 @@ class ScaleDown:
         if not pods:
             return {}
         room = self.ca.node_infos(nodes)
-        affinity = PodAffinity(room, namespace_labels(self.ca.store))
+        snapshot = Snapshot(room, self.ca.store, self.ca.features)
         out: dict[str, list[Obj]] = {}
         for p in pods:
-            ni = place(pod_info(p), room, affinity)
+            ni = place(pod_info(p), room, snapshot)
             if ni is not None:
                 out.setdefault(ni.name, []).append(p)
         return out
@@ -212,8 +213,8 @@ class ScaleDown:
 
     def _fits_elsewhere(self, pods: list[Obj], nodes: dict[str, Obj], excluded: set[str]) -> bool:
         infos = self.ca.node_infos(nodes, excluded)
-        affinity = PodAffinity(infos, namespace_labels(self.ca.store))
-        return all(place(pod_info(p), infos, affinity) is not None for p in pods)
+        snapshot = Snapshot(infos, self.ca.store, self.ca.features)
+        return all(place(pod_info(p), infos, snapshot) is not None for p in pods)
 
     def remove(self, node: Obj, g: NodeGroup, pods: list[Obj]) -> None:
         name = node["metadata"]["name"]

@@ -5,9 +5,10 @@ cluster-autoscaler builds the scheduler framework from the scheduler's configura
 plugins on the NodeInfos of its cluster snapshot, template nodes included (simulator/clustersnapshot/predicate
 SchedulerPluginRunner.RunFiltersOnNode; simulator/predicatechecker SchedulerBasedPredicateChecker before 1.31). The
 twin does the same with the scheduler's registry: every node-only Filter of `plugins.DEFAULT` in its order (a Filter
-registered there binds the autoscaler too), then NodeResourcesFit, after VolumeBinding's PreFilter; and the
-scheduler's InterPodAffinity plugin over the simulation's own nodes and pods (`PodAffinity`), so pods placed on a new
-template node in the estimate count for the next pod's (anti-)affinity, as in CA's binpacking estimator. Template
+registered there binds the autoscaler too), then NodeResourcesFit, after VolumeBinding's PreFilter; then
+InterPodAffinity and DynamicResources over the simulation's own nodes and pods (`Snapshot`), so pods placed on a new
+template node in the estimate count for the next pod's (anti-)affinity and devices, as in CA's binpacking estimator.
+Template
 nodes are copied with names and hostname labels of their own (CA's NodeInfoSanitizer does the same), so hostname
 anti-affinity tells them apart.
 """
@@ -18,6 +19,9 @@ from collections.abc import Callable, Iterable
 
 from kubetwin.api.podresources import pod_requests, requests_key
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.devices.dra.allocator import AllocationError, Allocator, DeviceID, Features, slices_by_node
+from kubetwin.devices.dra.claims import claim_name
+from kubetwin.scheduler import dra as DR
 from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler import volumebinding as VB
@@ -77,62 +81,152 @@ def namespace_labels(store: Store) -> Callable[[str], dict]:
     return lambda ns: ((store.get("Namespace", "", ns) or {}).get("metadata") or {}).get("labels") or {}
 
 
-class PodAffinity:
-    """The scheduler's InterPodAffinity plugin over one simulation: the pods of the snapshot's nodes and those the
-    simulation places. Nothing is indexed until a pod with terms is seen (the plugin's own lazy cache), so a cluster
-    without pod (anti-)affinity pays only the check. `mark`/`revert` undo what one node group's estimate placed
-    (CA forks its cluster snapshot per option and reverts it)."""
+class Snapshot:
+    """The simulation's cluster snapshot, for the framework plugins that read more than the node and the pod:
 
-    def __init__(self, nodes: Iterable[NodeInfo], ns_labels: Callable[[str], dict]) -> None:
+    - InterPodAffinity: the scheduler's plugin over the snapshot's nodes, the pods bound to them and those the
+      simulation places (nothing is indexed until a pod with terms is seen, the plugin's own lazy cache, so a
+      cluster without pod (anti-)affinity pays only the check);
+    - DynamicResources: the structured allocator (devices/dra/allocator.py, as the scheduler's plugin runs it) on
+      each node's ResourceSlices, less the devices claims hold in the cluster and those the simulation gave earlier
+      pods. A template node, or a node whose driver has not published yet, gets the slices the NVIDIA DRA driver
+      will publish for it (CA simulates template ResourceSlices, and counts nodes with unready DRA resources as
+      upcoming: processors/customresources). Twin simplification: shared counters of partitionable devices already
+      consumed in the cluster are not subtracted, and a pod whose claim is allocated stays on that allocation's
+      nodes (CA re-allocates it when it simulates a drain).
+
+    `mark`/`revert` undo what one node group's estimate placed (CA forks its cluster snapshot per option)."""
+
+    def __init__(self, nodes: Iterable[NodeInfo], store: Store, features: Features = Features()) -> None:
+        self.store, self.features = store, features
         self.nodes: dict[str, NodeInfo] = {ni.name: ni for ni in nodes}
-        self.plugin = IPA.InterPodAffinity(self.nodes, ns_labels)
+        self.affinity = IPA.InterPodAffinity(self.nodes, namespace_labels(store))
         self._gen = 0
-        self._placed: list[str] = []
+        self._placed: list[tuple[str, str]] = []  # (pod key, node) in placement order
+        self._devices: dict[str, set[DeviceID]] = {}  # node -> devices the simulation allocated there
+        self._chosen: tuple[str, str, set[DeviceID]] | None = None  # the last feasible allocation, for placed()
+        self._dra: tuple[dict[str, Obj], dict[str, list[Obj]], set[DeviceID]] | None = None
+        self._slices: dict[str, list[Obj]] = {}  # node -> its driver's slices, for nodes not published yet
         first = next((k for ni in self.nodes.values() for k, p in ni.pods.items() if IPA.has_terms(p)), None)
         if first is not None:  # the first pod with terms switches the cache on: every node's pods are indexed
             ni = next(n for n in self.nodes.values() if first in n.pods)
-            self.plugin.add(first, ni.pods[first], ni.name)
+            self.affinity.add(first, ni.pods[first], ni.name)
+
+    def wants(self, pod: Obj) -> bool:
+        """Whether these plugins have a say for the pod: then its verdicts depend on more than its shape."""
+        return self.affinity.wants(pod) or bool(pod["spec"].get("resourceClaims"))
 
     def reason(self, pod: Obj, ni: NodeInfo) -> str | None:
-        """InterPodAffinity's Filter for the pod on this node, in its words, or None."""
-        if not self.plugin.wants(pod):
-            return None
+        """The plugins' Filter for the pod on this node, in their words, or None."""
         self.nodes.setdefault(ni.name, ni)
-        self._gen += 1  # the plugin caches label columns per node generation: each call is a new one-node table
-        verdict = self.plugin.filter(pod, [ni], self._gen, 1)
-        if verdict is None or verdict.ok[0]:
-            return None
-        return IPA.ERR_AFFINITY if verdict.affinity[0] else IPA.ERR_ANTI if verdict.anti[0] else IPA.ERR_EXISTING
+        why = self._affinity_reason(pod, ni)
+        if why is None and pod["spec"].get("resourceClaims"):
+            why = self._claims_reason(pod, ni)
+        return why
 
     def placed(self, pod: Obj, ni: NodeInfo) -> None:
-        """The simulation put the pod on the node: later pods see it (as the scheduler's informer would)."""
+        """The simulation put the pod on the node: later pods see it and the devices it took."""
         self.nodes.setdefault(ni.name, ni)
-        if self.plugin.active or IPA.has_terms(pod):
-            key = pod_key(pod)
-            self.plugin.add(key, pod, ni.name)
-            self._placed.append(key)
+        key = pod_key(pod)
+        if self.affinity.active or IPA.has_terms(pod):
+            self.affinity.add(key, pod, ni.name)
+        if self._chosen is not None and self._chosen[:2] == (key, ni.name):
+            self._devices.setdefault(ni.name, set()).update(self._chosen[2])
+        self._chosen = None
+        self._placed.append((key, ni.name))
 
     def mark(self) -> int:
         return len(self._placed)
 
     def revert(self, mark: int, nodes: Iterable[str] = ()) -> None:
-        """Forget the pods placed since `mark` and the given (template) nodes."""
-        for key in self._placed[mark:]:
-            self.plugin.remove(key)
+        """Forget the pods placed since `mark` and the given (template) nodes with what they held."""
+        for key, _ in self._placed[mark:]:
+            self.affinity.remove(key)
         del self._placed[mark:]
         for name in nodes:
             self.nodes.pop(name, None)
+            self._devices.pop(name, None)
+            self._slices.pop(name, None)
+
+    # -- InterPodAffinity ----------------------------------------------------------------------------------
+    def _affinity_reason(self, pod: Obj, ni: NodeInfo) -> str | None:
+        if not self.affinity.wants(pod):
+            return None
+        self._gen += 1  # the plugin caches label columns per node generation: each call is a new one-node table
+        verdict = self.affinity.filter(pod, [ni], self._gen, 1)
+        if verdict is None or verdict.ok[0]:
+            return None
+        return IPA.ERR_AFFINITY if verdict.affinity[0] else IPA.ERR_ANTI if verdict.anti[0] else IPA.ERR_EXISTING
+
+    # -- DynamicResources ----------------------------------------------------------------------------------
+    def _cluster(self) -> tuple[dict[str, Obj], dict[str, list[Obj]], set[DeviceID]]:
+        """DeviceClasses (the driver's own included: its chart installs them with it), slices by node, and the
+        devices allocated to claims (admin access does not count), read once per simulation."""
+        if self._dra is None:
+            classes = {c["metadata"]["name"]: c for c in nvidia_dra.device_classes()}
+            classes.update({c["metadata"]["name"]: c for c in self.store.list("DeviceClass")})
+            used: set[DeviceID] = set()
+            for claim in self.store.list("ResourceClaim"):
+                for r in (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+                        "results") or ():
+                    if not r.get("adminAccess"):
+                        used.add((r["driver"], r["pool"], r["device"]))
+            self._dra = classes, slices_by_node(self.store.list("ResourceSlice")), used
+        return self._dra
+
+    def _node_slices(self, ni: NodeInfo, by_node: dict[str, list[Obj]]) -> list[Obj]:
+        """The node's published slices (and those reaching several nodes), or its driver's slices to come."""
+        published = by_node.get(ni.name)
+        if published:
+            return published + by_node.get("", [])
+        slices = self._slices.get(ni.name)
+        if slices is None:
+            labels = ni.node["metadata"].get("labels") or {}
+            accel = labels.get("cloud.google.com/gke-accelerator")
+            pool = self.store.get("NodePool", "", labels.get("cloud.google.com/gke-nodepool", ""))
+            slices = []
+            if accel and pool is not None and nvidia_dra.uses_dra(labels):
+                slices = nvidia_dra.slices_for(ni.name, accel, nvidia_dra.pool_gpu_count(pool["spec"]), labels,
+                                               lambda: "simulated")
+            self._slices[ni.name] = slices
+        return slices + by_node.get("", [])
+
+    def _claims_reason(self, pod: Obj, ni: NodeInfo) -> str | None:
+        ns = pod["metadata"].get("namespace") or "default"
+        claims = []
+        for pc in pod["spec"]["resourceClaims"]:
+            name = claim_name(pod, pc)
+            claim = None if name is None else self.store.get("ResourceClaim", ns, name)
+            if claim is None:
+                return f'could not find ResourceClaim "{ns}/{name}"'
+            claims.append(claim)
+        if any(not DR.allocation_on_node(c, ni.node) for c in claims if (c.get("status") or {}).get("allocation")):
+            return DR.NOT_ON_NODE
+        pending = [c for c in claims if not (c.get("status") or {}).get("allocation")]
+        if not pending:
+            return None
+        classes, by_node, used = self._cluster()
+        slices = self._node_slices(ni, by_node)
+        taken = used | self._devices.get(ni.name, set())
+        try:
+            chosen = Allocator(classes, slices, taken, self.features).search(ni.node, pending) if slices else None
+        except AllocationError as exc:
+            return str(exc)
+        if chosen is None:
+            return DR.CANNOT_ALLOCATE
+        self._chosen = (pod_key(pod), ni.name, {d.id for _, d in chosen})
+        return None
 
 
-def place(pi: P.PodInfo, bins: list[NodeInfo], affinity: PodAffinity | None = None) -> NodeInfo | None:
-    """First fit of the pod on the given nodes (the profile's Filters, NodeResourcesFit, InterPodAffinity when the
-    simulation has one); the chosen node takes its requests."""
+def place(pi: P.PodInfo, bins: list[NodeInfo], snapshot: Snapshot | None = None) -> NodeInfo | None:
+    """First fit of the pod on the given nodes (the profile's Filters, NodeResourcesFit, then the snapshot's
+    InterPodAffinity and DynamicResources); the chosen node takes its requests."""
     for ni in bins:
         if static_reason(pi, ni) is None and P.fits_request(pi.requests, ni) and (
-                affinity is None or affinity.reason(pi.pod, ni) is None):
+                snapshot is None or snapshot.reason(pi.pod, ni) is None):
             ni.add_pod(pi.pod, pi.requests)
-            if affinity is not None:
-                affinity.placed(pi.pod, ni)
+            if snapshot is not None:
+                snapshot.placed(pi.pod, ni)
             return ni
     return None
 
