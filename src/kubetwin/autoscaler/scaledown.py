@@ -37,6 +37,7 @@ from kubetwin.autoscaler.simulation import (
     gpus_pending,
     place,
     pod_info,
+    shape_sig,
 )
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.nodelifecycle import node_is_ready
@@ -167,10 +168,14 @@ class ScaleDown:
         room = self.ca.node_infos(nodes)
         snapshot = Snapshot(room, self.ca.store, self.ca.features)
         out: dict[str, list[Obj]] = {}
+        failed: set[str] = set()  # room only shrinks: a shape that found none finds none later (as in scale_up)
         for p in pods:
-            ni = place(pod_info(p), room, snapshot)
+            sig = shape_sig(p) if not snapshot.wants(p) else None
+            ni = None if sig in failed else place(pod_info(p), room, snapshot)
             if ni is not None:
                 out.setdefault(ni.name, []).append(p)
+            elif sig is not None:
+                failed.add(sig)
         return out
 
     def _remove_unneeded(self, now: float) -> None:

@@ -66,6 +66,7 @@ def pre_filter(store: Store, pod: Obj) -> str | None:
 
 
 HOSTNAME = "kubernetes.io/hostname"
+_UNSET = object()
 
 
 def template_copy(tmpl: NodeInfo, suffix: object) -> NodeInfo:
@@ -99,6 +100,8 @@ class Snapshot:
 
     def __init__(self, nodes: Iterable[NodeInfo], store: Store, features: Features = Features()) -> None:
         self.store, self.features = store, features
+        self.profile = P.DEFAULT  # as registered now: a simulation runs with one profile
+        self._static: dict[tuple[str, str], object] = {}  # (node, pod shape) -> static_reason
         self.nodes: dict[str, NodeInfo] = {ni.name: ni for ni in nodes}
         self.affinity = IPA.InterPodAffinity(self.nodes, namespace_labels(store))
         self._gen = 0
@@ -111,6 +114,15 @@ class Snapshot:
         if first is not None:  # the first pod with terms switches the cache on: every node's pods are indexed
             ni = next(n for n in self.nodes.values() if first in n.pods)
             self.affinity.add(first, ni.pods[first], ni.name)
+
+    def static_reason(self, pi: P.PodInfo, ni: NodeInfo) -> str | None:
+        """`static_reason`, remembered per node and pod shape (the fields the profile's node-only plugins read, the
+        scheduler's own cache key) for this simulation: first-fit asks it for every pod on every node."""
+        key = (ni.name, shape_key(pi.pod, self.profile.shape_paths))
+        why = self._static.get(key, _UNSET)
+        if why is _UNSET:
+            why = self._static[key] = static_reason(pi, ni, self.profile)
+        return why  # type: ignore[return-value]
 
     def wants(self, pod: Obj) -> bool:
         """Whether these plugins have a say for the pod: then its verdicts depend on more than its shape."""
@@ -222,7 +234,9 @@ def place(pi: P.PodInfo, bins: list[NodeInfo], snapshot: Snapshot | None = None)
     """First fit of the pod on the given nodes (the profile's Filters, NodeResourcesFit, then the snapshot's
     InterPodAffinity and DynamicResources); the chosen node takes its requests."""
     for ni in bins:
-        if static_reason(pi, ni) is None and P.fits_request(pi.requests, ni) and (
+        if not P.fits_request(pi.requests, ni):
+            continue
+        if (static_reason(pi, ni) if snapshot is None else snapshot.static_reason(pi, ni)) is None and (
                 snapshot is None or snapshot.reason(pi.pod, ni) is None):
             ni.add_pod(pi.pod, pi.requests)
             if snapshot is not None:
