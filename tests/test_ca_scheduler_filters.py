@@ -237,3 +237,26 @@ def test_dra_claims_buy_dra_gpu_nodes_not_cpu_nodes(gpus: int, pods: int, nodes:
     assert not any("aaa-cpu" in n for n in added), added
     assert len(added) == nodes and all("h100" in n for n in added), added
     assert r.summary["pods"]["by_phase"] == {"Running": pods}
+
+
+def test_scale_down_keeps_a_node_whose_pod_anti_affinity_forbids_the_other_node() -> None:
+    """Scale-down's drain simulation runs InterPodAffinity: web-1 on an underused node could fit the other node's
+    free room, but web-0 there repels it (hostname anti-affinity), so its node is not removed. Without the
+    anti-affinity the node is removed after the unneeded time."""
+    def scenario(anti: bool) -> list[dict]:
+        a = pool("pool-a", "a", "cpu", lo=0, hi=2, nodes=2)
+        a["spec"]["bootDelay"] = "0s"
+        pods = pods_for("cpu", "a", n=2, prefix="web-")
+        for i, p in enumerate(pods):
+            p["metadata"]["annotations"] = {"kubetwin.io/create-at": f"{30 + i}s"}
+            if anti:
+                _anti(p)
+        return [make_scenario("40m").obj(), a, *pods]
+
+    def deleted(r) -> list[str]:
+        return [o["metadata"]["name"] for _, _, etype, o in r.history if o["kind"] == "Node" and etype == "DELETED"]
+
+    r = run(objects=scenario(anti=True))
+    bound = {o["spec"].get("nodeName") for _, _, _, o in r.history if o["kind"] == "Pod"} - {None}
+    assert len(bound) == 2 and deleted(r) == []
+    assert len(deleted(run(objects=scenario(anti=False)))) == 1
