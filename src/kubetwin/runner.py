@@ -280,7 +280,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     NodeLifecycleController(store, env, events)  # taints by the Ready condition, NoExecute eviction
     PodGC(store, env)  # pods bound to a node name no Node has
     ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(
-        store, env, scenario.capacity, scenario.quotas, scenario.seed), scenario.seed)  # idle unless a pool autoscales
+        store, env, scenario.capacity, scenario.quotas, scenario.seed), scenario.seed,
+        Features.from_gates(dict(scenario.featureGates)))  # idle unless a pool autoscales
     ProvisioningRequestController(store, env, events, ca)
     spot = SpotPreemptionController(store, env, events, pools, scenario.seed)  # Spot pools' spotPreemption
     # Kueue is "installed" when the scenario has any Kueue object or its manager Configuration, as a cluster

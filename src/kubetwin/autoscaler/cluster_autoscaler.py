@@ -4,15 +4,15 @@ What it follows (kubernetes/autoscaler cluster-autoscaler, FAQ.md and core/): ev
 the pods the scheduler left PodScheduled=False/Unschedulable, first counts the room on nodes already coming up
 (resized groups whose VMs have not registered, GPU nodes whose driver is not up yet), then simulates each node group
 (one GKE MIG: a pool in one zone; a multi-host TPU pool is one group of a whole slice) with a template node built
-exactly as the NodePool controller builds its nodes, running the scheduler's own filters (NodeUnschedulable,
-TaintToleration, NodeAffinity, NodeResourcesFit from scheduler/plugins.py), bin-packs the pods onto new template
-nodes up to maxNodeCount, picks one option with the expander and resizes that group. Pods get CA's events:
-`TriggeredScaleUp` "pod triggered scale-up: [{<MIG URL> 1->2 (max: 4)}]" and `NotTriggerScaleUp` "pod didn't trigger
-scale-up: <count reason>, ..." (reasons: the filters' texts, "max node group size reached", "in backoff after failed
-scale-up"). VMs Compute Engine refuses (autoscaler/capacity.py) give GKE's `FailedScaleUp` "Node scale up in zones
-<zone> associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled." and put the group
-in backoff: 5 min doubling to 30 min, forgotten after 3 h without failure (--initial-node-group-backoff-duration,
---max-node-group-backoff-duration, --node-group-backoff-reset-timeout).
+exactly as the NodePool controller builds its nodes, running the scheduler's own profile (autoscaler/simulation.py:
+VolumeBinding's PreFilter, every node-only Filter registered in scheduler/plugins.DEFAULT, NodeResourcesFit),
+bin-packs the pods onto new template nodes up to maxNodeCount, picks one option with the expander and resizes that
+group. Pods get CA's events: `TriggeredScaleUp` "pod triggered scale-up: [{<MIG URL> 1->2 (max: 4)}]" and
+`NotTriggerScaleUp` "pod didn't trigger scale-up: <count reason>, ..." (reasons: the filters' texts, "max node group
+size reached", "in backoff after failed scale-up"). VMs Compute Engine refuses (autoscaler/capacity.py) give GKE's
+`FailedScaleUp` "Node scale up in zones <zone> associated with this pod failed: GCE quota exceeded. Pod is at risk of
+not being scheduled." and put the group in backoff: 5 min doubling to 30 min, forgotten after 3 h without failure
+(--initial-node-group-backoff-duration, --max-node-group-backoff-duration, --node-group-backoff-reset-timeout).
 
 Scale-down: see autoscaler/scaledown.py.
 
@@ -49,14 +49,18 @@ from kubetwin.autoscaler.simulation import (
     SAFE_TO_EVICT,
     SOURCE,
     TO_BE_DELETED,
+    Snapshot,
     consumes,
     gpus_pending,
     place,
     pod_info,
     pod_key,
+    pre_filter,
     shape_sig,
     static_reason,
+    template_copy,
 )
+from kubetwin.devices.dra.allocator import Features
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
@@ -97,8 +101,9 @@ class Option:
 class ClusterAutoscaler:
     def __init__(self, store: Store, env: Environment, events: EventRecorder, pools: NodePoolController,
                  spec: ClusterAutoscalerSpec | None = None, capacity: CapacityModel | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, features: Features = Features()) -> None:
         self.store, self.env, self.events, self.pools = store, env, events, pools
+        self.features = features  # the DRA feature gates, as the scheduler has them
         self.spec = spec or ClusterAutoscalerSpec()
         self.capacity = capacity or CapacityModel(store, env)
         self.rng = random.Random(f"cluster-autoscaler/{seed}")
@@ -216,11 +221,12 @@ class ClusterAutoscaler:
         names = self.registered(g)
         n = max(0, g.target - len(names))
         wants_gpu = "nvidia.com/gpu" in tmpl_node["status"]["allocatable"]
-        out = [NodeInfo.from_node(tmpl_node) for _ in range(n)]
+        tmpl = NodeInfo.from_node(tmpl_node)
+        out = [template_copy(tmpl, f"upcoming-{i}") for i in range(n)]
         for name in names if wants_gpu else ():
             node = self.store.get("Node", "", name)
             if node is not None and gpus_pending(node):
-                ni = NodeInfo.from_node(tmpl_node)
+                ni = template_copy(tmpl, f"upcoming-{name}")
                 for p in self.bound.get(name, {}).values():
                     ni.add_pod(p, pod_requests(p))
                 out.append(ni)
@@ -245,12 +251,19 @@ class ClusterAutoscaler:
         # FilterOutSchedulable: pods that fit the current nodes' free room or nodes already coming up need nothing.
         # Room only shrinks within a loop, so once a pod shape fails every later pod of that shape fails too.
         room = self.node_infos() + [ni for g in self.scalable_groups() for ni in self.upcoming(g)]
+        snapshot = Snapshot(room, self.store, self.features)
         infos = {pod_key(p): pod_info(p) for p in pods}
+        pre = {pod_key(p): pre_filter(self.store, p) for p in pods}  # PreFilter: no node at all can take these
+        # the per-shape shortcuts hold only for pods InterPodAffinity and DynamicResources leave alone: their
+        # verdicts depend on the pod's labels and claims and on the pods placed before it
+        free = {pod_key(p): not snapshot.wants(p) for p in pods}
         failed: set[str] = set()
         left = []
         for p in pods:
             sig = shape_sig(p)
-            if sig in failed or place(infos[pod_key(p)], room) is None:
+            if pre[pod_key(p)] is not None:
+                left.append(p)
+            elif (free[pod_key(p)] and sig in failed) or place(infos[pod_key(p)], room, snapshot) is None:
                 failed.add(sig)
                 left.append(p)
         pods = left
@@ -265,8 +278,12 @@ class ClusterAutoscaler:
             bins: list[NodeInfo] = []
             helped: list[tuple[Obj, int]] = []
             verdict: dict[str, str | None] = {}  # pod shape -> why it cannot use this group's template
+            mark = snapshot.mark()  # this group's estimate is undone after it (CA forks its snapshot per option)
             for p in pods:
                 pi, sig = infos[pod_key(p)], shape_sig(p)
+                if pre[pod_key(p)] is not None:
+                    reasons[pod_key(p)][pre[pod_key(p)]] += 1
+                    continue
                 if sig not in verdict:
                     why = static_reason(pi, tmpl)
                     empty = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)
@@ -275,15 +292,20 @@ class ClusterAutoscaler:
                         why = fit[0] if fit else "Insufficient resources"
                     verdict[sig] = why
                 why = verdict[sig]
-                if why is not None:
-                    reasons[pod_key(p)][why] += 1
+                ni = None if why is not None else place(pi, bins, snapshot)
+                if why is None and ni is None:
+                    fresh = template_copy(tmpl, len(bins))
+                    why = snapshot.reason(p, fresh)
+                    if why is None:
+                        ni = fresh
+                        ni.add_pod(p, pi.requests)
+                        snapshot.placed(p, ni)
+                        bins.append(ni)
+                if why is not None or ni is None:
+                    reasons[pod_key(p)][why or "Insufficient resources"] += 1
                     continue
-                ni = place(pi, bins)
-                if ni is None:
-                    ni = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)
-                    ni.add_pod(p, pi.requests)
-                    bins.append(ni)
                 helped.append((p, next(i for i, b in enumerate(bins) if b is ni)))
+            snapshot.revert(mark, [b.name for b in bins])
             if not helped:
                 continue
             headroom = (g.hosts if g.target == 0 else 0) if g.hosts else self._room(g)

@@ -39,6 +39,7 @@ from kubetwin.autoscaler.cluster_autoscaler import (
     place,
     pod_info,
 )
+from kubetwin.autoscaler.simulation import Snapshot, template_copy
 from kubetwin.controllers import admission
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
@@ -136,11 +137,12 @@ class ProvisioningRequestController:
     def fit_existing(self, pr: Obj, pods: list[Obj]) -> tuple[list[Obj], set[str]]:
         """Pods that do not fit the current nodes (after other bookings), and the nodes the others landed on."""
         infos = self.ca.node_infos()
+        snapshot = Snapshot(infos, self.store, self.ca.features)
         for p in self._booked_pods(_key(pr)):
-            place(pod_info(p), infos)
+            place(pod_info(p), infos, snapshot)
         left, used = [], set()
         for p in pods:
-            ni = place(pod_info(p), infos)
+            ni = place(pod_info(p), infos, snapshot)
             if ni is None:
                 left.append(p)
             else:
@@ -149,6 +151,7 @@ class ProvisioningRequestController:
 
     def _options(self, pods: list[Obj], queued: bool) -> list[Option]:
         options = []
+        snapshot = Snapshot(self.ca.node_infos(), self.store, self.ca.features)  # existing pods' terms count too
         for key in sorted(self.ca.groups):
             g = self.ca.groups[key]
             pool = self.store.get("NodePool", "", g.pool)
@@ -158,14 +161,18 @@ class ProvisioningRequestController:
             if tmpl is None:
                 continue
             bins: list[NodeInfo] = []
+            mark = snapshot.mark()  # each group's estimate is undone after it
+            fits = True
             for p in pods:
                 pi = pod_info(p)
-                if place(pi, bins) is None:
-                    ni = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)
-                    if place(pi, [ni]) is None:
+                if place(pi, bins, snapshot) is None:
+                    ni = template_copy(tmpl, len(bins))
+                    if place(pi, [ni], snapshot) is None:
+                        fits = False
                         break
                     bins.append(ni)
-            else:
+            snapshot.revert(mark, [b.name for b in bins])
+            if fits:
                 n = g.hosts if g.hosts else len(bins)
                 room = (g.hosts if g.target == 0 else 0) if g.hosts else g.max - g.target
                 if n <= room and (not g.hosts or len(bins) <= g.hosts):

@@ -32,10 +32,12 @@ from kubetwin.autoscaler.simulation import (
     SAFE_TO_EVICT,
     SOURCE,
     TO_BE_DELETED,
+    Snapshot,
     consumes,
     gpus_pending,
     place,
     pod_info,
+    shape_sig,
 )
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.nodelifecycle import node_is_ready
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from kubetwin.api.twin import ClusterAutoscalerSpec
     from kubetwin.autoscaler.cluster_autoscaler import NodeGroup
     from kubetwin.autoscaler.nodepool import NodePoolController
+    from kubetwin.devices.dra.allocator import Features
     from kubetwin.sim.env import Environment
     from kubetwin.store.events import EventRecorder
     from kubetwin.store.store import Store
@@ -59,6 +62,7 @@ class ClusterView(Protocol):
     events: EventRecorder
     pools: NodePoolController
     spec: ClusterAutoscalerSpec
+    features: Features
     groups: dict[tuple[str, str], NodeGroup]
     bound: dict[str, dict[str, Obj]]  # node -> pod key -> pod
     pending: dict[str, Obj]  # unschedulable pods
@@ -162,11 +166,16 @@ class ScaleDown:
         if not pods:
             return {}
         room = self.ca.node_infos(nodes)
+        snapshot = Snapshot(room, self.ca.store, self.ca.features)
         out: dict[str, list[Obj]] = {}
+        failed: set[str] = set()  # room only shrinks: a shape that found none finds none later (as in scale_up)
         for p in pods:
-            ni = place(pod_info(p), room)
+            sig = shape_sig(p) if not snapshot.wants(p) else None
+            ni = None if sig in failed else place(pod_info(p), room, snapshot)
             if ni is not None:
                 out.setdefault(ni.name, []).append(p)
+            elif sig is not None:
+                failed.add(sig)
         return out
 
     def _remove_unneeded(self, now: float) -> None:
@@ -209,7 +218,8 @@ class ScaleDown:
 
     def _fits_elsewhere(self, pods: list[Obj], nodes: dict[str, Obj], excluded: set[str]) -> bool:
         infos = self.ca.node_infos(nodes, excluded)
-        return all(place(pod_info(p), infos) is not None for p in pods)
+        snapshot = Snapshot(infos, self.ca.store, self.ca.features)
+        return all(place(pod_info(p), infos, snapshot) is not None for p in pods)
 
     def remove(self, node: Obj, g: NodeGroup, pods: list[Obj]) -> None:
         name = node["metadata"]["name"]

@@ -212,7 +212,7 @@ class DynamicResources(Plugin):
             if limit is not None and len(ok) >= limit:
                 break
             name = node["metadata"]["name"]
-            if any(not _on_node(c, node) for c in allocated):
+            if any(not allocation_on_node(c, node) for c in allocated):
                 rejected[name] = NOT_ON_NODE
                 continue
             if allocator is None:
@@ -272,7 +272,8 @@ class DynamicResources(Plugin):
             self.store.update({**claim, "status": status})
 
 
-def _on_node(claim: Obj, node: Obj) -> bool:
+def allocation_on_node(claim: Obj, node: Obj) -> bool:
+    """Whether an allocated claim's devices are reachable from the node (its allocation's node selector)."""
     sel = claim["status"]["allocation"].get("nodeSelector")
     if not sel:
         return True

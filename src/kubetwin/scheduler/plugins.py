@@ -231,6 +231,16 @@ class Profile:
         self.filters = [f for f in self.filters if f.name != name]
         self._index()
 
+    def first_rejection(self, pi: PodInfo, ni: NodeInfo) -> tuple[str, str] | None:
+        """Every node-only Filter on one node, in the profile's order: the name and first reason of the first that
+        rejects, or None. The cluster autoscaler's simulations ask this (as cluster-autoscaler runs the scheduler
+        framework's Filters on its snapshot's NodeInfos), so a Filter registered here binds them too."""
+        for plugin in self.filters:
+            code, reasons = plugin.check(pi, ni)
+            if code != SUCCESS:
+                return plugin.name, reasons[0] if reasons else plugin.name
+        return None
+
     def filter_all(self, pi: PodInfo, ni: NodeInfo) -> int:
         """Every Filter on one node, NodeResourcesFit last: the code of the first that rejects (preemption's
         dry run)."""

@@ -5,6 +5,14 @@ until a cluster event that one of the plugins that rejected it registered for sa
 (QueueingHint Queue), or 5 minutes pass. It then goes to activeQ once its backoff (1s doubling to 10s,
 from its last attempt) has run out. A failure during whose cycle such an event happened goes straight to
 backoff, so the event is not lost (moveRequestCycle).
+
+activeQ pops in the PrioritySort plugin's order (pkg/scheduler/framework/plugins/queuesort Less): higher priority
+first, then the older QueuedPodInfo.Timestamp. The Timestamp is the time the pod was first added (newQueuedPodInfo),
+refreshed when it is re-added after a failed attempt (AddUnschedulableIfNotPresent), and kept when it moves from
+unschedulablePods or backoffQ to activeQ; backoff counts from it (getBackoffTime). Equal priority and Timestamp (the
+twin's clock gives every pod created at one instant the same time, where a real clock's nanoseconds would order them
+as they were added) pop in the order they entered activeQ: deterministic, and a burst keeps its creation order.
+tests/test_scheduling_queue.py ports the upstream cases (scheduling_queue_test.go).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ class QueuedPodInfo:
     key: str
     priority: int
     attempts: int = 0
-    last_attempt: float = 0.0
+    timestamp: float = 0.0  # QueuedPodInfo.Timestamp: added, or re-added after its last failed attempt
     plugins: frozenset[str] = frozenset()  # UnschedulablePlugins of the last failure
     shape: object = None  # what the hints need to know about the pod (the scheduler's PodInfo)
     group: object = None  # pods of one group get the same hint verdicts (same spec as far as plugins see)
@@ -39,8 +47,8 @@ Hint = Callable[[str, object], bool]
 class SchedulingQueue:
     def __init__(self, env: Environment, on_ready: Callable[[], None]) -> None:
         self.env, self.on_ready = env, on_ready
-        self._active: list[tuple[int, int, str]] = []
-        self._in_active: set[str] = set()
+        self._active: list[tuple[int, float, int, str]] = []  # (-priority, timestamp, entry order, key)
+        self._in_active: dict[str, int] = {}  # key -> its live heap entry's order (older entries are stale)
         self._seq = 0
         self.info: dict[str, QueuedPodInfo] = {}
         self.unschedulable: dict[str, QueuedPodInfo] = {}
@@ -52,17 +60,19 @@ class SchedulingQueue:
         """A new pending pod, or one whose backoff ended: into activeQ."""
         if key in self._in_active:
             return
-        self.info.setdefault(key, QueuedPodInfo(key, priority))
-        self._in_active.add(key)
+        qpi = self.info.get(key)
+        if qpi is None:
+            qpi = self.info[key] = QueuedPodInfo(key, priority, timestamp=self.env.now)
         self._seq += 1
-        heapq.heappush(self._active, (-priority, self._seq, key))
+        self._in_active[key] = self._seq
+        heapq.heappush(self._active, (-priority, qpi.timestamp, self._seq, key))
         self.on_ready()
 
     def pop(self) -> str | None:
         while self._active:
-            _, _, key = heapq.heappop(self._active)
-            if key in self._in_active:
-                self._in_active.discard(key)
+            _, _, seq, key = heapq.heappop(self._active)
+            if self._in_active.get(key) == seq:
+                del self._in_active[key]
                 self._backoff.discard(key)
                 self.cycle += 1
                 return key
@@ -70,13 +80,13 @@ class SchedulingQueue:
 
     def forget(self, key: str) -> None:
         """Bound, deleted or finished: drop it from every queue."""
-        self._in_active.discard(key)
+        self._in_active.pop(key, None)
         self._backoff.discard(key)
         self.unschedulable.pop(key, None)
         self.info.pop(key, None)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
-        return qpi.last_attempt + min(INITIAL_BACKOFF * 2 ** min(qpi.attempts - 1, 8), MAX_BACKOFF)
+        return qpi.timestamp + min(INITIAL_BACKOFF * 2 ** min(qpi.attempts - 1, 8), MAX_BACKOFF)
 
     def failed(self, key: str, plugins: frozenset[str], shape: object, group: object, cycle: int) -> None:
         """AddUnschedulableIfNotPresent after a failed cycle."""
@@ -84,7 +94,7 @@ class SchedulingQueue:
         if qpi is None:
             return
         qpi.attempts += 1
-        qpi.last_attempt = self.env.now
+        qpi.timestamp = self.env.now  # "Refresh the timestamp since the pod is re-added."
         qpi.plugins = plugins or frozenset({ANY_PLUGIN})
         qpi.shape, qpi.group = shape, group
         if self.move_request_cycle >= cycle:

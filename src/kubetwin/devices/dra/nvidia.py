@@ -130,6 +130,12 @@ def catalog_count(machine_type: str) -> int:
     return machines.machine_type(machine_type).gpu_count
 
 
+def pool_gpu_count(spec: dict) -> int:
+    """How many GPUs a node of the pool has for the driver to publish: the accelerator count, else the machine's."""
+    accels = spec.get("accelerators") or []
+    return accels[0]["count"] if accels else catalog_count(spec["machineType"])
+
+
 def device_classes() -> list[Obj]:
     return [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
              "spec": {"selectors": [{"cel": {"expression": expr}}]}}
@@ -171,8 +177,7 @@ class NvidiaDraDriver:
         if pool is None:
             return
         spec = pool["spec"]
-        accels = spec.get("accelerators") or []
-        count = accels[0]["count"] if accels else catalog_count(spec["machineType"])
+        count = pool_gpu_count(spec)
         delay = parse_duration(spec.get("driverInstallDelay", "3m"))
         if count:
             self.env.after(delay, lambda: self._publish(name, labels, count))
