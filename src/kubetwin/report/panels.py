@@ -20,6 +20,7 @@ from kubetwin.report.rundata import RunData
 from kubetwin.report.serving_html import serving_figures
 from kubetwin.report.timeline import STATE_COLORS, Row
 from kubetwin.workloads.dcgm import figures as dcgm_figures
+from kubetwin.workloads.training_explain import never_trained
 from kubetwin.workloads.training_explain import render as explain_render
 
 __all__ = ["Panel", "panels", "timeline_figure"]
@@ -265,8 +266,13 @@ def _training(runs: list[RunData], multi: bool) -> list[Panel]:
     parts: dict[str, list[tuple[str, float]]] = {}
     for r in runs:
         for ref, rec in sorted(r.training.items()):
-            b = rec["breakdown"]
             label = html.escape(f"{r.name}: {ref}" if multi else ref)
+            if "breakdown" not in rec or never_trained(rec) is not None:  # no step ran: no bar, only the text
+                texts.append(f"<details><summary>kubetwin explain job {html.escape(ref)}"
+                             f"{' (' + html.escape(r.name) + ')' if multi else ''}</summary><pre>"
+                             f"{html.escape(explain_render(rec))}</pre></details>")
+                continue
+            b = rec["breakdown"]
             rows = [("compute", b["compute"]), ("pipeline bubble", b["bubble"])]
             rows += [(f"comm {k} (exposed)", v) for k, v in sorted(b["comm_by_kind"].items())]
             rows += [("data stall", b["parts"]["data"]), ("checkpoint (amortized)", b["parts"]["checkpoint"])]

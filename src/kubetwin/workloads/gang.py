@@ -7,10 +7,22 @@ complete within the launcher's timeout fails them. Once training, every step run
 rank lost mid-run (Spot preemption, node lost, pod deleted) leaves the survivors blocked in a collective until
 NCCL's watchdog (or JAX's coordination service) takes them down.
 
-A gang is the pods of one Job, JobSet or Kueue pod group (kueue.x-k8s.io/pod-group-name, its size from
-kueue.x-k8s.io/pod-group-total-count) with more than one pod, when they carry a training spec
-(training.kubetwin.io/*) or declare `training.kubetwin.io/gang: "true"`; `"false"` opts out
-(workloads/training_spec.py lists the gang annotations and the launchers' defaults).
+The rule (`launcher_of` and `multi_host_rank` below are its one implementation): the pods of one Job, JobSet or
+Kueue pod group (kueue.x-k8s.io/pod-group-name, its size from kueue.x-k8s.io/pod-group-total-count) that runs more
+than one pod at once are a gang when any of these holds, with or without training annotations:
+- they carry a training spec (training.kubetwin.io/*) or declare `training.kubetwin.io/gang: "true"`;
+- a pod requests google.com/tpu and lands on a host of a multi-host TPU slice (devices/tpu.py `node_slice`): GKE
+  gives each pod of the Indexed Job TPU_WORKER_ID (its completion index) and TPU_WORKER_HOSTNAMES (every worker's
+  hostname), and the slice's TPU runtime and jax.distributed.initialize wait for every worker ("About TPUs in GKE",
+  ../shared/reference/controllers-kueue-dra-deviceplugin-tpu-jobset.md §4: all pods of a slice must run at once);
+- a container starts a multi-node launcher: torchrun / `python -m torch.distributed.run` / `torch.distributed.launch`
+  with `--nnodes` other than 1 (an elastic `--nnodes=1:N` is no gang: it trains from one node), or JAX's
+  multi-process start (JAX_COORDINATOR_ADDRESS in its env, `jax.distributed.initialize` or MaxText in its command).
+`training.kubetwin.io/gang: "false"` opts a job out. The launcher: `training.kubetwin.io/launcher`, else the one the
+command names, else jax on TPU and torchrun on GPU; torchrun's `--rdzv-conf join_timeout=N` sets its rendezvous
+timeout (workloads/training_spec.py lists the gang annotations and the launchers' defaults). A gang rank without a
+training spec works for its kubetwin.io/duration once the rendezvous completes, or until stopped without one.
+Twin assumption: other single-host TPU pods of one Job are independent (no gang) unless a launcher says otherwise.
 
 The model, per rank (a pod): it starts (the kubelet's duration hook holds its work, `Work.hold`) and waits. When
 every rank of the gang waits, all begin their work at once. A rank still waiting `rendezvous-timeout` after it
@@ -26,6 +38,8 @@ FallbackToLogsOnError shows it), ranks of restartPolicy OnFailure pods fail the 
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +48,13 @@ from kubetwin.api import kinds
 from kubetwin.api.conditions import find_condition
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
+from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.kubelet import Kubelet, Work
+from kubetwin.devices import tpu
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.training import BF16, DDP_BUCKET_BYTES
-from kubetwin.workloads.training_spec import PREFIX, GangSpec, TrainingSpec, object_pods
+from kubetwin.workloads.training_spec import PREFIX, GangSpec, TrainingSpec, object_pods, parse_gang
 
 # torchrun (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py: _DistributedRendezvousOpExecutor.run raises
 # RendezvousTimeoutError() without text; torchrun's traceback ends with its qualified name).
@@ -48,6 +64,92 @@ TORCH_RDZV = "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"
 JAX_RDZV = ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: "
             "[Init]Wait_for_all_tasks_to_register::0. This usually happens because a task triggered the barrier too "
             "early or too slowly. Please look at the task logs (both timed out and first task) to debug further.")
+
+
+# torchrun's console scripts and modules (torch/distributed/run.py; torch.distributed.launch wraps it)
+_TORCHRUN = re.compile(r"(?:^|[\s/;&|(])(?:torchrun|torch\.distributed\.run|torch\.distributed\.launch)(?=$|[\s;&|)])")
+_NNODES = re.compile(r"--nnodes[= ]+(\S+)")
+_JOIN = re.compile(r"join_timeout=([0-9.]+)")  # --rdzv-conf / --rdzv_conf key=value list (torch/distributed/run.py)
+_JAX = re.compile(r"jax\.distributed\.initialize|maxtext", re.IGNORECASE)
+JAX_ENV = "JAX_COORDINATOR_ADDRESS"  # jax/_src/distributed.py reads it when no coordinator_address is passed
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """What a container's command says about its rendezvous: the launcher and torchrun's join timeout (None:
+    the launcher's default)."""
+
+    name: str
+    rendezvous_timeout: float | None = None
+
+
+def launcher_of(pod_spec: dict) -> Launcher | None:
+    """The multi-node launcher a pod's containers start, from their command, args and env; None when none does
+    (single-node torchrun: `--nnodes=1`, or elastic with a minimum of 1 node, trains without its peers)."""
+    for c in (pod_spec.get("containers") or []):
+        if not isinstance(c, dict):
+            continue
+        text = " ".join(str(x) for x in [*(c.get("command") or []), *(c.get("args") or [])])
+        if _TORCHRUN.search(text):
+            nnodes = _NNODES.search(text)
+            low = (nnodes.group(1).split(":")[0] if nnodes else "1").strip("\"'")
+            if low == "1":  # torchrun's default --nnodes is 1:1
+                continue
+            join = _JOIN.search(text)
+            return Launcher("torchrun", float(join.group(1)) if join else None)
+        env = {str(e.get("name")) for e in c.get("env") or [] if isinstance(e, dict)}
+        if JAX_ENV in env or _JAX.search(text):
+            return Launcher("jax")
+    return None
+
+
+def multi_host_rank(pod: Obj, node: Obj | None) -> Launcher | None:
+    """Whether the pod, on its node, is one rank of a multi-host workload by itself (the caller checks the job runs
+    more than one pod): a launcher in its command, else a TPU pod on a multi-host slice (jax unless it says
+    otherwise). None: not by this rule."""
+    found = launcher_of(pod.get("spec") or {})
+    if found is not None:
+        return found
+    if pod_requests(pod).get(tpu.RESOURCE) and node is not None and tpu.node_slice(node) is not None:
+        return Launcher("jax")
+    return None
+
+
+def _multi_host_template(pod_spec: dict, selector_multi_host: bool) -> bool:
+    """The manifest-time view of the rule, for install and validate: a launcher, or TPU chips on a slice."""
+    return launcher_of(pod_spec) is not None or bool(
+        selector_multi_host and pod_requests({"spec": pod_spec}).get(tpu.RESOURCE))
+
+
+def _selects_multi_host(pod_spec: dict) -> bool:
+    """Whether the pod's nodeSelector names a multi-host TPU topology (more chips than any one VM of the
+    generation has); a pod without one may still land on a slice (install then asks `might_be_gang`)."""
+    sel = pod_spec.get("nodeSelector") or {}
+    topology = sel.get(tpu.TOPOLOGY_LABEL)
+    if not topology:
+        return False
+    try:
+        return tpu.chips(str(topology)) > int(pod_requests({"spec": pod_spec}).get(tpu.RESOURCE) or 0)
+    except (tpu.TopologyError, ValueError):
+        return False
+
+
+def might_be_gang(kind: str, obj: dict) -> bool:
+    """Whether a Job or JobSet manifest may be a gang without gang annotations: it runs more than one pod at once
+    and one of its pod templates requests TPU chips or starts a multi-node launcher (install wires the gang
+    coordinator then; the kubelet hook decides per pod where it lands)."""
+    if kind not in ("Job", "JobSet") or not isinstance(obj.get("spec"), dict):
+        return False
+    pods = object_pods(kind, obj["spec"])
+    return sum(n for _, n in pods) > 1 and any(_multi_host_template(s, True) for s, _ in pods)
+
+
+def gang_spec(annotations: dict, found: Launcher | None) -> GangSpec:
+    """The gang's launcher and timeouts: annotations first, then what the command says, then the defaults (jax
+    for a TPU slice found without a launcher in its command). Raises SpecError as parse_gang does."""
+    if found is None:
+        return parse_gang(annotations)
+    return parse_gang(annotations, found.name, found.rendezvous_timeout)
 
 
 def watchdog_message(launcher: str, rank: int, seq: int, spec: TrainingSpec | None, world: int,
@@ -108,6 +210,9 @@ def diagnostics(m: Manifest, chains: list[list[tuple[str, dict]]]) -> list[Diagn
         declared = str(merged.get(PREFIX + "gang", "")).lower()
         if pod_spec.get("restartPolicy") != "OnFailure" or declared == "false" or (world <= 1 and declared != "true"):
             continue  # one pod is no gang unless declared one
+        if declared != "true" and not any(str(k).startswith(PREFIX) for k in merged) and \
+                not _multi_host_template(pod_spec, _selects_multi_host(pod_spec)):
+            continue  # no annotation, no TPU slice, no launcher: not a gang by the rule
         out.append(Diagnostic(m.file, m.line_of(f"{base}.restartPolicy"), m.ref, f"{base}.restartPolicy",
                               "a gang rank whose launcher fails (rendezvous or collective timeout) fails the pod "
                               "in the twin, as with restartPolicy Never; the kubelet does not restart its "

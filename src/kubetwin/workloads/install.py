@@ -22,13 +22,14 @@ class TrainingRun:
 
     def contribute(self, until: float) -> Contribution:
         """timeseries.json "dcgm", the DCGM exporter's series and training.json; nothing when no training pod
-        ran."""
-        if not self.model.inputs:
-            return Contribution()
+        ran and no gang failed its rendezvous or lost a rank (training.json then says why the gang stopped)."""
         from kubetwin.workloads.training_explain import records
 
+        training = records(self.model, self.store)
+        if not self.model.inputs:
+            return Contribution(training=training) if training else Contribution()
         series, text = self.dcgm.finish()
-        return Contribution(timeseries={"dcgm": series}, prometheus=text, training=records(self.model, self.store))
+        return Contribution(timeseries={"dcgm": series}, prometheus=text, training=training)
 
 
 def install(store: Store, env: Environment, kubelet: Kubelet, manifests: list[Manifest], sample_interval: float,

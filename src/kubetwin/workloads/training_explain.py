@@ -78,7 +78,9 @@ def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Pla
 
 
 def records(model: Any, store: Any) -> dict[str, dict]:
-    """training.json's content from the run's TrainingModel: "namespace/name" -> job_record."""
+    """training.json's content from the run's TrainingModel: "namespace/name" -> job_record; and a gang without a
+    training spec (a multi-host TPU JobSet, a torchrun Job) whose rendezvous timed out or that lost a rank gets a
+    record of its gang alone, so `explain job` says what happened to it."""
     out = {}
     for (ns, name), (spec, placement) in sorted(model.inputs.items()):
         kind = "JobSet" if store.get("JobSet", ns, name) is not None else "Job"
@@ -86,7 +88,28 @@ def records(model: Any, store: Any) -> dict[str, dict]:
         gang = model.gang.record((ns, name)) if model.gang is not None else None
         if gang is not None:
             out[f"{ns}/{name}"]["gang"] = gang
+    for (ns, name) in sorted(model.gang.gangs if model.gang is not None else ()):
+        gang = model.gang.record((ns, name))
+        if (ns, name) in model.inputs or not any(e["event"] != "started" for e in gang["log"]):
+            continue  # a gang that only started as it should adds nothing a run without this record lacks
+        kind = "JobSet" if store.get("JobSet", ns, name) is not None else "Job"
+        out[f"{ns}/{name}"] = {"namespace": ns, "name": name, "kind": kind, "gang": gang}
     return out
+
+
+def never_trained(rec: dict) -> str | None:
+    """Why a gang never trained (its rendezvous never completed), with when, or None when it trained or is no
+    gang: `explain job` and the run's headline print this instead of a step and job time it never ran."""
+    log = (rec.get("gang") or {}).get("log") or []
+    if not log or any(e["event"] == "started" for e in log):
+        return None
+    timeouts = [e for e in log if e["event"] == "rendezvous timeout"]
+    if not timeouts:
+        return "its rendezvous never completed"
+    last = timeouts[-1]
+    waited = f"{len(timeouts)} rendezvous timeouts, the last" if len(timeouts) > 1 else "rendezvous timed out"
+    missing = ", ".join(f"rank {m['rank']}" + (f" ({m['phase']})" if m["phase"] else "") for m in last["missing"])
+    return f"{waited} at {_at(last['t'])} after {_dur(last['waited'])} waiting for {missing or 'no rank'}"
 
 
 def _error(where: str, message: str, hint: str) -> KubetwinError:
@@ -181,8 +204,31 @@ def render_gang(gang: dict) -> list[str]:
     return out
 
 
+def _render_untrained(rec: dict, why: str) -> str:
+    """A gang that never trained: what it is, why it never trained, and its gang log; no step or job time (the
+    breakdown the twin computed for its planned placement never ran)."""
+    g = rec["gang"]
+    head = f"{rec['kind']} {rec['namespace']}/{rec['name']}: "
+    if rec.get("spec"):
+        sp = rec["spec"]
+        head += f"{sp['params'] / 1e9:g}B params, {sp['steps']} steps of {sp['global_batch']} x {sp['seq_len']} tokens"
+    else:
+        head += f"{g['world']} ranks (no training spec: each runs its kubetwin.io/duration once all have joined)"
+    out = [head, "", f"Never trained: {why}.",
+           "  no step time or job time: no step ran (the ranks that started held their accelerators, billed, "
+           "while they waited)"]
+    return "\n".join(out + render_gang(g))
+
+
 def render(rec: dict) -> str:
-    """The explain text: placement, storage, the step table, the DCGM gauges, the gang's waits, the what-ifs."""
+    """The explain text: placement, storage, the step table, the DCGM gauges, the gang's waits, the what-ifs; for
+    a gang that never trained, why not instead of a step time it never ran."""
+    why = never_trained(rec)
+    if why is not None:
+        return _render_untrained(rec, why)
+    if "breakdown" not in rec:  # a gang record of its own that trained, then lost a rank
+        return "\n".join([f"{rec['kind']} {rec['namespace']}/{rec['name']}: {rec['gang']['world']} ranks (no "
+                          "training spec)", *render_gang(rec["gang"])])
     sp, pl, b, st = rec["spec"], rec["placement"], rec["breakdown"], rec["storage"]
     par = f"dp {b['dp']} x tp {sp['tp']} x pp {sp['pp']}" + (" (FSDP)" if sp["fsdp"] else "")
     out = [f"{rec['kind']} {rec['namespace']}/{rec['name']}: {sp['params'] / 1e9:g}B params, {b['steps']} steps of "
