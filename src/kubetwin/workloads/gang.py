@@ -253,7 +253,7 @@ class GangCoordinator:
                 del g.waiting[uid]
         if len({r.rank for r in g.waiting.values()}) < g.world:
             return
-        ranks = sorted(g.waiting.items(), key=lambda kv: kv[1].rank)
+        ranks = list(g.waiting.items())  # in the order they joined (the kubelet started them)
         g.waiting = {}
         waited = self.env.now - min(r.since for _, r in ranks)
         g.log.append({"t": self.env.now, "event": "started", "ranks": len(ranks), "waited": waited})
@@ -328,8 +328,9 @@ class GangCoordinator:
             if not g.stepping:
                 g.stalled = None
             return
-        if not g.stepping:
-            return
+        alive = {suid: s for suid, s in g.stepping.items() if self._running(s) is not None}
+        if not alive:
+            return  # every rank stopped at this instant (a multi-host slice lost whole): nobody is left to stall
         g.stalled = self.env.now
         st = pod.get("status") or {}
         why = "deleted" if etype == "DELETED" or pod["metadata"].get("deletionTimestamp") else (
@@ -337,8 +338,8 @@ class GangCoordinator:
         spec_pl = self.model.inputs.get(key)
         step = self.model.breakdowns[key].step if key in self.model.breakdowns else 0.0
         g.log.append({"t": self.env.now, "event": "rank lost", "rank": r.rank, "pod": pod["metadata"]["name"],
-                      "why": why, "survivors": len(g.stepping), "timeout": g.spec.collective_timeout})
-        for suid, s in sorted(g.stepping.items(), key=lambda kv: kv[1].rank):
+                      "why": why, "survivors": len(alive), "timeout": g.spec.collective_timeout})
+        for suid, s in sorted(alive.items(), key=lambda kv: kv[1].rank):
             start = self.kubelet.work_start(suid)
             seq = 1 + (int((self.env.now - start) / step) if step > 0 and start is not None
                        and start <= self.env.now else 0)
