@@ -17,8 +17,8 @@ from k8s_builders import make_pool, make_scenario
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import Manifest
-from kubetwin.cli.main import app
 from kubetwin.catalog import hourly_price, machine_type
+from kubetwin.cli.main import app
 from kubetwin.runner import run
 from kubetwin.validation.validate import validate
 

@@ -39,7 +39,6 @@ FallbackToLogsOnError shows it), ranks of restartPolicy OnFailure pods fail the 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
