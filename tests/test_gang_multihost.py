@@ -269,10 +269,47 @@ def test_jax_on_gpu_by_its_coordinator_env() -> None:
 
 
 @pytest.mark.parametrize("command", [["python", "train.py"], ["torchrun", "--nnodes=1", "--nproc-per-node=8", "x.py"],
-                                     ["torchrun", "--nnodes=1:4", "--nproc-per-node=8", "x.py"]])
+                                     ["torchrun", "--nnodes=1:4", "--nproc-per-node=8", "x.py"],
+                                     ["torchrun", "--standalone", "--nproc-per-node=8", "x.py"]])
 def test_gpu_jobs_without_a_multi_node_launcher_are_no_gang(command: list[str]) -> None:
     """Plain pods, single-node torchrun, and elastic torchrun whose minimum is one node run one after the other."""
     assert sum(1 for v in _gpu_run(_gpu_job(command)).values() if _first(v, "Succeeded")) == 2
+
+
+def test_a_lost_node_stalls_the_other_torchrun_rank_until_the_nccl_watchdog() -> None:
+    """Two Spot A3 nodes, a torchrun Job over both without annotations (2 h of kubetwin.io/duration): one VM is
+    preempted at 25 min, the other rank hangs in its collectives and fails 600 s later with the watchdog's error."""
+    pool = (make_pool("spot", "a3-highgpu-8g", 2).spec(spot=True, spotPreemption={"schedule": [{"at": "1500",
+                                                                                              "nodes": 1}]})
+            .gpus("nvidia-h100-80gb", 8).obj())
+    job = _gpu_job(["torchrun", "--nnodes=2", "--nproc-per-node=8", "train.py"])
+    job["spec"]["template"]["metadata"]["annotations"]["kubetwin.io/duration"] = "2h"
+    job["spec"]["backoffLimit"] = 3  # 0 would delete the survivor with the Job at the first failure
+    res = run(objects=[make_scenario("4h").obj(), pool, job])
+    pods = _workers(res)
+    lost = min(_first(v, "Failed") or 1e18 for v in pods.values())
+    assert 1500 <= lost < 1600
+    [survivor] = [v for v in pods.values() if (_first(v, "Running") or 1e18) < lost < (_first(v, "Failed") or 0)]
+    assert _first(survivor, "Failed") == pytest.approx(lost + 600)
+    assert "Watchdog caught collective operation timeout" in _message(survivor[-1])
+
+
+def test_kueue_pod_group_on_a_tpu_slice_is_a_gang() -> None:
+    """Plain pods of one Kueue pod group (total count 2) on a 2-host slice whose other host is taken."""
+    machine, topology = "ct5lp-hightpu-4t", "2x4"
+
+    def pod(i: int) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"rank-{i}", "namespace": "default", "labels": {"kueue.x-k8s.io/pod-group-name": "g"},
+            "annotations": {"kubetwin.io/duration": "40m", "kubetwin.io/create-at": "1m",
+                            "kueue.x-k8s.io/pod-group-total-count": "2"}},
+            "spec": _tpu_pod_spec(machine, topology)}
+    res = run(objects=[make_scenario("3h").obj(), _tpu_pool(machine, topology, 2), _blocker(machine, topology),
+                       pod(0), pod(1)])
+    pods = _workers(res)  # one waits and fails, then the other takes its host, waits and fails: none runs 40 min
+    assert len(pods) == 2 and not any(_first(v, "Succeeded") for v in pods.values())
+    for v in pods.values():
+        assert _first(v, "Failed") == pytest.approx(_first(v, "Running") + 300)
 
 
 # -- validate ---------------------------------------------------------------------------------------------------

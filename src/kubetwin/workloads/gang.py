@@ -92,7 +92,7 @@ def launcher_of(pod_spec: dict) -> Launcher | None:
         if _TORCHRUN.search(text):
             nnodes = _NNODES.search(text)
             low = (nnodes.group(1).split(":")[0] if nnodes else "1").strip("\"'")
-            if low == "1":  # torchrun's default --nnodes is 1:1
+            if low == "1" or "--standalone" in text:  # torchrun's default --nnodes is 1:1; standalone: one node
                 continue
             join = _JOIN.search(text)
             return Launcher("torchrun", float(join.group(1)) if join else None)
@@ -134,11 +134,16 @@ def _selects_multi_host(pod_spec: dict) -> bool:
 
 
 def might_be_gang(kind: str, obj: dict) -> bool:
-    """Whether a Job or JobSet manifest may be a gang without gang annotations: it runs more than one pod at once
-    and one of its pod templates requests TPU chips or starts a multi-node launcher (install wires the gang
-    coordinator then; the kubelet hook decides per pod where it lands)."""
-    if kind not in ("Job", "JobSet") or not isinstance(obj.get("spec"), dict):
+    """Whether a Job, JobSet or Kueue pod group's Pod may be a gang without gang annotations: it runs more than one
+    pod at once and one of its pod templates requests TPU chips or starts a multi-node launcher (install wires the
+    gang coordinator then; the kubelet hook decides per pod where it lands)."""
+    if kind not in ("Job", "JobSet", "Pod") or not isinstance(obj.get("spec"), dict):
         return False
+    if kind == "Pod":  # kueue pkg/controller/jobs/pod: GroupNameLabel, GroupTotalCountAnnotation
+        meta = obj.get("metadata") or {}
+        count = str((meta.get("annotations") or {}).get("kueue.x-k8s.io/pod-group-total-count", ""))
+        grouped = bool((meta.get("labels") or {}).get("kueue.x-k8s.io/pod-group-name"))
+        return grouped and count.isdigit() and int(count) > 1 and _multi_host_template(obj["spec"], True)
     pods = object_pods(kind, obj["spec"])
     return sum(n for _, n in pods) > 1 and any(_multi_host_template(s, True) for s, _ in pods)
 
