@@ -32,8 +32,8 @@ JAX_BARRIER = "DEADLINE_EXCEEDED: Barrier timed out"
 TORCH_RDZV = "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"
 
 
-def _tpu_pool(machine: str, topology: str, hosts: int) -> dict:
-    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "tpu"},
+def _tpu_pool(machine: str, topology: str, hosts: int, name: str = "tpu") -> dict:
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": name},
             "spec": {"machineType": machine, "zones": [ZONE[machine]], "nodeCount": hosts,
                      "placementPolicy": {"tpuTopology": topology}}}
 
@@ -125,6 +125,22 @@ def test_a_worker_whose_peer_host_is_taken_waits_and_fails_as_jax_does(kind: str
         assert _first(v, "Failed") == pytest.approx(_first(v, "Running") + 300)  # initialization_timeout
         assert JAX_BARRIER in _message(v[-1]) and "Wait_for_all_tasks_to_register" in _message(v[-1])
     assert _cond(_final(res, kind, "train"), "Failed") is not None
+
+
+def test_a_multislice_jobset_waits_for_every_slice() -> None:
+    """Two 2-host v5e slices, a JobSet of 2 replicated Jobs (one per slice, JAX multislice): one host taken, the
+    three running workers of both slices wait for the fourth and fail; the set fails (maxRestarts 0)."""
+    machine, topology = "ct5lp-hightpu-4t", "2x4"
+    js = _jobset("train", 2, _tpu_pod_spec(machine, topology))
+    js["spec"]["replicatedJobs"][0]["replicas"] = 2
+    res = run(objects=[make_scenario("3h").obj(), _tpu_pool(machine, topology, 2, "slice-a"),
+                       _tpu_pool(machine, topology, 2, "slice-b"), _blocker(machine, topology), js])
+    workers = _workers(res)
+    ran = [v for v in workers.values() if _first(v, "Running") is not None]
+    assert len(workers) == 4 and len(ran) == 3 and not any(_first(v, "Succeeded") for v in workers.values())
+    for v in ran:
+        assert _first(v, "Failed") == pytest.approx(_first(v, "Running") + 300)
+    assert _cond(_final(res, "JobSet", "train"), "Failed") is not None
 
 
 def test_training_annotations_do_not_change_the_rule_on_tpu() -> None:
