@@ -58,8 +58,9 @@ from kubetwin.workloads.training_spec import PREFIX, GangSpec, TrainingSpec, obj
 # torchrun (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py: _DistributedRendezvousOpExecutor.run raises
 # RendezvousTimeoutError() without text; torchrun's traceback ends with its qualified name).
 TORCH_RDZV = "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"
-# jax.distributed.initialize's registration barrier (XLA coordination service), as GKE recipe users report it
-# (AI-Hypercomputer/gpu-recipes issue 2).
+# jax.distributed.initialize's registration barrier (XLA coordination service, xla/tsl coordination_service.cc:
+# kClusterRegisterBarrierId "[Init]Wait_for_all_tasks_to_register"), as GKE recipe users report it
+# (AI-Hypercomputer/gpu-recipes issue 2); it waits initialization_timeout=300 s (jax/_src/distributed.py).
 JAX_RDZV = ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: "
             "[Init]Wait_for_all_tasks_to_register::0. This usually happens because a task triggered the barrier too "
             "early or too slowly. Please look at the task logs (both timed out and first task) to debug further.")
@@ -68,7 +69,9 @@ JAX_RDZV = ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier ti
 # torchrun's console scripts and modules (torch/distributed/run.py; torch.distributed.launch wraps it)
 _TORCHRUN = re.compile(r"(?:^|[\s/;&|(])(?:torchrun|torch\.distributed\.run|torch\.distributed\.launch)(?=$|[\s;&|)])")
 _NNODES = re.compile(r"--nnodes[= ]+(\S+)")
-_JOIN = re.compile(r"join_timeout=([0-9.]+)")  # --rdzv-conf / --rdzv_conf key=value list (torch/distributed/run.py)
+# --rdzv-conf / --rdzv_conf key=value list (torch/distributed/run.py); the c10d handler reads "join_timeout"
+# (dynamic_rendezvous.py create_handler: _get_timeout(params, "join"), default RendezvousTimeout join 600 s)
+_JOIN = re.compile(r"join_timeout=([0-9.]+)")
 _JAX = re.compile(r"jax\.distributed\.initialize|maxtext", re.IGNORECASE)
 JAX_ENV = "JAX_COORDINATOR_ADDRESS"  # jax/_src/distributed.py reads it when no coordinator_address is passed
 
