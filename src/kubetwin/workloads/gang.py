@@ -117,15 +117,15 @@ def multi_host_rank(pod: Obj, node: Obj | None) -> Launcher | None:
     return None
 
 
-def _multi_host_template(pod_spec: dict, selector_multi_host: bool) -> bool:
-    """The manifest-time view of the rule, for install and validate: a launcher, or TPU chips on a slice."""
-    return launcher_of(pod_spec) is not None or bool(
-        selector_multi_host and pod_requests({"spec": pod_spec}).get(tpu.RESOURCE))
+def _multi_host_template(pod_spec: dict, on_slice: bool) -> bool:
+    """The manifest-time view of the rule, for install and validate: a launcher, or TPU chips when the pod may
+    land on a multi-host slice (`on_slice`: install cannot know where a pod lands, validate reads its selector)."""
+    return launcher_of(pod_spec) is not None or bool(on_slice and pod_requests({"spec": pod_spec}).get(tpu.RESOURCE))
 
 
 def _selects_multi_host(pod_spec: dict) -> bool:
-    """Whether the pod's nodeSelector names a multi-host TPU topology (more chips than any one VM of the
-    generation has); a pod without one may still land on a slice (install then asks `might_be_gang`)."""
+    """Whether the pod's nodeSelector names a TPU topology of more chips than the pod takes (one host of a
+    multi-host slice); a pod without one may still land on a slice (install asks `might_be_gang` instead)."""
     sel = pod_spec.get("nodeSelector") or {}
     topology = sel.get(tpu.TOPOLOGY_LABEL)
     if not topology:
