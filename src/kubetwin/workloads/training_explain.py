@@ -132,7 +132,8 @@ def load(run_dir: Path, resource: str, name: str, namespace: str) -> dict:
         return rec
     if _exists(run_dir, namespace, name):
         raise _error(f"{namespace}/{name}", "not a training job: no training.kubetwin.io/* annotations (its pods "
-                     "ran for kubetwin.io/duration), or none of its pods started",
+                     "ran for kubetwin.io/duration; a gang without them is explained only when its rendezvous "
+                     "timed out or it lost a rank), or none of its pods started",
                      "add the training annotations (docs/training-studies.md) to have the twin compute its run time")
     known = ", ".join(sorted(jobs)) or "none in this run"
     raise _error(f"{namespace}/{name}", f'{kind} "{name}" not found in namespace "{namespace}"',
