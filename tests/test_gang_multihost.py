@@ -328,6 +328,22 @@ def test_kueue_pod_group_on_a_tpu_slice_is_a_gang() -> None:
         assert _first(v, "Failed") == pytest.approx(_first(v, "Running") + 300)
 
 
+@pytest.mark.parametrize("pods", [1, 2])
+def test_torchrun_waiting_for_more_nodes_than_the_job_runs_never_trains(pods: int) -> None:
+    """--nnodes=4 with fewer pods: room for all of them, but the rendezvous waits for nodes that never come; validate
+    warns first."""
+    job = _gpu_job(["torchrun", "--nnodes=4", "--nproc-per-node=8", "train.py"], pods=pods)
+    res = run(objects=[make_scenario("3h").obj(),
+                       make_pool("a3", "a3-highgpu-8g", 4).gpus("nvidia-h100-80gb", 8).obj(), job])
+    ran = list(_workers(res).values())
+    assert len(ran) == pods and not any(_first(v, "Succeeded") for v in ran)
+    for v in ran:
+        assert _first(v, "Failed") == pytest.approx(_first(v, "Running") + 600)
+        assert TORCH_RDZV in _message(v[-1])
+    [warn] = [d for d in validate([Manifest(job, "t.yaml", 1)]) if "--nnodes=4" in d.message]
+    assert warn.severity == "warning" and "never completes" in warn.message and "--nnodes=" in warn.hint
+
+
 # -- validate ---------------------------------------------------------------------------------------------------
 def test_validate_notices_a_multi_host_gang_restarting_in_place() -> None:
     spec = _tpu_pod_spec("ct5lp-hightpu-4t", "2x4")

@@ -83,6 +83,7 @@ class Launcher:
 
     name: str
     rendezvous_timeout: float | None = None
+    nodes: int | None = None  # torchrun's --nnodes (its minimum): the rendezvous waits for that many nodes
 
 
 def launcher_of(pod_spec: dict) -> Launcher | None:
@@ -98,7 +99,7 @@ def launcher_of(pod_spec: dict) -> Launcher | None:
             if low == "1" or "--standalone" in text:  # torchrun's default --nnodes is 1:1; standalone: one node
                 continue
             join = _JOIN.search(text)
-            return Launcher("torchrun", float(join.group(1)) if join else None)
+            return Launcher("torchrun", float(join.group(1)) if join else None, int(low) if low.isdigit() else None)
         env = {str(e.get("name")) for e in c.get("env") or [] if isinstance(e, dict)}
         if JAX_ENV in env or _JAX.search(text):
             return Launcher("jax")
@@ -148,7 +149,8 @@ def might_be_gang(kind: str, obj: dict) -> bool:
         grouped = bool((meta.get("labels") or {}).get("kueue.x-k8s.io/pod-group-name"))
         return grouped and count.isdigit() and int(count) > 1 and _multi_host_template(obj["spec"], True)
     pods = object_pods(kind, obj["spec"])
-    return sum(n for _, n in pods) > 1 and any(_multi_host_template(s, True) for s, _ in pods)
+    return (sum(n for _, n in pods) > 1 and any(_multi_host_template(s, True) for s, _ in pods)) or any(
+        ((launcher_of(s) or Launcher("")).nodes or 0) > 1 for s, _ in pods)
 
 
 def gang_spec(annotations: dict, found: Launcher | None) -> GangSpec:
@@ -205,7 +207,8 @@ class _Gang:
 def diagnostics(m: Manifest, chains: list[list[tuple[str, dict]]]) -> list[Diagnostic]:
     """A notice for a gang whose pods restart in place (restartPolicy OnFailure): the twin fails the pod when the
     launcher fails, as with restartPolicy Never, and the Job replaces it (the kubelet does not restart a rank's
-    container in place)."""
+    container in place). A warning for torchrun waiting for more nodes (--nnodes) than the object runs pods: its
+    rendezvous never completes."""
     if m.kind not in ("Job", "JobSet"):
         return []
     pods = object_pods(m.kind, m.obj.get("spec") or {})
@@ -215,6 +218,14 @@ def diagnostics(m: Manifest, chains: list[list[tuple[str, dict]]]) -> list[Diagn
     for (pod_spec, _), chain, base in zip(pods, chains, paths, strict=False):
         merged = {k: v for _, a in chain for k, v in a.items()}
         declared = str(merged.get(PREFIX + "gang", "")).lower()
+        found = launcher_of(pod_spec)
+        if found is not None and (found.nodes or 0) > world and declared != "false":
+            out.append(Diagnostic(
+                m.file, m.line_of(f"{base}.containers"), m.ref, f"{base}.containers",
+                f"torchrun --nnodes={found.nodes} waits for {found.nodes} nodes but the {m.kind} runs {world} "
+                f"pod{'s' if world != 1 else ''} at once: its rendezvous never completes, and every rank fails "
+                f"with RendezvousTimeoutError after join_timeout ({int(found.rendezvous_timeout or 600)} s)",
+                f"run {found.nodes} pods (parallelism and completions), or pass --nnodes={world}", "warning"))
         if pod_spec.get("restartPolicy") != "OnFailure" or declared == "false" or (world <= 1 and declared != "true"):
             continue  # one pod is no gang unless declared one
         if declared != "true" and not any(str(k).startswith(PREFIX) for k in merged) and \

@@ -109,6 +109,8 @@ class TrainingModel:
         except SpecError:
             return None  # validation reports it for manifests; a pod created otherwise runs without a duration
         world = self._expected_pods(pod)
+        if found is not None and found.nodes:  # torchrun --nnodes: its rendezvous waits for that many nodes
+            world = max(world, found.nodes)
         is_gang = self.gang is not None and world > 1 and (
             gspec.declared or (gspec.declared is None and (training or found is not None)))
         work = self.work(pod, node)  # None for a training spec that does not parse, as above

@@ -353,9 +353,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     chains = _chains(m.obj)
     from kubetwin.workloads import gang  # imports this module
 
-    if any(has_training(a) or has_gang_keys(a) for chain in chains for _, a in chain) or \
-            gang.might_be_gang(m.kind, m.obj):
-        out += gang.diagnostics(m, chains)
+    out += gang.diagnostics(m, chains)  # the gang rule reads annotations, TPU slices and launchers itself
     for chain in chains:
         merged = {k: v for _, a in chain for k, v in a.items()}
         if not has_training(merged) and not has_gang_keys(merged):
