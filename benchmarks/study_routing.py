@@ -154,8 +154,11 @@ def kv_tokens_per_pod(model: str, tp: int, utilization: float = 0.9) -> int:
 # ----------------------------------------------------------------------------------------------------------------
 # studies
 # ----------------------------------------------------------------------------------------------------------------
-def study_mooncake(quick: bool, seed: int) -> dict[str, Any]:
-    """Every router at each time scale; prints one table per time scale."""
+def study_mooncake(quick: bool, seed: int, scales: tuple[float, ...] | None = None,
+                   routers: tuple[str, ...] = MOONCAKE_ROUTERS) -> dict[str, Any]:
+    """Every router at each time scale; prints one table per time scale. `scales` and `routers` narrow or widen
+    the sweep (docs/serving-studies.md's turning-point sweep: --scales 1,0.75,0.6,0.5,0.45,0.4,0.35
+    --routers round-robin,epp)."""
     trace = trace_file(MOONCAKE_EXAMPLE)
     pods = 8
     kv = kv_tokens_per_pod("meta-llama/Llama-3.1-8B-Instruct", 1)
@@ -172,14 +175,15 @@ def study_mooncake(quick: bool, seed: int) -> dict[str, Any]:
           f"{bounds['infinite_blocks']:.3f} of blocks (reference: {INFINITE_CACHE_REFERENCE}), "
           f"{bounds['infinite_tokens']:.3f} of tokens; one LRU of the cluster's KV ({pods} x {kv:,} tokens) "
           f"{bounds['cluster_lru_tokens']:.3f} of tokens")
-    scales = (0.5,) if quick else MOONCAKE_TIME_SCALES
+    if scales is None:
+        scales = (0.5,) if quick else MOONCAKE_TIME_SCALES
     extra: dict[str, Any] = {"limit": MOONCAKE_QUICK_LIMIT} if quick else {}
     results: dict[str, Any] = {"bounds": bounds, "kv_tokens_per_pod": kv, "runs": {}}
     for ts in scales:
         print(f"\ntimeScale {ts}" + (f" (first {MOONCAKE_QUICK_LIMIT} requests)" if quick else ""))
         print(f"{'router':20s} {'hit':>6s} {'TTFT p50':>9s} {'TTFT p90':>9s} {'TPOT p90':>9s} {'out tok/s':>10s} "
               f"{'preempt':>8s} {'done':>6s} {'wall s':>7s}")
-        for r in MOONCAKE_ROUTERS:
+        for r in routers:
             m = measure(example_objects(MOONCAKE_EXAMPLE, r, timeScale=ts, **extra), seed, duration(ts))
             m.pop("frame")
             results["runs"][(ts, r)] = m
@@ -268,10 +272,14 @@ def main() -> None:
     ap.add_argument("--study", choices=("mooncake", "llmd", "all"), default="all")
     ap.add_argument("--quick", action="store_true", help="a shorter slice of each study, for iterating")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scales", help="Mooncake time scales, comma-separated (default: 1.0,0.5; --quick: 0.5)")
+    ap.add_argument("--routers", help="Mooncake routers, comma-separated (default: all of them)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     if args.study in ("mooncake", "all"):
-        study_mooncake(args.quick, args.seed)
+        scales = tuple(float(x) for x in args.scales.split(",")) if args.scales else None
+        routers = tuple(args.routers.split(",")) if args.routers else MOONCAKE_ROUTERS
+        study_mooncake(args.quick, args.seed, scales, routers)
     if args.study in ("llmd", "all"):
         study_llmd(args.quick, args.seed)
     print(f"\ntotal wall time {time.perf_counter() - t0:.1f} s")

@@ -107,7 +107,14 @@ def end_to_end(model: str, machine: str = "a3-megagpu-8g", n_nodes: int = 8) -> 
                    {"name": "t", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}}}
     sc = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
           "spec": {"duration": "1d", "seed": 1, "report": ["summary"]}}
-    res = run(objects=[sc, pool, job])
+    # the model below assumes the machine's GPUDirect: give the pods GKE's set-up for it (workloads/gpudirect.py)
+    from kubetwin.workloads import gpudirect, network
+
+    plugin = network.capability(machine)
+    objs: list[dict] = []
+    if plugin in gpudirect.REQUIREMENTS:
+        job["spec"]["template"], objs = gpudirect.guide_set_up(job["spec"]["template"], plugin)
+    res = run(objects=[sc, pool, *objs, job])
     started, ended = {}, {}
     for t, _, et, o in res.history:
         if o["kind"] == "Pod" and et == "MODIFIED":

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from gpudirect_builders import cluster_objects, set_up
 from k8s_builders import make_pool, make_scenario
 from typer.testing import CliRunner
 
@@ -30,6 +31,13 @@ def _job(name: str = "train", ranks: int = 4, ann: dict | None = None, backoff: 
                      "template": {"metadata": {"annotations": dict(TRAIN if ann is None else ann)}, "spec": {
                          "restartPolicy": "Never", "containers": [{"name": "trainer", "image": "x", "resources": {
                              "limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}
+
+
+def _gpudirect(job: dict) -> list[dict]:
+    """The job with GKE's GPUDirect-TCPX set-up, and the cluster objects it needs: multi-node ranks on A3 High
+    then talk over TCPX as these tests assume, not over the TCP fallback (workloads/gpudirect.py)."""
+    job["spec"]["template"] = set_up(job["spec"]["template"], "tcpx")
+    return [*cluster_objects("tcpx"), job]
 
 
 def _pods(res) -> dict[str, list[dict]]:
@@ -129,7 +137,7 @@ def test_gang_annotations_are_validated() -> None:
 def test_all_ranks_running_train_together() -> None:
     """With room for every rank the job trains as before: all ranks start, finish together, succeed."""
     res = run(objects=[make_scenario("1d").obj(), make_pool("a3", "a3-highgpu-8g", 4).gpus("nvidia-h100-80gb", 8).obj(),
-                       _job()])
+                       *_gpudirect(_job())])
     pods = _pods(res)
     ends = {_first(v, "Succeeded") for v in pods.values()}
     assert len(pods) == 4 and None not in ends and len(ends) == 1
@@ -140,7 +148,7 @@ def _spot(backoff: int) -> tuple:
     pool = (make_pool("spot", "a3-highgpu-8g", 4)
             .spec(spot=True, spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
             .gpus("nvidia-h100-80gb", 8).obj())
-    res = run(objects=[make_scenario("1d").obj(), pool, _job(backoff=backoff)])
+    res = run(objects=[make_scenario("1d").obj(), pool, *_gpudirect(_job(backoff=backoff))])
     return res, _pods(res)
 
 
@@ -242,7 +250,7 @@ def test_declared_gang_of_duration_pods_waits_too() -> None:
 
 def test_gang_false_opts_a_multi_pod_training_job_out() -> None:
     res = run(objects=[make_scenario("1d").obj(), make_pool("a3", "a3-highgpu-8g", 3).gpus("nvidia-h100-80gb", 8).obj(),
-                       _job(ann={**TRAIN, P + "gang": "false"})])
+                       *_gpudirect(_job(ann={**TRAIN, P + "gang": "false"}))])
     assert sum(1 for v in _pods(res).values() if _first(v, "Succeeded")) == 4
 
 

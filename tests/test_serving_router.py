@@ -447,3 +447,26 @@ def test_picker_max_num_of_endpoints_parameter() -> None:
     assert make_router(epc(3)).profile.picker.max_num_of_endpoints == 3
     with pytest.raises(ValueError, match="maxNumOfEndpoints must be an integer >= 1"):
         make_router(epc(0))
+
+
+def test_default_epp_stacks_a_shared_prefix_burst_on_one_pod_until_a_scrape_shows_its_queue():
+    """The real default profile's behaviour behind docs/serving-studies.md's Mooncake turning point (issue 31):
+    within one 50 ms metrics view every pod has the same queue and KV scores, and the approximate prefix index learns
+    each pick at once (PreRequest), so a burst whose prompts share a first block follows the first pick (GIE
+    defaults.go 2/2/3 + max-score-picker; the same herding llm-d/llm-d-router PR #669 and GIE issue #1411 report).
+    Round robin spreads the same burst. Once a refresh shows that pod's queue, the next burst goes elsewhere."""
+    idle = snap([0] * 8, [0.0] * 8)
+    burst = [req(i, hashes=(7, 1000 + i), seg=(512, 4000)) for i in range(10)]
+    epp = make_router("epp", seed=0)
+    picks = []
+    for r in burst:
+        d = epp.pick(r, idle, 0.0)
+        epp.routed(r, d.index)
+        picks.append(d.index)
+    assert len(set(picks)) == 1
+    rr = make_router("round-robin")
+    assert len({rr.pick(r, idle, 0.0).index for r in burst}) == 8
+    hot = picks[0]
+    queued = snap([5 if i == hot else 0 for i in range(8)], [0.0] * 8)
+    nxt = [epp.pick(req(20 + i, hashes=(7, 2000 + i), seg=(512, 4000)), queued, 0.05).index for i in range(3)]
+    assert hot not in nxt

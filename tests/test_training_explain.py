@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from gpudirect_builders import cluster_objects, set_up
 from k8s_builders import make_pool, make_scenario
 from training_builders import FakeNet, spec
 from typer.testing import CliRunner
@@ -68,6 +69,12 @@ def _job(name: str, ann: dict, parallelism: int = 2) -> dict:
                                                                "volumeAttributes": {"bucketName": "b"}}}]}}}}
 
 
+def _tcpx(job: dict) -> dict:
+    """The job with GKE's GPUDirect-TCPX set-up (workloads/gpudirect.py): its two nodes talk over TCPX."""
+    job["spec"]["template"] = set_up(job["spec"]["template"], "tcpx")
+    return job
+
+
 TRAIN = {P + "params": "8B", P + "steps": "300", P + "global-batch-size": "64", P + "sequence-length": "4096",
          P + "fsdp": "true", P + "data-path": "/data", P + "dataset-bytes-per-token": "16Ki",
          P + "data-loading": "streaming", P + "checkpoint-every": "100"}
@@ -79,7 +86,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     plain = _job("plain", {"kubetwin.io/duration": "10m"}, parallelism=1)
     run(objects=[make_scenario("3h").spec(sampleInterval="1m").obj(),
                  make_pool("a3", "a3-highgpu-8g", 3).gpus("nvidia-h100-80gb", 8).obj(),
-                 _job("train", TRAIN), plain], out=out)
+                 *cluster_objects("tcpx"), _tcpx(_job("train", TRAIN)), plain], out=out)
     return out
 
 

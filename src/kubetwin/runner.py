@@ -185,10 +185,9 @@ def _scenario_name(manifests: list[Manifest]) -> str | None:
 
 
 def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
-    """The Kueue manager Configuration in the scenario (the last one wins), None if there is none."""
-    found = [m.obj for m in manifests
-             if m.kind == kueue_config.KIND and m.obj.get("apiVersion") in kueue_config.API_VERSIONS]
-    return kueue_config.parse(found[-1]) if found else None
+    """The Kueue manager Configuration the scenario gives (kueue-system/kueue-manager-config, or a bare
+    Configuration document), None if there is none."""
+    return kueue_config.find(manifests)
 
 
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,

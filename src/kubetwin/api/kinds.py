@@ -130,6 +130,10 @@ CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, .
     ("inference.networking.k8s.io", "InferencePool"): (
         "v1.6.0_inference.networking.k8s.io_inferencepools.yaml", None, 9, ()),
     ("keda.sh", "ScaledObject"): ("keda.sh_scaledobjects.yaml", None, 9, ()),
+    # GKE multi-networking: the Networks a GPUDirect pod's networking.gke.io/interfaces names and their params
+    # (workloads/gpudirect.py reads them), created before the pods as the guides apply them.
+    ("networking.gke.io", "GKENetworkParamSet"): ("networking.gke.io_gkenetworkparamsets.yaml", None, 1, ()),
+    ("networking.gke.io", "Network"): ("networking.gke.io_networks.yaml", None, 1, ()),
 }
 
 

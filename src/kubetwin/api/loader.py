@@ -31,6 +31,9 @@ class Manifest:
     line: int
     lines: dict[str, int] = field(default_factory=dict)  # field path -> line
     flags: dict[str, str] = field(default_factory=dict)  # field path -> the command-line flag that set it
+    # field path -> line of the `|` of a literal block scalar: its text's line k is the file's line blocks[path] + k
+    # (a YAML document held in a ConfigMap key keeps its own file:line this way, kueue/config.py)
+    blocks: dict[str, int] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -68,8 +71,12 @@ _Loader.yaml_implicit_resolvers = {
     for k, v in _Base.yaml_implicit_resolvers.items()}
 
 
-def _lines(node: yaml.Node, path: str, lines: dict[str, int], dups: list[tuple[int, str]]) -> None:
-    """Record the 1-based line of every field path below a composed node; note duplicate keys."""
+def _lines(node: yaml.Node, path: str, lines: dict[str, int], dups: list[tuple[int, str]],
+           blocks: dict[str, int] | None = None) -> None:
+    """Record the 1-based line of every field path below a composed node (and of literal block scalars' `|`);
+    note duplicate keys."""
+    if isinstance(node, yaml.ScalarNode) and node.style == "|" and blocks is not None:
+        blocks[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key, value in node.value:
@@ -79,12 +86,12 @@ def _lines(node: yaml.Node, path: str, lines: dict[str, int], dups: list[tuple[i
             seen.add(name)
             sub = f"{path}.{name}" if path else name
             lines[sub] = key.start_mark.line + 1
-            _lines(value, sub, lines, dups)
+            _lines(value, sub, lines, dups, blocks)
     elif isinstance(node, yaml.SequenceNode):
         for i, value in enumerate(node.value):
             sub = f"{path}[{i}]"
             lines[sub] = value.start_mark.line + 1
-            _lines(value, sub, lines, dups)
+            _lines(value, sub, lines, dups, blocks)
 
 
 def _plain(value: Any) -> Any:
@@ -173,8 +180,9 @@ def load_text(text: str, file: str = "<string>") -> list[Manifest]:
                                      "each YAML document must be one Kubernetes object (apiVersion, kind, metadata…)"))
             continue
         lines: dict[str, int] = {}
+        blocks: dict[str, int] = {}
         dups: list[tuple[int, str]] = []
-        _lines(node, "", lines, dups)
+        _lines(node, "", lines, dups, blocks)
         for line, key in dups:  # sigs.k8s.io/yaml (strict) rejects them; PyYAML would keep the last silently
             errors.append(Diagnostic(file, line, "-", key, f'yaml: unmarshal errors: line {line}: key "{key}" '
                                      "already set in map", "remove one of the two entries"))
@@ -191,9 +199,10 @@ def load_text(text: str, file: str = "<string>") -> list[Manifest]:
                     continue
                 prefix = f"items[{i}]."
                 sub = {k[len(prefix):]: v for k, v in lines.items() if k.startswith(prefix)}
-                out.append(Manifest(item, file, lines.get(f"items[{i}]", start), sub))
+                sub_blocks = {k[len(prefix):]: v for k, v in blocks.items() if k.startswith(prefix)}
+                out.append(Manifest(item, file, lines.get(f"items[{i}]", start), sub, blocks=sub_blocks))
         else:
-            out.append(Manifest(obj, file, start, lines))
+            out.append(Manifest(obj, file, start, lines, blocks=blocks))
     if errors:
         raise KubetwinError(errors)
     return out

@@ -24,6 +24,17 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
 
 Every other Configuration field (webhook, metrics, leaderElection, integrations, ...) is accepted and has no
 effect on a run. Durations are Go ``time.Duration`` strings as ``metav1.Duration`` decodes them ("5m", "1h30m").
+
+Where Kueue reads it: the manager runs with ``--config=/controller_manager_config.yaml``, a subPath mount of the
+key ``controller_manager_config.yaml`` of the ConfigMap ``kueue-manager-config`` in ``kueue-system``
+(kubernetes-sigs/kueue@ff69552e config/components/manager/kustomization.yaml: configMapGenerator ``manager-config``
+from that file; config/default/kustomization.yaml: namespace kueue-system, namePrefix ``kueue-``;
+config/default/manager_config_patch.yaml: the flag and the mount; the Helm chart names it
+``{{fullname}}-manager-config``). pkg/config/config.go fromFile decodes it strictly (serializer.EnableStrict), so a
+file that is not YAML, or not a Configuration, stops the manager. The twin reads that ConfigMap (`from_configmap`)
+exactly as it reads a bare Configuration document in the scenario (the file itself, a twin convenience); a scenario
+giving both is refused (`scenario_diagnostics`): a cluster has one file, and picking one silently could run with
+settings the author did not mean.
 """
 
 from __future__ import annotations
@@ -35,13 +46,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from kubetwin.api.errors import Diagnostic
-from kubetwin.api.loader import Manifest
+from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.api.loader import Manifest, load_text
 
 GROUP = "config.kueue.x-k8s.io"
 API_VERSIONS = (f"{GROUP}/v1beta2", f"{GROUP}/v1beta1")
 KIND = "Configuration"
 DEFAULT_NAME = "kueue-manager-config"  # stored under the ConfigMap's name when the file has no metadata
+CONFIGMAP_NAMESPACE = "kueue-system"  # config/default/kustomization.yaml namespace
+CONFIGMAP_KEY = "controller_manager_config.yaml"  # config/components/manager/kustomization.yaml files
 # integrations.frameworks names of the kinds the twin's job framework runs (pkg/controller/jobs/*).
 FRAMEWORK_KINDS = {"batch/job": "Job", "jobset.x-k8s.io/jobset": "JobSet", "pod": "Pod"}
 DEFAULT_FRAMEWORKS = ("batch/job",)  # defaults.go defaultJobFrameworkName
@@ -348,3 +361,106 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
                               "waitForPodsReady.enable is false: the section has no effect",
                               "set enable: true to turn it on", "notice"))
     return out
+
+
+# ---------------------------------------------------------------------------------------------------- the ConfigMap
+
+
+def _meta(m: Manifest) -> dict:
+    meta = m.obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def is_manager_configmap(m: Manifest) -> bool:
+    """A ConfigMap named kueue-manager-config, in any namespace (only kueue-system's is read)."""
+    return m.kind == "ConfigMap" and m.obj.get("apiVersion") == "v1" and _meta(m).get("name") == DEFAULT_NAME
+
+
+def _read_configmap(m: Manifest) -> tuple[Manifest | None, list[Diagnostic]]:
+    """The Configuration in kueue-system/kueue-manager-config's key as a Manifest whose lines are the ConfigMap
+    file's (its own diagnostics not yet checked), or the errors that stop Kueue's manager from starting."""
+    ref, fld = m.ref, f"data.{CONFIGMAP_KEY}"
+    data = m.obj.get("data") or {}
+    if CONFIGMAP_KEY not in data:
+        have = ", ".join(sorted(map(str, data))) or "none"
+        return None, [Diagnostic(m.file, m.line_of("data"), ref, "data", f"Kueue's manager reads "
+                                 f"--config=/controller_manager_config.yaml from key {CONFIGMAP_KEY} of this "
+                                 f"ConfigMap, and it has no such key (keys: {have}): the manager does not start",
+                                 f"put the Configuration under data.{CONFIGMAP_KEY}: |")]
+    text = str(data[CONFIGMAP_KEY])
+    base = m.blocks.get(fld)  # a literal block: the text's line k is the file's line base + k
+    key_line = m.line_of(fld)
+
+    def where(line: int) -> int:
+        return base + line if base is not None and line > 0 else key_line
+
+    try:
+        docs = load_text(text, m.file)
+    except KubetwinError as exc:
+        return None, [Diagnostic(m.file, where(d.line), ref, fld, f"{d.message} in the manager's config file "
+                                 f"({CONFIGMAP_KEY}): Kueue's manager does not start", d.hint)
+                      for d in exc.diagnostics]
+    if len(docs) != 1 or docs[0].kind != KIND or docs[0].obj.get("apiVersion") not in API_VERSIONS:
+        got = docs[0].kind if len(docs) == 1 else f"{len(docs)} documents"
+        return None, [Diagnostic(m.file, where(docs[0].line if docs else 0), ref, fld,
+                                 f"{CONFIGMAP_KEY} must hold one Kueue Configuration ({' or '.join(API_VERSIONS)}), "
+                                 f"got {got or 'no kind'}: Kueue's manager does not start",
+                                 "write apiVersion: config.kueue.x-k8s.io/v1beta2, kind: Configuration at its top")]
+    inner = docs[0]
+    shifted = {k: where(v) for k, v in inner.lines.items()}
+    return Manifest(inner.obj, m.file, where(inner.line), shifted), []
+
+
+def configmap_diagnostics(m: Manifest) -> list[Diagnostic]:
+    """What Kueue's manager would refuse in its ConfigMap (file:line of the ConfigMap's file, field paths under
+    data[controller_manager_config.yaml]); a kueue-manager-config outside kueue-system is a notice: nothing reads
+    it."""
+    if not is_manager_configmap(m):
+        return []
+    ns = _meta(m).get("namespace") or "default"
+    if ns != CONFIGMAP_NAMESPACE:
+        return [Diagnostic(m.file, m.line_of("metadata.namespace"), m.ref, "metadata.namespace",
+                           f"Kueue's manager reads its configuration from ConfigMap {DEFAULT_NAME} in "
+                           f"{CONFIGMAP_NAMESPACE}; this one is in {ns} and has no effect on the run",
+                           f"set metadata.namespace: {CONFIGMAP_NAMESPACE}", "notice")]
+    inner, errors = _read_configmap(m)
+    if inner is None:
+        return errors
+    prefix = f"data[{CONFIGMAP_KEY}]"
+    return [Diagnostic(d.file, d.line, m.ref, f"{prefix}.{d.field}" if d.field else prefix, d.message, d.hint,
+                       d.severity) for d in diagnostics(inner)]
+
+
+def from_configmap(m: Manifest) -> dict | None:
+    """The Configuration document kueue-system/kueue-manager-config holds, None for any other object (or one
+    whose key does not decode: validate refuses it)."""
+    if not is_manager_configmap(m) or (_meta(m).get("namespace") or "default") != CONFIGMAP_NAMESPACE:
+        return None
+    inner, _ = _read_configmap(m)
+    return inner.obj if inner is not None else None
+
+
+def _bare(m: Manifest) -> bool:
+    return m.kind == KIND and m.obj.get("apiVersion") in API_VERSIONS
+
+
+def find(manifests: list[Manifest]) -> KueueConfig | None:
+    """The KueueConfig a scenario gives, from the ConfigMap Kueue reads or a bare Configuration document (the last
+    one wins among bare documents, as before); None when it gives none."""
+    found = [obj for m in manifests for obj in ([m.obj] if _bare(m) else [from_configmap(m)]) if obj is not None]
+    return parse(found[-1]) if found else None
+
+
+def scenario_diagnostics(manifests: list[Manifest]) -> list[Diagnostic]:
+    """Both forms at once is an error naming both: the manager has one config file, and the twin will not guess
+    which of two possibly different settings the author meant."""
+    cms = [m for m in manifests if from_configmap(m) is not None]
+    bare = [m for m in manifests if _bare(m)]
+    if not cms or not bare:
+        return []
+    cm, doc = cms[-1], bare[-1]
+    return [Diagnostic(doc.file, doc.line, doc.ref, "", f"Kueue's configuration is given twice: this "
+                       f"Configuration document and ConfigMap {CONFIGMAP_NAMESPACE}/{DEFAULT_NAME} "
+                       f"({cm.file}:{cm.line}); Kueue's manager reads only the ConfigMap's {CONFIGMAP_KEY}",
+                       "keep one: the ConfigMap is what a cluster has (remove this document), or remove the "
+                       "ConfigMap to use this document")]

@@ -37,6 +37,7 @@ the engine's view of one request and its RequestStatus.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 
 from kubetwin.serving.engine_jump import MacroSteps
@@ -61,7 +62,8 @@ class Engine:
     stats after the last iteration."""
 
     __slots__ = ("name", "step", "max_model_len", "lora_load_time", "on_finish", "kv", "scheduler", "macro", "now",
-                 "uid", "stuck", "busy_time", "iterations", "tokens_computed", "rejected")
+                 "uid", "stuck", "busy_time", "iterations", "tokens_computed", "rejected", "pp", "batches",
+                 "stage_free", "nbatch", "last_done")
 
     def __init__(self, args: EngineArgs, step: StepModel, num_gpu_blocks: int, *, name: str = "",
                  max_model_len: int, lora_load_time: float = DEFAULT_LORA_LOAD_TIME,
@@ -79,9 +81,19 @@ class Engine:
                                   getattr(step, "kv_bytes_per_token_per_gpu", 0) or 0)
         if why:
             raise ValueError(why)
+        # pipeline stages (StepModel.pp, vLLM's --pipeline-parallel-size): more than one runs vLLM's batch queue
+        self.pp = max(1, int(getattr(step, "pp", 1) or 1))
         self.scheduler = Scheduler(args, self.kv, api_s=float(getattr(step, "request_overhead_s", 0.0)),
-                                   lag=bool(getattr(step, "first_token_lag", False)), on_finish=on_finish)
-        self.macro = MacroSteps(self.scheduler, step) if macro_steps else None
+                                   lag=bool(getattr(step, "first_token_lag", False)), on_finish=on_finish,
+                                   pipelined=self.pp > 1)
+        # the macro steps jump over decode-aggregate ticks; a pipelined engine has no aggregate (the slow path)
+        self.macro = MacroSteps(self.scheduler, step) if macro_steps and self.pp == 1 else None
+        # the batch queue (pp > 1): (done, batch id, scheduled with preemption stamps, batch?) oldest first; the time
+        # each stage is next free; batches submitted; when the last submitted batch leaves the last stage
+        self.batches: deque[tuple[float, int, list[tuple[EngineRequest, int, int]], bool]] = deque()
+        self.stage_free = [0.0] * self.pp
+        self.nbatch = 0
+        self.last_done = 0.0
         self.now = 0.0
         self.uid = 0
         self.stuck = False  # nothing fits even in an empty batch: wait for the next arrival
@@ -121,7 +133,10 @@ class Engine:
 
     @property
     def next_event_time(self) -> float:
-        """Start of the next iteration, or inf when there is nothing to run."""
+        """Start of the next iteration (with pipeline parallelism: when the engine core next schedules or takes a
+        batch's output), or inf when there is nothing to run."""
+        if self.batches and len(self.batches) >= self.pp:
+            return max(self.now, self.batches[0][0])
         return math.inf if (self.idle or self.stuck) else self.now
 
     # vLLM's counters (vllm/v1/metrics/loggers.py PrometheusStatLogger), kept by the scheduler
@@ -207,6 +222,8 @@ class Engine:
     def abort_all(self, t: float) -> list[Request]:
         """The pod is going away: return every unfinished request (running, then waiting) and empty the engine."""
         out = self.scheduler.abort_all()
+        self.scheduler.inflight.clear()
+        self.batches.clear()
         self.now = max(self.now, t)
         self.stuck = False
         return out
@@ -214,6 +231,9 @@ class Engine:
     # ---------------------------------------------------------------- time
     def advance(self, t: float) -> None:
         """Run every iteration that starts before t (iterations are atomic)."""
+        if self.pp > 1:
+            self._advance_pipelined(t)
+            return
         sched = self.scheduler
         decode = sched.decode
         macro = self.macro
@@ -245,3 +265,68 @@ class Engine:
             self.tokens_computed += ntok
             sched.update_from_output(scheduled, nD, fast, end)
 
+
+    def _advance_pipelined(self, t: float) -> None:
+        """vLLM's EngineCore.step_with_batch_queue (vllm@00080ee1:vllm/v1/engine/core.py) with up to pp batches in
+        flight (the executor's max_concurrent_batches = pipeline_parallel_size, async scheduling off): while the queue
+        has room the core schedules another batch from the requests not in flight and submits it; a schedule that
+        finds nothing still takes a slot (vLLM queues the empty batch: its future resolves once the stages have run
+        everything submitted before it); with the queue full it blocks on the oldest batch and processes its output.
+        A batch's forward pass goes through the stages in turn, each taking 1/pp of the iteration time the StepModel
+        gives for the whole pipeline (its layers / pp plus the activation sends), and a stage runs one batch at a
+        time: a lone batch takes the whole iteration time, pp batches in flight finish one every 1/pp of it.
+        Twin simplifications: a request in flight is not scheduled again until its batch returns (vLLM also
+        pipelines the next prefill chunk of a prompt longer than the token budget), and the CPU overlap of vLLM's
+        scheduling with the stages is folded into the per-stage time."""
+        sched = self.scheduler
+        q = self.batches
+        pp = self.pp
+        infl = sched.inflight
+        stage_free = self.stage_free
+        while True:
+            if len(q) < pp and (sched.running or sched.waiting) and not self.stuck:
+                if self.now >= t:
+                    return
+                scheduled, nD, fast, preempted, loads, ntok, pairs, kvr = sched.schedule(self.now)
+                if ntok == 0:
+                    sched.update_from_output(scheduled, nD, fast, None)
+                    if not infl:  # no batch in flight: nothing fits even in an empty batch
+                        q.clear()
+                        if not preempted:
+                            self.stuck = True  # wait for the next arrival
+                        continue
+                    while len(q) < pp:  # empty batches, done when the batches before them are
+                        q.append((self.last_done, -1, [], fast))
+                    continue
+                dur = self.step.iteration_time(ntok, pairs, kvr, nD + len(scheduled)) + loads * self.lora_load_time
+                d = dur / pp
+                c = self.now
+                for k in range(pp):
+                    c = max(c, stage_free[k]) + d
+                    stage_free[k] = c
+                self.last_done = c
+                bid = self.nbatch
+                self.nbatch += 1
+                for s, _ in scheduled:
+                    infl[s] = bid
+                q.append((c, bid, [(s, x, s.req.preemptions) for s, x in scheduled], fast))
+                self.busy_time += dur
+                self.iterations += 1
+                self.tokens_computed += ntok
+                continue
+            if not q:
+                return
+            done, bid, stamped, fast = q[0]
+            if done >= t:
+                return
+            q.popleft()
+            self.now = max(self.now, done)
+            if bid < 0:
+                continue
+            live = []
+            for s, x, n in stamped:
+                if infl.get(s) == bid:
+                    del infl[s]
+                if s.req.preemptions == n:  # a request preempted while in flight: its output is dropped
+                    live.append((s, x))
+            sched.update_from_output(live, 0, fast, done)

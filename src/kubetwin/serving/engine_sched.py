@@ -46,11 +46,11 @@ class Scheduler:
         "budget", "max_seqs", "threshold", "prio", "lora_on", "max_loras", "lora_cap", "block_size", "kv",
         "kv_manager", "waiting", "running", "explicit", "order_ok", "decode", "run_lora", "wait_lora", "loaded",
         "rseq", "api_s", "lag", "first_due", "on_finish", "prefix_cache_queries", "prefix_cache_hits",
-        "prompt_tokens_total", "generation_tokens_total", "num_preemptions", "finished",
+        "prompt_tokens_total", "generation_tokens_total", "num_preemptions", "finished", "inflight", "aggregate",
     )
 
     def __init__(self, args: EngineArgs, kv: KVCache, *, api_s: float, lag: bool,
-                 on_finish: Callable[[Request], None] | None) -> None:
+                 on_finish: Callable[[Request], None] | None, pipelined: bool = False) -> None:
         assert isinstance(args.max_num_seqs, int) and isinstance(args.max_num_batched_tokens, int)
         self.budget = args.max_num_batched_tokens
         self.max_seqs = args.max_num_seqs
@@ -87,6 +87,12 @@ class Scheduler:
         self.generation_tokens_total = 0
         self.num_preemptions = 0
         self.finished = 0
+        # Pipeline parallelism (engine.Engine with pp > 1): the requests of the batches in flight. vLLM skips them in
+        # schedule() ("num_new_tokens == 0 ... PP>1 and we have already scheduled all prompt tokens but they are not
+        # finished yet", vllm@00024d31:vllm/v1/core/sched/scheduler.py); a pipelined scheduler keeps every running
+        # request explicit (no decode aggregate), since requests in different batches advance at different times.
+        self.inflight: dict[EngineRequest, int] = {}  # -> the batch it is in flight with
+        self.aggregate = not pipelined
 
     # ---------------------------------------------------------------- requests in and out
     def add_request(self, s: EngineRequest) -> None:
@@ -128,9 +134,12 @@ class Scheduler:
             plan = []
             total = nb
             kvm = self.kv_manager
+            infl = self.inflight
             for s in self.explicit:
                 if b <= 0:
                     break
+                if infl and s in infl:
+                    continue
                 x = s.P + s.e - s.c
                 if 0 < self.threshold < x:
                     x = self.threshold
@@ -182,12 +191,15 @@ class Scheduler:
         xs: dict[EngineRequest, int] = {}
         took: dict[EngineRequest, int] = {}  # aggregate members scheduled: blocks taken
         order = list(run)
+        infl = self.inflight
         i = 0
         for i, s in enumerate(order):  # noqa: B007 (i is read after the loop)
             if budget <= 0:
                 break
             if s not in run:
                 continue  # preempted earlier in this loop
+            if infl and s in infl:
+                continue  # in a batch in flight (pipeline parallelism): vLLM's num_new_tokens == 0
             dec = s.status == DECODING
             if dec:
                 x = 1
@@ -244,6 +256,9 @@ class Scheduler:
 
     def _preempt(self, s: EngineRequest) -> None:
         del self.running[s]
+        if not self.aggregate and s in self.explicit:
+            # pipelined: other batches' outputs come back (and may re-admit it) before this exact step's _rebuild
+            self.explicit.remove(s)
         self.kv_manager.free(s)
         s.c = 0
         s.req.preemptions += 1
@@ -375,9 +390,10 @@ class Scheduler:
         if fast:
             explicit: list[EngineRequest] = []
             seen = False
+            agg = self.aggregate
             for s in self.explicit:
                 if s.status == RUNNING:
-                    if s.e >= 1 and s.c == s.P + s.e - 1:
+                    if agg and s.e >= 1 and s.c == s.P + s.e - 1:
                         decode.join(s)
                         if seen:
                             self.order_ok = False
@@ -396,11 +412,12 @@ class Scheduler:
         explicit: list[EngineRequest] = []
         ok = True
         decode = self.decode
+        agg = self.aggregate
         for s in self.running:
             if s.status == DECODING:
                 if explicit:
                     ok = False
-            elif s.e >= 1 and s.c == s.P + s.e - 1:
+            elif agg and s.e >= 1 and s.c == s.P + s.e - 1:
                 decode.join(s)
                 if explicit:
                     ok = False

@@ -25,9 +25,9 @@ custom all-reduce up to 8 MiB where measured, NCCL's ring otherwise), the LM
 head runs on num_seqs rows (logits only for the sampled positions) and its logits are gathered to rank 0.
 Pipeline parallelism (`pp` stages, vLLM's --pipeline-parallel-size) gives each stage ceil(layers / pp) layers: a GPU
 holds 1/(tp x pp) of the weights and its stage's share of every token's KV; a batch's iteration passes the stages in
-turn, so it costs every layer (as on one stage) plus pp - 1 point-to-point sends of the hidden states. Simplification:
-vLLM V1 keeps up to pp batches in flight (one per stage, its batch queue), which this engine (one batch at a time)
-does not model -- per-token latency is right, throughput at saturation is under-estimated by up to pp times.
+turn, so it costs every layer (as on one stage) plus pp - 1 point-to-point sends of the hidden states. vLLM V1 keeps
+up to pp batches in flight (its batch queue); `engine.Engine` runs that queue with each stage taking 1/pp of this
+time, so a lone batch takes all of it and pp batches in flight finish one every 1/pp of it.
 An iteration also pays Calibration.step_overhead_s of CPU work (scheduling, input preparation, sampling, output
 processing) and per_seq_overhead_s per sequence.
 

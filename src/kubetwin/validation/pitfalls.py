@@ -300,9 +300,65 @@ def _tpu_chips(sc: _Scenario) -> list[Diagnostic]:
     return out
 
 
+def _pods_at_once(m: Manifest, prefix: str, pod_spec: dict, pod_meta: dict) -> int:
+    """How many pods this template runs at once (a Job's parallelism, a JobSet's replicas x parallelism, a
+    workload's replicas, a Kueue pod group's total count): more than one may span nodes."""
+    from kubetwin.workloads.training_spec import object_pods
+
+    spec = m.obj.get("spec") or {}
+    if m.kind in ("Job", "JobSet"):
+        for tmpl_spec, count in object_pods(m.kind, spec):
+            if tmpl_spec is pod_spec:
+                return count
+        return 1
+    if m.kind == "Pod":
+        total = str((pod_meta.get("annotations") or {}).get("kueue.x-k8s.io/pod-group-total-count") or "1")
+        return int(total) if total.isdigit() else 1
+    replicas = spec.get("replicas", 1)
+    return replicas if isinstance(replicas, int) else 1
+
+
+def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
+    """A pod of several on a GPUDirect pool (A3 High/Mega, A3 Ultra, A4, A4X) without what GKE's GPUDirect guides
+    set up gets no GPUDirect: NCCL falls back to TCP over eth0 between nodes (workloads/gpudirect.py). One pod (one
+    node) needs none of it: its ranks talk over NVLink. The template's pool is the one its nodeSelector matches
+    (every GPU pool when it has none; affinity is not read)."""
+    from kubetwin.workloads import gpudirect
+
+    pools = []
+    for where, labels, _ in sc.node_label_sets:
+        plugin = gpudirect.node_plugin({"metadata": {"labels": labels}})
+        if labels.get("cloud.google.com/gke-accelerator"):
+            pools.append((where, labels, plugin))
+    if not any(plugin for _, _, plugin in pools):
+        return []
+    cluster = gpudirect.Cluster.of([m.obj for m in sc.manifests])
+    out = []
+    for m in sc.manifests:
+        for prefix, pod_spec, pod_meta in _pod_templates(m):
+            if not any(k == "nvidia.com/gpu" for _, _, res in _container_resources(pod_spec) for k in res):
+                continue
+            selector = pod_spec.get("nodeSelector") or {}
+            plugins = sorted({plugin for _, labels, plugin in pools
+                              if plugin and all(labels.get(k) == v for k, v in selector.items())})
+            if not plugins or _pods_at_once(m, prefix, pod_spec, pod_meta) < 2:
+                continue
+            for plugin in plugins:
+                setup = gpudirect.check({"metadata": pod_meta, "spec": pod_spec}, plugin, cluster)
+                if not setup.ok:
+                    meta_path = prefix[:-len("spec")] + "metadata"
+                    out.append(Diagnostic(m.file, m.line_of(meta_path), m.ref, meta_path,
+                                          f"{_pods_at_once(m, prefix, pod_spec, pod_meta)} pods on GPUDirect nodes: "
+                                          f"{setup.describe()}; the run times its collectives so",
+                                          "add what is listed, as in GKE's guide (cloud.google.com/kubernetes-"
+                                          "engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx, .../gpu-bandwidth-"
+                                          "gpudirect-rdma), or run it on one node", "notice"))
+    return out
+
+
 CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
     _cluster_queue_selector, _flavor_labels, _uncovered_resources, _scale_to_zero, _device_class_driver,
-    _gpu_toleration, _driver_installer, _tpu_chips)
+    _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
 
 
 def diagnostics(clean: list[Manifest]) -> list[Diagnostic]:

@@ -48,6 +48,7 @@ KNOWN_GROUPS = {
     "autoscaling.x-k8s.io": "ProvisioningRequest",
     "gateway.networking.k8s.io": "Gateway API",
     "datalayer.gke.io": "GKE Volume Populator",
+    "networking.gke.io": "GKE multi-networking",
 }
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NON_OVERCOMMITABLE_PREFIXES = ("nvidia.com/", "google.com/", "amd.com/")
@@ -314,6 +315,9 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
             clean.append(m)
     out += serving_validate.scenario(clean)
     out += serving_validate.request_budget(manifests)
+    from kubetwin.kueue import config as kueue_config  # the ConfigMap and a bare Configuration both given
+
+    out += kueue_config.scenario_diagnostics(clean)
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (api/pitfalls.py)
 
 
@@ -386,7 +390,19 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         out = _semantic(m) + dra_validate.diagnostics(m)
         if kind == "HorizontalPodAutoscaler":
             out += serving_validate.horizontal_pod_autoscaler(m)
+        if kind == "ConfigMap":
+            from kubetwin.kueue import config as kueue_config  # kueue-system/kueue-manager-config
+
+            out += kueue_config.configmap_diagnostics(m)
         out += serving_validate.model_servers(m)
+    if not out and kind == "DaemonSet":
+        from kubetwin.workloads import gpudirect  # GKE's NCCL plugin installers: read, not run
+
+        plugin = gpudirect.installs(m.obj)
+        if plugin:
+            return [Diagnostic(m.file, m.line, m.ref, "", f"DaemonSet ({api_version}) installs the {plugin} NCCL "
+                               "plugin: the twin reads it as installed on every node (one of the GPUDirect "
+                               "prerequisites) and runs no pods for it", "", "notice")]
     if not out and not kinds.is_simulated(api_version, kind):
         note = KNOWN_GROUPS.get(group, "Kubernetes")
         out = [Diagnostic(m.file, m.line, m.ref, "", f"{kind} ({api_version}, {note}) is accepted but not "

@@ -154,7 +154,8 @@ def pool_problems(machine_type: str, gpu_direct: str | None, fast_socket: bool,
                     "(https://cloud.google.com/kubernetes-engine/docs/how-to/nccl-fast-socket)", "error"))
     elif cap in _PLUGIN and gpu_direct != "none":
         out.append(("spec.fastSocket", f"NCCL Fast Socket does not stack with GPUDirect-{_PLUGIN[cap].upper()} on "
-                    f"{machine_type}: the twin ignores fastSocket here", "remove fastSocket (the GPUDirect plugin "
+                    f"{machine_type}: pods with the GPUDirect set-up ignore it; only pods without it (NCCL on "
+                    "sockets, workloads/gpudirect.py) use Fast Socket", "remove fastSocket (the GPUDirect plugin "
                     "already carries NCCL traffic), or set gpuDirect: none to run sockets", "notice"))
     return out
 

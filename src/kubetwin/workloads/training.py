@@ -119,6 +119,11 @@ class Placement:
     read: ReadPath | None = None
     checkpoint_write: ReadPath | None = None
     checkpoint_read: ReadPath | None = None
+    # Why the job's NCCL runs without the GPUDirect its nodes are built for (workloads/gpudirect.py): one line per
+    # distinct set-up its pods lack; empty when they have it, or when the job has one node (NVLink only)
+    gpudirect: tuple[str, ...] = ()
+    # the pods on their nodes as they would be with that set-up (the what-if "complete the GPUDirect set-up")
+    gpudirect_pods: tuple[tuple[dict, int], ...] = ()
 
     @property
     def world(self) -> int:
@@ -328,6 +333,9 @@ def _advice(spec: TrainingSpec, placement: Placement, net: Network, base: StepTi
     nodes = placement.nodes()
     if base.exposed_comm > 0 and len(nodes) > 1:  # one node's collectives ride NVLink, not the pool's tier
         tries.append(("faster network tier (2x bandwidth)", spec, placement, _Scaled(net, 2.0)))
+    if placement.gpudirect and placement.gpudirect_pods and base.exposed_comm > 0:
+        tries.append(("complete the GPUDirect set-up (GKE's guide)", spec,
+                      replace(placement, pods=placement.gpudirect_pods, gpudirect=(), gpudirect_pods=()), net))
     groups = {((n.get("metadata") or {}).get("labels") or {}).get(PLACEMENT_GROUP) for n in nodes}
     if len(nodes) > 1 and base.exposed_comm > 0 and (None in groups or len(groups) > 1):
         compact = {_node_name(n): {**n, "metadata": {**(n.get("metadata") or {}), "labels": {

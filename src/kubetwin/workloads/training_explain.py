@@ -62,7 +62,8 @@ def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Pla
                       "mfu": spec.mfu or placement.default_mfu, "tier": tier, "placement": where,
                       "zones": sorted({r["zone"] for r in node_rows}),
                       "placement_groups": sorted({r["placement_group"] or "" for r in node_rows}),
-                      "nodes": node_rows},
+                      "nodes": node_rows,
+                      **({"gpudirect_missing": list(placement.gpudirect)} if placement.gpudirect else {})},
         "storage": {"data": _path(spec.data_path, placement.read), "loading": spec.loading,
                     "checkpoint_write": _path(spec.checkpoint_path, placement.checkpoint_write),
                     "checkpoint_read": _path(spec.checkpoint_path, placement.checkpoint_read)},
@@ -240,6 +241,7 @@ def render(rec: dict) -> str:
            f"MFU {pl['mfu']:.2f}",
            f"  network tier: {pl['tier']}; placement: {pl['placement']}; placement groups: "
            f"{', '.join(g or '(none)' for g in pl['placement_groups'])}; zones: {', '.join(pl['zones'])}"]
+    out += [f"  without GPUDirect: {note}" for note in pl.get("gpudirect_missing") or []]
     out += [f"  {n['name']}  ranks {n['ranks']}  pool {n['pool']}  {n['zone']}" for n in pl["nodes"][:8]]
     if len(pl["nodes"]) > 8:
         out.append(f"  ... and {len(pl['nodes']) - 8} more nodes")

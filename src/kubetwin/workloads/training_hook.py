@@ -25,7 +25,7 @@ from kubetwin.api.units import UnitError, parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
 from kubetwin.store.store import Obj, Store
-from kubetwin.workloads import gang, memory, storage
+from kubetwin.workloads import gang, gpudirect, memory, storage
 from kubetwin.workloads.training import (
     DEFAULT_TPU_MFU,
     Network,
@@ -238,13 +238,29 @@ class TrainingModel:
         if not peak:
             return None
         nodes = {n["metadata"]["name"]: n for n in self.store.list("Node")}
-        pods = [(nodes.get(p["spec"]["nodeName"], node), _accelerators(p)) for p in self.siblings(pod)]
+        # each pod's node as its NCCL sees it: without its GPUDirect set-up, a pool without GPUDirect
+        cluster = gpudirect.Cluster.of([*self.store.list("Network"), *self.store.list("GKENetworkParamSet"),
+                                        *self.store.list("DaemonSet")])
+        bound = [(nodes.get(p["spec"]["nodeName"], node), p, _accelerators(p)) for p in self.siblings(pod)]
+        used = [(gpudirect.as_used(n, p, cluster), k) for n, p, k in bound]
+        pods = [(n, k) for (n, _), k in used]
+        set_up = [(n, k) for n, _, k in bound]
+        setups = [s for (_, s), _ in used if s is not None and not s.ok]
+        own_node, own = gpudirect.as_used(node, pod, cluster)
         for i in range(self._expected_pods(pod) - len(pods)):
-            ghost = {**node, "metadata": {**node["metadata"], "name": f"{node['metadata']['name']}~unbound-{i}"}}
+            ghost = {**own_node, "metadata": {**own_node["metadata"],
+                                              "name": f"{node['metadata']['name']}~unbound-{i}"}}
             pods.append((ghost, _accelerators(pod)))
+            set_up.append(({**node, "metadata": {**node["metadata"], "name": ghost["metadata"]["name"]}},
+                           _accelerators(pod)))
+            if own is not None and not own.ok:
+                setups.append(own)
+        multi_node = len({(n.get("metadata") or {}).get("name") for n, _ in pods}) > 1
+        notes = tuple(dict.fromkeys(s.describe() for s in setups)) if multi_node else ()
         container = (pod["spec"].get("containers") or [{}])[0]
         read = storage.resolve(self.store, pod, container, spec.data_path, False) if spec.data_path else None
         ck = spec.checkpoint_path
         return Placement(tuple(pods), float(peak), mfu, read,
                          storage.resolve(self.store, pod, container, ck, True) if ck else None,
-                         storage.resolve(self.store, pod, container, ck, False) if ck else None)
+                         storage.resolve(self.store, pod, container, ck, False) if ck else None, notes,
+                         tuple(set_up) if notes else ())
