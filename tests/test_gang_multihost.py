@@ -292,7 +292,7 @@ def test_gpu_jobs_without_a_multi_node_launcher_are_no_gang(command: list[str]) 
     assert sum(1 for v in _gpu_run(_gpu_job(command)).values() if _first(v, "Succeeded")) == 2
 
 
-def test_a_lost_node_stalls_the_other_torchrun_rank_until_the_nccl_watchdog() -> None:
+def test_a_lost_node_stalls_the_other_torchrun_rank_until_the_nccl_watchdog(tmp_path: Path) -> None:
     """Two Spot A3 nodes, a torchrun Job over both without annotations (2 h of kubetwin.io/duration): one VM is
     preempted at 25 min, the other rank hangs in its collectives and fails 600 s later with the watchdog's error."""
     pool = (make_pool("spot", "a3-highgpu-8g", 2).spec(spot=True, spotPreemption={"schedule": [{"at": "1500",
@@ -301,7 +301,9 @@ def test_a_lost_node_stalls_the_other_torchrun_rank_until_the_nccl_watchdog() ->
     job = _gpu_job(["torchrun", "--nnodes=2", "--nproc-per-node=8", "train.py"])
     job["spec"]["template"]["metadata"]["annotations"]["kubetwin.io/duration"] = "2h"
     job["spec"]["backoffLimit"] = 3  # 0 would delete the survivor with the Job at the first failure
-    res = run(objects=[make_scenario("4h").obj(), pool, job])
+    res = run(objects=[make_scenario("4h").obj(), pool, job], out=tmp_path / "out")
+    text = CliRunner().invoke(app, ["explain", "job", "train", "--run", str(tmp_path / "out")]).output
+    assert "2 ranks (no training spec)" in text and "lost (Terminated" in text and "Never trained" not in text
     pods = _workers(res)
     lost = min(_first(v, "Failed") or 1e18 for v in pods.values())
     assert 1500 <= lost < 1600
@@ -369,6 +371,10 @@ def test_explain_and_headline_say_why_a_gang_never_trained(tmp_path: Path) -> No
 
     [row] = [v for k, v in training_rows(training) if k == "training default/train"]
     assert "step" not in row and "never trained" in row and "rendezvous timed out" in row and "t=" in row
+    page = CliRunner().invoke(app, ["report", str(out)])
+    assert page.exit_code == 0, page.output
+    html = (out / "report.html").read_text()
+    assert "Never trained: rendezvous timed out" in html and "never trained: rendezvous timed out" in html
 
 
 def test_explain_a_gang_without_training_annotations(tmp_path: Path) -> None:

@@ -285,6 +285,9 @@ def _training(runs: list[RunData], multi: bool) -> list[Panel]:
         if any(v for _, v in vals):
             fig.add_trace(go.Bar(y=[v[0] for v in vals], x=[v[1] for v in vals], name=html.escape(part),
                                  orientation="h"))
+    if not fig.data and texts:  # only gangs that never trained: no step to draw, but why they did not train
+        fig.update_layout(title="Training: no job ran a step (why: `kubetwin explain job` below)", height=200)
+        return [Panel("Training", fig, "".join(texts))]
     if not fig.data:
         return []
     fig.update_layout(title="Training step time by part (as `kubetwin explain job` prints it)", barmode="stack",
