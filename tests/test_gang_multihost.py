@@ -387,3 +387,20 @@ def test_explain_a_gang_without_training_annotations(tmp_path: Path) -> None:
     assert text.exit_code == 0, text.output
     assert "Never trained: rendezvous timed out" in text.output and "2 ranks (no training spec" in text.output
     assert "Barrier timed out" in text.output and "Step time" not in text.output
+
+
+def test_a_gang_still_waiting_when_the_run_ends_never_trained(tmp_path: Path) -> None:
+    """The run ends 3 minutes after the worker started, before its 300 s timeout: no step time, it is still waiting."""
+    machine, topology = "ct5lp-hightpu-4t", "2x4"
+    out = tmp_path / "out"
+    run(objects=[make_scenario("4m30s").obj(), _tpu_pool(machine, topology, 2), _blocker(machine, topology),
+                 _jobset("train", 2, _tpu_pod_spec(machine, topology), ann=TRAIN)], out=out)
+    text = CliRunner().invoke(app, ["explain", "job", "train", "--run", str(out)]).output
+    assert "Step time" not in text
+    assert "Never trained: 1 of 2 ranks still waiting in the rendezvous at the end of the run (since t=90 s) for " \
+           "rank 1 (Pending)" in text
+    from kubetwin.report.headline import training_rows
+
+    [row] = [v for k, v in training_rows(json.loads((out / "training.json").read_text()))
+             if k == "training default/train"]
+    assert row.startswith("never trained: 1 of 2 ranks still waiting")

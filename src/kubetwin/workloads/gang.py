@@ -371,5 +371,12 @@ class GangCoordinator:
         g = self.gangs.get(key)
         if g is None:
             return None
-        return {"launcher": g.spec.launcher, "world": g.world, "rendezvous_timeout": g.spec.rendezvous_timeout,
-                "collective_timeout": g.spec.collective_timeout, "log": g.log}
+        out = {"launcher": g.spec.launcher, "world": g.world, "rendezvous_timeout": g.spec.rendezvous_timeout,
+               "collective_timeout": g.spec.collective_timeout, "log": g.log}
+        waiting = sorted((r for r in g.waiting.values() if self._running(r) is not None), key=lambda r: r.rank)
+        if waiting:  # the run ended while these ranks still waited in the rendezvous
+            present = {r.rank for r in waiting}
+            out["waiting_at_end"] = {"ranks": [{"rank": r.rank, "pod": r.pod["metadata"]["name"], "since": r.since}
+                                               for r in waiting],
+                                     "missing": self._missing(key, g, present)}
+        return out

@@ -91,7 +91,8 @@ def records(model: Any, store: Any) -> dict[str, dict]:
             out[f"{ns}/{name}"]["gang"] = gang
     for (ns, name) in sorted(model.gang.gangs if model.gang is not None else ()):
         gang = model.gang.record((ns, name))
-        if (ns, name) in model.inputs or not any(e["event"] != "started" for e in gang["log"]):
+        if (ns, name) in model.inputs or not (any(e["event"] != "started" for e in gang["log"])
+                                              or gang.get("waiting_at_end")):
             continue  # a gang that only started as it should adds nothing a run without this record lacks
         kind = "JobSet" if store.get("JobSet", ns, name) is not None else "Job"
         out[f"{ns}/{name}"] = {"namespace": ns, "name": name, "kind": kind, "gang": gang}
@@ -101,10 +102,17 @@ def records(model: Any, store: Any) -> dict[str, dict]:
 def never_trained(rec: dict) -> str | None:
     """Why a gang never trained (its rendezvous never completed), with when, or None when it trained or is no
     gang: `explain job` and the run's headline print this instead of a step and job time it never ran."""
-    log = (rec.get("gang") or {}).get("log") or []
-    if not log or any(e["event"] == "started" for e in log):
+    g = rec.get("gang") or {}
+    log, end = g.get("log") or [], g.get("waiting_at_end")
+    if (not log and not end) or any(e["event"] == "started" for e in log):
         return None
     timeouts = [e for e in log if e["event"] == "rendezvous timeout"]
+    if end:  # still in the rendezvous when the run ended (its timeout had not come yet)
+        since = min(r["since"] for r in end["ranks"])
+        missing = ", ".join(f"rank {m['rank']}" + (f" ({m['phase']})" if m["phase"] else "") for m in end["missing"])
+        return (f"{len(end['ranks'])} of {g['world']} ranks still waiting in the rendezvous at the end of the run "
+                f"(since {_at(since)}) for {missing or 'no rank'}"
+                + (f", after {len(timeouts)} rendezvous timeout{'s' if len(timeouts) > 1 else ''}" if timeouts else ""))
     if not timeouts:
         return "its rendezvous never completed"
     last = timeouts[-1]
@@ -201,7 +209,11 @@ def render_gang(gang: dict) -> list[str]:
                        f"stalled in their collectives (GPUs held at 0 % util) until the {_dur(e['timeout'])} "
                        "timeout failed them")
         i += 1
-    if not any(e["event"] == "started" for e in log) and log:
+    end = gang.get("waiting_at_end")
+    if end:
+        who = ", ".join(f"rank {r['rank']} ({r['pod']})" for r in end["ranks"])
+        out.append(f"  at the end of the run: {who} still waiting for {_missing(end['missing'])}")
+    if not any(e["event"] == "started" for e in log) and (log or end):
         out.append("  the job never trained: its rendezvous never completed")
     return out
 
