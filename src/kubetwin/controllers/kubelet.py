@@ -340,6 +340,8 @@ class Kubelet:
         if work.fail:
             self.gpus.fail(running, work.fail, overhead)
             return
+        if math.isinf(duration):  # no duration (a gang rank released without one): it runs until stopped
+            return
         req: dict[str, float] = {**pod_requests(running)}
         dra_gpus = nvidia_dra.pod_gpus(self.store, running)  # GPUs held through ResourceClaims
         if dra_gpus:

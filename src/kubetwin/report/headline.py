@@ -65,9 +65,16 @@ def kueue_rows(s: dict[str, Any]) -> Rows:
 
 
 def training_rows(training: dict[str, Any]) -> Rows:
-    """Per training job: step time, MFU and job time, and the change `kubetwin explain job` ranks first."""
+    """Per training job: step time, MFU and job time, and the change `kubetwin explain job` ranks first; for a gang
+    that never trained, why (workloads/training_explain.py `never_trained`)."""
+    from kubetwin.workloads.training_explain import never_trained
+
     rows = []
     for key, j in sorted(training.items()):
+        why = never_trained(j)
+        if why is not None:  # a gang whose rendezvous never completed: no step ran, so no step or job time
+            rows.append((f"training {key}", f"never trained: {why}"))
+            continue
         b = j.get("breakdown") or {}
         if not b.get("step_seconds"):
             continue

@@ -20,6 +20,7 @@ from kubetwin.report.rundata import RunData
 from kubetwin.report.serving_html import serving_figures
 from kubetwin.report.timeline import STATE_COLORS, Row
 from kubetwin.workloads.dcgm import figures as dcgm_figures
+from kubetwin.workloads.training_explain import never_trained
 from kubetwin.workloads.training_explain import render as explain_render
 
 __all__ = ["Panel", "panels", "timeline_figure"]
@@ -265,8 +266,13 @@ def _training(runs: list[RunData], multi: bool) -> list[Panel]:
     parts: dict[str, list[tuple[str, float]]] = {}
     for r in runs:
         for ref, rec in sorted(r.training.items()):
-            b = rec["breakdown"]
             label = html.escape(f"{r.name}: {ref}" if multi else ref)
+            if "breakdown" not in rec or never_trained(rec) is not None:  # no step ran: no bar, only the text
+                texts.append(f"<details><summary>kubetwin explain job {html.escape(ref)}"
+                             f"{' (' + html.escape(r.name) + ')' if multi else ''}</summary><pre>"
+                             f"{html.escape(explain_render(rec))}</pre></details>")
+                continue
+            b = rec["breakdown"]
             rows = [("compute", b["compute"]), ("pipeline bubble", b["bubble"])]
             rows += [(f"comm {k} (exposed)", v) for k, v in sorted(b["comm_by_kind"].items())]
             rows += [("data stall", b["parts"]["data"]), ("checkpoint (amortized)", b["parts"]["checkpoint"])]
@@ -279,6 +285,9 @@ def _training(runs: list[RunData], multi: bool) -> list[Panel]:
         if any(v for _, v in vals):
             fig.add_trace(go.Bar(y=[v[0] for v in vals], x=[v[1] for v in vals], name=html.escape(part),
                                  orientation="h"))
+    if not fig.data and texts:  # only gangs that never trained: no step to draw, but why they did not train
+        fig.update_layout(title="Training: no job ran a step (why: `kubetwin explain job` below)", height=200)
+        return [Panel("Training", fig, "".join(texts))]
     if not fig.data:
         return []
     fig.update_layout(title="Training step time by part (as `kubetwin explain job` prints it)", barmode="stack",

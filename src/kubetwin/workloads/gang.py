@@ -7,10 +7,22 @@ complete within the launcher's timeout fails them. Once training, every step run
 rank lost mid-run (Spot preemption, node lost, pod deleted) leaves the survivors blocked in a collective until
 NCCL's watchdog (or JAX's coordination service) takes them down.
 
-A gang is the pods of one Job, JobSet or Kueue pod group (kueue.x-k8s.io/pod-group-name, its size from
-kueue.x-k8s.io/pod-group-total-count) with more than one pod, when they carry a training spec
-(training.kubetwin.io/*) or declare `training.kubetwin.io/gang: "true"`; `"false"` opts out
-(workloads/training_spec.py lists the gang annotations and the launchers' defaults).
+The rule (`launcher_of` and `multi_host_rank` below are its one implementation): the pods of one Job, JobSet or
+Kueue pod group (kueue.x-k8s.io/pod-group-name, its size from kueue.x-k8s.io/pod-group-total-count) that runs more
+than one pod at once are a gang when any of these holds, with or without training annotations:
+- they carry a training spec (training.kubetwin.io/*) or declare `training.kubetwin.io/gang: "true"`;
+- a pod requests google.com/tpu and lands on a host of a multi-host TPU slice (devices/tpu.py `node_slice`): GKE
+  gives each pod of the Indexed Job TPU_WORKER_ID (its completion index) and TPU_WORKER_HOSTNAMES (every worker's
+  hostname), and the slice's TPU runtime and jax.distributed.initialize wait for every worker ("About TPUs in GKE",
+  ../shared/reference/controllers-kueue-dra-deviceplugin-tpu-jobset.md §4: all pods of a slice must run at once);
+- a container starts a multi-node launcher: torchrun / `python -m torch.distributed.run` / `torch.distributed.launch`
+  with `--nnodes` other than 1 (an elastic `--nnodes=1:N` is no gang: it trains from one node), or JAX's
+  multi-process start (JAX_COORDINATOR_ADDRESS in its env, `jax.distributed.initialize` or MaxText in its command).
+`training.kubetwin.io/gang: "false"` opts a job out. The launcher: `training.kubetwin.io/launcher`, else the one the
+command names, else jax on TPU and torchrun on GPU; torchrun's `--rdzv-conf join_timeout=N` sets its rendezvous
+timeout (workloads/training_spec.py lists the gang annotations and the launchers' defaults). A gang rank without a
+training spec works for its kubetwin.io/duration once the rendezvous completes, or until stopped without one.
+Twin assumption: other single-host TPU pods of one Job are independent (no gang) unless a launcher says otherwise.
 
 The model, per rank (a pod): it starts (the kubelet's duration hook holds its work, `Work.hold`) and waits. When
 every rank of the gang waits, all begin their work at once. A rank still waiting `rendezvous-timeout` after it
@@ -26,6 +38,7 @@ FallbackToLogsOnError shows it), ranks of restartPolicy OnFailure pods fail the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,20 +47,118 @@ from kubetwin.api import kinds
 from kubetwin.api.conditions import find_condition
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
+from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.kubelet import Kubelet, Work
+from kubetwin.devices import tpu
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.training import BF16, DDP_BUCKET_BYTES
-from kubetwin.workloads.training_spec import PREFIX, GangSpec, TrainingSpec, object_pods
+from kubetwin.workloads.training_spec import PREFIX, GangSpec, TrainingSpec, object_pods, parse_gang
 
 # torchrun (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py: _DistributedRendezvousOpExecutor.run raises
 # RendezvousTimeoutError() without text; torchrun's traceback ends with its qualified name).
 TORCH_RDZV = "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"
-# jax.distributed.initialize's registration barrier (XLA coordination service), as GKE recipe users report it
-# (AI-Hypercomputer/gpu-recipes issue 2).
+# jax.distributed.initialize's registration barrier (XLA coordination service, xla/tsl coordination_service.cc:
+# kClusterRegisterBarrierId "[Init]Wait_for_all_tasks_to_register"), as GKE recipe users report it
+# (AI-Hypercomputer/gpu-recipes issue 2); it waits initialization_timeout=300 s (jax/_src/distributed.py).
 JAX_RDZV = ("jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: "
             "[Init]Wait_for_all_tasks_to_register::0. This usually happens because a task triggered the barrier too "
             "early or too slowly. Please look at the task logs (both timed out and first task) to debug further.")
+
+
+# torchrun's console scripts and modules (torch/distributed/run.py; torch.distributed.launch wraps it)
+_TORCHRUN = re.compile(r"(?:^|[\s/;&|(])(?:torchrun|torch\.distributed\.run|torch\.distributed\.launch)(?=$|[\s;&|)])")
+_NNODES = re.compile(r"--nnodes[= ]+(\S+)")
+# --rdzv-conf / --rdzv_conf key=value list (torch/distributed/run.py); the c10d handler reads "join_timeout"
+# (dynamic_rendezvous.py create_handler: _get_timeout(params, "join"), default RendezvousTimeout join 600 s)
+_JOIN = re.compile(r"join_timeout=([0-9.]+)")
+_JAX = re.compile(r"jax\.distributed\.initialize|maxtext", re.IGNORECASE)
+JAX_ENV = "JAX_COORDINATOR_ADDRESS"  # jax/_src/distributed.py reads it when no coordinator_address is passed
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """What a container's command says about its rendezvous: the launcher and torchrun's join timeout (None:
+    the launcher's default)."""
+
+    name: str
+    rendezvous_timeout: float | None = None
+    nodes: int | None = None  # torchrun's --nnodes (its minimum): the rendezvous waits for that many nodes
+
+
+def launcher_of(pod_spec: dict) -> Launcher | None:
+    """The multi-node launcher a pod's containers start, from their command, args and env; None when none does
+    (single-node torchrun: `--nnodes=1`, or elastic with a minimum of 1 node, trains without its peers)."""
+    for c in (pod_spec.get("containers") or []):
+        if not isinstance(c, dict):
+            continue
+        text = " ".join(str(x) for x in [*(c.get("command") or []), *(c.get("args") or [])])
+        if _TORCHRUN.search(text):
+            nnodes = _NNODES.search(text)
+            low = (nnodes.group(1).split(":")[0] if nnodes else "1").strip("\"'")
+            if low == "1" or "--standalone" in text:  # torchrun's default --nnodes is 1:1; standalone: one node
+                continue
+            join = _JOIN.search(text)
+            return Launcher("torchrun", float(join.group(1)) if join else None, int(low) if low.isdigit() else None)
+        env = {str(e.get("name")) for e in c.get("env") or [] if isinstance(e, dict)}
+        if JAX_ENV in env or _JAX.search(text):
+            return Launcher("jax")
+    return None
+
+
+def multi_host_rank(pod: Obj, node: Obj | None) -> Launcher | None:
+    """Whether the pod, on its node, is one rank of a multi-host workload by itself (the caller checks the job runs
+    more than one pod): a launcher in its command, else a TPU pod on a multi-host slice (jax unless it says
+    otherwise). None: not by this rule."""
+    found = launcher_of(pod.get("spec") or {})
+    if found is not None:
+        return found
+    if pod_requests(pod).get(tpu.RESOURCE) and node is not None and tpu.node_slice(node) is not None:
+        return Launcher("jax")
+    return None
+
+
+def _multi_host_template(pod_spec: dict, on_slice: bool) -> bool:
+    """The manifest-time view of the rule, for install and validate: a launcher, or TPU chips when the pod may
+    land on a multi-host slice (`on_slice`: install cannot know where a pod lands, validate reads its selector)."""
+    return launcher_of(pod_spec) is not None or bool(on_slice and pod_requests({"spec": pod_spec}).get(tpu.RESOURCE))
+
+
+def _selects_multi_host(pod_spec: dict) -> bool:
+    """Whether the pod's nodeSelector names a TPU topology of more chips than the pod takes (one host of a
+    multi-host slice); a pod without one may still land on a slice (install asks `might_be_gang` instead)."""
+    sel = pod_spec.get("nodeSelector") or {}
+    topology = sel.get(tpu.TOPOLOGY_LABEL)
+    if not topology:
+        return False
+    try:
+        return tpu.chips(str(topology)) > int(pod_requests({"spec": pod_spec}).get(tpu.RESOURCE) or 0)
+    except (tpu.TopologyError, ValueError):
+        return False
+
+
+def might_be_gang(kind: str, obj: dict) -> bool:
+    """Whether a Job, JobSet or Kueue pod group's Pod may be a gang without gang annotations: it runs more than one
+    pod at once and one of its pod templates requests TPU chips or starts a multi-node launcher (install wires the
+    gang coordinator then; the kubelet hook decides per pod where it lands)."""
+    if kind not in ("Job", "JobSet", "Pod") or not isinstance(obj.get("spec"), dict):
+        return False
+    if kind == "Pod":  # kueue pkg/controller/jobs/pod: GroupNameLabel, GroupTotalCountAnnotation
+        meta = obj.get("metadata") or {}
+        count = str((meta.get("annotations") or {}).get("kueue.x-k8s.io/pod-group-total-count", ""))
+        grouped = bool((meta.get("labels") or {}).get("kueue.x-k8s.io/pod-group-name"))
+        return grouped and count.isdigit() and int(count) > 1 and _multi_host_template(obj["spec"], True)
+    pods = object_pods(kind, obj["spec"])
+    return (sum(n for _, n in pods) > 1 and any(_multi_host_template(s, True) for s, _ in pods)) or any(
+        ((launcher_of(s) or Launcher("")).nodes or 0) > 1 for s, _ in pods)
+
+
+def gang_spec(annotations: dict, found: Launcher | None) -> GangSpec:
+    """The gang's launcher and timeouts: annotations first, then what the command says, then the defaults (jax
+    for a TPU slice found without a launcher in its command). Raises SpecError as parse_gang does."""
+    if found is None:
+        return parse_gang(annotations)
+    return parse_gang(annotations, found.name, found.rendezvous_timeout)
 
 
 def watchdog_message(launcher: str, rank: int, seq: int, spec: TrainingSpec | None, world: int,
@@ -96,7 +207,8 @@ class _Gang:
 def diagnostics(m: Manifest, chains: list[list[tuple[str, dict]]]) -> list[Diagnostic]:
     """A notice for a gang whose pods restart in place (restartPolicy OnFailure): the twin fails the pod when the
     launcher fails, as with restartPolicy Never, and the Job replaces it (the kubelet does not restart a rank's
-    container in place)."""
+    container in place). A warning for torchrun waiting for more nodes (--nnodes) than the object runs pods: its
+    rendezvous never completes."""
     if m.kind not in ("Job", "JobSet"):
         return []
     pods = object_pods(m.kind, m.obj.get("spec") or {})
@@ -106,8 +218,19 @@ def diagnostics(m: Manifest, chains: list[list[tuple[str, dict]]]) -> list[Diagn
     for (pod_spec, _), chain, base in zip(pods, chains, paths, strict=False):
         merged = {k: v for _, a in chain for k, v in a.items()}
         declared = str(merged.get(PREFIX + "gang", "")).lower()
+        found = launcher_of(pod_spec)
+        if found is not None and (found.nodes or 0) > world and declared != "false":
+            out.append(Diagnostic(
+                m.file, m.line_of(f"{base}.containers"), m.ref, f"{base}.containers",
+                f"torchrun --nnodes={found.nodes} waits for {found.nodes} nodes but the {m.kind} runs {world} "
+                f"pod{'s' if world != 1 else ''} at once: its rendezvous never completes, and every rank fails "
+                f"with RendezvousTimeoutError after join_timeout ({int(found.rendezvous_timeout or 600)} s)",
+                f"run {found.nodes} pods (parallelism and completions), or pass --nnodes={world}", "warning"))
         if pod_spec.get("restartPolicy") != "OnFailure" or declared == "false" or (world <= 1 and declared != "true"):
             continue  # one pod is no gang unless declared one
+        if declared != "true" and not any(str(k).startswith(PREFIX) for k in merged) and \
+                not _multi_host_template(pod_spec, _selects_multi_host(pod_spec)):
+            continue  # no annotation, no TPU slice, no launcher: not a gang by the rule
         out.append(Diagnostic(m.file, m.line_of(f"{base}.restartPolicy"), m.ref, f"{base}.restartPolicy",
                               "a gang rank whose launcher fails (rendezvous or collective timeout) fails the pod "
                               "in the twin, as with restartPolicy Never; the kubelet does not restart its "
@@ -148,7 +271,7 @@ class GangCoordinator:
                 del g.waiting[uid]
         if len({r.rank for r in g.waiting.values()}) < g.world:
             return
-        ranks = sorted(g.waiting.items(), key=lambda kv: kv[1].rank)
+        ranks = list(g.waiting.items())  # in the order they joined (the kubelet started them)
         g.waiting = {}
         waited = self.env.now - min(r.since for _, r in ranks)
         g.log.append({"t": self.env.now, "event": "started", "ranks": len(ranks), "waited": waited})
@@ -223,8 +346,9 @@ class GangCoordinator:
             if not g.stepping:
                 g.stalled = None
             return
-        if not g.stepping:
-            return
+        alive = {suid: s for suid, s in g.stepping.items() if self._running(s) is not None}
+        if not alive:
+            return  # every rank stopped at this instant (a multi-host slice lost whole): nobody is left to stall
         g.stalled = self.env.now
         st = pod.get("status") or {}
         why = "deleted" if etype == "DELETED" or pod["metadata"].get("deletionTimestamp") else (
@@ -232,8 +356,8 @@ class GangCoordinator:
         spec_pl = self.model.inputs.get(key)
         step = self.model.breakdowns[key].step if key in self.model.breakdowns else 0.0
         g.log.append({"t": self.env.now, "event": "rank lost", "rank": r.rank, "pod": pod["metadata"]["name"],
-                      "why": why, "survivors": len(g.stepping), "timeout": g.spec.collective_timeout})
-        for suid, s in sorted(g.stepping.items(), key=lambda kv: kv[1].rank):
+                      "why": why, "survivors": len(alive), "timeout": g.spec.collective_timeout})
+        for suid, s in sorted(alive.items(), key=lambda kv: kv[1].rank):
             start = self.kubelet.work_start(suid)
             seq = 1 + (int((self.env.now - start) / step) if step > 0 and start is not None
                        and start <= self.env.now else 0)
@@ -247,5 +371,12 @@ class GangCoordinator:
         g = self.gangs.get(key)
         if g is None:
             return None
-        return {"launcher": g.spec.launcher, "world": g.world, "rendezvous_timeout": g.spec.rendezvous_timeout,
-                "collective_timeout": g.spec.collective_timeout, "log": g.log}
+        out = {"launcher": g.spec.launcher, "world": g.world, "rendezvous_timeout": g.spec.rendezvous_timeout,
+               "collective_timeout": g.spec.collective_timeout, "log": g.log}
+        waiting = sorted((r for r in g.waiting.values() if self._running(r) is not None), key=lambda r: r.rank)
+        if waiting:  # the run ended while these ranks still waited in the rendezvous
+            present = {r.rank for r in waiting}
+            out["waiting_at_end"] = {"ranks": [{"rank": r.rank, "pod": r.pod["metadata"]["name"], "since": r.since}
+                                               for r in waiting],
+                                     "missing": self._missing(key, g, present)}
+        return out

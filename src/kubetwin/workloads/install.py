@@ -22,16 +22,18 @@ class TrainingRun:
 
     def contribute(self, until: float) -> Contribution:
         """timeseries.json "dcgm", the DCGM exporter's series and training.json; nothing when no training pod
-        ran."""
-        if self.model is None or not self.model.inputs:
-            if not self.dcgm.series:
-                return Contribution()
-            series, text = self.dcgm.finish()  # model servers' GPUs only
-            return Contribution(timeseries={"dcgm": series}, prometheus=text)
+        ran and no gang failed its rendezvous or lost a rank (training.json then says why the gang stopped); model
+        servers' GPUs get their DCGM series either way."""
         from kubetwin.workloads.training_explain import records
 
+        training = records(self.model, self.store) if self.model is not None else {}
+        if self.model is None or not self.model.inputs:
+            if not self.dcgm.series:
+                return Contribution(training=training) if training else Contribution()
+            series, text = self.dcgm.finish()  # model servers' GPUs only
+            return Contribution(timeseries={"dcgm": series}, prometheus=text, training=training or None)
         series, text = self.dcgm.finish()
-        return Contribution(timeseries={"dcgm": series}, prometheus=text, training=records(self.model, self.store))
+        return Contribution(timeseries={"dcgm": series}, prometheus=text, training=training)
 
 
 def install(store: Store, env: Environment, kubelet: Kubelet, manifests: list[Manifest], sample_interval: float,

@@ -90,7 +90,9 @@ def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Pla
 
 
 def records(model: Any, store: Any) -> dict[str, dict]:
-    """training.json's content from the run's TrainingModel: "namespace/name" -> job_record."""
+    """training.json's content from the run's TrainingModel: "namespace/name" -> job_record; and a gang without a
+    training spec (a multi-host TPU JobSet, a torchrun Job) whose rendezvous timed out or that lost a rank gets a
+    record of its gang alone, so `explain job` says what happened to it."""
     out = {}
     for (ns, name), (spec, placement) in sorted(model.inputs.items()):
         kind = "JobSet" if store.get("JobSet", ns, name) is not None else "Job"
@@ -98,7 +100,36 @@ def records(model: Any, store: Any) -> dict[str, dict]:
         gang = model.gang.record((ns, name)) if model.gang is not None else None
         if gang is not None:
             out[f"{ns}/{name}"]["gang"] = gang
+    for (ns, name) in sorted(model.gang.gangs if model.gang is not None else ()):
+        gang = model.gang.record((ns, name))
+        if (ns, name) in model.inputs or not (any(e["event"] != "started" for e in gang["log"])
+                                              or gang.get("waiting_at_end")):
+            continue  # a gang that only started as it should adds nothing a run without this record lacks
+        kind = "JobSet" if store.get("JobSet", ns, name) is not None else "Job"
+        out[f"{ns}/{name}"] = {"namespace": ns, "name": name, "kind": kind, "gang": gang}
     return out
+
+
+def never_trained(rec: dict) -> str | None:
+    """Why a gang never trained (its rendezvous never completed), with when, or None when it trained or is no
+    gang: `explain job` and the run's headline print this instead of a step and job time it never ran."""
+    g = rec.get("gang") or {}
+    log, end = g.get("log") or [], g.get("waiting_at_end")
+    if (not log and not end) or any(e["event"] == "started" for e in log):
+        return None
+    timeouts = [e for e in log if e["event"] == "rendezvous timeout"]
+    if end:  # still in the rendezvous when the run ended (its timeout had not come yet)
+        since = min(r["since"] for r in end["ranks"])
+        missing = ", ".join(f"rank {m['rank']}" + (f" ({m['phase']})" if m["phase"] else "") for m in end["missing"])
+        return (f"{len(end['ranks'])} of {g['world']} ranks still waiting in the rendezvous at the end of the run "
+                f"(since {_at(since)}) for {missing or 'no rank'}"
+                + (f", after {len(timeouts)} rendezvous timeout{'s' if len(timeouts) > 1 else ''}" if timeouts else ""))
+    if not timeouts:
+        return "its rendezvous never completed"
+    last = timeouts[-1]
+    waited = f"{len(timeouts)} rendezvous timeouts, the last" if len(timeouts) > 1 else "rendezvous timed out"
+    missing = ", ".join(f"rank {m['rank']}" + (f" ({m['phase']})" if m["phase"] else "") for m in last["missing"])
+    return f"{waited} at {_at(last['t'])} after {_dur(last['waited'])} waiting for {missing or 'no rank'}"
 
 
 def _error(where: str, message: str, hint: str) -> KubetwinError:
@@ -121,7 +152,8 @@ def load(run_dir: Path, resource: str, name: str, namespace: str) -> dict:
         return rec
     if _exists(run_dir, namespace, name):
         raise _error(f"{namespace}/{name}", "not a training job: no training.kubetwin.io/* annotations (its pods "
-                     "ran for kubetwin.io/duration), or none of its pods started",
+                     "ran for kubetwin.io/duration; a gang without them is explained only when its rendezvous "
+                     "timed out or it lost a rank), or none of its pods started",
                      "add the training annotations (docs/training-studies.md) to have the twin compute its run time")
     known = ", ".join(sorted(jobs)) or "none in this run"
     raise _error(f"{namespace}/{name}", f'{kind} "{name}" not found in namespace "{namespace}"',
@@ -188,13 +220,40 @@ def render_gang(gang: dict) -> list[str]:
                        f"stalled in their collectives (GPUs held at 0 % util) until the {_dur(e['timeout'])} "
                        "timeout failed them")
         i += 1
-    if not any(e["event"] == "started" for e in log) and log:
+    end = gang.get("waiting_at_end")
+    if end:
+        who = ", ".join(f"rank {r['rank']} ({r['pod']})" for r in end["ranks"])
+        out.append(f"  at the end of the run: {who} still waiting for {_missing(end['missing'])}")
+    if not any(e["event"] == "started" for e in log) and (log or end):
         out.append("  the job never trained: its rendezvous never completed")
     return out
 
 
+def _render_untrained(rec: dict, why: str) -> str:
+    """A gang that never trained: what it is, why it never trained, and its gang log; no step or job time (the
+    breakdown the twin computed for its planned placement never ran)."""
+    g = rec["gang"]
+    head = f"{rec['kind']} {rec['namespace']}/{rec['name']}: "
+    if rec.get("spec"):
+        sp = rec["spec"]
+        head += f"{sp['params'] / 1e9:g}B params, {sp['steps']} steps of {sp['global_batch']} x {sp['seq_len']} tokens"
+    else:
+        head += f"{g['world']} ranks (no training spec: each runs its kubetwin.io/duration once all have joined)"
+    out = [head, "", f"Never trained: {why}.",
+           "  no step time or job time: no step ran (the ranks that started held their accelerators, billed, "
+           "while they waited)"]
+    return "\n".join(out + render_gang(g))
+
+
 def render(rec: dict) -> str:
-    """The explain text: placement, storage, the step table, the DCGM gauges, the gang's waits, the what-ifs."""
+    """The explain text: placement, storage, the step table, the DCGM gauges, the gang's waits, the what-ifs; for
+    a gang that never trained, why not instead of a step time it never ran."""
+    why = never_trained(rec)
+    if why is not None:
+        return _render_untrained(rec, why)
+    if "breakdown" not in rec:  # a gang record of its own that trained, then lost a rank
+        return "\n".join([f"{rec['kind']} {rec['namespace']}/{rec['name']}: {rec['gang']['world']} ranks (no "
+                          "training spec)", *render_gang(rec["gang"])])
     sp, pl, b, st = rec["spec"], rec["placement"], rec["breakdown"], rec["storage"]
     par = f"dp {b['dp']} x tp {sp['tp']} x pp {sp['pp']}" + (" (FSDP)" if sp["fsdp"] else "")
     out = [f"{rec['kind']} {rec['namespace']}/{rec['name']}: {sp['params'] / 1e9:g}B params, {b['steps']} steps of "

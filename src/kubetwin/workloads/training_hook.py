@@ -7,13 +7,15 @@ in rank order (JobSet job-global-index, then completion index, then name). Pods 
 counted on nodes of their own shaped like this pod's (twin assumption: the gang lands in the same pool, on distinct
 VMs); the job's size comes from its spec (Job parallelism; a JobSet's replicas x parallelism of each replicated
 Job whose pods request accelerators; a Kueue pod group's kueue.x-k8s.io/pod-group-total-count). A job of more than
-one pod is a gang (workloads/gang.py): its pods' work is held until every rank runs, then computed again on the
+one pod is a gang by workloads/gang.py's rule (a training spec, a multi-host TPU slice, a multi-node launcher): its
+pods' work is held until every rank runs, then computed again on the
 placement they all have. A rank whose model states do not fit its GPU fails at start with PyTorch's CUDA
 out-of-memory error (workloads/memory.py).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +25,7 @@ from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
 from kubetwin.devices import container
 from kubetwin.store.store import Obj, Store
-from kubetwin.workloads import gpudirect, memory, storage
+from kubetwin.workloads import gang, gpudirect, memory, storage
 from kubetwin.workloads.training import (
     DEFAULT_TPU_MFU,
     Network,
@@ -40,7 +42,6 @@ from kubetwin.workloads.training_spec import (
     has_training,
     job_pods,
     parse,
-    parse_gang,
 )
 
 JOB_NAME, JOBSET_NAME = "batch.kubernetes.io/job-name", "jobset.sigs.k8s.io/jobset-name"
@@ -51,13 +52,14 @@ ACCELERATORS = ("nvidia.com/gpu", "google.com/tpu")
 
 
 def wanted(objects: list[Obj]) -> bool:
-    """Whether any manifest carries training annotations (run.py registers the hook then)."""
+    """Whether any manifest carries training annotations, or is a Job or JobSet that may be a multi-host gang
+    without them (workloads/gang.py `might_be_gang`): run.py registers the hook then."""
     def walk(o: Any) -> bool:
         if isinstance(o, dict):
             ann = o.get("annotations") if isinstance(o.get("annotations"), dict) else None
             return has_training(ann) or has_gang_keys(ann) or any(walk(v) for v in o.values())
         return isinstance(o, list) and any(walk(v) for v in o)
-    return any(walk(o) for o in objects)
+    return any(walk(o) or gang.might_be_gang(str(o.get("kind", "")), o) for o in objects if isinstance(o, dict))
 
 
 def _accelerators(pod: Obj) -> int:
@@ -107,19 +109,28 @@ class TrainingModel:
         return {**merged, **(meta.get("annotations") or {})}
 
     def __call__(self, pod: Obj, node: Obj | None) -> Work | None:
+        if node is None:
+            return None
         ann = self.annotations(pod)
-        if not (has_training(ann) or has_gang_keys(ann)) or node is None:
+        training = has_training(ann)
+        found = gang.multi_host_rank(pod, node)  # a TPU slice's worker or a multi-node launcher (gang.py's rule)
+        if not (training or has_gang_keys(ann) or found is not None):
             return None
         try:
-            gspec = parse_gang(ann)
+            gspec = gang.gang_spec(ann, found)
         except SpecError:
             return None  # validation reports it for manifests; a pod created otherwise runs without a duration
+        world = self._expected_pods(pod)
+        if found is not None and found.nodes:  # torchrun --nnodes: its rendezvous waits for that many nodes
+            world = max(world, found.nodes)
+        is_gang = self.gang is not None and world > 1 and (
+            gspec.declared or (gspec.declared is None and (training or found is not None)))
         work = self.work(pod, node)  # None for a training spec that does not parse, as above
+        if work is None and is_gang and not training:
+            work = Work(math.inf)  # no kubetwin.io/duration: the rank runs until stopped, once its peers are there
         if work is None:
             return None
-        training = has_training(ann)
-        world = self._expected_pods(pod)
-        if self.gang is not None and world > 1 and (gspec.declared or (gspec.declared is None and training)):
+        if is_gang:
             self.gang.join(pod, node, gspec, world, self.rank(pod), self.work)
             return replace(work, hold=True)
         return work

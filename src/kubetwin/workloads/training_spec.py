@@ -41,9 +41,12 @@ Annotations (prefix `training.kubetwin.io/`; required: params, steps, global-bat
 
 Gang annotations (workloads/gang.py; they may also stand alone on pods that run for `kubetwin.io/duration`):
 - `gang`: "true" declares the job's pods a gang (every rank must run before any trains); "false" opts a multi-pod
-  training job out (independent pods, e.g. a sweep). Default: a gang when the training job has more than one pod.
-- `launcher`: `torchrun` (default; torch.distributed.elastic, also what DeepSpeed and Megatron jobs run under) or
+  job out (independent pods, e.g. a sweep). Default: a gang when the job has more than one pod and carries a
+  training spec, runs on a multi-host TPU slice, or starts a multi-node launcher (workloads/gang.py's rule).
+- `launcher`: `torchrun` (torch.distributed.elastic, also what DeepSpeed and Megatron jobs run under) or
   `jax` (jax.distributed.initialize): it picks the default timeouts and the error text a failing rank prints.
+  Default: the launcher the container's command names, else jax on a TPU slice and torchrun elsewhere
+  (workloads/gang.py `launcher_of`).
 - `rendezvous-timeout`: how long a started rank waits for the others before it fails (a duration); default 600 s
   for torchrun (c10d rendezvous join_timeout), 300 s for JAX (initialization_timeout).
 - `collective-timeout`: how long ranks stall in a collective after a peer is lost before they fail; default 600 s
@@ -96,8 +99,10 @@ DOCS: dict[str, tuple[str, str]] = {
     "dataset-bytes-per-sample": ("4Mi", "bytes read per sample"),
     "dataset-bytes-per-token": ("4", "bytes read per token (default 4: int32 token ids)"),
     "dataset-files-per-step": ("64", "files a step opens (each costs a metadata operation)"),
-    "gang": ("true", "every rank must run before any trains (default for multi-pod training jobs); false opts out"),
-    "launcher": ("torchrun", "torchrun (default) or jax: the rendezvous' timeouts and error words"),
+    "gang": ("true", "every rank must run before any trains (default for multi-pod training jobs, multi-host TPU "
+             "slices and multi-node launchers); false opts out"),
+    "launcher": ("torchrun", "torchrun or jax (default: the command's launcher, jax on TPU slices, else torchrun): "
+                 "the rendezvous' timeouts and error words"),
     "rendezvous-timeout": ("10m", "how long a running rank waits for the others (torchrun 600 s, JAX 300 s)"),
     "collective-timeout": ("10m", "how long ranks stall after a peer is lost (NCCL 600 s, JAX 100 s)"),
 }
@@ -206,19 +211,24 @@ class GangSpec:
 LAUNCHERS = {"torchrun": (600.0, 600.0), "jax": (300.0, 100.0)}
 
 
-def parse_gang(annotations: dict) -> GangSpec:
-    """The gang keys of merged annotations; raises SpecError for a bad value."""
+def parse_gang(annotations: dict, launcher: str = "torchrun", rendezvous_timeout: float | None = None) -> GangSpec:
+    """The gang keys of merged annotations over the launcher the pod's command names (workloads/gang.py:
+    `launcher`, and torchrun's --rdzv-conf join_timeout when it came with that launcher); raises SpecError for a
+    bad value."""
     ann = {k[len(PREFIX):]: str(v) for k, v in annotations.items() if str(k).startswith(PREFIX)}
     declared = ann.get("gang")
     if declared is not None and declared.lower() not in ("true", "false"):
         raise SpecError("gang", f'Invalid value: "{declared}": must be "true" or "false"',
                         'write "true" to make every rank wait for the others, "false" for independent pods')
-    launcher = ann.get("launcher", "torchrun")
+    found = launcher
+    launcher = ann.get("launcher", launcher)
     if launcher not in LAUNCHERS:
         raise SpecError("launcher", f'Unsupported value: "{launcher}": supported values: '
                         + ", ".join(f'"{x}"' for x in LAUNCHERS),
                         'use "torchrun" for PyTorch (DeepSpeed, Megatron, FSDP jobs), "jax" for JAX')
     timeouts = list(LAUNCHERS[launcher])
+    if rendezvous_timeout is not None and launcher == found and rendezvous_timeout > 0:
+        timeouts[0] = rendezvous_timeout
     for i, key in enumerate(("rendezvous-timeout", "collective-timeout")):
         if key in ann:
             try:
@@ -341,10 +351,9 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     training spec when any of them is a training annotation; the error points at the set holding the bad key."""
     out: list[Diagnostic] = []
     chains = _chains(m.obj)
-    if any(has_training(a) or has_gang_keys(a) for chain in chains for _, a in chain):
-        from kubetwin.workloads import gang  # imports this module
+    from kubetwin.workloads import gang  # imports this module
 
-        out += gang.diagnostics(m, chains)
+    out += gang.diagnostics(m, chains)  # the gang rule reads annotations, TPU slices and launchers itself
     for chain in chains:
         merged = {k: v for _, a in chain for k, v in a.items()}
         if not has_training(merged) and not has_gang_keys(merged):
