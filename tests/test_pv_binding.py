@@ -280,3 +280,48 @@ def test_read_write_once_pod_allows_one_pod_in_the_cluster(n: int, binding: str)
     assert first_time(res, "Pod", "b", lambda o: bool(o["spec"].get("nodeName"))) == 1800.0  # requeued when a ends
     assert first_time(res, "Pod", "b", phase_at("", "Running")) == 1800.0
     assert not events(res, "FailedAttachVolume")
+
+
+def _states(res) -> dict[tuple, list[tuple]]:
+    """Per object, its (phase, node, volume, claimRef) at the end of each instant it changed in."""
+    out: dict[tuple, dict[float, tuple]] = {}
+    for t, _, etype, o in res.history:
+        if o["kind"] not in ("Pod", "PersistentVolumeClaim", "PersistentVolume"):
+            continue
+        spec, st = o.get("spec") or {}, o.get("status") or {}
+        out.setdefault((o["kind"], o["metadata"]["name"]), {})[t] = None if etype == "DELETED" else (
+            st.get("phase"), spec.get("nodeName"), spec.get("volumeName"), (spec.get("claimRef") or {}).get("name"))
+    return {k: sorted(v.items()) for k, v in out.items()}
+
+
+def test_controllers_created_in_another_order_give_the_same_storage_run(monkeypatch) -> None:
+    """The PV controller, the scheduler's volume binder, the attach/detach controller and the kubelet meet only
+    through the store and the kubelet's volume gate: the order their watches are called in changes nothing."""
+    from kubetwin.store.store import Store
+
+    objs = [make_scenario("2h").obj(), *nodes(2), sc(), sc("late", mode="WaitForFirstConsumer"), pv("disk", "100Gi"),
+            pvc(), pvc("rwop", modes=("ReadWriteOncePod",)), pvc("wffc", cls="late"), user("a", node="n1"),
+            user("b", node="n2", at="1m"), user("c", "rwop"), user("d", "rwop", at="2m"), user("e", "wffc", at="3m"),
+            user("f", "wffc", node="n2", at="4m")]
+    forward = run(objects=objs)
+    monkeypatch.setattr(Store, "reverse_dispatch", True)
+    backward = run(objects=objs)
+    assert _states(forward) == _states(backward)
+    assert [m for *_, m in events(forward, "FailedAttachVolume")] == [m for *_, m in events(backward,
+                                                                                            "FailedAttachVolume")]
+    assert len(events(forward, "FailedAttachVolume")) == 2  # b on data; f (n2) on wffc, provisioned for e's node
+
+
+def test_a_claim_provisioning_for_a_selected_node_fits_only_that_node_until_bound() -> None:
+    """Two pods of one WaitForFirstConsumer claim at the same instant: the first selects n1; while the claim is
+    unbound the second fits only n1 (FindPodVolumes' fast path), then, bound, anywhere: its node n2 gets the
+    Multi-Attach error."""
+    res = run(objects=[make_scenario("1h").obj(), *nodes(2), sc(mode="WaitForFirstConsumer"), pvc(),
+                       user("a", node="n1"), user("b", node="n2")])
+    assert events(res, "FailedScheduling")[0][1:] == ("b", "Warning", (
+        "0/2 nodes are available: 1 node(s) didn't find available persistent volumes to bind, 1 node(s) didn't "
+        "match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+        "scheduling."))
+    assert last(res, "PersistentVolumeClaim", "data")["metadata"]["annotations"][
+        "volume.kubernetes.io/selected-node"] == "n1"
+    assert [n for _, n, _, _ in events(res, "FailedAttachVolume")] == ["b"]

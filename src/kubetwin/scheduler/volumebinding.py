@@ -5,7 +5,9 @@ not exist (`persistentvolumeclaim "x" not found`) or is unbound with Immediate b
 PersistentVolumeClaims"), both UnschedulableAndUnresolvable; a claim whose class binds WaitForFirstConsumer waits
 for this pod. At Reserve/PreBind, for the chosen node, each such claim gets the smallest matching Available volume
 (the binder writes the volume's claimRef and the PV controller completes the binding) or, with none, the
-annotation volume.kubernetes.io/selected-node, which makes the PV controller provision for that node. Not modelled:
+annotation volume.kubernetes.io/selected-node, which makes the PV controller provision for that node; while it is
+unbound, another pod using it fits only that node (FindPodVolumes' fast path: "node(s) didn't find available
+persistent volumes to bind", UnschedulableAndUnresolvable; the twin's preemption tries only that node). Not modelled:
 the per-node Filter (a volume's node affinity, a class's allowedTopologies, CSIStorageCapacity: every node is
 taken to reach every volume, GKE's zonal disks included), and PreBind's wait for the claims to be bound (up to
 bindTimeoutSeconds, 600 s): the pod is bound to the node at once and its containers wait in ContainerCreating until
@@ -32,6 +34,7 @@ from kubetwin.store.store import Obj, Store
 NAME = "VolumeBinding"
 RESTRICTIONS = "VolumeRestrictions"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"  # volumebinding/volume_binding.go PreFilter
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"  # volumebinding ErrReasonBindConflict
 RWOP_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
                  )  # volumerestrictions/volume_restrictions.go ErrReasonReadWriteOncePodConflict
 
@@ -101,6 +104,38 @@ class VolumeBinding(Plugin):
             raise Rejected(NAME, why, post_filter=True, shape=(claims_key(state.pod),))
         if delayed:
             state.data[NAME] = delayed
+            if any(V.SELECTED_NODE in (c["metadata"].get("annotations") or {}) for c in delayed):
+                state.want = state.n  # the Filter below must see every node
+
+    def filter_rows(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
+        """FindPodVolumes' fast path: a claim already provisioning for a selected node fits only that node."""
+        delayed = state.data.get(NAME)
+        selected = {(c["metadata"].get("annotations") or {}).get(V.SELECTED_NODE) for c in delayed or ()} - {None}
+        if not selected or not len(rows):
+            return rows
+        infos = [state.table.infos[int(r)] for r in rows]
+        keep = [ni is not None and {ni.name} == selected for ni in infos]
+        rejected = len(keep) - sum(keep)
+        if rejected:
+            state.reject(NAME, BIND_CONFLICT, rejected)
+        if state.traced is not None:
+            state.traced[NAME] = {ni.name: "passed" if ok else BIND_CONFLICT for ni, ok in zip(infos, keep, strict=True)
+                                  if ni is not None}
+        return rows[np.array(keep, dtype=bool)]
+
+    def rejections(self, state: CycleState, rows: np.ndarray) -> tuple[dict[str, int], int]:
+        """The Filter's reasons as filter_rows counted them: UnschedulableAndUnresolvable, so preemption says it
+        is not helpful there."""
+        mine = state.rejected.get(NAME) or {}
+        return dict(mine), sum(mine.values())
+
+    def preemptible(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
+        delayed = state.data.get(NAME)
+        selected = {(c["metadata"].get("annotations") or {}).get(V.SELECTED_NODE) for c in delayed or ()} - {None}
+        if not selected or not len(rows):
+            return rows
+        keep = [(ni := state.table.infos[int(r)]) is not None and {ni.name} == selected for r in rows]
+        return rows[np.array(keep, dtype=bool)]
 
     def reserve(self, state: CycleState, row: int, node: str) -> dict[str, str] | None:
         """BindPodVolumes for the chosen node: a matching static volume gets the claim's claimRef (the binder's
@@ -124,7 +159,7 @@ class VolumeBinding(Plugin):
                 continue
             cur = self.store.get("PersistentVolumeClaim", _ns(pvc), pvc["metadata"]["name"]) or pvc
             meta = cur["metadata"]
-            if (meta.get("annotations") or {}).get(V.SELECTED_NODE) != node:
+            if V.SELECTED_NODE not in (meta.get("annotations") or {}):
                 self.store.update({**cur, "metadata": {**meta, "annotations": {
                     **(meta.get("annotations") or {}), V.SELECTED_NODE: node}}})
         return None
