@@ -79,9 +79,14 @@ def volumes_of(res) -> list[dict]:
 
 
 # -- binding ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
-def test_immediate_dynamic_provisioning_binds_at_creation_with_the_provisioners_events(mode: str) -> None:
-    res = run(objects=[make_scenario("1h").obj(), *nodes(1), sc(), pvc(modes=(mode,)), user("p")])
+FILESTORE = "filestore.csi.storage.gke.io"
+
+
+@pytest.mark.parametrize(("mode", "driver"), [("ReadWriteOnce", PD), ("ReadOnlyMany", PD), ("ReadWriteOncePod", PD),
+                                              ("ReadWriteOnce", FILESTORE), ("ReadWriteMany", FILESTORE)])
+def test_immediate_dynamic_provisioning_binds_at_creation_with_the_provisioners_events(mode: str, driver: str) -> None:
+    cls = sc(provisioner=driver, parameters={"tier": "zonal"} if driver == FILESTORE else {"type": "pd-balanced"})
+    res = run(objects=[make_scenario("1h").obj(), *nodes(1), cls, pvc(modes=(mode,)), user("p")])
     claim = last(res, "PersistentVolumeClaim", "data")
     name = f"pvc-{claim['metadata']['uid']}"
     assert claim["status"] == {"phase": "Bound", "accessModes": [mode], "capacity": {"storage": "50Gi"}}
@@ -91,9 +96,10 @@ def test_immediate_dynamic_provisioning_binds_at_creation_with_the_provisioners_
     assert volume["status"]["phase"] == "Bound" and volume["spec"]["claimRef"]["name"] == "data"
     assert volume["spec"]["accessModes"] == [mode] and volume["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
     assert [m for *_, m in events(res, "ExternalProvisioning")] == [
-        f"Waiting for a volume to be created either by the external provisioner '{PD}' or manually by the system "
+        f"Waiting for a volume to be created either by the external provisioner '{driver}' or manually by the system "
         "administrator. If volume creation is delayed, please verify that the provisioner is running and correctly "
         "registered."]
+    assert volume["spec"]["csi"]["driver"] == driver
     assert [m for *_, m in events(res, "Provisioning")] == [
         'External provisioner is provisioning volume for claim "default/data"']
     assert [m for *_, m in events(res, "ProvisioningSucceeded")] == [f"Successfully provisioned volume {name}"]
@@ -160,6 +166,18 @@ def test_gkes_built_in_classes_exist_without_a_manifest(cls: str, mode: str, dis
     assert bound_at == (600.0 if mode == "WaitForFirstConsumer" else 0.0)
     assert not events(res, "ProvisioningFailed")
     assert [v["spec"]["csi"]["driver"] for v in volumes_of(res)] == [PD]  # gce-pd is migrated to the CSI driver
+
+
+def test_read_write_many_on_a_persistent_disk_filesystem_is_refused_by_the_pd_csi_driver() -> None:
+    """A shared filesystem needs Filestore (or Parallelstore, Lustre): the PD CSI driver refuses a ReadWriteMany
+    mount volume, so the claim stays Pending and so do its pods (GKE's default class is a PD)."""
+    res = run(objects=[make_scenario("30m").obj(), *nodes(2), pvc(cls="standard", modes=("ReadWriteMany",)),
+                       user("a"), user("b")])
+    assert last(res, "PersistentVolumeClaim", "data")["status"]["phase"] == "Pending" and not volumes_of(res)
+    assert [(n, t, m) for _, n, t, m in events(res, "ProvisioningFailed")] == [
+        ("data", "Warning", 'failed to provision volume with StorageClass "standard": rpc error: code = '
+         "InvalidArgument desc = VolumeCapabilities is invalid: specified multi writer with mount access type")]
+    assert not events(res, "Scheduled")
 
 
 # -- a class that does not exist ----------------------------------------------------------------------------
@@ -244,9 +262,10 @@ def test_read_write_once_on_two_nodes_is_a_multi_attach_error_until_the_first_po
     assert attached == [(0.0, "a"), (1800.0, "b")]
 
 
-@pytest.mark.parametrize("mode", ["ReadOnlyMany", "ReadWriteMany"])
-def test_many_node_modes_attach_to_every_node(mode: str) -> None:
-    res = run(objects=[make_scenario("1h").obj(), *nodes(3), sc(), pvc(modes=(mode,)),
+@pytest.mark.parametrize(("mode", "volume_mode"), [("ReadOnlyMany", "Filesystem"), ("ReadWriteMany", "Block")])
+def test_many_node_modes_attach_to_every_node(mode: str, volume_mode: str) -> None:
+    """A PD attaches read-only to many nodes, or read-write to many as a multi-writer block device."""
+    res = run(objects=[make_scenario("1h").obj(), *nodes(3), sc(), pvc(modes=(mode,), volumeMode=volume_mode),
                        *(user(f"p{i}", node=f"n{i}") for i in (1, 2, 3))])
     assert not events(res, "FailedAttachVolume")
     assert [first_time(res, "Pod", f"p{i}", phase_at("", "Running")) for i in (1, 2, 3)] == [0.0, 0.0, 0.0]

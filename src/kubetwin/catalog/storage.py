@@ -63,3 +63,15 @@ def storage_class(name: str, stored: dict | None) -> dict | None:
 def binding_mode(cls: dict) -> str:
     """volumeBindingMode, as the API server defaults it (SetDefaults_StorageClass: Immediate)."""
     return str(cls.get("volumeBindingMode") or "Immediate")
+
+
+def provisioning_error(provisioner: str, access_modes: list[str], volume_mode: str) -> str | None:
+    """The CSI driver's CreateVolume refusal of a claim's capabilities, as csi-provisioner reports it, or None.
+    The PD CSI driver refuses ReadWriteMany on a filesystem volume (kubernetes-sigs/gcp-compute-persistent-disk-
+    csi-driver pkg/gce-pd-csi-driver utils.go validateVolumeCapability: "specified multi writer with mount access
+    type"; multi-writer needs volumeMode Block); a shared filesystem needs Filestore, Parallelstore or Lustre."""
+    if (MIGRATED_PROVISIONERS.get(provisioner, provisioner) == PD_CSI and "ReadWriteMany" in access_modes
+            and volume_mode != "Block"):
+        return ("rpc error: code = InvalidArgument desc = VolumeCapabilities is invalid: specified multi writer with "
+                "mount access type")
+    return None

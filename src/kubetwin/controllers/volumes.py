@@ -18,7 +18,9 @@ syncUnboundClaim, and k8s.io/component-helpers/storage/volume FindMatchingVolume
   manifest) is Warning ProvisioningFailed `storageclass.storage.k8s.io "x" not found` and the claim stays Pending;
   `kubernetes.io/no-provisioner` provisions nothing; any other provisioner is assumed installed (the PD, Filestore,
   Parallelstore, Lustre and Cloud Storage FUSE CSI drivers GKE runs): Normal ExternalProvisioning (the PV
-  controller), Provisioning and ProvisioningSucceeded (the external provisioner), then a PersistentVolume
+  controller), Provisioning and ProvisioningSucceeded (the external provisioner), or Warning ProvisioningFailed
+  with the driver's refusal (catalog.storage.provisioning_error: ReadWriteMany on a PD filesystem) and the claim
+  stays Pending; then a PersistentVolume
   `pvc-<claim uid>` with the claim's access modes, volume mode and requested size, the class's reclaimPolicy,
   bound to the claim. Provisioning takes no time in the twin (twin assumption: the CSI CreateVolume call of a PD is
   seconds, of a Filestore or Parallelstore instance minutes; not modelled). Without a class:
@@ -61,6 +63,7 @@ from kubetwin.catalog.storage import (
     MIGRATED_PROVISIONERS,
     binding_mode,
     hdml_mibps,
+    provisioning_error,
     storage_class,
 )
 from kubetwin.sim.env import Environment
@@ -344,12 +347,12 @@ class PersistentVolumeController:
             return
         self.bind(pv, pvc)
 
-    def _report(self, pvc: Obj, etype: str, reason: str, message: str) -> None:
+    def _report(self, pvc: Obj, etype: str, reason: str, message: str, source: str = PV_CONTROLLER) -> None:
         """An event on the claim, once while it stays the claim's state (see the module docstring)."""
         uid = pvc["metadata"]["uid"]
         if self._reported.get(uid) != f"{reason}\0{message}":
             self._reported[uid] = f"{reason}\0{message}"
-            self.events.event(pvc, etype, reason, message, PV_CONTROLLER)
+            self.events.event(pvc, etype, reason, message, source)
 
     def _provision(self, pvc: Obj, cls_name: str) -> None:
         """provisionClaim: the class's provisioner creates a volume for the claim, which is then bound."""
@@ -364,14 +367,25 @@ class PersistentVolumeController:
             return
         external = MIGRATED_PROVISIONERS.get(provisioner, provisioner)
         meta = pvc["metadata"]
-        pvc = self.store.update({**pvc, "metadata": {**meta, "annotations": {
-            **(meta.get("annotations") or {}), STORAGE_PROVISIONER: external, BETA_STORAGE_PROVISIONER: external}}})
+        annotations = {**(meta.get("annotations") or {}), STORAGE_PROVISIONER: external,
+                       BETA_STORAGE_PROVISIONER: external}
+        if annotations != meta.get("annotations"):  # written once: a claim update requeues the claim
+            pvc = self.store.update({**pvc, "metadata": {**meta, "annotations": annotations}})
+            meta = pvc["metadata"]
         self._report(pvc, "Normal", "ExternalProvisioning", "Waiting for a volume to be created either by the "
                      f"external provisioner '{external}' or manually by the system administrator. If volume "
                      "creation is delayed, please verify that the provisioner is running and correctly registered.")
-        key = f"{_ns(pvc)}/{meta['name']}"
+        key, spec = f"{_ns(pvc)}/{meta['name']}", pvc.get("spec") or {}
+        refused = provisioning_error(external, list(spec.get("accessModes") or []),
+                                     str(spec.get("volumeMode") or "Filesystem"))
+        failed = f'failed to provision volume with StorageClass "{cls_name}": {refused}'
+        if refused is not None and self._reported.get(meta["uid"]) == f"ProvisioningFailed\0{failed}":
+            return  # already reported: csi-provisioner retries with backoff, the claim stays Pending
         self.events.event(pvc, "Normal", "Provisioning",
                           f'External provisioner is provisioning volume for claim "{key}"', external)
+        if refused is not None:
+            self._report(pvc, "Warning", "ProvisioningFailed", failed, external)
+            return
         pv = self.provision(pvc, cls, external)
         self.events.event(pvc, "Normal", "ProvisioningSucceeded", f"Successfully provisioned volume "
                           f"{pv['metadata']['name']}", external)
