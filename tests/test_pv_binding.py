@@ -344,3 +344,35 @@ def test_a_claim_provisioning_for_a_selected_node_fits_only_that_node_until_boun
     assert last(res, "PersistentVolumeClaim", "data")["metadata"]["annotations"][
         "volume.kubernetes.io/selected-node"] == "n1"
     assert [n for _, n, _, _ in events(res, "FailedAttachVolume")] == ["b"]
+
+
+def test_what_the_twin_does_not_model_is_a_notice_naming_what_the_run_does() -> None:
+    from kubetwin.api.loader import Manifest
+    from kubetwin.validation.validate import validate
+
+    affine = pv("local", "10Gi", nodeAffinity={"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}]}})
+    topo = sc("zonal", allowedTopologies=[{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone",
+                                                                      "values": ["us-central1-a"]}]}])
+    foreign = sc("ebs", provisioner="ebs.csi.aws.com")
+    clone = pvc("clone", dataSource={"kind": "PersistentVolumeClaim", "name": "data"})
+    eph = make_pod("e").obj()
+    eph["spec"]["volumes"] = [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]
+    found = {(d.obj.split("/")[0], d.field): (d.severity, d.message)
+             for d in validate([Manifest(o, "<t>", 0) for o in (affine, topo, foreign, clone, eph)])}
+    assert found == {
+        ("PersistentVolume", "spec.nodeAffinity"): ("notice", "the twin does not check a PersistentVolume's node "
+                                                    "affinity when it schedules (VolumeBinding's Filter): a pod "
+                                                    "using it may run on any node"),
+        ("StorageClass", "allowedTopologies"): ("notice", "the twin does not check allowedTopologies: it "
+                                                "provisions for whichever node the pod is scheduled to"),
+        ("StorageClass", "provisioner"): ("notice", "provisioner 'ebs.csi.aws.com' is not a CSI driver GKE runs: "
+                                          "the twin assumes it is installed and provisions claims of this class at "
+                                          "once"),
+        ("PersistentVolumeClaim", "spec.dataSource"): ("notice", "the twin does not copy from a "
+                                                       "PersistentVolumeClaim: the claim is provisioned empty, at "
+                                                       "once"),
+        ("Pod", "spec.volumes[0].ephemeral"): ("notice", "generic ephemeral volumes are not modelled: the pod runs "
+                                               "without waiting for its claim, and no PersistentVolumeClaim is "
+                                               "created")}
