@@ -376,3 +376,17 @@ def test_what_the_twin_does_not_model_is_a_notice_naming_what_the_run_does() -> 
         ("Pod", "spec.volumes[0].ephemeral"): ("notice", "generic ephemeral volumes are not modelled: the pod runs "
                                                "without waiting for its claim, and no PersistentVolumeClaim is "
                                                "created")}
+
+
+def test_a_deleted_claims_volume_is_released_or_deleted_by_its_reclaim_policy() -> None:
+    gone = pvc("tmp")
+    gone["metadata"]["annotations"] = {"kubetwin.io/delete-at": "10m"}
+    kept = pvc("kept-claim", cls="")
+    kept["metadata"]["annotations"] = {"kubetwin.io/delete-at": "10m"}
+    res = run(objects=[make_scenario("30m").obj(), *nodes(1), sc(), pv("disk", "100Gi", cls=""), gone, kept,
+                       pvc("late", cls="")])
+    deleted = [o["metadata"]["name"] for t, _, etype, o in res.history if o["kind"] == "PersistentVolume"
+               and etype == "DELETED"]
+    assert len(deleted) == 1 and deleted[0].startswith("pvc-")  # provisioned, reclaimPolicy Delete
+    assert last(res, "PersistentVolume", "disk")["status"]["phase"] == "Released"  # manual: Retain
+    assert last(res, "PersistentVolumeClaim", "late")["status"]["phase"] == "Pending"  # a Released volume stays taken

@@ -25,6 +25,8 @@ syncUnboundClaim, and k8s.io/component-helpers/storage/volume FindMatchingVolume
   bound to the claim. Provisioning takes no time in the twin (twin assumption: the CSI CreateVolume call of a PD is
   seconds, of a Filestore or Parallelstore instance minutes; not modelled). Without a class:
   Normal FailedBinding "no persistent volumes available for this claim and no storage class is set".
+- A deleted claim's volume is Released (reclaim policy Retain: it keeps its claimRef and binds no other claim), or
+  deleted when it was provisioned with reclaim policy Delete (twin: at once).
 - Each reason is recorded once per claim while it stays (the real controller repeats it every 15 s resync and the
   event correlator counts them: `(x12 over 3m)`).
 
@@ -265,7 +267,9 @@ class PersistentVolumeController:
     # -- watches: enqueue only ------------------------------------------------------------------
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
         if etype == "DELETED":
-            self._reported.pop(pvc["metadata"]["uid"], None)
+            uid = pvc["metadata"]["uid"]
+            self._reported.pop(uid, None)
+            self.env.after(0, lambda: self._reclaim(uid))
             return
         if not is_bound(pvc):
             self._enqueue(_ns(pvc), pvc["metadata"]["name"])
@@ -294,6 +298,18 @@ class PersistentVolumeController:
             self.env.after(0, lambda: self._sync_claim(ns, name))
 
     # -- syncs ----------------------------------------------------------------------------------
+    def _reclaim(self, uid: str) -> None:
+        """syncVolume for a volume whose claim is gone: Released; a dynamically provisioned one with reclaim
+        policy Delete is deleted (the provisioner deletes the disk; twin: at once)."""
+        for pv in self.store.list("PersistentVolume"):
+            if ((pv.get("spec") or {}).get("claimRef") or {}).get("uid") != uid:
+                continue
+            if (pv["spec"].get("persistentVolumeReclaimPolicy") == "Delete"
+                    and PROVISIONED_BY in (pv["metadata"].get("annotations") or {})):
+                self.store.delete("PersistentVolume", "", pv["metadata"]["name"])
+            elif (pv.get("status") or {}).get("phase") != "Released":
+                self.store.update({**pv, "status": {**(pv.get("status") or {}), "phase": "Released"}})
+
     def _sync_volume(self, name: str) -> None:
         """syncVolume for a new volume: unclaimed or pre-bound (claimRef without uid) is Available."""
         pv = self.store.get("PersistentVolume", "", name)
