@@ -88,6 +88,13 @@ def pod_gone_hint(pod: Obj) -> Callable[[str, P.PodInfo], bool]:
                                and not claims.isdisjoint(pod_claims(pi.pod)))
 
 
+def _selected_nodes(state: CycleState) -> set[str]:
+    """The nodes the pod's unbound WaitForFirstConsumer claims are already provisioning for."""
+    delayed = state.data.get(NAME)
+    return {str(n) for c in (delayed if isinstance(delayed, list) else ())
+            if (n := (c["metadata"].get("annotations") or {}).get(V.SELECTED_NODE))}
+
+
 class VolumeBinding(Plugin):
     """PreFilter and Reserve/PreBind (see the module docstring)."""
 
@@ -109,8 +116,7 @@ class VolumeBinding(Plugin):
 
     def filter_rows(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
         """FindPodVolumes' fast path: a claim already provisioning for a selected node fits only that node."""
-        delayed = state.data.get(NAME)
-        selected = {(c["metadata"].get("annotations") or {}).get(V.SELECTED_NODE) for c in delayed or ()} - {None}
+        selected = _selected_nodes(state)
         if not selected or not len(rows):
             return rows
         infos = [state.table.infos[int(r)] for r in rows]
@@ -130,8 +136,7 @@ class VolumeBinding(Plugin):
         return dict(mine), sum(mine.values())
 
     def preemptible(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
-        delayed = state.data.get(NAME)
-        selected = {(c["metadata"].get("annotations") or {}).get(V.SELECTED_NODE) for c in delayed or ()} - {None}
+        selected = _selected_nodes(state)
         if not selected or not len(rows):
             return rows
         keep = [(ni := state.table.infos[int(r)]) is not None and {ni.name} == selected for r in rows]
@@ -141,12 +146,12 @@ class VolumeBinding(Plugin):
         """BindPodVolumes for the chosen node: a matching static volume gets the claim's claimRef (the binder's
         half of the binding), or the claim gets the selected node for the provisioner."""
         delayed = state.data.get(NAME)
-        if not delayed:
+        if not isinstance(delayed, list) or not delayed:
             return None
         info = state.table.infos[row]
         labels = ((info.node if info is not None else {}).get("metadata") or {}).get("labels") or {}
         taken: set[str] = set()
-        for pvc in delayed:  # type: ignore[attr-defined]
+        for pvc in delayed:
             pv = V.find_match(self.store.list("PersistentVolume"), pvc, True, labels, frozenset(taken))
             if pv is not None:
                 taken.add(pv["metadata"]["name"])
