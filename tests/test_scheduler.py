@@ -118,9 +118,11 @@ def test_plugins_run_at_their_extension_points_in_the_profile_order() -> None:
     store = Store(env, 0)
     sched = Scheduler(store, EventRecorder(store), 0, "LeastAllocated", Features.from_gates({}), "FGD")
     names = {point: [p.name for p in plugins] for point, plugins in sched.points.items()}
-    assert names == {"pre_filter": ["InterPodAffinity", "VolumeBinding", "DynamicResources", "GpuShare"],
-                     "filter_rows": ["DynamicResources", "GpuShare"], "rejections": ["InterPodAffinity"],
-                     "preemptible": ["InterPodAffinity"], "select": ["GpuShare"],
-                     "reserve": ["DynamicResources", "GpuShare"]}
+    assert names == {"pre_filter": ["InterPodAffinity", "VolumeRestrictions", "VolumeBinding", "DynamicResources",
+                                    "GpuShare"],
+                     "filter_rows": ["VolumeRestrictions", "VolumeBinding", "DynamicResources", "GpuShare"],
+                     "rejections": ["InterPodAffinity", "VolumeBinding"],
+                     "preemptible": ["InterPodAffinity", "VolumeRestrictions", "VolumeBinding"], "select": ["GpuShare"],
+                     "reserve": ["VolumeBinding", "DynamicResources", "GpuShare"]}
     plain = Scheduler(store, EventRecorder(store), 0, "LeastAllocated", Features.from_gates({}), None)
     assert [p.name for p in plain.points["select"]] == []  # the default Scores pick the node

@@ -25,6 +25,7 @@ from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.provreq import ProvisioningRequestController
 from kubetwin.autoscaler.spot import SpotPreemptionController
 from kubetwin.controllers import admission, nodelifecycle
+from kubetwin.controllers.attachdetach import AttachDetachController
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
@@ -32,7 +33,7 @@ from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
-from kubetwin.controllers.volumes import PersistentVolumeClaimController
+from kubetwin.controllers.volumes import PersistentVolumeController
 from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
@@ -269,7 +270,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     pools = NodePoolController(store, env, scenario.clusterName, events=events)
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
-    PersistentVolumeClaimController(store, env, events)  # claims Bound; the GKE Volume Populator's transfers
+    PersistentVolumeController(store, env, events)  # claims bound and provisioned; the GKE Volume Populator
     trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)
@@ -277,6 +278,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names)
     kubelet = Kubelet(store, env, events)
+    kubelet.use_volumes(AttachDetachController(store, env, events))  # containers wait for bound, attached volumes
     NodeLifecycleController(store, env, events)  # taints by the Ready condition, NoExecute eviction
     PodGC(store, env)  # pods bound to a node name no Node has
     ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(

@@ -76,7 +76,7 @@ BUILT_IN: tuple[KindInfo, ...] = tuple(KindInfo(g, k, v, p, s, ns, simulated=sim
     ("", "PodTemplate", ("v1",), "podtemplates", (), True, 9, ("template",), None),
     ("", "Service", ("v1",), "services", ("svc",), True, 9, (), None),
     ("", "PersistentVolumeClaim", ("v1",), "persistentvolumeclaims", ("pvc",), True, 9, (), None),
-    ("", "PersistentVolume", ("v1",), "persistentvolumes", ("pv",), False, 9, (), ()),
+    ("", "PersistentVolume", ("v1",), "persistentvolumes", ("pv",), False, 9, (), None),
     ("", "Event", ("v1",), "events", ("ev",), True, 9, (), ()),
     ("batch", "Job", ("v1",), "jobs", (), True, 9, (_T,), None),
     ("apps", "Deployment", ("v1",), "deployments", ("deploy",), True, 9, (_T,), None),

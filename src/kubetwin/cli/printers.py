@@ -8,7 +8,9 @@ from datetime import datetime
 from kubetwin.api import kinds
 from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.units import format_duration
+from kubetwin.catalog.storage import DEFAULT_CLASS_ANNOTATION
 from kubetwin.cli.jsonpath import first, go_text
+from kubetwin.controllers.volumes import ACCESS_MODE_SHORT, claim_class
 
 
 def age(ts: str | None, now: datetime) -> str:
@@ -34,7 +36,8 @@ def pod_status(p: dict) -> str:
             reason = ((cs.get("state") or {}).get("terminated") or {}).get("reason")
             if reason:
                 return reason
-    if phase == "Running":  # a container waiting to restart: kubectl shows its reason (CrashLoopBackOff)
+    if phase in ("Running", "Pending"):  # a waiting container: kubectl shows its reason (CrashLoopBackOff,
+        # ContainerCreating while the kubelet pulls images or waits for the pod's volumes)
         waiting = [((c.get("state") or {}).get("waiting") or {}).get("reason") for c in st.get("containerStatuses")
                    or []]
         return next((w for w in reversed(waiting) if w), phase)
@@ -151,6 +154,39 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
             spec = sl["spec"]
             rows.append([sl["metadata"]["name"], spec.get("nodeName") or "<none>", spec["driver"],
                          spec["pool"]["name"], age(sl["metadata"].get("creationTimestamp"), now)])
+    elif kind == "PersistentVolumeClaim":  # kubectl's printPersistentVolumeClaim
+        rows.append(["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS",
+                     "AGE"] + (["VOLUMEMODE"] if wide else []))
+        for c in objs:
+            spec, st = c.get("spec") or {}, c.get("status") or {}
+            bound = bool(spec.get("volumeName"))  # capacity and modes are shown once the claim names its volume
+            row = [c["metadata"]["name"], "Terminating" if c["metadata"].get("deletionTimestamp") else
+                   st.get("phase", ""), spec.get("volumeName") or "",
+                   (st.get("capacity") or {}).get("storage", "") if bound else "",
+                   access_modes(st.get("accessModes")) if bound else "", claim_class(c),
+                   spec.get("volumeAttributesClassName") or "<unset>", age(c["metadata"].get("creationTimestamp"), now)]
+            rows.append(row + ([spec.get("volumeMode") or "<unset>"] if wide else []))
+    elif kind == "PersistentVolume":  # kubectl's printPersistentVolume
+        rows.append(["NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS",
+                     "VOLUMEATTRIBUTESCLASS", "REASON", "AGE"] + (["VOLUMEMODE"] if wide else []))
+        for v in objs:
+            spec, st = v.get("spec") or {}, v.get("status") or {}
+            ref = spec.get("claimRef") or {}
+            row = [v["metadata"]["name"], (spec.get("capacity") or {}).get("storage", ""),
+                   access_modes(spec.get("accessModes")), spec.get("persistentVolumeReclaimPolicy", ""),
+                   "Terminating" if v["metadata"].get("deletionTimestamp") else st.get("phase", ""),
+                   f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else "",
+                   spec.get("storageClassName") or "", spec.get("volumeAttributesClassName") or "<unset>",
+                   st.get("reason", ""), age(v["metadata"].get("creationTimestamp"), now)]
+            rows.append(row + ([spec.get("volumeMode") or "<unset>"] if wide else []))
+    elif kind == "StorageClass":  # kubectl's printStorageClass
+        rows.append(["NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE", "ALLOWVOLUMEEXPANSION", "AGE"])
+        for c in objs:
+            default = (c["metadata"].get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true"
+            rows.append([c["metadata"]["name"] + (" (default)" if default else ""), c.get("provisioner", ""),
+                         c.get("reclaimPolicy") or "Delete", c.get("volumeBindingMode") or "Immediate",
+                         str(bool(c.get("allowVolumeExpansion"))).lower(),
+                         age(c["metadata"].get("creationTimestamp"), now)])
     elif kind == "Event":
         rows.append(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"])
         for e in objs:  # `kubetwin get` orders them by lastTimestamp unless --sort-by says otherwise
@@ -161,6 +197,12 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
         rows.append(["NAME", "AGE"])
         rows += [[o["metadata"]["name"], age(o["metadata"].get("creationTimestamp"), now)] for o in objs]
     return rows
+
+
+def access_modes(modes: list[str] | None) -> str:
+    """GetAccessModesAsString: RWO, ROX, RWX, RWOP in that order, comma-separated."""
+    have = set(modes or ())
+    return ",".join(short for mode, short in ACCESS_MODE_SHORT.items() if mode in have)
 
 
 def hpa_targets(h: dict) -> str:

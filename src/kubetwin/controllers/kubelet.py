@@ -25,6 +25,7 @@ from typing import Any
 
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
+from kubetwin.controllers.attachdetach import MOUNT_TIMEOUT, AttachDetachController, claim_volumes
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet_admission import NodeAdmission
 from kubetwin.controllers.kubelet_status import kubelet_conditions
@@ -138,7 +139,14 @@ class Kubelet:
         self._images: dict[str, dict[str, float]] = {}  # node -> image -> when its pull ends (or ended)
         self._crashing: set[str] = set()  # pods whose container exits while starting (Startup.fail)
         self.admission = NodeAdmission()  # each node's admitted pods, for the kubelet's resource check
+        self.volumes: AttachDetachController | None = None  # the volume gate (attach/detach controller)
+        self._mounting: dict[str, Obj] = {}  # uid -> a bound pod waiting for its volumes, in binding order
         store.watch("Pod", self._on_pod)
+
+    def use_volumes(self, volumes: AttachDetachController) -> None:
+        """Wait for each pod's claims to be bound and their volumes attached before its containers start."""
+        self.volumes = volumes
+        volumes.listeners.append(self._volumes_changed)
 
     def contribute(self, until: float) -> Contribution:
         """Work lost to interrupted pods (preempted, failed, deleted while running) since their last checkpoint:
@@ -253,6 +261,57 @@ class Kubelet:
             failed = self.store.update({**cur, "status": status})
             self.events.event(failed, "Warning", reason, error, "kubelet")
             return
+        if self.volumes is not None and claim_volumes(cur) and not self.volumes.ready(cur):
+            self._await_volumes(cur)  # WaitForAttachAndMount: its claims are unbound or their volumes unattached
+            return
+        self._prepare(cur, node)
+
+    def _await_volumes(self, cur: Obj) -> None:
+        """The pod waits for its volumes in ContainerCreating; FailedMount once podAttachAndMountTimeout passes."""
+        uid = meta_uid(cur)
+        self._mounting[uid] = cur
+        status = {**cur.get("status", {}), "containerStatuses": [
+            {"name": c["name"], "image": c.get("image", ""), "ready": False, "restartCount": 0, "started": False,
+             "state": {"waiting": {"reason": "ContainerCreating"}}} for c in cur["spec"].get("containers") or []]}
+        if status != cur.get("status"):
+            self._mounting[uid] = self.store.update({**cur, "status": status})
+        self.env.after(MOUNT_TIMEOUT, lambda: self._mount_timeout(uid))
+
+    def _mount_timeout(self, uid: str) -> None:
+        pod = self._mounting.get(uid)
+        cur = self._pending(pod) if pod is not None else None
+        if cur is None or self.volumes is None:
+            return
+        waiting = self.volumes.waiting(cur)
+        if not waiting:
+            return
+        names = [v for v, _ in claim_volumes(cur) if v in waiting.get("unattached", []) + waiting.get(
+            "unprocessed", [])]
+        self.events.event(cur, "Warning", "FailedMount", "Unable to attach or mount volumes: unmounted volumes=["
+                          f"{' '.join(names)}], unattached volumes=[{' '.join(waiting.get('unattached', []))}], "
+                          f"failed to process volumes=[{' '.join(waiting.get('unprocessed', []))}]: context deadline "
+                          "exceeded", "kubelet")
+
+    def _volumes_changed(self) -> None:
+        """A volume was attached, detached or bound: the pods waiting for theirs try again, in binding order."""
+        for uid, pod in list(self._mounting.items()):
+            cur = self._pending(pod)
+            if cur is None:
+                del self._mounting[uid]
+                continue
+            if self.volumes is not None and self.volumes.ready(cur):
+                del self._mounting[uid]
+                self._prepare(cur, self.store.get("Node", "", cur["spec"]["nodeName"]))
+
+    def _pending(self, pod: Obj) -> Obj | None:
+        meta = pod["metadata"]
+        cur = self.store.get("Pod", meta.get("namespace") or "", meta["name"])
+        if cur is None or cur["metadata"].get("uid") != meta.get("uid") or cur["status"].get("phase") != "Pending":
+            return None
+        return cur
+
+    def _prepare(self, cur: Obj, node: Obj | None) -> None:
+        """The pod's volumes are ready: pull its images (a startup hook's), then run its containers."""
         startup = self._startup(cur, node)
         if startup is None:
             self._run_containers(cur, node, None)

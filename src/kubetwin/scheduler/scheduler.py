@@ -80,7 +80,7 @@ class Scheduler:
         # InterPodAffinity, DynamicResources), but InterPodAffinity's PreFilter first: it never rejects, so the
         # order is unobservable in kube-scheduler, while the twin's first pod with terms switches its cache of
         # bound pods on there. The GPU placement policy (open-gpu-share in the FGD paper's simulator) comes last.
-        plugins: list[F.Plugin] = [self.ipa, VB.VolumeBinding(store), self.dra]
+        plugins: list[F.Plugin] = [self.ipa, VB.VolumeRestrictions(store), VB.VolumeBinding(store), self.dra]
         if self.gpushare is not None:
             plugins.append(self.gpushare)
         self.points = F.extension_points(plugins)
@@ -106,10 +106,11 @@ class Scheduler:
         self.queue.move(lambda plugin, pi: plugin == D.NAME, frozenset({D.NAME}))
 
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
-        """VolumeBinding's QueueingHint for a PVC add/update: queue the pods that use this claim."""
+        """VolumeBinding's and VolumeRestrictions' QueueingHint for a PVC add/update: queue the pods that use
+        this claim."""
         if etype == "DELETED":
             return
-        self.queue.move(VB.claim_hint(pvc), frozenset({VB.NAME}))
+        self.queue.move(VB.claim_hint(pvc), frozenset({VB.NAME, VB.RESTRICTIONS}))
 
     # -- informers ------------------------------------------------------------------------------
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
@@ -158,6 +159,8 @@ class Scheduler:
                 self.table.add_requests(node_name, req, -1)
             if (node_name and req is not None) or nominated:
                 self.queue.move(lambda plugin, pi: plugin in FREED, FREED)
+            if node_name and VB.pod_claims(pod):  # VolumeRestrictions' hint: a ReadWriteOncePod claim is free
+                self.queue.move(VB.pod_gone_hint(pod), frozenset({VB.RESTRICTIONS}))
             if self.ipa.active and key in self.ipa.pods:  # InterPodAffinity's hint for a pod leaving a node
                 self.ipa.remove(key)
                 self.queue.move(lambda plugin, pi: self.ipa.hint_deleted(pi.pod, pod), frozenset({IPA.NAME}))

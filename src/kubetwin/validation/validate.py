@@ -408,5 +408,7 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         note = KNOWN_GROUPS.get(group, "Kubernetes")
         out = [Diagnostic(m.file, m.line, m.ref, "", f"{kind} ({api_version}, {note}) is accepted but not "
                           "simulated yet: it is stored and has no effect on the run", "", "notice")]
+    if not schema_errors:
+        out += volume_validate.storage(m)  # what the twin's storage controllers do not model
     return out
 

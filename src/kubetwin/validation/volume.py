@@ -1,7 +1,9 @@
-"""Volume checks: GKE Volume Populator's GCPDataSource (datalayer.gke.io/v1), which has no CRD file here."""
+"""Volume checks: GKE Volume Populator's GCPDataSource (datalayer.gke.io/v1), which has no CRD file here, and
+notices for the storage behaviour the twin does not model."""
 
 from __future__ import annotations
 
+from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.units import UnitError, parse_quantity
@@ -34,4 +36,45 @@ def gcp_data_source(m: Manifest) -> list[Diagnostic]:
         except UnitError as exc:
             out.append(Diagnostic(m.file, m.line, m.ref, "metadata.annotations[kubetwin.io/data-size]",
                                   f"Invalid value: {size!r}: {exc}", "a quantity, e.g. 2Ti or 500Gi"))
+    return out
+
+
+# CSI drivers GKE runs (catalog.storage's classes and the add-ons: Filestore, Parallelstore, Managed Lustre, Cloud
+# Storage FUSE), in-tree gce-pd (migrated to the PD CSI driver), and local volumes' no-provisioner.
+GKE_PROVISIONERS = frozenset({"pd.csi.storage.gke.io", "kubernetes.io/gce-pd", "filestore.csi.storage.gke.io",
+                              "parallelstore.csi.storage.gke.io", "lustre.csi.storage.gke.io",
+                              "gcsfuse.csi.storage.gke.io", "kubernetes.io/no-provisioner"})
+
+
+def storage(m: Manifest) -> list[Diagnostic]:
+    """Notices for what the twin's PV controller, volume binder and attach/detach controller do not model, each
+    naming what the run does instead (controllers/volumes.py, scheduler/volumebinding.py)."""
+    out: list[Diagnostic] = []
+    spec = m.obj.get("spec") or {}
+
+    def notice(path: str, message: str) -> None:
+        out.append(Diagnostic(m.file, m.line_of(path) if path else m.line, m.ref, path, message, "", "notice"))
+
+    if m.kind == "PersistentVolume" and (spec.get("nodeAffinity") or {}).get("required"):
+        notice("spec.nodeAffinity", "the twin does not check a PersistentVolume's node affinity when it schedules "
+               "(VolumeBinding's Filter): a pod using it may run on any node")
+    if m.kind == "StorageClass":
+        if m.obj.get("allowedTopologies"):
+            notice("allowedTopologies", "the twin does not check allowedTopologies: it provisions for whichever "
+                   "node the pod is scheduled to")
+        provisioner = str(m.obj.get("provisioner") or "")
+        if provisioner and provisioner not in GKE_PROVISIONERS:
+            notice("provisioner", f"provisioner {provisioner!r} is not a CSI driver GKE runs: the twin assumes it "
+                   "is installed and provisions claims of this class at once")
+    if m.kind == "PersistentVolumeClaim":
+        ref = spec.get("dataSourceRef") or spec.get("dataSource") or {}
+        if ref and not (ref.get("apiGroup") == "datalayer.gke.io" and ref.get("kind") == "GCPDataSource"):
+            field = "spec.dataSourceRef" if spec.get("dataSourceRef") else "spec.dataSource"
+            notice(field, f"the twin does not copy from a {ref.get('kind', 'data source')}: the claim is "
+                   "provisioned empty, at once")
+    for ref in kinds.pod_templates(m.obj):
+        for i, vol in enumerate(ref.spec.get("volumes") or ()):
+            if isinstance(vol, dict) and "ephemeral" in vol:
+                notice(ref.at(f"spec.volumes[{i}].ephemeral"), "generic ephemeral volumes are not modelled: the "
+                       "pod runs without waiting for its claim, and no PersistentVolumeClaim is created")
     return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kubetwin.api.units import parse_quantity
 from kubetwin.catalog import GIB, MIB
-from kubetwin.catalog.storage import hdml_mibps
+from kubetwin.catalog.storage import GKE_DEFAULT_CLASS, PD_CSI, hdml_mibps, storage_class
 from kubetwin.store.store import Obj, Store
 
 # Persistent Disk: MiB/s per GiB provisioned, and the per-VM read cap
@@ -80,9 +80,6 @@ DEFAULT_NIC_GBPS = 100.0
 # 2,400 MiB/s for A2, G2 and everything else. Replace with the perf-limits table when it is read.
 HDML_PER_VM_MIBPS = {"a3": 4000, "a4": 4000, "a4x": 4000, "a2": 2400, "g2": 2400}
 HDML_PER_VM_DEFAULT_MIBPS = 2400
-# GKE's built-in StorageClasses (https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
-# gce-pd-csi-driver): standard-rwo = pd-balanced, premium-rwo = pd-ssd, standard = pd-standard.
-BUILTIN_CLASSES = {"standard-rwo": "pd-balanced", "premium-rwo": "pd-ssd", "standard": "pd-standard"}
 
 
 @dataclass(frozen=True)
@@ -155,9 +152,9 @@ def _claim_path(store: Store, ns: str, claim: str, write: bool = False) -> ReadP
         return ReadPath("pd-balanced", 1200 * MIB, f"PersistentVolumeClaim {ns}/{claim} not found; assumed pd-balanced")
     spec = pvc.get("spec") or {}
     size = float(parse_quantity(str(((spec.get("resources") or {}).get("requests") or {}).get("storage", "100Gi"))))
-    cls_name = spec.get("storageClassName") or "standard-rwo"
-    sc = store.get("StorageClass", "", cls_name)
-    provisioner = (sc or {}).get("provisioner", "pd.csi.storage.gke.io")
+    cls_name = spec.get("storageClassName") or GKE_DEFAULT_CLASS  # GKE's built-in classes: catalog.storage
+    sc = storage_class(cls_name, store.get("StorageClass", "", cls_name))
+    provisioner = (sc or {}).get("provisioner", PD_CSI)
     params = (sc or {}).get("parameters") or {}
     if "parallelstore" in provisioner:
         tib = max(size / (1024 * GIB), PARALLELSTORE_MIN_TIB)
@@ -174,7 +171,7 @@ def _claim_path(store: Store, ns: str, claim: str, write: bool = False) -> ReadP
         return ReadPath("filestore", mibps * MIB, f"Filestore {tier} ({mibps} MiB/s)", iops)
     if "gcsfuse" in provisioner:
         return _gcsfuse(params, write)
-    disk = params.get("type") or BUILTIN_CLASSES.get(cls_name, "pd-balanced")
+    disk = params.get("type") or "pd-balanced"
     if disk == "hyperdisk-ml":
         mibps = hdml_mibps(params)
         return ReadPath("hyperdisk-ml", mibps * MIB, f"Hyperdisk ML {mibps:.0f} MiB/s provisioned")
