@@ -62,7 +62,7 @@ def pre_filter(store: Store, pod: Obj) -> str | None:
     """The scheduler's PreFilter verdict for the pod on any node, or None: a pod no node can take (a claim missing or
     unbound, VolumeBinding's PreFilter) is not one a new node helps. cluster-autoscaler runs the framework's
     PreFilter before its Filters and reports a failing one as the predicate error for every node group."""
-    return VB.prefilter(store, pod) if pod["spec"].get("volumes") else None
+    return VB.prefilter(store, pod)[0] if pod["spec"].get("volumes") else None
 
 
 HOSTNAME = "kubernetes.io/hostname"
