@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_paths
 from kubetwin.api.patch import PatchError, field_pointer, json_patch, strategic_merge
+from kubetwin.catalog import storage as catalog_storage
 from kubetwin.cli.main import app
 from kubetwin.sweep import cases, execute
 from kubetwin.validation.validate import validate
@@ -273,6 +274,12 @@ def test_emitted_indexed_job_runs_the_same_cases(tmp_path: Path) -> None:
     cm, pvc, indexed = objs
     assert indexed["spec"]["completionMode"] == "Indexed" and indexed["spec"]["completions"] == 4
     assert indexed["spec"]["parallelism"] == 2 and pvc["kind"] == "PersistentVolumeClaim"
+    # every index writes to the claim at once: ReadWriteMany, which on GKE only a Filestore class gives (a PD's CSI
+    # driver refuses a multi-writer filesystem, catalog.storage)
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    default = catalog_storage.storage_class(catalog_storage.GKE_DEFAULT_CLASS, None) or {}
+    assert catalog_storage.provisioning_error(default["provisioner"], ["ReadWriteMany"], "Filesystem") is not None
+    assert pvc["spec"]["storageClassName"] == "standard-rwx"  # GKE's Filestore CSI driver's Basic HDD class
     # what each pod sees: the ConfigMap's files under /sweep, one --index per completion
     mount = tmp_path / "mount"
     for item in indexed["spec"]["template"]["spec"]["volumes"][0]["configMap"]["items"]:

@@ -74,7 +74,12 @@ def manifests(plan: Plan, sweep_file: Path, *, image: str, parallelism: int) -> 
          "data": data},
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"{name}-results",
                                                                            "labels": labels},
-         "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}},
+         # every index writes its row here at once, so the claim is ReadWriteMany; on GKE that needs Filestore
+         # (a PD refuses multi-writer filesystems): `standard-rwx`, the Filestore CSI driver's Basic HDD class,
+         # whose smallest instance is 1 TiB (https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-
+         # volumes/filestore-csi-driver, "Use an RWX volume"; https://cloud.google.com/filestore/docs/service-tiers)
+         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "standard-rwx",
+                  "resources": {"requests": {"storage": "1Ti"}}}},
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels},
          "spec": {"completionMode": "Indexed", "completions": completions,
                   "parallelism": max(1, min(parallelism, completions)), "backoffLimitPerIndex": 1,
