@@ -38,7 +38,7 @@ from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
-from kubetwin.autoscaler.nodepool import NodePoolController, group_hash
+from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, pool_hourly_price
 from kubetwin.autoscaler.scaledown import ScaleDown
 from kubetwin.autoscaler.simulation import (
     CONSUME,
@@ -452,5 +452,5 @@ def price(store: Store, o: Option) -> float:
     pool = store.get("NodePool", "", o.group.pool)
     if pool is None:
         return float("inf")
-    hourly = catalog.hourly_price(catalog.machine_type(pool["spec"]["machineType"]), bool(pool["spec"].get("spot")))
+    hourly = pool_hourly_price(pool, catalog.machine_type(pool["spec"]["machineType"]))
     return (hourly or 0.0) * o.nodes
