@@ -395,10 +395,20 @@ class ClusterAutoscaler:
             self.events.event(p, "Normal", "TriggeredScaleUp", msg, SOURCE)
         for g, before, n in changes:
             granted, refusal = self.grow(g, n, atomic=bool(g.hosts))
-            self.scale_ups.append({"t": self.env.now, "group": f"{g.pool}/{g.zone}", "from": before,
-                                   "to": before + n, "granted": granted, "error": refusal.gce if refusal else None})
+            self.record_scale_up(g, before, n, granted, refusal)
             if refusal is not None:
                 self.fail(g, refusal, n - granted, o.pods)
+
+    def record_scale_up(self, g: NodeGroup, before: int, n: int, granted: int, refusal: Refusal | None,
+                        provisioning_request: str | None = None) -> None:
+        """summary.json's scale_ups: one entry per node group resized, the autoscaler's own and those it made for a
+        ProvisioningRequest (marked with it: best-effort-atomic, GKE queued provisioning), so the run's count
+        includes both."""
+        entry: dict = {"t": self.env.now, "group": f"{g.pool}/{g.zone}", "from": before, "to": before + n,
+                       "granted": granted, "error": refusal.gce if refusal else None}
+        if provisioning_request is not None:
+            entry["provisioning_request"] = provisioning_request
+        self.scale_ups.append(entry)
 
     def grow(self, g: NodeGroup, n: int, atomic: bool = False, delay: float | None = None
              ) -> tuple[int, Refusal | None]:

@@ -106,6 +106,7 @@ def summarize(a: dict[str, np.ndarray], slo: tuple[float, float]) -> dict[str, A
         "rejected_429": int((a["status"] == 429).sum()), "failed_503": int((a["status"] == 503).sum()),
         "failed_other": int(((a["status"] != 200) & (a["status"] != 429) & (a["status"] != 503)
                              & (a["status"] != 0)).sum()),
+        "not_found_404": int((a["status"] == 404).sum()),  # vLLM's unknown model; also within failed_other
         "in_flight_at_end": int((a["status"] == 0).sum()),
         "ttft_seconds": _pct(lat["ttft"]), "tpot_seconds": _pct(lat["tpot"]), "e2e_seconds": _pct(lat["e2e"]),
         "queue_seconds": _pct(lat["queue"]),
