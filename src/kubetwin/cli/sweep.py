@@ -59,11 +59,11 @@ def _print_answer(plan: Any, rows: list[dict]) -> Any:
         from kubetwin.sweep.goals import by_seed
 
         t = Table(title=f"{b['case']} seed by seed")
-        for c in ("", *(f"seed {s}" for s in b["seed_ids"]), "judged", "holds"):
-            t.add_column(c)
-        for line in by_seed(ans, b):
-            t.add_row(line["what"], *(_fmt(v) for v in line["values"]), _fmt(line["judged"]),
-                      "" if line["ok"] is None else "yes" if line["ok"] else "no")
+        for head in ("", *(f"seed {s}" for s in b["seed_ids"]), "judged", "holds"):
+            t.add_column(head)
+        for judged in by_seed(ans, b):
+            t.add_row(judged["what"], *(_fmt(v) for v in judged["values"]), _fmt(judged["judged"]),
+                      "" if judged["ok"] is None else "yes" if judged["ok"] else "no")
         console.print(t)
     for metric, front in ans.fronts.items():
         t = Table(title=f"Pareto front: {ans.objective} against {metric}")

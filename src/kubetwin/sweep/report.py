@@ -93,11 +93,11 @@ def render(plan: Plan, out: Path, rows: list[dict[str, Any]], answer: Answer | N
             b = answer.best
             parts.append(f"<table><caption>{html.escape(b['case'])} seed by seed</caption><tr><th></th>" + "".join(
                 f"<th>seed {s}</th>" for s in b["seed_ids"]) + "<th>judged</th><th>holds</th></tr>")
-            for line in by_seed(answer, b):
-                ok = "" if line["ok"] is None else "yes" if line["ok"] else "no"
-                parts.append(f"<tr><td>{html.escape(line['what'])}</td>" + "".join(
-                    f"<td>{html.escape(_short(v))}</td>" for v in line["values"]) +
-                    f"<td>{html.escape(_short(line['judged']))}</td><td>{ok}</td></tr>")
+            for judged in by_seed(answer, b):
+                ok = "" if judged["ok"] is None else "yes" if judged["ok"] else "no"
+                parts.append(f"<tr><td>{html.escape(judged['what'])}</td>" + "".join(
+                    f"<td>{html.escape(_short(v))}</td>" for v in judged["values"]) +
+                    f"<td>{html.escape(_short(judged['judged']))}</td><td>{ok}</td></tr>")
             parts.append("</table>")
         for metric, front in answer.fronts.items():
             pts = [(x, y, f"{c['case']}: {answer.objective} {_short(x)}, {metric} {_short(y)}", colour(c))
