@@ -101,8 +101,8 @@ def _hpa(obj: Obj) -> Obj:
 
 
 def _storageclass(obj: Obj) -> Obj:
-    return {"reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
-            **{k: v for k, v in obj.items() if v is not None}}
+    return {**obj, "reclaimPolicy": obj.get("reclaimPolicy") or "Delete",
+            "volumeBindingMode": obj.get("volumeBindingMode") or "Immediate"}
 
 
 def _pvc(obj: Obj) -> Obj:
