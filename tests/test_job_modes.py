@@ -282,3 +282,27 @@ def test_job_fields_the_controller_does_not_model_are_notices_naming_what_the_ru
     notes = [d for d in validate([Manifest(jobset, "t.yaml", 1)])
              if d.field == f"spec.replicatedJobs[0].template.spec.{field}"]
     assert [d.severity for d in notes] == ["notice"], notes
+
+
+def test_an_hpa_without_metrics_is_defaulted_to_cpu_and_validate_says_the_twin_cannot_read_it() -> None:
+    """autoscaling/v2 SetDefaults_HorizontalPodAutoscaler: no metrics is CPU at 80 %; the twin has no
+    metrics-server, so the run reports FailedGetResourceMetric (before: no metric and no condition at all), and
+    validate says so."""
+    from kubetwin.api.loader import Manifest
+    from kubetwin.validation.validate import validate
+
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+           "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                    "maxReplicas": 3}}
+    notes = [d for d in validate([Manifest(hpa, "t.yaml", 1)]) if d.severity == "notice"]
+    assert len(notes) == 1 and "metrics-server" in notes[0].message and "80 %" in notes[0].message
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+               "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
+                   {"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}}}}
+    r = run(objects=[make_scenario("10m").obj(), make_pool("cpu", "e2-standard-4", 1).obj(), dep, hpa])
+    last = [o for _, _, _, o in r.history if o["kind"] == "HorizontalPodAutoscaler"][-1]
+    assert last["spec"]["minReplicas"] == 1 and last["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    active = next(c for c in last["status"]["conditions"] if c["type"] == "ScalingActive")
+    assert (active["status"], active["reason"]) == ("False", "FailedGetResourceMetric")
