@@ -111,7 +111,8 @@ class JobController:
                 by_index.setdefault(int(p["metadata"]["annotations"][COMPLETION_INDEX]), []).append(p)
             for same in by_index.values():
                 surplus += sorted(same, key=active_pods_rank)[:-1]
-            active = [p for p in active if not any(p is q for q in surplus)]
+            extra = {id(p) for p in surplus}
+            active = [p for p in active if id(p) not in extra]
         conds = list(status.get("conditions") or [])
         # pastBackoffLimitOnFailure: with restartPolicy OnFailure, container restarts of active pods count
         on_failure = (spec["template"].get("spec") or {}).get("restartPolicy") == "OnFailure"
@@ -131,7 +132,7 @@ class JobController:
         if self._complete(job, new, conds, completions, succeeded, active, now):
             return
         if spec.get("suspend"):  # suspending deletes the active pods; they do not count as failures
-            for p in active:
+            for p in active + surplus:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
             conds, changed = ensure_job_condition(conds, "Suspended", "True", "JobSuspended", "Job suspended", now)
             if changed:
@@ -152,7 +153,8 @@ class JobController:
         if remove:  # deletion takes precedence: a sync either deletes or creates pods, never both
             for p in remove:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
-            active = [p for p in active if not any(p is q for q in remove)]
+            gone = {id(p) for p in remove}
+            active = [p for p in active if id(p) not in gone]
             new["ready"] = sum(map(_ready, active))
         if self._complete(job, new, conds, completions, succeeded, active, now):
             return
