@@ -77,7 +77,7 @@ def _reference_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
                     labels[a["pod"][i]], int(a["status"][i]), f(lat["ttft"][i]), f(lat["tpot"][i]),
                     f(lat["e2e"][i]), f(lat["queue"][i]), int(a["prompt"][i]), int(a["output"][i]),
                     int(a["cached"][i]), int(a["preempt"][i]), int(a["priority"][i]), labels[a["model"][i]],
-                    labels[a["reason"][i]]))
+                    labels[a["reason"][i]], labels[a["requested"][i]]))
     return buf.getvalue()
 
 

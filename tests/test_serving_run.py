@@ -144,7 +144,7 @@ def test_scale_down_deletes_a_starting_replica_before_a_ready_one() -> None:
     """ActivePods order (kube-controller-manager controller_utils.go): unscheduled, then Pending, then Running but
     not Ready (a replica still loading its model) go before a Ready one, even an older one; among Ready pods the
     one Ready for less time goes first."""
-    from kubetwin.controllers.replicaset import _deletion_rank
+    from kubetwin.controllers.common import active_pods_rank
 
     def pod(name: str, node: str | None, phase: str, ready_at: str | None, created: str) -> dict:
         conds = [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}] if ready_at else []
@@ -156,7 +156,7 @@ def test_scale_down_deletes_a_starting_replica_before_a_ready_one() -> None:
             pod("loading", "n3", "Running", None, "2026-01-01T00:00:30Z"),
             pod("pulling", "n4", "Pending", None, "2026-01-01T00:00:10Z"),
             pod("unscheduled", None, "Pending", None, "2026-01-01T00:00:05Z")]
-    order = [p["metadata"]["name"] for p in sorted(pods, key=_deletion_rank)]
+    order = [p["metadata"]["name"] for p in sorted(pods, key=active_pods_rank)]
     assert order == ["unscheduled", "pulling", "loading", "ready-new", "ready-old"]
 
 

@@ -296,3 +296,68 @@ def test_emitted_indexed_job_runs_the_same_cases(tmp_path: Path) -> None:
     local = execute.execute(cases.plan(f), tmp_path / "local", jobs=1)
     assert local.ran == 4
     assert (results / "results.csv").read_bytes() == (tmp_path / "local" / "results.csv").read_bytes()
+
+
+# ---- constraints over seeds ----
+
+def _rows(per_case: dict[str, list[tuple[float, float]]]) -> list[dict]:
+    """Result rows: case id -> [(cost, jct_p50) per seed]; the other metrics fixed."""
+    out = []
+    for case, seeds in per_case.items():
+        i = int(case[1:])
+        for seed, (cost, jct) in enumerate(seeds):
+            out.append({"case": case, "seed": seed, "nodes": [1, 2][i // 2],
+                        "scoring": ["LeastAllocated", "MostAllocated"][i % 2], "cost": cost, "jct_p50": jct,
+                        "gpu_allocation": 50.0, "pending_p99": 0.0, "jobs_unfinished": 0, "nodes_hours": 1.0,
+                        "error": ""})
+    return out
+
+
+# c0000 is cheapest and meets jct_p50 <= 3h on the mean over its seeds, but one seed takes 4h; c0001 meets it in
+# every seed; c0002 meets it at p50 only
+ROWS = {"c0000": [(100.0, 7200.0), (100.0, 14400.0)], "c0001": [(150.0, 9000.0), (150.0, 9000.0)],
+        "c0002": [(120.0, 3600.0), (120.0, 18000.0)], "c0003": [(90.0, 20000.0), (90.0, 20000.0)]}
+
+
+@pytest.mark.parametrize(("goal", "best"), [
+    ({"subjectTo": ["jct_p50 <= 3h"]}, "c0001"),  # default: every seed meets it
+    ({"subjectTo": ["jct_p50 <= 3h"], "overSeeds": "all"}, "c0001"),
+    ({"subjectTo": ["jct_p50 <= 3h"], "overSeeds": "mean"}, "c0000"),  # (2h + 4h) / 2 = 3h
+    ({"subjectTo": [{"constraint": "jct_p50 <= 3h", "overSeeds": "mean"}]}, "c0000"),
+    ({"subjectTo": [{"constraint": "jct_p50 <= 3h", "overSeeds": "min"}]}, "c0000"),
+    ({"subjectTo": [{"constraint": "jct_p50 <= 3h", "overSeeds": "p50"}]}, "c0000"),  # nearest rank: the lower
+    ({"subjectTo": [{"constraint": "jct_p50 <= 3h", "overSeeds": "p90"}]}, "c0001"),
+    ({"subjectTo": [{"constraint": "jct_p50 <= 3h", "overSeeds": "max"}]}, "c0001"),
+    ({"subjectTo": [{"constraint": "jct_p50 <= 3h"}], "overSeeds": "median"}, "c0000"),  # median of 2h, 4h = 3h
+])
+def test_constraints_are_judged_over_seeds_as_the_sweep_says(tmp_path: Path, goal: dict, best: str) -> None:
+    from kubetwin.sweep import goals
+
+    plan = cases.plan(_sweep(tmp_path, goal={"minimize": "cost", **goal}))
+    ans = goals.answer(plan, _rows(ROWS))
+    assert ans is not None and ans.best is not None and ans.best["case"] == best
+
+
+def test_the_winner_is_shown_seed_by_seed_in_the_cli_and_the_report(tmp_path: Path) -> None:
+    from kubetwin.cli import sweep as cli_sweep
+    from kubetwin.sweep import goals
+    from kubetwin.sweep.report import render
+
+    plan = cases.plan(_sweep(tmp_path, goal={"minimize": "cost", "subjectTo": ["jct_p50 <= 3h"]}))
+    rows = _rows(ROWS)
+    with cli_sweep.console.capture() as cap:
+        cli_sweep._print_answer(plan, rows)
+    text = cap.get()
+    assert "subject to jct_p50 <= 3h in every seed" in text
+    assert "c0001 seed by seed" in text and "seed 0" in text and "seed 1" in text
+    assert "jct_p50 <= 3h in every seed" in text and "9000" in text
+    page = render(plan, tmp_path, rows, goals.answer(plan, rows))
+    assert "<caption>c0001 seed by seed</caption>" in page
+    assert "<td>jct_p50 &lt;= 3h in every seed</td><td>9000.0</td><td>9000.0</td><td>9000.0</td><td>yes</td>" in page
+    assert "<td>cost (objective, mean over seeds)</td><td>150.0</td><td>150.0</td><td>150.0</td><td></td>" in page
+
+
+def test_a_bad_over_seeds_is_refused_at_validate(tmp_path: Path) -> None:
+    f = _sweep(tmp_path, goal={"minimize": "cost", "subjectTo": [{"constraint": "cost <= 5", "overSeeds": "p100"}]})
+    with pytest.raises(KubetwinError, match="overSeeds"):
+        cases.plan(f)

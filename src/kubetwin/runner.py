@@ -261,6 +261,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     store = Store(env, scenario.seed, scenario.startTime)
     events = EventRecorder(store)
     names = NameGenerator(scenario.seed)
+    store.admit(admission.api_defaults, admission.API_DEFAULTED)
     store.admit(admission.pod_defaults, ("Pod",))
     store.admit(admission.priority(store), ("Pod",))
     store.admit(admission.extended_resource_toleration, ("Pod",))

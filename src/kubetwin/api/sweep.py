@@ -18,7 +18,11 @@
       seeds: [0, 1]
       metrics: [cost, pending_p99, {name: p90, path: serving.overall.ttft_seconds.p90}]
       search: {strategy: grid}                     # or random / bayesian (optuna TPE) with a budget
-      goal: {minimize: cost, subjectTo: ["pending_p99 <= 30m"]}
+      goal: {minimize: cost, subjectTo: ["pending_p99 <= 30m", {constraint: "cost <= 900", overSeeds: mean}]}
+
+A constraint holds when every seed meets it (overSeeds: all, the default), or when an aggregate of its seeds'
+values does (mean, median, min, max, pNN: the nearest-rank percentile over the seeds); `goal.overSeeds` sets the
+default for the goal's constraints, a constraint written as an object its own. The objective is the mean over seeds.
 
 The case grid is the product of the axes' values in the order written; a case's id is its index in that grid, so
 random and Bayesian search name the same configuration the same way as the grid does.
@@ -127,10 +131,22 @@ class Search(_Strict):
         return self
 
 
+# How a constraint is judged over a case's seeds: every seed meets it, or an aggregate of the seeds' values does.
+OVER_SEEDS = r"^(all|mean|median|min|max|p([1-9]|[1-9][0-9]))$"
+
+
+class Constraint(_Strict):
+    """A constraint with its own aggregation over the seeds: {constraint: "makespan <= 12h", overSeeds: p90}."""
+
+    constraint: str
+    overSeeds: str | None = Field(default=None, pattern=OVER_SEEDS)
+
+
 class Goal(_Strict):
     minimize: str | None = None
     maximize: str | None = None
-    subjectTo: list[str] = Field(default_factory=list)
+    subjectTo: list[str | Constraint] = Field(default_factory=list)
+    overSeeds: str = Field(default="all", pattern=OVER_SEEDS)  # the constraints' default: every seed meets them
 
     @model_validator(mode="after")
     def _one(self) -> Goal:
@@ -141,6 +157,16 @@ class Goal(_Strict):
     @property
     def objective(self) -> str:
         return self.minimize or self.maximize or ""
+
+    def constraints(self) -> list[tuple[str, str, str]]:
+        """(text, over seeds, field path) of each constraint, the goal's overSeeds where one sets none."""
+        out = []
+        for i, c in enumerate(self.subjectTo):
+            if isinstance(c, Constraint):
+                out.append((c.constraint, c.overSeeds or self.overSeeds, f"spec.goal.subjectTo[{i}].constraint"))
+            else:
+                out.append((c, self.overSeeds, f"spec.goal.subjectTo[{i}]"))
+        return out
 
 
 class SweepSpec(_Strict):

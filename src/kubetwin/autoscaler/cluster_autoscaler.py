@@ -38,7 +38,7 @@ from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
-from kubetwin.autoscaler.nodepool import NodePoolController, group_hash
+from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, pool_hourly_price
 from kubetwin.autoscaler.scaledown import ScaleDown
 from kubetwin.autoscaler.simulation import (
     CONSUME,
@@ -417,10 +417,20 @@ class ClusterAutoscaler:
             self.events.event(p, "Normal", "TriggeredScaleUp", msg, SOURCE)
         for g, before, n in changes:
             granted, refusal = self.grow(g, n, atomic=bool(g.hosts))
-            self.scale_ups.append({"t": self.env.now, "group": f"{g.pool}/{g.zone}", "from": before,
-                                   "to": before + n, "granted": granted, "error": refusal.gce if refusal else None})
+            self.record_scale_up(g, before, n, granted, refusal)
             if refusal is not None:
                 self.fail(g, refusal, n - granted, o.pods)
+
+    def record_scale_up(self, g: NodeGroup, before: int, n: int, granted: int, refusal: Refusal | None,
+                        provisioning_request: str | None = None) -> None:
+        """summary.json's scale_ups: one entry per node group resized, the autoscaler's own and those it made for a
+        ProvisioningRequest (marked with it: best-effort-atomic, GKE queued provisioning), so the run's count
+        includes both."""
+        entry: dict = {"t": self.env.now, "group": f"{g.pool}/{g.zone}", "from": before, "to": before + n,
+                       "granted": granted, "error": refusal.gce if refusal else None}
+        if provisioning_request is not None:
+            entry["provisioning_request"] = provisioning_request
+        self.scale_ups.append(entry)
 
     def grow(self, g: NodeGroup, n: int, atomic: bool = False, delay: float | None = None
              ) -> tuple[int, Refusal | None]:
@@ -474,5 +484,5 @@ def price(store: Store, o: Option) -> float:
     pool = store.get("NodePool", "", o.group.pool)
     if pool is None:
         return float("inf")
-    hourly = catalog.hourly_price(catalog.machine_type(pool["spec"]["machineType"]), bool(pool["spec"].get("spot")))
+    hourly = pool_hourly_price(pool, catalog.machine_type(pool["spec"]["machineType"]))
     return (hourly or 0.0) * o.nodes

@@ -372,7 +372,7 @@ class NodePoolController:
                 res["memory"] = format_bytes(int(res["memory"]) // 1024 * 1024)
         if mt.tpu:  # the TPU device plugin advertises the VM's chips
             cap[tpu.RESOURCE] = alloc[tpu.RESOURCE] = str(mt.tpu_chips)
-        price = catalog.hourly_price(mt, bool(spec.get("spot")))
+        price = pool_hourly_price(pool, mt)
         annotations = {} if price is None else {"kubetwin.io/hourly-price-usd": f"{price:.6f}"}
         now = self.store.timestamp(self.env.now)
         node = {
@@ -492,3 +492,26 @@ def _own_recorder(store: Store) -> EventRecorder:
     rec = EventRecorder(store)
     rec._n = 0x40000000  # noqa: SLF001 - a disjoint counter range is the whole point
     return rec
+
+
+POOL_PRICE = "kubetwin.io/hourly-price-usd"
+
+
+def pool_price_annotation(pool: dict) -> float | None:
+    """The price per node-hour a NodePool gives for a machine type without a published one (Ironwood); None when
+    not given or not a positive finite number (the annotation registry reports a bad value at validate)."""
+    raw = ((pool.get("metadata") or {}).get("annotations") or {}).get(POOL_PRICE)
+    if raw is None:
+        return None
+    try:
+        value = float(str(raw))
+    except ValueError:
+        return None
+    return value if 0 < value < float("inf") else None
+
+
+def pool_hourly_price(pool: dict, mt: catalog.MachineType) -> float | None:
+    """What one of the pool's nodes costs per hour: the catalog's published price (Spot or on-demand), else the
+    price the NodePool says it pays (validate refuses a pool with neither, so nothing is billed at $0)."""
+    published = catalog.hourly_price(mt, bool((pool.get("spec") or {}).get("spot")))
+    return published if published is not None else pool_price_annotation(pool)

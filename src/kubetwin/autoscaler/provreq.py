@@ -218,17 +218,19 @@ class ProvisioningRequestController:
         options = [o for o in self._options(pods, queued=False) if self.env.now >= o.group.backoff_until]
         if options:
             o = self.ca.expand(options)
-            names = self._grow(o.group, o.nodes)
+            names = self._grow(o.group, o.nodes, key)
             if names is not None:
                 self._provisioned(pr, key, "CapacityIsProvisioned", "Capacity is found in the cluster",
                                   sorted(used) + names)
                 return
         self._set(pr, "Provisioned", "False", "CapacityIsNotFound", NOT_FOUND_MSG)
 
-    def _grow(self, g: NodeGroup, n: int, queued: bool = False) -> list[str] | None:
+    def _grow(self, g: NodeGroup, n: int, key: str, queued: bool = False) -> list[str] | None:
         before = len(g.added)
         g.target += n
         granted, refusal = self.ca.grow(g, n, atomic=True)
+        # a scale-up like the autoscaler's own (CA's ScaleUp for the request's pods), marked with its request
+        self.ca.record_scale_up(g, g.target - n, n, granted, refusal, provisioning_request=key)
         if not granted:
             if refusal is not None and not queued:
                 self.ca.fail(g, refusal, n, [])
@@ -256,7 +258,7 @@ class ProvisioningRequestController:
         o = self.ca.expand(options)
         pool = self.store.get("NodePool", "", o.group.pool)
         room, refusal = self.ca.capacity.headroom(shape_of(pool), o.group.zone) if pool else (0, None)
-        names = self._grow(o.group, o.nodes, queued=True) if room >= o.nodes else None
+        names = self._grow(o.group, o.nodes, key, queued=True) if room >= o.nodes else None
         if names is None:
             why = f"{refusal.explanation}: {refusal.gce}" if refusal else "capacity"
             self._set(pr, "Provisioned", "False", "ResourcePoolExhausted" if refusal and refusal.kind == "stockout"

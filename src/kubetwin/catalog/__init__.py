@@ -33,6 +33,7 @@ __all__ = [
     "capacity",
     "gpu_type",
     "hourly_price",
+    "unsourced",
     "machine_type",
     "machine_types",
     "tpu_machine_types",
@@ -297,6 +298,13 @@ def allocatable(mt: MachineType, max_pods: int = 110) -> dict[str, int]:
         out["memory"] = cap["memory"] - _reserved_memory_bytes(mt.memory_gib)
     out["pods"] = max_pods
     return out
+
+
+def unsourced(mt: MachineType) -> list[str]:
+    """The numbers a machine type lacks a source for ("vCPUs", "memory", "price"): validate refuses such a type
+    (a price may come from the NodePool instead) rather than running nodes without cpu or memory, or billing $0."""
+    return [what for what, v in (("vCPUs", mt.vcpus), ("memory", mt.memory_gib), ("price", mt.on_demand_usd_hour))
+            if v is None]
 
 
 def hourly_price(mt: MachineType, spot: bool) -> float | None:

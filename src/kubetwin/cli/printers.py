@@ -103,14 +103,18 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
             st = j.get("status") or {}
             status = next((t for t in ("Complete", "Failed", "Suspended")
                            if is_condition_true(st.get("conditions"), t)), "Running")
-            comp = j["spec"].get("completions", 1)
+            # printJob (kubernetes pkg/printers/internalversion/printers.go): a work queue (no completions) is
+            # "succeeded/1", with " of <parallelism>" when it runs more than one pod at a time
+            par, comp = j["spec"].get("parallelism") or 0, j["spec"].get("completions")
             dur = "<none>"
             if st.get("startTime"):
                 end = datetime.fromisoformat(st["completionTime"].replace("Z", "+00:00")) if st.get(
                     "completionTime") else now
                 dur = format_duration((end - datetime.fromisoformat(st["startTime"].replace("Z", "+00:00")))
                                       .total_seconds())
-            rows.append([j["metadata"]["name"], status, f"{st.get('succeeded', 0)}/{comp}", dur,
+            done = st.get("succeeded", 0)
+            shown = f"{done}/{comp}" if comp is not None else f"{done}/1 of {par}" if par > 1 else f"{done}/1"
+            rows.append([j["metadata"]["name"], status, shown, dur,
                          age(j["metadata"].get("creationTimestamp"), now)])
     elif kind == "Deployment":
         rows.append(["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"])

@@ -47,7 +47,7 @@ def _print_answer(plan: Any, rows: list[dict]) -> Any:
         return None
     axes = [a.name for a in plan.axes]
     sense = "minimize" if ans.minimize else "maximize"
-    goal = f"{sense} {ans.objective}" + (f" subject to {', '.join(b.text for b in ans.bounds)}" if ans.bounds else "")
+    goal = f"{sense} {ans.objective}" + (f" subject to {', '.join(b.label for b in ans.bounds)}" if ans.bounds else "")
     if ans.best is None:
         console.print(f"no feasible case: {goal} ({len(ans.cases)} cases)", highlight=False)
     else:
@@ -56,6 +56,15 @@ def _print_answer(plan: Any, rows: list[dict]) -> Any:
         console.print(f"best feasible case: {b['case']} ({where}): "
                       f"{ans.objective} {_fmt(b['metrics'][ans.objective])}; {goal}; "
                       f"{len(ans.feasible)} of {len(ans.cases)} cases feasible", highlight=False)
+        from kubetwin.sweep.goals import by_seed
+
+        t = Table(title=f"{b['case']} seed by seed")
+        for head in ("", *(f"seed {s}" for s in b["seed_ids"]), "judged", "holds"):
+            t.add_column(head)
+        for judged in by_seed(ans, b):
+            t.add_row(judged["what"], *(_fmt(v) for v in judged["values"]), _fmt(judged["judged"]),
+                      "" if judged["ok"] is None else "yes" if judged["ok"] else "no")
+        console.print(t)
     for metric, front in ans.fronts.items():
         t = Table(title=f"Pareto front: {ans.objective} against {metric}")
         for c in ("case", *axes, ans.objective, metric, "feasible"):

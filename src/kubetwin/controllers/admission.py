@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetwin.api import crd, kinds
+from kubetwin.api import crd, defaults, kinds
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.store.store import Obj, Store
 
@@ -91,3 +91,11 @@ def crd_defaults(obj: Obj) -> Obj:
     """Structural defaulting of custom resources (apiextensions-apiserver): the CRD schema's defaults are stored,
     so controllers and `kubetwin get` see them (a ClusterQueue's queueingStrategy: BestEffortFIFO)."""
     return crd.apply_defaults(obj) if crd.version_of(obj) is not None else obj
+
+
+API_DEFAULTED = tuple(defaults.DEFAULTERS)
+
+
+def api_defaults(obj: Obj) -> Obj:
+    """The API server's SetDefaults_* for the built-in kinds (api.defaults), before any admission plugin runs."""
+    return defaults.apply(obj)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Hashable
 
+from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj
 
@@ -66,3 +67,25 @@ class WorkQueue:
         dirty, self._dirty = sorted(self._dirty), set()
         for key in dirty:
             self.process(key)
+
+
+def ready_since(pod: Obj) -> str | None:
+    """When the pod's Ready condition turned True, None while it is not Ready."""
+    ready = find_condition(conditions_of(pod), "Ready")
+    return (ready.get("lastTransitionTime") or "") if ready is not None and ready.get("status") == "True" else None
+
+
+def active_pods_rank(pod: Obj) -> tuple:
+    """The order a ReplicaSet or a Job deletes surplus active pods, as kube-controller-manager's ActivePods sorts them
+    (pkg/controller/controller_utils.go): unscheduled first, then Pending before Running, not Ready before Ready,
+    ready for less time before longer, more restarts before fewer, newer before older."""
+    phase = {"Pending": 0, "Unknown": 1, "Running": 2}.get(pod["status"].get("phase", ""), 0)
+    since = ready_since(pod)
+    restarts = sum(cs.get("restartCount", 0) for cs in pod["status"].get("containerStatuses") or [])
+    return (bool(pod["spec"].get("nodeName")), phase, since is not None, _desc(since or ""), -restarts,
+            _desc(pod["metadata"].get("creationTimestamp") or ""))
+
+
+def _desc(stamp: str) -> tuple[int, ...]:
+    """A key that sorts RFC 3339 timestamps newest first."""
+    return tuple(-ord(ch) for ch in stamp)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true, replace_or_append_condition
-from kubetwin.controllers.common import NameGenerator, WorkQueue, controller_of, pod_from_template
+from kubetwin.api.defaults import job_spec
+from kubetwin.controllers.common import NameGenerator, WorkQueue, active_pods_rank, controller_of, pod_from_template
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -15,6 +16,19 @@ class AdmissionDenied(Exception):
     """A validating admission webhook refused a create; str() is the API server's error text."""
 
 
+ACTIVE = ("Pending", "Running")
+
+
+def _index(pod: Obj, completions: int | None) -> int | None:
+    """The pod's completion index when it is a valid one, in [0, completions) (getCompletionIndex)."""
+    raw = (pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX)
+    try:
+        idx = int(str(raw))
+    except ValueError:
+        return None
+    return idx if 0 <= idx < (completions or 0) else None
+
+
 def _ready(pod: Obj) -> bool:
     return is_condition_true(conditions_of(pod), "Ready")
 
@@ -24,14 +38,15 @@ def _restarts(pod: Obj) -> int:
 
 
 def _ranges(indexes: set[int]) -> str:
-    """status.completedIndexes: "1,3-5" as the Job controller writes it."""
+    """status.completedIndexes: "1,3-5" as the Job controller writes it (indexed_job_utils.go
+    orderedIntervals.String: two neighbours are "4,5", three or more a range "7-9")."""
     runs: list[list[int]] = []
     for i in sorted(indexes):
         if runs and runs[-1][1] == i - 1:
             runs[-1][1] = i
         else:
             runs.append([i, i])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}" for a, b in runs)
 
 
 class JobController:
@@ -66,13 +81,21 @@ class JobController:
         if any(is_condition_true(status.get("conditions"), t) for t in ("Complete", "Failed")):
             return
         pods = self.store.owned("Pod", ns, "Job", name)
-        active = [p for p in pods if p["status"].get("phase") in ("Pending", "Running")]
+        # the API server's defaults (api.defaults SetDefaults_Job) are on every stored Job; a Job written before
+        # them (a test's hand-made object) reads the same way
+        spec = job_spec(spec)
+        completions, parallelism = spec.get("completions"), int(spec["parallelism"])
+        backoff_limit = spec["backoffLimit"]
+        indexed = spec.get("completionMode") == "Indexed"
+        if indexed:  # only pods with a valid index count or stay (getValidPodsWithFilter, activePodsForRemoval)
+            valid = [p for p in pods if _index(p, completions) is not None]
+            surplus = [p for p in pods if _index(p, completions) is None and p["status"].get("phase") in ACTIVE]
+            pods = valid
+        else:
+            surplus = []
+        active = [p for p in pods if p["status"].get("phase") in ACTIVE]
         succeeded = sum(1 for p in pods if p["status"].get("phase") == "Succeeded")
         failed = sum(1 for p in pods if p["status"].get("phase") == "Failed")
-        completions = spec.get("completions", 1 if spec.get("parallelism") is None else None)
-        parallelism = spec.get("parallelism", 1)
-        backoff_limit = spec.get("backoffLimit", 6)
-        indexed = spec.get("completionMode") == "Indexed"
         now = self.store.timestamp(self.env.now)
         new = {**status, "succeeded": succeeded, "failed": failed, "ready": sum(map(_ready, active))}
         done_idx: set[int] = set()
@@ -82,30 +105,34 @@ class JobController:
             succeeded = new["succeeded"] = len(done_idx)
             if done_idx:
                 new["completedIndexes"] = _ranges(done_idx)
+            # one active pod per index (appendDuplicatedIndexPodsForRemoval keeps the most active of each)
+            by_index: dict[int, list[Obj]] = {}
+            for p in active:
+                by_index.setdefault(int(p["metadata"]["annotations"][COMPLETION_INDEX]), []).append(p)
+            for same in by_index.values():
+                surplus += sorted(same, key=active_pods_rank)[:-1]
+            extra = {id(p) for p in surplus}
+            active = [p for p in active if id(p) not in extra]
         conds = list(status.get("conditions") or [])
         # pastBackoffLimitOnFailure: with restartPolicy OnFailure, container restarts of active pods count
         on_failure = (spec["template"].get("spec") or {}).get("restartPolicy") == "OnFailure"
         restarts = sum(map(_restarts, active)) if on_failure else 0
         if failed > backoff_limit or (restarts and restarts + failed >= max(backoff_limit, 1)):
-            for p in active:
+            for p in active + surplus:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
+            new["failed"] = failed + len(active)  # the deleted active pods end Failed (job_controller_test.go
+            # "count ready pods when job fails": 1 failed + 2 active = 3)
+            new["ready"] = 0
             conds.append({"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                           "message": "Job has reached the specified backoff limit", "lastTransitionTime": now})
             self.events.event(job, "Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit",
                               "job-controller")
             self._write(job, {**new, "active": 0, "conditions": conds})
             return
-        done = succeeded >= completions if completions is not None else (succeeded > 0 and not active)
-        if done:
-            conds += [{"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
-                       "message": "Reached expected number of succeeded pods", "lastTransitionTime": now},
-                      {"type": "Complete", "status": "True", "reason": "CompletionsReached",
-                       "message": "Reached expected number of succeeded pods", "lastTransitionTime": now}]
-            self.events.event(job, "Normal", "Completed", "Job completed", "job-controller")
-            self._write(job, {**new, "active": 0, "completionTime": now, "conditions": conds})
+        if self._complete(job, new, conds, completions, succeeded, active, now):
             return
         if spec.get("suspend"):  # suspending deletes the active pods; they do not count as failures
-            for p in active:
+            for p in active + surplus:
                 self.store.delete("Pod", ns, p["metadata"]["name"])
             conds, changed = ensure_job_condition(conds, "Suspended", "True", "JobSuspended", "Job suspended", now)
             if changed:
@@ -116,7 +143,25 @@ class JobController:
         if is_condition_true(conds, "Suspended"):  # kept, as False
             conds, _ = ensure_job_condition(conds, "Suspended", "False", "JobResumed", "Job resumed", now)
             self.events.event(job, "Normal", "Resumed", "Job resumed", "job-controller")
-        want = parallelism if completions is None else min(parallelism, completions - succeeded)
+        # manageJob's wantActive: a work queue keeps whatever runs once one pod has succeeded and starts no more;
+        # a completion count never runs more than the completions left
+        if completions is None:
+            want = len(active) if succeeded > 0 else parallelism
+        else:
+            want = max(0, min(parallelism, completions - succeeded))
+        remove = surplus + sorted(active, key=active_pods_rank)[:max(0, len(active) - want)]
+        if remove:  # deletion takes precedence: a sync either deletes or creates pods, never both
+            for p in remove:
+                self.store.delete("Pod", ns, p["metadata"]["name"])
+            gone = {id(p) for p in remove}
+            active = [p for p in active if id(p) not in gone]
+            new["ready"] = sum(map(_ready, active))
+        if self._complete(job, new, conds, completions, succeeded, active, now):
+            return
+        if remove:
+            new.setdefault("startTime", now)
+            self._write(job, {**new, "active": len(active), "conditions": conds})
+            return
         busy = {p["metadata"]["annotations"].get(COMPLETION_INDEX) for p in active} if indexed else set()
         # the next free indexes, lazily: completions is an int32 (up to 2^31-1) and the controller creates pods as
         # it goes (pkg/controller/job/indexed_job_utils.go firstPendingIndexes), never a list per completion
@@ -142,6 +187,20 @@ class JobController:
             active.append(pod)
         new.setdefault("startTime", now)
         self._write(job, {**new, "active": len(active), "conditions": conds})
+
+    def _complete(self, job: Obj, new: dict, conds: list[dict], completions: int | None, succeeded: int,
+                  active: list[Obj], now: str) -> bool:
+        """Complete once the completions have succeeded (a work queue: any pod) and no pod is active any more
+        (job_controller.go syncJob: `succeeded >= completions && active == 0`, `succeeded > 0 && active == 0`)."""
+        if active or not (succeeded > 0 if completions is None else succeeded >= completions):
+            return False
+        conds += [{"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                   "message": "Reached expected number of succeeded pods", "lastTransitionTime": now},
+                  {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+                   "message": "Reached expected number of succeeded pods", "lastTransitionTime": now}]
+        self.events.event(job, "Normal", "Completed", "Job completed", "job-controller")
+        self._write(job, {**new, "active": 0, "completionTime": now, "conditions": conds})
+        return True
 
     def _write(self, job: Obj, status: dict) -> None:
         if status != job.get("status"):

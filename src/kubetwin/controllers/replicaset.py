@@ -5,8 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 
-from kubetwin.api.conditions import conditions_of, find_condition
-from kubetwin.controllers.common import NameGenerator, controller_of, owner_ref, pod_from_template
+from kubetwin.controllers.common import (
+    NameGenerator,
+    active_pods_rank,
+    controller_of,
+    owner_ref,
+    pod_from_template,
+    ready_since,
+)
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -80,12 +86,12 @@ class ReplicaSetController:
             pod_name = self.names.generate(self.store, "Pod", ns, name)
             self.store.create(pod_from_template(rs["spec"]["template"], pod_name, ns, rs, {}))
             self.events.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "replicaset-controller")
-        excess = sorted(pods, key=_deletion_rank)[:max(0, len(pods) - want)]
+        excess = sorted(pods, key=active_pods_rank)[:max(0, len(pods) - want)]
         for p in excess:
             self.store.delete("Pod", ns, p["metadata"]["name"])
             self.events.event(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
                               "replicaset-controller")
-        ready = sum(1 for p in pods if p["status"].get("phase") == "Running" and _ready_since(p) is not None)
+        ready = sum(1 for p in pods if p["status"].get("phase") == "Running" and ready_since(p) is not None)
         status = {"replicas": want,  # the sync above created or deleted pods up to spec.replicas
                   "readyReplicas": ready, "availableReplicas": ready, "observedGeneration": 1}
         if status != rs.get("status"):
@@ -107,25 +113,3 @@ class ReplicaSetController:
         status = {**total, "updatedReplicas": updated, "observedGeneration": d["metadata"].get("generation", 1)}
         if status != d.get("status"):
             self.store.update({**d, "status": status})
-
-
-def _ready_since(pod: Obj) -> str | None:
-    """When the pod's Ready condition turned True, None while it is not Ready."""
-    ready = find_condition(conditions_of(pod), "Ready")
-    return (ready.get("lastTransitionTime") or "") if ready is not None and ready.get("status") == "True" else None
-
-
-def _deletion_rank(pod: Obj) -> tuple:
-    """The order a ReplicaSet deletes its pods on scale-down, as kube-controller-manager's ActivePods sorts them
-    (pkg/controller/controller_utils.go): unscheduled first, then Pending before Running, not Ready before Ready,
-    ready for less time before longer, more restarts before fewer, newer before older."""
-    phase = {"Pending": 0, "Unknown": 1, "Running": 2}.get(pod["status"].get("phase", ""), 0)
-    since = _ready_since(pod)
-    restarts = sum(cs.get("restartCount", 0) for cs in pod["status"].get("containerStatuses") or [])
-    return (bool(pod["spec"].get("nodeName")), phase, since is not None, _desc(since or ""), -restarts,
-            _desc(pod["metadata"].get("creationTimestamp") or ""))
-
-
-def _desc(stamp: str) -> tuple[int, ...]:
-    """A key that sorts RFC 3339 timestamps newest first."""
-    return tuple(-ord(ch) for ch in stamp)

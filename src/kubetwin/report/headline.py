@@ -42,8 +42,11 @@ def autoscaler_rows(s: dict[str, Any]) -> Rows:
     ca = s.get("cluster_autoscaler")
     if not ca:
         return []
-    counts = [len(ca.get(k) or []) for k in ("scale_ups", "scale_downs", "refusals")]
-    return [("cluster autoscaler", "{} scale-ups, {} scale-downs, {} refused by the cloud".format(*counts))]
+    ups, downs, refused = (ca.get(k) or [] for k in ("scale_ups", "scale_downs", "refusals"))
+    for_requests = sum(1 for u in ups if u.get("provisioning_request"))
+    return [("cluster autoscaler", f"{len(ups)} scale-ups" + (f" ({for_requests} for ProvisioningRequests)"
+                                                               if for_requests else "")
+             + f", {len(downs)} scale-downs, {len(refused)} refused by the cloud")]
 
 
 def kueue_rows(s: dict[str, Any]) -> Rows:
@@ -96,8 +99,12 @@ def serving_rows(s: dict[str, Any]) -> Rows:
     def sec(d: dict, k: str) -> str:
         return "-" if d.get(k) is None else f"{d[k]:.3f} s"
 
-    return [("requests (completed / 429 / 503)", f"{o['requests']} ({o['completed']} / {o['rejected_429']} / "
-             f"{o['failed_503']})"),
+    rows = [("requests (completed / 429 / 404 / 503)", f"{o['requests']} ({o['completed']} / {o['rejected_429']} / "
+             f"{o.get('not_found_404', 0)} / {o['failed_503']})")]
+    other = o.get("failed_other", 0) - o.get("not_found_404", 0)  # 400 too long, 504, ...: said when there are any
+    if other > 0:
+        rows.append(("requests failed otherwise", str(other)))
+    return rows + [
             ("TTFT p50 / p90 / p99", " / ".join(sec(o["ttft_seconds"], k) for k in ("p50", "p90", "p99"))),
             ("TPOT p50 / p90 / p99", " / ".join(sec(o["tpot_seconds"], k) for k in ("p50", "p90", "p99"))),
             ("SLO attainment", "-" if o["slo_attainment"] is None else f"{100 * o['slo_attainment']:.1f} %"),

@@ -250,7 +250,7 @@ class ServingDataPlane:
         if self.targets and pool.holds and req.lora is None:
             split = self.targets.get((pool.namespace, req.model))
             if split is not None:  # the EPP rewrites the request's model to one of the InferenceModel's targets
-                req.lora = split[0][int(self._rng.choice(len(split[0]), p=split[1]))]
+                req.lora = req.target = split[0][int(self._rng.choice(len(split[0]), p=split[1]))]
         snap = pool.view(now)
         decision = pool.router.pick(req, snap, now)
         i = decision.index

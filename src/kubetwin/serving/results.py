@@ -16,8 +16,12 @@ from kubetwin.serving.types import Request
 # Default SLO when a pool or trace names none: Vidur-Search's TTFT p90 < 2 s and TBT p99 < 200 ms
 # (Agrawal et al., "Vidur", MLSys'24, section 6), applied per request: TTFT <= 2 s and TPOT <= 200 ms.
 DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT = 2.0, 0.2
+# `model`: the model the request was routed as, on every row whatever its status: the InferenceModel target the
+# endpoint picker rewrote it to (the Inference Extension's target_model_name), else the LoRA adapter or model it
+# named; `requested_model` (added after `reason`: columns are only ever appended): the model the client asked for
+# (the extension's model_name, an InferenceModel's modelName).
 CSV_FIELDS = ("id", "trace", "pool", "arrival", "pod", "status", "ttft", "tpot", "e2e", "queue", "prompt_tokens",
-              "output_tokens", "cached_tokens", "preemptions", "priority", "model", "reason")
+              "output_tokens", "cached_tokens", "preemptions", "priority", "model", "reason", "requested_model")
 
 
 @dataclass
@@ -32,7 +36,7 @@ class RequestLog:
     rows: list[tuple] = field(default_factory=list)
 
     COLS = ("id", "trace", "pool", "arrival", "pod", "status", "scheduled", "first", "finish", "prompt", "output",
-            "cached", "preempt", "priority", "model", "reason")
+            "cached", "preempt", "priority", "model", "reason", "requested")
     FLOAT_COLS = frozenset(("arrival", "scheduled", "first", "finish"))  # times; every other column is an integer
 
     def _idx(self, name: str) -> int:
@@ -44,15 +48,17 @@ class RequestLog:
 
     def add(self, req: Request, trace: str, pool: str) -> None:
         names = self.names
-        model = req.lora or req.model  # what the server ran: the LoRA adapter, else the model asked for
-        ti, pi, di, mi, ri = names.get(trace), names.get(pool), names.get(req.pod), names.get(model), names.get(
-            req.reason)
-        if ti is None or pi is None or di is None or mi is None or ri is None:
+        # routed as: the picker's target (also when it is the base model and `lora` was cleared), else the adapter
+        # or model the request named; the same on served, 404, 429 and 503 rows
+        model = req.target or req.lora or req.model
+        ti, pi, di, mi, ri, qi = names.get(trace), names.get(pool), names.get(req.pod), names.get(model), names.get(
+            req.reason), names.get(req.model)
+        if ti is None or pi is None or di is None or mi is None or ri is None or qi is None:
             ti, pi, di = self._idx(trace), self._idx(pool), self._idx(req.pod)
-            mi, ri = self._idx(model), self._idx(req.reason)
+            mi, ri, qi = self._idx(model), self._idx(req.reason), self._idx(req.model)
         self.rows.append((req.id, ti, pi, req.arrival, di, req.status, req.scheduled, req.first_token, req.finish,
                           req.prompt_tokens, req.output_tokens, req.cached_tokens, req.preemptions, req.priority, mi,
-                          ri))
+                          ri, qi))
 
     def arrays(self) -> dict[str, np.ndarray]:
         if not self.rows:
@@ -100,6 +106,7 @@ def summarize(a: dict[str, np.ndarray], slo: tuple[float, float]) -> dict[str, A
         "rejected_429": int((a["status"] == 429).sum()), "failed_503": int((a["status"] == 503).sum()),
         "failed_other": int(((a["status"] != 200) & (a["status"] != 429) & (a["status"] != 503)
                              & (a["status"] != 0)).sum()),
+        "not_found_404": int((a["status"] == 404).sum()),  # vLLM's unknown model; also within failed_other
         "in_flight_at_end": int((a["status"] == 0).sum()),
         "ttft_seconds": _pct(lat["ttft"]), "tpot_seconds": _pct(lat["tpot"]), "e2e_seconds": _pct(lat["e2e"]),
         "queue_seconds": _pct(lat["queue"]),
@@ -127,7 +134,7 @@ def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
     lat = latencies(a)
     n = len(a["id"])
     quoted = [_csv_field(x) for x in labels]
-    row = "%d,%s,%s,%.6f,%s,%d,%s,%s,%s,%s,%d,%d,%d,%d,%d,%s,%s\n"
+    row = "%d,%s,%s,%.6f,%s,%d,%s,%s,%s,%s,%d,%d,%d,%d,%d,%s,%s,%s\n"
     parts = [",".join(CSV_FIELDS) + "\n"]
     step = 1 << 15  # rows per chunk: bounds the Python objects alive at once (a few MB)
     for lo in range(0, n, step):
@@ -138,7 +145,8 @@ def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
             [quoted[i] for i in a["pod"][sl].tolist()], a["status"][sl].tolist(),
             *(_fixed6_or_empty(lat[k][sl]) for k in ("ttft", "tpot", "e2e", "queue")),
             *(a[k][sl].tolist() for k in ("prompt", "output", "cached", "preempt", "priority")),
-            [quoted[i] for i in a["model"][sl].tolist()], [quoted[i] for i in a["reason"][sl].tolist()]]
+            [quoted[i] for i in a["model"][sl].tolist()], [quoted[i] for i in a["reason"][sl].tolist()],
+            [quoted[i] for i in a["requested"][sl].tolist()]]
         parts.append(row * len(cols[0]) % tuple(chain.from_iterable(zip(*cols, strict=True))))
     return "".join(parts)
 

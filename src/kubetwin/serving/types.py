@@ -27,6 +27,8 @@ class Request:
     seg_tokens: tuple[int, ...]
     model: str = ""
     lora: str | None = None
+    target: str | None = None  # the InferenceModel target the endpoint picker rewrote `model` to (kept when the
+    # target is the base model itself and `lora` is cleared), for requests.csv's `model` column
     priority: int = 0  # InferenceObjective priority; < 0 is sheddable
     session: str | None = None
     # filled in by the engine

@@ -196,7 +196,7 @@ def _bayesian(plan: Plan, out: Path, keep_runs: bool, run: _Run) -> None:
     spec = plan.sweep.spec
     goal = spec.goal
     assert goal is not None  # validate requires a goal for bayesian search
-    bounds = parse_constraints(goal.subjectTo)
+    bounds = parse_constraints(goal)
     budget = min(spec.search.budget or plan.size, plan.size)
     per_trial = hasattr(optuna.trial.Trial, "set_constraint")  # optuna >= 5; constraints_func before
     options: dict[str, Any] = {} if per_trial else {"constraints_func": lambda t: t.user_attrs["c"]}
@@ -218,7 +218,7 @@ def _bayesian(plan: Plan, out: Path, keep_runs: bool, run: _Run) -> None:
         for trial, c in trials:
             m = means[c.id]
             value = m["metrics"].get(goal.objective)
-            violations = [violation(b, m["metrics"]) for b in bounds]
+            violations = [violation(b, m) for b in bounds]
             if per_trial:
                 for b, v in zip(bounds, violations, strict=True):
                     trial.set_constraint(b.text, v)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetwin.sweep.cases import Plan
-from kubetwin.sweep.goals import Answer, case_table
+from kubetwin.sweep.goals import Answer, by_seed, case_table
 from kubetwin.sweep.results import cell, write_atomic
 from kubetwin.validation.sweep import metric_names
 
@@ -82,13 +82,23 @@ def render(plan: Plan, out: Path, rows: list[dict[str, Any]], answer: Answer | N
              "feasible cases.</p>"]
     if answer is not None:
         goal = f"{'minimize' if answer.minimize else 'maximize'} {answer.objective}" + (
-            f" subject to {', '.join(b.text for b in answer.bounds)}" if answer.bounds else "")
+            f" subject to {', '.join(b.label for b in answer.bounds)}" if answer.bounds else "")
         found = (f"best feasible case: <b>{answer.best['case']}</b> (" + ", ".join(
             f"{html.escape(k)}={html.escape(_short(v))}" for k, v in answer.best["values"].items()) +
             f"), {html.escape(answer.objective)} {_short(answer.best['metrics'][answer.objective])}"
             if answer.best else "no feasible case")
         parts.append(f"<h2>Goal</h2><p>{html.escape(goal)}: {found}; {len(answer.feasible)} of {len(cases)} "
                      "cases feasible.</p>")
+        if answer.best is not None:  # the winner seed by seed: what each constraint was judged on
+            b = answer.best
+            parts.append(f"<table><caption>{html.escape(b['case'])} seed by seed</caption><tr><th></th>" + "".join(
+                f"<th>seed {s}</th>" for s in b["seed_ids"]) + "<th>judged</th><th>holds</th></tr>")
+            for judged in by_seed(answer, b):
+                ok = "" if judged["ok"] is None else "yes" if judged["ok"] else "no"
+                parts.append(f"<tr><td>{html.escape(judged['what'])}</td>" + "".join(
+                    f"<td>{html.escape(_short(v))}</td>" for v in judged["values"]) +
+                    f"<td>{html.escape(_short(judged['judged']))}</td><td>{ok}</td></tr>")
+            parts.append("</table>")
         for metric, front in answer.fronts.items():
             pts = [(x, y, f"{c['case']}: {answer.objective} {_short(x)}, {metric} {_short(y)}", colour(c))
                    for c in cases if (x := _num(c["metrics"].get(answer.objective))) is not None

@@ -72,6 +72,13 @@ def _finite(raw: str) -> float:
     return value
 
 
+def _positive_price(raw: str) -> float:
+    value = _finite(raw)
+    if value <= 0:
+        raise ValueError("must be a price in USD per node-hour, greater than 0")
+    return value
+
+
 _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/create-at", ANY, "when the twin creates the object (simulated time from the start)",
                "30m", parse_duration),
@@ -109,8 +116,9 @@ _ROWS: list[Annotation] = [
                "cannot list the bucket)", "2Ti", checked_by="api/volume_validate.py"),
     Annotation("kubetwin.io/gpu-index", ("Pod",), "which GPUs of its node a pod got under a gpuPlacementPolicy",
                "0,3", written=True),
-    Annotation("kubetwin.io/hourly-price-usd", ("Node",), "the node's hourly price from the catalog", "3.672",
-               _finite, written=True),
+    Annotation("kubetwin.io/hourly-price-usd", ("Node", "NodePool"), "on a NodePool: what one of its nodes costs "
+               "per hour (USD) where the catalog has no published price (Ironwood), required there; on a Node: the "
+               "price the twin bills it at (written from the catalog or its pool)", "3.672", _positive_price),
 ]
 REGISTRY: dict[str, Annotation] = {}
 # Labels (not annotations) in the twin's prefix: the node labels NodePool sets from its spec

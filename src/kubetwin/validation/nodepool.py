@@ -29,7 +29,8 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
                            "spec.placementPolicy.tpuTopology", f"Invalid value: {tpu_topology!r}: machine type "
                            f"{mt.name} has no TPUs", "remove tpuTopology, or pick a TPU machine type ("
                            f"{', '.join(t.name for t in catalog.tpu_machine_types())})")]
-    out = zone_errors + _dra_pool(m, spec, mt.gpu) + _network_pool(m, spec, mt.name)
+    out = zone_errors + _dra_pool(m, spec, mt.gpu) + _network_pool(m, spec, mt.name) + unsourced_machine(
+        m, mt, mt.name)
     for i, acc in enumerate(spec.get("accelerators") or []):
         if mt.gpu != acc["type"] or mt.gpu_count != acc["count"]:
             want = f"{mt.gpu_count} x {mt.gpu}" if mt.gpu else "no GPUs"
@@ -119,17 +120,33 @@ def _tpu_pool(m: Manifest, spec: dict, mt: Any) -> list[Diagnostic]:
                                   "(--placement-policy) that carries the topology, not --tpu-topology; the twin reads "
                                   "tpuTopology", "add policyName: <your workload policy> to match the real pool",
                                   "notice"))
-    missing = [what for what, v in (("vCPUs", mt.vcpus), ("memory", mt.memory_gib)) if v is None]
-    if missing:
+    out += unsourced_machine(m, mt, kind.name)
+    return out
+
+
+def unsourced_machine(m: Manifest, mt: Any, what: str) -> list[Diagnostic]:
+    """A machine type whose vCPUs or memory no source gave is refused (its nodes would advertise no cpu or memory
+    and nothing would fit); one without a published price is refused unless the NodePool says what it pays per
+    node-hour (annotation kubetwin.io/hourly-price-usd), never billed at $0."""
+    from kubetwin import catalog
+    from kubetwin.autoscaler.nodepool import POOL_PRICE
+
+    missing = catalog.unsourced(mt)
+    shape = [w for w in missing if w != "price"]
+    out: list[Diagnostic] = []
+    if shape:
         out.append(Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType",
-                              f"the catalog has no sourced {' or '.join(missing)} for {mt.name}: its nodes advertise "
-                              f"no {' or '.join('cpu' if w == 'vCPUs' else w for w in missing)}, so pods requesting "
-                              "them will not fit", "add the sourced shape to src/kubetwin/catalog/data/machines.yaml",
-                              "notice"))
-    if catalog.hourly_price(mt, bool(spec.get("spot"))) is None:
+                              f"Unsupported value: \"{mt.name}\": the catalog has no sourced {' or '.join(shape)} "
+                              f"for {mt.name}, so the twin cannot size its nodes (they would advertise no "
+                              f"{' or '.join('cpu' if w == 'vCPUs' else w for w in shape)} and nothing would fit)",
+                              "use another machine type, or add the sourced shape to "
+                              "src/kubetwin/catalog/data/machines.yaml"))
+    given = POOL_PRICE in ((m.obj.get("metadata") or {}).get("annotations") or {})  # a bad one: the registry says
+    if "price" in missing and not given:
         out.append(Diagnostic(m.file, m.line_of("spec.machineType"), m.ref, "spec.machineType",
-                              f"the catalog has no sourced {kind.name} price: this pool's cost is counted as 0",
-                              "add the sourced price to src/kubetwin/catalog/data/machines.yaml", "notice"))
+                              f"Required value: there is no published price for {what} ({mt.name}) in the catalog, "
+                              "and the twin does not bill a pool at $0",
+                              f'set metadata.annotations["{POOL_PRICE}"] to what you pay per node-hour (USD)'))
     return out
 
 

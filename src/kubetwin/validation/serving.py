@@ -79,8 +79,32 @@ def metric_names(query: str, strict: bool = False) -> set[str] | None:
 def horizontal_pod_autoscaler(m: Manifest) -> list[Diagnostic]:
     from kubetwin.autoscaler import hpa
 
-    return [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, msg, "")
-            for path, msg in hpa.hpa_field_errors(m.obj)]
+    out = [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, msg, "")
+           for path, msg in hpa.hpa_field_errors(m.obj)]
+    return out + _resource_metric_notice(m) if not out else out
+
+
+def _resource_metric_notice(m: Manifest) -> list[Diagnostic]:
+    """An autoscaling/v2 HPA scaling on cpu or memory — written, or the API server's default when `metrics` is empty
+    (SetDefaults_HorizontalPodAutoscaler: CPU at 80 % utilization, api/defaults.py) — reads the resource metrics
+    API, which GKE serves from metrics-server; the twin runs none, so such a metric reports FailedGetResourceMetric
+    and the HPA does not scale on it."""
+    from kubetwin.api import defaults
+
+    if str(m.obj.get("apiVersion")) != "autoscaling/v2":
+        return []
+    spec = defaults.apply(m.obj).get("spec") or {}
+    kinds_used = sorted({str(x.get("type")) for x in spec.get("metrics") or []
+                         if isinstance(x, dict) and x.get("type") in ("Resource", "ContainerResource")})
+    if not kinds_used:
+        return []
+    field = "spec.metrics" if (m.obj.get("spec") or {}).get("metrics") else "spec"
+    said = "its default metric (no spec.metrics: CPU at 80 % utilization, as the API server defaults it)" \
+        if field == "spec" else f"its {' and '.join(kinds_used)} metrics"
+    return [Diagnostic(m.file, m.line_of(field), m.ref, field, f"the twin runs no metrics-server (GKE runs one): "
+                       f"{said} report FailedGetResourceMetric and the HPA does not scale on them",
+                       "scale on a Pods, Object or External metric the twin serves (vLLM's series through the custom "
+                       "metrics API, or KEDA)", "notice")]
 
 
 def server_templates(obj: dict) -> list[kinds.PodTemplateRef]:

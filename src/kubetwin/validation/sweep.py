@@ -124,8 +124,7 @@ def _goal(m: Manifest, sweep: Sweep, names: list[str]) -> list[Diagnostic]:
         out.append(Diagnostic(m.file, m.line_of(key), m.ref, key, f'Invalid value: "{shown(goal.objective)}": not '
                               "one of the sweep's metrics",
                               f"add it to spec.metrics, or use one of {', '.join(names)}"))
-    for i, c in enumerate(goal.subjectTo):
-        field = f"spec.goal.subjectTo[{i}]"
+    for c, _, field in goal.constraints():
         found = CONSTRAINT.match(c)
         if found is None:
             out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, f'Invalid value: "{shown(c)}": not a '

@@ -29,6 +29,7 @@ from kubetwin.api.units import parse_quantity
 from kubetwin.validation import accelerators, pitfalls
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.validation import dra as dra_validate
+from kubetwin.validation import jobs as job_validate
 from kubetwin.validation import nodepool as nodepool_validate
 from kubetwin.validation import serving as serving_validate
 from kubetwin.validation import sweep as sweep_validate
@@ -369,6 +370,8 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
             out += fields.diagnostics(m)
         if not out and kind == "ScaledObject":
             out = serving_validate.scaled_object(m)
+        if kind == "JobSet" and not any(d.severity == "error" for d in out):
+            out += job_validate.diagnostics(m)
         if not any(d.severity == "error" for d in out) and not kinds.is_simulated(api_version, kind):
             out.append(Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS.get(group, group)} kind {kind} "
                                   f"({api_version}) is accepted but not simulated yet: it is stored and has no "
@@ -389,6 +392,8 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
     out = [_schema_diagnostic(m, e) for e in schema_errors]
     if not out:
         out = _semantic(m) + dra_validate.diagnostics(m)
+        if kind == "Job":
+            out += job_validate.diagnostics(m)
         if kind == "HorizontalPodAutoscaler":
             out += serving_validate.horizontal_pod_autoscaler(m)
         if kind == "ConfigMap":
