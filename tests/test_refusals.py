@@ -1,0 +1,72 @@
+"""Inputs the real API server refuses are refused by validate (and so by run) first, in the API server's words
+(issue 31 item 5), and user text printed through rich stays literal (item 6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubetwin.api.loader import load_text
+from kubetwin.validation.validate import validate
+
+
+def _one(api_version: str, kind: str, extra: str = "spec: {}\n") -> list:
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\n{extra}"
+    return validate(load_text(text, "f.yaml"))
+
+
+# (apiVersion, the typo, the kind kubectl would have found): custom groups the twin ships CRDs for, custom groups
+# it knows without a CRD, and built-in groups (kubectl's RESTMapper answers the same for each).
+TYPOS = [
+    ("kueue.x-k8s.io/v1beta1", "ClusterQueu", "ClusterQueue"),
+    ("kueue.x-k8s.io/v1beta2", "LocalQueeu", "LocalQueue"),
+    ("kueue.x-k8s.io/v1beta1", "ResourceFlavour", "ResourceFlavor"),
+    ("jobset.x-k8s.io/v1alpha2", "JobSett", "JobSet"),
+    ("batch/v1", "Jbo", "Job"),
+    ("batch/v1", "CronJobs", "CronJob"),
+    ("apps/v1", "Deploymnet", "Deployment"),
+    ("resource.k8s.io/v1", "DeviceClas", "DeviceClass"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplates", "ResourceClaimTemplate"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModl", "InferenceModel"),
+    ("inference.networking.k8s.io/v1", "InferencePoo", "InferencePool"),
+    ("keda.sh/v1alpha1", "ScaledObjekt", "ScaledObject"),
+    ("keda.sh/v1alpha1", "ScaledJobs", "ScaledJob"),
+    ("autoscaling.x-k8s.io/v1", "ProvisioningRequests", "ProvisioningRequest"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoutes", "HTTPRoute"),
+    ("v1", "ConfigMp", "ConfigMap"),
+]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "meant"), TYPOS)
+def test_a_kind_its_group_does_not_have_is_refused_with_a_did_you_mean(api_version, kind, meant) -> None:
+    diags = _one(api_version, kind)
+    assert [d.severity for d in diags] == ["error"], [d.render() for d in diags]
+    d = diags[0]
+    assert d.field == "kind"
+    assert d.message == f'no matches for kind "{kind}" in version "{api_version}"'
+    assert f"did you mean {meant}?" in d.hint
+
+
+@pytest.mark.parametrize(("api_version", "kind", "served"), [
+    ("batch/v2", "Job", "batch/v1"),
+    ("apps/v1beta1", "Deployment", "apps/v1"),
+    ("kueue.x-k8s.io/v1beta9", "ClusterQueue", "kueue.x-k8s.io/v1beta2"),
+    ("jobset.x-k8s.io/v1", "JobSet", "jobset.x-k8s.io/v1alpha2"),
+])
+def test_a_known_kind_in_a_version_its_group_does_not_serve_is_refused(api_version, kind, served) -> None:
+    [d] = _one(api_version, kind)
+    assert d.severity == "error" and d.message == f'no matches for kind "{kind}" in version "{api_version}"'
+    assert served in d.hint
+
+
+@pytest.mark.parametrize(("api_version", "kind"), [
+    ("kueue.x-k8s.io/v1beta1", "MultiKueueCluster"), ("keda.sh/v1alpha1", "TriggerAuthentication"),
+    ("gateway.networking.k8s.io/v1", "Gateway"), ("inference.networking.x-k8s.io/v1alpha1", "InferencePoolImport"),
+])
+def test_real_kinds_the_twin_does_not_simulate_stay_notices(api_version, kind) -> None:
+    [d] = _one(api_version, kind)
+    assert d.severity == "notice" and "not simulated" in d.message
+
+
+def test_a_kind_in_an_unknown_group_is_unchanged() -> None:
+    [d] = _one("example.com/v1", "Widget")
+    assert d.message == 'no matches for kind "Widget" in version "example.com/v1"'
