@@ -70,3 +70,54 @@ def test_real_kinds_the_twin_does_not_simulate_stay_notices(api_version, kind) -
 def test_a_kind_in_an_unknown_group_is_unchanged() -> None:
     [d] = _one("example.com/v1", "Widget")
     assert d.message == 'no matches for kind "Widget" in version "example.com/v1"'
+
+
+# --- rich prints user text literally (issue 31 item 6: `file:100:` printed as an emoji) ---
+
+HOSTILE_KEY = "[bold]x:100:"
+POD = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  '" + HOSTILE_KEY + "': 1\n"
+       "  containers: [{name: c, image: i}]\n")
+
+
+def test_validate_prints_a_diagnostic_with_emoji_codes_and_markup_literally(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    f = tmp_path / "pod.yaml"
+    f.write_text(POD)
+    res = CliRunner().invoke(app, ["validate", str(f)])
+    assert res.exit_code == 1
+    assert f'unknown field "spec.{HOSTILE_KEY}"' in res.output, res.output
+    assert "💯" not in res.output
+
+
+@pytest.mark.parametrize("name", ["a:100:.yaml", "b[bold]c.yaml", "d:thumbs_up:[/]e.yaml"])
+def test_a_refusal_naming_a_file_prints_the_name_as_written(tmp_path, name) -> None:
+    """cli.output.fail (every command's refusal) and the summary's paths: no emoji, no markup, no swallowed
+    brackets."""
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    res = CliRunner().invoke(app, ["validate", str(tmp_path / name)])
+    assert res.exit_code == 1 and name in res.output, res.output
+
+
+def test_every_cli_console_prints_text_as_given() -> None:
+    """One place makes the CLI's consoles (cli.output.console): markup and emoji codes off, so a name, a path or
+    a message is never read as rich syntax; the cli modules build no Console of their own."""
+    import io
+    import re
+    from pathlib import Path
+
+    import kubetwin.cli as cli
+    from kubetwin.cli.output import console
+
+    buf = io.StringIO()
+    c = console(file=buf)
+    c.print("file:100: [bold]x[/bold] [red]")
+    assert buf.getvalue() == "file:100: [bold]x[/bold] [red]\n"
+    offenders = [p.name for p in Path(cli.__file__).parent.glob("*.py")
+                 if re.search(r"\bConsole\(", p.read_text()) and p.name != "output.py"]
+    assert offenders == []
