@@ -121,3 +121,41 @@ def test_every_cli_console_prints_text_as_given() -> None:
     offenders = [p.name for p in Path(cli.__file__).parent.glob("*.py")
                  if re.search(r"\bConsole\(", p.read_text()) and p.name != "output.py"]
     assert offenders == []
+
+
+# --- get/describe/explain --at past the end of the run (item 5) ---
+
+META = {"startTime": "2026-01-01T00:00:00Z", "duration": 6 * 3600.0}
+
+
+@pytest.mark.parametrize("at", ["7h", "6h1s", "2026-01-01T06:00:01Z", "2026-01-02T00:00:00+00:00"])
+def test_at_past_the_end_of_the_run_is_an_error(at) -> None:
+    from kubetwin.api.errors import KubetwinError
+    from kubetwin.report.rundir import seconds_at
+
+    with pytest.raises(KubetwinError) as exc:
+        seconds_at(META, at)
+    [d] = exc.value.diagnostics
+    assert d.file == "--at" and "the run ended at 6h (2026-01-01T06:00:00Z)" in d.message
+    assert "--at 6h" in d.hint
+
+
+@pytest.mark.parametrize(("at", "seconds"), [("6h", 21600.0), ("2026-01-01T06:00:00Z", 21600.0), ("0s", 0.0)])
+def test_at_within_the_run_is_read(at, seconds) -> None:
+    from kubetwin.report.rundir import seconds_at
+
+    assert seconds_at(META, at) == seconds
+
+
+def test_get_describe_explain_refuse_a_time_after_the_run(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+    from kubetwin.runner import run
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    run(objects=[pod], out=tmp_path / "r", duration="1h")
+    for args in (["get", "pods"], ["describe", "pod", "p"], ["explain", "pod", "p"]):
+        res = CliRunner().invoke(app, [*args, "--run", str(tmp_path / "r"), "--at", "2h"])
+        assert res.exit_code == 1 and "the run ended at 1h" in res.output, (args, res.output)
