@@ -159,3 +159,86 @@ def test_get_describe_explain_refuse_a_time_after_the_run(tmp_path) -> None:
     for args in (["get", "pods"], ["describe", "pod", "p"], ["explain", "pod", "p"]):
         res = CliRunner().invoke(app, [*args, "--run", str(tmp_path / "r"), "--at", "2h"])
         assert res.exit_code == 1 and "the run ended at 1h" in res.output, (args, res.output)
+
+
+# --- objects in a Namespace that does not exist (item 5) ---
+
+def _ns_doc(kind: str, ns: str) -> str:
+    bodies = {
+        "Pod": "apiVersion: v1\nkind: Pod\nspec: {containers: [{name: c, image: i}]}\n",
+        "Job": ("apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n"
+                "      containers: [{name: c, image: i}]\n"),
+        "ConfigMap": "apiVersion: v1\nkind: ConfigMap\ndata: {a: b}\n",
+        "LocalQueue": "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nspec: {clusterQueue: cq}\n",
+        "PersistentVolumeClaim": ("apiVersion: v1\nkind: PersistentVolumeClaim\nspec: {accessModes: [ReadWriteOnce], "
+                                  "resources: {requests: {storage: 1Gi}}}\n"),
+    }
+    return bodies[kind] + f"metadata: {{name: x, namespace: {ns}}}\n"
+
+
+NAMESPACED = ["Pod", "Job", "ConfigMap", "LocalQueue", "PersistentVolumeClaim"]
+
+
+@pytest.mark.parametrize("kind", NAMESPACED)
+def test_an_object_in_a_namespace_that_does_not_exist_is_refused(kind) -> None:
+    diags = validate(load_text(_ns_doc(kind, "ml"), "f.yaml"))
+    errs = [d for d in diags if d.severity == "error"]
+    assert [(d.field, d.message) for d in errs] == [("metadata.namespace", 'namespaces "ml" not found')], \
+        [d.render() for d in diags]
+    assert "kind: Namespace" in errs[0].hint and "createMissingNamespaces" in errs[0].hint
+
+
+@pytest.mark.parametrize("kind", NAMESPACED)
+def test_a_namespace_object_in_the_manifests_makes_it_exist(kind) -> None:
+    ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml}\n---\n"
+    for text in (ns + _ns_doc(kind, "ml"), _ns_doc(kind, "ml") + "---\n" + ns):  # in any order, as kubectl apply -f
+        assert not [d for d in validate(load_text(text, "f.yaml")) if d.severity == "error"]
+
+
+@pytest.mark.parametrize("ns", ["default", "kube-system", "kube-public", "kube-node-lease", "gmp-system",
+                                "gmp-public"])
+def test_the_namespaces_every_gke_cluster_has_need_no_object(ns) -> None:
+    assert not [d for d in validate(load_text(_ns_doc("ConfigMap", ns), "f.yaml")) if d.severity == "error"]
+
+
+def test_cluster_scoped_objects_have_no_namespace_to_check() -> None:
+    text = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: p}\nvalue: 10\n"
+    assert validate(load_text(text, "f.yaml")) == []
+
+
+def test_create_missing_namespaces_creates_them_with_a_notice(tmp_path) -> None:
+    from kubetwin.runner import run
+
+    scenario = ("apiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: {name: s}\n"
+                "spec: {duration: 10m, createMissingNamespaces: true}\n---\n")
+    text = scenario + _ns_doc("Pod", "ml") + "---\n" + _ns_doc("ConfigMap", "team-a")
+    diags = validate(load_text(text, "f.yaml"))
+    assert [d.severity for d in diags] == ["notice"], [d.render() for d in diags]
+    assert "creates the missing namespaces ml, team-a" in diags[0].message
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    result = run([f], out=tmp_path / "r")
+    created = [o["metadata"]["name"] for _, _, _, o in result.history if o["kind"] == "Namespace"]
+    assert created == ["default", "kube-system", "ml", "team-a"]
+    assert any("creates the missing namespaces ml, team-a" in n for n in result.summary["notices"])
+
+
+def test_run_and_its_python_api_refuse_a_missing_namespace() -> None:
+    from kubetwin.api.errors import KubetwinError
+    from kubetwin.runner import run
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "research"},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    with pytest.raises(KubetwinError, match='namespaces "research" not found'):
+        run(objects=[pod], duration="10m")
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "research"}}
+    run(objects=[ns, pod], duration="10m")
+
+
+def test_a_builtin_namespace_an_object_uses_exists_in_the_run() -> None:
+    from kubetwin.runner import run
+
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "kube-public"}}
+    result = run(objects=[cm], duration="10m")
+    names = [o["metadata"]["name"] for _, _, _, o in result.history if o["kind"] == "Namespace"]
+    assert names == ["default", "kube-system", "kube-public"]

@@ -28,8 +28,8 @@ from kubetwin.api.twin import TWIN_API, TWIN_KINDS
 from kubetwin.api.units import parse_quantity
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.validation import dra as dra_validate
+from kubetwin.validation import namespaces, pitfalls
 from kubetwin.validation import nodepool as nodepool_validate
-from kubetwin.validation import pitfalls
 from kubetwin.validation import serving as serving_validate
 from kubetwin.validation import sweep as sweep_validate
 from kubetwin.validation import volume as volume_validate
@@ -348,6 +348,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         out += found
         if not any(d.severity == "error" for d in found):
             clean.append(m)
+    out += namespaces.diagnostics(clean)  # objects in a namespace that does not exist (NamespaceLifecycle)
     out += serving_validate.scenario(clean)
     out += serving_validate.request_budget(manifests)
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (api/pitfalls.py)
