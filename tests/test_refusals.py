@@ -242,3 +242,73 @@ def test_a_builtin_namespace_an_object_uses_exists_in_the_run() -> None:
     result = run(objects=[cm], duration="10m")
     names = [o["metadata"]["name"] for _, _, _, o in result.history if o["kind"] == "Namespace"]
     assert names == ["default", "kube-system", "kube-public"]
+
+
+# --- a queue-name label naming no LocalQueue (item 5) ---
+
+def _kueue_objects(lq_ns: str = "default") -> list[dict]:
+    from kueue_builders import make_cq, make_flavor, make_lq
+
+    return [make_flavor("default").obj(), make_cq("cq").flavor("default", cpu="8").obj(),
+            make_lq("main", lq_ns).cluster_queue("cq").obj()]
+
+
+def _queued(kind: str, queue: str, ns: str = "default") -> dict:
+    from k8s_builders import make_job, make_pod
+
+    if kind == "Job":
+        return make_job("train", ns).queue(queue).obj()
+    if kind == "Pod":
+        return make_pod("solo", ns).label("kueue.x-k8s.io/queue-name", queue).obj()
+    job = make_job("w").obj()
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": job["spec"]}}]}}
+
+
+def _validate_objects(objs: list[dict]) -> list:
+    from kubetwin.api.loader import Manifest
+
+    return validate([Manifest(o, "f.yaml", 0) for o in objs])
+
+
+@pytest.mark.parametrize("kind", ["Job", "JobSet", "Pod"])
+def test_a_queue_name_naming_no_local_queue_is_a_warning(kind) -> None:
+    diags = [d for d in _validate_objects([*_kueue_objects(), _queued(kind, "mian")]) if d.severity != "notice"]
+    assert [(d.severity, d.field) for d in diags] == [("warning", 'metadata.labels["kueue.x-k8s.io/queue-name"]')], \
+        [d.render() for d in diags]
+    assert "LocalQueue mian doesn't exist" in diags[0].message and "default" in diags[0].message
+    assert "main" in diags[0].hint  # the closest LocalQueue of the namespace
+
+
+@pytest.mark.parametrize("kind", ["Job", "JobSet", "Pod"])
+def test_a_local_queue_in_another_namespace_does_not_count(kind) -> None:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    diags = _validate_objects([ns, *_kueue_objects("team"), _queued(kind, "main")])
+    assert [d.severity for d in diags if d.severity != "notice"] == ["warning"]
+    ok = _validate_objects([ns, *_kueue_objects("team"), _queued(kind, "main", "team")])
+    assert [d.render() for d in ok if d.severity != "notice"] == []
+
+
+def test_the_headline_counts_workloads_that_waited_on_a_missing_local_queue() -> None:
+    from k8s_builders import make_job, make_pool, make_scenario
+
+    from kubetwin.report.headline import headline_rows
+    from kubetwin.runner import run
+
+    objs = [make_scenario("1h").obj(), make_pool("cpu", "e2-standard-16", 1).obj(), *_kueue_objects(),
+            make_job("a").queue("mian").obj(), make_job("b").queue("mian").obj(), make_job("c").queue("main").obj()]
+    result = run(objects=objs)
+    assert result.summary["kueue_missing_local_queues"] == {"default/mian": 2}
+    rows = dict(headline_rows(result.summary))
+    assert rows["Kueue missing LocalQueue"] == "2 Workloads waited on a LocalQueue that does not exist (default/mian)"
+
+
+def test_no_missing_local_queue_no_new_summary_key() -> None:
+    from k8s_builders import make_job, make_pool, make_scenario
+
+    from kubetwin.runner import run
+
+    objs = [make_scenario("1h").obj(), make_pool("cpu", "e2-standard-16", 1).obj(), *_kueue_objects(),
+            make_job("c").queue("main").obj()]
+    assert "kueue_missing_local_queues" not in run(objects=objs).summary

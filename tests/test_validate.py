@@ -132,8 +132,9 @@ def test_unknown_machine_type_is_a_clear_error(tmp_path) -> None:
 
 
 def test_seed_as_written_example_every_message() -> None:
-    """examples/seed-as-written.yaml pins the seed's manifests: 6 errors and the notices, each in its words (the
-    Kueue and Inference Extension kinds are checked against their CRDs, kubetwin/api/crd.py)."""
+    """examples/seed-as-written.yaml pins the seed's manifests: 8 errors and the notices, each in its words (the
+    Kueue and Inference Extension kinds are checked against their CRDs, kubetwin/api/crd.py; the seed defines no
+    Namespace ai, so its valid objects there are refused as the API server's NamespaceLifecycle refuses them)."""
     path = Path(__file__).resolve().parents[1] / "examples" / "seed-as-written.yaml"
     diags = validate(load_paths([path]))
     errors = [(d.line, d.obj, d.field, d.message) for d in diags if d.severity == "error"]
@@ -151,6 +152,8 @@ def test_seed_as_written_example_every_message() -> None:
          'Unsupported value: "Always": supported values: "OnFailure", "Never"'),
         (141, "Job/nlp-team/llama-finetune", "spec.template.spec.containers[0].resources.limits",
          "Required value: Limit must be set for non overcommitable resources"),
+        (59, "InferenceModel/ai/llama3-8b", "metadata.namespace", 'namespaces "ai" not found'),
+        (150, "ScaledObject/ai/vllm-scaler", "metadata.namespace", 'namespaces "ai" not found'),
     ]
     hints = {d.field: d.hint for d in diags if d.severity == "error"}
     assert hints["spec.clusterQueueName"].startswith("did you mean spec.clusterQueue? rename clusterQueueName")

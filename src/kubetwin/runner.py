@@ -187,9 +187,7 @@ def _scenario_name(manifests: list[Manifest]) -> str | None:
 
 def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
     """The Kueue manager Configuration in the scenario (the last one wins), None if there is none."""
-    found = [m.obj for m in manifests
-             if m.kind == kueue_config.KIND and m.obj.get("apiVersion") in kueue_config.API_VERSIONS]
-    return kueue_config.parse(found[-1]) if found else None
+    return kueue_config.of_manifests([m.obj for m in manifests])
 
 
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,

@@ -251,6 +251,12 @@ class KueueConfig:
         return frozenset(FRAMEWORK_KINDS[f] for f in self.frameworks if f in FRAMEWORK_KINDS)
 
 
+def of_manifests(objs: list[dict]) -> KueueConfig | None:
+    """The Kueue manager Configuration among a scenario's objects (the last one wins), None if there is none."""
+    found = [o for o in objs if o.get("kind") == KIND and o.get("apiVersion") in API_VERSIONS]
+    return parse(found[-1]) if found else None
+
+
 def parse(obj: dict) -> KueueConfig:
     """A (valid) Configuration dict, either version, as a KueueConfig with Kueue's defaults."""
     v1beta1 = obj.get("apiVersion") == f"{GROUP}/v1beta1"
