@@ -312,3 +312,74 @@ def test_no_missing_local_queue_no_new_summary_key() -> None:
     objs = [make_scenario("1h").obj(), make_pool("cpu", "e2-standard-16", 1).obj(), *_kueue_objects(),
             make_job("c").queue("main").obj()]
     assert "kueue_missing_local_queues" not in run(objects=objs).summary
+
+
+# --- an HPA on a custom metric with no metrics adapter in the manifests (item 6) ---
+
+PODS_METRIC = {"type": "Pods", "pods": {"metric": {"name": "vllm:num_requests_waiting"},
+                                        "target": {"type": "AverageValue", "averageValue": "5"}}}
+OBJECT_METRIC = {"type": "Object", "object": {
+    "metric": {"name": "requests_per_second"}, "target": {"type": "Value", "value": "100"},
+    "describedObject": {"apiVersion": "v1", "kind": "Service", "name": "svc"}}}
+EXTERNAL_METRIC = {"type": "External", "external": {
+    "metric": {"name": "pubsub.googleapis.com|subscription|num_undelivered_messages"},
+    "target": {"type": "AverageValue", "averageValue": "10"}}}
+
+
+def _api_service(group: str) -> dict:
+    return {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": f"v1beta1.{group}"},
+            "spec": {"group": group, "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                     "service": {"name": "adapter", "namespace": "default"}}}
+
+
+def _hpa(metric: dict) -> dict:
+    from autoscaling_builders import horizontal_pod_autoscaler
+
+    return horizontal_pod_autoscaler("hpa", "model").metrics([metric]).obj()
+
+
+@pytest.mark.parametrize(("metric", "api", "name"), [
+    (PODS_METRIC, "custom.metrics.k8s.io", "vllm:num_requests_waiting"),
+    (OBJECT_METRIC, "custom.metrics.k8s.io", "requests_per_second"),
+    (EXTERNAL_METRIC, "external.metrics.k8s.io", "pubsub.googleapis.com|subscription|num_undelivered_messages"),
+])
+def test_an_hpa_on_a_custom_metric_without_an_adapter_is_a_notice(metric, api, name) -> None:
+    diags = [d for d in _validate_objects([_hpa(metric)]) if "adapter" in d.message]
+    assert [(d.severity, d.obj, d.field) for d in diags] == [
+        ("notice", "HorizontalPodAutoscaler/default/hpa", "spec.metrics[0]")], [d.render() for d in diags]
+    assert name in diags[0].message and api in diags[0].message
+    with_adapter = [d for d in _validate_objects([_hpa(metric), _api_service(api)]) if "adapter" in d.message]
+    if api == "custom.metrics.k8s.io":  # the twin's Prometheus stands in for the cluster's adapter
+        assert with_adapter == []
+    else:  # the twin serves external metrics only through KEDA: the adapter is named as not simulated
+        assert [d.severity for d in with_adapter] == ["notice"]
+        assert "v1beta1.external.metrics.k8s.io" in with_adapter[0].message
+        assert "FailedGetExternalMetric" in with_adapter[0].message
+
+
+def test_resource_metrics_and_keda_need_no_adapter_notice() -> None:
+    cpu = {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                                      "averageUtilization": 60}}}
+    assert not [d for d in _validate_objects([_hpa(cpu)]) if "adapter" in d.message]
+
+
+def test_the_adapter_notice_is_repeated_in_the_run_summary() -> None:
+    from k8s_builders import make_scenario
+
+    from kubetwin.runner import run
+
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "model", "namespace": "default"},
+              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "m"}}, "template": {
+                  "metadata": {"labels": {"app": "m"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    result = run(objects=[make_scenario("10m").obj(), deploy, _hpa(PODS_METRIC)])
+    assert any("custom.metrics.k8s.io" in n and "hpa" in n for n in result.summary["notices"])
+
+
+def test_with_a_serving_data_plane_the_notice_names_the_twins_prometheus() -> None:
+    from serving_builders import service, trace
+
+    diags = [d for d in _validate_objects([service().obj(), trace().obj(), _hpa(PODS_METRIC)])
+             if "adapter" in d.message]
+    assert len(diags) == 1 and "reads the metric from its own Prometheus" in diags[0].message
+    assert "FailedGetPodsMetric" in diags[0].message
