@@ -394,9 +394,9 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         return flattened
     validator = _validator(api_version, kind)
     if validator is None:
-        missing = _no_such_kind(m, api_version, kind, group)
-        if missing is not None:
-            return [missing]
+        no_kind = _no_such_kind(m, api_version, kind, group)
+        if no_kind is not None:
+            return [no_kind]
     from kubetwin.api import crd  # CRD kinds: the real CRDs' schemas and CEL rules (api/crd.py)
 
     if validator is None and crd.handles(api_version, kind):
