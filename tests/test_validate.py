@@ -78,7 +78,11 @@ def test_cel_compile_error_rejects_the_object() -> None:
 def test_corrected_seed_job_accepted(shared) -> None:
     text = (shared / "reference" / "seed-manifests-corrected.yaml").read_text()
     job = [m for m in load_text(text, "c.yaml") if m.kind in ("Job", "ConfigMap")]
-    assert [d for d in validate(job) if d.severity == "error"] == []
+    namespaces = load_paths([Path(__file__).parent / "data" / "seed-corrected-namespaces.yaml"])
+    assert [d for d in validate(namespaces + job) if d.severity == "error"] == []
+    # without them, its Job and ConfigMap are in namespaces that do not exist
+    assert sorted(d.message for d in validate(job) if d.severity == "error") == [
+        'namespaces "gpu-operator" not found', 'namespaces "nlp-team" not found']
 
 
 def test_unknown_field_named_with_line(tmp_path) -> None:
