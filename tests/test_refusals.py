@@ -383,3 +383,43 @@ def test_with_a_serving_data_plane_the_notice_names_the_twins_prometheus() -> No
              if "adapter" in d.message]
     assert len(diags) == 1 and "reads the metric from its own Prometheus" in diags[0].message
     assert "FailedGetPodsMetric" in diags[0].message
+
+
+def test_a_sweeps_base_scenario_in_a_missing_namespace_is_refused(tmp_path) -> None:
+    import yaml
+
+    from kubetwin.api.loader import load_paths
+
+    (tmp_path / "base.yaml").write_text(_ns_doc("Pod", "ml"))
+    f = tmp_path / "sweep.yaml"
+    f.write_text(yaml.safe_dump({"apiVersion": "kubetwin.io/v1alpha1", "kind": "Sweep", "metadata": {"name": "s"},
+                                 "spec": {"scenario": ["base.yaml"], "axes": [
+                                     {"name": "img", "object": "Pod/x", "path": "spec.containers[0].image",
+                                      "values": ["a", "b"]}], "metrics": ["cost"]}}))
+    errors = [d.message for d in validate(load_paths([f])) if d.severity == "error"]
+    assert errors == ["the base scenario is invalid", 'namespaces "ml" not found']
+
+
+@pytest.mark.parametrize(("ns_at", "obj_at", "refused"), [("30m", None, True), ("30m", "10m", True),
+                                                          ("30m", "30m", False), ("10m", "1h", False),
+                                                          (None, "5m", False)])
+def test_an_object_created_before_its_namespace_is_refused(ns_at, obj_at, refused) -> None:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    if ns_at:
+        ns["metadata"]["annotations"] = {"kubetwin.io/create-at": ns_at}
+    if obj_at:
+        pod["metadata"]["annotations"] = {"kubetwin.io/create-at": obj_at}
+    errors = [d for d in _validate_objects([ns, pod]) if d.severity == "error"]
+    if refused:
+        assert [d.message for d in errors] == ['namespaces "ml" not found']
+        assert f"the Namespace ml is created at {ns_at}" in errors[0].hint
+    else:
+        assert errors == []
+
+
+def test_a_twin_kind_typo_names_the_closest_twin_kind() -> None:
+    [d] = _one("kubetwin.io/v1alpha1", "NodePol")
+    assert d.message == 'no matches for kind "NodePol" in version "kubetwin.io/v1alpha1"'
+    assert d.hint.startswith("did you mean NodePool?")

@@ -45,6 +45,22 @@ def namespace_of(obj: dict) -> str | None:
     return str(ns) if ns else "default"
 
 
+CREATE_AT = "kubetwin.io/create-at"  # when the run creates an object (validation/annotations.py registers it)
+
+
+def _created_at(obj: dict) -> tuple[float, str]:
+    """When the run creates the object (seconds, as written); (0, "") without kubetwin.io/create-at."""
+    from kubetwin.api.units import UnitError, parse_duration
+
+    meta = obj.get("metadata")
+    ann = meta.get("annotations") if isinstance(meta, dict) else None
+    raw = ann.get(CREATE_AT) if isinstance(ann, dict) else None
+    try:
+        return (parse_duration(str(raw)), str(raw)) if raw is not None else (0.0, "")
+    except UnitError:
+        return 0.0, ""  # the annotation's own check reports it
+
+
 def _existing(manifests: list[Manifest]) -> set[str]:
     found = set(SYSTEM) | set(GKE)
     for m in manifests:
@@ -76,21 +92,42 @@ def _missing(manifests: list[Manifest]) -> dict[str, list[Manifest]]:
     return out
 
 
+def _too_early(manifests: list[Manifest]) -> list[Diagnostic]:
+    """Objects the run creates before their Namespace object (kubetwin.io/create-at): refused at that moment."""
+    created = {str(m.obj["metadata"]["name"]): _created_at(m.obj) for m in manifests
+               if m.kind == "Namespace" and isinstance(m.obj.get("metadata"), dict)}
+    out = []
+    for m in manifests:
+        ns = namespace_of(m.obj)
+        if ns is None or ns not in created:
+            continue
+        (ns_at, ns_raw), (at, raw) = created[ns], _created_at(m.obj)
+        if at < ns_at:
+            out.append(Diagnostic(m.file, m.line_of("metadata.namespace"), m.ref, "metadata.namespace",
+                                  f'namespaces "{ns}" not found',
+                                  f"the Namespace {ns} is created at {ns_raw} (kubetwin.io/create-at) and this object "
+                                  f"at {raw or '0s'}: create it at or after its Namespace"))
+    return out
+
+
 def diagnostics(manifests: list[Manifest]) -> list[Diagnostic]:
-    """An error per object in a namespace that does not exist, or one notice when the Scenario creates them."""
-    missing = _missing(manifests)
+    """An error per object in a namespace that does not exist (or not yet, when the run creates the object), or
+    one notice when the Scenario creates the missing ones."""
+    early, missing = _too_early(manifests), _missing(manifests)
     if not missing:
-        return []
+        return early
     if create_missing(manifests):
         scenario = next(m for m in manifests if m.kind == "Scenario")
-        return [Diagnostic(scenario.file, scenario.line_of(f"spec.{OPTION}"), scenario.ref, f"spec.{OPTION}",
-                           f"the twin creates the missing namespaces {', '.join(sorted(missing))} (no Namespace "
-                           "object defines them; the API server would refuse their objects)", "", "notice")]
-    return [Diagnostic(m.file, m.line_of("metadata.namespace"), m.ref, "metadata.namespace",
-                       f'namespaces "{ns}" not found',
-                       f"add the Namespace as its own document (apiVersion: v1, kind: Namespace, metadata: {{name: "
-                       f"{ns}}}), or set spec.{OPTION}: true in the Scenario to create every missing namespace")
-            for ns, ms in missing.items() for m in ms]
+        return early + [Diagnostic(scenario.file, scenario.line_of(f"spec.{OPTION}"), scenario.ref, f"spec.{OPTION}",
+                                   f"the twin creates the missing namespaces {', '.join(sorted(missing))} (no "
+                                   "Namespace object defines them; the API server would refuse their objects)", "",
+                                   "notice")]
+    return early + [Diagnostic(m.file, m.line_of("metadata.namespace"), m.ref, "metadata.namespace",
+                               f'namespaces "{ns}" not found',
+                               f"add the Namespace as its own document (apiVersion: v1, kind: Namespace, metadata: "
+                               f"{{name: {ns}}}), or set spec.{OPTION}: true in the Scenario to create every missing "
+                               "namespace")
+                    for ns, ms in missing.items() for m in ms]
 
 
 def implicit(manifests: list[Manifest]) -> list[str]:

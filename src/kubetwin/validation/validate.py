@@ -167,9 +167,11 @@ _TWIN_KINDS: dict[str, type[BaseModel]] = {**TWIN_KINDS, "Sweep": Sweep}  # kube
 def _validate_twin(m: Manifest) -> list[Diagnostic]:
     model = _TWIN_KINDS.get(m.kind)
     if model is None:
+        close = crd_schema.closest_field(m.kind, sorted(_TWIN_KINDS))
         return [Diagnostic(m.file, m.line, m.ref, "kind",
                            f'no matches for kind "{m.kind}" in version "{TWIN_API}"',
-                           f"kubetwin.io/v1alpha1 kinds are: {', '.join(sorted(_TWIN_KINDS))}")]
+                           (f"did you mean {close}? " if close else "")
+                           + f"kubetwin.io/v1alpha1 kinds are: {', '.join(sorted(_TWIN_KINDS))}")]
     try:
         model.model_validate(m.obj)
     except PydanticError as exc:
