@@ -423,3 +423,15 @@ def test_a_twin_kind_typo_names_the_closest_twin_kind() -> None:
     [d] = _one("kubetwin.io/v1alpha1", "NodePol")
     assert d.message == 'no matches for kind "NodePol" in version "kubetwin.io/v1alpha1"'
     assert d.hint.startswith("did you mean NodePool?")
+
+
+def test_run_refuses_a_kind_typo_instead_of_admitting_nothing() -> None:
+    from kueue_builders import make_cq
+
+    from kubetwin.api.errors import KubetwinError
+    from kubetwin.runner import run
+
+    cq = make_cq("cq").flavor("default", cpu="8").obj()
+    cq["kind"] = "ClusterQueu"
+    with pytest.raises(KubetwinError, match='no matches for kind "ClusterQueu" in version "kueue.x-k8s.io/v1beta2"'):
+        run(objects=[cq], duration="10m")
