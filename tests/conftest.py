@@ -16,6 +16,15 @@ SHARED = ROOT.parent / "shared"
 RUNNABLE = [*(p for p in sorted((ROOT / "examples").glob("*.yaml")) if p.name != "seed-as-written.yaml"),
             *sorted(p for p in (ROOT / "src" / "kubetwin" / "scenarios").iterdir() if p.is_dir()),
             SHARED / "reference" / "seed-manifests-corrected.yaml"]
+CORRECTED_SEED_NAMESPACES = ROOT / "tests" / "data" / "seed-corrected-namespaces.yaml"
+
+
+def with_namespaces(path: Path) -> list[Path]:
+    """The files to run for a RUNNABLE entry: the corrected seed uses namespaces it does not define (the API server
+    would refuse its objects), so their Namespace objects go beside it."""
+    return [CORRECTED_SEED_NAMESPACES, path] if path.name == "seed-manifests-corrected.yaml" else [path]
+
+
 # long ones cut short for whole-run checks (each prefix still has its Pending pods and its invariants)
 SHORT_DURATION = {"serving-llama3-epp.yaml": "10m", "serving-llmd-shared-prefix.yaml": "10m",
                   "serving-mooncake-routing.yaml": "10m", "serving-scale-to-zero.yaml": "20m",

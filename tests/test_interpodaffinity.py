@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from k8s_builders import make_node, make_scenario
+from k8s_builders import make_namespace, make_node, make_scenario
 
 from kubetwin.runner import run
 from kubetwin.scheduler import interpodaffinity as IPA
@@ -103,9 +103,10 @@ def test_hostname_anti_affinity_spreads_one_per_node() -> None:
 
 def test_namespaces_default_to_the_pods_own_and_an_empty_selector_means_all() -> None:
     other = pod("db", {"app": "db"}, node_name="a1", ns="other")
-    pods = placed([other, pod("web", anti=[term(app="db")], at="1s")])
+    ns = make_namespace("other").obj()
+    pods = placed([ns, other, pod("web", anti=[term(app="db")], at="1s")])
     assert zone_of(pods["web"]) is not None  # the db in "other" does not count for a default-namespace term
-    pods = placed([other, pod("web", anti=[term(ns={}, app="db")], at="1s")])
+    pods = placed([ns, other, pod("web", anti=[term(ns={}, app="db")], at="1s")])
     assert zone_of(pods["web"]) == "b"
 
 

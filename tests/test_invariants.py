@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import RUNNABLE, SHORT_DURATION, missing_shared_trace
+from conftest import RUNNABLE, SHORT_DURATION, missing_shared_trace, with_namespaces
 from invariants import check, check_run_dir
 from k8s_builders import make_pod, make_scenario, static_node
 
@@ -18,7 +18,7 @@ def test_invariants_hold_over_the_examples(path: Path, tmp_path: Path) -> None:
     if not path.exists() or missing_shared_trace(path):
         pytest.skip(f"{path.name}: needs ../shared")
     out = tmp_path / "run"
-    run([path], out=out, duration=SHORT_DURATION.get(path.name))
+    run(with_namespaces(path), out=out, duration=SHORT_DURATION.get(path.name))
     assert check_run_dir(out) == []
 
 

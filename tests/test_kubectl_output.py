@@ -65,6 +65,10 @@ spec:
   containers: [{name: c, image: busybox, resources: {requests: {cpu: "1"}}}]
 ---
 apiVersion: v1
+kind: Namespace
+metadata: {name: research}
+---
+apiVersion: v1
 kind: Pod
 metadata: {name: huge, namespace: research, labels: {app: huge}, annotations: {kubetwin.io/create-at: 10m}}
 spec:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import RUNNABLE, SHORT_DURATION, missing_shared_trace
+from conftest import RUNNABLE, SHORT_DURATION, missing_shared_trace, with_namespaces
 from typer.testing import CliRunner
 
 from kubetwin.cli.explain import podset_message
@@ -42,7 +42,7 @@ def test_the_trace_agrees_with_the_scheduler(path: Path, tmp_path: Path) -> None
     if not path.exists() or missing_shared_trace(path):
         pytest.skip(f"{path.name}: needs ../shared")
     out = tmp_path / "run"
-    run([path], out=out, duration=SHORT_DURATION.get(path.name), trace_scheduling=True)
+    run(with_namespaces(path), out=out, duration=SHORT_DURATION.get(path.name), trace_scheduling=True)
     pods = [r for r in read(out / FILE) if r["kind"] == "Pod"]
     failed = [r for r in pods if not r["selectedNode"]]
     assert [(r["t"], r["pod"], r["message"]) for r in failed] == _events(out, "FailedScheduling", "Pod")

@@ -359,7 +359,9 @@ def test_kind_must_be_a_name() -> None:
     accepted with a notice and crashed the run."""
     [e] = errors("apiVersion: kueue.x-k8s.io/v1beta2\nkind: [a]\nmetadata: {name: x}\n")
     assert e.field == "kind" and "cannot unmarshal array into Go struct field TypeMeta.kind of type string" in e.message
-    [e] = errors("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Clust\n")
+    [e] = errors("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Clust\n")  # Kueue has no such kind (issue 31)
+    assert e.field == "kind" and e.message == 'no matches for kind "Clust" in version "kueue.x-k8s.io/v1beta2"'
+    [e] = errors("apiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\n")  # a real one, not simulated
     assert e.field == "metadata.name" and e.message.startswith("Required value")
 
 

@@ -50,6 +50,7 @@ from kubetwin.sim.trace import FILE as TRACE_FILE
 from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
+from kubetwin.validation import namespaces
 from kubetwin.validation.validate import validate, with_overrides
 from kubetwin.workloads import install as training_install
 
@@ -314,7 +315,7 @@ def seed_objects(cluster: Cluster, manifests: list[Manifest]) -> None:
     """The default namespaces, then every manifest's object at its kubetwin.io/create-at time (and its delete-at),
     in the kind registry's creation order, as `kubectl apply` of the folder would."""
     store, env = cluster.store, cluster.env
-    for ns in ("default", "kube-system"):
+    for ns in (*namespaces.ALWAYS_CREATED, *namespaces.implicit(manifests)):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: kinds.create_order(o["kind"]))
     if cluster.scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against

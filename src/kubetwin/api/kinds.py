@@ -136,6 +136,22 @@ CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, .
     ("networking.gke.io", "Network"): ("networking.gke.io_networks.yaml", None, 1, ()),
 }
 
+# Kinds the projects of these groups define for which the twin ships no CRD (names only, any version): validate
+# accepts them with a "not simulated" notice; any other kind in a group of this table or of `CRDS` is refused as
+# the API server's RESTMapper refuses it (`no matches for kind`). Sources: each project's config/crd/bases —
+# kubernetes-sigs/kueue (released CRDs), kedacore/keda, kubernetes-sigs/gateway-api-inference-extension,
+# kubernetes-sigs/gateway-api (standard and experimental channels), kubernetes/autoscaler (cluster-autoscaler
+# apis: ProvisioningRequest, CapacityBuffer).
+UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
+    "kueue.x-k8s.io": ("MultiKueueCluster", "MultiKueueConfig"),  # Workload: `WORKLOAD` below
+    "keda.sh": ("ScaledJob", "TriggerAuthentication", "ClusterTriggerAuthentication"),
+    "inference.networking.x-k8s.io": ("InferencePoolImport", "InferenceModelRewrite"),
+    "autoscaling.x-k8s.io": ("CapacityBuffer",),
+    "gateway.networking.k8s.io": ("GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant",
+                                  "BackendTLSPolicy", "TCPRoute", "TLSRoute", "UDPRoute"),
+    "jobset.x-k8s.io": (),
+}
+
 
 @functools.cache
 def crd_document(filename: str) -> dict:
@@ -236,6 +252,10 @@ class KindRegistry:
     def groups_of(self, kind: str) -> list[str]:
         """The API groups that define a custom resource of this kind name (InferencePool has two; parses nothing)."""
         return sorted({g for g, k in (*self._lazy, *self._by_group_kind) if k == kind and self.is_custom(g, k)})
+
+    def kinds_in_group(self, group: str) -> list[str]:
+        """The kind names registered in an API group, built-in or custom (parses nothing)."""
+        return sorted({k for g, k in (*self._lazy, *self._by_group_kind) if g == group})
 
     def get(self, group: str, kind: str) -> KindInfo | None:
         if (group, kind) in self._lazy:

@@ -209,6 +209,9 @@ class ScenarioSpec(_Strict):
     # Record why each pod and each Kueue workload was (not) scheduled, per plugin and per flavor, into the run
     # folder's scheduling-trace.jsonl for `kubetwin explain pod|workload` (`kubetwin run --trace-scheduling`).
     traceScheduling: bool = False
+    # Create the namespaces objects use that no Namespace object defines (for cluster dumps); without it an object
+    # in a missing namespace is refused as the API server refuses it (validation/namespaces.py).
+    createMissingNamespaces: bool = False
 
     # Cluster autoscaler, the zones' VM capacity and the project's Compute Engine quotas (autoscaler/capacity.py):
     # quotas[region][metric] = limit, e.g. {us-central1: {NVIDIA_H100_GPUS: 16}}; region "global" holds

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
-from rich.console import Console
+
+from kubetwin.cli.output import console as make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Run model-server emulators timed by the twin's engine model.")
-err = Console(stderr=True, soft_wrap=True)
+err = make_console(stderr=True)
 
 
 @app.command("vllm", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -8,13 +8,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.cli.output import console as make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Re-run published experiments.")
-err = Console(stderr=True, soft_wrap=True)
+err = make_console(stderr=True)
 
 
 _nodes: list = []  # a worker process's copy of the node list, read once

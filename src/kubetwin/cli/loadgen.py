@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from kubetwin.api.errors import KubetwinError
+from kubetwin.cli.output import console as make_console
 from kubetwin.cli.output import fail
 
-console = Console(soft_wrap=True)
+console = make_console()
 
 
 def loadgen(trace_file: Path = typer.Argument(..., help="YAML holding a RequestTrace (other manifests are read "

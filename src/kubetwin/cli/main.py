@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
@@ -18,6 +17,7 @@ from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import emulate, experiment
 from kubetwin.cli.gateway import gateway as gateway_cmd
 from kubetwin.cli.loadgen import loadgen as loadgen_cmd
+from kubetwin.cli.output import console as make_console
 from kubetwin.cli.output import fail
 from kubetwin.cli.report import report as report_cmd
 from kubetwin.cli.supervise import supervise as supervise_cmd
@@ -35,8 +35,8 @@ app.command("report")(report_cmd)
 app.command("sweep", context_settings={"allow_extra_args": True})(sweep_cmd)
 app.command("loadgen")(loadgen_cmd)
 app.command("supervise")(supervise_cmd)
-console = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+console = make_console()
+err = make_console(stderr=True)
 
 
 def _print_summary(summary: dict, out: Path | None, training: dict | None = None) -> None:
@@ -48,7 +48,7 @@ def _print_summary(summary: dict, out: Path | None, training: dict | None = None
     for k, v in headline_rows(summary, training):
         t.add_row(k, v)
     # a log or a pipe has no width to fit: rows stay whole (on a terminal the table fits the window)
-    wide = console if console.is_terminal else Console(file=sys.stdout, width=Measurement.get(
+    wide = console if console.is_terminal else make_console(file=sys.stdout, width=Measurement.get(
         console, console.options.update(max_width=1000), t).maximum)
     wide.print(t)
     for n in summary.get("notices", []):

@@ -12,12 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kubetwin.api import kinds
 from kubetwin.cli.jsonpath import JSONPathError, Template, first, go_sprint, relaxed
 
-__all__ = ["ALLOWED_FORMATS", "KubectlError", "Output", "custom_columns", "field_selector", "label_selector",
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["ALLOWED_FORMATS", "KubectlError", "Output", "console", "custom_columns", "field_selector", "label_selector",
            "name_of", "parse_output", "sort_objects", "tabwrite", "table_text"]
 
 
@@ -304,15 +307,23 @@ def field_matches(obj: dict, reqs: list[tuple[str, bool, str]]) -> bool:
     return all((_field_value(obj, label) == value) == equal for label, equal, value in reqs)
 
 
+def console(stderr: bool = False, **kwargs: Any) -> Console:
+    """A rich Console that prints text as given, the only kind the CLI makes: what it prints is user data (names,
+    paths, field keys, messages quoting them), so rich must read none of it as markup (`[bold]`) or as an emoji code
+    (`file:100:` would print 💯: emoji codes are replaced even with markup off). Styled output uses rich.text.Text."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, soft_wrap=True, markup=False, emoji=False, highlight=False, **kwargs)
+
+
 def fail(exc: Exception) -> NoReturn:
     """Print a refusal on stderr and exit 1: each of a KubetwinError's diagnostics as validate renders it, any other
     error as `error: MESSAGE` (the one way every command reports what it refused)."""
     import typer
-    from rich.console import Console
 
     from kubetwin.api.errors import KubetwinError
 
-    err = Console(stderr=True, soft_wrap=True)
+    err = console(stderr=True)
     for line in ([d.render() for d in exc.diagnostics] if isinstance(exc, KubetwinError) else [f"error: {exc}"]):
         err.print(line, markup=False, highlight=False)
     raise typer.Exit(1) from None

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from kubetwin.api.errors import KubetwinError
+from kubetwin.cli.output import console as make_console
 
-console = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+console = make_console()
+err = make_console(stderr=True)
 
 
 def report(runs: list[Path] = typer.Argument(..., help="run folders (the --out of `kubetwin run`)"),

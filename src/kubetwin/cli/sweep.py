@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.cli.output import console as make_console
 from kubetwin.cli.output import fail
 
-console = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+console = make_console()
+err = make_console(stderr=True)
 
 
 def _fmt(v: Any) -> str:

@@ -50,9 +50,14 @@ def autoscaler_rows(s: dict[str, Any]) -> Rows:
 
 
 def kueue_rows(s: dict[str, Any]) -> Rows:
-    """Per ClusterQueue: admitted / evicted / finished, still pending at the end, the longest admission wait, and
-    the preemptions it issued by reason."""
+    """Workloads that waited on a missing LocalQueue; per ClusterQueue: admitted / evicted / finished, still pending
+    at the end, the longest admission wait, and the preemptions it issued by reason."""
     rows = []
+    missing = s.get("kueue_missing_local_queues") or {}
+    if missing:  # kueue/controller/core.py: QuotaReserved False, "LocalQueue <name> doesn't exist"
+        n = sum(missing.values())
+        rows.append(("Kueue missing LocalQueue", f"{n} Workload{'s' if n != 1 else ''} waited on a LocalQueue that "
+                     f"does not exist ({', '.join(missing)})"))
     for cq, k in sorted((s.get("kueue") or {}).items()):
         pending = k.get("pending_at_end") or {}
         rows.append((f"Kueue {cq}", f"{k.get('admitted', 0)} admitted, {k.get('evicted', 0)} evicted, "

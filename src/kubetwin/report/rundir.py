@@ -35,9 +35,21 @@ def _instant(text: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=UTC)  # no offset: UTC, the run's clock
 
 
+def _exact(seconds: float) -> str:
+    """A duration as --at takes it, exactly (6h, 1h30m, 90s): kubectl's age format rounds (60m for 1h)."""
+    rest, out = int(seconds), ""
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            out += f"{rest // size}{unit}"
+            rest %= size
+    return out or "0s"
+
+
 def seconds_at(meta: dict, at: str) -> float:
     """--at as simulated seconds: a duration since the run's start (2h, 90m) or an RFC 3339 time on the run's clock
     (run.json's startTime + simulated seconds, the clock every object's timestamps are written on)."""
+    from datetime import timedelta
+
     from kubetwin.api.units import UnitError, parse_duration
 
     if _RFC3339.match(at.strip()):
@@ -46,12 +58,19 @@ def seconds_at(meta: dict, at: str) -> float:
         if seconds < 0:
             raise KubetwinError([Diagnostic("--at", 0, "-", "", f"{at} is before the run started ({meta['startTime']})",
                                             f"e.g. --at {meta['startTime']}")])
-        return seconds
-    try:
-        return parse_duration(at)
-    except UnitError as exc:
-        raise KubetwinError([Diagnostic("--at", 0, "-", "", str(exc), "e.g. --at 2h or --at 2026-01-01T02:00:00Z")]) \
-            from exc
+    else:
+        try:
+            seconds = parse_duration(at)
+        except UnitError as exc:
+            raise KubetwinError([Diagnostic("--at", 0, "-", "", str(exc),
+                                            "e.g. --at 2h or --at 2026-01-01T02:00:00Z")]) from exc
+    duration = meta.get("duration")
+    if isinstance(duration, (int, float)) and seconds > duration:  # the history holds nothing after the end
+        end = (_instant(meta["startTime"]) + timedelta(seconds=duration)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ended = _exact(duration)
+        raise KubetwinError([Diagnostic("--at", 0, "-", "", f"{at} is after the end of the run: the run ended at "
+                                        f"{ended} ({end})", f"e.g. --at {ended} (the run's last state)")])
+    return seconds
 
 
 def run_meta(run_dir: Path, *also: str) -> dict:

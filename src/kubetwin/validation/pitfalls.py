@@ -9,6 +9,7 @@ all, say) stays silent: the manifests may be applied to a cluster that has them.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -150,6 +151,40 @@ def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
                                      f"never admit this workload (\"resource {name} unavailable in ClusterQueue\")",
                                      f"add {name} to a resourceGroup's coveredResources of ClusterQueue {cq} with a "
                                      "quota in each flavor, or drop the request"))
+    return out
+
+
+def _missing_local_queue(sc: _Scenario) -> list[Diagnostic]:
+    """A Job, JobSet or Pod whose kueue.x-k8s.io/queue-name names no LocalQueue of its namespace: Kueue's webhook
+    still suspends it (gates a Pod) and creates its Workload, which the workload controller marks QuotaReserved
+    False, "LocalQueue <name> doesn't exist" (kueue pkg/controller/core/workload_controller.go); it waits until such
+    a LocalQueue appears. Said when the scenario installs Kueue (any Kueue object), as the run does."""
+    from kubetwin.kueue import config as kueue_config
+    from kubetwin.kueue.controller import jobframework
+    from kubetwin.kueue.controller.pods import UNMANAGED_NAMESPACES
+
+    if not any(str(m.obj.get("apiVersion") or "").startswith(KUEUE) for m in sc.manifests):
+        return []
+    managed = (kueue_config.find(sc.manifests) or kueue_config.KueueConfig()).managed_kinds
+    queues: dict[str, list[str]] = {}
+    for m in sc.kind("LocalQueue", KUEUE):
+        queues.setdefault(_ns(m), []).append(str(m.obj["metadata"]["name"]))
+    out = []
+    for kind in sorted(managed):
+        for m in sc.by_kind.get(kind, []):
+            queue, ns = jobframework.queue_name(m.obj), _ns(m)
+            if not queue or queue in queues.get(ns, []) or (kind == "Pod" and ns in UNMANAGED_NAMESPACES):
+                continue
+            close = difflib.get_close_matches(str(queue), queues.get(ns, []), n=1, cutoff=0.6)
+            elsewhere = sorted(n for n, qs in queues.items() if queue in qs)
+            fix = (f"did you mean {close[0]}? " if close else "") + (
+                f"LocalQueues of namespace {ns}: {', '.join(sorted(queues[ns]))}; " if queues.get(ns) else "") + (
+                f"a LocalQueue {queue} exists in {', '.join(elsewhere)}, but a job uses the LocalQueues of its own "
+                "namespace; " if elsewhere else "") + f"or add a LocalQueue {queue} in namespace {ns}"
+            out.append(_warn(m, f'metadata.labels["{jobframework.QUEUE_LABEL}"]',
+                             f"queue-name {queue} names no LocalQueue in namespace {ns}: Kueue queues it anyway and "
+                             f"its Workload waits with QuotaReserved False, \"LocalQueue {queue} doesn't exist\" "
+                             "(it never starts unless that LocalQueue is created)", fix))
     return out
 
 
@@ -357,8 +392,8 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
 
 
 CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
-    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _scale_to_zero, _device_class_driver,
-    _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
+    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue, _scale_to_zero,
+    _device_class_driver, _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
 
 
 def diagnostics(clean: list[Manifest]) -> list[Diagnostic]:

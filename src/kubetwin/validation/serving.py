@@ -190,6 +190,59 @@ def _str(obj: object, path: str, default: str = "") -> str:
     return v if isinstance(v, str) and v else default
 
 
+CUSTOM_METRICS, EXTERNAL_METRICS = "custom.metrics.k8s.io", "external.metrics.k8s.io"
+
+
+def metrics_adapters(manifests: list[Manifest]) -> list[Diagnostic]:
+    """An HPA (autoscaling/v2) on a Pods or Object metric reads it from the custom metrics API, an External one
+    from the external metrics API; a cluster serves them only through an adapter registered as an APIService
+    (prometheus-adapter, the Custom Metrics Stackdriver Adapter, KEDA's metrics server). Without one the HPA
+    controller reports FailedGetPodsMetric / FailedGetExternalMetric and never scales (horizontal.go). The twin
+    answers Pods and Object metrics from its own Prometheus as if an adapter served them, and external metrics only
+    through KEDA's ScaledObjects (autoscaler/hpa_replicas.py): a notice names each metric where that differs from
+    what the manifests install."""
+    services: dict[str, str] = {}  # API group -> the APIService that serves it
+    for m in manifests:
+        spec = m.obj.get("spec")
+        if m.kind == "APIService" and isinstance(spec, dict) and spec.get("group"):
+            services.setdefault(str(spec["group"]), str((m.obj.get("metadata") or {}).get("name")))
+    from kubetwin.serving import install
+
+    keda = any(m.kind == "ScaledObject" for m in manifests)
+    prometheus = install.wanted(manifests)  # runner.wire gives the HPA the serving data plane's series
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if m.kind != "HorizontalPodAutoscaler" or not isinstance(m.obj.get("spec"), dict):
+            continue
+        for i, metric in enumerate(m.obj["spec"].get("metrics") or []):
+            mtype = metric.get("type") if isinstance(metric, dict) else None
+            source = metric.get(str(mtype).lower() if mtype != "Pods" else "pods") if mtype else None
+            name = ((source or {}).get("metric") or {}).get("name") if isinstance(source, dict) else None
+            field = f"spec.metrics[{i}]"
+            if mtype in ("Pods", "Object") and CUSTOM_METRICS not in services:
+                failed = f"FailedGet{mtype}Metric"
+                twin = ("the twin reads the metric from its own Prometheus (the serving data plane's series) as if "
+                        f"an adapter served it; a cluster without one reports {failed} and never scales"
+                        if prometheus else "the scenario serves no LLM traffic, so the twin's Prometheus has no "
+                        f"series either: the HPA reports {failed} and never scales, as on a cluster without one")
+                message = (f"{mtype} metric {name} is read from the custom metrics API ({CUSTOM_METRICS}), which "
+                           f"no adapter in the manifests serves (no APIService for it): {twin}")
+                out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, message,
+                                      "install an adapter (prometheus-adapter or the Custom Metrics Stackdriver "
+                                      "Adapter) in the cluster, with rules that expose this metric", "notice"))
+            elif mtype == "External" and not keda:
+                served = services.get(EXTERNAL_METRICS)
+                why = (f"the adapter behind APIService {served} is not simulated" if served else
+                       "no adapter in the manifests serves it (no APIService for it)")
+                message = (f"External metric {name} is read from the external metrics API ({EXTERNAL_METRICS}): "
+                           f"{why}; the twin serves external metrics only through KEDA, so in the run the HPA "
+                           "reports FailedGetExternalMetric and never scales")
+                out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, message,
+                                      "scale on this metric with a KEDA ScaledObject (its trigger serves the "
+                                      "metric), or use a Pods/Object metric from the twin's Prometheus", "notice"))
+    return out
+
+
 def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
     """Checks across a scenario's serving objects: each pool's router preset, and workloads behind a pool that
     RequestTraces send to which run no model server the twin simulates (their pods never join the pool)."""
@@ -206,7 +259,7 @@ def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, why,
                                       "use one of the presets (docs/serving.md, Routing), or remove the annotation "
                                       "for the pool's default (epp for an InferencePool, round-robin for a Service)"))
-    return out + _unsimulated_servers(manifests) + _servers_on_mig(manifests)
+    return out + _unsimulated_servers(manifests) + _servers_on_mig(manifests) + metrics_adapters(manifests)
 
 
 def mig_partitions(manifests: list[Manifest], node_selector: object) -> set[tuple[str, str]]:

@@ -26,7 +26,7 @@ from kubetwin.api.loader import Manifest
 from kubetwin.api.sweep import Sweep
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
 from kubetwin.api.units import parse_quantity
-from kubetwin.validation import accelerators, pitfalls
+from kubetwin.validation import accelerators, namespaces, pitfalls
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.validation import dra as dra_validate
 from kubetwin.validation import jobs as job_validate
@@ -92,6 +92,42 @@ def _cached_validator(api_version: str, kind: str) -> jsonschema.protocols.Valid
                                            format_checker=_FORMATS)
 
 
+@functools.cache
+def _builtin_kinds() -> dict[str, dict[str, frozenset[str]]]:
+    """group -> kind -> served versions of the built-in API (the schemas' x-kubernetes-group-version-kind, less
+    apimachinery's meta kinds and the *List kinds, which are no resources)."""
+    found: dict[str, dict[str, set[str]]] = {}
+    for name, schema in json.loads(_schema_dir().joinpath("_definitions.json").read_text())["$defs"].items():
+        for gvk in schema.get("x-kubernetes-group-version-kind") or ():
+            if not name.startswith("io.k8s.apimachinery") and not gvk["kind"].endswith("List"):
+                found.setdefault(gvk["group"], {}).setdefault(gvk["kind"], set()).add(gvk["version"])
+    return {g: {k: frozenset(v) for k, v in ks.items()} for g, ks in found.items()}
+
+
+def _no_such_kind(m: Manifest, api_version: str, kind: str, group: str) -> Diagnostic | None:
+    """A kind a known API group does not have, or a built-in kind in a version its group does not serve: refused
+    as kubectl's RESTMapper refuses it (`no matches for kind "ClusterQueu" in version "kueue.x-k8s.io/v1beta1"`),
+    with the closest kind of the group (difflib). None for any other (group, kind): a group the twin does not
+    know keeps its own answer."""
+    builtin = _builtin_kinds().get(group)
+    if (builtin is None and group not in KNOWN_GROUPS) or not _GROUP_VERSION.match(api_version):
+        return None
+    names = sorted({*(builtin or {}), *kinds.REGISTRY.kinds_in_group(group), *kinds.UNSHIPPED_KINDS.get(group, ())})
+    message = f'no matches for kind "{shown(kind)}" in version "{shown(api_version)}"'
+    if kind not in names:
+        close = crd_schema.closest_field(kind, names)
+        listed = f"the kinds of {group or 'the core group'} are: {', '.join(names)}"
+        return Diagnostic(m.file, m.line_of("kind"), m.ref, "kind", message,
+                          f"did you mean {close}? ({listed})" if close else listed)
+    served = (builtin or {}).get(kind)
+    version = api_version.rpartition("/")[2]
+    if served is not None and version not in served and not kinds.REGISTRY.is_custom(group, kind):
+        return Diagnostic(m.file, m.line_of("apiVersion"), m.ref, "apiVersion", message,
+                          "use a served version: " + ", ".join(f"{group}/{v}" if group else v
+                                                              for v in sorted(served, reverse=True)))
+    return None
+
+
 def _path(parts: Any) -> str:
     out = ""
     for p in parts:
@@ -133,9 +169,11 @@ _TWIN_KINDS: dict[str, type[BaseModel]] = {**TWIN_KINDS, "Sweep": Sweep}  # kube
 def _validate_twin(m: Manifest) -> list[Diagnostic]:
     model = _TWIN_KINDS.get(m.kind)
     if model is None:
+        close = crd_schema.closest_field(m.kind, sorted(_TWIN_KINDS))
         return [Diagnostic(m.file, m.line, m.ref, "kind",
                            f'no matches for kind "{m.kind}" in version "{TWIN_API}"',
-                           f"kubetwin.io/v1alpha1 kinds are: {', '.join(sorted(_TWIN_KINDS))}")]
+                           (f"did you mean {close}? " if close else "")
+                           + f"kubetwin.io/v1alpha1 kinds are: {', '.join(sorted(_TWIN_KINDS))}")]
     try:
         model.model_validate(m.obj)
     except PydanticError as exc:
@@ -314,6 +352,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
         out += found
         if not any(d.severity == "error" for d in found):
             clean.append(m)
+    out += namespaces.diagnostics(clean)  # objects in a namespace that does not exist (NamespaceLifecycle)
     out += serving_validate.scenario(clean)
     out += accelerators.check(clean)  # the workload x device-kind support matrix (docs/devices.md)
     out += serving_validate.request_budget(manifests)
@@ -362,6 +401,10 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
     if flattened:
         return flattened
     validator = _validator(api_version, kind)
+    if validator is None:
+        no_kind = _no_such_kind(m, api_version, kind, group)
+        if no_kind is not None:
+            return [no_kind]
     from kubetwin.api import crd  # CRD kinds: the real CRDs' schemas and CEL rules (api/crd.py)
 
     if validator is None and crd.handles(api_version, kind):

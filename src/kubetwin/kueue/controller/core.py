@@ -94,6 +94,7 @@ class KueueController:
         self.provisioning = ProvisioningController(store, env, events, self.checks)  # the ProvisioningRequest check
         self._epoch = api.parse_time(store.start_time)
         self._kicked = False
+        self._missing_queue: dict[str, str] = {}  # Workload key -> "ns/name" of the LocalQueue it waited on
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
         managed = self.config.managed_kinds
         self.pods = PodJob() if PodJob.kind in managed else None  # the `pod` framework: plain Pods, gated
@@ -114,7 +115,13 @@ class KueueController:
     # -- watches ------------------------------------------------------------------------------------
     def contribute(self, until: float) -> Contribution:
         """summary.json's kueue section (per ClusterQueue admissions and waits) and the kueue_* Prometheus series."""
-        return Contribution(summary={"kueue": self.metrics.summary()}, prometheus=self.metrics.exposition())
+        summary: dict = {"kueue": self.metrics.summary()}
+        if self._missing_queue:  # Workloads that waited on a LocalQueue that did not exist (when they were created)
+            waited: dict[str, int] = {}
+            for queue in self._missing_queue.values():
+                waited[queue] = waited.get(queue, 0) + 1
+            summary["kueue_missing_local_queues"] = dict(sorted(waited.items()))
+        return Contribution(summary=summary, prometheus=self.metrics.exposition())
 
     def now(self) -> float:
         return self._epoch + self.env.now
@@ -262,6 +269,8 @@ class KueueController:
         queue = wl["spec"]["queueName"]
         cq = self.sched.queues.cluster_queue_for(wl["metadata"]["namespace"], queue)
         message = f"LocalQueue {queue} doesn't exist" if cq is None else f"ClusterQueue {cq} doesn't exist"
+        if cq is None:
+            self._missing_queue[key] = f"{wl['metadata']['namespace']}/{queue}"
         update_status(self.store, wl,
                       conditions=[condition("QuotaReserved", False, "Inadmissible", message, self.now())])
 
