@@ -328,7 +328,7 @@ def test_run_fail_job_on_exit_code_42_and_describe_shows_the_reason() -> None:
     events = [o for _, _, _, o in res.history if o["kind"] == "Event"
               and o["involvedObject"]["name"] == "x"]
     text = describe(job, events, datetime(2026, 1, 1, 1, tzinfo=UTC))
-    assert f"Warning  PodFailurePolicy" in text and msg in text
+    assert "Warning  PodFailurePolicy" in text and msg in text
 
 
 def test_run_exit_code_annotation_is_validated() -> None:
@@ -443,7 +443,8 @@ def test_validate_notices_a_condition_the_twin_never_sets() -> None:
 
 
 def test_jobset_template_restart_policy_defaults_to_on_failure_so_a_pod_failure_policy_is_refused() -> None:
-    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace": "default"},
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "js", "namespace": "default"},
           "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {
               "parallelism": 1, "completions": 1, "podFailurePolicy": {"rules": [_exit_rule("FailJob", "In", [42])]},
               "template": {"spec": {"containers": [{"name": "main-container", "image": "x"}]}}}}}]}}

@@ -29,11 +29,11 @@ from kubetwin.controllers.attachdetach import AttachDetachController
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
-from kubetwin.controllers.ttlafterfinished import TTLAfterFinishedController
 from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
+from kubetwin.controllers.ttlafterfinished import TTLAfterFinishedController
 from kubetwin.controllers.volumes import PersistentVolumeController
 from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features

@@ -98,7 +98,6 @@ class JobController:
         # them (a test's hand-made object) reads the same way
         spec = job_spec(spec)
         completions, parallelism = spec.get("completions"), int(spec["parallelism"])
-        backoff_limit = spec["backoffLimit"]
         indexed = spec.get("completionMode") == "Indexed"
         pfp = spec.get("podFailurePolicy")
         per_index = spec.get("backoffLimitPerIndex") if indexed else None

@@ -450,8 +450,8 @@ class Kubelet:
             **cs, "ready": False, "started": False, "restartCount": n, "state": {"waiting": {
                 "reason": "CrashLoopBackOff",
                 "message": f"back-off {int(backoff)}s restarting failed container={cs['name']} pod={who}"}},
-            "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error", **({"message": message} if message else {}),
-                                         "finishedAt": now,
+            "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error",
+                                         **({"message": message} if message else {}), "finishedAt": now,
                                          "startedAt": cs["state"].get("running", {}).get("startedAt")}}}
             for cs in statuses]
         status["conditions"] = kubelet_conditions(cur, status, now)

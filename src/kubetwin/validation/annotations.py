@@ -93,9 +93,9 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/duration", POD, "how long the pod's containers run before they exit 0 "
                "(controllers/kubelet.py); without it (and without training annotations) a pod runs until the end",
                "2h", parse_duration, pod=True),
-    Annotation("kubetwin.io/fail-after", POD, "the containers exit 1 this long after they start (the restart "
-               "policy and the Job's backoffLimit/podFailurePolicy decide what follows)", "20m", parse_duration,
-               pod=True),
+    Annotation("kubetwin.io/fail-after", POD, "the containers exit (code 1, or kubetwin.io/exit-code) this long "
+               "after they start (the restart policy and the Job's backoffLimit/podFailurePolicy decide what "
+               "follows)", "20m", parse_duration, pod=True),
     Annotation("kubetwin.io/exit-code", POD, "the exit code of a kubetwin.io/fail-after failure (default 1), as "
                "podFailurePolicy onExitCodes rules read it from the terminated container", "42", _exit_code,
                pod=True),

@@ -31,6 +31,14 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _go_list(values: list[str]) -> str:
     """Go's %q of a []string: ["Count" "FailIndex"]."""
     return "[" + " ".join(f'"{v}"' for v in values) + "]"
@@ -87,12 +95,11 @@ def _spec_errors(c: _Check, spec: dict, jobset: bool) -> None:
     sp = spec.get("successPolicy")
     if isinstance(sp, dict):
         if mode != "Indexed":
-            c.add("successPolicy", "Invalid value: successPolicy: requires indexed completion mode",
+            c.add("successPolicy", "Invalid value: batch.SuccessPolicy{...}: requires indexed completion mode",
                   "set completionMode: Indexed (a success policy names indexes)")
         else:
             _success_policy(c, sp, completions or 0)
-    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
-    restart = (template.get("spec") or {}).get("restartPolicy") if isinstance(template.get("spec"), dict) else None
+    restart = _dict(_dict(spec.get("template")).get("spec")).get("restartPolicy")
     restart = restart or ("OnFailure" if jobset else None)  # the JobSet webhook's default for its Jobs' pods
     if isinstance(pfp, dict) and restart == "OnFailure":
         c.add("template.spec.restartPolicy", 'Invalid value: "OnFailure": only "Never" is supported when '
@@ -101,12 +108,12 @@ def _spec_errors(c: _Check, spec: dict, jobset: bool) -> None:
 
 def _pod_failure_policy(c: _Check, spec: dict, pfp: dict) -> None:
     """validatePodFailurePolicy and its rules."""
-    rules = pfp.get("rules") if isinstance(pfp.get("rules"), list) else []
+    rules = _list(pfp.get("rules"))
     if len(rules) > MAX_RULES:
         c.add("podFailurePolicy.rules", f"Too many: {len(rules)}: must have at most {MAX_RULES} items",
               f"keep at most {MAX_RULES} rules")
-    pod = (spec.get("template") or {}).get("spec") or {}
-    names = {x.get("name") for key in ("containers", "initContainers") for x in pod.get(key) or []
+    pod = _dict(_dict(spec.get("template")).get("spec"))
+    names = {x.get("name") for key in ("containers", "initContainers") for x in _list(pod.get(key))
              if isinstance(x, dict)}
     for i, rule in enumerate(rules):
         if not isinstance(rule, dict):
@@ -145,9 +152,10 @@ def _on_exit_codes(c: _Check, base: str, req: dict, names: set) -> None:
     if name is not None and name not in names:
         c.add(f"{base}.containerName", f'Invalid value: "{name}": must be one of the container or initContainer '
               "names in the pod template", f"name one of: {', '.join(sorted(str(n) for n in names))}")
-    values = req.get("values") if isinstance(req.get("values"), list) else []
+    values = _list(req.get("values"))
     if not values:
-        c.add(f"{base}.values", "Invalid value: []int32(nil): at least one value is required", "list exit codes")
+        shown = "[]int32{}" if isinstance(req.get("values"), list) else "[]int32(nil)"
+        c.add(f"{base}.values", f"Invalid value: {shown}: at least one value is required", "list exit codes")
     elif len(values) > MAX_EXIT_CODES:
         c.add(f"{base}.values", f"Too many: {len(values)}: must have at most {MAX_EXIT_CODES} items",
               f"keep at most {MAX_EXIT_CODES} codes")
@@ -190,7 +198,7 @@ def _on_pod_conditions(c: _Check, base: str, patterns: list) -> None:
 
 def _success_policy(c: _Check, sp: dict, completions: int) -> None:
     """validateSuccessPolicy and validateSuccessPolicyRule."""
-    rules = sp.get("rules") if isinstance(sp.get("rules"), list) else []
+    rules = _list(sp.get("rules"))
     if not rules:
         c.add("successPolicy.rules", "Required value: at least one rules must be specified when the successPolicy "
               "is specified", "add a rule with succeededIndexes and/or succeededCount")
