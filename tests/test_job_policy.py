@@ -352,6 +352,22 @@ def test_run_active_deadline_and_ttl_after_finished() -> None:
     assert final_objects(res, "Job") == {} and final_objects(res, "Pod") == {}
 
 
+def test_get_jobs_at_shows_the_job_gone_after_its_ttl(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    job = _job(1, 1, indexed=False, ttlSecondsAfterFinished=300)
+    job["spec"]["template"]["metadata"] = {"annotations": {"kubetwin.io/duration": "10m"}}
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m"}}
+    out = tmp_path / "run"
+    run(objects=[make_scenario("1h").obj(), make_pool("cpu", "e2-standard-4", 1).obj(), job], out=out)
+    before = CliRunner().invoke(app, ["get", "jobs", "--run", str(out), "--at", "14m"])
+    after = CliRunner().invoke(app, ["get", "jobs", "--run", str(out), "--at", "30m"])
+    assert before.exit_code == 0 and "Complete" in before.output, before.output
+    assert after.exit_code == 0 and " j " not in f" {after.output} " and "Complete" not in after.output, after.output
+
+
 def test_run_backoff_limit_per_index_reports_failed_indexes() -> None:
     """Every pod fails: each index is tried twice (backoffLimitPerIndex 1), then the Job fails FailedIndexes."""
     res = _run_job({"backoffLimitPerIndex": 1}, {"kubetwin.io/fail-after": "1m"})
