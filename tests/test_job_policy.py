@@ -422,6 +422,9 @@ def _errors(spec_extra: dict, restart: str = "Never", indexed: bool = True) -> l
     ({"podFailurePolicy": {"rules": [{**_exit_rule("Ignore", "In", [1]), **_cond_rule("Ignore")}]}}, "Never", True,
      ("spec.podFailurePolicy.rules[0]",
       "Invalid value: specifying both OnExitCodes and OnPodConditions is not supported")),
+    ({"podFailurePolicy": {"rules": [_cond_rule("Ignore")]}, "podReplacementPolicy": "TerminatingOrFailed"},
+     "Never", True, ("spec.podReplacementPolicy", 'Unsupported value: "TerminatingOrFailed": supported values: '
+                     '"Failed"')),
     ({"maxFailedIndexes": 1}, "Never", True,
      ("spec.backoffLimitPerIndex", "Required value: when maxFailedIndexes is specified")),
     ({"backoffLimitPerIndex": 1}, "Never", False,
@@ -467,3 +470,15 @@ def test_jobset_template_restart_policy_defaults_to_on_failure_so_a_pod_failure_
     errs = [(d.field, d.message) for d in validate([Manifest(js, "js.yaml", 1)]) if d.severity == "error"]
     assert ("spec.replicatedJobs[0].template.spec.template.spec.restartPolicy",
             'Invalid value: "OnFailure": only "Never" is supported when podFailurePolicy is specified') in errs
+
+
+def test_jobset_restart_job_action_is_a_notice_naming_what_the_twin_does() -> None:
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "js", "namespace": "default"},
+          "spec": {"failurePolicy": {"maxRestarts": 2, "rules": [{"action": "RestartJob"}]},
+                   "replicatedJobs": [{"name": "w", "template": {"spec": {
+                       "parallelism": 1, "completions": 1,
+                       "template": {"spec": {"containers": [{"name": "main-container", "image": "x"}]}}}}}]}}
+    [d] = [d for d in validate([Manifest(js, "js.yaml", 1)]) if d.severity == "notice"
+           and d.field == "spec.failurePolicy.rules[0].action"]
+    assert "restarts the whole JobSet" in d.message and "RestartJobSet" in d.message
