@@ -51,15 +51,8 @@ def _replaced(failed: list[Obj], index: int) -> Obj | None:
 
 
 def _ranges(indexes: set[int]) -> str:
-    """status.completedIndexes: "1,3-5" as the Job controller writes it (indexed_job_utils.go
-    orderedIntervals.String: two neighbours are "4,5", three or more a range "7-9")."""
-    runs: list[list[int]] = []
-    for i in sorted(indexes):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}" for a, b in runs)
+    """status.completedIndexes / failedIndexes: "1,3-5" as the Job controller writes them."""
+    return policy.intervals_string(policy.to_intervals(indexes))
 
 
 class JobController:
