@@ -33,6 +33,7 @@ from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
+from kubetwin.controllers.ttlafterfinished import TTLAfterFinishedController
 from kubetwin.controllers.volumes import PersistentVolumeController
 from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
@@ -277,6 +278,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)
     JobController(store, env, events, names)
+    TTLAfterFinishedController(store, env)
     JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names)
     kubelet = Kubelet(store, env, events)
