@@ -97,6 +97,19 @@ def test_binder_matching_cases(claim: dict, volume: dict, bound: bool) -> None:
         assert got["spec"].get("volumeName") is None
 
 
+def test_an_immediate_claim_of_a_class_without_a_provisioner_reports_no_volume_plugin() -> None:
+    """provisionClaimOperation for `kubernetes.io/no-provisioner`: no in-tree plugin of that name (Warning
+    ProvisioningFailed "no volume plugin matched name: kubernetes.io/no-provisioner", from
+    persistentvolume-controller); the claim binds when a matching volume appears."""
+    late = pv("disk", "100Gi")
+    late["metadata"]["annotations"] = {"kubetwin.io/create-at": "5m"}
+    res = run(objects=[make_scenario("10m").obj(), sc(provisioner="kubernetes.io/no-provisioner"), pvc(), late])
+    assert [(t, m) for _, _, t, m in events(res, "ProvisioningFailed")] == [
+        ("Warning", "no volume plugin matched name: kubernetes.io/no-provisioner")]
+    assert res.recorded_events("ProvisioningFailed")[0].event["source"]["component"] == "persistentvolume-controller"
+    assert first_time(res, "PersistentVolumeClaim", "data", phase_at("", "Bound")) == 300.0
+
+
 def test_a_claim_with_a_selector_is_not_provisioned() -> None:
     """A claim with a selector binds only a matching volume: csi-provisioner refuses to provision it
     (kubernetes-csi/external-provisioner pkg/controller/controller.go Provision: "claim Selector is not
@@ -148,6 +161,23 @@ def test_a_local_volume_created_later_schedules_the_pod_onto_its_node() -> None:
     assert last(res, "PersistentVolumeClaim", "data")["spec"]["volumeName"] == "local-n2"
 
 
+@pytest.mark.parametrize("selector", [None, "n1"])
+def test_a_bound_local_volume_keeps_its_pods_on_its_node(selector: str | None) -> None:
+    """checkBoundClaims: a bound claim's volume with node affinity admits only its node (ErrReasonNodeConflict,
+    UnschedulableAndUnresolvable)."""
+    immediate = {**LOCAL_SC, "volumeBindingMode": "Immediate"}
+    res = run(objects=[make_scenario("30m").obj(), *nodes(3), immediate, local_pv("local-n2", "n2"),
+                       pvc(cls="local-storage", size="50Gi"), user("p", node=selector)])
+    assert last(res, "PersistentVolumeClaim", "data")["spec"]["volumeName"] == "local-n2"
+    if selector is None:
+        assert last(res, "Pod", "p")["spec"]["nodeName"] == "n2"
+        return
+    assert bound_at(res, "p") is None
+    assert events(res, "FailedScheduling")[0][3] == (
+        "0/3 nodes are available: 1 node(s) had volume node affinity conflict, 2 node(s) didn't match Pod's node "
+        "affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
+
+
 # -- VolumeBinding's PreBind: the pod is bound to a node only once its claims are --------------------------------
 PREBIND_TIMEOUT = ('running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded')
 
@@ -180,7 +210,12 @@ def test_a_claim_its_provisioner_refuses_keeps_the_pod_pending_unbound_with_preb
         f'failed to provision volume with StorageClass "{cls}": rpc error: code = InvalidArgument desc = '
         "VolumeCapabilities is invalid: specified multi writer with mount access type"]
     failed = [(t, m) for t, name, _, m in events(res, "FailedScheduling") if name == "p"]
-    assert failed[0] == (600.0, PREBIND_TIMEOUT)
+    assert failed == [(600.0, PREBIND_TIMEOUT)]
+    # retried after each timeout and its backoff (1 s, 2 s): PreBind waits again on the selected node
+    assert [e.event["count"] for e in res.recorded_events("FailedScheduling")] == [3]
+    # the claim's events once each while it stays refused (the twin's convention, docs/storage.md)
+    assert [e.event["count"] for r in ("ExternalProvisioning", "Provisioning", "ProvisioningFailed")
+            for e in res.recorded_events(r)] == [1, 1, 1]
     cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "SchedulerError", PREBIND_TIMEOUT)
     assert not events(res, "Scheduled") and not events(res, "FailedMount")

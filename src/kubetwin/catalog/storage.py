@@ -65,11 +65,16 @@ def binding_mode(cls: dict) -> str:
     return str(cls.get("volumeBindingMode") or "Immediate")
 
 
-def provisioning_error(provisioner: str, access_modes: list[str], volume_mode: str) -> str | None:
-    """The CSI driver's CreateVolume refusal of a claim's capabilities, as csi-provisioner reports it, or None.
-    The PD CSI driver refuses ReadWriteMany on a filesystem volume (kubernetes-sigs/gcp-compute-persistent-disk-
-    csi-driver pkg/gce-pd-csi-driver utils.go validateVolumeCapability: "specified multi writer with mount access
-    type"; multi-writer needs volumeMode Block); a shared filesystem needs Filestore, Parallelstore or Lustre."""
+def provisioning_error(provisioner: str, access_modes: list[str], volume_mode: str,
+                       selector: bool = False) -> str | None:
+    """csi-provisioner's refusal to provision a claim, as it reports it, or None. A claim with a label selector is
+    never provisioned (kubernetes-csi/external-provisioner pkg/controller/controller.go Provision: "claim Selector
+    is not supported"; it binds only a matching volume). The PD CSI driver's CreateVolume refuses ReadWriteMany on
+    a filesystem volume (kubernetes-sigs/gcp-compute-persistent-disk-csi-driver pkg/gce-pd-csi-driver utils.go
+    validateVolumeCapability: "specified multi writer with mount access type"; multi-writer needs volumeMode
+    Block); a shared filesystem needs Filestore, Parallelstore or Lustre."""
+    if selector:
+        return "claim Selector is not supported"
     if (MIGRATED_PROVISIONERS.get(provisioner, provisioner) == PD_CSI and "ReadWriteMany" in access_modes
             and volume_mode != "Block"):
         return ("rpc error: code = InvalidArgument desc = VolumeCapabilities is invalid: specified multi writer with "

@@ -6,8 +6,9 @@ syncUnboundClaim, and k8s.io/component-helpers/storage/volume FindMatchingVolume
 - A claim with `spec.volumeName` binds to that PersistentVolume when it is unclaimed or pre-bound to it (a volume
   that does not satisfy it: Warning VolumeMismatch `Cannot bind to requested volume "pv": <why>`); a missing volume
   or one another claim holds leaves the claim Pending.
-- Otherwise the smallest Available volume that matches: the claim's storageClassName (a claim with none gets the
-  default class at admission, DefaultStorageClass; `""` binds only class-less volumes), accessModes (the claim's
+- Otherwise (index.go findByClaim) the access-mode sets holding every mode the claim asks for are searched fewest
+  modes first, and the first set with a match gives its smallest Available volume that matches: the claim's
+  storageClassName (a claim with none gets the default class at admission, DefaultStorageClass; `""` binds only class-less volumes), accessModes (the claim's
   are a subset of the volume's), volumeMode, capacity >= the request, the claim's label selector; a volume
   pre-bound to this claim (claimRef) wins whatever its size. With WaitForFirstConsumer the PV controller binds only
   pre-bound volumes: the scheduler's VolumeBinding picks the volume, or the node to provision for
@@ -16,10 +17,12 @@ syncUnboundClaim, and k8s.io/component-helpers/storage/volume FindMatchingVolume
 - No match: with a class, provisioning: a class that exists neither in the scenario nor among GKE's built-in
   classes (catalog.storage.GKE_STORAGE_CLASSES: a GKE cluster has standard-rwo, premium-rwo and standard without a
   manifest) is Warning ProvisioningFailed `storageclass.storage.k8s.io "x" not found` and the claim stays Pending;
-  `kubernetes.io/no-provisioner` provisions nothing; any other provisioner is assumed installed (the PD, Filestore,
-  Parallelstore, Lustre and Cloud Storage FUSE CSI drivers GKE runs): Normal ExternalProvisioning (the PV
+  `kubernetes.io/no-provisioner` provisions nothing (Warning ProvisioningFailed `no volume plugin matched name:
+  kubernetes.io/no-provisioner`: no in-tree plugin has that name); any other provisioner is assumed installed
+  (the PD, Filestore, Parallelstore, Lustre and Cloud Storage FUSE CSI drivers GKE runs): Normal ExternalProvisioning (the PV
   controller), Provisioning and ProvisioningSucceeded (the external provisioner), or Warning ProvisioningFailed
-  with the driver's refusal (catalog.storage.provisioning_error: ReadWriteMany on a PD filesystem) and the claim
+  with csi-provisioner's refusal (catalog.storage.provisioning_error: a claim with a selector, ReadWriteMany on a
+  PD filesystem) and the claim
   stays Pending; then a PersistentVolume
   `pvc-<claim uid>` with the claim's access modes, volume mode and requested size, the class's reclaimPolicy,
   bound to the claim. Provisioning takes no time in the twin (twin assumption: the CSI CreateVolume call of a PD is
@@ -175,6 +178,27 @@ def _requirement(r: dict, labels: dict) -> bool:
 
 def find_match(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: dict | None = None,
                excluded: frozenset[str] = frozenset()) -> Obj | None:
+    """The volume a claim binds. With a node (the scheduler's path, binder.go findMatchingVolumes) FindMatchingVolume
+    over every volume, the volume's node affinity admitting the node. Without (the PV controller's path, index.go
+    findByClaim) the volumes are searched one access-mode set at a time, the sets that hold every mode the claim
+    asks for, fewest modes first (allPossibleMatchingAccessModes): the first set with a match gives it, so a
+    ReadWriteOnce claim takes a larger ReadWriteOnce disk before a smaller ReadWriteOnce+ReadOnlyMany+ReadWriteMany
+    share (index_test.go TestFindingVolumeWithDifferentAccessModes)."""
+    if node_labels is not None:
+        return _find_matching_volume(pvs, pvc, delay, node_labels, excluded)
+    want = set((pvc.get("spec") or {}).get("accessModes") or ())
+    sets: dict[frozenset[str], list[Obj]] = {}
+    for pv in pvs:
+        sets.setdefault(frozenset((pv.get("spec") or {}).get("accessModes") or ()), []).append(pv)
+    for modes in sorted((m for m in sets if want <= m), key=lambda m: (len(m), sorted(m))):
+        found = _find_matching_volume(sets[modes], pvc, delay, None, excluded)
+        if found is not None:
+            return found
+    return None
+
+
+def _find_matching_volume(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: dict | None,
+                          excluded: frozenset[str]) -> Obj | None:
     """FindMatchingVolume: a volume pre-bound to the claim, else the smallest Available one that matches. With
     `delay` and no node (the PV controller's path for WaitForFirstConsumer) only a pre-bound one; with a node (the
     scheduler's path) the volume's node affinity must admit it."""
@@ -378,11 +402,17 @@ class PersistentVolumeController:
             return
         provisioner = str(cls.get("provisioner") or "")
         if provisioner == NO_PROVISIONER:  # local volumes: nothing provisions them; the claim waits for a volume
-            self._report(pvc, "Normal", "FailedBinding", "no persistent volumes available for this claim and "
-                         f"storage class \"{cls_name}\" has no provisioner")  # twin's words: no event upstream
+            # provisionClaimOperation: findProvisionablePlugin finds no in-tree plugin for a kubernetes.io/ name
+            # (VolumePluginMgr.FindPluginByName's error), every resync; the twin records it once
+            self._report(pvc, "Warning", "ProvisioningFailed", f"no volume plugin matched name: {provisioner}")
             return
         external = MIGRATED_PROVISIONERS.get(provisioner, provisioner)
-        meta = pvc["metadata"]
+        meta, spec = pvc["metadata"], pvc.get("spec") or {}
+        refused = provisioning_error(external, list(spec.get("accessModes") or []),
+                                     str(spec.get("volumeMode") or "Filesystem"), spec.get("selector") is not None)
+        failed = f'failed to provision volume with StorageClass "{cls_name}": {refused}'
+        if refused is not None and self._reported.get(meta["uid"]) == f"ProvisioningFailed\0{failed}":
+            return  # already reported: csi-provisioner retries with backoff, the claim stays Pending
         annotations = {**(meta.get("annotations") or {}), STORAGE_PROVISIONER: external,
                        BETA_STORAGE_PROVISIONER: external}
         if annotations != meta.get("annotations"):  # written once: a claim update requeues the claim
@@ -391,12 +421,7 @@ class PersistentVolumeController:
         self._report(pvc, "Normal", "ExternalProvisioning", "Waiting for a volume to be created either by the "
                      f"external provisioner '{external}' or manually by the system administrator. If volume "
                      "creation is delayed, please verify that the provisioner is running and correctly registered.")
-        key, spec = f"{_ns(pvc)}/{meta['name']}", pvc.get("spec") or {}
-        refused = provisioning_error(external, list(spec.get("accessModes") or []),
-                                     str(spec.get("volumeMode") or "Filesystem"))
-        failed = f'failed to provision volume with StorageClass "{cls_name}": {refused}'
-        if refused is not None and self._reported.get(meta["uid"]) == f"ProvisioningFailed\0{failed}":
-            return  # already reported: csi-provisioner retries with backoff, the claim stays Pending
+        key = f"{_ns(pvc)}/{meta['name']}"
         self.events.event(pvc, "Normal", "Provisioning",
                           f'External provisioner is provisioning volume for claim "{key}"', external)
         if refused is not None:

@@ -55,9 +55,6 @@ def storage(m: Manifest) -> list[Diagnostic]:
     def notice(path: str, message: str) -> None:
         out.append(Diagnostic(m.file, m.line_of(path) if path else m.line, m.ref, path, message, "", "notice"))
 
-    if m.kind == "PersistentVolume" and (spec.get("nodeAffinity") or {}).get("required"):
-        notice("spec.nodeAffinity", "the twin does not check a PersistentVolume's node affinity when it schedules "
-               "(VolumeBinding's Filter): a pod using it may run on any node")
     if m.kind == "StorageClass":
         if m.obj.get("allowedTopologies"):
             notice("allowedTopologies", "the twin does not check allowedTopologies: it provisions for whichever "
