@@ -6,28 +6,27 @@ syncUnboundClaim, and k8s.io/component-helpers/storage/volume FindMatchingVolume
 - A claim with `spec.volumeName` binds to that PersistentVolume when it is unclaimed or pre-bound to it (a volume
   that does not satisfy it: Warning VolumeMismatch `Cannot bind to requested volume "pv": <why>`); a missing volume
   or one another claim holds leaves the claim Pending.
-- Otherwise (index.go findByClaim) the access-mode sets holding every mode the claim asks for are searched fewest
-  modes first, and the first set with a match gives its smallest Available volume that matches: the claim's
-  storageClassName (a claim with none gets the default class at admission, DefaultStorageClass; `""` binds only class-less volumes), accessModes (the claim's
-  are a subset of the volume's), volumeMode, capacity >= the request, the claim's label selector; a volume
-  pre-bound to this claim (claimRef) wins whatever its size. With WaitForFirstConsumer the PV controller binds only
-  pre-bound volumes: the scheduler's VolumeBinding picks the volume, or the node to provision for
-  (annotation volume.kubernetes.io/selected-node), once the claim's first pod is scheduled; until then the claim
-  waits with Normal WaitForFirstConsumer "waiting for first consumer to be created before binding".
-- No match: with a class, provisioning: a class that exists neither in the scenario nor among GKE's built-in
-  classes (catalog.storage.GKE_STORAGE_CLASSES: a GKE cluster has standard-rwo, premium-rwo and standard without a
-  manifest) is Warning ProvisioningFailed `storageclass.storage.k8s.io "x" not found` and the claim stays Pending;
+- Otherwise (index.go findByClaim) the access-mode sets holding every mode the claim asks for are searched fewest modes
+  first, and the first set with a match gives its smallest Available volume that matches: the claim's storageClassName
+  (a claim with none gets the default class at admission, DefaultStorageClass; `""` binds only class-less volumes),
+  accessModes (the claim's are a subset of the volume's), volumeMode, capacity >= the request, the claim's label
+  selector; a volume pre-bound to this claim (claimRef) wins whatever its size. With WaitForFirstConsumer the PV
+  controller binds only pre-bound volumes: the scheduler's VolumeBinding picks the volume, or the node to provision for
+  (annotation volume.kubernetes.io/selected-node), once the claim's first pod is scheduled; until then the claim waits
+  with Normal WaitForFirstConsumer "waiting for first consumer to be created before binding".
+- No match: with a class, provisioning: a class that exists neither in the scenario nor among GKE's built-in classes
+  (catalog.storage.GKE_STORAGE_CLASSES: a GKE cluster has standard-rwo, premium-rwo and standard without a manifest) is
+  Warning ProvisioningFailed `storageclass.storage.k8s.io "x" not found` and the claim stays Pending;
   `kubernetes.io/no-provisioner` provisions nothing (Warning ProvisioningFailed `no volume plugin matched name:
-  kubernetes.io/no-provisioner`: no in-tree plugin has that name); any other provisioner is assumed installed
-  (the PD, Filestore, Parallelstore, Lustre and Cloud Storage FUSE CSI drivers GKE runs): Normal ExternalProvisioning (the PV
-  controller), Provisioning and ProvisioningSucceeded (the external provisioner), or Warning ProvisioningFailed
-  with csi-provisioner's refusal (catalog.storage.provisioning_error: a claim with a selector, ReadWriteMany on a
-  PD filesystem) and the claim
-  stays Pending; then a PersistentVolume
-  `pvc-<claim uid>` with the claim's access modes, volume mode and requested size, the class's reclaimPolicy,
-  bound to the claim. Provisioning takes no time in the twin (twin assumption: the CSI CreateVolume call of a PD is
-  seconds, of a Filestore or Parallelstore instance minutes; not modelled). Without a class:
-  Normal FailedBinding "no persistent volumes available for this claim and no storage class is set".
+  kubernetes.io/no-provisioner`: no in-tree plugin has that name); any other provisioner is assumed installed (the PD,
+  Filestore, Parallelstore, Lustre and Cloud Storage FUSE CSI drivers GKE runs): Normal ExternalProvisioning (the PV
+  controller), Provisioning and ProvisioningSucceeded (the external provisioner), or Warning ProvisioningFailed with
+  csi-provisioner's refusal (catalog.storage.provisioning_error: a claim with a selector, ReadWriteMany on a PD
+  filesystem) and the claim stays Pending; then a PersistentVolume `pvc-<claim uid>` with the claim's access modes,
+  volume mode and requested size, the class's reclaimPolicy, bound to the claim. Provisioning takes no time in the twin
+  (twin assumption: the CSI CreateVolume call of a PD is seconds, of a Filestore or Parallelstore instance minutes; not
+  modelled). Without a class: Normal FailedBinding "no persistent volumes available for this claim and no storage class
+  is set".
 - A deleted claim's volume is Released (reclaim policy Retain: it keeps its claimRef and binds no other claim), or
   deleted when it was provisioned with reclaim policy Delete (twin: at once).
 - Each reason is recorded once per claim while it stays (the real controller repeats it every 15 s resync and the
@@ -55,7 +54,7 @@ Cloud Storage -> Parallelstore and Cloud Storage -> Hyperdisk ML only (same page
   started" (GKE's adds "for zone Z"; the twin has no zone for the volume). The per-minute TransferInProgress events,
   the transfer Job's own pod and node, and the minutes before a transfer starts are not modelled.
 - The populator starts at once whatever the class's binding mode (twin: it does not wait for the selected node of
-  a WaitForFirstConsumer claim; the pod's containers wait for the claim to be Bound, controllers/attachdetach.py).
+  a WaitForFirstConsumer claim; the pod waits for the claim in VolumeBinding's PreBind, scheduler/volumebinding.py).
 """
 
 from __future__ import annotations
