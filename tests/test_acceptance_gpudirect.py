@@ -114,7 +114,8 @@ PIECES = {
     "LLCM directory env": (_drop_env("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"), "tcpxo",
                            "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"),
 }
-CASES = [(plugin, piece) for plugin in GUIDE for piece, (_, flavours, _) in PIECES.items() if plugin in flavours.split()]
+CASES = [(plugin, piece) for plugin in GUIDE for piece, (_, flavours, _) in PIECES.items()
+         if plugin in flavours.split()]
 
 
 def _flavour(objs: list[dict]) -> str:
