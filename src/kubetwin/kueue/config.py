@@ -25,7 +25,8 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
 The fields that change Kueue's decisions but are not modelled (`UNMODELLED`: managedJobsNamespaceSelector,
 resources, objectRetentionPolicies, multiKueue, integrations.externalFrameworks / labelKeysToCopy, ...) are each a
 validate notice saying what the run does instead; the controller-manager plumbing (webhook, metrics,
-leaderElection, controller, clientConnection, ...) is accepted and has no effect on a run. Durations are Go ``time.Duration`` strings as ``metav1.Duration`` decodes them ("5m", "1h30m").
+leaderElection, controller, clientConnection, ...) is accepted and has no effect on a run. Durations are Go
+``time.Duration`` strings as ``metav1.Duration`` decodes them ("5m", "1h30m").
 
 Where Kueue reads it: the manager runs with ``--config=/controller_manager_config.yaml``, a subPath mount of the
 key ``controller_manager_config.yaml`` of the ConfigMap ``kueue-manager-config`` in ``kueue-system``
