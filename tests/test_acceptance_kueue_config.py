@@ -184,3 +184,53 @@ def test_a_notice_for_an_unmodelled_setting_is_repeated_by_the_run(tmp_path) -> 
     path.write_text(text)
     result = run(paths=[path])
     assert any("admissionFairSharing" in line for line in result.summary["notices"])
+
+
+DEPLOYMENT = """apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: user-queue
+  namespace: default
+spec:
+  clusterQueue: cluster-queue
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: hello-world
+  labels:
+    app: hello-world
+    kueue.x-k8s.io/queue-name: user-queue
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: hello-world
+  template:
+    metadata:
+      labels:
+        app: hello-world
+    spec:
+      containers:
+      - name: hello-world
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: [netexec, --http-port=8080]
+        resources:
+          requests:
+            cpu: "1"
+"""
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_a_queued_deployment_is_a_notice_while_kueues_deployment_integration_is_not_modelled(listed: bool) -> None:
+    """Kueue's "Run a Deployment" task: a Deployment labelled with a queue name. The shipped configuration lists
+    `deployment`; the twin's Kueue does not run that integration, so the notice names it; without `deployment` in
+    integrations.frameworks Kueue ignores the label too, and nothing is said."""
+    config = DEFAULT if listed else DEFAULT.replace('  - "deployment"\n', "")
+    found = diagnostics(manifests_yaml(config) + "---\n" + DEPLOYMENT)
+    notes = [d.message for d in found if d.obj.startswith("Deployment/")]
+    if listed:
+        assert notes == ["Kueue's deployment integration is not modelled: Kueue would queue this Deployment's pods "
+                         "in LocalQueue user-queue and admit them within its quota; the run starts them unqueued"]
+    else:
+        assert notes == []
