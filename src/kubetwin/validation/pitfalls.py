@@ -195,7 +195,8 @@ UNMODELLED_INTEGRATIONS = {"Deployment": "deployment", "StatefulSet": "statefuls
                            "RayJob": "ray.io/rayjob",
                            "RayCluster": "ray.io/raycluster", "RayService": "ray.io/rayservice",
                            "MPIJob": "kubeflow.org/mpijob", "PyTorchJob": "kubeflow.org/pytorchjob",
-                           "TrainJob": "trainer.kubeflow.org/trainjob", "AppWrapper": "workload.codeflare.dev/appwrapper"}
+                           "TrainJob": "trainer.kubeflow.org/trainjob",
+                           "AppWrapper": "workload.codeflare.dev/appwrapper"}
 
 
 def _unmodelled_integration(sc: _Scenario) -> list[Diagnostic]:
