@@ -263,3 +263,28 @@ def test_a_statefulset_with_volume_claim_templates_is_a_notice_not_silence() -> 
 
 
 __all__ = ["PD"]
+
+
+# -- kubectl describe pvc ----------------------------------------------------------------------------------------
+def test_describe_pvc_prints_kubectls_claim_describer(tmp_path) -> None:
+    """describePersistentVolumeClaim's layout for the docs' bound claim and for a claim its provisioner refuses."""
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    run(objects=[make_scenario("1h").obj(), *nodes(1), TASK_PV, TASK_PVC, TASK_POD,
+                 pvc("shared", cls="standard-rwo", modes=("ReadWriteMany",)), user("p", claim="shared")],
+        out=tmp_path / "r")
+    res = CliRunner().invoke(app, ["describe", "pvc", "--run", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    refused, bound = res.stdout.split("\n\n\n")  # by name: shared, task-pv-claim
+    assert bound.splitlines() == [
+        "Name:          task-pv-claim", "Namespace:     default", "StorageClass:  manual", "Status:        Bound",
+        "Volume:        task-pv-volume", "Labels:        <none>",
+        "Annotations:   pv.kubernetes.io/bind-completed: yes", "               pv.kubernetes.io/bound-by-controller: yes",
+        "Finalizers:    []", "Capacity:      10Gi", "Access Modes:  RWO", "VolumeMode:    Filesystem",
+        "Used By:       task-pv-pod", "Events:        <none>"]
+    assert refused.splitlines()[:5] == ["Name:          shared", "Namespace:     default",
+                                        "StorageClass:  standard-rwo", "Status:        Pending", "Volume:        "]
+    assert "Capacity:      \nAccess Modes:  \n" in refused and "Used By:       p\n" in refused
+    assert "Warning  ProvisioningFailed" in refused
