@@ -281,7 +281,8 @@ def test_describe_pvc_prints_kubectls_claim_describer(tmp_path) -> None:
     assert bound.splitlines() == [
         "Name:          task-pv-claim", "Namespace:     default", "StorageClass:  manual", "Status:        Bound",
         "Volume:        task-pv-volume", "Labels:        <none>",
-        "Annotations:   pv.kubernetes.io/bind-completed: yes", "               pv.kubernetes.io/bound-by-controller: yes",
+        "Annotations:   pv.kubernetes.io/bind-completed: yes",
+        "               pv.kubernetes.io/bound-by-controller: yes",
         "Finalizers:    []", "Capacity:      10Gi", "Access Modes:  RWO", "VolumeMode:    Filesystem",
         "Used By:       task-pv-pod", "Events:        <none>"]
     assert refused.splitlines()[:5] == ["Name:          shared", "Namespace:     default",
