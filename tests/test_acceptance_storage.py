@@ -289,3 +289,44 @@ def test_describe_pvc_prints_kubectls_claim_describer(tmp_path) -> None:
                                         "StorageClass:  standard-rwo", "Status:        Pending", "Volume:        "]
     assert "Capacity:      \nAccess Modes:  \n" in refused and "Used By:       p\n" in refused
     assert "Warning  ProvisioningFailed" in refused
+
+
+# -- GKE's Filestore CSI driver add-on: its classes exist only where it is enabled --------------------------------
+FILESTORE_PVC = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "podpvc"}, "spec": {
+    "accessModes": ["ReadWriteMany"], "storageClassName": "standard-rwx",
+    "resources": {"requests": {"storage": "1Ti"}}}}  # GKE's Filestore guide's claim
+FILESTORE_POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-server"}, "spec": {
+    "containers": [{"name": "web-server", "image": "nginx", "volumeMounts": [
+        {"mountPath": "/var/lib/www/html", "name": "mypvc"}]}],
+    "volumes": [{"name": "mypvc", "persistentVolumeClaim": {"claimName": "podpvc", "readOnly": False}}]}}
+
+
+@pytest.mark.parametrize("cls", ["standard-rwx", "premium-rwx", "zonal-rwx", "enterprise-rwx",
+                                 "enterprise-multishare-rwx"])
+def test_filestore_classes_exist_where_the_add_on_is_enabled(cls: str) -> None:
+    claim = {**FILESTORE_PVC, "spec": {**FILESTORE_PVC["spec"], "storageClassName": cls}}
+    scenario = make_scenario("1h").spec(gkeAddons=["GcpFilestoreCsiDriver"]).obj()
+    res = run(objects=[scenario, *nodes(2), claim, FILESTORE_POD])
+    assert bound_at(res, "web-server") == 0.0  # WaitForFirstConsumer: provisioned for the pod's node, then bound
+    volume = last(res, "PersistentVolume", last(res, "PersistentVolumeClaim", "podpvc")["spec"]["volumeName"])
+    assert volume["spec"]["csi"]["driver"] == "filestore.csi.storage.gke.io"
+    created = last(res, "StorageClass", cls)
+    assert created["volumeBindingMode"] == "WaitForFirstConsumer" and created["provisioner"] == (
+        "filestore.csi.storage.gke.io")
+    assert first_time(res, "Pod", "web-server", phase_at("", "Running")) == 0.0
+
+
+def test_a_filestore_class_without_the_add_on_is_a_warning_and_not_found() -> None:
+    objs = [make_scenario("30m").obj(), *nodes(1), FILESTORE_PVC, FILESTORE_POD]
+    warnings = [d for d in validate([Manifest(o, "f.yaml", i) for i, o in enumerate(objs)])
+                if d.severity == "warning"]
+    assert [(d.obj, d.field) for d in warnings] == [("PersistentVolumeClaim/podpvc", "spec.storageClassName")]
+    assert "GcpFilestoreCsiDriver" in warnings[0].message and "spec.gkeAddons" in warnings[0].hint
+    res = run(objects=objs)
+    assert [m for *_, m in events(res, "ProvisioningFailed")] == [
+        'storageclass.storage.k8s.io "standard-rwx" not found']
+    assert bound_at(res, "web-server") is None
+    # the scenario's own class of that name is what the cluster has, add-on or not
+    own = sc("standard-rwx", provisioner="filestore.csi.storage.gke.io", parameters={"tier": "standard"})
+    assert not [d for d in validate([Manifest(o, "f.yaml", i) for i, o in enumerate([*objs, own])])
+                if d.severity == "warning"]

@@ -45,6 +45,40 @@ GKE_STORAGE_CLASSES: dict[str, dict] = {
     "premium-rwo": _gke_class("premium-rwo", PD_CSI, "pd-ssd", "WaitForFirstConsumer"),
     "standard": _gke_class("standard", GCE_PD_IN_TREE, "pd-standard", "Immediate"),
 }
+# GKE's Filestore CSI driver add-on (gcloud --addons=GcpFilestoreCsiDriver; addonsConfig.gcpFilestoreCsiDriverConfig)
+# installs these classes, and only where it is enabled: Autopilot clusters enable it by default, Standard clusters
+# do not (https://cloud.google.com/filestore/docs/csi-driver "Use a StorageClass": standard-rwx Basic HDD,
+# premium-rwx Basic SSD, zonal-rwx Zonal, enterprise-rwx Enterprise with one instance per volume,
+# enterprise-multishare-rwx Enterprise with one share per volume). Their parameters (tier, network default),
+# WaitForFirstConsumer binding and volume expansion are as the guide's custom-class example writes them (twin
+# reconstruction of the installed objects). A scenario enables the add-on with Scenario spec.gkeAddons:
+# [GcpFilestoreCsiDriver]; the run then creates these classes at its start, as GKE's addon manager does (a class the
+# scenario defines with the same name wins), so `kubetwin get sc` lists them as `kubectl get sc` would.
+FILESTORE_CSI = "filestore.csi.storage.gke.io"
+FILESTORE_ADDON = "GcpFilestoreCsiDriver"
+
+
+def _filestore_class(name: str, tier: str, **extra: str) -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {
+        "name": name, "labels": {"addonmanager.kubernetes.io/mode": "EnsureExists"}},
+        "provisioner": FILESTORE_CSI, "parameters": {"tier": tier, "network": "default", **extra},
+        "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": True}
+
+
+ADDON_STORAGE_CLASSES: dict[str, dict[str, dict]] = {FILESTORE_ADDON: {
+    "standard-rwx": _filestore_class("standard-rwx", "standard"),
+    "premium-rwx": _filestore_class("premium-rwx", "premium"),
+    "zonal-rwx": _filestore_class("zonal-rwx", "zonal"),
+    "enterprise-rwx": _filestore_class("enterprise-rwx", "enterprise"),
+    "enterprise-multishare-rwx": _filestore_class("enterprise-multishare-rwx", "enterprise", multishare="true"),
+}}
+
+
+def addon_of_class(name: str) -> str | None:
+    """The GKE add-on that installs a StorageClass of this name, None when no add-on does."""
+    return next((addon for addon, classes in ADDON_STORAGE_CLASSES.items() if name in classes), None)
+
+
 # CSI migration (GKE migrates in-tree gce-pd to the PD CSI driver): the external provisioner that serves the class.
 MIGRATED_PROVISIONERS = {GCE_PD_IN_TREE: PD_CSI}
 # Volumes the attach/detach controller attaches to a node (CSIDriver attachRequired: true): Compute Engine disks
