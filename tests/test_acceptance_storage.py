@@ -330,3 +330,44 @@ def test_a_filestore_class_without_the_add_on_is_a_warning_and_not_found() -> No
     own = sc("standard-rwx", provisioner="filestore.csi.storage.gke.io", parameters={"tier": "standard"})
     assert not [d for d in validate([Manifest(o, "f.yaml", i) for i, o in enumerate([*objs, own])])
                 if d.severity == "warning"]
+
+
+# -- Storage Object in Use Protection (persistent-volumes concept page) -------------------------------------------
+def test_a_claim_deleted_while_a_pod_uses_it_stays_terminating_until_the_pod_is_gone() -> None:
+    """StorageObjectInUseProtection: the API server gives every claim the kubernetes.io/pvc-protection finalizer
+    (and every volume kubernetes.io/pv-protection); deleting a claim a scheduled pod uses only marks it
+    (deletionTimestamp: kubectl shows Terminating); the pvc-protection controller removes the finalizer once no
+    scheduled pod names it, and the claim goes; its volume (reclaim Delete) then goes too."""
+    claim = pvc("data", cls="standard-rwo")
+    claim["metadata"]["annotations"] = {"kubetwin.io/delete-at": "5m"}
+    pod = user("p", duration="20m")
+    pod["metadata"]["annotations"]["kubetwin.io/delete-at"] = "10m"
+    res = run(objects=[make_scenario("30m").obj(), *nodes(1), claim, pod])
+    first = first_time(res, "PersistentVolumeClaim", "data", lambda o: True)
+    assert first == 0.0
+    created = [o for t, _, e, o in res.history if o["kind"] == "PersistentVolumeClaim" and e == "ADDED"][0]
+    assert created["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
+    volume = volumes_of(res)[0]
+    assert volume["metadata"]["finalizers"] == ["kubernetes.io/pv-protection"]
+    marked = first_time(res, "PersistentVolumeClaim", "data", lambda o: bool(o["metadata"].get("deletionTimestamp")))
+    assert marked == 300.0
+    gone = next(t for t, _, e, o in res.history if o["kind"] == "PersistentVolumeClaim" and e == "DELETED")
+    assert gone == 600.0  # when the pod was deleted
+    assert next(t for t, _, e, o in res.history if o["kind"] == "PersistentVolume" and e == "DELETED") == 600.0
+
+
+def test_a_claim_no_pod_uses_is_deleted_at_once_and_a_terminating_claim_blocks_new_pods() -> None:
+    claim = pvc("data", cls="fast")
+    claim["metadata"]["annotations"] = {"kubetwin.io/delete-at": "5m"}
+    res = run(objects=[make_scenario("30m").obj(), *nodes(1), sc(), claim])
+    assert next(t for t, _, e, o in res.history if o["kind"] == "PersistentVolumeClaim" and e == "DELETED") == 300.0
+    # a completed pod still names the claim: the claim stays Terminating (podUsesPVC: any scheduled pod)
+    claim2 = pvc("data", cls="fast")
+    claim2["metadata"]["annotations"] = {"kubetwin.io/delete-at": "5m"}
+    late = user("late", at="6m")
+    res = run(objects=[make_scenario("30m").obj(), *nodes(1), sc(), claim2, user("done", duration="1m"), late])
+    assert not [t for t, _, e, o in res.history if o["kind"] == "PersistentVolumeClaim" and e == "DELETED"]
+    assert bound_at(res, "late") is None
+    assert events(res, "FailedScheduling")[0][1:] == ("late", "Warning", (
+        '0/1 nodes are available: persistentvolumeclaim "data" is being deleted. preemption: 0/1 nodes are '
+        "available: 1 Preemption is not helpful for scheduling."))
