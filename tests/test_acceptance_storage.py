@@ -283,7 +283,8 @@ def test_describe_pvc_prints_kubectls_claim_describer(tmp_path) -> None:
         "Volume:        task-pv-volume", "Labels:        <none>",
         "Annotations:   pv.kubernetes.io/bind-completed: yes",
         "               pv.kubernetes.io/bound-by-controller: yes",
-        "Finalizers:    []", "Capacity:      10Gi", "Access Modes:  RWO", "VolumeMode:    Filesystem",
+        "Finalizers:    [kubernetes.io/pvc-protection]", "Capacity:      10Gi", "Access Modes:  RWO",
+        "VolumeMode:    Filesystem",
         "Used By:       task-pv-pod", "Events:        <none>"]
     assert refused.splitlines()[:5] == ["Name:          shared", "Namespace:     default",
                                         "StorageClass:  standard-rwo", "Status:        Pending", "Volume:        "]
@@ -333,7 +334,7 @@ def test_a_filestore_class_without_the_add_on_is_a_warning_and_not_found() -> No
 
 
 # -- Storage Object in Use Protection (persistent-volumes concept page) -------------------------------------------
-def test_a_claim_deleted_while_a_pod_uses_it_stays_terminating_until_the_pod_is_gone() -> None:
+def test_a_claim_deleted_while_a_pod_uses_it_stays_terminating_until_the_pod_is_gone(tmp_path) -> None:
     """StorageObjectInUseProtection: the API server gives every claim the kubernetes.io/pvc-protection finalizer
     (and every volume kubernetes.io/pv-protection); deleting a claim a scheduled pod uses only marks it
     (deletionTimestamp: kubectl shows Terminating); the pvc-protection controller removes the finalizer once no
@@ -342,7 +343,15 @@ def test_a_claim_deleted_while_a_pod_uses_it_stays_terminating_until_the_pod_is_
     claim["metadata"]["annotations"] = {"kubetwin.io/delete-at": "5m"}
     pod = user("p", duration="20m")
     pod["metadata"]["annotations"]["kubetwin.io/delete-at"] = "10m"
-    res = run(objects=[make_scenario("30m").obj(), *nodes(1), claim, pod])
+    res = run(objects=[make_scenario("30m").obj(), *nodes(1), claim, pod], out=tmp_path / "r")
+    from typer.testing import CliRunner
+
+    from kubetwin.cli.main import app
+
+    shown = CliRunner().invoke(app, ["describe", "pvc", "data", "--run", str(tmp_path / "r"), "--at", "6m"]).stdout
+    assert "Status:        Terminating (lasts 60s)\n" in shown and "Used By:       p\n" in shown
+    got = CliRunner().invoke(app, ["get", "pvc", "--run", str(tmp_path / "r"), "--at", "6m"]).stdout
+    assert got.splitlines()[1].split()[:2] == ["data", "Terminating"]
     first = first_time(res, "PersistentVolumeClaim", "data", lambda o: True)
     assert first == 0.0
     created = [o for t, _, e, o in res.history if o["kind"] == "PersistentVolumeClaim" and e == "ADDED"][0]

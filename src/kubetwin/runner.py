@@ -35,7 +35,7 @@ from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
-from kubetwin.controllers.volumes import PersistentVolumeController
+from kubetwin.controllers.volumes import PersistentVolumeController, StorageProtectionController
 from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
@@ -275,6 +275,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
     PersistentVolumeController(store, env, events)  # claims bound and provisioned; the GKE Volume Populator
+    StorageProtectionController(store, env)  # a deleted claim or volume goes once nothing uses it
     trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)

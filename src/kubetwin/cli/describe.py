@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 
 from kubetwin.cli.output import tabwrite
-from kubetwin.cli.printers import age
+from kubetwin.cli.printers import access_modes, age, claim_class
 
 __all__ = ["describe", "describe_pod"]
 
@@ -428,33 +428,25 @@ def _content(content: dict, level: int, prefix: str) -> list[str]:
     return lines
 
 
-_ACCESS_SHORT = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
-
-
-def _access_modes(modes: list[str] | None) -> str:
-    """GetAccessModesAsString: the short names in kubectl's fixed order, comma-separated."""
-    have = set(modes or ())
-    return ",".join(short for mode, short in _ACCESS_SHORT.items() if mode in have)
-
-
 def describe_pvc(pvc: dict, events: list[dict], now: datetime, pods: list[dict]) -> list[str]:
     """describePersistentVolumeClaim; `pods` are the pods of its namespace whose volumes name it (Used By)."""
     meta, spec, st = pvc["metadata"], pvc.get("spec") or {}, pvc.get("status") or {}
-    ann = (meta.get("annotations") or {}).get("volume.beta.kubernetes.io/storage-class")
-    lines = [f"Name:	{meta['name']}", f"Namespace:	{meta.get('namespace', '')}",
-             f"StorageClass:	{ann if ann is not None else spec.get('storageClassName') or ''}",
-             f"Status:	{st.get('phase', '')}", f"Volume:	{spec.get('volumeName') or ''}"]
+    status = st.get("phase", "")
+    if meta.get("deletionTimestamp"):  # "Terminating (lasts 5m)"
+        status = f"Terminating (lasts {age(meta['deletionTimestamp'], now)})"
+    lines = [f"Name:\t{meta['name']}", f"Namespace:\t{meta.get('namespace', '')}",
+             f"StorageClass:\t{claim_class(pvc)}", f"Status:\t{status}", f"Volume:\t{spec.get('volumeName') or ''}"]
     lines += _labels("Labels", meta.get("labels")) + _annotations("Annotations", meta.get("annotations"))
-    lines.append(f"Finalizers:	[{' '.join(meta.get('finalizers') or [])}]")
+    lines.append(f"Finalizers:\t[{' '.join(meta.get('finalizers') or [])}]")
     bound = bool(spec.get("volumeName"))
-    lines.append(f"Capacity:	{(st.get('capacity') or {}).get('storage', '') if bound else ''}")
-    lines.append(f"Access Modes:	{_access_modes(st.get('accessModes')) if bound else ''}")
+    lines.append(f"Capacity:\t{(st.get('capacity') or {}).get('storage', '') if bound else ''}")
+    lines.append(f"Access Modes:\t{access_modes(st.get('accessModes')) if bound else ''}")
     if spec.get("volumeMode"):
-        lines.append(f"VolumeMode:	{spec['volumeMode']}")
+        lines.append(f"VolumeMode:\t{spec['volumeMode']}")
     source = spec.get("dataSourceRef") or spec.get("dataSource")
     if source:
-        lines += ["DataSource:", f"  APIGroup:	{source.get('apiGroup') or ''}" if source.get("apiGroup") else "",
-                  f"  Kind:	{source.get('kind', '')}", f"  Name:	{source.get('name', '')}"]
+        lines += ["DataSource:", f"  APIGroup:\t{source.get('apiGroup') or ''}" if source.get("apiGroup") else "",
+                  f"  Kind:\t{source.get('kind', '')}", f"  Name:\t{source.get('name', '')}"]
         lines = [line for line in lines if line]
     lines += _multiline("Used By", [p["metadata"]["name"] for p in sorted(pods, key=lambda p: p["metadata"]["name"])])
     return lines + _events(events, now)

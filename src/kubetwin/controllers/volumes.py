@@ -285,7 +285,7 @@ class PersistentVolumeController:
         spec.setdefault("volumeMode", "Filesystem")
         if "storageClassName" not in spec and BETA_STORAGE_CLASS not in (pvc["metadata"].get("annotations") or {}):
             spec["storageClassName"] = default_class(self.store)
-        return {**pvc, "spec": spec, "status": status}
+        return {**pvc, "metadata": _protected(pvc["metadata"], PVC_PROTECTION), "spec": spec, "status": status}
 
     # -- watches: enqueue only ------------------------------------------------------------------
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
@@ -327,11 +327,11 @@ class PersistentVolumeController:
         for pv in self.store.list("PersistentVolume"):
             if ((pv.get("spec") or {}).get("claimRef") or {}).get("uid") != uid:
                 continue
+            if (pv.get("status") or {}).get("phase") != "Released":  # syncVolume: its claim is gone
+                pv = self.store.update({**pv, "status": {**(pv.get("status") or {}), "phase": "Released"}})
             if (pv["spec"].get("persistentVolumeReclaimPolicy") == "Delete"
                     and PROVISIONED_BY in (pv["metadata"].get("annotations") or {})):
-                self.store.delete("PersistentVolume", "", pv["metadata"]["name"])
-            elif (pv.get("status") or {}).get("phase") != "Released":
-                self.store.update({**pv, "status": {**(pv.get("status") or {}), "phase": "Released"}})
+                self.store.delete("PersistentVolume", "", pv["metadata"]["name"])  # reclaimVolume: deleteVolume
 
     def _sync_volume(self, name: str) -> None:
         """syncVolume for a new volume: unclaimed or pre-bound (claimRef without uid) is Available."""
@@ -513,9 +513,81 @@ class PersistentVolumeController:
 
 
 def _admit_volume(pv: Obj) -> Obj:
-    """SetDefaults_PersistentVolume: phase Pending, reclaim policy Retain, volumeMode Filesystem."""
+    """SetDefaults_PersistentVolume: phase Pending, reclaim policy Retain, volumeMode Filesystem; and
+    StorageObjectInUseProtection's finalizer."""
     spec, status = dict(pv.get("spec") or {}), dict(pv.get("status") or {})
     status.setdefault("phase", "Pending")
     spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
     spec.setdefault("volumeMode", "Filesystem")
-    return {**pv, "spec": spec, "status": status}
+    return {**pv, "metadata": _protected(pv["metadata"], PV_PROTECTION), "spec": spec, "status": status}
+
+
+# StorageObjectInUseProtection (plugin/pkg/admission/storage/storageobjectinuseprotection, on by default) gives every
+# new claim and volume a finalizer; the pvc-protection and pv-protection controllers (pkg/controller/volume/
+# pvcprotection, pvprotection) remove it once nothing uses the object, and only then does a delete remove it.
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PV_PROTECTION = "kubernetes.io/pv-protection"
+
+
+def _protected(meta: dict, finalizer: str) -> dict:
+    finalizers = list(meta.get("finalizers") or [])
+    return meta if finalizer in finalizers else {**meta, "finalizers": [*finalizers, finalizer]}
+
+
+def _without(obj: Obj, finalizer: str) -> Obj:
+    meta = obj["metadata"]
+    return {**obj, "metadata": {**meta, "finalizers": [f for f in meta.get("finalizers") or [] if f != finalizer]}}
+
+
+def pod_uses_claim(pod: Obj, claim: str) -> bool:
+    """pvcprotection podUsesPVC: a scheduled pod (any phase: a Succeeded pod still holds it) naming the claim."""
+    return bool(pod["spec"].get("nodeName")) and any(
+        (v.get("persistentVolumeClaim") or {}).get("claimName") == claim for v in pod["spec"].get("volumes") or ())
+
+
+class StorageProtectionController:
+    """The pvc-protection and pv-protection controllers: a deleted claim goes once no scheduled pod of its
+    namespace names it; a deleted volume once it is not Bound. The store honours these kinds' finalizers
+    (store.honor_finalizers), so a delete only marks them (kubectl: Terminating) until then."""
+
+    def __init__(self, store: Store, env: Environment) -> None:
+        self.store, self.env = store, env
+        store.honor_finalizers("PersistentVolumeClaim", "PersistentVolume")
+        store.watch("PersistentVolumeClaim", self._on_claim)
+        store.watch("PersistentVolume", self._on_volume)
+        store.watch("Pod", self._on_pod)
+
+    def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
+        if etype == "MODIFIED" and pvc["metadata"].get("deletionTimestamp"):
+            ns, name = _ns(pvc), pvc["metadata"]["name"]
+            self.env.after(0, lambda: self._sync_claim(ns, name))
+
+    def _on_volume(self, etype: str, pv: Obj, old: Obj | None) -> None:
+        if etype == "MODIFIED" and pv["metadata"].get("deletionTimestamp"):
+            name = pv["metadata"]["name"]
+            self.env.after(0, lambda: self._sync_volume(name))
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        """A pod that goes may free the terminating claims it named."""
+        if etype == "DELETED" and pod["spec"].get("nodeName"):
+            ns = _ns(pod)
+            for v in pod["spec"].get("volumes") or ():
+                claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+                if claim:
+                    self.env.after(0, lambda claim=claim: self._sync_claim(ns, claim))
+
+    def _sync_claim(self, ns: str, name: str) -> None:
+        pvc = self.store.get("PersistentVolumeClaim", ns, name)
+        if (pvc is None or not pvc["metadata"].get("deletionTimestamp")
+                or PVC_PROTECTION not in (pvc["metadata"].get("finalizers") or ())):
+            return
+        if not any(pod_uses_claim(p, name) for p in self.store.list("Pod", ns)):
+            self.store.update(_without(pvc, PVC_PROTECTION))
+
+    def _sync_volume(self, name: str) -> None:
+        pv = self.store.get("PersistentVolume", "", name)
+        if (pv is None or not pv["metadata"].get("deletionTimestamp")
+                or PV_PROTECTION not in (pv["metadata"].get("finalizers") or ())):
+            return
+        if (pv.get("status") or {}).get("phase") != "Bound":  # pvprotection isBeingUsed: Bound volumes are in use
+            self.store.update(_without(pv, PV_PROTECTION))

@@ -79,6 +79,8 @@ def prefilter(store: Store, pod: Obj) -> tuple[str | None, list[Obj]]:
         pvc = store.get("PersistentVolumeClaim", ns, name)
         if pvc is None:
             return f'persistentvolumeclaim "{name}" not found', []
+        if pvc["metadata"].get("deletionTimestamp"):  # podHasPVCs
+            return f'persistentvolumeclaim "{name}" is being deleted', []
         if V.is_bound(pvc):
             continue
         if V.delay_binding(store, pvc):
