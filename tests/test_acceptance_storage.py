@@ -380,3 +380,25 @@ def test_a_claim_no_pod_uses_is_deleted_at_once_and_a_terminating_claim_blocks_n
     assert events(res, "FailedScheduling")[0][1:] == ("late", "Warning", (
         '0/1 nodes are available: persistentvolumeclaim "data" is being deleted. preemption: 0/1 nodes are '
         "available: 1 Preemption is not helpful for scheduling."))
+
+
+# -- ReadWriteOncePod and preemption (the ReadWriteOncePod GA blog / KEP-2485) ---------------------------------------
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_higher_priority_pod_preempts_the_read_write_once_pod_holder(n: int) -> None:
+    """VolumeRestrictions' PreFilterExtensions: removing the holder in preemption's dry run removes the conflict, so
+    a higher-priority pod preempts the lower-priority pod that holds the ReadWriteOncePod claim, on its node."""
+    from k8s_builders import make_priority_class
+
+    high = make_priority_class("high").value(1000).obj()
+    b = user("b", at="1m")
+    b["spec"]["priorityClassName"] = "high"
+    res = run(objects=[make_scenario("1h").obj(), *nodes(n), high, sc(), pvc(modes=("ReadWriteOncePod",)),
+                       user("a"), b])
+    assert [(name, m) for _, name, _, m in events(res, "Preempted")] == [
+        ("a", f"Preempted by pod {last(res, 'Pod', 'b')['metadata']['uid']} on node "
+              f"{last(res, 'Pod', 'a')['spec']['nodeName']}")]
+    assert bound_at(res, "b") == 61.0  # after its 1 s backoff (the twin deletes a victim at once)
+    assert last(res, "Pod", "b")["spec"]["nodeName"] == last(res, "Pod", "a")["spec"]["nodeName"]
+    assert [m for _, name, _, m in events(res, "FailedScheduling") if name == "b"] == [
+        f"0/{n} nodes are available: {n} node has pod using PersistentVolumeClaim with the same name and "
+        "ReadWriteOncePod access mode."]

@@ -470,7 +470,7 @@ class Scheduler:
             considered, verdicts = [], T.filter_verdicts(self, state, t.scan_order(), override)
         post, nominated = self.preemption.post_filter(
             pod, pi, [ni for ni in (t.infos[int(r)] for r in victims_possible) if ni is not None],
-            unresolvable, n, considered)
+            unresolvable, n, considered, state.victims)
         msg = fit_error(n, reasons, post) if n else "no nodes available to schedule pods"
         if self.trace is not None:
             self._trace(state, msg, verdicts, post_filter={

@@ -31,7 +31,8 @@ volumes are not modelled.
 VolumeRestrictions (pkg/scheduler/framework/plugins/volumerestrictions): a pod whose ReadWriteOncePod claim another
 scheduled, unfinished pod uses fits no node ("node has pod using PersistentVolumeClaim with the same name and
 ReadWriteOncePod access mode", Unschedulable on each node), and is retried when a pod using the claim goes away.
-Preemption of the pod that holds the claim is not modelled: the twin's preemption finds no victims for it.
+Its PreFilterExtensions (AddPod/RemovePod) let preemption clear the conflict: a higher-priority pod preempts the
+claim's lower-priority holders on their node (CycleState.victims: evicted whatever the resources say).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from kubetwin.controllers import volumes as V
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.framework import CycleState, Plugin, Rejected
 from kubetwin.scheduler.nodeinfo import NodeInfo
-from kubetwin.scheduler.preemption import pod_key
+from kubetwin.scheduler.preemption import pod_key, priority_of
 from kubetwin.store.store import Obj, Store
 
 NAME = "VolumeBinding"
@@ -305,14 +306,14 @@ class VolumeRestrictions(Plugin):
                 rwop.add(name)
         if not rwop:
             return
-        for other in self.store.list("Pod", ns):  # IsPVCUsedByPods: scheduled pods that have not finished
-            if (other["metadata"].get("uid") != me and other["spec"].get("nodeName")
-                    and (other.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                    and not rwop.isdisjoint(pod_claims(other))):
-                state.data[RESTRICTIONS] = True
-                state.want = state.n  # every node gets the verdict, as the Filter runs on each
-                state.shape = (*state.shape, ("rwop", *claims_key(pod)))
-                return
+        holders = [other for other in self.store.list("Pod", ns)  # scheduled pods that have not finished
+                   if other["metadata"].get("uid") != me and other["spec"].get("nodeName")
+                   and (other.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                   and not rwop.isdisjoint(pod_claims(other))]
+        if holders:
+            state.data[RESTRICTIONS] = holders
+            state.want = state.n  # every node gets the verdict, as the Filter runs on each
+            state.shape = (*state.shape, ("rwop", *claims_key(pod)))
 
     def filter_rows(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
         if not state.data.get(RESTRICTIONS) or not len(rows):
@@ -324,4 +325,16 @@ class VolumeRestrictions(Plugin):
         return rows[:0]
 
     def preemptible(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
-        return rows[:0] if state.data.get(RESTRICTIONS) else rows
+        """PreFilterExtensions RemovePod: preemption's dry run clears the conflict on a node by evicting the
+        claim's holders there, so only the node of the holders, when all of them are lower-priority and on one
+        node, is a candidate, and they are its required victims."""
+        holders = state.data.get(RESTRICTIONS)
+        if not isinstance(holders, list) or not holders:
+            return rows
+        nodes = {str(h["spec"]["nodeName"]) for h in holders}
+        if len(nodes) != 1 or any(priority_of(h) >= state.pi.priority for h in holders):
+            return rows[:0]
+        node = next(iter(nodes))
+        keep = [(ni := state.table.infos[int(r)]) is not None and ni.name == node for r in rows]
+        state.victims[node] = [*state.victims.get(node, []), *holders]
+        return rows[np.array(keep, dtype=bool)]
