@@ -234,3 +234,40 @@ def test_a_queued_deployment_is_a_notice_while_kueues_deployment_integration_is_
                          "in LocalQueue user-queue and admit them within its quota; the run starts them unqueued"]
     else:
         assert notes == []
+
+
+def test_the_shipped_configmap_with_the_docs_wait_for_pods_ready_runs_as_the_bare_configuration() -> None:
+    """examples/kueue-wait-for-pods-ready.yaml with its Configuration moved into the shipped ConfigMap (the
+    shipped file with its commented waitForPodsReady block set to the example's values): the same run."""
+    example = Path(__file__).parent.parent / "examples" / "kueue-wait-for-pods-ready.yaml"
+    text = example.read_text()
+    docs = text.split("\n---\n")
+    bare = [d for d in docs if "kind: Configuration" in d]
+    assert len(bare) == 1
+    config = DEFAULT.replace("""#waitForPodsReady:
+#  timeout: 5m
+#  recoveryTimeout: 3m
+#  blockAdmission: false
+#  requeuingStrategy:
+#    timestamp: Eviction
+#    backoffLimitCount: null # null indicates infinite requeuing
+#    backoffBaseSeconds: 60
+#    backoffMaxSeconds: 3600
+""", """waitForPodsReady:
+  timeout: 10m
+  requeuingStrategy:
+    timestamp: Eviction
+    backoffLimitCount: 2
+    backoffBaseSeconds: 60
+    backoffMaxSeconds: 3600
+""")
+    moved = "\n---\n".join(d for d in docs if d is not bare[0]) + "\n---\n" + manifests_yaml(config)
+    a = run(manifests=load_text(text, "example.yaml"))
+    b = run(manifests=load_text(moved, "moved.yaml"))
+    assert a.summary["kueue"] == b.summary["kueue"]
+    def timeline(res) -> list[tuple[float, str, str]]:  # Workload names carry a uid-derived suffix
+        return [(e.first_seen, e.event["reason"], e.event["involvedObject"]["name"].rsplit("-", 1)[0])
+                for e in res.recorded_events()]
+
+    assert timeline(a) == timeline(b)
+    assert "EvictedDueToPodsReadyTimeout" in {reason for _, reason, _ in timeline(b)}  # the setting took effect
