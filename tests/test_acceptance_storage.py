@@ -402,3 +402,13 @@ def test_a_higher_priority_pod_preempts_the_read_write_once_pod_holder(n: int) -
     assert [m for _, name, _, m in events(res, "FailedScheduling") if name == "b"] == [
         f"0/{n} nodes are available: {n} node has pod using PersistentVolumeClaim with the same name and "
         "ReadWriteOncePod access mode."]
+
+
+def test_a_claim_naming_a_volume_bound_to_another_claim_says_so() -> None:
+    """syncUnboundClaim, spec.volumeName of a volume another claim holds (a Released Retain volume, say): Warning
+    FailedBinding `volume "pv" already bound to a different claim.`, Pending."""
+    held = pv("disk", "100Gi", claimRef={"name": "old", "namespace": "default", "uid": "old-uid"})
+    res = run(objects=[make_scenario("10m").obj(), sc(), held, pvc("data", volumeName="disk")])
+    assert last(res, "PersistentVolumeClaim", "data")["status"]["phase"] == "Pending"
+    assert [(t, m) for _, _, t, m in events(res, "FailedBinding")] == [
+        ("Warning", 'volume "disk" already bound to a different claim.')]

@@ -378,8 +378,11 @@ class PersistentVolumeController:
         if pv is None:
             return  # "requested and not found, will try again next time": Pending
         ref = (pv.get("spec") or {}).get("claimRef")
-        if ref and not _bound_to(pv, pvc):
-            return  # claimed by another claim: Pending, retried
+        if ref and not _bound_to(pv, pvc):  # claimed by another claim: Pending, retried
+            if BOUND_BY_CONTROLLER not in (pvc["metadata"].get("annotations") or {}):
+                self._report(pvc, "Warning", "FailedBinding", f'volume "{volume_name}" already bound to a different '
+                             "claim.")
+            return
         why = mismatch(pv, pvc) if not ref else None
         if why is not None:
             self._report(pvc, "Warning", "VolumeMismatch", f'Cannot bind to requested volume "{volume_name}": {why}')
