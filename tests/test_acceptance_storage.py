@@ -412,3 +412,16 @@ def test_a_claim_naming_a_volume_bound_to_another_claim_says_so() -> None:
     assert last(res, "PersistentVolumeClaim", "data")["status"]["phase"] == "Pending"
     assert [(t, m) for _, _, t, m in events(res, "FailedBinding")] == [
         ("Warning", 'volume "disk" already bound to a different claim.')]
+
+
+def test_gkes_default_class_marked_not_default_leaves_claims_without_a_class() -> None:
+    """GKE's "change the default StorageClass": standard-rwo patched to is-default-class "false" and no other
+    default: DefaultStorageClass sets no class, and the claim binds only class-less volumes (FailedBinding "no
+    persistent volumes available for this claim and no storage class is set")."""
+    demoted = sc("standard-rwo", mode="WaitForFirstConsumer")
+    demoted["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "false"}
+    res = run(objects=[make_scenario("10m").obj(), demoted, pvc("data", cls=None)])
+    claim = last(res, "PersistentVolumeClaim", "data")
+    assert "storageClassName" not in claim["spec"] and claim["status"]["phase"] == "Pending"
+    assert [m for *_, m in events(res, "FailedBinding")] == [
+        "no persistent volumes available for this claim and no storage class is set"]

@@ -228,11 +228,13 @@ def _find_matching_volume(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: di
 
 def default_class(store: Store) -> str:
     """The class DefaultStorageClass admission gives a claim with none: the scenario's class annotated default
-    (the newest, then by name, as GetDefaultClass picks among several), else GKE's standard-rwo."""
+    (the newest, then by name, as GetDefaultClass picks among several), else GKE's standard-rwo unless the
+    scenario's own standard-rwo replaces it without the annotation (GKE's "change the default StorageClass"); ""
+    when there is no default (the claim keeps no class)."""
     marked = [c for c in store.list("StorageClass")
               if (c["metadata"].get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true"]
     if not marked:
-        return GKE_DEFAULT_CLASS
+        return "" if store.get("StorageClass", "", GKE_DEFAULT_CLASS) is not None else GKE_DEFAULT_CLASS
     newest = max(marked, key=lambda c: (c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"]))
     return str(newest["metadata"]["name"])
 
@@ -284,7 +286,9 @@ class PersistentVolumeController:
         status.setdefault("phase", "Pending")
         spec.setdefault("volumeMode", "Filesystem")
         if "storageClassName" not in spec and BETA_STORAGE_CLASS not in (pvc["metadata"].get("annotations") or {}):
-            spec["storageClassName"] = default_class(self.store)
+            default = default_class(self.store)
+            if default:
+                spec["storageClassName"] = default
         return {**pvc, "metadata": _protected(pvc["metadata"], PVC_PROTECTION), "spec": spec, "status": status}
 
     # -- watches: enqueue only ------------------------------------------------------------------
