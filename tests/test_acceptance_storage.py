@@ -425,3 +425,20 @@ def test_gkes_default_class_marked_not_default_leaves_claims_without_a_class() -
     assert "storageClassName" not in claim["spec"] and claim["status"]["phase"] == "Pending"
     assert [m for *_, m in events(res, "FailedBinding")] == [
         "no persistent volumes available for this claim and no storage class is set"]
+
+
+def test_the_hyperdisk_ml_populator_guide_with_wait_for_first_consumer_waits_in_prebind() -> None:
+    """GKE's "Automate data transfer from Cloud Storage to a Hyperdisk ML volume using GKE Volume Populator": its
+    class binds WaitForFirstConsumer, so the pod waits unbound in PreBind while the data is copied; a copy longer
+    than bindTimeoutSeconds fails PreBind once (600 s) and the retry binds the pod when the claim is Bound."""
+    import test_volume_populator as populator
+
+    hdml = {**populator.HDML, "volumeBindingMode": "WaitForFirstConsumer"}
+    claim = populator.claim(cls="hdml")
+    claim["spec"]["accessModes"] = ["ReadOnlyMany"]
+    res = run(objects=[populator.SCENARIO, populator.node("n1"), hdml, populator.source(size="2Ti"), claim,
+                       populator.trainer()])
+    copy_s = 2 * 1024**4 / (2400 * 1024**2)  # 2 TiB at the class's provisioned 2400 MiB/s: 873.8 s
+    assert populator.phases(res, "PersistentVolumeClaim", "data")[-1] == (pytest.approx(copy_s), "Bound")
+    assert [(t, m) for t, _, m in populator.events(res, "FailedScheduling")] == [(600.0, PREBIND_TIMEOUT)]
+    assert bound_at(res, "trainer") == pytest.approx(copy_s)
