@@ -188,6 +188,44 @@ def _missing_local_queue(sc: _Scenario) -> list[Diagnostic]:
     return out
 
 
+# Kinds Kueue integrates (apis/config/v1beta2 Integrations.Frameworks) that the twin's Kueue does not run, by the
+# framework name that enables each.
+UNMODELLED_INTEGRATIONS = {"Deployment": "deployment", "StatefulSet": "statefulset",
+                           "LeaderWorkerSet": "leaderworkerset.x-k8s.io/leaderworkerset",
+                           "RayJob": "ray.io/rayjob",
+                           "RayCluster": "ray.io/raycluster", "RayService": "ray.io/rayservice",
+                           "MPIJob": "kubeflow.org/mpijob", "PyTorchJob": "kubeflow.org/pytorchjob",
+                           "TrainJob": "trainer.kubeflow.org/trainjob",
+                           "AppWrapper": "workload.codeflare.dev/appwrapper"}
+
+
+def _unmodelled_integration(sc: _Scenario) -> list[Diagnostic]:
+    """An object of a kind Kueue integrates but the twin's Kueue does not (a Deployment, a StatefulSet, ...),
+    labelled kueue.x-k8s.io/queue-name: Kueue would queue its pods against the LocalQueue's quota (kueue
+    pkg/controller/jobs/deployment: the webhook copies the label to the pod template and the pod integration gates
+    each pod); the twin runs them unqueued. Said when the scenario installs Kueue and, given a Configuration, when
+    its integrations.frameworks lists the kind."""
+    from kubetwin.kueue import config as kueue_config
+    from kubetwin.kueue.controller import jobframework
+
+    if not any(str(m.obj.get("apiVersion") or "").startswith(KUEUE) for m in sc.manifests):
+        return []
+    cfg = kueue_config.find(sc.manifests)
+    out = []
+    for kind, framework in UNMODELLED_INTEGRATIONS.items():
+        if cfg is not None and framework not in cfg.frameworks:
+            continue
+        for m in sc.by_kind.get(kind, []):
+            queue = jobframework.queue_name(m.obj)
+            if queue:
+                out.append(Diagnostic(m.file, m.line_of(f'metadata.labels["{jobframework.QUEUE_LABEL}"]'), m.ref,
+                                      f'metadata.labels["{jobframework.QUEUE_LABEL}"]',
+                                      f"Kueue's {framework} integration is not modelled: Kueue would queue this "
+                                      f"{kind}'s pods in LocalQueue {queue} and admit them within its quota; the "
+                                      "run starts them unqueued", "", "notice"))
+    return out
+
+
 # ----------------------------------------------------------------------------------------------------- KEDA
 def _scale_to_zero(sc: _Scenario) -> list[Diagnostic]:
     """KEDA scales to zero by default (minReplicaCount 0). A prometheus query over series only the target's own
@@ -392,7 +430,8 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
 
 
 CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
-    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue, _scale_to_zero,
+    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue, _unmodelled_integration,
+    _scale_to_zero,
     _device_class_driver, _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
 
 
