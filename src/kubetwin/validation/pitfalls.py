@@ -188,6 +188,27 @@ def _missing_local_queue(sc: _Scenario) -> list[Diagnostic]:
     return out
 
 
+def _local_queue_without_cluster_queue(sc: _Scenario) -> list[Diagnostic]:
+    """A LocalQueue whose spec.clusterQueue names no ClusterQueue: Kueue's LocalQueue reconciler marks it Active
+    False, reason ClusterQueueDoesNotExist, "Can't submit new workloads to clusterQueue" (kueue
+    pkg/controller/core/localqueue_controller.go), and the Workloads queued there wait until that ClusterQueue
+    exists."""
+    cqs = sorted(str(m.obj["metadata"]["name"]) for m in sc.kind("ClusterQueue", KUEUE))
+    out = []
+    for m in sc.kind("LocalQueue", KUEUE):
+        cq = str((m.obj.get("spec") or {}).get("clusterQueue") or "")
+        if not cq or cq in cqs:
+            continue
+        close = difflib.get_close_matches(cq, cqs, n=1, cutoff=0.6)
+        out.append(_warn(m, "spec.clusterQueue",
+                         f"ClusterQueue {cq} does not exist: Kueue marks this LocalQueue Active False "
+                         f"(ClusterQueueDoesNotExist, \"Can't submit new workloads to clusterQueue\") and the "
+                         "Workloads queued here wait until it is created",
+                         (f"did you mean {close[0]}? " if close else "")
+                         + (f"ClusterQueues: {', '.join(cqs)}; " if cqs else "") + f"or add a ClusterQueue {cq}"))
+    return out
+
+
 # Kinds Kueue integrates (apis/config/v1beta2 Integrations.Frameworks) that the twin's Kueue does not run, by the
 # framework name that enables each.
 UNMODELLED_INTEGRATIONS = {"Deployment": "deployment", "StatefulSet": "statefulset",
@@ -430,8 +451,8 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
 
 
 CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
-    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue, _unmodelled_integration,
-    _scale_to_zero,
+    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue,
+    _local_queue_without_cluster_queue, _unmodelled_integration, _scale_to_zero,
     _device_class_driver, _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
 
 
