@@ -59,6 +59,7 @@ Cloud Storage -> Parallelstore and Cloud Storage -> Hyperdisk ML only (same page
 
 from __future__ import annotations
 
+from kubetwin.api import nodeaffinity
 from kubetwin.api.units import parse_quantity
 from kubetwin.catalog import GIB, MIB
 from kubetwin.catalog.storage import (
@@ -159,20 +160,7 @@ def node_affinity_ok(pv: Obj, node_labels: dict | None) -> bool:
     if terms is None:
         return True
     labels = node_labels or {}
-    return any(all(_requirement(r, labels) for r in t.get("matchExpressions") or ()) for t in terms)
-
-
-def _requirement(r: dict, labels: dict) -> bool:
-    op, key, values = r.get("operator"), r.get("key", ""), r.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    return False  # Gt/Lt: not used by volume topology
+    return nodeaffinity.terms_match(terms, labels)
 
 
 def find_match(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: dict | None = None,
