@@ -416,8 +416,16 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
     """A pod of several on a GPUDirect pool (A3 High/Mega, A3 Ultra, A4, A4X) without what GKE's GPUDirect guides
     set up gets no GPUDirect: NCCL falls back to TCP over eth0 between nodes (workloads/gpudirect.py). One pod (one
     node) needs none of it: its ranks talk over NVLink. The template's pool is the one its nodeSelector matches
-    (every GPU pool when it has none; affinity is not read)."""
+    (every GPU pool when it has none; affinity is not read). Said only for workloads whose step time the twin
+    models (training.kubetwin.io/* annotations): for any other pod the transport changes nothing the run reports."""
     from kubetwin.workloads import gpudirect
+    from kubetwin.workloads.training_spec import has_training
+
+    def trains(o: object) -> bool:
+        if isinstance(o, dict):
+            ann = o.get("annotations")
+            return has_training(ann if isinstance(ann, dict) else None) or any(trains(v) for v in o.values())
+        return isinstance(o, list) and any(trains(v) for v in o)
 
     pools = []
     for where, labels, _ in sc.node_label_sets:
@@ -429,6 +437,8 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
     cluster = gpudirect.Cluster.of([m.obj for m in sc.manifests])
     out = []
     for m in sc.manifests:
+        if not trains(m.obj):
+            continue
         for prefix, pod_spec, pod_meta in _pod_templates(m):
             if not any(k == "nvidia.com/gpu" for _, _, res in _container_resources(pod_spec) for k in res):
                 continue
