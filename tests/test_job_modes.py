@@ -96,6 +96,9 @@ def test_every_simulated_kind_is_stored_with_the_api_servers_defaults(obj: dict,
 
 # -- the Job controller, one sync at a time (TestControllerSyncJob) --------------------------------------------
 
+LONG_AGO = "2025-12-31T00:00:00Z"  # a day before NOW
+
+
 def _cluster(job: dict, pods: list[tuple[str | None, str, bool]]):
     """A store holding the Job (defaulted) and its pods: (completion index or None, phase, ready)."""
     env = Environment()
@@ -111,6 +114,9 @@ def _cluster(job: dict, pods: list[tuple[str | None, str, bool]]):
         if index is not None:
             meta["annotations"][COMPLETION_INDEX] = index
         status: dict = {"phase": phase}
+        if phase in ("Succeeded", "Failed"):  # finished long ago, as upstream's pods of zero time: no back-off left
+            status["containerStatuses"] = [{"name": "c", "state": {"terminated": {
+                "exitCode": int(phase == "Failed"), "finishedAt": LONG_AGO}}}]
         if ready:
             status["conditions"] = [{"type": "Ready", "status": "True"}]
         store.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
