@@ -327,7 +327,6 @@ class JobController:
         (FailureTarget or SuccessCriteriaMet) and the terminal one (Failed or Complete) with the same reason and
         message. The twin's pods are gone when deleted, so both are written in this sync, in that order."""
         ctype, reason, message = finished
-        ns = job["metadata"].get("namespace") or "default"
         for p in active + surplus:
             self._delete_pod(p)
         success = ctype == "SuccessCriteriaMet"
