@@ -374,3 +374,16 @@ def test_spot_preemption_counts_as_failed_unless_ignored(pfp: dict | None, want_
     job = final_objects(res, "Job")["x"]
     assert job["status"].get("failed", 0) == want_failed
     assert job["status"]["conditions"][-1]["type"] == "Complete"
+
+
+def test_validate_notices_pod_replacement_policy_failed() -> None:
+    """podReplacementPolicy: Failed differs from TerminatingOrFailed only by the grace period the twin does not
+    model: a notice says so (on the field's line)."""
+    from kubetwin.api.loader import Manifest
+    from kubetwin.validation.validate import validate
+
+    job = _job(podReplacementPolicy="Failed")
+    [d] = [d for d in validate([Manifest(job, "job.yaml", 1)]) if d.severity == "notice"]
+    assert d.field == "spec.podReplacementPolicy" and "without a grace period" in d.message
+    assert not [d for d in validate([Manifest(_job(podReplacementPolicy="TerminatingOrFailed"), "job.yaml", 1)])
+                if d.severity != "info"]

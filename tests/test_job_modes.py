@@ -3,7 +3,8 @@
 pkg/apis/*/v*/defaults.go (SetDefaults_*) and pkg/controller/job/job_controller.go (manageJob's wantActive,
 the surplus-pod removal, `complete = succeeded >= completions && active == 0`, or `succeeded > 0 && active == 0`
 for a work queue), with job_controller_test.go's TestControllerSyncJob cases that apply to the twin (no pod
-finalizers, expectations, back-off records or podReplacementPolicy: the twin's pods are gone when deleted).
+finalizers, expectations or terminating pods: the twin's pods are gone when deleted; the back-off is in
+test_job_backoff.py, and these pods finished long before the sync, as upstream's zero-time pods).
 """
 
 from __future__ import annotations
