@@ -387,3 +387,26 @@ def test_validate_notices_pod_replacement_policy_failed() -> None:
     assert d.field == "spec.podReplacementPolicy" and "without a grace period" in d.message
     assert not [d for d in validate([Manifest(_job(podReplacementPolicy="TerminatingOrFailed"), "job.yaml", 1)])
                 if d.severity != "info"]
+
+
+@pytest.mark.parametrize("pfp,want_failed", [(None, 1), (IGNORE_DISRUPTION, 0)])
+def test_cluster_autoscaler_drain_is_an_eviction_api_disruption_the_job_counts(pfp: dict | None,
+                                                                                want_failed: int) -> None:
+    """The cluster autoscaler's scale-down evicts a Job's pod through the Eviction API: DisruptionTarget
+    EvictionByEvictionAPI ("Eviction API: evicting"), counted as a failure unless an Ignore rule matches it; the
+    replacement starts on the node that stays (test_cluster_autoscaler's two-node layout)."""
+    from test_cluster_autoscaler import owned, pool
+
+    job = _job(backoffLimit=6, **({"podFailurePolicy": pfp} if pfp else {}))
+    job["metadata"]["name"] = "x"
+    job["spec"]["template"]["metadata"] = {"annotations": {"kubetwin.io/duration": "2h"}}
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m"}}
+    bare = make_pod("bare").cpu("500m").obj()
+    filler = [owned(make_pod(f"f{i}").cpu("6").duration("20m").obj()) for i in range(2)]
+    res = run(objects=[make_scenario("1h").obj(), pool("cpu", "n2-standard-8", 0, 4), *filler, job, bare])
+    [evicted] = _deleted(res, "EvictionByEvictionAPI")
+    assert evicted["metadata"]["name"].startswith("x-")
+    [cond] = [c for c in evicted["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert (cond["status"], cond["message"]) == ("True", "Eviction API: evicting")
+    job = final_objects(res, "Job")["x"]
+    assert job["status"].get("failed", 0) == want_failed and job["status"]["active"] == 1
