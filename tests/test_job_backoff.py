@@ -410,3 +410,23 @@ def test_cluster_autoscaler_drain_is_an_eviction_api_disruption_the_job_counts(p
     assert (cond["status"], cond["message"]) == ("True", "Eviction API: evicting")
     job = final_objects(res, "Job")["x"]
     assert job["status"].get("failed", 0) == want_failed and job["status"]["active"] == 1
+
+
+@pytest.mark.parametrize("pfp,want_failed,want_final", [(None, 2, "Failed"), (IGNORE_DISRUPTION, 0, None)])
+def test_node_loss_podgc_counts_as_failed_unless_ignored(pfp: dict | None, want_failed: int,
+                                                         want_final: str | None) -> None:
+    """A Job pod bound to a node that does not exist: PodGC fails it after its 40 s quarantine (DisruptionTarget
+    DeletionByPodGC); counted, so backoffLimit 1 fails the Job at the second loss (40 s, then 10 s back-off +
+    40 s); ignored with the DisruptionTarget rule."""
+    job = _job(backoffLimit=1, **({"podFailurePolicy": pfp} if pfp else {}))
+    job["metadata"]["name"] = "x"
+    job["spec"]["template"]["metadata"] = {"annotations": {"kubetwin.io/duration": "1h"}}
+    job["spec"]["template"]["spec"].update(nodeName="gone")
+    res = run(objects=[make_scenario("10m").obj(), static_node("n1").obj(), job])
+    job = final_objects(res, "Job")["x"]
+    assert job["status"].get("failed", 0) == want_failed
+    final = [c["type"] for c in job["status"].get("conditions") or [] if c["type"] in ("Failed", "Complete")]
+    assert final == ([want_final] if want_final else [])
+    lost = [o for _, _, et, o in res.history if o["kind"] == "Pod" and et == "MODIFIED" and any(
+        c.get("reason") == "DeletionByPodGC" for c in o["status"].get("conditions") or [])]
+    assert len(lost) >= 2
