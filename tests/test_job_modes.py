@@ -3,7 +3,8 @@
 pkg/apis/*/v*/defaults.go (SetDefaults_*) and pkg/controller/job/job_controller.go (manageJob's wantActive,
 the surplus-pod removal, `complete = succeeded >= completions && active == 0`, or `succeeded > 0 && active == 0`
 for a work queue), with job_controller_test.go's TestControllerSyncJob cases that apply to the twin (no pod
-finalizers, expectations, back-off records or podReplacementPolicy: the twin's pods are gone when deleted).
+finalizers, expectations or terminating pods: the twin's pods are gone when deleted; the back-off is in
+test_job_backoff.py, and these pods finished long before the sync, as upstream's zero-time pods).
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ def test_every_simulated_kind_is_stored_with_the_api_servers_defaults(obj: dict,
 
 # -- the Job controller, one sync at a time (TestControllerSyncJob) --------------------------------------------
 
+LONG_AGO = "2025-12-31T00:00:00Z"  # a day before NOW
+
+
 def _cluster(job: dict, pods: list[tuple[str | None, str, bool]]):
     """A store holding the Job (defaulted) and its pods: (completion index or None, phase, ready)."""
     env = Environment()
@@ -111,6 +115,9 @@ def _cluster(job: dict, pods: list[tuple[str | None, str, bool]]):
         if index is not None:
             meta["annotations"][COMPLETION_INDEX] = index
         status: dict = {"phase": phase}
+        if phase in ("Succeeded", "Failed"):  # finished long ago, as upstream's pods of zero time: no back-off left
+            status["containerStatuses"] = [{"name": "c", "state": {"terminated": {
+                "exitCode": int(phase == "Failed"), "finishedAt": LONG_AGO}}}]
         if ready:
             status["conditions"] = [{"type": "Ready", "status": "True"}]
         store.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta,

@@ -25,6 +25,7 @@ from kubetwin.store.store import Store
 from kubetwin.validation.validate import validate
 
 NOW = "2026-01-01T00:00:00Z"
+LONG_AGO = "2025-12-31T00:00:00Z"
 
 
 def _failed_pod(exit_codes: dict[str, int | None] | None = None, conditions: list[tuple[str, str]] | None = None,
@@ -179,7 +180,8 @@ def _sync(job: dict, pods: list[tuple[str | None, str, int | None, list, dict]])
                                            "uid": stored["metadata"]["uid"], "controller": True}]}
         if index is not None:
             meta["annotations"][COMPLETION_INDEX] = index
-        state = {"terminated": {"exitCode": code}} if code is not None else {"running": {}}
+        # finished long before the sync, as upstream's pods of zero time: no pod-failure back-off left
+        state = {"terminated": {"exitCode": code, "finishedAt": LONG_AGO}} if code is not None else {"running": {}}
         store.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                       "spec": {"containers": [{"name": "main-container", "image": "x"}]},
                       "status": {"phase": phase, "containerStatuses": [{"name": "main-container", "state": state}],

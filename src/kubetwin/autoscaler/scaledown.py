@@ -25,6 +25,7 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from kubetwin.api.conditions import replace_or_append_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.pdb import blocked_by_budget
@@ -43,6 +44,9 @@ from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.nodelifecycle import node_is_ready
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
+
+EVICTION_API_CONDITION = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                          "message": "Eviction API: evicting"}
 
 if TYPE_CHECKING:
     from kubetwin.api.twin import ClusterAutoscalerSpec
@@ -229,7 +233,14 @@ class ScaleDown:
         self.ca.events.event(node, "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable", SOURCE)
         for p in pods:
             self.ca.events.event(p, "Normal", "ScaleDown", "deleting pod for node scale down", SOURCE)
-            self.ca.store.delete("Pod", p["metadata"].get("namespace") or "default", p["metadata"]["name"])
+            ns = p["metadata"].get("namespace") or "default"
+            # the drain evicts through the Eviction API, which stamps DisruptionTarget before the delete
+            # (pkg/registry/core/pod/storage/eviction.go; a Job's podFailurePolicy can match it)
+            p = self.ca.store.patch("Pod", ns, p["metadata"]["name"], lambda cur: {**cur, "status": {
+                **(cur.get("status") or {}), "conditions": replace_or_append_condition(
+                    (cur.get("status") or {}).get("conditions"), {**EVICTION_API_CONDITION, "lastTransitionTime":
+                                                                   self.ca.store.timestamp(self.ca.env.now)})}}) or p
+            self.ca.store.delete("Pod", ns, p["metadata"]["name"])
         self.ca.store.delete("Node", "", name)
         self.unneeded.pop(name, None)
         g.target = max(g.min, g.target - 1)

@@ -1,13 +1,16 @@
 """Job controller: parallelism, completions (NonIndexed and Indexed), backoffLimit, suspend, podFailurePolicy,
 backoffLimitPerIndex / maxFailedIndexes, successPolicy and activeDeadlineSeconds (batch/v1 semantics; the rules
-themselves in controllers/job_policy.py)."""
+themselves in controllers/job_policy.py), the pod-failure back-off (controllers/job_backoff.py) and the counting of
+pods deleted by others (preemption, eviction) as failed, as the job-tracking finalizer lets the real one count them."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import islice
 
 from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true, replace_or_append_condition
 from kubetwin.api.defaults import job_spec
+from kubetwin.controllers import job_backoff as backoff
 from kubetwin.controllers import job_policy as policy
 from kubetwin.controllers.common import NameGenerator, WorkQueue, active_pods_rank, controller_of, pod_from_template
 from kubetwin.sim.env import Environment
@@ -15,6 +18,8 @@ from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # annotation and label (PodIndexLabel, GA 1.32)
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"  # batch.JobTrackingFinalizer
+KILLED_EXIT_CODE = 137  # a container killed by SIGKILL (128 + 9): the twin deletes pods without a grace period
 
 
 class AdmissionDenied(Exception):
@@ -22,6 +27,7 @@ class AdmissionDenied(Exception):
 
 
 ACTIVE = ("Pending", "Running")
+_EPSILON = 1e-3  # a back-off remainder below a millisecond is the clock's float sum, not time left
 
 
 def _index(pod: Obj, completions: int | None) -> int | None:
@@ -60,17 +66,50 @@ class JobController:
         self.store, self.env, self.events, self.names = store, env, events, names
         self._work = WorkQueue(env, self._process)
         self._deadlines: set[tuple[tuple[str, str], float]] = set()  # activeDeadlineSeconds re-syncs queued
+        self._backoffs: set[tuple[tuple[str, str], float]] = set()  # pod-failure back-off re-syncs queued
+        # podBackoffStore: per Job uid, the back-off record, and the pods whose finish it has seen (the real
+        # controller's "pods that still have the tracking finalizer" are the ones not yet in it)
+        self._records: dict[str, backoff.BackoffRecord] = {}
+        self._counted: dict[str, set[str]] = {}
+        # Pods others deleted (preemption, eviction, a drain) as the Job controller saw them last, terminal: the
+        # job-tracking finalizer keeps a deleted pod readable until the controller has counted it; the twin's
+        # store drops it at once, so the controller keeps that last view and counts it (per Job uid, by pod uid)
+        self._tombstones: dict[str, dict[str, Obj]] = {}
+        self._unfinalized: set[str] = set()  # pods the controller deletes itself, its finalizer removed first
         store.watch("Job", self._on_job)
         store.watch("Pod", self._on_pod, owner_kind="Job")
 
     def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
         if etype != "DELETED":
             self._queue(job["metadata"].get("namespace") or "default", job["metadata"]["name"])
+        else:  # removeBackoffRecord; the pods' finalizers go with the Job
+            self._forget(job["metadata"]["uid"])
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         owner = controller_of(pod)
-        if owner:
-            self._queue(pod["metadata"].get("namespace") or "default", owner[1])
+        if not owner:
+            return
+        if etype == "DELETED":
+            uid = pod["metadata"]["uid"]
+            if uid in self._unfinalized:
+                self._unfinalized.discard(uid)
+            else:
+                job_uid = next((r.get("uid") for r in pod["metadata"].get("ownerReferences") or []
+                                if r.get("controller")), None)
+                if job_uid:
+                    self._tombstones.setdefault(job_uid, {})[uid] = terminated_by_deletion(pod)
+        self._queue(pod["metadata"].get("namespace") or "default", owner[1])
+
+    def _forget(self, job_uid: str) -> None:
+        self._records.pop(job_uid, None)
+        self._counted.pop(job_uid, None)
+        self._tombstones.pop(job_uid, None)
+
+    def _delete_pod(self, pod: Obj) -> None:
+        """deleteJobPods: the tracking finalizer removed, then the delete; such a pod is never counted (suspend,
+        surplus pods)."""
+        self._unfinalized.add(pod["metadata"]["uid"])
+        self.store.delete("Pod", pod["metadata"].get("namespace") or "default", pod["metadata"]["name"])
 
     def _queue(self, ns: str, name: str) -> None:
         self._work.add((ns, name))
@@ -85,8 +124,12 @@ class JobController:
         ns, name = meta.get("namespace") or "default", meta["name"]
         status = dict(job.get("status") or {})
         if any(is_condition_true(status.get("conditions"), t) for t in ("Complete", "Failed")):
+            self._records.pop(meta["uid"], None)  # removeBackoffRecord of a finished Job
             return
         pods = self.store.owned("Pod", ns, "Job", name)
+        gone = self._tombstones.get(meta["uid"])
+        if gone:  # deleted pods the finalizer still holds: terminal, in the order they were created
+            pods = sorted([*pods, *gone.values()], key=lambda p: p["metadata"].get("creationTimestamp", ""))
         # the API server's defaults (api.defaults SetDefaults_Job) are on every stored Job; a Job written before
         # them (a test's hand-made object) reads the same way
         spec = job_spec(spec)
@@ -106,6 +149,15 @@ class JobController:
         failed_pods = [p for p in pods if policy.pod_failed(p)]
         # nonIgnoredFailedPodsCount: a failure an Ignore rule matched counts nowhere
         failed = sum(1 for p in failed_pods if policy.counts_as_failure(pfp, p))
+        # newBackoffRecord over the pods finished since the last sync (an Ignored failure backs off too)
+        counted = self._counted.setdefault(meta["uid"], set())
+        new_succeeded = [p for p in pods if p["status"].get("phase") == "Succeeded"
+                         and p["metadata"]["uid"] not in counted]
+        new_failed = [p for p in failed_pods if p["metadata"]["uid"] not in counted]
+        if new_succeeded or new_failed:
+            self._records[meta["uid"]] = backoff.new_backoff_record(self._records.get(meta["uid"]), new_succeeded,
+                                                                    new_failed)
+            counted.update(p["metadata"]["uid"] for p in new_succeeded + new_failed)
         now = self.store.timestamp(self.env.now)
         new = {**status, "succeeded": succeeded, "failed": failed, "ready": sum(map(_ready, active))}
         if not suspended:  # the Job's first start (a resumed Job's startTime was cleared while suspended)
@@ -150,7 +202,7 @@ class JobController:
             return
         if suspended:  # suspending deletes the active pods; they do not count as failures
             for p in active + surplus:
-                self.store.delete("Pod", ns, p["metadata"]["name"])
+                self._delete_pod(p)
             conds, changed = ensure_job_condition(conds, "Suspended", "True", "JobSuspended", "Job suspended", now)
             if changed:
                 self.events.event(job, "Normal", "Suspended", "Job suspended", "job-controller")
@@ -169,7 +221,7 @@ class JobController:
         remove = surplus + sorted(active, key=active_pods_rank)[:max(0, len(active) - want)]
         if remove:  # deletion takes precedence: a sync either deletes or creates pods, never both
             for p in remove:
-                self.store.delete("Pod", ns, p["metadata"]["name"])
+                self._delete_pod(p)
             gone = {id(p) for p in remove}
             active = [p for p in active if id(p) not in gone]
             new["ready"] = sum(map(_ready, active))
@@ -184,12 +236,26 @@ class JobController:
         # never a list per completion
         todo = (i for i in range(completions or 0) if i not in done_idx and i not in failed_idx
                 and str(i) not in busy) if indexed else iter(())
-        for _ in range(max(0, want - len(active))):
+        indexes: list[int | None] = [None] * max(0, want - len(active))
+        if indexed:  # firstPendingIndexes
+            indexes = list(islice(todo, len(indexes)))
+        wait = 0.0
+        if indexes:  # manageJob: the pod-failure back-off delays the creations, and re-syncs the Job then
+            at = backoff.seconds(self.store.start_time) + self.env.now
+            if per_index is None:
+                wait = backoff.remaining_time(self._records.get(meta["uid"]) or backoff.BackoffRecord(), at)
+            else:  # getPodCreationInfoForIndependentIndexes: the indexes whose own back-off has passed, else wait
+                waits = {i: backoff.remaining_time_per_index(_replaced(failed_pods, i), at) for i in indexes
+                         if i is not None}
+                ready = [i for i in indexes if waits.get(i, 0.0) < _EPSILON]
+                wait = 0.0 if ready else min(waits.values())
+                indexes = list(ready)
+            if wait >= _EPSILON:
+                self._resync_after((ns, name), wait)
+                indexes = []
+        for index in indexes:
             labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": name,
                       "controller-uid": meta["uid"], "job-name": name}
-            index = next(todo, None) if indexed else None
-            if indexed and index is None:
-                break
             if index is not None:
                 labels[COMPLETION_INDEX] = str(index)
             pod_name = self.names.generate(self.store, "Pod", ns, name if index is None else f"{name}-{index}")
@@ -241,6 +307,14 @@ class JobController:
             self.env.after(left, lambda: (self._deadlines.discard((key, due)), self._queue(*key)))
         return None
 
+    def _resync_after(self, key: tuple[str, str], delay: float) -> None:
+        """enqueueSyncJobWithDelay: a sync once the back-off has passed, never sooner than syncJobBatchPeriod."""
+        delay = max(delay, backoff.SYNC_JOB_BATCH_PERIOD)
+        due = self.env.now + delay
+        if (key, due) not in self._backoffs:
+            self._backoffs.add((key, due))
+            self.env.after(delay, lambda: (self._backoffs.discard((key, due)), self._queue(*key)))
+
     def _seconds(self, timestamp: str) -> float:
         """Simulated seconds of an RFC 3339 time the store wrote."""
         def parse(t: str) -> datetime:
@@ -253,9 +327,8 @@ class JobController:
         (FailureTarget or SuccessCriteriaMet) and the terminal one (Failed or Complete) with the same reason and
         message. The twin's pods are gone when deleted, so both are written in this sync, in that order."""
         ctype, reason, message = finished
-        ns = job["metadata"].get("namespace") or "default"
         for p in active + surplus:
-            self.store.delete("Pod", ns, p["metadata"]["name"])
+            self._delete_pod(p)
         success = ctype == "SuccessCriteriaMet"
         if not success:  # "when the job is considered finished, every non-terminated pod is considered failed"
             # (job_controller_test.go "count ready pods when job fails": 1 failed + 2 active = 3)
@@ -284,6 +357,25 @@ class JobController:
     def _write(self, job: Obj, status: dict) -> None:
         if status != job.get("status"):
             self.store.update({**job, "status": status})
+
+
+def terminated_by_deletion(pod: Obj) -> Obj:
+    """A deleted pod as the Job controller counts it through its finalizer: terminal. The kubelet kills the
+    containers of a bound pod and writes phase Failed (the twin deletes without a grace period: SIGKILL, exit code
+    137); PodGC fails an unscheduled one the same way; a pod that had already finished keeps its phase. The
+    pod's conditions (DisruptionTarget from the scheduler's preemption or an eviction) stay as they were."""
+    meta, status = pod["metadata"], dict(pod.get("status") or {})
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return pod
+    now = meta.get("deletionTimestamp")
+    status["phase"] = "Failed"
+    status["containerStatuses"] = [
+        cs if (cs.get("state") or {}).get("terminated") else
+        {**cs, "ready": False, "started": False, "state": {"terminated": {
+            "exitCode": KILLED_EXIT_CODE, "reason": "Error",
+            "startedAt": (cs.get("state") or {}).get("running", {}).get("startedAt"), "finishedAt": now}}}
+        for cs in status.get("containerStatuses") or []]
+    return {**pod, "status": status}
 
 
 def ensure_job_condition(conds: list[dict], ctype: str, status: str, reason: str, message: str,

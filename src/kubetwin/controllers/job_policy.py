@@ -26,7 +26,10 @@ Intervals = list[tuple[int, int]]
 
 
 def pod_failed(pod: Obj) -> bool:
-    """isPodFailed: phase Failed (a deleted pod is gone from the twin's store, so it is never counted)."""
+    """isPodFailed: phase Failed. A pod others deleted reaches the Job controller as the terminal pod its finalizer
+    holds (controllers/job.py terminated_by_deletion: phase Failed); without a grace period in the twin, the
+    deletionTimestamp rule (TerminatingOrFailed) and the terminal-phase rule (podReplacementPolicy Failed) count it
+    at the same instant."""
     return (pod.get("status") or {}).get("phase") == "Failed"
 
 

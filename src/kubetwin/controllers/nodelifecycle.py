@@ -5,9 +5,10 @@ True (a scenario's own v1 Node written NotReady, a Spot VM shutting down).
   `node.kubernetes.io/not-ready`, Ready Unknown `node.kubernetes.io/unreachable`, each with effect NoSchedule
   (TaintNodesByCondition: keeps the scheduler away) and NoExecute (taint-based eviction); Ready True removes them.
 - Eviction (pkg/controller/tainteviction/taint_eviction.go): a pod on a node with NoExecute taints it does not
-  tolerate is deleted at once; one tolerating them for `tolerationSeconds` is deleted that long after the taint was
-  added (the smallest of its matching tolerations); before deleting, the pod gets condition DisruptionTarget
-  (DeletionByTaintManager) and the event TaintManagerEviction.
+  tolerate is deleted at once; one tolerating them for `tolerationSeconds` (the smallest of its matching
+  tolerations) is deleted that long after the taint was added, or after the pod was bound if that is later
+  (processPodOnNode starts a pod's clock when it first handles the pod); before deleting, the pod gets condition
+  DisruptionTarget (DeletionByTaintManager) and the event TaintManagerEviction.
 - `default_toleration_seconds` is the DefaultTolerationSeconds admission plugin
   (plugin/pkg/admission/defaulttolerationseconds): every pod tolerates not-ready and unreachable NoExecute for
   300 s unless it says otherwise.
@@ -66,6 +67,7 @@ class NodeLifecycleController:
         self._queued: set[str] = set()
         self._timers: dict[str, float] = {}  # pod uid -> when its eviction is due
         self._since: dict[tuple[str, str], float] = {}  # (node, NoExecute taint key) -> when it was first seen
+        self._seen: dict[tuple[str, str], float] = {}  # (pod uid, node) -> when its eviction clock started
         store.watch("Node", self._on_node)
         store.watch("Pod", self._on_pod)
 
@@ -118,7 +120,7 @@ class NodeLifecycleController:
             if not all(tolerates(tols, t) for t in taints):
                 self._delete(pod)
                 continue
-            due = self._due_time(name, tols, taints)
+            due = self._due_time(name, pod["metadata"]["uid"], tols, taints)
             if due == float("inf"):
                 continue  # tolerated forever
             uid = pod["metadata"]["uid"]
@@ -137,17 +139,20 @@ class NodeLifecycleController:
         taints = [t for t in ((node or {}).get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"]
         if not taints:
             return
-        due = self._due_time(name, cur["spec"].get("tolerations") or [], taints)
+        due = self._due_time(name, meta["uid"], cur["spec"].get("tolerations") or [], taints)
         if due <= self.env.now:
             self._delete(cur)
         elif due != float("inf"):  # the taint went and came back since this timer was set: its clock restarted
             self._timers[meta["uid"]] = due
             self.env.at(due, lambda: self._due(cur))
 
-    def _due_time(self, node: str, tolerations: list[Obj], taints: list[Obj]) -> float:
-        """When the pod's toleration of the node's NoExecute taints runs out: each taint counted from when it
-        appeared (a taint removed and added again counts anew), the soonest wins; inf when tolerated forever."""
-        return min(self._since.setdefault((node, t["key"]), self.env.now) + max(min(
+    def _due_time(self, node: str, uid: str, tolerations: list[Obj], taints: list[Obj]) -> float:
+        """When the pod's toleration of the node's NoExecute taints runs out, the soonest wins; inf when tolerated
+        forever. processPodOnNode starts a pod's clock when it first handles the pod on the tainted node: for a
+        pod already there, when the taint appeared (a taint removed and added again counts anew); for a pod bound
+        later, when it was bound."""
+        seen = self._seen.setdefault((uid, node), self.env.now)
+        return min(max(self._since.setdefault((node, t["key"]), self.env.now), seen) + max(min(
             (float(tl["tolerationSeconds"]) for tl in tolerations if tl.get("tolerationSeconds") is not None
              and tolerates([tl], t)), default=float("inf")), 0.0) for t in taints)
 

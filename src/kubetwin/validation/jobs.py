@@ -96,6 +96,11 @@ def _spec_errors(c: _Check, spec: dict, jobset: bool) -> None:
     if isinstance(pfp, dict) and replacement not in (None, "Failed"):  # validatePodReplacementPolicy
         c.add("podReplacementPolicy", f'Unsupported value: "{replacement}": supported values: "Failed"',
               "remove podReplacementPolicy (it defaults to Failed with a podFailurePolicy)")
+    if replacement == "Failed":  # the twin's notice: it models no grace period, so no terminating pods
+        c.add("podReplacementPolicy", "podReplacementPolicy Failed waits for a deleted pod to be terminal; the twin "
+              "deletes pods without a grace period, so the replacement is created at the same instant as under "
+              "TerminatingOrFailed (after the pod-failure back-off) and status.terminating stays 0",
+              "run knowing this", "notice")
     sp = spec.get("successPolicy")
     if isinstance(sp, dict):
         if mode != "Indexed":
