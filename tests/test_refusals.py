@@ -67,9 +67,70 @@ def test_real_kinds_the_twin_does_not_simulate_stay_notices(api_version, kind) -
     assert d.severity == "notice" and "not simulated" in d.message
 
 
-def test_a_kind_in_an_unknown_group_is_unchanged() -> None:
+def test_a_kind_in_an_unknown_group_is_a_notice_naming_what_the_run_does() -> None:
+    """Issue 31 item 5: unknown kinds in unknown groups stay notices (the cluster may have their CRD; the twin
+    cannot know): stored as given, no effect on the run."""
     [d] = _one("example.com/v1", "Widget")
-    assert d.message == 'no matches for kind "Widget" in version "example.com/v1"'
+    assert d.severity == "notice", d.render()
+    assert "Widget" in d.message and "example.com/v1" in d.message and "no effect on the run" in d.message
+
+
+@pytest.mark.parametrize(("api_version", "kind"), [
+    ("vl", "Pod"),  # a core-group version typo
+    ("app/v1", "Deployment"),  # a group without a dot is no CRD group: only built-in groups have none
+    ("batch/v1", "Job/x"),  # not a kind name
+])
+def test_malformed_or_dotless_groups_stay_errors(api_version, kind) -> None:
+    diags = _one(api_version, kind)
+    assert [d.severity for d in diags] == ["error"], [d.render() for d in diags]
+
+
+# Real kinds of groups GKE AI/ML manifests use that the twin ships no CRD for: stored with a notice (never refused),
+# and a typo in those groups is refused with the closest kind, as for the groups the twin simulates.
+REAL_UNSIMULATED = [
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PodMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("monitoring.googleapis.com/v1", "PodMonitoring"),
+    ("monitoring.googleapis.com/v1", "ClusterPodMonitoring"),
+    ("cloud.google.com/v1", "ComputeClass"),
+    ("cloud.google.com/v1", "BackendConfig"),
+    ("networking.gke.io/v1", "ManagedCertificate"),
+    ("networking.gke.io/v1", "HealthCheckPolicy"),
+    ("networking.gke.io/v1", "GCPBackendPolicy"),
+    ("networking.gke.io/v1", "GCPGatewayPolicy"),
+    ("networking.gke.io/v1beta1", "FrontendConfig"),
+    ("autoscaling.x-k8s.io/v1alpha1", "CapacityBuffer"),
+]
+
+
+@pytest.mark.parametrize(("api_version", "kind"), REAL_UNSIMULATED)
+def test_real_kinds_of_gke_and_ecosystem_groups_are_notices(api_version, kind) -> None:
+    diags = _one(api_version, kind)
+    assert [d.severity for d in diags] == ["notice"], [d.render() for d in diags]
+    assert "not simulated" in diags[0].message
+
+
+@pytest.mark.parametrize(("api_version", "kind", "meant"), [
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSett", "LeaderWorkerSet"),
+    ("monitoring.coreos.com/v1", "ServiceMonitr", "ServiceMonitor"),
+    ("monitoring.googleapis.com/v1", "PodMonitor", "PodMonitoring"),
+    ("cloud.google.com/v1", "ComputeClas", "ComputeClass"),
+    ("networking.gke.io/v1", "Netwrk", "Network"),
+    ("networking.gke.io/v1", "ManagedCertificat", "ManagedCertificate"),
+    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClas", "WorkloadPriorityClass"),
+    ("resource.k8s.io/v1beta1", "ResourceClaimTemplte", "ResourceClaimTemplate"),
+    ("resource.k8s.io/v1beta2", "ResourceSlices", "ResourceSlice"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferencePol", "InferencePool"),
+    ("apps/v1", "StatefullSet", "StatefulSet"),
+    ("batch/v1", "Cronjob", "CronJob"),
+])
+def test_typos_in_every_known_group_are_refused(api_version, kind, meant) -> None:
+    diags = _one(api_version, kind)
+    assert [d.severity for d in diags] == ["error"], [d.render() for d in diags]
+    assert diags[0].message == f'no matches for kind "{kind}" in version "{api_version}"'
+    assert f"did you mean {meant}?" in diags[0].hint
 
 
 # --- rich prints user text literally (issue 31 item 6: `file:100:` printed as an emoji) ---

@@ -150,6 +150,22 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
     "gateway.networking.k8s.io": ("GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant",
                                   "BackendTLSPolicy", "TCPRoute", "TLSRoute", "UDPRoute"),
     "jobset.x-k8s.io": (),
+    # GKE's own groups (cloud.google.com/kubernetes-engine/docs): ComputeClass (how-to/custom-compute-classes),
+    # BackendConfig (ingress-configuration); ManagedCertificate (managed-certs), FrontendConfig (ingress-
+    # configuration), GKE Gateway policies (configure-gateway-resources), ServiceNetworkEndpointGroup (standalone
+    # NEGs) beside the multi-networking kinds the twin ships.
+    "cloud.google.com": ("ComputeClass", "BackendConfig"),
+    "networking.gke.io": ("ManagedCertificate", "FrontendConfig", "GCPBackendPolicy", "GCPGatewayPolicy",
+                          "HealthCheckPolicy", "GCPSessionAffinityPolicy", "GCPSessionAffinityFilter",
+                          "GCPTrafficDistributionPolicy", "GCPRoutingExtension", "GCPTrafficExtension",
+                          "ServiceNetworkEndpointGroup", "NetworkLogging", "FQDNNetworkPolicy"),
+    # kubernetes-sigs/lws config/crd/bases; prometheus-operator example/prometheus-operator-crd; GoogleCloudPlatform/
+    # prometheus-engine charts/operator/crds (Managed Service for Prometheus, GKE's default)
+    "leaderworkerset.x-k8s.io": ("LeaderWorkerSet",),
+    "monitoring.coreos.com": ("Alertmanager", "AlertmanagerConfig", "PodMonitor", "Probe", "Prometheus",
+                              "PrometheusAgent", "PrometheusRule", "ScrapeConfig", "ServiceMonitor", "ThanosRuler"),
+    "monitoring.googleapis.com": ("PodMonitoring", "ClusterPodMonitoring", "ClusterNodeMonitoring", "Rules",
+                                  "ClusterRules", "GlobalRules", "OperatorConfig"),
 }
 
 
