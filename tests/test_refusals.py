@@ -75,6 +75,20 @@ def test_a_kind_in_an_unknown_group_is_a_notice_naming_what_the_run_does() -> No
     assert "Widget" in d.message and "example.com/v1" in d.message and "no effect on the run" in d.message
 
 
+def test_a_kind_of_an_unknown_group_is_not_run_even_when_its_name_is_a_built_in_kind() -> None:
+    """`example.com/v1` `Job` passes validate with the notice and the run creates nothing for it: the twin keys
+    objects by kind, so storing it would run a batch/v1 Job nobody asked for."""
+    from kubetwin.runner import run
+
+    text = ("apiVersion: example.com/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n"
+            "      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n---\n"
+            "apiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: {name: s}\nspec: {duration: 5m}\n")
+    diags = validate(load_text(text, "f.yaml"))
+    assert [d.severity for d in diags] == ["notice"], [d.render() for d in diags]
+    r = run(manifests=load_text(text, "f.yaml"))
+    assert not [o for _, _, _, o in r.history if o["kind"] == "Job"]
+
+
 @pytest.mark.parametrize(("api_version", "kind"), [
     ("vl", "Pod"),  # a core-group version typo
     ("app/v1", "Deployment"),  # a group without a dot is no CRD group: only built-in groups have none

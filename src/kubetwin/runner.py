@@ -51,7 +51,7 @@ from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 from kubetwin.validation import namespaces
-from kubetwin.validation.validate import validate, with_overrides
+from kubetwin.validation.validate import unknown_custom_kind, validate, with_overrides
 from kubetwin.workloads import install as training_install
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
@@ -317,7 +317,9 @@ def seed_objects(cluster: Cluster, manifests: list[Manifest]) -> None:
     store, env = cluster.store, cluster.env
     for ns in (*namespaces.ALWAYS_CREATED, *namespaces.implicit(manifests)):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: kinds.create_order(o["kind"]))
+    objs = sorted((m.obj for m in manifests if m.kind != "Scenario"
+                   and not unknown_custom_kind(str(m.obj.get("apiVersion")))),  # validate's notice says so
+                  key=lambda o: kinds.create_order(o["kind"]))
     if cluster.scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against
         for shape, count in declared_workload(objs).items():
             cluster.scheduler.gpushare.declare(shape, count)

@@ -136,6 +136,14 @@ def _no_such_kind(m: Manifest, api_version: str, kind: str, group: str) -> Diagn
     return None
 
 
+def unknown_custom_kind(api_version: str) -> bool:
+    """Whether an object's apiVersion is a CRD group the twin knows nothing of (validate's notice): the run does
+    not create it, since the store keys objects by kind and `example.com/v1` `Job` is no batch/v1 Job."""
+    group = str(api_version).rpartition("/")[0]
+    return (_custom_group(str(api_version)) and group not in _builtin_kinds() and group not in KNOWN_GROUPS
+            and group != kinds.TWIN_GROUP and not kinds.REGISTRY.kinds_in_group(group))
+
+
 def _custom_group(api_version: str) -> bool:
     """Whether apiVersion names a group a CustomResourceDefinition could define: well formed, and its group has a
     dot (apiextensions' CRD validation: "should be a domain with at least one dot"); built-in groups are handled
@@ -451,8 +459,8 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
             if named:
                 return named
             return [Diagnostic(m.file, m.line, m.ref, "", f"kind {kind} ({api_version}) is not known to the twin "
-                               "(no CRD of its group ships with it): it is stored as given and has no effect on the "
-                               "run", "", "notice")]
+                               "(no CRD of its group ships with it): the run does not create it, so it has no "
+                               "effect on the run", "", "notice")]
         return [Diagnostic(m.file, m.line, m.ref, "apiVersion",
                            f'no matches for kind "{shown(kind)}" in version "{shown(api_version)}"',
                            "check apiVersion/kind against `kubectl api-resources` for Kubernetes 1.34")]
