@@ -510,3 +510,78 @@ def test_run_refuses_a_kind_typo_instead_of_admitting_nothing() -> None:
     cq["kind"] = "ClusterQueu"
     with pytest.raises(KubetwinError, match='no matches for kind "ClusterQueu" in version "kueue.x-k8s.io/v1beta2"'):
         run(objects=[cq], duration="10m")
+
+
+# --- namespaces as the API server scopes them ---
+
+def _run(text: str):
+    from kubetwin.runner import run
+
+    scenario = "---\napiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: {name: s}\nspec: {duration: 10m}\n"
+    manifests = load_text(text + scenario, "f.yaml")
+    assert not [d for d in validate(manifests) if d.severity == "error"]
+    return run(manifests=manifests)
+
+
+def _stored(result, kind: str) -> list[dict]:
+    return [o for _, _, etype, o in result.history if o["kind"] == kind and etype == "ADDED"]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "extra"), [
+    ("v1", "Secret", "stringData: {token: x}\n"),
+    ("v1", "ServiceAccount", ""),
+    ("v1", "ConfigMap", "data: {a: b}\n"),
+    ("rbac.authorization.k8s.io/v1", "Role", "rules: []\n"),
+    ("networking.k8s.io/v1", "NetworkPolicy", "spec: {podSelector: {}}\n"),
+])
+def test_every_namespaced_built_in_kind_in_a_missing_namespace_is_refused(api_version, kind, extra) -> None:
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x, namespace: ml}}\n{extra}"
+    diags = [d for d in validate(load_text(text, "f.yaml")) if d.severity == "error"]
+    assert [d.message for d in diags] == ['namespaces "ml" not found'], [d.render() for d in diags]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "extra"), [
+    ("scheduling.k8s.io/v1", "PriorityClass", "value: 1000\n"),
+    ("storage.k8s.io/v1", "StorageClass", "provisioner: pd.csi.storage.gke.io\n"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", "rules: []\n"),
+    ("kubetwin.io/v1alpha1", "NodePool", "spec: {machineType: n2-standard-8, nodeCount: 1}\n"),
+])
+def test_a_cluster_scoped_kind_given_a_namespace_is_stored_without_it(api_version, kind, extra) -> None:
+    """The API server clears metadata.namespace of a cluster-scoped object on create (apiserver's
+    rest.BeforeCreate: EnsureObjectNamespaceMatchesRequestNamespace with the cluster scope's empty namespace):
+    no `namespaces "ml" not found`, and the object is found where cluster-scoped objects are."""
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x, namespace: ml}}\n{extra}"
+    assert not [d for d in validate(load_text(text, "f.yaml")) if d.severity == "error"]
+    r = _run(text)
+    [obj] = _stored(r, kind)
+    assert "namespace" not in obj["metadata"]
+    if kind == "NodePool":
+        assert len(_stored(r, "Node")) == 1
+
+
+def test_a_dumped_terminating_namespace_is_created_active() -> None:
+    """A Namespace object carries no deletion on create: BeforeCreate clears deletionTimestamp and the namespace
+    strategy's PrepareForCreate sets status.phase Active (pkg/registry/core/namespace/strategy.go), so a dump's
+    Terminating namespace takes new objects; SetDefaults_Namespace labels it kubernetes.io/metadata.name and the
+    strategy adds the kubernetes finalizer."""
+    r = _run("apiVersion: v1\nkind: Namespace\nmetadata: {name: ml, deletionTimestamp: '2024-01-01T00:00:00Z'}\n"
+             "status: {phase: Terminating}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ml}\n"
+             "data: {x: '1'}\n")
+    [ns] = [o for o in _stored(r, "Namespace") if o["metadata"]["name"] == "ml"]
+    assert ns["status"] == {"phase": "Active"}
+    assert "deletionTimestamp" not in ns["metadata"]
+    assert ns["metadata"]["labels"] == {"kubernetes.io/metadata.name": "ml"}
+    assert ns["spec"] == {"finalizers": ["kubernetes"]}
+    assert [o["metadata"]["namespace"] for o in _stored(r, "ConfigMap")] == ["ml"]
+
+
+def test_objects_created_at_or_after_their_namespace_run() -> None:
+    r = _run("apiVersion: v1\nkind: Namespace\nmetadata: {name: ml, annotations: {kubetwin.io/create-at: 1m}}\n---\n"
+             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: ml, annotations: "
+             "{kubetwin.io/create-at: 1m}}\ndata: {x: '1'}\n")
+    assert [o["metadata"]["name"] for o in _stored(r, "ConfigMap")] == ["b"]
+
+
+def test_a_namespaced_kind_without_a_namespace_lands_in_default() -> None:
+    r = _run("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {a: b}\n")
+    assert [o["metadata"]["namespace"] for o in _stored(r, "Secret")] == ["default"]

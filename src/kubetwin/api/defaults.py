@@ -16,9 +16,34 @@ Sources (kubernetes/kubernetes, Kubernetes 1.34):
 - scheduling/v1 SetDefaults_PriorityClass: preemptionPolicy PreemptLowerPriority.
 - autoscaling/v2 SetDefaults_HorizontalPodAutoscaler: minReplicas 1; no metrics means CPU at 80% utilization.
 - storage/v1 SetDefaults_StorageClass: reclaimPolicy Delete, volumeBindingMode Immediate.
-- core/v1 SetDefaults_PersistentVolumeClaimSpec: volumeMode Filesystem.
-Pods keep their own defaulting in `controllers.admission.pod_defaults` (the scheduler's fields); custom resources
-are defaulted from their CRD schemas (`api.crd`).
+- core/v1 (pkg/apis/core/v1/defaults.go, and the `+default` tags of k8s.io/api core/v1 types.go its generated
+  zz_generated.defaults.go applies):
+  - Pod: SetDefaults_PodSpec (dnsPolicy ClusterFirst, restartPolicy Always, securityContext {},
+    terminationGracePeriodSeconds 30, schedulerName default-scheduler), SetDefaults_Pod (requests default to limits
+    per resource on containers and init containers -- only on a Pod, never a template --, enableServiceLinks
+    true, hostNetwork ports' hostPort = containerPort), SetDefaults_Container (imagePullPolicy Always for the tag
+    latest or no tag and no digest, else IfNotPresent; terminationMessagePath /dev/termination-log,
+    terminationMessagePolicy File), ContainerPort protocol TCP, SetDefaults_Probe (timeoutSeconds 1,
+    periodSeconds 10, successThreshold 1, failureThreshold 3) and SetDefaults_HTTPGetAction (path /, scheme
+    HTTP), SetDefaults_Volume (a volume without a source is an emptyDir), configMap/secret/downwardAPI/projected
+    defaultMode 0644 (420), hostPath type "". The pod strategy's PrepareForCreate sets status.phase Pending.
+  - Service: sessionAffinity None (ClientIP: timeout 10800 s), type ClusterIP, port protocol TCP, targetPort =
+    port, internalTrafficPolicy Cluster (ClusterIP/NodePort/LoadBalancer), externalTrafficPolicy Cluster when
+    externally accessible, allocateLoadBalancerNodePorts true for LoadBalancer.
+  - Namespace: the kubernetes.io/metadata.name label (SetDefaults_Namespace); the namespace strategy's
+    PrepareForCreate: status.phase Active and the kubernetes finalizer (pkg/registry/core/namespace/strategy.go).
+  - Node: SetDefaults_NodeStatus (allocatable = capacity when unset).
+  - PersistentVolume: phase Pending, persistentVolumeReclaimPolicy Retain, volumeMode Filesystem;
+    PersistentVolumeClaim: phase Pending, volumeMode Filesystem. Secret: type Opaque.
+- apps/v1 SetDefaults_StatefulSet (podManagementPolicy OrderedReady, updateStrategy RollingUpdate with partition 0,
+  persistentVolumeClaimRetentionPolicy Retain/Retain, replicas 1, revisionHistoryLimit 10); SetDefaults_DaemonSet
+  (updateStrategy RollingUpdate, maxUnavailable 1, maxSurge 0, revisionHistoryLimit 10).
+- policy/v1 (PodDisruptionBudget) has no defaulting functions.
+Not applied (left as given, said here): pod templates inside Jobs, Deployments, ReplicaSets, StatefulSets and
+DaemonSets (SetDefaults_PodSpec and the container defaults apply to them too; the twin defaults the Pods their
+controllers create), pod-level resources' defaults (defaultPodRequests/defaultPodLimits: api.podresources reads
+pod-level requests from pod-level limits), the Pod's status.qosClass. Custom resources are defaulted from their
+CRD schemas (`api.crd`).
 """
 
 from __future__ import annotations
@@ -106,13 +131,224 @@ def _storageclass(obj: Obj) -> Obj:
 
 
 def _pvc(obj: Obj) -> Obj:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if spec.get("volumeMode") and status.get("phase"):
+        return obj
+    return {**obj, "spec": {**spec, "volumeMode": spec.get("volumeMode") or "Filesystem"},
+            "status": {**status, "phase": status.get("phase") or "Pending"}}
+
+
+def _pv(obj: Obj) -> Obj:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return {**obj, "spec": {**spec, "persistentVolumeReclaimPolicy": spec.get("persistentVolumeReclaimPolicy")
+                            or "Retain", "volumeMode": spec.get("volumeMode") or "Filesystem"},
+            "status": {**status, "phase": status.get("phase") or "Pending"}}
+
+
+def _namespace(obj: Obj) -> Obj:
+    meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    return obj if spec.get("volumeMode") else {**obj, "spec": {**spec, "volumeMode": "Filesystem"}}
+    finalizers = list(spec.get("finalizers") or [])
+    if "kubernetes" not in finalizers:
+        finalizers.append("kubernetes")
+    if meta.get("name"):
+        meta = {**meta, "labels": {**(meta.get("labels") or {}), "kubernetes.io/metadata.name": meta["name"]}}
+    return {**obj, "metadata": meta, "spec": {**spec, "finalizers": finalizers}, "status": {"phase": "Active"}}
+
+
+def _node(obj: Obj) -> Obj:
+    status = obj.get("status") or {}
+    if status.get("allocatable") is not None or status.get("capacity") is None:
+        return obj
+    return {**obj, "status": {**status, "allocatable": dict(status["capacity"])}}
+
+
+def _secret(obj: Obj) -> Obj:
+    return obj if obj.get("type") else {**obj, "type": "Opaque"}
+
+
+EXTERNALLY_ACCESSIBLE = ("LoadBalancer", "NodePort")
+
+
+def _service(obj: Obj) -> Obj:
+    spec = dict(obj.get("spec") or {})
+    spec["sessionAffinity"] = spec.get("sessionAffinity") or "None"
+    if spec["sessionAffinity"] == "None":
+        spec.pop("sessionAffinityConfig", None)
+    elif spec["sessionAffinity"] == "ClientIP" and (
+            ((spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}).get("timeoutSeconds") is None):
+        spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": 10800}}  # DefaultClientIPServiceAffinity
+    spec["type"] = spec.get("type") or "ClusterIP"
+    if spec.get("ports"):
+        spec["ports"] = [{**p, "protocol": p.get("protocol") or "TCP",
+                          "targetPort": p["port"] if p.get("targetPort") in (None, 0, "") else p["targetPort"]}
+                         if isinstance(p, dict) else p for p in spec["ports"]]
+    external = spec["type"] in EXTERNALLY_ACCESSIBLE or (spec["type"] == "ClusterIP" and spec.get("externalIPs"))
+    if external and not spec.get("externalTrafficPolicy"):
+        spec["externalTrafficPolicy"] = "Cluster"
+    if spec.get("internalTrafficPolicy") is None and spec["type"] in ("ClusterIP", *EXTERNALLY_ACCESSIBLE):
+        spec["internalTrafficPolicy"] = "Cluster"
+    if spec["type"] == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is None:
+        spec["allocateLoadBalancerNodePorts"] = True
+    return {**obj, "spec": spec}
+
+
+def _statefulset(obj: Obj) -> Obj:
+    spec = dict(obj.get("spec") or {})
+    spec["podManagementPolicy"] = spec.get("podManagementPolicy") or "OrderedReady"
+    strategy = dict(spec.get("updateStrategy") or {})
+    if not strategy.get("type"):
+        strategy["type"] = "RollingUpdate"
+        strategy.setdefault("rollingUpdate", {})
+    if strategy["type"] == "RollingUpdate" and strategy.get("rollingUpdate") is not None \
+            and strategy["rollingUpdate"].get("partition") is None:
+        strategy["rollingUpdate"] = {**strategy["rollingUpdate"], "partition": 0}
+    spec["updateStrategy"] = strategy
+    retention = dict(spec.get("persistentVolumeClaimRetentionPolicy") or {})  # StatefulSetAutoDeletePVC: GA 1.32
+    spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": retention.get("whenDeleted") or "Retain",
+                                                    "whenScaled": retention.get("whenScaled") or "Retain"}
+    if spec.get("replicas") is None:
+        spec["replicas"] = 1
+    if spec.get("revisionHistoryLimit") is None:
+        spec["revisionHistoryLimit"] = 10
+    return {**obj, "spec": spec}
+
+
+def _daemonset(obj: Obj) -> Obj:
+    spec = dict(obj.get("spec") or {})
+    strategy = dict(spec.get("updateStrategy") or {})
+    strategy["type"] = strategy.get("type") or "RollingUpdate"
+    if strategy["type"] == "RollingUpdate":
+        strategy["rollingUpdate"] = {"maxUnavailable": 1, "maxSurge": 0,
+                                     **{k: v for k, v in (strategy.get("rollingUpdate") or {}).items()
+                                        if v is not None}}
+    spec["updateStrategy"] = strategy
+    if spec.get("revisionHistoryLimit") is None:
+        spec["revisionHistoryLimit"] = 10
+    return {**obj, "spec": spec}
+
+
+# --- Pod ------------------------------------------------------------------------------------------------------
+
+def image_pull_policy(image: str) -> str:
+    """SetDefaults_Container's imagePullPolicy: Always when the image's tag is latest, or it has neither a tag nor
+    a digest (parsers.ParseImageName then answers the default tag, latest); IfNotPresent otherwise."""
+    name, _, digest = str(image).partition("@")
+    last = name.rpartition("/")[2]
+    tag = last.rpartition(":")[2] if ":" in last else ""
+    if not tag and not digest:
+        tag = "latest"
+    return "Always" if tag == "latest" else "IfNotPresent"
+
+
+def requests_with_limits(resources: dict[str, Any]) -> dict[str, Any] | None:
+    """SetDefaults_Pod's rule for one container: each resource with a limit and no request gets the limit as its
+    request. The requests, or None when there is nothing to request. api.podresources reads a container's
+    requests through this same rule, so a manifest read before defaulting and a stored pod agree."""
+    limits, requests = resources.get("limits"), resources.get("requests")
+    if not limits:
+        return requests
+    return {**limits, **(requests or {})} if requests else dict(limits)
+
+
+def _probe(probe: dict) -> dict:
+    out = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3,
+           **{k: v for k, v in probe.items() if v not in (None, 0)}}
+    if isinstance(out.get("httpGet"), dict):
+        out["httpGet"] = {**out["httpGet"], "path": out["httpGet"].get("path") or "/",
+                          "scheme": out["httpGet"].get("scheme") or "HTTP"}
+    return out
+
+
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+
+
+def _container(c: dict, host_network: bool) -> dict:
+    if not isinstance(c, dict):
+        return c
+    out = dict(c)
+    if not out.get("imagePullPolicy"):
+        out["imagePullPolicy"] = image_pull_policy(str(out.get("image") or ""))
+    out["terminationMessagePath"] = out.get("terminationMessagePath") or "/dev/termination-log"
+    out["terminationMessagePolicy"] = out.get("terminationMessagePolicy") or "File"
+    if out.get("ports"):
+        out["ports"] = [{**p, "protocol": p.get("protocol") or "TCP",
+                         **({"hostPort": p.get("containerPort")} if host_network and not p.get("hostPort") else {})}
+                        if isinstance(p, dict) else p for p in out["ports"]]
+    for name in PROBES:
+        if isinstance(out.get(name), dict):
+            out[name] = _probe(out[name])
+    res = out.get("resources")
+    if isinstance(res, dict) and res.get("limits"):
+        out["resources"] = {**res, "requests": requests_with_limits(res)}
+    return out
+
+
+VOLUME_MODES = ("configMap", "secret", "downwardAPI", "projected")
+
+
+def _volume(v: dict) -> dict:
+    if not isinstance(v, dict):
+        return v
+    if set(v) <= {"name"}:
+        return {**v, "emptyDir": {}}
+    out = dict(v)
+    for key in VOLUME_MODES:
+        if isinstance(out.get(key), dict) and out[key].get("defaultMode") is None:
+            out[key] = {**out[key], "defaultMode": 420}  # 0644
+    if isinstance(out.get("hostPath"), dict) and out["hostPath"].get("type") is None:
+        out["hostPath"] = {**out["hostPath"], "type": ""}
+    return out
+
+
+class _SameList:
+    """The defaulted copy of a list, remembered by the input list's identity: the pods a controller creates from
+    one template share its containers list, and their defaulted lists stay one object, so every cache keyed by the
+    containers' identity (api.podspec.TemplateMemo) keeps hitting (bounded)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._seen: dict[tuple[int, bool], tuple[list, list]] = {}
+        self.limit = limit
+
+    def __call__(self, items: list, host_network: bool, fn: Callable[[dict, bool], dict]) -> list:
+        key = (id(items), host_network)
+        seen = self._seen.get(key)
+        if seen is not None and seen[0] is items:
+            return seen[1]
+        out = [fn(x, host_network) for x in items]
+        if out == items:
+            out = items
+        if len(self._seen) >= self.limit:
+            self._seen.clear()
+        self._seen[key] = (items, out)
+        return out
+
+
+_containers, _volumes = _SameList(), _SameList()
+
+
+def pod(obj: Obj) -> Obj:
+    """SetDefaults_Pod and SetDefaults_PodSpec with the container, probe and volume defaults, and the pod
+    strategy's status.phase Pending, on a Pod."""
+    spec = obj.get("spec") or {}
+    host = bool(spec.get("hostNetwork"))
+    out = {"restartPolicy": "Always", "schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 30,
+           "dnsPolicy": "ClusterFirst", "securityContext": {}, "enableServiceLinks": True,
+           **{k: v for k, v in spec.items() if v is not None}}
+    for key in ("containers", "initContainers"):
+        if isinstance(out.get(key), list):
+            out[key] = _containers(out[key], host, _container)
+    if isinstance(out.get("volumes"), list):
+        out["volumes"] = _volumes(out["volumes"], host, lambda v, _h: _volume(v))
+    meta = {**obj["metadata"], "namespace": obj["metadata"].get("namespace") or "default"}
+    return {**obj, "metadata": meta, "spec": out, "status": obj.get("status") or {"phase": "Pending"}}
 
 
 DEFAULTERS: dict[str, Callable[[Obj], Obj]] = {
     "Job": _job, "Deployment": _deployment, "ReplicaSet": _replicaset, "PriorityClass": _priorityclass,
     "HorizontalPodAutoscaler": _hpa, "StorageClass": _storageclass, "PersistentVolumeClaim": _pvc,
+    "PersistentVolume": _pv, "Namespace": _namespace, "Node": _node, "Secret": _secret, "Service": _service,
+    "StatefulSet": _statefulset, "DaemonSet": _daemonset, "Pod": pod,
 }
 
 

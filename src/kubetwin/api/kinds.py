@@ -169,6 +169,19 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Built-in kinds outside `BUILT_IN` that are cluster-scoped (`kubectl api-resources --namespaced=false` on
+# Kubernetes v1.34, less the subresource-only review kinds); every other built-in kind is namespaced. The twin
+# stores these without a namespace and NamespaceLifecycle does not look at them.
+BUILT_IN_CLUSTER_SCOPED = frozenset({
+    "ComponentStatus", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding", "CustomResourceDefinition", "APIService", "CertificateSigningRequest",
+    "ClusterTrustBundle", "FlowSchema", "PriorityLevelConfiguration", "IngressClass", "IPAddress", "ServiceCIDR",
+    "RuntimeClass", "ClusterRole", "ClusterRoleBinding", "CSIDriver", "CSINode", "VolumeAttachment",
+    "VolumeAttributesClass", "DeviceTaintRule", "StorageVersion", "StorageVersionMigration",
+})
+
+
 @functools.cache
 def crd_document(filename: str) -> dict:
     """A shipped CRD file, parsed once."""
@@ -293,7 +306,7 @@ class KindRegistry:
 
     def is_cluster_scoped(self, kind: str) -> bool:
         infos = self.by_kind(kind)
-        return bool(infos) and not infos[0].namespaced
+        return not infos[0].namespaced if infos else kind in BUILT_IN_CLUSTER_SCOPED
 
     def is_simulated(self, api_version: str, kind: str) -> bool:
         info = self.of(api_version, kind)

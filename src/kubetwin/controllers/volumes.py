@@ -248,21 +248,18 @@ class PersistentVolumeController:
         self._reported: dict[str, str] = {}  # claim uid -> the last reason recorded for it while unbound
         self._queued: set[tuple[str, str]] = set()
         store.admit(self._admit_claim, ("PersistentVolumeClaim",))
-        store.admit(_admit_volume, ("PersistentVolume",))
         store.watch("PersistentVolumeClaim", self._on_claim)
         store.watch("PersistentVolume", self._on_volume)
         store.watch("StorageClass", self._on_class)
         store.watch(POPULATOR_KIND, self._on_source)
 
     def _admit_claim(self, pvc: Obj) -> Obj:
-        """The API server's defaults (SetDefaults_PersistentVolumeClaim: phase Pending, volumeMode Filesystem) and
-        the DefaultStorageClass admission plugin (a claim with no storageClassName gets the default class)."""
-        spec, status = dict(pvc.get("spec") or {}), dict(pvc.get("status") or {})
-        status.setdefault("phase", "Pending")
-        spec.setdefault("volumeMode", "Filesystem")
+        """The DefaultStorageClass admission plugin: a claim with no storageClassName gets the default class (the
+        API server's defaults, phase Pending and volumeMode Filesystem, come first: api.defaults)."""
+        spec = pvc.get("spec") or {}
         if "storageClassName" not in spec and BETA_STORAGE_CLASS not in (pvc["metadata"].get("annotations") or {}):
-            spec["storageClassName"] = default_class(self.store)
-        return {**pvc, "spec": spec, "status": status}
+            return {**pvc, "spec": {**spec, "storageClassName": default_class(self.store)}}
+        return pvc
 
     # -- watches: enqueue only ------------------------------------------------------------------
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
@@ -488,10 +485,3 @@ class PersistentVolumeController:
         self.events.event(pvc, "Normal", FINISHED, "Populator finished", SOURCE)
 
 
-def _admit_volume(pv: Obj) -> Obj:
-    """SetDefaults_PersistentVolume: phase Pending, reclaim policy Retain, volumeMode Filesystem."""
-    spec, status = dict(pv.get("spec") or {}), dict(pv.get("status") or {})
-    status.setdefault("phase", "Pending")
-    spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
-    spec.setdefault("volumeMode", "Filesystem")
-    return {**pv, "spec": spec, "status": status}

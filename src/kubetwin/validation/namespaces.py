@@ -38,7 +38,12 @@ def namespace_of(obj: dict) -> str | None:
     """The namespace an object is created in (`default` when it names none, as kubectl fills the context's); None
     for cluster-scoped kinds and kinds the twin does not know."""
     kind = str(obj.get("kind") or "")
-    if not kinds.REGISTRY.by_kind(kind) or kinds.is_cluster_scoped(kind):
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    # a kind the registry does not hold: a built-in one (core, a dotless group or *.k8s.io, which validate's
+    # schemas checked) is namespaced unless kinds lists it cluster-scoped; a custom kind without a CRD here has a
+    # scope the twin does not know
+    custom = "." in group and (not group.endswith(".k8s.io") or group in kinds.UNSHIPPED_KINDS)
+    if (not kinds.REGISTRY.by_kind(kind) and custom) or kinds.is_cluster_scoped(kind):
         return None
     meta = obj.get("metadata")
     ns = meta.get("namespace") if isinstance(meta, dict) else None
