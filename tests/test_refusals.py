@@ -585,3 +585,42 @@ def test_objects_created_at_or_after_their_namespace_run() -> None:
 def test_a_namespaced_kind_without_a_namespace_lands_in_default() -> None:
     r = _run("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {a: b}\n")
     assert [o["metadata"]["namespace"] for o in _stored(r, "Secret")] == ["default"]
+
+
+NS_DELETED = """apiVersion: v1
+kind: Namespace
+metadata: {name: ml, annotations: {kubetwin.io/delete-at: 5m}}
+---
+apiVersion: kubetwin.io/v1alpha1
+kind: NodePool
+metadata: {name: p}
+spec: {machineType: n2-standard-8, nodeCount: 1, bootDelay: 0s}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: ml}
+spec:
+  template:
+    metadata: {annotations: {kubetwin.io/duration: 30m}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: 'busybox:1.36', resources: {requests: {cpu: '1'}}}]
+"""
+
+
+def test_an_object_created_after_its_namespace_is_deleted_is_refused() -> None:
+    late = ("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: late, namespace: ml, annotations: "
+            "{kubetwin.io/create-at: 10m}}\ndata: {a: b}\n")
+    errors = [d for d in validate(load_text(NS_DELETED + late, "f.yaml")) if d.severity == "error"]
+    assert [(d.obj, d.message) for d in errors] == [("ConfigMap/ml/late", 'namespaces "ml" not found')]
+    assert "deleted at 5m" in errors[0].hint
+
+
+def test_deleting_a_namespace_deletes_what_is_in_it() -> None:
+    """The namespace controller deletes every object of a deleted namespace (pkg/controller/namespace/deletion):
+    the Job and its running pod are gone at 5m, the Job never completes and its node is free."""
+    r = _run(NS_DELETED)
+    deleted = {(o["kind"], t) for t, _, etype, o in r.history if etype == "DELETED" and o["kind"] in ("Job", "Pod")}
+    assert {k for k, _ in deleted} == {"Job", "Pod"} and {t for _, t in deleted} == {300.0}
+    assert not [o for _, _, _, o in r.history if o["kind"] == "Job" and any(
+        c["type"] == "Complete" for c in (o.get("status") or {}).get("conditions") or [])]

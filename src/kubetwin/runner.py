@@ -30,6 +30,7 @@ from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.controllers.namespace import NamespaceController
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
@@ -273,6 +274,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
     PersistentVolumeController(store, env, events)  # claims bound and provisioned; the GKE Volume Populator
+    NamespaceController(store, env)  # a deleted namespace's objects go with it
     trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)
