@@ -211,3 +211,18 @@ def test_a_static_node_with_capacity_only_takes_pods() -> None:
     r = run(manifests=load_text(text, "f.yaml"))
     bound = [o for _, _, _, o in r.history if o["kind"] == "Pod" and o["spec"].get("nodeName") == "n1"]
     assert bound
+
+
+def test_hpa_behavior_rules_are_filled_when_behavior_is_given() -> None:
+    """SetDefaults_HorizontalPodAutoscalerBehavior: a behavior with only a scale-down window gets both rules
+    whole (scale-down keeps no default window); no behavior stays none."""
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+           "spec": {"maxReplicas": 3, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}}}
+    assert _stored(hpa)["spec"]["behavior"] == {
+        "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15},
+                                 {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+        "scaleDown": {"stabilizationWindowSeconds": 60, "selectPolicy": "Max",
+                      "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}
+    del hpa["spec"]["behavior"]
+    assert "behavior" not in _stored(hpa)["spec"]

@@ -14,7 +14,8 @@ Sources (kubernetes/kubernetes, Kubernetes 1.34):
 - apps/v1 SetDefaults_Deployment: replicas 1, strategy RollingUpdate with maxUnavailable/maxSurge 25%,
   revisionHistoryLimit 10, progressDeadlineSeconds 600; SetDefaults_ReplicaSet: replicas 1.
 - scheduling/v1 SetDefaults_PriorityClass: preemptionPolicy PreemptLowerPriority.
-- autoscaling/v2 SetDefaults_HorizontalPodAutoscaler: minReplicas 1; no metrics means CPU at 80% utilization.
+- autoscaling/v2 SetDefaults_HorizontalPodAutoscaler: minReplicas 1; no metrics means CPU at 80% utilization; a
+  given behavior gets both rules filled (SetDefaults_HorizontalPodAutoscalerBehavior).
 - storage/v1 SetDefaults_StorageClass: reclaimPolicy Delete, volumeBindingMode Immediate.
 - core/v1 (pkg/apis/core/v1/defaults.go, and the `+default` tags of k8s.io/api core/v1 types.go its generated
   zz_generated.defaults.go applies):
@@ -122,7 +123,28 @@ def _hpa(obj: Obj) -> Obj:
     if not spec.get("metrics"):
         spec["metrics"] = [{"type": "Resource", "resource": {
             "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+    if isinstance(spec.get("behavior"), dict):  # SetDefaults_HorizontalPodAutoscalerBehavior
+        spec["behavior"] = {**spec["behavior"],
+                            "scaleUp": _scaling_rules(spec["behavior"].get("scaleUp"), HPA_SCALE_UP),
+                            "scaleDown": _scaling_rules(spec["behavior"].get("scaleDown"), HPA_SCALE_DOWN)}
     return {**obj, "spec": spec}
+
+
+# GenerateHPAScaleUpRules / GenerateHPAScaleDownRules' defaults (autoscaling/v2 defaults.go); scale-down has no
+# stabilization window default (the controller's --horizontal-pod-autoscaler-downscale-stabilization flag, 5 min)
+HPA_SCALE_UP = {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15},
+                             {"type": "Percent", "value": 100, "periodSeconds": 15}]}
+HPA_SCALE_DOWN = {"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}
+
+
+def _scaling_rules(given: dict | None, default: dict) -> dict:
+    """copyHPAScalingRules: each field set in the given rules replaces the default's."""
+    out = {k: (list(v) if isinstance(v, list) else v) for k, v in default.items()}
+    for key in ("selectPolicy", "stabilizationWindowSeconds", "policies", "tolerance"):
+        if isinstance(given, dict) and given.get(key) is not None:
+            out[key] = given[key]
+    return out
 
 
 def _storageclass(obj: Obj) -> Obj:
