@@ -226,3 +226,15 @@ def test_hpa_behavior_rules_are_filled_when_behavior_is_given() -> None:
                       "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}
     del hpa["spec"]["behavior"]
     assert "behavior" not in _stored(hpa)["spec"]
+
+
+def test_limit_range_item_defaults() -> None:
+    """TestSetDefaultLimitRangeItem: a Container item's default limit comes from max, its default request from the
+    default limit, then from min."""
+    lr = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"}, "spec": {"limits": [
+        {"type": "Container", "max": {"cpu": "2"}, "min": {"memory": "100Mi"}, "default": {"memory": "1Gi"}},
+        {"type": "Pod", "max": {"cpu": "4"}}]}}
+    items = _stored(lr)["spec"]["limits"]
+    assert items[0]["default"] == {"cpu": "2", "memory": "1Gi"}
+    assert items[0]["defaultRequest"] == {"cpu": "2", "memory": "1Gi"}
+    assert items[1] == {"type": "Pod", "max": {"cpu": "4"}}

@@ -35,7 +35,8 @@ Sources (kubernetes/kubernetes, Kubernetes 1.34):
     PrepareForCreate: status.phase Active and the kubernetes finalizer (pkg/registry/core/namespace/strategy.go).
   - Node: SetDefaults_NodeStatus (allocatable = capacity when unset).
   - PersistentVolume: phase Pending, persistentVolumeReclaimPolicy Retain, volumeMode Filesystem;
-    PersistentVolumeClaim: phase Pending, volumeMode Filesystem. Secret: type Opaque.
+    PersistentVolumeClaim: phase Pending, volumeMode Filesystem. Secret: type Opaque. LimitRange: a Container
+    item's default from max, defaultRequest from default then min (SetDefaults_LimitRangeItem).
 - apps/v1 SetDefaults_StatefulSet (podManagementPolicy OrderedReady, updateStrategy RollingUpdate with partition 0,
   persistentVolumeClaimRetentionPolicy Retain/Retain, replicas 1, revisionHistoryLimit 10); SetDefaults_DaemonSet
   (updateStrategy RollingUpdate, maxUnavailable 1, maxSurge 0, revisionHistoryLimit 10).
@@ -183,6 +184,20 @@ def _node(obj: Obj) -> Obj:
     if status.get("allocatable") is not None or status.get("capacity") is None:
         return obj
     return {**obj, "status": {**status, "allocatable": dict(status["capacity"])}}
+
+
+def _limitrange(obj: Obj) -> Obj:
+    """SetDefaults_LimitRangeItem on each Container item: default (limit) from max, defaultRequest from default,
+    then from min. (The LimitRanger admission plugin that applies them to pods is not simulated: validate says so.)"""
+    spec = obj.get("spec") or {}
+    items = []
+    for item in spec.get("limits") or []:
+        if isinstance(item, dict) and item.get("type") == "Container":
+            default = {**(item.get("max") or {}), **(item.get("default") or {})}
+            request = {**(item.get("min") or {}), **default, **(item.get("defaultRequest") or {})}
+            item = {**item, "default": default, "defaultRequest": request}
+        items.append(item)
+    return {**obj, "spec": {**spec, "limits": items}} if spec.get("limits") else obj
 
 
 def _secret(obj: Obj) -> Obj:
@@ -370,7 +385,7 @@ DEFAULTERS: dict[str, Callable[[Obj], Obj]] = {
     "Job": _job, "Deployment": _deployment, "ReplicaSet": _replicaset, "PriorityClass": _priorityclass,
     "HorizontalPodAutoscaler": _hpa, "StorageClass": _storageclass, "PersistentVolumeClaim": _pvc,
     "PersistentVolume": _pv, "Namespace": _namespace, "Node": _node, "Secret": _secret, "Service": _service,
-    "StatefulSet": _statefulset, "DaemonSet": _daemonset, "Pod": pod,
+    "StatefulSet": _statefulset, "DaemonSet": _daemonset, "LimitRange": _limitrange, "Pod": pod,
 }
 
 
