@@ -47,6 +47,8 @@ def test_a_kind_its_group_does_not_have_is_refused_with_a_did_you_mean(api_versi
 
 
 @pytest.mark.parametrize(("api_version", "kind", "served"), [
+    ("leaderworkerset.x-k8s.io/v1alpha1", "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1"),
+    ("keda.sh/v1", "TriggerAuthentication", "keda.sh/v1alpha1"),
     ("batch/v2", "Job", "batch/v1"),
     ("apps/v1beta1", "Deployment", "apps/v1"),
     ("kueue.x-k8s.io/v1beta9", "ClusterQueue", "kueue.x-k8s.io/v1beta2"),

@@ -169,6 +169,11 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The versions every kind of `UNSHIPPED_KINDS` of these groups is served in (kubernetes-sigs/lws config/crd/bases:
+# v1 only; kedacore/keda config/crd/bases: v1alpha1 only); other groups' unshipped kinds accept any version.
+UNSHIPPED_VERSIONS: dict[str, tuple[str, ...]] = {"leaderworkerset.x-k8s.io": ("v1",), "keda.sh": ("v1alpha1",)}
+
+
 # Built-in kinds outside `BUILT_IN` that are cluster-scoped (`kubectl api-resources --namespaced=false` on
 # Kubernetes v1.34, less the subresource-only review kinds); every other built-in kind is namespaced. The twin
 # stores these without a namespace and NamespaceLifecycle does not look at them.

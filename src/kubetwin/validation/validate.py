@@ -129,6 +129,8 @@ def _no_such_kind(m: Manifest, api_version: str, kind: str, group: str) -> Diagn
                           f"did you mean {close}? ({listed})" if close else listed)
     served = (builtin or {}).get(kind)
     version = api_version.rpartition("/")[2]
+    if served is None and kind in kinds.UNSHIPPED_KINDS.get(group, ()) and group in kinds.UNSHIPPED_VERSIONS:
+        served = frozenset(kinds.UNSHIPPED_VERSIONS[group])
     if served is not None and version not in served and not kinds.REGISTRY.is_custom(group, kind):
         return Diagnostic(m.file, m.line_of("apiVersion"), m.ref, "apiVersion", message,
                           "use a served version: " + ", ".join(f"{group}/{v}" if group else v
