@@ -362,6 +362,7 @@ class _SameList:
 
 
 _containers, _volumes = _SameList(), _SameList()
+_EMPTY: dict[str, Any] = {}  # one empty securityContext for every pod: stored objects are never mutated in place
 
 
 def pod(obj: Obj) -> Obj:
@@ -370,7 +371,7 @@ def pod(obj: Obj) -> Obj:
     spec = obj.get("spec") or {}
     host = bool(spec.get("hostNetwork"))
     out = {"restartPolicy": "Always", "schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 30,
-           "dnsPolicy": "ClusterFirst", "securityContext": {}, "enableServiceLinks": True,
+           "dnsPolicy": "ClusterFirst", "securityContext": _EMPTY, "enableServiceLinks": True,
            **{k: v for k, v in spec.items() if v is not None}}
     for key in ("containers", "initContainers"):
         if isinstance(out.get(key), list):
