@@ -626,3 +626,16 @@ def test_deleting_a_namespace_deletes_what_is_in_it() -> None:
     assert {k for k, _ in deleted} == {"Job", "Pod"} and {t for _, t in deleted} == {300.0}
     assert not [o for _, _, _, o in r.history if o["kind"] == "Job" and any(
         c["type"] == "Complete" for c in (o.get("status") or {}).get("conditions") or [])]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "where"), [
+    ("v1", "Deployment", "apps/v1"),
+    ("apps/v1", "Job", "batch/v1"),
+    ("kueue.x-k8s.io/v1beta1", "JobSet", "jobset.x-k8s.io/v1alpha2"),
+    ("batch/v1", "ClusterQueue", "kueue.x-k8s.io/v1beta2"),
+    ("v1", "PriorityClass", "scheduling.k8s.io/v1"),
+])
+def test_a_kind_in_the_wrong_group_names_the_group_that_has_it(api_version, kind, where) -> None:
+    [d] = _one(api_version, kind)
+    assert d.severity == "error" and d.message == f'no matches for kind "{kind}" in version "{api_version}"'
+    assert f"apiVersion: {where}" in d.hint, d.hint

@@ -194,7 +194,7 @@ def crd_document(filename: str) -> dict:
     return next(d for d in yaml.load_all(text, Loader=_Loader) if d)
 
 
-def _version_key(name: str) -> tuple[int, int, int]:
+def version_key(name: str) -> tuple[int, int, int]:
     """Kubernetes version priority (GA > beta > alpha, then by number): discovery lists the preferred first."""
     m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", name)
     if not m:
@@ -209,7 +209,7 @@ def from_crd(crd: dict, *, simulated: tuple[str, ...] | None = None, create_orde
     spec = crd["spec"]
     names = spec["names"]
     served = [v for v in spec["versions"] if v.get("served", True)]
-    versions = tuple(sorted((v["name"] for v in served), key=_version_key, reverse=True))
+    versions = tuple(sorted((v["name"] for v in served), key=version_key, reverse=True))
     columns = {v["name"]: tuple(PrinterColumn(c["name"], c["jsonPath"], c.get("type", "string"),
                                               int(c.get("priority", 0)))
                                 for c in v.get("additionalPrinterColumns") or []) for v in served}

@@ -123,6 +123,10 @@ def _no_such_kind(m: Manifest, api_version: str, kind: str, group: str) -> Diagn
     names = sorted({*(builtin or {}), *kinds.REGISTRY.kinds_in_group(group), *kinds.UNSHIPPED_KINDS.get(group, ())})
     message = f'no matches for kind "{shown(kind)}" in version "{shown(api_version)}"'
     if kind not in names:
+        elsewhere = _groups_serving(kind)
+        if elsewhere:
+            return Diagnostic(m.file, m.line_of("apiVersion"), m.ref, "apiVersion", message,
+                              f"{kind} is served in " + " and ".join(elsewhere) + ": set apiVersion: " + elsewhere[0])
         close = crd_schema.closest_field(kind, names)
         listed = f"the kinds of {group or 'the core group'} are: {', '.join(names)}"
         return Diagnostic(m.file, m.line_of("kind"), m.ref, "kind", message,
@@ -144,6 +148,20 @@ def unknown_custom_kind(api_version: str) -> bool:
     group = str(api_version).rpartition("/")[0]
     return (_custom_group(str(api_version)) and group not in _builtin_kinds() and group not in KNOWN_GROUPS
             and group != kinds.TWIN_GROUP and not kinds.REGISTRY.kinds_in_group(group))
+
+
+def _groups_serving(kind: str) -> list[str]:
+    """The preferred group/version of each API group that has this kind (built-in, then the twin's registry)."""
+    out = []
+    for g, ks in sorted(_builtin_kinds().items()):
+        if kind in ks:
+            best = max(ks[kind], key=kinds.version_key)
+            out.append(f"{g}/{best}" if g else best)
+    for info in kinds.REGISTRY.by_kind(kind):
+        gv = f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
+        if gv not in out and info.group not in _builtin_kinds():
+            out.append(gv)
+    return out
 
 
 def _custom_group(api_version: str) -> bool:
