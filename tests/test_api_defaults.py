@@ -238,3 +238,24 @@ def test_limit_range_item_defaults() -> None:
     assert items[0]["default"] == {"cpu": "2", "memory": "1Gi"}
     assert items[0]["defaultRequest"] == {"cpu": "2", "memory": "1Gi"}
     assert items[1] == {"type": "Pod", "max": {"cpu": "4"}}
+
+
+@pytest.mark.parametrize("kind", ["Job", "StatefulSet", "DaemonSet", "PodTemplate"])
+def test_pod_templates_get_pod_spec_and_container_defaults_but_not_set_defaults_pod(kind) -> None:
+    """SetObjectDefaults_* walk a template's PodSpec and containers; SetDefaults_Pod (requests from limits,
+    enableServiceLinks) is a Pod's alone ("we only want this defaulting semantic to take place on a v1.Pod and not a
+    v1.PodTemplate")."""
+    tmpl = {"metadata": {"labels": {"a": "b"}}, "spec": {"restartPolicy": "Never", "containers": [
+        {"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "1"}}, "ports": [{"containerPort": 80}]}]}}
+    api = {"Job": "batch/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "PodTemplate": "v1"}[kind]
+    obj = {"apiVersion": api, "kind": kind, "metadata": {"name": "x"}}
+    obj.update({"template": tmpl} if kind == "PodTemplate" else {"spec": {"template": tmpl}})
+    stored = _stored(obj)
+    spec = (stored if kind == "PodTemplate" else stored["spec"])["template"]["spec"]
+    [c] = spec["containers"]
+    assert (c["imagePullPolicy"], c["terminationMessagePolicy"], c["ports"][0]["protocol"]) == (
+        "Always", "File", "TCP")
+    assert c["resources"] == {"limits": {"cpu": "1"}}
+    assert (spec["dnsPolicy"], spec["schedulerName"], spec["securityContext"]) == (
+        "ClusterFirst", "default-scheduler", {})
+    assert "enableServiceLinks" not in spec

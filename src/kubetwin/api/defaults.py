@@ -41,11 +41,12 @@ Sources (kubernetes/kubernetes, Kubernetes 1.34):
   persistentVolumeClaimRetentionPolicy Retain/Retain, replicas 1, revisionHistoryLimit 10); SetDefaults_DaemonSet
   (updateStrategy RollingUpdate, maxUnavailable 1, maxSurge 0, revisionHistoryLimit 10).
 - policy/v1 (PodDisruptionBudget) has no defaulting functions.
-Not applied (left as given, said here): pod templates inside Jobs, Deployments, ReplicaSets, StatefulSets and
-DaemonSets (SetDefaults_PodSpec and the container defaults apply to them too; the twin defaults the Pods their
-controllers create), pod-level resources' defaults (defaultPodRequests/defaultPodLimits: api.podresources reads
-pod-level requests from pod-level limits), the Pod's status.qosClass. Custom resources are defaulted from their
-CRD schemas (`api.crd`).
+Pod templates of Jobs, StatefulSets, DaemonSets and PodTemplates get SetDefaults_PodSpec and the container defaults
+(never SetDefaults_Pod's). Not applied (left as given, said here): the pod templates of Deployments and ReplicaSets
+(the twin's pod-template-hash is computed over the stored template, so defaulting it would rename every ReplicaSet
+and pod; their Pods are defaulted when created), pod-level resources' defaults (defaultPodRequests/
+defaultPodLimits: api.podresources reads pod-level requests from pod-level limits), the Pod's status.qosClass.
+Custom resources are defaulted from their CRD schemas (`api.crd`).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def job_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job(obj: Obj) -> Obj:
-    spec = job_spec(obj.get("spec") or {})
+    spec = _with_template(job_spec(obj.get("spec") or {}))
     meta = obj.get("metadata") or {}
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
     if labels is not None and not meta.get("labels"):
@@ -248,7 +249,7 @@ def _statefulset(obj: Obj) -> Obj:
         spec["replicas"] = 1
     if spec.get("revisionHistoryLimit") is None:
         spec["revisionHistoryLimit"] = 10
-    return {**obj, "spec": spec}
+    return {**obj, "spec": _with_template(spec)}
 
 
 def _daemonset(obj: Obj) -> Obj:
@@ -262,7 +263,7 @@ def _daemonset(obj: Obj) -> Obj:
     spec["updateStrategy"] = strategy
     if spec.get("revisionHistoryLimit") is None:
         spec["revisionHistoryLimit"] = 10
-    return {**obj, "spec": spec}
+    return {**obj, "spec": _with_template(spec)}
 
 
 # --- Pod ------------------------------------------------------------------------------------------------------
@@ -300,9 +301,12 @@ def _probe(probe: dict) -> dict:
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 
 
-def _container(c: dict, host_network: bool) -> dict:
+def _container(c: dict, mode: str) -> dict:
+    """SetDefaults_Container with its ports and probes; mode "pod" or "pod-host" (hostNetwork) adds SetDefaults_Pod's
+    requests from limits and host ports, "template" (a pod template) does not."""
     if not isinstance(c, dict):
         return c
+    host_network = mode == "pod-host"
     out = dict(c)
     if not out.get("imagePullPolicy"):
         out["imagePullPolicy"] = image_pull_policy(str(out.get("image") or ""))
@@ -316,7 +320,7 @@ def _container(c: dict, host_network: bool) -> dict:
         if isinstance(out.get(name), dict):
             out[name] = _probe(out[name])
     res = out.get("resources")
-    if isinstance(res, dict) and res.get("limits"):
+    if mode != "template" and isinstance(res, dict) and res.get("limits"):
         out["resources"] = {**res, "requests": requests_with_limits(res)}
     return out
 
@@ -344,15 +348,15 @@ class _SameList:
     containers' identity (api.podspec.TemplateMemo) keeps hitting (bounded)."""
 
     def __init__(self, limit: int = 4096) -> None:
-        self._seen: dict[tuple[int, bool], tuple[list, list]] = {}
+        self._seen: dict[tuple[int, str], tuple[list, list]] = {}
         self.limit = limit
 
-    def __call__(self, items: list, host_network: bool, fn: Callable[[dict, bool], dict]) -> list:
-        key = (id(items), host_network)
+    def __call__(self, items: list, mode: str, fn: Callable[[dict, str], dict]) -> list:
+        key = (id(items), mode)
         seen = self._seen.get(key)
         if seen is not None and seen[0] is items:
             return seen[1]
-        out = [fn(x, host_network) for x in items]
+        out = [fn(x, mode) for x in items]
         if out == items:
             out = items
         if len(self._seen) >= self.limit:
@@ -365,28 +369,48 @@ _containers, _volumes = _SameList(), _SameList()
 _EMPTY: dict[str, Any] = {}  # one empty securityContext for every pod: stored objects are never mutated in place
 
 
+def pod_spec(spec: dict[str, Any], template: bool = False) -> dict[str, Any]:
+    """SetDefaults_PodSpec with the container, probe and volume defaults; on a Pod (template False) also
+    SetDefaults_Pod's (enableServiceLinks, requests from limits, host ports), which never apply to a template."""
+    out = {"restartPolicy": "Always", "schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 30,
+           "dnsPolicy": "ClusterFirst", "securityContext": _EMPTY,
+           **({} if template else {"enableServiceLinks": True}),
+           **{k: v for k, v in spec.items() if v is not None}}
+    mode = "template" if template else ("pod-host" if spec.get("hostNetwork") else "pod")
+    for key in ("containers", "initContainers"):
+        if isinstance(out.get(key), list):
+            out[key] = _containers(out[key], mode, _container)
+    if isinstance(out.get("volumes"), list):
+        out["volumes"] = _volumes(out["volumes"], "volumes", lambda v, _m: _volume(v))
+    return out
+
+
 def pod(obj: Obj) -> Obj:
     """SetDefaults_Pod and SetDefaults_PodSpec with the container, probe and volume defaults, and the pod
     strategy's status.phase Pending, on a Pod."""
-    spec = obj.get("spec") or {}
-    host = bool(spec.get("hostNetwork"))
-    out = {"restartPolicy": "Always", "schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 30,
-           "dnsPolicy": "ClusterFirst", "securityContext": _EMPTY, "enableServiceLinks": True,
-           **{k: v for k, v in spec.items() if v is not None}}
-    for key in ("containers", "initContainers"):
-        if isinstance(out.get(key), list):
-            out[key] = _containers(out[key], host, _container)
-    if isinstance(out.get("volumes"), list):
-        out["volumes"] = _volumes(out["volumes"], host, lambda v, _h: _volume(v))
+    out = pod_spec(obj.get("spec") or {})
     meta = {**obj["metadata"], "namespace": obj["metadata"].get("namespace") or "default"}
     return {**obj, "metadata": meta, "spec": out, "status": obj.get("status") or {"phase": "Pending"}}
+
+
+def _with_template(spec: dict[str, Any], key: str = "template") -> dict[str, Any]:
+    """A workload spec whose pod template (spec.template) gets SetDefaults_PodSpec and the container defaults."""
+    tmpl = spec.get(key)
+    if not isinstance(tmpl, dict) or not isinstance(tmpl.get("spec"), dict):
+        return spec
+    return {**spec, key: {**tmpl, "spec": pod_spec(tmpl["spec"], template=True)}}
+
+
+def _podtemplate(obj: Obj) -> Obj:
+    return _with_template(obj)
 
 
 DEFAULTERS: dict[str, Callable[[Obj], Obj]] = {
     "Job": _job, "Deployment": _deployment, "ReplicaSet": _replicaset, "PriorityClass": _priorityclass,
     "HorizontalPodAutoscaler": _hpa, "StorageClass": _storageclass, "PersistentVolumeClaim": _pvc,
     "PersistentVolume": _pv, "Namespace": _namespace, "Node": _node, "Secret": _secret, "Service": _service,
-    "StatefulSet": _statefulset, "DaemonSet": _daemonset, "LimitRange": _limitrange, "Pod": pod,
+    "StatefulSet": _statefulset, "DaemonSet": _daemonset, "LimitRange": _limitrange, "PodTemplate": _podtemplate,
+    "Pod": pod,
 }
 
 
