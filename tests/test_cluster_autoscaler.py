@@ -432,3 +432,43 @@ def test_gpu_node_waiting_for_its_driver_is_unready_not_unneeded():
     assert r.summary["pods"]["by_phase"] == {"Succeeded": 1}
     # after the pod finished the node is unneeded (ready now) and goes 2 min later
     assert [e for _, e, _ in nodes_over_time(r)] == ["ADDED", "DELETED"]
+
+
+# -- a pool's starting size (GKE: a node pool's initial node count is its size; the autoscaler's target starts at
+# the instance group's current size, not at minNodeCount) ------------------------------------------------
+def test_a_booting_initial_node_counts_as_coming_up_and_no_second_node_is_bought():
+    """nodeCount 1, minNodeCount 0: the pool's one node is still booting when the pod goes Pending; the CA counts
+    it as upcoming (its target is the group's size, 1) and buys nothing for the pod, which lands on that node."""
+    spec = {"nodeCount": 1, "bootDelay": "5m"}
+    r = run(objects=[make_scenario("30m").obj(), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1, **spec),
+                     owned(gpu_pod("p0", duration="10m"))])
+    assert not events(r, "TriggeredScaleUp")
+    assert len([n for _, e, n in nodes_over_time(r) if e == "ADDED"]) == 1
+    assert r.summary["pods"]["by_phase"].get("Succeeded") == 1
+
+
+def test_scale_up_counts_from_the_initial_node_count():
+    """nodeCount 2 (min 0, max 3), three GPU pods: the group's target is 2 before the scale-up, so CA asks for one
+    more node (2->3), not three (0->3)."""
+    spec = {"nodeCount": 2, "bootDelay": "5m"}
+    pods = [owned(gpu_pod(f"p{i}", duration="10m")) for i in range(3)]
+    r = run(objects=[make_scenario("40m").obj(), pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1, **spec), *pods])
+    msgs = {m for _, _, m, _ in events(r, "TriggeredScaleUp")}
+    assert msgs == {f"pod triggered scale-up: [{{{L4_GROUP} 2->3 (max: 3)}}]"}
+    assert len([n for _, e, n in nodes_over_time(r) if e == "ADDED"]) == 3
+    assert r.summary["pods"]["by_phase"].get("Succeeded") == 3
+
+
+def test_a_booting_multi_host_slice_is_not_bought_twice():
+    """A 2x4 v5e pool (two hosts) created with nodeCount 2 and minNodeCount 0: the slice is coming up, so the CA
+    buys no second slice for the gang waiting on it."""
+    tpu = pool("v5e", "ct5lp-hightpu-4t", 0, 2, nodeCount=2, bootDelay="5m",
+               placementPolicy={"tpuTopology": "2x4"})
+    pods = []
+    for i in range(2):
+        pod = owned(make_pod(f"w{i}").cpu("1").duration("10m").obj())
+        pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+        pods.append(pod)
+    r = run(objects=[make_scenario("30m").obj(), tpu, *pods])
+    assert not events(r, "TriggeredScaleUp")
+    assert len([n for _, e, n in nodes_over_time(r) if e == "ADDED"]) == 2

@@ -47,6 +47,8 @@ def test_a_kind_its_group_does_not_have_is_refused_with_a_did_you_mean(api_versi
 
 
 @pytest.mark.parametrize(("api_version", "kind", "served"), [
+    ("leaderworkerset.x-k8s.io/v1alpha1", "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1"),
+    ("keda.sh/v1", "TriggerAuthentication", "keda.sh/v1alpha1"),
     ("batch/v2", "Job", "batch/v1"),
     ("apps/v1beta1", "Deployment", "apps/v1"),
     ("kueue.x-k8s.io/v1beta9", "ClusterQueue", "kueue.x-k8s.io/v1beta2"),
@@ -67,9 +69,84 @@ def test_real_kinds_the_twin_does_not_simulate_stay_notices(api_version, kind) -
     assert d.severity == "notice" and "not simulated" in d.message
 
 
-def test_a_kind_in_an_unknown_group_is_unchanged() -> None:
+def test_a_kind_in_an_unknown_group_is_a_notice_naming_what_the_run_does() -> None:
+    """Issue 31 item 5: unknown kinds in unknown groups stay notices (the cluster may have their CRD; the twin
+    cannot know): stored as given, no effect on the run."""
     [d] = _one("example.com/v1", "Widget")
-    assert d.message == 'no matches for kind "Widget" in version "example.com/v1"'
+    assert d.severity == "notice", d.render()
+    assert "Widget" in d.message and "example.com/v1" in d.message and "no effect on the run" in d.message
+
+
+def test_a_kind_of_an_unknown_group_is_not_run_even_when_its_name_is_a_built_in_kind() -> None:
+    """`example.com/v1` `Job` passes validate with the notice and the run creates nothing for it: the twin keys
+    objects by kind, so storing it would run a batch/v1 Job nobody asked for."""
+    from kubetwin.runner import run
+
+    text = ("apiVersion: example.com/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n"
+            "      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n---\n"
+            "apiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: {name: s}\nspec: {duration: 5m}\n")
+    diags = validate(load_text(text, "f.yaml"))
+    assert [d.severity for d in diags] == ["notice"], [d.render() for d in diags]
+    r = run(manifests=load_text(text, "f.yaml"))
+    assert not [o for _, _, _, o in r.history if o["kind"] == "Job"]
+
+
+@pytest.mark.parametrize(("api_version", "kind"), [
+    ("vl", "Pod"),  # a core-group version typo
+    ("app/v1", "Deployment"),  # a group without a dot is no CRD group: only built-in groups have none
+    ("batch/v1", "Job/x"),  # not a kind name
+])
+def test_malformed_or_dotless_groups_stay_errors(api_version, kind) -> None:
+    diags = _one(api_version, kind)
+    assert [d.severity for d in diags] == ["error"], [d.render() for d in diags]
+
+
+# Real kinds of groups GKE AI/ML manifests use that the twin ships no CRD for: stored with a notice (never refused),
+# and a typo in those groups is refused with the closest kind, as for the groups the twin simulates.
+REAL_UNSIMULATED = [
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PodMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("monitoring.googleapis.com/v1", "PodMonitoring"),
+    ("monitoring.googleapis.com/v1", "ClusterPodMonitoring"),
+    ("cloud.google.com/v1", "ComputeClass"),
+    ("cloud.google.com/v1", "BackendConfig"),
+    ("networking.gke.io/v1", "ManagedCertificate"),
+    ("networking.gke.io/v1", "HealthCheckPolicy"),
+    ("networking.gke.io/v1", "GCPBackendPolicy"),
+    ("networking.gke.io/v1", "GCPGatewayPolicy"),
+    ("networking.gke.io/v1beta1", "FrontendConfig"),
+    ("autoscaling.x-k8s.io/v1alpha1", "CapacityBuffer"),
+]
+
+
+@pytest.mark.parametrize(("api_version", "kind"), REAL_UNSIMULATED)
+def test_real_kinds_of_gke_and_ecosystem_groups_are_notices(api_version, kind) -> None:
+    diags = _one(api_version, kind)
+    assert [d.severity for d in diags] == ["notice"], [d.render() for d in diags]
+    assert "not simulated" in diags[0].message
+
+
+@pytest.mark.parametrize(("api_version", "kind", "meant"), [
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSett", "LeaderWorkerSet"),
+    ("monitoring.coreos.com/v1", "ServiceMonitr", "ServiceMonitor"),
+    ("monitoring.googleapis.com/v1", "PodMonitor", "PodMonitoring"),
+    ("cloud.google.com/v1", "ComputeClas", "ComputeClass"),
+    ("networking.gke.io/v1", "Netwrk", "Network"),
+    ("networking.gke.io/v1", "ManagedCertificat", "ManagedCertificate"),
+    ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClas", "WorkloadPriorityClass"),
+    ("resource.k8s.io/v1beta1", "ResourceClaimTemplte", "ResourceClaimTemplate"),
+    ("resource.k8s.io/v1beta2", "ResourceSlices", "ResourceSlice"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferencePol", "InferencePool"),
+    ("apps/v1", "StatefullSet", "StatefulSet"),
+    ("batch/v1", "Cronjob", "CronJob"),
+])
+def test_typos_in_every_known_group_are_refused(api_version, kind, meant) -> None:
+    diags = _one(api_version, kind)
+    assert [d.severity for d in diags] == ["error"], [d.render() for d in diags]
+    assert diags[0].message == f'no matches for kind "{kind}" in version "{api_version}"'
+    assert f"did you mean {meant}?" in diags[0].hint
 
 
 # --- rich prints user text literally (issue 31 item 6: `file:100:` printed as an emoji) ---
@@ -450,3 +527,130 @@ def test_run_refuses_a_kind_typo_instead_of_admitting_nothing() -> None:
     cq["kind"] = "ClusterQueu"
     with pytest.raises(KubetwinError, match='no matches for kind "ClusterQueu" in version "kueue.x-k8s.io/v1beta2"'):
         run(objects=[cq], duration="10m")
+
+
+# --- namespaces as the API server scopes them ---
+
+def _run(text: str):
+    from kubetwin.runner import run
+
+    scenario = "---\napiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: {name: s}\nspec: {duration: 10m}\n"
+    manifests = load_text(text + scenario, "f.yaml")
+    assert not [d for d in validate(manifests) if d.severity == "error"]
+    return run(manifests=manifests)
+
+
+def _stored(result, kind: str) -> list[dict]:
+    return [o for _, _, etype, o in result.history if o["kind"] == kind and etype == "ADDED"]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "extra"), [
+    ("v1", "Secret", "stringData: {token: x}\n"),
+    ("v1", "ServiceAccount", ""),
+    ("v1", "ConfigMap", "data: {a: b}\n"),
+    ("rbac.authorization.k8s.io/v1", "Role", "rules: []\n"),
+    ("networking.k8s.io/v1", "NetworkPolicy", "spec: {podSelector: {}}\n"),
+])
+def test_every_namespaced_built_in_kind_in_a_missing_namespace_is_refused(api_version, kind, extra) -> None:
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x, namespace: ml}}\n{extra}"
+    diags = [d for d in validate(load_text(text, "f.yaml")) if d.severity == "error"]
+    assert [d.message for d in diags] == ['namespaces "ml" not found'], [d.render() for d in diags]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "extra"), [
+    ("scheduling.k8s.io/v1", "PriorityClass", "value: 1000\n"),
+    ("storage.k8s.io/v1", "StorageClass", "provisioner: pd.csi.storage.gke.io\n"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", "rules: []\n"),
+    ("kubetwin.io/v1alpha1", "NodePool", "spec: {machineType: n2-standard-8, nodeCount: 1}\n"),
+])
+def test_a_cluster_scoped_kind_given_a_namespace_is_stored_without_it(api_version, kind, extra) -> None:
+    """The API server clears metadata.namespace of a cluster-scoped object on create (apiserver's
+    rest.BeforeCreate: EnsureObjectNamespaceMatchesRequestNamespace with the cluster scope's empty namespace):
+    no `namespaces "ml" not found`, and the object is found where cluster-scoped objects are."""
+    text = f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x, namespace: ml}}\n{extra}"
+    assert not [d for d in validate(load_text(text, "f.yaml")) if d.severity == "error"]
+    r = _run(text)
+    [obj] = _stored(r, kind)
+    assert "namespace" not in obj["metadata"]
+    if kind == "NodePool":
+        assert len(_stored(r, "Node")) == 1
+
+
+def test_a_dumped_terminating_namespace_is_created_active() -> None:
+    """A Namespace object carries no deletion on create: BeforeCreate clears deletionTimestamp and the namespace
+    strategy's PrepareForCreate sets status.phase Active (pkg/registry/core/namespace/strategy.go), so a dump's
+    Terminating namespace takes new objects; SetDefaults_Namespace labels it kubernetes.io/metadata.name and the
+    strategy adds the kubernetes finalizer."""
+    r = _run("apiVersion: v1\nkind: Namespace\nmetadata: {name: ml, deletionTimestamp: '2024-01-01T00:00:00Z'}\n"
+             "status: {phase: Terminating}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ml}\n"
+             "data: {x: '1'}\n")
+    [ns] = [o for o in _stored(r, "Namespace") if o["metadata"]["name"] == "ml"]
+    assert ns["status"] == {"phase": "Active"}
+    assert "deletionTimestamp" not in ns["metadata"]
+    assert ns["metadata"]["labels"] == {"kubernetes.io/metadata.name": "ml"}
+    assert ns["spec"] == {"finalizers": ["kubernetes"]}
+    assert [o["metadata"]["namespace"] for o in _stored(r, "ConfigMap")] == ["ml"]
+
+
+def test_objects_created_at_or_after_their_namespace_run() -> None:
+    r = _run("apiVersion: v1\nkind: Namespace\nmetadata: {name: ml, annotations: {kubetwin.io/create-at: 1m}}\n---\n"
+             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: ml, annotations: "
+             "{kubetwin.io/create-at: 1m}}\ndata: {x: '1'}\n")
+    assert [o["metadata"]["name"] for o in _stored(r, "ConfigMap")] == ["b"]
+
+
+def test_a_namespaced_kind_without_a_namespace_lands_in_default() -> None:
+    r = _run("apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {a: b}\n")
+    assert [o["metadata"]["namespace"] for o in _stored(r, "Secret")] == ["default"]
+
+
+NS_DELETED = """apiVersion: v1
+kind: Namespace
+metadata: {name: ml, annotations: {kubetwin.io/delete-at: 5m}}
+---
+apiVersion: kubetwin.io/v1alpha1
+kind: NodePool
+metadata: {name: p}
+spec: {machineType: n2-standard-8, nodeCount: 1, bootDelay: 0s}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: ml}
+spec:
+  template:
+    metadata: {annotations: {kubetwin.io/duration: 30m}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: 'busybox:1.36', resources: {requests: {cpu: '1'}}}]
+"""
+
+
+def test_an_object_created_after_its_namespace_is_deleted_is_refused() -> None:
+    late = ("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: late, namespace: ml, annotations: "
+            "{kubetwin.io/create-at: 10m}}\ndata: {a: b}\n")
+    errors = [d for d in validate(load_text(NS_DELETED + late, "f.yaml")) if d.severity == "error"]
+    assert [(d.obj, d.message) for d in errors] == [("ConfigMap/ml/late", 'namespaces "ml" not found')]
+    assert "deleted at 5m" in errors[0].hint
+
+
+def test_deleting_a_namespace_deletes_what_is_in_it() -> None:
+    """The namespace controller deletes every object of a deleted namespace (pkg/controller/namespace/deletion):
+    the Job and its running pod are gone at 5m, the Job never completes and its node is free."""
+    r = _run(NS_DELETED)
+    deleted = {(o["kind"], t) for t, _, etype, o in r.history if etype == "DELETED" and o["kind"] in ("Job", "Pod")}
+    assert {k for k, _ in deleted} == {"Job", "Pod"} and {t for _, t in deleted} == {300.0}
+    assert not [o for _, _, _, o in r.history if o["kind"] == "Job" and any(
+        c["type"] == "Complete" for c in (o.get("status") or {}).get("conditions") or [])]
+
+
+@pytest.mark.parametrize(("api_version", "kind", "where"), [
+    ("v1", "Deployment", "apps/v1"),
+    ("apps/v1", "Job", "batch/v1"),
+    ("kueue.x-k8s.io/v1beta1", "JobSet", "jobset.x-k8s.io/v1alpha2"),
+    ("batch/v1", "ClusterQueue", "kueue.x-k8s.io/v1beta2"),
+    ("v1", "PriorityClass", "scheduling.k8s.io/v1"),
+])
+def test_a_kind_in_the_wrong_group_names_the_group_that_has_it(api_version, kind, where) -> None:
+    [d] = _one(api_version, kind)
+    assert d.severity == "error" and d.message == f'no matches for kind "{kind}" in version "{api_version}"'
+    assert f"apiVersion: {where}" in d.hint, d.hint

@@ -32,6 +32,7 @@ from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.controllers.namespace import NamespaceController
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
@@ -54,7 +55,7 @@ from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 from kubetwin.validation import namespaces
-from kubetwin.validation.validate import validate, with_overrides
+from kubetwin.validation.validate import unknown_custom_kind, validate, with_overrides
 from kubetwin.workloads import install as training_install
 
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
@@ -277,6 +278,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     ResourceClaimController(store, names)
     PersistentVolumeController(store, env, events)  # claims bound and provisioned; the GKE Volume Populator
     StorageProtectionController(store, env)  # a deleted claim or volume goes once nothing uses it
+    NamespaceController(store, env)  # a deleted namespace's objects go with it
     trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)
@@ -327,7 +329,9 @@ def seed_objects(cluster: Cluster, manifests: list[Manifest]) -> None:
         for name, cls in storage_catalog.ADDON_STORAGE_CLASSES.get(addon, {}).items():
             if name not in defined:
                 store.create(copy.deepcopy(cls))
-    objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: kinds.create_order(o["kind"]))
+    objs = sorted((m.obj for m in manifests if m.kind != "Scenario"
+                   and not unknown_custom_kind(str(m.obj.get("apiVersion")))),  # validate's notice says so
+                  key=lambda o: kinds.create_order(o["kind"]))
     if cluster.scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against
         for shape, count in declared_workload(objs).items():
             cluster.scheduler.gpushare.declare(shape, count)

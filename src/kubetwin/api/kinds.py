@@ -150,7 +150,41 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
     "gateway.networking.k8s.io": ("GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant",
                                   "BackendTLSPolicy", "TCPRoute", "TLSRoute", "UDPRoute"),
     "jobset.x-k8s.io": (),
+    # GKE's own groups (cloud.google.com/kubernetes-engine/docs): ComputeClass (how-to/custom-compute-classes),
+    # BackendConfig (ingress-configuration); ManagedCertificate (managed-certs), FrontendConfig (ingress-
+    # configuration), GKE Gateway policies (configure-gateway-resources), ServiceNetworkEndpointGroup (standalone
+    # NEGs) beside the multi-networking kinds the twin ships.
+    "cloud.google.com": ("ComputeClass", "BackendConfig"),
+    "networking.gke.io": ("ManagedCertificate", "FrontendConfig", "GCPBackendPolicy", "GCPGatewayPolicy",
+                          "HealthCheckPolicy", "GCPSessionAffinityPolicy", "GCPSessionAffinityFilter",
+                          "GCPTrafficDistributionPolicy", "GCPRoutingExtension", "GCPTrafficExtension",
+                          "ServiceNetworkEndpointGroup", "NetworkLogging", "FQDNNetworkPolicy"),
+    # kubernetes-sigs/lws config/crd/bases; prometheus-operator example/prometheus-operator-crd; GoogleCloudPlatform/
+    # prometheus-engine charts/operator/crds (Managed Service for Prometheus, GKE's default)
+    "leaderworkerset.x-k8s.io": ("LeaderWorkerSet",),
+    "monitoring.coreos.com": ("Alertmanager", "AlertmanagerConfig", "PodMonitor", "Probe", "Prometheus",
+                              "PrometheusAgent", "PrometheusRule", "ScrapeConfig", "ServiceMonitor", "ThanosRuler"),
+    "monitoring.googleapis.com": ("PodMonitoring", "ClusterPodMonitoring", "ClusterNodeMonitoring", "Rules",
+                                  "ClusterRules", "GlobalRules", "OperatorConfig"),
 }
+
+
+# The versions every kind of `UNSHIPPED_KINDS` of these groups is served in (kubernetes-sigs/lws config/crd/bases:
+# v1 only; kedacore/keda config/crd/bases: v1alpha1 only); other groups' unshipped kinds accept any version.
+UNSHIPPED_VERSIONS: dict[str, tuple[str, ...]] = {"leaderworkerset.x-k8s.io": ("v1",), "keda.sh": ("v1alpha1",)}
+
+
+# Built-in kinds outside `BUILT_IN` that are cluster-scoped (`kubectl api-resources --namespaced=false` on
+# Kubernetes v1.34, less the subresource-only review kinds); every other built-in kind is namespaced. The twin
+# stores these without a namespace and NamespaceLifecycle does not look at them.
+BUILT_IN_CLUSTER_SCOPED = frozenset({
+    "ComponentStatus", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding", "CustomResourceDefinition", "APIService", "CertificateSigningRequest",
+    "ClusterTrustBundle", "FlowSchema", "PriorityLevelConfiguration", "IngressClass", "IPAddress", "ServiceCIDR",
+    "RuntimeClass", "ClusterRole", "ClusterRoleBinding", "CSIDriver", "CSINode", "VolumeAttachment",
+    "VolumeAttributesClass", "DeviceTaintRule", "StorageVersion", "StorageVersionMigration",
+})
 
 
 @functools.cache
@@ -160,7 +194,7 @@ def crd_document(filename: str) -> dict:
     return next(d for d in yaml.load_all(text, Loader=_Loader) if d)
 
 
-def _version_key(name: str) -> tuple[int, int, int]:
+def version_key(name: str) -> tuple[int, int, int]:
     """Kubernetes version priority (GA > beta > alpha, then by number): discovery lists the preferred first."""
     m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", name)
     if not m:
@@ -175,7 +209,7 @@ def from_crd(crd: dict, *, simulated: tuple[str, ...] | None = None, create_orde
     spec = crd["spec"]
     names = spec["names"]
     served = [v for v in spec["versions"] if v.get("served", True)]
-    versions = tuple(sorted((v["name"] for v in served), key=_version_key, reverse=True))
+    versions = tuple(sorted((v["name"] for v in served), key=version_key, reverse=True))
     columns = {v["name"]: tuple(PrinterColumn(c["name"], c["jsonPath"], c.get("type", "string"),
                                               int(c.get("priority", 0)))
                                 for c in v.get("additionalPrinterColumns") or []) for v in served}
@@ -277,7 +311,7 @@ class KindRegistry:
 
     def is_cluster_scoped(self, kind: str) -> bool:
         infos = self.by_kind(kind)
-        return bool(infos) and not infos[0].namespaced
+        return not infos[0].namespaced if infos else kind in BUILT_IN_CLUSTER_SCOPED
 
     def is_simulated(self, api_version: str, kind: str) -> bool:
         info = self.of(api_version, kind)

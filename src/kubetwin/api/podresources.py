@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetwin.api.defaults import requests_with_limits
 from kubetwin.api.units import to_int, to_milli
 
 Obj = dict[str, Any]
@@ -39,10 +40,10 @@ def _values(rl: dict | None) -> dict[str, int]:
 
 
 def _container_requests(c: Obj) -> dict[str, int]:
-    res = c.get("resources") or {}
-    out = _values(res.get("limits"))  # requests default to limits
-    out.update(_values(res.get("requests")))
-    return out
+    """A container's requests with SetDefaults_Pod's rule (api.defaults.requests_with_limits): a stored Pod
+    already carries them, a manifest's pod or a template (which the API server never defaults this way; Kueue
+    and the scheduler's callers do the same for templates) gets them here."""
+    return _values(requests_with_limits(c.get("resources") or {}))
 
 
 def _container_limits(c: Obj) -> dict[str, int]:

@@ -38,7 +38,7 @@ from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
 from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
-from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, pool_hourly_price
+from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, initial_node_count, pool_hourly_price
 from kubetwin.autoscaler.scaledown import ScaleDown
 from kubetwin.autoscaler.simulation import (
     CONSUME,
@@ -154,7 +154,7 @@ class ClusterAutoscaler:
             url = (f"https://www.googleapis.com/compute/v1/projects/kubetwin/zones/{zone}/instanceGroups/"
                    f"gke-{self.pools.cluster}-{name}-{ig_hash}-grp")
             self.groups[(name, zone)] = NodeGroup(name, zone, auto["minNodeCount"], auto["maxNodeCount"], url,
-                                                  target=auto["minNodeCount"], hosts=hosts)
+                                                  target=initial_node_count(spec), hosts=hosts)
         self.env.after(0, self.activate)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:

@@ -11,14 +11,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kubetwin.api import defaults
 from kubetwin.sim.env import Environment
 
 SCALE_UP_LIMIT_FACTOR, SCALE_UP_LIMIT_MINIMUM = 2.0, 4.0  # horizontal.go scaleUpLimitFactor/Minimum (no behavior)
-# defaults.go GenerateHPAScaleUpRules / GenerateHPAScaleDownRules
-DEFAULT_SCALE_UP = {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
-                    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15},
-                                 {"type": "Percent", "value": 100, "periodSeconds": 15}]}
-DEFAULT_SCALE_DOWN = {"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}
+# defaults.go GenerateHPAScaleUpRules / GenerateHPAScaleDownRules: the API server stores them (api.defaults)
+DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN = defaults.HPA_SCALE_UP, defaults.HPA_SCALE_DOWN
 
 
 @dataclass

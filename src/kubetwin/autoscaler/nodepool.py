@@ -116,6 +116,15 @@ class TpuSlice:
     repairs: int = 0
 
 
+def initial_node_count(spec: dict) -> int:
+    """The nodes a pool starts with per zone: `nodeCount` (GKE's initial node count, the instance group's size),
+    else the autoscaler's `minNodeCount`. The cluster autoscaler's target for the group starts here too: CA reads
+    the instance group's current target size (gce_manager GetMigSize), so a node still booting counts as coming
+    up. https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler#minimum_and_maximum_node_pool_size"""
+    count = spec.get("nodeCount")
+    return int(count) if count is not None else int((spec.get("autoscaling") or {}).get("minNodeCount", 0))
+
+
 def pool_of_node(node: Obj) -> str:
     """The node pool a Node is counted and billed under: its GKE nodepool label; "static" for a Node given in the
     scenario without one (as KWOK fakes them)."""
@@ -123,7 +132,7 @@ def pool_of_node(node: Obj) -> str:
 
 
 class NodePoolController:
-    """Creates nodeCount nodes per zone (autoscaling: minNodeCount per zone) and tracks node lifetimes.
+    """Creates nodeCount nodes per zone (else minNodeCount: `initial_node_count`) and tracks node lifetimes.
 
     Other code may call: `slice_of(node)` / `slice_nodes(pool)` to find a multi-host TPU slice, `fail_slice`
     to lose one (a Spot or failure injector may instead just delete one of its Nodes: the effect is the same),
@@ -158,9 +167,7 @@ class NodePoolController:
             return
         spec = pool["spec"]
         mt = catalog.machine_type(spec["machineType"])
-        per_zone = spec.get("nodeCount")
-        if per_zone is None:
-            per_zone = (spec.get("autoscaling") or {}).get("minNodeCount", 0)
+        per_zone = initial_node_count(spec)
         boot = parse_duration(spec.get("bootDelay", "90s"))
         topology = tpu.pool_topology(spec)
         zones = spec.get("zones") or [DEFAULT_ZONE]

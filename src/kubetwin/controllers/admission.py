@@ -40,13 +40,9 @@ _extended_names = TemplateMemo(_names_of)
 
 
 def pod_defaults(obj: Obj) -> Obj:
-    """Defaults the API server sets on a Pod that the scheduler reads."""
-    if obj.get("kind") != "Pod":
-        return obj
-    spec = {"restartPolicy": "Always", "schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst", **obj["spec"]}
-    meta = {**obj["metadata"], "namespace": obj["metadata"].get("namespace") or "default"}
-    return {**obj, "metadata": meta, "spec": spec, "status": obj.get("status") or {"phase": "Pending"}}
+    """The API server's defaults of a Pod (api.defaults.pod: SetDefaults_Pod, SetDefaults_PodSpec, the containers',
+    probes' and volumes' defaults), registered for Pods alone so other kinds skip it."""
+    return defaults.pod(obj) if obj.get("kind") == "Pod" else obj
 
 
 def priority(store: Store):
@@ -81,10 +77,21 @@ def priority(store: Store):
 
 
 def default_namespace(obj: Obj) -> Obj:
-    """Namespaced objects created without a namespace land in "default", as kubectl apply does (client-side)."""
-    if kinds.is_cluster_scoped(str(obj.get("kind"))) or (obj.get("metadata") or {}).get("namespace"):
+    """A manifest's object scoped as `kubectl apply` and the API server scope it: a namespaced object without a
+    namespace lands in "default" (kubectl fills the context's); a cluster-scoped one is stored without the namespace
+    it was given, and nothing is created already deleting (apiserver's rest.BeforeCreate clears
+    deletionTimestamp and deletionGracePeriodSeconds, and sets a cluster-scoped object's namespace to none)."""
+    meta = obj.get("metadata") or {}
+    if kinds.is_cluster_scoped(str(obj.get("kind"))):
+        if "namespace" in meta or "deletionTimestamp" in meta or "deletionGracePeriodSeconds" in meta:
+            meta = {k: v for k, v in meta.items()
+                    if k not in ("namespace", "deletionTimestamp", "deletionGracePeriodSeconds")}
+            return {**obj, "metadata": meta}
         return obj
-    return {**obj, "metadata": {**obj["metadata"], "namespace": "default"}}
+    if meta.get("namespace") and "deletionTimestamp" not in meta and "deletionGracePeriodSeconds" not in meta:
+        return obj
+    meta = {k: v for k, v in meta.items() if k not in ("deletionTimestamp", "deletionGracePeriodSeconds")}
+    return {**obj, "metadata": {**meta, "namespace": meta.get("namespace") or "default"}}
 
 
 def crd_defaults(obj: Obj) -> Obj:
@@ -93,7 +100,7 @@ def crd_defaults(obj: Obj) -> Obj:
     return crd.apply_defaults(obj) if crd.version_of(obj) is not None else obj
 
 
-API_DEFAULTED = tuple(defaults.DEFAULTERS)
+API_DEFAULTED = tuple(k for k in defaults.DEFAULTERS if k != "Pod")  # Pods: pod_defaults, registered apart
 
 
 def api_defaults(obj: Obj) -> Obj:

@@ -268,16 +268,15 @@ class PersistentVolumeController:
         store.watch(POPULATOR_KIND, self._on_source)
 
     def _admit_claim(self, pvc: Obj) -> Obj:
-        """The API server's defaults (SetDefaults_PersistentVolumeClaim: phase Pending, volumeMode Filesystem) and
-        the DefaultStorageClass admission plugin (a claim with no storageClassName gets the default class)."""
-        spec, status = dict(pvc.get("spec") or {}), dict(pvc.get("status") or {})
-        status.setdefault("phase", "Pending")
-        spec.setdefault("volumeMode", "Filesystem")
+        """The DefaultStorageClass admission plugin: a claim with no storageClassName gets the default class (the
+        API server's defaults, phase Pending and volumeMode Filesystem, come first: api.defaults)."""
+        spec = pvc.get("spec") or {}
         if "storageClassName" not in spec and BETA_STORAGE_CLASS not in (pvc["metadata"].get("annotations") or {}):
             default = default_class(self.store)
             if default:
-                spec["storageClassName"] = default
-        return {**pvc, "metadata": _protected(pvc["metadata"], PVC_PROTECTION), "spec": spec, "status": status}
+                return {**pvc, "metadata": _protected(pvc["metadata"], PVC_PROTECTION),
+                        "spec": {**spec, "storageClassName": default}}
+        return {**pvc, "metadata": _protected(pvc["metadata"], PVC_PROTECTION)}
 
     # -- watches: enqueue only ------------------------------------------------------------------
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
@@ -508,13 +507,8 @@ class PersistentVolumeController:
 
 
 def _admit_volume(pv: Obj) -> Obj:
-    """SetDefaults_PersistentVolume: phase Pending, reclaim policy Retain, volumeMode Filesystem; and
-    StorageObjectInUseProtection's finalizer."""
-    spec, status = dict(pv.get("spec") or {}), dict(pv.get("status") or {})
-    status.setdefault("phase", "Pending")
-    spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
-    spec.setdefault("volumeMode", "Filesystem")
-    return {**pv, "metadata": _protected(pv["metadata"], PV_PROTECTION), "spec": spec, "status": status}
+    """StorageObjectInUseProtection's finalizer (SetDefaults_PersistentVolume's fields come first: api.defaults)."""
+    return {**pv, "metadata": _protected(pv["metadata"], PV_PROTECTION)}
 
 
 # StorageObjectInUseProtection (plugin/pkg/admission/storage/storageobjectinuseprotection, on by default) gives every

@@ -247,6 +247,10 @@ class Store:
             self._emit("DELETED", gone, old)
         return old
 
+    def kinds(self) -> list[str]:
+        """The kinds the store holds objects of (sorted): the namespace controller's discovery."""
+        return sorted(k for k, bucket in self._objects.items() if bucket)
+
     def get(self, kind: str, ns: str, name: str) -> Obj | None:
         return self._objects.get(kind, {}).get((ns or "", name))
 

@@ -38,7 +38,12 @@ def namespace_of(obj: dict) -> str | None:
     """The namespace an object is created in (`default` when it names none, as kubectl fills the context's); None
     for cluster-scoped kinds and kinds the twin does not know."""
     kind = str(obj.get("kind") or "")
-    if not kinds.REGISTRY.by_kind(kind) or kinds.is_cluster_scoped(kind):
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    # a kind the registry does not hold: a built-in one (core, a dotless group or *.k8s.io, which validate's
+    # schemas checked) is namespaced unless kinds lists it cluster-scoped; a custom kind without a CRD here has a
+    # scope the twin does not know
+    custom = "." in group and (not group.endswith(".k8s.io") or group in kinds.UNSHIPPED_KINDS)
+    if (not kinds.REGISTRY.by_kind(kind) and custom) or kinds.is_cluster_scoped(kind):
         return None
     meta = obj.get("metadata")
     ns = meta.get("namespace") if isinstance(meta, dict) else None
@@ -46,15 +51,17 @@ def namespace_of(obj: dict) -> str | None:
 
 
 CREATE_AT = "kubetwin.io/create-at"  # when the run creates an object (validation/annotations.py registers it)
+DELETE_AT = "kubetwin.io/delete-at"  # when it deletes it
 
 
-def _created_at(obj: dict) -> tuple[float, str]:
-    """When the run creates the object (seconds, as written); (0, "") without kubetwin.io/create-at."""
+def _created_at(obj: dict, key: str = CREATE_AT) -> tuple[float, str]:
+    """When the run creates (or with key=DELETE_AT deletes) the object (seconds, as written); (0, "") without the
+    annotation."""
     from kubetwin.api.units import UnitError, parse_duration
 
     meta = obj.get("metadata")
     ann = meta.get("annotations") if isinstance(meta, dict) else None
-    raw = ann.get(CREATE_AT) if isinstance(ann, dict) else None
+    raw = ann.get(key) if isinstance(ann, dict) else None
     try:
         return (parse_duration(str(raw)), str(raw)) if raw is not None else (0.0, "")
     except UnitError:
@@ -93,20 +100,26 @@ def _missing(manifests: list[Manifest]) -> dict[str, list[Manifest]]:
 
 
 def _too_early(manifests: list[Manifest]) -> list[Diagnostic]:
-    """Objects the run creates before their Namespace object (kubetwin.io/create-at): refused at that moment."""
-    created = {str(m.obj["metadata"]["name"]): _created_at(m.obj) for m in manifests
+    """Objects the run creates before their Namespace object (kubetwin.io/create-at) or once it is deleted
+    (kubetwin.io/delete-at): refused at that moment."""
+    created = {str(m.obj["metadata"]["name"]): (_created_at(m.obj), _created_at(m.obj, DELETE_AT)) for m in manifests
                if m.kind == "Namespace" and isinstance(m.obj.get("metadata"), dict)}
     out = []
     for m in manifests:
         ns = namespace_of(m.obj)
         if ns is None or ns not in created:
             continue
-        (ns_at, ns_raw), (at, raw) = created[ns], _created_at(m.obj)
+        ((ns_at, ns_raw), (gone_at, gone_raw)), (at, raw) = created[ns], _created_at(m.obj)
         if at < ns_at:
             out.append(Diagnostic(m.file, m.line_of("metadata.namespace"), m.ref, "metadata.namespace",
                                   f'namespaces "{ns}" not found',
                                   f"the Namespace {ns} is created at {ns_raw} (kubetwin.io/create-at) and this object "
                                   f"at {raw or '0s'}: create it at or after its Namespace"))
+        elif gone_raw and at >= gone_at:
+            out.append(Diagnostic(m.file, m.line_of("metadata.namespace"), m.ref, "metadata.namespace",
+                                  f'namespaces "{ns}" not found',
+                                  f"the Namespace {ns} is deleted at {gone_raw} (kubetwin.io/delete-at) and this "
+                                  f"object created at {raw or '0s'}: create it before, or delete the Namespace later"))
     return out
 
 

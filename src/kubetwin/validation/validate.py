@@ -49,7 +49,11 @@ KNOWN_GROUPS = {
     "autoscaling.x-k8s.io": "ProvisioningRequest",
     "gateway.networking.k8s.io": "Gateway API",
     "datalayer.gke.io": "GKE Volume Populator",
-    "networking.gke.io": "GKE multi-networking",
+    "networking.gke.io": "GKE networking",
+    "cloud.google.com": "GKE",
+    "leaderworkerset.x-k8s.io": "LeaderWorkerSet",
+    "monitoring.coreos.com": "Prometheus Operator",
+    "monitoring.googleapis.com": "Google Cloud Managed Service for Prometheus",
 }
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NON_OVERCOMMITABLE_PREFIXES = ("nvidia.com/", "google.com/", "amd.com/")
@@ -77,6 +81,10 @@ def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | 
     """The strict schema of a built-in kind; None for a kind it does not have (or a name no kind has: a group
     is a DNS subdomain of at most 253 characters, a kind an identifier)."""
     if len(api_version) > 300 or len(kind) > 253 or not _GROUP_VERSION.match(api_version) or not _KIND.match(kind):
+        return None
+    # only the exact (group, kind) of a built-in resource: kubectl's RESTMapper matches kinds case-sensitively
+    # (`kind: Cronjob` is no CronJob) and a custom group is no built-in one (`batch.example.com/v1` is no batch/v1)
+    if kind not in _builtin_kinds().get(api_version.rpartition("/")[0], {}):
         return None
     return _cached_validator(api_version, kind)
 
@@ -115,17 +123,53 @@ def _no_such_kind(m: Manifest, api_version: str, kind: str, group: str) -> Diagn
     names = sorted({*(builtin or {}), *kinds.REGISTRY.kinds_in_group(group), *kinds.UNSHIPPED_KINDS.get(group, ())})
     message = f'no matches for kind "{shown(kind)}" in version "{shown(api_version)}"'
     if kind not in names:
+        elsewhere = _groups_serving(kind)
+        if elsewhere:
+            return Diagnostic(m.file, m.line_of("apiVersion"), m.ref, "apiVersion", message,
+                              f"{kind} is served in " + " and ".join(elsewhere) + ": set apiVersion: " + elsewhere[0])
         close = crd_schema.closest_field(kind, names)
         listed = f"the kinds of {group or 'the core group'} are: {', '.join(names)}"
         return Diagnostic(m.file, m.line_of("kind"), m.ref, "kind", message,
                           f"did you mean {close}? ({listed})" if close else listed)
     served = (builtin or {}).get(kind)
     version = api_version.rpartition("/")[2]
+    if served is None and kind in kinds.UNSHIPPED_KINDS.get(group, ()) and group in kinds.UNSHIPPED_VERSIONS:
+        served = frozenset(kinds.UNSHIPPED_VERSIONS[group])
     if served is not None and version not in served and not kinds.REGISTRY.is_custom(group, kind):
         return Diagnostic(m.file, m.line_of("apiVersion"), m.ref, "apiVersion", message,
                           "use a served version: " + ", ".join(f"{group}/{v}" if group else v
                                                               for v in sorted(served, reverse=True)))
     return None
+
+
+def unknown_custom_kind(api_version: str) -> bool:
+    """Whether an object's apiVersion is a CRD group the twin knows nothing of (validate's notice): the run does
+    not create it, since the store keys objects by kind and `example.com/v1` `Job` is no batch/v1 Job."""
+    group = str(api_version).rpartition("/")[0]
+    return (_custom_group(str(api_version)) and group not in _builtin_kinds() and group not in KNOWN_GROUPS
+            and group != kinds.TWIN_GROUP and not kinds.REGISTRY.kinds_in_group(group))
+
+
+def _groups_serving(kind: str) -> list[str]:
+    """The preferred group/version of each API group that has this kind (built-in, then the twin's registry)."""
+    out = []
+    for g, ks in sorted(_builtin_kinds().items()):
+        if kind in ks:
+            best = max(ks[kind], key=kinds.version_key)
+            out.append(f"{g}/{best}" if g else best)
+    for info in kinds.REGISTRY.by_kind(kind):
+        gv = f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
+        if gv not in out and info.group not in _builtin_kinds():
+            out.append(gv)
+    return out
+
+
+def _custom_group(api_version: str) -> bool:
+    """Whether apiVersion names a group a CustomResourceDefinition could define: well formed, and its group has a
+    dot (apiextensions' CRD validation: "should be a domain with at least one dot"); built-in groups are handled
+    before this is asked."""
+    group, sep, _ = api_version.rpartition("/")
+    return bool(sep) and "." in group and len(api_version) <= 300 and bool(_GROUP_VERSION.match(api_version))
 
 
 def _path(parts: Any) -> str:
@@ -429,6 +473,15 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
             return [Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS[group]} kind {kind} ({api_version}) is "
                                "accepted but not simulated yet: it is stored and has no effect on the run", "",
                                "notice")]
+        if _custom_group(api_version) and _KIND.match(kind) and len(kind) <= 253:
+            # a group that may be a CRD the cluster has and the twin does not know (issue 31 item 5: unknown kinds
+            # in unknown groups stay notices)
+            named = _name(m)
+            if named:
+                return named
+            return [Diagnostic(m.file, m.line, m.ref, "", f"kind {kind} ({api_version}) is not known to the twin "
+                               "(no CRD of its group ships with it): the run does not create it, so it has no "
+                               "effect on the run", "", "notice")]
         return [Diagnostic(m.file, m.line, m.ref, "apiVersion",
                            f'no matches for kind "{shown(kind)}" in version "{shown(api_version)}"',
                            "check apiVersion/kind against `kubectl api-resources` for Kubernetes 1.34")]
