@@ -239,6 +239,23 @@ def for_container(pod: dict, node: dict | None, container: dict | None = None) -
     return out
 
 
+def on_pools(pools: list[dict[str, str]], node_selector: dict, gpus: int, tpus: int) -> list[ContainerDevices]:
+    """What a pod template's container would get on each node pool its nodeSelector can land on (`pools`: each
+    pool's node labels, as GKE labels the pool's nodes), before any node exists: validate's view of serving and
+    training alike. Without a matching pool, what the selector alone says (`selected`)."""
+    sel = {str(k): str(v) for k, v in (node_selector or {}).items()} if isinstance(node_selector, dict) else {}
+    out = []
+    for labels in pools:
+        if all(labels.get(k) == v for k, v in sel.items()):
+            got = for_counts(labels, gpus, tpus)
+            if got.devices and got not in out:
+                out.append(got)
+    if out:
+        return out
+    alone = selected(sel, gpus, tpus)
+    return [alone] if alone is not None else []
+
+
 def selected(node_selector: dict[str, str], gpus: int, tpus: int) -> ContainerDevices | None:
     """What a pod template's container would get on the nodes its nodeSelector picks, when the selector alone
     says (validate's view before any node exists): an accelerator and, for MIG, the partition size."""

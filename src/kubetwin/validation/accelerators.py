@@ -136,11 +136,33 @@ def _requests(spec: dict, resource: str) -> int:
         return 0
 
 
+def pool_node_labels(manifests: list[Manifest]) -> list[dict[str, str]]:
+    """The labels GKE gives the nodes of each NodePool of the scenario (autoscaler/nodepool.py's, as the run's
+    nodes get them): what validate matches a pod template's nodeSelector against to know the devices its container
+    gets (devices/container.on_pools). A pool that does not validate is left out (nodepool validation reports it)."""
+    from kubetwin import catalog
+    from kubetwin.autoscaler.nodepool import node_labels_and_taints
+
+    out = []
+    for m in manifests:
+        if m.kind != "NodePool" or not isinstance(m.obj.get("spec"), dict):
+            continue
+        spec = m.obj["spec"]
+        try:
+            mt = catalog.machine_type(str(spec.get("machineType")))
+            zones = spec.get("zones") or [""]
+            pool = {"metadata": {"name": (m.obj.get("metadata") or {}).get("name", "")}, "spec": spec}
+            labels, _ = node_labels_and_taints(pool, mt, str(zones[0]), "validate")
+        except (catalog.CatalogError, KeyError, TypeError, AttributeError, ValueError, IndexError):
+            continue
+        out.append({str(k): str(v) for k, v in labels.items()})
+    return out
+
+
 def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
     """The device kind a pod template's containers get, from its nodeSelector and the scenario's NodePools (the
-    kind every pool it can land on gives); None without accelerators or when its pools differ."""
+    kind every pool it can land on gives; a whole GPU when they differ); None without accelerators."""
     from kubetwin.devices import container, sharing, tpu
-    from kubetwin.validation.serving import mig_partitions
 
     raw = spec.get("nodeSelector")
     selector: dict = raw if isinstance(raw, dict) else {}
@@ -157,24 +179,12 @@ def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
         return "TPU multi-host" if multi else "TPU single-host"
     if not gpus:
         return None
-    if mig_partitions(manifests, selector):
-        return "MIG"
-    strategy = str(selector.get(sharing.STRATEGY_LABEL) or "")
-    if not strategy:
-        accel = str(selector.get(container.GPU_LABEL) or "")
-        found = set()
-        for m in manifests:
-            if m.kind != "NodePool":
-                continue
-            accs = (m.obj.get("spec") or {}).get("accelerators")
-            for acc in accs if isinstance(accs, list) else []:
-                if isinstance(acc, dict) and (not accel or acc.get("type") == accel) and not acc.get(
-                        "gpuPartitionSize"):
-                    got = acc.get("gpuSharingConfig")
-                    cfg: dict = got if isinstance(got, dict) else {}
-                    found.add(sharing.GKE_STRATEGIES.get(str(cfg.get("gpuSharingStrategy")), ""))
-        strategy = next(iter(found)) if len(found) == 1 else ""
-    return {"time-sharing": "time-slicing", "mps": "MPS"}.get(strategy, "whole GPU")
+    found = {got.kind for got in container.on_pools(pool_node_labels(manifests), selector, gpus, 0)}
+    if not found:
+        strategy = str(selector.get(sharing.STRATEGY_LABEL) or "")
+        found = {"time-slicing" if strategy == "time-sharing" else strategy or "gpu"}
+    kind = next(iter(found)) if len(found) == 1 else "gpu"
+    return {"mig": "MIG", "mps": "MPS", "time-slicing": "time-slicing"}.get(kind, "whole GPU")
 
 
 def _pool_topology(m: Manifest) -> str:

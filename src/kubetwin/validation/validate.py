@@ -343,10 +343,11 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     from kubetwin.workloads import training_spec  # training.kubetwin.io/* annotations (workloads/training.py)
 
     clean = []  # objects without errors, for the checks across objects
+    pools = accelerators.pool_node_labels(manifests)  # the devices a training pod gets (devices/container.py)
     for m in manifests:
         found = validate_one(m)
         if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
-            found += training_spec.diagnostics(m)
+            found += training_spec.diagnostics(m, pools)
         if m.flags:
             found = [_named_by_flag(m, d) for d in found]
         out += found

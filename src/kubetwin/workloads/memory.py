@@ -120,14 +120,19 @@ def _world(obj: dict) -> tuple[int, dict, int, int]:
     return world, selector, gpus, tpus
 
 
-def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int) -> list[Diagnostic]:
-    """A warning when a rank of the spec cannot fit the device its pods select (nodeSelector: a GPU, a MIG
-    partition size, a TPU generation; devices/container.py), or any GPU the twin knows when they select none."""
+def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int,
+                pools: list[dict[str, str]] | tuple = ()) -> list[Diagnostic]:
+    """A warning when a rank of the spec cannot fit the device its pods get on the node pools their nodeSelector
+    can land on (`pools`: each NodePool's node labels; devices/container.on_pools: a GPU, a MIG instance, an MPS
+    share, a TPU chip), or any GPU the twin knows when they select none."""
     world, selector, gpus, tpus = _world(m.obj)
     if world <= 0:
         return []
     dp = spec.dp or max(1, world // (spec.tp * spec.pp))
-    got = container.selected(selector, gpus, tpus)
+    found = container.on_pools(list(pools), selector, gpus, tpus)
+    # the first device the rank does not fit (or the first device): a pod that may land there fails at start
+    got = next((g for g in found if g.invisible_error(g.allocated) or device_oom(spec, dp, g.device) is not None),
+               found[0] if found else None)
     device = got.device if got is not None else None
     unseen = got.invisible_error(got.allocated) if got is not None else None
     if unseen:
@@ -139,7 +144,7 @@ def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int) -> list[
                            "warning")]
     if device is None and tpus:
         return []  # a TPU generation the selector does not name: its HBM is unknown here
-    gpu = str(selector.get(ACCEL, ""))
+    gpu = str(selector.get(ACCEL, "")) or (device.accelerator if device is not None else "")
     known = device is not None or gpu in nvidia_dra.catalog()["gpus"]
     target = gpu if known else max(nvidia_dra.catalog()["gpus"], key=gpu_memory_mib)
     tpu = device is not None and device.mode == "tpu"

@@ -93,6 +93,9 @@ class TrainingModel:
         # what that breakdown was computed from, for the run folder's training.json and the DCGM series
         self.inputs: dict[tuple[str, str], tuple[TrainingSpec, Placement]] = {}
         self.gang: Any = None  # workloads.gang.GangCoordinator, when installed into a run
+        # (namespace, job) -> what its ranks die of at start on their latest placement (start_error), so explain
+        # and the headline say it never trained instead of printing a step time no step ran
+        self.failures: dict[tuple[str, str], str] = {}
 
     def annotations(self, pod: Obj) -> dict:
         """The pod's annotations over its Job's and JobSet's metadata annotations."""
@@ -159,8 +162,12 @@ class TrainingModel:
         reason = (f"training: {st.steps} steps x {st.step:.3f}s (compute {st.compute + st.bubble:.3f}s, comm "
                   f"{st.exposed_comm:.3f}s, data {st.data_stall:.3f}s) + {st.checkpoints} checkpoints x "
                   f"{st.checkpoint_write:.1f}s")
-        return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason,
-                    fail=start_error(spec, st.dp, container.for_container(pod, node)), on_device=True)
+        fail = start_error(spec, st.dp, container.for_container(pod, node))
+        if fail:
+            self.failures[self.job_key(pod)] = fail
+        else:
+            self.failures.pop(self.job_key(pod), None)
+        return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason, fail=fail, on_device=True)
 
     def job_key(self, pod: Obj) -> tuple[str, str]:
         """(namespace, JobSet, Job or Kueue pod group name, else the pod's) that keys the job's breakdown."""
