@@ -122,10 +122,12 @@ def _device_words(dev: dict) -> str:
 def never_trained(rec: dict) -> str | None:
     """Why a gang never trained (its rendezvous never completed), with when, or None when it trained or is no
     gang: `explain job` and the run's headline print this instead of a step and job time it never ran."""
-    if rec.get("start_failure"):  # the ranks' processes die at start (out of memory, an invisible device)
-        return f"every rank failed at start with {rec['start_failure'].split('. ')[0]}"
     g = rec.get("gang") or {}
     log, end = g.get("log") or [], g.get("waiting_at_end")
+    if rec.get("start_failure") and (not (log or end) or any(e["event"] == "started" for e in log)):
+        # the ranks' processes die at start (out of memory, an invisible device); a gang's ranks get there only
+        # once its rendezvous completed (jax.distributed.initialize / torchrun's rendezvous come first)
+        return f"every rank failed at start with {rec['start_failure'].split('. ')[0]}"
     if (not log and not end) or any(e["event"] == "started" for e in log):
         return None
     timeouts = [e for e in log if e["event"] == "rendezvous timeout"]
@@ -250,7 +252,7 @@ def _render_untrained(rec: dict, why: str) -> str:
         head += f"{sp['params'] / 1e9:g}B params, {sp['steps']} steps of {sp['global_batch']} x {sp['seq_len']} tokens"
     else:
         head += f"{g['world']} ranks (no training spec: each runs its kubetwin.io/duration once all have joined)"
-    if rec.get("start_failure"):
+    if why.startswith("every rank failed at start"):
         out = [head, "", f"Never trained: {why}.", "  no step time or job time: no step ran; each rank's process "
                "died at start with:", f"  {rec['start_failure']}"]
         dev = (rec.get("placement") or {}).get("device")
