@@ -144,3 +144,71 @@ def test_no_tpu_worker_env_without_the_webhook_conditions(tmp_path: Path) -> Non
     path.write_text(yaml.safe_dump_all(docs))
     for pod in _pods(_run(path, tmp_path)):
         assert not any(k.startswith("TPU_") for k in _env(pod))
+
+
+# -- GPUs and MIG devices given through DRA ResourceClaims (the NVIDIA DRA driver twin) ------------------------------
+TRAIN_1B = "\n".join(f"        training.kubetwin.io/{k}: \"{v}\"" for k, v in
+                     (("params", "1B"), ("steps", "100"), ("global-batch-size", "8"), ("sequence-length", "2048")))
+TORCHRUN = dict(WORKLOAD="training", ANNOTATIONS=TRAIN_1B, IMAGE="nvcr.io/nvidia/pytorch:24.05-py3",
+                ARGS="[torchrun, --nproc_per_node=1, train.py]")
+VLLM_JOB = dict(WORKLOAD="vLLM", ANNOTATIONS="        kubetwin.io/duration: 30m", IMAGE="vllm/vllm-openai:v0.10.1")
+
+
+@pytest.mark.parametrize(("profile", "fits"), [("1g.10gb", False), ("2g.20gb", False), ("3g.40gb", True),
+                                               ("7g.80gb", True)])
+def test_training_on_a_dra_mig_device_gets_the_instance(tmp_path: Path, profile: str, fits: bool) -> None:
+    """A training pod whose container gets one MIG device through a ResourceClaim computes on that instance as on
+    a GKE MIG partition: its memory (CUDA out of memory below ~20 GiB for a 1B model) and compute slices / 7."""
+    p = mig.profiles("A100-SXM4-80GB")[profile]
+    out = _run(_scenario(tmp_path, "dra-mig", PROFILE=profile, COUNT="1", **TORCHRUN), tmp_path)
+    [pod] = _pods(out)
+    explain = _cli("explain", "job", "work", "--run", str(out))
+    if fits:
+        assert pod["status"]["phase"] == "Succeeded"
+        assert f"each rank computes on a MIG {profile} instance of nvidia-a100-80gb" in explain
+        assert f"peak {catalog.gpu_type('nvidia-a100-80gb').bf16_tflops * p.compute_slices / 7:g} TFLOPS" in explain
+    else:
+        assert pod["status"]["phase"] == "Failed"
+        msg = pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+        assert msg.startswith("torch.OutOfMemoryError: CUDA out of memory.")
+        assert f"GPU 0 has a total capacity of {p.memory_mib / 1024:.2f} GiB" in msg
+        assert "Never trained: every rank failed at start" in explain
+
+
+def test_vllm_on_dra_mig_devices_sees_one_instance(tmp_path: Path) -> None:
+    """vLLM given two MIG devices by a claim with --tensor-parallel-size 2 exits at start with vLLM's own error
+    (one MIG instance per CUDA process); an 8B model on one 1g.10gb device dies loading its weights."""
+    out = _run(_scenario(tmp_path, "dra-mig", PROFILE="3g.40gb", COUNT="2", **VLLM_JOB,
+                         ARGS='[--model, Qwen/Qwen3-0.6B, --tensor-parallel-size, "2"]'), tmp_path)
+    [pod] = _pods(out)
+    msg = pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+    assert pod["status"]["phase"] == "Failed"
+    assert msg == ("AssertionError: local_world_size (2) must be less than or equal to the number of visible "
+                   "devices (1).")
+    out2 = tmp_path / "second"
+    out2.mkdir()
+    out = _run(_scenario(out2, "dra-mig", PROFILE="1g.10gb", COUNT="1", **VLLM_JOB,
+                         ARGS="[--model, meta-llama/Llama-3.1-8B-Instruct]"), out2)
+    [pod] = _pods(out)
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"].startswith(
+        "torch.OutOfMemoryError: CUDA out of memory.")
+
+
+def test_vllm_tensor_parallel_over_two_dra_gpus_serves_with_dcgm_series(tmp_path: Path) -> None:
+    """Two whole H100s claimed through DRA and --tensor-parallel-size 2: validate accepts it (the container has no
+    nvidia.com/gpu, its GPUs are the claim's), the server starts and serves, bills its two GPUs, and the DCGM
+    exporter writes one series per GPU."""
+    path = DATA / "dra-gpus-vllm.yaml"
+    assert "0 errors" in _cli("validate", str(path))
+    out = _run(path, tmp_path)
+    [pod] = _pods(out)
+    assert pod["status"]["phase"] == "Running"
+    summary = json.loads((out / "summary.json").read_text())
+    overall = summary["serving"]["overall"]
+    # two GPUs from the pod's binding (after the node and its driver come up) to the end: not 0 as before
+    assert overall["completed"] > 0 and 2 * 30 / 60 < overall["gpu_hours"] <= 2 * 40 / 60
+    prom = (out / "metrics.prom").read_text()
+    gpus = {line.split('gpu="')[1].split('"')[0] for line in prom.splitlines()
+            if line.startswith("DCGM_FI_DEV_GPU_UTIL{") and 'pod="' + pod["metadata"]["name"] in line}
+    assert gpus == {"0", "1"}

@@ -132,7 +132,12 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
             from kubetwin.serving.modelserver import gpu_count
             from kubetwin.serving.sizing import parallel_problems
 
-            visible = gpu_count(spec["containers"][ci])
+            ctr = spec["containers"][ci]
+            if not (ctr.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu") and not (
+                    ctr.get("resources") or {}).get("requests", {}).get("nvidia.com/gpu") and (
+                    ctr.get("resources") or {}).get("claims"):
+                continue  # GPUs given through DRA ResourceClaims: the run checks the allocated devices at start
+            visible = gpu_count(ctr)
             for dest, message, severity in parallel_problems(args, model, visible):
                 field = args.flag_fields.get(dest, f"{path}.containers[{ci}]")
                 hint = (f"set the container's nvidia.com/gpu to tensor x pipeline parallel size, or choose sizes "

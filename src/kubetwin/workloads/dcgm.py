@@ -158,11 +158,11 @@ class DcgmExporter:
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName") or ""
-        gpus = _devices(pod)
+        gpus = self._devices(pod)
         if etype != "DELETED" and (pod.get("status") or {}).get("phase") == "Running" and node and gpus:
             if uid not in self.running:
                 used = {i for u, first in self.slots.get(node, {}).items()
-                        for i in range(first, first + _devices(self.running[u]))}
+                        for i in range(first, first + self._devices(self.running[u]))}
                 first = next(i for i in range(64) if all(j not in used for j in range(i, i + gpus)))
                 self.slots.setdefault(node, {})[uid] = first
             self.running[uid] = pod
@@ -198,8 +198,14 @@ class DcgmExporter:
             labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
                 "productName", gpu)), "container": container, "namespace": key[0], "pod": pod["metadata"]["name"]}
             first = self.slots.get(node, {}).get(uid, 0)
-            self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
+            self.last[ref] = (now, labels, range(first, first + self._devices(pod)), g)
         self.env.after(self.interval, self._sample)
+
+    def _devices(self, pod: Obj) -> int:
+        """The pod's GPUs or TPU chips: its containers' limits, else what its DRA ResourceClaims' allocation gives
+        it on the NVIDIA DRA driver's devices (one DCGM series per device, a MIG device included)."""
+        return _devices(pod) or (len(nvidia_dra.claimed_devices(self.store, pod))
+                                 if pod["spec"].get("resourceClaims") else 0)
 
     def _sample_server(self, now: float, uid: str, pod: Obj) -> None:
         """One scrape of a model server's GPUs (serving/dataplane.py's engine of a Ready pod): GPU_UTIL is the
@@ -217,7 +223,7 @@ class DcgmExporter:
         util = min(100.0, 100 * (busy - b0) / (now - t0)) if now > t0 else 0.0
         node = pod["spec"]["nodeName"]
         nobj = self.store.get("Node", "", node) or {}
-        device = for_container(pod, nobj).device
+        device = for_container(pod, nobj, store=self.store).device
         frac = float(getattr(ep.args, "gpu_memory_utilization", 0.0) or 0.0)
         g = GpuMetrics(round(util, 2), 0.0, 0.0, round(frac * device.reported_mib, 1) if device else 0.0, 0.0, 0.0)
         ref = _ref(pod)
@@ -231,7 +237,7 @@ class DcgmExporter:
             "productName", gpu)), "container": ((pod["spec"].get("containers") or [{}])[0]).get("name", ""),
             "namespace": meta.get("namespace") or "", "pod": meta["name"]}
         first = self.slots.get(node, {}).get(uid, 0)
-        self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
+        self.last[ref] = (now, labels, range(first, first + self._devices(pod)), g)
         self.fields[ref] = SERVER_FIELDS
 
     def _sample_tpu(self, now: float, uid: str, pod: Obj, key: tuple[str, str], node: str, nobj: Obj,
@@ -252,7 +258,7 @@ class DcgmExporter:
                 "model": str(labels.get("cloud.google.com/gke-tpu-accelerator", "")),
                 "tpu_topology": str(labels.get("cloud.google.com/gke-tpu-topology", ""))}
         first = self.slots.get(node, {}).get(uid, 0)
-        self.tpu_last[ref] = (now, meta, range(first, first + _devices(pod)), g)
+        self.tpu_last[ref] = (now, meta, range(first, first + self._devices(pod)), g)
 
     def _tpu_lines(self) -> list[str]:
         lines: list[str] = []
@@ -299,7 +305,8 @@ def _ref(pod: Obj) -> str:
 
 
 def _devices(pod: Obj) -> int:
-    """The pod's GPUs or TPU chips (container limits): one DCGM or TPU series each."""
+    """The pod's GPUs or TPU chips (container limits): one DCGM or TPU series each (DcgmExporter._devices adds
+    the devices of its DRA ResourceClaims)."""
     return sum(int(((c.get("resources") or {}).get("limits") or {}).get(r, 0) or 0)
                for c in pod["spec"].get("containers") or [] for r in ("nvidia.com/gpu", "google.com/tpu"))
 

@@ -162,7 +162,7 @@ class TrainingModel:
         reason = (f"training: {st.steps} steps x {st.step:.3f}s (compute {st.compute + st.bubble:.3f}s, comm "
                   f"{st.exposed_comm:.3f}s, data {st.data_stall:.3f}s) + {st.checkpoints} checkpoints x "
                   f"{st.checkpoint_write:.1f}s")
-        fail = start_error(spec, st.dp, container.for_container(pod, node))
+        fail = start_error(spec, st.dp, container.for_container(pod, node, store=self.store))
         if fail:
             self.failures[self.job_key(pod)] = fail
         else:
@@ -235,7 +235,7 @@ class TrainingModel:
 
     def placement(self, pod: Obj, node: Obj, spec: TrainingSpec) -> Placement | None:
         """The job's placement as of now, the accelerator's peak and MFU, and the storage paths."""
-        device = container.for_container(pod, node).device
+        device = container.for_container(pod, node, store=self.store).device
         if device is None:
             return None
         peak = device.peak_tflops  # the chip's peak x the device's share (a MIG instance: compute slices / 7)
