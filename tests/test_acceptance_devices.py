@@ -212,3 +212,15 @@ def test_vllm_tensor_parallel_over_two_dra_gpus_serves_with_dcgm_series(tmp_path
     gpus = {line.split('gpu="')[1].split('"')[0] for line in prom.splitlines()
             if line.startswith("DCGM_FI_DEV_GPU_UTIL{") and 'pod="' + pod["metadata"]["name"] in line}
     assert gpus == {"0", "1"}
+
+
+def test_ddp_ranks_on_dra_gpus_train_as_one_job(tmp_path: Path) -> None:
+    """A two-pod torchrun Indexed Job, one DRA-claimed H100 per pod: the step model counts both ranks (dp 2 on
+    the H100's peak) and both pods complete, as with nvidia.com/gpu: 1 (before: no rank had a device, the pods
+    ran until the end of the run)."""
+    out = _run(DATA / "dra-gpus-ddp.yaml", tmp_path)
+    pods = _pods(out)
+    assert len(pods) == 2 and {p["status"]["phase"] for p in pods} == {"Succeeded"}
+    explain = _cli("explain", "job", "ddp", "--run", str(out))
+    assert "dp 2 x tp 1 x pp 1" in explain and "2 x nvidia-h100-80gb on 1 nodes" in explain
+    assert f"peak {catalog.gpu_type('nvidia-h100-80gb').bf16_tflops:g} TFLOPS" in explain
