@@ -224,3 +224,33 @@ def test_ddp_ranks_on_dra_gpus_train_as_one_job(tmp_path: Path) -> None:
     explain = _cli("explain", "job", "ddp", "--run", str(out))
     assert "dp 2 x tp 1 x pp 1" in explain and "2 x nvidia-h100-80gb on 1 nodes" in explain
     assert f"peak {catalog.gpu_type('nvidia-h100-80gb').bf16_tflops:g} TFLOPS" in explain
+
+
+# -- DCGM series follow the physical GPU ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("machine", "accel", "share", "replicas", "profile"), [
+    ("a3-highgpu-1g", "nvidia-h100-80gb", "gpuSharingConfig: {gpuSharingStrategy: MPS, maxSharedClientsPerGpu: 4}",
+     4, ""),
+    ("g2-standard-8", "nvidia-l4", "gpuSharingConfig: {gpuSharingStrategy: TIME_SHARING, maxSharedClientsPerGpu: 3}",
+     3, ""),
+    ("a2-highgpu-1g", "nvidia-tesla-a100", "gpuPartitionSize: 1g.5gb", 7, "1g.5gb"),
+    ("a3-highgpu-1g", "nvidia-h100-80gb", "gpuPartitionSize: 3g.40gb", 2, "3g.40gb")])
+def test_dcgm_series_of_pods_sharing_one_gpu_name_that_gpu(tmp_path: Path, machine: str, accel: str, share: str,
+                                                          replicas: int, profile: str) -> None:
+    """Pods sharing the node's one GPU (time-slicing, MPS clients, MIG instances) are all on gpu="0", the same
+    UUID: dcgm-exporter maps each pod to the device the kubelet's pod-resources API says it holds, and a shared or
+    partitioned GPU is still the one physical GPU (MIG instances are told apart by GPU_I_PROFILE / GPU_I_ID)."""
+    path = _scenario(tmp_path, "shared-gpu-vllm", MACHINE=machine, ACCEL=accel, SHARE=share,
+                     REPLICAS=str(replicas), SHARING=share.split(":")[0],
+                     UTIL="0.3" if "TIME_SHARING" in share else "0.9")  # time-slicing tenants share the memory
+    out = _run(path, tmp_path)
+    series = [line for line in (out / "metrics.prom").read_text().splitlines()
+              if line.startswith("DCGM_FI_DEV_FB_USED{")]
+    pods = {line.split('pod="')[1].split('"')[0] for line in series}
+    assert len(pods) == replicas
+    assert {line.split('gpu="')[1].split('"')[0] for line in series} == {"0"}
+    assert len({line.split('UUID="')[1].split('"')[0] for line in series}) == 1
+    if profile:
+        assert {line.split('GPU_I_PROFILE="')[1].split('"')[0] for line in series} == {profile}
+        assert len({line.split('GPU_I_ID="')[1].split('"')[0] for line in series}) == replicas
+    else:
+        assert "GPU_I_PROFILE" not in "".join(series)

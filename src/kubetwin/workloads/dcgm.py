@@ -196,7 +196,8 @@ class DcgmExporter:
                 s[f].append(v)
             container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "")
             labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
-                "productName", gpu)), "container": container, "namespace": key[0], "pod": pod["metadata"]["name"]}
+                "productName", gpu)), "container": container, "namespace": key[0], "pod": pod["metadata"]["name"],
+                **_sharing(placement.device)}
             first = self.slots.get(node, {}).get(uid, 0)
             self.last[ref] = (now, labels, range(first, first + self._devices(pod)), g)
         self.env.after(self.interval, self._sample)
@@ -235,7 +236,7 @@ class DcgmExporter:
         gpu = device.accelerator if device else ""
         labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
             "productName", gpu)), "container": ((pod["spec"].get("containers") or [{}])[0]).get("name", ""),
-            "namespace": meta.get("namespace") or "", "pod": meta["name"]}
+            "namespace": meta.get("namespace") or "", "pod": meta["name"], **_sharing(device)}
         first = self.slots.get(node, {}).get(uid, 0)
         self.last[ref] = (now, labels, range(first, first + self._devices(pod)), g)
         self.fields[ref] = SERVER_FIELDS
@@ -284,10 +285,14 @@ class DcgmExporter:
                 t, labels, gpus, g = self.last[ref]
                 if f not in self.fields.get(ref, FIELDS):
                     continue
-                for i in gpus:
+                per_gpu = int(labels.get("per_gpu") or 1)
+                for slot in gpus:
+                    i = slot // per_gpu  # the physical GPU the device (a share, a MIG instance) is on
                     uuid = nvidia_dra.device_uuid("GPU", f"{labels['Hostname']}/{i}")
+                    mig_labels = [("GPU_I_PROFILE", labels["profile"]), ("GPU_I_ID", str(slot % per_gpu))] \
+                        if labels.get("profile") else []
                     lab = [("gpu", i), ("UUID", uuid), ("device", f"nvidia{i}"), ("modelName", labels["modelName"]),
-                           ("Hostname", labels["Hostname"]), ("container", labels["container"]),
+                           *mig_labels, ("Hostname", labels["Hostname"]), ("container", labels["container"]),
                            ("namespace", labels["namespace"]), ("pod", labels["pod"])]  # dcgm-exporter's order
                     lines.append(exposition.sample(f, lab, g.values()[f], round(self.epoch_ms + t * 1000)))
         if not self.last:
@@ -298,6 +303,24 @@ class DcgmExporter:
         if self.tpu_series:
             series["tpu_pods"] = dict(sorted(self.tpu_series.items()))
         return series, exposition.text(lines)
+
+
+def _sharing(device: DeviceView | None) -> dict[str, str]:
+    """How a pod's device maps onto the node's physical GPUs, for dcgm-exporter's labels: a time-slicing or MPS
+    share is one of `clients` on its GPU, a GKE MIG partition one of the profile's instances per GPU (GKE creates as
+    many as fit), which dcgm-exporter labels GPU_I_PROFILE and GPU_I_ID (the instance's index on its GPU here: a
+    twin assumption for the driver's GPU instance id). The device plugin's slots of one GPU are consecutive."""
+    if device is None:
+        return {}
+    if device.mode == "mig":
+        from kubetwin.devices import mig
+
+        try:
+            per_gpu = mig.profiles(mig.model_of(device.accelerator) or "")[device.partition].max_count
+        except (mig.MigError, KeyError):
+            per_gpu = 1
+        return {"per_gpu": str(per_gpu), "profile": device.partition}
+    return {"per_gpu": str(device.clients)} if device.shared else {}
 
 
 def _ref(pod: Obj) -> str:
