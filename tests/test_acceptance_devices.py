@@ -47,6 +47,7 @@ def _run(path: Path, tmp_path: Path) -> Path:
     out = tmp_path / "run"
     res = CLI.invoke(app, ["run", str(path), "--out", str(out)])
     assert res.exit_code == 0, res.output
+    (tmp_path / "console.txt").write_text(res.output)
     return out
 
 
@@ -79,6 +80,8 @@ def test_training_on_a_mig_pool_validate_run_and_explain_agree(tmp_path: Path, a
         assert state["terminated"]["message"].startswith("torch.OutOfMemoryError: CUDA out of memory.")
         assert "Step time" not in explain and "Never trained: every rank failed at start" in explain
         assert row.startswith("never trained: every rank failed at start") and "step" not in row
+        console = (tmp_path / "console.txt").read_text()  # a MIG instance is not shared: no "slowdown x0.00"
+        assert "slowdown" not in console and "GPU out of memory mig" in console
     else:
         assert "will not fit" not in checked
         assert pod["status"]["phase"] == "Succeeded"
