@@ -257,3 +257,32 @@ def test_dcgm_series_of_pods_sharing_one_gpu_name_that_gpu(tmp_path: Path, machi
         assert len({line.split('GPU_I_ID="')[1].split('"')[0] for line in series}) == replicas
     else:
         assert "GPU_I_PROFILE" not in "".join(series)
+
+
+# -- more than one shared GPU per container --------------------------------------------------------------------------
+@pytest.mark.parametrize("share", ["gpuSharingConfig: {gpuSharingStrategy: TIME_SHARING, maxSharedClientsPerGpu: 2}",
+                                   "gpuSharingConfig: {gpuSharingStrategy: MPS, maxSharedClientsPerGpu: 2}", ""])
+@pytest.mark.parametrize("kind", ["Deployment", "Job"])
+def test_validate_warns_of_two_shared_gpus_in_one_container(tmp_path: Path, share: str, kind: str) -> None:
+    """GKE's device plugin gives a container at most one shared GPU: a container asking for two on a pool that
+    shares its GPUs is failed by the kubelet (UnexpectedAdmissionError, the plugin's Allocate words); validate
+    warns, naming the strategy. Whole GPUs: no warning. (Before: nothing, and a Deployment's run hot-looped.)"""
+    docs = list(yaml.safe_load_all(string.Template((DATA / "shared-gpu-vllm.yaml").read_text()).substitute(
+        MACHINE="g2-standard-24", ACCEL="nvidia-l4", SHARE=share or "count: 2", REPLICAS="1", SHARING="it",
+        UTIL="0.3")))
+    pool = next(d for d in docs if d["kind"] == "NodePool")
+    pool["spec"]["accelerators"][0]["count"] = 2
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
+    if kind == "Job":
+        dep.update({"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": dep["spec"]["template"]}})
+        dep["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    text = _cli("validate", str(path))
+    if share:
+        strategy = "time-sharing" if "TIME" in share else "mps"
+        assert f"invalid request for sharing GPU ({strategy}), at most 1 nvidia.com/gpu" in text
+        assert ("replaces it again and again" in text) == (kind == "Deployment")
+    else:
+        assert "sharing GPU" not in text

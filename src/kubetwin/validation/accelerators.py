@@ -224,6 +224,41 @@ def check(manifests: list[Manifest]) -> list[Diagnostic]:
     return out
 
 
+def shared_gpu_requests(manifests: list[Manifest]) -> list[Diagnostic]:
+    """A warning for a container asking for more than one nvidia.com/gpu in a pod template that can only land on
+    time-sharing or MPS nodes (the NodePools its nodeSelector selects): GKE's device plugin refuses the
+    allocation, the kubelet fails the pod with UnexpectedAdmissionError, and a Deployment's ReplicaSet replaces it
+    at once, again and again (GKE "About GPU sharing strategies": a container can request only one shared GPU)."""
+    from kubetwin.devices import container
+
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if not isinstance(m.obj, dict) or m.kind == "PodTemplate":
+            continue
+        for ref in kinds.pod_templates(m.obj):
+            kind = None
+            for i, c in enumerate(ref.spec.get("containers") or []):
+                res = c.get("resources") if isinstance(c, dict) else None
+                want = _requests({"containers": [c]}, container.GPU_RESOURCE) if isinstance(res, dict) else 0
+                if want <= 1:
+                    continue
+                kind = kind or device_kind(manifests, ref.spec)
+                if kind not in ("time-slicing", "MPS"):
+                    break
+                strategy = "time-sharing" if kind == "time-slicing" else "mps"
+                field = ref.at(f"spec.containers[{i}].resources")
+                out.append(Diagnostic(
+                    m.file, m.line_of(field), m.ref, field,
+                    f"the container asks for {want} nvidia.com/gpu but its pods can only land on {kind} nodes, where "
+                    "a container gets at most one shared GPU: the kubelet fails each pod with UnexpectedAdmissionError "
+                    "(Pod Allocate failed due to rpc error: code = Unknown desc = [invalid request for sharing GPU "
+                    f"({strategy}), at most 1 nvidia.com/gpu can be requested on GPU nodes])"
+                    + (" and its controller replaces it again and again" if m.kind in (
+                        "Deployment", "ReplicaSet", "StatefulSet") else ""),
+                    "ask for nvidia.com/gpu: 1 per container, or select a node pool without GPU sharing", "warning"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The twin's workload x device-kind support matrix.")
     parser.add_argument("--markdown", action="store_true", help="print docs/devices.md's table")

@@ -356,6 +356,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     out += namespaces.diagnostics(clean)  # objects in a namespace that does not exist (NamespaceLifecycle)
     out += serving_validate.scenario(clean)
     out += accelerators.check(clean)  # the workload x device-kind support matrix (docs/devices.md)
+    out += accelerators.shared_gpu_requests(clean)  # more than one shared GPU per container
     out += serving_validate.request_budget(manifests)
     from kubetwin.kueue import config as kueue_config  # the ConfigMap and a bare Configuration both given
 
