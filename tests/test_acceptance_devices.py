@@ -286,3 +286,17 @@ def test_validate_warns_of_two_shared_gpus_in_one_container(tmp_path: Path, shar
         assert ("replaces it again and again" in text) == (kind == "Deployment")
     else:
         assert "sharing GPU" not in text
+
+
+def test_validate_reads_every_pool_a_training_job_can_land_on(tmp_path: Path) -> None:
+    """The Job selects only the GPU type; the scenario has a 1g.10gb MIG pool and a whole-GPU pool of it: the rank
+    fails only on the MIG nodes, so validate says so ("pods that land there"), not that every pod fails."""
+    path = _scenario(tmp_path, "mig-training", ACCEL="nvidia-a100-80gb", PROFILE="1g.10gb", MACHINE="a2-ultragpu-1g")
+    docs = list(yaml.safe_load_all(path.read_text()))
+    docs.append({"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "whole"},
+                 "spec": {"machineType": "a2-ultragpu-1g", "nodeCount": 1, "zones": ["us-central1-a"],
+                          "accelerators": [{"type": "nvidia-a100-80gb", "count": 1}]}})
+    path.write_text(yaml.safe_dump_all(docs))
+    text = _cli("validate", str(path))
+    assert "will not fit a 1g.10gb MIG instance of nvidia-a100-80gb" in text
+    assert "pods that land there fail at start with CUDA out of memory" in text

@@ -134,12 +134,16 @@ def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int,
     got = next((g for g in found if g.invisible_error(g.allocated) or device_oom(spec, dp, g.device) is not None),
                found[0] if found else None)
     device = got.device if got is not None else None
+    # other pools the pods may land on instead, where the rank fits: the failure is only where it does not
+    elsewhere = any(not (g.invisible_error(g.allocated) or device_oom(spec, dp, g.device) is not None)
+                    for g in found if g is not got)
+    pods_fail = "pods that land there fail" if elsewhere else "the pods will fail"
     unseen = got.invisible_error(got.allocated) if got is not None else None
     if unseen:
         return [Diagnostic(m.file, line, m.ref, field, f"each pod runs {got.allocated} ranks, one per GPU, on "
                            f"{device.partition if device else ''} MIG instances, but {unseen}: the second local "
                            "rank's torch.cuda.set_device(1) fails with RuntimeError: CUDA error: invalid device "
-                           "ordinal and the pods fail at start",
+                           f"ordinal; {pods_fail} at start",
                            "ask for one MIG instance per pod (nvidia.com/gpu: 1) and more pods, or whole GPUs",
                            "warning")]
     if device is None and tpus:
@@ -163,6 +167,6 @@ def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int,
                        f"mixed-precision Adam states over tp x pp = {spec.tp * spec.pp}"
                        + (f", FSDP over dp = {dp}" if spec.fsdp else ", replicated by data parallelism")
                        + f", plus activations): it will not fit {where} with "
-                       f"{capacity_mib(device, target) / 1024:.2f} GiB; the pods will fail at start with {fails}",
+                       f"{capacity_mib(device, target) / 1024:.2f} GiB; {pods_fail} at start with {fails}",
                        'shard the model states: training.kubetwin.io/fsdp: "true", tensor-parallel / '
                        "pipeline-parallel, or more GPUs", "warning")]
