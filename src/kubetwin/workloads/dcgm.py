@@ -150,6 +150,7 @@ class DcgmExporter:
         self.fields: dict[str, tuple[str, ...]] = {}  # ns/pod -> the fields written for it (default FIELDS)
         self.servers: Any = None  # serving's data plane when the run serves models: their GPUs too
         self._busy: dict[str, tuple[float, float]] = {}  # server uid -> (last scrape, its engine's busy seconds)
+        self._claimed: dict[str, int] = {}  # pod uid -> the devices its DRA claims gave it
         # TPU pods: GKE's TPU metrics instead (TPU_FIELDS), in the same shapes
         self.tpu_series: dict[str, dict[str, Any]] = {}
         self.tpu_last: dict[str, tuple[float, dict[str, str], range, dict[str, float]]] = {}
@@ -158,8 +159,9 @@ class DcgmExporter:
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName") or ""
-        gpus = self._devices(pod)
-        if etype != "DELETED" and (pod.get("status") or {}).get("phase") == "Running" and node and gpus:
+        running = etype != "DELETED" and (pod.get("status") or {}).get("phase") == "Running" and node
+        gpus = self._devices(pod) if running and uid not in self.running else 0  # DRA: read its claims once
+        if running and (gpus or uid in self.running):
             if uid not in self.running:
                 used = {i for u, first in self.slots.get(node, {}).items()
                         for i in range(first, first + self._devices(self.running[u]))}
@@ -205,8 +207,13 @@ class DcgmExporter:
     def _devices(self, pod: Obj) -> int:
         """The pod's GPUs or TPU chips: its containers' limits, else what its DRA ResourceClaims' allocation gives
         it on the NVIDIA DRA driver's devices (one DCGM series per device, a MIG device included)."""
-        return _devices(pod) or (len(nvidia_dra.claimed_devices(self.store, pod))
-                                 if pod["spec"].get("resourceClaims") else 0)
+        n = _devices(pod)
+        if n or not pod["spec"].get("resourceClaims"):
+            return n
+        uid = pod["metadata"]["uid"]
+        if uid not in self._claimed:  # a running pod's allocation does not change: read its claims once
+            self._claimed[uid] = len(nvidia_dra.claimed_devices(self.store, pod))
+        return self._claimed[uid]
 
     def _sample_server(self, now: float, uid: str, pod: Obj) -> None:
         """One scrape of a model server's GPUs (serving/dataplane.py's engine of a Ready pod): GPU_UTIL is the
