@@ -144,11 +144,14 @@ def test_all_ranks_running_train_together() -> None:
 
 
 # -- a rank lost mid-run ---------------------------------------------------------------------------------
-def _spot(backoff: int) -> tuple:
+def _spot(backoff: int, pfp: dict | None = None) -> tuple:
     pool = (make_pool("spot", "a3-highgpu-8g", 4)
             .spec(spot=True, spotPreemption={"schedule": [{"at": "1500", "nodes": 1}]})
             .gpus("nvidia-h100-80gb", 8).obj())
-    res = run(objects=[make_scenario("1d").obj(), pool, *_gpudirect(_job(backoff=backoff))])
+    job = _job(backoff=backoff)
+    if pfp is not None:
+        job["spec"]["podFailurePolicy"] = pfp
+    res = run(objects=[make_scenario("1d").obj(), pool, *_gpudirect(job)])
     return res, _pods(res)
 
 
@@ -177,6 +180,20 @@ def test_lost_rank_restarts_per_backoff_limit_and_resumes_from_the_checkpoint() 
     assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
     assert sum(1 for v in pods.values() if _first(v, "Succeeded")) == 4
     assert sum(1 for v in pods.values() if _first(v, "Failed")) >= 4  # the lost rank and the 3 stalled ones
+
+
+def test_a_spot_reclaim_ignored_by_the_pod_failure_policy_does_not_count_against_backoff_limit() -> None:
+    """GKE's recommendation for Spot training: Ignore on DisruptionTarget. The reclaimed rank (DisruptionTarget,
+    TerminationByKubelet) does not count; the 3 survivors' watchdog failures are 3, not above backoffLimit 3, so
+    the Job retries and completes where without the rule (the test above) it fails BackoffLimitExceeded."""
+    ignore = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+    res, pods = _spot(backoff=3, pfp=ignore)
+    job = _final_job(res, "train")
+    assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
+    reclaimed = [v for v in pods.values() if any(c["type"] == "DisruptionTarget" for c in
+                                                 v[-1]["status"].get("conditions") or [])]
+    assert len(reclaimed) == 1
+    assert job["status"]["failed"] == sum(1 for v in pods.values() if _first(v, "Failed")) - 1 == 3
 
 
 # -- out of GPU memory -----------------------------------------------------------------------------------

@@ -404,3 +404,46 @@ def test_a_gang_still_waiting_when_the_run_ends_never_trained(tmp_path: Path) ->
     [row] = [v for k, v in training_rows(json.loads((out / "training.json").read_text()))
              if k == "training default/train"]
     assert row.startswith("never trained: 1 of 2 ranks still waiting")
+
+
+# -- the Job's podFailurePolicy decides what a gang failure does (issue 31 items 2 and 6) -------------------------
+FAIL_ON_1 = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}}]}
+
+
+@pytest.mark.parametrize(("launcher", "timeout"), [("tpu-jax", 300), ("gpu-torchrun", 600)])
+def test_a_fail_job_rule_on_the_rendezvous_exit_code_fails_the_job_at_once(launcher: str, timeout: int) -> None:
+    """backoffLimit 6 would retry the rendezvous six more times; a FailJob rule on exit code 1 (the launchers'
+    rendezvous error) fails the Job at the first timeout, with the Job controller's PodFailurePolicy reason."""
+    if launcher == "tpu-jax":
+        machine, topology = "ct5lp-hightpu-4t", "2x4"
+        job = _indexed_job("train", 2, _tpu_pod_spec(machine, topology), backoff=6)
+        objects = [_tpu_pool(machine, topology, 2), _blocker(machine, topology)]
+    else:
+        job = _gpu_job(["torchrun", "--nnodes=2", "--nproc-per-node=8", "train.py"])
+        job["spec"]["backoffLimit"] = 6
+        objects = [make_pool("a3", "a3-highgpu-8g", 1).gpus("nvidia-h100-80gb", 8).obj()]
+    job["spec"]["podFailurePolicy"] = FAIL_ON_1
+    res = run(objects=[make_scenario("3h").obj(), *objects, job])
+    [ran] = [v for v in _workers(res).values() if _first(v, "Running") is not None]
+    failed_at = _first(ran, "Failed")
+    assert failed_at == pytest.approx(_first(ran, "Running") + timeout)
+    final = _final(res, "Job", "train")
+    cond = _cond(final, "Failed")
+    assert cond["reason"] == "PodFailurePolicy"
+    assert cond["message"].startswith(f"Container {ran[-1]['spec']['containers'][0]['name']} for pod "
+                                      f"default/{ran[-1]['metadata']['name']} failed with exit code 1 matching "
+                                      "FailJob rule at index 0")
+    assert [c["type"] for c in final["status"]["conditions"]] == ["FailureTarget", "Failed"]
+    assert sum(1 for v in _workers(res).values() if _first(v, "Failed")) == 1  # no retry
+
+
+def test_a_jobset_fails_at_once_on_its_child_jobs_pod_failure_policy_reason() -> None:
+    """JobSet failurePolicy rule onJobFailureReasons [PodFailurePolicy] -> FailJobSet, although maxRestarts is 3."""
+    machine, topology = "ct5lp-hightpu-4t", "2x4"
+    js = _jobset("train", 2, _tpu_pod_spec(machine, topology), restarts=3)
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["podFailurePolicy"] = FAIL_ON_1
+    js["spec"]["failurePolicy"]["rules"] = [{"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]
+    res = run(objects=[make_scenario("3h").obj(), _tpu_pool(machine, topology, 2), _blocker(machine, topology), js])
+    final = _final(res, "JobSet", "train")
+    assert final["status"].get("restarts", 0) == 0
+    assert _cond(final, "Failed")["reason"] == "FailJobSetFailurePolicyAction"

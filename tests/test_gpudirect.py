@@ -160,6 +160,15 @@ def test_validate_is_silent_for_one_pod_and_for_pools_without_gpudirect(shape):
     assert len(_notices(_manifests(shape, template(), []))) == 1
 
 
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_validate_is_silent_for_pods_whose_step_time_the_twin_does_not_model(shape):
+    """A multi-pod Job that runs for its kubetwin.io/duration alone: the transport changes nothing the run reports,
+    so a notice saying "the run times its collectives so" would be false (the Kueue and autoscaler examples)."""
+    plain = template()
+    plain["metadata"]["annotations"] = {"kubetwin.io/duration": "1h"}
+    assert _notices(_manifests(shape, plain, [])) == []
+
+
 def test_installer_daemonset_notice_says_it_is_read_not_run():
     notes = [d for d in validate([Manifest(o, "<o>", 0) for o in cluster_objects("tcpxo")])
              if d.obj.startswith("DaemonSet/")]

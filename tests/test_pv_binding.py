@@ -362,9 +362,6 @@ def test_what_the_twin_does_not_model_is_a_notice_naming_what_the_run_does() -> 
     found = {(d.obj.split("/")[0], d.field): (d.severity, d.message)
              for d in validate([Manifest(o, "<t>", 0) for o in (affine, topo, foreign, clone, eph)])}
     assert found == {
-        ("PersistentVolume", "spec.nodeAffinity"): ("notice", "the twin does not check a PersistentVolume's node "
-                                                    "affinity when it schedules (VolumeBinding's Filter): a pod "
-                                                    "using it may run on any node"),
         ("StorageClass", "allowedTopologies"): ("notice", "the twin does not check allowedTopologies: it "
                                                 "provisions for whichever node the pod is scheduled to"),
         ("StorageClass", "provisioner"): ("notice", "provisioner 'ebs.csi.aws.com' is not a CSI driver GKE runs: "

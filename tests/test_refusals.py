@@ -290,6 +290,21 @@ def test_a_local_queue_in_another_namespace_does_not_count(kind) -> None:
     assert [d.render() for d in ok if d.severity != "notice"] == []
 
 
+@pytest.mark.parametrize("kind", ["Job", "JobSet", "Pod"])
+def test_a_local_queue_naming_no_cluster_queue_is_a_warning(kind) -> None:
+    """Kueue's LocalQueue reconciler sets Active False, ClusterQueueDoesNotExist, "Can't submit new workloads to
+    clusterQueue" (kueue pkg/controller/core/localqueue_controller.go); the jobs queued there never start."""
+    from kueue_builders import make_lq
+
+    objs = [*_kueue_objects(), make_lq("typo", "default").cluster_queue("cqq").obj(), _queued(kind, "typo")]
+    diags = [d for d in _validate_objects(objs) if d.severity != "notice"]
+    assert [(d.severity, d.obj, d.field) for d in diags] == [("warning", "LocalQueue/default/typo",
+                                                              "spec.clusterQueue")], [d.render() for d in diags]
+    assert "ClusterQueue cqq does not exist" in diags[0].message and "ClusterQueueDoesNotExist" in diags[0].message
+    assert "did you mean cq?" in diags[0].hint
+    assert [d for d in _validate_objects([*_kueue_objects(), _queued(kind, "main")]) if d.severity != "notice"] == []
+
+
 def test_the_headline_counts_workloads_that_waited_on_a_missing_local_queue() -> None:
     from k8s_builders import make_job, make_pool, make_scenario
 

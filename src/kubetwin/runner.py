@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 import json
 import shutil
@@ -24,6 +25,7 @@ from kubetwin.autoscaler.keda import KedaController
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.provreq import ProvisioningRequestController
 from kubetwin.autoscaler.spot import SpotPreemptionController
+from kubetwin.catalog import storage as storage_catalog
 from kubetwin.controllers import admission, nodelifecycle
 from kubetwin.controllers.attachdetach import AttachDetachController
 from kubetwin.controllers.common import NameGenerator
@@ -33,7 +35,8 @@ from kubetwin.controllers.kubelet import Kubelet
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
 from kubetwin.controllers.replicaset import ReplicaSetController
-from kubetwin.controllers.volumes import PersistentVolumeController
+from kubetwin.controllers.ttlafterfinished import TTLAfterFinishedController
+from kubetwin.controllers.volumes import PersistentVolumeController, StorageProtectionController
 from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
@@ -274,10 +277,12 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     NvidiaDraDriver(store, env, names.suffix)
     ResourceClaimController(store, names)
     PersistentVolumeController(store, env, events)  # claims bound and provisioned; the GKE Volume Populator
+    StorageProtectionController(store, env)  # a deleted claim or volume goes once nothing uses it
     trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)
     JobController(store, env, events, names)
+    TTLAfterFinishedController(store, env)
     JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names)
     kubelet = Kubelet(store, env, events)
@@ -318,12 +323,23 @@ def seed_objects(cluster: Cluster, manifests: list[Manifest]) -> None:
     store, env = cluster.store, cluster.env
     for ns in (*namespaces.ALWAYS_CREATED, *namespaces.implicit(manifests)):
         store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    defined = {m.obj["metadata"]["name"] for m in manifests if m.kind == "StorageClass"}
+    for addon in _scenario_addons(manifests):  # the classes an enabled GKE add-on installs (catalog/storage.py)
+        for name, cls in storage_catalog.ADDON_STORAGE_CLASSES.get(addon, {}).items():
+            if name not in defined:
+                store.create(copy.deepcopy(cls))
     objs = sorted((m.obj for m in manifests if m.kind != "Scenario"), key=lambda o: kinds.create_order(o["kind"]))
     if cluster.scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against
         for shape, count in declared_workload(objs).items():
             cluster.scheduler.gpushare.declare(shape, count)
     for obj in objs:
         _schedule_object(store, env, obj)
+
+
+def _scenario_addons(manifests: list[Manifest]) -> list[str]:
+    """Scenario spec.gkeAddons (validated: only add-ons the twin knows)."""
+    scenario = next((m.obj for m in manifests if m.kind == "Scenario"), None) or {}
+    return [str(a) for a in (scenario.get("spec") or {}).get("gkeAddons") or ()]
 
 
 def collect(result: RunResult, contributions: list[Contribution]) -> None:

@@ -212,6 +212,10 @@ class ScenarioSpec(_Strict):
     # Create the namespaces objects use that no Namespace object defines (for cluster dumps); without it an object
     # in a missing namespace is refused as the API server refuses it (validation/namespaces.py).
     createMissingNamespaces: bool = False
+    # GKE add-ons the cluster has enabled that change which objects exist: GcpFilestoreCsiDriver installs the
+    # Filestore StorageClasses standard-rwx, premium-rwx, zonal-rwx, enterprise-rwx, enterprise-multishare-rwx
+    # (catalog/storage.py ADDON_STORAGE_CLASSES; Autopilot enables it by default, Standard does not).
+    gkeAddons: list[Literal["GcpFilestoreCsiDriver"]] = Field(default_factory=list)
 
     # Cluster autoscaler, the zones' VM capacity and the project's Compute Engine quotas (autoscaler/capacity.py):
     # quotas[region][metric] = limit, e.g. {us-central1: {NVIDIA_H100_GPUS: 16}}; region "global" holds

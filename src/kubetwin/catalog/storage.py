@@ -45,6 +45,40 @@ GKE_STORAGE_CLASSES: dict[str, dict] = {
     "premium-rwo": _gke_class("premium-rwo", PD_CSI, "pd-ssd", "WaitForFirstConsumer"),
     "standard": _gke_class("standard", GCE_PD_IN_TREE, "pd-standard", "Immediate"),
 }
+# GKE's Filestore CSI driver add-on (gcloud --addons=GcpFilestoreCsiDriver; addonsConfig.gcpFilestoreCsiDriverConfig)
+# installs these classes, and only where it is enabled: Autopilot clusters enable it by default, Standard clusters
+# do not (https://cloud.google.com/filestore/docs/csi-driver "Use a StorageClass": standard-rwx Basic HDD,
+# premium-rwx Basic SSD, zonal-rwx Zonal, enterprise-rwx Enterprise with one instance per volume,
+# enterprise-multishare-rwx Enterprise with one share per volume). Their parameters (tier, network default),
+# WaitForFirstConsumer binding and volume expansion are as the guide's custom-class example writes them (twin
+# reconstruction of the installed objects). A scenario enables the add-on with Scenario spec.gkeAddons:
+# [GcpFilestoreCsiDriver]; the run then creates these classes at its start, as GKE's addon manager does (a class the
+# scenario defines with the same name wins), so `kubetwin get sc` lists them as `kubectl get sc` would.
+FILESTORE_CSI = "filestore.csi.storage.gke.io"
+FILESTORE_ADDON = "GcpFilestoreCsiDriver"
+
+
+def _filestore_class(name: str, tier: str, **extra: str) -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {
+        "name": name, "labels": {"addonmanager.kubernetes.io/mode": "EnsureExists"}},
+        "provisioner": FILESTORE_CSI, "parameters": {"tier": tier, "network": "default", **extra},
+        "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": True}
+
+
+ADDON_STORAGE_CLASSES: dict[str, dict[str, dict]] = {FILESTORE_ADDON: {
+    "standard-rwx": _filestore_class("standard-rwx", "standard"),
+    "premium-rwx": _filestore_class("premium-rwx", "premium"),
+    "zonal-rwx": _filestore_class("zonal-rwx", "zonal"),
+    "enterprise-rwx": _filestore_class("enterprise-rwx", "enterprise"),
+    "enterprise-multishare-rwx": _filestore_class("enterprise-multishare-rwx", "enterprise", multishare="true"),
+}}
+
+
+def addon_of_class(name: str) -> str | None:
+    """The GKE add-on that installs a StorageClass of this name, None when no add-on does."""
+    return next((addon for addon, classes in ADDON_STORAGE_CLASSES.items() if name in classes), None)
+
+
 # CSI migration (GKE migrates in-tree gce-pd to the PD CSI driver): the external provisioner that serves the class.
 MIGRATED_PROVISIONERS = {GCE_PD_IN_TREE: PD_CSI}
 # Volumes the attach/detach controller attaches to a node (CSIDriver attachRequired: true): Compute Engine disks
@@ -65,11 +99,16 @@ def binding_mode(cls: dict) -> str:
     return str(cls.get("volumeBindingMode") or "Immediate")
 
 
-def provisioning_error(provisioner: str, access_modes: list[str], volume_mode: str) -> str | None:
-    """The CSI driver's CreateVolume refusal of a claim's capabilities, as csi-provisioner reports it, or None.
-    The PD CSI driver refuses ReadWriteMany on a filesystem volume (kubernetes-sigs/gcp-compute-persistent-disk-
-    csi-driver pkg/gce-pd-csi-driver utils.go validateVolumeCapability: "specified multi writer with mount access
-    type"; multi-writer needs volumeMode Block); a shared filesystem needs Filestore, Parallelstore or Lustre."""
+def provisioning_error(provisioner: str, access_modes: list[str], volume_mode: str,
+                       selector: bool = False) -> str | None:
+    """csi-provisioner's refusal to provision a claim, as it reports it, or None. A claim with a label selector is
+    never provisioned (kubernetes-csi/external-provisioner pkg/controller/controller.go Provision: "claim Selector
+    is not supported"; it binds only a matching volume). The PD CSI driver's CreateVolume refuses ReadWriteMany on
+    a filesystem volume (kubernetes-sigs/gcp-compute-persistent-disk-csi-driver pkg/gce-pd-csi-driver utils.go
+    validateVolumeCapability: "specified multi writer with mount access type"; multi-writer needs volumeMode
+    Block); a shared filesystem needs Filestore, Parallelstore or Lustre."""
+    if selector:
+        return "claim Selector is not supported"
     if (MIGRATED_PROVISIONERS.get(provisioner, provisioner) == PD_CSI and "ReadWriteMany" in access_modes
             and volume_mode != "Block"):
         return ("rpc error: code = InvalidArgument desc = VolumeCapabilities is invalid: specified multi writer with "

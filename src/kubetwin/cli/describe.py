@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 
 from kubetwin.cli.output import tabwrite
-from kubetwin.cli.printers import age
+from kubetwin.cli.printers import access_modes, age, claim_class
 
 __all__ = ["describe", "describe_pod"]
 
@@ -428,6 +428,30 @@ def _content(content: dict, level: int, prefix: str) -> list[str]:
     return lines
 
 
+def describe_pvc(pvc: dict, events: list[dict], now: datetime, pods: list[dict]) -> list[str]:
+    """describePersistentVolumeClaim; `pods` are the pods of its namespace whose volumes name it (Used By)."""
+    meta, spec, st = pvc["metadata"], pvc.get("spec") or {}, pvc.get("status") or {}
+    status = st.get("phase", "")
+    if meta.get("deletionTimestamp"):  # "Terminating (lasts 5m)"
+        status = f"Terminating (lasts {age(meta['deletionTimestamp'], now)})"
+    lines = [f"Name:\t{meta['name']}", f"Namespace:\t{meta.get('namespace', '')}",
+             f"StorageClass:\t{claim_class(pvc)}", f"Status:\t{status}", f"Volume:\t{spec.get('volumeName') or ''}"]
+    lines += _labels("Labels", meta.get("labels")) + _annotations("Annotations", meta.get("annotations"))
+    lines.append(f"Finalizers:\t[{' '.join(meta.get('finalizers') or [])}]")
+    bound = bool(spec.get("volumeName"))
+    lines.append(f"Capacity:\t{(st.get('capacity') or {}).get('storage', '') if bound else ''}")
+    lines.append(f"Access Modes:\t{access_modes(st.get('accessModes')) if bound else ''}")
+    if spec.get("volumeMode"):
+        lines.append(f"VolumeMode:\t{spec['volumeMode']}")
+    source = spec.get("dataSourceRef") or spec.get("dataSource")
+    if source:
+        lines += ["DataSource:", f"  APIGroup:\t{source.get('apiGroup') or ''}" if source.get("apiGroup") else "",
+                  f"  Kind:\t{source.get('kind', '')}", f"  Name:\t{source.get('name', '')}"]
+        lines = [line for line in lines if line]
+    lines += _multiline("Used By", [p["metadata"]["name"] for p in sorted(pods, key=lambda p: p["metadata"]["name"])])
+    return lines + _events(events, now)
+
+
 def describe_generic(obj: dict, events: list[dict], now: datetime) -> list[str]:
     """genericDescriber (what kubectl prints for custom resources and kinds without a describer)."""
     meta = obj["metadata"]
@@ -437,7 +461,8 @@ def describe_generic(obj: dict, events: list[dict], now: datetime) -> list[str]:
 
 
 def describe(obj: dict, events: list[dict], now: datetime, related: list[dict] | None = None) -> str:
-    """kubectl describe of one object; `related` are a Node's pods or a Deployment's ReplicaSets."""
+    """kubectl describe of one object; `related` are a Node's pods, a Deployment's ReplicaSets or the pods that use
+    a PersistentVolumeClaim."""
     kind = obj.get("kind")
     if kind == "Pod":
         return describe_pod(obj, events, now)
@@ -447,6 +472,8 @@ def describe(obj: dict, events: list[dict], now: datetime, related: list[dict] |
         lines = describe_job(obj, events, now)
     elif kind == "Deployment":
         lines = describe_deployment(obj, events, now, related or [])
+    elif kind == "PersistentVolumeClaim":
+        lines = describe_pvc(obj, events, now, related or [])
     else:
         lines = describe_generic(obj, events, now)
     return tabwrite("\n".join(lines), 0, 2)

@@ -264,6 +264,10 @@ def describe_objects(run_dir: Path, args: list[str], namespace: str, at: str | N
         if kind == "Node":
             related = [p for (k, _, _), p in objs.items() if k == "Pod" and (p.get("spec") or {}).get("nodeName")
                        == name]
+        elif kind == "PersistentVolumeClaim":  # getPodsForPVC: the namespace's pods whose volumes name it
+            related = [p for (k, pns, _), p in objs.items() if k == "Pod" and pns == ns and any(
+                (v.get("persistentVolumeClaim") or {}).get("claimName") == name
+                for v in (p.get("spec") or {}).get("volumes") or ())]
         elif kind == "Deployment":
             related = [rs for (k, rns, _), rs in objs.items() if k == "ReplicaSet" and rns == ns and any(
                 ref.get("kind") == "Deployment" and ref.get("name") == name

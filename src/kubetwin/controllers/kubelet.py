@@ -40,6 +40,7 @@ from kubetwin.store.store import Obj, Store
 
 DURATION = "kubetwin.io/duration"
 FAIL_AFTER = "kubetwin.io/fail-after"
+EXIT_CODE = "kubetwin.io/exit-code"  # the code a fail-after container exits with (default 1)
 BACKOFF_INITIAL, BACKOFF_MAX = 10.0, 300.0  # kubelet's CrashLoopBackOff
 CHECKPOINT = "kubetwin.io/checkpoint-interval"
 GPU = "nvidia.com/gpu"
@@ -421,7 +422,8 @@ class Kubelet:
 
     def _arm_failure(self, pod: Obj, attempt: int) -> None:
         after = parse_duration(pod["metadata"]["annotations"][FAIL_AFTER])
-        self.env.after(after, lambda: self._container_failed(pod, attempt))
+        code = int(pod["metadata"]["annotations"].get(EXIT_CODE, 1))
+        self.env.after(after, lambda: self._container_failed(pod, attempt, exit_code=code))
 
     def _current(self, pod: Obj) -> Obj | None:
         meta = pod["metadata"]
@@ -430,14 +432,14 @@ class Kubelet:
             return None
         return cur
 
-    def _container_failed(self, pod: Obj, attempt: int, message: str = "") -> None:
+    def _container_failed(self, pod: Obj, attempt: int, message: str = "", exit_code: int = 1) -> None:
         cur = self._current(pod)
         statuses = (cur or {}).get("status", {}).get("containerStatuses") or []
         if cur is None or any(cs.get("restartCount", 0) != attempt for cs in statuses):
             return
         if cur["spec"].get("restartPolicy", "Always") == "Never":
             self._crashing.discard(meta_uid(cur))
-            self._finish(cur, "Failed", 1, "Error", message)
+            self._finish(cur, "Failed", exit_code, "Error", message)
             return
         n, meta = attempt + 1, cur["metadata"]
         backoff = min(BACKOFF_INITIAL * 2 ** attempt, BACKOFF_MAX)
@@ -448,8 +450,8 @@ class Kubelet:
             **cs, "ready": False, "started": False, "restartCount": n, "state": {"waiting": {
                 "reason": "CrashLoopBackOff",
                 "message": f"back-off {int(backoff)}s restarting failed container={cs['name']} pod={who}"}},
-            "lastState": {"terminated": {"exitCode": 1, "reason": "Error", **({"message": message} if message else {}),
-                                         "finishedAt": now,
+            "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error",
+                                         **({"message": message} if message else {}), "finishedAt": now,
                                          "startedAt": cs["state"].get("running", {}).get("startedAt")}}}
             for cs in statuses]
         status["conditions"] = kubelet_conditions(cur, status, now)

@@ -6,25 +6,27 @@ syncUnboundClaim, and k8s.io/component-helpers/storage/volume FindMatchingVolume
 - A claim with `spec.volumeName` binds to that PersistentVolume when it is unclaimed or pre-bound to it (a volume
   that does not satisfy it: Warning VolumeMismatch `Cannot bind to requested volume "pv": <why>`); a missing volume
   or one another claim holds leaves the claim Pending.
-- Otherwise the smallest Available volume that matches: the claim's storageClassName (a claim with none gets the
-  default class at admission, DefaultStorageClass; `""` binds only class-less volumes), accessModes (the claim's
-  are a subset of the volume's), volumeMode, capacity >= the request, the claim's label selector; a volume
-  pre-bound to this claim (claimRef) wins whatever its size. With WaitForFirstConsumer the PV controller binds only
-  pre-bound volumes: the scheduler's VolumeBinding picks the volume, or the node to provision for
-  (annotation volume.kubernetes.io/selected-node), once the claim's first pod is scheduled; until then the claim
-  waits with Normal WaitForFirstConsumer "waiting for first consumer to be created before binding".
-- No match: with a class, provisioning: a class that exists neither in the scenario nor among GKE's built-in
-  classes (catalog.storage.GKE_STORAGE_CLASSES: a GKE cluster has standard-rwo, premium-rwo and standard without a
-  manifest) is Warning ProvisioningFailed `storageclass.storage.k8s.io "x" not found` and the claim stays Pending;
-  `kubernetes.io/no-provisioner` provisions nothing; any other provisioner is assumed installed (the PD, Filestore,
-  Parallelstore, Lustre and Cloud Storage FUSE CSI drivers GKE runs): Normal ExternalProvisioning (the PV
-  controller), Provisioning and ProvisioningSucceeded (the external provisioner), or Warning ProvisioningFailed
-  with the driver's refusal (catalog.storage.provisioning_error: ReadWriteMany on a PD filesystem) and the claim
-  stays Pending; then a PersistentVolume
-  `pvc-<claim uid>` with the claim's access modes, volume mode and requested size, the class's reclaimPolicy,
-  bound to the claim. Provisioning takes no time in the twin (twin assumption: the CSI CreateVolume call of a PD is
-  seconds, of a Filestore or Parallelstore instance minutes; not modelled). Without a class:
-  Normal FailedBinding "no persistent volumes available for this claim and no storage class is set".
+- Otherwise (index.go findByClaim) the access-mode sets holding every mode the claim asks for are searched fewest modes
+  first, and the first set with a match gives its smallest Available volume that matches: the claim's storageClassName
+  (a claim with none gets the default class at admission, DefaultStorageClass; `""` binds only class-less volumes),
+  accessModes (the claim's are a subset of the volume's), volumeMode, capacity >= the request, the claim's label
+  selector; a volume pre-bound to this claim (claimRef) wins whatever its size. With WaitForFirstConsumer the PV
+  controller binds only pre-bound volumes: the scheduler's VolumeBinding picks the volume, or the node to provision for
+  (annotation volume.kubernetes.io/selected-node), once the claim's first pod is scheduled; until then the claim waits
+  with Normal WaitForFirstConsumer "waiting for first consumer to be created before binding".
+- No match: with a class, provisioning: a class that exists neither in the scenario nor among GKE's built-in classes
+  (catalog.storage.GKE_STORAGE_CLASSES: a GKE cluster has standard-rwo, premium-rwo and standard without a manifest) is
+  Warning ProvisioningFailed `storageclass.storage.k8s.io "x" not found` and the claim stays Pending;
+  `kubernetes.io/no-provisioner` provisions nothing (Warning ProvisioningFailed `no volume plugin matched name:
+  kubernetes.io/no-provisioner`: no in-tree plugin has that name); any other provisioner is assumed installed (the PD,
+  Filestore, Parallelstore, Lustre and Cloud Storage FUSE CSI drivers GKE runs): Normal ExternalProvisioning (the PV
+  controller), Provisioning and ProvisioningSucceeded (the external provisioner), or Warning ProvisioningFailed with
+  csi-provisioner's refusal (catalog.storage.provisioning_error: a claim with a selector, ReadWriteMany on a PD
+  filesystem) and the claim stays Pending; then a PersistentVolume `pvc-<claim uid>` with the claim's access modes,
+  volume mode and requested size, the class's reclaimPolicy, bound to the claim. Provisioning takes no time in the twin
+  (twin assumption: the CSI CreateVolume call of a PD is seconds, of a Filestore or Parallelstore instance minutes; not
+  modelled). Without a class: Normal FailedBinding "no persistent volumes available for this claim and no storage class
+  is set".
 - A deleted claim's volume is Released (reclaim policy Retain: it keeps its claimRef and binds no other claim), or
   deleted when it was provisioned with reclaim policy Delete (twin: at once).
 - Each reason is recorded once per claim while it stays (the real controller repeats it every 15 s resync and the
@@ -52,11 +54,12 @@ Cloud Storage -> Parallelstore and Cloud Storage -> Hyperdisk ML only (same page
   started" (GKE's adds "for zone Z"; the twin has no zone for the volume). The per-minute TransferInProgress events,
   the transfer Job's own pod and node, and the minutes before a transfer starts are not modelled.
 - The populator starts at once whatever the class's binding mode (twin: it does not wait for the selected node of
-  a WaitForFirstConsumer claim; the pod's containers wait for the claim to be Bound, controllers/attachdetach.py).
+  a WaitForFirstConsumer claim; the pod waits for the claim in VolumeBinding's PreBind, scheduler/volumebinding.py).
 """
 
 from __future__ import annotations
 
+from kubetwin.api import nodeaffinity
 from kubetwin.api.units import parse_quantity
 from kubetwin.catalog import GIB, MIB
 from kubetwin.catalog.storage import (
@@ -157,24 +160,32 @@ def node_affinity_ok(pv: Obj, node_labels: dict | None) -> bool:
     if terms is None:
         return True
     labels = node_labels or {}
-    return any(all(_requirement(r, labels) for r in t.get("matchExpressions") or ()) for t in terms)
-
-
-def _requirement(r: dict, labels: dict) -> bool:
-    op, key, values = r.get("operator"), r.get("key", ""), r.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    return False  # Gt/Lt: not used by volume topology
+    return nodeaffinity.terms_match(terms, labels)
 
 
 def find_match(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: dict | None = None,
                excluded: frozenset[str] = frozenset()) -> Obj | None:
+    """The volume a claim binds. With a node (the scheduler's path, binder.go findMatchingVolumes) FindMatchingVolume
+    over every volume, the volume's node affinity admitting the node. Without (the PV controller's path, index.go
+    findByClaim) the volumes are searched one access-mode set at a time, the sets that hold every mode the claim
+    asks for, fewest modes first (allPossibleMatchingAccessModes): the first set with a match gives it, so a
+    ReadWriteOnce claim takes a larger ReadWriteOnce disk before a smaller ReadWriteOnce+ReadOnlyMany+ReadWriteMany
+    share (index_test.go TestFindingVolumeWithDifferentAccessModes)."""
+    if node_labels is not None:
+        return _find_matching_volume(pvs, pvc, delay, node_labels, excluded)
+    want = set((pvc.get("spec") or {}).get("accessModes") or ())
+    sets: dict[frozenset[str], list[Obj]] = {}
+    for pv in pvs:
+        sets.setdefault(frozenset((pv.get("spec") or {}).get("accessModes") or ()), []).append(pv)
+    for modes in sorted((m for m in sets if want <= m), key=lambda m: (len(m), sorted(m))):
+        found = _find_matching_volume(sets[modes], pvc, delay, None, excluded)
+        if found is not None:
+            return found
+    return None
+
+
+def _find_matching_volume(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: dict | None,
+                          excluded: frozenset[str]) -> Obj | None:
     """FindMatchingVolume: a volume pre-bound to the claim, else the smallest Available one that matches. With
     `delay` and no node (the PV controller's path for WaitForFirstConsumer) only a pre-bound one; with a node (the
     scheduler's path) the volume's node affinity must admit it."""
@@ -205,11 +216,13 @@ def find_match(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: dict | None =
 
 def default_class(store: Store) -> str:
     """The class DefaultStorageClass admission gives a claim with none: the scenario's class annotated default
-    (the newest, then by name, as GetDefaultClass picks among several), else GKE's standard-rwo."""
+    (the newest, then by name, as GetDefaultClass picks among several), else GKE's standard-rwo unless the
+    scenario's own standard-rwo replaces it without the annotation (GKE's "change the default StorageClass"); ""
+    when there is no default (the claim keeps no class)."""
     marked = [c for c in store.list("StorageClass")
               if (c["metadata"].get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true"]
     if not marked:
-        return GKE_DEFAULT_CLASS
+        return "" if store.get("StorageClass", "", GKE_DEFAULT_CLASS) is not None else GKE_DEFAULT_CLASS
     newest = max(marked, key=lambda c: (c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"]))
     return str(newest["metadata"]["name"])
 
@@ -261,8 +274,10 @@ class PersistentVolumeController:
         status.setdefault("phase", "Pending")
         spec.setdefault("volumeMode", "Filesystem")
         if "storageClassName" not in spec and BETA_STORAGE_CLASS not in (pvc["metadata"].get("annotations") or {}):
-            spec["storageClassName"] = default_class(self.store)
-        return {**pvc, "spec": spec, "status": status}
+            default = default_class(self.store)
+            if default:
+                spec["storageClassName"] = default
+        return {**pvc, "metadata": _protected(pvc["metadata"], PVC_PROTECTION), "spec": spec, "status": status}
 
     # -- watches: enqueue only ------------------------------------------------------------------
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
@@ -304,11 +319,11 @@ class PersistentVolumeController:
         for pv in self.store.list("PersistentVolume"):
             if ((pv.get("spec") or {}).get("claimRef") or {}).get("uid") != uid:
                 continue
+            if (pv.get("status") or {}).get("phase") != "Released":  # syncVolume: its claim is gone
+                pv = self.store.update({**pv, "status": {**(pv.get("status") or {}), "phase": "Released"}})
             if (pv["spec"].get("persistentVolumeReclaimPolicy") == "Delete"
                     and PROVISIONED_BY in (pv["metadata"].get("annotations") or {})):
-                self.store.delete("PersistentVolume", "", pv["metadata"]["name"])
-            elif (pv.get("status") or {}).get("phase") != "Released":
-                self.store.update({**pv, "status": {**(pv.get("status") or {}), "phase": "Released"}})
+                self.store.delete("PersistentVolume", "", pv["metadata"]["name"])  # reclaimVolume: deleteVolume
 
     def _sync_volume(self, name: str) -> None:
         """syncVolume for a new volume: unclaimed or pre-bound (claimRef without uid) is Available."""
@@ -355,8 +370,11 @@ class PersistentVolumeController:
         if pv is None:
             return  # "requested and not found, will try again next time": Pending
         ref = (pv.get("spec") or {}).get("claimRef")
-        if ref and not _bound_to(pv, pvc):
-            return  # claimed by another claim: Pending, retried
+        if ref and not _bound_to(pv, pvc):  # claimed by another claim: Pending, retried
+            if BOUND_BY_CONTROLLER not in (pvc["metadata"].get("annotations") or {}):
+                self._report(pvc, "Warning", "FailedBinding", f'volume "{volume_name}" already bound to a different '
+                             "claim.")
+            return
         why = mismatch(pv, pvc) if not ref else None
         if why is not None:
             self._report(pvc, "Warning", "VolumeMismatch", f'Cannot bind to requested volume "{volume_name}": {why}')
@@ -378,11 +396,17 @@ class PersistentVolumeController:
             return
         provisioner = str(cls.get("provisioner") or "")
         if provisioner == NO_PROVISIONER:  # local volumes: nothing provisions them; the claim waits for a volume
-            self._report(pvc, "Normal", "FailedBinding", "no persistent volumes available for this claim and "
-                         f"storage class \"{cls_name}\" has no provisioner")  # twin's words: no event upstream
+            # provisionClaimOperation: findProvisionablePlugin finds no in-tree plugin for a kubernetes.io/ name
+            # (VolumePluginMgr.FindPluginByName's error), every resync; the twin records it once
+            self._report(pvc, "Warning", "ProvisioningFailed", f"no volume plugin matched name: {provisioner}")
             return
         external = MIGRATED_PROVISIONERS.get(provisioner, provisioner)
-        meta = pvc["metadata"]
+        meta, spec = pvc["metadata"], pvc.get("spec") or {}
+        refused = provisioning_error(external, list(spec.get("accessModes") or []),
+                                     str(spec.get("volumeMode") or "Filesystem"), spec.get("selector") is not None)
+        failed = f'failed to provision volume with StorageClass "{cls_name}": {refused}'
+        if refused is not None and self._reported.get(meta["uid"]) == f"ProvisioningFailed\0{failed}":
+            return  # already reported: csi-provisioner retries with backoff, the claim stays Pending
         annotations = {**(meta.get("annotations") or {}), STORAGE_PROVISIONER: external,
                        BETA_STORAGE_PROVISIONER: external}
         if annotations != meta.get("annotations"):  # written once: a claim update requeues the claim
@@ -391,12 +415,7 @@ class PersistentVolumeController:
         self._report(pvc, "Normal", "ExternalProvisioning", "Waiting for a volume to be created either by the "
                      f"external provisioner '{external}' or manually by the system administrator. If volume "
                      "creation is delayed, please verify that the provisioner is running and correctly registered.")
-        key, spec = f"{_ns(pvc)}/{meta['name']}", pvc.get("spec") or {}
-        refused = provisioning_error(external, list(spec.get("accessModes") or []),
-                                     str(spec.get("volumeMode") or "Filesystem"))
-        failed = f'failed to provision volume with StorageClass "{cls_name}": {refused}'
-        if refused is not None and self._reported.get(meta["uid"]) == f"ProvisioningFailed\0{failed}":
-            return  # already reported: csi-provisioner retries with backoff, the claim stays Pending
+        key = f"{_ns(pvc)}/{meta['name']}"
         self.events.event(pvc, "Normal", "Provisioning",
                           f'External provisioner is provisioning volume for claim "{key}"', external)
         if refused is not None:
@@ -489,9 +508,81 @@ class PersistentVolumeController:
 
 
 def _admit_volume(pv: Obj) -> Obj:
-    """SetDefaults_PersistentVolume: phase Pending, reclaim policy Retain, volumeMode Filesystem."""
+    """SetDefaults_PersistentVolume: phase Pending, reclaim policy Retain, volumeMode Filesystem; and
+    StorageObjectInUseProtection's finalizer."""
     spec, status = dict(pv.get("spec") or {}), dict(pv.get("status") or {})
     status.setdefault("phase", "Pending")
     spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
     spec.setdefault("volumeMode", "Filesystem")
-    return {**pv, "spec": spec, "status": status}
+    return {**pv, "metadata": _protected(pv["metadata"], PV_PROTECTION), "spec": spec, "status": status}
+
+
+# StorageObjectInUseProtection (plugin/pkg/admission/storage/storageobjectinuseprotection, on by default) gives every
+# new claim and volume a finalizer; the pvc-protection and pv-protection controllers (pkg/controller/volume/
+# pvcprotection, pvprotection) remove it once nothing uses the object, and only then does a delete remove it.
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PV_PROTECTION = "kubernetes.io/pv-protection"
+
+
+def _protected(meta: dict, finalizer: str) -> dict:
+    finalizers = list(meta.get("finalizers") or [])
+    return meta if finalizer in finalizers else {**meta, "finalizers": [*finalizers, finalizer]}
+
+
+def _without(obj: Obj, finalizer: str) -> Obj:
+    meta = obj["metadata"]
+    return {**obj, "metadata": {**meta, "finalizers": [f for f in meta.get("finalizers") or [] if f != finalizer]}}
+
+
+def pod_uses_claim(pod: Obj, claim: str) -> bool:
+    """pvcprotection podUsesPVC: a scheduled pod (any phase: a Succeeded pod still holds it) naming the claim."""
+    return bool(pod["spec"].get("nodeName")) and any(
+        (v.get("persistentVolumeClaim") or {}).get("claimName") == claim for v in pod["spec"].get("volumes") or ())
+
+
+class StorageProtectionController:
+    """The pvc-protection and pv-protection controllers: a deleted claim goes once no scheduled pod of its
+    namespace names it; a deleted volume once it is not Bound. The store honours these kinds' finalizers
+    (store.honor_finalizers), so a delete only marks them (kubectl: Terminating) until then."""
+
+    def __init__(self, store: Store, env: Environment) -> None:
+        self.store, self.env = store, env
+        store.honor_finalizers("PersistentVolumeClaim", "PersistentVolume")
+        store.watch("PersistentVolumeClaim", self._on_claim)
+        store.watch("PersistentVolume", self._on_volume)
+        store.watch("Pod", self._on_pod)
+
+    def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
+        if etype == "MODIFIED" and pvc["metadata"].get("deletionTimestamp"):
+            ns, name = _ns(pvc), pvc["metadata"]["name"]
+            self.env.after(0, lambda: self._sync_claim(ns, name))
+
+    def _on_volume(self, etype: str, pv: Obj, old: Obj | None) -> None:
+        if etype == "MODIFIED" and pv["metadata"].get("deletionTimestamp"):
+            name = pv["metadata"]["name"]
+            self.env.after(0, lambda: self._sync_volume(name))
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        """A pod that goes may free the terminating claims it named."""
+        if etype == "DELETED" and pod["spec"].get("nodeName"):
+            ns = _ns(pod)
+            for v in pod["spec"].get("volumes") or ():
+                claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+                if claim:
+                    self.env.after(0, lambda claim=claim: self._sync_claim(ns, claim))
+
+    def _sync_claim(self, ns: str, name: str) -> None:
+        pvc = self.store.get("PersistentVolumeClaim", ns, name)
+        if (pvc is None or not pvc["metadata"].get("deletionTimestamp")
+                or PVC_PROTECTION not in (pvc["metadata"].get("finalizers") or ())):
+            return
+        if not any(pod_uses_claim(p, name) for p in self.store.list("Pod", ns)):
+            self.store.update(_without(pvc, PVC_PROTECTION))
+
+    def _sync_volume(self, name: str) -> None:
+        pv = self.store.get("PersistentVolume", "", name)
+        if (pv is None or not pv["metadata"].get("deletionTimestamp")
+                or PV_PROTECTION not in (pv["metadata"].get("finalizers") or ())):
+            return
+        if (pv.get("status") or {}).get("phase") != "Bound":  # pvprotection isBeingUsed: Bound volumes are in use
+            self.store.update(_without(pv, PV_PROTECTION))

@@ -14,16 +14,19 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
   validateFairSharing, one of the three supported lists); v1beta1 has ``enable`` and the conversion fills in
   [LessThanOrEqualToFinalShare, LessThanInitialShare].
 - ``admissionFairSharing`` {usageHalfLifeTime, usageSamplingInterval (5m), resourceWeights}: validated and kept;
-  the scheduler core does not order by it yet.
-- ``manageJobsWithoutQueueName`` (false): validated and kept; the twin manages only queued jobs (see docs/kueue.md).
+  the scheduler core does not order by it yet (a notice).
+- ``manageJobsWithoutQueueName`` (false): validated and kept; the twin manages only queued jobs (true: a notice).
 - ``featureGates``: ``PartialAdmission`` (on) switches partial admission; other known gates are accepted.
 - ``integrations.frameworks``: which kinds Kueue manages; defaults.go sets ["batch/job"] when the list is empty,
   so a Configuration without ``jobset.x-k8s.io/jobset`` leaves queued JobSets unmanaged (they start at once). With
   no Configuration at all the twin manages Jobs, JobSets and plain Pods (``pod``; the release manifests' config
   lists the first two and has its "pod" line commented out).
 
-Every other Configuration field (webhook, metrics, leaderElection, integrations, ...) is accepted and has no
-effect on a run. Durations are Go ``time.Duration`` strings as ``metav1.Duration`` decodes them ("5m", "1h30m").
+The fields that change Kueue's decisions but are not modelled (`UNMODELLED`: managedJobsNamespaceSelector,
+resources, objectRetentionPolicies, multiKueue, integrations.externalFrameworks / labelKeysToCopy, ...) are each a
+validate notice saying what the run does instead; the controller-manager plumbing (webhook, metrics,
+leaderElection, controller, clientConnection, ...) is accepted and has no effect on a run. Durations are Go
+``time.Duration`` strings as ``metav1.Duration`` decodes them ("5m", "1h30m").
 
 Where Kueue reads it: the manager runs with ``--config=/controller_manager_config.yaml``, a subPath mount of the
 key ``controller_manager_config.yaml`` of the ConfigMap ``kueue-manager-config`` in ``kueue-system``
@@ -355,11 +358,55 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
                               "Configuration: JobSets labelled kueue.x-k8s.io/queue-name are not queued and start "
                               "at once", "add jobset.x-k8s.io/jobset to integrations.frameworks to queue JobSets",
                               "notice"))
+    for fld, message in _unmodelled(m.obj):
+        out.append(Diagnostic(m.file, m.line_of(fld), ref, fld, message, "", "notice"))
     wfpr = m.obj.get("waitForPodsReady") or {}
     if v1beta1 and wfpr and not wfpr.get("enable"):
         out.append(Diagnostic(m.file, m.line_of("waitForPodsReady"), ref, "waitForPodsReady",
                               "waitForPodsReady.enable is false: the section has no effect",
                               "set enable: true to turn it on", "notice"))
+    return out
+
+
+# Configuration fields that change what Kueue decides and that the twin's Kueue does not model: what Kueue does with
+# each (apis/config/v1beta2/configuration_types.go) and what the run does instead. The controller-manager plumbing
+# (health, metrics, webhook, leaderElection, controller, clientConnection, pprofBindAddress, tls,
+# internalCertManagement, visibilityServer, namespace) changes no decision and is accepted without a notice.
+UNMODELLED: dict[str, str] = {
+    "manageJobsWithoutQueueName": "Kueue would also manage Jobs, JobSets and Pods without "
+                                  "kueue.x-k8s.io/queue-name (outside managedJobsNamespaceSelector's excluded "
+                                  "namespaces): suspend them and hold them until a LocalQueue admits them; the run "
+                                  "starts them at once, unqueued",
+    "managedJobsNamespaceSelector": "Kueue would manage jobs only in the namespaces it selects; the run manages "
+                                    "every queued job in every namespace",
+    "admissionFairSharing": "Kueue would order a ClusterQueue's workloads by their LocalQueues' decayed usage; "
+                            "the run orders them by priority and creation time",
+    "resources": "Kueue would exclude or transform resources (excludeResourcePrefixes, transformations, "
+                 "quotaCheckStrategy) before checking quota; the run checks every resource as requested",
+    "objectRetentionPolicies": "Kueue would delete finished or deactivated Workloads after the retention time; "
+                               "the run keeps them",
+    "multiKueue": "MultiKueue dispatches workloads to worker clusters; the run admits them in this cluster",
+    "integrations.externalFrameworks": "Kueue would manage these external kinds; the run does not queue them",
+    "integrations.labelKeysToCopy": "Kueue would copy these labels from jobs to their Workloads; the run's "
+                                    "Workloads do not carry them",
+    "waitForPodsReady.maxTimeoutOnWorkload": "the run uses waitForPodsReady.timeout for every workload",
+    "queueVisibility": "Kueue v1beta1's pending-workloads visibility in ClusterQueue status; the run does not "
+                       "write it",
+}
+
+
+def _unmodelled(obj: dict) -> list[tuple[str, str]]:
+    """(field path, notice) for each decision-changing field given that the twin does not model."""
+    out = []
+    for fld, what in UNMODELLED.items():
+        parent, _, leaf = fld.rpartition(".")
+        holder = obj.get(parent) if parent else obj
+        value = holder.get(leaf) if isinstance(holder, dict) else None
+        if value is None or value is False or value == [] or value == {}:
+            continue
+        if fld == "manageJobsWithoutQueueName" and value is not True:
+            continue
+        out.append((fld, f"{fld} is not modelled: {what}"))
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kubetwin.api import nodeaffinity
 from kubetwin.kueue.api import (
     BORROWING_OVER_PREEMPTION,
     NEVER,
@@ -195,25 +196,6 @@ def _tolerates(tol: dict, taint: dict) -> bool:
     return op == "Exists" or (tol.get("value") or "") == (taint.get("value") or "")
 
 
-def _requirement_matches(req: dict, labels: dict[str, str]) -> bool:
-    key, op, values = req["key"], req["operator"], req.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels and values:
-        try:
-            a, b = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
 def flavor_matches_pod_set(flavor, ps: PodSet) -> str | None:
     """None if the podSet may use the flavor, else the reason: an untolerated NoSchedule/NoExecute taint, or a
     nodeSelector/required affinity that conflicts with the flavor's nodeLabels on the flavor's own label keys."""
@@ -235,7 +217,7 @@ def flavor_matches_pod_set(flavor, ps: PodSet) -> str | None:
                 terms = []
                 break
             terms.append(exprs)
-        if terms and not any(all(_requirement_matches(e, labels) for e in exprs) for exprs in terms):
+        if terms and not any(all(nodeaffinity.requirement_matches(e, labels) for e in exprs) for exprs in terms):
             return f"flavor {flavor.name} doesn't match node affinity"
     return None
 

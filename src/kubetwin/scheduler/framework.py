@@ -12,7 +12,8 @@ what it needs of:
   in `state.rejected`.
 - `rejections(state, rows)`: for a pod that fits nowhere, the reasons of a vector Filter over `rows` (those that
   passed the filters before it) and how many of them preemption cannot help.
-- `preemptible(state, rows)`: the rows where evicting pods could help, as this plugin sees it.
+- `preemptible(state, rows)`: the rows where evicting pods could help, as this plugin sees it (and in
+  `state.victims` the pods that must go from a row's node for it to help).
 - `select(state, rows)`: a Score that replaces the default ones (the GPU placement policies); the first that answers
   picks the node.
 - `reserve(state, row, node)`: Reserve / PreBind for the chosen node; annotations to write on the bound pod.
@@ -46,6 +47,9 @@ class CycleState:
     fit: np.ndarray  # NodeResourcesFit's verdict per row (the rows a later vector Filter's reasons count over)
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)  # plugin -> reason -> nodes
     data: dict[str, object] = field(default_factory=dict)  # plugin name -> its cycle data
+    # Pods a plugin's Filter needs gone from a node before the pod fits there, whatever the resources say
+    # (VolumeRestrictions: the lower-priority holder of a ReadWriteOncePod claim); preemption evicts them first.
+    victims: dict[str, list[Obj]] = field(default_factory=dict)
     # Only while tracing (scheduler/trace.py): plugin -> node name -> "passed" or the reason, for the plugins
     # whose verdicts come as vectors or per row after the scan. None otherwise: the plugins skip the bookkeeping.
     traced: dict[str, dict[str, str]] | None = None

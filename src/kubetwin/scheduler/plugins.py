@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from kubetwin.api import nodeaffinity
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
@@ -50,34 +51,9 @@ def tolerates(tolerations: list[dict], taint: dict) -> bool:
     return False
 
 
-def _match_expr(expr: dict, labels: dict) -> bool:
-    k, op, values = expr["key"], expr["operator"], expr.get("values") or []
-    if op == "In":
-        return k in labels and labels[k] in values
-    if op == "NotIn":
-        return k not in labels or labels[k] not in values
-    if op == "Exists":
-        return k in labels
-    if op == "DoesNotExist":
-        return k not in labels
-    if op in ("Gt", "Lt") and k in labels:
-        try:
-            a, b = int(labels[k]), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
 def node_selector_term_matches(term: dict, node: Obj) -> bool:
-    labels = node["metadata"].get("labels") or {}
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not exprs and not fields:
-        return False  # an empty term matches no objects
-    if not all(_match_expr(e, labels) for e in exprs):
-        return False
-    return all(_match_expr(f, {"metadata.name": node["metadata"]["name"]}) for f in fields)
+    """One NodeSelectorTerm against a Node (api.nodeaffinity, the one copy of the rule)."""
+    return nodeaffinity.term_matches(term, node["metadata"].get("labels") or {}, node["metadata"]["name"])
 
 
 # --- Filter plugins ---------------------------------------------------------------------------

@@ -36,9 +36,12 @@ Nominated = dict[str, dict[str, tuple[int, dict[str, int], Obj]]]  # node -> pod
 
 
 def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[str, int]],
-                    nominated: Nominated | None = None, profile: P.Profile = P.DEFAULT) -> list[Obj] | None:
+                    nominated: Nominated | None = None, profile: P.Profile = P.DEFAULT,
+                    required: list[Obj] | None = None) -> list[Obj] | None:
     """selectVictimsOnNode: None when even evicting every lower-priority pod would not make room, or when no
-    eviction is needed at all (no victims: not a candidate)."""
+    eviction is needed at all (no victims: not a candidate). `required`: lower-priority pods a plugin's Filter
+    needs gone from this node (the ReadWriteOncePod holder): never reprieved."""
+    must = {pod_key(p) for p in required or ()}
     lower = [p for p in ni.pods.values() if priority_of(p) < pi.priority]
     if not lower:
         return None
@@ -54,6 +57,9 @@ def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[
         return None
     victims = []
     for p in sorted(lower, key=lambda p: -priority_of(p)):  # reprieve the most important first
+        if pod_key(p) in must:
+            victims.append(p)
+            continue
         req = requests(p)
         trial.add_pod(p, req)
         if profile.filter_all(pi, trial) != P.SUCCESS:
@@ -72,14 +78,17 @@ class DefaultPreemption:
         return self._requests.get(pod_key(pod)) or pod_requests(pod)
 
     def post_filter(self, pod: Obj, pi: P.PodInfo, candidates: list[NodeInfo], unresolvable: int,
-                    n: int, considered: list[tuple[str, list[str] | None]] | None = None) -> tuple[str, str | None]:
+                    n: int, considered: list[tuple[str, list[str] | None]] | None = None,
+                    required: dict[str, list[Obj]] | None = None) -> tuple[str, str | None]:
         """Returns (the "preemption: ..." part of the message, the nominated node or None). `considered`, when
-        given (tracing), receives each candidate node with its victims' keys (None: no eviction makes room)."""
+        given (tracing), receives each candidate node with its victims' keys (None: no eviction makes room).
+        `required`: per node, the pods a plugin needs evicted there (CycleState.victims)."""
         if pod["spec"].get("preemptionPolicy") == "Never":
             return "preemption: not eligible due to preemptionPolicy=Never.", None
         found = []
         for ni in candidates:
-            victims = victims_on_node(pi, ni, self._req, self._nominated, self.profile)
+            victims = victims_on_node(pi, ni, self._req, self._nominated, self.profile,
+                                      (required or {}).get(ni.name))
             if considered is not None:
                 considered.append((ni.name, None if victims is None else [pod_key(v) for v in victims]))
             if victims is not None:

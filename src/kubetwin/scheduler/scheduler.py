@@ -80,7 +80,12 @@ class Scheduler:
         # InterPodAffinity, DynamicResources), but InterPodAffinity's PreFilter first: it never rejects, so the
         # order is unobservable in kube-scheduler, while the twin's first pod with terms switches its cache of
         # bound pods on there. The GPU placement policy (open-gpu-share in the FGD paper's simulator) comes last.
-        plugins: list[F.Plugin] = [self.ipa, VB.VolumeRestrictions(store), VB.VolumeBinding(store), self.dra]
+        self.volume_binding = VB.VolumeBinding(store)
+        # Pods waiting in VolumeBinding's PreBind, assumed on their node: key -> (pod, pi, node, annotations,
+        # shape, cycle, attempt); the attempt tells a stale bindTimeoutSeconds deadline from the current one.
+        self._prebind: dict[str, tuple[Obj, P.PodInfo, str, dict, tuple, int, int]] = {}
+        self._prebind_attempts = 0
+        plugins: list[F.Plugin] = [self.ipa, VB.VolumeRestrictions(store), self.volume_binding, self.dra]
         if self.gpushare is not None:
             plugins.append(self.gpushare)
         self.points = F.extension_points(plugins)
@@ -90,6 +95,7 @@ class Scheduler:
         for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events
             store.watch(kind, self._on_dra_object)
         store.watch("PersistentVolumeClaim", self._on_claim)
+        store.watch("PersistentVolume", self._on_volume)
 
     def sample(self) -> dict[str, float | None]:
         """The run's sampled series the scheduler's cache answers (sim.outputs.Sampler): GPU fragmentation."""
@@ -110,7 +116,16 @@ class Scheduler:
         this claim."""
         if etype == "DELETED":
             return
+        ns, name = pvc["metadata"].get("namespace") or "default", pvc["metadata"]["name"]
+        for key, entry in self._prebind.items():  # PreBind's poll sees the claim change
+            if (entry[0]["metadata"].get("namespace") or "default") == ns and name in VB.pod_claims(entry[0]):
+                self.store.env.after(0, lambda key=key: self._check_prebind(key))
         self.queue.move(VB.claim_hint(pvc), frozenset({VB.NAME, VB.RESTRICTIONS}))
+
+    def _on_volume(self, etype: str, pv: Obj, old: Obj | None) -> None:
+        """VolumeBinding's QueueingHint for a PersistentVolume add/update: the pods it rejected."""
+        if etype != "DELETED":
+            self.queue.move(lambda plugin, pi: plugin == VB.NAME, frozenset({VB.NAME}))
 
     # -- informers ------------------------------------------------------------------------------
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
@@ -148,6 +163,9 @@ class Scheduler:
         node_name = pod["spec"].get("nodeName")
         terminal = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
         if etype == "DELETED" or terminal:  # the scheduler's informer drops terminal pods: a delete
+            if key in self._prebind:  # checkBindings: "pod does not exist any more"; the assumed pod is forgotten
+                self.store.env.after(0, lambda: self._check_prebind(key))
+                return
             nominated = self._clear_nomination(key)
             self.queue.forget(key)
             self._awaiting_claims.discard(key)
@@ -263,8 +281,66 @@ class Scheduler:
         annotations: dict[str, str] = {}
         for plugin in self.points["reserve"]:  # Reserve + PreBind, in the profile's order; then Bind
             annotations.update(plugin.reserve(state, best, ni.name) or {})
+        key = pod_key(pod)
+        if key in self.volume_binding.assumed:  # PreBind waits for the claims: the pod is assumed, not bound
+            self._assume(key, pod, pi, ni)
+            self._prebind_attempts += 1
+            attempt = self._prebind_attempts
+            self._prebind[key] = (pod, pi, ni.name, annotations, state.shape, cycle, attempt)
+            self.store.env.after(0, lambda: self._check_prebind(key))
+            self.store.env.after(VB.BIND_TIMEOUT, lambda: self._check_prebind(key, attempt))
+            return ni.name
         self._bind(pod, pi, ni, annotations or None)
         return ni.name
+
+    def _check_prebind(self, key: str, deadline: int | None = None) -> None:
+        """VolumeBinding's PreBind poll for a pod waiting on its claims: Bind once they are bound; at its
+        bindTimeoutSeconds deadline (`deadline`: the attempt it ends), or on checkBindings' error, the binding
+        cycle fails (see scheduler/volumebinding.py)."""
+        entry = self._prebind.get(key)
+        if entry is None or (deadline is not None and entry[6] != deadline):
+            return
+        old, pi, node, annotations, shape, cycle, _ = entry
+        ns, name = key.split("/", 1)
+        pod = self.store.get("Pod", ns, name)
+        if pod is None or pod["metadata"].get("uid") != old["metadata"].get("uid") or (
+                (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+            self._forget_assumed(key, old, node)
+            return
+        done, error = self.volume_binding.pre_bind(key, pod)
+        if done:
+            del self._prebind[key]
+            ni = self.nodes.get(node)
+            if ni is not None:
+                self._bind(pod, pi, ni, annotations or None, assumed=True)
+                return
+            error = f'failed to get node "{node}"'
+        if error is None and deadline is not None:
+            error = VB.PREBIND_TIMEOUT
+        if error is not None:
+            self._forget_assumed(key, pod, node)
+            self._failed(pod, pi, shape, cycle, VB.PREBIND_FAILED + error, "SchedulerError")
+
+    def _assume(self, key: str, pod: Obj, pi: P.PodInfo, ni: NodeInfo) -> None:
+        """The scheduler cache's AssumePod: the pod's requests count on the node while its binding cycle runs
+        (the queue keeps its QueuedPodInfo, in flight, for a failure's requeue)."""
+        self._clear_nomination(key)
+        self._requests[key] = pi.requests
+        ni.add_pod(pod, pi.requests)
+        self.table.add_requests(ni.name, pi.requests, 1, pi.priority)
+
+    def _forget_assumed(self, key: str, pod: Obj, node: str) -> None:
+        """ForgetPod and the plugins' Unreserve after a failed binding cycle; the freed room requeues the pods
+        it may help (handleBindingCycleError's AssignedPodDelete)."""
+        self._prebind.pop(key, None)
+        self.volume_binding.unreserve(key)
+        if self.gpushare is not None:
+            self.gpushare.release(key)
+        req = self._requests.pop(key, None)
+        if req is not None and node in self.nodes:
+            self.nodes[node].remove_pod(pod, req)
+            self.table.add_requests(node, req, -1)
+        self.queue.move(lambda plugin, pi: plugin in FREED, FREED)
 
     def _rejected(self, state: F.CycleState, rejected: F.Rejected, cycle: int) -> None:
         """A PreFilter's rejection of every node, or a plugin's error."""
@@ -352,13 +428,12 @@ class Scheduler:
         # selectHost samples uniformly among the nodes with the top score.
         return int(rows[top[self.rng.randrange(len(top))]]) if len(top) > 1 else int(rows[top[0]])
 
-    def _bind(self, pod: Obj, pi: P.PodInfo, ni: NodeInfo, annotations: dict | None = None) -> None:
+    def _bind(self, pod: Obj, pi: P.PodInfo, ni: NodeInfo, annotations: dict | None = None,
+              assumed: bool = False) -> None:
         key = pod_key(pod)
+        if not assumed:
+            self._assume(key, pod, pi, ni)
         self.queue.forget(key)
-        self._clear_nomination(key)
-        self._requests[key] = pi.requests
-        ni.add_pod(pod, pi.requests)
-        self.table.add_requests(ni.name, pi.requests, 1, pi.priority)
         now = self.store.timestamp(self.store.env.now)
         status = dict(pod.get("status") or {})
         status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "True",
@@ -395,7 +470,7 @@ class Scheduler:
             considered, verdicts = [], T.filter_verdicts(self, state, t.scan_order(), override)
         post, nominated = self.preemption.post_filter(
             pod, pi, [ni for ni in (t.infos[int(r)] for r in victims_possible) if ni is not None],
-            unresolvable, n, considered)
+            unresolvable, n, considered, state.victims)
         msg = fit_error(n, reasons, post) if n else "no nodes available to schedule pods"
         if self.trace is not None:
             self._trace(state, msg, verdicts, post_filter={

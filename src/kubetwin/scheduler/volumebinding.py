@@ -7,17 +7,32 @@ for this pod. At Reserve/PreBind, for the chosen node, each such claim gets the 
 (the binder writes the volume's claimRef and the PV controller completes the binding) or, with none, the
 annotation volume.kubernetes.io/selected-node, which makes the PV controller provision for that node; while it is
 unbound, another pod using it fits only that node (FindPodVolumes' fast path: "node(s) didn't find available
-persistent volumes to bind", UnschedulableAndUnresolvable; the twin's preemption tries only that node). Not modelled:
-the per-node Filter (a volume's node affinity, a class's allowedTopologies, CSIStorageCapacity: every node is
-taken to reach every volume, GKE's zonal disks included), and PreBind's wait for the claims to be bound (up to
-bindTimeoutSeconds, 600 s): the pod is bound to the node at once and its containers wait in ContainerCreating until
-its claims are Bound (controllers/attachdetach.py), the same end-to-end start time with provisioning taking no
-time. Generic ephemeral volumes are not modelled.
+persistent volumes to bind", UnschedulableAndUnresolvable; the twin's preemption tries only that node). The Filter
+(FindPodVolumes) also fails a node where a bound claim's volume's node affinity does not admit it (checkBoundClaims:
+"node(s) had volume node affinity conflict", ErrReasonNodeConflict), and, with ErrReasonBindConflict, where a claim
+whose class cannot provision
+(`kubernetes.io/no-provisioner`, local volumes: checkVolumeProvisions) has no matching Available volume there (the
+volume's node affinity must admit the node). Not modelled in the Filter: a class's allowedTopologies and
+CSIStorageCapacity (every node is taken to reach every provisioned volume, GKE's zonal disks included).
+
+PreBind (binder.go BindPodVolumes): the pod is bound to its node only once every claim it made the binder bind or
+provision is Bound (checkBindings: spec.volumeName and pv.kubernetes.io/bind-completed). Meanwhile the scheduler
+holds the pod assumed on the node (its requests count there) and schedules other pods. A claim provisioned for the
+node whose `volume.kubernetes.io/selected-node` was removed or changed (the provisioner gave up and asks for a
+reschedule) fails PreBind at once with `provisioning failed for PVC "x"`; a claim still unbound after
+bindTimeoutSeconds (600 s, the KubeSchedulerConfiguration default) fails it with `context deadline exceeded`
+(wait.PollUntilContextTimeout's ctx.Err()). Either way the scheduler forgets the assumed pod and records
+`Warning FailedScheduling running PreBind plugin "VolumeBinding": binding volumes: <why>` with PodScheduled False
+reason SchedulerError, and the pod goes back to the queue with backoff (schedule_one.go handleBindingCycleError).
+The real binder polls every second; the twin binds the pod at the instant its last claim is bound (twin
+assumption: the same start times as before the wait was modelled, provisioning taking no time). Generic ephemeral
+volumes are not modelled.
 
 VolumeRestrictions (pkg/scheduler/framework/plugins/volumerestrictions): a pod whose ReadWriteOncePod claim another
 scheduled, unfinished pod uses fits no node ("node has pod using PersistentVolumeClaim with the same name and
 ReadWriteOncePod access mode", Unschedulable on each node), and is retried when a pod using the claim goes away.
-Preemption of the pod that holds the claim is not modelled: the twin's preemption finds no victims for it.
+Its PreFilterExtensions (AddPod/RemovePod) let preemption clear the conflict: a higher-priority pod preempts the
+claim's lower-priority holders on their node (CycleState.victims: evicted whatever the resources say).
 """
 
 from __future__ import annotations
@@ -29,12 +44,18 @@ import numpy as np
 from kubetwin.controllers import volumes as V
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.framework import CycleState, Plugin, Rejected
+from kubetwin.scheduler.nodeinfo import NodeInfo
+from kubetwin.scheduler.preemption import pod_key, priority_of
 from kubetwin.store.store import Obj, Store
 
 NAME = "VolumeBinding"
+BIND_TIMEOUT = 600.0  # VolumeBindingArgs bindTimeoutSeconds default (pkg/scheduler/apis/config/v1 defaults.go)
+PREBIND_FAILED = 'running PreBind plugin "VolumeBinding": binding volumes: '  # framework.go RunPreBindPlugins
+PREBIND_TIMEOUT = "context deadline exceeded"
 RESTRICTIONS = "VolumeRestrictions"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"  # volumebinding/volume_binding.go PreFilter
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"  # volumebinding ErrReasonBindConflict
+NODE_CONFLICT = "node(s) had volume node affinity conflict"  # volumebinding ErrReasonNodeConflict
 RWOP_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
                  )  # volumerestrictions/volume_restrictions.go ErrReasonReadWriteOncePodConflict
 
@@ -59,6 +80,8 @@ def prefilter(store: Store, pod: Obj) -> tuple[str | None, list[Obj]]:
         pvc = store.get("PersistentVolumeClaim", ns, name)
         if pvc is None:
             return f'persistentvolumeclaim "{name}" not found', []
+        if pvc["metadata"].get("deletionTimestamp"):  # podHasPVCs
+            return f'persistentvolumeclaim "{name}" is being deleted', []
         if V.is_bound(pvc):
             continue
         if V.delay_binding(store, pvc):
@@ -88,6 +111,30 @@ def pod_gone_hint(pod: Obj) -> Callable[[str, P.PodInfo], bool]:
                                and not claims.isdisjoint(pod_claims(pi.pod)))
 
 
+def can_provision(store: Store, pvc: Obj) -> bool:
+    """checkVolumeProvisions: the claim's class names a provisioner (not kubernetes.io/no-provisioner)."""
+    cls = V.class_of(store, V.claim_class(pvc)) or {}
+    return str(cls.get("provisioner") or "") not in ("", V.NO_PROVISIONER)
+
+
+def check_bindings(store: Store, pod: Obj, node: str, provisions: tuple[str, ...]) -> tuple[bool, str | None]:
+    """checkBindings: (every claim of the pod fully bound, the error that fails PreBind or None). `provisions`:
+    the claims the binder asked to provision for `node`."""
+    ns = _ns(pod)
+    for name in pod_claims(pod):
+        pvc = store.get("PersistentVolumeClaim", ns, name)
+        if pvc is None:
+            return False, f'failed to check provisioning pvc: persistentvolumeclaim "{name}" not found'
+        meta = pvc["metadata"]
+        if ((pvc.get("spec") or {}).get("volumeName")
+                and V.BIND_COMPLETED in (meta.get("annotations") or {})):  # isPVCFullyBound
+            continue
+        if name in provisions and (meta.get("annotations") or {}).get(V.SELECTED_NODE) != node:
+            return False, f'provisioning failed for PVC "{name}"'
+        return False, None
+    return True, None
+
+
 def _selected_nodes(state: CycleState) -> set[str]:
     """The nodes the pod's unbound WaitForFirstConsumer claims are already provisioning for."""
     delayed = state.data.get(NAME)
@@ -102,6 +149,8 @@ class VolumeBinding(Plugin):
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        # Pods Reserve left waiting in PreBind: pod key -> (node, the claims asked to provision for it)
+        self.assumed: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def pre_filter(self, state: CycleState) -> None:
         if not state.pod["spec"].get("volumes"):
@@ -109,23 +158,68 @@ class VolumeBinding(Plugin):
         why, delayed = prefilter(self.store, state.pod)
         if why is not None:  # every node UnschedulableAndUnresolvable; DefaultPreemption still says so
             raise Rejected(NAME, why, post_filter=True, shape=(claims_key(state.pod),))
+        ns = _ns(state.pod)
+        affine = []  # checkBoundClaims: the bound claims' volumes whose node affinity the node must satisfy
+        for name in pod_claims(state.pod):
+            pvc = self.store.get("PersistentVolumeClaim", ns, name)
+            pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
+            pv = self.store.get("PersistentVolume", "", pv_name) if V.is_bound(pvc) and pv_name else None
+            if pv is not None and ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required"):
+                affine.append(pv)
+        if affine:
+            state.data[f"{NAME}/bound"] = affine
+            state.want = state.n  # the Filter below must see every node
         if delayed:
             state.data[NAME] = delayed
-            if any(V.SELECTED_NODE in (c["metadata"].get("annotations") or {}) for c in delayed):
-                state.want = state.n  # the Filter below must see every node
+            static = [c for c in delayed if V.SELECTED_NODE not in (c["metadata"].get("annotations") or {})
+                      and not can_provision(self.store, c)]
+            if static:
+                state.data[f"{NAME}/static"] = static
+            if static or any(V.SELECTED_NODE in (c["metadata"].get("annotations") or {}) for c in delayed):
+                state.want = state.n
+
+    def _filtered(self, state: CycleState) -> bool:
+        return bool(_selected_nodes(state) or f"{NAME}/static" in state.data or f"{NAME}/bound" in state.data)
+
+    def _reasons(self, state: CycleState, ni: NodeInfo, pvs: list[Obj] | None) -> list[str]:
+        """The Filter (FindPodVolumes) for one node: its bound claims' volumes' node affinity (checkBoundClaims,
+        ErrReasonNodeConflict); the selected node of a provisioning claim, and a matching volume there for each
+        claim its class cannot provision (findMatchingVolumes / checkVolumeProvisions, ErrReasonBindConflict)."""
+        labels = (ni.node.get("metadata") or {}).get("labels") or {}
+        out = []
+        bound = state.data.get(f"{NAME}/bound")
+        if isinstance(bound, list) and not all(V.node_affinity_ok(pv, labels) for pv in bound):
+            out.append(NODE_CONFLICT)
+        selected = _selected_nodes(state)
+        if selected and {ni.name} != selected:
+            return [*out, BIND_CONFLICT]
+        static = state.data.get(f"{NAME}/static")
+        if isinstance(static, list) and pvs is not None:
+            taken: set[str] = set()
+            for pvc in static:
+                pv = V.find_match(pvs, pvc, True, labels, frozenset(taken))
+                if pv is None:
+                    return [*out, BIND_CONFLICT]
+                taken.add(pv["metadata"]["name"])
+        return out
+
+    def _volumes(self, state: CycleState) -> list[Obj] | None:
+        return self.store.list("PersistentVolume") if state.data.get(f"{NAME}/static") else None
 
     def filter_rows(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
-        """FindPodVolumes' fast path: a claim already provisioning for a selected node fits only that node."""
-        selected = _selected_nodes(state)
-        if not selected or not len(rows):
+        """FindPodVolumes over the rows the vector filters passed (see _reasons)."""
+        if not len(rows) or not self._filtered(state):
             return rows
+        pvs = self._volumes(state)
         infos = [state.table.infos[int(r)] for r in rows]
-        keep = [ni is not None and {ni.name} == selected for ni in infos]
-        rejected = len(keep) - sum(keep)
-        if rejected:
-            state.reject(NAME, BIND_CONFLICT, rejected)
+        verdicts = [self._reasons(state, ni, pvs) if ni is not None else [BIND_CONFLICT] for ni in infos]
+        keep = [not v for v in verdicts]
+        for v in verdicts:
+            for reason in v:
+                state.reject(NAME, reason)
+        state.data[f"{NAME}/rejected"] = int(state.data.get(f"{NAME}/rejected") or 0) + len(keep) - sum(keep)
         if state.traced is not None:
-            state.traced[NAME] = {ni.name: "passed" if ok else BIND_CONFLICT for ni, ok in zip(infos, keep, strict=True)
+            state.traced[NAME] = {ni.name: ", ".join(v) or "passed" for ni, v in zip(infos, verdicts, strict=True)
                                   if ni is not None}
         return rows[np.array(keep, dtype=bool)]
 
@@ -133,13 +227,13 @@ class VolumeBinding(Plugin):
         """The Filter's reasons as filter_rows counted them: UnschedulableAndUnresolvable, so preemption says it
         is not helpful there."""
         mine = state.rejected.get(NAME) or {}
-        return dict(mine), sum(mine.values())
+        return dict(mine), int(state.data.get(f"{NAME}/rejected") or 0)
 
     def preemptible(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
-        selected = _selected_nodes(state)
-        if not selected or not len(rows):
+        if not len(rows) or not self._filtered(state):
             return rows
-        keep = [(ni := state.table.infos[int(r)]) is not None and {ni.name} == selected for r in rows]
+        pvs = self._volumes(state)
+        keep = [(ni := state.table.infos[int(r)]) is not None and not self._reasons(state, ni, pvs) for r in rows]
         return rows[np.array(keep, dtype=bool)]
 
     def reserve(self, state: CycleState, row: int, node: str) -> dict[str, str] | None:
@@ -151,6 +245,7 @@ class VolumeBinding(Plugin):
         info = state.table.infos[row]
         labels = ((info.node if info is not None else {}).get("metadata") or {}).get("labels") or {}
         taken: set[str] = set()
+        provisions: list[str] = []
         for pvc in delayed:
             pv = V.find_match(self.store.list("PersistentVolume"), pvc, True, labels, frozenset(taken))
             if pv is not None:
@@ -164,10 +259,27 @@ class VolumeBinding(Plugin):
                 continue
             cur = self.store.get("PersistentVolumeClaim", _ns(pvc), pvc["metadata"]["name"]) or pvc
             meta = cur["metadata"]
+            provisions.append(meta["name"])
             if V.SELECTED_NODE not in (meta.get("annotations") or {}):
                 self.store.update({**cur, "metadata": {**meta, "annotations": {
                     **(meta.get("annotations") or {}), V.SELECTED_NODE: node}}})
+        self.assumed[pod_key(state.pod)] = (node, tuple(provisions))
         return None
+
+    def pre_bind(self, key: str, pod: Obj) -> tuple[bool, str | None]:
+        """PreBind's poll for a pod Reserve left waiting: (done, the error that fails it). A pod Reserve did not
+        leave waiting is done."""
+        entry = self.assumed.get(key)
+        if entry is None:
+            return True, None
+        done, error = check_bindings(self.store, pod, *entry)
+        if done or error is not None:
+            self.assumed.pop(key, None)
+        return done, error
+
+    def unreserve(self, key: str) -> None:
+        """Unreserve: forget the pod's bindings (the claims' API objects keep what PreBind wrote, as upstream)."""
+        self.assumed.pop(key, None)
 
 
 class VolumeRestrictions(Plugin):
@@ -194,14 +306,14 @@ class VolumeRestrictions(Plugin):
                 rwop.add(name)
         if not rwop:
             return
-        for other in self.store.list("Pod", ns):  # IsPVCUsedByPods: scheduled pods that have not finished
-            if (other["metadata"].get("uid") != me and other["spec"].get("nodeName")
-                    and (other.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                    and not rwop.isdisjoint(pod_claims(other))):
-                state.data[RESTRICTIONS] = True
-                state.want = state.n  # every node gets the verdict, as the Filter runs on each
-                state.shape = (*state.shape, ("rwop", *claims_key(pod)))
-                return
+        holders = [other for other in self.store.list("Pod", ns)  # scheduled pods that have not finished
+                   if other["metadata"].get("uid") != me and other["spec"].get("nodeName")
+                   and (other.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                   and not rwop.isdisjoint(pod_claims(other))]
+        if holders:
+            state.data[RESTRICTIONS] = holders
+            state.want = state.n  # every node gets the verdict, as the Filter runs on each
+            state.shape = (*state.shape, ("rwop", *claims_key(pod)))
 
     def filter_rows(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
         if not state.data.get(RESTRICTIONS) or not len(rows):
@@ -213,4 +325,16 @@ class VolumeRestrictions(Plugin):
         return rows[:0]
 
     def preemptible(self, state: CycleState, rows: np.ndarray) -> np.ndarray:
-        return rows[:0] if state.data.get(RESTRICTIONS) else rows
+        """PreFilterExtensions RemovePod: preemption's dry run clears the conflict on a node by evicting the
+        claim's holders there, so only the node of the holders, when all of them are lower-priority and on one
+        node, is a candidate, and they are its required victims."""
+        holders = state.data.get(RESTRICTIONS)
+        if not isinstance(holders, list) or not holders:
+            return rows
+        nodes = {str(h["spec"]["nodeName"]) for h in holders}
+        if len(nodes) != 1 or any(priority_of(h) >= state.pi.priority for h in holders):
+            return rows[:0]
+        node = next(iter(nodes))
+        keep = [(ni := state.table.infos[int(r)]) is not None and ni.name == node for r in rows]
+        state.victims[node] = [*state.victims.get(node, []), *holders]
+        return rows[np.array(keep, dtype=bool)]

@@ -84,6 +84,7 @@ class Store:
         # (kind, ns, ownerKind, owner) -> names of the objects it controls, in creation order
         self._owned: dict[tuple[str, str, str, str], dict[str, None]] = {}
         self._running: tuple[Handler, str, Obj] | None = None  # the watch handler being dispatched, and its event
+        self._finalizing: frozenset[str] = frozenset()  # kinds whose metadata.finalizers delay their deletion
 
     # -- plumbing -------------------------------------------------------------------------------
     def watch(self, kind: str, handler: Handler, owner_kind: str | None = None) -> None:
@@ -99,6 +100,13 @@ class Store:
         if self.reverse_dispatch:
             handlers.reverse()
         return handlers
+
+    def honor_finalizers(self, *kinds: str) -> None:
+        """Delete objects of these kinds as the API server deletes an object with finalizers: the delete sets
+        metadata.deletionTimestamp (MODIFIED), and the update that removes the last finalizer removes it
+        (DELETED). Opt-in per kind: the twin runs the controllers that remove these kinds' finalizers (the
+        PVC/PV protection controllers); other kinds' finalizers, from dumps for instance, are kept as data."""
+        self._finalizing = self._finalizing | frozenset(kinds)
 
     def admit(self, plugin: Callable[[Obj], Obj], kinds: tuple[str, ...] | None = None) -> None:
         """Register a mutating admission plugin run on create (like the API server's admission chain),
@@ -207,6 +215,11 @@ class Store:
             raise NotFound(f'{kind.lower()}s "{name}" not found')
         self.rv += 1
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
+        if kind in self._finalizing and obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get(
+                "finalizers"):  # the last finalizer of a deleted object is gone: the object goes
+            del bucket[(ns, name)]
+            self._emit("DELETED", obj, old)
+            return obj
         bucket[(ns, name)] = obj
         self._emit("MODIFIED", obj, old)
         return obj
@@ -219,6 +232,13 @@ class Store:
     def delete(self, kind: str, ns: str, name: str) -> Obj | None:
         if self._running:
             self._check_write("delete", kind, ns or "", name)
+        if kind in self._finalizing:
+            cur = self._objects.get(kind, {}).get((ns or "", name))
+            if cur is not None and cur["metadata"].get("finalizers"):  # marked; its finalizers' owners finish it
+                if cur["metadata"].get("deletionTimestamp"):
+                    return cur
+                return self.update({**cur, "metadata": {**cur["metadata"],
+                                                        "deletionTimestamp": self.timestamp(self.env.now)}})
         old = self._objects.get(kind, {}).pop((ns or "", name), None)
         if old is not None:
             self.rv += 1

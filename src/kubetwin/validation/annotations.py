@@ -65,6 +65,13 @@ def _bool(raw: str) -> bool:
     return raw == "true"
 
 
+def _exit_code(raw: str) -> int:
+    value = int(raw)
+    if not 1 <= value <= 255:
+        raise ValueError("must be an exit code from 1 to 255 (a failing container's; 0 is success)")
+    return value
+
+
 def _finite(raw: str) -> float:
     value = float(raw)
     if not math.isfinite(value):
@@ -86,8 +93,11 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/duration", POD, "how long the pod's containers run before they exit 0 "
                "(controllers/kubelet.py); without it (and without training annotations) a pod runs until the end",
                "2h", parse_duration, pod=True),
-    Annotation("kubetwin.io/fail-after", POD, "the containers exit 1 this long after they start (the restart "
-               "policy and the Job's backoffLimit/podFailurePolicy decide what follows)", "20m", parse_duration,
+    Annotation("kubetwin.io/fail-after", POD, "the containers exit (code 1, or kubetwin.io/exit-code) this long "
+               "after they start (the restart policy and the Job's backoffLimit/podFailurePolicy decide what "
+               "follows)", "20m", parse_duration, pod=True),
+    Annotation("kubetwin.io/exit-code", POD, "the exit code of a kubetwin.io/fail-after failure (default 1), as "
+               "podFailurePolicy onExitCodes rules read it from the terminated container", "42", _exit_code,
                pod=True),
     Annotation("kubetwin.io/checkpoint-interval", POD, "the pod saves its progress this often; a restarted pod "
                "resumes from its last checkpoint (without it a stopped pod's work is lost)", "30m",

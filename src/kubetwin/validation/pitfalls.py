@@ -188,6 +188,65 @@ def _missing_local_queue(sc: _Scenario) -> list[Diagnostic]:
     return out
 
 
+def _local_queue_without_cluster_queue(sc: _Scenario) -> list[Diagnostic]:
+    """A LocalQueue whose spec.clusterQueue names no ClusterQueue: Kueue's LocalQueue reconciler marks it Active
+    False, reason ClusterQueueDoesNotExist, "Can't submit new workloads to clusterQueue" (kueue
+    pkg/controller/core/localqueue_controller.go), and the Workloads queued there wait until that ClusterQueue
+    exists."""
+    cqs = sorted(str(m.obj["metadata"]["name"]) for m in sc.kind("ClusterQueue", KUEUE))
+    out = []
+    for m in sc.kind("LocalQueue", KUEUE):
+        cq = str((m.obj.get("spec") or {}).get("clusterQueue") or "")
+        if not cq or cq in cqs:
+            continue
+        close = difflib.get_close_matches(cq, cqs, n=1, cutoff=0.6)
+        out.append(_warn(m, "spec.clusterQueue",
+                         f"ClusterQueue {cq} does not exist: Kueue marks this LocalQueue Active False "
+                         f"(ClusterQueueDoesNotExist, \"Can't submit new workloads to clusterQueue\") and the "
+                         "Workloads queued here wait until it is created",
+                         (f"did you mean {close[0]}? " if close else "")
+                         + (f"ClusterQueues: {', '.join(cqs)}; " if cqs else "") + f"or add a ClusterQueue {cq}"))
+    return out
+
+
+# Kinds Kueue integrates (apis/config/v1beta2 Integrations.Frameworks) that the twin's Kueue does not run, by the
+# framework name that enables each.
+UNMODELLED_INTEGRATIONS = {"Deployment": "deployment", "StatefulSet": "statefulset",
+                           "LeaderWorkerSet": "leaderworkerset.x-k8s.io/leaderworkerset",
+                           "RayJob": "ray.io/rayjob",
+                           "RayCluster": "ray.io/raycluster", "RayService": "ray.io/rayservice",
+                           "MPIJob": "kubeflow.org/mpijob", "PyTorchJob": "kubeflow.org/pytorchjob",
+                           "TrainJob": "trainer.kubeflow.org/trainjob",
+                           "AppWrapper": "workload.codeflare.dev/appwrapper"}
+
+
+def _unmodelled_integration(sc: _Scenario) -> list[Diagnostic]:
+    """An object of a kind Kueue integrates but the twin's Kueue does not (a Deployment, a StatefulSet, ...),
+    labelled kueue.x-k8s.io/queue-name: Kueue would queue its pods against the LocalQueue's quota (kueue
+    pkg/controller/jobs/deployment: the webhook copies the label to the pod template and the pod integration gates
+    each pod); the twin runs them unqueued. Said when the scenario installs Kueue and, given a Configuration, when
+    its integrations.frameworks lists the kind."""
+    from kubetwin.kueue import config as kueue_config
+    from kubetwin.kueue.controller import jobframework
+
+    if not any(str(m.obj.get("apiVersion") or "").startswith(KUEUE) for m in sc.manifests):
+        return []
+    cfg = kueue_config.find(sc.manifests)
+    out = []
+    for kind, framework in UNMODELLED_INTEGRATIONS.items():
+        if cfg is not None and framework not in cfg.frameworks:
+            continue
+        for m in sc.by_kind.get(kind, []):
+            queue = jobframework.queue_name(m.obj)
+            if queue:
+                out.append(Diagnostic(m.file, m.line_of(f'metadata.labels["{jobframework.QUEUE_LABEL}"]'), m.ref,
+                                      f'metadata.labels["{jobframework.QUEUE_LABEL}"]',
+                                      f"Kueue's {framework} integration is not modelled: Kueue would queue this "
+                                      f"{kind}'s pods in LocalQueue {queue} and admit them within its quota; the "
+                                      "run starts them unqueued", "", "notice"))
+    return out
+
+
 # ----------------------------------------------------------------------------------------------------- KEDA
 def _scale_to_zero(sc: _Scenario) -> list[Diagnostic]:
     """KEDA scales to zero by default (minReplicaCount 0). A prometheus query over series only the target's own
@@ -357,8 +416,16 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
     """A pod of several on a GPUDirect pool (A3 High/Mega, A3 Ultra, A4, A4X) without what GKE's GPUDirect guides
     set up gets no GPUDirect: NCCL falls back to TCP over eth0 between nodes (workloads/gpudirect.py). One pod (one
     node) needs none of it: its ranks talk over NVLink. The template's pool is the one its nodeSelector matches
-    (every GPU pool when it has none; affinity is not read)."""
+    (every GPU pool when it has none; affinity is not read). Said only for workloads whose step time the twin
+    models (training.kubetwin.io/* annotations): for any other pod the transport changes nothing the run reports."""
     from kubetwin.workloads import gpudirect
+    from kubetwin.workloads.training_spec import has_training
+
+    def trains(o: object) -> bool:
+        if isinstance(o, dict):
+            ann = o.get("annotations")
+            return has_training(ann if isinstance(ann, dict) else None) or any(trains(v) for v in o.values())
+        return isinstance(o, list) and any(trains(v) for v in o)
 
     pools = []
     for where, labels, _ in sc.node_label_sets:
@@ -370,6 +437,8 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
     cluster = gpudirect.Cluster.of([m.obj for m in sc.manifests])
     out = []
     for m in sc.manifests:
+        if not trains(m.obj):
+            continue
         for prefix, pod_spec, pod_meta in _pod_templates(m):
             if not any(k == "nvidia.com/gpu" for _, _, res in _container_resources(pod_spec) for k in res):
                 continue
@@ -392,7 +461,8 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
 
 
 CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
-    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue, _scale_to_zero,
+    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue,
+    _local_queue_without_cluster_queue, _unmodelled_integration, _scale_to_zero,
     _device_class_driver, _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
 
 

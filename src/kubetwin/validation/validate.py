@@ -361,6 +361,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     from kubetwin.kueue import config as kueue_config  # the ConfigMap and a bare Configuration both given
 
     out += kueue_config.scenario_diagnostics(clean)
+    out += volume_validate.addon_classes(clean)  # a claim naming a class only a GKE add-on installs
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (api/pitfalls.py)
 
 

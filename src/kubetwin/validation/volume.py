@@ -55,9 +55,6 @@ def storage(m: Manifest) -> list[Diagnostic]:
     def notice(path: str, message: str) -> None:
         out.append(Diagnostic(m.file, m.line_of(path) if path else m.line, m.ref, path, message, "", "notice"))
 
-    if m.kind == "PersistentVolume" and (spec.get("nodeAffinity") or {}).get("required"):
-        notice("spec.nodeAffinity", "the twin does not check a PersistentVolume's node affinity when it schedules "
-               "(VolumeBinding's Filter): a pod using it may run on any node")
     if m.kind == "StorageClass":
         if m.obj.get("allowedTopologies"):
             notice("allowedTopologies", "the twin does not check allowedTopologies: it provisions for whichever "
@@ -77,4 +74,33 @@ def storage(m: Manifest) -> list[Diagnostic]:
             if isinstance(vol, dict) and "ephemeral" in vol:
                 notice(ref.at(f"spec.volumes[{i}].ephemeral"), "generic ephemeral volumes are not modelled: the "
                        "pod runs without waiting for its claim, and no PersistentVolumeClaim is created")
+    return out
+
+
+def addon_classes(manifests: list[Manifest]) -> list[Diagnostic]:
+    """A claim naming a class that only a GKE add-on installs (Filestore's standard-rwx, ...) in a scenario that
+    neither enables that add-on (Scenario spec.gkeAddons) nor defines the class: on such a cluster the class does
+    not exist, so the claim stays Pending with ProvisioningFailed `storageclass.storage.k8s.io "x" not found`, and
+    so do its pods. A warning with both fixes."""
+    from kubetwin.catalog.storage import addon_of_class
+
+    scenario = next((m.obj for m in manifests if m.kind == "Scenario"), None) or {}
+    enabled = set((scenario.get("spec") or {}).get("gkeAddons") or ())
+    defined = {str((m.obj.get("metadata") or {}).get("name")) for m in manifests if m.kind == "StorageClass"}
+    out = []
+    for m in manifests:
+        if m.kind != "PersistentVolumeClaim":
+            continue
+        name = str((m.obj.get("spec") or {}).get("storageClassName") or "")
+        addon = addon_of_class(name)
+        if addon is None or addon in enabled or name in defined:
+            continue
+        out.append(Diagnostic(m.file, m.line_of("spec.storageClassName"), m.ref, "spec.storageClassName",
+                              f"StorageClass {name} exists only where GKE's {addon} add-on is enabled (Autopilot "
+                              "enables it by default, Standard clusters do not), and this scenario does not enable "
+                              f'it: the claim stays Pending (ProvisioningFailed: storageclass.storage.k8s.io "{name}" '
+                              "not found) and so do its pods",
+                              f"set Scenario spec.gkeAddons: [{addon}] (gcloud container clusters update CLUSTER "
+                              f"--update-addons={addon}=ENABLED), or add the StorageClass {name} to the scenario",
+                              "warning"))
     return out

@@ -1,0 +1,53 @@
+"""The TTL-after-finished controller (kubernetes/kubernetes pkg/controller/ttlafterfinished): a finished Job
+(Complete or Failed) with `spec.ttlSecondsAfterFinished` is deleted that long after it finished, with
+propagationPolicy Foreground, so its pods go first and then the Job; `get jobs --at` after that shows it gone."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kubetwin.api.conditions import find_condition
+from kubetwin.sim.env import Environment
+from kubetwin.store.store import Obj, Store
+
+
+class TTLAfterFinishedController:
+    """Watches Jobs; schedules each finished Job's deletion at its finish time + TTL (processJob/timeLeft)."""
+
+    def __init__(self, store: Store, env: Environment) -> None:
+        self.store, self.env = store, env
+        self._scheduled: set[str] = set()  # uids whose deletion is queued
+        store.watch("Job", self._on_job)
+
+    def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
+        ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+        uid = job["metadata"].get("uid", "")
+        if etype == "DELETED" or ttl is None or uid in self._scheduled:
+            return
+        finished = _finish_time(job)
+        if finished is None:
+            return
+        self._scheduled.add(uid)
+        start = datetime.fromisoformat(self.store.start_time.replace("Z", "+00:00"))
+        at = (finished - start).total_seconds() + float(ttl)  # jobFinishTime + TTL (timeLeft)
+        ns, name = job["metadata"].get("namespace") or "default", job["metadata"]["name"]
+        self.env.after(max(0.0, at - self.env.now), lambda: self._expire(ns, name, uid))
+
+    def _expire(self, ns: str, name: str, uid: str) -> None:
+        """processJob: the Job still exists with the same uid -> foreground deletion (its pods, then itself)."""
+        self._scheduled.discard(uid)
+        job = self.store.get("Job", ns, name)
+        if job is None or job["metadata"].get("uid") != uid:
+            return
+        for pod in self.store.owned("Pod", ns, "Job", name):
+            self.store.delete("Pod", ns, pod["metadata"]["name"])
+        self.store.delete("Job", ns, name)
+
+
+def _finish_time(job: Obj) -> datetime | None:
+    """jobFinishTime: the lastTransitionTime of the Job's Complete or Failed condition that is True."""
+    for ctype in ("Complete", "Failed"):
+        cond = find_condition((job.get("status") or {}).get("conditions"), ctype)
+        if cond is not None and cond.get("status") == "True" and cond.get("lastTransitionTime"):
+            return datetime.fromisoformat(str(cond["lastTransitionTime"]).replace("Z", "+00:00"))
+    return None

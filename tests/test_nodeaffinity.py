@@ -1,0 +1,52 @@
+"""api.nodeaffinity: the one node selector rule, with component-helpers' nodeaffinity cases (Gt/Lt on integers,
+NotIn on a missing key, empty terms, matchFields on the node name), and the three places that use it agreeing."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubetwin.api import nodeaffinity
+from kubetwin.controllers.volumes import node_affinity_ok
+from kubetwin.scheduler.plugins import node_selector_term_matches
+
+LABELS = {"zone": "us-central1-a", "gpus": "8", "pool": "a3"}
+
+
+@pytest.mark.parametrize(("op", "values", "want"), [
+    ("In", ["us-central1-a", "x"], True), ("In", ["x"], False),
+    ("NotIn", ["x"], True), ("NotIn", ["us-central1-a"], False),
+    ("Exists", [], True), ("DoesNotExist", [], False),
+])
+def test_requirements_on_a_present_key(op: str, values: list[str], want: bool) -> None:
+    assert nodeaffinity.requirement_matches({"key": "zone", "operator": op, "values": values}, LABELS) is want
+
+
+@pytest.mark.parametrize(("op", "want"), [("In", False), ("NotIn", True), ("Exists", False),
+                                          ("DoesNotExist", True), ("Gt", False), ("Lt", False)])
+def test_requirements_on_a_missing_key(op: str, want: bool) -> None:
+    assert nodeaffinity.requirement_matches({"key": "absent", "operator": op, "values": ["1"]}, LABELS) is want
+
+
+@pytest.mark.parametrize(("op", "value", "want"), [("Gt", "7", True), ("Gt", "8", False), ("Lt", "9", True),
+                                                   ("Lt", "8", False), ("Gt", "seven", False)])
+def test_gt_and_lt_compare_integers(op: str, value: str, want: bool) -> None:
+    assert nodeaffinity.requirement_matches({"key": "gpus", "operator": op, "values": [value]}, LABELS) is want
+    assert nodeaffinity.requirement_matches({"key": "pool", "operator": op, "values": ["1"]}, LABELS) is False
+
+
+def test_terms_and_fields() -> None:
+    assert nodeaffinity.term_matches({}, LABELS) is False  # an empty term matches no objects
+    by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    assert nodeaffinity.term_matches(by_name, LABELS, "n1") and not nodeaffinity.term_matches(by_name, LABELS, "n2")
+    assert nodeaffinity.terms_match([{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["x"]}]},
+                                     {"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["4"]}]}],
+                                    LABELS)
+
+
+@pytest.mark.parametrize("op", ["Gt", "Lt"])
+def test_the_scheduler_and_the_pv_controller_agree(op: str) -> None:
+    """A PV's node affinity with Gt/Lt used to match nothing in the PV controller while the scheduler evaluated it."""
+    term = {"matchExpressions": [{"key": "gpus", "operator": op, "values": ["4"]}]}
+    node = {"metadata": {"name": "n1", "labels": LABELS}}
+    pv = {"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [term]}}}}
+    assert node_affinity_ok(pv, LABELS) is node_selector_term_matches(term, node) is (op == "Gt")
