@@ -300,3 +300,15 @@ def test_validate_reads_every_pool_a_training_job_can_land_on(tmp_path: Path) ->
     text = _cli("validate", str(path))
     assert "will not fit a 1g.10gb MIG instance of nvidia-a100-80gb" in text
     assert "pods that land there fail at start with CUDA out of memory" in text
+
+
+def test_headline_prints_no_best_change_that_rounds_to_nothing() -> None:
+    """A what-if that saves 0.1 % of the job was printed as "-0% job time"; one that saves 42 % still is."""
+    from kubetwin.report.headline import training_rows
+
+    rec = {"breakdown": {"step_seconds": 1.0, "job_seconds": 3600.0}, "placement": {"mfu": 0.4}}
+    for saving, shown in ((0.001, False), (0.42, True)):
+        rows = dict(training_rows({"default/j": {**rec, "advice": [{"change": "faster network tier (2x bandwidth)",
+                                                                     "saving": saving}]}}))
+        assert ("training default/j best change" in rows) == shown
+        assert "-0%" not in str(rows)

@@ -93,7 +93,7 @@ def training_rows(training: dict[str, Any]) -> Rows:
         rows.append((f"training {key}", f"step {b['step_seconds']:.2f}s, job {b['job_seconds'] / 3600:.2f} h"
                      + (f", MFU {100 * mfu:.0f}%" if mfu else "")))
         best = next(iter(j.get("advice") or []), None)
-        if best and best.get("saving"):
+        if best and round(100 * (best.get("saving") or 0)) >= 1:  # a change that saves under 0.5 % is no "-0%" row
             rows.append((f"training {key} best change", f"{best['change']}: -{100 * best['saving']:.0f}% job time"))
     return rows
 
