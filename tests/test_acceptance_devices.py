@@ -312,3 +312,20 @@ def test_headline_prints_no_best_change_that_rounds_to_nothing() -> None:
                                                                      "saving": saving}]}}))
         assert ("training default/j best change" in rows) == shown
         assert "-0%" not in str(rows)
+
+
+@pytest.mark.parametrize(("accel", "profile"), [("nvidia-tesla-a100", "1g.5gb"), ("nvidia-a100-80gb", "3g.40gb"),
+                                                 ("nvidia-h100-80gb", "1g.10gb")])
+def test_validate_warns_of_mixed_strategy_mig_resources_on_gke(tmp_path: Path, accel: str, profile: str) -> None:
+    """NVIDIA's MIG guide writes `nvidia.com/mig-<profile>: 1` (mixed strategy); GKE exposes partitions as
+    nvidia.com/gpu. Validate warns and says what to ask for; the run leaves the pod Pending, as GKE does."""
+    _, machine = MIG_MACHINES[accel]
+    path = _scenario(tmp_path, "mig-training", ACCEL=accel, PROFILE=profile, MACHINE=machine)
+    mixed = f"{{limits: {{nvidia.com/mig-{profile}: 1}}}}"
+    path.write_text(path.read_text().replace("{limits: {nvidia.com/gpu: 1}}", mixed)
+                    .replace("duration: 2h", "duration: 20m"))
+    text = _cli("validate", str(path))
+    assert f"no node of the scenario advertises nvidia.com/mig-{profile}" in text
+    assert f"cloud.google.com/gke-gpu-partition-size: {profile}" in text
+    [pod] = _pods(_run(path, tmp_path))
+    assert pod["status"]["phase"] == "Pending"

@@ -259,6 +259,42 @@ def shared_gpu_requests(manifests: list[Manifest]) -> list[Diagnostic]:
     return out
 
 
+def mig_resource_requests(manifests: list[Manifest]) -> list[Diagnostic]:
+    """A warning for a container asking for `nvidia.com/mig-<profile>` (the NVIDIA device plugin's mixed strategy,
+    as NVIDIA's MIG user guide and GPU Operator write it) when no Node of the scenario advertises that resource:
+    GKE's device plugin exposes each MIG partition as one `nvidia.com/gpu` (the single strategy) and labels the
+    node with its partition size (GKE "Running multi-instance GPUs"), so no GKE node pool has it and the pods stay
+    Pending (the scheduler's untolerated nvidia.com/gpu taint or Insufficient nvidia.com/mig-<profile>)."""
+    advertised = set()
+    for m in manifests:
+        if m.kind == "Node" and isinstance(m.obj.get("status"), dict):
+            for part in ("capacity", "allocatable"):
+                advertised |= set((m.obj["status"].get(part) or {}) if isinstance(m.obj["status"].get(part),
+                                                                                  dict) else ())
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if not isinstance(m.obj, dict) or m.kind == "PodTemplate":
+            continue
+        for ref in kinds.pod_templates(m.obj):
+            for i, c in enumerate(ref.spec.get("containers") or []):
+                res = c.get("resources") if isinstance(c, dict) else None
+                names = set()
+                for part in ("limits", "requests"):
+                    got = (res or {}).get(part) if isinstance(res, dict) else None
+                    names |= {str(k) for k in (got if isinstance(got, dict) else {})}
+                for name in sorted(n for n in names if n.startswith("nvidia.com/mig-") and n not in advertised):
+                    profile = name.removeprefix("nvidia.com/mig-")
+                    field = ref.at(f"spec.containers[{i}].resources")
+                    out.append(Diagnostic(
+                        m.file, m.line_of(field), m.ref, field,
+                        f"no node of the scenario advertises {name}: GKE exposes each MIG partition as one "
+                        "nvidia.com/gpu (the device plugin's single strategy) on nodes labelled "
+                        "cloud.google.com/gke-gpu-partition-size, so these pods stay Pending",
+                        f"ask for nvidia.com/gpu: 1 with nodeSelector cloud.google.com/gke-gpu-partition-size: "
+                        f"{profile} (a NodePool with gpuPartitionSize: {profile})", "warning"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="The twin's workload x device-kind support matrix.")
     parser.add_argument("--markdown", action="store_true", help="print docs/devices.md's table")

@@ -357,6 +357,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     out += serving_validate.scenario(clean)
     out += accelerators.check(clean)  # the workload x device-kind support matrix (docs/devices.md)
     out += accelerators.shared_gpu_requests(clean)  # more than one shared GPU per container
+    out += accelerators.mig_resource_requests(clean)  # nvidia.com/mig-<profile> where GKE has nvidia.com/gpu
     out += serving_validate.request_budget(manifests)
     from kubetwin.kueue import config as kueue_config  # the ConfigMap and a bare Configuration both given
 
