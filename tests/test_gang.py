@@ -300,7 +300,9 @@ def test_explain_says_a_rank_does_not_fit(tmp_path: Path) -> None:
                  _job(ranks=1, ann=BIG)],
         out=out)
     text = CliRunner().invoke(app, ["explain", "job", "train", "--run", str(out)]).output
-    assert "fail at start with CUDA out of memory" in text
+    # no step ran: the reason instead of a step time (the old text printed one, with a footnote on the DCGM line)
+    assert "Never trained: every rank failed at start with torch.OutOfMemoryError: CUDA out of memory" in text
+    assert "Step time" not in text
 
 
 def test_validate_gives_no_gang_notice_for_a_one_pod_training_job() -> None:

@@ -270,6 +270,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     store.admit(admission.pod_defaults, ("Pod",))
     store.admit(admission.priority(store), ("Pod",))
     store.admit(admission.extended_resource_toleration, ("Pod",))
+    store.admit(admission.gke_tpu_worker_env(store), ("Pod",))  # TPU_WORKER_ID / TPU_WORKER_HOSTNAMES
     store.admit(nodelifecycle.default_toleration_seconds, ("Pod",))
     store.admit(admission.crd_defaults, tuple(kinds.REGISTRY.custom_kinds()))
     store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does

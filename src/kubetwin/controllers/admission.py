@@ -106,3 +106,51 @@ API_DEFAULTED = tuple(k for k in defaults.DEFAULTERS if k != "Pod")  # Pods: pod
 def api_defaults(obj: Obj) -> Obj:
     """The API server's SetDefaults_* for the built-in kinds (api.defaults), before any admission plugin runs."""
     return defaults.apply(obj)
+
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+TPU_ENV = ("TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES")
+
+
+def gke_tpu_worker_env(store: Store):
+    """GKE's TPU mutating webhook: a pod of a Job created with completionMode Indexed, a subdomain, parallelism > 1
+    and containers requesting google.com/tpu gets TPU_WORKER_ID (its completion index) and TPU_WORKER_HOSTNAMES
+    (every worker's `<job>-<index>.<subdomain>`, the DNS names the headless Service gives the Indexed Job's pods,
+    in index order) on those containers, the two variables libtpu and jax.distributed read to form a multi-host
+    slice (cloud.google.com/kubernetes-engine/docs/how-to/tpus, "Run your workload on TPU slice nodes": "GKE
+    automatically injects these environment variables by using a mutating webhook when a Job is created with the
+    completionMode: Indexed, subdomain, parallelism > 1, and requesting google.com/tpu properties"; a JobSet's
+    Jobs are such Jobs). A variable the container already sets is left as it is."""
+
+    def plugin(obj: Obj) -> Obj:
+        if obj.get("kind") != "Pod":
+            return obj
+        spec, meta = obj["spec"], obj["metadata"]
+        subdomain, index = spec.get("subdomain"), (meta.get("annotations") or {}).get(COMPLETION_INDEX)
+        if not subdomain or index is None or "google.com/tpu" not in _extended_names(obj):
+            return obj
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller") and r.get("kind") == "Job"),
+                     None)
+        job = store.get("Job", meta.get("namespace") or "default", owner["name"]) if owner else None
+        jspec = (job or {}).get("spec") or {}
+        try:
+            parallelism = int(jspec.get("parallelism", 1))
+        except (TypeError, ValueError):
+            return obj
+        if jspec.get("completionMode") != "Indexed" or parallelism <= 1:
+            return obj
+        name = job["metadata"]["name"] if job else ""
+        values = {"TPU_WORKER_ID": str(index),
+                  "TPU_WORKER_HOSTNAMES": ",".join(f"{name}-{i}.{subdomain}" for i in range(parallelism))}
+        containers = []
+        for c in spec.get("containers") or []:
+            res = c.get("resources") or {}
+            if "google.com/tpu" in {**(res.get("requests") or {}), **(res.get("limits") or {})}:
+                env = list(c.get("env") or [])
+                have = {e.get("name") for e in env}
+                env += [{"name": k, "value": values[k]} for k in TPU_ENV if k not in have]
+                c = {**c, "env": env}
+            containers.append(c)
+        return {**obj, "spec": {**spec, "containers": containers}}
+
+    return plugin

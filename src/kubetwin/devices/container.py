@@ -30,6 +30,7 @@ from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import to_int
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.store.store import Store
 
 GPU_RESOURCE, TPU_RESOURCE = "nvidia.com/gpu", tpu.RESOURCE
 GPU_LABEL = "cloud.google.com/gke-accelerator"
@@ -222,21 +223,76 @@ def for_counts(labels: dict[str, str], gpus: int, tpus: int) -> ContainerDevices
     return ContainerDevices((device,) * count, visible, _interconnect(device, count))
 
 
-def for_container(pod: dict, node: dict | None, container: dict | None = None) -> ContainerDevices:
+def dra_device(device: dict, labels: dict[str, str]) -> DeviceView | None:
+    """One device the NVIDIA DRA driver published (a ResourceSlice entry) as the container's process sees it: a
+    whole GPU, or a MIG device of its `profile` (the same memory and compute slices / 7 as a GKE MIG partition;
+    devices/dra/nvidia.py publishes the mig-parted layout); the GPU model from the node's accelerator label, else
+    the driver's productName."""
+    attrs = device.get("attributes") or {}
+    kind = (attrs.get("type") or {}).get("string")
+    accel = labels.get(GPU_LABEL, "")
+    if not accel:
+        product = (attrs.get("productName") or {}).get("string")
+        accel = next((k for k, v in nvidia_dra.catalog()["gpus"].items() if v.get("productName") == product), "")
+    if kind == "gpu":
+        return gpu_device({GPU_LABEL: accel})
+    if kind == "mig":
+        profile = str((attrs.get("profile") or {}).get("string") or "")
+        try:
+            return gpu_device({GPU_LABEL: accel, mig.PARTITION_LABEL: profile})
+        except (mig.MigError, KeyError):
+            return None
+    return None
+
+
+def _claims_used(pod: dict, container: dict) -> bool:
+    return bool((container.get("resources") or {}).get("claims")) and bool(
+        (pod.get("spec") or {}).get("resourceClaims"))
+
+
+def for_container(pod: dict, node: dict | None, container: dict | None = None,
+                  store: Store | None = None) -> ContainerDevices:
     """THE answer for one container of `pod` on `node` (the pod's accelerator container when `container` is
-    None: the first that asks for one, else the pod's effective requests)."""
+    None: the first that asks for one, else the pod's effective requests). With the `store`, a container given
+    GPUs or MIG devices through DRA ResourceClaims (resources.claims) sees what the claims' allocation names on
+    the NVIDIA DRA driver's ResourceSlices, as one given them by the device plugin would."""
+    containers = (pod.get("spec") or {}).get("containers") or []
     if container is None:
-        containers = (pod.get("spec") or {}).get("containers") or []
         container = next((c for c in containers if _count(c, GPU_RESOURCE) or _count(c, TPU_RESOURCE)), None)
+        if container is None and store is not None:
+            container = next((c for c in containers if _claims_used(pod, c)), None)
     if container is not None:
         gpus, tpus = _count(container, GPU_RESOURCE), _count(container, TPU_RESOURCE)
     else:
         req = pod_requests(pod)
         gpus, tpus = int(req.get(GPU_RESOURCE) or 0), int(req.get(TPU_RESOURCE) or 0)
+    if not (gpus or tpus) and store is not None and container is not None and _claims_used(pod, container):
+        views = [v for v in (dra_device(d, _labels(node)) for d in nvidia_dra.claimed_devices(store, pod, container))
+                 if v is not None]
+        if views:
+            visible = 1 if any(v.mode == "mig" for v in views) else len(views)
+            return ContainerDevices(tuple(views), visible, _interconnect(views[0], len(views)))
     out = for_counts(_labels(node), gpus, tpus)
     if out.kind == "tpu":
         return ContainerDevices(out.devices, out.visible, out.interconnect, _slice(pod, node))
     return out
+
+
+def on_pools(pools: list[dict[str, str]], node_selector: dict, gpus: int, tpus: int) -> list[ContainerDevices]:
+    """What a pod template's container would get on each node pool its nodeSelector can land on (`pools`: each
+    pool's node labels, as GKE labels the pool's nodes), before any node exists: validate's view of serving and
+    training alike. Without a matching pool, what the selector alone says (`selected`)."""
+    sel = {str(k): str(v) for k, v in (node_selector or {}).items()} if isinstance(node_selector, dict) else {}
+    out = []
+    for labels in pools:
+        if all(labels.get(k) == v for k, v in sel.items()):
+            got = for_counts(labels, gpus, tpus)
+            if got.devices and got not in out:
+                out.append(got)
+    if out:
+        return out
+    alone = selected(sel, gpus, tpus)
+    return [alone] if alone is not None else []
 
 
 def selected(node_selector: dict[str, str], gpus: int, tpus: int) -> ContainerDevices | None:

@@ -32,8 +32,11 @@ def cluster_rows(s: dict[str, Any]) -> Rows:
                      f"{s.get('wasted_tpu_chip_hours', 0):,.2f} TPU chip-h"))
     for pool, g in (s.get("gpu_sharing") or {}).items():
         if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
-            rows.append((f"GPU sharing {pool}",
-                         f"slowdown x{g['slowdown_mean'] or 0:.2f}, {g['gpu_oom_failures']} OOM"))
+            if g["slowdown_mean"]:
+                rows.append((f"GPU sharing {pool}",
+                             f"slowdown x{g['slowdown_mean']:.2f}, {g['gpu_oom_failures']} OOM"))
+            else:  # no GPU of the pool was shared: its pods' out-of-memory failures alone, not a slowdown of x0
+                rows.append((f"GPU out of memory {pool}", f"{g['gpu_oom_failures']} pods failed"))
     return rows
 
 
@@ -90,7 +93,7 @@ def training_rows(training: dict[str, Any]) -> Rows:
         rows.append((f"training {key}", f"step {b['step_seconds']:.2f}s, job {b['job_seconds'] / 3600:.2f} h"
                      + (f", MFU {100 * mfu:.0f}%" if mfu else "")))
         best = next(iter(j.get("advice") or []), None)
-        if best and best.get("saving"):
+        if best and round(100 * (best.get("saving") or 0)) >= 1:  # a change that saves under 0.5 % is no "-0%" row
             rows.append((f"training {key} best change", f"{best['change']}: -{100 * best['saving']:.0f}% job time"))
     return rows
 

@@ -56,7 +56,7 @@ def cold_start_hook(store: Store, gpus: GpuRuntime | None = None) -> StartupHook
         accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get("cloud.google.com/gke-accelerator")
         if spec is not None and accel:
             try:
-                start_server(args, spec, pod, node, gpus)
+                start_server(args, spec, pod, node, gpus, store)
             except StartupFailure as err:
                 failure = err
             except ValueError:

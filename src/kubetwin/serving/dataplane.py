@@ -27,6 +27,7 @@ import numpy as np
 from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
+from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.serving import modelserver, sizing, traces
 from kubetwin.serving.arrivals import Arrivals
@@ -147,7 +148,9 @@ class ServingDataPlane:
         if pod["spec"].get("nodeName") and uid not in self.pod_gpu_seconds and etype != "DELETED":
             found = self._model_server(pod)
             if found is not None:
-                gpus = float(pod_requests(pod).get(GPU, 0))
+                # GPUs of the device plugin, else what its DRA ResourceClaims hold (a MIG device as its share)
+                gpus = float(pod_requests(pod).get(GPU, 0)) or (
+                    nvidia_dra.pod_gpus(self.store, pod) if pod["spec"].get("resourceClaims") else 0.0)
                 self.pod_gpu_seconds[uid] = [self.env.now, -1.0, gpus, self._gpu_price(pod)]
         ready = etype != "DELETED" and status.get("phase") == "Running" and is_condition_true(
             status.get("conditions"), "Ready")
@@ -185,6 +188,9 @@ class ServingDataPlane:
         price = float(((node.get("metadata") or {}).get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0)
                       or 0)
         gpus = int(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", 0) or 0)
+        if not gpus and nvidia_dra.uses_dra((node.get("metadata") or {}).get("labels") or {}):
+            # the DRA driver's node advertises no nvidia.com/gpu: its published physical GPUs share the price
+            gpus = int(nvidia_dra.gpu_devices_by_node(self.store).get(pod["spec"]["nodeName"], [0, 0])[1])
         return price / 3600 / gpus if gpus else 0.0
 
     def _endpoint(self, pod: Obj) -> Endpoint | None:
@@ -205,7 +211,7 @@ class ServingDataPlane:
             return None
         uid = meta["uid"]
         try:  # the kubelet's cold start ran the same checks (serving.sizing): a server that fails them never gets here
-            args, engine = sizing.build_engine(args, spec, accel, sizing.device_of(node),
+            args, engine = sizing.build_engine(args, spec, accel, sizing.device_of(node, pod, self.store),
                                                self.gpus.slowdown_of(uid) if self.gpus is not None else 1.0,
                                                name=meta["name"], on_finish=self._finished)
         except ValueError as err:

@@ -34,6 +34,7 @@ from kubetwin.serving.kvcache import max_model_len_error
 from kubetwin.serving.modelspec import ModelSpec
 from kubetwin.serving.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel, heads_error
 from kubetwin.serving.types import EngineArgs, Request
+from kubetwin.store.store import Store
 
 GIB, MIB = 1024**3, 1024**2
 
@@ -54,8 +55,15 @@ class Sized:
     blocks: int
 
 
-def device_of(node: dict | None) -> DeviceView | None:
-    """The GPU device one container of a pod gets on `node` (devices/container.py)."""
+def device_of(node: dict | None, pod: dict | None = None, store: Store | None = None) -> DeviceView | None:
+    """The GPU device one container of a pod gets on `node` (devices/container.py): with the pod and the store,
+    the device its DRA ResourceClaims' allocation gives its model-server container, when it has one."""
+    if pod is not None and store is not None:
+        found = modelserver.find_model_server(pod["spec"])
+        ctr = pod["spec"]["containers"][found[0]] if found else None
+        got = container.for_container(pod, node, ctr, store) if ctr is not None else None
+        if got is not None and got.device is not None:
+            return got.device
     return container.gpu_device(((node or {}).get("metadata") or {}).get("labels") or {})
 
 
@@ -174,18 +182,21 @@ def build_engine(args: EngineArgs, spec: ModelSpec, accelerator: str, view: Devi
     return args, engine
 
 
-def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus: GpuRuntime | None) -> Sized:
+def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus: GpuRuntime | None,
+          store: Store | None = None) -> Sized:
     """The server starting on its node: on a shared GPU it first checks the memory the GPU's other tenants hold,
-    then, once sized, holds its own reservation there (released when the pod stops)."""
+    then, once sized, holds its own reservation there (released when the pod stops). With the `store`, devices
+    given through DRA ResourceClaims count as the device plugin's (devices/container.for_container)."""
     found = modelserver.find_model_server(pod["spec"])
     ctr = pod["spec"]["containers"][found[0]] if found else None
-    allocated = modelserver.gpu_count(ctr) if ctr is not None else 1
-    got = container.for_container(pod, node, ctr) if ctr is not None else None
+    got = container.for_container(pod, node, ctr, store) if ctr is not None else None
+    allocated = (got.allocated if got is not None and got.devices else
+                 modelserver.gpu_count(ctr) if ctr is not None else 1)
     visible = got.visible if got is not None and got.devices else allocated
     refused = next((msg for _, msg, sev in parallel_problems(args, spec, visible, allocated) if sev == "error"), None)
     if refused:
         raise StartupFailure(refused, "init")
-    view = device_of(node)
+    view = device_of(node, pod, store)
     accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get("cloud.google.com/gke-accelerator", "")
     if view is not None and view.shared and gpus is not None and node is not None and view.mode != "mps":
         gpu, _ = gpus.shared_gpu_for(node, view)

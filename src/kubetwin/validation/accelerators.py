@@ -136,11 +136,33 @@ def _requests(spec: dict, resource: str) -> int:
         return 0
 
 
+def pool_node_labels(manifests: list[Manifest]) -> list[dict[str, str]]:
+    """The labels GKE gives the nodes of each NodePool of the scenario (autoscaler/nodepool.py's, as the run's
+    nodes get them): what validate matches a pod template's nodeSelector against to know the devices its container
+    gets (devices/container.on_pools). A pool that does not validate is left out (nodepool validation reports it)."""
+    from kubetwin import catalog
+    from kubetwin.autoscaler.nodepool import node_labels_and_taints
+
+    out = []
+    for m in manifests:
+        if m.kind != "NodePool" or not isinstance(m.obj.get("spec"), dict):
+            continue
+        spec = m.obj["spec"]
+        try:
+            mt = catalog.machine_type(str(spec.get("machineType")))
+            zones = spec.get("zones") or [""]
+            pool = {"metadata": {"name": (m.obj.get("metadata") or {}).get("name", "")}, "spec": spec}
+            labels, _ = node_labels_and_taints(pool, mt, str(zones[0]), "validate")
+        except (catalog.CatalogError, KeyError, TypeError, AttributeError, ValueError, IndexError):
+            continue
+        out.append({str(k): str(v) for k, v in labels.items()})
+    return out
+
+
 def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
     """The device kind a pod template's containers get, from its nodeSelector and the scenario's NodePools (the
-    kind every pool it can land on gives); None without accelerators or when its pools differ."""
+    kind every pool it can land on gives; a whole GPU when they differ); None without accelerators."""
     from kubetwin.devices import container, sharing, tpu
-    from kubetwin.validation.serving import mig_partitions
 
     raw = spec.get("nodeSelector")
     selector: dict = raw if isinstance(raw, dict) else {}
@@ -157,24 +179,12 @@ def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
         return "TPU multi-host" if multi else "TPU single-host"
     if not gpus:
         return None
-    if mig_partitions(manifests, selector):
-        return "MIG"
-    strategy = str(selector.get(sharing.STRATEGY_LABEL) or "")
-    if not strategy:
-        accel = str(selector.get(container.GPU_LABEL) or "")
-        found = set()
-        for m in manifests:
-            if m.kind != "NodePool":
-                continue
-            accs = (m.obj.get("spec") or {}).get("accelerators")
-            for acc in accs if isinstance(accs, list) else []:
-                if isinstance(acc, dict) and (not accel or acc.get("type") == accel) and not acc.get(
-                        "gpuPartitionSize"):
-                    got = acc.get("gpuSharingConfig")
-                    cfg: dict = got if isinstance(got, dict) else {}
-                    found.add(sharing.GKE_STRATEGIES.get(str(cfg.get("gpuSharingStrategy")), ""))
-        strategy = next(iter(found)) if len(found) == 1 else ""
-    return {"time-sharing": "time-slicing", "mps": "MPS"}.get(strategy, "whole GPU")
+    found = {got.kind for got in container.on_pools(pool_node_labels(manifests), selector, gpus, 0)}
+    if not found:
+        strategy = str(selector.get(sharing.STRATEGY_LABEL) or "")
+        found = {"time-slicing" if strategy == "time-sharing" else strategy or "gpu"}
+    kind = next(iter(found)) if len(found) == 1 else "gpu"
+    return {"mig": "MIG", "mps": "MPS", "time-slicing": "time-slicing"}.get(kind, "whole GPU")
 
 
 def _pool_topology(m: Manifest) -> str:
@@ -211,6 +221,77 @@ def check(manifests: list[Manifest]) -> list[Diagnostic]:
             out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, cell.text,
                                   "see docs/devices.md for what the twin models on each device kind",
                                   "error" if cell.status == REFUSED else "notice"))
+    return out
+
+
+def shared_gpu_requests(manifests: list[Manifest]) -> list[Diagnostic]:
+    """A warning for a container asking for more than one nvidia.com/gpu in a pod template that can only land on
+    time-sharing or MPS nodes (the NodePools its nodeSelector selects): GKE's device plugin refuses the
+    allocation, the kubelet fails the pod with UnexpectedAdmissionError, and a Deployment's ReplicaSet replaces it
+    at once, again and again (GKE "About GPU sharing strategies": a container can request only one shared GPU)."""
+    from kubetwin.devices import container
+
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if not isinstance(m.obj, dict) or m.kind == "PodTemplate":
+            continue
+        for ref in kinds.pod_templates(m.obj):
+            kind = None
+            for i, c in enumerate(ref.spec.get("containers") or []):
+                res = c.get("resources") if isinstance(c, dict) else None
+                want = _requests({"containers": [c]}, container.GPU_RESOURCE) if isinstance(res, dict) else 0
+                if want <= 1:
+                    continue
+                kind = kind or device_kind(manifests, ref.spec)
+                if kind not in ("time-slicing", "MPS"):
+                    break
+                strategy = "time-sharing" if kind == "time-slicing" else "mps"
+                field = ref.at(f"spec.containers[{i}].resources")
+                out.append(Diagnostic(
+                    m.file, m.line_of(field), m.ref, field,
+                    f"the container asks for {want} nvidia.com/gpu but its pods can only land on {kind} nodes, where "
+                    "a container gets at most one shared GPU: the kubelet fails each pod with UnexpectedAdmissionError "
+                    "(Pod Allocate failed due to rpc error: code = Unknown desc = [invalid request for sharing GPU "
+                    f"({strategy}), at most 1 nvidia.com/gpu can be requested on GPU nodes])"
+                    + (" and its controller replaces it again and again" if m.kind in (
+                        "Deployment", "ReplicaSet", "StatefulSet") else ""),
+                    "ask for nvidia.com/gpu: 1 per container, or select a node pool without GPU sharing", "warning"))
+    return out
+
+
+def mig_resource_requests(manifests: list[Manifest]) -> list[Diagnostic]:
+    """A warning for a container asking for `nvidia.com/mig-<profile>` (the NVIDIA device plugin's mixed strategy,
+    as NVIDIA's MIG user guide and GPU Operator write it) when no Node of the scenario advertises that resource:
+    GKE's device plugin exposes each MIG partition as one `nvidia.com/gpu` (the single strategy) and labels the
+    node with its partition size (GKE "Running multi-instance GPUs"), so no GKE node pool has it and the pods stay
+    Pending (the scheduler's untolerated nvidia.com/gpu taint or Insufficient nvidia.com/mig-<profile>)."""
+    advertised = set()
+    for m in manifests:
+        if m.kind == "Node" and isinstance(m.obj.get("status"), dict):
+            for part in ("capacity", "allocatable"):
+                advertised |= set((m.obj["status"].get(part) or {}) if isinstance(m.obj["status"].get(part),
+                                                                                  dict) else ())
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if not isinstance(m.obj, dict) or m.kind == "PodTemplate":
+            continue
+        for ref in kinds.pod_templates(m.obj):
+            for i, c in enumerate(ref.spec.get("containers") or []):
+                res = c.get("resources") if isinstance(c, dict) else None
+                names = set()
+                for part in ("limits", "requests"):
+                    got = (res or {}).get(part) if isinstance(res, dict) else None
+                    names |= {str(k) for k in (got if isinstance(got, dict) else {})}
+                for name in sorted(n for n in names if n.startswith("nvidia.com/mig-") and n not in advertised):
+                    profile = name.removeprefix("nvidia.com/mig-")
+                    field = ref.at(f"spec.containers[{i}].resources")
+                    out.append(Diagnostic(
+                        m.file, m.line_of(field), m.ref, field,
+                        f"no node of the scenario advertises {name}: GKE exposes each MIG partition as one "
+                        "nvidia.com/gpu (the device plugin's single strategy) on nodes labelled "
+                        "cloud.google.com/gke-gpu-partition-size, so these pods stay Pending",
+                        f"ask for nvidia.com/gpu: 1 with nodeSelector cloud.google.com/gke-gpu-partition-size: "
+                        f"{profile} (a NodePool with gpuPartitionSize: {profile})", "warning"))
     return out
 
 

@@ -132,7 +132,12 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
             from kubetwin.serving.modelserver import gpu_count
             from kubetwin.serving.sizing import parallel_problems
 
-            visible = gpu_count(spec["containers"][ci])
+            ctr = spec["containers"][ci]
+            if not (ctr.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu") and not (
+                    ctr.get("resources") or {}).get("requests", {}).get("nvidia.com/gpu") and (
+                    ctr.get("resources") or {}).get("claims"):
+                continue  # GPUs given through DRA ResourceClaims: the run checks the allocated devices at start
+            visible = gpu_count(ctr)
             for dest, message, severity in parallel_problems(args, model, visible):
                 field = args.flag_fields.get(dest, f"{path}.containers[{ci}]")
                 hint = (f"set the container's nvidia.com/gpu to tensor x pipeline parallel size, or choose sizes "
@@ -265,26 +270,16 @@ def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
 def mig_partitions(manifests: list[Manifest], node_selector: object) -> set[tuple[str, str]]:
     """(accelerator, MIG profile) of the nodes a pod template's nodeSelector can land on, when each of them is a
     MIG partition: the selector's own cloud.google.com/gke-gpu-partition-size, or every GPU NodePool of the
-    scenario its accelerator selects being partitioned (GKE gpuPartitionSize). Empty when a whole GPU is possible."""
-    from kubetwin.devices import container, mig
+    scenario it selects being partitioned (GKE gpuPartitionSize). Empty when a whole GPU is possible. The same
+    reading of the pools as training's (devices/container.on_pools over validation/accelerators.pool_node_labels)."""
+    from kubetwin.devices import container
+    from kubetwin.validation.accelerators import pool_node_labels
 
     sel = node_selector if isinstance(node_selector, dict) else {}
-    accel, size = str(sel.get(container.GPU_LABEL) or ""), str(sel.get(mig.PARTITION_LABEL) or "")
-    if accel and size:
-        return {(accel, size)}
-    found: set[tuple[str, str]] = set()
-    for m in manifests:
-        if m.kind != "NodePool":
-            continue
-        accelerators = _at(m.obj, "spec.accelerators")
-        for acc in accelerators if isinstance(accelerators, list) else []:
-            if not isinstance(acc, dict) or (accel and acc.get("type") != accel):
-                continue
-            if not acc.get("gpuPartitionSize"):
-                return set()
-            if not size or acc.get("gpuPartitionSize") == size:
-                found.add((str(acc.get("type")), str(acc["gpuPartitionSize"])))
-    return found
+    found = container.on_pools(pool_node_labels(manifests), sel, 1, 0)
+    if not found or any(got.kind != "mig" for got in found):
+        return set()
+    return {(got.devices[0].accelerator, got.devices[0].partition) for got in found}
 
 
 def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:

@@ -387,10 +387,11 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     from kubetwin.workloads import training_spec  # training.kubetwin.io/* annotations (workloads/training.py)
 
     clean = []  # objects without errors, for the checks across objects
+    pools = accelerators.pool_node_labels(manifests)  # the devices a training pod gets (devices/container.py)
     for m in manifests:
         found = validate_one(m)
         if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
-            found += training_spec.diagnostics(m)
+            found += training_spec.diagnostics(m, pools)
         if m.flags:
             found = [_named_by_flag(m, d) for d in found]
         out += found
@@ -399,6 +400,8 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     out += namespaces.diagnostics(clean)  # objects in a namespace that does not exist (NamespaceLifecycle)
     out += serving_validate.scenario(clean)
     out += accelerators.check(clean)  # the workload x device-kind support matrix (docs/devices.md)
+    out += accelerators.shared_gpu_requests(clean)  # more than one shared GPU per container
+    out += accelerators.mig_resource_requests(clean)  # nvidia.com/mig-<profile> where GKE has nvidia.com/gpu
     out += serving_validate.request_budget(manifests)
     from kubetwin.kueue import config as kueue_config  # the ConfigMap and a bare Configuration both given
 

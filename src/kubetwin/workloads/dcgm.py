@@ -150,6 +150,7 @@ class DcgmExporter:
         self.fields: dict[str, tuple[str, ...]] = {}  # ns/pod -> the fields written for it (default FIELDS)
         self.servers: Any = None  # serving's data plane when the run serves models: their GPUs too
         self._busy: dict[str, tuple[float, float]] = {}  # server uid -> (last scrape, its engine's busy seconds)
+        self._claimed: dict[str, int] = {}  # pod uid -> the devices its DRA claims gave it
         # TPU pods: GKE's TPU metrics instead (TPU_FIELDS), in the same shapes
         self.tpu_series: dict[str, dict[str, Any]] = {}
         self.tpu_last: dict[str, tuple[float, dict[str, str], range, dict[str, float]]] = {}
@@ -158,11 +159,12 @@ class DcgmExporter:
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName") or ""
-        gpus = _devices(pod)
-        if etype != "DELETED" and (pod.get("status") or {}).get("phase") == "Running" and node and gpus:
+        running = etype != "DELETED" and (pod.get("status") or {}).get("phase") == "Running" and node
+        gpus = self._devices(pod) if running and uid not in self.running else 0  # DRA: read its claims once
+        if running and (gpus or uid in self.running):
             if uid not in self.running:
                 used = {i for u, first in self.slots.get(node, {}).items()
-                        for i in range(first, first + _devices(self.running[u]))}
+                        for i in range(first, first + self._devices(self.running[u]))}
                 first = next(i for i in range(64) if all(j not in used for j in range(i, i + gpus)))
                 self.slots.setdefault(node, {})[uid] = first
             self.running[uid] = pod
@@ -196,10 +198,22 @@ class DcgmExporter:
                 s[f].append(v)
             container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "")
             labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
-                "productName", gpu)), "container": container, "namespace": key[0], "pod": pod["metadata"]["name"]}
+                "productName", gpu)), "container": container, "namespace": key[0], "pod": pod["metadata"]["name"],
+                **_sharing(placement.device)}
             first = self.slots.get(node, {}).get(uid, 0)
-            self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
+            self.last[ref] = (now, labels, range(first, first + self._devices(pod)), g)
         self.env.after(self.interval, self._sample)
+
+    def _devices(self, pod: Obj) -> int:
+        """The pod's GPUs or TPU chips: its containers' limits, else what its DRA ResourceClaims' allocation gives
+        it on the NVIDIA DRA driver's devices (one DCGM series per device, a MIG device included)."""
+        n = _devices(pod)
+        if n or not pod["spec"].get("resourceClaims"):
+            return n
+        uid = pod["metadata"]["uid"]
+        if uid not in self._claimed:  # a running pod's allocation does not change: read its claims once
+            self._claimed[uid] = len(nvidia_dra.claimed_devices(self.store, pod))
+        return self._claimed[uid]
 
     def _sample_server(self, now: float, uid: str, pod: Obj) -> None:
         """One scrape of a model server's GPUs (serving/dataplane.py's engine of a Ready pod): GPU_UTIL is the
@@ -217,7 +231,7 @@ class DcgmExporter:
         util = min(100.0, 100 * (busy - b0) / (now - t0)) if now > t0 else 0.0
         node = pod["spec"]["nodeName"]
         nobj = self.store.get("Node", "", node) or {}
-        device = for_container(pod, nobj).device
+        device = for_container(pod, nobj, store=self.store).device
         frac = float(getattr(ep.args, "gpu_memory_utilization", 0.0) or 0.0)
         g = GpuMetrics(round(util, 2), 0.0, 0.0, round(frac * device.reported_mib, 1) if device else 0.0, 0.0, 0.0)
         ref = _ref(pod)
@@ -229,9 +243,9 @@ class DcgmExporter:
         gpu = device.accelerator if device else ""
         labels = {"Hostname": node, "modelName": str((nvidia_dra.catalog()["gpus"].get(gpu) or {}).get(
             "productName", gpu)), "container": ((pod["spec"].get("containers") or [{}])[0]).get("name", ""),
-            "namespace": meta.get("namespace") or "", "pod": meta["name"]}
+            "namespace": meta.get("namespace") or "", "pod": meta["name"], **_sharing(device)}
         first = self.slots.get(node, {}).get(uid, 0)
-        self.last[ref] = (now, labels, range(first, first + _devices(pod)), g)
+        self.last[ref] = (now, labels, range(first, first + self._devices(pod)), g)
         self.fields[ref] = SERVER_FIELDS
 
     def _sample_tpu(self, now: float, uid: str, pod: Obj, key: tuple[str, str], node: str, nobj: Obj,
@@ -252,7 +266,7 @@ class DcgmExporter:
                 "model": str(labels.get("cloud.google.com/gke-tpu-accelerator", "")),
                 "tpu_topology": str(labels.get("cloud.google.com/gke-tpu-topology", ""))}
         first = self.slots.get(node, {}).get(uid, 0)
-        self.tpu_last[ref] = (now, meta, range(first, first + _devices(pod)), g)
+        self.tpu_last[ref] = (now, meta, range(first, first + self._devices(pod)), g)
 
     def _tpu_lines(self) -> list[str]:
         lines: list[str] = []
@@ -278,10 +292,14 @@ class DcgmExporter:
                 t, labels, gpus, g = self.last[ref]
                 if f not in self.fields.get(ref, FIELDS):
                     continue
-                for i in gpus:
+                per_gpu = int(labels.get("per_gpu") or 1)
+                for slot in gpus:
+                    i = slot // per_gpu  # the physical GPU the device (a share, a MIG instance) is on
                     uuid = nvidia_dra.device_uuid("GPU", f"{labels['Hostname']}/{i}")
+                    mig_labels = [("GPU_I_PROFILE", labels["profile"]), ("GPU_I_ID", str(slot % per_gpu))] \
+                        if labels.get("profile") else []
                     lab = [("gpu", i), ("UUID", uuid), ("device", f"nvidia{i}"), ("modelName", labels["modelName"]),
-                           ("Hostname", labels["Hostname"]), ("container", labels["container"]),
+                           *mig_labels, ("Hostname", labels["Hostname"]), ("container", labels["container"]),
                            ("namespace", labels["namespace"]), ("pod", labels["pod"])]  # dcgm-exporter's order
                     lines.append(exposition.sample(f, lab, g.values()[f], round(self.epoch_ms + t * 1000)))
         if not self.last:
@@ -294,12 +312,31 @@ class DcgmExporter:
         return series, exposition.text(lines)
 
 
+def _sharing(device: DeviceView | None) -> dict[str, str]:
+    """How a pod's device maps onto the node's physical GPUs, for dcgm-exporter's labels: a time-slicing or MPS
+    share is one of `clients` on its GPU, a GKE MIG partition one of the profile's instances per GPU (GKE creates as
+    many as fit), which dcgm-exporter labels GPU_I_PROFILE and GPU_I_ID (the instance's index on its GPU here: a
+    twin assumption for the driver's GPU instance id). The device plugin's slots of one GPU are consecutive."""
+    if device is None:
+        return {}
+    if device.mode == "mig":
+        from kubetwin.devices import mig
+
+        try:
+            per_gpu = mig.profiles(mig.model_of(device.accelerator) or "")[device.partition].max_count
+        except (mig.MigError, KeyError):
+            per_gpu = 1
+        return {"per_gpu": str(per_gpu), "profile": device.partition}
+    return {"per_gpu": str(device.clients)} if device.shared else {}
+
+
 def _ref(pod: Obj) -> str:
     return f"{pod['metadata'].get('namespace') or ''}/{pod['metadata']['name']}"
 
 
 def _devices(pod: Obj) -> int:
-    """The pod's GPUs or TPU chips (container limits): one DCGM or TPU series each."""
+    """The pod's GPUs or TPU chips (container limits): one DCGM or TPU series each (DcgmExporter._devices adds
+    the devices of its DRA ResourceClaims)."""
     return sum(int(((c.get("resources") or {}).get("limits") or {}).get(r, 0) or 0)
                for c in pod["spec"].get("containers") or [] for r in ("nvidia.com/gpu", "google.com/tpu"))
 

@@ -120,26 +120,35 @@ def _world(obj: dict) -> tuple[int, dict, int, int]:
     return world, selector, gpus, tpus
 
 
-def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int) -> list[Diagnostic]:
-    """A warning when a rank of the spec cannot fit the device its pods select (nodeSelector: a GPU, a MIG
-    partition size, a TPU generation; devices/container.py), or any GPU the twin knows when they select none."""
+def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int,
+                pools: list[dict[str, str]] | tuple = ()) -> list[Diagnostic]:
+    """A warning when a rank of the spec cannot fit the device its pods get on the node pools their nodeSelector
+    can land on (`pools`: each NodePool's node labels; devices/container.on_pools: a GPU, a MIG instance, an MPS
+    share, a TPU chip), or any GPU the twin knows when they select none."""
     world, selector, gpus, tpus = _world(m.obj)
     if world <= 0:
         return []
     dp = spec.dp or max(1, world // (spec.tp * spec.pp))
-    got = container.selected(selector, gpus, tpus)
+    found = container.on_pools(list(pools), selector, gpus, tpus)
+    # the first device the rank does not fit (or the first device): a pod that may land there fails at start
+    got = next((g for g in found if g.invisible_error(g.allocated) or device_oom(spec, dp, g.device) is not None),
+               found[0] if found else None)
     device = got.device if got is not None else None
+    # other pools the pods may land on instead, where the rank fits: the failure is only where it does not
+    elsewhere = any(not (g.invisible_error(g.allocated) or device_oom(spec, dp, g.device) is not None)
+                    for g in found if g is not got)
+    pods_fail = "pods that land there fail" if elsewhere else "the pods will fail"
     unseen = got.invisible_error(got.allocated) if got is not None else None
     if unseen:
         return [Diagnostic(m.file, line, m.ref, field, f"each pod runs {got.allocated} ranks, one per GPU, on "
                            f"{device.partition if device else ''} MIG instances, but {unseen}: the second local "
                            "rank's torch.cuda.set_device(1) fails with RuntimeError: CUDA error: invalid device "
-                           "ordinal and the pods fail at start",
+                           f"ordinal; {pods_fail} at start",
                            "ask for one MIG instance per pod (nvidia.com/gpu: 1) and more pods, or whole GPUs",
                            "warning")]
     if device is None and tpus:
         return []  # a TPU generation the selector does not name: its HBM is unknown here
-    gpu = str(selector.get(ACCEL, ""))
+    gpu = str(selector.get(ACCEL, "")) or (device.accelerator if device is not None else "")
     known = device is not None or gpu in nvidia_dra.catalog()["gpus"]
     target = gpu if known else max(nvidia_dra.catalog()["gpus"], key=gpu_memory_mib)
     tpu = device is not None and device.mode == "tpu"
@@ -158,6 +167,6 @@ def diagnostics(m: Manifest, spec: TrainingSpec, field: str, line: int) -> list[
                        f"mixed-precision Adam states over tp x pp = {spec.tp * spec.pp}"
                        + (f", FSDP over dp = {dp}" if spec.fsdp else ", replicated by data parallelism")
                        + f", plus activations): it will not fit {where} with "
-                       f"{capacity_mib(device, target) / 1024:.2f} GiB; the pods will fail at start with {fails}",
+                       f"{capacity_mib(device, target) / 1024:.2f} GiB; {pods_fail} at start with {fails}",
                        'shard the model states: training.kubetwin.io/fsdp: "true", tensor-parallel / '
                        "pipeline-parallel, or more GPUs", "warning")]

@@ -100,6 +100,8 @@ def records(model: Any, store: Any) -> dict[str, dict]:
         gang = model.gang.record((ns, name)) if model.gang is not None else None
         if gang is not None:
             out[f"{ns}/{name}"]["gang"] = gang
+        if (ns, name) in model.failures:  # its ranks die at start on their device: no step ever ran
+            out[f"{ns}/{name}"]["start_failure"] = model.failures[(ns, name)]
     for (ns, name) in sorted(model.gang.gangs if model.gang is not None else ()):
         gang = model.gang.record((ns, name))
         if (ns, name) in model.inputs or not (any(e["event"] != "started" for e in gang["log"])
@@ -110,11 +112,22 @@ def records(model: Any, store: Any) -> dict[str, dict]:
     return out
 
 
+def _device_words(dev: dict) -> str:
+    """A rank's device in words: "a MIG 1g.10gb instance of nvidia-a100-80gb", "a TPU chip of ..."."""
+    what = {"mig": f"a MIG {dev['partition']} instance", "mps": f"an MPS share (1 of {dev['clients']} clients)",
+            "time-slicing": f"a time-sliced GPU (shared by up to {dev['clients']})", "tpu": "a TPU chip"}
+    return f"{what.get(dev['kind'], dev['kind'])} of {dev['accelerator']}"
+
+
 def never_trained(rec: dict) -> str | None:
     """Why a gang never trained (its rendezvous never completed), with when, or None when it trained or is no
     gang: `explain job` and the run's headline print this instead of a step and job time it never ran."""
     g = rec.get("gang") or {}
     log, end = g.get("log") or [], g.get("waiting_at_end")
+    if rec.get("start_failure") and (not (log or end) or any(e["event"] == "started" for e in log)):
+        # the ranks' processes die at start (out of memory, an invisible device); a gang's ranks get there only
+        # once its rendezvous completed (jax.distributed.initialize / torchrun's rendezvous come first)
+        return f"every rank failed at start with {rec['start_failure'].split('. ')[0]}"
     if (not log and not end) or any(e["event"] == "started" for e in log):
         return None
     timeouts = [e for e in log if e["event"] == "rendezvous timeout"]
@@ -232,17 +245,24 @@ def render_gang(gang: dict) -> list[str]:
 def _render_untrained(rec: dict, why: str) -> str:
     """A gang that never trained: what it is, why it never trained, and its gang log; no step or job time (the
     breakdown the twin computed for its planned placement never ran)."""
-    g = rec["gang"]
+    g = rec.get("gang") or {}
     head = f"{rec['kind']} {rec['namespace']}/{rec['name']}: "
     if rec.get("spec"):
         sp = rec["spec"]
         head += f"{sp['params'] / 1e9:g}B params, {sp['steps']} steps of {sp['global_batch']} x {sp['seq_len']} tokens"
     else:
         head += f"{g['world']} ranks (no training spec: each runs its kubetwin.io/duration once all have joined)"
-    out = [head, "", f"Never trained: {why}.",
-           "  no step time or job time: no step ran (the ranks that started held their accelerators, billed, "
-           "while they waited)"]
-    return "\n".join(out + render_gang(g))
+    if why.startswith("every rank failed at start"):
+        out = [head, "", f"Never trained: {why}.", "  no step time or job time: no step ran; each rank's process "
+               "died at start with:", f"  {rec['start_failure']}"]
+        dev = (rec.get("placement") or {}).get("device")
+        if dev:
+            out.append(f"  its device: {_device_words(dev)}: {dev['memory_mib'] / 1024:.2f} GiB")
+    else:
+        out = [head, "", f"Never trained: {why}.",
+               "  no step time or job time: no step ran (the ranks that started held their accelerators, billed, "
+               "while they waited)"]
+    return "\n".join(out + (render_gang(g) if g else []))
 
 
 def render(rec: dict) -> str:
@@ -267,9 +287,7 @@ def render(rec: dict) -> str:
     out += [f"  without GPUDirect: {note}" for note in pl.get("gpudirect_missing") or []]
     dev = pl.get("device")
     if dev:
-        what = {"mig": f"a MIG {dev['partition']} instance", "mps": f"an MPS share (1 of {dev['clients']} clients)",
-                "time-slicing": f"a time-sliced GPU (shared by up to {dev['clients']})", "tpu": "a TPU chip"}
-        out.append(f"  each rank computes on {what.get(dev['kind'], dev['kind'])} of {dev['accelerator']}: "
+        out.append(f"  each rank computes on {_device_words(dev)}: "
                    f"{dev['memory_mib'] / 1024:.2f} GiB, {dev['compute']:.3g} of the chip's compute")
     out += [f"  {n['name']}  ranks {n['ranks']}  pool {n['pool']}  {n['zone']}" for n in pl["nodes"][:8]]
     if len(pl["nodes"]) > 8:

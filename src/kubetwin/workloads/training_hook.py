@@ -24,6 +24,7 @@ from kubetwin.api.units import UnitError, parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
 from kubetwin.devices import container
+from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import gang, gpudirect, memory, storage
 from kubetwin.workloads.training import (
@@ -93,6 +94,9 @@ class TrainingModel:
         # what that breakdown was computed from, for the run folder's training.json and the DCGM series
         self.inputs: dict[tuple[str, str], tuple[TrainingSpec, Placement]] = {}
         self.gang: Any = None  # workloads.gang.GangCoordinator, when installed into a run
+        # (namespace, job) -> what its ranks die of at start on their latest placement (start_error), so explain
+        # and the headline say it never trained instead of printing a step time no step ran
+        self.failures: dict[tuple[str, str], str] = {}
 
     def annotations(self, pod: Obj) -> dict:
         """The pod's annotations over its Job's and JobSet's metadata annotations."""
@@ -159,8 +163,12 @@ class TrainingModel:
         reason = (f"training: {st.steps} steps x {st.step:.3f}s (compute {st.compute + st.bubble:.3f}s, comm "
                   f"{st.exposed_comm:.3f}s, data {st.data_stall:.3f}s) + {st.checkpoints} checkpoints x "
                   f"{st.checkpoint_write:.1f}s")
-        return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason,
-                    fail=start_error(spec, st.dp, container.for_container(pod, node)), on_device=True)
+        fail = start_error(spec, st.dp, container.for_container(pod, node, store=self.store))
+        if fail:
+            self.failures[self.job_key(pod)] = fail
+        else:
+            self.failures.pop(self.job_key(pod), None)
+        return Work(st.work, st.checkpoint_interval, st.prestage, st.restart, reason, fail=fail, on_device=True)
 
     def job_key(self, pod: Obj) -> tuple[str, str]:
         """(namespace, JobSet, Job or Kueue pod group name, else the pod's) that keys the job's breakdown."""
@@ -206,6 +214,14 @@ class TrainingModel:
             return int(count) if labels.get(POD_GROUP) and count.isdigit() else 1
         return job_pods(job.get("spec") or {})
 
+    def accelerators(self, pod: Obj) -> int:
+        """The pod's GPUs or TPU chips: its containers' requests, else the devices its DRA ResourceClaims'
+        allocation gives it (devices/container.py reads the same allocation)."""
+        n = _accelerators(pod)
+        if n or not pod["spec"].get("resourceClaims"):
+            return n
+        return len(nvidia_dra.claimed_devices(self.store, pod))
+
     def siblings(self, pod: Obj) -> list[Obj]:
         """The job's accelerator pods bound to a node and not finished, this pod included, in rank order."""
         meta = pod["metadata"]
@@ -215,7 +231,7 @@ class TrainingModel:
             return [pod]
         out = [p for p in self.store.list("Pod", ns) if (p["metadata"].get("labels") or {}).get(key[0]) == key[1]
                and p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") in ("Pending", "Running")
-               and not p["metadata"].get("deletionTimestamp") and _accelerators(p)]
+               and not p["metadata"].get("deletionTimestamp") and self.accelerators(p)]
         if all(p["metadata"]["uid"] != meta["uid"] for p in out):
             out.append(pod)
 
@@ -228,7 +244,7 @@ class TrainingModel:
 
     def placement(self, pod: Obj, node: Obj, spec: TrainingSpec) -> Placement | None:
         """The job's placement as of now, the accelerator's peak and MFU, and the storage paths."""
-        device = container.for_container(pod, node).device
+        device = container.for_container(pod, node, store=self.store).device
         if device is None:
             return None
         peak = device.peak_tflops  # the chip's peak x the device's share (a MIG instance: compute slices / 7)
@@ -239,7 +255,7 @@ class TrainingModel:
         # each pod's node as its NCCL sees it: without its GPUDirect set-up, a pool without GPUDirect
         cluster = gpudirect.Cluster.of([*self.store.list("Network"), *self.store.list("GKENetworkParamSet"),
                                         *self.store.list("DaemonSet")])
-        bound = [(nodes.get(p["spec"]["nodeName"], node), p, _accelerators(p)) for p in self.siblings(pod)]
+        bound = [(nodes.get(p["spec"]["nodeName"], node), p, self.accelerators(p)) for p in self.siblings(pod)]
         used = [(gpudirect.as_used(n, p, cluster), k) for n, p, k in bound]
         pods = [(n, k) for (n, _), k in used]
         set_up = [(n, k) for n, _, k in bound]
@@ -248,9 +264,9 @@ class TrainingModel:
         for i in range(self._expected_pods(pod) - len(pods)):
             ghost = {**own_node, "metadata": {**own_node["metadata"],
                                               "name": f"{node['metadata']['name']}~unbound-{i}"}}
-            pods.append((ghost, _accelerators(pod)))
+            pods.append((ghost, self.accelerators(pod)))
             set_up.append(({**node, "metadata": {**node["metadata"], "name": ghost["metadata"]["name"]}},
-                           _accelerators(pod)))
+                           self.accelerators(pod)))
             if own is not None and not own.ok:
                 setups.append(own)
         multi_node = len({(n.get("metadata") or {}).get("name") for n, _ in pods}) > 1

@@ -346,9 +346,10 @@ def _chains(obj: dict) -> list[list[tuple[str, dict]]]:
     return chains or [[top]]
 
 
-def diagnostics(m: Manifest) -> list[Diagnostic]:
+def diagnostics(m: Manifest, pools: list[dict[str, str]] | tuple = ()) -> list[Diagnostic]:
     """Validation hook (api/validate.py): the annotations each pod of the object ends up with must parse as a
-    training spec when any of them is a training annotation; the error points at the set holding the bad key."""
+    training spec when any of them is a training annotation; the error points at the set holding the bad key.
+    `pools`: the scenario's NodePools' node labels, for the memory check on the device the pods get."""
     out: list[Diagnostic] = []
     chains = _chains(m.obj)
     from kubetwin.workloads import gang  # imports this module
@@ -375,7 +376,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
 
             holder = next(p for p, a in reversed(chain) if PREFIX + "params" in a)
             for d in memory.diagnostics(m, spec, f'{holder}.annotations["{PREFIX}params"]',
-                                        m.line_of(f"{holder}.annotations")):
+                                        m.line_of(f"{holder}.annotations"), pools):
                 if d not in out:
                     out.append(d)
     return out

@@ -260,3 +260,32 @@ def pod_gpus(store: Store, pod: Obj) -> float:
         return 0.0
     weight, _ = _device_shares(store, {r["pool"] for r in results})
     return sum(weight.get((r["pool"], r["device"]), 0.0) for r in results)
+
+
+def claimed_devices(store: Store, pod: Obj, container: dict | None = None) -> list[dict]:
+    """The driver's published devices (their ResourceSlice entries: attributes, capacity) that the allocation of
+    the pod's ResourceClaims gives `container` -- the claims its resources.claims name (a request, when one is
+    named), every claim of the pod when `container` is None --, in the allocation's order; admin access gives
+    none. What devices/container.py turns into the devices a container sees."""
+    ns = pod["metadata"].get("namespace") or "default"
+    entries = {pc.get("name"): pc for pc in pod["spec"].get("resourceClaims") or []}
+    uses = ((container or {}).get("resources") or {}).get("claims") if container is not None else None
+    wanted = [(u.get("name"), u.get("request")) for u in uses or []] if container is not None else \
+        [(n, None) for n in entries]
+    results = []
+    for entry, request in wanted:
+        pc = entries.get(entry)
+        name = claim_name(pod, pc) if pc else None
+        claim = store.get("ResourceClaim", ns, name) if name else None
+        alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
+        results += [r for r in (alloc.get("devices") or {}).get("results") or []
+                    if r.get("driver") == DRIVER and not r.get("adminAccess")
+                    and (not request or str(r.get("request", "")).split("/")[0] == request)]
+    if not results:
+        return []
+    published = {}
+    for s in store.list("ResourceSlice"):
+        spec = s["spec"]
+        if spec.get("driver") == DRIVER and spec["pool"]["name"] in {r["pool"] for r in results}:
+            published.update({(spec["pool"]["name"], d["name"]): d for d in spec.get("devices") or []})
+    return [published[(r["pool"], r["device"])] for r in results if (r["pool"], r["device"]) in published]
