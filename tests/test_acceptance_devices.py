@@ -111,7 +111,7 @@ def test_tpu_v5e_indexed_job_8b_without_fsdp_fails_with_xla_oom_and_never_traine
 # -- GKE's TPU webhook: TPU_WORKER_ID and TPU_WORKER_HOSTNAMES on multi-host TPU pods --------------------------------
 def _env(pod: dict) -> dict[str, str]:
     [c] = [c for c in pod["spec"]["containers"] if "google.com/tpu" in str(c.get("resources"))]
-    return {e["name"]: e.get("value") for e in c.get("env") or []}
+    return {e["name"]: e.get("value") for e in c.get("env") or [] if e["name"].startswith("TPU_WORKER_")}
 
 
 @pytest.mark.parametrize(("scenario", "job", "subdomain", "hosts"),

@@ -311,3 +311,26 @@ def test_an_hpa_without_metrics_is_defaulted_to_cpu_and_validate_says_the_twin_c
     assert last["spec"]["minReplicas"] == 1 and last["spec"]["metrics"][0]["resource"]["name"] == "cpu"
     active = next(c for c in last["status"]["conditions"] if c["type"] == "ScalingActive")
     assert (active["status"], active["reason"]) == ("False", "FailedGetResourceMetric")
+
+
+def test_indexed_pods_get_the_completion_index_env_and_the_index_hostname() -> None:
+    """The Job controller's podGenerator for an Indexed Job (pkg/controller/job/indexed_job_utils.go
+    addCompletionIndexEnvVariables; job_controller.go manageJob): every container and init container gets
+    JOB_COMPLETION_INDEX from the pod's completion-index label (PodIndexLabel, GA in 1.32) unless it already sets
+    one, and the pod's hostname is <job>-<index> whatever the template says."""
+    job = job_obj(2, 2, indexed=True)
+    tmpl = job["spec"]["template"]["spec"]
+    tmpl["hostname"] = "from-template"
+    tmpl["initContainers"] = [{"name": "init", "image": "x", "env": [{"name": "JOB_COMPLETION_INDEX", "value": "7"}]}]
+    tmpl["containers"][0]["env"] = [{"name": "OTHER", "value": "1"}]
+    pods = final_objects(_run(job, nodes=2), "Pod")
+    assert len(pods) == 2
+    for pod in pods.values():
+        index = pod["metadata"]["labels"][COMPLETION_INDEX]
+        assert pod["spec"]["hostname"] == f"j-{index}"
+        main = pod["spec"]["containers"][0]["env"]
+        assert main == [{"name": "OTHER", "value": "1"}, {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+            "apiVersion": "v1", "fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}}}]
+        assert pod["spec"]["initContainers"][0]["env"] == [{"name": "JOB_COMPLETION_INDEX", "value": "7"}]
+    plain = final_objects(_run(job_obj(2, 2)), "Pod")
+    assert all("env" not in p["spec"]["containers"][0] for p in plain.values())

@@ -319,10 +319,20 @@ def _container(c: dict, mode: str) -> dict:
     for name in PROBES:
         if isinstance(out.get(name), dict):
             out[name] = _probe(out[name])
+    if isinstance(out.get("env"), list):  # SetDefaults_ObjectFieldSelector: a fieldRef's apiVersion is v1
+        out["env"] = [_env(e) for e in out["env"]]
     res = out.get("resources")
     if mode != "template" and isinstance(res, dict) and res.get("limits"):
         out["resources"] = {**res, "requests": requests_with_limits(res)}
     return out
+
+
+def _env(e: object) -> object:
+    ref = ((e.get("valueFrom") or {}).get("fieldRef") if isinstance(e, dict) else None)
+    if not isinstance(ref, dict) or ref.get("apiVersion"):
+        return e
+    assert isinstance(e, dict)
+    return {**e, "valueFrom": {**e["valueFrom"], "fieldRef": {"apiVersion": "v1", **ref}}}
 
 
 VOLUME_MODES = ("configMap", "secret", "downwardAPI", "projected")

@@ -61,6 +61,23 @@ def _ranges(indexes: set[int]) -> str:
     return policy.intervals_string(policy.to_intervals(indexes))
 
 
+
+# indexed_job_utils.go addCompletionIndexEnvVariables: every container of an Indexed Job's pod reads its index from
+# the pod's completion-index label (PodIndexLabel, GA in Kubernetes 1.32), unless it sets JOB_COMPLETION_INDEX itself.
+INDEX_ENV = {"name": "JOB_COMPLETION_INDEX",
+             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}}}
+
+
+def _with_index_env(spec: dict) -> dict:
+    def add(c: dict) -> dict:
+        env = c.get("env") or []
+        return c if any(e.get("name") == INDEX_ENV["name"] for e in env) else {**c, "env": [*env, INDEX_ENV]}
+    out = {**spec, "containers": [add(c) for c in spec.get("containers") or []]}
+    if spec.get("initContainers"):
+        out["initContainers"] = [add(c) for c in spec["initContainers"]]
+    return out
+
+
 class JobController:
     def __init__(self, store: Store, env: Environment, events: EventRecorder, names: NameGenerator) -> None:
         self.store, self.env, self.events, self.names = store, env, events, names
@@ -262,7 +279,7 @@ class JobController:
             pod = pod_from_template(spec["template"], pod_name, ns, job, labels)
             if index is not None:
                 pod["metadata"]["annotations"][COMPLETION_INDEX] = str(index)
-                pod["spec"] = {"hostname": f"{name}-{index}", **pod["spec"]}
+                pod["spec"] = {**_with_index_env(pod["spec"]), "hostname": f"{name}-{index}"}
                 if per_index is not None:  # addIndexFailureCountAnnotation, from the pod it replaces
                     fails, ignored = policy.new_index_failure_counts(pfp, _replaced(failed_pods, index))
                     pod["metadata"]["annotations"][policy.INDEX_FAILURE_COUNT] = str(fails)
