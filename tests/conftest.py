@@ -55,6 +55,20 @@ def final_objects(result, kind: str) -> dict[str, dict]:
     return out
 
 
+def pod_versions(result) -> dict[str, list[dict]]:
+    """Every version of every pod of a run, by name, in order, each with its time `t` and watch event `type`."""
+    out: dict[str, list[dict]] = {}
+    for t, _, et, o in result.history:
+        if o["kind"] == "Pod":
+            out.setdefault(o["metadata"]["name"], []).append({"t": t, "type": et, **o})
+    return out
+
+
+def first_phase(versions: list[dict], phase: str) -> float | None:
+    """When a pod's versions (pod_versions) first show `phase`, or None."""
+    return next((v["t"] for v in versions if (v.get("status") or {}).get("phase") == phase), None)
+
+
 def missing_shared_trace(path: Path) -> str | None:
     """A RequestTrace file (under ../shared) that this checkout does not have: tests that need it skip."""
     if path.is_dir():

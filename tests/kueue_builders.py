@@ -241,3 +241,20 @@ def make_configuration() -> ConfigurationWrapper:
 def make_workload_priority_class(name: str) -> PriorityClassWrapper:
     """Kueue's WorkloadPriorityClass: a priority for workloads only, not for their pods."""
     return PriorityClassWrapper({"apiVersion": V1BETA2, "kind": "WorkloadPriorityClass", "metadata": {"name": name}})
+
+
+def fair_preemptions_f3() -> list[dict]:
+    """Kueue's TestFairPreemptions F3 as a run: three ClusterQueues of 3 cpu in one cohort; a (at nominal) asks for
+    1 more cpu at 5m while b borrows 2. Classical preemption cannot take it (borrowWithinCohort only below priority
+    -3); fair sharing preempts b's newest."""
+    from k8s_builders import make_job, make_pool, make_scenario
+
+    objs = [make_scenario("1h").obj(), make_pool("cpu", "e2-standard-16", 2).obj(), make_flavor("default").obj()]
+    objs += [make_cq(n).flavor("default", cpu="3").cohort("all")
+             .preemption(within="LowerPriority", reclaim="Any", bwc="LowerPriority", threshold=-3).obj() for n in "abc"]
+    objs += [make_lq(n).cluster_queue(n).obj() for n in "abc"]
+    objs += [make_job(f"a{i}").queue("a").duration("2h").obj() for i in range(1, 4)]
+    objs += [make_job(f"b{i}").queue("b").duration("2h").create_at(f"{i}s").obj() for i in range(1, 6)]
+    objs += [make_job("c1").queue("c").duration("2h").obj(),
+             make_job("a-incoming").queue("a").duration("2h").create_at("5m").obj()]
+    return objs

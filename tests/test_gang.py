@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import first_phase as _first
+from conftest import pod_versions as _pods
 from gpudirect_builders import cluster_objects, set_up
 from k8s_builders import make_pool, make_scenario
 from typer.testing import CliRunner
@@ -38,19 +40,6 @@ def _gpudirect(job: dict) -> list[dict]:
     then talk over TCPX as these tests assume, not over the TCP fallback (workloads/gpudirect.py)."""
     job["spec"]["template"] = set_up(job["spec"]["template"], "tcpx")
     return [*cluster_objects("tcpx"), job]
-
-
-def _pods(res) -> dict[str, list[dict]]:
-    """Every version of every pod, by name, in order."""
-    out: dict[str, list[dict]] = {}
-    for t, _, et, o in res.history:
-        if o["kind"] == "Pod":
-            out.setdefault(o["metadata"]["name"], []).append({"t": t, "type": et, **o})
-    return out
-
-
-def _first(versions: list[dict], phase: str) -> float | None:
-    return next((v["t"] for v in versions if (v.get("status") or {}).get("phase") == phase), None)
 
 
 def _terminated(pod: dict) -> dict:

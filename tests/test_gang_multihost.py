@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import first_phase as _first
+from conftest import pod_versions as _pods
 from k8s_builders import make_pool, make_scenario
 from typer.testing import CliRunner
 
@@ -69,18 +71,6 @@ def _blocker(machine: str, topology: str, hold: str = "3h") -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": "other-team", "namespace": "default", "annotations": {"kubetwin.io/duration": hold}},
         "spec": _tpu_pod_spec(machine, topology)}
-
-
-def _pods(res) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for t, _, et, o in res.history:
-        if o["kind"] == "Pod":
-            out.setdefault(o["metadata"]["name"], []).append({"t": t, "type": et, **o})
-    return out
-
-
-def _first(versions: list[dict], phase: str) -> float | None:
-    return next((v["t"] for v in versions if (v.get("status") or {}).get("phase") == phase), None)
 
 
 def _message(pod: dict) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import condition, is_true
 from k8s_builders import make_job, make_pool, make_scenario
-from kueue_builders import make_configuration, make_cq, make_flavor, make_lq
+from kueue_builders import fair_preemptions_f3, make_configuration, make_cq, make_flavor, make_lq
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_paths
@@ -302,14 +302,7 @@ def test_block_admission_holds_other_workloads_until_the_gang_is_evicted():
 def test_fair_sharing_from_configuration_changes_the_outcome():
     """TestFairPreemptions F3 end to end: a (at nominal) asks for 1 more cpu while b borrows 2. Classical
     preemption cannot take it (borrowWithinCohort only below priority -3); fair sharing preempts b's newest."""
-    objs = [make_scenario("1h").obj(), make_pool("cpu", "e2-standard-16", 2).obj(), make_flavor("default").obj()]
-    objs += [make_cq(n).flavor("default", cpu="3").cohort("all")
-             .preemption(within="LowerPriority", reclaim="Any", bwc="LowerPriority", threshold=-3).obj() for n in "abc"]
-    objs += [make_lq(n).cluster_queue(n).obj() for n in "abc"]
-    objs += [make_job(f"a{i}").queue("a").duration("2h").obj() for i in range(1, 4)]
-    objs += [make_job(f"b{i}").queue("b").duration("2h").create_at(f"{i}s").obj() for i in range(1, 6)]
-    objs += [make_job("c1").queue("c").duration("2h").obj(),
-             make_job("a-incoming").queue("a").duration("2h").create_at("5m").obj()]
+    objs = fair_preemptions_f3()
 
     def outcome(fair: bool) -> tuple[float | None, list]:
         run_objs = objs + ([make_configuration().fields(fairSharing=FAIR).obj()] if fair else [])
