@@ -47,8 +47,7 @@ def headline(run: RunData) -> list[tuple[str, str]]:
 def look_at(run: RunData, rows: list[Row]) -> list[str]:
     """A short list of what deserves a look: pods that never ran, the longest waits, money on idle GPUs."""
     out = []
-    never = [k for k, recs in run.of_kind("Pod").items()
-             if not any((r.obj.get("spec") or {}).get("nodeName") for r in recs)]
+    never = run.never_bound
     if never:
         names = ", ".join(f"{ns}/{n}" for _, ns, n in never[:8]) + (f" and {len(never) - 8} more" if len(never) > 8
                                                                    else "")
