@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.report.rundir import run_meta
 from kubetwin.report.timeline import AGGREGATE_PODS, Key, Row, Timeline, key_of
 
-__all__ = ["ClusterQueueSeries", "Key", "RunData", "key_of", "load_run"]
+__all__ = ["ClusterQueueSeries", "Key", "RunData", "Version", "key_of", "load_run"]
 
 # The kinds the report's timeline and panels read; the rest of history.jsonl is skipped while reading.
 KINDS = frozenset({"Job", "JobSet", "Workload", "Pod", "ClusterQueue", "Node", "Event"})
@@ -144,8 +145,28 @@ class _Panels:
         self.data.node_events = sorted(out)
 
 
-def load_run(run_dir: Path, name: str | None = None) -> RunData:
-    """Read a run folder; KubetwinError when it is not one. `name` labels it (default: the folder's name)."""
+Version = tuple[float, str, dict[str, Any]]  # (t, type, object): one line of history.jsonl
+
+
+def _read_history(path: Path) -> Iterator[Version]:
+    """history.jsonl line by line, each version of a kind the report reads (and a Node's only when it came or
+    went); the other lines are skipped before they are parsed."""
+    with path.open() as f:
+        for line in f:
+            head = _HEAD.match(line)
+            if head is not None:
+                kind = head.group(1)
+                if kind not in KINDS or (kind == "Node" and line.rstrip().endswith(_NODE_MODIFIED_TAIL)):
+                    continue
+            rec = json.loads(line)
+            yield rec["t"], rec["type"], rec["object"]
+
+
+def load_run(run_dir: Path, name: str | None = None, history: Iterable[Version] | None = None) -> RunData:
+    """Read a run folder; KubetwinError when it is not one. `name` labels it (default: the folder's name).
+
+    history: the versions history.jsonl holds, when the caller has them in memory (`kubetwin run`, which has just
+    written them: the same objects, without parsing the file back); by default the file is read."""
     meta = run_meta(run_dir, "summary.json")
     data = RunData(name=name or run_dir.resolve().name, meta=meta,
                    summary=_json(run_dir / "summary.json"), timeseries=_json(run_dir / "timeseries.json"),
@@ -154,27 +175,18 @@ def load_run(run_dir: Path, name: str | None = None) -> RunData:
     timeline = Timeline(aggregate=pods > AGGREGATE_PODS)
     series = _Panels(data)
     bound: dict[Key, bool] = {}  # every pod, in creation order: ever bound to a node
-    with (run_dir / "history.jsonl").open() as f:
-        for line in f:
-            head = _HEAD.match(line)
-            if head is not None:
-                kind = head.group(1)
-                if kind not in KINDS or (kind == "Node" and line.rstrip().endswith(_NODE_MODIFIED_TAIL)):
-                    continue
-            rec = json.loads(line)
-            obj = rec["object"]
-            kind = obj["kind"]
-            if kind not in KINDS:
-                continue
-            t, etype = rec["t"], rec["type"]
-            timeline.add(t, etype, obj)
-            series.add(t, etype, obj)
-            if kind == "Pod":
-                key = key_of(obj)
-                if not bound.get(key) and (obj.get("spec") or {}).get("nodeName"):
-                    bound[key] = True
-                else:
-                    bound.setdefault(key, False)
+    for t, etype, obj in _read_history(run_dir / "history.jsonl") if history is None else history:
+        kind = obj["kind"]
+        if kind not in KINDS or (kind == "Node" and etype == "MODIFIED"):
+            continue
+        timeline.add(t, etype, obj)
+        series.add(t, etype, obj)
+        if kind == "Pod":
+            key = key_of(obj)
+            if not bound.get(key) and (obj.get("spec") or {}).get("nodeName"):
+                bound[key] = True
+            else:
+                bound.setdefault(key, False)
     data.rows = timeline.rows(data.duration)
     data.never_bound = [k for k, b in bound.items() if not b]
     series.finish()
