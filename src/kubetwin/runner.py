@@ -471,4 +471,5 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
     if "html" in scenario.report:
         from kubetwin.report.html import write_report
 
-        write_report(out, name)
+        # The versions just written to history.jsonl, from memory: the same objects, not parsed back (issue 32).
+        write_report(out, name, ((t, etype, obj) for t, _, etype, obj in result.history))

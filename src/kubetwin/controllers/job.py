@@ -235,7 +235,7 @@ class JobController:
             want = len(active) if succeeded > 0 else parallelism
         else:
             want = max(0, min(parallelism, completions - succeeded))
-        remove = surplus + sorted(active, key=active_pods_rank)[:max(0, len(active) - want)]
+        remove = surplus + (sorted(active, key=active_pods_rank)[:len(active) - want] if len(active) > want else [])
         if remove:  # deletion takes precedence: a sync either deletes or creates pods, never both
             for p in remove:
                 self._delete_pod(p)

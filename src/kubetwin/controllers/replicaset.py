@@ -86,7 +86,9 @@ class ReplicaSetController:
             pod_name = self.names.generate(self.store, "Pod", ns, name)
             self.store.create(pod_from_template(rs["spec"]["template"], pod_name, ns, rs, {}))
             self.events.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "replicaset-controller")
-        excess = sorted(pods, key=active_pods_rank)[:max(0, len(pods) - want)]
+        # ActivePods' order matters only for the pods deleted: ranked only when there are some (a sync of 5,000 pods
+        # ranked them all, 0.3 s of a 10,000-pod run; issue 32).
+        excess = sorted(pods, key=active_pods_rank)[:len(pods) - want] if len(pods) > want else []
         for p in excess:
             self.store.delete("Pod", ns, p["metadata"]["name"])
             self.events.event(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",

@@ -7,6 +7,9 @@ Built from a run folder's files only (kubetwin.report.rundata), so the run write
 from __future__ import annotations
 
 import html
+import shutil
+from collections.abc import Iterable
+from importlib import resources
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -14,7 +17,7 @@ from plotly.offline import get_plotlyjs
 
 from kubetwin.report.headline import headline_rows
 from kubetwin.report.panels import Panel, panels, timeline_figure
-from kubetwin.report.rundata import RunData, load_run
+from kubetwin.report.rundata import RunData, Version, load_run
 from kubetwin.report.timeline import Row, rows_of
 
 __all__ = ["compare_page", "write_report"]
@@ -47,8 +50,7 @@ def headline(run: RunData) -> list[tuple[str, str]]:
 def look_at(run: RunData, rows: list[Row]) -> list[str]:
     """A short list of what deserves a look: pods that never ran, the longest waits, money on idle GPUs."""
     out = []
-    never = [k for k, recs in run.of_kind("Pod").items()
-             if not any((r.obj.get("spec") or {}).get("nodeName") for r in recs)]
+    never = run.never_bound
     if never:
         names = ", ".join(f"{ns}/{n}" for _, ns, n in never[:8]) + (f" and {len(never) - 8} more" if len(never) > 8
                                                                    else "")
@@ -98,11 +100,32 @@ def _timeline(run: RunData, rows: list[Row], title: str, index: int, end: float)
             f"{_fig_html(timeline_figure(rows, title, end), f'kubetwin-fig-{index}')}</section>")
 
 
-def _page(title: str, body: str) -> str:
-    # plotly.js inlined once, before every figure (the page works offline and from file://)
+def _page_around(title: str) -> tuple[str, str]:
+    """The page's text before and after plotly.js (inlined once, before every figure: the page works offline and
+    from file://); the body goes at the end of the first."""
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}"
-            f"</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body><h1>{html.escape(title)}"
-            f"</h1>{body}</body></html>\n")
+            "</style><script type='text/javascript'>",
+            f"</script></head><body><h1>{html.escape(title)}</h1>")
+
+
+def _page(title: str, body: str) -> str:
+    before, after = _page_around(title)
+    return f"{before}{get_plotlyjs()}{after}{body}</body></html>\n"
+
+
+def _write_page(path: Path, title: str, body: str) -> None:
+    """_page's bytes written piece by piece: plotly.js (4.6 MB) copied from its file, never held as a string,
+    nor the page (with `kubetwin run`'s objects still in memory, each copy adds to the run's peak)."""
+    before, after = _page_around(title)
+    bundle = resources.files("plotly") / "package_data" / "plotly.min.js"  # what get_plotlyjs() reads
+    with path.open("wb") as f:
+        f.write(before.encode())
+        if bundle.is_file():
+            with bundle.open("rb") as js:
+                shutil.copyfileobj(js, f)
+        else:
+            f.write(get_plotlyjs().encode())
+        f.write(f"{after}{body}</body></html>\n".encode())
 
 
 def _look_html(items: list[str]) -> str:
@@ -111,8 +134,8 @@ def _look_html(items: list[str]) -> str:
     return "<ul class='look'>" + "".join(f"<li>{html.escape(x)}</li>" for x in items) + "</ul>"
 
 
-def report_page(run: RunData) -> str:
-    """One run's page: header, what to look at, the timeline, then a panel group per subsystem that ran."""
+def _report_body(run: RunData) -> tuple[str, str]:
+    """One run's page (title, body): header, what to look at, the timeline, then a panel group per subsystem."""
     rows = rows_of(run)
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in headline(run))
     body = (f"<table class='headline'>{table}</table><h2>What to look at</h2>{_look_html(look_at(run, rows))}"
@@ -120,13 +143,20 @@ def report_page(run: RunData) -> str:
             + _timeline(run, rows, f"Jobs, workloads and pods over time ({len(rows)} rows; hover for reasons "
                         "and events; drag to zoom)", 0, run.duration)
             + _panel_html(panels([run]), 1))
-    return _page(f"kubetwin run report: {run.name}", body)
+    return f"kubetwin run report: {run.name}", body
 
 
-def write_report(run_dir: Path, name: str | None = None) -> Path:
-    """Write run_dir/report.html from the run folder's files; `name` labels the run (default: the folder's)."""
-    path = run_dir / "report.html"
-    path.write_text(report_page(load_run(run_dir, name)), encoding="utf-8")
+def report_page(run: RunData) -> str:
+    """One run's page: header, what to look at, the timeline, then a panel group per subsystem that ran."""
+    return _page(*_report_body(run))
+
+
+def write_report(run_dir: Path, name: str | None = None, history: Iterable[Version] | None = None,
+                 path: Path | None = None) -> Path:
+    """Write report.html (default run_dir/report.html) from the run folder's files; `name` labels the run
+    (default: the folder's); history: history.jsonl's versions when the caller holds them (rundata.load_run)."""
+    path = path or run_dir / "report.html"
+    _write_page(path, *_report_body(load_run(run_dir, name, history)))
     return path
 
 

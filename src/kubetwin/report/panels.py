@@ -10,12 +10,10 @@ from __future__ import annotations
 import bisect
 import html
 from dataclasses import dataclass
-from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.report.rundata import RunData
 from kubetwin.report.serving_html import serving_figures
 from kubetwin.report.timeline import STATE_COLORS, Row
@@ -25,7 +23,6 @@ from kubetwin.workloads.training_explain import render as explain_render
 
 __all__ = ["Panel", "panels", "timeline_figure"]
 
-POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's node pool label (kubetwin.autoscaler sets it on every node)
 HOURS = "simulated hours"
 
 
@@ -139,33 +136,19 @@ def _kueue(runs: list[RunData], multi: bool) -> list[Panel]:
     counts, borrowed = go.Figure(), go.Figure()
     for r in runs:
         end = r.duration
-        adm_series: dict[str, list[tuple[float, float]]] = {}
-        for (_, _, cq), recs in r.of_kind("ClusterQueue").items():
-            adm: list[tuple[float, float]] = []
-            pend: list[tuple[float, float]] = []
-            borrow: dict[str, list[tuple[float, float]]] = {}
-            for rec in recs:
-                st = rec.obj.get("status") or {}
-                adm.append((rec.t, st.get("admittedWorkloads", 0)))
-                pend.append((rec.t, st.get("pendingWorkloads", 0)))
-                used: dict[str, float] = {}
-                for fl in st.get("flavorsUsage") or []:
-                    for res in fl.get("resources") or []:
-                        used[res["name"]] = used.get(res["name"], 0.0) + _quantity(res.get("borrowed", "0"))
-                for res, v in used.items():
-                    borrow.setdefault(res, []).append((rec.t, v))
-            adm_series[cq] = adm
-            for label, pts, dash in (("admitted", adm, "solid"), ("pending", pend, "dot")):
+        for cq, series in r.cluster_queues.items():
+            for label, pts, dash in (("admitted", series.admitted, "solid"), ("pending", series.pending, "dot")):
                 counts.add_trace(go.Scatter(x=[p[0] / 3600 for p in pts] + [end / 3600],
                                             y=[p[1] for p in pts] + [pts[-1][1]], mode="lines", line_shape="hv",
                                             line_dash=dash, name=_name(r, multi, f"{cq} {label}")))
-            for res, pts in sorted(borrow.items()):
+            for res, pts in sorted(series.borrowed.items()):
                 if any(p[1] for p in pts):
                     borrowed.add_trace(go.Scatter(x=[p[0] / 3600 for p in pts] + [end / 3600],
                                                   y=[p[1] for p in pts] + [pts[-1][1]], mode="lines",
                                                   line_shape="hv", name=_name(r, multi, f"{cq} {res}")))
-        marks = _preemptions(r)
+        marks = r.preemptions
         if marks:
+            adm_series = {cq: s.admitted for cq, s in r.cluster_queues.items()}
             counts.add_trace(go.Scatter(
                 x=[m[0] / 3600 for m in marks], y=[_step(adm_series.get(m[1], []), m[0] - 1e-9) for m in marks],
                 mode="markers", marker={"symbol": "x", "size": 11, "color": "#d62728"},
@@ -185,51 +168,15 @@ def _kueue(runs: list[RunData], multi: bool) -> list[Panel]:
     return out
 
 
-def _quantity(value: Any) -> float:
-    """A Kueue usage quantity as a number (memory in GiB, CPU in cores)."""
-    from kubetwin.api.units import parse_quantity
-
-    v = float(parse_quantity(str(value)))
-    return v / 2**30 if v >= 2**30 else v
-
-
-def _preemptions(run: RunData) -> list[tuple[float, str, str]]:
-    """(t, ClusterQueue, text) each time a Workload's Evicted condition turned True."""
-    out = []
-    for (_, ns, name), recs in run.of_kind("Workload").items():
-        cq, was = "", False
-        for rec in recs:
-            st = rec.obj.get("status") or {}
-            cq = (st.get("admission") or {}).get("clusterQueue") or cq
-            ev = find_condition(conditions_of(rec.obj), "Evicted")
-            now = ev is not None and ev.get("status") == "True"
-            if now and not was and ev is not None:
-                pre = find_condition(conditions_of(rec.obj), "Preempted")
-                why = pre.get("reason") if pre is not None and pre.get("status") == "True" else ev.get("reason")
-                out.append((rec.t, cq, f"Workload {ns}/{name} evicted from {cq}: {why}"))
-            was = now
-    return sorted(out)
-
-
 def _nodes(runs: list[RunData], multi: bool) -> list[Panel]:
     fig = go.Figure()
     for r in runs:
-        changes: dict[str, list[tuple[float, int]]] = {}
-        alive: dict[str, int] = {}
-        pool_of: dict[str, str] = {}
-        recs = sorted((rec for recs in r.of_kind("Node").values() for rec in recs), key=lambda x: x.seq)
-        for rec in recs:
-            name = rec.obj["metadata"]["name"]
-            pool = pool_of.setdefault(name, (rec.obj["metadata"].get("labels") or {}).get(POOL_LABEL, "(no pool)"))
-            delta = -1 if rec.type == "DELETED" else 1 if rec.type == "ADDED" else 0
-            if delta:
-                alive[pool] = alive.get(pool, 0) + delta
-                changes.setdefault(pool, []).append((rec.t, alive[pool]))
+        changes = r.node_changes
         for pool, pts in sorted(changes.items()):
             fig.add_trace(go.Scatter(x=[0.0] + [p[0] / 3600 for p in pts] + [r.duration / 3600],
                                      y=[0] + [p[1] for p in pts] + [pts[-1][1]], mode="lines", line_shape="hv",
                                      name=_name(r, multi, f"{pool} nodes")))
-        notes = _node_events(r)
+        notes = r.node_events
         if notes:
             fig.add_trace(go.Scatter(
                 x=[n[0] / 3600 for n in notes],
@@ -242,23 +189,6 @@ def _nodes(runs: list[RunData], multi: bool) -> list[Panel]:
     fig.update_layout(title="Nodes per pool; markers: autoscaler, Spot and node lifecycle events", xaxis_title=HOURS,
                       yaxis_title="nodes", yaxis_rangemode="tozero")
     return [Panel("Nodes", fig)]
-
-
-def _node_events(run: RunData) -> list[tuple[float, str, str, str]]:
-    """(t, pool, text, colour) for Events on Nodes and NodePools (scale-up, scale-down, Spot preemption)."""
-    pool_of = {k[2]: (v[0].obj["metadata"].get("labels") or {}).get(POOL_LABEL, "(no pool)")
-               for k, v in run.of_kind("Node").items()}
-    out = []
-    for recs in run.of_kind("Event").values():
-        for rec in recs:
-            inv = rec.obj.get("involvedObject") or {}
-            if inv.get("kind") not in ("Node", "NodePool"):
-                continue
-            pool = inv["name"] if inv["kind"] == "NodePool" else pool_of.get(inv["name"], "(no pool)")
-            reason = rec.obj.get("reason", "")
-            color = "#d62728" if "Fail" in reason or "Preempt" in reason or "Terminat" in reason else "#333333"
-            out.append((rec.t, pool, f"{inv['kind']} {inv['name']}: {reason} {rec.obj.get('message', '')}", color))
-    return sorted(out)
 
 
 def _training(runs: list[RunData], multi: bool) -> list[Panel]:

@@ -1,76 +1,193 @@
-"""A run folder read back for report.html: its files, and every version of the objects the report draws.
+"""A run folder read back for report.html: its files, and what the timeline and panels draw of the history.
 
 The report is built from these files only (never from the live run), so `kubetwin report RUN` rebuilds the page a
-run wrote and can put several runs side by side.
+run wrote and can put several runs side by side. history.jsonl is read in one pass, line by line, and never held:
+each version goes to the timeline (kubetwin.report.timeline) and to the panels' series (ClusterQueue counts and
+borrowing, Workload evictions, nodes per pool, Events on nodes), then is dropped (issue 32: loading every version
+tripled the peak memory of a 10,000-pod run). Lines of kinds the report does not read, and Nodes' MODIFIED versions
+(the nodes panel needs only when each node came and went, and its pool from its first version), are skipped
+before parsing.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.report.rundir import run_meta
+from kubetwin.report.timeline import AGGREGATE_PODS, Key, Row, Timeline, key_of
 
-__all__ = ["Key", "Record", "RunData", "load_run"]
+__all__ = ["ClusterQueueSeries", "Key", "RunData", "Version", "key_of", "load_run"]
 
-Key = tuple[str, str, str]  # (kind, namespace, name)
 # The kinds the report's timeline and panels read; the rest of history.jsonl is skipped while reading.
 KINDS = frozenset({"Job", "JobSet", "Workload", "Pod", "ClusterQueue", "Node", "Event"})
+POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's node pool label (kubetwin.autoscaler sets it on every node)
+# history.jsonl's lines are written with sorted keys (runner._dump): {"object":{"apiVersion":..,"kind":..,...},
+# "rv":..,"t":..,"type":..}. When the object's kind follows its apiVersion (every kind but Event), it is read from
+# the line's start without parsing it; any other line is parsed.
+_HEAD = re.compile(r'\{"object":\{"apiVersion":"[^"]*","kind":"([^"]+)"')
+_NODE_MODIFIED_TAIL = '"type":"MODIFIED"}'
 
 
-@dataclass(frozen=True)
-class Record:
-    """One line of history.jsonl: the object as it was stored at simulated time t (seq: its line number)."""
+@dataclass
+class ClusterQueueSeries:
+    """One ClusterQueue's status over time: (t, admittedWorkloads), (t, pendingWorkloads), borrowed per resource."""
 
-    seq: int
-    t: float
-    type: str
-    obj: dict[str, Any]
+    admitted: list[tuple[float, float]] = field(default_factory=list)
+    pending: list[tuple[float, float]] = field(default_factory=list)
+    borrowed: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 @dataclass
 class RunData:
-    """One run folder: run.json, summary.json, timeseries.json, training.json and the versions the report reads."""
+    """One run folder: run.json, summary.json, timeseries.json, training.json and what the report draws of the
+    history (rows: the timeline; the rest: the panels' series)."""
 
     name: str
     meta: dict[str, Any]
     summary: dict[str, Any]
     timeseries: dict[str, Any]
     training: dict[str, Any]
-    versions: dict[Key, list[Record]] = field(default_factory=dict)
+    rows: list[Row] = field(default_factory=list)
+    never_bound: list[Key] = field(default_factory=list)  # pods never bound to a node, in creation order
+    cluster_queues: dict[str, ClusterQueueSeries] = field(default_factory=dict)
+    preemptions: list[tuple[float, str, str]] = field(default_factory=list)  # (t, ClusterQueue, text)
+    node_changes: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # pool: (t, nodes alive)
+    node_events: list[tuple[float, str, str, str]] = field(default_factory=list)  # (t, pool, text, colour)
 
     @property
     def duration(self) -> float:
         return float(self.meta["duration"])
-
-    def of_kind(self, kind: str) -> dict[Key, list[Record]]:
-        """Every object of one kind that the run stored, in the order it was first created."""
-        return {k: v for k, v in self.versions.items() if k[0] == kind}
 
 
 def _json(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def key_of(obj: dict[str, Any]) -> Key:
-    meta = obj["metadata"]
-    return obj["kind"], meta.get("namespace") or "", meta["name"]
+def _quantity(value: Any) -> float:
+    """A Kueue usage quantity as a number (memory in GiB, CPU in cores)."""
+    from kubetwin.api.units import parse_quantity
+
+    v = float(parse_quantity(str(value)))
+    return v / 2**30 if v >= 2**30 else v
 
 
-def load_run(run_dir: Path, name: str | None = None) -> RunData:
-    """Read a run folder; KubetwinError when it is not one. `name` labels it (default: the folder's name)."""
+class _Panels:
+    """The panels' series, version by version."""
+
+    def __init__(self, data: RunData) -> None:
+        self.data = data
+        self.workloads: dict[Key, tuple[str, bool]] = {}  # (ClusterQueue, Evicted) of each Workload's last version
+        self.pool_of: dict[str, str] = {}  # each node's pool, from its first version
+        self.alive: dict[str, int] = {}
+        self.events: list[tuple[float, str, str, str, str]] = []  # (t, kind, name, reason, text): on nodes, pools
+
+    def add(self, t: float, etype: str, obj: dict[str, Any]) -> None:
+        kind = obj["kind"]
+        if kind == "ClusterQueue":
+            self._cluster_queue(t, obj)
+        elif kind == "Workload":
+            self._workload(t, obj)
+        elif kind == "Node":
+            name = obj["metadata"]["name"]
+            pool = self.pool_of.get(name)
+            if pool is None:
+                pool = self.pool_of[name] = (obj["metadata"].get("labels") or {}).get(POOL_LABEL, "(no pool)")
+            delta = -1 if etype == "DELETED" else 1 if etype == "ADDED" else 0
+            if delta:
+                self.alive[pool] = self.alive.get(pool, 0) + delta
+                self.data.node_changes.setdefault(pool, []).append((t, self.alive[pool]))
+        elif kind == "Event":
+            inv = obj.get("involvedObject") or {}
+            if inv.get("kind") in ("Node", "NodePool"):
+                reason = obj.get("reason", "")
+                self.events.append((t, inv["kind"], inv["name"], reason,
+                                    f"{inv['kind']} {inv['name']}: {reason} {obj.get('message', '')}"))
+
+    def _cluster_queue(self, t: float, obj: dict[str, Any]) -> None:
+        series = self.data.cluster_queues.setdefault(obj["metadata"]["name"], ClusterQueueSeries())
+        st = obj.get("status") or {}
+        series.admitted.append((t, st.get("admittedWorkloads", 0)))
+        series.pending.append((t, st.get("pendingWorkloads", 0)))
+        used: dict[str, float] = {}
+        for fl in st.get("flavorsUsage") or []:
+            for res in fl.get("resources") or []:
+                used[res["name"]] = used.get(res["name"], 0.0) + _quantity(res.get("borrowed", "0"))
+        for res, v in used.items():
+            series.borrowed.setdefault(res, []).append((t, v))
+
+    def _workload(self, t: float, obj: dict[str, Any]) -> None:
+        """A preemption mark each time a Workload's Evicted condition turned True."""
+        key = key_of(obj)
+        cq, was = self.workloads.get(key, ("", False))
+        st = obj.get("status") or {}
+        cq = (st.get("admission") or {}).get("clusterQueue") or cq
+        ev = find_condition(conditions_of(obj), "Evicted")
+        now = ev is not None and ev.get("status") == "True"
+        if now and not was and ev is not None:
+            pre = find_condition(conditions_of(obj), "Preempted")
+            why = pre.get("reason") if pre is not None and pre.get("status") == "True" else ev.get("reason")
+            self.data.preemptions.append((t, cq, f"Workload {key[1]}/{key[2]} evicted from {cq}: {why}"))
+        self.workloads[key] = (cq, now)
+
+    def finish(self) -> None:
+        self.data.preemptions.sort()
+        out = []
+        for t, kind, name, reason, text in self.events:
+            pool = name if kind == "NodePool" else self.pool_of.get(name, "(no pool)")
+            color = "#d62728" if "Fail" in reason or "Preempt" in reason or "Terminat" in reason else "#333333"
+            out.append((t, pool, text, color))
+        self.data.node_events = sorted(out)
+
+
+Version = tuple[float, str, dict[str, Any]]  # (t, type, object): one line of history.jsonl
+
+
+def _read_history(path: Path) -> Iterator[Version]:
+    """history.jsonl line by line, each version of a kind the report reads (and a Node's only when it came or
+    went); the other lines are skipped before they are parsed."""
+    with path.open() as f:
+        for line in f:
+            head = _HEAD.match(line)
+            if head is not None:
+                kind = head.group(1)
+                if kind not in KINDS or (kind == "Node" and line.rstrip().endswith(_NODE_MODIFIED_TAIL)):
+                    continue
+            rec = json.loads(line)
+            yield rec["t"], rec["type"], rec["object"]
+
+
+def load_run(run_dir: Path, name: str | None = None, history: Iterable[Version] | None = None) -> RunData:
+    """Read a run folder; KubetwinError when it is not one. `name` labels it (default: the folder's name).
+
+    history: the versions history.jsonl holds, when the caller has them in memory (`kubetwin run`, which has just
+    written them: the same objects, without parsing the file back); by default the file is read."""
     meta = run_meta(run_dir, "summary.json")
-    hist = run_dir / "history.jsonl"
     data = RunData(name=name or run_dir.resolve().name, meta=meta,
                    summary=_json(run_dir / "summary.json"), timeseries=_json(run_dir / "timeseries.json"),
                    training=_json(run_dir / "training.json"))
-    with hist.open() as f:
-        for seq, line in enumerate(f):
-            rec = json.loads(line)
-            obj = rec["object"]
-            if obj["kind"] not in KINDS:
-                continue
-            data.versions.setdefault(key_of(obj), []).append(Record(seq, rec["t"], rec["type"], obj))
+    pods = (data.summary.get("pods") or {}).get("total") or 0
+    timeline = Timeline(aggregate=pods > AGGREGATE_PODS)
+    series = _Panels(data)
+    bound: dict[Key, bool] = {}  # every pod, in creation order: ever bound to a node
+    for t, etype, obj in _read_history(run_dir / "history.jsonl") if history is None else history:
+        kind = obj["kind"]
+        if kind not in KINDS or (kind == "Node" and etype == "MODIFIED"):
+            continue
+        timeline.add(t, etype, obj)
+        series.add(t, etype, obj)
+        if kind == "Pod":
+            key = key_of(obj)
+            if not bound.get(key) and (obj.get("spec") or {}).get("nodeName"):
+                bound[key] = True
+            else:
+                bound.setdefault(key, False)
+    data.rows = timeline.rows(data.duration)
+    data.never_bound = [k for k, b in bound.items() if not b]
+    series.finish()
     return data

@@ -3,24 +3,40 @@
 A row's state at each moment is read from the stored versions of its objects (the Job or JobSet, its Kueue
 Workloads, its pods) with the API's condition helpers (kubetwin.api.conditions), so a Job whose Workload Kueue
 evicted shows `Preempted (InCohortReclamation)` for as long as the Workload's condition says so, not one green bar.
+
+Built in one pass over history.jsonl (`Timeline.add` per version, in the file's order) that keeps, per object, only
+the fields the state rules read of its latest version, never the versions themselves (issue 32: loading the whole
+history tripled the peak memory of a 10,000-pod run). Past `AGGREGATE_PODS` pods, the pods that would each be a row
+of their own (a Deployment's replicas, bare pods) are drawn as one row per owner, in the state most of them are in.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
-from kubetwin.report.rundata import Key, Record, RunData, key_of
 
-__all__ = ["STATE_COLORS", "Row", "Segment", "rows_of"]
+if TYPE_CHECKING:
+    from kubetwin.report.rundata import RunData
 
+__all__ = ["AGGREGATE_PODS", "STATE_COLORS", "Key", "Row", "Segment", "Timeline", "key_of", "rows_of"]
+
+Key = tuple[str, str, str]  # (kind, namespace, name)
 # The legend's order, and one colour per state (Preempted/Evicted/Failed stand out from Running).
 STATE_COLORS: dict[str, str] = {
     "Pending": "#f0ad4e", "QuotaReserved": "#d9d46b", "Admitted": "#9ecae1", "Running": "#5cb85c",
     "Preempted": "#9467bd", "Evicted": "#e377c2", "Failed": "#d62728", "Succeeded": "#c6dbef",
 }
 ROOT_OWNERS = frozenset({"Job", "JobSet"})  # a pod's or Workload's row is its Job's, and a Job's its JobSet's
+MEMBER_KINDS = frozenset({"Pod", "Job", "JobSet", "Workload"})
+# Past this many pods in a run (summary.json pods.total), the pods that would be rows of their own are one row per
+# owner (twin choice: a timeline of thousands of rows is neither readable nor light; 2,000 rows is a ~2 MB page).
+AGGREGATE_PODS = 2000
+# The only conditions the state rules read (kept of each version; the rest, and every other field, is dropped).
+_CONDITIONS = frozenset({"Complete", "Completed", "Failed", "Suspended", "Finished", "Preempted", "Evicted",
+                         "Admitted", "QuotaReserved", "DisruptionTarget", "PodScheduled"})
+State = tuple[str, str]  # (state, reason)
 
 
 @dataclass(frozen=True)
@@ -35,7 +51,8 @@ class Segment:
 
 @dataclass
 class Row:
-    """One timeline row: the object it stands for and what happened to it."""
+    """One timeline row: the object it stands for and what happened to it (pods: how many pods an aggregated row
+    stands for, 0 for one object's row)."""
 
     kind: str
     namespace: str
@@ -43,16 +60,23 @@ class Row:
     segments: list[Segment] = field(default_factory=list)
     marks: list[tuple[float, str]] = field(default_factory=list)  # pod failures and disruptions
     events: list[tuple[float, str]] = field(default_factory=list)  # Events on the row's objects
+    pods: int = 0
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+        what = f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+        return f"{what} ({self.pods} pods)" if self.pods else what
 
     def seconds_in(self, state: str) -> float:
         return sum(s.end - s.start for s in self.segments if s.state == state)
 
     def states(self) -> list[str]:
         return [s.state for s in self.segments]
+
+
+def key_of(obj: dict[str, Any]) -> Key:
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace") or "", meta["name"]
 
 
 def _controller(obj: dict[str, Any]) -> tuple[str, str] | None:
@@ -93,7 +117,26 @@ def _pod_failure(pod: dict[str, Any]) -> str:
     return ""
 
 
-def _state(root: dict[str, Any] | None, wls: list[dict], pods: list[dict]) -> tuple[str, str]:
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a version that _state and _pod_end read, and nothing else (the latest version of every live
+    object is held until the end of the pass)."""
+    st = obj.get("status") or {}
+    status: dict[str, Any] = {k: st[k] for k in ("phase", "reason", "message") if k in st}
+    conds = [{k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+             for c in st.get("conditions") or () if c.get("type") in _CONDITIONS]
+    if conds:
+        status["conditions"] = conds
+    terminated = [{"state": {"terminated": {k: term[k] for k in ("reason", "message") if k in term}}}
+                  for cs in st.get("containerStatuses") or ()
+                  if (term := (cs.get("state") or {}).get("terminated") or {}).get("reason")]
+    if terminated:
+        status["containerStatuses"] = terminated
+    node = (obj.get("spec") or {}).get("nodeName")
+    return {"kind": obj["kind"], "metadata": {"name": obj["metadata"]["name"]}, "status": status,
+            "spec": {"nodeName": node} if node else {}}
+
+
+def _state(root: dict[str, Any] | None, wls: list[dict], pods: list[dict]) -> State:
     """The row's state from its objects' latest versions: terminal conditions first, then Kueue's, then pods'."""
     if root is not None and root["kind"] in ROOT_OWNERS:
         conds = conditions_of(root)
@@ -144,9 +187,8 @@ def _state(root: dict[str, Any] | None, wls: list[dict], pods: list[dict]) -> tu
     return "Pending", ""
 
 
-def _pod_end(rec: Record, before: dict[str, Any] | None) -> tuple[str, str] | None:
+def _pod_end(pod: dict[str, Any], before: dict[str, Any] | None) -> State | None:
     """(state, reason) when this version is the one where the pod failed or was marked for disruption."""
-    pod = rec.obj
     st = pod.get("status") or {}
     node = (pod.get("spec") or {}).get("nodeName")
     where = f" (pod {pod['metadata']['name']}" + (f" on {node})" if node else ")")
@@ -160,67 +202,195 @@ def _pod_end(rec: Record, before: dict[str, Any] | None) -> tuple[str, str] | No
     return None
 
 
-def rows_of(run: RunData) -> list[Row]:
-    """Every row of the run's timeline, in the order their first object was created."""
-    owners = {k: _controller(v[0].obj) for k, v in run.versions.items() if k[0] != "Event"}
-    members: dict[Key, list[Key]] = {}
-    for key in owners:
-        kind = key[0]
-        root = _root(key, owners)
-        if kind in ("Pod", "Job", "JobSet", "Workload"):
-            members.setdefault(root, []).append(key)
-    rows: list[Row] = []
-    where: dict[Key, Row] = {}
-    end = run.duration
-    for root, keys in members.items():
-        row = Row(*root)
-        where.update({k: row for k in keys})
-        recs = sorted((r for k in keys for r in run.versions[k]), key=lambda r: r.seq)
-        snap: dict[Key, dict[str, Any]] = {}
-        current: tuple[str, str] | None = None
-        since = 0.0
+class _Track:
+    """One row's objects as the pass has seen them: each member's latest (slim) version and the state shown."""
+
+    __slots__ = ("root", "row", "group", "snap", "current", "since", "lost", "events")
+
+    def __init__(self, root: Key, row: Row | None, group: _Group | None) -> None:
+        self.root, self.row, self.group = root, row, group
+        self.snap: dict[Key, dict[str, Any]] = {}
+        self.current: State | None = None
+        self.since = 0.0
         # The last pod failure or disruption: the row shows it, not Pending, until a pod runs again.
-        lost: tuple[str, str] | None = None
-        for i, rec in enumerate(recs):
-            key = key_of(rec.obj)
-            if key[0] == "Pod":
-                end_of = _pod_end(rec, snap.get(key))
-                if end_of is not None:
-                    row.marks.append((rec.t, f"{end_of[0]} {end_of[1]}"))
-                    lost = end_of
-                if (rec.obj.get("status") or {}).get("phase") == "Running" and rec.type != "DELETED":
-                    lost = None
-            if rec.type == "DELETED":
-                snap.pop(key, None)
+        self.lost: State | None = None
+        self.events: list[tuple[float, int, str]] = []  # (t, the Event object's order, text)
+
+    def settle(self, t: float) -> None:
+        """The state at t, once every write at t is in (a change ends the segment held since the last one)."""
+        state: State | None = None
+        if self.snap:
+            snap = self.snap
+            state = _state(snap.get(self.root), [o for k, o in snap.items() if k[0] == "Workload"],
+                           [o for k, o in snap.items() if k[0] == "Pod"])
+            if state[0] == "Pending" and self.lost is not None:
+                state = self.lost[0], f"{self.lost[1]}; waiting for a replacement pod to run"
+            elif state[0] == "Failed" and self.lost is not None and self.lost[1] not in state[1]:
+                state = "Failed", f"{state[1]}; last pod: {self.lost[1]}"
+        if state != self.current:
+            if self.group is not None:
+                self.group.move(self.current, state, t)
+            elif self.current is not None and t > self.since and self.row is not None:
+                self.row.segments.append(Segment(self.since, t, *self.current))
+            self.current, self.since = state, t
+
+
+class _Group:
+    """An aggregated row: how many of its pods are in each state; it shows the state most of them are in."""
+
+    def __init__(self, row: Row) -> None:
+        self.row = row
+        self.counts: dict[str, int] = {}
+        self.current: str | None = None
+        self.reason = ""
+        self.since = 0.0
+
+    def move(self, old: State | None, new: State | None, t: float) -> None:
+        if old is not None:
+            self.counts[old[0]] -= 1
+        if new is not None:
+            self.counts[new[0]] = self.counts.get(new[0], 0) + 1
+
+    def settle(self, t: float) -> None:
+        live = {s: n for s, n in self.counts.items() if n}
+        order = list(STATE_COLORS)
+        state = min(live, key=lambda s: (-live[s], order.index(s))) if live else None
+        if state != self.current:
+            if self.current is not None and t > self.since:
+                self.row.segments.append(Segment(self.since, t, self.current, self.reason))
+            self.current, self.since = state, t
+            self.reason = "of its pods: " + ", ".join(f"{live[s]} {s}" for s in order if s in live)
+
+    def finish(self, end: float) -> None:
+        if self.current is not None and end > self.since:
+            self.row.segments.append(Segment(self.since, end, self.current, self.reason))
+
+
+class Timeline:
+    """The timeline built version by version, in history.jsonl's order (`add`), then `rows(end)`.
+
+    aggregate: pods that would be rows of their own are one row per owner (per namespace for pods of no owner)."""
+
+    def __init__(self, aggregate: bool = False) -> None:
+        self.aggregate = aggregate
+        self.owners: dict[Key, tuple[str, str] | None] = {}  # each member's controller, from its first version
+        self.tracks: dict[Key, _Track] = {}  # by root, in the order the rows' first objects were created
+        self.track_of: dict[Key, _Track] = {}  # every member's row
+        self.groups: dict[Key, _Group] = {}
+        self.dirty: set[int] = set()
+        self.dirty_tracks: list[_Track] = []
+        self.t = 0.0
+        self.early: dict[Key, list[tuple[float, int, str]]] = {}  # Events on objects not seen yet
+        self.event_order: dict[Key, int] = {}  # Event objects, in the order first seen (attached ones only)
+
+    def _flush(self) -> None:
+        groups: dict[int, _Group] = {}
+        for tr in self.dirty_tracks:
+            tr.settle(self.t)
+            if tr.group is not None:
+                groups[id(tr.group)] = tr.group
+        for g in groups.values():
+            g.settle(self.t)
+        self.dirty.clear()
+        self.dirty_tracks.clear()
+
+    def _track(self, key: Key, obj: dict[str, Any]) -> _Track:
+        self.owners[key] = owner = _controller(obj)
+        root = _root(key, self.owners)
+        tr = self.tracks.get(root)
+        if tr is None:
+            if self.aggregate and root == key and key[0] == "Pod":
+                gkey: Key = (owner[0], key[1], owner[1]) if owner else ("Pods", key[1], "(no owner)")
+                group = self.groups.get(gkey)
+                if group is None:
+                    group = self.groups[gkey] = _Group(Row(*gkey))
+                group.row.pods += 1
+                tr = _Track(root, None, group)
+                self.tracks[root] = tr
             else:
-                snap[key] = rec.obj
-            if i + 1 < len(recs) and recs[i + 1].t == rec.t:
-                continue  # the state at t is the one after every write at t
-            state: tuple[str, str] | None = None
-            if snap:
-                state = _state(snap.get(root), [o for k, o in snap.items() if k[0] == "Workload"],
-                               [o for k, o in snap.items() if k[0] == "Pod"])
-                if state[0] == "Pending" and lost is not None:
-                    state = lost[0], f"{lost[1]}; waiting for a replacement pod to run"
-                elif state[0] == "Failed" and lost is not None and lost[1] not in state[1]:
-                    state = "Failed", f"{state[1]}; last pod: {lost[1]}"
-            if state != current:
-                if current is not None and rec.t > since:
-                    row.segments.append(Segment(since, rec.t, *current))
-                current, since = state, rec.t
-        if current is not None and end > since:
-            row.segments.append(Segment(since, end, *current))
-        if row.segments:
-            rows.append(row)
-    for key, recs in run.versions.items():
-        if key[0] != "Event":
-            continue
-        for rec in recs:
-            inv = rec.obj.get("involvedObject") or {}
-            row = where.get((inv.get("kind", ""), inv.get("namespace") or "", inv.get("name", "")))
-            if row is not None:
-                row.events.append((rec.t, f"{inv['kind']} {inv['name']}: {rec.obj.get('reason', '')} "
-                                           f"{rec.obj.get('message', '')}".rstrip()))
-    for row in rows:
-        row.events.sort(key=lambda e: e[0])
-    return rows
+                tr = self.tracks[root] = _Track(root, Row(*root), None)
+        self.track_of[key] = tr
+        for ev in self.early.pop(key, ()):
+            self._attach(tr, ev)
+        return tr
+
+    def add(self, t: float, etype: str, obj: dict[str, Any]) -> None:
+        """One version of a Pod, Job, JobSet, Workload or Event, at simulated time t."""
+        if t != self.t:
+            self._flush()
+            self.t = t
+        kind = obj["kind"]
+        if kind == "Event":
+            self._event(t, obj)
+            return
+        if kind not in MEMBER_KINDS:
+            return
+        key = key_of(obj)
+        tr = self.track_of.get(key) or self._track(key, obj)
+        slim = _slim(obj)
+        if kind == "Pod":
+            end_of = _pod_end(slim, tr.snap.get(key))
+            if end_of is not None:
+                row = tr.row if tr.group is None else tr.group.row
+                row.marks.append((t, f"{end_of[0]} {end_of[1]}"))
+                tr.lost = end_of
+            if slim["status"].get("phase") == "Running" and etype != "DELETED":
+                tr.lost = None
+        if etype == "DELETED":
+            tr.snap.pop(key, None)
+        else:
+            tr.snap[key] = slim
+        if id(tr) not in self.dirty:
+            self.dirty.add(id(tr))
+            self.dirty_tracks.append(tr)
+
+    def _event(self, t: float, obj: dict[str, Any]) -> None:
+        inv = obj.get("involvedObject") or {}
+        target = (inv.get("kind", ""), inv.get("namespace") or "", inv.get("name", ""))
+        if target[0] not in MEMBER_KINDS:
+            return
+        tr = self.track_of.get(target)
+        if tr is not None and tr.group is not None:
+            return  # an aggregated row carries no per-pod events
+        ekey = key_of(obj)
+        order = self.event_order.setdefault(ekey, len(self.event_order))
+        ev = (t, order, f"{inv['kind']} {inv['name']}: {obj.get('reason', '')} {obj.get('message', '')}".rstrip())
+        if tr is None:
+            self.early.setdefault(target, []).append(ev)
+        else:
+            self._attach(tr, ev)
+
+    @staticmethod
+    def _attach(tr: _Track, ev: tuple[float, int, str]) -> None:
+        if tr.row is not None:
+            tr.events.append(ev)
+
+    def rows(self, end: float) -> list[Row]:
+        """Every row with a segment, in the order its first object was created; an aggregated row where its first
+        pod's would be."""
+        self._flush()
+        out: list[Row] = []
+        seen: set[int] = set()
+        for tr in self.tracks.values():
+            if tr.group is not None:
+                if id(tr.group) in seen:
+                    continue
+                seen.add(id(tr.group))
+                tr.group.finish(end)
+                row = tr.group.row
+            else:
+                assert tr.row is not None
+                row = tr.row
+                if tr.current is not None and end > tr.since:
+                    row.segments.append(Segment(tr.since, end, *tr.current))
+                # Events on one Event object stay together at one instant, in the order the Events were created.
+                row.events = [(e[0], e[2]) for e in sorted(tr.events, key=lambda e: (e[0], e[1]))]
+            if row.segments:
+                out.append(row)
+        return out
+
+
+def rows_of(run: RunData) -> list[Row]:
+    """Every row of the run's timeline, in the order their first object was created (built while the run folder
+    was read)."""
+    return run.rows

@@ -1,0 +1,107 @@
+"""`kubetwin run` of the 10,000-pod scenario through the CLI, report.html included, and `kubetwin report` alone.
+
+Issue 32's regression: report.html, written at the end of every run, loaded the whole history.jsonl (at 3f002fa a
+10,000-pod run took 15-17 s and 1,112 MB peak, against 10.8 s and 351 MB at 8c4b814, before the report existed).
+This writes the scenario of benchmarks/bench_scheduling.py (10,000 pods onto 5,000 nodes, pools of 1,000 nodes) as
+YAML, then runs, each in a child process so the operating system's accounting gives its wall time and peak RSS:
+  1. `kubetwin run SCENARIO --out DIR` (report included) with this tree's sources and, when --base names one, with
+     a baseline tree's (e.g. `git archive 3f002fa | tar -x -C /tmp/base-tree`), alternating A B A B;
+  2. `kubetwin report DIR` alone on the run folder, with each tree.
+Prints median wall seconds, peak RSS and the ratio to the baseline for each.
+Usage: python benchmarks/bench_report.py [--pods 10000] [--nodes 5000] [--repeat 3] [--base /tmp/base-tree]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE / "benchmarks"))
+
+from bench_scheduling import _deployment, _pools  # noqa: E402
+
+
+def scenario(nodes: int, pods: int) -> list[dict]:
+    """bench_scheduling's scenario with every report (report.html included), as `kubetwin run` gets it by default."""
+    head = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "bench-report"},
+            "spec": {"duration": "10m", "sampleInterval": "10m"}}
+    return [head, *_pools("gpu", "a3-highgpu-8g", nodes // 2, "nvidia-h100-80gb", 8),
+            *_pools("cpu", "n2-standard-32", nodes - nodes // 2),
+            _deployment("gpu-work", pods // 2, {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "4"}}),
+            _deployment("cpu-work", pods - pods // 2, {"requests": {"cpu": "2", "memory": "4Gi"}})]
+
+
+def write_scenario(path: Path, nodes: int, pods: int) -> Path:
+    path.write_text(yaml.safe_dump_all(scenario(nodes, pods), sort_keys=False))
+    return path
+
+
+def timed(src: Path, args: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of `kubetwin ARGS` in a child process with `src` first on the path.
+
+    Each call runs in a fresh grandchild (through a `python -c` wrapper) so RUSAGE_CHILDREN's high-water mark is
+    this command's alone."""
+    code = ("import resource,subprocess,sys,time;t=time.perf_counter();"
+            "r=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL);w=time.perf_counter()-t;"
+            "print(w,resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,r.returncode)")
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    cmd = [sys.executable, "-c", code, sys.executable, "-c", "from kubetwin.cli.main import main; main()", *args]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
+    if out[2] != "0":
+        raise SystemExit(f"kubetwin {' '.join(args)} failed with {src}")
+    return float(out[0]), int(out[1]) / 1024
+
+
+def _line(label: str, a: list[tuple[float, float]], b: list[tuple[float, float]] | None) -> str:
+    wall, peak = statistics.median(w for w, _ in a), max(p for _, p in a)
+    text = f"{label}: {wall:.2f} s, peak {peak:,.0f} MB"
+    if b:
+        bw, bp = statistics.median(w for w, _ in b), max(p for _, p in b)
+        ratios = sorted(x[0] / y[0] for x, y in zip(a, b, strict=True))
+        text += (f"   baseline {bw:.2f} s, peak {bp:,.0f} MB -> time x{statistics.median(ratios):.2f} "
+                 f"(pairs {', '.join(f'{r:.2f}' for r in ratios)}), memory x{peak / bp:.2f}")
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--pods", type=int, default=10000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--base", type=Path, help="a baseline tree (its src/ goes first on the path)")
+    a = ap.parse_args()
+    assert resource  # the children's figures come from their own getrusage
+    with tempfile.TemporaryDirectory() as tmp:
+        scen = write_scenario(Path(tmp) / "scenario.yaml", a.nodes, a.pods)
+        trees = [("this tree", HERE / "src")] + ([("baseline", a.base / "src")] if a.base else [])
+        runs: dict[str, list[tuple[float, float]]] = {n: [] for n, _ in trees}
+        reports: dict[str, list[tuple[float, float]]] = {n: [] for n, _ in trees}
+        for i in range(a.repeat):
+            for name, src in trees:
+                out = Path(tmp) / f"run-{name.replace(' ', '-')}-{i}"
+                runs[name].append(timed(src, ["run", str(scen), "--out", str(out)]))
+        folder = Path(tmp) / "run-this-tree-0"
+        size = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
+        page = (folder / "report.html").stat().st_size / 2**20
+        for _ in range(a.repeat):
+            for name, src in trees:
+                reports[name].append(timed(src, ["report", str(folder), "--out", str(Path(tmp) / "r.html")]))
+        base = "baseline" if a.base else None
+        print(f"{a.pods:,} pods onto {a.nodes:,} nodes, {a.repeat} runs each, medians; run folder {size:.0f} MB, "
+              f"report.html {page:.1f} MB ({time.strftime('%Y-%m-%d')})")
+        print(_line("kubetwin run (report included)", runs["this tree"], runs[base] if base else None))
+        print(_line("kubetwin report RUN alone", reports["this tree"], reports[base] if base else None))
+
+
+if __name__ == "__main__":
+    main()
