@@ -254,6 +254,14 @@ class KueueScheduler:
         return [name for name, spec in self.cluster_queues.items()
                 if name == cq_or_cohort or (spec.cohort and root_of(spec.cohort) == root)]
 
+    def inactive_reason(self, name: str) -> str | None:
+        """Why the cache holds ClusterQueue `name` inactive ("" while it is active, None when it does not exist):
+        the snapshot's reasons (a missing flavor, stopPolicy, missing or inactive admission checks, a cohort
+        cycle), which Kueue's cache reports as the ClusterQueue's Active condition (pkg/cache ClusterQueueActive)."""
+        if name not in self.cluster_queues:
+            return None
+        return self._snapshot().inactive.get(name, "")
+
     def pending(self, key: str) -> tuple[str, str] | None:
         """(ClusterQueue, 'active'|'inadmissible') of a queued workload."""
         return self.queues.location(key)
