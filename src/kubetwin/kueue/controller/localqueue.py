@@ -18,6 +18,7 @@ controllers were created in.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import cast
 
 from kubetwin.api.conditions import conditions_of, set_condition
 from kubetwin.controllers.common import WorkQueue
@@ -46,7 +47,7 @@ class LocalQueueReconciler:
             self._queue.add((lq["metadata"].get("namespace") or "default", lq["metadata"]["name"]))
 
     def _reconcile(self, key: Hashable) -> None:
-        ns, name = key  # type: ignore[misc]
+        ns, name = cast(tuple[str, str], key)
         lq = self.store.get("LocalQueue", ns, name)
         if lq is None:
             return
