@@ -116,3 +116,37 @@ def test_get_and_describe_localqueue_show_kueues_columns_and_the_condition(tmp_p
     assert "  Conditions:\n" in res.stdout
     for line in ("Message:", "Can submit new workloads to localQueue", "Reason:", "Ready", "Type:", "Active"):
         assert line in res.stdout
+
+
+@pytest.mark.parametrize("policy", ["Hold", "HoldAndDrain"])
+def test_local_queue_stop_policy_is_a_notice_naming_what_the_run_does(policy: str) -> None:
+    """The twin does not read a LocalQueue's spec.stopPolicy (Kueue: Active False "Stopped" "LocalQueue is stopped",
+    no new admissions, HoldAndDrain also evicts): validate says so; None or no stopPolicy says nothing."""
+    import yaml
+
+    from kubetwin.api.loader import load_text
+    from kubetwin.validation.validate import validate
+
+    def notices(lq: dict) -> list:
+        docs = [make_flavor("default").obj(), make_cq("cq").flavor("default", cpu="8").obj(), lq]
+        return [d for d in validate(load_text(yaml.safe_dump_all(docs), "s.yaml"))
+                if d.severity == "notice" and "stopPolicy" in d.field]
+    stopped = make_lq("main").cluster_queue("cq").obj()
+    stopped["spec"]["stopPolicy"] = policy
+    (d,) = notices(stopped)
+    assert d.field == "spec.stopPolicy" and d.obj == "LocalQueue/default/main"
+    assert d.message.startswith(f"LocalQueue stopPolicy {policy} is not modelled: Kueue would mark this LocalQueue "
+                                "Active False (Stopped, \"LocalQueue is stopped\")")
+    assert d.message.endswith("the run queues and admits its Workloads as with stopPolicy None")
+    stopped["spec"]["stopPolicy"] = "None"
+    assert notices(stopped) == [] and notices(make_lq("main").cluster_queue("cq").obj()) == []
+
+
+def test_local_queue_stop_policy_notice_is_repeated_in_the_run_summary() -> None:
+    lq = make_lq("main").cluster_queue("cq").obj()
+    lq["spec"]["stopPolicy"] = "Hold"
+    objs = [make_scenario("30m").obj(), make_pool("cpu", "e2-standard-16", 1).obj(), make_flavor("default").obj(),
+            make_cq("cq").flavor("default", cpu="8").obj(), lq, make_job("train").queue("main").obj()]
+    result = kt_run(objects=objs)
+    assert any("LocalQueue stopPolicy Hold is not modelled" in n for n in result.summary["notices"])
+    assert _active(result) == READY  # what the run does: the queue admits as with None
