@@ -149,7 +149,7 @@ def outcome(result) -> dict[tuple, list[tuple]]:
     drawn from the shared seeded generator may differ; what each instant ends with must not."""
     states: dict[tuple, dict[float, tuple]] = {}
     for t, _, etype, o in result.history:
-        if o["kind"] not in ("Pod", "ResourceClaim", "Workload", "Job", "JobSet", "ClusterQueue"):
+        if o["kind"] not in ("Pod", "ResourceClaim", "Workload", "Job", "JobSet", "ClusterQueue", "LocalQueue"):
             continue
         st = o.get("status") or {}
         conds = tuple(sorted((c["type"], c["status"], c.get("reason", "")) for c in st.get("conditions") or []))
@@ -184,3 +184,6 @@ def test_controllers_created_in_another_order_give_the_same_run(monkeypatch) -> 
     cq = [o for _, _, _, o in forward.history if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "checked"]
     assert any(c["type"] == "Active" and c["reason"] == "AdmissionCheckNotFound"
                for c in (cq[-1].get("status") or {}).get("conditions") or [])
+    gated = [o for _, _, _, o in forward.history if o["kind"] == "LocalQueue" and o["metadata"]["name"] == "gated"]
+    assert [(c["status"], c["reason"]) for c in gated[-1]["status"]["conditions"]] == [
+        ("False", "ClusterQueueIsInactive")]

@@ -254,6 +254,15 @@ class KueueScheduler:
         return [name for name, spec in self.cluster_queues.items()
                 if name == cq_or_cohort or (spec.cohort and root_of(spec.cohort) == root)]
 
+    def inactive_reason(self, name: str) -> str | None:
+        """Why the cache holds ClusterQueue `name` inactive ("" while it is active, None when it does not exist):
+        the snapshot's reasons (a missing flavor, stopPolicy, missing or inactive admission checks, a cohort
+        cycle), which Kueue's cache reports as the ClusterQueue's Active condition (pkg/cache ClusterQueueActive)."""
+        if name not in self.cluster_queues:
+            return None
+        snap = self._tree[1] if self._tree is not None and self._tree_current() else self._snapshot()
+        return snap.inactive.get(name, "")  # `inactive` depends on the specs alone: no usage refill needed
+
     def pending(self, key: str) -> tuple[str, str] | None:
         """(ClusterQueue, 'active'|'inadmissible') of a queued workload."""
         return self.queues.location(key)
@@ -262,18 +271,26 @@ class KueueScheduler:
     def _snapshot(self) -> Snapshot:
         """The cycle's snapshot. The quota tree is rebuilt only when a spec object changed (specs are replaced,
         never mutated: identity tells); otherwise the last tree is reset and refilled from the cache."""
-        specs: tuple[list[Any], list[Any], list[Any]] = (
-            list(self.cluster_queues.values()), list(self.cohorts.values()), list(self.flavors.values()))
         last = self._tree
-        if last is not None and all(len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
-                                    for a, b in zip(specs, last[0], strict=True)):
+        if last is not None and self._tree_current():
             snap = last[1]
             snap.reset()
             snap.fill(self.admitted.values())  # WorkloadInfo.usage is never mutated: no copies
             return snap
+        specs = self._specs()
         snap = Snapshot.build(*specs, self.admitted.values())
         self._tree = (specs, snap)
         return snap
+
+    def _specs(self) -> tuple[list[Any], list[Any], list[Any]]:
+        return list(self.cluster_queues.values()), list(self.cohorts.values()), list(self.flavors.values())
+
+    def _tree_current(self) -> bool:
+        """Whether the last quota tree was built from the specs as they are now (specs are replaced, never
+        mutated: identity tells)."""
+        last = self._tree
+        return last is not None and all(len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+                                        for a, b in zip(self._specs(), last[0], strict=True))
 
     def schedule(self, now: float) -> CycleResult:
         """One cycle: heads -> snapshot -> nominate -> ordered processing -> requeue."""

@@ -209,6 +209,23 @@ def _local_queue_without_cluster_queue(sc: _Scenario) -> list[Diagnostic]:
     return out
 
 
+def _local_queue_stop_policy(sc: _Scenario) -> list[Diagnostic]:
+    """A LocalQueue with spec.stopPolicy Hold or HoldAndDrain: Kueue's LocalQueue reconciler marks it Active False,
+    reason Stopped, "LocalQueue is stopped", and the queue manager stops admitting its Workloads (HoldAndDrain also
+    evicts the admitted ones) (kueue pkg/controller/core/localqueue_controller.go; localqueue_types.go StopPolicy).
+    The twin does not read the field (`kubetwin.kueue.api.LocalQueue`): a notice naming what the run does."""
+    out = []
+    for m in sc.kind("LocalQueue", KUEUE):
+        policy = str((m.obj.get("spec") or {}).get("stopPolicy") or "None")
+        if policy != "None":
+            out.append(Diagnostic(m.file, m.line_of("spec.stopPolicy"), m.ref, "spec.stopPolicy",
+                                  f"LocalQueue stopPolicy {policy} is not modelled: Kueue would mark this LocalQueue "
+                                  "Active False (Stopped, \"LocalQueue is stopped\") and admit none of its Workloads"
+                                  + (" and evict the admitted ones" if policy == "HoldAndDrain" else "")
+                                  + "; the run queues and admits its Workloads as with stopPolicy None", "", "notice"))
+    return out
+
+
 # Kinds Kueue integrates (apis/config/v1beta2 Integrations.Frameworks) that the twin's Kueue does not run, by the
 # framework name that enables each.
 UNMODELLED_INTEGRATIONS = {"Deployment": "deployment", "StatefulSet": "statefulset",
@@ -462,7 +479,7 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
 
 CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
     _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue,
-    _local_queue_without_cluster_queue, _unmodelled_integration, _scale_to_zero,
+    _local_queue_without_cluster_queue, _local_queue_stop_policy, _unmodelled_integration, _scale_to_zero,
     _device_class_driver, _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
 
 

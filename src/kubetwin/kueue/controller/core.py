@@ -47,6 +47,7 @@ from kubetwin.kueue.controller.jobframework import (
     suspend_queued,
     workload_name,
 )
+from kubetwin.kueue.controller.localqueue import LocalQueueReconciler
 from kubetwin.kueue.controller.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
 from kubetwin.kueue.controller.pods import webhook as pod_webhook
 from kubetwin.kueue.controller.podsready import PodsReady
@@ -91,6 +92,7 @@ class KueueController:
         self.pods_ready = PodsReady(store, env, events, self, self.config.wait_for_pods_ready)
         self.queue_status = QueueStatus(store, self.sched, self.metrics)
         self.checks = AdmissionChecks(store, env, events, self)
+        self.local_queues = LocalQueueReconciler(store, env, self.sched, self.now)  # LocalQueue Active
         self.provisioning = ProvisioningController(store, env, events, self.checks)  # the ProvisioningRequest check
         self._epoch = api.parse_time(store.start_time)
         self._kicked = False
@@ -136,6 +138,7 @@ class KueueController:
             return  # a status write of ours
         self.checks.refresh_cluster_queues()  # a (new) ClusterQueue spec: are its admission checks active?
         self.queue_status.touch_all()
+        self.local_queues.enqueue_all()
         self.kick()
 
     def _on_namespace(self, etype: str, obj: Obj, old: Obj | None) -> None:
@@ -407,6 +410,7 @@ class KueueController:
         rewritten, and a cycle runs."""
         self.sched.queue_inadmissible()
         self.queue_status.touch_all()
+        self.local_queues.enqueue_all()
         self.kick()
 
     def _queue_owner(self, wl: Obj) -> None:
