@@ -21,7 +21,7 @@ deleted without a grace period.
 from __future__ import annotations
 
 from kubetwin.api.conditions import conditions_of, find_condition, replace_or_append_condition
-from kubetwin.scheduler.plugins import tolerates
+from kubetwin.api.taints import tolerates
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store

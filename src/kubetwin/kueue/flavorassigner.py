@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kubetwin.api import nodeaffinity
+from kubetwin.api.taints import tolerates
 from kubetwin.kueue.api import (
     BORROWING_OVER_PREEMPTION,
     NEVER,
@@ -185,17 +186,6 @@ def _taint_string(t: dict) -> str:
     return f"{t['key']}={value}:{t.get('effect', '')}" if value else f"{t['key']}:{t.get('effect', '')}"
 
 
-def _tolerates(tol: dict, taint: dict) -> bool:
-    if tol.get("effect") and tol["effect"] != taint.get("effect"):
-        return False
-    op = tol.get("operator") or "Equal"
-    if not tol.get("key"):
-        return op == "Exists"
-    if tol["key"] != taint.get("key"):
-        return False
-    return op == "Exists" or (tol.get("value") or "") == (taint.get("value") or "")
-
-
 def flavor_matches_pod_set(flavor, ps: PodSet) -> str | None:
     """None if the podSet may use the flavor, else the reason: an untolerated NoSchedule/NoExecute taint, or a
     nodeSelector/required affinity that conflicts with the flavor's nodeLabels on the flavor's own label keys."""
@@ -203,7 +193,7 @@ def flavor_matches_pod_set(flavor, ps: PodSet) -> str | None:
     for taint in flavor.node_taints:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
-        if not any(_tolerates(t, taint) for t in tolerations):
+        if not tolerates(tolerations, taint):
             return f"untolerated taint {_taint_string(taint)} in flavor {flavor.name}"
     labels = dict(flavor.node_labels)
     for k, v in ps.node_selector:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kubetwin.api import nodeaffinity
+from kubetwin.api.taints import tolerates
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
@@ -33,22 +34,6 @@ class PodInfo:
     required_terms: list[dict] | None
     preferred_terms: list[dict]
     priority: int
-
-
-def tolerates(tolerations: list[dict], taint: dict) -> bool:
-    """v1.Toleration.ToleratesTaint."""
-    for t in tolerations:
-        effect = t.get("effect")
-        if effect and effect != taint.get("effect"):
-            continue
-        key = t.get("key")
-        if key and key != taint["key"]:
-            continue
-        op = t.get("operator", "Equal")
-        if op == "Exists" or (op == "Equal" and (t.get("value") or "") == (taint.get("value") or "")):
-            if key or op == "Exists":
-                return True
-    return False
 
 
 def node_selector_term_matches(term: dict, node: Obj) -> bool:
