@@ -46,15 +46,39 @@ def format_bytes(n: int) -> str:
     return str(n)
 
 
+# A run parses the same few quantity strings ("4", "16Gi", "500m") tens of thousands of times (every node's
+# allocatable, every pod's requests): their integers, memoized by the string (bounded; errors are not cached).
+_MEMO_LIMIT = 4096
+_milli_of: dict[str, int] = {}
+_int_of: dict[str, int] = {}
+
+
+def _memo(cache: dict[str, int], text: str, value: int) -> int:
+    if len(cache) >= _MEMO_LIMIT:
+        cache.clear()
+    cache[text] = value
+    return value
+
+
 def to_milli(value: object) -> int:
     """CPU-like quantity in milli-units, rounded up as the API server does."""
+    if type(value) is str:
+        got = _milli_of.get(value)
+        if got is not None:
+            return got
     q = parse_quantity(value) * 1000
-    return int(q.to_integral_value(rounding="ROUND_CEILING"))
+    out = int(q.to_integral_value(rounding="ROUND_CEILING"))
+    return _memo(_milli_of, value, out) if type(value) is str else out
 
 
 def to_int(value: object) -> int:
     """Integer quantity (memory bytes, GPUs), rounded up."""
-    return int(parse_quantity(value).to_integral_value(rounding="ROUND_CEILING"))
+    if type(value) is str:
+        got = _int_of.get(value)
+        if got is not None:
+            return got
+    out = int(parse_quantity(value).to_integral_value(rounding="ROUND_CEILING"))
+    return _memo(_int_of, value, out) if type(value) is str else out
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
