@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -80,7 +79,6 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--base", type=Path, help="a baseline tree (its src/ goes first on the path)")
     a = ap.parse_args()
-    assert resource  # the children's figures come from their own getrusage
     with tempfile.TemporaryDirectory() as tmp:
         scen = write_scenario(Path(tmp) / "scenario.yaml", a.nodes, a.pods)
         trees = [("this tree", HERE / "src")] + ([("baseline", a.base / "src")] if a.base else [])
