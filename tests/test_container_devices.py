@@ -59,25 +59,32 @@ def test_whole_gpus_time_slicing_and_mps_shares() -> None:
 
 @pytest.mark.parametrize("gen", [t.name for t in catalog.tpu_types()])
 def test_tpu_chips_single_and_multi_host(gen: str) -> None:
+    """Every TPU machine type of the generation, its single-host topology and its first multi-host one (the 8-chip
+    v5e/v6e machines have no multi-host topology; their 4-chip machines do): the multi-host case must run for
+    every generation that has one."""
     t = catalog.tpu_type(gen)
-    machines = [m for m in catalog.tpu_machine_types() if m.tpu == gen]
-    mt = max(machines, key=lambda m: m.tpu_chips)
     labels = {tpu.ACCELERATOR_LABEL: t.gke_accelerator, tpu.NODEPOOL_LABEL: "slice-a"}
-    single = mt.single_host_topology or ""
-    topologies = [s for s in tpu.valid_topologies(gen, mt.name) if tpu.slice_shape(mt.name, s)[1] > 1]
-    pod = {"metadata": {"labels": {container.COMPLETION_INDEX: "1"}},
-           "spec": {"containers": [{"resources": {"limits": {"google.com/tpu": str(mt.tpu_chips)}}}]}}
-    for topology in [single, *topologies[:1]]:
-        node = {"metadata": {"labels": {**labels, tpu.TOPOLOGY_LABEL: topology}},
-                "status": {"capacity": {"google.com/tpu": str(mt.tpu_chips)}}}
-        got = container.for_container(pod, node)
-        assert got.kind == "tpu" and got.visible == got.allocated == mt.tpu_chips and got.interconnect == "ici"
-        assert got.device.memory_mib == int(t.hbm_gib * 1024)
-        chips, hosts = tpu.slice_shape(mt.name, topology)
-        if hosts > 1:
-            assert got.slice == container.SliceMembership("slice-a", topology, chips, hosts, 1)
-        else:
-            assert got.slice is None
+    multi_host = 0
+    for mt in (m for m in catalog.tpu_machine_types() if m.tpu == gen):
+        single = [mt.single_host_topology] if mt.single_host_topology else []
+        topologies = [s for s in tpu.valid_topologies(gen, mt.name) if tpu.slice_shape(mt.name, s)[1] > 1]
+        pod = {"metadata": {"labels": {container.COMPLETION_INDEX: "1"}},
+               "spec": {"containers": [{"resources": {"limits": {"google.com/tpu": str(mt.tpu_chips)}}}]}}
+        for topology in [*single, *topologies[:1]]:
+            node = {"metadata": {"labels": {**labels, tpu.TOPOLOGY_LABEL: topology}},
+                    "status": {"capacity": {"google.com/tpu": str(mt.tpu_chips)}}}
+            got = container.for_container(pod, node)
+            assert got.kind == "tpu" and got.visible == got.allocated == mt.tpu_chips and got.interconnect == "ici"
+            assert got.device.memory_mib == int(t.hbm_gib * 1024)
+            chips, hosts = tpu.slice_shape(mt.name, topology)
+            if hosts > 1:
+                multi_host += 1
+                assert got.slice == container.SliceMembership("slice-a", topology, chips, hosts, 1)
+            else:
+                assert got.slice is None
+    has_multi_host = any(tpu.slice_shape(m.name, s)[1] > 1 for m in catalog.tpu_machine_types() if m.tpu == gen
+                         for s in tpu.valid_topologies(gen, m.name))
+    assert (multi_host > 0) == has_multi_host
 
 
 def _tp2(server: str) -> dict:

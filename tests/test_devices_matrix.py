@@ -32,8 +32,10 @@ def test_docs_table_is_the_generated_one() -> None:
 
 
 def test_no_empty_cell() -> None:
-    assert set(accelerators.MATRIX) == {(w, d) for w in accelerators.WORKLOADS for d in accelerators.DEVICES}
-    assert all(c.status in ("modelled", "refused", "notice") and c.text for c in accelerators.MATRIX.values())
+    """Every cell says something of its own: a status, and a text whose {server}/{device} placeholders were filled
+    (the matrix is built over WORKLOADS x DEVICES, so only the texts can be empty or half-made)."""
+    assert all(c.status in ("modelled", "refused", "notice") and c.text.strip() for c in accelerators.MATRIX.values())
+    assert not [key for key, c in accelerators.MATRIX.items() if "{" in c.text or "}" in c.text]
 
 
 def _pools(device: str) -> list[dict]:
