@@ -147,7 +147,12 @@ class AttachDetachController:
     # -- detach and retries ---------------------------------------------------------------------
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         node = pod["spec"].get("nodeName")
-        if node and claim_volumes(pod) and (etype == "DELETED" or _finished(pod)):
+        if not node or not claim_volumes(pod):
+            return
+        # once, when the pod stops using its volumes: it finishes, or it is deleted unfinished (every later write of
+        # a finished pod released nothing more, and each release scans the pods)
+        was_finished = old is not None and _finished(old)
+        if (etype == "DELETED" and not _finished(pod)) or (etype != "DELETED" and _finished(pod) and not was_finished):
             self.env.after(0, lambda: self._release(pod, node))
 
     def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
