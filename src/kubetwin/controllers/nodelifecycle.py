@@ -77,7 +77,9 @@ class NodeLifecycleController:
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         node = pod["spec"].get("nodeName")
-        if etype != "DELETED" and node and not (old or {}).get("spec", {}).get("nodeName"):
+        if etype == "DELETED" and node:  # its eviction clock goes with it (the map grew by a pod per taint)
+            self._seen.pop((pod["metadata"]["uid"], node), None)
+        elif node and not (old or {}).get("spec", {}).get("nodeName"):
             self._queue(node)  # a pod newly bound to a node that may carry NoExecute taints
 
     def _queue(self, name: str) -> None:
