@@ -154,7 +154,8 @@ class TrainingModel:
             spec = parse(ann)
         except SpecError:
             return None
-        placement = self.placement(pod, node, spec)
+        got = container.for_container(pod, node, store=self.store)
+        placement = self.placement(pod, node, spec, got)
         if placement is None:
             return None
         st = step_breakdown(spec, placement, self.net)
@@ -163,7 +164,7 @@ class TrainingModel:
         reason = (f"training: {st.steps} steps x {st.step:.3f}s (compute {st.compute + st.bubble:.3f}s, comm "
                   f"{st.exposed_comm:.3f}s, data {st.data_stall:.3f}s) + {st.checkpoints} checkpoints x "
                   f"{st.checkpoint_write:.1f}s")
-        fail = start_error(spec, st.dp, container.for_container(pod, node, store=self.store))
+        fail = start_error(spec, st.dp, got)
         if fail:
             self.failures[self.job_key(pod)] = fail
         else:
@@ -242,20 +243,23 @@ class TrainingModel:
             return int(lab.get(GLOBAL_INDEX) or 0), int(idx) if str(idx).isdigit() else 0, p["metadata"]["name"]
         return sorted(out, key=order)
 
-    def placement(self, pod: Obj, node: Obj, spec: TrainingSpec) -> Placement | None:
-        """The job's placement as of now, the accelerator's peak and MFU, and the storage paths."""
-        device = container.for_container(pod, node, store=self.store).device
+    def placement(self, pod: Obj, node: Obj, spec: TrainingSpec, got: container.ContainerDevices) -> Placement | None:
+        """The job's placement as of now, the accelerator's peak and MFU, and the storage paths; `got`: what the
+        pod's container gets on `node` (devices/container.py)."""
+        device = got.device
         if device is None:
             return None
         peak = device.peak_tflops  # the chip's peak x the device's share (a MIG instance: compute slices / 7)
         mfu = DEFAULT_TPU_MFU if device.mode == "tpu" else gpu_default_mfu(device.accelerator)
         if not peak:
             return None
-        nodes = {n["metadata"]["name"]: n for n in self.store.list("Node")}
-        # each pod's node as its NCCL sees it: without its GPUDirect set-up, a pool without GPUDirect
+        bound = [(self.store.get("Node", "", p["spec"]["nodeName"]) or node, p, self.accelerators(p))
+                 for p in self.siblings(pod)]
+        # each pod's node as its NCCL sees it: without its GPUDirect set-up, a pool without GPUDirect (the cluster's
+        # networks and installers are read only when a node is a GPUDirect node)
+        direct = any(gpudirect.node_plugin(n) for n, _, _ in bound) or gpudirect.node_plugin(node)
         cluster = gpudirect.Cluster.of([*self.store.list("Network"), *self.store.list("GKENetworkParamSet"),
-                                        *self.store.list("DaemonSet")])
-        bound = [(nodes.get(p["spec"]["nodeName"], node), p, self.accelerators(p)) for p in self.siblings(pod)]
+                                        *self.store.list("DaemonSet")] if direct else [])
         used = [(gpudirect.as_used(n, p, cluster), k) for n, p, k in bound]
         pods = [(n, k) for (n, _), k in used]
         set_up = [(n, k) for n, _, k in bound]
