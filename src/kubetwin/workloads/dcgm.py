@@ -151,6 +151,7 @@ class DcgmExporter:
         self.servers: Any = None  # serving's data plane when the run serves models: their GPUs too
         self._busy: dict[str, tuple[float, float]] = {}  # server uid -> (last scrape, its engine's busy seconds)
         self._claimed: dict[str, int] = {}  # pod uid -> the devices its DRA claims gave it
+        self._device: dict[str, DeviceView | None] = {}  # server uid -> its device (fixed while it runs)
         # TPU pods: GKE's TPU metrics instead (TPU_FIELDS), in the same shapes
         self.tpu_series: dict[str, dict[str, Any]] = {}
         self.tpu_last: dict[str, tuple[float, dict[str, str], range, dict[str, float]]] = {}
@@ -171,6 +172,8 @@ class DcgmExporter:
         elif uid in self.running:
             del self.running[uid]
             self.slots.get(node, {}).pop(uid, None)
+            self._claimed.pop(uid, None)
+            self._device.pop(uid, None)
 
     def _sample(self) -> None:
         now = self.env.now
@@ -230,8 +233,9 @@ class DcgmExporter:
         self._busy[uid] = (now, busy)
         util = min(100.0, 100 * (busy - b0) / (now - t0)) if now > t0 else 0.0
         node = pod["spec"]["nodeName"]
-        nobj = self.store.get("Node", "", node) or {}
-        device = for_container(pod, nobj, store=self.store).device
+        if uid not in self._device:  # a running pod's device does not change: resolve it once (DRA: a slice scan)
+            self._device[uid] = for_container(pod, self.store.get("Node", "", node) or {}, store=self.store).device
+        device = self._device[uid]
         frac = float(getattr(ep.args, "gpu_memory_utilization", 0.0) or 0.0)
         g = GpuMetrics(round(util, 2), 0.0, 0.0, round(frac * device.reported_mib, 1) if device else 0.0, 0.0, 0.0)
         ref = _ref(pod)
