@@ -1,7 +1,9 @@
 """`kubetwin run` of the 10,000-pod scenario through the CLI, report.html included, and `kubetwin report` alone.
 
-Issue 32's regression: report.html, written at the end of every run, loaded the whole history.jsonl (at 3f002fa a
-10,000-pod run took 15-17 s and 1,112 MB peak, against 10.8 s and 351 MB at 8c4b814, before the report existed).
+Issue 32's regression: report.html, written at the end of every run, loaded the whole history.jsonl. Measured with
+this benchmark on 2 cores (2026-12-07): 3f002fa 5.3-5.6 s and 787 MB peak; 8c4b814, before the report existed,
+3.2-3.3 s and 283 MB; the streaming report 3.9 s and 275 MB. (The issue's own figures, 15-17 s and 1,112 MB, came
+from another machine and another way of writing the scenario.)
 This writes the scenario of benchmarks/bench_scheduling.py (10,000 pods onto 5,000 nodes, pools of 1,000 nodes) as
 YAML, then runs, each in a child process so the operating system's accounting gives its wall time and peak RSS:
   1. `kubetwin run SCENARIO --out DIR` (report included) with this tree's sources and, when --base names one, with
