@@ -50,11 +50,6 @@ def demand_of(annotations: dict[str, str]) -> Demand:
     return Demand(util, to_int(mem) // (1024 * 1024) if mem else 0)
 
 
-def mig_slowdown(demand: Demand, compute_slices: int) -> float:
-    fraction = compute_slices / 7
-    return max(1.0, demand.util / fraction)
-
-
 @dataclass
 class Tenant:
     uid: str

@@ -146,11 +146,6 @@ def _report_body(run: RunData) -> tuple[str, str]:
     return f"kubetwin run report: {run.name}", body
 
 
-def report_page(run: RunData) -> str:
-    """One run's page: header, what to look at, the timeline, then a panel group per subsystem that ran."""
-    return _page(*_report_body(run))
-
-
 def write_report(run_dir: Path, name: str | None = None, history: Iterable[Version] | None = None,
                  path: Path | None = None) -> Path:
     """Write report.html (default run_dir/report.html) from the run folder's files; `name` labels the run
