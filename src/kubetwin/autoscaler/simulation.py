@@ -15,7 +15,7 @@ anti-affinity tells them apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from kubetwin.api.podresources import pod_requests, requests_key
 from kubetwin.devices.dra import nvidia as nvidia_dra
@@ -77,11 +77,6 @@ def template_copy(tmpl: NodeInfo, suffix: object) -> NodeInfo:
     return NodeInfo(name, node, tmpl.allocatable)
 
 
-def namespace_labels(store: Store) -> Callable[[str], dict]:
-    """A namespace's labels, for the namespaceSelector of affinity terms (as the scheduler reads them)."""
-    return lambda ns: ((store.get("Namespace", "", ns) or {}).get("metadata") or {}).get("labels") or {}
-
-
 class Snapshot:
     """The simulation's cluster snapshot, for the framework plugins that read more than the node and the pod:
 
@@ -103,7 +98,7 @@ class Snapshot:
         self.profile = P.DEFAULT  # as registered now: a simulation runs with one profile
         self._static: dict[tuple[str, str], object] = {}  # (node, pod shape) -> static_reason
         self.nodes: dict[str, NodeInfo] = {ni.name: ni for ni in nodes}
-        self.affinity = IPA.InterPodAffinity(self.nodes, namespace_labels(store))
+        self.affinity = IPA.InterPodAffinity(self.nodes, IPA.namespace_labels(store))
         self._gen = 0
         self._placed: list[tuple[str, str]] = []  # (pod key, node) in placement order
         self._devices: dict[str, set[DeviceID]] = {}  # node -> devices the simulation allocated there

@@ -21,13 +21,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubetwin.scheduler.framework import CycleState, Plugin
-from kubetwin.store.store import Obj, matches
+from kubetwin.store.store import Obj, Store, matches
 
 NAME = "InterPodAffinity"
 ERR_AFFINITY = "node(s) didn't match pod affinity rules"
 ERR_ANTI = "node(s) didn't match pod anti-affinity rules"
 ERR_EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"
 _REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def namespace_labels(store: Store) -> Callable[[str], dict]:
+    """A namespace's labels by name, for the namespaceSelector of affinity terms: the scheduler's and the cluster
+    autoscaler's simulation read them the same way."""
+    return lambda ns: ((store.get("Namespace", "", ns) or {}).get("metadata") or {}).get("labels") or {}
 
 
 @dataclass(frozen=True, slots=True)

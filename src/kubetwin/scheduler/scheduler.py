@@ -74,7 +74,7 @@ class Scheduler:
         self.preemption = DefaultPreemption(store, events, self._requests, self._nominated, profile)
         self.dra = D.DynamicResources(store, features)
         self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
-        self.ipa = IPA.InterPodAffinity(self.nodes, self._ns_labels)
+        self.ipa = IPA.InterPodAffinity(self.nodes, IPA.namespace_labels(store))
         self.fragmentation = FragmentationGauge(store, self.nodes, self.gpushare)  # sampled by the run's metrics
         # The plugins beyond the node-only ones, in the default profile's order (default_plugins.go: VolumeBinding,
         # InterPodAffinity, DynamicResources), but InterPodAffinity's PreFilter first: it never rejects, so the
@@ -104,9 +104,6 @@ class Scheduler:
     def contribute(self, until: float) -> Contribution:
         return Contribution(summary={"scheduler": {"attempts": self.schedule_attempts},
                                      **self.fragmentation.summary()})
-
-    def _ns_labels(self, ns: str) -> dict:
-        return ((self.store.get("Namespace", "", ns) or {}).get("metadata") or {}).get("labels") or {}
 
     def _on_dra_object(self, etype: str, obj: Obj, old: Obj | None) -> None:
         self.queue.move(lambda plugin, pi: plugin == D.NAME, frozenset({D.NAME}))
