@@ -81,7 +81,7 @@ def horizontal_pod_autoscaler(m: Manifest) -> list[Diagnostic]:
 
     out = [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, msg, "")
            for path, msg in hpa.hpa_field_errors(m.obj)]
-    return out + _resource_metric_notice(m) if not out else out
+    return out or _resource_metric_notice(m)
 
 
 def _resource_metric_notice(m: Manifest) -> list[Diagnostic]:
