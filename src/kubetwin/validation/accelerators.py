@@ -11,12 +11,12 @@ fails when the page is not the generated one.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
+from kubetwin.validation.annotations import table_main
 
 WORKLOADS = ("vLLM", "TGI", "Triton", "SGLang", "training DDP", "training FSDP", "training JAX")
 DEVICES = ("whole GPU", "MIG", "time-slicing", "MPS", "TPU single-host", "TPU multi-host")
@@ -296,10 +296,7 @@ def mig_resource_requests(manifests: list[Manifest]) -> list[Diagnostic]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="The twin's workload x device-kind support matrix.")
-    parser.add_argument("--markdown", action="store_true", help="print docs/devices.md's table")
-    parser.parse_args(argv)
-    print(markdown(), end="")
+    table_main(markdown, "The twin's workload x device-kind support matrix.", "docs/devices.md", argv)
 
 
 if __name__ == "__main__":

@@ -237,11 +237,16 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="The twin's annotations.")
-    parser.add_argument("--markdown", action="store_true", help="print docs/scenarios.md's annotation table")
+def table_main(table: Callable[[], str], description: str, page: str, argv: list[str] | None = None) -> None:
+    """`python -m MODULE --markdown`: print a generated docs table (`page` names where it lives)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--markdown", action="store_true", help=f"print {page}'s table (the default)")
     parser.parse_args(argv)
-    print(markdown(), end="")
+    print(table(), end="")
+
+
+def main(argv: list[str] | None = None) -> None:
+    table_main(markdown, "The twin's annotations.", "docs/scenarios.md", argv)
 
 
 if __name__ == "__main__":
