@@ -159,7 +159,21 @@ def pool_node_labels(manifests: list[Manifest]) -> list[dict[str, str]]:
     return out
 
 
-def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
+@dataclass(frozen=True)
+class Pools:
+    """The scenario's NodePools as validate reads them for every pod template: their nodes' labels, and the TPU
+    topologies they make (read once per scenario, not once per template)."""
+
+    labels: list[dict[str, str]]
+    topologies: frozenset[str]
+
+    @classmethod
+    def of(cls, manifests: list[Manifest]) -> Pools:
+        return cls(pool_node_labels(manifests), frozenset(
+            t for m in manifests if m.kind == "NodePool" and (t := _pool_topology(m))))
+
+
+def device_kind(pools: Pools, spec: dict) -> str | None:
     """The device kind a pod template's containers get, from its nodeSelector and the scenario's NodePools (the
     kind every pool it can land on gives; a whole GPU when they differ); None without accelerators."""
     from kubetwin.devices import container, sharing, tpu
@@ -170,8 +184,7 @@ def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
     if chips:
         topology = str(selector.get(tpu.TOPOLOGY_LABEL) or "")
         if not topology:
-            tops = {_pool_topology(m) for m in manifests if m.kind == "NodePool" and _pool_topology(m)}
-            topology = next(iter(tops)) if len(tops) == 1 else ""
+            topology = next(iter(pools.topologies)) if len(pools.topologies) == 1 else ""
         try:
             multi = bool(topology) and tpu.chips(topology) > chips
         except tpu.TopologyError:
@@ -179,7 +192,7 @@ def device_kind(manifests: list[Manifest], spec: dict) -> str | None:
         return "TPU multi-host" if multi else "TPU single-host"
     if not gpus:
         return None
-    found = {got.kind for got in container.on_pools(pool_node_labels(manifests), selector, gpus, 0)}
+    found = {got.kind for got in container.on_pools(pools.labels, selector, gpus, 0)}
     if not found:
         strategy = str(selector.get(sharing.STRATEGY_LABEL) or "")
         found = {"time-slicing" if strategy == "time-sharing" else strategy or "gpu"}
@@ -202,6 +215,7 @@ def _pool_topology(m: Manifest) -> str:
 def check(manifests: list[Manifest]) -> list[Diagnostic]:
     """The refusal or notice of each pod template's (workload, device kind) cell; nothing for a modelled one."""
     out: list[Diagnostic] = []
+    pools = Pools.of(manifests)
     for m in manifests:
         if not isinstance(m.obj, dict) or m.kind == "PodTemplate":
             continue
@@ -211,7 +225,7 @@ def check(manifests: list[Manifest]) -> list[Diagnostic]:
                 annotations.update(((parent.get("metadata") or {}).get("annotations")) or {})
             annotations.update(ref.metadata.get("annotations") or {})
             w = workload(ref.spec, annotations)
-            d = device_kind(manifests, ref.spec) if w is not None else None
+            d = device_kind(pools, ref.spec) if w is not None else None
             if w is None or d is None:
                 continue
             cell = MATRIX[(w, d)]
@@ -232,6 +246,7 @@ def shared_gpu_requests(manifests: list[Manifest]) -> list[Diagnostic]:
     from kubetwin.devices import container
 
     out: list[Diagnostic] = []
+    pools: Pools | None = None  # read once, at the first container asking for several GPUs
     for m in manifests:
         if not isinstance(m.obj, dict) or m.kind == "PodTemplate":
             continue
@@ -242,7 +257,8 @@ def shared_gpu_requests(manifests: list[Manifest]) -> list[Diagnostic]:
                 want = _requests({"containers": [c]}, container.GPU_RESOURCE) if isinstance(res, dict) else 0
                 if want <= 1:
                     continue
-                kind = kind or device_kind(manifests, ref.spec)
+                pools = pools or Pools.of(manifests)
+                kind = kind or device_kind(pools, ref.spec)
                 if kind not in ("time-slicing", "MPS"):
                     break
                 strategy = "time-sharing" if kind == "time-slicing" else "mps"
