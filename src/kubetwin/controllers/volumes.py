@@ -195,10 +195,11 @@ def _find_matching_volume(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: di
         spec = pv.get("spec") or {}
         if pv["metadata"]["name"] in excluded or pv["metadata"].get("deletionTimestamp"):
             continue
-        if mismatch(pv, pvc) in ("storageClassName does not match", "incompatible volumeMode"):
+        why = mismatch(pv, pvc)
+        if why in ("storageClassName does not match", "incompatible volumeMode"):
             continue
         if _bound_to(pv, pvc):
-            if mismatch(pv, pvc) is None and (node_labels is None or node_affinity_ok(pv, node_labels)):
+            if why is None and (node_labels is None or node_affinity_ok(pv, node_labels)):
                 return pv
             continue
         if node_labels is None and delay:
@@ -209,7 +210,7 @@ def _find_matching_volume(pvs: list[Obj], pvc: Obj, delay: bool, node_labels: di
             continue
         if selector is not None and not matches(selector, pv["metadata"].get("labels")):
             continue
-        if mismatch(pv, pvc) is None and (best is None or _capacity(pv) < _capacity(best)):
+        if why is None and (best is None or _capacity(pv) < _capacity(best)):
             best = pv
     return best
 

@@ -246,8 +246,9 @@ class VolumeBinding(Plugin):
         labels = ((info.node if info is not None else {}).get("metadata") or {}).get("labels") or {}
         taken: set[str] = set()
         provisions: list[str] = []
+        pvs = self.store.list("PersistentVolume") if delayed else []
         for pvc in delayed:
-            pv = V.find_match(self.store.list("PersistentVolume"), pvc, True, labels, frozenset(taken))
+            pv = V.find_match(pvs, pvc, True, labels, frozenset(taken))
             if pv is not None:
                 taken.add(pv["metadata"]["name"])
                 meta = pv["metadata"]
