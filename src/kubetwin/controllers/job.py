@@ -5,7 +5,6 @@ pods deleted by others (preemption, eviction) as failed, as the job-tracking fin
 
 from __future__ import annotations
 
-from datetime import datetime
 from itertools import islice
 
 from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true, replace_or_append_condition
@@ -314,7 +313,7 @@ class JobController:
         deadline = spec.get("activeDeadlineSeconds")
         if deadline is None or suspended or not new.get("startTime"):
             return None
-        left = float(deadline) - (self.env.now - self._seconds(new["startTime"]))
+        left = float(deadline) - (self.env.now - self.store.seconds(new["startTime"]))
         if left <= 0:  # pastActiveDeadline: duration >= allowedDuration
             return "FailureTarget", *policy.DEADLINE
         key = (job["metadata"].get("namespace") or "default", job["metadata"]["name"])
@@ -331,12 +330,6 @@ class JobController:
         if (key, due) not in self._backoffs:
             self._backoffs.add((key, due))
             self.env.after(delay, lambda: (self._backoffs.discard((key, due)), self._queue(*key)))
-
-    def _seconds(self, timestamp: str) -> float:
-        """Simulated seconds of an RFC 3339 time the store wrote."""
-        def parse(t: str) -> datetime:
-            return datetime.fromisoformat(t.replace("Z", "+00:00"))
-        return (parse(timestamp) - parse(self.store.start_time)).total_seconds()
 
     def _finish(self, job: Obj, new: dict, conds: list[dict], finished: tuple[str, str, str], active: list[Obj],
                 surplus: list[Obj], pfp: dict | None, now: str) -> None:

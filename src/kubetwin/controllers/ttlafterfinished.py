@@ -4,8 +4,6 @@ propagationPolicy Foreground, so its pods go first and then the Job; `get jobs -
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from kubetwin.api.conditions import find_condition
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
@@ -28,8 +26,7 @@ class TTLAfterFinishedController:
         if finished is None:
             return
         self._scheduled.add(uid)
-        start = datetime.fromisoformat(self.store.start_time.replace("Z", "+00:00"))
-        at = (finished - start).total_seconds() + float(ttl)  # jobFinishTime + TTL (timeLeft)
+        at = self.store.seconds(finished) + float(ttl)  # jobFinishTime + TTL (timeLeft)
         ns, name = job["metadata"].get("namespace") or "default", job["metadata"]["name"]
         self.env.after(max(0.0, at - self.env.now), lambda: self._expire(ns, name, uid))
 
@@ -44,10 +41,10 @@ class TTLAfterFinishedController:
         self.store.delete("Job", ns, name)
 
 
-def _finish_time(job: Obj) -> datetime | None:
+def _finish_time(job: Obj) -> str | None:
     """jobFinishTime: the lastTransitionTime of the Job's Complete or Failed condition that is True."""
     for ctype in ("Complete", "Failed"):
         cond = find_condition((job.get("status") or {}).get("conditions"), ctype)
         if cond is not None and cond.get("status") == "True" and cond.get("lastTransitionTime"):
-            return datetime.fromisoformat(str(cond["lastTransitionTime"]).replace("Z", "+00:00"))
+            return str(cond["lastTransitionTime"])
     return None

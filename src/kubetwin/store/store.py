@@ -269,6 +269,19 @@ class Store:
             self._ts_t, self._ts = t, sim_timestamp(self.start_time, t)
         return self._ts
 
+    def seconds(self, timestamp: str) -> float:
+        """The simulated second of an RFC 3339 time (the inverse of `timestamp`, for times the store wrote)."""
+        return sim_seconds(self.start_time, timestamp)
+
+
+def sim_seconds(start: str, timestamp: str) -> float:
+    """Simulated seconds from `start` to an RFC 3339 time."""
+    from datetime import datetime
+
+    def parse(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (parse(timestamp) - parse(start)).total_seconds()
+
 
 def sim_timestamp(start: str, t: float) -> str:
     """RFC 3339 wall-clock time of simulated second t."""
