@@ -248,25 +248,16 @@ def gpu_devices_by_node(store: Store) -> dict[str, list[float]]:
 def pod_gpus(store: Store, pod: Obj) -> float:
     """GPUs a pod holds through its allocated ResourceClaims (MIG devices as shares), for the work a stopped pod
     loses: what its claims' allocation results name on the driver's slices (admin access holds none)."""
-    ns = pod["metadata"].get("namespace") or "default"
-    results = []
-    for pc in pod["spec"].get("resourceClaims") or []:
-        name = claim_name(pod, pc)
-        claim = store.get("ResourceClaim", ns, name) if name else None
-        alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
-        results += [r for r in (alloc.get("devices") or {}).get("results") or []
-                    if r["driver"] == DRIVER and not r.get("adminAccess")]
+    results = _claim_results(store, pod)
     if not results:
         return 0.0
     weight, _ = _device_shares(store, {r["pool"] for r in results})
     return sum(weight.get((r["pool"], r["device"]), 0.0) for r in results)
 
 
-def claimed_devices(store: Store, pod: Obj, container: dict | None = None) -> list[dict]:
-    """The driver's published devices (their ResourceSlice entries: attributes, capacity) that the allocation of
-    the pod's ResourceClaims gives `container` -- the claims its resources.claims name (a request, when one is
-    named), every claim of the pod when `container` is None --, in the allocation's order; admin access gives
-    none. What devices/container.py turns into the devices a container sees."""
+def _claim_results(store: Store, pod: Obj, container: dict | None = None) -> list[dict]:
+    """The driver's allocation results (admin access excluded) of the claims `container` uses -- those its
+    resources.claims name (a request, when one is named) --, or of every claim of the pod when it is None."""
     ns = pod["metadata"].get("namespace") or "default"
     entries = {pc.get("name"): pc for pc in pod["spec"].get("resourceClaims") or []}
     uses = ((container or {}).get("resources") or {}).get("claims") if container is not None else None
@@ -281,11 +272,20 @@ def claimed_devices(store: Store, pod: Obj, container: dict | None = None) -> li
         results += [r for r in (alloc.get("devices") or {}).get("results") or []
                     if r.get("driver") == DRIVER and not r.get("adminAccess")
                     and (not request or str(r.get("request", "")).split("/")[0] == request)]
+    return results
+
+
+def claimed_devices(store: Store, pod: Obj, container: dict | None = None) -> list[dict]:
+    """The driver's published devices (their ResourceSlice entries: attributes, capacity) that the allocation of
+    the pod's ResourceClaims gives `container` -- the claims its resources.claims name (a request, when one is
+    named), every claim of the pod when `container` is None --, in the allocation's order; admin access gives
+    none. What devices/container.py turns into the devices a container sees."""
+    results = _claim_results(store, pod, container)
     if not results:
         return []
-    published = {}
+    published, pools = {}, {r["pool"] for r in results}
     for s in store.list("ResourceSlice"):
         spec = s["spec"]
-        if spec.get("driver") == DRIVER and spec["pool"]["name"] in {r["pool"] for r in results}:
+        if spec.get("driver") == DRIVER and spec["pool"]["name"] in pools:
             published.update({(spec["pool"]["name"], d["name"]): d for d in spec.get("devices") or []})
     return [published[(r["pool"], r["device"])] for r in results if (r["pool"], r["device"]) in published]
