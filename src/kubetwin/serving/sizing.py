@@ -196,7 +196,8 @@ def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus:
     refused = next((msg for _, msg, sev in parallel_problems(args, spec, visible, allocated) if sev == "error"), None)
     if refused:
         raise StartupFailure(refused, "init")
-    view = device_of(node, pod, store)
+    view = (got.device if got is not None and got.device is not None  # device_of's answer, already resolved
+            else container.gpu_device(((node or {}).get("metadata") or {}).get("labels") or {}))
     accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get("cloud.google.com/gke-accelerator", "")
     if view is not None and view.shared and gpus is not None and node is not None and view.mode != "mps":
         gpu, _ = gpus.shared_gpu_for(node, view)
