@@ -190,7 +190,7 @@ class ServingDataPlane:
         gpus = int(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", 0) or 0)
         if not gpus and nvidia_dra.uses_dra((node.get("metadata") or {}).get("labels") or {}):
             # the DRA driver's node advertises no nvidia.com/gpu: its published physical GPUs share the price
-            gpus = int(nvidia_dra.gpu_devices_by_node(self.store).get(pod["spec"]["nodeName"], [0, 0])[1])
+            gpus = nvidia_dra.published_gpus(self.store, pod["spec"]["nodeName"])
         return price / 3600 / gpus if gpus else 0.0
 
     def _endpoint(self, pod: Obj) -> Endpoint | None:

@@ -230,6 +230,11 @@ def _device_shares(store: Store, pools: set[str] | None = None) -> tuple[dict[tu
     return weight, physical
 
 
+def published_gpus(store: Store, node: str) -> int:
+    """The physical GPUs the driver publishes for one node (its pool is named after the node)."""
+    return len(_device_shares(store, {node})[1].get(node, ()))
+
+
 def gpu_devices_by_node(store: Store) -> dict[str, list[float]]:
     """[allocated, published] GPUs per node through DRA, for utilization: a MIG device counts as the share of
     its GPU's 8 memory slices it holds; a GPU published both whole and as partitions (DynamicMIG) once."""
