@@ -148,7 +148,5 @@ def implicit(manifests: list[Manifest]) -> list[str]:
     add-ons' namespaces its objects use, and with createMissingNamespaces every other one they use (sorted)."""
     defined = {str((m.obj.get("metadata") or {}).get("name")) for m in manifests if m.kind == "Namespace"}
     used = {ns for m in manifests if (ns := namespace_of(m.obj)) is not None}
-    builtin = _existing([]) | {ns for ns, prefixes in ADDONS.items()
-                               if any(str(m.obj.get("apiVersion") or "").startswith(prefixes) for m in manifests)}
-    wanted = {ns for ns in used if ns in builtin or create_missing(manifests)}
+    wanted = used if create_missing(manifests) else used & _existing(manifests)  # the defined ones go below
     return sorted(wanted - defined - set(ALWAYS_CREATED))
