@@ -28,6 +28,7 @@ STATE_COLORS: dict[str, str] = {
     "Pending": "#f0ad4e", "QuotaReserved": "#d9d46b", "Admitted": "#9ecae1", "Running": "#5cb85c",
     "Preempted": "#9467bd", "Evicted": "#e377c2", "Failed": "#d62728", "Succeeded": "#c6dbef",
 }
+_RANK = {s: i for i, s in enumerate(STATE_COLORS)}  # ties between a group's states: the legend's order
 ROOT_OWNERS = frozenset({"Job", "JobSet"})  # a pod's or Workload's row is its Job's, and a Job's its JobSet's
 MEMBER_KINDS = frozenset({"Pod", "Job", "JobSet", "Workload"})
 # Past this many pods in a run (summary.json pods.total), the pods that would be rows of their own are one row per
@@ -229,7 +230,7 @@ class _Track:
                 state = "Failed", f"{state[1]}; last pod: {self.lost[1]}"
         if state != self.current:
             if self.group is not None:
-                self.group.move(self.current, state, t)
+                self.group.move(self.current, state)
             elif self.current is not None and t > self.since and self.row is not None:
                 self.row.segments.append(Segment(self.since, t, *self.current))
             self.current, self.since = state, t
@@ -245,7 +246,7 @@ class _Group:
         self.reason = ""
         self.since = 0.0
 
-    def move(self, old: State | None, new: State | None, t: float) -> None:
+    def move(self, old: State | None, new: State | None) -> None:
         if old is not None:
             self.counts[old[0]] -= 1
         if new is not None:
@@ -253,13 +254,12 @@ class _Group:
 
     def settle(self, t: float) -> None:
         live = {s: n for s, n in self.counts.items() if n}
-        order = list(STATE_COLORS)
-        state = min(live, key=lambda s: (-live[s], order.index(s))) if live else None
+        state = min(live, key=lambda s: (-live[s], _RANK[s])) if live else None
         if state != self.current:
             if self.current is not None and t > self.since:
                 self.row.segments.append(Segment(self.since, t, self.current, self.reason))
             self.current, self.since = state, t
-            self.reason = "of its pods: " + ", ".join(f"{live[s]} {s}" for s in order if s in live)
+            self.reason = "of its pods: " + ", ".join(f"{live[s]} {s}" for s in STATE_COLORS if s in live)
 
     def finish(self, end: float) -> None:
         if self.current is not None and end > self.since:
@@ -277,22 +277,20 @@ class Timeline:
         self.tracks: dict[Key, _Track] = {}  # by root, in the order the rows' first objects were created
         self.track_of: dict[Key, _Track] = {}  # every member's row
         self.groups: dict[Key, _Group] = {}
-        self.dirty: set[int] = set()
-        self.dirty_tracks: list[_Track] = []
+        self.dirty: dict[int, _Track] = {}  # the rows changed at this instant, in the order they changed
         self.t = 0.0
         self.early: dict[Key, list[tuple[float, int, str]]] = {}  # Events on objects not seen yet
         self.event_order: dict[Key, int] = {}  # Event objects, in the order first seen (attached ones only)
 
     def _flush(self) -> None:
         groups: dict[int, _Group] = {}
-        for tr in self.dirty_tracks:
+        for tr in self.dirty.values():
             tr.settle(self.t)
             if tr.group is not None:
                 groups[id(tr.group)] = tr.group
         for g in groups.values():
             g.settle(self.t)
         self.dirty.clear()
-        self.dirty_tracks.clear()
 
     def _track(self, key: Key, obj: dict[str, Any]) -> _Track:
         self.owners[key] = owner = _controller(obj)
@@ -340,9 +338,7 @@ class Timeline:
             tr.snap.pop(key, None)
         else:
             tr.snap[key] = slim
-        if id(tr) not in self.dirty:
-            self.dirty.add(id(tr))
-            self.dirty_tracks.append(tr)
+        self.dirty.setdefault(id(tr), tr)
 
     def _event(self, t: float, obj: dict[str, Any]) -> None:
         inv = obj.get("involvedObject") or {}
