@@ -8,6 +8,7 @@ seed misses the deadline in one run of N; the user asked for the limit, not for 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,10 +48,9 @@ class Bound:
             return ordered[0]
         if over == "max":
             return ordered[-1]
-        q = 50 if over == "median" else int(over[1:])
-        if over == "median" and len(ordered) % 2 == 0:
-            return (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
-        return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]  # nearest rank
+        if over == "median":
+            return statistics.median(ordered)
+        return ordered[max(0, math.ceil(int(over[1:]) / 100 * len(ordered)) - 1)]  # nearest rank
 
     def satisfied(self, values: list[Any]) -> bool:
         """Whether a case's seeds meet the constraint as `over` says."""
