@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kubetwin.catalog.storage import ATTACHABLE_DRIVERS
+from kubetwin.controllers.volumes import claim_volumes
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -42,12 +43,6 @@ def _ns(obj: Obj) -> str:
 
 def _finished(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def claim_volumes(pod: Obj) -> list[tuple[str, str]]:
-    """(pod volume name, claim name) of the pod's persistentVolumeClaim volumes."""
-    return [(v.get("name", ""), v["persistentVolumeClaim"].get("claimName", ""))
-            for v in pod["spec"].get("volumes") or () if "persistentVolumeClaim" in v]
 
 
 def attachable(pv: Obj) -> bool:

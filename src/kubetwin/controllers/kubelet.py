@@ -25,11 +25,12 @@ from typing import Any
 
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
-from kubetwin.controllers.attachdetach import MOUNT_TIMEOUT, AttachDetachController, claim_volumes
+from kubetwin.controllers.attachdetach import MOUNT_TIMEOUT, AttachDetachController
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet_admission import NodeAdmission
 from kubetwin.controllers.kubelet_status import kubelet_conditions
 from kubetwin.controllers.nodelifecycle import node_is_ready
+from kubetwin.controllers.volumes import claim_volumes
 from kubetwin.devices import sharing
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime

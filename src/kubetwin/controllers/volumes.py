@@ -529,10 +529,22 @@ def _without(obj: Obj, finalizer: str) -> Obj:
     return {**obj, "metadata": {**meta, "finalizers": [f for f in meta.get("finalizers") or [] if f != finalizer]}}
 
 
+def claim_volumes(pod: Obj) -> list[tuple[str, str]]:
+    """(pod volume name, claim name) of the pod's persistentVolumeClaim volumes (generic ephemeral volumes are not
+    modelled): the one reading of a pod's claims the PV, attach/detach and protection controllers, the kubelet and
+    the scheduler's VolumeBinding share."""
+    return [(v.get("name", ""), v["persistentVolumeClaim"].get("claimName", ""))
+            for v in pod["spec"].get("volumes") or () if "persistentVolumeClaim" in v]
+
+
+def pod_claims(pod: Obj) -> list[str]:
+    """The PersistentVolumeClaims the pod's volumes name (volumebinding podHasPVCs)."""
+    return [claim for _, claim in claim_volumes(pod)]
+
+
 def pod_uses_claim(pod: Obj, claim: str) -> bool:
     """pvcprotection podUsesPVC: a scheduled pod (any phase: a Succeeded pod still holds it) naming the claim."""
-    return bool(pod["spec"].get("nodeName")) and any(
-        (v.get("persistentVolumeClaim") or {}).get("claimName") == claim for v in pod["spec"].get("volumes") or ())
+    return bool(pod["spec"].get("nodeName")) and claim in pod_claims(pod)
 
 
 class StorageProtectionController:
@@ -561,8 +573,7 @@ class StorageProtectionController:
         """A pod that goes may free the terminating claims it named."""
         if etype == "DELETED" and pod["spec"].get("nodeName"):
             ns = _ns(pod)
-            for v in pod["spec"].get("volumes") or ():
-                claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            for claim in pod_claims(pod):
                 if claim:
                     self.env.after(0, lambda claim=claim: self._sync_claim(ns, claim))
 

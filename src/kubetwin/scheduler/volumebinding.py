@@ -42,6 +42,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kubetwin.controllers import volumes as V
+from kubetwin.controllers.volumes import pod_claims
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.framework import CycleState, Plugin, Rejected
 from kubetwin.scheduler.nodeinfo import NodeInfo
@@ -59,12 +60,6 @@ NODE_CONFLICT = "node(s) had volume node affinity conflict"  # volumebinding Err
 RWOP_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
                  )  # volumerestrictions/volume_restrictions.go ErrReasonReadWriteOncePodConflict
 
-
-def pod_claims(pod: Obj) -> list[str]:
-    """The PersistentVolumeClaims the pod's volumes name (volumebinding podHasPVCs; generic ephemeral volumes are
-    not modelled)."""
-    return [v["persistentVolumeClaim"].get("claimName", "") for v in pod["spec"].get("volumes") or ()
-            if "persistentVolumeClaim" in v]
 
 
 def _ns(pod: Obj) -> str:
