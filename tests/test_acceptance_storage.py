@@ -182,21 +182,6 @@ def test_a_bound_local_volume_keeps_its_pods_on_its_node(selector: str | None) -
 PREBIND_TIMEOUT = ('running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded')
 
 
-@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
-def test_a_pod_is_bound_to_its_node_after_its_wait_for_first_consumer_claim(static: bool) -> None:
-    objs = [make_scenario("1h").obj(), *nodes(2), sc(mode="WaitForFirstConsumer"), pvc(), user("p", at="10m")]
-    if static:
-        objs.append(pv("disk", "100Gi"))
-    res = run(objects=objs)
-    order = [(o["kind"], (o.get("status") or {}).get("phase"), bool(o["spec"].get("nodeName")))
-             for t, _, etype, o in res.history if t == 600.0 and o["kind"] in ("Pod", "PersistentVolumeClaim")]
-    claim_bound = order.index(("PersistentVolumeClaim", "Bound", False))
-    pod_bound = next(i for i, (kind, _, node) in enumerate(order) if kind == "Pod" and node)
-    assert claim_bound < pod_bound  # PreBind waited for the claim
-    assert bound_at(res, "p") == 600.0 and first_time(res, "Pod", "p", phase_at("", "Running")) == 600.0
-    assert not events(res, "FailedScheduling")
-
-
 @pytest.mark.parametrize("cls", ["standard-rwo", "premium-rwo"])
 def test_a_claim_its_provisioner_refuses_keeps_the_pod_pending_unbound_with_prebind_timeouts(cls: str) -> None:
     """ReadWriteMany on a PD filesystem through GKE's WaitForFirstConsumer classes: csi-provisioner's final error

@@ -213,6 +213,13 @@ def test_wait_for_first_consumer_binds_when_the_pod_is_scheduled(static: bool, n
     assert first_time(res, "PersistentVolumeClaim", "data", phase_at("", "Bound")) == 600.0
     assert [(t, m) for t, _, _, m in events(res, "WaitForFirstConsumer")] == [
         (0.0, "waiting for first consumer to be created before binding")]
+    # VolumeBinding's PreBind: the pod is bound to its node only once its claim is, at the same instant
+    order = [(o["kind"], (o.get("status") or {}).get("phase"), bool(o["spec"].get("nodeName")))
+             for t, _, _, o in res.history if t == 600.0 and o["kind"] in ("Pod", "PersistentVolumeClaim")]
+    claim_bound = order.index(("PersistentVolumeClaim", "Bound", False))
+    assert claim_bound < next(i for i, (kind, _, node) in enumerate(order) if kind == "Pod" and node)
+    assert first_time(res, "Pod", "p", lambda o: bool(o["spec"].get("nodeName"))) == 600.0
+    assert not events(res, "FailedScheduling")
     claim = last(res, "PersistentVolumeClaim", "data")
     pod = last(res, "Pod", "p")
     assert first_time(res, "Pod", "p", phase_at("", "Running")) == 600.0
