@@ -265,12 +265,13 @@ class TrainingModel:
         set_up = [(n, k) for n, _, k in bound]
         setups = [s for (_, s), _ in used if s is not None and not s.ok]
         own_node, own = gpudirect.as_used(node, pod, cluster)
+        own_count = self.accelerators(pod)  # each rank not bound yet counts as this pod (DRA: a claim read each)
         for i in range(self._expected_pods(pod) - len(pods)):
             ghost = {**own_node, "metadata": {**own_node["metadata"],
                                               "name": f"{node['metadata']['name']}~unbound-{i}"}}
-            pods.append((ghost, self.accelerators(pod)))
+            pods.append((ghost, own_count))
             set_up.append(({**node, "metadata": {**node["metadata"], "name": ghost["metadata"]["name"]}},
-                           self.accelerators(pod)))
+                           own_count))
             if own is not None and not own.ok:
                 setups.append(own)
         multi_node = len({(n.get("metadata") or {}).get("name") for n, _ in pods}) > 1
