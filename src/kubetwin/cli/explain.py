@@ -150,7 +150,7 @@ def explain_pod(run_dir: Path, name: str, namespace: str = "default", at: float 
 def workload_keys(run_dir: Path, name: str, namespace: str) -> list[str]:
     """The Workloads named NAME, or owned by an object (a Job, JobSet...) named NAME, in the namespace."""
     keys: dict[str, None] = {}
-    with (run_dir / "history.jsonl").open() as f:
+    with (run_dir / "history.jsonl").open(encoding="utf-8") as f:
         for line in f:
             if '"Workload"' not in line:
                 continue

@@ -27,7 +27,7 @@ __all__ = ["ClusterQueueSeries", "Key", "RunData", "Version", "key_of", "load_ru
 # The kinds the report's timeline and panels read; the rest of history.jsonl is skipped while reading.
 KINDS = frozenset({"Job", "JobSet", "Workload", "Pod", "ClusterQueue", "Node", "Event"})
 POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's node pool label (kubetwin.autoscaler sets it on every node)
-# history.jsonl's lines are written with sorted keys (runner._dump): {"object":{"apiVersion":..,"kind":..,...},
+# history.jsonl's lines are written with sorted keys (runner.encode_line): {"object":{"apiVersion":..,"kind":..,...},
 # "rv":..,"t":..,"type":..}. When the object's kind follows its apiVersion (every kind but Event), it is read from
 # the line's start without parsing it; any other line is parsed.
 _HEAD = re.compile(r'\{"object":\{"apiVersion":"[^"]*","kind":"([^"]+)"')
@@ -151,7 +151,7 @@ Version = tuple[float, str, dict[str, Any]]  # (t, type, object): one line of hi
 def _read_history(path: Path) -> Iterator[Version]:
     """history.jsonl line by line, each version of a kind the report reads (and a Node's only when it came or
     went); the other lines are skipped before they are parsed."""
-    with path.open() as f:
+    with path.open(encoding="utf-8") as f:
         for line in f:
             head = _HEAD.match(line)
             if head is not None:

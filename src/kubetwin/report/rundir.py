@@ -90,7 +90,7 @@ def state_at(run_dir: Path, at: float | str | None) -> tuple[dict[tuple[str, str
     hist = run_dir / "history.jsonl"
     until = meta["duration"] if at is None else seconds_at(meta, at) if isinstance(at, str) else at
     objs: dict[tuple[str, str, str], dict] = {}
-    with hist.open() as f:
+    with hist.open(encoding="utf-8") as f:
         for line in f:
             rec: dict[str, Any] = json.loads(line)
             if rec["t"] > until:

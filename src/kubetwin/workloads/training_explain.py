@@ -176,7 +176,7 @@ def load(run_dir: Path, resource: str, name: str, namespace: str) -> dict:
 def _exists(run_dir: Path, namespace: str, name: str) -> bool:
     """Whether a Job or JobSet of that name was ever created in the run (a cheap scan of history.jsonl)."""
     needle = f'"name":"{name}"'
-    with (run_dir / "history.jsonl").open() as f:
+    with (run_dir / "history.jsonl").open(encoding="utf-8") as f:
         for line in f:
             if needle in line and '"type":"ADDED"' in line:
                 obj = json.loads(line)["object"]
