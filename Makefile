@@ -24,4 +24,4 @@ test: $(VENV)/bin/python
 
 bench: install
 	$(PY) benchmarks/bench_scheduling.py
-	$(PY) benchmarks/bench_report.py --repeat 1
+	$(PY) benchmarks/bench_report.py --repeat 3 --base-rev 8c4b814

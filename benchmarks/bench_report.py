@@ -2,15 +2,20 @@
 
 Issue 32's regression: report.html, written at the end of every run, loaded the whole history.jsonl. Measured with
 this benchmark on 2 cores (2026-12-07): 3f002fa 5.3-5.6 s and 787 MB peak; 8c4b814, before the report existed,
-3.2-3.3 s and 283 MB; the streaming report 3.9 s and 275 MB. (The issue's own figures, 15-17 s and 1,112 MB, came
+3.2-3.3 s and 283 MB; the streaming report 3.9 s and 275 MB; then history.jsonl through orjson and the
+collector kept off after the run: 0.95x 8c4b814's CPU seconds (3.28 vs 3.47 s, 5 alternating pairs), 276 MB.
+(The issue's own figures, 15-17 s and 1,112 MB, came
 from another machine and another way of writing the scenario.)
 This writes the scenario of benchmarks/bench_scheduling.py (10,000 pods onto 5,000 nodes, pools of 1,000 nodes) as
 YAML, then runs, each in a child process so the operating system's accounting gives its wall time and peak RSS:
   1. `kubetwin run SCENARIO --out DIR` (report included) with this tree's sources and, when --base names one, with
      a baseline tree's (e.g. `git archive 3f002fa | tar -x -C /tmp/base-tree`), alternating A B A B;
   2. `kubetwin report DIR` alone on the run folder, with each tree.
-Prints median wall seconds, peak RSS and the ratio to the baseline for each.
-Usage: python benchmarks/bench_report.py [--pods 10000] [--nodes 5000] [--repeat 3] [--base /tmp/base-tree]
+Prints median wall seconds, peak RSS and the ratio to the baseline for each. --base-rev REV builds the baseline tree
+from this checkout's git history (`make bench` pins 8c4b814, the last build before report.html; its CLI has no
+`kubetwin report`, so that line is printed without a baseline).
+Usage: python benchmarks/bench_report.py [--pods 10000] [--nodes 5000] [--repeat 3]
+                                         [--base /tmp/base-tree | --base-rev REV]
 """
 
 from __future__ import annotations
@@ -63,6 +68,24 @@ def timed(src: Path, args: list[str]) -> tuple[float, float]:
     return float(out[0]), int(out[1]) / 1024
 
 
+def base_tree(rev: str, into: Path) -> Path:
+    """A baseline tree: `git archive REV` of this checkout unpacked into `into` (a pinned build to compare with)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(HERE), "archive", rev], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"--base-rev {rev}: git archive failed ({archive.stderr.decode().strip()}); "
+                         "run from a git clone, or pass --base with an unpacked tree")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def has_command(src: Path, command: str) -> bool:
+    """Whether the tree's CLI knows `kubetwin COMMAND` (an older baseline may predate it)."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run([sys.executable, "-m", "kubetwin.cli.main", command, "--help"], env=env,
+                          capture_output=True, check=False).returncode == 0
+
+
 def _line(label: str, a: list[tuple[float, float]], b: list[tuple[float, float]] | None) -> str:
     wall, peak = statistics.median(w for w, _ in a), max(p for _, p in a)
     text = f"{label}: {wall:.2f} s, peak {peak:,.0f} MB"
@@ -80,8 +103,11 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--base", type=Path, help="a baseline tree (its src/ goes first on the path)")
+    ap.add_argument("--base-rev", help="a git revision of this checkout to build the baseline tree from")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if a.base_rev:
+            a.base = base_tree(a.base_rev, Path(tmp) / "base-tree")
         scen = write_scenario(Path(tmp) / "scenario.yaml", a.nodes, a.pods)
         trees = [("this tree", HERE / "src")] + ([("baseline", a.base / "src")] if a.base else [])
         runs: dict[str, list[tuple[float, float]]] = {n: [] for n, _ in trees}
@@ -93,14 +119,16 @@ def main() -> None:
         folder = Path(tmp) / "run-this-tree-0"
         size = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
         page = (folder / "report.html").stat().st_size / 2**20
+        report_trees = [(n, src) for n, src in trees if has_command(src, "report")]
         for _ in range(a.repeat):
-            for name, src in trees:
+            for name, src in report_trees:
                 reports[name].append(timed(src, ["report", str(folder), "--out", str(Path(tmp) / "r.html")]))
         base = "baseline" if a.base else None
         print(f"{a.pods:,} pods onto {a.nodes:,} nodes, {a.repeat} runs each, medians; run folder {size:.0f} MB, "
               f"report.html {page:.1f} MB ({time.strftime('%Y-%m-%d')})")
         print(_line("kubetwin run (report included)", runs["this tree"], runs[base] if base else None))
-        print(_line("kubetwin report RUN alone", reports["this tree"], reports[base] if base else None))
+        base_reports = reports.get(base) if base else None
+        print(_line("kubetwin report RUN alone", reports["this tree"], base_reports or None))
 
 
 if __name__ == "__main__":
