@@ -46,6 +46,7 @@ from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.kueue import config as kueue_config
 from kubetwin.kueue.controller.core import KueueController
+from kubetwin.report import historyindex as history_index
 from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
@@ -413,8 +414,8 @@ def encode_line(obj: Any) -> bytes:
 
 
 # Every file write_run puts in a run folder; --overwrite removes a folder only when it holds nothing else.
-RUN_FILES = frozenset({"summary.json", "timeseries.json", "history.jsonl", "events.jsonl", "metrics.prom",
-                       "requests.csv", "training.json", "run.json", "report.html", TRACE_FILE})
+RUN_FILES = frozenset({"summary.json", "timeseries.json", "history.jsonl", history_index.INDEX_FILE, "events.jsonl",
+                       "metrics.prom", "requests.csv", "training.json", "run.json", "report.html", TRACE_FILE})
 
 
 def _refuse(out: Path, message: str, fix: str) -> KubetwinError:
@@ -470,10 +471,12 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
     """The run's files in `out` (a temporary folder); `name`: the run folder's final name, report.html's title."""
     (out / "summary.json").write_text(json.dumps(result.summary, sort_keys=True, indent=2) + "\n")
     (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
-    with (out / "history.jsonl").open("wb") as h, (out / "events.jsonl").open("wb") as e:
+    with contextlib.closing(history_index.IndexWriter(out / history_index.INDEX_FILE, history_index.EVERY_BYTES)) \
+            as index, (out / "history.jsonl").open("wb") as h, (out / "events.jsonl").open("wb") as e:
         for t, rv, etype, obj in result.history:
             line = encode_line({"t": t, "rv": rv, "type": etype, "object": obj})
             h.write(line)
+            index.add(t, etype, obj, len(line))
             if obj["kind"] == "Event":
                 e.write(line)
     if result.metrics_text is not None:

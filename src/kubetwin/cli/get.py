@@ -129,7 +129,9 @@ def get_objects(run_dir: Path, args: list[str], opts: GetOptions, out: Callable[
     labels = label_selector(opts.selector) if opts.selector else None
     fields = {r.info.kind: field_selector(opts.field_selector, r.info, opts.selector or "")
               for r in reqs} if opts.field_selector else {}
-    objs, t, meta = state_at(run_dir, opts.at)
+    named = {r.info.kind: [f'"name":"{n}"'.encode() for n in r.names] for r in reqs} if all(r.names for r in reqs) \
+        else None  # every request names its objects: only lines holding one of the names are parsed
+    objs, t, meta = state_at(run_dir, opts.at, {r.info.kind for r in reqs}, named)
     now = _now(meta, t)
     errors: list[str] = []
     groups: list[tuple[kinds.KindInfo, list[dict]]] = []
@@ -228,6 +230,27 @@ def _print_generic(fmt: Output, items: list[dict], single: bool, no_headers: boo
         out(custom_columns(fmt.arg, items, no_headers))
 
 
+def _describe_needles(reqs: list[_Request]) -> dict[str, list[bytes]] | None:
+    """What a line must hold to matter to `describe` when every request names its objects: the object's name (a
+    prefix: describe TYPE PREFIX matches by prefix), its Events (involvedObject.name), and what is related to it
+    (a Node's Pods by spec.nodeName, a PVC's Pods by claimName, a Deployment's ReplicaSets by owner name); None
+    when a request names none (all of a kind)."""
+    if not all(r.names for r in reqs):
+        return None
+    needles: dict[str, list[bytes]] = {"Event": [], "Pod": [], "ReplicaSet": []}
+    related = {"Node": ("Pod", '"nodeName":"{}"'), "PersistentVolumeClaim": ("Pod", '"claimName":"{}"'),
+               "Deployment": ("ReplicaSet", '"name":"{}"')}
+    for r in reqs:
+        for n in r.names:
+            prefix = f'"name":"{n}'.encode()
+            needles.setdefault(r.info.kind, []).append(prefix)
+            needles["Event"].append(prefix)
+            if r.info.kind in related:
+                kind, field = related[r.info.kind]
+                needles[kind].append(field.format(n).encode())
+    return needles
+
+
 def describe_objects(run_dir: Path, args: list[str], namespace: str, at: str | None, selector: str | None,
                      out: Callable[[str], None], err: Callable[[str], None]) -> int:
     """Print `kubectl describe ARGS`: each object's description, a blank line between them (describe.go)."""
@@ -237,7 +260,8 @@ def describe_objects(run_dir: Path, args: list[str], namespace: str, at: str | N
 
     reqs, _ = _requests(args, "describe")
     labels = label_selector(selector) if selector else None
-    objs, t, meta = state_at(run_dir, at)
+    objs, t, meta = state_at(run_dir, at, {r.info.kind for r in reqs} | {"Event", "Pod", "ReplicaSet"},
+                             _describe_needles(reqs))
     now = _now(meta, t)
     errors: list[str] = []
     found: list[dict] = []

@@ -12,13 +12,13 @@ before parsing.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.report.historyindex import line_kind
 from kubetwin.report.rundir import run_meta
 from kubetwin.report.timeline import AGGREGATE_PODS, Key, Row, Timeline, key_of
 
@@ -27,11 +27,7 @@ __all__ = ["ClusterQueueSeries", "Key", "RunData", "Version", "key_of", "load_ru
 # The kinds the report's timeline and panels read; the rest of history.jsonl is skipped while reading.
 KINDS = frozenset({"Job", "JobSet", "Workload", "Pod", "ClusterQueue", "Node", "Event"})
 POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's node pool label (kubetwin.autoscaler sets it on every node)
-# history.jsonl's lines are written with sorted keys (runner.encode_line): {"object":{"apiVersion":..,"kind":..,...},
-# "rv":..,"t":..,"type":..}. When the object's kind follows its apiVersion (every kind but Event), it is read from
-# the line's start without parsing it; any other line is parsed.
-_HEAD = re.compile(r'\{"object":\{"apiVersion":"[^"]*","kind":"([^"]+)"')
-_NODE_MODIFIED_TAIL = '"type":"MODIFIED"}'
+_NODE_MODIFIED_TAIL = b'"type":"MODIFIED"}'  # the end of a line (sorted keys, runner.encode_line)
 
 
 @dataclass
@@ -151,13 +147,12 @@ Version = tuple[float, str, dict[str, Any]]  # (t, type, object): one line of hi
 def _read_history(path: Path) -> Iterator[Version]:
     """history.jsonl line by line, each version of a kind the report reads (and a Node's only when it came or
     went); the other lines are skipped before they are parsed."""
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:
         for line in f:
-            head = _HEAD.match(line)
-            if head is not None:
-                kind = head.group(1)
-                if kind not in KINDS or (kind == "Node" and line.rstrip().endswith(_NODE_MODIFIED_TAIL)):
-                    continue
+            kind = line_kind(line)  # None: only parsing the line tells
+            if kind is not None and (kind not in KINDS or (kind == "Node" and
+                                                           line.rstrip().endswith(_NODE_MODIFIED_TAIL))):
+                continue
             rec = json.loads(line)
             yield rec["t"], rec["type"], rec["object"]
 
