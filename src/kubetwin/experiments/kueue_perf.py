@@ -13,6 +13,8 @@ Ported from kubernetes-sigs/kueue@ff69552e test/performance/scheduler (Apache-2.
   the API round trips between creates are left out).
 - Kueue itself is minimalkueue (minimalkueue/main.go): the core controllers and the scheduler with a client of QPS
   50 / Burst 100 (``MINIMALKUEUE_CLIENT``: the scenario's Configuration gives it as ``clientConnection``).
+  minimalkueue sets only QPS/Burst, so controller-runtime gives it one bucket per API type where cmd/kueue (the
+  twin's Kueue) shares one; the twin paces only Kueue's Workload writes, which share one bucket in both.
 - The runner's Workload reconciler is `kueue.controller.perfrunner` (Finished after the run time).
 - ``record`` is runner/recorder/recorder.go's summary over the run's history: per Workload class the average time
   to admission (``lastTransitionTime`` of Admitted minus ``creationTimestamp``, the last admission counting, in
