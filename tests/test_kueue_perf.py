@@ -232,7 +232,8 @@ def test_a_scaled_down_suite_drains_and_the_recorder_reads_it():
     assert all(condition(result, n, "Finished")["status"] == "True"
                for n in ("large-2-1-0", "small-0-19-0", "medium-1-3-0"))
     rows = kueue_perf.table(summary, "baseline")
-    assert rows[0][0] == "large: avg time to admission" and rows[0][2] == "6.7 s"
+    assert rows[0][0] == "large: avg time to admission" and rows[0][2] == "16.5 s"
+    assert kueue_perf.table(summary, "baseline/SchedulingEquivalenceHashing=false")[0][2] == "6.7 s"
 
 
 def test_the_shipped_configs_resolve_by_name():
@@ -240,4 +241,19 @@ def test_the_shipped_configs_resolve_by_name():
     assert path.name == "baseline.yaml" and published == "baseline"
     cfg = kueue_perf.load_config(path)
     assert sum(1 for o in kueue_perf.to_objects(cfg) if o["kind"] == "Workload") == 15_000
+    assert kueue_perf.resolve("baseline", {"SchedulingEquivalenceHashing": False})[1] == (
+        "baseline/SchedulingEquivalenceHashing=false")
     assert kueue_perf.resolve("large-scale-2000")[1] is None  # Kueue published no numbers for it
+
+
+def test_the_scheduling_equivalence_hashing_gate_reaches_the_queues():
+    from kubetwin.kueue.cycle import KueueScheduler
+
+    for on in (True, False):
+        cfg = kueue_config.parse(make_configuration().fields(featureGates={"SchedulingEquivalenceHashing": on}).obj())
+        assert cfg.equivalence_hashing is on
+        sched = KueueScheduler(equivalence_hashing=cfg.equivalence_hashing)
+        sched.apply(make_flavor("rf").obj())
+        sched.apply(make_cq("cq").flavor("rf", cpu="1").obj())
+        assert sched.queues.queues["cq"].equivalence_hashing is on
+    assert kueue_config.KueueConfig().equivalence_hashing  # beta, on by default

@@ -165,7 +165,10 @@ def kueue_perf_cmd(config: str = typer.Option("baseline", "--config", help="a Ku
                    out: Path | None = typer.Option(None, "--out", "-o", help="run folder to write (optional)"),
                    manifests: Path | None = typer.Option(None, "--manifests", help="only write the scenario "
                                                          "(one YAML file) and stop; then kubetwin run it"),
-                   duration: str = typer.Option("2h", "--duration", help="simulated time to run at most")) -> None:
+                   duration: str = typer.Option("2h", "--duration", help="simulated time to run at most"),
+                   feature_gates: list[str] = typer.Option([], "--feature-gate", help="a Kueue feature gate for "
+                                                           "the run, NAME=true|false (repeatable), e.g. "
+                                                           "SchedulingEquivalenceHashing=false")) -> None:
     """Kueue's scheduler performance test through the twin: its generator's objects, minimalkueue's client
     (QPS 50 / Burst 100), its runner finishing Workloads, its recorder's numbers next to Kueue's published ones."""
     import time
@@ -175,9 +178,16 @@ def kueue_perf_cmd(config: str = typer.Option("baseline", "--config", help="a Ku
     from kubetwin import runner
     from kubetwin.experiments import kueue_perf
 
-    path, published = kueue_perf.resolve(config)
+    gates: dict[str, bool] = {}
+    for gate in feature_gates:
+        name, _, value = gate.partition("=")
+        if value.lower() not in ("true", "false"):
+            err.print(f"error: --feature-gate {gate!r}: write NAME=true or NAME=false", highlight=False)
+            raise typer.Exit(1)
+        gates[name] = value.lower() == "true"
+    path, published = kueue_perf.resolve(config, gates)
     try:
-        objs = kueue_perf.to_objects(kueue_perf.load_config(path), duration=duration)
+        objs = kueue_perf.to_objects(kueue_perf.load_config(path), duration=duration, feature_gates=gates)
     except (OSError, ValueError) as exc:
         err.print(f"error: {exc}", highlight=False)
         raise typer.Exit(1) from None

@@ -45,11 +45,15 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # Kueue's own averages for each shipped config (configs/<name>/rangespec.yaml comments): per Workload class the
 # average time to admission in ms, the ClusterQueue class usage in %, the wall time of minimalkueue in ms.
 PUBLISHED: dict[str, dict[str, Any]] = {
-    # baseline, 5 CI trials, SchedulingEquivalenceHashing off (rangespec.yaml before fab9b7ce70, 2026-05-13):
-    # large 6666 ms, medium 76768, small 215468, usage 58.7 %, wall 351116 ms. With the gate on (beta since)
-    # large averages 16501 ms and usage 55.9 %.
-    "baseline": {"admission_ms": {"large": 6666, "medium": 76768, "small": 215468}, "usage_pct": {"cq": 58.7},
+    # baseline, 5 CI trials (rangespec.yaml): with SchedulingEquivalenceHashing (beta, on since fab9b7ce70,
+    # 2026-05-13) large averages 16501 ms (+-13 %) and the usage 55.9 %; medium 76768 ms (+-2 %), small 215468 ms
+    # (+-2 %), wall 351116 ms (+-0.9 %) were measured before and kept.
+    "baseline": {"admission_ms": {"large": 16501, "medium": 76768, "small": 215468}, "usage_pct": {"cq": 55.9},
                  "wall_ms": 351116},
+    # the same trials without the gate (rangespec.yaml before fab9b7ce70): large 6666 ms (+-14 %), usage 58.7 %.
+    "baseline/SchedulingEquivalenceHashing=false": {
+        "admission_ms": {"large": 6666, "medium": 76768, "small": 215468}, "usage_pct": {"cq": 58.7},
+        "wall_ms": 351116},
     # large-scale as calibrated (1,000 ClusterQueues, 50,000 Workloads; 19 periodic runs, #11422 / #11871).
     "large-scale": {"admission_ms": {"large": 105604, "medium": 256413, "small": 700379},
                     "usage_pct": {"cq": 38.64}, "wall_ms": 1179411},
@@ -59,13 +63,15 @@ PUBLISHED: dict[str, dict[str, Any]] = {
 SHIPPED = Path(__file__).parent / "data" / "kueue_perf"  # Kueue's generator configs, copied (README.md there)
 
 
-def resolve(config: str | Path) -> tuple[Path, str | None]:
+def resolve(config: str | Path, feature_gates: dict[str, bool] | None = None) -> tuple[Path, str | None]:
     """A config path, or the name of a shipped one (baseline, large-scale, large-scale-2000); with the key of
-    Kueue's published numbers for it (None when Kueue publishes none)."""
+    Kueue's published numbers for it under these feature gates (None when Kueue publishes none)."""
     path = Path(config)
     if not path.exists() and (SHIPPED / f"{config}.yaml").exists():
         path = SHIPPED / f"{config}.yaml"
     name = path.stem if path.parent == SHIPPED else None
+    if name is not None and (feature_gates or {}).get("SchedulingEquivalenceHashing") is False:
+        name += "/SchedulingEquivalenceHashing=false"
     return path, name if name in PUBLISHED else None
 
 
@@ -83,14 +89,19 @@ def _quantity(v: object) -> str:
     return str(v)
 
 
-def to_objects(cfg: dict, *, duration: str = "2h", name: str = "kueue-perf") -> list[dict]:
-    """The objects Generate creates, as twin manifests (a Scenario and the Kueue Configuration first)."""
+def to_objects(cfg: dict, *, duration: str = "2h", name: str = "kueue-perf",
+               feature_gates: dict[str, bool] | None = None) -> list[dict]:
+    """The objects Generate creates, as twin manifests (a Scenario and the Kueue Configuration first, with
+    ``feature_gates`` as its featureGates)."""
     flavor = (cfg.get("resourceFlavor") or {}).get("name") or FLAVOR
+    kueue_cfg: dict[str, Any] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                 "clientConnection": dict(MINIMALKUEUE_CLIENT)}
+    if feature_gates:
+        kueue_cfg["featureGates"] = dict(feature_gates)
     objs: list[dict] = [
         {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": name},
          "spec": {"duration": duration}},
-        {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
-         "clientConnection": dict(MINIMALKUEUE_CLIENT)},
+        kueue_cfg,
         {"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
          "metadata": {"name": flavor, "labels": {CLEANUP_LABEL: "true"}}}]
     workloads: list[tuple[float, dict]] = []

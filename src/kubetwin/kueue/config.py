@@ -16,7 +16,8 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
 - ``admissionFairSharing`` {usageHalfLifeTime, usageSamplingInterval (5m), resourceWeights}: validated and kept;
   the scheduler core does not order by it yet (a notice).
 - ``manageJobsWithoutQueueName`` (false): validated and kept; the twin manages only queued jobs (true: a notice).
-- ``featureGates``: ``PartialAdmission`` (on) switches partial admission; other known gates are accepted.
+- ``featureGates``: ``PartialAdmission`` (on) switches partial admission, ``SchedulingEquivalenceHashing`` (on)
+  the queues' bulk move of equivalent workloads to the inadmissible set; other known gates are accepted.
 - ``clientConnection`` {``qps``, ``burst``}: the manager's API client (apis/config/v1beta2/defaults.go
   ``DefaultClientConnectionQPS`` 300, ``DefaultClientConnectionBurst`` 500, also the release manifests' values,
   config/components/manager/controller_manager_config.yaml); cmd/kueue/main.go makes it one token bucket for all
@@ -280,6 +281,11 @@ class KueueConfig:
     @property
     def partial_admission(self) -> bool:
         return self.feature_gates.get("PartialAdmission", True)
+
+    @property
+    def equivalence_hashing(self) -> bool:
+        """SchedulingEquivalenceHashing (beta, on since kubernetes-sigs/kueue fab9b7ce70; `kueue.queue`)."""
+        return self.feature_gates.get("SchedulingEquivalenceHashing", True)
 
     @property
     def managed_kinds(self) -> frozenset[str]:

@@ -91,7 +91,8 @@ class KueueController:
         self.config = config or KueueConfig()
         self.sched = KueueScheduler(partial_admission=self.config.partial_admission,
                                     fair_sharing=self.config.fair_sharing,
-                                    fair_sharing_strategies=self.config.preemption_strategies, trace=trace)
+                                    fair_sharing_strategies=self.config.preemption_strategies, trace=trace,
+                                    equivalence_hashing=self.config.equivalence_hashing)
         self.metrics = KueueMetrics(env)
         self.pods_ready = PodsReady(store, env, events, self, self.config.wait_for_pods_ready)
         self.queue_status = QueueStatus(store, self.sched, self.metrics)
