@@ -98,14 +98,15 @@ BUILT_IN: tuple[KindInfo, ...] = tuple(KindInfo(g, k, v, p, s, ns, simulated=sim
     (TWIN_GROUP, "Sweep", ("v1alpha1",), "sweeps", (), False, 9, (), ()),  # kubetwin sweep's input, not run
 ))
 
-# Kueue's Workload: the twin creates them (kueue/controller/core.py) but does not ship the 1.4 MB CRD
+# Kueue's Workload: the twin creates them (kueue/controller/core.py) and queues bare ones from the manifests, but
+# does not ship the 1.4 MB CRD
 # (api/crds/README.md); its printer columns as kueue config/components/crd/bases/kueue.x-k8s.io_workloads.yaml.
 _WORKLOAD_COLUMNS = (PrinterColumn("Queue", ".spec.queueName"),
                      PrinterColumn("Reserved in", ".status.admission.clusterQueue"),
                      PrinterColumn("Admitted", '.status.conditions[?(@.type=="Admitted")].status'),
                      PrinterColumn("Finished", '.status.conditions[?(@.type=="Finished")].status'),
                      PrinterColumn("Age", ".metadata.creationTimestamp", "date"))
-WORKLOAD = KindInfo("kueue.x-k8s.io", "Workload", ("v1beta2", "v1beta1"), "workloads", ("wl",), simulated=(),
+WORKLOAD = KindInfo("kueue.x-k8s.io", "Workload", ("v1beta2", "v1beta1"), "workloads", ("wl",),
                     columns={"v1beta2": _WORKLOAD_COLUMNS, "v1beta1": _WORKLOAD_COLUMNS})
 
 # Custom resources: (group, kind) -> (CRD file in api/crds/, simulated versions (None = all served), create order,

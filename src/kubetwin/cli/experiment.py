@@ -155,3 +155,57 @@ def openb_manifests_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb n
         (out / name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
     err.print(f"wrote {out}/cluster.yaml and {out}/pods.yaml ({len(objs) - 1} objects); run: kubetwin run {out}",
               highlight=False)
+
+
+@app.command("kueue-perf")
+def kueue_perf_cmd(config: str = typer.Option("baseline", "--config", help="a Kueue scheduler performance "
+                                              "generator config (test/performance/scheduler/configs/*/"
+                                              "generator.yaml), or a shipped one: baseline, large-scale, "
+                                              "large-scale-2000"),
+                   out: Path | None = typer.Option(None, "--out", "-o", help="run folder to write (optional)"),
+                   manifests: Path | None = typer.Option(None, "--manifests", help="only write the scenario "
+                                                         "(one YAML file) and stop; then kubetwin run it"),
+                   duration: str = typer.Option("2h", "--duration", help="simulated time to run at most"),
+                   feature_gates: list[str] = typer.Option([], "--feature-gate", help="a Kueue feature gate for "
+                                                           "the run, NAME=true|false (repeatable), e.g. "
+                                                           "SchedulingEquivalenceHashing=false")) -> None:
+    """Kueue's scheduler performance test through the twin: its generator's objects, minimalkueue's client
+    (QPS 50 / Burst 100), its runner finishing Workloads, its recorder's numbers next to Kueue's published ones."""
+    import time
+
+    import yaml
+
+    from kubetwin import runner
+    from kubetwin.experiments import kueue_perf
+
+    gates: dict[str, bool] = {}
+    for gate in feature_gates:
+        name, _, value = gate.partition("=")
+        if value.lower() not in ("true", "false"):
+            err.print(f"error: --feature-gate {gate!r}: write NAME=true or NAME=false", highlight=False)
+            raise typer.Exit(1)
+        gates[name] = value.lower() == "true"
+    path, published = kueue_perf.resolve(config, gates)
+    try:
+        objs = kueue_perf.to_objects(kueue_perf.load_config(path), duration=duration, feature_gates=gates)
+    except (OSError, ValueError) as exc:
+        err.print(f"error: {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    if manifests is not None:
+        manifests.parent.mkdir(parents=True, exist_ok=True)
+        manifests.write_text(yaml.safe_dump_all(objs, sort_keys=False))
+        err.print(f"wrote {manifests} ({len(objs)} objects); run: kubetwin run {manifests}", highlight=False)
+        return
+    start = time.perf_counter()
+    try:
+        result = runner.run(objects=objs, out=out)
+    except KubetwinError as exc:
+        for d in exc.diagnostics:
+            err.print(d.render(), markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    wall = time.perf_counter() - start
+    summary = kueue_perf.record(result.history)
+    width = max(len(r[0]) for r in kueue_perf.table(summary, published, wall))
+    print(f"{'':{width}}  {'twin':>10}  {'Kueue':>10}")
+    for name, twin, kueue, diff in kueue_perf.table(summary, published, wall):
+        print(f"{name:{width}}  {twin:>10}  {kueue:>10}  {diff}".rstrip())

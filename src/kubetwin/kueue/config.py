@@ -16,7 +16,12 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
 - ``admissionFairSharing`` {usageHalfLifeTime, usageSamplingInterval (5m), resourceWeights}: validated and kept;
   the scheduler core does not order by it yet (a notice).
 - ``manageJobsWithoutQueueName`` (false): validated and kept; the twin manages only queued jobs (true: a notice).
-- ``featureGates``: ``PartialAdmission`` (on) switches partial admission; other known gates are accepted.
+- ``featureGates``: ``PartialAdmission`` (on) switches partial admission, ``SchedulingEquivalenceHashing`` (on)
+  the queues' bulk move of equivalent workloads to the inadmissible set; other known gates are accepted.
+- ``clientConnection`` {``qps``, ``burst``}: the manager's API client (apis/config/v1beta2/defaults.go
+  ``DefaultClientConnectionQPS`` 300, ``DefaultClientConnectionBurst`` 500, also the release manifests' values,
+  config/components/manager/controller_manager_config.yaml); cmd/kueue/main.go makes it one token bucket for all
+  of the manager's requests, and a negative qps turns it off. Kueue's writes wait on it (`sim.apiclient`).
 - ``integrations.frameworks``: which kinds Kueue manages; defaults.go sets ["batch/job"] when the list is empty,
   so a Configuration without ``jobset.x-k8s.io/jobset`` leaves queued JobSets unmanaged (they start at once). With
   no Configuration at all the twin manages Jobs, JobSets and plain Pods (``pod``; the release manifests' config
@@ -25,7 +30,7 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
 The fields that change Kueue's decisions but are not modelled (`UNMODELLED`: managedJobsNamespaceSelector,
 resources, objectRetentionPolicies, multiKueue, integrations.externalFrameworks / labelKeysToCopy, ...) are each a
 validate notice saying what the run does instead; the controller-manager plumbing (webhook, metrics,
-leaderElection, controller, clientConnection, ...) is accepted and has no effect on a run. Durations are Go
+leaderElection, controller, ...) is accepted and has no effect on a run. Durations are Go
 ``time.Duration`` strings as ``metav1.Duration`` decodes them ("5m", "1h30m").
 
 Where Kueue reads it: the manager runs with ``--config=/controller_manager_config.yaml``, a subPath mount of the
@@ -68,6 +73,11 @@ BUILTIN_FRAMEWORKS = (
     "kubeflow.org/xgboostjob", "kubeflow.org/jaxjob", "trainer.kubeflow.org/trainjob",
     "workload.codeflare.dev/appwrapper", "sparkoperator.k8s.io/sparkapplication", "pod", "deployment",
     "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
+
+# apis/config/v1beta2/defaults.go DefaultClientConnectionQPS / DefaultClientConnectionBurst (kubernetes-sigs/kueue
+# #12440 raised them from 50 / 100, the values test/performance/scheduler/minimalkueue still uses).
+DEFAULT_CLIENT_QPS = 300.0
+DEFAULT_CLIENT_BURST = 500
 
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
 LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
@@ -183,6 +193,14 @@ class AdmissionFairSharingModel(_Strict):
     _check = field_validator("usageHalfLifeTime", "usageSamplingInterval")(_duration)
 
 
+class ClientConnectionModel(BaseModel):
+    """apis/config/v1beta2 configuration_types.go ClientConnection: the manager's API client limits."""
+
+    model_config = ConfigDict(extra="forbid")
+    qps: float | None = None
+    burst: int | None = None
+
+
 class _ConfigurationBase(BaseModel):
     """The top level: modelled fields typed, the manager's other fields accepted as they are."""
 
@@ -204,7 +222,7 @@ class _ConfigurationBase(BaseModel):
     controller: Any = None
     tls: Any = None
     internalCertManagement: Any = None
-    clientConnection: Any = None
+    clientConnection: ClientConnectionModel | None = None
     integrations: IntegrationsModel | None = None
     multiKueue: Any = None
     resources: Any = None
@@ -257,10 +275,17 @@ class KueueConfig:
     manage_jobs_without_queue_name: bool = False
     feature_gates: dict[str, bool] = field(default_factory=dict)
     frameworks: tuple[str, ...] = tuple(FRAMEWORK_KINDS)
+    client_qps: float = DEFAULT_CLIENT_QPS  # clientConnection.qps (negative: no client-side rate limiting)
+    client_burst: int = DEFAULT_CLIENT_BURST  # clientConnection.burst
 
     @property
     def partial_admission(self) -> bool:
         return self.feature_gates.get("PartialAdmission", True)
+
+    @property
+    def equivalence_hashing(self) -> bool:
+        """SchedulingEquivalenceHashing (beta, on since kubernetes-sigs/kueue fab9b7ce70; `kueue.queue`)."""
+        return self.feature_gates.get("SchedulingEquivalenceHashing", True)
 
     @property
     def managed_kinds(self) -> frozenset[str]:
@@ -283,6 +308,7 @@ def parse(obj: dict) -> KueueConfig:
             backoff_limit_count=rs.get("backoffLimitCount"),
             backoff_base_seconds=int(60 if rs.get("backoffBaseSeconds") is None else rs["backoffBaseSeconds"]),
             backoff_max_seconds=int(3600 if rs.get("backoffMaxSeconds") is None else rs["backoffMaxSeconds"]))
+    conn = obj.get("clientConnection") or {}
     fs = obj.get("fairSharing")
     fair = fs is not None and (not v1beta1 or bool(fs.get("enable")))
     strategies = tuple((fs or {}).get("preemptionStrategies") or DEFAULT_PREEMPTION_STRATEGIES)
@@ -290,7 +316,9 @@ def parse(obj: dict) -> KueueConfig:
                        admission_fair_sharing=obj.get("admissionFairSharing"),
                        manage_jobs_without_queue_name=bool(obj.get("manageJobsWithoutQueueName")),
                        feature_gates=dict(obj.get("featureGates") or {}),
-                       frameworks=tuple((obj.get("integrations") or {}).get("frameworks") or DEFAULT_FRAMEWORKS))
+                       frameworks=tuple((obj.get("integrations") or {}).get("frameworks") or DEFAULT_FRAMEWORKS),
+                       client_qps=float(DEFAULT_CLIENT_QPS if conn.get("qps") is None else conn["qps"]),
+                       client_burst=int(DEFAULT_CLIENT_BURST if conn.get("burst") is None else conn["burst"]))
 
 
 # ---------------------------------------------------------------------------------------------------- validate
@@ -370,7 +398,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
 
 # Configuration fields that change what Kueue decides and that the twin's Kueue does not model: what Kueue does with
 # each (apis/config/v1beta2/configuration_types.go) and what the run does instead. The controller-manager plumbing
-# (health, metrics, webhook, leaderElection, controller, clientConnection, pprofBindAddress, tls,
+# (health, metrics, webhook, leaderElection, controller, pprofBindAddress, tls,
 # internalCertManagement, visibilityServer, namespace) changes no decision and is accepted without a notice.
 UNMODELLED: dict[str, str] = {
     "manageJobsWithoutQueueName": "Kueue would also manage Jobs, JobSets and Pods without "

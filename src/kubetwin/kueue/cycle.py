@@ -117,7 +117,7 @@ class KueueScheduler:
 
     def __init__(self, partial_admission: bool = True, fair_sharing: bool = False,
                  fair_sharing_strategies: tuple[str, ...] | list[str] | None = None,
-                 trace: SchedulingTrace | None = None) -> None:
+                 trace: SchedulingTrace | None = None, equivalence_hashing: bool = True) -> None:
         self.partial_admission = partial_admission
         self.trace = trace  # None: nothing recorded (the default); else each head of each cycle (trace_entry)
         self.cycles = 0  # cycles that had heads (numbers the trace's records)
@@ -128,7 +128,7 @@ class KueueScheduler:
         self.flavors: dict[str, api.ResourceFlavor] = {}
         self.priority_classes: dict[str, int] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
-        self.queues = QueueManager()
+        self.queues = QueueManager(equivalence_hashing)  # the SchedulingEquivalenceHashing gate
         self.admitted: dict[str, WorkloadInfo] = {}  # the cache: workloads holding quota
         # (the spec objects, the snapshot built from them)
         self._tree: tuple[tuple[list[Any], list[Any], list[Any]], Snapshot] | None = None

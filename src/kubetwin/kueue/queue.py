@@ -175,7 +175,8 @@ class ClusterQueueQueue:
 class QueueManager:
     """All ClusterQueue queues, routing through LocalQueues (namespace/name -> ClusterQueue)."""
 
-    def __init__(self) -> None:
+    def __init__(self, equivalence_hashing: bool = True) -> None:
+        self.equivalence_hashing = equivalence_hashing
         self.queues: dict[str, ClusterQueueQueue] = {}
         self.local_queues: dict[tuple[str, str], str] = {}
         self.orphans: dict[str, WorkloadInfo] = {}  # pending workloads whose LocalQueue/ClusterQueue is missing
@@ -183,7 +184,7 @@ class QueueManager:
     def set_cluster_queue(self, name: str, strategy: str) -> None:
         q = self.queues.get(name)
         if q is None:
-            self.queues[name] = ClusterQueueQueue(name, strategy)
+            self.queues[name] = ClusterQueueQueue(name, strategy, equivalence_hashing=self.equivalence_hashing)
             self._adopt_orphans()
         else:
             q.strategy = strategy

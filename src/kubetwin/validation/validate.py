@@ -437,6 +437,10 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         if kind == "Sweep" and not errors:
             errors = sweep_validate.diagnostics(m)
         return errors + [d for d in _name(m) if not any(e.field == d.field for e in errors)]
+    if kind == "Workload" and api_version in ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"):
+        from kubetwin.kueue.controller import perfrunner  # a bare Workload, queued as Kueue queues it
+
+        return _name(m) or perfrunner.diagnostics(m)
     if kind == "Configuration" and api_version.startswith("config.kueue.x-k8s.io/"):
         from kubetwin.kueue import config as kueue_config  # Kueue's manager config file
 

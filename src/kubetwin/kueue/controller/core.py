@@ -31,6 +31,8 @@ triggerDeactivationOrBackoffRequeue, admittedNotReadyWorkload), pkg/controller/j
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kubetwin.api.conditions import remove_condition
 from kubetwin.controllers.common import WorkQueue
 from kubetwin.kueue import api
@@ -48,6 +50,7 @@ from kubetwin.kueue.controller.jobframework import (
     workload_name,
 )
 from kubetwin.kueue.controller.localqueue import LocalQueueReconciler
+from kubetwin.kueue.controller.perfrunner import PerformanceRunner
 from kubetwin.kueue.controller.pods import GROUP_PREFIX, IS_GROUP_WORKLOAD, MANAGED_LABEL, PodJob
 from kubetwin.kueue.controller.pods import webhook as pod_webhook
 from kubetwin.kueue.controller.podsready import PodsReady
@@ -67,6 +70,7 @@ from kubetwin.kueue.outcomes import (
     is_true,
     reset_eviction,
 )
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.sim.trace import SchedulingTrace
@@ -87,7 +91,8 @@ class KueueController:
         self.config = config or KueueConfig()
         self.sched = KueueScheduler(partial_admission=self.config.partial_admission,
                                     fair_sharing=self.config.fair_sharing,
-                                    fair_sharing_strategies=self.config.preemption_strategies, trace=trace)
+                                    fair_sharing_strategies=self.config.preemption_strategies, trace=trace,
+                                    equivalence_hashing=self.config.equivalence_hashing)
         self.metrics = KueueMetrics(env)
         self.pods_ready = PodsReady(store, env, events, self, self.config.wait_for_pods_ready)
         self.queue_status = QueueStatus(store, self.sched, self.metrics)
@@ -95,6 +100,8 @@ class KueueController:
         self.local_queues = LocalQueueReconciler(store, env, self.sched, self.now)  # LocalQueue Active
         self.provisioning = ProvisioningController(store, env, events, self.checks)  # the ProvisioningRequest check
         self._epoch = api.parse_time(store.start_time)
+        # the manager's API client (cmd/kueue/main.go: one token bucket from clientConnection for every request)
+        self.client = ApiClient("kueue-controller-manager", self.config.client_qps, self.config.client_burst)
         self._kicked = False
         self._missing_queue: dict[str, str] = {}  # Workload key -> "ns/name" of the LocalQueue it waited on
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
@@ -113,11 +120,15 @@ class KueueController:
             if kind != PodJob.kind:  # Pods: the one Pod watch below serves both
                 store.watch(kind, self._on_job)
         store.watch("Pod", self._on_pod)
+        # the performance suite's runner: the job controller of the bare Workloads labelled with a run time
+        self.perf_runner = PerformanceRunner(store, env)
 
     # -- watches ------------------------------------------------------------------------------------
     def contribute(self, until: float) -> Contribution:
         """summary.json's kueue section (per ClusterQueue admissions and waits) and the kueue_* Prometheus series."""
         summary: dict = {"kueue": self.metrics.summary()}
+        if self.client.requests:
+            summary["kueue_api_client"] = self.client.summary()
         if self._missing_queue:  # Workloads that waited on a LocalQueue that did not exist (when they were created)
             waited: dict[str, int] = {}
             for queue in self._missing_queue.values():
@@ -146,7 +157,10 @@ class KueueController:
             self.sched.set_namespace(obj["metadata"]["name"], obj["metadata"].get("labels"))
 
     def _on_workload(self, etype: str, wl: Obj, old: Obj | None) -> None:
-        """Only changes made by others: the controller tells the scheduler about its own writes itself."""
+        """Only changes made by others: the controller tells the scheduler about its own writes itself. A bare
+        Workload (no job owns it: created from the manifests, as Kueue's performance suite creates them) is
+        queued when it appears, and released when someone else finishes it or ends its eviction (workload
+        controller's Create/Update handlers: pkg/controller/core/workload_controller.go)."""
         key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
         if etype == "DELETED":
             self.sched.remove_workload(key)
@@ -155,6 +169,44 @@ class KueueController:
         elif etype == "MODIFIED" and old is not None and old.get("spec") != wl.get("spec"):
             self.sched.add_workload(wl)  # e.g. spec.active flipped by a user
             self.kick()
+        elif not is_bare(wl):
+            return
+        elif etype == "ADDED":
+            self.env.after(0, lambda: self._bare_added(key))
+        elif old is not None and is_true(wl, "Finished") and not is_true(old, "Finished"):
+            self.env.after(0, lambda: self._bare_finished(key))
+        elif old is not None and (old.get("status") or {}).get("admission") and not (
+                wl.get("status") or {}).get("admission"):
+            self.env.after(0, lambda: self._bare_released(key))
+
+    def _bare_added(self, key: str) -> None:
+        wl = workload.get(self.store, key)
+        if wl is None or is_true(wl, "Finished"):
+            return
+        self.sched.add_workload(wl)
+        if not (wl.get("status") or {}).get("admission"):
+            self._not_queued(wl)
+        self.metrics.created(key, self.env.now)
+        self.kick()
+
+    def _bare_finished(self, key: str) -> None:
+        wl = workload.get(self.store, key)
+        if wl is not None:
+            cond = find_condition(wl, "Finished") or {}
+            self._release_finished(key, wl, cond.get("reason") != "Failed")
+
+    def _bare_released(self, key: str) -> None:
+        """Someone else ended the eviction (the performance runner, as a job controller would): the quota is
+        released and the Workload queued again."""
+        wl = workload.get(self.store, key)
+        if wl is None or (wl.get("status") or {}).get("admission") or is_true(wl, "Finished"):
+            return
+        self.sched.remove_workload(key)
+        self.pods_ready.released(key)
+        if wl["spec"].get("active") is not False:
+            self.pods_ready.queue_pending(wl)
+            self.metrics.requeued(key, self.env.now)
+        self.kick()
 
     def _on_job(self, etype: str, job: Obj, old: Obj | None) -> None:
         meta = job["metadata"]
@@ -225,11 +277,7 @@ class KueueController:
                 reason = "Succeeded" if succeeded else "Failed"
                 update_status(self.store, wl,
                               conditions=[condition("Finished", True, reason, message, self.now())])
-                self.sched.remove_workload(key)
-                self.pods_ready.released(key)
-                admission = (wl.get("status") or {}).get("admission") or {}
-                self.metrics.finished(key, succeeded, admission.get("clusterQueue"))
-                self.kick()
+                self._release_finished(key, wl, succeeded)
             return
         if is_true(wl, "Evicted"):
             self._stop(integ, job, wl)
@@ -241,6 +289,14 @@ class KueueController:
                 self.events.event(started, "Normal", "Started", f"Admitted by clusterQueue {cq}", MANAGER)
         elif is_true(wl, "Admitted") and not integ.suspended(job):
             self.pods_ready.update(wl, integ.pods_ready(job))
+
+    def _release_finished(self, key: str, wl: Obj, succeeded: bool) -> None:
+        """A Finished Workload leaves the cache and the queues (workload_controller.go Update: cache.DeleteWorkload)."""
+        self.sched.remove_workload(key)
+        self.pods_ready.released(key)
+        admission = (wl.get("status") or {}).get("admission") or {}
+        self.metrics.finished(key, succeeded, admission.get("clusterQueue"))
+        self.kick()
 
     def _create_workload(self, integ: GenericJob, job: Obj) -> None:
         meta = job["metadata"]
@@ -333,20 +389,45 @@ class KueueController:
             if self.pods_ready.blocked():
                 break
             result = self.sched.schedule(self.now())
-            self._apply(result)
+            busy_until = self._apply(result)
+            if busy_until > self.env.now:  # the cycle waits for its own writes: the next one runs after them
+                self._kicked = True
+                self.env.at(busy_until, self._schedule)
+                break
             if result.settled:
                 break
         self.queue_status.flush()
 
-    def _apply(self, result: CycleResult) -> None:
+    def _apply(self, result: CycleResult) -> float:
+        """Write a cycle's decisions through the manager's client; the time its synchronous writes are done.
+
+        As pkg/scheduler/scheduler.go does them: an admission is assumed in the cache at once and its status patch
+        goes out from a goroutine (``admit``: admissionRoutineWrapper), its conditions stamped at the cycle; a
+        Pending condition (``requeueAndUpdate``) and each preemption (preemption.go ``IssuePreemptions``) are
+        patched by the scheduler itself, so the next cycle starts once they are through. A write that is due
+        now is made now; one that waits for a token is made when it is due."""
+        now = self.env.now
+        busy = now
         for a in result.admitted:
-            self._admitted(a)
+            self._write("workloads/status", "patch", lambda a=a: self._admitted(a, now))
         for p in result.pending:
             for v in p.preempting:
-                self._preempted(v, p.cluster_queue)
-            self._pending(p)
+                busy = max(busy, self._write("workloads/status", "patch",
+                                             lambda v=v, cq=p.cluster_queue: self._preempted(v, cq)))
+            if self._pending_changes(p):
+                busy = max(busy, self._write("workloads/status", "patch", lambda p=p: self._pending(p)))
+        return busy
 
-    def _admitted(self, a: Admitted) -> None:
+    def _write(self, resource: str, verb: str, do: Callable[[], object]) -> float:
+        """One request of the manager's client: made now when a token is there, else when it is due."""
+        due = self.client.reserve(resource, verb, self.env.now)
+        if due <= self.env.now:
+            do()
+        else:
+            self.env.at(due, do)
+        return due
+
+    def _admitted(self, a: Admitted, decided: float | None = None) -> None:
         wl = workload.get(self.store, a.key)
         if wl is None:
             return
@@ -361,15 +442,16 @@ class KueueController:
         wl = update_status(self.store, wl, conditions=a.conditions + self._reset_eviction(wl),
                            admission=a.admission)
         self.events.event(wl, "Normal", "QuotaReserved", a.event_message, ADMISSION)
-        self.on_admitted(a.key, a.cluster_queue, wl)
+        self.on_admitted(a.key, a.cluster_queue, wl, decided)
 
-    def on_admitted(self, key: str, cq: str, wl: Obj) -> None:
-        """Admitted=True was written: the event, metrics, the waitForPodsReady timer, and the job starts."""
+    def on_admitted(self, key: str, cq: str, wl: Obj, decided: float | None = None) -> None:
+        """Admitted=True was written: the event, metrics (the wait up to the cycle that ``decided`` it, as Kueue
+        measures it from the conditions), the waitForPodsReady timer, and the job starts."""
         reserved = find_condition(wl, "QuotaReserved") or {}
         wait = max(0.0, self.now() - api.parse_time(reserved.get("lastTransitionTime"))) if reserved else 0.0
         self.events.event(wl, "Normal", "Admitted",
                           f"Admitted by ClusterQueue {cq}, wait time since reservation was {wait:.0f}s", ADMISSION)
-        self.metrics.admitted(key, cq, self.env.now)
+        self.metrics.admitted(key, cq, self.env.now if decided is None else decided)
         self.pods_ready.admitted(key)
         self._queue_owner(wl)
 
@@ -389,12 +471,17 @@ class KueueController:
         self.metrics.preempted(v.key, v.cluster_queue, preempting_cq, v.reason)
         self._queue_owner(wl)
 
-    def _pending(self, p: Pending) -> None:
+    def _pending_changes(self, p: Pending) -> bool:
+        """requeueAndUpdate patches only a condition that changes (PatchAdmissionStatus: updated is false)."""
         wl = workload.get(self.store, p.key)
         if wl is None:
-            return
+            return False
         old = find_condition(wl, "QuotaReserved") or {}
-        if (old.get("reason"), old.get("message"), old.get("status")) == (p.reason, p.message, "False"):
+        return (old.get("reason"), old.get("message"), old.get("status")) != (p.reason, p.message, "False")
+
+    def _pending(self, p: Pending) -> None:
+        wl = workload.get(self.store, p.key)
+        if wl is None or not self._pending_changes(p):
             return
         update_status(self.store, wl, conditions=[p.condition], resourceRequests=list(p.resource_requests) or None)
         self.events.event(wl, "Normal", "Pending", p.message, ADMISSION)
@@ -420,6 +507,13 @@ class KueueController:
         for ref in wl["metadata"].get("ownerReferences") or []:
             if ref.get("controller") and ref["kind"] in self.integrations:
                 self._queue_job(ref["kind"], wl["metadata"]["namespace"], ref["name"])
+
+
+def is_bare(wl: Obj) -> bool:
+    """A Workload no job owns (no owner reference, not a pod group's): one created as is, as Kueue's performance
+    suite creates them."""
+    meta = wl["metadata"]
+    return not meta.get("ownerReferences") and (meta.get("annotations") or {}).get(IS_GROUP_WORKLOAD) != "true"
 
 
 def _owners_gone(store: Store, obj: Obj) -> bool:
