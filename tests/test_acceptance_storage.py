@@ -260,7 +260,8 @@ def test_describe_pvc_prints_kubectls_claim_describer(tmp_path) -> None:
     run(objects=[make_scenario("1h").obj(), *nodes(1), TASK_PV, TASK_PVC, TASK_POD,
                  pvc("shared", cls="standard-rwo", modes=("ReadWriteMany",)), user("p", claim="shared")],
         out=tmp_path / "r")
-    res = CliRunner().invoke(app, ["describe", "pvc", "--run", str(tmp_path / "r")])
+    # at 50m: the provisioner's one ProvisioningFailed Event (t=0) is deleted an hour after it was written
+    res = CliRunner().invoke(app, ["describe", "pvc", "--run", str(tmp_path / "r"), "--at", "50m"])
     assert res.exit_code == 0, res.output
     refused, bound = res.stdout.split("\n\n\n")  # by name: shared, task-pv-claim
     assert bound.splitlines() == [

@@ -133,7 +133,8 @@ def test_remembered_node_verdicts_change_nothing(monkeypatch) -> None:
 
     monkeypatch.setattr(dra.DynamicResources, "__init__", forgetful)
     assert run(objects=objs, duration="3h").history == remembered
-    assert sum(1 for _, _, _, o in remembered if o["kind"] == "Event" and o["reason"] == "Scheduled") == 15
+    assert sum(1 for _, _, etype, o in remembered if o["kind"] == "Event" and o["reason"] == "Scheduled"
+               and etype != "DELETED") == 15
 
 
 def _mig_pool(name: str, **labels: str) -> dict:

@@ -28,6 +28,8 @@ def _events(out: Path, reason: str, kind: str) -> list[tuple[float, str, str]]:
         for line in f:
             rec = json.loads(line)
             o = rec["object"]
+            if rec["type"] == "DELETED":  # the API server's deletion an hour after the last write
+                continue
             if o.get("reason") == reason and o["involvedObject"]["kind"] == kind:
                 ref = o["involvedObject"]
                 found.append((rec["t"], f"{ref.get('namespace') or 'default'}/{ref['name']}", o["message"]))

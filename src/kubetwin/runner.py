@@ -56,6 +56,7 @@ from kubetwin.sim.outputs import Contribution, Subsystem
 from kubetwin.sim.trace import FILE as TRACE_FILE
 from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
+from kubetwin.store.eventttl import EventTTL
 from kubetwin.store.store import Obj, Store
 from kubetwin.validation import namespaces
 from kubetwin.validation.validate import unknown_custom_kind, validate, with_overrides
@@ -268,6 +269,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Clu
     env = Environment()
     store = Store(env, scenario.seed, scenario.startTime)
     events = EventRecorder(store)
+    EventTTL(store, env)  # the API server deletes an Event an hour after its last write
     names = NameGenerator(scenario.seed)
     store.admit(admission.api_defaults, admission.API_DEFAULTED)
     store.admit(admission.pod_defaults, ("Pod",))

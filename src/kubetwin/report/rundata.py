@@ -98,7 +98,7 @@ class _Panels:
             if delta:
                 self.alive[pool] = self.alive.get(pool, 0) + delta
                 self.data.node_changes.setdefault(pool, []).append((t, self.alive[pool]))
-        elif kind == "Event":
+        elif kind == "Event" and etype != "DELETED":  # deleted an hour after its last write (store.eventttl)
             inv = obj.get("involvedObject") or {}
             if inv.get("kind") in ("Node", "NodePool"):
                 reason = obj.get("reason", "")

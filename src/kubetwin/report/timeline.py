@@ -319,7 +319,8 @@ class Timeline:
             self.t = t
         kind = obj["kind"]
         if kind == "Event":
-            self._event(t, obj)
+            if etype != "DELETED":  # an Event goes an hour after its last write (store.eventttl); it still happened
+                self._event(t, obj)
             return
         if kind not in MEMBER_KINDS:
             return
