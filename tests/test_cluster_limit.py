@@ -78,3 +78,16 @@ def test_under_the_limit_the_scale_up_is_unchanged(monkeypatch, limit):
     assert len([1 for _, e, _ in nodes_over_time(r) if e == "ADDED"]) == 3
     assert not events(r, "NotTriggerScaleUp")
     assert r.summary["pods"]["by_phase"].get("Succeeded") == 3
+
+
+def test_multi_host_slice_that_would_cross_the_limit_is_skipped(monkeypatch):
+    monkeypatch.setattr(twin, "MAX_NODES_PER_CLUSTER", 3)  # the 4x4 v5e slice has 4 hosts
+    tpu = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "v5e"},
+           "spec": {"machineType": "ct5lp-hightpu-4t", "autoscaling": {"minNodeCount": 0, "maxNodeCount": 4},
+                    "zones": ["us-central1-a"], "placementPolicy": {"tpuTopology": "4x4"}}}
+    pod = owned(make_pod("w0").cpu("1").duration("1h").obj())
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+    r = run(objects=[make_scenario("10m").obj(), tpu, pod])
+    assert not nodes_over_time(r) and not events(r, "TriggeredScaleUp")
+    assert {m for _, _, m, _ in events(r, "NotTriggerScaleUp")} == {
+        "pod didn't trigger scale-up: 1 atomic scale-up exceeds cluster node count limit"}
