@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from k8s_builders import make_pod, make_scenario
-from test_cluster_autoscaler import events, nodes_over_time, owned, pool
+from test_cluster_autoscaler import conditions, events, nodes_over_time, owned, pod_template, pool, provreq
 
 from kubetwin.api import twin
 from kubetwin.api.loader import Manifest
@@ -91,3 +91,15 @@ def test_multi_host_slice_that_would_cross_the_limit_is_skipped(monkeypatch):
     assert not nodes_over_time(r) and not events(r, "TriggeredScaleUp")
     assert {m for _, _, m, _ in events(r, "NotTriggerScaleUp")} == {
         "pod didn't trigger scale-up: 1 atomic scale-up exceeds cluster node count limit"}
+
+
+def test_best_effort_atomic_request_is_all_or_nothing_within_the_limit(monkeypatch):
+    ba = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    objs = [pool("l4", "g2-standard-8", 0, 3, "nvidia-l4", 1), pod_template("t"), provreq("pr", ba, "t", 3)]
+    monkeypatch.setattr(twin, "MAX_NODES_PER_CLUSTER", 2)  # 3 nodes wanted, the cluster may hold 2: none made
+    r = run(objects=[make_scenario("10m").obj(), *objs])
+    assert conditions(r, "pr")[-1][1][1] == ("Provisioned", "False", "CapacityIsNotFound")
+    assert not nodes_over_time(r)
+    monkeypatch.setattr(twin, "MAX_NODES_PER_CLUSTER", 3)
+    r = run(objects=[make_scenario("10m").obj(), *objs])
+    assert conditions(r, "pr")[-1][1][1] == ("Provisioned", "True", "CapacityIsProvisioned")
