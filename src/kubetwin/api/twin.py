@@ -45,6 +45,12 @@ class Accelerator(_Strict):
 
 # GKE's quota "Nodes per node pool zone: 1,000" (https://cloud.google.com/kubernetes-engine/quotas).
 MAX_NODES_PER_POOL_ZONE = 1000
+# GKE's limit "Nodes per cluster: 15,000" for Standard clusters (same page; "5,000 for GKE versions up to 1.17, 15,000
+# for GKE versions 1.18 and later" in its older text; the page's note that running more than 5,000 nodes needs a
+# regional cluster and a lifted cluster-size quota is documentation, not a refusal the twin models). The page's
+# "Pods per cluster: 200,000" (150,000 in its older text) is not modelled. validation.nodepool.cluster_size and the
+# cluster autoscaler read it as `twin.MAX_NODES_PER_CLUSTER` at call time, so a test may lower it.
+MAX_NODES_PER_CLUSTER = 15_000
 
 
 class Autoscaling(_Strict):

@@ -14,6 +14,15 @@ size reached", "in backoff after failed scale-up"). VMs Compute Engine refuses (
 not being scheduled." and put the group in backoff: 5 min doubling to 30 min, forgotten after 3 h without failure
 (--initial-node-group-backoff-duration, --max-node-group-backoff-duration, --node-group-backoff-reset-timeout).
 
+Cluster size: CA never grows the cluster past --max-nodes-total (core/scaleup/orchestrator/orchestrator.go,
+kubernetes/autoscaler@bdef0a7a: the estimator's clusterCapacityThreshold stops bin-packing at the flag minus the
+current nodes, registered and upcoming; an atomic group whose whole size would cross it is skipped, "atomic scale-up
+exceeds cluster node count limit"; GetCappedNewNodeCount fails with "max node total count already reached"). GKE
+does not publish its CA's flags; the twin's assumption is that GKE runs it at the cluster's node limit,
+`api.twin.MAX_NODES_PER_CLUSTER` (15,000, https://cloud.google.com/kubernetes-engine/quotas). Pods the cap leaves
+out get NotTriggerScaleUp with upstream's words for the cap, "max node total count already reached" (the twin puts
+them among the reasons; upstream's estimator just stops).
+
 Scale-down: see autoscaler/scaledown.py.
 
 Twin simplifications (assumptions, labelled): the `price` expander ranks by the
@@ -33,6 +42,7 @@ from typing import Any
 import yaml
 
 from kubetwin import catalog
+from kubetwin.api import twin
 from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
@@ -73,6 +83,8 @@ __all__ = ["CONSUME", "QUEUED_LABEL", "SAFE_TO_EVICT", "SOURCE", "TO_BE_DELETED"
 
 
 EXPENDABLE_CUTOFF = -10  # --expendable-pods-priority-cutoff
+MAX_NODES_TOTAL = "max node total count already reached"  # orchestrator.go GetCappedNewNodeCount's error
+ATOMIC_OVER_LIMIT = "atomic scale-up exceeds cluster node count limit"  # filterValidScaleUpNodeGroups' skip reason
 
 
 @dataclass
@@ -111,6 +123,8 @@ class ClusterAutoscaler:
         unneeded = self.spec.scaleDownUnneededTime or ("1m" if self.spec.autoscalingProfile ==
                                                         "optimize-utilization" else "10m")
         self.unneeded_time = parse_duration(unneeded)
+        # --max-nodes-total: the twin's assumption, GKE's per-cluster node limit (module doc)
+        self.max_nodes_total = twin.MAX_NODES_PER_CLUSTER
         self.groups: dict[tuple[str, str], NodeGroup] = {}
         self.pending: dict[str, Obj] = {}  # unschedulable pods
         self.bound: dict[str, dict[str, Obj]] = {}  # node -> pod key -> pod
@@ -232,6 +246,14 @@ class ClusterAutoscaler:
                 out.append(ni)
         return out
 
+    def cluster_room(self) -> int:
+        """How many nodes --max-nodes-total still allows: the limit less the cluster's nodes (every Node, static
+        ones too, as CA lists them) and the VMs its groups have asked for that have not registered (upstream's
+        len(nodes) + len(upcomingNodes)); the twin adds the first VMs of pools without autoscaling still booting,
+        which CA does not see, so that the cluster never passes GKE's limit."""
+        upcoming = sum(max(0, g.target - len(self.registered(g))) for g in self.groups.values())
+        return self.max_nodes_total - len(self.store.list("Node")) - upcoming - self.pools.booting
+
     def scalable_groups(self) -> list[NodeGroup]:
         out = []
         for key in sorted(self.groups):
@@ -271,6 +293,7 @@ class ClusterAutoscaler:
             return
         reasons: dict[str, Counter] = {pod_key(p): Counter() for p in pods}
         options = []
+        cluster_room = self.cluster_room()  # the estimator's clusterCapacityThreshold (module doc)
         for g in self.scalable_groups():
             tmpl = self.template(g)
             if tmpl is None:
@@ -293,7 +316,9 @@ class ClusterAutoscaler:
                     verdict[sig] = why
                 why = verdict[sig]
                 ni = None if why is not None else place(pi, bins, snapshot)
-                if why is None and ni is None:
+                if why is None and ni is None and not g.hosts and len(bins) >= cluster_room:
+                    why = MAX_NODES_TOTAL
+                elif why is None and ni is None:
                     fresh = template_copy(tmpl, len(bins))
                     why = snapshot.reason(p, fresh)
                     if why is None:
@@ -310,6 +335,8 @@ class ClusterAutoscaler:
                 continue
             headroom = (g.hosts if g.target == 0 else 0) if g.hosts else self._room(g)
             why = IN_BACKOFF if self.env.now < g.backoff_until else (MAX_NODE_GROUP_SIZE if headroom <= 0 else None)
+            if why is None and g.hosts and g.hosts > cluster_room:
+                why = ATOMIC_OVER_LIMIT
             if why is not None:
                 for p, _ in helped:
                     reasons[pod_key(p)][why] += 1

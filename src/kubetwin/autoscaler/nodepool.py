@@ -153,6 +153,9 @@ class NodePoolController:
         self._grown: dict[tuple[str, str], int] = {}  # (pool, zone) -> VMs added by scale()
         self._names: set[str] = set()
         self._no_driver: dict[str, int] = {}  # GPU node -> its GPUs, waiting for a manually installed driver
+        # first VMs of pools without autoscaling still booting: nodes of the cluster the autoscaler's
+        # --max-nodes-total must count before they register (cluster_autoscaler.cluster_room)
+        self.booting = 0
         store.watch("NodePool", self._on_pool)
         store.watch("Node", self._on_node)
         store.watch("DaemonSet", self._on_daemonset)
@@ -181,10 +184,16 @@ class NodePoolController:
             if per_zone:  # validate holds it to 0 or the slice's host count
                 self.provision_slice(name, boot)
             return
+        fixed = not spec.get("autoscaling")  # an autoscaled pool's first VMs are the autoscaler's upcoming nodes
         for zone in zones:
             for i in range(per_zone):
                 node_name = self._node_name(name, zone, i)
-                self.env.after(boot, lambda z=zone, nn=node_name: self._register(pool, mt, z, nn))
+                self.booting += fixed
+                self.env.after(boot, lambda z=zone, nn=node_name: self._first_boot(pool, mt, z, nn, fixed))
+
+    def _first_boot(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str, fixed: bool) -> None:
+        self.booting -= fixed
+        self._register(pool, mt, zone, node_name)
 
     def _node_name(self, pool: str, zone: str, i: int) -> str:
         """GKE-shaped and unique: gke-<cluster>-<pool>-<group hash>-<4 characters per instance>."""

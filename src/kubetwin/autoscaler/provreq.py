@@ -152,6 +152,7 @@ class ProvisioningRequestController:
     def _options(self, pods: list[Obj], queued: bool) -> list[Option]:
         options = []
         snapshot = Snapshot(self.ca.node_infos(), self.store, self.ca.features)  # existing pods' terms count too
+        cluster_room = self.ca.cluster_room()  # all or nothing within --max-nodes-total (cluster_autoscaler.py)
         for key in sorted(self.ca.groups):
             g = self.ca.groups[key]
             pool = self.store.get("NodePool", "", g.pool)
@@ -175,7 +176,7 @@ class ProvisioningRequestController:
             if fits:
                 n = g.hosts if g.hosts else len(bins)
                 room = (g.hosts if g.target == 0 else 0) if g.hosts else g.max - g.target
-                if n <= room and (not g.hosts or len(bins) <= g.hosts):
+                if n <= min(room, cluster_room) and (not g.hosts or len(bins) <= g.hosts):
                     options.append(Option(g, n, pods, tmpl))
         return options
 

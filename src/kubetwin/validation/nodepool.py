@@ -229,3 +229,61 @@ def _partition_size(m: Manifest, i: int, acc: dict) -> list[Diagnostic]:
         return [Diagnostic(m.file, m.line_of(field), m.ref, field, f"Invalid value: {exc}",
                            f"{acc['type']} is a {model}")]
     return []
+
+
+def _pool_nodes(spec: dict) -> tuple[int, int, str, int]:
+    """(nodes the pool starts with, the most it may grow to, the field that sets the start, zones it spans): per zone
+    counts times its zones, a multi-host TPU pool's one slice in its first zone (autoscaler/nodepool.py)."""
+    from kubetwin import catalog
+    from kubetwin.autoscaler.nodepool import initial_node_count
+    from kubetwin.devices import tpu
+
+    zones = len(spec.get("zones") or [DEFAULT_ZONE])
+    topology = tpu.pool_topology(spec)
+    if topology is not None and tpu.is_multi_host(catalog.machine_type(spec["machineType"]).name, topology):
+        zones = 1
+    auto = spec.get("autoscaling")
+    start = initial_node_count(spec)
+    most = int(auto["maxNodeCount"]) if auto else start
+    field = "spec.nodeCount" if spec.get("nodeCount") is not None or not auto else "spec.autoscaling.minNodeCount"
+    return start * zones, max(most, start) * zones, field, zones
+
+
+def cluster_size(manifests: list[Manifest]) -> list[Diagnostic]:
+    """GKE's "Nodes per cluster: 15,000" (api.twin.MAX_NODES_PER_CLUSTER): the nodes the NodePools start with
+    (nodeCount, else autoscaling's minNodeCount, which GKE creates up front, per zone) above it are an error at the
+    pool that crosses it (the twin's wording: GKE's own error text is not published); maxima above it a notice, as the
+    cluster autoscaler stops there (autoscaler/cluster_autoscaler.py). Over objects without errors, in file order;
+    static v1 Nodes are not counted here (the autoscaler counts them)."""
+    from kubetwin.api import twin
+
+    limit = twin.MAX_NODES_PER_CLUSTER
+    started = most = 0
+    notice: Diagnostic | None = None
+    for m in manifests:
+        if m.kind != "NodePool" or m.obj.get("apiVersion") != twin.TWIN_API:
+            continue
+        spec = m.obj["spec"]
+        start, top, field, zones = _pool_nodes(spec)
+        if started + start > limit:
+            per_zone = start // zones
+            allowed = max(0, (limit - started) // zones)
+            where = f"{per_zone} x {zones} zones" if zones > 1 else f"{per_zone}"
+            return [Diagnostic(m.file, m.line_of(field), m.ref, field,
+                               f"Invalid value: {per_zone}: the node pools would start with {started + start:,} "
+                               f"nodes ({started:,} in the pools before this one + {where} here), above GKE's limit "
+                               f"of {limit:,} nodes per cluster (https://cloud.google.com/kubernetes-engine/quotas; "
+                               "the twin's wording)",
+                               f"set {field} to at most {allowed} (per zone), use fewer zones, or split the "
+                               "workload over several clusters")]
+        started += start
+        if notice is None and most + top > limit and spec.get("autoscaling"):
+            out_field = "spec.autoscaling.maxNodeCount"
+            notice = Diagnostic(m.file, m.line_of(out_field), m.ref, out_field,
+                                f"the node pools' maxima add up to more than GKE's limit of {limit:,} nodes per "
+                                f"cluster ({most + top:,} with this pool): the cluster autoscaler adds no node past "
+                                f"{limit:,} (its --max-nodes-total; pods it leaves out stay Pending with "
+                                '"max node total count already reached")',
+                                "lower maxNodeCount if the pools are not meant to reach the limit", "notice")
+        most += top
+    return [notice] if notice is not None else []
