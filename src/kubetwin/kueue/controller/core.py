@@ -9,10 +9,10 @@ Everything goes through the store, as kueue-controller-manager talks to the API 
 - the scheduler (pkg/scheduler/scheduler.go, ported in `kueue.cycle`) runs cycles whenever something changed,
   at the same simulated instant, until a cycle is settled: it admits nothing, preempts nothing and moves no head
   to an inadmissible set (a BestEffortFIFO head that does not fit steps aside and the next one gets its cycle);
-- ClusterQueue and LocalQueue status (pending/reserving/admitted workloads, flavor usage) is written back: at the
-  instant the scheduler runs, and, while the scheduler waits for its own writes, by the ClusterQueue reconciler
-  one batch (UpdatesBatchPeriod, 1 s) after the first change (Kueue writes it up to that batch later in both
-  cases; the first is a twin simplification that keeps runs whose client never waits unchanged).
+- ClusterQueue and LocalQueue status (pending/reserving/admitted workloads, flavor usage) is written back by the
+  ClusterQueue reconciler, not the scheduler: one batch (UpdatesBatchPeriod, 1 s) after the first Workload
+  change it was told of, reading the cache then (clusterqueue_controller.go NotifyWorkloadUpdate -> AddAfter),
+  and at once for a ClusterQueue's own spec event; so it also moves while the scheduler waits for its writes.
 
 The manager Configuration (`kueue.config`) switches fair sharing, the PartialAdmission gate and waitForPodsReady.
 waitForPodsReady follows pkg/controller/core/workload_controller.go (reconcileNotReadyTimeout,
@@ -157,6 +157,7 @@ class KueueController:
             return  # a status write of ours
         self.checks.refresh_cluster_queues()  # a (new) ClusterQueue spec: are its admission checks active?
         self.queue_status.touch_all()
+        self.env.after(0, self.queue_status.flush)  # a ClusterQueue's own event is reconciled at once (no batch)
         self.local_queues.enqueue_all()
         self.kick()
 
@@ -261,9 +262,13 @@ class KueueController:
         if not self._kicked:
             self._kicked = True
             self.env.after(0, self._schedule)
-        elif self._held and not self._status_due:
-            # the scheduler is held by its writes, the ClusterQueue reconciler is not: it writes the cache's
-            # usage and queue counts once its batch is due (at an instant the scheduler runs, its flush does it)
+        elif self._held:  # the scheduler waits for its writes; the ClusterQueue reconciler does not
+            self._status_later()
+
+    def _status_later(self) -> None:
+        """The ClusterQueue reconciler writes the cache's usage and queue counts one batch after the first
+        change it was told of (later changes join the batch)."""
+        if not self._status_due:
             self._status_due = True
             self.env.after(UPDATES_BATCH_S, self._flush_status)
 
@@ -413,7 +418,7 @@ class KueueController:
                 break
             if result.settled:
                 break
-        self.queue_status.flush()
+        self._status_later()
 
     def _apply(self, result: CycleResult) -> float:
         """Write a cycle's decisions through the manager's client; the time its synchronous writes are done.
