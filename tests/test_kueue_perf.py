@@ -148,6 +148,25 @@ def test_pending_conditions_are_written_through_the_client_and_block_the_next_cy
     assert pending == pytest.approx(1.0)  # one token a second: a's admission took the first
 
 
+def test_cluster_queue_status_is_written_one_batch_after_the_cache_changed_while_the_scheduler_waits():
+    # one token a second: a and b are admitted at 0 (a's patch at once, b's at 1 s); c does not fit, so the
+    # scheduler's Pending patch for it waits until 2 s and no cycle runs before. Kueue's ClusterQueue reconciler,
+    # not the scheduler, writes the status: one batch (1 s) after the first Workload event, reading the cache then.
+    objs = [make_scenario("1m").obj(), client(1, 1), *queue("2"),
+            bare_wl("a", "1", ms=500), bare_wl("b", "1", ms=5000), bare_wl("c", "1", ms=5000)]
+    result = kt_run(objects=objs)
+
+    def usage(total: str):
+        return lambda o: any(r["total"] == total for f in (o.get("status") or {}).get("flavorsUsage") or []
+                             for r in f["resources"])
+
+    # a and b took the quota at 0 and a finished at 0.5 s: the batch due at 1 s reads b alone
+    assert result.first_time("ClusterQueue", usage("1"), "cq") == pytest.approx(1.0)
+    # the scheduler's next cycle (2 s) admits c, whose patch takes the token of 3 s; the cache took it at 2 s
+    assert admitted_at(result, "c") == pytest.approx(3.0)
+    assert result.first_time("ClusterQueue", usage("2"), "cq") == pytest.approx(3.0)  # the batch after 2 s
+
+
 # -- bare Workloads ----------------------------------------------------------------------------------------------
 
 

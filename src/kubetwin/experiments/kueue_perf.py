@@ -50,7 +50,9 @@ PUBLISHED: dict[str, dict[str, Any]] = {
     # (+-2 %), wall 351116 ms (+-0.9 %) were measured before and kept.
     "baseline": {"admission_ms": {"large": 16501, "medium": 76768, "small": 215468}, "usage_pct": {"cq": 55.9},
                  "wall_ms": 351116},
-    # the same trials without the gate (rangespec.yaml before fab9b7ce70): large 6666 ms (+-14 %), usage 58.7 %.
+    # without the gate: rangespec.yaml before fab9b7ce70, i.e. the 5 trials of April 2024 behind every baseline
+    # number (the suite's first rangespec, e9915ae169 / 0cdb8fda4b): large 6666 ms (+-14 %), usage 58.7 % -- Kueue
+    # of then, whose scheduler differs from the one the twin ports (docs/kueue.md).
     "baseline/SchedulingEquivalenceHashing=false": {
         "admission_ms": {"large": 6666, "medium": 76768, "small": 215468}, "usage_pct": {"cq": 58.7},
         "wall_ms": 351116},

@@ -9,7 +9,10 @@ Everything goes through the store, as kueue-controller-manager talks to the API 
 - the scheduler (pkg/scheduler/scheduler.go, ported in `kueue.cycle`) runs cycles whenever something changed,
   at the same simulated instant, until a cycle is settled: it admits nothing, preempts nothing and moves no head
   to an inadmissible set (a BestEffortFIFO head that does not fit steps aside and the next one gets its cycle);
-- ClusterQueue and LocalQueue status (pending/reserving/admitted workloads, flavor usage) is written back.
+- ClusterQueue and LocalQueue status (pending/reserving/admitted workloads, flavor usage) is written back by the
+  ClusterQueue reconciler, not the scheduler: one batch (UpdatesBatchPeriod, 1 s) after the first Workload
+  change it was told of, reading the cache then (clusterqueue_controller.go NotifyWorkloadUpdate -> AddAfter),
+  and at once for a ClusterQueue's own spec event; so it also moves while the scheduler waits for its writes.
 
 The manager Configuration (`kueue.config`) switches fair sharing, the PartialAdmission gate and waitForPodsReady.
 waitForPodsReady follows pkg/controller/core/workload_controller.go (reconcileNotReadyTimeout,
@@ -79,6 +82,9 @@ from kubetwin.store.store import Obj, Store
 
 SPEC_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "LocalQueue", "WorkloadPriorityClass")
 ADMISSION = "kueue-admission"  # the event source of Kueue's scheduler (cmd/kueue: constants.AdmissionName)
+# the ClusterQueue reconciler batches the status updates a Workload event asks for (NotifyWorkloadUpdate ->
+# AddAfter(cq, constants.UpdatesBatchPeriod), pkg/controller/core/clusterqueue_controller.go)
+UPDATES_BATCH_S = 1.0
 _MAX_CYCLES_PER_INSTANT = 10_000  # a guard: every cycle that continues admits, preempts or sets a head aside
 
 
@@ -103,6 +109,8 @@ class KueueController:
         # the manager's API client (cmd/kueue/main.go: one token bucket from clientConnection for every request)
         self.client = ApiClient("kueue-controller-manager", self.config.client_qps, self.config.client_burst)
         self._kicked = False
+        self._held = False  # the scheduler waits for its own writes (a later _schedule is set)
+        self._status_due = False  # a ClusterQueue status update waits for its batch
         self._missing_queue: dict[str, str] = {}  # Workload key -> "ns/name" of the LocalQueue it waited on
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
         managed = self.config.managed_kinds
@@ -149,6 +157,7 @@ class KueueController:
             return  # a status write of ours
         self.checks.refresh_cluster_queues()  # a (new) ClusterQueue spec: are its admission checks active?
         self.queue_status.touch_all()
+        self.env.after(0, self.queue_status.flush)  # a ClusterQueue's own event is reconciled at once (no batch)
         self.local_queues.enqueue_all()
         self.kick()
 
@@ -253,6 +262,19 @@ class KueueController:
         if not self._kicked:
             self._kicked = True
             self.env.after(0, self._schedule)
+        elif self._held:  # the scheduler waits for its writes; the ClusterQueue reconciler does not
+            self._status_later()
+
+    def _status_later(self) -> None:
+        """The ClusterQueue reconciler writes the cache's usage and queue counts one batch after the first
+        change it was told of (later changes join the batch)."""
+        if not self._status_due:
+            self._status_due = True
+            self.env.after(UPDATES_BATCH_S, self._flush_status)
+
+    def _flush_status(self) -> None:
+        self._status_due = False
+        self.queue_status.flush()
 
     # -- the job reconciler ---------------------------------------------------------------------------
     def _reconcile_job(self, key: tuple[str, str, str]) -> None:
@@ -384,19 +406,19 @@ class KueueController:
 
     # -- the scheduler loop ---------------------------------------------------------------------------
     def _schedule(self) -> None:
-        self._kicked = False
+        self._kicked = self._held = False
         for _ in range(_MAX_CYCLES_PER_INSTANT):
             if self.pods_ready.blocked():
                 break
             result = self.sched.schedule(self.now())
             busy_until = self._apply(result)
             if busy_until > self.env.now:  # the cycle waits for its own writes: the next one runs after them
-                self._kicked = True
+                self._kicked = self._held = True
                 self.env.at(busy_until, self._schedule)
                 break
             if result.settled:
                 break
-        self.queue_status.flush()
+        self._status_later()
 
     def _apply(self, result: CycleResult) -> float:
         """Write a cycle's decisions through the manager's client; the time its synchronous writes are done.
