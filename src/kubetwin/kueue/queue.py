@@ -17,6 +17,11 @@ Ported from kubernetes-sigs/kueue pkg/cache/queue/cluster_queue.go and manager.g
 - SchedulingEquivalenceHashing (beta, on by default since Kueue v0.18; cluster_queue.go requeueIfNotPresent): when a
   workload goes to the inadmissible set for NoFit or PreemptionNoCandidates, the workloads in the heap with the same
   scheduling hash go with it, instead of each being popped and found not to fit in cycles of their own.
+
+Costs do not grow with the backlog beyond what moves (issue 32): the hash index covers the heap only, so a bulk
+move visits the workloads it moves (Kueue's handleInadmissibleHash scans its whole heap); requeueing the inadmissible
+set pushes what it moves instead of rebuilding the heap; the manager knows each workload's ClusterQueue instead of
+asking every queue.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ class ClusterQueueQueue:
     pop_cycle: int = 0
     queue_inadmissible_cycle: int = -1
     equivalence_hashing: bool = True
-    # pending workloads (heap and inadmissible set) by scheduling hash, and each one's hash
+    # the workloads in the heap (not the inadmissible set) by scheduling hash, and each one's hash
     by_hash: dict[tuple, dict[str, None]] = field(default_factory=dict)
     hash_of: dict[str, tuple] = field(default_factory=dict)
     # per workload version: (WorkloadInfo, queue-order key, scheduling hash), computed once
@@ -106,10 +111,10 @@ class ClusterQueueQueue:
             heapq.heapify(self.heap)
 
     def delete(self, key: str) -> WorkloadInfo | None:
-        gone = self.inadmissible.pop(key, None)
+        self.inadmissible.pop(key, None)
         wi = self.items.pop(key, None)  # heap entry is dropped lazily
-        if wi is not None or gone is not None:
-            self._unindex(wi or gone)  # type: ignore[arg-type]
+        if wi is not None:
+            self._unindex(wi)
         self.known.pop(key, None)
         if key == self.preemptor:  # cluster_queue.go delete: "Clearing preemptor workload"
             self.preemptor = None
@@ -145,22 +150,31 @@ class ClusterQueueQueue:
             self.push(wi)
             return
         self.inadmissible[wi.key] = wi
-        self._index(wi)
         if self.equivalence_hashing and reason in _EQUIVALENT_REASONS:
-            for key in list(self.by_hash.get(self._hash(wi), ())):
-                other = self.items.pop(key, None)  # its heap entry is dropped lazily
-                if other is not None:
-                    self.inadmissible[key] = other
+            for key in self.by_hash.pop(self._hash(wi), ()):  # every one is in the heap: move them all
+                self.hash_of.pop(key, None)
+                self.inadmissible[key] = self.items.pop(key)  # its heap entry stays, stale until it comes back
 
     def queue_inadmissible(self) -> bool:
         """Move every inadmissible workload back to the heap."""
         self.queue_inadmissible_cycle = self.pop_cycle
         moved = bool(self.inadmissible)
-        if moved:  # one heapify over the whole queue (also dropping stale entries), not a push per workload
-            self.items.update(self.inadmissible)  # already indexed: the index covers both sets
+        if moved:  # a push per workload moved (a heap entry it may still have is harmless: pop checks the order)
+            entries = []
+            for key, wi in self.inadmissible.items():
+                self.items[key] = wi
+                self._index(wi)
+                entries.append((self._facts(wi)[1], key))
             self.inadmissible.clear()
-            self.heap = [(self._facts(wi)[1], key) for key, wi in self.items.items()]
-            heapq.heapify(self.heap)
+            if len(self.heap) + len(entries) > 2 * len(self.items) + 64:  # stale entries: rebuild the heap
+                self.heap = [(self._facts(wi)[1], key) for key, wi in self.items.items()]
+                heapq.heapify(self.heap)
+            elif 8 * len(entries) < len(self.heap):
+                for entry in entries:
+                    heapq.heappush(self.heap, entry)
+            else:
+                self.heap.extend(entries)
+                heapq.heapify(self.heap)
         return moved
 
     def active(self) -> list[str]:
@@ -179,17 +193,23 @@ class QueueManager:
         self.queues: dict[str, ClusterQueueQueue] = {}
         self.local_queues: dict[tuple[str, str], str] = {}
         self.orphans: dict[str, WorkloadInfo] = {}  # pending workloads whose LocalQueue/ClusterQueue is missing
+        # workload key -> the ClusterQueues it was pushed or requeued to (a superset of where it is: delete and
+        # location check these instead of every queue)
+        self._where: dict[str, set[str]] = {}
+        self._names: list[str] | None = None  # the queue names, sorted (None: to sort again)
 
     def set_cluster_queue(self, name: str, strategy: str) -> None:
         q = self.queues.get(name)
         if q is None:
             self.queues[name] = ClusterQueueQueue(name, strategy)
+            self._names = None
             self._adopt_orphans()
         else:
             q.strategy = strategy
 
     def delete_cluster_queue(self, name: str) -> None:
         q = self.queues.pop(name, None)
+        self._names = None
         if q is not None:
             for wi in list(q.items.values()) + list(q.inadmissible.values()):
                 self.orphans[wi.key] = wi
@@ -216,7 +236,7 @@ class QueueManager:
             if cq is not None and cq in self.queues:
                 del self.orphans[key]
                 wi.cluster_queue = cq
-                self.queues[cq].push(wi)
+                self._push(cq, wi)
 
     def add_or_update(self, wi: WorkloadInfo) -> bool:
         """Queue a pending workload in its ClusterQueue's heap; False if its LocalQueue or ClusterQueue is missing."""
@@ -226,18 +246,30 @@ class QueueManager:
             self.orphans[wi.key] = wi
             return False
         wi.cluster_queue = cq
-        self.queues[cq].push(wi)
+        self._push(cq, wi)
         return True
+
+    def _push(self, cq: str, wi: WorkloadInfo) -> None:
+        self._where.setdefault(wi.key, set()).add(cq)
+        self.queues[cq].push(wi)
 
     def delete(self, key: str) -> None:
         self.orphans.pop(key, None)
-        for q in self.queues.values():
-            q.delete(key)
+        for name in self._where.pop(key, ()):
+            q = self.queues.get(name)
+            if q is not None:
+                q.delete(key)
+
+    def names(self) -> list[str]:
+        """The ClusterQueue names, sorted (kept until a queue is added or deleted)."""
+        if self._names is None:
+            self._names = sorted(self.queues)
+        return self._names
 
     def heads(self, active: set[str]) -> list[WorkloadInfo]:
         """Pop one head from every active ClusterQueue, in ClusterQueue name order."""
         heads = []
-        for name in sorted(self.queues):
+        for name in self.names():
             if name not in active:
                 continue
             wi = self.queues[name].pop()
@@ -250,6 +282,7 @@ class QueueManager:
         if q is None:
             self.orphans[wi.key] = wi
             return
+        self._where.setdefault(wi.key, set()).add(wi.cluster_queue)
         q.requeue(wi, reason)
 
     def queue_inadmissible(self, cluster_queues: list[str]) -> None:
@@ -263,11 +296,18 @@ class QueueManager:
         q = self.queues.get(cluster_queue)
         if q is not None:
             q.delete(key)
+        where = self._where.get(key)
+        if where is not None:
+            where.discard(cluster_queue)
+            if not where:
+                del self._where[key]
 
     def location(self, key: str) -> tuple[str, str] | None:
         """(ClusterQueue, 'active'|'inadmissible') of a pending workload, None if it is not queued."""
-        for name in sorted(self.queues):
-            q = self.queues[name]
+        for name in sorted(self._where.get(key, ())):
+            q = self.queues.get(name)
+            if q is None:
+                continue
             if key in q.items:
                 return name, "active"
             if key in q.inadmissible:
