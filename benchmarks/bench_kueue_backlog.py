@@ -100,6 +100,7 @@ class KueueTimer:
 
     def __init__(self) -> None:
         self.wall = self.cpu = 0.0
+        self.heads = 0  # workloads a cycle tried (admitted or not): the same before and after a cost fix
         self._depth = 0
         self._saved: dict[str, Callable] = {}
 
@@ -121,7 +122,10 @@ class KueueTimer:
             self._depth += 1
             w, c = time.perf_counter(), time.process_time()
             try:
-                return fn(*args, **kwargs)
+                out = fn(*args, **kwargs)
+                if fn.__name__ == "schedule":
+                    self.heads += len(out.admitted) + len(out.pending)
+                return out
             finally:
                 self.wall += time.perf_counter() - w
                 self.cpu += time.process_time() - c
@@ -145,7 +149,8 @@ def measure(objs: list[dict], profile: bool = False) -> dict:
     kueue = result.summary["kueue"]
     admitted = sum(cq["admitted"] for cq in kueue.values())
     pending = sum(cq["pending_at_end"]["active"] + cq["pending_at_end"]["inadmissible"] for cq in kueue.values())
-    return {"admitted": admitted, "pending": pending, "wall": wall, "cpu": cpu, "kueue_wall": kt.wall,
+    return {"admitted": admitted, "pending": pending, "heads": kt.heads, "wall": wall, "cpu": cpu,
+            "kueue_wall": kt.wall,
             "kueue_cpu": kt.cpu, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -157,7 +162,9 @@ def backlog(sizes: list[int], duration: str, profile: int | None) -> None:
         print(f"backlog {n:>6,}: {m['admitted']:,} admitted in {duration} simulated ({m['pending']:,} pending at the "
               f"end); run {m['wall']:.1f}s wall {m['cpu']:.1f}s CPU -> {m['admitted'] / m['wall']:,.0f} admissions "
               f"per wall s; Kueue's scheduler {m['kueue_wall']:.1f}s wall {m['kueue_cpu']:.1f}s CPU -> "
-              f"{rates[n]:,.0f} admissions per Kueue CPU s; max RSS {m['maxrss_mb']:,.0f} MB", flush=True)
+              f"{rates[n]:,.0f} admissions per Kueue CPU s, {m['heads']:,} heads tried, "
+              f"{m['kueue_cpu'] / max(m['heads'], 1) * 1e6:,.0f} us of Kueue CPU per head; "
+              f"max RSS {m['maxrss_mb']:,.0f} MB", flush=True)
     if len(sizes) > 1:
         lo, hi = min(sizes), max(sizes)
         print(f"ratio {hi:,}/{lo:,} of admissions per Kueue CPU s: {rates[hi] / rates[lo]:.2f}")

@@ -18,16 +18,16 @@ Ported from kubernetes-sigs/kueue pkg/cache/queue/cluster_queue.go and manager.g
   workload goes to the inadmissible set for NoFit or PreemptionNoCandidates, the workloads in the heap with the same
   scheduling hash go with it, instead of each being popped and found not to fit in cycles of their own.
 
-Costs do not grow with the backlog beyond what moves (issue 32): the hash index covers the heap only, so a bulk
-move visits the workloads it moves (Kueue's handleInadmissibleHash scans its whole heap); requeueing the inadmissible
-set pushes what it moves instead of rebuilding the heap; the manager knows each workload's ClusterQueue instead of
-asking every queue.
+Costs do not grow with the backlog (issue 32): a queue keeps its workloads in batches of one scheduling hash, so a
+bulk move parks the hash's batches and requeueing the inadmissible set brings each batch back whole, at a cost per
+batch instead of per workload (Kueue's handleInadmissibleHash scans its whole heap and QueueInadmissibleWorkloads
+pushes every workload back; the order of pops is the same); the manager knows each workload's ClusterQueue instead
+of asking every queue.
 """
 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 
 from kubetwin.kueue.api import STRICT_FIFO
 from kubetwin.kueue.snapshot import WorkloadInfo
@@ -54,24 +54,45 @@ def queue_order_key(wi: WorkloadInfo) -> tuple:
     return (-wi.priority, wi.obj.queue_order_time(), wi.obj.uid, wi.key)
 
 
-@dataclass
-class ClusterQueueQueue:
-    """The pending workloads of one ClusterQueue."""
+class _Batch:
+    """Workloads of one scheduling hash that entered the heap between two bulk moves, in a heap of their own: a bulk
+    move parks the hash's batches (the inadmissible set) and requeueing brings them back, each as a unit."""
 
-    name: str
-    strategy: str
-    heap: list[tuple[tuple, str]] = field(default_factory=list)
-    items: dict[str, WorkloadInfo] = field(default_factory=dict)  # in the heap
-    inadmissible: dict[str, WorkloadInfo] = field(default_factory=dict)
-    pop_cycle: int = 0
-    queue_inadmissible_cycle: int = -1
-    equivalence_hashing: bool = True
-    # the workloads in the heap (not the inadmissible set) by scheduling hash, and each one's hash
-    by_hash: dict[tuple, dict[str, None]] = field(default_factory=dict)
-    hash_of: dict[str, tuple] = field(default_factory=dict)
-    # per workload version: (WorkloadInfo, queue-order key, scheduling hash), computed once
-    known: dict[str, tuple[WorkloadInfo, tuple, tuple]] = field(default_factory=dict)
-    preemptor: str | None = None  # the sticky preemptor workload (BestEffortFIFO), popped before the heap's head
+    __slots__ = ("hash", "heap", "members", "parked", "top")
+
+    def __init__(self, h: tuple) -> None:
+        self.hash = h
+        self.heap: list[tuple[tuple, str]] = []  # (queue-order key, workload key), stale entries dropped lazily
+        self.members: dict[str, WorkloadInfo] = {}
+        self.parked = False
+        self.top: tuple | None = None  # the order of its one current entry in the queue's heap of batches
+
+
+class ClusterQueueQueue:
+    """The pending workloads of one ClusterQueue: the heap (``items``) and the inadmissible set (``inadmissible``).
+
+    Kept as batches of equivalent workloads under a heap of batch heads, so that moving a hash's workloads to the
+    inadmissible set and all of them back costs per batch, not per workload (issue 32: the cost of a cycle must not
+    grow with the backlog); a popped head that goes inadmissible alone is kept apart ("loose")."""
+
+    def __init__(self, name: str, strategy: str) -> None:
+        self.name = name
+        self.strategy = strategy
+        self.pop_cycle = 0
+        self.queue_inadmissible_cycle = -1
+        self.equivalence_hashing = True
+        self.preemptor: str | None = None  # the sticky preemptor workload (BestEffortFIFO), popped before the head
+        # per workload version: (WorkloadInfo, queue-order key, scheduling hash), computed once
+        self.known: dict[str, tuple[WorkloadInfo, tuple, tuple]] = {}
+        self._batch_of: dict[str, _Batch] = {}
+        self._open: dict[tuple, _Batch] = {}  # per hash, the batch arrivals join
+        self._active: dict[tuple, list[_Batch]] = {}  # per hash, its batches in the heap
+        self._parked: list[_Batch] = []
+        self._loose: dict[str, WorkloadInfo] = {}  # inadmissible, in no batch
+        self._top: list[tuple[tuple, int, _Batch]] = []  # (batch head's order, sequence, batch)
+        self._seq = 0
+        self._members = 0  # workloads in batches
+        self._parked_members = 0
 
     def _facts(self, wi: WorkloadInfo) -> tuple[WorkloadInfo, tuple, tuple]:
         seen = self.known.get(wi.key)
@@ -80,67 +101,123 @@ class ClusterQueueQueue:
                                          scheduling_hash(wi) if self.equivalence_hashing else ())
         return seen
 
-    def _hash(self, wi: WorkloadInfo) -> tuple:
-        return self._facts(wi)[2]
+    # -- views -----------------------------------------------------------------------------------------------------
+    @property
+    def items(self) -> dict[str, WorkloadInfo]:
+        """The workloads in the heap (a copy)."""
+        return {k: wi for batches in self._active.values() for b in batches for k, wi in b.members.items()}
 
-    def _index(self, wi: WorkloadInfo) -> None:
-        if self.equivalence_hashing:
-            h = self.hash_of[wi.key] = self._hash(wi)
-            self.by_hash.setdefault(h, {})[wi.key] = None
+    @property
+    def inadmissible(self) -> dict[str, WorkloadInfo]:
+        """The inadmissible set (a copy)."""
+        return {**self._loose, **{k: wi for b in self._parked for k, wi in b.members.items()}}
 
-    def _unindex(self, wi: WorkloadInfo) -> None:
-        h = self.hash_of.pop(wi.key, None)
-        if h is not None:
-            bucket = self.by_hash[h]
-            bucket.pop(wi.key, None)
-            if not bucket:
-                del self.by_hash[h]
+    def counts(self) -> tuple[int, int]:
+        """(workloads in the heap, workloads in the inadmissible set)."""
+        return self._members - self._parked_members, self._parked_members + len(self._loose)
+
+    def is_active(self, key: str) -> bool:
+        b = self._batch_of.get(key)
+        return b is not None and not b.parked
+
+    def is_inadmissible(self, key: str) -> bool:
+        b = self._batch_of.get(key)
+        return key in self._loose or (b is not None and b.parked)
+
+    # -- moves -----------------------------------------------------------------------------------------------------
+    def _forget(self, key: str) -> None:
+        self._loose.pop(key, None)
+        b = self._batch_of.pop(key, None)
+        if b is not None:
+            del b.members[key]  # its heap entry is dropped lazily
+            self._members -= 1
+            if b.parked:
+                self._parked_members -= 1
+
+    def _valid(self, b: _Batch, entry: tuple[tuple, str]) -> bool:
+        wi = b.members.get(entry[1])
+        return wi is not None and self._facts(wi)[1] == entry[0]
+
+    def _seat(self, b: _Batch) -> None:
+        """Give the batch one current entry, for its head, in the heap of batches."""
+        heap = b.heap
+        while heap and not self._valid(b, heap[0]):
+            heapq.heappop(heap)
+        b.top = heap[0][0] if heap else None
+        if heap:
+            self._seq += 1
+            heapq.heappush(self._top, (heap[0][0], self._seq, b))
 
     def push(self, wi: WorkloadInfo) -> None:
         key = wi.key
-        self.inadmissible.pop(key, None)
-        old = self.items.get(key)
-        if old is not wi:
-            if old is not None:
-                self._unindex(old)
-            self._index(wi)
-        self.items[key] = wi
-        heapq.heappush(self.heap, (self._facts(wi)[1], key))
-        if len(self.heap) > 2 * len(self.items) + 64:  # stale entries (popped sticky, updated): drop them
-            self.heap = [(self._facts(w)[1], k) for k, w in self.items.items()]
-            heapq.heapify(self.heap)
+        self._forget(key)
+        _, order, h = self._facts(wi)
+        b = self._open.get(h)
+        if b is None:
+            b = self._open[h] = _Batch(h)
+            self._active.setdefault(h, []).append(b)
+        b.members[key] = wi
+        self._batch_of[key] = b
+        self._members += 1
+        heapq.heappush(b.heap, (order, key))
+        if len(b.heap) > 2 * len(b.members) + 64:  # stale entries (popped sticky, updated): drop them
+            b.heap = [(self._facts(w)[1], k) for k, w in b.members.items()]
+            heapq.heapify(b.heap)
+            self._seat(b)
+        elif b.heap[0][1] == key and b.heap[0][0] == order:
+            b.top = order
+            self._seq += 1
+            heapq.heappush(self._top, (order, self._seq, b))
 
     def delete(self, key: str) -> WorkloadInfo | None:
-        self.inadmissible.pop(key, None)
-        wi = self.items.pop(key, None)  # heap entry is dropped lazily
-        if wi is not None:
-            self._unindex(wi)
+        b = self._batch_of.get(key)
+        wi = b.members.get(key) if b is not None and not b.parked else None
+        self._forget(key)
         self.known.pop(key, None)
         if key == self.preemptor:  # cluster_queue.go delete: "Clearing preemptor workload"
             self.preemptor = None
         return wi
 
     def pop(self) -> WorkloadInfo | None:
-        sticky = self.items.pop(self.preemptor, None) if self.preemptor is not None else None
-        if sticky is not None:  # its heap entry is dropped lazily
-            self._unindex(sticky)
+        if self.preemptor is not None and self.is_active(self.preemptor):
+            sticky = self._batch_of[self.preemptor].members[self.preemptor]
+            self._forget(self.preemptor)
             self.pop_cycle += 1
             return sticky
-        while self.heap:
-            order, key = heapq.heappop(self.heap)
-            wi = self.items.get(key)
-            if wi is not None and self._facts(wi)[1] == order:
-                del self.items[key]
-                self._unindex(wi)
-                self.pop_cycle += 1
-                return wi
+        top = self._top
+        while top:
+            order, _, b = top[0]
+            if b.parked or order != b.top:
+                heapq.heappop(top)
+                continue
+            heap = b.heap
+            while heap and not self._valid(b, heap[0]):
+                heapq.heappop(heap)
+            if not heap:
+                heapq.heappop(top)
+                b.top = None
+                continue
+            if heap[0][0] != order:  # its head left: seat it again
+                heapq.heappop(top)
+                self._seat(b)
+                continue
+            key = heapq.heappop(heap)[1]
+            heapq.heappop(top)
+            wi = b.members[key]
+            self._forget(key)
+            self._seat(b)
+            self.pop_cycle += 1
+            return wi
         return None
+
+    def contains(self, key: str) -> bool:
+        return key in self._batch_of or key in self._loose
 
     def requeue(self, wi: WorkloadInfo, reason: str) -> None:
         """RequeueIfNotPresent: back to the heap or into the inadmissible set, per the queueing strategy."""
         if reason == REQUEUE_PENDING_PREEMPTION and self.strategy != STRICT_FIFO:
             self.preemptor = wi.key
-        if wi.key in self.items or wi.key in self.inadmissible:
+        if self.contains(wi.key):
             return
         if self.strategy == STRICT_FIFO:
             immediate = reason != REQUEUE_NAMESPACE_MISMATCH
@@ -149,32 +226,29 @@ class ClusterQueueQueue:
         if immediate or self.queue_inadmissible_cycle >= self.pop_cycle:
             self.push(wi)
             return
-        self.inadmissible[wi.key] = wi
-        if self.equivalence_hashing and reason in _EQUIVALENT_REASONS:
-            for key in self.by_hash.pop(self._hash(wi), ()):  # every one is in the heap: move them all
-                self.hash_of.pop(key, None)
-                self.inadmissible[key] = self.items.pop(key)  # its heap entry stays, stale until it comes back
+        self._loose[wi.key] = wi
+        if self.equivalence_hashing and reason in _EQUIVALENT_REASONS:  # the heap's equivalents go with it
+            h = self._facts(wi)[2]
+            self._open.pop(h, None)
+            for b in self._active.pop(h, ()):
+                b.parked = True
+                self._parked_members += len(b.members)
+                self._parked.append(b)
 
     def queue_inadmissible(self) -> bool:
         """Move every inadmissible workload back to the heap."""
         self.queue_inadmissible_cycle = self.pop_cycle
-        moved = bool(self.inadmissible)
-        if moved:  # a push per workload moved (a heap entry it may still have is harmless: pop checks the order)
-            entries = []
-            for key, wi in self.inadmissible.items():
-                self.items[key] = wi
-                self._index(wi)
-                entries.append((self._facts(wi)[1], key))
-            self.inadmissible.clear()
-            if len(self.heap) + len(entries) > 2 * len(self.items) + 64:  # stale entries: rebuild the heap
-                self.heap = [(self._facts(wi)[1], key) for key, wi in self.items.items()]
-                heapq.heapify(self.heap)
-            elif 8 * len(entries) < len(self.heap):
-                for entry in entries:
-                    heapq.heappush(self.heap, entry)
-            else:
-                self.heap.extend(entries)
-                heapq.heapify(self.heap)
+        moved = bool(self._loose) or self._parked_members > 0
+        for b in self._parked:
+            if b.members:
+                b.parked = False
+                self._active.setdefault(b.hash, []).append(b)
+                self._seat(b)
+        self._parked = []
+        self._parked_members = 0
+        loose, self._loose = self._loose, {}
+        for wi in loose.values():
+            self.push(wi)
         return moved
 
     def active(self) -> list[str]:
@@ -308,8 +382,8 @@ class QueueManager:
             q = self.queues.get(name)
             if q is None:
                 continue
-            if key in q.items:
+            if q.is_active(key):
                 return name, "active"
-            if key in q.inadmissible:
+            if q.is_inadmissible(key):
                 return name, "inadmissible"
         return None

@@ -49,7 +49,7 @@ class QueueStatus:
         self._written.clear()
 
     def flush(self) -> None:
-        queued = {name: (len(q.items), len(q.inadmissible)) for name, q in self.sched.queues.queues.items()}
+        queued = {name: q.counts() for name, q in self.sched.queues.queues.items()}
         changed = {cq for cq, n in queued.items() if self._written.get(cq, (None,))[0] != n} | self._dirty
         self._dirty = set()
         if not changed:
@@ -89,7 +89,7 @@ class QueueStatus:
         pending: Counter[tuple[str, str]] = Counter()
         q = self.sched.queues.queues.get(cluster_queue)
         if q is not None and len(lqs) == 1:
-            pending[lqs[0]] = len(q.items) + len(q.inadmissible)  # the one LocalQueue holds them all
+            pending[lqs[0]] = sum(q.counts())  # the one LocalQueue holds them all
         elif q is not None:
             for wi in list(q.items.values()) + list(q.inadmissible.values()):
                 pending[(wi.obj.namespace, wi.obj.queue_name)] += 1
