@@ -334,7 +334,7 @@ class KueueScheduler:
 
     def schedule(self, now: float) -> CycleResult:
         """One cycle: heads -> snapshot -> nominate -> ordered processing -> requeue."""
-        if not any(q.counts()[0] for q in self.queues.queues.values()):
+        if not self.queues.any_active():
             return CycleResult(now)  # no heads: nothing to snapshot
         snap = self._snapshot()
         self.cycles += 1

@@ -270,20 +270,22 @@ class QueueManager:
         # workload key -> the ClusterQueues it was pushed or requeued to (a superset of where it is: delete and
         # location check these instead of every queue)
         self._where: dict[str, set[str]] = {}
-        self._names: list[str] | None = None  # the queue names, sorted (None: to sort again)
+        # the queues that may have workloads in their heap (a superset: heads and any_active visit these only)
+        self._ready: set[str] = set()
+        # the queues whose pending numbers may have changed since the last take_touched (for queue status)
+        self._touched: set[str] = set()
 
     def set_cluster_queue(self, name: str, strategy: str) -> None:
         q = self.queues.get(name)
         if q is None:
             self.queues[name] = ClusterQueueQueue(name, strategy)
-            self._names = None
+            self._touched.add(name)
             self._adopt_orphans()
         else:
             q.strategy = strategy
 
     def delete_cluster_queue(self, name: str) -> None:
         q = self.queues.pop(name, None)
-        self._names = None
         if q is not None:
             for wi in list(q.items.values()) + list(q.inadmissible.values()):
                 self.orphans[wi.key] = wi
@@ -298,6 +300,7 @@ class QueueManager:
             for wi in list(q.items.values()) + list(q.inadmissible.values()):
                 if wi.obj.namespace == namespace and wi.obj.queue_name == name:
                     q.delete(wi.key)
+                    self._touched.add(q.name)
                     self.orphans[wi.key] = wi
 
     def cluster_queue_for(self, namespace: str, queue_name: str) -> str | None:
@@ -325,6 +328,8 @@ class QueueManager:
 
     def _push(self, cq: str, wi: WorkloadInfo) -> None:
         self._where.setdefault(wi.key, set()).add(cq)
+        self._ready.add(cq)
+        self._touched.add(cq)
         self.queues[cq].push(wi)
 
     def delete(self, key: str) -> None:
@@ -333,20 +338,35 @@ class QueueManager:
             q = self.queues.get(name)
             if q is not None:
                 q.delete(key)
+                self._touched.add(name)
 
-    def names(self) -> list[str]:
-        """The ClusterQueue names, sorted (kept until a queue is added or deleted)."""
-        if self._names is None:
-            self._names = sorted(self.queues)
-        return self._names
+    def take_touched(self) -> set[str]:
+        """The queues whose pending numbers may have changed since the last call (existing queues only)."""
+        touched, self._touched = self._touched, set()
+        return {name for name in touched if name in self.queues}
+
+    def any_active(self) -> bool:
+        """Whether some queue has a workload in its heap (a cost per queue that may have one, not per queue)."""
+        for name in sorted(self._ready):
+            q = self.queues.get(name)
+            if q is not None and q.counts()[0]:
+                return True
+            self._ready.discard(name)
+        return False
 
     def heads(self, active: set[str]) -> list[WorkloadInfo]:
-        """Pop one head from every active ClusterQueue, in ClusterQueue name order."""
+        """Pop one head from every active ClusterQueue, in ClusterQueue name order (only queues that may have
+        one are visited: the cost of a cycle is per head, not per ClusterQueue)."""
         heads = []
-        for name in self.names():
+        for name in sorted(self._ready):
+            q = self.queues.get(name)
+            if q is None or not q.counts()[0]:
+                self._ready.discard(name)
+                continue
             if name not in active:
                 continue
-            wi = self.queues[name].pop()
+            wi = q.pop()
+            self._touched.add(name)
             if wi is not None:
                 heads.append(wi)
         return heads
@@ -357,12 +377,16 @@ class QueueManager:
             self.orphans[wi.key] = wi
             return
         self._where.setdefault(wi.key, set()).add(wi.cluster_queue)
+        self._ready.add(wi.cluster_queue)
+        self._touched.add(wi.cluster_queue)
         q.requeue(wi, reason)
 
     def queue_inadmissible(self, cluster_queues: list[str]) -> None:
         for name in sorted(set(cluster_queues)):
             if name in self.queues:
-                self.queues[name].queue_inadmissible()
+                if self.queues[name].queue_inadmissible():
+                    self._ready.add(name)
+                    self._touched.add(name)
 
     def admitted(self, key: str, cluster_queue: str) -> None:
         """The workload got quota: it leaves its queue (manager.go DeleteWorkload on the reservation), and stops
@@ -370,6 +394,7 @@ class QueueManager:
         q = self.queues.get(cluster_queue)
         if q is not None:
             q.delete(key)
+            self._touched.add(cluster_queue)
         where = self._where.get(key)
         if where is not None:
             where.discard(cluster_queue)
