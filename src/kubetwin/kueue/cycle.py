@@ -63,6 +63,7 @@ from kubetwin.kueue.queue import (
     REQUEUE_PREEMPTION_NO_CANDIDATES,
     QueueManager,
 )
+from kubetwin.kueue.quota import ResourceNode
 from kubetwin.kueue.snapshot import ClusterQueueSnapshot, Snapshot, Usage, WorkloadInfo, admission_usage
 from kubetwin.sim.trace import SchedulingTrace
 
@@ -132,6 +133,11 @@ class KueueScheduler:
         self.admitted: dict[str, WorkloadInfo] = {}  # the cache: workloads holding quota
         # (the spec objects, the snapshot built from them)
         self._tree: tuple[tuple[list[Any], list[Any], list[Any]], Snapshot] | None = None
+        # the cache's changes since the snapshot last saw it: (reserved?, workload), applied by the next cycle
+        self._changes: list[tuple[bool, WorkloadInfo]] = []
+        # quota nodes whose usage the running cycle changed for good (assumed admissions, reserved quota), with their
+        # usage before the cycle: put back when it ends, so the next cycle starts from the cache
+        self._touched: dict[int, tuple[ResourceNode, dict]] = {}
         # told of every change to the cache, as Kueue's cache feeds ClusterQueue status: (reserved, released)
         self.listeners: list[tuple[Callable[[WorkloadInfo], None], Callable[[WorkloadInfo], None]]] = []
 
@@ -193,12 +199,14 @@ class KueueScheduler:
     def _reserve(self, wi: WorkloadInfo) -> None:
         self._release(wi.key)
         self.admitted[wi.key] = wi
+        self._changes.append((True, wi))
         for on_reserve, _ in self.listeners:
             on_reserve(wi)
 
     def _release(self, key: str) -> WorkloadInfo | None:
         wi = self.admitted.pop(key, None)
         if wi is not None:
+            self._changes.append((False, wi))
             for _, on_release in self.listeners:
                 on_release(wi)
         return wi
@@ -270,17 +278,49 @@ class KueueScheduler:
     # ------------------------------------------------------------------------------------------------ cycle
     def _snapshot(self) -> Snapshot:
         """The cycle's snapshot. The quota tree is rebuilt only when a spec object changed (specs are replaced,
-        never mutated: identity tells); otherwise the last tree is reset and refilled from the cache."""
+        never mutated: identity tells); otherwise the last one is brought up to date with the cache's changes since
+        the last cycle (a cost per change, not per workload holding quota: issue 32), or refilled from the cache
+        when the changes outnumber its workloads. Usage is a function of the totals (quota.add_usage pushes to the
+        parent what exceeds the local quota), so adding and removing workloads one by one gives what `fill` gives."""
         last = self._tree
+        changes, self._changes = self._changes, []
         if last is not None and self._tree_current():
             snap = last[1]
-            snap.reset()
-            snap.fill(self.admitted.values())  # WorkloadInfo.usage is never mutated: no copies
+            if len(changes) > len(self.admitted):
+                snap.reset()
+                snap.fill(self.admitted.values())  # WorkloadInfo.usage is never mutated: no copies
+                return snap
+            for reserved, wi in changes:
+                if wi.cluster_queue in snap.cluster_queues:
+                    if reserved:
+                        snap.add_workload(wi)
+                    else:
+                        snap.remove_workload(wi)
             return snap
         specs = self._specs()
         snap = Snapshot.build(*specs, self.admitted.values())
         self._tree = (specs, snap)
         return snap
+
+    def snapshot(self) -> Snapshot:
+        """The snapshot the next cycle starts from (the quota tree with the usage of the workloads holding quota)."""
+        return self._snapshot()
+
+    def _hold(self, cq: ClusterQueueSnapshot, usage: Usage) -> None:
+        """Add usage to the snapshot for the rest of this cycle only (an assumed admission, quota a preemptor
+        holds back): the nodes on its path keep their usage before the cycle, for `_end_cycle`."""
+        node: ResourceNode | None = cq.node
+        while node is not None:
+            if id(node) not in self._touched:
+                self._touched[id(node)] = (node, dict(node.usage))
+            node = node.parent
+        cq.add_usage(usage)
+
+    def _end_cycle(self) -> None:
+        """Put back the usage the cycle held (`_hold`); what it admitted reaches the snapshot as a cache change."""
+        for node, usage in self._touched.values():
+            node.usage = usage
+        self._touched = {}
 
     def _specs(self) -> tuple[list[Any], list[Any], list[Any]]:
         return list(self.cluster_queues.values()), list(self.cohorts.values()), list(self.flavors.values())
@@ -294,7 +334,7 @@ class KueueScheduler:
 
     def schedule(self, now: float) -> CycleResult:
         """One cycle: heads -> snapshot -> nominate -> ordered processing -> requeue."""
-        if not any(q.items for q in self.queues.queues.values()):
+        if not self.queues.any_active():
             return CycleResult(now)  # no heads: nothing to snapshot
         snap = self._snapshot()
         self.cycles += 1
@@ -312,6 +352,7 @@ class KueueScheduler:
         result = CycleResult(now)
         for e in order:
             self._process(e, snap, preempted, now, result)
+        self._end_cycle()
         for e in entries + inadmissible:
             if self.trace is not None:
                 self.trace.add("Workload", trace_entry(e, self.cycles))
@@ -388,7 +429,7 @@ class KueueScheduler:
         if mode == PREEMPT_MODE and not e.targets:
             e.requeue_reason = REQUEUE_PREEMPTION_NO_CANDIDATES
             if not can_always_reclaim(cq):
-                cq.add_usage(self._to_reserve(e, cq))
+                self._hold(cq, self._to_reserve(e, cq))
             return
         if any(t.key in preempted for t in e.targets):
             e.status, e.message = "skipped", "Workload has overlapping preemption targets with another workload"
@@ -405,7 +446,7 @@ class KueueScheduler:
             return
         for t in e.targets:
             preempted[t.key] = t.workload
-        cq.add_usage(usage)
+        self._hold(cq, usage)
         if mode == PREEMPT_MODE:
             self._issue_preemptions(e, cq, now)
             return

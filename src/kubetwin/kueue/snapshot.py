@@ -4,7 +4,9 @@ workloads holding quota with their usage.
 Mirrors kubernetes-sigs/kueue pkg/cache/scheduler/snapshot.go and clusterqueue_snapshot.go: inactive
 ClusterQueues (a missing flavor, stopPolicy other than None, a cohort cycle) are left out of the tree and listed in
 ``inactive``; a cohort named by a ClusterQueue but never created exists implicitly, with no quota of its own.
-A Snapshot is built fresh for every cycle and mutated freely during it (assumed admissions, simulated removals).
+A Snapshot is built when a ClusterQueue, Cohort or ResourceFlavor changes and kept between cycles: the scheduler
+(`kueue.cycle`) applies the cache's changes to it before a cycle and puts back what the cycle held (assumed
+admissions); simulated removals are undone as they go.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ class QueueStatus:
         self._dirty: set[str] = set()
         self._written: dict[str, tuple] = {}  # ClusterQueue -> the numbers last written
         self._lq_written: dict[tuple[str, str], tuple[int, int]] = {}
+        self._retry: set[str] = set()  # queues whose status could not be written (spec or object missing)
         sched.listeners.append((self._reserved, self._released))
 
     def _reserved(self, wi: WorkloadInfo) -> None:
@@ -49,15 +50,22 @@ class QueueStatus:
         self._written.clear()
 
     def flush(self) -> None:
-        queued = {name: (len(q.items), len(q.inadmissible)) for name, q in self.sched.queues.queues.items()}
+        """Write the queues whose numbers changed: only those the queue manager touched since the last flush (and
+        the dirty ones) are looked at, so a flush costs per queue touched, not per ClusterQueue (issue 32)."""
+        queues = self.sched.queues.queues
+        looked = self.sched.queues.take_touched() | self._retry | {n for n in self._dirty if n in queues}
+        queued = {name: queues[name].counts() for name in looked}
         changed = {cq for cq, n in queued.items() if self._written.get(cq, (None,))[0] != n} | self._dirty
         self._dirty = set()
+        self._retry = set()
         if not changed:
             return
         for name in sorted(changed):
             spec = self.sched.cluster_queues.get(name)
             cq = self.store.get("ClusterQueue", "", name)
             if spec is None or cq is None:
+                if name in queues:
+                    self._retry.add(name)  # not written: look at it again next time
                 continue
             pending = queued.get(name, (0, 0))
             usage = self.usage.get(name, Counter())
@@ -89,7 +97,7 @@ class QueueStatus:
         pending: Counter[tuple[str, str]] = Counter()
         q = self.sched.queues.queues.get(cluster_queue)
         if q is not None and len(lqs) == 1:
-            pending[lqs[0]] = len(q.items) + len(q.inadmissible)  # the one LocalQueue holds them all
+            pending[lqs[0]] = sum(q.counts())  # the one LocalQueue holds them all
         elif q is not None:
             for wi in list(q.items.values()) + list(q.inadmissible.values()):
                 pending[(wi.obj.namespace, wi.obj.queue_name)] += 1
