@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import kubetwin.runner as twin_run
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli.main import app
+from kubetwin.report import historylog
 
 
 def _scenario(tmp: Path, name: str = "s.yaml", pods: int = 1) -> Path:
@@ -125,11 +126,11 @@ def test_history_lines_are_compact_sorted_json_whatever_the_values() -> None:
     (an integer beyond 64 bits, a non-string key) is written by the standard library's encoder instead of failing."""
     import json
 
-    line = twin_run.encode_line({"t": 1.5, "object": {"b": "Nút GPU", "a": [1, 2]}, "rv": 3})
+    line = historylog.encode_line({"t": 1.5, "object": {"b": "Nút GPU", "a": [1, 2]}, "rv": 3})
     assert line == '{"object":{"a":[1,2],"b":"Nút GPU"},"rv":3,"t":1.5}\n'.encode()
     big = {"t": 0.0, "object": {"n": 2**70}}
-    assert twin_run.encode_line(big) == b'{"object":{"n":1180591620717411303424},"t":0.0}\n'
-    assert json.loads(twin_run.encode_line({"k": {1: "x"}})) == {"k": {"1": "x"}}
+    assert historylog.encode_line(big) == b'{"object":{"n":1180591620717411303424},"t":0.0}\n'
+    assert json.loads(historylog.encode_line({"k": {1: "x"}})) == {"k": {"1": "x"}}
 
 
 def test_a_non_ascii_annotation_round_trips_through_history(tmp_path: Path) -> None:

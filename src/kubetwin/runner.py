@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import orjson
-
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
@@ -47,6 +45,7 @@ from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.kueue import config as kueue_config
 from kubetwin.kueue.controller.core import KueueController
 from kubetwin.report import historyindex as history_index
+from kubetwin.report.historylog import HistoryLog
 from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
@@ -96,7 +95,7 @@ class RunResult:
 
     summary: dict[str, Any]
     timeseries: dict[str, Any]
-    history: list[tuple[float, int, str, Obj]]
+    history: list[tuple[float, int, str, Obj]] | HistoryLog  # written to the run folder as it went, with `out`
     notices: list[Diagnostic] = field(default_factory=list)
     pod_rows: list[dict] = field(default_factory=list)
     out: Path | None = None
@@ -203,34 +202,46 @@ def _kueue_config(manifests: list[Manifest]) -> kueue_config.KueueConfig | None:
 def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None = None, *,
         out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
         progress: Callable[[float, float, Store], None] | None = None, overwrite: bool = False,
-        trace_scheduling: bool = False, manifests: Sequence[Manifest] | None = None) -> RunResult:
+        trace_scheduling: bool = False, manifests: Sequence[Manifest] | None = None,
+        hold_history: bool = True) -> RunResult:
     """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given: load (and
     validate), wire the controllers, seed the objects, run the clock, collect the subsystems' contributions.
 
     `out` must be new or empty unless `overwrite`, which replaces a previous run folder whole (see write_run).
     `trace_scheduling` (as Scenario.spec.traceScheduling) records the schedulers' reasons (sim/trace.py).
     `manifests`: objects already loaded with their files and lines (kubetwin sweep's patched cases), run before
-    those of `paths` and `objects`."""
+    those of `paths` and `objects`. `hold_history=False` (`kubetwin run`, which reads only the summary after the
+    run) keeps none of a run folder's history in memory: RunResult.history and the report read it back from the
+    folder (report.historylog)."""
     if out is not None:
         check_out(Path(out), overwrite)
     manifests, diags, scenario = load(paths, objects, duration, seed, trace_scheduling, manifests)
     until = parse_duration(scenario.duration)
     if out is not None and overwrite:
         _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
-    cluster = wire(manifests, scenario, until)
-    seed_objects(cluster, manifests)
-    with _no_cyclic_gc():
-        cluster.env.run(until, on_advance=(lambda t: progress(t, until, cluster.store)) if progress else None)
-        summary, series, pod_rows = cluster.metrics.finish(until)
-        summary["scenario"] = {"name": _scenario_name(manifests), "duration": scenario.duration, "seed": scenario.seed,
-                               "scoringStrategy": scenario.scoringStrategy}
-        summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
-        result = RunResult(summary, series, cluster.store.history, [d for d in diags if d.severity == "notice"],
-                           pod_rows)
-        result.scheduling_trace = cluster.trace.lines() if cluster.trace is not None else None
-        collect(result, [s.contribute(until) for s in cluster.subsystems])
-        if out is not None:
-            result.out = write_run(Path(out), result, scenario)
+    # With a run folder, the history goes to it as the clock runs (report.historylog), into the hidden sibling
+    # folder write_run renames into place; a run that fails leaves nothing behind.
+    log = HistoryLog(_partial_folder(Path(out)), None if hold_history else 0) if out is not None else None
+    try:
+        cluster = wire(manifests, scenario, until, history=log)
+        seed_objects(cluster, manifests)
+        with _no_cyclic_gc():
+            cluster.env.run(until, on_advance=(lambda t: progress(t, until, cluster.store)) if progress else None)
+            summary, series, pod_rows = cluster.metrics.finish(until)
+            summary["scenario"] = {"name": _scenario_name(manifests), "duration": scenario.duration,
+                                   "seed": scenario.seed, "scoringStrategy": scenario.scoringStrategy}
+            summary["notices"] = [d.render() for d in diags if d.severity != "error"]  # notices and pitfall warnings
+            result = RunResult(summary, series, cluster.store.history, [d for d in diags if d.severity == "notice"],
+                               pod_rows)
+            result.scheduling_trace = cluster.trace.lines() if cluster.trace is not None else None
+            collect(result, [s.contribute(until) for s in cluster.subsystems])
+            if out is not None:
+                result.out = write_run(Path(out), result, scenario)
+    except BaseException:
+        if log is not None:
+            log.close()
+            shutil.rmtree(log.folder, ignore_errors=True)
+        raise
     return result
 
 
@@ -263,11 +274,15 @@ class Cluster:
     trace: SchedulingTrace | None = None  # Scenario.spec.traceScheduling
 
 
-def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float) -> Cluster:
+def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, history: HistoryLog | None = None
+         ) -> Cluster:
     """The API server with its admission chain, and every controller, as a cluster runs them (their creation order
-    does not change results: tests/test_handler_rules.py)."""
+    does not change results: tests/test_handler_rules.py). `history`: where the store records every version (a
+    run folder's files as they are written); in memory without."""
     env = Environment()
     store = Store(env, scenario.seed, scenario.startTime)
+    if history is not None:
+        store.history = history
     events = EventRecorder(store)
     EventTTL(store, env)  # the API server deletes an Event an hour after its last write
     names = NameGenerator(scenario.seed)
@@ -402,18 +417,6 @@ def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
 _dump: Callable[[Any], str] = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
 
 
-def encode_line(obj: Any) -> bytes:
-    """One history.jsonl / events.jsonl line: orjson with sorted keys, 4.8x faster than the standard library's
-    encoder on a 10,000-pod run's history (0.71 -> 0.15 CPU s for 67,572 lines; issue 32). Same compact separators
-    and key order; orjson writes non-ASCII text as UTF-8 (the standard library escapes it), floats under 1e-4 or
-    from 1e16 in its own notation (0.00001, 4.1e-6, 1e16 for 1e-05, 4.1e-06, 1e+16) and NaN/Infinity as null, the
-    JSON they should have been. What orjson refuses (an integer beyond 64 bits, a float or key of another type) goes
-    through the standard library's encoder, so no object that wrote before fails now."""
-    try:
-        return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return (_dump(obj) + "\n").encode()
-
 
 # Every file write_run puts in a run folder; --overwrite removes a folder only when it holds nothing else.
 RUN_FILES = frozenset({"summary.json", "timeseries.json", "history.jsonl", history_index.INDEX_FILE, "events.jsonl",
@@ -450,37 +453,43 @@ def _remove_run_folder(out: Path) -> None:
         shutil.rmtree(out)
 
 
+def _partial_folder(out: Path) -> Path:
+    """A new hidden sibling of `out` (`.NAME.*.partial`) to write the run's files into."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+
+
 def write_run(out: Path, result: RunResult, scenario: ScenarioSpec) -> Path:
-    """summary.json, events.jsonl, history.jsonl, timeseries.json, report.html (and metrics.prom, requests.csv,
-    training.json when the run has them), all deterministic.
+    """summary.json, events.jsonl, history.jsonl, history.index, timeseries.json, report.html (and metrics.prom,
+    requests.csv, training.json when the run has them), all deterministic.
 
     The files go to a hidden sibling folder (`.NAME.*.partial`) renamed to `out` once all are written, so a run
-    that fails while writing leaves no folder that looks complete (rename(2) is atomic within one file system)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    that fails while writing leaves no folder that looks complete (rename(2) is atomic within one file system).
+    A run's HistoryLog has written its history there already; a history held in memory is written first."""
+    log = result.history if isinstance(result.history, HistoryLog) else None
+    if log is None:
+        log = HistoryLog(_partial_folder(out))
+        for entry in result.history:
+            log.append(entry)
+    tmp = log.folder
     try:
-        _write_files(tmp, result, scenario, out.name)
+        log.close()
+        _write_files(tmp, result, scenario, out.name, log)
         if out.is_dir():
             out.rmdir()  # empty (check_out) or removed already (overwrite)
         tmp.rename(out)
+        log.moved(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
 
 
-def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str) -> None:
-    """The run's files in `out` (a temporary folder); `name`: the run folder's final name, report.html's title."""
+def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str, log: HistoryLog) -> None:
+    """The run's other files in `out` (a temporary folder that holds its history); `name`: the run folder's final
+    name, report.html's title."""
     (out / "summary.json").write_text(json.dumps(result.summary, sort_keys=True, indent=2) + "\n")
     (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
-    with contextlib.closing(history_index.IndexWriter(out / history_index.INDEX_FILE, history_index.EVERY_BYTES)) \
-            as index, (out / "history.jsonl").open("wb") as h, (out / "events.jsonl").open("wb") as e:
-        for t, rv, etype, obj in result.history:
-            line = encode_line({"t": t, "rv": rv, "type": etype, "object": obj})
-            h.write(line)
-            index.add(t, etype, obj, len(line))
-            if obj["kind"] == "Event":
-                e.write(line)
     if result.metrics_text is not None:
         (out / "metrics.prom").write_bytes(result.metrics_text)
     if result.requests_csv is not None:
@@ -494,5 +503,6 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
     if "html" in scenario.report:
         from kubetwin.report.html import write_report
 
-        # The versions just written to history.jsonl, from memory: the same objects, not parsed back (issue 32).
-        write_report(out, name, ((t, etype, obj) for t, _, etype, obj in result.history))
+        # The versions just written to history.jsonl, from memory when the log still holds them: the same objects,
+        # not parsed back (issue 32); else the report reads the file in its one pass.
+        write_report(out, name, ((t, etype, obj) for t, _, etype, obj in log) if log.in_memory else None)

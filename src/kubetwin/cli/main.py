@@ -85,7 +85,7 @@ def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: O
     def go(progress: Callable[[float, float, Any], None]) -> RunResult:
         try:
             return run(paths, out=out, duration=duration, seed=seed, overwrite=overwrite,
-                       trace_scheduling=trace_scheduling, progress=progress)
+                       trace_scheduling=trace_scheduling, progress=progress, hold_history=False)
         except KubetwinError as exc:
             fail(exc)
 

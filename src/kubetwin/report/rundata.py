@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.report.historyindex import line_kind
 from kubetwin.report.rundir import run_meta
@@ -153,7 +155,7 @@ def _read_history(path: Path) -> Iterator[Version]:
             if kind is not None and (kind not in KINDS or (kind == "Node" and
                                                            line.rstrip().endswith(_NODE_MODIFIED_TAIL))):
                 continue
-            rec = json.loads(line)
+            rec = orjson.loads(line)  # 3x json.loads; an integer beyond int64 (no API object holds one) as a float
             yield rec["t"], rec["type"], rec["object"]
 
 

@@ -13,6 +13,8 @@ falls back to a create), which the EventRecorder already does when the store no 
 
 from __future__ import annotations
 
+from collections import deque
+
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -20,31 +22,33 @@ EVENT_TTL = 3600.0  # seconds; kube-apiserver --event-ttl default, unchanged on 
 
 
 class EventTTL:
-    """Deletes each Event EVENT_TTL after its last write: one timer per Event, moved on when it was written since."""
+    """Deletes each Event EVENT_TTL after its last write. Every write queues (deadline, Event, resourceVersion);
+    deadlines come in write order, so one FIFO and one timer serve them all: at a deadline the Event goes only if
+    that write was its last (an Event written since has a later entry)."""
 
     def __init__(self, store: Store, env: Environment, ttl: float = EVENT_TTL) -> None:
         self.store, self.env, self.ttl = store, env, ttl
-        self._written: dict[tuple[str, str], float] = {}  # (namespace, name) -> time of the last write
+        self._due: deque[tuple[float, str, str, str]] = deque()  # (deadline, namespace, name, resourceVersion)
+        self._armed = False
         store.watch("Event", self._on_event)
 
     def _on_event(self, etype: str, obj: Obj, old: Obj | None) -> None:
-        meta = obj["metadata"]
-        key = (meta.get("namespace") or "", meta["name"])
         if etype == "DELETED":
-            self._written.pop(key, None)
-            return
-        armed = key in self._written
-        self._written[key] = self.env.now
-        if not armed:  # a timer per Event: a later write only moves its deadline
-            self.env.at(self.env.now + self.ttl, lambda: self._expire(key))
+            return  # its queued entries find it gone
+        meta = obj["metadata"]
+        self._due.append((self.env.now + self.ttl, meta.get("namespace") or "", meta["name"],
+                          meta["resourceVersion"]))
+        if not self._armed:
+            self._armed = True
+            self.env.at(self._due[0][0], self._expire)
 
-    def _expire(self, key: tuple[str, str]) -> None:
-        written = self._written.get(key)
-        if written is None:  # deleted by someone else
-            return
-        due = written + self.ttl
-        if due > self.env.now:
-            self.env.at(due, lambda: self._expire(key))
-            return
-        del self._written[key]
-        self.store.delete("Event", key[0], key[1])
+    def _expire(self) -> None:
+        now, due = self.env.now, self._due
+        while due and due[0][0] <= now:
+            _, ns, name, rv = due.popleft()
+            cur = self.store.get("Event", ns, name)
+            if cur is not None and cur["metadata"]["resourceVersion"] == rv:  # not written since
+                self.store.delete("Event", ns, name)
+        self._armed = bool(due)
+        if due:
+            self.env.at(due[0][0], self._expire)

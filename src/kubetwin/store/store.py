@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from kubetwin.sim.env import Environment
 
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old object)
+Version = tuple[float, int, str, Obj]  # (simulated time, resourceVersion, watch event type, object)
+
+
+class HistorySink(Protocol):
+    """Where the store records every version: a list, or a run folder's files as they are written."""
+
+    def append(self, version: Version, /) -> None: ...
 
 
 class AlreadyExists(Exception):
@@ -75,7 +82,7 @@ class Store:
         self._admission: list[tuple[Callable[[Obj], Obj], tuple[str, ...] | None]] = []
         self._admission_of: dict[str, list[Callable[[Obj], Obj]]] = {}  # per kind, in registration order
         self.rv = 0
-        self.history: list[tuple[float, int, str, Obj]] = []
+        self.history: HistorySink = []
         # uids: deterministic, unique and RFC 4122-shaped: a seeded uuid5 prefix and a 48-bit counter
         self._uid_prefix = str(uuid.uuid5(uuid.UUID(int=rng_seed), "kubetwin"))[:24]  # "xxxxxxxx-xxxx-xxxx-xxxx-"
         self._uid_n = 0
