@@ -50,3 +50,22 @@ def test_node_add_retries_pod_it_can_host() -> None:
                      and o["metadata"]["labels"].get("cloud.google.com/gke-nodepool") == "big"
                      and (o["status"].get("allocatable") or {}).get("nvidia.com/gpu") == "4")
     assert _bound_at(result, "wide") == node_ready  # moved by the node's update, before any flush
+
+
+def test_pods_of_one_shape_failing_after_a_node_change_get_the_new_nodes_count() -> None:
+    """Two identical GPU pods fail together, a CPU pool comes up (its nodes cannot help them, so no hint requeues
+    them), and the 5-minute flush retries both: each FailedScheduling names the nodes as they are then, the second
+    pod's too (the scheduler keeps the last FitError histogram per pod shape only while the nodes are unchanged)."""
+    cpu = make_pool("cpu", "e2-standard-8", 1).spec(bootDelay="0s").obj()
+    cpu["metadata"]["annotations"] = {"kubetwin.io/create-at": "2m"}
+    objs = [make_scenario("12m").obj(),
+            make_pool("gpu", "g2-standard-8", 1).spec(driverInstallDelay="0s", bootDelay="0s").gpus("nvidia-l4", 1)
+            .obj(), cpu,
+            make_pod("holder").gpus(1).obj(),
+            make_pod("first").gpus(1).create_at("1m").obj(), make_pod("second").gpus(1).create_at("1m").obj()]
+    result = run(objects=objs)
+    for pod in ("first", "second"):
+        messages = [o["message"] for _, _, e, o in result.history if o["kind"] == "Event"
+                    and o["involvedObject"]["name"] == pod and o["reason"] == "FailedScheduling"]
+        assert messages[0].startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+        assert messages[-1].startswith("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")

@@ -213,3 +213,70 @@ def test_in_a_run_the_pod_that_waited_longer_takes_the_freed_room(b_priority: in
     bound = {n: o["spec"].get("nodeName") for n, o in final_objects(r, "Pod").items()}
     assert bound == {"filler": "n", "waiting": "n" if winner == "waiting" else None,
                      "newcomer": "n" if winner == "newcomer" else None}
+
+
+class ScanQueue(SchedulingQueue):
+    """The move as a pass over every unschedulable pod in the order they entered (the twin's move before the
+    buckets): the reference the bucketed move must match pod for pod."""
+
+    def move(self, hint, plugins=None) -> None:  # type: ignore[no-untyped-def]
+        self.move_request_cycle = self.cycle
+        verdicts: dict = {}
+        for key, qpi in list(self.unschedulable.items()):
+            if "*" not in qpi.plugins:
+                cand = qpi.plugins if plugins is None else qpi.plugins & plugins
+                if not cand:
+                    continue
+                vk = (qpi.group, cand)
+                if vk not in verdicts:
+                    verdicts[vk] = any(hint(p, qpi.shape) for p in sorted(cand))
+                if not verdicts[vk]:
+                    continue
+            self._leave_unschedulable(key)
+            self._to_backoff(qpi)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bucketed_moves_requeue_the_same_pods_in_the_same_order_as_a_scan(seed: int) -> None:
+    """Random adds, failures (by one or two of three plugins, or none: any event), events with random per-group
+    verdicts, deletions and pops over simulated minutes: the bucketed queue pops the same pods at the same times
+    and keeps the same unschedulable pods as the per-pod scan."""
+    import random
+
+    rng = random.Random(seed)
+    plugins = ["A", "B", "C"]
+    queues = []
+    for cls in (SchedulingQueue, ScanQueue):
+        env = Environment()
+        queues.append((env, cls(env, lambda: None)))
+    logs: list[list] = [[], []]
+    live: list[str] = []
+    for step in range(400):
+        t = step * rng.choice((0.0, 0.0, 0.5, 3.0))
+        op = rng.random()
+        n = rng.randrange(60)
+        key, priority = f"ns/p{n}", 10 * (n % 3)
+        verdict = {(g, p): rng.random() < 0.3 for g in range(4) for p in plugins}
+        concern = frozenset(rng.sample(plugins, rng.randint(1, 3))) if rng.random() < 0.7 else None
+        rejected = frozenset(rng.sample(plugins, rng.randint(0, 2)))
+        group = rng.randrange(4)
+        for (env, q), log in zip(queues, logs, strict=True):
+            env.run(max(env.now, t))
+            if op < 0.3 and key not in live:
+                q.add(key, priority)
+            elif op < 0.55:
+                popped = q.pop()
+                log.append(("pop", env.now, popped))
+                if popped is not None:
+                    q.failed(popped, rejected, group, group, q.cycle)
+            elif op < 0.85:
+                q.move(lambda p, g, verdict=verdict: verdict[(g, p)], concern)
+            else:
+                q.forget(key)
+            log.append(("unschedulable", list(q.unschedulable)))
+        if op < 0.3:
+            live.append(key)
+        elif op >= 0.85 and key in live:
+            live.remove(key)
+    assert logs[0] == logs[1]
+    assert any(entry[0] == "pop" and entry[2] for entry in logs[0])

@@ -40,6 +40,13 @@ class Metrics:
         # GPUs allocatable]; its pool by label.
         self._node_gpus: dict[str, list[int]] = {}
         self._pool_of: dict[str, str] = {}  # node -> pool, kept after the node is gone (its pods' outcomes)
+        # _node_gpus summed per pool as it changes, so an instant that binds or ends a pod costs O(1), not a pass
+        # over every node: pool -> [live nodes, GPUs requested, GPUs allocatable]; and the nodes with milli-GPUs
+        # counted, by their place in _node_gpus (their shares are added in that order, as floats)
+        self._pool_sums: dict[str, list[int]] = {}
+        self._milli_nodes: dict[str, int] = {}
+        self._node_place: dict[str, int] = {}
+        self._places = 0
         self._counted: dict[str, tuple[str, int, int]] = {}  # pod uid -> (node, GPUs, milli-GPUs) counted there
         self._gpu_held: dict[str, tuple[int, int]] = {}  # GPUs per pool since _last_t, until the next change
         self._last_t = 0.0
@@ -68,17 +75,48 @@ class Metrics:
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         name = node["metadata"]["name"]
         if etype == "DELETED":
-            self._node_gpus.pop(name, None)
+            self._drop_node(name)
             self._gpus_changed()
             return
         alloc = resource_value(GPU, (node.get("status", {}).get("allocatable") or {}).get(GPU, 0))
         if etype == "ADDED" or name not in self._node_gpus:
+            place = self._node_place.get(name) if name in self._node_gpus else None  # (a dict keeps its place)
+            self._drop_node(name)
             self._node_gpus[name] = [0, 0, alloc]
-            self._pool_of[name] = pool_of_node(node)
+            if place is None:
+                self._places += 1
+                place = self._places
+            self._node_place[name] = place
+            pool = self._pool_of[name] = pool_of_node(node)
+            sums = self._pool_sums.setdefault(pool, [0, 0, 0])
+            sums[0] += 1
+            sums[2] += alloc
             self._gpus_changed()
         elif old is None or (old.get("status") or {}).get("allocatable") != node["status"].get("allocatable"):
-            self._node_gpus[name][2] = alloc
+            entry = self._node_gpus[name]
+            self._pool_sums[self._pool_of[name]][2] += alloc - entry[2]
+            entry[2] = alloc
             self._gpus_changed()
+
+    def _drop_node(self, name: str) -> None:
+        entry = self._node_gpus.pop(name, None)
+        if entry is not None:
+            sums = self._pool_sums[self._pool_of[name]]
+            sums[0] -= 1
+            sums[1] -= entry[0]
+            sums[2] -= entry[2]
+            self._milli_nodes.pop(name, None)
+
+    def _add_gpus(self, node: str, gpus: int, milli: int) -> None:
+        """A bound pod's GPUs (milli-GPUs for a shared one) start (positive) or stop counting on its node."""
+        entry = self._node_gpus[node]
+        entry[0] += gpus
+        entry[1] += milli
+        self._pool_sums[self._pool_of[node]][1] += gpus
+        if entry[1]:
+            self._milli_nodes[node] = self._node_place[node]
+        else:
+            self._milli_nodes.pop(node, None)
 
     def _count_gpus(self, key: str, pod: Obj, gone: bool) -> None:
         """A pod's GPUs count on its node from when it is bound until it ends or is deleted, as the scheduler's
@@ -88,8 +126,7 @@ class Metrics:
         if gone or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             entry = self._counted.pop(key, None)
             if entry is not None and entry[0] in self._node_gpus:
-                self._node_gpus[entry[0]][0] -= entry[1]
-                self._node_gpus[entry[0]][1] -= entry[2]
+                self._add_gpus(entry[0], -entry[1], -entry[2])
             return
         if node and key not in self._counted and node in self._node_gpus:
             req = self._requests_of(pod)
@@ -98,8 +135,7 @@ class Metrics:
             if GPU_INDEX in ann and (shape := shape_of(pod, req)).shares:
                 milli = shape.gpu_milli * len(ann[GPU_INDEX].split(","))
             self._counted[key] = (node, gpus, milli)
-            self._node_gpus[node][0] += gpus
-            self._node_gpus[node][1] += milli
+            self._add_gpus(node, gpus, milli)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         meta = pod["metadata"]
@@ -147,14 +183,10 @@ class Metrics:
         changes); every pool with a live node or a NodePool object has an entry."""
         if self._gpu_now is not None and self._gpu_now[0] == self.store.rv:
             return self._gpu_now[1]
-        out: dict[str, list[float]] = {}
-        for name, (req, _, alloc) in self._node_gpus.items():
-            acc = out.setdefault(self._pool_of[name], [0, 0])
-            acc[0] += req
-            acc[1] += alloc
-        for name, (_, milli, _) in self._node_gpus.items():
-            if milli:
-                out[self._pool_of[name]][0] += milli / 1000
+        out: dict[str, list[float]] = {pool: [req, alloc] for pool, (nodes, req, alloc) in self._pool_sums.items()
+                                       if nodes}
+        for name in sorted(self._milli_nodes, key=self._milli_nodes.__getitem__):
+            out[self._pool_of[name]][0] += self._node_gpus[name][1] / 1000
         for name, (used, total) in nvidia_dra.gpu_devices_by_node(self.store).items():
             pool = self._pool_of.get(name)
             if pool is not None:

@@ -13,6 +13,14 @@ unschedulablePods or backoffQ to activeQ; backoff counts from it (getBackoffTime
 twin's clock gives every pod created at one instant the same time, where a real clock's nanoseconds would order them
 as they were added) pop in the order they entered activeQ: deterministic, and a burst keeps its creation order.
 tests/test_scheduling_queue.py ports the upstream cases (scheduling_queue_test.go).
+
+A cluster event's move (MoveAllToActiveOrBackoffQueue) costs the number of distinct (pod group, rejecting plugins)
+among the unschedulable pods, not the number of pods: they are kept in buckets by that pair, each bucket's hint is
+asked once, and only the pods of buckets it moves are touched, in the order they entered unschedulablePods (upstream
+ranges over a map, pkg/scheduler/backend/queue/scheduling_queue.go movePodsToActiveOrBackoffQueue, kubernetes commit
+003b4460; the twin fixes that order so runs repeat). So a node pool coming up while 100,000 pods wait costs each
+node's events a few hint calls instead of a pass over every waiting pod, and no event is deferred or merged (merging
+the events of one instant into one move would reorder the backoff timers against the instant's other callbacks).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ class QueuedPodInfo:
     shape: object = None  # what the hints need to know about the pod (the scheduler's PodInfo)
     group: object = None  # pods of one group get the same hint verdicts (same spec as far as plugins see)
     since: float = 0.0  # when it entered unschedulablePods
+    entered: int = 0  # the order it entered unschedulablePods in (moves requeue in this order)
 
 
 # A hint: (plugin, pod shape) -> Queue?  The scheduler supplies one per cluster event.
@@ -52,6 +61,9 @@ class SchedulingQueue:
         self._seq = 0
         self.info: dict[str, QueuedPodInfo] = {}
         self.unschedulable: dict[str, QueuedPodInfo] = {}
+        # unschedulablePods again, by (group, UnschedulablePlugins): the pods one hint verdict covers
+        self._buckets: dict[tuple[object, frozenset[str]], dict[str, QueuedPodInfo]] = {}
+        self._entered = 0
         self._backoff: set[str] = set()
         self.cycle = 0
         self.move_request_cycle = -1
@@ -82,7 +94,7 @@ class SchedulingQueue:
         """Bound, deleted or finished: drop it from every queue."""
         self._in_active.pop(key, None)
         self._backoff.discard(key)
-        self.unschedulable.pop(key, None)
+        self._leave_unschedulable(key)
         self.info.pop(key, None)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
@@ -101,14 +113,28 @@ class SchedulingQueue:
             self._to_backoff(qpi)
             return
         qpi.since = self.env.now
+        self._leave_unschedulable(key)  # (never there: the pod was popped for this cycle)
+        self._entered += 1
+        qpi.entered = self._entered
         self.unschedulable[key] = qpi
+        self._buckets.setdefault((qpi.group, qpi.plugins), {})[key] = qpi
         since = qpi.since
         self.env.at(since + POD_MAX_IN_UNSCHEDULABLE, lambda: self._flush_leftover(key, since))
+
+    def _leave_unschedulable(self, key: str) -> QueuedPodInfo | None:
+        qpi = self.unschedulable.pop(key, None)
+        if qpi is not None:
+            bucket_key = (qpi.group, qpi.plugins)
+            bucket = self._buckets[bucket_key]
+            del bucket[key]
+            if not bucket:
+                del self._buckets[bucket_key]
+        return qpi
 
     def _flush_leftover(self, key: str, since: float) -> None:
         qpi = self.unschedulable.get(key)
         if qpi is not None and qpi.since == since:
-            del self.unschedulable[key]
+            self._leave_unschedulable(key)
             self._to_backoff(qpi)
 
     def _to_backoff(self, qpi: QueuedPodInfo) -> None:
@@ -130,21 +156,32 @@ class SchedulingQueue:
                 self.add(key, qpi.priority)
 
     def move(self, hint: Hint, plugins: frozenset[str] | None = None) -> None:
-        """MoveAllToActiveOrBackoffQueue: requeue the unschedulable pods the event may help."""
+        """MoveAllToActiveOrBackoffQueue: requeue the unschedulable pods the event may help.
+
+        A pod goes when one of its rejecting plugins that the event concerns (`plugins`; None: all) says Queue for
+        its group; pods of one group get one verdict per set of such plugins, asked of the first of them to have
+        entered unschedulablePods, the plugins in name order."""
         self.move_request_cycle = self.cycle
         if not self.unschedulable:
             return
-        verdicts: dict[tuple[object, frozenset[str]], bool] = {}
-        for key, qpi in list(self.unschedulable.items()):
-            if ANY_PLUGIN not in qpi.plugins:
-                cand = qpi.plugins if plugins is None else qpi.plugins & plugins
-                if not cand:
-                    continue
-                vk = (qpi.group, cand)
-                ok = verdicts.get(vk)
-                if ok is None:
-                    ok = verdicts[vk] = any(hint(p, qpi.shape) for p in sorted(cand))
-                if not ok:
-                    continue
-            del self.unschedulable[key]
+        asked: dict[tuple[object, frozenset[str]], QueuedPodInfo] = {}  # verdict key -> the pod it is asked for
+        moving: list[tuple[tuple[object, frozenset[str]] | None, dict[str, QueuedPodInfo]]] = []  # None: any event
+        for (group, rejected), bucket in self._buckets.items():
+            if ANY_PLUGIN in rejected:
+                moving.append((None, bucket))
+                continue
+            cand = rejected if plugins is None else rejected & plugins
+            if not cand:
+                continue
+            vk = (group, cand)
+            first = next(iter(bucket.values()))  # buckets keep the order pods entered in
+            seen = asked.get(vk)
+            if seen is None or first.entered < seen.entered:
+                asked[vk] = first
+            moving.append((vk, bucket))
+        verdicts = {vk: any(hint(p, qpi.shape) for p in sorted(vk[1])) for vk, qpi in asked.items()}
+        go = [qpi for vk, bucket in moving if vk is None or verdicts[vk] for qpi in bucket.values()]
+        go.sort(key=lambda qpi: qpi.entered)
+        for qpi in go:
+            self._leave_unschedulable(qpi.key)
             self._to_backoff(qpi)

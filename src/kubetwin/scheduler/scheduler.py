@@ -69,6 +69,7 @@ class Scheduler:
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
         self._awaiting_claims: set[str] = set()  # pods DynamicResources' PreEnqueue keeps out of the queue
         self.schedule_attempts = 0
+        self._diagnosed: tuple[tuple, tuple[dict[str, int], set[str]]] | None = None  # the last FitError histogram
         self.shapes = PodShapes(self.table, profile)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         self.preemption = DefaultPreemption(store, events, self._requests, self._nominated, profile)
@@ -458,7 +459,16 @@ class Scheduler:
                 if reasons_of:
                     rejected[plugin.name] = reasons_of
                     unresolvable += unresolvable_of
-        reasons, plugins = diagnose(t, pi, static, failed_static, cand, override, rejected)
+        # FitError's histogram depends only on the pod's shape and the node table while no nominated pod or other
+        # plugin adds reasons: pods of one shape failing one after another (a large Job that fits nowhere, after
+        # each flush) share it until a node or its pods change
+        memo = (shape, t.gen, t.log_base + len(t.changes)) if not override and not rejected else None
+        if memo is not None and self._diagnosed is not None and self._diagnosed[0] == memo:
+            reasons, plugins = self._diagnosed[1]
+        else:
+            reasons, plugins = diagnose(t, pi, static, failed_static, cand, override, rejected)
+            if memo is not None:
+                self._diagnosed = (memo, (reasons, plugins))
         victims_possible = cand[t.min_prio[cand] < pi.priority] if len(cand) else cand
         for plugin in self.points["preemptible"]:
             victims_possible = plugin.preemptible(state, victims_possible)
