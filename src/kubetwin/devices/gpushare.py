@@ -122,20 +122,24 @@ class GpuShareCluster:
         ok = (self.cpu_left[rows] >= shape.cpu_milli) & (self.mem_left[rows] >= shape.memory_mib) & \
             (self.pods_left[rows] >= 1)
         if shape.gpu_milli:
-            fits = ((self.idle[rows] >= shape.gpu_milli) & self.exists[rows]).sum(axis=1) >= shape.num_gpu
+            idle = self.idle[rows]  # an absent GPU has 0 idle: never enough for gpu_milli > 0
+            fits = idle.max(axis=1) >= shape.gpu_milli if shape.num_gpu == 1 else \
+                np.count_nonzero(idle >= shape.gpu_milli, axis=1) >= shape.num_gpu
             ok &= fits & access[rows] & (self.gpus[rows] > 0)
         return ok
 
     def _feasible_one(self, r: int, shape: Shape, access: np.ndarray) -> bool:
         """feasible for one row, on Python scalars (a dozen small array operations cost more than the test)."""
-        if self.cpu_left[r] < shape.cpu_milli or self.mem_left[r] < shape.memory_mib or self.pods_left[r] < 1:
+        if self.cpu_left.item(r) < shape.cpu_milli or self.mem_left.item(r) < shape.memory_mib or \
+                self.pods_left.item(r) < 1:
             return False
         if not shape.gpu_milli:
             return True
-        if not access[r] or self.gpus[r] <= 0:
+        gpus = self.gpus.item(r)
+        if not access.item(r) or gpus <= 0:
             return False
         m = shape.gpu_milli
-        return sum(1 for idle in self.idle[r, :int(self.gpus[r])].tolist() if idle >= m) >= shape.num_gpu
+        return sum(1 for idle in self.idle[r, :gpus].tolist() if idle >= m) >= shape.num_gpu
 
     def whole_gpus(self, row: int, k: int) -> list[int]:
         """AllocateExclusiveGpuId: the lowest-index fully free GPUs."""
@@ -198,8 +202,16 @@ class FragTable:
 
     def __call__(self, cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray) -> np.ndarray:
         if len(cpu_left) == 1:
-            return self.singles(cpu_left, idle, model)
+            return np.array([self.one(cpu_left, idle, model)])
         return self._batch(cpu_left, idle, model)
+
+    def one(self, cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray) -> float:
+        """The fragment of a batch of one node (memoized)."""
+        key = (model.item(0), bisect_right(self._cpu_sorted, cpu_left.item(0)), np.sort(idle[0]).tobytes())
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = float(self._batch(cpu_left, idle, model)[0])
+        return hit
 
     def singles(self, cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray) -> np.ndarray:
         """Each node as a batch of its own (memoized): what calling the table once per node gives."""

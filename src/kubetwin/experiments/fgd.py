@@ -135,6 +135,7 @@ class Replay:
         self.frag_total = float(self.frag.sum())
         self._caches: dict[Shape, _ShapeCache] = {}
         self._log: list[int] = []  # the node row of every bind, in order
+        self._last = np.full(n, -1, np.int64)  # each node's last place in the log
 
     def _cache(self, shape: Shape) -> _ShapeCache:
         c = self.cluster
@@ -146,8 +147,18 @@ class Replay:
         log, seen = self._log, cache.seen
         if seen == len(log):
             return cache
-        stale = np.arange(n) if seen < 0 else np.array(sorted(set(log[seen:])), np.int64)
+        # the nodes bound since, among those the shape fitted: nodes only fill up (no departures), so a node the
+        # shape did not fit never fits it again
+        if seen < 0:
+            stale = np.arange(n)
+        elif len(log) - seen <= 16:
+            fitted = cache.feasible
+            stale = np.array([r for r in sorted(set(log[seen:])) if fitted.item(r)], np.int64)
+        else:
+            stale = ((self._last >= seen) & cache.feasible).nonzero()[0]
         cache.seen = len(log)
+        if not len(stale):
+            return cache
         ok = c.feasible(stale, shape, cache.access)
         cache.feasible[stale] = ok
         if self.policy == "Random":  # the node is drawn among the feasible ones, and the GPU at bind time
@@ -187,24 +198,25 @@ class Replay:
         else:
             ids = c.whole_gpus(row, shape.num_gpu) if shape.num_gpu else []
         c.bind(row, shape, ids)
+        self._last[row] = len(self._log)
         self._log.append(row)
         tag = tag_of(shape)
         if tag >= 0:
             self.tags[row, tag] += 1
-        new = self.frag_table(c.cpu_left[row:row + 1], c.idle[row:row + 1], c.model[row:row + 1])[0]
+        new = self.frag_table.one(c.cpu_left[row:row + 1], c.idle[row:row + 1], c.model[row:row + 1])
         self.frag_total += new - self.frag[row]
         self.frag[row] = new
 
     def run(self, shapes: Sequence[Shape]) -> np.ndarray:
         """Place every pod; one row per pod: arrived milli, allocated milli, fragment milli, idle milli."""
-        out = np.zeros((len(shapes), 4))
+        out = []
         arrived = 0
         c = self.cluster
-        for i, shape in enumerate(shapes):
+        for shape in shapes:
             arrived += shape.gpu_total  # counted before scheduling: failed pods have arrived too
             self.place(shape)
-            out[i] = (arrived, c.used_milli, self.frag_total, c.capacity_milli - c.used_milli)
-        return out
+            out.append((arrived, c.used_milli, self.frag_total, c.capacity_milli - c.used_milli))
+        return np.array(out, float).reshape(len(shapes), 4)
 
 
 def discretize(records: np.ndarray, total_gpus: int, upto: int = 130) -> list[tuple[int, float, float, float]]:

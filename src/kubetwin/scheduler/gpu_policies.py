@@ -28,12 +28,15 @@ def tag_of(shape: Shape) -> int:
     return TAGS.index(name) if name in TAGS else len(TAGS)
 
 
+_NO_GPU = np.iinfo(np.int64).max  # best_fit_gpu: above any GPU's idle milli
+
+
 def best_fit_gpu(idle: np.ndarray, milli: int) -> np.ndarray:
     """allocateGpuIdBasedOnBestFit: per row, the GPU with the least idle milli that still fits (lowest index
     on ties); -1 where none fits."""
-    masked = np.where(idle >= milli, idle, np.iinfo(np.int64).max)
+    masked = np.where(idle >= milli, idle, _NO_GPU)
     choice = masked.argmin(axis=1)
-    return np.where(masked[np.arange(len(idle)), choice] == np.iinfo(np.int64).max, -1, choice)
+    return np.where(masked.min(axis=1) == _NO_GPU, -1, choice)
 
 
 def _sigmoid_score(delta: np.ndarray) -> np.ndarray:
@@ -121,8 +124,11 @@ class Scorer:
                 for seg in np.split(np.arange(len(at)), np.flatnonzero(np.diff(gpu)) + 1) if len(at) else ():
                     after[seg] = self._frag(cpu_after[at[seg]], trial[seg], model[at[seg]])
             score = _sigmoid_score(before[at] - after)
+            if len(rows) == 1:  # its candidates come GPU by GPU: argmax is the lowest GPU of the best score
+                k = int(score.argmax())
+                return score[k:k + 1], gpu[k:k + 1]
             first = np.lexsort((gpu, -score, at))  # per row: best score, then lowest GPU
-            first = first[np.r_[True, at[first][1:] != at[first][:-1]]]
+            first = first[np.flatnonzero(np.diff(at[first], prepend=-1))]
             best = np.full(len(rows), -1, np.int64)
             choice = np.full(len(rows), -1, np.int64)
             best[at[first]], choice[at[first]] = score[first], gpu[first]
