@@ -52,20 +52,27 @@ def write_scenario(path: Path, nodes: int, pods: int) -> Path:
     return path
 
 
-def timed(src: Path, args: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of `kubetwin ARGS` in a child process with `src` first on the path.
+def measured(src: Path, args: list[str]) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS in MB, CPU seconds) of `kubetwin ARGS` in a child process with `src` first on the path.
 
     Each call runs in a fresh grandchild (through a `python -c` wrapper) so RUSAGE_CHILDREN's high-water mark is
-    this command's alone."""
+    this command's alone (its largest process); the CPU seconds are user + sys of the command and of every process
+    it waited for (a process pool's workers)."""
     code = ("import resource,subprocess,sys,time;t=time.perf_counter();"
             "r=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL);w=time.perf_counter()-t;"
-            "print(w,resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,r.returncode)")
+            "u=resource.getrusage(resource.RUSAGE_CHILDREN);print(w,u.ru_maxrss,r.returncode,u.ru_utime+u.ru_stime)")
     env = {**os.environ, "PYTHONPATH": str(src)}
     cmd = [sys.executable, "-c", code, sys.executable, "-c", "from kubetwin.cli.main import main; main()", *args]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
     if out[2] != "0":
         raise SystemExit(f"kubetwin {' '.join(args)} failed with {src}")
-    return float(out[0]), int(out[1]) / 1024
+    return float(out[0]), int(out[1]) / 1024, float(out[3])
+
+
+def timed(src: Path, args: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of `kubetwin ARGS`, as measured() gives them."""
+    wall, peak, _ = measured(src, args)
+    return wall, peak
 
 
 def base_tree(rev: str, into: Path) -> Path:

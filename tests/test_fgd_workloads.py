@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from kubetwin.cli.main import app
 from kubetwin.devices.gpushare import FragTable, GpuShareCluster, TypicalPods, frag_amount
 from kubetwin.experiments import fgd, openb
+from kubetwin.scheduler.gpu_policies import POLICIES
 
 DATA = Path(__file__).parent / "data" / "openb"
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,3 +143,19 @@ def test_frag_table_is_frag_amount_bit_for_bit() -> None:
         left = np.array([cpu])
         assert table(left, c.idle[one], c.model[one]).tobytes() == \
             frag_amount(left, c.idle[one], c.model[one], typical).tobytes()
+    # the key holds the GPUs' idle milli as a multiset: a node with the same GPUs in another order shares the entry
+    # of one seen before, and still gets what frag_amount gives it alone
+    for r in range(40):
+        for idle in (c.idle[r:r + 1], c.idle[r:r + 1, ::-1].copy()):
+            left, model = cpu_left[r:r + 1], c.model[r:r + 1]
+            assert table(left, idle, model).tobytes() == frag_amount(left, idle, model, typical).tobytes()
+
+
+def test_runs_sharing_a_pod_lists_fragment_table_give_the_rows_of_runs_alone() -> None:
+    """`experiment fgd` runs every policy of a pod list and seed on one pod sequence, and a worker's runs on one
+    pod list share its fragment table (and the memo in it) from seed to seed."""
+    nodes, pods = openb.load_nodes(DATA / "nodes.csv"), openb.load_pods(DATA / "pods.csv")
+    table = fgd.fragment_table(nodes, [fgd.shape_of(p) for p in pods])
+    for seed in (42, 43):
+        assert fgd.experiments(nodes, pods, POLICIES, seed, 1.3, table) == \
+            [fgd.experiment(nodes, pods, p, seed) for p in POLICIES]

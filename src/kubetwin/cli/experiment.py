@@ -6,6 +6,7 @@ import contextlib
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,9 +17,13 @@ from kubetwin.cli.output import console as make_console
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Re-run published experiments.")
 err = make_console(stderr=True)
 
+if TYPE_CHECKING:
+    from kubetwin.devices.gpushare import FragTable
+
 
 _nodes: list = []  # a worker process's copy of the node list, read once
-_pods: dict[str, list] = {}  # and of each pod list it has run, read once
+_pods: dict[str, list] = {}  # and of each pod list it has run, read once (forked workers inherit the parent's)
+_table: dict[str, FragTable] = {}  # the fragment table of the pod list it runs now, shared by its runs there
 
 
 def _load(nodes_csv: str, pods_csvs: tuple[str, ...] = ()) -> None:
@@ -31,13 +36,25 @@ def _load(nodes_csv: str, pods_csvs: tuple[str, ...] = ()) -> None:
         _pods[path] = openb.load_pods(path)
 
 
-def _one(run: tuple[str, str, int, float]) -> list[dict]:
+def _worker(nodes_csv: str) -> None:
+    """Pool initializer: a forked worker has the parent's lists already; a spawned one reads the nodes."""
+    if not _nodes:
+        _load(nodes_csv)
+
+
+def _one(task: tuple[str, int, float, tuple[str, ...]]) -> list[list[dict]]:
+    """Every policy on one pod list and seed (one pod sequence); the pod list's fragment table is kept while
+    the worker's tasks stay on that list, so one-node fragments are computed once for all of them."""
     from kubetwin.experiments import fgd, openb
 
-    pods_csv, policy, seed, inflate = run
+    pods_csv, seed, inflate, policies = task
     if pods_csv not in _pods:
         _pods[pods_csv] = openb.load_pods(pods_csv)
-    return fgd.experiment(_nodes, _pods[pods_csv], policy, seed, inflate)
+    pods = _pods[pods_csv]
+    if pods_csv not in _table:
+        _table.clear()
+        _table[pods_csv] = fgd.fragment_table(_nodes, [fgd.shape_of(p) for p in pods])
+    return fgd.experiments(_nodes, pods, policies, seed, inflate, _table[pods_csv])
 
 
 def _pod_lists(pods: list[Path], pods_dir: Path | None, workload: list[str]) -> list[Path]:
@@ -100,28 +117,33 @@ def fgd_cmd(nodes: Path = typer.Option(..., "--nodes", help="openb node list CSV
         for d in exc.diagnostics:
             err.print(d.render(), markup=False, highlight=False)
         raise typer.Exit(1) from None
-    _pods.clear()  # the workers read their own copies
-    runs = [(f, p, s, inflate) for f in files for p in policies for s in seed]
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(runs)))
-    rows: list[dict] = []
+    # one task per pod list and seed, the longest first (pods to place: the list's size over its GPU share of the
+    # inflated capacity), a list's seeds together so that a worker keeps the list's fragment table
+    size = {f: fgd.placements(_nodes, _pods[f], inflate) for f in files}
+    tasks = sorted(((f, s, inflate, tuple(policies)) for f in files for s in seed), key=lambda t: -size[t[0]])
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    done: dict[tuple[str, int], list[list[dict]]] = {}
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(Progress(TextColumn("fgd runs"), BarColumn(), MofNCompleteColumn(),
                                            TimeElapsedColumn(), console=err, transient=True,
                                            disable=not err.is_terminal))
-        task = bar.add_task("runs", total=len(runs))
-        if workers > 1:  # each worker reads the node list once and each pod list when it first runs it
-            pool = stack.enter_context(ProcessPoolExecutor(workers, initializer=_load, initargs=(str(nodes),)))
-            results = pool.map(_one, runs)
+        task = bar.add_task("runs", total=len(tasks) * len(policies))
+        if workers > 1:  # forked workers inherit the lists read above; spawned ones read each when first run
+            pool = stack.enter_context(ProcessPoolExecutor(workers, initializer=_worker, initargs=(str(nodes),)))
+            results = pool.map(_one, tasks)
         else:
-            results = map(_one, runs)
-        for run, res in zip(runs, results, strict=True):
-            if len(files) > 1:
-                name = fgd.workload_name(run[0])
-                res = [{"workload": name, **r} for r in res]
-            rows.extend(res)
-            bar.advance(task)
+            results = map(_one, tasks)
+        for t, res in zip(tasks, results, strict=True):
+            done[t[0], t[1]] = res
+            bar.advance(task, len(policies))
+    rows: list[dict] = []
+    for f in files:  # workload, policy, seed order whatever --jobs is
+        name = fgd.workload_name(f)
+        for i, _ in enumerate(policies):
+            for s in seed:
+                rows.extend({"workload": name, **r} if len(files) > 1 else r for r in done[f, s][i])
     fgd.write_csv(rows, out, workloads=len(files) > 1)
-    err.print(f"wrote {out} ({len(runs)} runs, {len(rows)} rows)", highlight=False)
+    err.print(f"wrote {out} ({len(tasks) * len(policies)} runs, {len(rows)} rows)", highlight=False)
 
 
 @app.command("openb-manifests")

@@ -122,20 +122,24 @@ class GpuShareCluster:
         ok = (self.cpu_left[rows] >= shape.cpu_milli) & (self.mem_left[rows] >= shape.memory_mib) & \
             (self.pods_left[rows] >= 1)
         if shape.gpu_milli:
-            fits = ((self.idle[rows] >= shape.gpu_milli) & self.exists[rows]).sum(axis=1) >= shape.num_gpu
+            idle = self.idle[rows]  # an absent GPU has 0 idle: never enough for gpu_milli > 0
+            fits = idle.max(axis=1) >= shape.gpu_milli if shape.num_gpu == 1 else \
+                np.count_nonzero(idle >= shape.gpu_milli, axis=1) >= shape.num_gpu
             ok &= fits & access[rows] & (self.gpus[rows] > 0)
         return ok
 
     def _feasible_one(self, r: int, shape: Shape, access: np.ndarray) -> bool:
         """feasible for one row, on Python scalars (a dozen small array operations cost more than the test)."""
-        if self.cpu_left[r] < shape.cpu_milli or self.mem_left[r] < shape.memory_mib or self.pods_left[r] < 1:
+        if self.cpu_left.item(r) < shape.cpu_milli or self.mem_left.item(r) < shape.memory_mib or \
+                self.pods_left.item(r) < 1:
             return False
         if not shape.gpu_milli:
             return True
-        if not access[r] or self.gpus[r] <= 0:
+        gpus = self.gpus.item(r)
+        if not access.item(r) or gpus <= 0:
             return False
         m = shape.gpu_milli
-        return sum(1 for idle in self.idle[r, :int(self.gpus[r])].tolist() if idle >= m) >= shape.num_gpu
+        return sum(1 for idle in self.idle[r, :gpus].tolist() if idle >= m) >= shape.num_gpu
 
     def whole_gpus(self, row: int, k: int) -> list[int]:
         """AllocateExclusiveGpuId: the lowest-index fully free GPUs."""
@@ -167,41 +171,67 @@ def frag_amount(cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray, typic
 class FragTable:
     """frag_amount against one fixed TypicalPods, faster and bit for bit the same.
 
-    The same [node, class] matrix is built with fewer array operations (GPU thresholds per distinct milli of the
-    classes, not per class; the model access table transposed once) and multiplied by the popularities with the
-    same matmul, so every batch gives the same floats as frag_amount. A batch of one node (most calls: the node
-    a pod was just bound to, or the one node whose state changed since a shape was last scored) is memoized by
-    the node's state: its GPUs' idle milli, its model and how many class CPU requests its free CPU covers. Larger
-    batches are not memoized: BLAS sums a row differently depending on its place in the batch.
+    The same [node, class] matrix is built with fewer array operations and multiplied by the popularities with the
+    same matmul, so every batch gives the same floats as frag_amount: each GPU's idle milli is binned once among the
+    classes' distinct milli (np.searchsorted), the bins are counted and their idle milli summed per node (two
+    bincounts, exact on integers), and "enough GPUs" / "idle on too small GPUs" per milli are the cumulative sums;
+    CPU and model access are one lookup in a [model, CPU bucket, class] table. A batch of one node (most calls:
+    the node a pod was just bound to, or the one node whose state changed since a shape was last scored) is
+    memoized by what its fragment depends on: its GPUs' idle milli as a multiset (sorted: the counts and the exact
+    integer sums above do not see the GPUs' order), its model and how many class CPU requests its free CPU covers;
+    runs on one pod list may share a table and its memo. Larger batches are not memoized: BLAS sums a row
+    differently depending on its place in the batch (OpenBLAS dgemv), so only the same batch gives the same floats.
     """
 
     def __init__(self, typical: TypicalPods) -> None:
         self.typical = typical
         milli = typical.milli
-        self._u_milli, self._cls_u = np.unique(milli, return_inverse=True)
-        self._cls_u = self._cls_u.reshape(-1)
-        self._u_m = self._u_milli[None, :, None]
-        self._count = typical.count[None, :]
-        self._cpu = typical.cpu[None, :]
+        self._u_milli, cls_u = np.unique(milli, return_inverse=True)
+        self._cls_u = cls_u.reshape(-1)
+        self._count = typical.count
         self._cpu_sorted = sorted(set(typical.cpu.tolist()))
-        self._access_t = np.ascontiguousarray(typical.access.T & (milli > 0)[None, :])  # [model, class]
+        self._cpu_steps = np.array(self._cpu_sorted, np.int64)
+        # [model, CPU bucket, class]: the class may use the model's GPUs and its CPU request is among the bucket's
+        # (bucket k: the node's free CPU covers the k smallest distinct class requests)
+        covered = np.searchsorted(self._cpu_sorted, typical.cpu)[None, :] < \
+            np.arange(len(self._cpu_sorted) + 1)[:, None]
+        access = typical.access.T & (milli > 0)[None, :]  # [model, class]
+        self._fits = np.ascontiguousarray(access[:, None, :] & covered[None, :, :])
         self._p = typical.p
         self._memo: dict[tuple[int, int, bytes], float] = {}
 
     def __call__(self, cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray) -> np.ndarray:
         if len(cpu_left) == 1:
-            key = (int(model[0]), bisect_right(self._cpu_sorted, int(cpu_left[0])), idle.tobytes())
-            hit = self._memo.get(key)
-            if hit is None:
-                hit = self._memo[key] = float(self._batch(cpu_left, idle, model)[0])
-            return np.array([hit])
+            return np.array([self.one(cpu_left, idle, model)])
         return self._batch(cpu_left, idle, model)
 
+    def one(self, cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray) -> float:
+        """The fragment of a batch of one node (memoized)."""
+        key = (model.item(0), bisect_right(self._cpu_sorted, cpu_left.item(0)), np.sort(idle[0]).tobytes())
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = float(self._batch(cpu_left, idle, model)[0])
+        return hit
+
+    def singles(self, cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray) -> np.ndarray:
+        """Each node as a batch of its own (memoized): what calling the table once per node gives."""
+        out = np.empty(len(cpu_left))
+        memo, steps, ordered = self._memo, self._cpu_sorted, np.sort(idle, axis=1)
+        for i, (m, cpu) in enumerate(zip(model.tolist(), cpu_left.tolist(), strict=True)):
+            key = (m, bisect_right(steps, cpu), ordered[i].tobytes())
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = float(self._batch(cpu_left[i:i + 1], idle[i:i + 1], model[i:i + 1])[0])
+            out[i] = hit
+        return out
+
     def _batch(self, cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray) -> np.ndarray:
-        total = idle.sum(axis=1).astype(float)
-        enough = idle[:, None, :] >= self._u_m  # [B, distinct milli, G]
-        count = enough.sum(axis=2)[:, self._cls_u]
-        low = (idle[:, None, :] * ~enough).sum(axis=2)[:, self._cls_u]
-        fits = (count >= self._count) & (cpu_left[:, None] >= self._cpu) & self._access_t[model]
-        per_class = np.where(fits, low, total[:, None])
+        b, bins = len(idle), len(self._u_milli) + 1
+        # bin of a GPU: how many distinct class milli its idle milli reaches (idle >= milli)
+        flat = (self._u_milli.searchsorted(idle, "right") + np.arange(0, b * bins, bins)[:, None]).ravel()
+        below = np.bincount(flat, minlength=b * bins).reshape(b, bins).cumsum(axis=1)  # GPUs under each milli
+        low = np.bincount(flat, idle.ravel(), b * bins).reshape(b, bins).cumsum(axis=1)  # their idle; last: all
+        enough = idle.shape[1] - below[:, self._cls_u]
+        fits = (enough >= self._count) & self._fits[model, self._cpu_steps.searchsorted(cpu_left, "right")]
+        per_class = np.where(fits, low[:, self._cls_u], low[:, -1:])
         return per_class @ self._p

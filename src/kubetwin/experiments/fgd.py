@@ -75,72 +75,116 @@ def arrivals(nodes: Sequence[TraceNode], pods: Sequence[TracePod], seed: int, in
     return workload(pods, capacity, inflate, np.random.default_rng([seed, 1]))
 
 
+_UNFIT = np.iinfo(np.int64).min  # the ranking key of a node the shape does not fit
+
+
+def placements(nodes: Sequence[TraceNode], pods: Sequence[TracePod], inflate: float) -> float:
+    """About how many pods a run places (what its time grows with): the whole list, re-sampled up to inflate x
+    the cluster's GPUs."""
+    demand = sum(p.gpu_request_milli for p in pods)
+    capacity = sum(n.gpus for n in nodes if n.gpus > 0) * FULL
+    return len(pods) * max(1.0, inflate * capacity / demand) if demand else float(len(pods))
+
+
 @dataclass
 class _ShapeCache:
-    """Per pod shape: feasibility, raw score and chosen GPU of every node, valid at `seen` node versions."""
+    """Per pod shape: feasibility, ranking key and chosen GPU of every node, valid up to `seen` entries of the
+    replay's bind log (-1: never filtered)."""
 
-    seen: np.ndarray
+    seen: int
     feasible: np.ndarray
-    score: np.ndarray
+    key: np.ndarray
     gpu: np.ndarray
     access: np.ndarray
 
 
-class Replay:
-    """One policy, one seed: place the pods in order and record the cluster after each."""
+def fragment_table(nodes: Sequence[TraceNode], typical_of: Sequence[Shape]) -> FragTable:
+    """The fragment table of a pod list's typical pods on these nodes: runs on the same pod list may share it
+    (Replay's `table`), and with it the memo of one-node fragments."""
+    return FragTable(TypicalPods.from_shapes(typical_of, _cluster(nodes).model_ids))
 
-    def __init__(self, nodes: Sequence[TraceNode], typical_of: Sequence[Shape], policy: str, seed: int) -> None:
-        gpu_nodes = sorted((n for n in nodes if n.gpus > 0), key=lambda n: n.name)
-        self.cluster = GpuShareCluster([n.name for n in gpu_nodes], [n.cpu_milli for n in gpu_nodes],
-                                       [n.memory_mib for n in gpu_nodes], [n.gpus for n in gpu_nodes],
-                                       [n.model for n in gpu_nodes])
-        self.typical = TypicalPods.from_shapes(typical_of, self.cluster.model_ids)
+
+def _cluster(nodes: Sequence[TraceNode]) -> GpuShareCluster:
+    gpu_nodes = sorted((n for n in nodes if n.gpus > 0), key=lambda n: n.name)
+    return GpuShareCluster([n.name for n in gpu_nodes], [n.cpu_milli for n in gpu_nodes],
+                           [n.memory_mib for n in gpu_nodes], [n.gpus for n in gpu_nodes],
+                           [n.model for n in gpu_nodes])
+
+
+class Replay:
+    """One policy, one seed: place the pods in order and record the cluster after each.
+
+    A pod's node is the feasible node with the highest score, ties to the lowest rank: one ranking key per node,
+    score x (nodes + 1) + (nodes - rank), kept per pod shape and recomputed only for the nodes bound since the
+    shape was last placed (the bind log), as scores depend only on the node and the shape."""
+
+    def __init__(self, nodes: Sequence[TraceNode], typical_of: Sequence[Shape], policy: str, seed: int,
+                 table: FragTable | None = None) -> None:
+        """`table`: fragment_table(nodes, typical_of), shared with other runs on the same pod list."""
+        self.cluster = c = _cluster(nodes)
+        self.frag_table = table or FragTable(TypicalPods.from_shapes(typical_of, c.model_ids))
+        self.typical = self.frag_table.typical
+        n = len(c.names)
         self.rng = np.random.default_rng(seed)
-        self.rank = self.rng.permutation(len(gpu_nodes))  # tie-break: the lowest rank wins
-        self.tags = np.zeros((len(gpu_nodes), len(TAGS) + 1), np.int64)
-        self.frag_table = FragTable(self.typical)
-        self.scorer = Scorer(policy, self.cluster, self.typical, self.tags, self.frag_table)
+        self.rank = self.rng.permutation(n)  # tie-break: the lowest rank wins
+        self._tie = n - self.rank
+        self.tags = np.zeros((n, len(TAGS) + 1), np.int64)
+        self.scorer = Scorer(policy, c, self.typical, self.tags, self.frag_table)
         self.policy = policy
-        c = self.cluster
         self.frag = frag_amount(c.cpu_left, c.idle, c.model, self.typical)
         self.frag_total = float(self.frag.sum())
         self._caches: dict[Shape, _ShapeCache] = {}
+        self._log: list[int] = []  # the node row of every bind, in order
+        self._last = np.full(n, -1, np.int64)  # each node's last place in the log
 
     def _cache(self, shape: Shape) -> _ShapeCache:
         c = self.cluster
         cache = self._caches.get(shape)
         n = len(c.names)
         if cache is None:
-            cache = self._caches[shape] = _ShapeCache(np.full(n, -1, np.int64), np.zeros(n, bool),
-                                                      np.zeros(n, np.int64), np.full(n, -1, np.int64),
-                                                      c.access(shape))
-        stale = (c.version != cache.seen).nonzero()[0]
-        if len(stale):
-            ok = c.feasible(stale, shape, cache.access)
-            cache.feasible[stale] = ok
-            rows = stale[ok]
-            if len(rows):
-                cache.score[rows], cache.gpu[rows] = self.scorer.score(rows, shape, self.frag)
-            cache.seen[stale] = c.version[stale]
+            cache = self._caches[shape] = _ShapeCache(-1, np.zeros(n, bool), np.full(n, _UNFIT, np.int64),
+                                                      np.full(n, -1, np.int64), c.access(shape))
+        log, seen = self._log, cache.seen
+        if seen == len(log):
+            return cache
+        # the nodes bound since, among those the shape fitted: nodes only fill up (no departures), so a node the
+        # shape did not fit never fits it again
+        if seen < 0:
+            stale = np.arange(n)
+        elif len(log) - seen <= 16:
+            fitted = cache.feasible
+            stale = np.array([r for r in sorted(set(log[seen:])) if fitted.item(r)], np.int64)
+        else:
+            stale = ((self._last >= seen) & cache.feasible).nonzero()[0]
+        cache.seen = len(log)
+        if not len(stale):
+            return cache
+        ok = c.feasible(stale, shape, cache.access)
+        cache.feasible[stale] = ok
+        if self.policy == "Random":  # the node is drawn among the feasible ones, and the GPU at bind time
+            return cache
+        cache.key[stale] = _UNFIT
+        rows = stale[ok]
+        if len(rows):
+            score, cache.gpu[rows] = self.scorer.score(rows, shape, self.frag)
+            cache.key[rows] = score * (n + 1) + self._tie[rows]
         return cache
 
     def place(self, shape: Shape) -> int:
-        """Schedule one pod; returns the node row or -1 when no node fits."""
+        """Schedule one pod; returns the node row or -1 when no node fits.
+
+        BestFit's NormalizeScore (integer min-max over the feasible nodes, (s - lo) x 100 // (hi - lo)) gives 100
+        to exactly the nodes with the highest raw score, so its raw scores pick the same node."""
         cache = self._cache(shape)
-        rows = cache.feasible.nonzero()[0]
-        if not len(rows):
-            return -1
-        if len(rows) == 1:
-            row = int(rows[0])
-        elif self.policy == "Random":
-            row = int(rows[self.rng.integers(len(rows))])
+        if self.policy == "Random":
+            rows = cache.feasible.nonzero()[0]
+            if not len(rows):
+                return -1
+            row = int(rows[0]) if len(rows) == 1 else int(rows[self.rng.integers(len(rows))])
         else:
-            score = cache.score[rows]
-            if self.policy == "BestFit":  # NormalizeScore over the feasible nodes, integer min-max
-                hi, lo = int(score.max()), int(score.min())
-                score = np.zeros_like(score) if hi == lo else (score - lo) * 100 // (hi - lo)
-            top = rows[score == score.max()]
-            row = int(top[self.rank[top].argmin()])
+            row = int(cache.key.argmax())
+            if cache.key[row] == _UNFIT:
+                return -1
         self._bind(row, shape, int(cache.gpu[row]))
         return row
 
@@ -154,23 +198,25 @@ class Replay:
         else:
             ids = c.whole_gpus(row, shape.num_gpu) if shape.num_gpu else []
         c.bind(row, shape, ids)
+        self._last[row] = len(self._log)
+        self._log.append(row)
         tag = tag_of(shape)
         if tag >= 0:
             self.tags[row, tag] += 1
-        new = self.frag_table(c.cpu_left[row:row + 1], c.idle[row:row + 1], c.model[row:row + 1])[0]
+        new = self.frag_table.one(c.cpu_left[row:row + 1], c.idle[row:row + 1], c.model[row:row + 1])
         self.frag_total += new - self.frag[row]
         self.frag[row] = new
 
     def run(self, shapes: Sequence[Shape]) -> np.ndarray:
         """Place every pod; one row per pod: arrived milli, allocated milli, fragment milli, idle milli."""
-        out = np.zeros((len(shapes), 4))
+        out = []
         arrived = 0
         c = self.cluster
-        for i, shape in enumerate(shapes):
+        for shape in shapes:
             arrived += shape.gpu_total  # counted before scheduling: failed pods have arrived too
             self.place(shape)
-            out[i] = (arrived, c.used_milli, self.frag_total, c.capacity_milli - c.used_milli)
-        return out
+            out.append((arrived, c.used_milli, self.frag_total, c.capacity_milli - c.used_milli))
+        return np.array(out, float).reshape(len(shapes), 4)
 
 
 def discretize(records: np.ndarray, total_gpus: int, upto: int = 130) -> list[tuple[int, float, float, float]]:
@@ -195,11 +241,23 @@ def discretize(records: np.ndarray, total_gpus: int, upto: int = 130) -> list[tu
 def experiment(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: str, seed: int,
                inflate: float = 1.3) -> list[dict]:
     """One run of the paper's protocol; rows in COLUMNS order."""
-    replay = Replay(nodes, [shape_of(p) for p in pods], policy, seed)
-    records = replay.run(arrivals(nodes, pods, seed, inflate))
-    gpus = replay.cluster.capacity_milli // FULL
-    return [dict(zip(COLUMNS, (policy, seed, *row), strict=True))
-            for row in discretize(records, gpus, int(round(inflate * 100)))]
+    return experiments(nodes, pods, [policy], seed, inflate)[0]
+
+
+def experiments(nodes: Sequence[TraceNode], pods: Sequence[TracePod], policies: Sequence[str], seed: int,
+                inflate: float = 1.3, table: FragTable | None = None) -> list[list[dict]]:
+    """experiment() for each policy on one pod list and seed, sharing the pod sequence (the same for every
+    policy) and the fragment table (`table`: fragment_table(nodes, pods' shapes), may be shared further)."""
+    table = table or fragment_table(nodes, [shape_of(p) for p in pods])
+    shapes = arrivals(nodes, pods, seed, inflate)
+    out = []
+    for policy in policies:
+        replay = Replay(nodes, (), policy, seed, table)
+        records = replay.run(shapes)
+        gpus = replay.cluster.capacity_milli // FULL
+        out.append([dict(zip(COLUMNS, (policy, seed, *row), strict=True))
+                    for row in discretize(records, gpus, int(round(inflate * 100)))])
+    return out
 
 
 def write_csv(rows: Sequence[dict], out: Path, workloads: bool = False) -> None:

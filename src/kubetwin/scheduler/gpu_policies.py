@@ -28,12 +28,15 @@ def tag_of(shape: Shape) -> int:
     return TAGS.index(name) if name in TAGS else len(TAGS)
 
 
+_NO_GPU = np.iinfo(np.int64).max  # best_fit_gpu: above any GPU's idle milli
+
+
 def best_fit_gpu(idle: np.ndarray, milli: int) -> np.ndarray:
     """allocateGpuIdBasedOnBestFit: per row, the GPU with the least idle milli that still fits (lowest index
     on ties); -1 where none fits."""
-    masked = np.where(idle >= milli, idle, np.iinfo(np.int64).max)
+    masked = np.where(idle >= milli, idle, _NO_GPU)
     choice = masked.argmin(axis=1)
-    return np.where(masked[np.arange(len(idle)), choice] == np.iinfo(np.int64).max, -1, choice)
+    return np.where(masked.min(axis=1) == _NO_GPU, -1, choice)
 
 
 def _sigmoid_score(delta: np.ndarray) -> np.ndarray:
@@ -111,18 +114,24 @@ class Scorer:
         model = c.model[rows]
         idle = c.idle[rows]
         if shape.shares:  # try each GPU that fits; keep the best truncated score, lowest index on ties
+            gpu, at = (idle >= shape.gpu_milli).T.nonzero()  # (GPU, row) candidates, GPU by GPU
+            trial = idle[at]
+            trial[np.arange(len(at)), gpu] -= shape.gpu_milli
+            if self.frag_table is not None and len(rows) == 1:  # one node: its candidates one by one, memoized
+                after = self.frag_table.singles(cpu_after[at], trial, model[at])
+            else:  # one batch per GPU index, the nodes where it fits (batches change BLAS's sums: see FragTable)
+                after = np.empty(len(at))
+                for seg in np.split(np.arange(len(at)), np.flatnonzero(np.diff(gpu)) + 1) if len(at) else ():
+                    after[seg] = self._frag(cpu_after[at[seg]], trial[seg], model[at[seg]])
+            score = _sigmoid_score(before[at] - after)
+            if len(rows) == 1:  # its candidates come GPU by GPU: argmax is the lowest GPU of the best score
+                k = int(score.argmax())
+                return score[k:k + 1], gpu[k:k + 1]
+            first = np.lexsort((gpu, -score, at))  # per row: best score, then lowest GPU
+            first = first[np.flatnonzero(np.diff(at[first], prepend=-1))]
             best = np.full(len(rows), -1, np.int64)
             choice = np.full(len(rows), -1, np.int64)
-            for g in range(idle.shape[1]):
-                ok = idle[:, g] >= shape.gpu_milli
-                if not ok.any():
-                    continue
-                sel = ok.nonzero()[0]
-                trial = idle[sel].copy()
-                trial[:, g] -= shape.gpu_milli
-                s = _sigmoid_score(before[sel] - self._frag(cpu_after[sel], trial, model[sel]))
-                better = s > best[sel]
-                best[sel[better]], choice[sel[better]] = s[better], g
+            best[at[first]], choice[at[first]] = score[first], gpu[first]
             return best, choice
         trial = idle.copy()
         if shape.num_gpu:  # Sub: the lowest-index fully free GPUs (ascending idle, stable)
