@@ -7,7 +7,9 @@ import csv
 import io
 
 import numpy as np
+import pytest
 
+from kubetwin.serving import results
 from kubetwin.serving.results import CSV_FIELDS, RequestLog, latencies, write_csv
 from kubetwin.serving.types import Request
 from kubetwin.sim.env import Environment
@@ -101,3 +103,27 @@ def test_requests_csv_is_csv_writers_bytes() -> None:
     assert {k: v.dtype.kind for k, v in a.items()} == {k: "f" if k in RequestLog.FLOAT_COLS else "i" for k in a}
     assert np.all(np.diff(a["arrival"]) >= 0)
     assert write_csv(a, log.labels) == _reference_csv(a, log.labels)
+
+
+def test_request_log_chunks_read_as_the_rows_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log keeps compact columns every _CHUNK rows: arrays() and columns() read the same values, in the same
+    order, as one buffer of rows would (ids and counts exact, times float64)."""
+    def logged(chunk: int) -> RequestLog:
+        monkeypatch.setattr(results, "_CHUNK", chunk)
+        rng = np.random.default_rng(5)
+        log = RequestLog()
+        for i in range(500):
+            r = Request(10**12 + i, float(rng.random() * 100), int(rng.integers(1, 100_000)), 7, (), ())
+            r.pod, r.status, r.finish, r.priority = f"vllm-{i % 7}", 200 if i % 5 else 503, 1.0 / (i + 3), -(i % 3)
+            log.add(r, "default/t", "InferencePool/default/p")
+        return log
+
+    whole = logged(10**6)
+    chunked = logged(64)
+    assert chunked.chunks and len(chunked) == len(whole) == 500
+    for start in (0, 63, 64, 300, 499, 500):
+        a, b = whole.columns(start, ("id", "finish", "pod")), chunked.columns(start, ("id", "finish", "pod"))
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    a, b = whole.arrays(), chunked.arrays()
+    assert all(a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in RequestLog.COLS)
+    assert a["id"].min() == 10**12 and write_csv(a, whole.labels) == write_csv(b, chunked.labels)
