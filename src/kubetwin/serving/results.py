@@ -109,10 +109,11 @@ class RequestLog:
             return {k: np.asarray([]) for k in self.COLS}
         if self.rows:
             self._flush()
-        out = {k: np.concatenate([c[k] for c in self.chunks]) for k in self.COLS}
-        out = {k: v if k in self.FLOAT_COLS else v.astype(np.int64) for k, v in out.items()}
-        order = np.lexsort((out["id"], out["arrival"]))
-        return {k: v[order] for k, v in out.items()}
+        chunks = self.chunks
+        order = np.lexsort((np.concatenate([c["id"] for c in chunks]), np.concatenate([c["arrival"] for c in chunks])))
+        # a column at a time, so only one unsorted column exists beside the sorted ones
+        return {k: np.concatenate([c[k] for c in chunks])[order].astype(
+            np.float64 if k in self.FLOAT_COLS else np.int64, copy=False) for k in self.COLS}
 
 
 def _matrix(rows: list[tuple], width: int) -> np.ndarray:
