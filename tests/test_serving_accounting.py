@@ -17,6 +17,7 @@ from kubetwin.prometheus.promql import Evaluator
 from kubetwin.runner import RunResult, run
 from kubetwin.serving.install import load_traces
 from kubetwin.serving.promsource import ServingMetricsSource
+from kubetwin.serving.results import RequestLog
 from kubetwin.sim.env import Environment
 
 UNTIL = 20 * 60.0
@@ -113,7 +114,7 @@ def test_a_gone_pods_series_go_stale_at_the_next_scrape_as_in_prometheus() -> No
     env = Environment()
     pool = SimpleNamespace(name="pool", namespace="default", endpoints=[], held={})
     plane = SimpleNamespace(endpoints={"a": _fake_endpoint("a", 0), "b": _fake_endpoint("b", 0)},
-                            pools={"InferencePool/default/pool": pool}, log=SimpleNamespace(rows=[], labels=[]))
+                            pools={"InferencePool/default/pool": pool}, log=RequestLog())
     src = ServingMetricsSource(plane, env)  # type: ignore[arg-type]
     env.after(31, lambda: plane.endpoints.pop("b"))  # b deleted between the scrapes at 30 s and 45 s
     env.run(50)

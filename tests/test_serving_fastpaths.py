@@ -7,7 +7,9 @@ import csv
 import io
 
 import numpy as np
+import pytest
 
+from kubetwin.serving import results
 from kubetwin.serving.results import CSV_FIELDS, RequestLog, latencies, write_csv
 from kubetwin.serving.types import Request
 from kubetwin.sim.env import Environment
@@ -101,3 +103,70 @@ def test_requests_csv_is_csv_writers_bytes() -> None:
     assert {k: v.dtype.kind for k, v in a.items()} == {k: "f" if k in RequestLog.FLOAT_COLS else "i" for k in a}
     assert np.all(np.diff(a["arrival"]) >= 0)
     assert write_csv(a, log.labels) == _reference_csv(a, log.labels)
+
+
+def test_request_log_chunks_read_as_the_rows_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log keeps compact columns every _CHUNK rows: arrays() and columns() read the same values, in the same
+    order, as one buffer of rows would (ids and counts exact, times float64)."""
+    def logged(chunk: int) -> RequestLog:
+        monkeypatch.setattr(results, "_CHUNK", chunk)
+        rng = np.random.default_rng(5)
+        log = RequestLog()
+        for i in range(500):
+            r = Request(10**12 + i, float(rng.random() * 100), int(rng.integers(1, 100_000)), 7, (), ())
+            r.pod, r.status, r.finish, r.priority = f"vllm-{i % 7}", 200 if i % 5 else 503, 1.0 / (i + 3), -(i % 3)
+            log.add(r, "default/t", "InferencePool/default/p")
+        return log
+
+    whole = logged(10**6)
+    chunked = logged(64)
+    assert chunked.chunks and len(chunked) == len(whole) == 500
+    for start in (0, 63, 64, 300, 499, 500):
+        a, b = whole.columns(start, ("id", "finish", "pod")), chunked.columns(start, ("id", "finish", "pod"))
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    a, b = whole.arrays(), chunked.arrays()
+    assert all(a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in RequestLog.COLS)
+    assert a["id"].min() == 10**12 and write_csv(a, whole.labels) == write_csv(b, chunked.labels)
+
+
+def test_histograms_grouped_by_pod_match_a_mask_per_pod() -> None:
+    """vLLM's per-pod histograms from one sort of a scrape's rows: the counts, sums (bit for bit: each pod's values
+    are added in log order) and observation counts a boolean mask per pod gives, over several scrapes."""
+    from kubetwin.serving.histograms import HISTOGRAMS, RequestHistograms
+
+    rng = np.random.default_rng(11)
+    log, hist = RequestLog(), RequestHistograms()
+    rows: list[tuple[int, int, float, float, float, int]] = []  # pod, status, arrival, first, finish, output
+    for scrape in range(4):
+        for i in range(700):
+            r = Request(scrape * 1000 + i, float(rng.random() * 10), 100, int(rng.integers(1, 60)), (), ())
+            r.pod, r.status = f"vllm-{int(rng.integers(0, 9))}", 200 if i % 7 else 503
+            r.first_token = r.arrival + float(rng.random() * 3)
+            r.finish = r.first_token + float(rng.random() * 20)
+            log.add(r, "t", "p")
+            rows.append((log.names[r.pod], r.status, r.arrival, r.first_token, r.finish, r.output_tokens))
+        hist.consume(log)
+    expect: dict[int, dict[str, list]] = {}
+    for lo in range(0, len(rows), 700):  # what the per-pod masks added, scrape by scrape
+        m = np.asarray(rows[lo:lo + 700], dtype=np.float64)
+        m = m[m[:, 1] == 200]
+        ttft, e2e, decode = m[:, 3] - m[:, 2], m[:, 4] - m[:, 2], np.maximum(m[:, 5] - 1, 0)
+        tpot = np.where(decode > 0, (m[:, 4] - m[:, 3]) / np.maximum(decode, 1), 0.0)
+        pods = m[:, 0].astype(np.int64)
+        for pod in np.unique(pods):
+            sel = pods == pod
+            per = expect.setdefault(int(pod), {n: [np.zeros(len(b) + 1, dtype=np.int64), 0.0, 0]
+                                               for n, b in HISTOGRAMS.items()})
+            for name, values, w in (("vllm:time_to_first_token_seconds", ttft[sel], np.ones(sel.sum(), np.int64)),
+                                    ("vllm:time_per_output_token_seconds", tpot[sel], decode[sel].astype(np.int64)),
+                                    ("vllm:e2e_request_latency_seconds", e2e[sel], np.ones(sel.sum(), np.int64))):
+                idx = np.searchsorted(np.asarray(HISTOGRAMS[name]), values, side="left")
+                h = per[name]
+                h[0] += np.bincount(idx, weights=w, minlength=len(HISTOGRAMS[name]) + 1).astype(np.int64)
+                h[1] += float((values * w).sum())
+                h[2] += int(w.sum())
+    assert sorted(hist.pods) == sorted(expect) and len(expect) == 9
+    for pod, per in expect.items():
+        for name, (counts, total, n) in per.items():
+            got = hist.pods[pod][name]
+            assert got[0].tolist() == counts.tolist() and got[1] == total and got[2] == n

@@ -470,3 +470,22 @@ def test_default_epp_stacks_a_shared_prefix_burst_on_one_pod_until_a_scrape_show
     queued = snap([5 if i == hot else 0 for i in range(8)], [0.0] * 8)
     nxt = [epp.pick(req(20 + i, hashes=(7, 2000 + i), seg=(512, 4000)), queued, 0.05).index for i in range(3)]
     assert hot not in nxt
+
+
+def test_snapshot_only_scores_are_summed_once_per_snapshot_with_the_same_bits():
+    """The queue and KV scorers read only the snapshot: the profile sums them once per snapshot and adds the prefix
+    term per request, bit for bit the per-request sums, and a new snapshot gets its own."""
+    rng = np.random.default_rng(7)
+    cached, plain = make_router("epp"), make_router("epp")
+    plain._static = 0  # every scorer per request, as before the cache
+    for tick in range(5):
+        s = snap(rng.integers(0, 9, 40).tolist(), rng.random(40).tolist())
+        for i in range(20):
+            r = req(100 * tick + i, hashes=(int(rng.integers(3)), 1000 + i), seg=(64, 48))
+            a, b = cached.scores(r, s)[1], plain.scores(r, s)[1]
+            assert a.tobytes() == b.tobytes()
+            pos = cached.pick(r, s, 0.0).index
+            assert pos == plain.pick(r, s, 0.0).index
+            cached.routed(r, pos)
+            plain.routed(r, pos)
+    assert cached._static_sum is not None and cached._static_sum[0] is s

@@ -55,6 +55,7 @@ MAX_CONTEXT_ERROR = (
 # Twin assumption: loading one LoRA adapter (rank <= 64, 7-8B base) from local disk into the CPU/GPU adapter cache.
 # vLLM loads an adapter on first use (LRUCacheWorkerLoRAManager); no published latency to cite.
 DEFAULT_LORA_LOAD_TIME = 0.05
+_NO_LORAS: frozenset[str] = frozenset()  # what an engine without adapters reports, shared (every refresh reads it)
 
 
 class Engine:
@@ -165,10 +166,12 @@ class Engine:
         return self.scheduler.prefix_cache_hits
 
     def active_loras(self) -> frozenset[str]:
-        return frozenset(self.scheduler.run_lora)
+        run = self.scheduler.run_lora
+        return frozenset(run) if run else _NO_LORAS
 
     def waiting_loras(self) -> frozenset[str]:
-        return frozenset(self.scheduler.wait_lora)
+        wait = self.scheduler.wait_lora
+        return frozenset(wait) if wait else _NO_LORAS
 
     def match_tokens(self, req: Request) -> int:
         return self.kv.match_tokens(req.hashes, req.seg_tokens)

@@ -86,7 +86,7 @@ class ServingMetrics:
             if idx is None:
                 continue
             sel = a["pool"] == idx
-            part = {k: v[sel] for k, v in a.items()}
+            part = a if sel.all() else {k: v[sel] for k, v in a.items()}  # one pool: no copy of every column
             out["pools"][key] = summarize(part, slos.get(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT)))
             # the pods the pool selected while they were Ready (a pod two pools select counts in both: vLLM's
             # counters are per pod, not per route)

@@ -88,14 +88,17 @@ class Pool:
                            np.array([e.num_gpu_blocks for e in engines], dtype=np.int64),
                            np.array([e.block_size for e in engines], dtype=np.int64))
         names, fresh, maxl, blocks, bsize = self.static
-        load = []
+        # one pass over the engines (a fleet's hundreds, every refresh tick): advance, then read
+        waiting, running, kv, active, queued = [], [], [], [], []
         for e in engines:
             e.advance(now)
-            load.append((e.num_waiting, e.num_running, e.kv_usage))
-        waiting, running, kv = (zip(*load, strict=True) if load else ((), (), ()))
+            waiting.append(e.num_waiting)
+            running.append(e.num_running)
+            kv.append(e.kv_usage)
+            active.append(e.active_loras())
+            queued.append(e.waiting_loras())
         self.snap = EndpointSnapshot(names, np.array(waiting, dtype=np.int64), np.array(running, dtype=np.int64),
-                                     np.array(kv, dtype=np.float64), fresh, [e.active_loras() for e in engines],
-                                     [e.waiting_loras() for e in engines], maxl, blocks, bsize)
+                                     np.array(kv, dtype=np.float64), fresh, active, queued, maxl, blocks, bsize)
         self.snap_time = now
         return self.snap
 

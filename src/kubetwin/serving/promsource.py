@@ -103,7 +103,7 @@ class ServingMetricsSource:
                       sum(ep.engine.kv_usage for ep in eps) / n if n else 0.0)
             self._add("inference_extension_flow_control_queue_size",
                       {"inference_pool": pool.name, "namespace": pool.namespace}, len(pool.held))
-        self.hist.consume(self.plane.log.rows)
+        self.hist.consume(self.plane.log)
         if self.histogram_history:
             live = {ep.name for ep in self.plane.endpoints.values()}
             for name, labels, value in self._histogram_samples(live):
@@ -159,7 +159,7 @@ class ServingMetricsSource:
                 labels, samples = self._series[name][key]
                 if samples and not is_stale(samples[-1][1]):  # what a scrape of the run's end would read
                     lines.append(exposition.sample(name, sorted(labels.items()), samples[-1][1]))
-        self.hist.consume(self.plane.log.rows)
+        self.hist.consume(self.plane.log)
         samples = self._histogram_samples()
         for hname in sorted(HISTOGRAMS):
             mine = [(n, lab, v) for n, lab, v in samples if n.startswith(hname + "_")]

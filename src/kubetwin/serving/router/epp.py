@@ -99,6 +99,12 @@ class EppRouter:
         self.needs_prefix = any(s.needs_prefix for s, _ in profile.scorers)
         self.index = ApproxPrefixIndex(lru_capacity) if self.needs_prefix else None
         self._clamp = [not s.bounded for s, _ in profile.scorers]
+        # the leading scorers that read only the snapshot: their weighted sum is the same for every request scored
+        # against one snapshot without filters, kept as (snapshot, sum) -- the later terms are added to a copy in
+        # the same order, so the floating-point sums are the ones computed per request
+        self._static = next((i for i, (s, _) in enumerate(profile.scorers) if not s.snapshot_only),
+                            len(profile.scorers))
+        self._static_sum: tuple[EndpointSnapshot, np.ndarray] | None = None
         self._names: list[str] = []
         self._gpu_blocks: np.ndarray | None = None
         self._last: tuple[int, CycleState] | None = None
@@ -145,18 +151,35 @@ class EppRouter:
             if state.counts is not None:
                 state.cold = not state.counts[idx].any()
         total_score: np.ndarray | None = None
-        for (scorer, w), clamp in zip(self.profile.scorers, self._clamp, strict=True):
+        first = 0
+        if idx is None and self._static:
+            cached = self._static_sum
+            if cached is None or cached[0] is not snap:
+                static = self._weighted(req, snap, None, state, 0, self._static, None)
+                assert static is not None  # _static >= 1 scorers
+                cached = self._static_sum = (snap, static)
+            total_score = cached[1].copy()
+            first = self._static
+        total_score = self._weighted(req, snap, idx, state, first, len(self._clamp), total_score)
+        if total_score is None:
+            total_score = np.zeros(n if idx is None else len(idx))
+        return idx, total_score, state
+
+    def _weighted(self, req: Request, snap: EndpointSnapshot, idx: np.ndarray | None, state: CycleState, lo: int,
+                  hi: int, total_score: np.ndarray | None) -> np.ndarray | None:
+        """total_score plus scorers lo..hi-1's clamped, weighted scores, added in the profile's order."""
+        scorers, clamps = self.profile.scorers, self._clamp
+        for j in range(lo, hi):
+            scorer, w = scorers[j]
             s = scorer.score(req, snap, idx, state)
-            if clamp:
+            if clamps[j]:
                 s = _clamp01(s)
             if total_score is None:
                 total_score = s * w
             else:
                 s *= w  # scorers return fresh arrays
                 total_score += s
-        if total_score is None:
-            total_score = np.zeros(n if idx is None else len(idx))
-        return idx, total_score, state
+        return total_score
 
     def routed(self, req: Request, index_or_name: int | str) -> None:
         """PreRequest: add the request's blocks to the chosen pod's LRU; no-hit-lru bookkeeping."""

@@ -77,6 +77,7 @@ class ApproxPrefixIndex:
         self._used: list[int] = []
         self._cap: list[int] = []
         self._snap_names: list[str] = []
+        self._snap_src: list[str] | None = None  # the list _snap_names was copied from
         self._snap_slots = np.zeros(0, dtype=np.intp)
         self._bits: dict[int, np.ndarray] = {}  # pod bitmask -> 0/1 per snapshot endpoint, for _snap_slots
         self._bits_for: np.ndarray | None = None
@@ -100,9 +101,10 @@ class ApproxPrefixIndex:
 
     def slots_for(self, names: list[str]) -> np.ndarray:
         """Slot of each snapshot endpoint, cached while the snapshot's names stay the same (the common case)."""
-        if names != self._snap_names:
+        if names is not self._snap_src and names != self._snap_names:
             self._snap_names = list(names)
             self._snap_slots = np.fromiter((self.slot(n) for n in names), dtype=np.intp, count=len(names))
+        self._snap_src = names  # the pool's snapshots share one names list while its endpoints stay
         return self._snap_slots
 
     def pods(self) -> list[str]:

@@ -102,18 +102,23 @@ class RoundRobinRouter:
         self.name = name
         self._names: list[str] = []
         self._order: list[int] = []
-        self._next: dict[tuple[str, ...], int] = {}
-        self._key: tuple[str, ...] = ()
+        # a counter per endpoint set, as production-stack keeps; _count is the current set's (hashing the set's
+        # names once per change, not per request)
+        self._next: dict[tuple[str, ...], list[int]] = {}
+        self._count = [0]
+        self._src: list[str] | None = None  # the names list _names was copied from: the same object, the same names
 
     def pick(self, req: Request, snap: EndpointSnapshot, now: float) -> Decision:
         if not len(snap):
             return NO_ENDPOINT_DECISION
-        if snap.names != self._names:
+        if snap.names is not self._src and snap.names != self._names:  # the pool's snapshots share one names list
             self._names = list(snap.names)
             self._order = sorted(range(len(snap)), key=snap.names.__getitem__)
-            self._key = tuple(snap.names[i] for i in self._order)
-        i = self._next.get(self._key, 0)
-        self._next[self._key] = i + 1  # a counter per endpoint set, as production-stack keeps
+            self._count = self._next.setdefault(tuple(snap.names[i] for i in self._order), [0])
+        self._src = snap.names
+        count = self._count
+        i = count[0]
+        count[0] = i + 1
         return Decision(self._order[i % len(self._order)])
 
     def routed(self, req: Request, index_or_name: int | str) -> None:

@@ -36,6 +36,9 @@ class Scorer:
     type = ""
     needs_prefix = False
     bounded = True  # scores are in [0, 1] by construction; otherwise the profile clamps them
+    # the score reads only the snapshot (and the candidates): every request scored against one snapshot gets the same
+    # scores, so the profile computes them once per snapshot (EppRouter.scores)
+    snapshot_only = False
 
     def __init__(self, name: str | None = None, **_: Any) -> None:
         self.name = name or self.type
@@ -66,6 +69,7 @@ class QueueScorer(Scorer):
     """queue-scorer: (maxQ - q)/(maxQ - minQ) over candidates on vllm:num_requests_waiting, 1.0 when all equal."""
 
     type = "queue-scorer"
+    snapshot_only = True
 
     def score(self, req, snap, idx, state):
         return _minmax_low_is_good(take_rows(snap.waiting, idx))
@@ -75,6 +79,7 @@ class RunningRequestsScorer(Scorer):
     """running-requests-size-scorer: the same min-max on vllm:num_requests_running."""
 
     type = "running-requests-size-scorer"
+    snapshot_only = True
 
     def score(self, req, snap, idx, state):
         return _minmax_low_is_good(take_rows(snap.running, idx))
@@ -84,6 +89,7 @@ class KVCacheUtilizationScorer(Scorer):
     """kv-cache-utilization-scorer: 1 - vllm:kv_cache_usage_perc."""
 
     type = "kv-cache-utilization-scorer"
+    snapshot_only = True
     bounded = False
 
     def score(self, req, snap, idx, state):
@@ -131,6 +137,7 @@ class LoadAwareScorer(Scorer):
     """llm-d load-aware-scorer: 0.5 with an empty queue, else 0.5 * (1 - min(waiting, 128)/128)."""
 
     type = "load-aware-scorer"
+    snapshot_only = True
 
     def __init__(self, name: str | None = None, threshold: int = LOAD_AWARE_QUEUE_THRESHOLD, **_: Any) -> None:
         super().__init__(name)
