@@ -93,7 +93,7 @@ def has_command(src: Path, command: str) -> bool:
                           capture_output=True, check=False).returncode == 0
 
 
-def _line(label: str, a: list[tuple[float, float]], b: list[tuple[float, float]] | None) -> str:
+def ratio_line(label: str, a: list[tuple[float, float]], b: list[tuple[float, float]] | None) -> str:
     wall, peak = statistics.median(w for w, _ in a), max(p for _, p in a)
     text = f"{label}: {wall:.2f} s, peak {peak:,.0f} MB"
     if b:
@@ -133,9 +133,9 @@ def main() -> None:
         base = "baseline" if a.base else None
         print(f"{a.pods:,} pods onto {a.nodes:,} nodes, {a.repeat} runs each, medians; run folder {size:.0f} MB, "
               f"report.html {page:.1f} MB ({time.strftime('%Y-%m-%d')})")
-        print(_line("kubetwin run (report included)", runs["this tree"], runs[base] if base else None))
+        print(ratio_line("kubetwin run (report included)", runs["this tree"], runs[base] if base else None))
         base_reports = reports.get(base) if base else None
-        print(_line("kubetwin report RUN alone", reports["this tree"], base_reports or None))
+        print(ratio_line("kubetwin report RUN alone", reports["this tree"], base_reports or None))
 
 
 if __name__ == "__main__":

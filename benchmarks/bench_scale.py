@@ -13,7 +13,7 @@ zone) and at most 15,000 nodes (https://cloud.google.com/kubernetes-engine/quota
 wall second and the run folder's size; with --net also pods/s net of the same scenario with no pods (the
 Deployments at 0 replicas, or no Jobs: node bring-up, start-up and output alone, as bench_scheduling subtracts);
 with --base TREE the same run with a baseline tree's sources, alternating
-A B A B, and the ratios (bench_report._line). Times are wall seconds on whatever else the machine runs: compare
+A B A B, and the ratios (bench_report.ratio_line). Times are wall seconds on whatever else the machine runs: compare
 only pairs measured side by side.
 Usage: python benchmarks/bench_scale.py [--only 10k,100k] [--million] [--net] [--repeat 1] [--base /tmp/base-tree]
        python benchmarks/bench_scale.py --write-churn churn.yaml   # the 1M-pod scenario as YAML, to run by hand
@@ -33,7 +33,7 @@ import yaml
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE / "benchmarks"))
 
-from bench_report import _line, scenario, timed  # noqa: E402
+from bench_report import ratio_line, scenario, timed  # noqa: E402
 from bench_scheduling import _pools  # noqa: E402
 
 DAY = 86400
@@ -125,7 +125,7 @@ def main() -> None:
                 net = f" ({pods / max(wall - empty, 1e-9):,.0f} pods/s net of the {empty:.2f} s run without pods)"
             print(f"{name}: {pods:,} pods, {sim:,.0f} simulated s -> {pods / wall:,.0f} pods/s end to end{net}, "
                   f"{sim / wall:,.0f} simulated s per wall s, run folder {size:,.0f} MB (best of {a.repeat})")
-            print("  " + _line("kubetwin run", runs["this"], runs["base"] if a.base else None))
+            print("  " + ratio_line("kubetwin run", runs["this"], runs["base"] if a.base else None))
 
 
 if __name__ == "__main__":
