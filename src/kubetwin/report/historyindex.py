@@ -65,7 +65,7 @@ class IndexWriter:
     offset: int = 0
     _t: float = 0.0
     _next: int = 0
-    _live: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
+    _live: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> uid -> offset (creation order)
     _count: int = 0
     _table: list[dict[str, Any]] = field(default_factory=list)
     _pos: int = 0
@@ -76,9 +76,12 @@ class IndexWriter:
 
     def add(self, t: float, etype: str, obj: dict[str, Any], size: int) -> None:
         """One line of `size` bytes holding version `obj` at time t, event type etype (ADDED/MODIFIED/DELETED)."""
-        meta = obj["metadata"]
-        live = self._live.setdefault(obj["kind"], {})
-        key = (meta.get("namespace") or "", meta["name"])
+        live = self._live.get(obj["kind"])
+        if live is None:
+            live = self._live[obj["kind"]] = {}
+        # by uid, the string the object already holds (no key to build): a name deleted and created again is a
+        # new uid, placed last, as a replay keyed by name places it
+        key = obj["metadata"]["uid"]
         if etype == "DELETED":
             self._count -= live.pop(key, None) is not None
         else:
