@@ -88,7 +88,7 @@ def test_a_run_that_raises_while_writing_leaves_no_complete_looking_folder(tmp_p
     def boom(*_a, **_k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(twin_run, "_dump", boom)
+    monkeypatch.setattr(twin_run, "dump_text", boom)
     out = tmp_path / "out"
     with pytest.raises(RuntimeError):
         twin_run.run([_scenario(tmp_path)], out=out)

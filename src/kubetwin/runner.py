@@ -45,7 +45,7 @@ from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.kueue import config as kueue_config
 from kubetwin.kueue.controller.core import KueueController
 from kubetwin.report import historyindex as history_index
-from kubetwin.report.historylog import HistoryLog
+from kubetwin.report.historylog import HistoryLog, dump_text
 from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
@@ -410,14 +410,6 @@ def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
         env.at(parse_duration(ann[DELETE_AT]), lambda: store.delete(obj["kind"], ns, meta["name"]))
 
 
-# One encoder for every line: json.dumps with keyword arguments builds a JSONEncoder per call, ~6 % of writing a
-# 10,000-pod run's history.jsonl (issue 32); the output is the same (json.dumps is cls(**kw).encode(obj)).
-# check_circular=False: the store's objects are trees built from manifests (a cycle could not be stored, copied
-# or compared either); skipping the C encoder's id() bookkeeping per dict and list saves another ~9 %.
-_dump: Callable[[Any], str] = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
-
-
-
 # Every file write_run puts in a run folder; --overwrite removes a folder only when it holds nothing else.
 RUN_FILES = frozenset({"summary.json", "timeseries.json", "history.jsonl", history_index.INDEX_FILE, "events.jsonl",
                        "metrics.prom", "requests.csv", "training.json", "run.json", "report.html", TRACE_FILE})
@@ -489,7 +481,7 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
     """The run's other files in `out` (a temporary folder that holds its history); `name`: the run folder's final
     name, report.html's title."""
     (out / "summary.json").write_text(json.dumps(result.summary, sort_keys=True, indent=2) + "\n")
-    (out / "timeseries.json").write_text(_dump(result.timeseries) + "\n")
+    (out / "timeseries.json").write_text(dump_text(result.timeseries) + "\n")
     if result.metrics_text is not None:
         (out / "metrics.prom").write_bytes(result.metrics_text)
     if result.requests_csv is not None:
@@ -498,7 +490,7 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
         (out / TRACE_FILE).write_text(result.scheduling_trace)
     if result.training is not None:
         (out / "training.json").write_text(json.dumps(result.training, sort_keys=True, indent=1) + "\n")
-    (out / "run.json").write_text(_dump({"startTime": scenario.startTime, "duration": parse_duration(
+    (out / "run.json").write_text(dump_text({"startTime": scenario.startTime, "duration": parse_duration(
         scenario.duration)}) + "\n")
     if "html" in scenario.report:
         from kubetwin.report.html import write_report

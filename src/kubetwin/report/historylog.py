@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ import orjson
 
 from kubetwin.report import historyindex
 
-__all__ = ["EVENTS_FILE", "HISTORY_FILE", "KEEP", "Entry", "HistoryLog", "encode_line", "read_entries"]
+__all__ = ["EVENTS_FILE", "HISTORY_FILE", "KEEP", "Entry", "HistoryLog", "dump_text", "encode_line",
+           "read_entries"]
 
 HISTORY_FILE, EVENTS_FILE = "history.jsonl", "events.jsonl"
 Entry = tuple[float, int, str, dict[str, Any]]  # (t, resourceVersion, watch event type, object)
@@ -27,8 +28,11 @@ Entry = tuple[float, int, str, dict[str, Any]]  # (t, resourceVersion, watch eve
 KEEP = 250_000
 _BUFFER = 1 << 20  # bytes written per system call (the default 8 KiB made ~10,000 writes of a 77 MB history)
 
-# One encoder for the lines the standard library's encoder writes when orjson refuses an object.
-_dump = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False).encode
+# The standard library's compact, sorted encoder: timeseries.json and run.json, and the lines orjson refuses. One
+# encoder built once (json.dumps with keyword arguments builds one per call); check_circular=False: the store's
+# objects are trees built from manifests, a cycle could not be stored, copied or compared either.
+dump_text: Callable[[Any], str] = json.JSONEncoder(sort_keys=True, separators=(",", ":"),
+                                                   check_circular=False).encode
 
 
 def encode_line(obj: Any) -> bytes:
@@ -41,7 +45,7 @@ def encode_line(obj: Any) -> bytes:
     try:
         return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return (_dump(obj) + "\n").encode()
+        return (dump_text(obj) + "\n").encode()
 
 
 def read_entries(path: Path) -> Iterator[Entry]:
