@@ -37,7 +37,8 @@ FORMAT = "kubetwin.history.index/v2"
 EVERY_BYTES = 32 * 2**20
 SPACING = 16
 
-# history.jsonl's lines are written with sorted keys (runner.encode_line): {"object":{"apiVersion":..,"kind":..,...},
+# history.jsonl's lines are written with sorted keys (historylog.encode_line):
+# {"object":{"apiVersion":..,"kind":..,...},
 # "rv":..,"t":..,"type":..}. When the object's kind follows its apiVersion (every kind whose other fields all sort
 # after "kind": not Event, ConfigMap or Secret), it is read from the line's start without parsing the line.
 _HEAD = re.compile(rb'\{"object":\{"apiVersion":"[^"]*","kind":"([^"]+)"')
@@ -66,7 +67,6 @@ class IndexWriter:
     _t: float = 0.0
     _next: int = 0
     _live: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> uid -> offset (creation order)
-    _count: int = 0
     _table: list[dict[str, Any]] = field(default_factory=list)
     _pos: int = 0
 
@@ -83,9 +83,8 @@ class IndexWriter:
         # new uid, placed last, as a replay keyed by name places it
         key = obj["metadata"]["uid"]
         if etype == "DELETED":
-            self._count -= live.pop(key, None) is not None
+            live.pop(key, None)
         else:
-            self._count += key not in live
             live[key] = self.offset
         self.offset += size
         self._t = t
@@ -101,7 +100,8 @@ class IndexWriter:
                 kinds[kind] = [self._pos, len(data)]
                 self._pos += len(data)
         self._table.append({"t": self._t, "offset": self.offset, "kinds": kinds})
-        self._next = self.offset + max(self.every, SPACING * 12 * self._count)  # ~12 bytes an offset
+        live_objects = sum(len(live) for live in self._live.values())
+        self._next = self.offset + max(self.every, SPACING * 12 * live_objects)  # ~12 bytes an offset
 
     def close(self) -> None:
         self._file.write(orjson.dumps({"format": FORMAT, "historyBytes": self.offset, "snapshots": self._table},

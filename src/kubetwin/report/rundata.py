@@ -29,7 +29,7 @@ __all__ = ["ClusterQueueSeries", "Key", "RunData", "Version", "key_of", "load_ru
 # The kinds the report's timeline and panels read; the rest of history.jsonl is skipped while reading.
 KINDS = frozenset({"Job", "JobSet", "Workload", "Pod", "ClusterQueue", "Node", "Event"})
 POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's node pool label (kubetwin.autoscaler sets it on every node)
-_NODE_MODIFIED_TAIL = b'"type":"MODIFIED"}'  # the end of a line (sorted keys, runner.encode_line)
+_NODE_MODIFIED_TAIL = b'"type":"MODIFIED"}'  # the end of a line (sorted keys, historylog.encode_line)
 
 
 @dataclass
