@@ -29,11 +29,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from kubetwin.api.units import to_milli
+from kubetwin.kueue import api as kueue_api
 
 RUNNING_TIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"  # runner/generator/generator.go
 CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
@@ -163,13 +165,7 @@ def _workloads(ns: str, wsi: int, wset: dict) -> list[tuple[float, dict]]:
 
 
 def _ms(timestamp: str) -> int:
-    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def _milli_cpu(value: object) -> int:
-    from kubetwin.api.units import parse_quantity
-
-    return int(round(parse_quantity(str(value)) * 1000))
+    return int(kueue_api.parse_time(timestamp) * 1000)
 
 
 @dataclass
@@ -253,13 +249,13 @@ def _cq_event(cqs: dict[str, _CQ], o: dict, t: float) -> None:
     usage = 0
     fus = status.get("flavorsUsage") or []
     if fus and fus[0].get("resources"):
-        usage = _milli_cpu(fus[0]["resources"][0].get("total", "0"))
+        usage = to_milli(fus[0]["resources"][0].get("total", "0"))
     state = cqs.get(name)
     if state is None:
         groups = (o.get("spec") or {}).get("resourceGroups") or []
         quota = 0
         if groups and groups[0].get("flavors") and groups[0]["flavors"][0].get("resources"):
-            quota = _milli_cpu(groups[0]["flavors"][0]["resources"][0].get("nominalQuota", "0"))
+            quota = to_milli(groups[0]["flavors"][0]["resources"][0].get("nominalQuota", "0"))
         cqs[name] = _CQ(cls=(o["metadata"].get("labels") or {}).get(CLASS_LABEL, ""), quota=quota, first=t, last=t,
                         usage=usage)
         return

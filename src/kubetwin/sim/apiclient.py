@@ -42,7 +42,7 @@ class TokenBucket:
             self._last = now
         self._tokens -= 1.0
         if self._tokens >= 0.0:
-            return max(now, self._last)
+            return now
         return self._last + (-self._tokens) / self.qps
 
 
