@@ -155,7 +155,15 @@ def test_runs_sharing_a_pod_lists_fragment_table_give_the_rows_of_runs_alone() -
     """`experiment fgd` runs every policy of a pod list and seed on one pod sequence, and a worker's runs on one
     pod list share its fragment table (and the memo in it) from seed to seed."""
     nodes, pods = openb.load_nodes(DATA / "nodes.csv"), openb.load_pods(DATA / "pods.csv")
-    table = fgd.fragment_table(nodes, [fgd.shape_of(p) for p in pods])
+    typical_of = [fgd.shape_of(p) for p in pods]
+    table = fgd.fragment_table(nodes, typical_of)
+
+    def alone(policy: str, seed: int) -> list[dict]:
+        """One Replay with its own fragment table and its own draw of the pod sequence."""
+        replay = fgd.Replay(nodes, typical_of, policy, seed)
+        records = replay.run(fgd.arrivals(nodes, pods, seed, 1.3))
+        gpus = replay.cluster.capacity_milli // fgd.FULL
+        return [dict(zip(fgd.COLUMNS, (policy, seed, *row), strict=True)) for row in fgd.discretize(records, gpus)]
+
     for seed in (42, 43):
-        assert fgd.experiments(nodes, pods, POLICIES, seed, 1.3, table) == \
-            [fgd.experiment(nodes, pods, p, seed) for p in POLICIES]
+        assert fgd.experiments(nodes, pods, POLICIES, seed, 1.3, table) == [alone(p, seed) for p in POLICIES]
