@@ -496,14 +496,11 @@ class KueueController:
     def _pending_changes(self, p: Pending) -> bool:
         """requeueAndUpdate patches only a condition that changes (PatchAdmissionStatus: updated is false)."""
         wl = workload.get(self.store, p.key)
-        if wl is None:
-            return False
-        old = find_condition(wl, "QuotaReserved") or {}
-        return (old.get("reason"), old.get("message"), old.get("status")) != (p.reason, p.message, "False")
+        return wl is not None and _condition_changes(wl, p)
 
     def _pending(self, p: Pending) -> None:
-        wl = workload.get(self.store, p.key)
-        if wl is None or not self._pending_changes(p):
+        wl = workload.get(self.store, p.key)  # again: the patch may go out later than the cycle that decided it
+        if wl is None or not _condition_changes(wl, p):
             return
         update_status(self.store, wl, conditions=[p.condition], resourceRequests=list(p.resource_requests) or None)
         self.events.event(wl, "Normal", "Pending", p.message, ADMISSION)
@@ -529,6 +526,12 @@ class KueueController:
         for ref in wl["metadata"].get("ownerReferences") or []:
             if ref.get("controller") and ref["kind"] in self.integrations:
                 self._queue_job(ref["kind"], wl["metadata"]["namespace"], ref["name"])
+
+
+def _condition_changes(wl: Obj, p: Pending) -> bool:
+    """The Pending result's QuotaReserved=False condition differs from the Workload's."""
+    old = find_condition(wl, "QuotaReserved") or {}
+    return (old.get("reason"), old.get("message"), old.get("status")) != (p.reason, p.message, "False")
 
 
 def is_bare(wl: Obj) -> bool:
