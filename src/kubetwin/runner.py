@@ -310,7 +310,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     kubelet = Kubelet(store, env, events)
     kubelet.use_volumes(AttachDetachController(store, env, events))  # containers wait for bound, attached volumes
     NodeLifecycleController(store, env, events)  # taints by the Ready condition, NoExecute eviction
-    PodGC(store, env)  # pods bound to a node name no Node has
+    # pods bound to a node name no Node has; terminated pods past --terminated-pod-gc-threshold
+    PodGC(store, env, scenario.kubeControllerManager.terminatedPodGCThreshold)
     ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(
         store, env, scenario.capacity, scenario.quotas, scenario.seed), scenario.seed,
         Features.from_gates(dict(scenario.featureGates)))  # idle unless a pool autoscales

@@ -194,6 +194,15 @@ def _positive_duration(v: str) -> str:
     return v
 
 
+class KubeControllerManagerSpec(_Strict):
+    """kube-controller-manager flags the twin models. GKE runs the control plane and does not publish its values:
+    the defaults are upstream's (a twin assumption for GKE)."""
+
+    # --terminated-pod-gc-threshold (int32): terminated pods kept before PodGC deletes the oldest; <= 0 turns the
+    # terminated-pod collector off (kubernetes pkg/controller/podgc/config/v1alpha1/defaults.go: 12500)
+    terminatedPodGCThreshold: int = Field(default=12_500, ge=-INT32_MAX - 1, le=INT32_MAX)
+
+
 Report = Literal["summary", "html"]
 ALL_REPORTS: tuple[Report, ...] = ("summary", "html")
 
@@ -222,6 +231,7 @@ class ScenarioSpec(_Strict):
     # Filestore StorageClasses standard-rwx, premium-rwx, zonal-rwx, enterprise-rwx, enterprise-multishare-rwx
     # (catalog/storage.py ADDON_STORAGE_CLASSES; Autopilot enables it by default, Standard does not).
     gkeAddons: list[Literal["GcpFilestoreCsiDriver"]] = Field(default_factory=list)
+    kubeControllerManager: KubeControllerManagerSpec = Field(default_factory=KubeControllerManagerSpec)
 
     # Cluster autoscaler, the zones' VM capacity and the project's Compute Engine quotas (autoscaler/capacity.py):
     # quotas[region][metric] = limit, e.g. {us-central1: {NVIDIA_H100_GPUS: 16}}; region "global" holds

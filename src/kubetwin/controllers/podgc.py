@@ -1,10 +1,22 @@
-"""PodGC (kube-controller-manager pkg/controller/podgc/gc_controller.go, v1.34): pods bound to a Node that does
-not exist are orphans. gcOrphaned puts their node in quarantine for 40 s (quarantineTime), then, if the node is
-still missing, patches each pod to phase Failed with condition DisruptionTarget (reason DeletionByPodGC) and
-force-deletes it. The NodePool controller calls `fail_orphans` when it loses a node; `PodGC` covers pods created
-with a `spec.nodeName` that names no Node at all (they skip the scheduler, so nothing else stops them)."""
+"""PodGC (kube-controller-manager pkg/controller/podgc/gc_controller.go, v1.34).
+
+gcOrphaned: pods bound to a Node that does not exist are orphans. Their node goes in quarantine for 40 s
+(quarantineTime), then, if the node is still missing, each pod is patched to phase Failed with condition
+DisruptionTarget (reason DeletionByPodGC) and force-deleted. The NodePool controller calls `fail_orphans` when it
+loses a node; `PodGC` covers pods created with a `spec.nodeName` that names no Node at all (they skip the
+scheduler, so nothing else stops them).
+
+gcTerminated: every gcCheckPeriod (20 s) the controller counts the terminated pods (phase Succeeded or Failed);
+past --terminated-pod-gc-threshold it force-deletes the surplus, evicted pods first, then the oldest by
+creationTimestamp, names breaking ties (byEvictionAndCreationTimestamp). The twin keeps the count as pods change
+and wakes only on the 20 s ticks after the count has gone past the threshold, so a run that never gets there pays
+nothing for it.
+"""
 
 from __future__ import annotations
+
+import heapq
+import math
 
 from kubetwin.api.conditions import replace_or_append_condition
 from kubetwin.controllers.common import controller_of
@@ -12,6 +24,7 @@ from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
 PODGC_QUARANTINE = 40.0
+GC_CHECK_PERIOD = 20.0  # gcCheckPeriod: the controller's loop, from its start (wait.UntilWithContext)
 PODGC_REASON, PODGC_MESSAGE = "DeletionByPodGC", "PodGC: node no longer exists"
 TERMINAL = ("Succeeded", "Failed")
 
@@ -41,15 +54,34 @@ def fail_orphans(store: Store, env: Environment, node_name: str, uids: set[str])
     return failed
 
 
-class PodGC:
-    """gcOrphaned for pods bound to a node name no Node has: quarantine, then fail and delete them."""
+def _evicted(pod: Obj) -> bool:
+    """eviction.PodIsEvicted: phase Failed with reason Evicted (the kubelet's node-pressure eviction)."""
+    status = pod.get("status") or {}
+    return status.get("phase") == "Failed" and status.get("reason") == "Evicted"
 
-    def __init__(self, store: Store, env: Environment) -> None:
+
+GCKey = tuple[int, str, str, str, str]  # (not evicted, creationTimestamp, name, namespace, uid)
+
+
+class PodGC:
+    """gcOrphaned for pods bound to a node name no Node has (quarantine, then fail and delete them), and
+    gcTerminated for the terminated pods past the threshold."""
+
+    def __init__(self, store: Store, env: Environment, terminated_threshold: int = 12_500) -> None:
         self.store, self.env = store, env
+        self.terminated_threshold = terminated_threshold
         self._quarantined: dict[str, set[str]] = {}  # node name -> uids of pods waiting out the quarantine
+        # the terminated pods still stored (uid -> their place in the deletion order), and that order as a heap
+        # whose entries for pods deleted by others are dropped when they surface (or when they outnumber the rest)
+        self._terminated: dict[str, GCKey] = {}
+        self._order: list[GCKey] = []
+        self._tick_armed = False
+        self.collected = 0  # pods gcTerminated deleted
         store.watch("Pod", self._on_pod)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        if self.terminated_threshold > 0:
+            self._count_terminated(etype, pod)
         node = pod["spec"].get("nodeName")
         if etype == "DELETED" or not node or (old is not None and (old.get("spec") or {}).get("nodeName") == node):
             return
@@ -64,3 +96,40 @@ class PodGC:
         uids = self._quarantined.pop(node, set())
         if self.store.get("Node", "", node) is None:  # still missing after the quarantine
             fail_orphans(self.store, self.env, node, uids)
+
+    def _count_terminated(self, etype: str, pod: Obj) -> None:
+        """The watch's part of gcTerminated: keep the terminated pods' count and order; arm the next tick once the
+        count is past the threshold."""
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        if etype == "DELETED":
+            self._terminated.pop(uid, None)
+            return
+        if uid in self._terminated or (pod.get("status") or {}).get("phase") not in TERMINAL:
+            return
+        key = (0 if _evicted(pod) else 1, meta.get("creationTimestamp") or "", meta["name"],
+               meta.get("namespace") or "", uid)
+        self._terminated[uid] = key
+        heapq.heappush(self._order, key)
+        if len(self._terminated) > self.terminated_threshold and not self._tick_armed:
+            self._tick_armed = True
+            tick = (math.floor(self.env.now / GC_CHECK_PERIOD) + 1) * GC_CHECK_PERIOD
+            self.env.at(tick, self._gc_terminated)
+
+    def _gc_terminated(self) -> None:
+        """gcTerminated at a tick: force-delete the surplus, first in byEvictionAndCreationTimestamp order."""
+        self._tick_armed = False
+        surplus = len(self._terminated) - self.terminated_threshold
+        while surplus > 0 and self._order:
+            key = heapq.heappop(self._order)
+            if self._terminated.get(key[4]) != key:
+                continue  # deleted by someone else since (a TTL, a Job's cleanup)
+            del self._terminated[key[4]]
+            cur = self.store.get("Pod", key[3], key[2])
+            if cur is None or cur["metadata"].get("uid") != key[4]:
+                continue  # its DELETED has not reached the watch yet; a pod of the same name is another pod
+            self.store.delete("Pod", key[3], key[2])
+            self.collected += 1
+            surplus -= 1
+        if len(self._order) > 2 * len(self._terminated) + 1024:  # mostly entries of pods already gone
+            self._order = sorted(self._terminated.values())
