@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kubetwin.api import kinds
+from kubetwin.api import kinds, twin
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.twin import ScenarioSpec
@@ -50,6 +50,7 @@ from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
+from kubetwin.sim.apiclient import ApiClient, ClientBuilder
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution, Subsystem
 from kubetwin.sim.trace import FILE as TRACE_FILE
@@ -302,7 +303,9 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     NamespaceController(store, env)  # a deleted namespace's objects go with it
     trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
-                          Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)
+                          Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace,
+                          client=ApiClient("kube-scheduler", *scenario.kubeScheduler.clientConnection.limits(
+                              twin.SCHEDULER_QPS, twin.SCHEDULER_BURST)))
     JobController(store, env, events, names)
     TTLAfterFinishedController(store, env)
     JobSetController(store, env, events)
