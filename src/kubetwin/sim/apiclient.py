@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 
 
 class TokenBucket:
@@ -130,3 +131,9 @@ class ClientBuilder:
     def summary(self) -> dict[str, object]:
         """Each controller's client that made a request, by name."""
         return {name: c.summary() for name, c in sorted(self._clients.items()) if c.requests}
+
+    def contribute(self, until: float) -> Contribution:
+        """summary.json's ``<program>_api_clients`` section (kube_controller_manager_api_clients)."""
+        clients = self.summary()
+        key = self.program.replace("-", "_") + "_api_clients"
+        return Contribution(summary={key: clients} if clients else {})
