@@ -4,10 +4,14 @@ clock, with their upstream defaults (kube-scheduler 50 qps / 100 burst for one c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from k8s_builders import make_job, make_pod, make_scenario, static_node
+from typer.testing import CliRunner
 
 from kubetwin.api.loader import Manifest
+from kubetwin.cli.main import app
 from kubetwin.runner import run as kt_run
 from kubetwin.validation.validate import validate
 
@@ -138,3 +142,57 @@ def test_client_connection_fields_are_strict():
         "spec.kubeControllerManager.clientConnection.burst"]
     assert _errors({"kubeControllerManager": {"clientConnection": {"qps": 5, "burst": 0}}}) == []
     assert _errors({"kubeScheduler": {"clientConnection": {"qps": -1}}}) == []
+
+
+# -- explain pod -------------------------------------------------------------------------------------------------
+
+
+def test_explain_pod_says_when_its_binding_waited_for_a_token(tmp_path: Path) -> None:
+    scenario = make_scenario("1m").spec(traceScheduling=True,
+                                        kubeScheduler={"clientConnection": {"qps": 10, "burst": 2}}).obj()
+    out = tmp_path / "run"
+    kt_run(objects=[scenario, big_node("n1"), *pods(3)], out=out)
+    first = CliRunner().invoke(app, ["explain", "pod", "p000", "--run", str(out)])
+    assert first.exit_code == 0, first.output
+    assert "Binding written" not in first.output  # the burst's token was there
+    last = CliRunner().invoke(app, ["explain", "pod", "p002", "--run", str(out)])
+    assert "Binding written at 0h00m00s (t=0.1s): it waited 0.1 s for a token of kube-scheduler's API client" in (
+        last.output)
+
+
+def test_a_replicasets_pod_creates_are_paced_by_its_own_client():
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+              "spec": {"replicas": 100, "selector": {"matchLabels": {"app": "web"}}, "template": {
+                  "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [
+                      {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "10m"}}}]}}}}
+    result = kt_run(objects=[make_scenario("1m").obj(), big_node("n1"), deploy])
+    times = created_times(result, "web-")
+    assert times[:30] == [0.0] * 30
+    assert times[30:] == pytest.approx([k / 20 for k in range(1, 71)])
+    clients = result.summary["kube_controller_manager_api_clients"]
+    assert clients["replicaset-controller"]["requests"]["create pods"] == 100
+    assert "job-controller" not in clients  # its own bucket: a controller that made no request is not listed
+
+
+def test_a_pod_deleted_while_its_binding_waits_gives_its_room_back():
+    # room for 150: 150 pods take it at once (assumed, 50 of their binds waiting); those 50 are deleted at 0.51 s,
+    # 25 of them before their binds land, whose room goes back (the late pods get it: no room was left behind)
+    node = big_node("n1")
+    node["status"]["capacity"]["cpu"] = node["status"]["allocatable"]["cpu"] = "15"
+    waiting = [make_pod(f"p{i:03d}").cpu("100m").duration("10m").annotation("kubetwin.io/delete-at", "0.51s").obj()
+               if i >= 100 else make_pod(f"p{i:03d}").cpu("100m").duration("10m").obj() for i in range(150)]
+    late = [make_pod(f"late{i}").cpu("100m").create_at("1s").obj() for i in range(50)]
+    result = kt_run(objects=[make_scenario("1m").obj(), node, *waiting, *late])
+    assert len(bound_times(result, "late")) == 50
+    landed = sorted(t for t in (result.first_time("Pod", lambda o: bool(o["spec"].get("nodeName")), f"p{i:03d}")
+                                for i in range(100, 150)) if t is not None)
+    assert landed == pytest.approx([0.02 * k for k in range(1, 26)])
+
+
+def test_the_ttl_controller_deletes_through_its_own_client():
+    job = make_job("j").obj()
+    job["spec"]["ttlSecondsAfterFinished"] = 0
+    job["spec"]["template"]["metadata"]["annotations"]["kubetwin.io/duration"] = "10s"
+    result = kt_run(objects=[make_scenario("1m").obj(), big_node("n1"), job])
+    ttl = result.summary["kube_controller_manager_api_clients"]["ttl-after-finished-controller"]
+    assert ttl["requests"] == {"delete jobs": 1}

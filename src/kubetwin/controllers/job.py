@@ -311,34 +311,43 @@ class JobController:
                       "controller-uid": meta["uid"], "job-name": name}
             if index is not None:
                 labels[COMPLETION_INDEX] = str(index)
-            pod_name = self.names.generate(self.store, "Pod", ns, name if index is None else f"{name}-{index}")
-            pod = pod_from_template(spec["template"], pod_name, ns, job, labels)
-            if index is not None:
-                pod["metadata"]["annotations"][COMPLETION_INDEX] = str(index)
-                pod["spec"] = {**_with_index_env(pod["spec"]), "hostname": f"{name}-{index}"}
-                if per_index is not None:  # addIndexFailureCountAnnotation, from the pod it replaces
-                    fails, ignored = policy.new_index_failure_counts(pfp, _replaced(failed_pods, index))
-                    pod["metadata"]["annotations"][policy.INDEX_FAILURE_COUNT] = str(fails)
-                    if ignored:
-                        pod["metadata"]["annotations"][policy.INDEX_IGNORED_FAILURE_COUNT] = str(ignored)
-            self._writes.send((ns, name), "pods", "create",
-                              lambda pod=pod, pod_name=pod_name: self._create(job, pod, pod_name, active, refused))
+            # the pod's name is generated when the create reaches the API server (generateName)
+            self._writes.send((ns, name), "pods", "create", lambda index=index, labels=labels: self._create(
+                job, lambda: self._new_pod(job, spec, index, labels, pfp, per_index, failed_pods), active, refused))
             if refused:  # the slow-start batch stops at the first error; a pod change retries
                 break
         self._write(job, lambda: {**new, "active": len(active), "conditions": conds})
 
-    def _create(self, job: Obj, pod: Obj, pod_name: str, active: list[Obj], refused: list[str]) -> None:
+    def _new_pod(self, job: Obj, spec: dict, index: int | None, labels: dict, pfp: dict | None,
+                 per_index: int | None, failed_pods: list[Obj]) -> Obj:
+        """A pod of the Job's template, its name generated now (the API server's generateName)."""
+        ns, name = job["metadata"].get("namespace") or "default", job["metadata"]["name"]
+        pod_name = self.names.generate(self.store, "Pod", ns, name if index is None else f"{name}-{index}")
+        pod = pod_from_template(spec["template"], pod_name, ns, job, labels)
+        if index is not None:
+            pod["metadata"]["annotations"][COMPLETION_INDEX] = str(index)
+            pod["spec"] = {**_with_index_env(pod["spec"]), "hostname": f"{name}-{index}"}
+            if per_index is not None:  # addIndexFailureCountAnnotation, from the pod it replaces
+                fails, ignored = policy.new_index_failure_counts(pfp, _replaced(failed_pods, index))
+                pod["metadata"]["annotations"][policy.INDEX_FAILURE_COUNT] = str(fails)
+                if ignored:
+                    pod["metadata"]["annotations"][policy.INDEX_IGNORED_FAILURE_COUNT] = str(ignored)
+        return pod
+
+    def _create(self, job: Obj, make: Callable[[], Obj], active: list[Obj], refused: list[str]) -> None:
         """One pod create of manageJob; after a refusal the creates of its sync still waiting for a token are
         dropped (slowStartBatch stops at the first error)."""
         if refused:
             return
+        pod = make()
         try:
             self.store.create(pod)
         except AdmissionDenied as exc:
             refused.append(str(exc))
             self.events.event(job, "Warning", "FailedCreate", f"Error creating: {exc}", "job-controller")
             return
-        self.events.event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "job-controller")
+        self.events.event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}",
+                          "job-controller")
         active.append(pod)
 
     def _finished_condition(self, job: Obj, spec: dict, conds: list[dict], pods: list[Obj], new: dict, failed: int,

@@ -102,8 +102,7 @@ class ReplicaSetController:
         want = rs["spec"].get("replicas", 1)
         key = ("ReplicaSet", ns, name)
         for _ in range(want - len(pods)):
-            pod_name = self.names.generate(self.store, "Pod", ns, name)
-            self._writes.send(key, "pods", "create", lambda pod_name=pod_name: self._create(rs, ns, pod_name))
+            self._writes.send(key, "pods", "create", lambda: self._create(rs, ns, name))
         # ActivePods' order matters only for the pods deleted: ranked only when there are some (a sync of 5,000 pods
         # ranked them all, 0.3 s of a 10,000-pod run; issue 32).
         excess = sorted(pods, key=active_pods_rank)[:len(pods) - want] if len(pods) > want else []
@@ -118,9 +117,11 @@ class ReplicaSetController:
         if owner and owner[0] == "Deployment":
             self._deployment_status(ns, owner[1])
 
-    def _create(self, rs: Obj, ns: str, pod_name: str) -> None:
+    def _create(self, rs: Obj, ns: str, name: str) -> None:
+        """One pod create; its name generated when it reaches the API server (generateName)."""
         if self._current(rs) is None:
             return
+        pod_name = self.names.generate(self.store, "Pod", ns, name)
         self.store.create(pod_from_template(rs["spec"]["template"], pod_name, ns, rs, {}))
         self.events.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "replicaset-controller")
 

@@ -299,9 +299,11 @@ class Scheduler:
             best = self._select_host(pi, static, scores, feasible)
         ni = table.infos[best]
         assert ni is not None
+        traced = None
         if self.trace is not None:
-            self._trace(state, "", T.filter_verdicts(self, state, np.roll(order, -start)[:processed], override),
-                        feasible=feasible, selected=ni.name, selected_by=selected_by)
+            traced = self._trace(state, "", T.filter_verdicts(self, state, np.roll(order, -start)[:processed],
+                                                              override), feasible=feasible, selected=ni.name,
+                                 selected_by=selected_by)
         annotations: dict[str, str] = {}
         for plugin in self.points["reserve"]:  # Reserve + PreBind, in the profile's order; then Bind
             annotations.update(plugin.reserve(state, best, ni.name) or {})
@@ -314,7 +316,9 @@ class Scheduler:
             self.store.env.after(0, lambda: self._check_prebind(key))
             self.store.env.after(VB.BIND_TIMEOUT, lambda: self._check_prebind(key, attempt))
             return ni.name
-        self._bind(pod, pi, ni, annotations or None)
+        due = self._bind(pod, pi, ni, annotations or None)
+        if traced is not None and due > self.store.env.now:  # explain pod: the Binding waited for a token
+            traced["bindingAt"] = due
         return ni.name
 
     def _check_prebind(self, key: str, deadline: int | None = None) -> None:
@@ -414,13 +418,13 @@ class Scheduler:
 
     def _trace(self, state: F.CycleState, message: str, nodes: list[dict], *, feasible: np.ndarray | None = None,
                selected: str = "", selected_by: str = "", pre_filter: dict[str, str] | None = None,
-               post_filter: dict | None = None) -> None:
+               post_filter: dict | None = None) -> dict:
         """One attempt into the scheduling trace (scheduler/trace.py): the per-node Filter verdicts computed the
         scalar way (`nodes`) beside what the fast path decided (feasible nodes, chosen node, message)."""
         assert self.trace is not None
         infos = [state.table.infos[int(r)] for r in (feasible if feasible is not None else ())]
         feasible_names = [ni.name for ni in infos if ni is not None]
-        self.trace.add("Pod", {
+        return self.trace.add("Pod", {
             "pod": pod_key(state.pod), "attempt": self.schedule_attempts, "numNodes": state.n,
             "numFeasibleNodesToFind": state.to_find, "preFilter": pre_filter or {}, "filter": nodes,
             "feasibleNodes": feasible_names, "score": T.scores(self, state, feasible_names) if selected else [],
@@ -470,7 +474,7 @@ class Scheduler:
         return int(rows[top[self.rng.randrange(len(top))]]) if len(top) > 1 else int(rows[top[0]])
 
     def _bind(self, pod: Obj, pi: P.PodInfo, ni: NodeInfo, annotations: dict | None = None,
-              assumed: bool = False) -> None:
+              assumed: bool = False) -> float:
         """The binding cycle: the pod is assumed on its node now; DefaultBinder's Binding goes through the
         scheduler's client, written when its token is due (the next cycle does not wait for it)."""
         key = pod_key(pod)
@@ -482,6 +486,7 @@ class Scheduler:
         due = self.client.send(env, "pods/binding", "create", lambda: self._write_binding(pod, ni, annotations))
         if due > env.now and key not in self.ipa.pods and (self.ipa.active or IPA.has_terms(pod)):
             self.ipa.add(key, pod, ni.name)  # the cache's assumed pod counts for InterPodAffinity meanwhile
+        return due
 
     def _write_binding(self, pod: Obj, ni: NodeInfo, annotations: dict | None) -> None:
         """The Binding reaches the API server: nodeName and PodScheduled=True (the pods/binding registry's
