@@ -4,6 +4,7 @@ clock, with their upstream defaults (kube-scheduler 50 qps / 100 burst for one c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,16 @@ def test_the_ttl_controller_deletes_through_its_own_client():
     result = kt_run(objects=[make_scenario("1m").obj(), big_node("n1"), job])
     ttl = result.summary["kube_controller_manager_api_clients"]["ttl-after-finished-controller"]
     assert ttl["requests"] == {"delete jobs": 1}
+
+
+def test_the_scheduling_loop_waits_for_the_failure_handlers_patch():
+    # one token a second: p's Binding takes the burst's token; the unschedulable pod's status patch is due at 1 s,
+    # and the scheduler makes it itself (handleSchedulingFailure), so the next pod's attempt comes only then
+    scenario = make_scenario("1m").spec(traceScheduling=True,
+                                        kubeScheduler={"clientConnection": {"qps": 1, "burst": 1}}).obj()
+    objs = [scenario, big_node("n1"), make_pod("p").cpu("100m").obj(), make_pod("huge").cpu("5000").obj(),
+            make_pod("q").cpu("100m").obj()]
+    result = kt_run(objects=objs)
+    attempts = {r["pod"]: r["t"] for r in map(json.loads, (result.scheduling_trace or "").splitlines())}
+    assert attempts == {"default/p": 0.0, "default/huge": 0.0, "default/q": 1.0}
+    assert bound_times(result, "q") == [2.0]

@@ -240,6 +240,10 @@ class Scheduler:
 
     def _run(self) -> None:
         self._pending_run = False
+        if self._busy_until > self.store.env.now:  # kicked while the loop waits for its own patch
+            self._pending_run = True
+            self.store.env.at(self._busy_until, self._run)
+            return
         while True:
             key = self.queue.pop()
             if key is None:
@@ -347,7 +351,7 @@ class Scheduler:
             error = VB.PREBIND_TIMEOUT
         if error is not None:
             self._forget_assumed(key, pod, node)
-            self._failed(pod, pi, shape, cycle, VB.PREBIND_FAILED + error, "SchedulerError")
+            self._failed(pod, pi, shape, cycle, VB.PREBIND_FAILED + error, "SchedulerError", binding=True)
 
     def _assume(self, key: str, pod: Obj, pi: P.PodInfo, ni: NodeInfo) -> None:
         """The scheduler cache's AssumePod: the pod's requests count on the node while its binding cycle runs
@@ -387,19 +391,21 @@ class Scheduler:
         self._failed(state.pod, state.pi, shape, cycle, msg, "Unschedulable", frozenset({rejected.plugin}))
 
     def _failed(self, pod: Obj, pi: P.PodInfo, shape: tuple, cycle: int, msg: str, reason: str,
-                plugins: frozenset[str] = frozenset()) -> None:
+                plugins: frozenset[str] = frozenset(), binding: bool = False) -> None:
         """A PreFilter rejection or a plugin error: the condition and event carry the message; `plugins` are the
-        rejecting ones whose cluster events may requeue the pod (none for an error: the pod backs off)."""
+        rejecting ones whose cluster events may requeue the pod (none for an error: the pod backs off). `binding`:
+        a failed binding cycle, whose failure handler runs in the binding goroutine (handleBindingCycleError), so
+        the scheduling loop does not wait for its patch."""
         now = self.store.timestamp(self.store.env.now)
         self._patch_status(pod, {"type": "PodScheduled", "status": "False", "reason": reason, "message": msg,
-                                 "lastTransitionTime": now})
+                                 "lastTransitionTime": now}, blocking=not binding)
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(pod_key(pod), plugins, pi, shape, cycle)
 
-    def _patch_status(self, pod: Obj, cond: dict, nominated: str | None = None) -> None:
+    def _patch_status(self, pod: Obj, cond: dict, nominated: str | None = None, blocking: bool = True) -> None:
         """handleSchedulingFailure's updatePod (PatchPodStatus: the PodScheduled condition, nominatedNodeName)
-        through the scheduler's client; the scheduling loop waits until it is through. Made on the pod as it is
-        when the request goes out."""
+        through the scheduler's client; the scheduling loop waits until it is through (`blocking`). Made on the
+        pod as it is when the request goes out."""
         ns, name, uid = pod["metadata"].get("namespace") or "default", pod["metadata"]["name"], pod["metadata"].get(
             "uid")
 
@@ -414,7 +420,9 @@ class Scheduler:
                 status["nominatedNodeName"] = nominated
             self.store.update({**cur, "status": status})
 
-        self._busy_until = max(self._busy_until, self.client.send(self.store.env, "pods/status", "patch", write))
+        due = self.client.send(self.store.env, "pods/status", "patch", write)
+        if blocking:
+            self._busy_until = max(self._busy_until, due)
 
     def _trace(self, state: F.CycleState, message: str, nodes: list[dict], *, feasible: np.ndarray | None = None,
                selected: str = "", selected_by: str = "", pre_filter: dict[str, str] | None = None,
