@@ -22,6 +22,7 @@ from kubetwin.controllers import admission
 from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import COMPLETION_INDEX, JobController
 from kubetwin.runner import run
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Store
@@ -106,7 +107,8 @@ def _cluster(job: dict, pods: list[tuple[str | None, str, bool]]):
     store = Store(env, 0, NOW)
     store.admit(admission.api_defaults, admission.API_DEFAULTED)
     store.admit(admission.pod_defaults, ("Pod",))
-    ctrl = JobController(store, env, EventRecorder(store), NameGenerator(0))
+    # one sync's decisions: a client that never waits (the pacing is tests/test_component_clients.py's)
+    ctrl = JobController(store, env, EventRecorder(store), NameGenerator(0), client=ApiClient("job-controller", -1, 0))
     stored = store.create(job)
     for i, (index, phase, ready) in enumerate(pods):
         meta: dict = {"name": f"pod-{i}", "namespace": "default", "annotations": {}, "labels": {},

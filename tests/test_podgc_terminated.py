@@ -89,3 +89,17 @@ def test_a_job_still_counts_the_pods_podgc_took() -> None:
     status = res.versions("Job", "batch")[-1][2]["status"]
     assert status["succeeded"] == 4
     assert any(c["type"] == "Complete" and c["status"] == "True" for c in status["conditions"])
+
+
+def test_the_deletes_go_through_the_controllers_client() -> None:
+    """kube-controller-manager's 20 qps / 30 burst, the pod-garbage-collector's own bucket: of 40 surplus pods 30 go
+    at the tick, the rest 1/20 s apart; summary.json counts them."""
+    names = [f"p{i:02d}" for i in range(41)]
+    res = run(objects=[make_scenario("5m").spec(kubeControllerManager={"terminatedPodGCThreshold": 1}).obj(),
+                       static_node("n1").obj(), static_node("n2").obj(), *[_pod(n, "0s", "5s") for n in names]])
+    times = sorted(_deleted(res, names).values())
+    assert len(times) == 40
+    assert times[:30] == [20.0] * 30
+    assert times[30:] == pytest.approx([20.0 + 0.05 * k for k in range(1, 11)])
+    client = res.summary["kube_controller_manager_api_clients"]["pod-garbage-collector"]
+    assert client["requests"] == {"delete pods": 40}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kubetwin.api import kinds
+from kubetwin.api import kinds, twin
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.twin import ScenarioSpec
@@ -50,6 +50,7 @@ from kubetwin.report.metrics import Metrics
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
+from kubetwin.sim.apiclient import ApiClient, ClientBuilder
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution, Subsystem
 from kubetwin.sim.trace import FILE as TRACE_FILE
@@ -302,16 +303,21 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     NamespaceController(store, env)  # a deleted namespace's objects go with it
     trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
-                          Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace)
-    JobController(store, env, events, names)
-    TTLAfterFinishedController(store, env)
+                          Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace,
+                          client=ApiClient("kube-scheduler", *scenario.kubeScheduler.clientConnection.limits(
+                              twin.SCHEDULER_QPS, twin.SCHEDULER_BURST)))
+    # kube-controller-manager's clients: one per controller (ClientBuilder), --kube-api-qps / --kube-api-burst
+    kcm = ClientBuilder("kube-controller-manager", *scenario.kubeControllerManager.clientConnection.limits(
+        twin.CONTROLLER_MANAGER_QPS, twin.CONTROLLER_MANAGER_BURST))
+    JobController(store, env, events, names, client=kcm.client("job-controller"))
+    TTLAfterFinishedController(store, env, client=kcm.client("ttl-after-finished-controller"))
     JobSetController(store, env, events)
-    ReplicaSetController(store, env, events, names)
+    ReplicaSetController(store, env, events, names, client=kcm.client("replicaset-controller"))
     kubelet = Kubelet(store, env, events)
     kubelet.use_volumes(AttachDetachController(store, env, events))  # containers wait for bound, attached volumes
     NodeLifecycleController(store, env, events)  # taints by the Ready condition, NoExecute eviction
     # pods bound to a node name no Node has; terminated pods past --terminated-pod-gc-threshold
-    PodGC(store, env, scenario.kubeControllerManager.terminatedPodGCThreshold)
+    PodGC(store, env, scenario.kubeControllerManager.terminatedPodGCThreshold, kcm.client("pod-garbage-collector"))
     ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(
         store, env, scenario.capacity, scenario.quotas, scenario.seed), scenario.seed,
         Features.from_gates(dict(scenario.featureGates)))  # idle unless a pool autoscales
@@ -335,7 +341,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
                                         scenario.startTime, serving.plane if serving is not None else None)
     # training.kubetwin.io/* run times, DCGM gauges of training and serving GPUs (TPU metrics of TPU pods)
-    subsystems: list[Subsystem] = [s for s in (scheduler, pools, kubelet, spot, kueue, ca, serving, training)
+    subsystems: list[Subsystem] = [s for s in (scheduler, kcm, pools, kubelet, spot, kueue, ca, serving, training)
                                    if s is not None]
     return Cluster(env, store, pools, scheduler, metrics, subsystems, trace)
 

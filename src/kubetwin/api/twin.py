@@ -194,10 +194,38 @@ def _positive_duration(v: str) -> str:
     return v
 
 
-class KubeControllerManagerSpec(_Strict):
-    """kube-controller-manager flags the twin models. GKE runs the control plane and does not publish its values:
-    the defaults are upstream's (a twin assumption for GKE)."""
+# kube-scheduler's and kube-controller-manager's clientConnection defaults (upstream; GKE does not publish the values
+# its managed control plane runs with: the twin assumes the upstream defaults).
+SCHEDULER_QPS, SCHEDULER_BURST = 50.0, 100  # kubernetes pkg/scheduler/apis/config/v1/defaults.go (@00fe7a37)
+CONTROLLER_MANAGER_QPS, CONTROLLER_MANAGER_BURST = 20.0, 30  # pkg/controller/apis/config/v1alpha1/defaults.go
 
+
+class ClientConnection(_Strict):
+    """component-base ClientConnectionConfiguration's qps and burst: the program's client-go token bucket. 0 (or
+    absent) takes the program's default, as its SetDefaults does; a negative qps turns client-side rate limiting off
+    (client-go builds a limiter only for QPS > 0); burst must be non-negative (component-base
+    ValidateClientConnectionConfiguration)."""
+
+    qps: float = 0.0
+    burst: int = Field(default=0, ge=0, le=INT32_MAX)
+
+    def limits(self, qps: float, burst: int) -> tuple[float, int]:
+        """(qps, burst) with the program's defaults for the zero values."""
+        return (self.qps or qps, self.burst or burst)
+
+
+class KubeSchedulerSpec(_Strict):
+    """KubeSchedulerConfiguration fields the twin reads: ``clientConnection`` (default 50 qps / 100 burst)."""
+
+    clientConnection: ClientConnection = Field(default_factory=ClientConnection)
+
+
+class KubeControllerManagerSpec(_Strict):
+    """kube-controller-manager flags the twin models: ``--kube-api-qps`` / ``--kube-api-burst`` (default 20 / 30),
+    each controller's own client, and ``--terminated-pod-gc-threshold``. GKE runs the control plane and does not
+    publish its values: the defaults are upstream's (a twin assumption for GKE)."""
+
+    clientConnection: ClientConnection = Field(default_factory=ClientConnection)
     # --terminated-pod-gc-threshold (int32): terminated pods kept before PodGC deletes the oldest; <= 0 turns the
     # terminated-pod collector off (kubernetes pkg/controller/podgc/config/v1alpha1/defaults.go: 12500)
     terminatedPodGCThreshold: int = Field(default=12_500, ge=-INT32_MAX - 1, le=INT32_MAX)
@@ -231,6 +259,11 @@ class ScenarioSpec(_Strict):
     # Filestore StorageClasses standard-rwx, premium-rwx, zonal-rwx, enterprise-rwx, enterprise-multishare-rwx
     # (catalog/storage.py ADDON_STORAGE_CLASSES; Autopilot enables it by default, Standard does not).
     gkeAddons: list[Literal["GcpFilestoreCsiDriver"]] = Field(default_factory=list)
+
+    # The API clients of kube-scheduler and kube-controller-manager (sim/apiclient.py): token buckets on the simulated
+    # clock that pace their writes (binds, status patches, pod creates and deletes); the controller manager's
+    # PodGC threshold.
+    kubeScheduler: KubeSchedulerSpec = Field(default_factory=KubeSchedulerSpec)
     kubeControllerManager: KubeControllerManagerSpec = Field(default_factory=KubeControllerManagerSpec)
 
     # Cluster autoscaler, the zones' VM capacity and the project's Compute Engine quotas (autoscaler/capacity.py):

@@ -108,6 +108,10 @@ def render_attempt(a: dict[str, Any]) -> str:
     if a["selectedNode"]:
         by = f" (chosen by {a['selectedBy']})" if a["selectedBy"] else ""
         lines.append(f"  Selected node: {a['selectedNode']}{by}")
+        if "bindingAt" in a:  # the binding cycle's Binding waited for a token of kube-scheduler's client
+            lines.append(f"  Binding written at {_clock(a['bindingAt'])} (t={a['bindingAt']:g}s): it waited "
+                         f"{a['bindingAt'] - a['t']:g} s for a token of kube-scheduler's API client "
+                         "(summary.json scheduler_api_client)")
     else:
         lines.append(f"  FailedScheduling: {a['message']}")
     post = a["postFilter"]

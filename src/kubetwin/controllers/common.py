@@ -6,6 +6,7 @@ import random
 from collections.abc import Callable, Hashable
 
 from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj
 
@@ -67,6 +68,48 @@ class WorkQueue:
         dirty, self._dirty = sorted(self._dirty), set()
         for key in dirty:
             self.process(key)
+
+
+class KeyedWrites:
+    """A controller's writes through its API client (sim/apiclient.py), per work-queue key. A write whose token is
+    there is made at once; one that waits is made when it is due, and the key's sync counts as running until its
+    last write is through: client-go's workqueue never hands a key that is being processed to a second worker, and
+    a sync returns only once its requests have (a key added meanwhile is synced again after, as a dirty key is).
+    A run whose client never runs out of tokens is unchanged by it."""
+
+    def __init__(self, env: Environment, client: ApiClient, requeue: Callable[[Hashable], None]) -> None:
+        self.env, self.client, self.requeue = env, client, requeue
+        self._pending: dict[Hashable, int] = {}  # key -> writes of its sync not yet made
+        self._again: set = set()  # keys added while their sync's writes were in flight
+
+    def send(self, key: Hashable, resource: str, verb: str, do: Callable[[], object]) -> None:
+        """One request of the sync of ``key``: ``do`` now, or when the client's token is due."""
+        asked = self.env.now
+
+        def landed() -> None:
+            do()
+            if self.env.now > asked:
+                self._landed(key)
+
+        if self.client.send(self.env, resource, verb, landed) > asked:
+            self._pending[key] = self._pending.get(key, 0) + 1
+
+    def busy(self, key: Hashable) -> bool:
+        """True while the key's last sync has writes in flight (it is synced again once they are through)."""
+        if key in self._pending:
+            self._again.add(key)
+            return True
+        return False
+
+    def _landed(self, key: Hashable) -> None:
+        left = self._pending[key] - 1
+        if left:
+            self._pending[key] = left
+            return
+        del self._pending[key]
+        if key in self._again:
+            self._again.discard(key)
+            self.requeue(key)
 
 
 def ready_since(pod: Obj) -> str | None:

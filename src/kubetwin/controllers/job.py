@@ -1,17 +1,36 @@
 """Job controller: parallelism, completions (NonIndexed and Indexed), backoffLimit, suspend, podFailurePolicy,
 backoffLimitPerIndex / maxFailedIndexes, successPolicy and activeDeadlineSeconds (batch/v1 semantics; the rules
 themselves in controllers/job_policy.py), the pod-failure back-off (controllers/job_backoff.py) and the counting of
-pods deleted by others (preemption, eviction) as failed, as the job-tracking finalizer lets the real one count them."""
+pods deleted by others (preemption, eviction) as failed, as the job-tracking finalizer lets the real one count them.
+
+Its writes go through its own API client (kube-controller-manager's ClientBuilder: ``job-controller``, 20 qps / 30
+burst by default; sim/apiclient.py): pod creates (manageJob's slowStartBatch: batches of 1, 2, 4, ... whose
+requests wait on the bucket in order, so on the simulated clock the creates go out at the bucket's pace whatever the
+batch boundaries), pod deletes (the tracking finalizer's removal patch, then the delete), the finalizer-removal patch
+of each pod that finished (trackJobStatusAndRemoveFinalizers; the twin's pods carry no finalizer, so the request
+takes its token and writes nothing), and the status update, after them. A Job whose writes wait is not synced again
+until they are through (controllers/common.py KeyedWrites). Events are not paced (upstream they share the
+controller's client; a twin simplification)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import islice
 
+from kubetwin.api import twin
 from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true, replace_or_append_condition
 from kubetwin.api.defaults import job_spec
 from kubetwin.controllers import job_backoff as backoff
 from kubetwin.controllers import job_policy as policy
-from kubetwin.controllers.common import NameGenerator, WorkQueue, active_pods_rank, controller_of, pod_from_template
+from kubetwin.controllers.common import (
+    KeyedWrites,
+    NameGenerator,
+    WorkQueue,
+    active_pods_rank,
+    controller_of,
+    pod_from_template,
+)
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -78,9 +97,13 @@ def _with_index_env(spec: dict) -> dict:
 
 
 class JobController:
-    def __init__(self, store: Store, env: Environment, events: EventRecorder, names: NameGenerator) -> None:
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, names: NameGenerator,
+                 client: ApiClient | None = None) -> None:
         self.store, self.env, self.events, self.names = store, env, events, names
         self._work = WorkQueue(env, self._process)
+        self.client = client if client is not None else ApiClient(
+            "job-controller", twin.CONTROLLER_MANAGER_QPS, twin.CONTROLLER_MANAGER_BURST)
+        self._writes = KeyedWrites(env, self.client, lambda key: self._queue(*key))  # type: ignore[misc]
         self._deadlines: set[tuple[tuple[str, str], float]] = set()  # activeDeadlineSeconds re-syncs queued
         self._backoffs: set[tuple[tuple[str, str], float]] = set()  # pod-failure back-off re-syncs queued
         # podBackoffStore: per Job uid, the back-off record, and the pods whose finish it has seen (the real
@@ -121,16 +144,27 @@ class JobController:
         self._counted.pop(job_uid, None)
         self._tombstones.pop(job_uid, None)
 
-    def _delete_pod(self, pod: Obj) -> None:
+    def _delete_pod(self, key: tuple[str, str], pod: Obj) -> None:
         """deleteJobPods: the tracking finalizer removed, then the delete; such a pod is never counted (suspend,
         surplus pods)."""
-        self._unfinalized.add(pod["metadata"]["uid"])
-        self.store.delete("Pod", pod["metadata"].get("namespace") or "default", pod["metadata"]["name"])
+        uid = pod["metadata"]["uid"]
+        self._unfinalized.add(uid)
+        ns, name = pod["metadata"].get("namespace") or "default", pod["metadata"]["name"]
+        self._writes.send(key, "pods", "patch", _no_finalizer)
+
+        def delete() -> None:
+            cur = self.store.get("Pod", ns, name)
+            if cur is not None and cur["metadata"].get("uid") == uid:
+                self.store.delete("Pod", ns, name)
+
+        self._writes.send(key, "pods", "delete", delete)
 
     def _queue(self, ns: str, name: str) -> None:
         self._work.add((ns, name))
 
     def _process(self, key: tuple[str, str]) -> None:
+        if self._writes.busy(key):  # its last sync's writes are in flight: synced again once they are through
+            return
         job = self.store.get("Job", *key)
         if job is not None:
             self.sync(job)
@@ -174,6 +208,8 @@ class JobController:
             self._records[meta["uid"]] = backoff.new_backoff_record(self._records.get(meta["uid"]), new_succeeded,
                                                                     new_failed)
             counted.update(p["metadata"]["uid"] for p in new_succeeded + new_failed)
+            for _ in range(len(new_succeeded) + len(new_failed)):  # removeTrackingFinalizerFromPods
+                self._writes.send((ns, name), "pods", "patch", _no_finalizer)
         now = self.store.timestamp(self.env.now)
         new = {**status, "succeeded": succeeded, "failed": failed, "ready": sum(map(_ready, active))}
         if not suspended:  # the Job's first start (a resumed Job's startTime was cleared while suspended)
@@ -218,7 +254,7 @@ class JobController:
             return
         if suspended:  # suspending deletes the active pods; they do not count as failures
             for p in active + surplus:
-                self._delete_pod(p)
+                self._delete_pod((ns, name), p)
             conds, changed = ensure_job_condition(conds, "Suspended", "True", "JobSuspended", "Job suspended", now)
             if changed:
                 self.events.event(job, "Normal", "Suspended", "Job suspended", "job-controller")
@@ -237,7 +273,7 @@ class JobController:
         remove = surplus + (sorted(active, key=active_pods_rank)[:len(active) - want] if len(active) > want else [])
         if remove:  # deletion takes precedence: a sync either deletes or creates pods, never both
             for p in remove:
-                self._delete_pod(p)
+                self._delete_pod((ns, name), p)
             gone = {id(p) for p in remove}
             active = [p for p in active if id(p) not in gone]
             new["ready"] = sum(map(_ready, active))
@@ -269,29 +305,50 @@ class JobController:
             if wait >= _EPSILON:
                 self._resync_after((ns, name), wait)
                 indexes = []
+        refused: list[str] = []
         for index in indexes:
             labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": name,
                       "controller-uid": meta["uid"], "job-name": name}
             if index is not None:
                 labels[COMPLETION_INDEX] = str(index)
-            pod_name = self.names.generate(self.store, "Pod", ns, name if index is None else f"{name}-{index}")
-            pod = pod_from_template(spec["template"], pod_name, ns, job, labels)
-            if index is not None:
-                pod["metadata"]["annotations"][COMPLETION_INDEX] = str(index)
-                pod["spec"] = {**_with_index_env(pod["spec"]), "hostname": f"{name}-{index}"}
-                if per_index is not None:  # addIndexFailureCountAnnotation, from the pod it replaces
-                    fails, ignored = policy.new_index_failure_counts(pfp, _replaced(failed_pods, index))
-                    pod["metadata"]["annotations"][policy.INDEX_FAILURE_COUNT] = str(fails)
-                    if ignored:
-                        pod["metadata"]["annotations"][policy.INDEX_IGNORED_FAILURE_COUNT] = str(ignored)
-            try:
-                self.store.create(pod)
-            except AdmissionDenied as exc:  # the slow-start batch stops at the first error; a pod change retries
-                self.events.event(job, "Warning", "FailedCreate", f"Error creating: {exc}", "job-controller")
+            # the pod's name is generated when the create reaches the API server (generateName)
+            self._writes.send((ns, name), "pods", "create", lambda index=index, labels=labels: self._create(
+                job, lambda: self._new_pod(job, spec, index, labels, pfp, per_index, failed_pods), active, refused))
+            if refused:  # the slow-start batch stops at the first error; a pod change retries
                 break
-            self.events.event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "job-controller")
-            active.append(pod)
-        self._write(job, {**new, "active": len(active), "conditions": conds})
+        self._write(job, lambda: {**new, "active": len(active), "conditions": conds})
+
+    def _new_pod(self, job: Obj, spec: dict, index: int | None, labels: dict, pfp: dict | None,
+                 per_index: int | None, failed_pods: list[Obj]) -> Obj:
+        """A pod of the Job's template, its name generated now (the API server's generateName)."""
+        ns, name = job["metadata"].get("namespace") or "default", job["metadata"]["name"]
+        pod_name = self.names.generate(self.store, "Pod", ns, name if index is None else f"{name}-{index}")
+        pod = pod_from_template(spec["template"], pod_name, ns, job, labels)
+        if index is not None:
+            pod["metadata"]["annotations"][COMPLETION_INDEX] = str(index)
+            pod["spec"] = {**_with_index_env(pod["spec"]), "hostname": f"{name}-{index}"}
+            if per_index is not None:  # addIndexFailureCountAnnotation, from the pod it replaces
+                fails, ignored = policy.new_index_failure_counts(pfp, _replaced(failed_pods, index))
+                pod["metadata"]["annotations"][policy.INDEX_FAILURE_COUNT] = str(fails)
+                if ignored:
+                    pod["metadata"]["annotations"][policy.INDEX_IGNORED_FAILURE_COUNT] = str(ignored)
+        return pod
+
+    def _create(self, job: Obj, make: Callable[[], Obj], active: list[Obj], refused: list[str]) -> None:
+        """One pod create of manageJob; after a refusal the creates of its sync still waiting for a token are
+        dropped (slowStartBatch stops at the first error)."""
+        if refused:
+            return
+        pod = make()
+        try:
+            self.store.create(pod)
+        except AdmissionDenied as exc:
+            refused.append(str(exc))
+            self.events.event(job, "Warning", "FailedCreate", f"Error creating: {exc}", "job-controller")
+            return
+        self.events.event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}",
+                          "job-controller")
+        active.append(pod)
 
     def _finished_condition(self, job: Obj, spec: dict, conds: list[dict], pods: list[Obj], new: dict, failed: int,
                             active: list[Obj], suspended: bool) -> tuple[str, str, str] | None:
@@ -338,7 +395,7 @@ class JobController:
         message. The twin's pods are gone when deleted, so both are written in this sync, in that order."""
         ctype, reason, message = finished
         for p in active + surplus:
-            self._delete_pod(p)
+            self._delete_pod((job["metadata"].get("namespace") or "default", job["metadata"]["name"]), p)
         success = ctype == "SuccessCriteriaMet"
         if not success:  # "when the job is considered finished, every non-terminated pod is considered failed"
             # (job_controller_test.go "count ready pods when job fails": 1 failed + 2 active = 3)
@@ -364,9 +421,28 @@ class JobController:
                                        "Reached expected number of succeeded pods"), [], [], None, now)
         return True
 
-    def _write(self, job: Obj, status: dict) -> None:
-        if status != job.get("status"):
-            self.store.update({**job, "status": status})
+    def _write(self, job: Obj, status: dict | Callable[[], dict]) -> None:
+        """The status update (UpdateStatus) when it changed, through the client, after the sync's other writes;
+        ``status`` may be computed when it goes out (the pods created by then)."""
+        make: Callable[[], dict] = status if callable(status) else (lambda: status)  # type: ignore[assignment]
+        if make() == job.get("status"):
+            return
+        meta = job["metadata"]
+        ns, name, uid = meta.get("namespace") or "default", meta["name"], meta.get("uid")
+
+        def update() -> None:
+            cur = self.store.get("Job", ns, name)
+            if cur is None or cur["metadata"].get("uid") != uid:
+                return
+            final = make()
+            if final != cur.get("status"):
+                self.store.update({**cur, "status": final})
+
+        self._writes.send((ns, name), "jobs/status", "update", update)
+
+
+def _no_finalizer() -> None:
+    """A finalizer-removal patch: the twin's pods carry no job-tracking finalizer, so it only takes its token."""
 
 
 def terminated_by_deletion(pod: Obj) -> Obj:

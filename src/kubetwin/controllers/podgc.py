@@ -8,9 +8,10 @@ scheduler, so nothing else stops them).
 
 gcTerminated: every gcCheckPeriod (20 s) the controller counts the terminated pods (phase Succeeded or Failed);
 past --terminated-pod-gc-threshold it force-deletes the surplus, evicted pods first, then the oldest by
-creationTimestamp, names breaking ties (byEvictionAndCreationTimestamp). The twin keeps the count as pods change
-and wakes only on the 20 s ticks after the count has gone past the threshold, so a run that never gets there pays
-nothing for it.
+creationTimestamp, names breaking ties (byEvictionAndCreationTimestamp), each delete through the controller's
+client (``pod-garbage-collector``: kube-controller-manager's 20 qps / 30 burst), and the next period starts when
+they are all through. The twin keeps the count as pods change and wakes only on the ticks after the count has gone
+past the threshold, so a run that never gets there pays nothing for it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from __future__ import annotations
 import heapq
 import math
 
+from kubetwin.api import twin
 from kubetwin.api.conditions import replace_or_append_condition
 from kubetwin.controllers.common import controller_of
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -67,9 +70,13 @@ class PodGC:
     """gcOrphaned for pods bound to a node name no Node has (quarantine, then fail and delete them), and
     gcTerminated for the terminated pods past the threshold."""
 
-    def __init__(self, store: Store, env: Environment, terminated_threshold: int = 12_500) -> None:
+    def __init__(self, store: Store, env: Environment, terminated_threshold: int = 12_500,
+                 client: ApiClient | None = None) -> None:
         self.store, self.env = store, env
         self.terminated_threshold = terminated_threshold
+        self.client = client if client is not None else ApiClient(
+            "pod-garbage-collector", twin.CONTROLLER_MANAGER_QPS, twin.CONTROLLER_MANAGER_BURST)
+        self._loop_end = 0.0  # when the controller's last pass ended (its loop runs from the start)
         self._quarantined: dict[str, set[str]] = {}  # node name -> uids of pods waiting out the quarantine
         # the terminated pods still stored (uid -> their place in the deletion order), and that order as a heap
         # whose entries for pods deleted by others are dropped when they surface (or when they outnumber the rest)
@@ -113,23 +120,31 @@ class PodGC:
         heapq.heappush(self._order, key)
         if len(self._terminated) > self.terminated_threshold and not self._tick_armed:
             self._tick_armed = True
-            tick = (math.floor(self.env.now / GC_CHECK_PERIOD) + 1) * GC_CHECK_PERIOD
-            self.env.at(tick, self._gc_terminated)
+            # the loop's next tick: gcCheckPeriod after the last pass ended (wait.Until is a sliding period)
+            ticks = math.floor((self.env.now - self._loop_end) / GC_CHECK_PERIOD) + 1
+            self.env.at(self._loop_end + ticks * GC_CHECK_PERIOD, self._gc_terminated)
 
     def _gc_terminated(self) -> None:
-        """gcTerminated at a tick: force-delete the surplus, first in byEvictionAndCreationTimestamp order."""
+        """gcTerminated at a tick: force-delete the surplus, first in byEvictionAndCreationTimestamp order, each
+        delete through the controller's client; the pass ends when the last delete is through (the loop waits for
+        them: sync.WaitGroup)."""
         self._tick_armed = False
         surplus = len(self._terminated) - self.terminated_threshold
+        end = self.env.now
         while surplus > 0 and self._order:
             key = heapq.heappop(self._order)
             if self._terminated.get(key[4]) != key:
                 continue  # deleted by someone else since (a TTL, a Job's cleanup)
             del self._terminated[key[4]]
-            cur = self.store.get("Pod", key[3], key[2])
-            if cur is None or cur["metadata"].get("uid") != key[4]:
-                continue  # its DELETED has not reached the watch yet; a pod of the same name is another pod
-            self.store.delete("Pod", key[3], key[2])
-            self.collected += 1
+            end = max(end, self.client.send(self.env, "pods", "delete", lambda k=key: self._delete(k)))
             surplus -= 1
+        self._loop_end = end
         if len(self._order) > 2 * len(self._terminated) + 1024:  # mostly entries of pods already gone
             self._order = sorted(self._terminated.values())
+
+    def _delete(self, key: GCKey) -> None:
+        """The force delete (grace period 0) of the pod the pass chose, if it is still that pod."""
+        cur = self.store.get("Pod", key[3], key[2])
+        if cur is not None and cur["metadata"].get("uid") == key[4]:
+            self.store.delete("Pod", key[3], key[2])
+            self.collected += 1

@@ -1,11 +1,19 @@
-"""Deployment and ReplicaSet controllers: keep spec.replicas pods of the current template running."""
+"""Deployment and ReplicaSet controllers: keep spec.replicas pods of the current template running.
+
+The ReplicaSet controller's writes (pod creates and deletes, its status) go through its own client
+(``replicaset-controller``, kube-controller-manager's 20 qps / 30 burst by default; sim/apiclient.py), a ReplicaSet
+with writes in flight synced again once they are through (controllers/common.py KeyedWrites); the Deployment
+controller's are not paced (a twin simplification: a few writes per rollout)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Hashable
 
+from kubetwin.api import twin
 from kubetwin.controllers.common import (
+    KeyedWrites,
     NameGenerator,
     active_pods_rank,
     controller_of,
@@ -13,6 +21,7 @@ from kubetwin.controllers.common import (
     pod_from_template,
     ready_since,
 )
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
@@ -23,9 +32,13 @@ def template_hash(template: dict) -> str:
 
 
 class ReplicaSetController:
-    def __init__(self, store: Store, env: Environment, events: EventRecorder, names: NameGenerator) -> None:
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, names: NameGenerator,
+                 client: ApiClient | None = None) -> None:
         self.store, self.env, self.events, self.names = store, env, events, names
         self._dirty: set[tuple[str, str, str]] = set()
+        self.client = client if client is not None else ApiClient(
+            "replicaset-controller", twin.CONTROLLER_MANAGER_QPS, twin.CONTROLLER_MANAGER_BURST)
+        self._writes = KeyedWrites(env, self.client, self._requeue)
         store.watch("Deployment", lambda e, o, _: e != "DELETED" and self._queue("Deployment", o))
         store.watch("ReplicaSet", lambda e, o, _: e != "DELETED" and self._queue("ReplicaSet", o))
         store.watch("Pod", self._on_pod, owner_kind="ReplicaSet")
@@ -38,13 +51,18 @@ class ReplicaSetController:
             self._dirty.add(("ReplicaSet", pod["metadata"].get("namespace") or "default", owner[1]))
 
     def _queue(self, kind: str, obj: Obj) -> None:
+        self._requeue((kind, obj["metadata"].get("namespace") or "default", obj["metadata"]["name"]))
+
+    def _requeue(self, key: Hashable) -> None:
         if not self._dirty:
             self.env.after(0, self._sync_all)
-        self._dirty.add((kind, obj["metadata"].get("namespace") or "default", obj["metadata"]["name"]))
+        self._dirty.add(key)  # type: ignore[arg-type]
 
     def _sync_all(self) -> None:
         dirty, self._dirty = sorted(self._dirty), set()
         for kind, ns, name in dirty:
+            if self._writes.busy((kind, ns, name)):  # its last sync's writes are in flight
+                continue
             obj = self.store.get(kind, ns, name)
             if obj is not None:
                 (self.sync_deployment if kind == "Deployment" else self.sync_replicaset)(obj)
@@ -82,25 +100,50 @@ class ReplicaSetController:
         pods = [p for p in self.store.owned("Pod", ns, "ReplicaSet", name)
                 if p["status"].get("phase") in ("Pending", "Running")]
         want = rs["spec"].get("replicas", 1)
+        key = ("ReplicaSet", ns, name)
         for _ in range(want - len(pods)):
-            pod_name = self.names.generate(self.store, "Pod", ns, name)
-            self.store.create(pod_from_template(rs["spec"]["template"], pod_name, ns, rs, {}))
-            self.events.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "replicaset-controller")
+            self._writes.send(key, "pods", "create", lambda: self._create(rs, ns, name))
         # ActivePods' order matters only for the pods deleted: ranked only when there are some (a sync of 5,000 pods
         # ranked them all, 0.3 s of a 10,000-pod run; issue 32).
         excess = sorted(pods, key=active_pods_rank)[:len(pods) - want] if len(pods) > want else []
         for p in excess:
-            self.store.delete("Pod", ns, p["metadata"]["name"])
-            self.events.event(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {p['metadata']['name']}",
-                              "replicaset-controller")
+            self._writes.send(key, "pods", "delete", lambda p=p: self._delete(rs, p))
         ready = sum(1 for p in pods if p["status"].get("phase") == "Running" and ready_since(p) is not None)
         status = {"replicas": want,  # the sync above created or deleted pods up to spec.replicas
                   "readyReplicas": ready, "availableReplicas": ready, "observedGeneration": 1}
         if status != rs.get("status"):
-            self.store.update({**rs, "status": status})
+            self._writes.send(key, "replicasets/status", "update", lambda: self._write_status(rs, status))
         owner = controller_of(rs)
         if owner and owner[0] == "Deployment":
             self._deployment_status(ns, owner[1])
+
+    def _create(self, rs: Obj, ns: str, name: str) -> None:
+        """One pod create; its name generated when it reaches the API server (generateName)."""
+        if self._current(rs) is None:
+            return
+        pod_name = self.names.generate(self.store, "Pod", ns, name)
+        self.store.create(pod_from_template(rs["spec"]["template"], pod_name, ns, rs, {}))
+        self.events.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {pod_name}", "replicaset-controller")
+
+    def _delete(self, rs: Obj, pod: Obj) -> None:
+        meta = pod["metadata"]
+        ns = meta.get("namespace") or "default"
+        cur = self.store.get("Pod", ns, meta["name"])
+        if cur is None or cur["metadata"].get("uid") != meta.get("uid"):
+            return
+        self.store.delete("Pod", ns, meta["name"])
+        self.events.event(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {meta['name']}", "replicaset-controller")
+
+    def _write_status(self, rs: Obj, status: dict) -> None:
+        cur = self._current(rs)
+        if cur is not None and cur.get("status") != status:
+            self.store.update({**cur, "status": status})
+
+    def _current(self, rs: Obj) -> Obj | None:
+        """The ReplicaSet as stored now, None when it is gone (or is another of the same name)."""
+        meta = rs["metadata"]
+        cur = self.store.get("ReplicaSet", meta.get("namespace") or "default", meta["name"])
+        return cur if cur is not None and cur["metadata"].get("uid") == meta.get("uid") else None
 
     def _deployment_status(self, ns: str, name: str) -> None:
         """Roll the ReplicaSets' counts up into the Deployment's status, as the deployment controller does."""

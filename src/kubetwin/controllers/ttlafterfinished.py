@@ -1,10 +1,14 @@
 """The TTL-after-finished controller (kubernetes/kubernetes pkg/controller/ttlafterfinished): a finished Job
 (Complete or Failed) with `spec.ttlSecondsAfterFinished` is deleted that long after it finished, with
-propagationPolicy Foreground, so its pods go first and then the Job; `get jobs --at` after that shows it gone."""
+propagationPolicy Foreground, so its pods go first and then the Job; `get jobs --at` after that shows it gone.
+The delete goes through the controller's own client (``ttl-after-finished-controller``, kube-controller-manager's
+20 qps / 30 burst by default); the pods' deletes are the garbage collector's, not paced here."""
 
 from __future__ import annotations
 
+from kubetwin.api import twin
 from kubetwin.api.conditions import find_condition
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -12,8 +16,10 @@ from kubetwin.store.store import Obj, Store
 class TTLAfterFinishedController:
     """Watches Jobs; schedules each finished Job's deletion at its finish time + TTL (processJob/timeLeft)."""
 
-    def __init__(self, store: Store, env: Environment) -> None:
+    def __init__(self, store: Store, env: Environment, client: ApiClient | None = None) -> None:
         self.store, self.env = store, env
+        self.client = client if client is not None else ApiClient(
+            "ttl-after-finished-controller", twin.CONTROLLER_MANAGER_QPS, twin.CONTROLLER_MANAGER_BURST)
         self._scheduled: set[str] = set()  # uids whose deletion is queued
         store.watch("Job", self._on_job)
 
@@ -33,6 +39,12 @@ class TTLAfterFinishedController:
     def _expire(self, ns: str, name: str, uid: str) -> None:
         """processJob: the Job still exists with the same uid -> foreground deletion (its pods, then itself)."""
         self._scheduled.discard(uid)
+        job = self.store.get("Job", ns, name)
+        if job is None or job["metadata"].get("uid") != uid:
+            return
+        self.client.send(self.env, "jobs", "delete", lambda: self._delete(ns, name, uid))
+
+    def _delete(self, ns: str, name: str, uid: str) -> None:
         job = self.store.get("Job", ns, name)
         if job is None or job["metadata"].get("uid") != uid:
             return

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from kubetwin.api.podresources import pod_requests
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
@@ -70,8 +71,11 @@ def victims_on_node(pi: P.PodInfo, ni: NodeInfo, requests: Callable[[Obj], dict[
 
 class DefaultPreemption:
     def __init__(self, store: Store, events: EventRecorder, requests: dict[str, dict[str, int]],
-                 nominated: Nominated | None = None, profile: P.Profile = P.DEFAULT) -> None:
+                 nominated: Nominated | None = None, profile: P.Profile = P.DEFAULT,
+                 client: ApiClient | None = None) -> None:
         self.store, self.events, self._requests, self.profile = store, events, requests, profile
+        # the scheduler's client: its victims' DisruptionTarget patches and deletes go through it (None: at once)
+        self.client = client
         self._nominated = nominated if nominated is not None else {}  # the scheduler's nominations, shared
 
     def _req(self, pod: Obj) -> dict[str, int]:
@@ -110,10 +114,31 @@ class DefaultPreemption:
         for v in victims:
             self.events.event(v, "Normal", "Preempted", f"Preempted by pod {pod['metadata'].get('uid')} on node "
                               f"{node}", "default-scheduler")
-            ns, name = v["metadata"].get("namespace") or "", v["metadata"]["name"]
+            # PrepareCandidate's preemptPod: the DisruptionTarget condition (PatchPodStatus), then the delete; with
+            # SchedulerAsyncPreemption (beta, on since 1.33) from a goroutine: the cycle does not wait for them
+            self._send(v, "pods/status", "patch", self._disrupt)
+            self._send(v, "pods", "delete", self._delete)
+        return "", node
+
+    def _send(self, victim: Obj, resource: str, verb: str, do: Callable[[str, str, str | None], None]) -> None:
+        ns, name, uid = victim["metadata"].get("namespace") or "", victim["metadata"]["name"], victim[
+            "metadata"].get("uid")
+        if self.client is None:
+            do(ns, name, uid)
+        else:
+            self.client.send(self.store.env, resource, verb, lambda: do(ns, name, uid))
+
+    def _victim(self, ns: str, name: str, uid: str | None) -> bool:
+        cur = self.store.get("Pod", ns, name)
+        return cur is not None and cur["metadata"].get("uid") == uid
+
+    def _disrupt(self, ns: str, name: str, uid: str | None) -> None:
+        if self._victim(ns, name, uid):
             self.store.patch("Pod", ns, name, lambda p: {**p, "status": {**p.get("status", {}), "conditions": [
                 *(p.get("status", {}).get("conditions") or []),
                 {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
                  "message": "default-scheduler: preempting to accommodate a higher priority pod"}]}})
+
+    def _delete(self, ns: str, name: str, uid: str | None) -> None:
+        if self._victim(ns, name, uid):
             self.store.delete("Pod", ns, name)
-        return "", node

@@ -7,6 +7,16 @@ table (nodetable.py); the node-only filters (NodeUnschedulable, TaintToleration,
 evaluated once per pod shape and node change. The other plugins (VolumeBinding, InterPodAffinity, DynamicResources,
 a GPU placement policy) run at the extension points they implement (framework.py). Unschedulable pods get a
 FailedScheduling event with FitError's message and wait in the queue (queue.py) until a cluster event may help.
+
+Its writes go through its API client (sim/apiclient.py; KubeSchedulerConfiguration clientConnection, 50 qps / 100
+burst by default): the binding cycle runs in a goroutine (schedule_one.go ScheduleOne: "bind the pod to its host
+asynchronously (we can do this b/c of the assumption step above)"), so a pod is assumed on its node at once and its
+Binding (``create pods/binding``) is written when its token is due while the next cycle goes on; the failure
+handler's PodScheduled=False / nominatedNodeName patch (``updatePod`` in handleSchedulingFailure, called from
+ScheduleOne itself while SchedulerAsyncAPICalls is off, its default in 1.34: kubernetes@003b4460
+pkg/scheduler/schedule_one.go, pkg/features/kube_features.go) holds the scheduling loop until it is through.
+Events go through the event broadcaster's own client (options.go createClients) and are not paced (a twin
+assumption: the broadcaster queues them without blocking the scheduler).
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import random
 
 import numpy as np
 
+from kubetwin.api import twin
 from kubetwin.api.conditions import find_condition, set_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.dra.allocator import Features
@@ -34,6 +45,7 @@ from kubetwin.scheduler.preemption import DefaultPreemption, pod_key, priority_o
 from kubetwin.scheduler.queue import SchedulingQueue
 from kubetwin.scheduler.schedulinggates import GATED_MESSAGE as GATED_MESSAGE  # re-exported
 from kubetwin.scheduler.schedulinggates import scheduling_gated_condition
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.outputs import Contribution
 from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
@@ -57,8 +69,13 @@ class Scheduler:
 
     def __init__(self, store: Store, events: EventRecorder, seed: int = 0, strategy: str = "LeastAllocated",
                  features: Features = Features(), gpu_policy: str | None = None, profile: P.Profile = P.DEFAULT,
-                 trace: SchedulingTrace | None = None):
+                 trace: SchedulingTrace | None = None, client: ApiClient | None = None):
         self.store, self.events, self.strategy, self.profile = store, events, strategy, profile
+        # the scheduler's client (createClients: one clientset, so one token bucket, for all its requests)
+        self.client = client if client is not None else ApiClient("kube-scheduler", twin.SCHEDULER_QPS,
+                                                                  twin.SCHEDULER_BURST)
+        self._binding: dict[str, str] = {}  # pods assumed on a node whose Binding is not written yet -> node
+        self._busy_until = 0.0  # the scheduling loop waits for its synchronous writes (the failure handler's patch)
         self.trace = trace  # None: nothing recorded (the default); else every attempt, as scheduler/trace.py says
         self.rng = random.Random(seed)
         self.nodes: dict[str, NodeInfo] = {}
@@ -72,7 +89,7 @@ class Scheduler:
         self._diagnosed: tuple[tuple, tuple[dict[str, int], set[str]]] | None = None  # the last FitError histogram
         self.shapes = PodShapes(self.table, profile)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
-        self.preemption = DefaultPreemption(store, events, self._requests, self._nominated, profile)
+        self.preemption = DefaultPreemption(store, events, self._requests, self._nominated, profile, self.client)
         self.dra = D.DynamicResources(store, features)
         self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
         self.ipa = IPA.InterPodAffinity(self.nodes, IPA.namespace_labels(store))
@@ -103,8 +120,10 @@ class Scheduler:
         return self.fragmentation.sample()
 
     def contribute(self, until: float) -> Contribution:
-        return Contribution(summary={"scheduler": {"attempts": self.schedule_attempts},
-                                     **self.fragmentation.summary()})
+        summary: dict = {"scheduler": {"attempts": self.schedule_attempts}, **self.fragmentation.summary()}
+        if self.client.requests:
+            summary["scheduler_api_client"] = self.client.summary()
+        return Contribution(summary=summary)
 
     def _on_dra_object(self, etype: str, obj: Obj, old: Obj | None) -> None:
         self.queue.move(lambda plugin, pi: plugin == D.NAME, frozenset({D.NAME}))
@@ -161,6 +180,7 @@ class Scheduler:
         node_name = pod["spec"].get("nodeName")
         terminal = pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
         if etype == "DELETED" or terminal:  # the scheduler's informer drops terminal pods: a delete
+            node_name = node_name or self._binding.pop(key, None)  # assumed, its Binding not written: forgotten
             if key in self._prebind:  # checkBindings: "pod does not exist any more"; the assumed pod is forgotten
                 self.store.env.after(0, lambda: self._check_prebind(key))
                 return
@@ -182,7 +202,9 @@ class Scheduler:
                 self.queue.move(lambda plugin, pi: self.ipa.hint_deleted(pi.pod, pod), frozenset({IPA.NAME}))
             return
         if node_name:
-            if key not in self.ipa.pods and (self.ipa.active or IPA.has_terms(pod)) and node_name in self.nodes:
+            bound_now = self._binding.pop(key, None) is not None  # the scheduler's own Binding landed
+            if (key not in self.ipa.pods or bound_now) and (self.ipa.active or IPA.has_terms(pod)) and (
+                    node_name in self.nodes):
                 self.ipa.add(key, pod, node_name)  # the first pod with terms switches the cache on
                 self.queue.move(lambda plugin, pi: self.ipa.hint_added(pi.pod, pod), frozenset({IPA.NAME}))
             if key not in self._requests and node_name in self.nodes:
@@ -218,6 +240,10 @@ class Scheduler:
 
     def _run(self) -> None:
         self._pending_run = False
+        if self._busy_until > self.store.env.now:  # kicked while the loop waits for its own patch
+            self._pending_run = True
+            self.store.env.at(self._busy_until, self._run)
+            return
         while True:
             key = self.queue.pop()
             if key is None:
@@ -228,6 +254,10 @@ class Scheduler:
                 self.queue.forget(key)
                 continue
             self.schedule_one(pod)
+            if self._busy_until > self.store.env.now:  # the failure handler's patch waits for a token
+                self._pending_run = True
+                self.store.env.at(self._busy_until, self._run)
+                return
 
     # -- one cycle ------------------------------------------------------------------------------
     def schedule_one(self, pod: Obj) -> str | None:
@@ -273,9 +303,11 @@ class Scheduler:
             best = self._select_host(pi, static, scores, feasible)
         ni = table.infos[best]
         assert ni is not None
+        traced = None
         if self.trace is not None:
-            self._trace(state, "", T.filter_verdicts(self, state, np.roll(order, -start)[:processed], override),
-                        feasible=feasible, selected=ni.name, selected_by=selected_by)
+            traced = self._trace(state, "", T.filter_verdicts(self, state, np.roll(order, -start)[:processed],
+                                                              override), feasible=feasible, selected=ni.name,
+                                 selected_by=selected_by)
         annotations: dict[str, str] = {}
         for plugin in self.points["reserve"]:  # Reserve + PreBind, in the profile's order; then Bind
             annotations.update(plugin.reserve(state, best, ni.name) or {})
@@ -288,7 +320,9 @@ class Scheduler:
             self.store.env.after(0, lambda: self._check_prebind(key))
             self.store.env.after(VB.BIND_TIMEOUT, lambda: self._check_prebind(key, attempt))
             return ni.name
-        self._bind(pod, pi, ni, annotations or None)
+        due = self._bind(pod, pi, ni, annotations or None)
+        if traced is not None and due > self.store.env.now:  # explain pod: the Binding waited for a token
+            traced["bindingAt"] = due
         return ni.name
 
     def _check_prebind(self, key: str, deadline: int | None = None) -> None:
@@ -317,7 +351,7 @@ class Scheduler:
             error = VB.PREBIND_TIMEOUT
         if error is not None:
             self._forget_assumed(key, pod, node)
-            self._failed(pod, pi, shape, cycle, VB.PREBIND_FAILED + error, "SchedulerError")
+            self._failed(pod, pi, shape, cycle, VB.PREBIND_FAILED + error, "SchedulerError", binding=True)
 
     def _assume(self, key: str, pod: Obj, pi: P.PodInfo, ni: NodeInfo) -> None:
         """The scheduler cache's AssumePod: the pod's requests count on the node while its binding cycle runs
@@ -357,27 +391,48 @@ class Scheduler:
         self._failed(state.pod, state.pi, shape, cycle, msg, "Unschedulable", frozenset({rejected.plugin}))
 
     def _failed(self, pod: Obj, pi: P.PodInfo, shape: tuple, cycle: int, msg: str, reason: str,
-                plugins: frozenset[str] = frozenset()) -> None:
+                plugins: frozenset[str] = frozenset(), binding: bool = False) -> None:
         """A PreFilter rejection or a plugin error: the condition and event carry the message; `plugins` are the
-        rejecting ones whose cluster events may requeue the pod (none for an error: the pod backs off)."""
+        rejecting ones whose cluster events may requeue the pod (none for an error: the pod backs off). `binding`:
+        a failed binding cycle, whose failure handler runs in the binding goroutine (handleBindingCycleError), so
+        the scheduling loop does not wait for its patch."""
         now = self.store.timestamp(self.store.env.now)
-        status = dict(pod.get("status") or {})
-        status["phase"] = "Pending"
-        status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "False", "reason": reason,
-                                                       "message": msg, "lastTransitionTime": now})
-        pod = self.store.update({**pod, "status": status})
+        self._patch_status(pod, {"type": "PodScheduled", "status": "False", "reason": reason, "message": msg,
+                                 "lastTransitionTime": now}, blocking=not binding)
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(pod_key(pod), plugins, pi, shape, cycle)
 
+    def _patch_status(self, pod: Obj, cond: dict, nominated: str | None = None, blocking: bool = True) -> None:
+        """handleSchedulingFailure's updatePod (PatchPodStatus: the PodScheduled condition, nominatedNodeName)
+        through the scheduler's client; the scheduling loop waits until it is through (`blocking`). Made on the
+        pod as it is when the request goes out."""
+        ns, name, uid = pod["metadata"].get("namespace") or "default", pod["metadata"]["name"], pod["metadata"].get(
+            "uid")
+
+        def write() -> None:
+            cur = self.store.get("Pod", ns, name)
+            if cur is None or cur["metadata"].get("uid") != uid or cur["spec"].get("nodeName"):
+                return
+            status = dict(cur.get("status") or {})
+            status["phase"] = "Pending"
+            status["conditions"] = _pod_scheduled(status, cond)
+            if nominated:
+                status["nominatedNodeName"] = nominated
+            self.store.update({**cur, "status": status})
+
+        due = self.client.send(self.store.env, "pods/status", "patch", write)
+        if blocking:
+            self._busy_until = max(self._busy_until, due)
+
     def _trace(self, state: F.CycleState, message: str, nodes: list[dict], *, feasible: np.ndarray | None = None,
                selected: str = "", selected_by: str = "", pre_filter: dict[str, str] | None = None,
-               post_filter: dict | None = None) -> None:
+               post_filter: dict | None = None) -> dict:
         """One attempt into the scheduling trace (scheduler/trace.py): the per-node Filter verdicts computed the
         scalar way (`nodes`) beside what the fast path decided (feasible nodes, chosen node, message)."""
         assert self.trace is not None
         infos = [state.table.infos[int(r)] for r in (feasible if feasible is not None else ())]
         feasible_names = [ni.name for ni in infos if ni is not None]
-        self.trace.add("Pod", {
+        return self.trace.add("Pod", {
             "pod": pod_key(state.pod), "attempt": self.schedule_attempts, "numNodes": state.n,
             "numFeasibleNodesToFind": state.to_find, "preFilter": pre_filter or {}, "filter": nodes,
             "feasibleNodes": feasible_names, "score": T.scores(self, state, feasible_names) if selected else [],
@@ -427,20 +482,37 @@ class Scheduler:
         return int(rows[top[self.rng.randrange(len(top))]]) if len(top) > 1 else int(rows[top[0]])
 
     def _bind(self, pod: Obj, pi: P.PodInfo, ni: NodeInfo, annotations: dict | None = None,
-              assumed: bool = False) -> None:
+              assumed: bool = False) -> float:
+        """The binding cycle: the pod is assumed on its node now; DefaultBinder's Binding goes through the
+        scheduler's client, written when its token is due (the next cycle does not wait for it)."""
         key = pod_key(pod)
         if not assumed:
             self._assume(key, pod, pi, ni)
         self.queue.forget(key)
+        self._binding[key] = ni.name
+        env = self.store.env
+        due = self.client.send(env, "pods/binding", "create", lambda: self._write_binding(pod, ni, annotations))
+        if due > env.now and key not in self.ipa.pods and (self.ipa.active or IPA.has_terms(pod)):
+            self.ipa.add(key, pod, ni.name)  # the cache's assumed pod counts for InterPodAffinity meanwhile
+        return due
+
+    def _write_binding(self, pod: Obj, ni: NodeInfo, annotations: dict | None) -> None:
+        """The Binding reaches the API server: nodeName and PodScheduled=True (the pods/binding registry's
+        assignPod), the scheduler's annotations; the Scheduled event (finishBinding). A pod deleted meanwhile was
+        forgotten by the informer."""
+        key = pod_key(pod)
+        cur = self.store.get("Pod", pod["metadata"].get("namespace") or "default", pod["metadata"]["name"])
+        if cur is None or cur["metadata"].get("uid") != pod["metadata"].get("uid") or cur["spec"].get("nodeName"):
+            return
         now = self.store.timestamp(self.store.env.now)
-        status = dict(pod.get("status") or {})
+        status = dict(cur.get("status") or {})
         status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "True",
                                                        "lastTransitionTime": now})
         status.pop("nominatedNodeName", None)
-        meta = pod["metadata"]
+        meta = cur["metadata"]
         if annotations:
             meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
-        bound = self.store.update({**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": ni.name},
+        bound = self.store.update({**cur, "metadata": meta, "spec": {**cur["spec"], "nodeName": ni.name},
                                    "status": status})
         ni.pods[key] = bound
         self.events.event(bound, "Normal", "Scheduled", f"Successfully assigned {key} to {ni.name}",
@@ -485,19 +557,14 @@ class Scheduler:
                 "candidates": [{"node": node, "victims": v} for node, v in considered or ()]})
         key = pod_key(pod)
         now = self.store.timestamp(self.store.env.now)
-        status = dict(pod.get("status") or {})
-        status["phase"] = "Pending"
-        status["conditions"] = _pod_scheduled(status, {"type": "PodScheduled", "status": "False",
-                                                       "reason": "Unschedulable", "message": msg,
-                                                       "lastTransitionTime": now})
         if nominated:
-            status["nominatedNodeName"] = nominated
             self._clear_nomination(key)
             self._nominated.setdefault(nominated, {})[key] = (pi.priority, pi.requests, pod)
         old = pod.get("status", {})
         prev = find_condition(old.get("conditions"), "PodScheduled")
-        if not prev or prev.get("message") != msg or old.get("nominatedNodeName") != status.get("nominatedNodeName"):
-            pod = self.store.update({**pod, "status": status})
+        if not prev or prev.get("message") != msg or (nominated and old.get("nominatedNodeName") != nominated):
+            self._patch_status(pod, {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                     "message": msg, "lastTransitionTime": now}, nominated)
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(key, frozenset(plugins), pi, shape, cycle)
 

@@ -16,6 +16,15 @@ Where the bucket lives differs per program, and it matters:
 - A program that sets only ``QPS``/``Burst`` (Kueue's test/performance/scheduler/minimalkueue: 50 / 100) gets one
   bucket per API type, because controller-runtime builds one REST client per GroupVersionKind from a copy of the
   config (controller-runtime pkg/client/apiutil ``RESTClientForGVK``) (``shared=False``).
+- A client-go clientset is one bucket for all its resources: ``kubernetes.NewForConfigAndClient`` makes one
+  ``NewTokenBucketRateLimiter(QPS, Burst)`` when the config has no ``RateLimiter`` and ``QPS > 0`` and hands it to
+  every group's client (kubernetes/kubernetes staging/src/k8s.io/client-go/kubernetes/clientset.go).
+  kube-scheduler builds two clientsets from one config (cmd/kube-scheduler/app/options/options.go
+  ``createClients``, kubernetes@008b3652): the scheduler's client and the event broadcaster's, so Events never take
+  the binder's tokens. kube-controller-manager builds one clientset per controller
+  (staging/src/k8s.io/controller-manager/pkg/clientbuilder/client_builder.go ``SimpleControllerClientBuilder.Client``
+  copies the config, RateLimiter nil, and calls ``clientset.NewForConfig``): each controller has its own bucket
+  (``ClientBuilder``).
 
 The twin's controllers read their caches at once; only their writes wait here. ``reserve`` answers when a request
 asked for now may go; the caller does the write then (``sim.Environment.at``), or at once when it is due now, so a
@@ -25,6 +34,10 @@ run whose clients never run out of tokens is unchanged by them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+
+from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 
 
 class TokenBucket:
@@ -79,8 +92,48 @@ class ApiClient:
             self.max_wait = max(self.max_wait, wait)
         return due
 
+    def send(self, env: Environment, resource: str, verb: str, do: Callable[[], object]) -> float:
+        """Make a request through this client: ``do`` (the write) now when a token is there, else when it is due
+        (``env.at``); returns that time, so a caller that waits for the request knows when it is through."""
+        due = self.reserve(resource, verb, env.now)
+        if due <= env.now:
+            do()
+        else:
+            env.at(due, lambda: _call(do))
+        return due
+
     def summary(self) -> dict[str, object]:
         """summary.json's view: the limits, requests per verb and resource, and the time they waited."""
         return {"qps": self.qps, "burst": self.burst, "rateLimiter": "shared" if self.shared else "per resource",
                 "requests": dict(sorted(self.requests.items())), "requests_total": sum(self.requests.values()),
                 "waited_s": round(self.waited, 3), "max_wait_s": round(self.max_wait, 3)}
+
+
+def _call(do: Callable[[], object]) -> None:
+    do()
+
+
+class ClientBuilder:
+    """kube-controller-manager's ControllerClientBuilder: one client, so one bucket, per controller name, each with
+    the manager's ``--kube-api-qps`` / ``--kube-api-burst``."""
+
+    def __init__(self, program: str, qps: float, burst: int) -> None:
+        self.program, self.qps, self.burst = program, qps, burst
+        self._clients: dict[str, ApiClient] = {}
+
+    def client(self, name: str) -> ApiClient:
+        """The controller ``name``'s client (``ClientOrDie(name)``), made on first use."""
+        found = self._clients.get(name)
+        if found is None:
+            found = self._clients[name] = ApiClient(name, self.qps, self.burst)
+        return found
+
+    def summary(self) -> dict[str, object]:
+        """Each controller's client that made a request, by name."""
+        return {name: c.summary() for name, c in sorted(self._clients.items()) if c.requests}
+
+    def contribute(self, until: float) -> Contribution:
+        """summary.json's ``<program>_api_clients`` section (kube_controller_manager_api_clients)."""
+        clients = self.summary()
+        key = self.program.replace("-", "_") + "_api_clients"
+        return Contribution(summary={key: clients} if clients else {})

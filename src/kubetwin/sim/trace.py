@@ -24,8 +24,11 @@ class SchedulingTrace:
         self.env = env
         self.records: list[dict[str, Any]] = []
 
-    def add(self, kind: str, record: dict[str, Any]) -> None:
-        self.records.append({"t": self.env.now, "kind": kind, **record})
+    def add(self, kind: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Record one attempt or cycle; the record, which its writer may complete later in the same instant."""
+        stamped = {"t": self.env.now, "kind": kind, **record}
+        self.records.append(stamped)
+        return stamped
 
     def lines(self) -> str:
         return "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in self.records)

@@ -442,12 +442,7 @@ class KueueController:
 
     def _write(self, resource: str, verb: str, do: Callable[[], object]) -> float:
         """One request of the manager's client: made now when a token is there, else when it is due."""
-        due = self.client.reserve(resource, verb, self.env.now)
-        if due <= self.env.now:
-            do()
-        else:
-            self.env.at(due, do)
-        return due
+        return self.client.send(self.env, resource, verb, do)
 
     def _admitted(self, a: Admitted, decided: float | None = None) -> None:
         wl = workload.get(self.store, a.key)
