@@ -14,7 +14,10 @@ YAML, then runs, each in a child process so the operating system's accounting gi
 Prints median wall seconds, peak RSS and the ratio to the baseline for each. --base-rev REV builds the baseline tree
 from this checkout's git history (`make bench` pins 8c4b814, the last build before report.html; its CLI has no
 `kubetwin report`, so that line is printed without a baseline).
-Usage: python benchmarks/bench_report.py [--pods 10000] [--nodes 5000] [--repeat 3]
+This tree runs the scenario with kube-scheduler's and kube-controller-manager's API clients unpaced (qps -1), so
+it makes the decisions the baseline makes (8c4b814 predates the clients' token buckets); --paced runs it with
+their defaults instead (the ReplicaSet controller then creates the pods at 20 a second: another simulation).
+Usage: python benchmarks/bench_report.py [--pods 10000] [--nodes 5000] [--repeat 3] [--paced]
                                          [--base /tmp/base-tree | --base-rev REV]
 """
 
@@ -37,18 +40,24 @@ sys.path.insert(0, str(HERE / "benchmarks"))
 from bench_scheduling import _deployment, _pools  # noqa: E402
 
 
-def scenario(nodes: int, pods: int) -> list[dict]:
-    """bench_scheduling's scenario with every report (report.html included), as `kubetwin run` gets it by default."""
+def scenario(nodes: int, pods: int, unpaced: bool = False) -> list[dict]:
+    """bench_scheduling's scenario with every report (report.html included), as `kubetwin run` gets it by default.
+    `unpaced`: kube-scheduler's and kube-controller-manager's API clients without their token buckets, so a tree
+    that paces them makes the decisions a tree from before the pacing (8c4b814) makes; with the defaults the
+    ReplicaSet controller creates the 10,000 pods at 20 a second, a longer and different simulation."""
+    spec: dict = {"duration": "10m", "sampleInterval": "10m"}
+    if unpaced:
+        spec["kubeScheduler"] = spec["kubeControllerManager"] = {"clientConnection": {"qps": -1}}
     head = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "bench-report"},
-            "spec": {"duration": "10m", "sampleInterval": "10m"}}
+            "spec": spec}
     return [head, *_pools("gpu", "a3-highgpu-8g", nodes // 2, "nvidia-h100-80gb", 8),
             *_pools("cpu", "n2-standard-32", nodes - nodes // 2),
             _deployment("gpu-work", pods // 2, {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "4"}}),
             _deployment("cpu-work", pods - pods // 2, {"requests": {"cpu": "2", "memory": "4Gi"}})]
 
 
-def write_scenario(path: Path, nodes: int, pods: int) -> Path:
-    path.write_text(yaml.safe_dump_all(scenario(nodes, pods), sort_keys=False))
+def write_scenario(path: Path, nodes: int, pods: int, unpaced: bool = False) -> Path:
+    path.write_text(yaml.safe_dump_all(scenario(nodes, pods, unpaced), sort_keys=False))
     return path
 
 
@@ -111,18 +120,23 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--base", type=Path, help="a baseline tree (its src/ goes first on the path)")
     ap.add_argument("--base-rev", help="a git revision of this checkout to build the baseline tree from")
+    ap.add_argument("--paced", action="store_true",
+                    help="run this tree with the API clients' default token buckets (a different simulation)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if a.base_rev:
             a.base = base_tree(a.base_rev, Path(tmp) / "base-tree")
-        scen = write_scenario(Path(tmp) / "scenario.yaml", a.nodes, a.pods)
+        # this tree runs the scenario with its API clients unpaced (the baseline's decisions) unless --paced;
+        # the baseline, which may not know those fields, runs it as written
+        scen = {"this tree": write_scenario(Path(tmp) / "scenario.yaml", a.nodes, a.pods, unpaced=not a.paced),
+                "baseline": write_scenario(Path(tmp) / "scenario-base.yaml", a.nodes, a.pods)}
         trees = [("this tree", HERE / "src")] + ([("baseline", a.base / "src")] if a.base else [])
         runs: dict[str, list[tuple[float, float]]] = {n: [] for n, _ in trees}
         reports: dict[str, list[tuple[float, float]]] = {n: [] for n, _ in trees}
         for i in range(a.repeat):
             for name, src in trees:
                 out = Path(tmp) / f"run-{name.replace(' ', '-')}-{i}"
-                runs[name].append(timed(src, ["run", str(scen), "--out", str(out)]))
+                runs[name].append(timed(src, ["run", str(scen[name]), "--out", str(out)]))
         folder = Path(tmp) / "run-this-tree-0"
         size = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
         page = (folder / "report.html").stat().st_size / 2**20
