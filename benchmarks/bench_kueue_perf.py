@@ -4,7 +4,9 @@ The suite's generator config becomes the twin's objects (`kubetwin.experiments.k
 LocalQueues, bare Workloads created on the generator's schedule, minimalkueue's client QPS 50 / Burst 100 as the
 Configuration's clientConnection), the suite's runner finishes each Workload its run time after admission
 (`kueue.controller.perfrunner`), and the recorder's summary is read from the run's history. Printed: per Workload
-class the average time to admission, the ClusterQueue class usage, the simulated drain time, each next to Kueue's
+class the average time to admission (as the recorder measured Kueue's published numbers: from the Workload's first
+event to its Admitted update as the runner saw them; and, below, from the Admitted stamps, as it has since
+kueue#13313), the ClusterQueue class usage, the simulated drain time, each next to Kueue's
 published averages, the acceptance (time to admission within 15 %, usage within 5 points) and the twin's own cost
 (process CPU seconds and wall seconds; peak RSS).
 
@@ -54,8 +56,8 @@ def bench(config: str, gates: dict[str, bool] | None = None) -> bool:
     if not pub:
         return True
     ok = True
-    for cls, ref in pub["admission_ms"].items():
-        got = summary.admission_ms.get(cls, 0)
+    for cls, ref in pub["admission_ms"].items():  # Kueue's recorder then: the times its informer saw the events
+        got = summary.admission_observed_ms.get(cls, 0)
         within = abs(got - ref) * 100 / ref <= TOLERANCE_PCT
         ok &= within
         print(f"  {cls}: {got / 1000:.1f} s vs {ref / 1000:.1f} s: {'within' if within else 'MISSES'} "

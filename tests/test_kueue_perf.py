@@ -276,3 +276,25 @@ def test_the_scheduling_equivalence_hashing_gate_reaches_the_queues():
         sched.apply(make_cq("cq").flavor("rf", cpu="1").obj())
         assert sched.queues.queues["cq"].equivalence_hashing is on
     assert kueue_config.KueueConfig().equivalence_hashing  # beta, on by default
+
+
+def _wl_version(admitted_at: str | None) -> dict:
+    conds = [] if admitted_at is None else [
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "lastTransitionTime": admitted_at}]
+    return {"kind": "Workload", "metadata": {"name": "large-2-0-0", "namespace": "cq",
+                                            "creationTimestamp": "2026-01-01T00:00:00Z",
+                                            "labels": {kueue_perf.CLASS_LABEL: "large"}},
+            "status": {"conditions": conds}}
+
+
+def test_the_recorder_reads_both_kueues_measures_of_the_time_to_admission():
+    # created at 0.3 s (stamped 00:00:00), admitted by the cycle of 1.0 s (stamped 00:00:01), its patch landing
+    # at 2.7 s: the recorder before kueue#13313 (which measured every published number) takes the times it saw the
+    # two events, 2,400 ms; the one since, the stamps, 1,000 ms
+    history = [(0.3, 1, "ADDED", _wl_version(None)),
+               (2.7, 2, "MODIFIED", _wl_version("2026-01-01T00:00:01Z"))]
+    summary = kueue_perf.record(history)
+    assert summary.admission_observed_ms == {"large": 2400}
+    assert summary.admission_ms == {"large": 1000}
+    row = kueue_perf.table(summary, "baseline")[0]
+    assert row[:3] == ("large: avg time to admission", "2.4 s", "16.5 s")  # Kueue's numbers: observed times
