@@ -85,6 +85,9 @@ ADMISSION = "kueue-admission"  # the event source of Kueue's scheduler (cmd/kueu
 # the ClusterQueue reconciler batches the status updates a Workload event asks for (NotifyWorkloadUpdate ->
 # AddAfter(cq, constants.UpdatesBatchPeriod), pkg/controller/core/clusterqueue_controller.go)
 UPDATES_BATCH_S = 1.0
+# Kueue's inadmissible-workload requeuer batches per root Cohort (or Cohort-less ClusterQueue) for this long
+# (pkg/cache/queue/inadmissible_workloads.go requeueBatchPeriod, a workqueue AddAfter; since #9232, 2026-02)
+REQUEUE_BATCH_S = 1.0
 _MAX_CYCLES_PER_INSTANT = 10_000  # a guard: every cycle that continues admits, preempts or sets a head aside
 
 
@@ -111,6 +114,8 @@ class KueueController:
         self._kicked = False
         self._held = False  # the scheduler waits for its own writes (a later _schedule is set)
         self._status_due = False  # a ClusterQueue status update waits for its batch
+        self._requeue_due: dict[str, str] = {}  # requeuer batches waiting: tree root -> a ClusterQueue of it
+        self.sched.requeuer = self._requeue_inadmissible_later
         self._missing_queue: dict[str, str] = {}  # Workload key -> "ns/name" of the LocalQueue it waited on
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
         managed = self.config.managed_kinds
@@ -275,6 +280,20 @@ class KueueController:
     def _flush_status(self) -> None:
         self._status_due = False
         self.queue_status.flush()
+
+    def _requeue_inadmissible_later(self, root: str, cq: str) -> None:
+        """Quota was released in `cq`'s cohort tree: as Kueue's requeuer (NotifyRetryInadmissible ->
+        AddAfter(root, 1 s)), its inadmissible workloads go back to their heaps once the tree's batch is due; a
+        release while one waits joins it."""
+        if root not in self._requeue_due:
+            self._requeue_due[root] = cq
+            self.env.after(REQUEUE_BATCH_S, lambda: self._requeue_inadmissible(root))
+
+    def _requeue_inadmissible(self, root: str) -> None:
+        cq = self._requeue_due.pop(root, None)
+        if cq is not None:
+            self.sched.queue_inadmissible(cq)
+            self.kick()
 
     # -- the job reconciler ---------------------------------------------------------------------------
     def _reconcile_job(self, key: tuple[str, str, str]) -> None:
