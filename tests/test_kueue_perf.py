@@ -300,3 +300,20 @@ def test_the_recorder_reads_both_kueues_measures_of_the_time_to_admission():
     assert summary.admission_ms == {"large": 1000}
     row = kueue_perf.table(summary, "baseline")[0]
     assert row[:3] == ("large: avg time to admission", "2.4 s", "16.5 s")  # Kueue's numbers: observed times
+
+
+def test_workloads_created_at_the_same_instant_reach_the_scheduler_one_at_a_time():
+    # cohort of two 1-cpu ClusterQueues; a (2 cpu, borrowing) is created just before b (1 cpu, in its nominal quota),
+    # at the same instant. Kueue's scheduler pops a as soon as it is queued and admits it; b then finds the cohort
+    # full. Seen together in one cycle, b would go first (a head that does not borrow sorts before one that does).
+    objs = [make_scenario("1m").obj(), make_flavor("rf").obj(),
+            make_cq("cq1").flavor("rf", cpu="1").cohort("c").obj(),
+            make_cq("cq2").flavor("rf", cpu="1").cohort("c").obj(),
+            make_lq("main").cluster_queue("cq1").obj(), make_lq("main", "other").cluster_queue("cq2").obj(),
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}},
+            bare_wl("a", "2", ms=5000), bare_wl("b", "1", ms=1000, ns="other")]
+    result = kt_run(objects=objs)
+    assert admitted_at(result, "a") == 0.0
+    b = next(c for c in conditions(result.last("Workload", "b", at=1.0)) if c["type"] == "QuotaReserved")
+    assert b["reason"] == "WaitingForQuota" and "insufficient unused quota for cpu in flavor rf" in b["message"]
+    assert admitted_at(result, "b") == pytest.approx(6.0)  # a's 5 s + the requeuer's 1 s
