@@ -277,12 +277,14 @@ class KueueController:
             self._status_later()
 
     def _arrived(self) -> None:
-        """A new Workload was queued. Kueue's scheduler, blocked in Heads() until some ClusterQueue has a head,
-        pops it as soon as the queue manager has it (AddOrUpdateWorkload -> Broadcast; pkg/cache/queue/manager.go),
-        and each Workload reaches Kueue as an event of its own (a create is one API request; the performance
-        suite's generator makes them from one goroutine per ClusterQueue and workload set): so an idle scheduler
-        runs its cycles for this Workload now, before the next Workload of the same instant is taken in, rather
-        than once for all of them. A scheduler waiting for its own writes takes it in its next cycle."""
+        """A new bare Workload was queued (in an event of its own, after the create's watches). Kueue's
+        scheduler, blocked in Heads() until some ClusterQueue has a head, pops it as soon as the queue manager has
+        it (AddOrUpdateWorkload -> Broadcast; pkg/cache/queue/manager.go), and each Workload reaches Kueue as an
+        event of its own (a create is one API request; the performance suite's generator makes them from one
+        goroutine per ClusterQueue and workload set): so an idle scheduler runs its cycles for this Workload now,
+        before the next Workload of the same instant is taken in, rather than once for all of them. A scheduler
+        waiting for its own writes takes it in its next cycle. (Workloads the job reconciler creates still share
+        the instant's cycle: a cycle inside the job's reconcile would race the other controllers' watches.)"""
         if self._held or self.pods_ready.blocked():
             self.kick()
         else:
@@ -376,7 +378,7 @@ class KueueController:
         self.metrics.created(f"{meta['namespace']}/{wl['metadata']['name']}", self.env.now)
         self.events.event(job, "Normal", "CreatedWorkload",
                           f"Created Workload: {meta['namespace']}/{wl['metadata']['name']}", MANAGER)
-        self._arrived()
+        self.kick()  # inside the job's reconcile: a cycle here would race the other controllers' watches
 
     def _not_queued(self, wl: Obj) -> None:
         """A Workload no queue takes is Inadmissible, in the workload controller's words (workload_controller.go)."""
