@@ -35,3 +35,27 @@ def test_without_hashing_each_equivalent_is_tried_in_its_own_cycle():
     tried = [p.key for _ in range(3) for p in sched.schedule(0.0).pending]
     assert tried == ["default/w0", "default/w1", "default/w2"]
     assert [a.key for a in sched.schedule(0.0).admitted] == ["default/w3"]
+
+
+def test_an_arrival_of_a_bulk_moved_hash_waits_in_the_inadmissible_set():
+    """cluster_queue.go PushOrUpdate: a BestEffortFIFO workload whose scheduling hash was bulk-moved goes straight
+    to the inadmissible set (hashToBulkMoveReason), until queueInadmissibleWorkloads clears the hashes."""
+    sched = _scheduler(equivalence=True)
+    sched.schedule(0.0)  # w0 NoFit: w1, w2 go with it
+    sched.add_workload(make_wl("default", "w4").queue("main").podset("main", 1, cpu="8").obj())
+    sched.add_workload(make_wl("default", "w5").queue("main").podset("main", 1, cpu="2").obj())
+    q = sched.queues.queues["cq"]
+    assert "default/w4" in q.inadmissible and "default/w5" in q.items  # another hash is queued as usual
+    assert sched.pending("default/w4") == ("cq", "inadmissible")
+    sched.queue_inadmissible("cq")  # quota released: every hash is evaluated afresh
+    assert "default/w4" in q.items
+    sched.schedule(0.0)  # a NoFit head again bulk-moves, and the next arrival is parked again
+    sched.add_workload(make_wl("default", "w6").queue("main").podset("main", 1, cpu="8").obj())
+    assert "default/w6" in q.inadmissible
+
+
+def test_without_hashing_an_arrival_is_always_queued():
+    sched = _scheduler(equivalence=False)
+    sched.schedule(0.0)
+    sched.add_workload(make_wl("default", "w4").queue("main").podset("main", 1, cpu="8").obj())
+    assert "default/w4" in sched.queues.queues["cq"].items

@@ -58,10 +58,10 @@ def test_cohort_example_borrow_reclaim_requeue(cohort):
     for n in ("sweep-c", "sweep-d"):
         readmitted = [t for t, etype, o in cohort.versions("Workload", prefix=f"job-{n}-")
                       if is_true(o, "Admitted") and t > 3600]
-        assert readmitted[0] == 10800.0
+        assert readmitted[0] == 10801.0  # Kueue's requeuer retries inadmissible workloads 1 s after the release (#9232)
     done = {n: cohort.first_time("Job", lambda o: is_true(o, "Complete"), prefix=n)
             for n in ("sweep-a", "sweep-b", "sweep-c", "sweep-d", "finetune")}
-    assert done["finetune"] == 10800.0 and done["sweep-c"] == done["sweep-d"] == 25200.0
+    assert done["finetune"] == 10800.0 and done["sweep-c"] == done["sweep-d"] == 25201.0
     assert all(t is not None for t in done.values())
 
 
@@ -71,7 +71,7 @@ def test_cohort_example_summary_and_metrics(cohort):
         "prod": (1, 0, 1), "research": (6, 2, 4)}
     assert k["prod"]["preemptions_issued"] == {"InCohortReclamation": 2}
     assert k["research"]["evicted_by_reason"] == {"Preempted": 2}
-    assert k["research"]["admission_wait_s"]["max"] == 7200.0  # requeued at 1h, admitted again at 3h
+    assert k["research"]["admission_wait_s"]["max"] == 7201.0  # requeued at 1h, again at 3h + the requeuer's 1 s
     prom = (cohort.out / "metrics.prom").read_text()
     lines = prom.splitlines()  # values as kueue-controller-manager (client_golang) prints them: 6, not 6.0
     assert 'kueue_admitted_workloads_total{cluster_queue="research"} 6' in lines
@@ -144,7 +144,8 @@ def test_jobset_is_one_workload_and_starts_when_admitted():
     assert [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]] == [("driver", 1), ("workers", 4)]
     admitted = result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix="jobset-train-")
     blocker_done = result.first_time("Workload", lambda o: is_true(o, "Finished"), prefix="job-blocker-")
-    assert admitted is not None and blocker_done is not None and admitted == blocker_done > 60
+    # Kueue's requeuer retries inadmissible workloads 1 s after the release (#9232)
+    assert admitted is not None and blocker_done is not None and admitted == blocker_done + 1 > 60
     assert result.last("JobSet", prefix="train", at=admitted - 1)["spec"]["suspend"] is True
     child_pods = [t for t, etype, o in result.versions("Pod", prefix="train-") if etype == "ADDED"]
     assert len(child_pods) == 5 and min(child_pods) >= admitted
@@ -378,7 +379,8 @@ def test_requeuing_timestamp_orders_the_evicted_workload(timestamp, first):
             make_job("a").queue("main").cpu("8").pods(3).obj(),
             make_job("b").queue("main").cpu("8").pods(3).create_at("1m").obj()]
     result = kt_run(objects=objs)
+    # both are back in the heap at 10m01s, when Kueue's requeuer's batch (1 s after a's release, #9232) is due
     admitted_at_10m = [n for n in "ab" if any(
-        is_true(o, "Admitted") and condition(o, "Admitted")["lastTransitionTime"].endswith("00:10:00Z")
+        is_true(o, "Admitted") and condition(o, "Admitted")["lastTransitionTime"].endswith("00:10:01Z")
         for _, _, o in result.versions("Workload", prefix=f"job-{n}-"))]
     assert admitted_at_10m == [first]

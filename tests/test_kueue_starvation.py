@@ -100,7 +100,8 @@ def test_reclaiming_preemptor_is_admitted_once_its_quota_is_free_behind_a_never_
     instant, and the victim, requeued at the same instant, does not take the quota back."""
     result = kt_run(objects=reclaim_objects(with_big=True))
     assert admitted_at(result, "alpha-reclaim") == [600.0]
-    assert admitted_at(result, "beta-borrow") == [0.0, 2400.0]  # again once alpha-reclaim finished
+    # again once alpha-reclaim finished (+ the requeuer's 1 s)
+    assert admitted_at(result, "beta-borrow") == [0.0, 2401.0]
     assert len(result.recorded_events("Preempted")) == 1
     at_10m = result.last("Workload", prefix="job-beta-borrow-", at=600)
     assert condition(at_10m, "QuotaReserved")["status"] == "False"
@@ -114,14 +115,16 @@ def test_reclaiming_preemptor_is_admitted_once_its_quota_is_free_behind_a_never_
 def test_reclaiming_preemptor_without_a_blocking_head_is_admitted_at_the_same_instant():
     result = kt_run(objects=reclaim_objects(with_big=False))
     assert admitted_at(result, "alpha-reclaim") == [600.0]
-    assert admitted_at(result, "beta-borrow") == [0.0, 2400.0]
+    # Kueue's requeuer retries inadmissible workloads 1 s after the release (#9232)
+    assert admitted_at(result, "beta-borrow") == [0.0, 2401.0]
 
 
 def test_readmitted_victim_is_preempted_again_when_its_quota_is_reclaimed_again():
     """beta-borrow, preempted at 10m and admitted again at 40m, borrows alpha's quota once more; alpha-again (50m)
     reclaims it: a second preemption, not a preemptor waiting for an eviction nobody issues."""
     result = kt_run(objects=reclaim_objects(with_big=False, second_reclaim=True))
-    assert admitted_at(result, "beta-borrow") == [0.0, 2400.0, 4800.0]
+    # Kueue's requeuer retries inadmissible workloads 1 s after the release (#9232)
+    assert admitted_at(result, "beta-borrow") == [0.0, 2401.0, 4801.0]
     assert admitted_at(result, "alpha-again") == [3000.0]
     preempted = [(t, o["involvedObject"]["name"].rsplit("-", 1)[0]) for t, o in result.recorded_events("Preempted")]
     assert preempted == [(600.0, "job-beta-borrow"), (3000.0, "job-beta-borrow")]

@@ -140,6 +140,10 @@ class KueueScheduler:
         self._touched: dict[int, tuple[ResourceNode, dict]] = {}
         # told of every change to the cache, as Kueue's cache feeds ClusterQueue status: (reserved, released)
         self.listeners: list[tuple[Callable[[WorkloadInfo], None], Callable[[WorkloadInfo], None]]] = []
+        # Kueue's inadmissible-workload requeuer (pkg/cache/queue/inadmissible_workloads.go, since #9232): None
+        # moves a cohort tree's inadmissible workloads back at once; else released quota asks it with (the
+        # tree's root, the ClusterQueue) and it calls queue_inadmissible(ClusterQueue) when its batch is due
+        self.requeuer: Callable[[str, str], None] | None = None
 
     # ------------------------------------------------------------------------------------------------ specs
     def apply(self, obj: dict) -> None:
@@ -192,7 +196,7 @@ class KueueScheduler:
             return
         released = self._release(wl.key)
         if released is not None:  # its quota was released (evicted): others in its cohort may fit now
-            self.queue_inadmissible(released.cluster_queue)
+            self._retry_inadmissible(released.cluster_queue)
         if wl.active:
             self.queues.add_or_update(WorkloadInfo(wl, ""))
 
@@ -216,7 +220,31 @@ class KueueScheduler:
         self.queues.delete(key)
         wi = self._release(key)
         if wi is not None:
-            self.queue_inadmissible(wi.cluster_queue)
+            self._retry_inadmissible(wi.cluster_queue)
+
+    def _retry_inadmissible(self, cq: str) -> None:
+        """Quota of `cq` was released: its cohort tree's inadmissible workloads get another look, now or when
+        the requeuer's batch for the tree is due (NotifyRetryInadmissible)."""
+        if self.requeuer is None:
+            self.queue_inadmissible(cq)
+        else:
+            self.requeuer(self.tree_root(cq), cq)
+
+    def tree_root(self, cq: str) -> str:
+        """The requeuer's key for `cq`: its root Cohort ("cohort/<name>"), or "cq/<name>" without one."""
+        spec = self.cluster_queues.get(cq)
+        if spec is None or not spec.cohort:
+            return f"cq/{cq}"
+        return f"cohort/{self._root_cohort({c.name: c.parent for c in self.cohorts.values()}, spec.cohort)}"
+
+    @staticmethod
+    def _root_cohort(parent: dict[str, str | None], cohort: str) -> str:
+        """The root of `cohort`'s tree (a cycle stops the climb)."""
+        node, seen = cohort, set()
+        while (up := parent.get(node)) and node not in seen:
+            seen.add(node)
+            node = up
+        return node
 
     def set_checks_inactive(self, name: str, reason: str) -> list[WorkloadInfo] | None:
         """The cache's view of a ClusterQueue's admission checks: `reason` (AdmissionCheckNotFound /
@@ -245,22 +273,9 @@ class KueueScheduler:
         cq = self.cluster_queues.get(cq_or_cohort)
         if cq is not None and not cq.cohort:
             return [cq_or_cohort]
-        node = cq.cohort if cq is not None else cq_or_cohort
-        seen: set[str] = set()
-        while node and parent.get(node) and node not in seen:  # climb to the root (a cycle stops the climb)
-            seen.add(node)
-            node = parent[node]
-        root = node
-
-        def root_of(cohort: str | None) -> str | None:
-            visited: set[str] = set()
-            while cohort and parent.get(cohort) and cohort not in visited:
-                visited.add(cohort)
-                cohort = parent[cohort]
-            return cohort
-
+        root = self._root_cohort(parent, (cq.cohort if cq is not None else None) or cq_or_cohort)
         return [name for name, spec in self.cluster_queues.items()
-                if name == cq_or_cohort or (spec.cohort and root_of(spec.cohort) == root)]
+                if name == cq_or_cohort or (spec.cohort and self._root_cohort(parent, spec.cohort) == root)]
 
     def inactive_reason(self, name: str) -> str | None:
         """Why the cache holds ClusterQueue `name` inactive ("" while it is active, None when it does not exist):

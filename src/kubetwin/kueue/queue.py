@@ -16,7 +16,10 @@ Ported from kubernetes-sigs/kueue pkg/cache/queue/cluster_queue.go and manager.g
   release put back in the heap pops before it (StrictFIFO tracks it too, unsticky: its order already holds);
 - SchedulingEquivalenceHashing (beta, on by default since Kueue v0.18; cluster_queue.go requeueIfNotPresent): when a
   workload goes to the inadmissible set for NoFit or PreemptionNoCandidates, the workloads in the heap with the same
-  scheduling hash go with it, instead of each being popped and found not to fit in cycles of their own.
+  scheduling hash go with it, instead of each being popped and found not to fit in cycles of their own; and until
+  the inadmissible set is next requeued, a workload of that hash that arrives (or comes back, e.g. evicted) goes
+  straight to the inadmissible set too (BestEffortFIFO: PushOrUpdate reads hashToBulkMoveReason, which
+  queueInadmissibleWorkloads clears, inadmissible_workloads.go).
 
 Costs do not grow with the backlog (issue 32): a queue keeps its workloads in batches of one scheduling hash, so a
 bulk move parks the hash's batches and requeueing the inadmissible set brings each batch back whole, at a cost per
@@ -88,6 +91,9 @@ class ClusterQueueQueue:
         self._open: dict[tuple, _Batch] = {}  # per hash, the batch arrivals join
         self._active: dict[tuple, list[_Batch]] = {}  # per hash, its batches in the heap
         self._parked: list[_Batch] = []
+        # hashToBulkMoveReason's keys: the hashes bulk-moved since the inadmissible set was last requeued, and per
+        # such hash the parked batch its arrivals join
+        self._bulk_moved: dict[tuple, _Batch | None] = {}
         self._loose: dict[str, WorkloadInfo] = {}  # inadmissible, in no batch
         self._top: list[tuple[tuple, int, _Batch]] = []  # (batch head's order, sequence, batch)
         self._seq = 0
@@ -169,6 +175,29 @@ class ClusterQueueQueue:
             self._seq += 1
             heapq.heappush(self._top, (order, self._seq, b))
 
+    def push_or_update(self, wi: WorkloadInfo, was_active: bool) -> None:
+        """PushOrUpdate of an added or updated workload (not a requeue after a cycle): into the heap, or -- its
+        hash bulk-moved, BestEffortFIFO, and it was not in the heap already -- into the inadmissible set, joining
+        that hash's parked arrivals, so a backlog of equivalents costs nothing until quota is released."""
+        if was_active or self.strategy == STRICT_FIFO or not self._bulk_moved:
+            self.push(wi)
+            return
+        _, order, h = self._facts(wi)
+        if h not in self._bulk_moved:
+            self.push(wi)
+            return
+        b = self._bulk_moved[h]
+        if b is None:
+            b = self._bulk_moved[h] = _Batch(h)
+            b.parked = True
+            self._parked.append(b)
+        self._forget(wi.key)
+        b.members[wi.key] = wi
+        self._batch_of[wi.key] = b
+        self._members += 1
+        self._parked_members += 1
+        heapq.heappush(b.heap, (order, wi.key))
+
     def delete(self, key: str) -> WorkloadInfo | None:
         b = self._batch_of.get(key)
         wi = b.members.get(key) if b is not None and not b.parked else None
@@ -229,6 +258,7 @@ class ClusterQueueQueue:
         self._loose[wi.key] = wi
         if self.equivalence_hashing and reason in _EQUIVALENT_REASONS:  # the heap's equivalents go with it
             h = self._facts(wi)[2]
+            self._bulk_moved.setdefault(h, None)
             self._open.pop(h, None)
             for b in self._active.pop(h, ()):
                 b.parked = True
@@ -238,6 +268,7 @@ class ClusterQueueQueue:
     def queue_inadmissible(self) -> bool:
         """Move every inadmissible workload back to the heap."""
         self.queue_inadmissible_cycle = self.pop_cycle
+        self._bulk_moved = {}  # "Clear bulk-move scheduling hashes so re-queued workloads are re-evaluated fresh"
         moved = bool(self._loose) or self._parked_members > 0
         for b in self._parked:
             if b.members:
@@ -318,13 +349,18 @@ class QueueManager:
 
     def add_or_update(self, wi: WorkloadInfo) -> bool:
         """Queue a pending workload in its ClusterQueue's heap; False if its LocalQueue or ClusterQueue is missing."""
-        self.delete(wi.key)
         cq = self.cluster_queue_for(wi.obj.namespace, wi.obj.queue_name)
-        if cq is None or cq not in self.queues:
+        q = self.queues.get(cq) if cq is not None else None
+        was_active = q is not None and q.is_active(wi.key)
+        self.delete(wi.key)
+        if cq is None or q is None:
             self.orphans[wi.key] = wi
             return False
         wi.cluster_queue = cq
-        self._push(cq, wi)
+        self._where.setdefault(wi.key, set()).add(cq)
+        self._ready.add(cq)
+        self._touched.add(cq)
+        q.push_or_update(wi, was_active)
         return True
 
     def _push(self, cq: str, wi: WorkloadInfo) -> None:

@@ -85,11 +85,19 @@ ADMISSION = "kueue-admission"  # the event source of Kueue's scheduler (cmd/kueu
 # the ClusterQueue reconciler batches the status updates a Workload event asks for (NotifyWorkloadUpdate ->
 # AddAfter(cq, constants.UpdatesBatchPeriod), pkg/controller/core/clusterqueue_controller.go)
 UPDATES_BATCH_S = 1.0
+# Kueue's inadmissible-workload requeuer batches per root Cohort (or Cohort-less ClusterQueue) for this long
+# (pkg/cache/queue/inadmissible_workloads.go requeueBatchPeriod, a workqueue AddAfter; since #9232, 2026-02)
+REQUEUE_BATCH_S = 1.0
 _MAX_CYCLES_PER_INSTANT = 10_000  # a guard: every cycle that continues admits, preempts or sets a head aside
 
 
 class KueueController:
     """Kueue's reconcilers and scheduler, reading and writing only through the store."""
+
+    # the requeuer's batch period: Kueue's since #9232 (2026-02); 0 is Kueue before it, which moved a tree's
+    # inadmissible workloads back at once on every release (QueueAssociatedInadmissibleWorkloadsAfter) -- the
+    # Kueue of the performance suite's 2024 trials (kueue_perf.PUBLISHED); not a Configuration field upstream
+    requeue_batch_s: float = REQUEUE_BATCH_S
 
     def __init__(self, store: Store, env: Environment, events: EventRecorder,
                  config: KueueConfig | None = None, trace: SchedulingTrace | None = None) -> None:
@@ -111,6 +119,9 @@ class KueueController:
         self._kicked = False
         self._held = False  # the scheduler waits for its own writes (a later _schedule is set)
         self._status_due = False  # a ClusterQueue status update waits for its batch
+        self._requeue_due: dict[str, str] = {}  # requeuer batches waiting: tree root -> a ClusterQueue of it
+        if self.requeue_batch_s > 0:  # else a release requeues its tree's inadmissible workloads at once
+            self.sched.requeuer = self._requeue_inadmissible_later
         self._missing_queue: dict[str, str] = {}  # Workload key -> "ns/name" of the LocalQueue it waited on
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
         managed = self.config.managed_kinds
@@ -196,7 +207,7 @@ class KueueController:
         if not (wl.get("status") or {}).get("admission"):
             self._not_queued(wl)
         self.metrics.created(key, self.env.now)
-        self.kick()
+        self._arrived()
 
     def _bare_finished(self, key: str) -> None:
         wl = workload.get(self.store, key)
@@ -265,6 +276,20 @@ class KueueController:
         elif self._held:  # the scheduler waits for its writes; the ClusterQueue reconciler does not
             self._status_later()
 
+    def _arrived(self) -> None:
+        """A new bare Workload was queued (in an event of its own, after the create's watches). Kueue's
+        scheduler, blocked in Heads() until some ClusterQueue has a head, pops it as soon as the queue manager has
+        it (AddOrUpdateWorkload -> Broadcast; pkg/cache/queue/manager.go), and each Workload reaches Kueue as an
+        event of its own (a create is one API request; the performance suite's generator makes them from one
+        goroutine per ClusterQueue and workload set): so an idle scheduler runs its cycles for this Workload now,
+        before the next Workload of the same instant is taken in, rather than once for all of them. A scheduler
+        waiting for its own writes takes it in its next cycle. (Workloads the job reconciler creates still share
+        the instant's cycle: a cycle inside the job's reconcile would race the other controllers' watches.)"""
+        if self._held or self.pods_ready.blocked():
+            self.kick()
+        else:
+            self._schedule()
+
     def _status_later(self) -> None:
         """The ClusterQueue reconciler writes the cache's usage and queue counts one batch after the first
         change it was told of (later changes join the batch)."""
@@ -275,6 +300,20 @@ class KueueController:
     def _flush_status(self) -> None:
         self._status_due = False
         self.queue_status.flush()
+
+    def _requeue_inadmissible_later(self, root: str, cq: str) -> None:
+        """Quota was released in `cq`'s cohort tree: as Kueue's requeuer (NotifyRetryInadmissible ->
+        AddAfter(root, 1 s)), its inadmissible workloads go back to their heaps once the tree's batch is due; a
+        release while one waits joins it."""
+        if root not in self._requeue_due:
+            self._requeue_due[root] = cq
+            self.env.after(self.requeue_batch_s, lambda: self._requeue_inadmissible(root))
+
+    def _requeue_inadmissible(self, root: str) -> None:
+        cq = self._requeue_due.pop(root, None)
+        if cq is not None:
+            self.sched.queue_inadmissible(cq)
+            self.kick()
 
     # -- the job reconciler ---------------------------------------------------------------------------
     def _reconcile_job(self, key: tuple[str, str, str]) -> None:
@@ -339,7 +378,7 @@ class KueueController:
         self.metrics.created(f"{meta['namespace']}/{wl['metadata']['name']}", self.env.now)
         self.events.event(job, "Normal", "CreatedWorkload",
                           f"Created Workload: {meta['namespace']}/{wl['metadata']['name']}", MANAGER)
-        self.kick()
+        self.kick()  # inside the job's reconcile: a cycle here would race the other controllers' watches
 
     def _not_queued(self, wl: Obj) -> None:
         """A Workload no queue takes is Inadmissible, in the workload controller's words (workload_controller.go)."""
