@@ -100,3 +100,66 @@ def test_the_run_writes_the_page_kubetwin_report_rebuilds_from_the_file(tmp_path
     out = _mixed(tmp_path, "mixed")
     again = write_report(out, path=tmp_path / "again.html")
     assert again.read_bytes() == (out / "report.html").read_bytes()
+
+
+@pytest.mark.parametrize("threshold", [2000, 52, 50, 10])
+def test_the_page_built_as_the_run_records_is_the_page_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  threshold: int) -> None:
+    """The run builds its page from the versions as the store records them (rundata.HistoryFeed), before it knows
+    how many pods it will make: below the threshold, crossing it as the bare pods arrive (50, 10), or just past it
+    with the last pod (52 of 53), the page is the one `kubetwin report` builds from history.jsonl told the count up
+    front; and the run does not read history.jsonl back."""
+    monkeypatch.setattr(rundata, "AGGREGATE_PODS", threshold)
+    read = rundata._read_history
+
+    def not_during_the_run(path: Path):  # the run's report must not parse the file back
+        raise AssertionError(f"read back {path}")
+
+    monkeypatch.setattr(rundata, "_read_history", not_during_the_run)
+    out = _mixed(tmp_path, "mixed")
+    monkeypatch.setattr(rundata, "_read_history", read)
+    again = write_report(out, path=tmp_path / "again.html")
+    assert again.read_bytes() == (out / "report.html").read_bytes()
+    aggregated = "(40 pods)" in again.read_text()
+    assert aggregated == (threshold < 53)
+
+
+def _versions() -> list[tuple[float, str, dict]]:
+    """Bare pods, each with a Kueue Workload it owns (the plain-pod integration: the Workload is in its pod's row),
+    an Event on one of them, one pod that fails, over a few instants."""
+    def pod(name: str, phase: str, node: str | None = None) -> dict:
+        return {"kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+    def wl(name: str, cond: str) -> dict:
+        return {"kind": "Workload", "metadata": {"name": f"pod-{name}", "namespace": "ns", "ownerReferences": [
+            {"kind": "Pod", "name": name, "controller": True}]},
+                "status": {"conditions": [{"type": cond, "status": "True", "reason": "R"}]}}
+
+    out: list[tuple[float, str, dict]] = []
+    for i in range(4):
+        n = f"p{i}"
+        out += [(float(i), "ADDED", pod(n, "Pending")), (float(i), "ADDED", wl(n, "QuotaReserved")),
+                (i + 0.5, "MODIFIED", wl(n, "Admitted")), (i + 1.0, "MODIFIED", pod(n, "Running", "node-a"))]
+    out.append((2.0, "ADDED", {"kind": "Event", "metadata": {"name": "e", "namespace": "ns"}, "reason": "Started",
+                               "involvedObject": {"kind": "Pod", "namespace": "ns", "name": "p1"}}))
+    out.append((6.0, "MODIFIED", pod("p2", "Failed", "node-a")))
+    return sorted(out, key=lambda v: v[0])
+
+
+@pytest.mark.parametrize(("pods_seen", "aggregate"), [(2, True), (4, True), (None, False), (None, True)])
+def test_a_timeline_decided_late_draws_what_one_told_up_front_draws(pods_seen: int | None, aggregate: bool) -> None:
+    """Timeline(aggregate=None) builds both views; decided after `pods_seen` pods (or at the end) it gives the rows
+    of a timeline built with the answer from the start: segments, marks, events, pod counts, order."""
+    from kubetwin.report.timeline import Timeline
+
+    told, late = Timeline(aggregate), Timeline(None)
+    for t, etype, obj in _versions():
+        told.add(t, etype, obj)
+        late.add(t, etype, obj)
+        if late.aggregate is None and late.pods == pods_seen:
+            late.decide(aggregate)
+    late.decide(aggregate)
+    rows = told.rows(8.0)
+    assert late.rows(8.0) == rows
+    assert len(rows) == (1 if aggregate else 4) and any(r.marks for r in rows)

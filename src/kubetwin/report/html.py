@@ -17,7 +17,7 @@ from plotly.offline import get_plotlyjs
 
 from kubetwin.report.headline import headline_rows
 from kubetwin.report.panels import Panel, panels, timeline_figure
-from kubetwin.report.rundata import RunData, Version, load_run
+from kubetwin.report.rundata import HistoryFeed, RunData, Version, load_run
 from kubetwin.report.timeline import Row, rows_of
 
 __all__ = ["compare_page", "write_report"]
@@ -147,11 +147,12 @@ def _report_body(run: RunData) -> tuple[str, str]:
 
 
 def write_report(run_dir: Path, name: str | None = None, history: Iterable[Version] | None = None,
-                 path: Path | None = None) -> Path:
+                 path: Path | None = None, feed: HistoryFeed | None = None) -> Path:
     """Write report.html (default run_dir/report.html) from the run folder's files; `name` labels the run
-    (default: the folder's); history: history.jsonl's versions when the caller holds them (rundata.load_run)."""
+    (default: the folder's); history: history.jsonl's versions when the caller holds them, feed: what the run
+    built of them as it recorded them (rundata.load_run)."""
     path = path or run_dir / "report.html"
-    _write_page(path, *_report_body(load_run(run_dir, name, history)))
+    _write_page(path, *_report_body(load_run(run_dir, name, history, feed)))
     return path
 
 
