@@ -163,3 +163,48 @@ def test_a_timeline_decided_late_draws_what_one_told_up_front_draws(pods_seen: i
     rows = told.rows(8.0)
     assert late.rows(8.0) == rows
     assert len(rows) == (1 if aggregate else 4) and any(r.marks for r in rows)
+
+
+def test_past_max_rows_the_timeline_draws_the_lost_rows_and_one_row_for_the_rest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """report.pagebounds: 6 Job rows, at most 3 drawn: the one that failed first, then in creation order; the other
+    3 as one row that shows, at each moment, the state most of them are in, with the counts as its reason."""
+    from kubetwin.report import pagebounds
+    from kubetwin.report.timeline import Row, Segment
+
+    monkeypatch.setattr(pagebounds, "MAX_ROWS", 3)
+    rows = [Row("Job", "default", f"j{i}", [Segment(i, 10, "Pending", ""), Segment(10, 20, "Running", "")])
+            for i in range(6)]
+    rows[4].segments.append(Segment(20, 30, "Failed", "BackoffLimitExceeded"))
+    drawn, note = pagebounds.bound_rows(rows)
+    assert [r.label for r in drawn] == ["Job default/j0", "Job default/j1", "Job default/j4",
+                                        "Jobs default/(other 3)"]
+    merged = drawn[-1]
+    assert [(s.start, s.end, s.state) for s in merged.segments] == [(2, 10, "Pending"), (10, 20, "Running")]
+    assert merged.segments[0].reason == "of its 3 rows: 1 Pending"
+    assert merged.segments[1].reason == "of its 3 rows: 3 Running"
+    assert "6 rows: 3 drawn one by one" in note
+    assert pagebounds.bound_rows(rows[:3]) == (rows[:3], "")
+
+
+def test_a_long_series_is_drawn_from_its_extremes_and_long_markers_are_cut() -> None:
+    """A step series of 10,000 points keeps at most MAX_POINTS, its single spike among them; a short one is left
+    as it is; a marker series keeps its first MAX_MARKERS with their colours and hover texts."""
+    import plotly.graph_objects as go
+
+    from kubetwin.report import pagebounds
+
+    ys = [5.0] * 10_000
+    ys[6_543] = 99.0
+    ys[7_001] = -3.0
+    fig = go.Figure([go.Scatter(x=list(range(10_000)), y=ys, mode="lines", name="long"),
+                     go.Scatter(x=[0, 1], y=[1, 2], mode="lines", name="short"),
+                     go.Scatter(x=list(range(5_000)), y=[1] * 5_000, mode="markers", name="marks",
+                                hovertext=[str(i) for i in range(5_000)], marker={"color": ["red"] * 5_000})])
+    notes = pagebounds.bound_figure(fig)
+    long, short, marks = fig.data
+    assert len(long.x) <= pagebounds.MAX_POINTS and max(long.y) == 99.0 and min(long.y) == -3.0
+    assert list(long.x) == sorted(long.x) and long.x[0] == 0 and long.x[-1] == 9_999
+    assert list(short.x) == [0, 1]
+    assert len(marks.x) == len(marks.hovertext) == len(marks.marker.color) == pagebounds.MAX_MARKERS
+    assert len(notes) == 2 and "10,000 points" in notes[0]

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from kubetwin.report.headline import headline_rows
+from kubetwin.report.pagebounds import bound_figure, bound_rows
 from kubetwin.report.panels import Panel, panels, timeline_figure
 from kubetwin.report.rundata import HistoryFeed, RunData, Version, load_run
 from kubetwin.report.timeline import Row, rows_of
@@ -28,13 +29,16 @@ STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align
          ".timeline{max-height:900px;overflow-y:auto;border:1px solid #eee}")
 
 
-def _fig_html(fig: go.Figure, div_id: str) -> str:
+def _fig_html(fig: go.Figure, div_id: str, note: str = "") -> str:
+    """The figure's div, bounded in size (report.pagebounds), after a line on what the bounds left out."""
+    notes = ([note] if note else []) + bound_figure(fig)
     fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": fig.layout.margin.t or 60, "b": 50})
     if fig.layout.height is None:
         fig.update_layout(height=380)
     if fig.layout.showlegend is None:  # plotly hides a lone trace's legend, and with it the pool's name
         fig.update_layout(showlegend=True)
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+    text = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes)
+    return text + fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
 
 
 def headline(run: RunData) -> list[tuple[str, str]]:
@@ -96,8 +100,9 @@ def _panel_html(ps: list[Panel], start: int) -> str:
 def _timeline(run: RunData, rows: list[Row], title: str, index: int, end: float) -> str:
     if not rows:
         return ""
+    drawn, note = bound_rows(rows)
     return (f"<section class='panel timeline' data-group='Timeline' data-run='{html.escape(run.name)}'>"
-            f"{_fig_html(timeline_figure(rows, title, end), f'kubetwin-fig-{index}')}</section>")
+            f"{_fig_html(timeline_figure(drawn, title, end), f'kubetwin-fig-{index}', note)}</section>")
 
 
 def _page_around(title: str) -> tuple[str, str]:
