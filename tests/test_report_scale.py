@@ -208,3 +208,30 @@ def test_a_long_series_is_drawn_from_its_extremes_and_long_markers_are_cut() -> 
     assert list(short.x) == [0, 1]
     assert len(marks.x) == len(marks.hovertext) == len(marks.marker.color) == pagebounds.MAX_MARKERS
     assert len(notes) == 2 and "10,000 points" in notes[0]
+
+
+def test_many_cluster_queues_draw_the_first_and_the_sum_of_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_SERIES ClusterQueues the Kueue panel draws the first ones and one summed series of the rest (a
+    step series: each queue's value held until its next point, 0 before its first); the header table is cut with
+    a row saying how many more there are; aggregated rows in many namespaces are one row per kind."""
+    from kubetwin.report import pagebounds, panels
+    from kubetwin.report.rundata import ClusterQueueSeries, RunData
+    from kubetwin.report.timeline import Row, Segment
+
+    assert pagebounds.sum_steps([[(0, 1), (5, 3)], [(2, 10), (5, 0)], [(7, 4)]]) == [(0, 1), (2, 11), (5, 3), (7, 7)]
+    monkeypatch.setattr(panels, "MAX_SERIES", 2)
+    run = RunData("r", {"duration": 10}, {}, {}, {})
+    run.cluster_queues = {f"cq{i}": ClusterQueueSeries([(i, 1.0)], [(0, 2.0)], {"cpu": [(i, 0.5)]}) for i in range(5)}
+    drawn = panels._queues(run)
+    assert [name for name, _ in drawn] == ["cq0", "cq1", "other 3 ClusterQueues (sum)"]
+    assert drawn[-1][1].admitted == [(2, 1.0), (3, 2.0), (4, 3.0)] and drawn[-1][1].pending == [(0, 6.0)]
+    assert drawn[-1][1].borrowed == {"cpu": [(2, 0.5), (3, 1.0), (4, 1.5)]}
+    monkeypatch.setattr(pagebounds, "MAX_HEADLINE", 3)
+    rows = [(f"k{i}", "v") for i in range(5)]
+    assert pagebounds.bound_headline(rows) == rows[:3] + [("...", "2 more rows (summary.json, `kubetwin run`'s "
+                                                                  "console summary)")]
+    monkeypatch.setattr(pagebounds, "MAX_ROWS", 1)
+    monkeypatch.setattr(pagebounds, "MAX_GROUPS", 2)
+    many = [Row("Workload", f"ns{i}", "w", [Segment(0, 1, "Pending", "")]) for i in range(4)]
+    drawn_rows, note = pagebounds.bound_rows(many)
+    assert [r.label for r in drawn_rows] == ["Workload ns0/w", "Workloads */(other 3)"] and "per kind " in note

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from kubetwin.report.headline import headline_rows
-from kubetwin.report.pagebounds import bound_figure, bound_rows
+from kubetwin.report.pagebounds import bound_figure, bound_headline, bound_rows
 from kubetwin.report.panels import Panel, panels, timeline_figure
 from kubetwin.report.rundata import HistoryFeed, RunData, Version, load_run
 from kubetwin.report.timeline import Row, rows_of
@@ -142,7 +142,8 @@ def _look_html(items: list[str]) -> str:
 def _report_body(run: RunData) -> tuple[str, str]:
     """One run's page (title, body): header, what to look at, the timeline, then a panel group per subsystem."""
     rows = rows_of(run)
-    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in headline(run))
+    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                    for k, v in bound_headline(headline(run)))
     body = (f"<table class='headline'>{table}</table><h2>What to look at</h2>{_look_html(look_at(run, rows))}"
             + ("<h2>Timeline</h2>" if rows else "")
             + _timeline(run, rows, f"Jobs, workloads and pods over time ({len(rows)} rows; hover for reasons "

@@ -21,11 +21,15 @@ import plotly.graph_objects as go
 
 from kubetwin.report.timeline import STATE_COLORS, Row, Segment
 
-__all__ = ["MAX_MARKERS", "MAX_POINTS", "MAX_ROWS", "bound_figure", "bound_rows"]
+__all__ = ["MAX_GROUPS", "MAX_HEADLINE", "MAX_MARKERS", "MAX_POINTS", "MAX_ROWS", "MAX_SERIES", "bound_figure",
+           "bound_headline", "bound_rows", "sum_steps"]
 
 MAX_ROWS = 500  # ~1 KB of page per timeline row (its label four times, its bars and their hover text)
+MAX_GROUPS = 20  # aggregated timeline rows: one per (kind, namespace) up to this many, else one per kind
 MAX_POINTS = 2000
 MAX_MARKERS = 2000
+MAX_SERIES = 20  # ClusterQueues drawn one by one; the others summed (panels._kueue)
+MAX_HEADLINE = 100  # rows of the page's header table
 _RANK = {s: i for i, s in enumerate(STATE_COLORS)}
 _LOST = frozenset({"Preempted", "Evicted", "Failed"})
 
@@ -45,12 +49,18 @@ def bound_rows(rows: list[Row]) -> tuple[list[Row], str]:
     for i, r in enumerate(rows):
         if i not in keep:
             rest.setdefault((r.kind, r.namespace), []).append(r)
+    if len(rest) > MAX_GROUPS:  # rows in more namespaces than that: one row per kind
+        by_kind: dict[tuple[str, str], list[Row]] = {}
+        for (kind, _), members in rest.items():
+            by_kind.setdefault((kind, "*"), []).extend(members)
+        rest = by_kind
     out = [r for i, r in enumerate(rows) if i in keep]
     for (kind, ns), members in rest.items():
         out.append(_merged(kind, ns, members))
     n = sum(len(m) for m in rest.values())
+    per = "kind and namespace" if all(ns != "*" for _, ns in rest) else "kind"
     note = (f"{len(rows):,} rows: {len(keep):,} drawn one by one (those ever Preempted, Evicted or Failed first, "
-            f"then in creation order), the other {n:,} as one row per kind and namespace showing the state most "
+            f"then in creation order), the other {n:,} as one row per {per} showing the state most "
             f"of them are in (more than {MAX_ROWS:,} rows are not drawn one by one).")
     return out, note
 
@@ -130,3 +140,26 @@ def _take(trace: Any, keep: list[int]) -> None:
     color = trace.marker.color if trace.marker is not None else None
     if color is not None and not isinstance(color, str) and len(color) > len(keep):
         trace.marker.color = [color[j] for j in keep]
+
+
+def sum_steps(series: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """The sum of step series (each (t, value) in time order, 0 before its first point), one point per instant."""
+    changes = sorted(((t, i, v) for i, pts in enumerate(series) for t, v in pts), key=lambda c: c[0])
+    current = [0.0] * len(series)
+    total, out = 0.0, []
+    for t, i, v in changes:
+        total += v - current[i]
+        current[i] = v
+        if out and out[-1][0] == t:
+            out[-1] = (t, total)
+        else:
+            out.append((t, total))
+    return out
+
+
+def bound_headline(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The header table's first MAX_HEADLINE rows and one saying how many more summary.json holds."""
+    if len(rows) <= MAX_HEADLINE:
+        return rows
+    return rows[:MAX_HEADLINE] + [("...", f"{len(rows) - MAX_HEADLINE:,} more rows (summary.json, `kubetwin run`'s "
+                                          "console summary)")]
