@@ -11,9 +11,10 @@ YAML, then runs, each in a child process so the operating system's accounting gi
   1. `kubetwin run SCENARIO --out DIR` (report included) with this tree's sources and, when --base names one, with
      a baseline tree's (e.g. `git archive 3f002fa | tar -x -C /tmp/base-tree`), alternating A B A B;
   2. `kubetwin report DIR` alone on the run folder, with each tree.
-Prints median wall seconds, peak RSS and the ratio to the baseline for each. --base-rev REV builds the baseline tree
-from this checkout's git history (`make bench` pins 8c4b814, the last build before report.html; its CLI has no
-`kubetwin report`, so that line is printed without a baseline).
+Prints median wall seconds, peak RSS and the ratio to the baseline for each, and the run's CPU seconds (user + sys,
+the figure to compare on a shared machine) with the median ratio of the alternating pairs. --base-rev REV builds
+the baseline tree from this checkout's git history (`make bench` pins 8c4b814, the last build before report.html;
+its CLI has no `kubetwin report`, so that line is printed without a baseline).
 This tree runs the scenario with kube-scheduler's and kube-controller-manager's API clients unpaced (qps -1), so
 it makes the decisions the baseline makes (8c4b814 predates the clients' token buckets); --paced runs it with
 their defaults instead (the ReplicaSet controller then creates the pods at 20 a second: another simulation).
@@ -113,6 +114,17 @@ def ratio_line(label: str, a: list[tuple[float, float]], b: list[tuple[float, fl
     return text
 
 
+def cpu_line(label: str, a: list[float], b: list[float] | None) -> str:
+    """Median CPU seconds (user + sys) and, with a baseline, the median of the alternating pairs' ratios: the figure
+    to compare on a shared machine, where wall time moves with the other processes."""
+    text = f"{label}: {statistics.median(a):.2f} CPU s"
+    if b:
+        ratios = sorted(x / y for x, y in zip(a, b, strict=True))
+        text += (f"   baseline {statistics.median(b):.2f} CPU s -> x{statistics.median(ratios):.2f} "
+                 f"(pairs {', '.join(f'{r:.2f}' for r in ratios)})")
+    return text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=5000)
@@ -132,11 +144,14 @@ def main() -> None:
                 "baseline": write_scenario(Path(tmp) / "scenario-base.yaml", a.nodes, a.pods)}
         trees = [("this tree", HERE / "src")] + ([("baseline", a.base / "src")] if a.base else [])
         runs: dict[str, list[tuple[float, float]]] = {n: [] for n, _ in trees}
+        cpu: dict[str, list[float]] = {n: [] for n, _ in trees}
         reports: dict[str, list[tuple[float, float]]] = {n: [] for n, _ in trees}
         for i in range(a.repeat):
             for name, src in trees:
                 out = Path(tmp) / f"run-{name.replace(' ', '-')}-{i}"
-                runs[name].append(timed(src, ["run", str(scen[name]), "--out", str(out)]))
+                wall, peak, seconds = measured(src, ["run", str(scen[name]), "--out", str(out)])
+                runs[name].append((wall, peak))
+                cpu[name].append(seconds)
         folder = Path(tmp) / "run-this-tree-0"
         size = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
         page = (folder / "report.html").stat().st_size / 2**20
@@ -148,6 +163,7 @@ def main() -> None:
         print(f"{a.pods:,} pods onto {a.nodes:,} nodes, {a.repeat} runs each, medians; run folder {size:.0f} MB, "
               f"report.html {page:.1f} MB ({time.strftime('%Y-%m-%d')})")
         print(ratio_line("kubetwin run (report included)", runs["this tree"], runs[base] if base else None))
+        print(cpu_line("kubetwin run (report included)", cpu["this tree"], cpu[base] if base else None))
         base_reports = reports.get(base) if base else None
         print(ratio_line("kubetwin report RUN alone", reports["this tree"], base_reports or None))
 

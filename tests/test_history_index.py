@@ -105,3 +105,22 @@ def test_get_and_describe_print_what_a_whole_reading_prints(indexed: Path, monke
         assert _cli(*c, "--run", str(indexed), "--at", at) == text, (c, at)
     assert "vip" in narrowed[(("get", "pod", "vip", "-o", "yaml"), "30m")]
     assert "low0" in narrowed[(("describe", "pod", "low"), "5m")]
+
+
+@pytest.mark.parametrize(("block", "gap", "tail"), [(1 << 20, 1 << 16, 1 << 16), (300, 100, 16), (1, 0, 1)])
+def test_lines_at_offsets_read_in_blocks_are_the_lines(indexed: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       block: int, gap: int, tail: int) -> None:
+    """read_versions reads lines close together in one block and a line longer than the block's tail on until it
+    ends: whatever the sizes, each offset gives its own line, parsed, in the order asked."""
+    monkeypatch.setattr(historyindex, "_BLOCK", block)
+    monkeypatch.setattr(historyindex, "_GAP", gap)
+    monkeypatch.setattr(historyindex, "_TAIL", tail)
+    lines = (indexed / "history.jsonl").read_bytes().splitlines(keepends=True)
+    starts = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
+    asked = starts[::3][::-1] + starts[1:7]
+    with (indexed / "history.jsonl").open("rb") as f:
+        got = historyindex.read_versions(f, asked)
+        kept = historyindex.read_versions(f, asked, lambda line: b'"kind":"Pod"' in line)
+    by_start = dict(zip(starts, lines, strict=True))
+    assert got == [json.loads(by_start[o]) for o in asked]
+    assert kept == [json.loads(by_start[o]) for o in asked if b'"kind":"Pod"' in by_start[o]]

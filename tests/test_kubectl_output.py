@@ -417,3 +417,15 @@ def test_api_resources_lists_the_kind_registry_as_kubectl() -> None:
     wide = table(CliRunner().invoke(app, ["api-resources", "-o", "wide"]).stdout)
     assert wide[0][-2:] == ["VERBS", "CATEGORIES"]
     assert next(r for r in wide if r[0] == "pods")[-1] == "all"
+
+
+def test_a_table_of_whole_rows_is_aligned_as_the_tabwriter_aligns_it() -> None:
+    """table_text's one-format-per-line path gives the tabwriter's text; a cell holding a tab or a line break goes
+    through the tabwriter itself."""
+    from kubetwin.cli.output import table_text, tabwrite
+
+    rows = [["NAME", "STATUS", "AGE"], ["a", "Running", "5m"], ["a-much-longer-name", "", "12h"], ["b", "x", ""]]
+    assert table_text(rows) == tabwrite("\n".join("\t".join(r) for r in rows), 6, 3)
+    assert table_text(rows).splitlines()[1] == "a".ljust(18 + 3) + "Running".ljust(7 + 3) + "5m"
+    odd = [["LAST SEEN", "MESSAGE"], ["5m", "two\nlines"], ["1s", "a\ttab"]]
+    assert table_text(odd) == tabwrite("\n".join("\t".join(r) for r in odd), 6, 3)

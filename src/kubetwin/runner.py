@@ -47,6 +47,7 @@ from kubetwin.kueue.controller.core import KueueController
 from kubetwin.report import historyindex as history_index
 from kubetwin.report.historylog import HistoryLog, dump_text
 from kubetwin.report.metrics import Metrics
+from kubetwin.report.rundata import HistoryFeed
 from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
@@ -104,6 +105,7 @@ class RunResult:
     requests_csv: str | None = None  # one row per inference request, when the scenario serves any
     training: dict[str, Any] | None = None  # training.json: per training job, spec, placement, breakdown, advice
     scheduling_trace: str | None = None  # scheduling-trace.jsonl, when the run traced scheduling (sim/trace.py)
+    report_feed: HistoryFeed | None = None  # report.html's share of the history, built as the run recorded it
 
     def requests(self) -> Any:
         """The serving requests (requests.csv) as a DataFrame; empty when the scenario serves none."""
@@ -222,7 +224,10 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
     # With a run folder, the history goes to it as the clock runs (report.historylog), into the hidden sibling
     # folder write_run renames into place; a run that fails leaves nothing behind.
-    log = HistoryLog(_partial_folder(Path(out)), None if hold_history else 0) if out is not None else None
+    # report.html is built from the versions as they are recorded, not from history.jsonl read back (issue 32).
+    feed = HistoryFeed(live=True) if out is not None and "html" in scenario.report else None
+    log = HistoryLog(_partial_folder(Path(out)), None if hold_history else 0,
+                     feed.add if feed is not None else None) if out is not None else None
     try:
         cluster = wire(manifests, scenario, until, history=log)
         seed_objects(cluster, manifests)
@@ -235,6 +240,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
             result = RunResult(summary, series, cluster.store.history, [d for d in diags if d.severity == "notice"],
                                pod_rows)
             result.scheduling_trace = cluster.trace.lines() if cluster.trace is not None else None
+            result.report_feed = feed
             collect(result, [s.contribute(until) for s in cluster.subsystems])
             if out is not None:
                 result.out = write_run(Path(out), result, scenario)
@@ -502,6 +508,8 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
     if "html" in scenario.report:
         from kubetwin.report.html import write_report
 
-        # The versions just written to history.jsonl, from memory when the log still holds them: the same objects,
-        # not parsed back (issue 32); else the report reads the file in its one pass.
-        write_report(out, name, ((t, etype, obj) for t, _, etype, obj in log) if log.in_memory else None)
+        # What the run built of its versions as it recorded them, or the versions from memory when the log still
+        # holds them: the same objects, not parsed back (issue 32); else the report reads the file in its one pass.
+        feed, result.report_feed = result.report_feed, None  # used once (it ends the timeline's segments)
+        write_report(out, name, ((t, etype, obj) for t, _, etype, obj in log) if log.in_memory else None,
+                     feed=feed)

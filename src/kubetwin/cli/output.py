@@ -85,6 +85,8 @@ def tabwrite(text: str, minwidth: int, padding: int) -> str:
     """Go's text/tabwriter with padchar ' ' and no flags: tab-terminated cells aligned per column block (consecutive
     lines that have the column); a line's last cell is never padded. kubectl get uses (6, 3), describe (0, 2)."""
     lines = [line.split("\t") for line in text.split("\n")]
+    if len({len(cells) for cells in lines}) == 1:
+        return _columns(lines, minwidth, padding)
     col_width: list[list[int]] = [[0] * (len(cells) - 1) for cells in lines]
 
     def block(col: int, start: int, end: int) -> None:
@@ -108,9 +110,22 @@ def tabwrite(text: str, minwidth: int, padding: int) -> str:
                      for n, cells in enumerate(lines))
 
 
+def _columns(lines: list[list[str]], minwidth: int, padding: int) -> str:
+    """tabwrite of lines that all have the same cells: one block per column, its width the widest cell's plus
+    padding (the table of 150,000 Events that `get events -A` prints at a 1,000,000-pod day's end: one format per
+    line, not a padding call per cell)."""
+    widths = [max(minwidth, max(map(len, column)) + padding) for column in list(zip(*lines, strict=True))[:-1]]
+    line = "".join(f"{{:<{w}}}" for w in widths) + "{}"
+    return "\n".join(line.format(*cells) for cells in lines)
+
+
 def table_text(rows: list[list[str]]) -> str:
     """Rows through kubectl get's tabwriter (printers.GetNewTabWriter: minwidth 6, padding 3), no final newline."""
-    return tabwrite("\n".join("\t".join(r) for r in rows), 6, 3)
+    text = "\n".join("\t".join(r) for r in rows)
+    if (len({len(r) for r in rows}) == 1 and text.count("\n") == len(rows) - 1
+            and text.count("\t") == len(rows) * (len(rows[0]) - 1)):  # no cell holds a tab or a line break
+        return _columns(rows, 6, 3)
+    return tabwrite(text, 6, 3)
 
 
 def name_of(obj: dict) -> str:

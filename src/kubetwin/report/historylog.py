@@ -57,11 +57,14 @@ def read_entries(path: Path) -> Iterator[Entry]:
 
 
 class HistoryLog:
-    """The store's history sink for a run that writes a folder: `append` writes each version's line; iterating
-    gives the versions back, from memory while there are at most KEEP, else from history.jsonl."""
+    """The store's history sink for a run that writes a folder: `append` writes each version's line (and tells
+    `listener`); iterating gives the versions back, from memory while there are at most KEEP, else from
+    history.jsonl."""
 
-    def __init__(self, folder: Path, keep: int | None = None) -> None:
+    def __init__(self, folder: Path, keep: int | None = None,
+                 listener: Callable[[float, str, dict[str, Any]], None] | None = None) -> None:
         self.folder = folder
+        self.listener = listener  # told each version as it is written (t, type, object): the report's HistoryFeed
         self.keep = KEEP if keep is None else keep
         self.count = 0
         self._kept: list[Entry] | None = []
@@ -78,6 +81,8 @@ class HistoryLog:
         self._index.add(t, etype, obj, len(line))
         if obj["kind"] == "Event":
             self._events.write(line)
+        if self.listener is not None:
+            self.listener(t, etype, obj)
         self.count += 1
         if self._kept is not None:
             if self.count <= self.keep:

@@ -16,8 +16,9 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from kubetwin.report.headline import headline_rows
+from kubetwin.report.pagebounds import bound_figure, bound_headline, bound_rows
 from kubetwin.report.panels import Panel, panels, timeline_figure
-from kubetwin.report.rundata import RunData, Version, load_run
+from kubetwin.report.rundata import HistoryFeed, RunData, Version, load_run
 from kubetwin.report.timeline import Row, rows_of
 
 __all__ = ["compare_page", "write_report"]
@@ -28,13 +29,16 @@ STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align
          ".timeline{max-height:900px;overflow-y:auto;border:1px solid #eee}")
 
 
-def _fig_html(fig: go.Figure, div_id: str) -> str:
+def _fig_html(fig: go.Figure, div_id: str, note: str = "") -> str:
+    """The figure's div, bounded in size (report.pagebounds), after a line on what the bounds left out."""
+    notes = ([note] if note else []) + bound_figure(fig)
     fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": fig.layout.margin.t or 60, "b": 50})
     if fig.layout.height is None:
         fig.update_layout(height=380)
     if fig.layout.showlegend is None:  # plotly hides a lone trace's legend, and with it the pool's name
         fig.update_layout(showlegend=True)
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+    text = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in notes)
+    return text + fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
 
 
 def headline(run: RunData) -> list[tuple[str, str]]:
@@ -96,8 +100,9 @@ def _panel_html(ps: list[Panel], start: int) -> str:
 def _timeline(run: RunData, rows: list[Row], title: str, index: int, end: float) -> str:
     if not rows:
         return ""
+    drawn, note = bound_rows(rows)
     return (f"<section class='panel timeline' data-group='Timeline' data-run='{html.escape(run.name)}'>"
-            f"{_fig_html(timeline_figure(rows, title, end), f'kubetwin-fig-{index}')}</section>")
+            f"{_fig_html(timeline_figure(drawn, title, end), f'kubetwin-fig-{index}', note)}</section>")
 
 
 def _page_around(title: str) -> tuple[str, str]:
@@ -137,7 +142,8 @@ def _look_html(items: list[str]) -> str:
 def _report_body(run: RunData) -> tuple[str, str]:
     """One run's page (title, body): header, what to look at, the timeline, then a panel group per subsystem."""
     rows = rows_of(run)
-    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in headline(run))
+    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                    for k, v in bound_headline(headline(run)))
     body = (f"<table class='headline'>{table}</table><h2>What to look at</h2>{_look_html(look_at(run, rows))}"
             + ("<h2>Timeline</h2>" if rows else "")
             + _timeline(run, rows, f"Jobs, workloads and pods over time ({len(rows)} rows; hover for reasons "
@@ -147,11 +153,12 @@ def _report_body(run: RunData) -> tuple[str, str]:
 
 
 def write_report(run_dir: Path, name: str | None = None, history: Iterable[Version] | None = None,
-                 path: Path | None = None) -> Path:
+                 path: Path | None = None, feed: HistoryFeed | None = None) -> Path:
     """Write report.html (default run_dir/report.html) from the run folder's files; `name` labels the run
-    (default: the folder's); history: history.jsonl's versions when the caller holds them (rundata.load_run)."""
+    (default: the folder's); history: history.jsonl's versions when the caller holds them, feed: what the run
+    built of them as it recorded them (rundata.load_run)."""
     path = path or run_dir / "report.html"
-    _write_page(path, *_report_body(load_run(run_dir, name, history)))
+    _write_page(path, *_report_body(load_run(run_dir, name, history, feed)))
     return path
 
 

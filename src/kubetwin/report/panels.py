@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kubetwin.report.rundata import RunData
+from kubetwin.report.pagebounds import MAX_SERIES, sum_steps
+from kubetwin.report.rundata import ClusterQueueSeries, RunData
 from kubetwin.report.serving_html import serving_figures
 from kubetwin.report.timeline import STATE_COLORS, Row
 from kubetwin.workloads.dcgm import figures as dcgm_figures
@@ -132,11 +133,23 @@ def _step(points: list[tuple[float, float]], t: float) -> float:
     return points[i][1] if i >= 0 else 0.0
 
 
+def _queues(run: RunData) -> list[tuple[str, ClusterQueueSeries]]:
+    """The ClusterQueues drawn: each of the first MAX_SERIES, the others as one sum (report.pagebounds)."""
+    queues = list(run.cluster_queues.items())
+    if len(queues) <= MAX_SERIES:
+        return queues
+    rest = [s for _, s in queues[MAX_SERIES:]]
+    resources = sorted({res for s in rest for res in s.borrowed})
+    total = ClusterQueueSeries(sum_steps([s.admitted for s in rest]), sum_steps([s.pending for s in rest]),
+                               {res: sum_steps([s.borrowed.get(res, []) for s in rest]) for res in resources})
+    return queues[:MAX_SERIES] + [(f"other {len(rest):,} ClusterQueues (sum)", total)]
+
+
 def _kueue(runs: list[RunData], multi: bool) -> list[Panel]:
     counts, borrowed = go.Figure(), go.Figure()
     for r in runs:
         end = r.duration
-        for cq, series in r.cluster_queues.items():
+        for cq, series in _queues(r):
             for label, pts, dash in (("admitted", series.admitted, "solid"), ("pending", series.pending, "dot")):
                 counts.add_trace(go.Scatter(x=[p[0] / 3600 for p in pts] + [end / 3600],
                                             y=[p[1] for p in pts] + [pts[-1][1]], mode="lines", line_shape="hv",

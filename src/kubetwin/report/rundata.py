@@ -6,7 +6,9 @@ each version goes to the timeline (kubetwin.report.timeline) and to the panels' 
 borrowing, Workload evictions, nodes per pool, Events on nodes), then is dropped (issue 32: loading every version
 tripled the peak memory of a 10,000-pod run). Lines of kinds the report does not read, and Nodes' MODIFIED versions
 (the nodes panel needs only when each node came and went, and its pool from its first version), are skipped
-before parsing.
+before parsing. `kubetwin run` does not read the file back at all: a HistoryFeed takes each version as the store
+records it (report.historylog hands it over), and the page is built from what it kept (issue 32: parsing the
+10,000-pod run's 77 MB history back cost 0.2 CPU s of its 3.3).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from kubetwin.report.historyindex import line_kind
 from kubetwin.report.rundir import run_meta
 from kubetwin.report.timeline import AGGREGATE_PODS, Key, Row, Timeline, key_of
 
-__all__ = ["ClusterQueueSeries", "Key", "RunData", "Version", "key_of", "load_run"]
+__all__ = ["ClusterQueueSeries", "HistoryFeed", "Key", "RunData", "Version", "key_of", "load_run"]
 
 # The kinds the report's timeline and panels read; the rest of history.jsonl is skipped while reading.
 KINDS = frozenset({"Job", "JobSet", "Workload", "Pod", "ClusterQueue", "Node", "Event"})
@@ -76,10 +78,12 @@ def _quantity(value: Any) -> float:
 
 
 class _Panels:
-    """The panels' series, version by version."""
+    """The panels' series, version by version (`finish` puts them in a RunData)."""
 
-    def __init__(self, data: RunData) -> None:
-        self.data = data
+    def __init__(self) -> None:
+        self.cluster_queues: dict[str, ClusterQueueSeries] = {}
+        self.preemptions: list[tuple[float, str, str]] = []
+        self.node_changes: dict[str, list[tuple[float, int]]] = {}
         self.workloads: dict[Key, tuple[str, bool]] = {}  # (ClusterQueue, Evicted) of each Workload's last version
         self.pool_of: dict[str, str] = {}  # each node's pool, from its first version
         self.alive: dict[str, int] = {}
@@ -99,7 +103,7 @@ class _Panels:
             delta = -1 if etype == "DELETED" else 1 if etype == "ADDED" else 0
             if delta:
                 self.alive[pool] = self.alive.get(pool, 0) + delta
-                self.data.node_changes.setdefault(pool, []).append((t, self.alive[pool]))
+                self.node_changes.setdefault(pool, []).append((t, self.alive[pool]))
         elif kind == "Event" and etype != "DELETED":  # deleted an hour after its last write (store.eventttl)
             inv = obj.get("involvedObject") or {}
             if inv.get("kind") in ("Node", "NodePool"):
@@ -108,7 +112,7 @@ class _Panels:
                                     f"{inv['kind']} {inv['name']}: {reason} {obj.get('message', '')}"))
 
     def _cluster_queue(self, t: float, obj: dict[str, Any]) -> None:
-        series = self.data.cluster_queues.setdefault(obj["metadata"]["name"], ClusterQueueSeries())
+        series = self.cluster_queues.setdefault(obj["metadata"]["name"], ClusterQueueSeries())
         st = obj.get("status") or {}
         series.admitted.append((t, st.get("admittedWorkloads", 0)))
         series.pending.append((t, st.get("pendingWorkloads", 0)))
@@ -130,17 +134,18 @@ class _Panels:
         if now and not was and ev is not None:
             pre = find_condition(conditions_of(obj), "Preempted")
             why = pre.get("reason") if pre is not None and pre.get("status") == "True" else ev.get("reason")
-            self.data.preemptions.append((t, cq, f"Workload {key[1]}/{key[2]} evicted from {cq}: {why}"))
+            self.preemptions.append((t, cq, f"Workload {key[1]}/{key[2]} evicted from {cq}: {why}"))
         self.workloads[key] = (cq, now)
 
-    def finish(self) -> None:
-        self.data.preemptions.sort()
+    def finish(self, data: RunData) -> None:
+        data.cluster_queues, data.node_changes = self.cluster_queues, self.node_changes
+        data.preemptions = sorted(self.preemptions)
         out = []
         for t, kind, name, reason, text in self.events:
             pool = name if kind == "NodePool" else self.pool_of.get(name, "(no pool)")
             color = "#d62728" if "Fail" in reason or "Preempt" in reason or "Terminat" in reason else "#333333"
             out.append((t, pool, text, color))
-        self.data.node_events = sorted(out)
+        data.node_events = sorted(out)
 
 
 Version = tuple[float, str, dict[str, Any]]  # (t, type, object): one line of history.jsonl
@@ -159,32 +164,64 @@ def _read_history(path: Path) -> Iterator[Version]:
             yield rec["t"], rec["type"], rec["object"]
 
 
-def load_run(run_dir: Path, name: str | None = None, history: Iterable[Version] | None = None) -> RunData:
+class HistoryFeed:
+    """What the report draws of a run's history, built version by version in history.jsonl's order (`add`): by
+    load_run reading the file, or by the run itself as the store records each version (runner: report.historylog
+    hands them over), so the page needs no second pass over the file. aggregate: whether the pods that would be
+    rows of their own are one row per owner; None: decided when the pods counted pass AGGREGATE_PODS, or at the
+    end (the Timeline builds both views until then); live: the versions are the store's objects as it records them
+    (Timeline holds them as they are)."""
+
+    def __init__(self, aggregate: bool | None = None, live: bool = False) -> None:
+        self.timeline = Timeline(aggregate, live)
+        self.panels = _Panels()
+        self.bound: dict[Key, bool] = {}  # every pod, in creation order: ever bound to a node
+
+    def add(self, t: float, etype: str, obj: dict[str, Any]) -> None:
+        kind = obj["kind"]
+        if kind not in KINDS or (kind == "Node" and etype == "MODIFIED"):
+            return
+        timeline = self.timeline
+        timeline.add(t, etype, obj)
+        self.panels.add(t, etype, obj)
+        if kind == "Pod":
+            if etype == "ADDED" and timeline.aggregate is None and timeline.pods > AGGREGATE_PODS:
+                timeline.decide(True)
+            key = key_of(obj)
+            if not self.bound.get(key) and (obj.get("spec") or {}).get("nodeName"):
+                self.bound[key] = True
+            else:
+                self.bound.setdefault(key, False)
+
+    @property
+    def pods(self) -> int:
+        """The pods created (Pod ADDED versions): summary.json's pods.total."""
+        return self.timeline.pods
+
+    def finish(self, data: RunData) -> None:
+        """The rows and series into `data` (once: the rows end the timeline's segments at the run's end)."""
+        if self.timeline.aggregate is None:
+            self.timeline.decide(self.pods > AGGREGATE_PODS)
+        data.rows = self.timeline.rows(data.duration)
+        data.never_bound = [k for k, b in self.bound.items() if not b]
+        self.panels.finish(data)
+
+
+def load_run(run_dir: Path, name: str | None = None, history: Iterable[Version] | None = None,
+             feed: HistoryFeed | None = None) -> RunData:
     """Read a run folder; KubetwinError when it is not one. `name` labels it (default: the folder's name).
 
-    history: the versions history.jsonl holds, when the caller has them in memory (`kubetwin run`, which has just
-    written them: the same objects, without parsing the file back); by default the file is read."""
+    feed: the run's history as it was recorded (`kubetwin run`), used when it counted the pods summary.json does
+    (else the file is read); history: the versions history.jsonl holds, when the caller has them in memory (the
+    same objects, without parsing the file back); by default the file is read."""
     meta = run_meta(run_dir, "summary.json")
     data = RunData(name=name or run_dir.resolve().name, meta=meta,
                    summary=_json(run_dir / "summary.json"), timeseries=_json(run_dir / "timeseries.json"),
                    training=_json(run_dir / "training.json"))
     pods = (data.summary.get("pods") or {}).get("total") or 0
-    timeline = Timeline(aggregate=pods > AGGREGATE_PODS)
-    series = _Panels(data)
-    bound: dict[Key, bool] = {}  # every pod, in creation order: ever bound to a node
-    for t, etype, obj in _read_history(run_dir / "history.jsonl") if history is None else history:
-        kind = obj["kind"]
-        if kind not in KINDS or (kind == "Node" and etype == "MODIFIED"):
-            continue
-        timeline.add(t, etype, obj)
-        series.add(t, etype, obj)
-        if kind == "Pod":
-            key = key_of(obj)
-            if not bound.get(key) and (obj.get("spec") or {}).get("nodeName"):
-                bound[key] = True
-            else:
-                bound.setdefault(key, False)
-    data.rows = timeline.rows(data.duration)
-    data.never_bound = [k for k, b in bound.items() if not b]
-    series.finish()
+    if feed is None or feed.pods != pods:
+        feed = HistoryFeed(aggregate=pods > AGGREGATE_PODS)
+        for t, etype, obj in _read_history(run_dir / "history.jsonl") if history is None else history:
+            feed.add(t, etype, obj)
+    feed.finish(data)
     return data

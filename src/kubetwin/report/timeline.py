@@ -8,6 +8,9 @@ Built in one pass over history.jsonl (`Timeline.add` per version, in the file's 
 the fields the state rules read of its latest version, never the versions themselves (issue 32: loading the whole
 history tripled the peak memory of a 10,000-pod run). Past `AGGREGATE_PODS` pods, the pods that would each be a row
 of their own (a Deployment's replicas, bare pods) are drawn as one row per owner, in the state most of them are in.
+A timeline fed while the run records its versions (rundata.HistoryFeed) does not know the run's pod count yet: it
+builds both views of those pods until the count passes the threshold or the run ends (`decide`), so it draws what
+a timeline told the count up front draws.
 """
 
 from __future__ import annotations
@@ -120,7 +123,7 @@ def _pod_failure(pod: dict[str, Any]) -> str:
 
 def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     """The fields of a version that _state and _pod_end read, and nothing else (the latest version of every live
-    object is held until the end of the pass)."""
+    object is held until the end of the pass); the rules read the same of the whole object."""
     st = obj.get("status") or {}
     status: dict[str, Any] = {k: st[k] for k in ("phase", "reason", "message") if k in st}
     conds = [{k: c[k] for k in ("type", "status", "reason", "message") if k in c}
@@ -191,16 +194,19 @@ def _state(root: dict[str, Any] | None, wls: list[dict], pods: list[dict]) -> St
 def _pod_end(pod: dict[str, Any], before: dict[str, Any] | None) -> State | None:
     """(state, reason) when this version is the one where the pod failed or was marked for disruption."""
     st = pod.get("status") or {}
-    node = (pod.get("spec") or {}).get("nodeName")
-    where = f" (pod {pod['metadata']['name']}" + (f" on {node})" if node else ")")
     dt = find_condition(conditions_of(pod), "DisruptionTarget")
-    was = find_condition(conditions_of(before), "DisruptionTarget") if before else None
-    if dt is not None and dt.get("status") == "True" and (was is None or was.get("status") != "True"):
-        return ("Preempted" if "Preempt" in (dt.get("reason") or "") else "Evicted"), _reason(dt) + where
-    old_phase = ((before or {}).get("status") or {}).get("phase")
-    if st.get("phase") == "Failed" and old_phase != "Failed":
-        return "Failed", (_pod_failure(pod) or "Failed") + where
+    if dt is not None and dt.get("status") == "True":
+        was = find_condition(conditions_of(before), "DisruptionTarget") if before else None
+        if was is None or was.get("status") != "True":
+            return ("Preempted" if "Preempt" in (dt.get("reason") or "") else "Evicted"), _reason(dt) + _where(pod)
+    if st.get("phase") == "Failed" and ((before or {}).get("status") or {}).get("phase") != "Failed":
+        return "Failed", (_pod_failure(pod) or "Failed") + _where(pod)
     return None
+
+
+def _where(pod: dict[str, Any]) -> str:
+    node = (pod.get("spec") or {}).get("nodeName")
+    return f" (pod {pod['metadata']['name']}" + (f" on {node})" if node else ")")
 
 
 class _Track:
@@ -269,10 +275,18 @@ class _Group:
 class Timeline:
     """The timeline built version by version, in history.jsonl's order (`add`), then `rows(end)`.
 
-    aggregate: pods that would be rows of their own are one row per owner (per namespace for pods of no owner)."""
+    aggregate: pods that would be rows of their own are one row per owner (per namespace for pods of no owner);
+    None: not known yet (`decide` says, at the latest before `rows`): such pods get a row of their own and a place
+    in their owner's group, and the view not chosen is dropped then."""
 
-    def __init__(self, aggregate: bool = False) -> None:
+    def __init__(self, aggregate: bool | None = False, live: bool = False) -> None:
         self.aggregate = aggregate
+        # live: the versions are the store's own objects as it records them (never changed in place, and held by
+        # the store while they are an object's latest): kept as they are, where a version parsed from the file is
+        # cut to the fields the rules read (_slim), so the pass never holds more than the store does.
+        self.live = live
+        self.shadow: dict[Key, _Track] = {}  # undecided: by root, each own-row pod's track in its owner's group
+        self.pods = 0  # Pod objects created (ADDED versions): summary.json's pods.total
         self.owners: dict[Key, tuple[str, str] | None] = {}  # each member's controller, from its first version
         self.tracks: dict[Key, _Track] = {}  # by root, in the order the rows' first objects were created
         self.track_of: dict[Key, _Track] = {}  # every member's row
@@ -292,21 +306,27 @@ class Timeline:
             g.settle(self.t)
         self.dirty.clear()
 
+    def _grouped(self, key: Key, owner: tuple[str, str] | None) -> _Track:
+        """A pod's track in its owner's aggregated row."""
+        gkey: Key = (owner[0], key[1], owner[1]) if owner else ("Pods", key[1], "(no owner)")
+        group = self.groups.get(gkey)
+        if group is None:
+            group = self.groups[gkey] = _Group(Row(*gkey))
+        group.row.pods += 1
+        return _Track(key, None, group)
+
     def _track(self, key: Key, obj: dict[str, Any]) -> _Track:
         self.owners[key] = owner = _controller(obj)
         root = _root(key, self.owners)
         tr = self.tracks.get(root)
         if tr is None:
-            if self.aggregate and root == key and key[0] == "Pod":
-                gkey: Key = (owner[0], key[1], owner[1]) if owner else ("Pods", key[1], "(no owner)")
-                group = self.groups.get(gkey)
-                if group is None:
-                    group = self.groups[gkey] = _Group(Row(*gkey))
-                group.row.pods += 1
-                tr = _Track(root, None, group)
-                self.tracks[root] = tr
+            own_row_pod = root == key and key[0] == "Pod"
+            if own_row_pod and self.aggregate:
+                tr = self.tracks[root] = self._grouped(key, owner)
             else:
                 tr = self.tracks[root] = _Track(root, Row(*root), None)
+                if own_row_pod and self.aggregate is None:
+                    self.shadow[key] = self._grouped(key, owner)
         self.track_of[key] = tr
         for ev in self.early.pop(key, ()):
             self._attach(tr, ev)
@@ -325,21 +345,53 @@ class Timeline:
         if kind not in MEMBER_KINDS:
             return
         key = key_of(obj)
+        if kind == "Pod" and etype == "ADDED":
+            self.pods += 1
         tr = self.track_of.get(key) or self._track(key, obj)
-        slim = _slim(obj)
-        if kind == "Pod":
+        slim = obj if self.live else _slim(obj)
+        self._version(t, etype, key, slim, tr)
+        if self.shadow:  # undecided: the same version in the pod's group (a plain pod's Workload is in its row)
+            grouped = self.shadow.get(tr.root)
+            if grouped is not None:
+                self._version(t, etype, key, slim, grouped)
+
+    def _version(self, t: float, etype: str, key: Key, slim: dict[str, Any], tr: _Track) -> None:
+        if key[0] == "Pod":
             end_of = _pod_end(slim, tr.snap.get(key))
             if end_of is not None:
                 row = tr.row if tr.group is None else tr.group.row
                 row.marks.append((t, f"{end_of[0]} {end_of[1]}"))
                 tr.lost = end_of
-            if slim["status"].get("phase") == "Running" and etype != "DELETED":
+            if (slim.get("status") or {}).get("phase") == "Running" and etype != "DELETED":
                 tr.lost = None
         if etype == "DELETED":
             tr.snap.pop(key, None)
         else:
             tr.snap[key] = slim
         self.dirty.setdefault(id(tr), tr)
+
+    def decide(self, aggregate: bool) -> None:
+        """Whether pods that would be rows of their own are one row per owner, for a timeline that began without
+        knowing (aggregate=None): the view not chosen is dropped, the chosen one is what a timeline told up front
+        has built (each pod's track or its group's keeps the place its pod's first version gave it)."""
+        if self.aggregate is not None:
+            if self.aggregate != aggregate:
+                raise ValueError(f"the timeline was built with aggregate={self.aggregate}")
+            return
+        self.aggregate = aggregate
+        if aggregate:
+            moved: dict[int, _Track] = {}
+            for root, grouped in self.shadow.items():
+                own = self.tracks[root]
+                self.dirty.pop(id(own), None)  # the group's track changed at the same instants
+                self.tracks[root] = moved[id(own)] = grouped
+            for key in [k for k, tr in self.track_of.items() if id(tr) in moved]:
+                self.track_of[key] = moved[id(self.track_of[key])]
+        else:
+            for grouped in self.shadow.values():
+                self.dirty.pop(id(grouped), None)
+            self.groups.clear()
+        self.shadow.clear()
 
     def _event(self, t: float, obj: dict[str, Any]) -> None:
         inv = obj.get("involvedObject") or {}
@@ -365,6 +417,8 @@ class Timeline:
     def rows(self, end: float) -> list[Row]:
         """Every row with a segment, in the order its first object was created; an aggregated row where its first
         pod's would be."""
+        if self.aggregate is None:
+            raise ValueError("Timeline.rows before decide()")
         self._flush()
         out: list[Row] = []
         seen: set[int] = set()
