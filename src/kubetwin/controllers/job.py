@@ -194,15 +194,23 @@ class JobController:
             pods = valid
         else:
             surplus = []
-        active = [p for p in pods if p["status"].get("phase") in ACTIVE]
-        succeeded = sum(1 for p in pods if p["status"].get("phase") == "Succeeded")
-        failed_pods = [p for p in pods if policy.pod_failed(p)]
+        # the pods by phase in one pass, each list in the pods' order (a Job of a day's churn holds up to its
+        # completions' pods and syncs once per instant one of them changes; four scans were ~3 % of such a run)
+        active, succeeded_pods, failed_pods = [], [], []
+        for p in pods:
+            phase = p["status"].get("phase")
+            if phase in ACTIVE:
+                active.append(p)
+            elif phase == "Succeeded":
+                succeeded_pods.append(p)
+            elif policy.pod_failed(p):
+                failed_pods.append(p)
+        succeeded = len(succeeded_pods)
         # nonIgnoredFailedPodsCount: a failure an Ignore rule matched counts nowhere
         failed = sum(1 for p in failed_pods if policy.counts_as_failure(pfp, p))
         # newBackoffRecord over the pods finished since the last sync (an Ignored failure backs off too)
         counted = self._counted.setdefault(meta["uid"], set())
-        new_succeeded = [p for p in pods if p["status"].get("phase") == "Succeeded"
-                         and p["metadata"]["uid"] not in counted]
+        new_succeeded = [p for p in succeeded_pods if p["metadata"]["uid"] not in counted]
         new_failed = [p for p in failed_pods if p["metadata"]["uid"] not in counted]
         if new_succeeded or new_failed:
             self._records[meta["uid"]] = backoff.new_backoff_record(self._records.get(meta["uid"]), new_succeeded,
@@ -216,8 +224,7 @@ class JobController:
             new.setdefault("startTime", now)
         done_idx: set[int] = set()
         if indexed:  # succeeded counts distinct completed indexes
-            done_idx = {int(p["metadata"]["annotations"][COMPLETION_INDEX]) for p in pods
-                        if p["status"].get("phase") == "Succeeded"}
+            done_idx = {int(p["metadata"]["annotations"][COMPLETION_INDEX]) for p in succeeded_pods}
             succeeded = new["succeeded"] = len(done_idx)
             if done_idx:
                 new["completedIndexes"] = _ranges(done_idx)
