@@ -4,6 +4,8 @@ printed without tracebacks."""
 from __future__ import annotations
 
 import gc
+import logging
+import os
 import sys
 from collections.abc import Callable
 from importlib import resources
@@ -97,6 +99,19 @@ def _run(paths: list[str], out: Optional[Path], duration: Optional[str], seed: O
         result = go(lines)
         lines.finish()
     _print_summary(result.summary, result.out, result.training)
+    global _RAN
+    _RAN = True
+
+
+def _end_process(code: int) -> None:
+    """End a `kubetwin` process whose run is written and printed, without the interpreter's teardown: exiting would
+    tear down every module and collect what is left, for a process that ends anyway (0.37 of a 100-Job churn day's
+    6.14 CPU seconds, measured; issue 32). The output streams are flushed and logging shut down first, as exiting
+    does; a run starts no child process for multiprocessing's exit hook to join."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 @app.command("run")
@@ -229,6 +244,7 @@ def explain(resource: str = typer.Argument(..., help="pod, workload, or job (a t
 # Set by main(), the `kubetwin` executable: the process ends when the command does. Not when the app is invoked
 # in-process (tests, a notebook), where the collector must come back on.
 _PROCESS_ENDS_AFTER_COMMAND = False
+_RAN = False  # a run command finished: main ends the process without the interpreter's teardown (_end_process)
 
 
 def main() -> None:
@@ -236,6 +252,10 @@ def main() -> None:
     _PROCESS_ENDS_AFTER_COMMAND = True
     try:
         app()
+    except SystemExit as exc:
+        if _RAN and not exc.code:
+            _end_process(0)
+        raise
     except KubetwinError as exc:  # defensive: every command already handles these
         for d in exc.diagnostics:
             err.print(d.render(), markup=False)
