@@ -4,13 +4,13 @@ GPU-hours, cost per million tokens) and requests.csv."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from kubetwin.serving.dataplane import ServingDataPlane
-from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, latencies, overall_slo, summarize, write_csv
+from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, csv_chunks, latencies, overall_slo, summarize
 from kubetwin.sim.env import Environment
 
 
@@ -95,10 +95,11 @@ class ServingMetrics:
             out["pools"][key]["router"] = getattr(pool.router, "name", "")
             self._cdf[key] = _cdf(part)
         out["requests_csv_rows"] = len(a["id"])
-        self._csv = write_csv(a, labels)
+        self._csv = csv_chunks(a, labels)
         return out
 
-    def requests_csv(self) -> str:
+    def requests_csv_chunks(self) -> Iterator[str]:
+        """requests.csv of the rows summary() read, formatted a chunk at a time as the runner writes them."""
         return self._csv
 
 

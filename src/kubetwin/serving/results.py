@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -176,7 +177,14 @@ def overall_slo(slos: dict[str, tuple[float, float]]) -> tuple[float, float]:
 
 
 def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
-    """requests.csv: one row per request, sorted by arrival; times in seconds from the run's start.
+    """requests.csv as one string (csv_chunks joined): for what needs the text whole, a small run's or loadgen's."""
+    return "".join(csv_chunks(a, labels))
+
+
+def csv_chunks(a: dict[str, np.ndarray], labels: list[str]) -> Iterator[str]:
+    """requests.csv: one row per request, sorted by arrival; times in seconds from the run's start. The header,
+    then the rows a bounded chunk at a time, so the runner streams a fleet's file (GBs) into the run folder instead
+    of holding it whole.
 
     Formatted a chunk of rows per `%` operation (one format string, the chunk's values flattened) rather than a
     csv.writer call per row: a million rows take about a second instead of ten. Labels are quoted by the csv module
@@ -185,7 +193,7 @@ def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
     n = len(a["id"])
     quoted = [_csv_field(x) for x in labels]
     row = "%d,%s,%s,%.6f,%s,%d,%s,%s,%s,%s,%d,%d,%d,%d,%d,%s,%s,%s\n"
-    parts = [",".join(CSV_FIELDS) + "\n"]
+    yield ",".join(CSV_FIELDS) + "\n"
     step = 1 << 15  # rows per chunk: bounds the Python objects alive at once (a few MB)
     for lo in range(0, n, step):
         sl = slice(lo, min(n, lo + step))
@@ -197,8 +205,7 @@ def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
             *(a[k][sl].tolist() for k in ("prompt", "output", "cached", "preempt", "priority")),
             [quoted[i] for i in a["model"][sl].tolist()], [quoted[i] for i in a["reason"][sl].tolist()],
             [quoted[i] for i in a["requested"][sl].tolist()]]
-        parts.append(row * len(cols[0]) % tuple(chain.from_iterable(zip(*cols, strict=True))))
-    return "".join(parts)
+        yield row * len(cols[0]) % tuple(chain.from_iterable(zip(*cols, strict=True)))
 
 
 def _fixed6_or_empty(x: np.ndarray) -> list[str]:
