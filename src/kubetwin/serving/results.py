@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
@@ -47,6 +48,7 @@ class RequestLog:
     rows: list[tuple] = field(default_factory=list)  # the rows not yet in `chunks`
     chunks: list[dict[str, np.ndarray]] = field(default_factory=list)  # compact columns, _CHUNK rows each
     flushed: int = 0  # rows in `chunks`
+    starts: list[int] = field(default_factory=list)  # the first row of each chunk (a reader from row r skips to it)
 
     COLS = ("id", "trace", "pool", "arrival", "pod", "status", "scheduled", "first", "finish", "prompt", "output",
             "cached", "preempt", "priority", "model", "reason", "requested")
@@ -83,6 +85,7 @@ class RequestLog:
         """The buffered tuples into one compact chunk."""
         m = _matrix(self.rows, len(self.COLS))
         self.chunks.append({k: m[:, j].astype(_COMPACT.get(k, np.int32)) for j, k in enumerate(self.COLS)})
+        self.starts.append(self.flushed)
         self.flushed += len(self.rows)
         self.rows = []
 
@@ -90,13 +93,11 @@ class RequestLog:
         """The named columns (float64, as the rows read) of rows start.. in the order they were logged: what a
         reader that consumes the log as it grows (serving.histograms) has not seen yet."""
         parts: dict[str, list[np.ndarray]] = {k: [] for k in cols}
-        pos = 0
-        for chunk in self.chunks:
-            n = len(chunk["id"])
-            if pos + n > start:
+        first = max(0, bisect_right(self.starts, start) - 1)  # the chunk that holds row `start`: none before it
+        for pos, chunk in zip(self.starts[first:], self.chunks[first:], strict=True):
+            if pos + len(chunk["id"]) > start:
                 for k in cols:
                     parts[k].append(chunk[k][max(0, start - pos):].astype(np.float64))
-            pos += n
         tail = self.rows[max(0, start - self.flushed):]
         if tail:
             m = _matrix(tail, len(self.COLS))
