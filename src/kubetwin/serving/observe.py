@@ -63,9 +63,10 @@ class ServingMetrics:
         return {"t": self.t, "pools": self.series, "cdf": getattr(self, "_cdf", {})}
 
     def summary(self, until: float, slos: dict[str, tuple[float, float]]) -> dict[str, Any]:
-        """The serving section of summary.json: overall and per pool."""
+        """The serving section of summary.json: overall and per pool. The request log's last read: it is released as
+        its columns are sorted (a fleet's is GBs), so whatever reads it (the Prometheus exposition) goes before."""
         plane = self.plane
-        a = plane.log.arrays()
+        a = plane.log.arrays(release=True)
         labels = plane.log.labels
         slo_all = overall_slo(slos)
         out: dict[str, Any] = {"overall": summarize(a, slo_all), "pools": {}}
