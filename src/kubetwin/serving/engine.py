@@ -173,13 +173,6 @@ class Engine:
         wait = self.scheduler.wait_lora
         return frozenset(wait) if wait else _NO_LORAS
 
-    def gauges(self, t: float) -> tuple[int, int, float, frozenset[str], frozenset[str]]:
-        """advance(t), then what a metrics refresh reads: (waiting, running, KV usage, running and waiting LoRA
-        adapters). One call per engine per refresh tick, where a fleet's router reads hundreds of engines."""
-        self.advance(t)
-        sched = self.scheduler
-        return len(sched.waiting), len(sched.running), self.kv.usage(), self.active_loras(), self.waiting_loras()
-
     def match_tokens(self, req: Request) -> int:
         return self.kv.match_tokens(req.hashes, req.seg_tokens)
 

@@ -23,7 +23,7 @@ class MacroSteps:
     """Reads the scheduler's waiting queue, running LoRA set and decode aggregate and the KV cache; `jump` changes
     the KV cache, the aggregate's tick, the scheduler's token counter and finishes the members that are done."""
 
-    __slots__ = ("sched", "step", "waiting", "decode", "kv", "kv_manager", "line")
+    __slots__ = ("sched", "step", "waiting", "decode", "kv", "kv_manager")
 
     def __init__(self, sched: Scheduler, step: StepModel) -> None:
         self.sched = sched
@@ -33,9 +33,6 @@ class MacroSteps:
         self.decode = sched.decode
         self.kv = sched.kv
         self.kv_manager = sched.kv_manager
-        # (tick, members, a, b, A) of the decode line jump_len last computed: jump, called next at the same tick,
-        # reads it instead of asking the StepModel again (the same floats)
-        self.line: tuple[int, int, float, float, float] | None = None
 
     def _would_admit(self) -> int:
         """What the waiting loop would do in the next decode-only step: _ADMIT, _FREE (nothing waiting can run, and
@@ -90,7 +87,6 @@ class MacroSteps:
             return k
         a, b = self.step.decode_line(nD)
         A = a + b * (decode.dsum + nD * T + nD)
-        self.line = (T, nD, a, b, A)
         D = b * nD
         H = t - now
         # largest m with S(m) = m*A + D*m*(m-1)/2 < H; iterations 0..m start before t
@@ -117,13 +113,8 @@ class MacroSteps:
         for j in range(k % bs):
             need += decode.phase[(T + j) % bs]
         self.kv.take(need)
-        line = self.line
-        if line is not None and line[0] == T and line[1] == nD:  # jump_len's, at this tick: dsum has not changed
-            _, _, a, b, A = line
-        else:
-            a, b = self.step.decode_line(nD)
-            A = a + b * (decode.dsum + nD * T + nD)
-        self.line = None
+        a, b = self.step.decode_line(nD)
+        A = a + b * (decode.dsum + nD * T + nD)
         if sc.first_due:
             sc.first_seen(now + A)  # the first of the k iterations
         sc.generation_tokens_total += nD * k

@@ -88,12 +88,17 @@ class Pool:
                            np.array([e.num_gpu_blocks for e in engines], dtype=np.int64),
                            np.array([e.block_size for e in engines], dtype=np.int64))
         names, fresh, maxl, blocks, bsize = self.static
-        # one call per engine (a fleet's hundreds, every refresh tick): advance, then read
-        rows = [e.gauges(now) for e in engines]
-        waiting, running, kv, active, queued = zip(*rows, strict=True) if rows else ((),) * 5
+        # one pass over the engines (a fleet's hundreds, every refresh tick): advance, then read
+        waiting, running, kv, active, queued = [], [], [], [], []
+        for e in engines:
+            e.advance(now)
+            waiting.append(e.num_waiting)
+            running.append(e.num_running)
+            kv.append(e.kv_usage)
+            active.append(e.active_loras())
+            queued.append(e.waiting_loras())
         self.snap = EndpointSnapshot(names, np.array(waiting, dtype=np.int64), np.array(running, dtype=np.int64),
-                                     np.array(kv, dtype=np.float64), fresh, list(active), list(queued), maxl, blocks,
-                                     bsize)
+                                     np.array(kv, dtype=np.float64), fresh, active, queued, maxl, blocks, bsize)
         self.snap_time = now
         return self.snap
 
