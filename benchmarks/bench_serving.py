@@ -197,7 +197,7 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=None, help="default 1,000,000 (10,000,000 with --fleet)")
     p.add_argument("--replicas", type=int, default=None, help="default 64 (512 with --fleet)")
     p.add_argument("--fleet", action="store_true",
-                   help=f"{FLEET_REQUESTS:,} requests over {FLEET_REPLICAS} replicas (its peak RSS is about 7 GB)")
+                   help=f"{FLEET_REQUESTS:,} requests over {FLEET_REPLICAS} replicas (its peak RSS is about 3 GB)")
     p.add_argument("--router", choices=("round-robin", "epp", "both"), default="both")
     p.add_argument("--capacity", type=float, default=None, help="requests/s one replica serves (skip measuring)")
     p.add_argument("--load", type=float, default=LOAD, help="offered load, a share of the pool's capacity")

@@ -127,6 +127,10 @@ def test_request_log_chunks_read_as_the_rows_did(monkeypatch: pytest.MonkeyPatch
     a, b = whole.arrays(), chunked.arrays()
     assert all(a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in RequestLog.COLS)
     assert a["id"].min() == 10**12 and write_csv(a, whole.labels) == write_csv(b, chunked.labels)
+    # the run's last read releases the chunks as it sorts them: the same arrays, and nothing left in the log
+    c = chunked.arrays(release=True)
+    assert all(c[k].dtype == b[k].dtype and np.array_equal(c[k], b[k]) for k in RequestLog.COLS)
+    assert not chunked.chunks and len(chunked) == 0
 
 
 def test_histograms_grouped_by_pod_match_a_mask_per_pod() -> None:

@@ -108,6 +108,20 @@ def test_same_seed_byte_identical_requests_csv(tmp_path: Path) -> None:
     assert "# TYPE vllm:num_requests_waiting gauge" in prom and 'vllm:request_success_total{model_name="' in prom
 
 
+def test_requests_csv_streamed_to_the_folder_reads_as_the_text_of_a_run_without_one(tmp_path: Path) -> None:
+    """A run with a folder writes requests.csv a chunk of rows at a time and RunResult.requests_csv reads that file
+    back; a run without a folder joins the same chunks: the same text, and the file holds exactly its bytes."""
+    objs = [serving_scenario("15m").obj(), h100_pool(2).obj(), vllm("srv", 2).obj(), inference_pool().obj(),
+            trace().rate(8).start("8m").obj()]
+    held = run(objects=objs)
+    written = run(objects=objs, out=tmp_path / "r")
+    text = held.requests_csv
+    assert text is not None and text.count("\n") == held.summary["serving"]["requests_csv_rows"] + 1 > 100
+    assert written.requests_csv == text
+    assert (tmp_path / "r" / "requests.csv").read_bytes() == text.encode()
+    assert len(written.requests()) == len(held.requests())
+
+
 def test_weights_on_hyperdisk_ml_load_faster_than_from_the_hub() -> None:
     """Cold start reads the weights from where the pod reads them: a Hyperdisk ML volume at 2,400 MiB/s beats the
     Hub download (500 MB/s, twin assumption) by the difference in load time of 16 GB of Llama-3.1-8B. A local

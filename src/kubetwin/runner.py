@@ -102,10 +102,26 @@ class RunResult:
     pod_rows: list[dict] = field(default_factory=list)
     out: Path | None = None
     metrics_text: bytes | None = None  # Prometheus exposition of the controllers' metrics (Kueue's)
-    requests_csv: str | None = None  # one row per inference request, when the scenario serves any
     training: dict[str, Any] | None = None  # training.json: per training job, spec, placement, breakdown, advice
     scheduling_trace: str | None = None  # scheduling-trace.jsonl, when the run traced scheduling (sim/trace.py)
     report_feed: HistoryFeed | None = None  # report.html's share of the history, built as the run recorded it
+    # requests.csv: its chunks not yet written or joined, the text once read, whether the run folder holds it
+    _csv_chunks: Iterator[str] | None = field(default=None, repr=False)
+    _csv_text: str | None = field(default=None, repr=False)
+    _csv_in_folder: bool = field(default=False, repr=False)
+
+    @property
+    def requests_csv(self) -> str | None:
+        """requests.csv, one row per inference request, when the scenario serves any. A run with a folder streamed
+        it there (a fleet's is GBs as one string) and this reads it back, once, when asked; without a folder the
+        chunks are joined, once."""
+        if self._csv_text is None:
+            if self._csv_in_folder:
+                assert self.out is not None
+                self._csv_text = (self.out / "requests.csv").read_text()
+            elif self._csv_chunks is not None:
+                self._csv_text, self._csv_chunks = "".join(self._csv_chunks), None
+        return self._csv_text
 
     def requests(self) -> Any:
         """The serving requests (requests.csv) as a DataFrame; empty when the scenario serves none."""
@@ -387,7 +403,7 @@ def collect(result: RunResult, contributions: list[Contribution]) -> None:
     for c in contributions:
         result.summary.update(c.summary)
         result.timeseries.update(c.timeseries)
-        result.requests_csv = c.requests_csv if c.requests_csv is not None else result.requests_csv
+        result._csv_chunks = c.requests_csv_chunks if c.requests_csv_chunks is not None else result._csv_chunks
         result.training = c.training if c.training is not None else result.training
 
 
@@ -497,8 +513,10 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
     (out / "timeseries.json").write_text(dump_text(result.timeseries) + "\n")
     if result.metrics_text is not None:
         (out / "metrics.prom").write_bytes(result.metrics_text)
-    if result.requests_csv is not None:
-        (out / "requests.csv").write_text(result.requests_csv)
+    if result._csv_chunks is not None:  # a chunk at a time: never the whole text at once
+        with (out / "requests.csv").open("w") as f:
+            f.writelines(result._csv_chunks)
+        result._csv_chunks, result._csv_in_folder = None, True
     if result.scheduling_trace is not None:
         (out / TRACE_FILE).write_text(result.scheduling_trace)
     if result.training is not None:

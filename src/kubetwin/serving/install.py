@@ -76,9 +76,10 @@ class ServingRun:
         self.plane.finish(until)
         for key in self.plane.all_pools():
             self.slos.setdefault(key, (DEFAULT_SLO_TTFT, DEFAULT_SLO_TPOT))
-        return Contribution(summary={"serving": self.metrics.summary(until, self.slos)},
-                            timeseries={"serving": self.metrics.timeseries()},
-                            prometheus=self.source.exposition(), requests_csv=self.metrics.requests_csv())
+        prometheus = self.source.exposition()  # reads the request log, which summary() releases
+        summary = self.metrics.summary(until, self.slos)
+        return Contribution(summary={"serving": summary}, timeseries={"serving": self.metrics.timeseries()},
+                            prometheus=prometheus, requests_csv_chunks=self.metrics.requests_csv_chunks())
 
 
 def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kubelet, manifests: list[Manifest],

@@ -4,13 +4,13 @@ GPU-hours, cost per million tokens) and requests.csv."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from kubetwin.serving.dataplane import ServingDataPlane
-from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, latencies, overall_slo, summarize, write_csv
+from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, csv_chunks, latencies, overall_slo, summarize
 from kubetwin.sim.env import Environment
 
 
@@ -63,9 +63,10 @@ class ServingMetrics:
         return {"t": self.t, "pools": self.series, "cdf": getattr(self, "_cdf", {})}
 
     def summary(self, until: float, slos: dict[str, tuple[float, float]]) -> dict[str, Any]:
-        """The serving section of summary.json: overall and per pool."""
+        """The serving section of summary.json: overall and per pool. The request log's last read: it is released as
+        its columns are sorted (a fleet's is GBs), so whatever reads it (the Prometheus exposition) goes before."""
         plane = self.plane
-        a = plane.log.arrays()
+        a = plane.log.arrays(release=True)
         labels = plane.log.labels
         slo_all = overall_slo(slos)
         out: dict[str, Any] = {"overall": summarize(a, slo_all), "pools": {}}
@@ -95,10 +96,11 @@ class ServingMetrics:
             out["pools"][key]["router"] = getattr(pool.router, "name", "")
             self._cdf[key] = _cdf(part)
         out["requests_csv_rows"] = len(a["id"])
-        self._csv = write_csv(a, labels)
+        self._csv = csv_chunks(a, labels)
         return out
 
-    def requests_csv(self) -> str:
+    def requests_csv_chunks(self) -> Iterator[str]:
+        """requests.csv of the rows summary() read, formatted a chunk at a time as the runner writes them."""
         return self._csv
 
 

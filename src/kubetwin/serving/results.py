@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import io
+from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -46,6 +48,7 @@ class RequestLog:
     rows: list[tuple] = field(default_factory=list)  # the rows not yet in `chunks`
     chunks: list[dict[str, np.ndarray]] = field(default_factory=list)  # compact columns, _CHUNK rows each
     flushed: int = 0  # rows in `chunks`
+    starts: list[int] = field(default_factory=list)  # the first row of each chunk (a reader from row r skips to it)
 
     COLS = ("id", "trace", "pool", "arrival", "pod", "status", "scheduled", "first", "finish", "prompt", "output",
             "cached", "preempt", "priority", "model", "reason", "requested")
@@ -82,6 +85,7 @@ class RequestLog:
         """The buffered tuples into one compact chunk."""
         m = _matrix(self.rows, len(self.COLS))
         self.chunks.append({k: m[:, j].astype(_COMPACT.get(k, np.int32)) for j, k in enumerate(self.COLS)})
+        self.starts.append(self.flushed)
         self.flushed += len(self.rows)
         self.rows = []
 
@@ -89,13 +93,11 @@ class RequestLog:
         """The named columns (float64, as the rows read) of rows start.. in the order they were logged: what a
         reader that consumes the log as it grows (serving.histograms) has not seen yet."""
         parts: dict[str, list[np.ndarray]] = {k: [] for k in cols}
-        pos = 0
-        for chunk in self.chunks:
-            n = len(chunk["id"])
-            if pos + n > start:
+        first = max(0, bisect_right(self.starts, start) - 1)  # the chunk that holds row `start`: none before it
+        for pos, chunk in zip(self.starts[first:], self.chunks[first:], strict=True):
+            if pos + len(chunk["id"]) > start:
                 for k in cols:
                     parts[k].append(chunk[k][max(0, start - pos):].astype(np.float64))
-            pos += n
         tail = self.rows[max(0, start - self.flushed):]
         if tail:
             m = _matrix(tail, len(self.COLS))
@@ -103,8 +105,10 @@ class RequestLog:
                 parts[k].append(m[:, self.COLS.index(k)])
         return {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Every row's columns, sorted by (arrival, id): floats as float64, the rest as int64."""
+    def arrays(self, release: bool = False) -> dict[str, np.ndarray]:
+        """Every row's columns, sorted by (arrival, id): floats as float64, the rest as int64. `release` (the log's
+        last read, at the end of a run): each column's chunks are dropped once it is joined, so a fleet's log (about
+        1 GB at 10 M requests) is not held beside the sorted columns; the log is empty after."""
         if not len(self):
             return {k: np.asarray([]) for k in self.COLS}
         if self.rows:
@@ -112,8 +116,16 @@ class RequestLog:
         chunks = self.chunks
         order = np.lexsort((np.concatenate([c["id"] for c in chunks]), np.concatenate([c["arrival"] for c in chunks])))
         # a column at a time, so only one unsorted column exists beside the sorted ones
-        return {k: np.concatenate([c[k] for c in chunks])[order].astype(
-            np.float64 if k in self.FLOAT_COLS else np.int64, copy=False) for k in self.COLS}
+        out = {}
+        for k in self.COLS:
+            col = np.concatenate([c[k] for c in chunks])
+            if release:
+                for c in chunks:
+                    del c[k]
+            out[k] = col[order].astype(np.float64 if k in self.FLOAT_COLS else np.int64, copy=False)
+        if release:
+            self.chunks, self.starts, self.flushed = [], [], 0
+        return out
 
 
 def _matrix(rows: list[tuple], width: int) -> np.ndarray:
@@ -176,7 +188,14 @@ def overall_slo(slos: dict[str, tuple[float, float]]) -> tuple[float, float]:
 
 
 def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
-    """requests.csv: one row per request, sorted by arrival; times in seconds from the run's start.
+    """requests.csv as one string (csv_chunks joined): for what needs the text whole, a small run's or loadgen's."""
+    return "".join(csv_chunks(a, labels))
+
+
+def csv_chunks(a: dict[str, np.ndarray], labels: list[str]) -> Iterator[str]:
+    """requests.csv: one row per request, sorted by arrival; times in seconds from the run's start. The header,
+    then the rows a bounded chunk at a time, so the runner streams a fleet's file (GBs) into the run folder instead
+    of holding it whole.
 
     Formatted a chunk of rows per `%` operation (one format string, the chunk's values flattened) rather than a
     csv.writer call per row: a million rows take about a second instead of ten. Labels are quoted by the csv module
@@ -185,7 +204,7 @@ def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
     n = len(a["id"])
     quoted = [_csv_field(x) for x in labels]
     row = "%d,%s,%s,%.6f,%s,%d,%s,%s,%s,%s,%d,%d,%d,%d,%d,%s,%s,%s\n"
-    parts = [",".join(CSV_FIELDS) + "\n"]
+    yield ",".join(CSV_FIELDS) + "\n"
     step = 1 << 15  # rows per chunk: bounds the Python objects alive at once (a few MB)
     for lo in range(0, n, step):
         sl = slice(lo, min(n, lo + step))
@@ -197,8 +216,7 @@ def write_csv(a: dict[str, np.ndarray], labels: list[str]) -> str:
             *(a[k][sl].tolist() for k in ("prompt", "output", "cached", "preempt", "priority")),
             [quoted[i] for i in a["model"][sl].tolist()], [quoted[i] for i in a["reason"][sl].tolist()],
             [quoted[i] for i in a["requested"][sl].tolist()]]
-        parts.append(row * len(cols[0]) % tuple(chain.from_iterable(zip(*cols, strict=True))))
-    return "".join(parts)
+        yield row * len(cols[0]) % tuple(chain.from_iterable(zip(*cols, strict=True)))
 
 
 def _fixed6_or_empty(x: np.ndarray) -> list[str]:

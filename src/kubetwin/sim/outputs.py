@@ -9,6 +9,7 @@ write run-folder files themselves, and the runner never reaches into a subsystem
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,7 +19,9 @@ class Contribution:
     summary: dict[str, Any] = field(default_factory=dict)  # summary.json sections, by key
     timeseries: dict[str, Any] = field(default_factory=dict)  # timeseries.json sections, by key
     prometheus: str | None = None  # metrics.prom exposition lines; None: the subsystem exports no series
-    requests_csv: str | None = None  # requests.csv (serving)
+    # requests.csv (serving), a chunk of rows at a time: the runner streams it into the run folder (a fleet's is GBs
+    # as one string) and joins it only for a run without a folder
+    requests_csv_chunks: Iterator[str] | None = None
     training: dict[str, Any] | None = None  # training.json (training)
 
 
