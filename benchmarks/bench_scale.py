@@ -15,7 +15,11 @@ Deployments at 0 replicas, or no Jobs: node bring-up, start-up and output alone,
 with --base TREE the same run with a baseline tree's sources, alternating
 A B A B, and the ratios (bench_report.ratio_line). Times are wall seconds on whatever else the machine runs: compare
 only pairs measured side by side.
+This tree runs each scenario with kube-scheduler's and kube-controller-manager's API clients unpaced (qps -1: the
+decisions of a baseline from before their token buckets, and the twin's cost per pod rather than the ReplicaSet
+controller's 20 creates a second); --paced keeps their defaults.
 Usage: python benchmarks/bench_scale.py [--only 10k,100k] [--million] [--net] [--repeat 1] [--base /tmp/base-tree]
+       [--paced]
        python benchmarks/bench_scale.py --write-churn churn.yaml   # the 1M-pod scenario as YAML, to run by hand
 """
 
@@ -40,18 +44,24 @@ DAY = 86400
 
 
 def churn(jobs: int = 10_000, completions: int = 100, parallelism: int = 10, nodes: int = 10_000,
-          seed: int = 1) -> list[dict]:
+          seed: int = 1, unpaced: bool = False) -> list[dict]:
     """`jobs` Jobs of `completions` pods, `parallelism` at a time, created at uniform random times over a day:
     each finished pod is replaced by the Job controller until the Job completes, and a finished Job goes with its
     pods 10 minutes later (ttlSecondsAfterFinished, as batch users set it to keep the API server small). Each Job's
     pods run for one random duration of 1 to 10 minutes (kubetwin.io/duration), so every Job (at most 10 rounds of
     10 minutes) ends within the day; half ask for one H100, half for 2 CPUs and 4 GiB, onto half a3-highgpu-8g and
     half n2-standard-32 nodes. The arrival rate and durations are a twin assumption of a busy batch cluster (about
-    4,000 pods running at once), not a trace."""
+    4,000 pods running at once), not a trace. `unpaced`: kube-scheduler's and kube-controller-manager's API clients
+    without token buckets (bench_report.scenario): at their defaults (20 qps) the Job controller's creates,
+    finalizer patches and status updates for ~12 pods a second fall behind, as they would on a real cluster left
+    at kube-controller-manager's defaults."""
     rng = random.Random(seed)
     longest = completions // parallelism * 600
+    spec: dict = {"duration": "24h", "sampleInterval": "1h"}
+    if unpaced:
+        spec["kubeScheduler"] = spec["kubeControllerManager"] = {"clientConnection": {"qps": -1}}
     head = {"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "bench-churn"},
-            "spec": {"duration": "24h", "sampleInterval": "1h"}}
+            "spec": spec}
     objs = [head, *_pools("gpu", "a3-highgpu-8g", nodes // 2, "nvidia-h100-80gb", 8),
             *_pools("cpu", "n2-standard-32", nodes - nodes // 2)]
     gpu = {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "4"}}
@@ -95,9 +105,11 @@ def main() -> None:
     ap.add_argument("--base", type=Path, help="a baseline tree (its src/ goes first on the path)")
     ap.add_argument("--keep", type=Path, help="write the run folders here instead of a temporary folder")
     ap.add_argument("--write-churn", type=Path, help="only write the 1M-pod scenario to this file")
+    ap.add_argument("--paced", action="store_true",
+                    help="this tree's runs keep the API clients' default token buckets (another simulation)")
     a = ap.parse_args()
     if a.write_churn:
-        _write(a.write_churn, churn(a.jobs))
+        _write(a.write_churn, churn(a.jobs, unpaced=not a.paced))
         return
     names = [n for n in a.only.split(",") if n] + (["1m"] if a.million and "1m" not in a.only else [])
     with tempfile.TemporaryDirectory() as tmp:
@@ -105,14 +117,20 @@ def main() -> None:
         root.mkdir(parents=True, exist_ok=True)
         trees = [("this", HERE / "src")] + ([("base", a.base / "src")] if a.base else [])
         for name in names:
-            objs = {"10k": lambda: scenario(5000, 10_000), "100k": lambda: scenario(10_000, 100_000),
-                    "1m": lambda: churn(a.jobs)}[name]()
-            scen = _write(root / f"{name}.yaml", objs)
+            # this tree runs with the API clients unpaced (unless --paced): the decisions of a baseline from
+            # before their token buckets, and the twin's own cost per pod rather than 20 pod creates a second
+            def make(unpaced: bool, name: str = name) -> list[dict]:
+                return {"10k": lambda: scenario(5000, 10_000, unpaced), "100k": lambda: scenario(10_000, 100_000,
+                                                                                               unpaced),
+                        "1m": lambda: churn(a.jobs, unpaced=unpaced)}[name]()
+            objs = make(not a.paced)
+            scen = {"this": _write(root / f"{name}.yaml", objs), "base": _write(root / f"{name}-base.yaml",
+                                                                                make(False))}
             runs: dict[str, list[tuple[float, float]]] = {t: [] for t, _ in trees}
             for i in range(a.repeat):
                 for tree, src in trees:
                     out = root / f"run-{name}-{tree}-{i}"
-                    runs[tree].append(timed(src, ["run", str(scen), "--out", str(out), "--overwrite"]))
+                    runs[tree].append(timed(src, ["run", str(scen[tree]), "--out", str(out), "--overwrite"]))
                     if tree != "this" or i:
                         continue
                     pods, sim, size = _folder(out)
