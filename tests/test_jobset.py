@@ -265,3 +265,20 @@ def test_the_upstream_exclusive_placement_example_as_written() -> None:
         pools.setdefault(p["metadata"]["labels"]["job-name"], set()).add(nodes[p["spec"]["nodeName"]])
     assert sorted(pools) == [f"exclusive-placement-workers-{i}" for i in range(3)]
     assert all(len(v) == 1 for v in pools.values()) and len(set().union(*pools.values())) == 3
+
+
+def test_child_job_creates_go_through_the_managers_client() -> None:
+    """The JobSet manager's client (main.go: QPS and Burst from clientConnection, 500 / 500 by default, one bucket
+    per resource as controller-runtime builds them): of 600 child Jobs, 500 are created at once and the rest
+    1/500 s apart; the status update has its own bucket; summary.json counts the requests."""
+    res = run(objects=[make_scenario("1m").obj(), jobset("wide", rjob("w", replicas=600), suspend=True)])
+    created = sorted(vs[0][0] for name in {o["metadata"]["name"] for _, _, _, o in res.history if o["kind"] == "Job"}
+                     if (vs := res.versions("Job", name)))
+    assert len(created) == 600
+    assert created[:500] == [created[0]] * 500
+    assert created[500:] == pytest.approx([created[0] + k / 500 for k in range(1, 101)])
+    client = res.summary["jobset_api_client"]
+    assert client["requests"]["create jobs"] == 600 and client["rateLimiter"] == "per resource"
+    assert client["max_wait_s"] == pytest.approx(0.2)
+    js = final_objects(res, "JobSet")["wide"]
+    assert next(s for s in js["status"]["replicatedJobsStatus"] if s["name"] == "w")["suspended"] == 600

@@ -333,7 +333,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
         twin.CONTROLLER_MANAGER_QPS, twin.CONTROLLER_MANAGER_BURST))
     JobController(store, env, events, names, client=kcm.client("job-controller"))
     TTLAfterFinishedController(store, env, client=kcm.client("ttl-after-finished-controller"))
-    JobSetController(store, env, events)
+    jobset = JobSetController(store, env, events)
     ReplicaSetController(store, env, events, names, client=kcm.client("replicaset-controller"))
     kubelet = Kubelet(store, env, events)
     kubelet.use_volumes(AttachDetachController(store, env, events))  # containers wait for bound, attached volumes
@@ -363,8 +363,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
                                         scenario.startTime, serving.plane if serving is not None else None)
     # training.kubetwin.io/* run times, DCGM gauges of training and serving GPUs (TPU metrics of TPU pods)
-    subsystems: list[Subsystem] = [s for s in (scheduler, kcm, pools, kubelet, spot, kueue, ca, serving, training)
-                                   if s is not None]
+    subsystems: list[Subsystem] = [s for s in (scheduler, kcm, jobset, pools, kubelet, spot, kueue, ca, serving,
+                                               training) if s is not None]
     return Cluster(env, store, pools, scheduler, metrics, subsystems, trace)
 
 

@@ -10,15 +10,22 @@ podAffinity to its own job-key and a required podAntiAffinity to every other job
 over the topology key; a follower's create is refused by the API server until the leader is bound, then it
 gets `nodeSelector {<topologyKey>: <leader node's value>}`. The Job controller sees the refusal as
 FailedCreate and retries when the leader pod changes (job.py AdmissionDenied).
+
+Its writes go through the manager's API client (sim/apiclient.py): main.go sets the rest config's QPS and Burst from
+the Configuration's clientConnection (api/config/v1alpha1/defaults.go: 500 / 500) and no RateLimiter, so
+controller-runtime gives each resource its own bucket (as Kueue's minimalkueue). Child Job creates, updates and
+deletes, the JobSet status update and the TTL delete wait on them; a JobSet whose writes wait is not synced again
+until they are through (common.KeyedWrites). The twin reads no JobSet Configuration: the defaults always apply.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.api.jobset_defaults import jobset_defaults
-from kubetwin.controllers.common import WorkQueue, owner_ref
+from kubetwin.controllers.common import KeyedWrites, WorkQueue, owner_ref
 from kubetwin.controllers.jobset_webhook import (
     EXCLUSIVE_KEY,
     GLOBAL_REPLICAS,
@@ -33,11 +40,15 @@ from kubetwin.controllers.jobset_webhook import (
     PodWebhook,
     job_key,
 )
+from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
+from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
 CONTROLLER_NAME = "jobset.sigs.k8s.io/jobset-controller"
+# the manager's clientConnection defaults (kubernetes-sigs/jobset api/config/v1alpha1/defaults.go)
+CLIENT_QPS, CLIENT_BURST = 500.0, 500
 COMPONENT = "jobset"  # mgr.GetEventRecorderFor("jobset")
 # Condition reasons and messages, pkg/constants/constants.go
 COMPLETED = ("AllJobsCompleted", "jobset completed successfully")
@@ -56,14 +67,21 @@ _STATUS_ZERO = {"ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended
 class JobSetController:
     """Reconciles JobSets into child Jobs; registers the JobSet defaulting and the pod webhooks."""
 
-    def __init__(self, store: Store, env: Environment, events: EventRecorder) -> None:
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, client: ApiClient | None = None) -> None:
         self.store, self.env, self.events = store, env, events
         self._work = WorkQueue(env, self._process)
+        self.client = client if client is not None else ApiClient("jobset-controller-manager", CLIENT_QPS,
+                                                                  CLIENT_BURST, shared=False)
+        self._writes = KeyedWrites(env, self.client, lambda key: self._queue(*key))  # type: ignore[misc]
         self._ttl: set[str] = set()  # uids whose deletion after ttlSecondsAfterFinished is scheduled
         store.admit(jobset_defaults, ("JobSet",))
         store.admit(PodWebhook(store), ("Pod",))
         store.watch("JobSet", self._on_jobset)
         store.watch("Job", self._on_job, owner_kind="JobSet")
+
+    def contribute(self, until: float) -> Contribution:
+        """summary.json's ``jobset_api_client`` (the manager's requests and their waits), when it made any."""
+        return Contribution(summary={"jobset_api_client": self.client.summary()} if self.client.requests else {})
 
     # -- watches ---------------------------------------------------------------------------------
     def _on_jobset(self, etype: str, js: Obj, old: Obj | None) -> None:
@@ -78,10 +96,12 @@ class JobSetController:
         self._work.add((ns, name))
 
     def _process(self, key: tuple[str, str]) -> None:
+        if self._writes.busy(key):  # its last sync's writes are in flight: synced again once they are through
+            return
         js = self.store.get("JobSet", *key)
         if js is None:  # the garbage collector removes a deleted JobSet's child Jobs and their pods
             for job in self.store.owned("Job", key[0], "JobSet", key[1]):
-                self._delete_job(job)
+                self._delete_job(job, gc=True)
             return
         self.sync(js)
 
@@ -105,7 +125,7 @@ class JobSetController:
         status["replicatedJobsStatus"] = rstat
         if _finished_js(status):
             for job in active:
-                self._delete_job(job)
+                self._delete_job(job, js=js)
             self._schedule_ttl(js, status)
         else:
             self._reconcile(js, spec, status, events, prev, active, ok, failed, rstat)
@@ -114,7 +134,7 @@ class JobSetController:
     def _reconcile(self, js: Obj, spec: dict, status: dict, events: list, prev: list, active: list, ok: list,
                    failed: list, rstat: list[dict]) -> None:
         for job in prev:
-            self._delete_job(job)
+            self._delete_job(job, js=js)
         if failed:
             self._failure_policy(spec, status, events, failed)
             return
@@ -133,7 +153,7 @@ class JobSetController:
             for idx in range(rj.get("replicas", 1)):
                 job_name = f"{js['metadata']['name']}-{rj['name']}-{idx}"
                 if job_name not in existing and not blocking:
-                    self.store.create(self._construct_job(js, status, rj, idx))
+                    self._create_job(js, self._construct_job(js, status, rj, idx))
             if not suspended and in_order:
                 _set_condition(status, events, "StartupPolicyInProgress", "True", IN_ORDER, "Normal")
                 break
@@ -143,12 +163,13 @@ class JobSetController:
         if suspended:
             for job in active:
                 if not job["spec"].get("suspend"):
-                    self.store.update({**job, "spec": {**job["spec"], "suspend": True}})
+                    self._update_job(js, job, lambda cur: {**cur, "spec": {**cur["spec"], "suspend": True}})
             _set_condition(status, events, "Suspended", "True", SUSPENDED, "Normal")
         else:
-            self._resume(spec, status, events, active, by_rjob, in_order)
+            self._resume(js, spec, status, events, active, by_rjob, in_order)
 
-    def _resume(self, spec: dict, status: dict, events: list, active: list, by_rjob: dict, in_order: bool) -> None:
+    def _resume(self, js: Obj, spec: dict, status: dict, events: list, active: list, by_rjob: dict,
+                in_order: bool) -> None:
         """resumeJobsIfNecessary: unsuspend child Jobs, first merging what Kueue wrote into the JobSet's
         pod templates while it was suspended (labels, annotations, nodeSelector, tolerations, schedulingGates)."""
         for rj in spec["replicatedJobs"]:
@@ -158,23 +179,7 @@ class JobSetController:
             for job in active:
                 if job["metadata"]["labels"].get(RJOB_NAME) != rj["name"] or not job["spec"].get("suspend"):
                     continue
-                jt = job["spec"]["template"]
-                jmeta, tmeta = jt.get("metadata") or {}, tmpl.get("metadata") or {}
-                pspec, tspec = dict(jt.get("spec") or {}), tmpl.get("spec") or {}
-                pspec["nodeSelector"] = {**(pspec.get("nodeSelector") or {}), **(tspec.get("nodeSelector") or {})}
-                for field in ("tolerations", "schedulingGates"):
-                    merged = list(pspec.get(field) or [])
-                    merged += [x for x in tspec.get(field) or [] if x not in merged]
-                    if merged:
-                        pspec[field] = merged
-                if not pspec["nodeSelector"]:
-                    del pspec["nodeSelector"]
-                new_meta = {**jmeta, "labels": {**(jmeta.get("labels") or {}), **(tmeta.get("labels") or {})},
-                            "annotations": {**(jmeta.get("annotations") or {}), **(tmeta.get("annotations") or {})}}
-                job_status = {k: v for k, v in (job.get("status") or {}).items() if k != "startTime"}
-                self.store.update({**job, "spec": {**job["spec"], "suspend": False,
-                                                   "template": {**jt, "metadata": new_meta, "spec": pspec}},
-                                   "status": job_status})
+                self._update_job(js, job, lambda cur, tmpl=tmpl: _resumed(cur, tmpl))
             if in_order:
                 _set_condition(status, events, "StartupPolicyInProgress", "True", IN_ORDER, "Normal")
                 return
@@ -264,12 +269,46 @@ class JobSetController:
                 "metadata": {**jmeta, "name": name, "namespace": ns, "ownerReferences": [owner_ref(js)]},
                 "spec": jspec, "status": {}}
 
-    def _delete_job(self, job: Obj) -> None:
-        """Foreground deletion: the pods go first, then the Job."""
-        ns, name = job["metadata"].get("namespace") or "", job["metadata"]["name"]
-        for pod in self.store.owned("Pod", ns, "Job", name):
-            self.store.delete("Pod", ns, pod["metadata"]["name"])
-        self.store.delete("Job", ns, name)
+    def _send(self, js: Obj, resource: str, verb: str, do: Callable[[], object]) -> None:
+        """One request of the JobSet's sync through the manager's client (now, or when its token is due)."""
+        meta = js["metadata"]
+        self._writes.send((meta.get("namespace") or "default", meta["name"]), resource, verb, do)
+
+    def _create_job(self, js: Obj, job: Obj) -> None:
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+
+        def create() -> None:
+            if self.store.get("Job", ns, name) is None:  # else AlreadyExists: the next sync sees it
+                self.store.create(job)
+        self._send(js, "jobs", "create", create)
+
+    def _update_job(self, js: Obj, job: Obj, change: Callable[[Obj], Obj]) -> None:
+        """An update of a child Job, made on the Job as it is when the request lands (a Job gone or replaced
+        meanwhile is left alone: the API server would answer NotFound or Conflict and the next sync retries)."""
+        ns, name, uid = job["metadata"].get("namespace") or "", job["metadata"]["name"], job["metadata"]["uid"]
+
+        def update() -> None:
+            cur = self.store.get("Job", ns, name)
+            if cur is not None and cur["metadata"]["uid"] == uid:
+                self.store.update(change(cur))
+        self._send(js, "jobs", "update", update)
+
+    def _delete_job(self, job: Obj, gc: bool = False, js: Obj | None = None) -> None:
+        """Foreground deletion: the pods go first, then the Job. The JobSet's own delete is one request through
+        its client (`js`); the garbage collector's (`gc`: the JobSet is gone) is not paced here."""
+        ns, name, uid = job["metadata"].get("namespace") or "", job["metadata"]["name"], job["metadata"]["uid"]
+
+        def delete() -> None:
+            cur = self.store.get("Job", ns, name)
+            if cur is None or cur["metadata"]["uid"] != uid:
+                return
+            for pod in self.store.owned("Pod", ns, "Job", name):
+                self.store.delete("Pod", ns, pod["metadata"]["name"])
+            self.store.delete("Job", ns, name)
+        if gc or js is None:
+            delete()
+        else:
+            self._send(js, "jobs", "delete", delete)
 
     def _schedule_ttl(self, js: Obj, status: dict) -> None:
         """ttlSecondsAfterFinished: delete the JobSet that long after its Completed/Failed transition."""
@@ -279,20 +318,54 @@ class JobSetController:
         self._ttl.add(uid)
         ns, name = js["metadata"].get("namespace") or "", js["metadata"]["name"]
 
-        def expire() -> None:
+        def delete() -> None:
             cur = self.store.get("JobSet", ns, name)
             if cur is not None and cur["metadata"]["uid"] == uid:
                 self.store.delete("JobSet", ns, name)
+
+        def expire() -> None:
+            cur = self.store.get("JobSet", ns, name)
+            if cur is not None and cur["metadata"]["uid"] == uid:
+                self.client.send(self.env, "jobsets", "delete", delete)
         self.env.after(float(ttl), expire)
 
     def _write(self, js: Obj, status: dict, events: list[tuple[str, str, str]]) -> None:
         now = self.store.timestamp(self.env.now)
         status["conditions"] = [{**c, "lastTransitionTime": c["lastTransitionTime"] or now}
                                 for c in status["conditions"]]
-        if status != js.get("status"):
-            js = self.store.update({**js, "status": status})
+        if status == js.get("status"):
+            return
+        ns, name, uid = js["metadata"].get("namespace") or "default", js["metadata"]["name"], js["metadata"]["uid"]
+
+        def update() -> None:
+            cur = self.store.get("JobSet", ns, name)
+            if cur is None or cur["metadata"]["uid"] != uid:
+                return
+            cur = self.store.update({**cur, "status": status})
             for etype, reason, msg in events:  # emitted only once the status update succeeded
-                self.events.event(js, etype, reason, msg, COMPONENT)
+                self.events.event(cur, etype, reason, msg, COMPONENT)
+        self._send(js, "jobsets/status", "update", update)
+
+def _resumed(job: Obj, tmpl: dict) -> Obj:
+    """resumeJobsIfNecessary's change to a suspended child Job: unsuspended, its pod template merged with what Kueue
+    wrote into the JobSet's (labels, annotations, nodeSelector, tolerations, schedulingGates), startTime cleared."""
+    jt = job["spec"]["template"]
+    jmeta, tmeta = jt.get("metadata") or {}, tmpl.get("metadata") or {}
+    pspec, tspec = dict(jt.get("spec") or {}), tmpl.get("spec") or {}
+    pspec["nodeSelector"] = {**(pspec.get("nodeSelector") or {}), **(tspec.get("nodeSelector") or {})}
+    for field in ("tolerations", "schedulingGates"):
+        merged = list(pspec.get(field) or [])
+        merged += [x for x in tspec.get(field) or [] if x not in merged]
+        if merged:
+            pspec[field] = merged
+    if not pspec["nodeSelector"]:
+        del pspec["nodeSelector"]
+    new_meta = {**jmeta, "labels": {**(jmeta.get("labels") or {}), **(tmeta.get("labels") or {})},
+                "annotations": {**(jmeta.get("annotations") or {}), **(tmeta.get("annotations") or {})}}
+    job_status = {k: v for k, v in (job.get("status") or {}).items() if k != "startTime"}
+    return {**job, "spec": {**job["spec"], "suspend": False, "template": {**jt, "metadata": new_meta, "spec": pspec}},
+            "status": job_status}
+
 
 def _finished(job: Obj) -> str | None:
     conds = conditions_of(job)
