@@ -224,6 +224,7 @@ class Kubelet:
         if gone:
             self.gpus.release(uid)
             self._crashing.discard(uid)
+            self._started.discard(uid)  # uids are never reused: a day of 1,000,000 pods need not keep them all
             return
         if not pod["spec"].get("nodeName"):
             return
