@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetwin.api.podresources import pod_requests
+from kubetwin.api.podspec import TemplateMemo
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.attachdetach import MOUNT_TIMEOUT, AttachDetachController
 from kubetwin.controllers.common import controller_of
@@ -143,6 +144,8 @@ class Kubelet:
         self.admission = NodeAdmission()  # each node's admitted pods, for the kubelet's resource check
         self.volumes: AttachDetachController | None = None  # the volume gate (attach/detach controller)
         self._mounting: dict[str, Obj] = {}  # uid -> a bound pod waiting for its volumes, in binding order
+        self._requests = TemplateMemo(pod_requests)  # a running pod's requests, once per pod template
+        self._durations: dict[str, float] = {}  # annotation text -> seconds: a Job's pods share a few texts
         store.watch("Pod", self._on_pod)
 
     def use_volumes(self, volumes: AttachDetachController) -> None:
@@ -203,29 +206,31 @@ class Kubelet:
             self._finish(cur, "Failed", exit_code, "Error", message)
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        # every pod write reaches here: the uid and phase are read once
         uid = pod["metadata"]["uid"]
-        if uid in self._held and (etype == "DELETED" or pod.get("status", {}).get("phase") != "Running"):
+        phase = pod.get("status", {}).get("phase")
+        gone = etype == "DELETED"
+        if uid in self._held and (gone or phase != "Running"):
             del self._held[uid]
         if uid in self._runs:
-            phase = pod.get("status", {}).get("phase")
-            if etype == "DELETED" or phase == "Failed":
+            if gone or phase == "Failed":
                 self._stopped(pod, self._runs.pop(uid))
             elif phase == "Succeeded":
                 run = self._runs.pop(uid)
                 if run.key is not None:
                     self.progress.pop(run.key, None)  # done: nothing of it is left to resume
-        if etype == "DELETED" or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+        if gone or phase in ("Succeeded", "Failed"):
             self.admission.release(pod["spec"].get("nodeName"), uid)
-        if etype == "DELETED":
-            self.gpus.release(pod["metadata"]["uid"])
-            self._crashing.discard(pod["metadata"]["uid"])
+        if gone:
+            self.gpus.release(uid)
+            self._crashing.discard(uid)
+            self._started.discard(uid)  # uids are never reused: a day of 1,000,000 pods need not keep them all
             return
         if not pod["spec"].get("nodeName"):
             return
-        key = pod["metadata"]["uid"]
-        if key in self._started or pod["status"].get("phase") != "Pending":
+        if uid in self._started or pod["status"].get("phase") != "Pending":
             return
-        self._started.add(key)
+        self._started.add(uid)
         if not self._to_start:  # one pass starts every pod bound at this instant, in binding order
             self.env.after(0, self._start_all)
         self._to_start.append(pod)
@@ -380,7 +385,7 @@ class Kubelet:
         hooked = next((w for w in (h(running, node) for h in self.duration_hooks) if w is not None), None)
         if hooked is not None or DURATION in annotations:
             work = hooked if isinstance(hooked, Work) else Work(
-                parse_duration(annotations[DURATION]) if hooked is None else float(hooked))
+                self._duration(annotations[DURATION]) if hooked is None else float(hooked))
             if work.hold:
                 self._held[meta["uid"]] = (running, node, work)
             else:
@@ -394,7 +399,7 @@ class Kubelet:
         meta, annotations = running["metadata"], running["metadata"].get("annotations") or {}
         duration = work.duration
         interval = work.interval if work.interval is not None else (
-            parse_duration(annotations[CHECKPOINT]) if CHECKPOINT in annotations else None)
+            self._duration(annotations[CHECKPOINT]) if CHECKPOINT in annotations else None)
         key = work_key(running)
         resumed = min(self.progress.get(key, 0.0) * interval, duration) if key is not None and interval else 0.0
         overhead = work.setup + (work.restart if resumed > 0 else 0.0)  # work starts after it
@@ -403,13 +408,22 @@ class Kubelet:
             return
         if math.isinf(duration):  # no duration (a gang rank released without one): it runs until stopped
             return
-        req: dict[str, float] = {**pod_requests(running)}
+        req: dict[str, float] = {**self._requests(running)}
         dra_gpus = nvidia_dra.pod_gpus(self.store, running)  # GPUs held through ResourceClaims
         if dra_gpus:
             req[GPU] = req.get(GPU, 0) + dra_gpus
         self._runs[meta["uid"]] = _Run(key, self.env.now + overhead, interval, duration, resumed,
                                        {r: req[r] for r in ACCELERATORS if req.get(r)})
         self.gpus.start(running, node, overhead + duration - resumed, on_device=work.on_device)
+
+    def _duration(self, value: object) -> float:
+        """parse_duration, remembered per annotation text (every pod of a Job carries the same one)."""
+        if not isinstance(value, str):
+            return parse_duration(value)
+        seconds = self._durations.get(value)
+        if seconds is None:
+            seconds = self._durations[value] = parse_duration(value)
+        return seconds
 
     def _became_ready(self, pod: Obj) -> None:
         """The readiness probe passes: the model is loaded and the server answers."""
@@ -422,7 +436,7 @@ class Kubelet:
         self.store.update({**cur, "status": status})
 
     def _arm_failure(self, pod: Obj, attempt: int) -> None:
-        after = parse_duration(pod["metadata"]["annotations"][FAIL_AFTER])
+        after = self._duration(pod["metadata"]["annotations"][FAIL_AFTER])
         code = int(pod["metadata"]["annotations"].get(EXIT_CODE, 1))
         self.env.after(after, lambda: self._container_failed(pod, attempt, exit_code=code))
 

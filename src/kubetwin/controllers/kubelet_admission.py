@@ -24,8 +24,11 @@ class NodeAdmission:
     def __init__(self) -> None:
         self._admitted: dict[str, dict[str, dict[str, int]]] = {}  # node -> pod uid -> requests
         self._used: dict[str, dict[str, int]] = {}  # node -> the admitted pods' requests, summed
-        self._alloc: dict[str, tuple[str, dict[str, int]]] = {}  # node -> (resourceVersion, allocatable)
+        # node -> (its status.allocatable as stored, parsed): a node's status is rewritten far more often than its
+        # allocatable changes, and the store's dicts are never changed in place, so the same dict parses the same
+        self._alloc: dict[str, tuple[object, dict[str, int]]] = {}
         self._requests = TemplateMemo(pod_requests)  # one per pod template (read-only dicts)
+        self._checks: dict[int, tuple[dict[str, int], tuple[str, ...]]] = {}  # id(requests) -> Fits' order
 
     def release(self, node: str | None, uid: str) -> None:
         """The pod finished or went away: its requests no longer count."""
@@ -41,22 +44,33 @@ class NodeAdmission:
         name, uid = node["metadata"]["name"], pod["metadata"]["uid"]
         pods = self._admitted.setdefault(name, {})
         used = self._used.setdefault(name, {})
-        rv = node["metadata"].get("resourceVersion", "")
+        raw = node.get("status", {}).get("allocatable")
         cached = self._alloc.get(name)
-        if cached is None or cached[0] != rv:  # parsed once per node version, not per pod
-            cached = self._alloc[name] = (rv, NodeInfo.from_node(node).allocatable)
+        if cached is None or cached[0] is not raw:  # parsed once per allocatable, not per pod
+            cached = self._alloc[name] = (raw, NodeInfo.from_node(node).allocatable)
         alloc = cached[1]
         want = self._requests(pod)
         if len(pods) + 1 > alloc.get("pods", 0) and "pods" in alloc:
             return "OutOfpods", _error("pods", 1, len(pods), alloc["pods"])
-        extended = sorted(k for k in want if k not in ORDER and k in alloc)
-        for res in (*ORDER, *extended):
-            if want.get(res) and used.get(res, 0) + want[res] > alloc.get(res, 0):
+        for res in self._order(want):
+            if used.get(res, 0) + want[res] > alloc.get(res, 0) and (res in ORDER or res in alloc):
                 return f"OutOf{res}", _error(res, want[res], used.get(res, 0), alloc.get(res, 0))
         pods[uid] = want
         for k, v in want.items():
             used[k] = used.get(k, 0) + v
         return None
+
+    def _order(self, want: dict[str, int]) -> tuple[str, ...]:
+        """The requested resources in Fits' order (cpu, memory, ephemeral-storage, then extended ones sorted),
+        once per pod template; an extended resource the node does not advertise is skipped by the caller."""
+        seen = self._checks.get(id(want))
+        if seen is not None and seen[0] is want:
+            return seen[1]
+        order = (*(r for r in ORDER if want.get(r)), *sorted(k for k in want if k not in ORDER and want[k]))
+        if len(self._checks) >= 1024:
+            self._checks.clear()
+        self._checks[id(want)] = (want, order)
+        return order
 
 
 def _error(res: str, requested: int, used: int, capacity: int) -> str:

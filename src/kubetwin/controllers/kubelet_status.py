@@ -14,9 +14,10 @@ Ready when its containers are) and init containers that are still running (the t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from kubetwin.api.conditions import Condition, find_condition, replace_or_append_condition
+from kubetwin.api.conditions import Condition, replace_or_append_condition
 from kubetwin.store.store import Obj
 
 # kubetypes.PodConditionsByKubelet, in generateAPIPodStatus's order
@@ -28,15 +29,23 @@ def _containers_ready(pod: Obj, statuses: Sequence[dict] | None, phase: str) -> 
     """GenerateContainersReadyCondition: every container (and sidecar) known and ready."""
     if statuses is None:
         return {"type": "ContainersReady", "status": "False", "reason": "UnknownContainerStatuses"}
+    if phase == "Failed":
+        return {"type": "ContainersReady", "status": "False", "reason": "PodFailed"}
     by_name = {cs.get("name"): cs for cs in statuses}
     spec = pod.get("spec") or {}
-    names = [c["name"] for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    init = spec.get("initContainers")
+    names = [c["name"] for c in init if c.get("restartPolicy") == "Always"] if init else []
     names += [c["name"] for c in spec.get("containers") or []]
-    unknown = [n for n in names if n not in by_name]
-    unready = [n for n in names if n in by_name and not by_name[n].get("ready")]
-    if (phase == "Succeeded" and not unknown) or phase == "Failed":
-        return {"type": "ContainersReady", "status": "False",
-                "reason": "PodFailed" if phase == "Failed" else "PodCompleted"}
+    unknown: list[str] = []
+    unready: list[str] = []
+    for n in names:  # one pass over the containers (a pod's status is synced at every start and finish)
+        cs = by_name.get(n)
+        if cs is None:
+            unknown.append(n)
+        elif not cs.get("ready"):
+            unready.append(n)
+    if phase == "Succeeded" and not unknown:
+        return {"type": "ContainersReady", "status": "False", "reason": "PodCompleted"}
     # Go's %s of a []string: "[a b]"
     messages = [f"containers with {what} status: [{' '.join(ns)}]"
                 for what, ns in (("unknown", unknown), ("unready", unready)) if ns]
@@ -58,9 +67,10 @@ def _generate(pod: Obj, status: dict) -> list[Condition]:
     return [sandbox, initialized, ready, containers, {"type": "PodScheduled", "status": "True"}]
 
 
-def _with_time(new: Condition, old: Sequence[Condition], now: str) -> Condition:
-    """updateLastTransitionTime: the old time while the status is unchanged, else now."""
-    prev = find_condition(old, new["type"])
+def _with_time(new: Condition, old: Mapping[str, Condition], now: str) -> Condition:
+    """updateLastTransitionTime: the old time while the status is unchanged, else now. `old` maps each type to
+    its first condition (FindStatusCondition's match), built once per sync rather than searched per condition."""
+    prev = old.get(new["type"])
     kept = prev.get("lastTransitionTime") if prev is not None and prev.get("status") == new["status"] else None
     return {**new, "lastTransitionTime": kept or now}
 
@@ -72,8 +82,15 @@ def kubelet_conditions(pod: Obj, status: dict, now: str, shared: Sequence[Condit
     besides its own (DisruptionTarget on a node shutdown), replaced where they stand or appended.
     """
     old = (pod.get("status") or {}).get("conditions") or []
-    out = [c for c in old if c.get("type") not in KUBELET_OWNED]
-    out += [_with_time(c, old, now) for c in _generate(pod, status)]
+    by_type: dict[Any, Condition] = {}
+    out = []
+    for c in old:  # one pass: the first condition of each type, and those the kubelet does not own
+        ctype = c.get("type")
+        if ctype not in by_type:
+            by_type[ctype] = c
+        if ctype not in KUBELET_OWNED:
+            out.append(c)
+    out += [_with_time(c, by_type, now) for c in _generate(pod, status)]
     for c in shared:
-        out = replace_or_append_condition(out, _with_time(c, old, now))
+        out = replace_or_append_condition(out, _with_time(c, by_type, now))
     return out

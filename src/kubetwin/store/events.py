@@ -70,8 +70,9 @@ class EventRecorder:
 
     def event(self, obj: Obj, etype: str, reason: str, message: str, component: str) -> None:
         meta = obj["metadata"]
-        ns = meta.get("namespace") or "default"
-        obj_key = (obj["kind"], ns, meta["name"], meta.get("uid"), component)
+        name, namespace, uid = meta["name"], meta.get("namespace"), meta.get("uid")
+        ns = namespace or "default"
+        obj_key = (obj["kind"], ns, name, uid, component)
         now_s = self.store.env.now
         filtered = component not in UNFILTERED
         agg_key = self._aggregated(obj_key, etype, reason, message, now_s) if filtered else None
@@ -82,22 +83,22 @@ class EventRecorder:
         seen = self._seen.get(key)
         if seen is None:
             self._n += 1
-            name, count = f"{meta['name']}.{self._n:08x}", 0
+            event_name, count = f"{name}.{self._n:08x}", 0
         else:
-            name, count = seen
-        _remember(self._seen, key, (name, count + 1), seen is None)
+            event_name, count = seen
+        _remember(self._seen, key, (event_name, count + 1), seen is None)
         if filtered and not self._accept(obj_key, now_s):
             return
         now = self.store.timestamp(now_s)
-        cur = self.store.get("Event", ns, name) if count else None
+        cur = self.store.get("Event", ns, event_name) if count else None
         if cur is not None:
             self.store.update({**cur, "count": count + 1, "message": message, "lastTimestamp": now})
             return
         self.store.create({
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": name, "namespace": ns},
-            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj["kind"], "namespace":
-                               meta.get("namespace"), "name": meta["name"], "uid": meta.get("uid")},
+            "metadata": {"name": event_name, "namespace": ns},
+            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj["kind"], "namespace": namespace,
+                               "name": name, "uid": uid},
             "reason": reason, "message": message, "type": etype, "source": {"component": component},
             "firstTimestamp": now, "lastTimestamp": now, "count": count + 1,
         })
