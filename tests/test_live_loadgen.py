@@ -9,6 +9,7 @@ import io
 import json
 import shutil
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -153,10 +154,15 @@ def test_requests_csv_has_the_twins_columns_and_measured_latencies(server: tuple
     assert o["completed"] == o["requests"] == len(rows) and o["slo_attainment"] == 1.0
     assert o["prefix_cache_hit_rate"] == 0.5 and o["request_prefix_hit_rate"] == 0.5
     assert json.loads((out / "summary.json").read_text()) == summary
-    # each request went out at its arrival time (open loop), with one word per prompt token
-    t0 = fake.seen[0]["t"] - plan.arrays.arrival[0]
-    for seen, arrival in zip(fake.seen, plan.arrays.arrival.tolist(), strict=True):
-        assert seen["t"] - t0 == pytest.approx(arrival, abs=0.15)
+    # each request went out at its arrival time (open loop), with one word per prompt token. Measured in wall time
+    # on a machine that may be running other tests: one request may go out late (a scheduling hiccup of the test
+    # process, ~0.18 s seen on 2 busy cores), but lateness must not build up as it would if each request waited for
+    # the one before (~0.04 s more per request here, ~0.8 s by the last)
+    late = [seen["t"] - arrival for seen, arrival in zip(fake.seen, plan.arrays.arrival.tolist(), strict=True)]
+    typical = statistics.median(late)
+    assert max(late) - min(late) < 0.3
+    assert statistics.median(abs(x - typical) for x in late) < 0.05
+    for seen in fake.seen:
         assert len(tokens_of(seen["body"]["prompt"])) == 40 and seen["body"]["max_tokens"] == 5
         assert seen["body"]["stream"] is True and seen["body"]["ignore_eos"] is True
 
