@@ -103,3 +103,19 @@ def test_the_deletes_go_through_the_controllers_client() -> None:
     assert times[30:] == pytest.approx([20.0 + 0.05 * k for k in range(1, 11)])
     client = res.summary["kube_controller_manager_api_clients"]["pod-garbage-collector"]
     assert client["requests"] == {"delete pods": 40}
+
+
+def test_the_next_pass_comes_a_period_after_the_last_one_ended() -> None:
+    """wait.UntilWithContext is a sliding period: a pod that terminates while the pass's deletes are still going
+    out waits for the tick gcCheckPeriod after the last of them, not for the pass's end."""
+    names = [f"p{i:02d}" for i in range(41)]
+    res = run(objects=[make_scenario("5m").spec(kubeControllerManager={"terminatedPodGCThreshold": 1}).obj(),
+                       static_node("n1").obj(), static_node("n2").obj(), *[_pod(n, "0s", "5s") for n in names],
+                       *[_pod(n, "15s", "5200ms") for n in ("late0", "late1")]])
+    times = sorted(_deleted(res, names).values())  # the first pass takes 40 of the 41: 30 at once, then 1/20 s
+    last_of_pass = times[39]
+    assert times[0] == 20.0 and last_of_pass == pytest.approx(20.5)
+    # late0 terminates at 20.2, during the pass; the next pass (the 41st pod and late0: two past the threshold of 1
+    # with late1) comes a period after the pass ended
+    assert times[40] == pytest.approx(last_of_pass + 20.0)
+    assert _deleted(res, ["late0", "late1"]) == {"late0": pytest.approx(last_of_pass + 20.0)}

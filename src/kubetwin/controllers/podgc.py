@@ -120,8 +120,9 @@ class PodGC:
         heapq.heappush(self._order, key)
         if len(self._terminated) > self.terminated_threshold and not self._tick_armed:
             self._tick_armed = True
-            # the loop's next tick: gcCheckPeriod after the last pass ended (wait.Until is a sliding period)
-            ticks = math.floor((self.env.now - self._loop_end) / GC_CHECK_PERIOD) + 1
+            # the loop's next tick: a whole number of periods after the last pass ended (wait.Until is a sliding
+            # period), at least one: a pass whose deletes are still going out has not ended yet
+            ticks = max(1, math.floor((self.env.now - self._loop_end) / GC_CHECK_PERIOD) + 1)
             self.env.at(self._loop_end + ticks * GC_CHECK_PERIOD, self._gc_terminated)
 
     def _gc_terminated(self) -> None:
