@@ -153,8 +153,7 @@ class JobController:
         self._writes.send(key, "pods", "patch", _no_finalizer)
 
         def delete() -> None:
-            cur = self.store.get("Pod", ns, name)
-            if cur is not None and cur["metadata"].get("uid") == uid:
+            if self.store.current("Pod", ns, name, uid) is not None:
                 self.store.delete("Pod", ns, name)
 
         self._writes.send(key, "pods", "delete", delete)
@@ -438,8 +437,8 @@ class JobController:
         ns, name, uid = meta.get("namespace") or "default", meta["name"], meta.get("uid")
 
         def update() -> None:
-            cur = self.store.get("Job", ns, name)
-            if cur is None or cur["metadata"].get("uid") != uid:
+            cur = self.store.current("Job", ns, name, uid)
+            if cur is None:
                 return
             final = make()
             if final != cur.get("status"):

@@ -101,7 +101,7 @@ class JobSetController:
         js = self.store.get("JobSet", *key)
         if js is None:  # the garbage collector removes a deleted JobSet's child Jobs and their pods
             for job in self.store.owned("Job", key[0], "JobSet", key[1]):
-                self._delete_job(job, gc=True)
+                self._delete_job(job)
             return
         self.sync(js)
 
@@ -288,24 +288,23 @@ class JobSetController:
         ns, name, uid = job["metadata"].get("namespace") or "", job["metadata"]["name"], job["metadata"]["uid"]
 
         def update() -> None:
-            cur = self.store.get("Job", ns, name)
-            if cur is not None and cur["metadata"]["uid"] == uid:
+            cur = self.store.current("Job", ns, name, uid)
+            if cur is not None:
                 self.store.update(change(cur))
         self._send(js, "jobs", "update", update)
 
-    def _delete_job(self, job: Obj, gc: bool = False, js: Obj | None = None) -> None:
+    def _delete_job(self, job: Obj, js: Obj | None = None) -> None:
         """Foreground deletion: the pods go first, then the Job. The JobSet's own delete is one request through
-        its client (`js`); the garbage collector's (`gc`: the JobSet is gone) is not paced here."""
+        its client (`js`); the garbage collector's (no `js`: the JobSet is gone) is not paced here."""
         ns, name, uid = job["metadata"].get("namespace") or "", job["metadata"]["name"], job["metadata"]["uid"]
 
         def delete() -> None:
-            cur = self.store.get("Job", ns, name)
-            if cur is None or cur["metadata"]["uid"] != uid:
+            if self.store.current("Job", ns, name, uid) is None:
                 return
             for pod in self.store.owned("Pod", ns, "Job", name):
                 self.store.delete("Pod", ns, pod["metadata"]["name"])
             self.store.delete("Job", ns, name)
-        if gc or js is None:
+        if js is None:
             delete()
         else:
             self._send(js, "jobs", "delete", delete)
@@ -319,13 +318,11 @@ class JobSetController:
         ns, name = js["metadata"].get("namespace") or "", js["metadata"]["name"]
 
         def delete() -> None:
-            cur = self.store.get("JobSet", ns, name)
-            if cur is not None and cur["metadata"]["uid"] == uid:
+            if self.store.current("JobSet", ns, name, uid) is not None:
                 self.store.delete("JobSet", ns, name)
 
         def expire() -> None:
-            cur = self.store.get("JobSet", ns, name)
-            if cur is not None and cur["metadata"]["uid"] == uid:
+            if self.store.current("JobSet", ns, name, uid) is not None:
                 self.client.send(self.env, "jobsets", "delete", delete)
         self.env.after(float(ttl), expire)
 
@@ -338,13 +335,14 @@ class JobSetController:
         ns, name, uid = js["metadata"].get("namespace") or "default", js["metadata"]["name"], js["metadata"]["uid"]
 
         def update() -> None:
-            cur = self.store.get("JobSet", ns, name)
-            if cur is None or cur["metadata"]["uid"] != uid:
+            cur = self.store.current("JobSet", ns, name, uid)
+            if cur is None:
                 return
             cur = self.store.update({**cur, "status": status})
             for etype, reason, msg in events:  # emitted only once the status update succeeded
                 self.events.event(cur, etype, reason, msg, COMPONENT)
         self._send(js, "jobsets/status", "update", update)
+
 
 def _resumed(job: Obj, tmpl: dict) -> Obj:
     """resumeJobsIfNecessary's change to a suspended child Job: unsuspended, its pod template merged with what Kueue

@@ -145,7 +145,6 @@ class PodGC:
 
     def _delete(self, key: GCKey) -> None:
         """The force delete (grace period 0) of the pod the pass chose, if it is still that pod."""
-        cur = self.store.get("Pod", key[3], key[2])
-        if cur is not None and cur["metadata"].get("uid") == key[4]:
+        if self.store.current("Pod", key[3], key[2], key[4]) is not None:
             self.store.delete("Pod", key[3], key[2])
             self.collected += 1

@@ -128,8 +128,7 @@ class ReplicaSetController:
     def _delete(self, rs: Obj, pod: Obj) -> None:
         meta = pod["metadata"]
         ns = meta.get("namespace") or "default"
-        cur = self.store.get("Pod", ns, meta["name"])
-        if cur is None or cur["metadata"].get("uid") != meta.get("uid"):
+        if self.store.current("Pod", ns, meta["name"], meta.get("uid")) is None:
             return
         self.store.delete("Pod", ns, meta["name"])
         self.events.event(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {meta['name']}", "replicaset-controller")
@@ -142,8 +141,7 @@ class ReplicaSetController:
     def _current(self, rs: Obj) -> Obj | None:
         """The ReplicaSet as stored now, None when it is gone (or is another of the same name)."""
         meta = rs["metadata"]
-        cur = self.store.get("ReplicaSet", meta.get("namespace") or "default", meta["name"])
-        return cur if cur is not None and cur["metadata"].get("uid") == meta.get("uid") else None
+        return self.store.current("ReplicaSet", meta.get("namespace") or "default", meta["name"], meta.get("uid"))
 
     def _deployment_status(self, ns: str, name: str) -> None:
         """Roll the ReplicaSets' counts up into the Deployment's status, as the deployment controller does."""

@@ -39,14 +39,12 @@ class TTLAfterFinishedController:
     def _expire(self, ns: str, name: str, uid: str) -> None:
         """processJob: the Job still exists with the same uid -> foreground deletion (its pods, then itself)."""
         self._scheduled.discard(uid)
-        job = self.store.get("Job", ns, name)
-        if job is None or job["metadata"].get("uid") != uid:
+        if self.store.current("Job", ns, name, uid) is None:
             return
         self.client.send(self.env, "jobs", "delete", lambda: self._delete(ns, name, uid))
 
     def _delete(self, ns: str, name: str, uid: str) -> None:
-        job = self.store.get("Job", ns, name)
-        if job is None or job["metadata"].get("uid") != uid:
+        if self.store.current("Job", ns, name, uid) is None:
             return
         for pod in self.store.owned("Pod", ns, "Job", name):
             self.store.delete("Pod", ns, pod["metadata"]["name"])

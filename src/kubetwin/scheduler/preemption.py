@@ -129,8 +129,7 @@ class DefaultPreemption:
             self.client.send(self.store.env, resource, verb, lambda: do(ns, name, uid))
 
     def _victim(self, ns: str, name: str, uid: str | None) -> bool:
-        cur = self.store.get("Pod", ns, name)
-        return cur is not None and cur["metadata"].get("uid") == uid
+        return self.store.current("Pod", ns, name, uid) is not None
 
     def _disrupt(self, ns: str, name: str, uid: str | None) -> None:
         if self._victim(ns, name, uid):

@@ -410,8 +410,8 @@ class Scheduler:
             "uid")
 
         def write() -> None:
-            cur = self.store.get("Pod", ns, name)
-            if cur is None or cur["metadata"].get("uid") != uid or cur["spec"].get("nodeName"):
+            cur = self.store.current("Pod", ns, name, uid)
+            if cur is None or cur["spec"].get("nodeName"):
                 return
             status = dict(cur.get("status") or {})
             status["phase"] = "Pending"
@@ -501,8 +501,9 @@ class Scheduler:
         assignPod), the scheduler's annotations; the Scheduled event (finishBinding). A pod deleted meanwhile was
         forgotten by the informer."""
         key = pod_key(pod)
-        cur = self.store.get("Pod", pod["metadata"].get("namespace") or "default", pod["metadata"]["name"])
-        if cur is None or cur["metadata"].get("uid") != pod["metadata"].get("uid") or cur["spec"].get("nodeName"):
+        cur = self.store.current("Pod", pod["metadata"].get("namespace") or "default", pod["metadata"]["name"],
+                                 pod["metadata"].get("uid"))
+        if cur is None or cur["spec"].get("nodeName"):
             return
         now = self.store.timestamp(self.store.env.now)
         status = dict(cur.get("status") or {})

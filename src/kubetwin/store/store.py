@@ -261,6 +261,14 @@ class Store:
     def get(self, kind: str, ns: str, name: str) -> Obj | None:
         return self._objects.get(kind, {}).get((ns or "", name))
 
+    def current(self, kind: str, ns: str, name: str, uid: str | None) -> Obj | None:
+        """The object as stored now if it is still the one with this uid, else None: a write decided earlier (a
+        request that waited for its client's token, a timer) goes to the object it was meant for, as the API
+        server's UID precondition makes it (metav1.Preconditions); one deleted and re-created under the same name
+        is another object."""
+        cur = self._objects.get(kind, {}).get((ns or "", name))
+        return cur if cur is not None and cur["metadata"].get("uid") == uid else None
+
     def list(self, kind: str, ns: str | None = None, selector: dict[str, Any] | None = None) -> list[Obj]:
         objs = self._objects.get(kind, {})
         return [o for (ons, _), o in objs.items()
