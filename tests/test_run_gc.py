@@ -37,7 +37,7 @@ def test_run_makes_no_cyclic_garbage(source: str, monkeypatch: pytest.MonkeyPatc
             found.append(gc.collect())  # unreachable cycles made while the clock ran
             gc.enable()
 
-    monkeypatch.setattr(run_module, "_no_cyclic_gc", counting)
+    monkeypatch.setattr(run_module, "no_cyclic_gc", counting)
     demo = resources.files("kubetwin").joinpath("scenarios", "demo")
 
     def once() -> None:

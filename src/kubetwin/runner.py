@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import gc
 import json
 import shutil
 import tempfile
@@ -53,6 +51,7 @@ from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
 from kubetwin.sim.apiclient import ApiClient, ClientBuilder
 from kubetwin.sim.env import Environment
+from kubetwin.sim.gcpause import no_cyclic_gc
 from kubetwin.sim.outputs import Contribution, Subsystem
 from kubetwin.sim.trace import FILE as TRACE_FILE
 from kubetwin.sim.trace import SchedulingTrace
@@ -247,7 +246,8 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     try:
         cluster = wire(manifests, scenario, until, history=log)
         seed_objects(cluster, manifests)
-        with _no_cyclic_gc():
+        # the controllers make no reference cycles while the clock runs (tests/test_run_gc.py holds that)
+        with no_cyclic_gc():
             cluster.env.run(until, on_advance=(lambda t: progress(t, until, cluster.store)) if progress else None)
             summary, series, pod_rows = cluster.metrics.finish(until)
             summary["scenario"] = {"name": _scenario_name(manifests), "duration": scenario.duration,
@@ -405,23 +405,6 @@ def collect(result: RunResult, contributions: list[Contribution]) -> None:
         result.timeseries.update(c.timeseries)
         result._csv_chunks = c.requests_csv_chunks if c.requests_csv_chunks is not None else result._csv_chunks
         result.training = c.training if c.training is not None else result.training
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic GC while the clock runs and the results are written.
-
-    The run keeps every object version in its history: acyclic dicts, freed by reference counting, that
-    the cyclic collector would only scan again and again (20-30% of a large run's CPU, measured). The
-    controllers make no reference cycles while the clock runs (tests/test_run_gc.py holds that), so
-    nothing is left for the collector; it resumes when the run ends."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:

@@ -9,7 +9,6 @@ with -o json|yaml|name|jsonpath|custom-columns one List of everything (one objec
 
 from __future__ import annotations
 
-import gc
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from kubetwin.cli.output import (
     sort_objects,
     table_text,
 )
+from kubetwin.sim.gcpause import no_cyclic_gc
 
 __all__ = ["ALL_CATEGORY", "GetOptions", "describe_objects", "get_objects"]
 
@@ -317,13 +317,8 @@ def run(fn: Callable[..., int], *args: object) -> int:
     The cyclic GC is paused while it runs: what it reads back are JSON trees (no cycles to find), and each
     collection rescans all of them (issue 32: `get events -A` at a 1,000,000-pod day's end holds 150,000 Events,
     and collections took a third of its time); once the body returns they are freed by their reference counts."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         return _run(fn, *args)
-    finally:
-        if was:
-            gc.enable()
 
 
 def _run(fn: Callable[..., int], *args: object) -> int:
