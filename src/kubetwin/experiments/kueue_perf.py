@@ -41,9 +41,8 @@ import yaml
 
 from kubetwin.api.units import to_milli
 from kubetwin.kueue import api as kueue_api
+from kubetwin.kueue.controller.perfrunner import CLASS_LABEL, RUNNING_TIME_LABEL
 
-RUNNING_TIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"  # runner/generator/generator.go
-CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 CLEANUP_LABEL = "kueue.x-k8s.io/performance-scheduler-cleanup"
 FLAVOR = "rf"  # defaultResourceFlavorName
 MINIMALKUEUE_CLIENT = {"qps": 50, "burst": 100}  # minimalkueue/main.go: kubeConfig.QPS / Burst
@@ -94,10 +93,6 @@ def load_config(path: str | Path) -> dict:
     return cfg
 
 
-def _quantity(v: object) -> str:
-    return str(v)
-
-
 def to_objects(cfg: dict, *, duration: str = "2h", name: str = "kueue-perf",
                feature_gates: dict[str, bool] | None = None) -> list[dict]:
     """The objects Generate creates, as twin manifests (a Scenario and the Kueue Configuration first, with
@@ -128,9 +123,9 @@ def to_objects(cfg: dict, *, duration: str = "2h", name: str = "kueue-perf",
 
 
 def _queue(cq: str, cohort: str, flavor: str, qset: dict) -> list[dict]:
-    resource = {"name": "cpu", "nominalQuota": _quantity(qset.get("nominalQuota", 0))}
+    resource = {"name": "cpu", "nominalQuota": str(qset.get("nominalQuota", 0))}
     if qset.get("borrowingLimit") is not None:
-        resource["borrowingLimit"] = _quantity(qset["borrowingLimit"])
+        resource["borrowingLimit"] = str(qset["borrowingLimit"])
     preemption = {k: qset[k] for k in ("reclaimWithinCohort", "withinClusterQueue") if qset.get(k)}
     return [
         {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
@@ -162,7 +157,7 @@ def _workloads(ns: str, wsi: int, wset: dict) -> list[tuple[float, dict]]:
                 "spec": {"queueName": ns, "priority": int(wlt.get("priority", 0)), "podSets": [{
                     "name": "main", "count": int(wlt.get("podCount") or 1),
                     "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                        "name": "c", "resources": {"requests": {"cpu": _quantity(wlt.get("request", 0))}}}]}}}]}}))
+                        "name": "c", "resources": {"requests": {"cpu": str(wlt.get("request", 0))}}}]}}}]}}))
     return out
 
 

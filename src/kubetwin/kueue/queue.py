@@ -384,7 +384,7 @@ class QueueManager:
 
     def any_active(self) -> bool:
         """Whether some queue has a workload in its heap (a cost per queue that may have one, not per queue)."""
-        for name in sorted(self._ready):
+        for name in list(self._ready):  # any order: the answer is the same
             q = self.queues.get(name)
             if q is not None and q.counts()[0]:
                 return True

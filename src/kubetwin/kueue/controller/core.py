@@ -483,7 +483,7 @@ class KueueController:
         """One request of the manager's client: made now when a token is there, else when it is due."""
         return self.client.send(self.env, resource, verb, do)
 
-    def _admitted(self, a: Admitted, decided: float | None = None) -> None:
+    def _admitted(self, a: Admitted, decided: float) -> None:
         wl = workload.get(self.store, a.key)
         if wl is None:
             return
