@@ -104,7 +104,6 @@ class GpuShareCluster:
         self.cpu_left = self.cpu_cap.copy()
         self.mem_left = np.asarray(memory, np.int64).copy()
         self.pods_left = np.full(n, max_pods, np.int64)
-        self.version = np.zeros(n, np.int64)  # bumped on every change of a node
         self.capacity_milli = int(self.gpus.sum()) * FULL
         self.used_milli = 0
 
@@ -152,7 +151,6 @@ class GpuShareCluster:
         for g in gpu_ids:
             self.idle[row, g] -= shape.gpu_milli
         self.used_milli += shape.gpu_milli * len(gpu_ids)
-        self.version[row] += 1
 
 
 def frag_amount(cpu_left: np.ndarray, idle: np.ndarray, model: np.ndarray, typical: TypicalPods) -> np.ndarray:

@@ -112,8 +112,7 @@ class SchedulingQueue:
         if self.move_request_cycle >= cycle:
             self._to_backoff(qpi)
             return
-        qpi.since = self.env.now
-        self._leave_unschedulable(key)  # (never there: the pod was popped for this cycle)
+        qpi.since = self.env.now  # not in unschedulable: the pod was popped for this cycle
         self._entered += 1
         qpi.entered = self._entered
         self.unschedulable[key] = qpi

@@ -240,11 +240,11 @@ class Scheduler:
 
     def _run(self) -> None:
         self._pending_run = False
-        if self._busy_until > self.store.env.now:  # kicked while the loop waits for its own patch
-            self._pending_run = True
-            self.store.env.at(self._busy_until, self._run)
-            return
         while True:
+            if self._busy_until > self.store.env.now:  # the loop waits for its own patch (the failure handler's)
+                self._pending_run = True
+                self.store.env.at(self._busy_until, self._run)
+                return
             key = self.queue.pop()
             if key is None:
                 return
@@ -254,10 +254,6 @@ class Scheduler:
                 self.queue.forget(key)
                 continue
             self.schedule_one(pod)
-            if self._busy_until > self.store.env.now:  # the failure handler's patch waits for a token
-                self._pending_run = True
-                self.store.env.at(self._busy_until, self._run)
-                return
 
     # -- one cycle ------------------------------------------------------------------------------
     def schedule_one(self, pod: Obj) -> str | None:
