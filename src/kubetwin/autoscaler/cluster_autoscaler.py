@@ -251,8 +251,9 @@ class ClusterAutoscaler:
         ones too, as CA lists them) and the VMs its groups have asked for that have not registered (upstream's
         len(nodes) + len(upcomingNodes)); the twin adds the first VMs of pools without autoscaling still booting,
         which CA does not see, so that the cluster never passes GKE's limit."""
-        upcoming = sum(max(0, g.target - len(self.registered(g))) for g in self.groups.values())
-        return self.max_nodes_total - len(self.store.list("Node")) - upcoming - self.pools.booting
+        registered = self.pools.registered_counts()
+        upcoming = sum(max(0, g.target - registered[(g.pool, g.zone)]) for g in self.groups.values())
+        return self.max_nodes_total - self.store.count("Node") - upcoming - self.pools.booting
 
     def scalable_groups(self) -> list[NodeGroup]:
         out = []

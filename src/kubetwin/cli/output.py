@@ -121,11 +121,7 @@ def _columns(lines: list[list[str]], minwidth: int, padding: int) -> str:
 
 def table_text(rows: list[list[str]]) -> str:
     """Rows through kubectl get's tabwriter (printers.GetNewTabWriter: minwidth 6, padding 3), no final newline."""
-    text = "\n".join("\t".join(r) for r in rows)
-    if (len({len(r) for r in rows}) == 1 and text.count("\n") == len(rows) - 1
-            and text.count("\t") == len(rows) * (len(rows[0]) - 1)):  # no cell holds a tab or a line break
-        return _columns(rows, 6, 3)
-    return tabwrite(text, 6, 3)
+    return tabwrite("\n".join("\t".join(r) for r in rows), 6, 3)
 
 
 def name_of(obj: dict) -> str:

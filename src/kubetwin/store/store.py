@@ -274,8 +274,10 @@ class Store:
         return [o for (ons, _), o in objs.items()
                 if (ns is None or ons == ns) and matches(selector, o["metadata"].get("labels"))]
 
-    def count(self) -> int:
-        """Live objects of every kind (for a long run's progress line)."""
+    def count(self, kind: str | None = None) -> int:
+        """Live objects of `kind`, or of every kind (a long run's progress line), without listing them."""
+        if kind is not None:
+            return len(self._objects.get(kind, ()))
         return sum(len(bucket) for bucket in self._objects.values())
 
     def timestamp(self, t: float) -> str:
