@@ -121,9 +121,11 @@ def test_each_controller_has_its_own_bucket_and_the_scenario_sets_them():
     assert result.summary["kube_controller_manager_api_clients"]["job-controller"]["burst"] == 2
 
 
-def test_small_runs_never_wait():
-    result = kt_run(objects=[make_scenario("1m").obj(), big_node("n1"), make_job("j").pods(3).obj(), *pods(3)])
-    assert result.summary["scheduler_api_client"]["waited_s"] == 0.0
+@pytest.mark.parametrize("n, longest", [(97, 0.0), (98, 0.02)])
+def test_runs_within_the_burst_never_wait(n, longest):
+    """The scheduler's burst of 100: 97 bare pods and a Job's 3 bind without a wait; one more pod waits 1/qps."""
+    result = kt_run(objects=[make_scenario("1m").obj(), big_node("n1"), make_job("j").pods(3).obj(), *pods(n)])
+    assert result.summary["scheduler_api_client"]["max_wait_s"] == pytest.approx(longest)
     assert result.summary["kube_controller_manager_api_clients"]["job-controller"]["waited_s"] == 0.0
 
 
