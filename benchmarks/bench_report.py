@@ -117,6 +117,14 @@ def has_command(src: Path, command: str) -> bool:
                           capture_output=True, check=False).returncode == 0
 
 
+def paces_clients(src: Path) -> bool:
+    """Whether the tree paces kube-scheduler's and kube-controller-manager's API clients (it knows
+    Scenario.spec.kubeScheduler): such a baseline gets the unpaced scenario too, an older one the scenario as
+    written (it has no pacing to turn off)."""
+    twin_py = src / "kubetwin" / "api" / "twin.py"
+    return twin_py.exists() and "kubeScheduler" in twin_py.read_text()
+
+
 def ratio_line(label: str, a: list[tuple[float, float]], b: list[tuple[float, float]] | None) -> str:
     wall, peak = statistics.median(w for w, _ in a), max(p for _, p in a)
     text = f"{label}: {wall:.2f} s, peak {peak:,.0f} MB"
@@ -155,7 +163,8 @@ def main() -> None:
         # this tree runs the scenario with its API clients unpaced (the baseline's decisions) unless --paced;
         # the baseline, which may not know those fields, runs it as written
         scen = {"this tree": write_scenario(Path(tmp) / "scenario.yaml", a.nodes, a.pods, unpaced=not a.paced),
-                "baseline": write_scenario(Path(tmp) / "scenario-base.yaml", a.nodes, a.pods)}
+                "baseline": write_scenario(Path(tmp) / "scenario-base.yaml", a.nodes, a.pods,
+                                           unpaced=bool(a.base) and not a.paced and paces_clients(a.base / "src"))}
         trees = [("this tree", HERE / "src")] + ([("baseline", a.base / "src")] if a.base else [])
         runs: dict[str, list[tuple[float, float]]] = {n: [] for n, _ in trees}
         cpu: dict[str, list[float]] = {n: [] for n, _ in trees}

@@ -37,7 +37,7 @@ import yaml
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE / "benchmarks"))
 
-from bench_report import ratio_line, scenario, timed  # noqa: E402
+from bench_report import paces_clients, ratio_line, scenario, timed  # noqa: E402
 from bench_scheduling import _pools  # noqa: E402
 
 DAY = 86400
@@ -124,8 +124,9 @@ def main() -> None:
                                                                                                unpaced),
                         "1m": lambda: churn(a.jobs, unpaced=unpaced)}[name]()
             objs = make(not a.paced)
-            scen = {"this": _write(root / f"{name}.yaml", objs), "base": _write(root / f"{name}-base.yaml",
-                                                                                make(False))}
+            base_unpaced = bool(a.base) and not a.paced and paces_clients(a.base / "src")
+            scen = {"this": _write(root / f"{name}.yaml", objs),
+                    "base": _write(root / f"{name}-base.yaml", make(base_unpaced))}
             runs: dict[str, list[tuple[float, float]]] = {t: [] for t, _ in trees}
             for i in range(a.repeat):
                 for tree, src in trees:
