@@ -1,6 +1,6 @@
 """history.index: `get/describe --at` read the state from the last snapshot before the moment, then replay; the
 state (order included) is the one a replay of the whole history gives, at every moment; an index that does not
-match the history beside it is ignored."""
+match the history beside it is ignored. Each holds for history.jsonl and for history.jsonl.zst (several frames)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ import pytest
 from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 
 from kubetwin.report import historyindex
-from kubetwin.report.rundir import state_at
+from kubetwin.report.rundir import history_file, state_at
 from kubetwin.runner import run
+from kubetwin.sim import seekable
+from kubetwin.sim.historyfile import open_history
 
 
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run with creations, updates and deletions (preemption, a delete-at), a snapshot every 4 KiB."""
+@pytest.fixture(scope="module", params=["None", "Zstd"])
+def indexed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A run with creations, updates and deletions (preemption, a delete-at), a snapshot every 4 KiB; its history
+    plain, or compressed in frames of 2 KiB (so snapshots and lines lie in many frames)."""
     out = tmp_path_factory.mktemp("idx") / "run"
     pcs = [make_priority_class(n).value(v).obj() for n, v in (("low", 10), ("high", 1000))]
     objs = [make_scenario("3h").obj(), *pcs,
@@ -27,10 +30,22 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
               for i in range(6)),
             make_pod("vip").gpus(1).priority_class("high").duration("20m").create_at("12m").obj(),
             make_pod("gone").cpu("1").duration("1h").annotation("kubetwin.io/delete-at", "15m").obj()]
+    objs[0]["spec"]["historyCompression"] = request.param
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(historyindex, "EVERY_BYTES", 4096)
+        mp.setattr(seekable, "FRAME_BYTES", 2048)
         run(objects=objs, out=out)
+    assert history_file(out).name == ("history.jsonl.zst" if request.param == "Zstd" else "history.jsonl")
+    if request.param == "Zstd":
+        with seekable.SeekableFile(history_file(out)) as f:
+            assert f.frames > 10
     return out
+
+
+def _history(run_dir: Path) -> bytes:
+    """The history's lines as written (decompressed)."""
+    with open_history(history_file(run_dir)) as source:
+        return b"".join(source.lines())
 
 
 def _replayed(run_dir: Path, at: float, only: set[str] | None = None) -> dict[str, list[tuple[tuple[str, str, str],
@@ -46,7 +61,7 @@ def _replayed(run_dir: Path, at: float, only: set[str] | None = None) -> dict[st
 def test_the_index_has_snapshots_and_names_its_history(indexed: Path) -> None:
     table = json.loads((indexed / historyindex.INDEX_FILE).read_bytes().splitlines()[-1])
     assert table["format"] == historyindex.FORMAT
-    assert table["historyBytes"] == (indexed / "history.jsonl").stat().st_size
+    assert table["historyBytes"] == len(_history(indexed))
     assert len(table["snapshots"]) >= 5  # the history is several times 4 KiB
     assert {"Node", "Pod", "Event"} <= set(table["snapshots"][-1]["kinds"])
 
@@ -55,7 +70,7 @@ def test_every_moment_reads_the_same_state_with_and_without_the_index(indexed: P
     bare = tmp_path / "bare"
     shutil.copytree(indexed, bare)
     (bare / historyindex.INDEX_FILE).unlink()
-    times = sorted({json.loads(line)["t"] for line in (indexed / "history.jsonl").read_bytes().splitlines()})
+    times = sorted({json.loads(line)["t"] for line in _history(indexed).splitlines()})
     used = 0
     for t in times + [t + 0.5 for t in times]:
         used += historyindex.snapshot_before(indexed, t) is not None
@@ -69,9 +84,9 @@ def test_every_moment_reads_the_same_state_with_and_without_the_index(indexed: P
 def test_an_index_for_another_history_is_ignored(indexed: Path, tmp_path: Path) -> None:
     cut = tmp_path / "cut"
     shutil.copytree(indexed, cut)
-    hist = cut / "history.jsonl"
-    lines = hist.read_bytes().splitlines(keepends=True)
-    hist.write_bytes(b"".join(lines[: len(lines) // 2]))
+    lines = _history(cut).splitlines(keepends=True)
+    history_file(cut).unlink()
+    (cut / "history.jsonl").write_bytes(b"".join(lines[: len(lines) // 2]))
     assert historyindex.snapshot_before(cut, 1e9) is None
     (cut / historyindex.INDEX_FILE).write_text("not an index\n")
     assert historyindex.snapshot_before(cut, 1e9) is None
@@ -115,12 +130,12 @@ def test_lines_at_offsets_read_in_blocks_are_the_lines(indexed: Path, monkeypatc
     monkeypatch.setattr(historyindex, "_BLOCK", block)
     monkeypatch.setattr(historyindex, "_GAP", gap)
     monkeypatch.setattr(historyindex, "_TAIL", tail)
-    lines = (indexed / "history.jsonl").read_bytes().splitlines(keepends=True)
+    lines = _history(indexed).splitlines(keepends=True)
     starts = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
     asked = starts[::3][::-1] + starts[1:7]
-    with (indexed / "history.jsonl").open("rb") as f:
-        got = historyindex.read_versions(f, asked)
-        kept = historyindex.read_versions(f, asked, lambda line: b'"kind":"Pod"' in line)
+    with open_history(history_file(indexed)) as source:
+        got = historyindex.read_versions(source, asked)
+        kept = historyindex.read_versions(source, asked, lambda line: b'"kind":"Pod"' in line)
     by_start = dict(zip(starts, lines, strict=True))
     assert got == [json.loads(by_start[o]) for o in asked]
     assert kept == [json.loads(by_start[o]) for o in asked if b'"kind":"Pod"' in by_start[o]]

@@ -52,6 +52,7 @@ from kubetwin.serving import install as serving_install
 from kubetwin.sim.apiclient import ApiClient, ClientBuilder
 from kubetwin.sim.env import Environment
 from kubetwin.sim.gcpause import no_cyclic_gc
+from kubetwin.sim.historyfile import ZSTD_SUFFIX
 from kubetwin.sim.outputs import Contribution, Subsystem
 from kubetwin.sim.trace import FILE as TRACE_FILE
 from kubetwin.sim.trace import SchedulingTrace
@@ -242,7 +243,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     # report.html is built from the versions as they are recorded, not from history.jsonl read back (issue 32).
     feed = HistoryFeed(live=True) if out is not None and "html" in scenario.report else None
     log = HistoryLog(_partial_folder(Path(out)), None if hold_history else 0,
-                     feed.add if feed is not None else None) if out is not None else None
+                     feed.add if feed is not None else None, scenario.historyCompression) if out is not None else None
     try:
         cluster = wire(manifests, scenario, until, history=log)
         seed_objects(cluster, manifests)
@@ -424,6 +425,7 @@ def _schedule_object(store: Store, env: Environment, obj: Obj) -> None:
 
 # Every file write_run puts in a run folder; --overwrite removes a folder only when it holds nothing else.
 RUN_FILES = frozenset({"summary.json", "timeseries.json", "history.jsonl", history_index.INDEX_FILE, "events.jsonl",
+                       "history.jsonl" + ZSTD_SUFFIX, "events.jsonl" + ZSTD_SUFFIX,
                        "metrics.prom", "requests.csv", "training.json", "run.json", "report.html", TRACE_FILE})
 
 
@@ -472,7 +474,7 @@ def write_run(out: Path, result: RunResult, scenario: ScenarioSpec) -> Path:
     A run's HistoryLog has written its history there already; a history held in memory is written first."""
     log = result.history if isinstance(result.history, HistoryLog) else None
     if log is None:
-        log = HistoryLog(_partial_folder(out))
+        log = HistoryLog(_partial_folder(out), compression=scenario.historyCompression)
         for entry in result.history:
             log.append(entry)
     tmp = log.folder

@@ -243,6 +243,10 @@ class ScenarioSpec(_Strict):
     scoringStrategy: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
     report: list[Report] = Field(default_factory=lambda: list(ALL_REPORTS))
     sampleInterval: str = "5m"
+    # history.jsonl and events.jsonl: Auto writes them plain until the history reaches 64 MiB, then compresses both
+    # (history.jsonl.zst, events.jsonl.zst: zstd's seekable format, `zstdcat FILE | jq`); Zstd from the start; None
+    # never (sim/historyfile.py).
+    historyCompression: Literal["Auto", "Zstd", "None"] = "Auto"
     # The FGD paper's GPU placement policies as the Score step for GPU pods (scheduler/gpushare.py); None keeps
     # kube-scheduler's default scoring.
     gpuPlacementPolicy: Literal["Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD"] | None = None

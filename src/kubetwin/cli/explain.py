@@ -18,7 +18,8 @@ from typing import Any
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.cli.output import table_text
-from kubetwin.report.rundir import run_meta, seconds_at
+from kubetwin.report.rundir import history_file, run_meta, seconds_at
+from kubetwin.sim.historyfile import open_history
 from kubetwin.sim.trace import FILE, read
 
 MAX_NODE_ROWS = 30  # more nodes than this: nodes with the same results share a row
@@ -154,9 +155,9 @@ def explain_pod(run_dir: Path, name: str, namespace: str = "default", at: float 
 def workload_keys(run_dir: Path, name: str, namespace: str) -> list[str]:
     """The Workloads named NAME, or owned by an object (a Job, JobSet...) named NAME, in the namespace."""
     keys: dict[str, None] = {}
-    with (run_dir / "history.jsonl").open(encoding="utf-8") as f:
-        for line in f:
-            if '"Workload"' not in line:
+    with open_history(history_file(run_dir)) as source:
+        for line in source.lines():
+            if b'"Workload"' not in line:
                 continue
             o = json.loads(line)["object"]
             meta = o["metadata"]

@@ -58,6 +58,12 @@ def _print_summary(summary: dict, out: Path | None, training: dict | None = None
         err.print(n, markup=False, highlight=False)
     if out is not None:
         console.print(f"run folder: {out}")
+        from kubetwin.sim.historyfile import HISTORY_FILE, ZSTD_SUFFIX
+
+        compressed = out / (HISTORY_FILE + ZSTD_SUFFIX)
+        if compressed.exists():
+            console.print(f"history: {compressed} (zstd; read with `zstdcat FILE | jq`; kubetwin get, "
+                          "describe, explain and report read it as it is)", highlight=False)
         if (out / "report.html").exists():
             console.print(f"report: {(out / 'report.html').resolve()}")
     else:

@@ -18,7 +18,6 @@ where each array lies in the file. The table comes last so the snapshots stream 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+
+from kubetwin.sim.historyfile import HistorySource, history_path, open_history
 
 __all__ = ["EVERY_BYTES", "FORMAT", "INDEX_FILE", "IndexWriter", "Snapshot", "line_kind", "line_time",
            "object_key", "read_versions", "snapshot_before"]
@@ -151,12 +152,15 @@ def _table(index: Path) -> dict[str, Any] | None:
 def snapshot_before(run_dir: Path, until: float) -> Snapshot | None:
     """The last snapshot at or before simulated time `until`, or None (no index, none that early, or an index
     written for another history.jsonl than the folder holds)."""
-    index, history = run_dir / INDEX_FILE, run_dir / "history.jsonl"
-    if not index.is_file():
+    index, history = run_dir / INDEX_FILE, history_path(run_dir)
+    if not index.is_file() or history is None:
         return None
     table = _table(index)
-    if table is None or table.get("format") != FORMAT or table.get("historyBytes") != history.stat().st_size:
+    if table is None or table.get("format") != FORMAT:
         return None
+    with open_history(history) as source:  # history.jsonl.zst: the decompressed size its seek table gives
+        if table.get("historyBytes") != source.size:
+            return None
     best = None
     for snap in table.get("snapshots") or ():
         if snap["t"] > until:
@@ -165,12 +169,12 @@ def snapshot_before(run_dir: Path, until: float) -> Snapshot | None:
     return None if best is None else Snapshot(best["t"], best["offset"], index, best["kinds"])
 
 
-def read_versions(f: IO[bytes], offsets: list[int], keep: Callable[[bytes], bool] | None = None,
+def read_versions(source: HistorySource, offsets: list[int], keep: Callable[[bytes], bool] | None = None,
                   ) -> list[dict[str, Any]]:
-    """The history records at `offsets` of the open history.jsonl, in the order given (read in file order); only
+    """The history records at `offsets` of the open history file, in the order given (read in file order); only
     the lines `keep` accepts, when given, are parsed."""
     found: dict[int, dict[str, Any]] = {}
-    for off, line in _lines_at(f.fileno(), sorted(offsets)):
+    for off, line in _lines_at(source, sorted(offsets)):
         if keep is None or keep(line):
             found[off] = orjson.loads(line)
     return [found[off] for off in offsets if off in found]
@@ -182,21 +186,21 @@ def read_versions(f: IO[bytes], offsets: list[int], keep: Callable[[bytes], bool
 _BLOCK, _GAP, _TAIL = 16 << 20, 64 << 10, 64 << 10
 
 
-def _lines_at(fd: int, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
-    """(offset, line) for each of the sorted `offsets` of the file open as fd."""
+def _lines_at(source: HistorySource, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) for each of the sorted `offsets` of the history file."""
     i, n = 0, len(offsets)
     while i < n:
         start, j = offsets[i], i
         while j + 1 < n and offsets[j + 1] - offsets[j] <= _GAP and offsets[j + 1] - start < _BLOCK:
             j += 1
-        block = os.pread(fd, offsets[j] - start + _TAIL, start)
+        block = source.pread(offsets[j] - start + _TAIL, start)
         for k in range(i, j + 1):
             at = offsets[k] - start
             end = block.find(b"\n", at)
             if end < 0:  # longer than the block's tail: read on until the line ends
                 line, more = block[at:], offsets[k] + len(block) - at
                 while not line.endswith(b"\n"):
-                    chunk = os.pread(fd, _TAIL, more)
+                    chunk = source.pread(_TAIL, more)
                     if not chunk:
                         break
                     cut = chunk.find(b"\n")

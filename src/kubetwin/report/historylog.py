@@ -1,10 +1,11 @@
 """A run's history written to its run folder as the clock runs, instead of held until the end.
 
-Every object version the store records goes at once to history.jsonl (and an Event's to events.jsonl, and its
-offset to history.index), so a run's memory holds the objects alive in the store, not every version ever made
-(issue 32: a day of 1,000,000 pods made some 10 GB of versions). The first KEEP versions are also kept in memory,
-so a small run hands them to its report and to RunResult without parsing its files back; past that, they are read
-back from history.jsonl when asked for (the same tuples, parsed).
+Every object version the store records goes at once to history.jsonl (and an Event's to events.jsonl, both
+compressed past a size: sim/historyfile.py; and its offset to history.index), so a run's memory holds the objects
+alive in the store, not every version ever made (issue 32: a day of 1,000,000 pods made some 10 GB of versions).
+The first KEEP versions are also kept in memory, so a small run hands them to its report and to RunResult without
+parsing its files back; past that, they are read back from the history file when asked for (the same tuples,
+parsed).
 """
 
 from __future__ import annotations
@@ -18,15 +19,22 @@ from typing import Any
 import orjson
 
 from kubetwin.report import historyindex
+from kubetwin.sim import historyfile
+from kubetwin.sim.historyfile import (
+    EVENTS_FILE,
+    HISTORY_FILE,
+    Compression,
+    LineSink,
+    history_path,
+    open_history,
+)
 
 __all__ = ["EVENTS_FILE", "HISTORY_FILE", "KEEP", "Entry", "HistoryLog", "dump_text", "encode_line",
            "read_entries"]
 
-HISTORY_FILE, EVENTS_FILE = "history.jsonl", "events.jsonl"
 Entry = tuple[float, int, str, dict[str, Any]]  # (t, resourceVersion, watch event type, object)
 # Twin choice: versions kept in memory as well as written (a 10,000-pod run makes ~68,000; 100,000 pods ~700,000).
 KEEP = 250_000
-_BUFFER = 1 << 20  # bytes written per system call (the default 8 KiB made ~10,000 writes of a 77 MB history)
 
 # The standard library's compact, sorted encoder: timeseries.json and run.json, and the lines orjson refuses. One
 # encoder built once (json.dumps with keyword arguments builds one per call); check_circular=False: the store's
@@ -49,9 +57,9 @@ def encode_line(obj: Any) -> bytes:
 
 
 def read_entries(path: Path) -> Iterator[Entry]:
-    """history.jsonl's versions as the store recorded them."""
-    with path.open("rb") as f:
-        for line in f:
+    """The versions of a history file (plain or compressed: historyfile.history_path) as the store recorded them."""
+    with open_history(path) as source:
+        for line in source.lines():
             rec = json.loads(line)
             yield rec["t"], rec["rv"], rec["type"], rec["object"]
 
@@ -59,18 +67,23 @@ def read_entries(path: Path) -> Iterator[Entry]:
 class HistoryLog:
     """The store's history sink for a run that writes a folder: `append` writes each version's line (and tells
     `listener`); iterating gives the versions back, from memory while there are at most KEEP, else from
-    history.jsonl."""
+    history.jsonl. `compression`: Scenario.spec.historyCompression (historyfile)."""
 
     def __init__(self, folder: Path, keep: int | None = None,
-                 listener: Callable[[float, str, dict[str, Any]], None] | None = None) -> None:
+                 listener: Callable[[float, str, dict[str, Any]], None] | None = None,
+                 compression: Compression = "Auto") -> None:
         self.folder = folder
         self.listener = listener  # told each version as it is written (t, type, object): the report's HistoryFeed
         self.keep = KEEP if keep is None else keep
         self.count = 0
         self._kept: list[Entry] | None = []
+        self._auto = compression == "Auto"
+        self._auto_bytes = historyfile.AUTO_BYTES
         self._files = contextlib.ExitStack()
-        self._history = self._files.enter_context((folder / HISTORY_FILE).open("wb", buffering=_BUFFER))
-        self._events = self._files.enter_context((folder / EVENTS_FILE).open("wb", buffering=_BUFFER))
+        self._history = LineSink(folder, HISTORY_FILE, compression)
+        self._events = LineSink(folder, EVENTS_FILE, compression)
+        self._files.callback(self._history.close)
+        self._files.callback(self._events.close)
         self._index = self._files.enter_context(contextlib.closing(
             historyindex.IndexWriter(folder / historyindex.INDEX_FILE, historyindex.EVERY_BYTES)))
 
@@ -81,6 +94,10 @@ class HistoryLog:
         self._index.add(t, etype, obj, len(line))
         if obj["kind"] == "Event":
             self._events.write(line)
+        if self._auto and self._history.size >= self._auto_bytes:  # both files compressed from here on
+            self._auto = False
+            self._history.compress()
+            self._events.compress()
         if self.listener is not None:
             self.listener(t, etype, obj)
         self.count += 1
@@ -99,6 +116,11 @@ class HistoryLog:
         self.folder = folder
 
     @property
+    def compressed(self) -> bool:
+        """Whether the history went to history.jsonl.zst (historyfile)."""
+        return self._history.compressed
+
+    @property
     def in_memory(self) -> bool:
         return self._kept is not None
 
@@ -108,4 +130,6 @@ class HistoryLog:
     def __iter__(self) -> Iterator[Entry]:
         if self._kept is not None:
             return iter(self._kept)
-        return read_entries(self.folder / HISTORY_FILE)
+        path = history_path(self.folder)
+        assert path is not None, self.folder
+        return read_entries(path)

@@ -23,8 +23,9 @@ import orjson
 
 from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.report.historyindex import line_kind
-from kubetwin.report.rundir import run_meta
+from kubetwin.report.rundir import history_file, run_meta
 from kubetwin.report.timeline import AGGREGATE_PODS, Key, Row, Timeline, key_of
+from kubetwin.sim.historyfile import open_history
 
 __all__ = ["ClusterQueueSeries", "HistoryFeed", "Key", "RunData", "Version", "key_of", "load_run"]
 
@@ -152,10 +153,10 @@ Version = tuple[float, str, dict[str, Any]]  # (t, type, object): one line of hi
 
 
 def _read_history(path: Path) -> Iterator[Version]:
-    """history.jsonl line by line, each version of a kind the report reads (and a Node's only when it came or
-    went); the other lines are skipped before they are parsed."""
-    with path.open("rb") as f:
-        for line in f:
+    """history.jsonl (or .zst) line by line, each version of a kind the report reads (and a Node's only when it came
+    or went); the other lines are skipped before they are parsed."""
+    with open_history(path) as source:
+        for line in source.lines():
             kind = line_kind(line)  # None: only parsing the line tells
             if kind is not None and (kind not in KINDS or (kind == "Node" and
                                                            line.rstrip().endswith(_NODE_MODIFIED_TAIL))):
@@ -221,7 +222,7 @@ def load_run(run_dir: Path, name: str | None = None, history: Iterable[Version] 
     pods = (data.summary.get("pods") or {}).get("total") or 0
     if feed is None or feed.pods != pods:
         feed = HistoryFeed(aggregate=pods > AGGREGATE_PODS)
-        for t, etype, obj in _read_history(run_dir / "history.jsonl") if history is None else history:
+        for t, etype, obj in _read_history(history_file(run_dir)) if history is None else history:
             feed.add(t, etype, obj)
     feed.finish(data)
     return data

@@ -1,4 +1,5 @@
-"""Read a run folder back: the object state at any simulated moment, replayed from history.jsonl."""
+"""Read a run folder back: the object state at any simulated moment, replayed from history.jsonl (or
+history.jsonl.zst)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import orjson
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.report import historyindex as history_index
+from kubetwin.sim.historyfile import HISTORY_FILE, history_path, open_history
 
-__all__ = ["kind_info", "kind_of", "seconds_at", "state_at"]
+__all__ = ["history_file", "kind_info", "kind_of", "run_meta", "seconds_at", "state_at"]
 
 
 def kind_info(resource: str) -> kinds.KindInfo:
@@ -78,13 +80,24 @@ def seconds_at(meta: dict, at: str) -> float:
 
 
 def run_meta(run_dir: Path, *also: str) -> dict:
-    """A run folder's run.json; the one "not a kubetwin run folder" error when it, history.jsonl or one of the
-    files `also` names is missing."""
-    missing = [f for f in ("history.jsonl", "run.json", *also) if not (run_dir / f).is_file()]
+    """A run folder's run.json; the one "not a kubetwin run folder" error when it, history.jsonl (or
+    history.jsonl.zst) or one of the files `also` names is missing."""
+    missing = [f for f in ("run.json", *also) if not (run_dir / f).is_file()]
+    if history_path(run_dir) is None:
+        missing.insert(0, HISTORY_FILE)
     if missing:
         raise KubetwinError([Diagnostic(str(run_dir), 0, "-", "", "not a kubetwin run folder (no "
                                         f"{', '.join(missing)})", "pass the --out folder of a `kubetwin run`")])
     return json.loads((run_dir / "run.json").read_text())
+
+
+def history_file(run_dir: Path) -> Path:
+    """The run folder's history file, plain or compressed (historyfile); the run_meta error when it has none."""
+    path = history_path(run_dir)
+    if path is None:
+        run_meta(run_dir)  # raises "not a kubetwin run folder"
+        raise AssertionError(run_dir)
+    return path
 
 
 def state_at(run_dir: Path, at: float | str | None, only_kinds: Collection[str] | None = None,
@@ -98,7 +111,6 @@ def state_at(run_dir: Path, at: float | str | None, only_kinds: Collection[str] 
     Lines are parsed with orjson (3x the standard library here); it reads an integer beyond 64 bits as a float,
     which no object the API server stores can hold (its integers are int64)."""
     meta = run_meta(run_dir)
-    hist = run_dir / "history.jsonl"
     until = meta["duration"] if at is None else seconds_at(meta, at) if isinstance(at, str) else at
     wanted = None if only_kinds is None else frozenset(only_kinds)
     needles = needles or {}
@@ -117,13 +129,12 @@ def state_at(run_dir: Path, at: float | str | None, only_kinds: Collection[str] 
 
     objs: dict[tuple[str, str, str], dict] = {}
     snapshot = history_index.snapshot_before(run_dir, until)  # the live objects at a point before `until`
-    with hist.open("rb") as f:
+    with open_history(history_file(run_dir)) as source:
         if snapshot is not None:
             for kind in sorted(snapshot.kinds) if wanted is None else sorted(wanted):
-                for rec in history_index.read_versions(f, snapshot.offsets(kind), read):
+                for rec in history_index.read_versions(source, snapshot.offsets(kind), read):
                     objs[history_index.object_key(rec["object"])] = rec["object"]
-            f.seek(snapshot.offset)
-        for line in f:
+        for line in source.lines(snapshot.offset if snapshot is not None else 0):
             if history_index.line_time(line) > until:
                 break
             if wanted is not None and not read(line):

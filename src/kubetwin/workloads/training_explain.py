@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.sim.historyfile import history_path, open_history
 from kubetwin.workloads import dcgm
 from kubetwin.workloads.storage import ReadPath
 from kubetwin.workloads.training import PLACEMENT_GROUP, Placement, StepTime, job_seconds
@@ -155,7 +156,7 @@ def load(run_dir: Path, resource: str, name: str, namespace: str) -> dict:
     if kind is None:
         raise _error(resource, f'cannot explain "{resource}"', "use: kubetwin explain job NAME --run DIR "
                      "(a Job or JobSet name)")
-    if not (run_dir / "history.jsonl").is_file() or not (run_dir / "run.json").is_file():
+    if history_path(run_dir) is None or not (run_dir / "run.json").is_file():
         raise _error(str(run_dir), "not a kubetwin run folder (no history.jsonl)", "pass the --out folder of a "
                      "`kubetwin run`")
     path = run_dir / FILE
@@ -175,10 +176,13 @@ def load(run_dir: Path, resource: str, name: str, namespace: str) -> dict:
 
 def _exists(run_dir: Path, namespace: str, name: str) -> bool:
     """Whether a Job or JobSet of that name was ever created in the run (a cheap scan of history.jsonl)."""
-    needle = f'"name":"{name}"'
-    with (run_dir / "history.jsonl").open(encoding="utf-8") as f:
-        for line in f:
-            if needle in line and '"type":"ADDED"' in line:
+    needle = f'"name":"{name}"'.encode()
+    path = history_path(run_dir)
+    if path is None:
+        return False
+    with open_history(path) as source:
+        for line in source.lines():
+            if needle in line and b'"type":"ADDED"' in line:
                 obj = json.loads(line)["object"]
                 if obj["kind"] in ("Job", "JobSet") and obj["metadata"]["name"] == name and \
                         (obj["metadata"].get("namespace") or "") == namespace:
