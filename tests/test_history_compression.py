@@ -236,3 +236,23 @@ def test_lines_written_in_chunks_make_the_frames_lines_written_one_by_one_make(t
     w.write_lines(b"".join(group))
     w.close()
     assert (tmp_path / "many.zst").read_bytes() == (tmp_path / "one.zst").read_bytes()
+
+
+@pytest.mark.parametrize("frame_bytes", [1, 100, 5000])
+def test_lines_at_offsets_are_the_lines_even_across_frames(tmp_path: Path, frame_bytes: int) -> None:
+    """lines_at slices each line from the frame that holds its start, reading on into the next frames when a file
+    was cut elsewhere than at line ends (written here in pieces of 37 bytes); offsets past the end give nothing."""
+    lines = _lines(300, seed=3)
+    plain = b"".join(lines)
+    path = tmp_path / "cut.zst"
+    w = seekable.FrameWriter(path, frame_bytes)
+    for i in range(0, len(plain), 37):
+        w.write(plain[i:i + 37])
+    w.close()
+    starts = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
+    asked = sorted(set(starts[::2] + starts[5:9]))
+    with seekable.SeekableFile(path) as f:
+        assert f.frames > 1
+        got = list(f.lines_at(asked + [len(plain), len(plain) + 50]))
+    by_start = dict(zip(starts, lines, strict=True))
+    assert got == [(o, by_start[o]) for o in asked]

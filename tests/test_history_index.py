@@ -14,7 +14,7 @@ from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 from kubetwin.report import historyindex
 from kubetwin.report.rundir import history_file, state_at
 from kubetwin.runner import run
-from kubetwin.sim import seekable
+from kubetwin.sim import historyfile, seekable
 from kubetwin.sim.historyfile import open_history
 
 
@@ -127,9 +127,9 @@ def test_lines_at_offsets_read_in_blocks_are_the_lines(indexed: Path, monkeypatc
                                                        block: int, gap: int, tail: int) -> None:
     """read_versions reads lines close together in one block and a line longer than the block's tail on until it
     ends: whatever the sizes, each offset gives its own line, parsed, in the order asked."""
-    monkeypatch.setattr(historyindex, "_BLOCK", block)
-    monkeypatch.setattr(historyindex, "_GAP", gap)
-    monkeypatch.setattr(historyindex, "_TAIL", tail)
+    monkeypatch.setattr(historyfile, "_BLOCK", block)
+    monkeypatch.setattr(historyfile, "_GAP", gap)
+    monkeypatch.setattr(historyfile, "_TAIL", tail)
     lines = _history(indexed).splitlines(keepends=True)
     starts = [sum(len(x) for x in lines[:i]) for i in range(len(lines))]
     asked = starts[::3][::-1] + starts[1:7]
@@ -139,3 +139,28 @@ def test_lines_at_offsets_read_in_blocks_are_the_lines(indexed: Path, monkeypatc
     by_start = dict(zip(starts, lines, strict=True))
     assert got == [json.loads(by_start[o]) for o in asked]
     assert kept == [json.loads(by_start[o]) for o in asked if b'"kind":"Pod"' in by_start[o]]
+
+
+def test_an_index_of_the_previous_format_is_still_read(indexed: Path, tmp_path: Path) -> None:
+    """Run folders written before the arrays were compressed (FORMAT_V2: plain JSON arrays of offsets) still start
+    from their snapshots, with the same answers."""
+    old = tmp_path / "old"
+    shutil.copytree(indexed, old)
+    table = json.loads((indexed / historyindex.INDEX_FILE).read_bytes().splitlines()[-1])
+    out, pos = bytearray(), 0
+    for snap in table["snapshots"]:
+        at = historyindex.snapshot_before(indexed, snap["t"])
+        assert at is not None
+        for kind in snap["kinds"]:
+            line = json.dumps(historyindex.Snapshot(snap["t"], snap["offset"], indexed / historyindex.INDEX_FILE,
+                                                    snap["kinds"]).offsets(kind)).encode() + b"\n"
+            snap["kinds"][kind] = [pos, len(line)]
+            out += line
+            pos += len(line)
+    table["format"] = historyindex.FORMAT_V2
+    (old / historyindex.INDEX_FILE).write_bytes(bytes(out) + json.dumps(table).encode() + b"\n")
+    last = table["snapshots"][-1]["t"]
+    snap = historyindex.snapshot_before(old, last)
+    assert snap is not None and snap.format == historyindex.FORMAT_V2 and snap.offsets("Pod")
+    for t in (last, last + 60, 3 * 3600.0):
+        assert _replayed(old, t) == _replayed(indexed, t)

@@ -53,6 +53,10 @@ class HistorySource(Protocol):
         """Up to n bytes from `offset`."""
         ...
 
+    def lines_at(self, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
+        """(offset, line) for each of the sorted `offsets` (line starts)."""
+        ...
+
 
 class _PlainFile:
     def __init__(self, path: Path) -> None:
@@ -66,8 +70,44 @@ class _PlainFile:
     def pread(self, n: int, offset: int) -> bytes:
         return os.pread(self._file.fileno(), n, offset)
 
+    def lines_at(self, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
+        return _lines_at(self._file.fileno(), offsets)
+
     def close(self) -> None:
         self._file.close()
+
+
+# Lines close together are read in one block of at most _BLOCK bytes: a seek and a buffered read per line read
+# 8 KiB for each ~1 KiB Event, and the 150,000 Events alive at a 1,000,000-pod day's end lie ~3 KiB apart over
+# ~500 MB of history (issue 32: 1.7 s of `get events`, as many page faults through a map of the file).
+_BLOCK, _GAP, _TAIL = 16 << 20, 64 << 10, 64 << 10
+
+
+def _lines_at(fd: int, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) for each of the sorted `offsets` of the plain file open as fd."""
+    i, n = 0, len(offsets)
+    while i < n:
+        start, j = offsets[i], i
+        while j + 1 < n and offsets[j + 1] - offsets[j] <= _GAP and offsets[j + 1] - start < _BLOCK:
+            j += 1
+        block = os.pread(fd, offsets[j] - start + _TAIL, start)
+        for k in range(i, j + 1):
+            at = offsets[k] - start
+            end = block.find(b"\n", at)
+            if end < 0:  # longer than the block's tail: read on until the line ends
+                line, more = block[at:], offsets[k] + len(block) - at
+                while not line.endswith(b"\n"):
+                    chunk = os.pread(fd, _TAIL, more)
+                    if not chunk:
+                        break
+                    cut = chunk.find(b"\n")
+                    line += chunk if cut < 0 else chunk[:cut + 1]
+                    more += len(chunk)
+                yield offsets[k], line
+            else:
+                yield offsets[k], block[at:end + 1]
+        i = j + 1
+
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ spans two frames; the reader does not rely on that.
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 from collections import deque
 from collections.abc import Iterator
@@ -30,7 +31,8 @@ _ENTRY = struct.Struct("<II")  # compressed size, decompressed size
 # with python-zstandard 0.25 on this machine); a read of one old version decompresses at most 4 MiB (~2 ms).
 FRAME_BYTES = 4 << 20
 LEVEL = 1
-_PENDING = 2
+_PENDING = 2  # frames waiting for the writer's worker
+_AHEAD = 2  # frames a reader's worker decompresses ahead
 
 
 class FrameWriter:
@@ -179,6 +181,52 @@ class SeekableFile:
             n -= len(part)
             offset += len(part)
             i += 1
+        return b"".join(parts)
+
+    def lines_at(self, offsets: list[int]) -> Iterator[tuple[int, bytes]]:
+        """(offset, line) for each of the sorted `offsets` (line starts; past the end: none): each frame that holds
+        one is decompressed once and the lines sliced from it (no block copied). The next frames are decompressed
+        on a worker thread while this one's lines are read (zstd releases the GIL): `get events` at a 1,000,000-pod
+        day's noon decompresses ~150 frames."""
+        if self.size is None:
+            raise ValueError(f"{self.path}: no seek table (not written by kubetwin); read it whole")
+        groups = []  # (frame, first, end): offsets[first:end] start in that frame
+        i, n = 0, len(offsets)
+        while i < n and offsets[i] < self.size:
+            f = bisect.bisect_right(self._starts, offsets[i]) - 1
+            end = bisect.bisect_left(offsets, self._starts[f + 1] if f + 1 < len(self._starts) else self.size, i)
+            groups.append((f, i, end))
+            i = end
+        if not groups:
+            return
+        fd, worker = self._file.fileno(), zstandard.ZstdDecompressor()  # the worker's own decompressor
+
+        def decompress(f: int) -> bytes:
+            data: bytes = worker.decompress(os.pread(fd, self._csizes[f], self._cstarts[f]))
+            return data
+
+        with ThreadPoolExecutor(1, thread_name_prefix="zstd") as pool:
+            ahead = deque(pool.submit(decompress, f) for f, _, _ in groups[:_AHEAD])
+            for k, (f, first, end) in enumerate(groups):
+                data, start = ahead.popleft().result(), self._starts[f]
+                if k + _AHEAD < len(groups):
+                    ahead.append(pool.submit(decompress, groups[k + _AHEAD][0]))
+                stop = start + len(data)
+                for off in offsets[first:end]:
+                    at = off - start
+                    cut = data.find(b"\n", at)
+                    yield off, data[at:cut + 1] if cut >= 0 else data[at:] + self._rest_of_line(stop)
+
+    def _rest_of_line(self, offset: int) -> bytes:
+        """From `offset` to the next newline (included): a line that runs on into the next frames."""
+        parts = []
+        while chunk := self.pread(1 << 16, offset):
+            cut = chunk.find(b"\n")
+            if cut >= 0:
+                parts.append(chunk[:cut + 1])
+                break
+            parts.append(chunk)
+            offset += len(chunk)
         return b"".join(parts)
 
     def lines(self, offset: int = 0) -> Iterator[bytes]:
