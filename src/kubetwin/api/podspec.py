@@ -49,7 +49,7 @@ class SameInputs(Generic[T]):
     def __call__(self, *values: object) -> T:
         key = tuple(map(id, values))
         seen = self._seen.get(key)
-        if seen is not None and all(a is b for a, b in zip(seen[0], values, strict=True)):
+        if seen is not None:  # the entry holds its values alive, so no other object has their ids: the same ones
             return seen[1]
         out = self.fn(*values)
         if len(self._seen) >= self.limit:
