@@ -41,7 +41,6 @@ from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.kueue import config as kueue_config
-from kubetwin.kueue.controller.core import KueueController
 from kubetwin.report import historyindex as history_index
 from kubetwin.report.historylog import HistoryLog, dump_text
 from kubetwin.report.metrics import Metrics
@@ -349,8 +348,11 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     # Kueue is "installed" when the scenario has any Kueue object or its manager Configuration, as a cluster
     # has its CRDs and controller.
     kueue_cfg = _kueue_config(manifests)
-    kueue = KueueController(store, env, events, config=kueue_cfg, trace=trace) if kueue_cfg is not None or any(
-        str(m.obj.get("apiVersion", "")).startswith(KUEUE_GROUP) for m in manifests) else None
+    kueue = None
+    if kueue_cfg is not None or any(str(m.obj.get("apiVersion", "")).startswith(KUEUE_GROUP) for m in manifests):
+        from kubetwin.kueue.controller.core import KueueController  # imported when installed (35 ms of imports)
+
+        kueue = KueueController(store, env, events, config=kueue_cfg, trace=trace)
     metrics = Metrics(store, env, parse_duration(scenario.sampleInterval), samplers=[scheduler])
     serving = serving_install.install(store, env, events, kubelet, manifests, scenario.seed, parse_duration(
         scenario.sampleInterval), until) if serving_install.wanted(manifests) else None

@@ -33,3 +33,26 @@ class TemplateMemo(Generic[T]):
             self._seen.clear()
         self._seen[id(containers)] = (containers, init, overhead, pod_level, value)
         return value
+
+
+
+class SameInputs(Generic[T]):
+    """fn(*values) remembered by the identity of the values (held, so their ids are not reused; bounded). For
+    values derived from lists or dicts the pods of one template share: an admission plugin's output then stays one
+    object for them too (stored objects are never changed in place), so caches keyed by identity keep hitting
+    downstream."""
+
+    def __init__(self, fn: Callable[..., T], limit: int = 1024) -> None:
+        self.fn, self.limit = fn, limit
+        self._seen: dict[tuple[int, ...], tuple[tuple[object, ...], T]] = {}
+
+    def __call__(self, *values: object) -> T:
+        key = tuple(map(id, values))
+        seen = self._seen.get(key)
+        if seen is not None:  # the entry holds its values alive, so no other object has their ids: the same ones
+            return seen[1]
+        out = self.fn(*values)
+        if len(self._seen) >= self.limit:
+            self._seen.clear()
+        self._seen[key] = (values, out)
+        return out

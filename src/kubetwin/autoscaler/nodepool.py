@@ -64,6 +64,32 @@ def pool_accelerator(spec: dict, mt: catalog.MachineType) -> tuple[dict, str | N
     return (accels[0] if accels else {}), (accels[0]["type"] if accels else mt.gpu)
 
 
+def _node_resources(mt: catalog.MachineType, max_pods: int) -> tuple[dict[str, str], dict[str, str]]:
+    cap = {k: str(v) for k, v in catalog.capacity(mt, max_pods).items()}
+    alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
+    if "cpu" in cap:
+        cap["cpu"], alloc["cpu"] = f"{mt.vcpus}", f"{alloc['cpu']}m"  # quantities as the kubelet reports them
+    for res in (cap, alloc):  # the kubelet's memory in whole KiB (cAdvisor), in canonical binary-SI form
+        if "memory" in res:
+            res["memory"] = format_bytes(int(res["memory"]) // 1024 * 1024)
+    if mt.tpu:  # the TPU device plugin advertises the VM's chips
+        cap[tpu.RESOURCE] = alloc[tpu.RESOURCE] = str(mt.tpu_chips)
+    return cap, alloc
+
+
+_RESOURCES: dict[tuple[catalog.MachineType, int], tuple[dict[str, str], dict[str, str]]] = {}
+
+
+def node_resources(mt: catalog.MachineType, max_pods: int) -> tuple[dict[str, str], dict[str, str]]:
+    """status.capacity and status.allocatable of a node of this machine type, as its kubelet reports them; once per
+    (machine type, maxPodsPerNode): a pool's nodes share the two dicts (stored objects are never changed in
+    place; a node whose device plugin comes up gets new ones)."""
+    out = _RESOURCES.get((mt, max_pods))
+    if out is None:
+        out = _RESOURCES[(mt, max_pods)] = _node_resources(mt, max_pods)
+    return out
+
+
 def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_name: str
                            ) -> tuple[dict[str, str], list[dict]]:
     """The labels and taints GKE gives a pool's node (shared by the controller's Node objects, the cluster
@@ -379,16 +405,7 @@ class NodePoolController:
         acc, gpu = pool_accelerator(spec, mt)
         partition = acc.get("gpuPartitionSize")
         shared = sharing.gke_sharing(acc.get("gpuSharingConfig"))[0]
-        max_pods = int(spec.get("maxPodsPerNode", 110))
-        cap = {k: str(v) for k, v in catalog.capacity(mt, max_pods).items()}
-        alloc = {k: str(v) for k, v in catalog.allocatable(mt, max_pods).items()}
-        if "cpu" in cap:
-            cap["cpu"], alloc["cpu"] = f"{mt.vcpus}", f"{alloc['cpu']}m"  # quantities as the kubelet reports them
-        for res in (cap, alloc):  # the kubelet's memory in whole KiB (cAdvisor), in canonical binary-SI form
-            if "memory" in res:
-                res["memory"] = format_bytes(int(res["memory"]) // 1024 * 1024)
-        if mt.tpu:  # the TPU device plugin advertises the VM's chips
-            cap[tpu.RESOURCE] = alloc[tpu.RESOURCE] = str(mt.tpu_chips)
+        cap, alloc = node_resources(mt, int(spec.get("maxPodsPerNode", 110)))
         price = pool_hourly_price(pool, mt)
         annotations = {} if price is None else {"kubetwin.io/hourly-price-usd": f"{price:.6f}"}
         now = self.store.timestamp(self.env.now)

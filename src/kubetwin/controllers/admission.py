@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubetwin.api import crd, defaults, kinds
-from kubetwin.api.podspec import TemplateMemo
+from kubetwin.api.podspec import SameInputs, TemplateMemo
 from kubetwin.store.store import Obj, Store
 
 EXTENDED_PREFIXES = ("nvidia.com/", "google.com/tpu")
@@ -17,12 +17,16 @@ def extended_resource_toleration(obj: Obj) -> Obj:
     names = _extended_names(obj)
     if not names:
         return obj
-    tols = list(spec.get("tolerations") or [])
+    return {**obj, "spec": {**spec, "tolerations": _with_extended_tolerations(spec.get("tolerations"), names)}}
+
+
+def _extended_tolerations(given: list[dict] | None, names: tuple[str, ...]) -> list[dict]:
+    tols = list(given or [])
     for name in names:
         tol = {"key": name, "operator": "Exists", "effect": "NoSchedule"}
         if tol not in tols:
             tols.append(tol)
-    return {**obj, "spec": {**spec, "tolerations": tols}}
+    return tols
 
 
 def _names_of(pod: Obj) -> tuple[str, ...]:
@@ -37,6 +41,8 @@ def _names_of(pod: Obj) -> tuple[str, ...]:
 
 
 _extended_names = TemplateMemo(_names_of)
+# once per (tolerations list, names): a template's pods share both, and then share the list this makes
+_with_extended_tolerations = SameInputs(_extended_tolerations)
 
 
 def pod_defaults(obj: Obj) -> Obj:

@@ -382,7 +382,11 @@ class Kubelet:
         if not ready:
             self.env.after(ready_after, lambda: self._became_ready(running))
         annotations = meta.get("annotations") or {}
-        hooked = next((w for w in (h(running, node) for h in self.duration_hooks) if w is not None), None)
+        hooked: float | Work | None = None
+        for hook in self.duration_hooks:  # the first that answers wins
+            hooked = hook(running, node)
+            if hooked is not None:
+                break
         if hooked is not None or DURATION in annotations:
             work = hooked if isinstance(hooked, Work) else Work(
                 self._duration(annotations[DURATION]) if hooked is None else float(hooked))

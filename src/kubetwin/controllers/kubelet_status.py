@@ -46,16 +46,18 @@ def _containers_ready(pod: Obj, statuses: Sequence[dict] | None, phase: str) -> 
             unready.append(n)
     if phase == "Succeeded" and not unknown:
         return {"type": "ContainersReady", "status": "False", "reason": "PodCompleted"}
+    if not unknown and not unready:
+        return {"type": "ContainersReady", "status": "True"}
     # Go's %s of a []string: "[a b]"
     messages = [f"containers with {what} status: [{' '.join(ns)}]"
                 for what, ns in (("unknown", unknown), ("unready", unready)) if ns]
-    if messages:
-        return {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
-                "message": ", ".join(messages)}
-    return {"type": "ContainersReady", "status": "True"}
+    return {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
+            "message": ", ".join(messages)}
 
 
 def _generate(pod: Obj, status: dict) -> list[Condition]:
+    """The kubelet's own conditions for `status`, without lastTransitionTime (fresh dicts: kubelet_conditions
+    sets it on them)."""
     phase = status.get("phase") or "Pending"
     containers = _containers_ready(pod, status.get("containerStatuses"), phase)
     ready = {**containers, "type": "Ready"}  # Ready follows ContainersReady (readiness gates not modelled)
@@ -67,12 +69,14 @@ def _generate(pod: Obj, status: dict) -> list[Condition]:
     return [sandbox, initialized, ready, containers, {"type": "PodScheduled", "status": "True"}]
 
 
-def _with_time(new: Condition, old: Mapping[str, Condition], now: str) -> Condition:
-    """updateLastTransitionTime: the old time while the status is unchanged, else now. `old` maps each type to
-    its first condition (FindStatusCondition's match), built once per sync rather than searched per condition."""
+def _stamp(new: Condition, old: Mapping[str, Condition], now: str) -> Condition:
+    """updateLastTransitionTime, set on `new` (a dict of the caller's own, not yet stored): the old time while the
+    status is unchanged, else now. `old` maps each type to its first condition (FindStatusCondition's match), built
+    once per sync rather than searched per condition."""
     prev = old.get(new["type"])
     kept = prev.get("lastTransitionTime") if prev is not None and prev.get("status") == new["status"] else None
-    return {**new, "lastTransitionTime": kept or now}
+    new["lastTransitionTime"] = kept or now
+    return new
 
 
 def kubelet_conditions(pod: Obj, status: dict, now: str, shared: Sequence[Condition] = ()) -> list[Condition]:
@@ -90,7 +94,7 @@ def kubelet_conditions(pod: Obj, status: dict, now: str, shared: Sequence[Condit
             by_type[ctype] = c
         if ctype not in KUBELET_OWNED:
             out.append(c)
-    out += [_with_time(c, by_type, now) for c in _generate(pod, status)]
+    out += [_stamp(c, by_type, now) for c in _generate(pod, status)]  # fresh dicts: stamped as they are
     for c in shared:
-        out = replace_or_append_condition(out, _with_time(c, by_type, now))
+        out = replace_or_append_condition(out, _stamp(dict(c), by_type, now))
     return out

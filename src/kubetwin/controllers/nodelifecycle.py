@@ -21,6 +21,7 @@ deleted without a grace period.
 from __future__ import annotations
 
 from kubetwin.api.conditions import conditions_of, find_condition, replace_or_append_condition
+from kubetwin.api.podspec import SameInputs
 from kubetwin.api.taints import tolerates
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -48,7 +49,13 @@ def default_toleration_seconds(obj: Obj) -> Obj:
     already tolerates those taints with effect NoExecute (or any effect)."""
     if obj.get("kind") != "Pod":
         return obj
-    tols = list(obj["spec"].get("tolerations") or [])
+    tols = _with_default_tolerations(obj["spec"].get("tolerations"))
+    return {**obj, "spec": {**obj["spec"], "tolerations": tols}} if tols is not None else obj
+
+
+def _default_tolerations(given: list[Obj] | None) -> list[Obj] | None:
+    """The tolerations with DefaultTolerationSeconds' added, None when none is added."""
+    tols = list(given or [])
     added = False
     for key in (NOT_READY, UNREACHABLE):
         if any(t.get("key") in (key, None, "") and t.get("effect") in (None, "", "NoExecute") for t in tols):
@@ -56,7 +63,11 @@ def default_toleration_seconds(obj: Obj) -> Obj:
         tols.append({"key": key, "operator": "Exists", "effect": "NoExecute",
                      "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
         added = True
-    return {**obj, "spec": {**obj["spec"], "tolerations": tols}} if added else obj
+    return tols if added else None
+
+
+# once per tolerations list: the pods of a template share theirs, and then share the list this makes
+_with_default_tolerations = SameInputs(_default_tolerations)
 
 
 class NodeLifecycleController:

@@ -118,12 +118,11 @@ class Metrics:
         else:
             self._milli_nodes.pop(node, None)
 
-    def _count_gpus(self, key: str, pod: Obj, gone: bool) -> None:
-        """A pod's GPUs count on its node from when it is bound until it ends or is deleted, as the scheduler's
-        cache counts them (its informer drops terminal pods); GPU-sharing pods count their milli-GPUs on the
-        GPUs the placement policy gave them (kubetwin.io/gpu-index)."""
-        node = pod["spec"].get("nodeName")
-        if gone or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+    def _count_gpus(self, key: str, pod: Obj, node: str | None, gone: bool) -> None:
+        """A pod's GPUs count on its node from when it is bound until it ends or is deleted (`gone`), as the
+        scheduler's cache counts them (its informer drops terminal pods); GPU-sharing pods count their milli-GPUs
+        on the GPUs the placement policy gave them (kubetwin.io/gpu-index)."""
+        if gone:
             entry = self._counted.pop(key, None)
             if entry is not None and entry[0] in self._node_gpus:
                 self._add_gpus(entry[0], -entry[1], -entry[2])
@@ -143,14 +142,16 @@ class Metrics:
         if etype == "ADDED":
             self.created[key] = self.env.now
             self.names[key] = f"{meta.get('namespace')}/{meta['name']}"
-        self._count_gpus(key, pod, etype == "DELETED")
-        if pod["spec"].get("nodeName") and (etype != "MODIFIED" or not (old or {}).get("spec", {}).get(
-                "nodeName") or pod["status"].get("phase") != (old or {}).get("status", {}).get("phase")):
-            self._gpus_changed()  # bound, finished or gone: what the scheduler counts as requested changed
-        if pod["spec"].get("nodeName") and key not in self.scheduled:
-            self.scheduled[key] = self.env.now
+        node = pod["spec"].get("nodeName")
+        phase = pod.get("status", {}).get("phase", "Pending")
+        self._count_gpus(key, pod, node, etype == "DELETED" or phase in ("Succeeded", "Failed"))
+        if node:
+            if etype != "MODIFIED" or not (old or {}).get("spec", {}).get("nodeName") or pod["status"].get(
+                    "phase") != (old or {}).get("status", {}).get("phase"):
+                self._gpus_changed()  # bound, finished or gone: what the scheduler counts as requested changed
+            if key not in self.scheduled:
+                self.scheduled[key] = self.env.now
         if etype != "DELETED":
-            phase = pod.get("status", {}).get("phase", "Pending")
             if phase != self.phase.get(key) and phase != "Pending":
                 self._transition(key, pod, phase)
             self.phase[key] = phase

@@ -116,10 +116,11 @@ class NodeTable:
         self._changed(i)
         for k in set(ni.allocatable) | set(ni.requested):
             self.column(k)
-        for k, col in self.alloc.items():
-            col[i] = ni.allocatable.get(k, 0)
-            self.used[k][i] = ni.requested.get(k, 0)
-            self.free[k][i] = col[i] - self.used[k][i]
+        for k, col in self.alloc.items():  # Python ints in, no numpy scalars read back
+            alloc, used = ni.allocatable.get(k, 0), ni.requested.get(k, 0)
+            col[i] = alloc
+            self.used[k][i] = used
+            self.free[k][i] = alloc - used
         self.nonzero_cpu[i] = ni.nonzero_requested["cpu"]
         self.nonzero_mem[i] = ni.nonzero_requested["memory"]
         self.refresh_min_prio(ni.name)

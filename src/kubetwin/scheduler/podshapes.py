@@ -5,7 +5,7 @@ node-only filter verdicts keyed by exactly the pod fields the profile's node-onl
 from __future__ import annotations
 
 from kubetwin.api.podresources import pod_requests, requests_key
-from kubetwin.api.podspec import TemplateMemo
+from kubetwin.api.podspec import SameInputs, TemplateMemo
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
 from kubetwin.scheduler.preemption import priority_of
@@ -29,9 +29,16 @@ def _field(pod: Obj, path: P.PodPath) -> object:
     return v
 
 
+def _values_repr(*values: object) -> str:
+    return repr(list(values))
+
+
+_shape_repr = SameInputs(_values_repr)  # the pods of a template share these values (admission keeps them shared)
+
+
 def shape_key(pod: Obj, paths: tuple[P.PodPath, ...]) -> str:
     """The node-only shape: the values the node-only plugins read, nothing else."""
-    return repr([_field(pod, path) for path in paths])
+    return _shape_repr(*[_field(pod, path) for path in paths])
 
 
 def _bounded(cache: dict, key: object, value: object) -> None:

@@ -73,7 +73,8 @@ class EventRecorder:
         name, namespace, uid = meta["name"], meta.get("namespace"), meta.get("uid")
         ns = namespace or "default"
         obj_key = (obj["kind"], ns, name, uid, component)
-        now_s = self.store.env.now
+        store = self.store
+        now_s = store.env.now
         filtered = component not in UNFILTERED
         agg_key = self._aggregated(obj_key, etype, reason, message, now_s) if filtered else None
         if agg_key is None:
@@ -89,12 +90,12 @@ class EventRecorder:
         _remember(self._seen, key, (event_name, count + 1), seen is None)
         if filtered and not self._accept(obj_key, now_s):
             return
-        now = self.store.timestamp(now_s)
-        cur = self.store.get("Event", ns, event_name) if count else None
+        now = store.timestamp(now_s)
+        cur = store.get("Event", ns, event_name) if count else None
         if cur is not None:
-            self.store.update({**cur, "count": count + 1, "message": message, "lastTimestamp": now})
+            store.update({**cur, "count": count + 1, "message": message, "lastTimestamp": now})
             return
-        self.store.create({
+        store.create({
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": event_name, "namespace": ns},
             "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj["kind"], "namespace": namespace,

@@ -90,7 +90,8 @@ class Store:
         self._ts_t, self._ts = -1.0, ""
         # (kind, ns, ownerKind, owner) -> names of the objects it controls, in creation order
         self._owned: dict[tuple[str, str, str, str], dict[str, None]] = {}
-        self._running: tuple[Handler, str, Obj] | None = None  # the watch handler being dispatched, and its event
+        # [the watch handler being dispatched, its event type, its object] while one is
+        self._running: list[Any] | None = None
         self._finalizing: frozenset[str] = frozenset()  # kinds whose metadata.finalizers delay their deletion
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -167,9 +168,10 @@ class Store:
         if not handlers:
             return
         outer = self._running
+        running = self._running = [handlers[0], etype, obj]  # the slot for the handler is rewritten per call
         try:
             for handler in handlers:
-                self._running = (handler, etype, obj)
+                running[0] = handler
                 handler(etype, obj, old)
         finally:
             self._running = outer
@@ -199,8 +201,8 @@ class Store:
             bucket = self._objects[kind] = {}
         if (ns, name) in bucket:
             raise AlreadyExists(f'{kind.lower()}s "{name}" already exists')
-        self.rv += 1
-        meta = {**meta, "resourceVersion": str(self.rv)}
+        self.rv = rv = self.rv + 1
+        meta = {**meta, "resourceVersion": str(rv)}
         if "uid" not in meta:
             self._uid_n += 1
             meta["uid"] = f"{self._uid_prefix}{self._uid_n:012x}"
@@ -259,14 +261,16 @@ class Store:
         return sorted(k for k, bucket in self._objects.items() if bucket)
 
     def get(self, kind: str, ns: str, name: str) -> Obj | None:
-        return self._objects.get(kind, {}).get((ns or "", name))
+        bucket = self._objects.get(kind)
+        return bucket.get((ns or "", name)) if bucket is not None else None
 
     def current(self, kind: str, ns: str, name: str, uid: str | None) -> Obj | None:
         """The object as stored now if it is still the one with this uid, else None: a write decided earlier (a
         request that waited for its client's token, a timer) goes to the object it was meant for, as the API
         server's UID precondition makes it (metav1.Preconditions); one deleted and re-created under the same name
         is another object."""
-        cur = self._objects.get(kind, {}).get((ns or "", name))
+        bucket = self._objects.get(kind)
+        cur = bucket.get((ns or "", name)) if bucket is not None else None
         return cur if cur is not None and cur["metadata"].get("uid") == uid else None
 
     def list(self, kind: str, ns: str | None = None, selector: dict[str, Any] | None = None) -> list[Obj]:
