@@ -94,7 +94,7 @@ class HistoryLog:
         self._index.add(t, etype, obj, len(line))
         if obj["kind"] == "Event":
             self._events.write(line)
-        if self._auto and self._history.size >= self._auto_bytes:  # both files compressed from here on
+        if self._auto and self._index.offset >= self._auto_bytes:  # both files compressed from here on
             self._auto = False
             self._history.compress()
             self._events.compress()

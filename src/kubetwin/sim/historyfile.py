@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Literal, Protocol
 
@@ -122,29 +122,24 @@ def open_history(path: Path) -> Iterator[HistorySource]:
 
 class LineSink:
     """Lines written to `folder/name`, plain or compressed as `compression` says; `compress()` turns a plain file
-    written so far into the compressed one (what Auto does past AUTO_BYTES), the same bytes from the same lines."""
+    written so far into the compressed one (what Auto does past AUTO_BYTES), the same bytes from the same lines.
+    `write(line)` is the underlying file's own method (one call a line: a day of 1,000,000 pods writes ~25,000,000)."""
 
     def __init__(self, folder: Path, name: str, compression: Compression) -> None:
         self.folder, self.name = folder, name
-        self.size = 0
         self._plain: IO[bytes] | None = None
         self._zstd: FrameWriter | None = None
+        self.write: Callable[[bytes], object]
         if compression == "Zstd":
             self._zstd = FrameWriter(folder / (name + ZSTD_SUFFIX))
+            self.write = self._zstd.write
         else:
             self._plain = (folder / name).open("wb", buffering=_BUFFER)
+            self.write = self._plain.write
 
     @property
     def compressed(self) -> bool:
         return self._zstd is not None
-
-    def write(self, line: bytes) -> None:
-        self.size += len(line)
-        if self._plain is not None:
-            self._plain.write(line)
-        else:
-            assert self._zstd is not None
-            self._zstd.write(line)
 
     def compress(self) -> None:
         """From here on compressed, with what was written plain moved into the compressed file."""
@@ -154,6 +149,7 @@ class LineSink:
         self._plain = None
         plain = self.folder / self.name
         self._zstd = FrameWriter(self.folder / (self.name + ZSTD_SUFFIX))
+        self.write = self._zstd.write
         with plain.open("rb") as f:
             carry = b""
             while chunk := f.read(_BUFFER):

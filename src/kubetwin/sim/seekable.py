@@ -45,7 +45,7 @@ class FrameWriter:
 
     def __init__(self, path: Path, frame_bytes: int | None = None) -> None:
         self.path = path
-        self.size = 0  # decompressed bytes written
+        self.size = 0  # decompressed bytes in the frames handed to the worker
         self._frame_bytes = FRAME_BYTES if frame_bytes is None else frame_bytes
         self._buffer = bytearray()  # the frame being filled (compressed from the buffer itself, no copy)
         self._entries: list[bytes] = []
@@ -56,9 +56,9 @@ class FrameWriter:
 
     def write(self, line: bytes) -> None:
         """One line, newline included."""
-        self._buffer += line
-        self.size += len(line)
-        if len(self._buffer) >= self._frame_bytes:
+        buffer = self._buffer
+        buffer += line
+        if len(buffer) >= self._frame_bytes:
             self._flush()
 
     def write_lines(self, data: bytes) -> None:
@@ -70,7 +70,6 @@ class FrameWriter:
             end = data.find(b"\n", pos + max(self._frame_bytes - len(self._buffer), 1) - 1)
             stop = len(data) if end < 0 else end + 1
             self._buffer += data[pos:stop]
-            self.size += stop - pos
             pos = stop
             if len(self._buffer) >= self._frame_bytes:
                 self._flush()
@@ -78,6 +77,7 @@ class FrameWriter:
     def _flush(self) -> None:
         if not self._buffer:
             return
+        self.size += len(self._buffer)
         if len(self._pending) >= _PENDING:
             self._pending.popleft().result()
         self._pending.append(self._worker.submit(self._compress, self._buffer))
