@@ -62,6 +62,7 @@ def test_the_pv_controller_searches_the_access_mode_sets_with_the_fewest_modes_f
              "all": (("ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany"), "nfs"), "rwx": (("ReadWriteMany",), "nfs"),
              "rox": (("ReadOnlyMany",), "gce")}
     claims = [pvc(name, modes=modes, size="5Gi") for name, (modes, _) in cases.items()]
+    assert len(claims) == len(cases) == 5
     for name in cases:  # one claim at a time: each sees all three volumes
         res = run(objects=[make_scenario("10m").obj(), sc(), *vols, next(c for c in claims
                                                                           if c["metadata"]["name"] == name)])

@@ -56,6 +56,7 @@ def test_manifests_reproduce_the_measured_workload(runs: list[dict], simulated: 
     import csv
 
     _, out = simulated
+    assert runs
     for r in runs:
         with open(out / bench.experiment_id(r) / "run" / "requests.csv", newline="") as f:
             rows = list(csv.DictReader(f))

@@ -63,10 +63,11 @@ def test_gpu_specs():
 
 
 def test_cpu_shapes_4gb_per_vcpu():
-    for mt in machine_types():
-        if mt.family in {"e2", "n2", "n2d", "c3"}:
-            assert mt.memory_gib == 4 * mt.vcpus
-            assert mt.gpu is None and mt.gpu_count == 0
+    shapes = [mt for mt in machine_types() if mt.family in {"e2", "n2", "n2d", "c3"}]
+    assert {mt.family for mt in shapes} == {"e2", "n2", "n2d", "c3"}
+    for mt in shapes:
+        assert mt.memory_gib == 4 * mt.vcpus
+        assert mt.gpu is None and mt.gpu_count == 0
 
 
 def test_verbatim_cpu_prices():
@@ -121,10 +122,11 @@ def test_unknown_gpu():
 
 
 def test_spot_cheaper_than_on_demand_everywhere():
+    assert machine_types()
     for mt in machine_types():
         assert 0 < hourly_price(mt, spot=True) < hourly_price(mt, spot=False), mt.name
 
 
 def test_every_machine_has_source():
-    for mt in machine_types():
-        assert mt.source
+    assert machine_types()
+    assert [mt.name for mt in machine_types() if not mt.source] == []

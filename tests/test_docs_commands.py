@@ -106,10 +106,9 @@ def test_make_demo_is_what_the_shim_runs() -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_no_command_hides_outside_a_runnable_block(page: Path) -> None:
     """A command written in a block the test does not run (no language, yaml, text) would never be checked."""
-    for b in blocks(page):
-        if b.lang not in RUN or (b.lang == "console" and "$ " not in b.text):
-            hidden = [ln for ln in b.text.splitlines() if COMMAND.match(ln)]
-            assert not hidden, f"{page.name}:{b.line}: commands in a ```{b.lang} block: {hidden}"
+    hidden = {f"{page.name}:{b.line} ```{b.lang}": [ln for ln in b.text.splitlines() if COMMAND.match(ln)]
+              for b in blocks(page) if b.lang not in RUN or (b.lang == "console" and "$ " not in b.text)}
+    assert not {where: cmds for where, cmds in hidden.items() if cmds}, "commands in blocks that are not run"
 
 
 def test_not_run_blocks_are_few_and_say_why() -> None:
@@ -133,6 +132,7 @@ def test_the_readme_is_a_short_tour() -> None:
 @pytest.mark.parametrize("page", [p for p in PAGES if any(b.lang in RUN for b in blocks(p))], ids=lambda p: p.name)
 def test_the_commands_run_as_printed(page: Path, tmp_path: Path) -> None:
     runnable = [b for b in blocks(page) if b.lang in RUN and not b.not_run]
+    assert runnable, f"{page.name}: every runnable block is marked not run"
     text = "\n".join(b.text for b in runnable)
     if "../shared" in text and not SHARED.is_dir():
         pytest.skip("the page's commands read ../shared (the public traces), which is not beside this checkout")

@@ -314,9 +314,24 @@ def test_cli_refuses_a_bad_vllm_flag():
     assert "argument --max-num-seqs: invalid int value: 'many'" in res.output
 
 
+def until_gauges(e: EmulatorThread, running: int, waiting: int) -> None:
+    """Wait until the server's own /metrics shows these gauges: tests sequence requests by what the server reports,
+    never by sleeps (a thread's first request can take longer than any sleep to leave on a busy machine)."""
+    deadline = time.monotonic() + T
+    while True:
+        got = scrape(e)
+        now = (value(got["vllm:num_requests_running"], "vllm:num_requests_running"),
+               value(got["vllm:num_requests_waiting"], "vllm:num_requests_waiting"))
+        if now == (running, waiting):
+            return
+        assert time.monotonic() < deadline, f"the server shows (running, waiting) {now}, not {(running, waiting)}"
+        time.sleep(0.01)
+
+
 def test_priority_scheduling_serves_the_lower_priority_value_first():
     """--scheduling-policy priority: with one sequence slot, of two waiting requests the one with the lower vLLM
-    `priority` value is served first, whatever their arrival order."""
+    `priority` value is served first, whatever their arrival order. Each request is sent once the server shows the
+    one before it running or waiting (its /metrics gauges)."""
     import concurrent.futures
 
     cfg = config(vllm_args=["--max-num-seqs", "1", "--scheduling-policy", "priority"], time_scale=5.0)
@@ -330,11 +345,13 @@ def test_priority_scheduling_serves_the_lower_priority_value_first():
             done.append(name)
 
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
-            first = pool.submit(send, "first", 0, 300)  # ~2 s emulated, 0.4 s wall: the others wait behind it
-            time.sleep(0.1)
+            first = pool.submit(send, "first", 0, 1000)  # ~7 s emulated, ~1.4 s wall: the others wait behind it
+            until_gauges(e, 1, 0)
             late = pool.submit(send, "low", 5, 2)
-            time.sleep(0.05)
+            until_gauges(e, 1, 1)
             urgent = pool.submit(send, "urgent", -5, 2)
+            until_gauges(e, 1, 2)
+            assert done == []  # both queued while "first" still runs
             for f in (first, late, urgent):
                 f.result(timeout=T)
     assert done == ["first", "urgent", "low"]

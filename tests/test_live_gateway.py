@@ -265,6 +265,7 @@ def test_framing_tracks_chunked_split_anywhere() -> None:
         assert not f.done or cut == len(body)
         f.feed(body[cut:])
         assert f.done, cut
+    assert cut == len(body) - 1  # every split was tried
 
 
 def test_endpoint_sources(tmp_path: Path) -> None:

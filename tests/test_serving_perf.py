@@ -201,6 +201,7 @@ def test_operator_times_within_15pct_of_vidur(rel: str, accel: str, ops: tuple[s
                       int(r.vocab_size), 4096, "vidur")
     gpu = GpuSpec.from_catalog(accel)
     models = {tp: PerfModel(model, gpu, tp=int(tp), max_tokens=2048) for tp in df.num_tensor_parallel_workers.unique()}
+    assert ops and len(df) > 0
     for op in ops:
         pred = np.array([models[tp].op_time(op, int(n))
                          for n, tp in zip(df.num_tokens, df.num_tensor_parallel_workers, strict=True)])

@@ -294,7 +294,9 @@ def test_get_nodes_on_a_plain_v1_node(tmp_path: Path) -> None:
 
 def test_examples_load_as_yaml_load_reads_them() -> None:
     """Values constructed from the composed nodes (one parse) are what yaml.load gives."""
-    for f in sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml")):
+    files = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
+    assert len(files) > 10
+    for f in files:
         docs = [d for d in yaml.load_all(f.read_text(), Loader=yaml.CSafeLoader) if d is not None]
         assert [m.obj for m in load_paths([f])] == docs, f
 
