@@ -18,7 +18,7 @@ from typing import Any
 
 from kubetwin.api import jobset_defaults
 from kubetwin.api.errors import Diagnostic
-from kubetwin.api.limits import shown
+from kubetwin.api.limits import INT64, shown
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import resource_value
 from kubetwin.api.units import UnitError, parse_quantity
@@ -30,8 +30,6 @@ DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alph
                      "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
 NEGATIVE_MSG = "must be greater than or equal to 0"
 NOT_INTEGER_MSG = "must be an integer"
-INT32 = (-(2**31), 2**31 - 1)
-INT64 = (-(2**63), 2**63 - 1)
 # Twin limit: the scheduler and the node table count resources in int64 (cpu in milli-units, as kube-scheduler's
 # Resource.MilliCPU; the rest in whole units), so a larger quantity cannot be represented.
 MAX_INT64 = INT64[1]
@@ -273,18 +271,6 @@ def _jobset_pods(m: Manifest) -> list[Diagnostic]:
         if isinstance(spec, dict):
             out += containers(m, f"spec.replicatedJobs[{i}].template.spec.template.spec", spec)
     return out
-
-
-def int_format_problem(value: object, fmt: str, written: object = None) -> str | None:
-    """An integer out of its OpenAPI format's range: the API server's JSON decoding into an int32/int64 field
-    fails ("cannot unmarshal number 3000000000 into Go struct field ... of type int32")."""
-    lo, hi = INT32 if fmt == "int32" else INT64
-    if isinstance(value, float) and value.is_integer():
-        value, written = int(value), value if written is None else written
-    if isinstance(value, int) and not isinstance(value, bool) and not lo <= value <= hi:
-        return f"json: cannot unmarshal number {shown(value if written is None else written)} into Go struct field " \
-               f"of type {fmt}"
-    return None
 
 
 def null_items(m: Manifest) -> list[Diagnostic]:

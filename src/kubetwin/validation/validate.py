@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
-from kubetwin.api import crd_schema, fields, kinds, twin_errors
+from kubetwin.api import crd_schema, fields, kinds, limits, twin_errors
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
@@ -74,7 +74,7 @@ _GROUP_VERSION = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|
 _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _FORMATS = jsonschema.FormatChecker(formats=())
 for _fmt in ("int32", "int64"):
-    _FORMATS.checks(_fmt)(lambda v, f=_fmt: fields.int_format_problem(v, f) is None)
+    _FORMATS.checks(_fmt)(lambda v, f=_fmt: limits.int_format_problem(v, f) is None)
 
 
 def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
@@ -197,9 +197,9 @@ def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnost
     if err.validator == "format" and err.validator_value in ("int32", "int64"):
         return Diagnostic(m.file, m.line_of(path), m.ref, path,
                           f"Invalid value: {shown(err.instance)}: "
-                          f"{fields.int_format_problem(err.instance, err.validator_value)}",
+                          f"{limits.int_format_problem(err.instance, err.validator_value)}",
                           "use a value between {} and {}".format(
-                              *(fields.INT32 if err.validator_value == "int32" else fields.INT64)))
+                              *(limits.INT32 if err.validator_value == "int32" else limits.INT64)))
     if err.validator in ("type", "format", "enum"):
         return Diagnostic(m.file, m.line_of(path), m.ref, path,
                           f"Invalid value: {json.dumps(err.instance, default=str)[:60]}: {shown(err.message, 200)}",
