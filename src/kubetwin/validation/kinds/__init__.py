@@ -63,12 +63,8 @@ REGISTRY = KindChecksRegistry((
 @contextlib.contextmanager
 def registered(entry: KindChecks) -> Iterator[KindChecks]:
     """Register a kind's checks for the duration of a with-block (tests, plug-ins tried out)."""
-    old = REGISTRY.get(entry.group, entry.kind)
-    REGISTRY.register(entry)
+    previous = REGISTRY.register(entry)
     try:
         yield entry
     finally:
-        if old is None:
-            REGISTRY.unregister(entry.group, entry.kind)
-        else:
-            REGISTRY.register(old)
+        REGISTRY.restore(entry.group, entry.kind, previous)

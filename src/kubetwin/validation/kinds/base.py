@@ -31,11 +31,18 @@ class KindChecksRegistry:
         for entry in entries:
             self.register(entry)
 
-    def register(self, entry: KindChecks) -> None:
+    def register(self, entry: KindChecks) -> KindChecks | None:
+        """Add or replace the kind's entry; the one it replaced, for `restore`."""
+        previous = self._entries.get((entry.group, entry.kind))
         self._entries[(entry.group, entry.kind)] = entry
+        return previous
 
-    def unregister(self, group: str, kind: str) -> None:
-        self._entries.pop((group, kind), None)
+    def restore(self, group: str, kind: str, previous: KindChecks | None) -> None:
+        """Put back what `register` replaced (None: the kind had no entry)."""
+        if previous is None:
+            self._entries.pop((group, kind), None)
+        else:
+            self._entries[(group, kind)] = previous
 
     def get(self, group: str, kind: str) -> KindChecks | None:
         return self._entries.get((group, kind))
@@ -43,4 +50,5 @@ class KindChecksRegistry:
     def of(self, api_version: str, kind: str) -> KindChecks:
         """The entry of an object's apiVersion and kind; an empty one (generic checks only) for any other."""
         group, sep, _ = api_version.partition("/")  # as validate and api.crd split it
-        return self._entries.get((group if sep else "", kind)) or KindChecks(group, kind)
+        key = (group if sep else "", kind)
+        return self._entries.get(key) or KindChecks(*key)
