@@ -2,12 +2,14 @@
 
 A new CRD kind is one CustomResourceDefinition registered in the kind registry (api/kinds.py); validation against
 its schema, structural defaults, the store's scope, `kubetwin run`'s creation order and `kubetwin get`'s resource
-names and printer columns follow from it with no other change. A node-only scheduler Filter is one `NodeFilter`
+names and printer columns follow from it with no other change. A kind's own validation checks are one module
+(its `KindChecks`) and its line in validation.kinds' registry. A node-only scheduler Filter is one `NodeFilter`
 (its function and the pod fields it reads) registered in the profile (scheduler/plugins.py).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from kubetwin.api.loader import load_paths
 from kubetwin.cli.main import app
 from kubetwin.runner import run
 from kubetwin.scheduler import plugins as P
+from kubetwin.validation import kinds as kind_checks
 from kubetwin.validation.validate import validate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -103,6 +106,56 @@ def test_a_crd_kind_registered_once_is_validated_defaulted_scoped_ordered_and_pr
     assert kinds.REGISTRY.resolve("mcache") is None
     assert not kinds.REGISTRY.is_custom("cache.example.com", "ModelCache")
 
+
+
+# A kind's own checks, written as a new module of validation/kinds/ would be (a file per kind, as Kueue's
+# pkg/webhooks/): ModelCache's model must be a Hugging Face repo id.
+MODEL_CACHE_CHECKS = '''"""ModelCache: spec.model names a Hugging Face repository (organization/name)."""
+
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.loader import Manifest
+from kubetwin.validation.kinds.base import KindChecks
+
+
+def model_id(m: Manifest) -> list[Diagnostic]:
+    model = str((m.obj.get("spec") or {}).get("model", ""))
+    if model.count("/") == 1:
+        return []
+    return [Diagnostic(m.file, m.line_of("spec.model"), m.ref, "spec.model",
+                       f'Invalid value: "{model}": must be a Hugging Face repository id (organization/name)',
+                       "write the model as huggingface.co names it, e.g. meta-llama/Llama-3.1-8B")]
+
+
+CHECKS = KindChecks("cache.example.com", "ModelCache", checks=(model_id,))
+'''
+
+
+def test_a_kinds_own_checks_are_one_module_and_its_registry_line(tmp_path: Path) -> None:
+    """docs/architecture.md: a kind's validation checks are its module in validation/kinds/ and its line in the
+    registry (`kind_checks.registered` is that line for a with-block); `kubetwin validate` then runs them after the
+    kind's schema and fails closed on their errors, with file:line, object, field path and fix."""
+    module_file = tmp_path / "modelcache.py"
+    module_file.write_text(MODEL_CACHE_CHECKS)
+    spec = importlib.util.spec_from_file_location("modelcache_checks", module_file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    manifest = tmp_path / "llama-cache.yaml"
+    manifest.write_text(OBJECT.replace("meta-llama/Llama-3.1-8B", "llama-3.1-8b"))
+    with kinds.registered(kinds.from_crd(MODEL_CACHE_CRD)):
+        assert _errors(tmp_path, manifest.read_text()) == []  # the kind alone: the schema accepts it
+        with kind_checks.registered(module.CHECKS):
+            res = CliRunner().invoke(app, ["validate", str(manifest)])
+            assert res.exit_code == 1, res.output
+            assert (f'{manifest}:5: error: ModelCache/default/llama: spec.model: Invalid value: "llama-3.1-8b": must '
+                    "be a Hugging Face repository id (organization/name)\n    fix: write the model as huggingface.co "
+                    "names it, e.g. meta-llama/Llama-3.1-8B\n") in res.output
+            assert _errors(tmp_path, OBJECT) == []  # a repository id passes
+            # after the schema, as a validating webhook: an object the schema refuses gets only the schema's error
+            bad = _errors(tmp_path, manifest.read_text() + "  tier: nvme\n")
+            assert [d.field for d in bad] == ["spec.tier"], bad
+        assert _errors(tmp_path, manifest.read_text()) == []  # gone with the with-block
+    assert kind_checks.REGISTRY.get("cache.example.com", "ModelCache") is None
 
 
 def test_a_node_only_filter_reading_a_pod_label_is_one_registration() -> None:

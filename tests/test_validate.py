@@ -36,6 +36,15 @@ def test_seed_time_slicing_configmap_flattened(shared) -> None:
     assert "data.any" in msgs[0]
 
 
+def test_a_configmap_in_a_group_that_has_none_is_no_such_kind_before_decoding() -> None:
+    """The flattened-ConfigMap hint is the core v1 ConfigMap's decoding check (validation/kinds/configmap.py): a
+    ConfigMap written in another group is refused first as kubectl's RESTMapper refuses the kind."""
+    found = validate(load_text("apiVersion: apps/v1\nkind: ConfigMap\nname: flat\n"))
+    assert [(d.field, d.message, d.hint) for d in found] == [
+        ("apiVersion", 'no matches for kind "ConfigMap" in version "apps/v1"', "ConfigMap is served in v1: set "
+         "apiVersion: v1")]
+
+
 CORRECTED_SELECTOR = ('device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu" && '
                       'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0')
 

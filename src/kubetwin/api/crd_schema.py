@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from kubetwin.api.limits import int_format_problem
+
 # metav1.ObjectMeta as a structural schema: CRD schemas leave the root `metadata` as a bare object because the
 # API server decodes it into ObjectMeta itself (unknown metadata fields are strict errors there too).
 _STR: dict = {"type": "string"}
@@ -279,8 +281,6 @@ def _string(value: str, schema: dict, path: str, out: list) -> None:
 def _number(value: float, schema: dict, path: str, out: list) -> None:
     fmt = schema.get("format")
     if fmt in ("int32", "int64") and float(value).is_integer():
-        from kubetwin.api.fields import int_format_problem
-
         problem = int_format_problem(int(value), fmt, go_value(value))
         if problem:
             out.append(FieldError(path, f"Invalid value: {go_value(value)}: {problem}",

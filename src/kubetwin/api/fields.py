@@ -5,9 +5,8 @@ pkg/api/validation (ValidateNonnegativeField: IsNegativeErrorMsg "must be greate
 k8s.io/kubernetes pkg/apis/core/validation/validation.go (ValidateObjectMeta's namespace, validateContainerCommon's
 DNS-1123 label container names, ValidateResourceRequirements / ValidateResourceQuantityValue: negative quantities,
 "must be an integer" for integer (extended) resources, "must be less than or equal to cpu limit of 2"),
-pkg/apis/apps/validation and pkg/apis/batch/validation (replicas, parallelism, completions, backoffLimit), and
-Kueue's ClusterQueue webhook (pkg/webhooks/clusterqueue_webhook.go validateResourceQuantity: a negative
-nominalQuota, borrowingLimit or lendingLimit).
+pkg/apis/apps/validation and pkg/apis/batch/validation (replicas, parallelism, completions, backoffLimit).
+A kind's own rules (a ClusterQueue's quotas, a JobSet's pod templates) are in its module of validation.kinds.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any
 
 from kubetwin.api import jobset_defaults
 from kubetwin.api.errors import Diagnostic
-from kubetwin.api.limits import shown
+from kubetwin.api.limits import INT64, shown
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import resource_value
 from kubetwin.api.units import UnitError, parse_quantity
@@ -30,8 +29,6 @@ DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alph
                      "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
 NEGATIVE_MSG = "must be greater than or equal to 0"
 NOT_INTEGER_MSG = "must be an integer"
-INT32 = (-(2**31), 2**31 - 1)
-INT64 = (-(2**63), 2**63 - 1)
 # Twin limit: the scheduler and the node table count resources in int64 (cpu in milli-units, as kube-scheduler's
 # Resource.MilliCPU; the rest in whole units), so a larger quantity cannot be represented.
 MAX_INT64 = INT64[1]
@@ -74,7 +71,8 @@ def namespace(m: Manifest) -> list[Diagnostic]:
     return label_diagnostics(m, "metadata.namespace", ns)
 
 
-def _get(obj: Any, path: str) -> Any:
+def get_path(obj: Any, path: str) -> Any:
+    """The value at a dotted path of dicts; None where a step is missing or not a dict."""
     for part in path.split("."):
         if not isinstance(obj, dict):
             return None
@@ -156,22 +154,22 @@ def containers(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
 def _nonnegative(m: Manifest) -> list[Diagnostic]:
     out = []
     for path in NONNEGATIVE.get(m.kind, ()):
-        value = _get(m.obj, path)
+        value = get_path(m.obj, path)
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             out.append(Diagnostic(m.file, m.line_of(path), m.ref, path, f"Invalid value: {value}: {NEGATIVE_MSG}",
                                   f"set {path} to 0 or more"))
-    return out or _pod_counts(m, m.obj, "")
+    return out or pod_counts(m, m.obj, "")
 
 
-def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Diagnostic]:
+def pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Diagnostic]:
     """replicas / parallelism past the pods one object may hold at once (see MAX_PODS), and an Indexed Job's
     parallelism past batch validation's limit. Completions are not bounded here: the Job controller creates pods
     as it goes (at most parallelism at a time), so completions up to int32 are valid and run."""
     out = []
-    mode = _get(obj, "spec.completionMode") or (jobset_defaults.COMPLETION_MODE if prefix.startswith(
+    mode = get_path(obj, "spec.completionMode") or (jobset_defaults.COMPLETION_MODE if prefix.startswith(
         "spec.replicatedJobs") else None)
     indexed = mode == "Indexed"
-    if indexed and _get(obj, "spec.completions") is None:
+    if indexed and get_path(obj, "spec.completions") is None:
         # batch validation's validateJobSpec; a JobSet's webhook defaults its Jobs' completionMode to Indexed
         path = f"{prefix}spec.completions"
         out.append(Diagnostic(m.file, m.line_of(f"{prefix}spec"), m.ref, path,
@@ -180,7 +178,7 @@ def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Dia
                                   "; a JobSet's Jobs are Indexed unless completionMode says otherwise"
                                   if prefix else "")))
     for key in ("spec.replicas", "spec.parallelism"):
-        value = _get(obj, key)
+        value = get_path(obj, key)
         if not isinstance(value, int) or isinstance(value, bool):
             continue
         path = f"{prefix}{key}"
@@ -193,30 +191,6 @@ def _pod_counts(m: Manifest, obj: dict, prefix: str, times: int = 1) -> list[Dia
                                   f"{value * times:,} pods from one object are more than a GKE cluster holds "
                                   f"({MAX_PODS:,} pods per cluster; the twin simulates each pod)",
                                   "lower it, or split the work over several objects"))
-    return out
-
-
-def _kueue_quotas(m: Manifest) -> list[Diagnostic]:
-    """A ClusterQueue's nominalQuota / borrowingLimit / lendingLimit must not be negative (Kueue's webhook)."""
-    out = []
-    groups = _get(m.obj, "spec.resourceGroups")
-    for g, group in enumerate(groups if isinstance(groups, list) else []):
-        flavors = group.get("flavors") if isinstance(group, dict) else None
-        for f, flavor in enumerate(flavors if isinstance(flavors, list) else []):
-            items = flavor.get("resources") if isinstance(flavor, dict) else None
-            for r, res in enumerate(items if isinstance(items, list) else []):
-                for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
-                    value = res.get(key) if isinstance(res, dict) else None
-                    if value is None:
-                        continue
-                    try:
-                        negative = parse_quantity(value) < 0
-                    except UnitError:
-                        continue  # the CRD's quantity pattern reports it
-                    if negative:
-                        path = f"spec.resourceGroups[{g}].flavors[{f}].resources[{r}].{key}"
-                        out.append(Diagnostic(m.file, m.line_of(path), m.ref, path,
-                                              f'Invalid value: "{value}": {NEGATIVE_MSG}', f"set {key} to 0 or more"))
     return out
 
 
@@ -250,41 +224,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     from kubetwin.api import crd
 
     nulls = _crd_nulls(m) if crd.handles(str(m.obj.get("apiVersion") or ""), m.kind) else []
-    if nulls:
-        return nulls
-    if m.kind == "ClusterQueue":
-        return _kueue_quotas(m)
-    if m.kind == "JobSet":
-        return _jobset_pods(m)
-    return _nonnegative(m)
-
-
-def _jobset_pods(m: Manifest) -> list[Diagnostic]:
-    """The pod templates of a JobSet's replicated Jobs: container names and resources, as the Job's pods get
-    them from the API server."""
-    out: list[Diagnostic] = []
-    rjs = _get(m.obj, "spec.replicatedJobs")
-    for i, rj in enumerate(rjs if isinstance(rjs, list) else []):
-        replicas = _get(rj, "replicas") if isinstance(rj, dict) else None
-        replicas = replicas if isinstance(replicas, int) and replicas > 0 else 1
-        if isinstance(rj, dict) and isinstance(rj.get("template"), dict):
-            out += _pod_counts(m, rj["template"], f"spec.replicatedJobs[{i}].template.", replicas)
-        spec = _get(rj, "template.spec.template.spec")
-        if isinstance(spec, dict):
-            out += containers(m, f"spec.replicatedJobs[{i}].template.spec.template.spec", spec)
-    return out
-
-
-def int_format_problem(value: object, fmt: str, written: object = None) -> str | None:
-    """An integer out of its OpenAPI format's range: the API server's JSON decoding into an int32/int64 field
-    fails ("cannot unmarshal number 3000000000 into Go struct field ... of type int32")."""
-    lo, hi = INT32 if fmt == "int32" else INT64
-    if isinstance(value, float) and value.is_integer():
-        value, written = int(value), value if written is None else written
-    if isinstance(value, int) and not isinstance(value, bool) and not lo <= value <= hi:
-        return f"json: cannot unmarshal number {shown(value if written is None else written)} into Go struct field " \
-               f"of type {fmt}"
-    return None
+    return nulls or _nonnegative(m)
 
 
 def null_items(m: Manifest) -> list[Diagnostic]:

@@ -14,6 +14,9 @@
 - Nesting: go-yaml stops at "exceeded max depth of 10000" and libyaml at 1000 levels; the twin's checks walk
   objects recursively in Python, so it stops at `MAX_DEPTH` (a twin limit, far above any real manifest).
 - A file: `MAX_FILE_BYTES` (a twin limit: files are read whole; kubectl streams them).
+- Integers: a field of OpenAPI format int32 / int64 decodes into Go's int32 / int64 (`INT32`, `INT64`), and a
+  number outside that range fails JSON decoding (`int_format_problem`; the built-in schemas, the CRD schemas and
+  the field rules all ask it).
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024  # apiserver MaxRequestBodyBytes
 MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # etcd DefaultMaxRequestBytes (1.5 MiB)
 MAX_FILE_BYTES = 16 * 1024 * 1024  # twin limit
 MAX_DEPTH = 100  # twin limit (Python recursion); go-yaml: 10000, libyaml: 1000
+# The ranges of OpenAPI's int32 / int64 formats: Go's int32 and int64, which the API server decodes into.
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
 _ALIAS_RATIO_LOW, _ALIAS_RATIO_HIGH = 400_000, 4_000_000  # go-yaml alias_ratio_range_low / _high
 _DOC_START = re.compile(r"^---", re.M)
 
@@ -131,3 +137,15 @@ def shown(value: Any, limit: int = 80) -> str:
     """A value for a message, cut so a huge one does not flood the output."""
     text = str(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def int_format_problem(value: object, fmt: str, written: object = None) -> str | None:
+    """An integer out of its OpenAPI format's range: the API server's JSON decoding into an int32/int64 field
+    fails ("cannot unmarshal number 3000000000 into Go struct field ... of type int32")."""
+    lo, hi = INT32 if fmt == "int32" else INT64
+    if isinstance(value, float) and value.is_integer():
+        value, written = int(value), value if written is None else written
+    if isinstance(value, int) and not isinstance(value, bool) and not lo <= value <= hi:
+        return f"json: cannot unmarshal number {shown(value if written is None else written)} into Go struct field " \
+               f"of type {fmt}"
+    return None

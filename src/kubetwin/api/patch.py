@@ -49,27 +49,11 @@ def _index(container: list, token: str, pointer: str, allow_end: bool) -> int:
     return i
 
 
-def _parent(doc: Any, pointer: str) -> tuple[Any, str]:
-    tokens = split_pointer(pointer)
-    if not tokens:
-        raise PatchError('the root "" cannot be the target of this operation')
+def _walk(doc: Any, tokens: list[str], pointer: str) -> Any:
+    """The node the tokens lead to from doc (RFC 6901 evaluation); PatchError naming the pointer where one of
+    them does not exist. The one walk `get_pointer` and every operation's parent lookup share."""
     node = doc
-    for t in tokens[:-1]:
-        if isinstance(node, dict):
-            if t not in node:
-                raise PatchError(f'"{pointer}": no field "{t}"')
-            node = node[t]
-        elif isinstance(node, list):
-            node = node[_index(node, t, pointer, False)]
-        else:
-            raise PatchError(f'"{pointer}": "{t}" is below a value that is not an object or array')
-    return node, tokens[-1]
-
-
-def get_pointer(doc: Any, pointer: str) -> Any:
-    """The value at a JSON pointer; PatchError when it does not exist."""
-    node = doc
-    for t in split_pointer(pointer):
+    for t in tokens:
         if isinstance(node, dict):
             if t not in node:
                 raise PatchError(f'"{pointer}": no field "{t}"')
@@ -79,6 +63,18 @@ def get_pointer(doc: Any, pointer: str) -> Any:
         else:
             raise PatchError(f'"{pointer}": "{t}" is below a value that is not an object or array')
     return node
+
+
+def _parent(doc: Any, pointer: str) -> tuple[Any, str]:
+    tokens = split_pointer(pointer)
+    if not tokens:
+        raise PatchError('the root "" cannot be the target of this operation')
+    return _walk(doc, tokens[:-1], pointer), tokens[-1]
+
+
+def get_pointer(doc: Any, pointer: str) -> Any:
+    """The value at a JSON pointer; PatchError when it does not exist."""
+    return _walk(doc, split_pointer(pointer), pointer)
 
 
 def _add(doc: Any, pointer: str, value: Any) -> Any:

@@ -113,7 +113,7 @@ class NodePoolSpec(_Strict):
     # Networking (workloads/network.py). gpuDirect: the GPUDirect plugin the pool runs (GKE: the pool's additional
     # GPU NICs + NCCL plugin); None = the machine's own (TCPX a3-high/edge, TCPXO a3-mega, RDMA a3-ultra/a4),
     # "none" = plain NCCL sockets. fastSocket/gvnic: gcloud --enable-fast-socket / --enable-gvnic. Checked in
-    # api/validate.py: Fast Socket needs gVNIC (error) and does not stack with GPUDirect (notice, ignored).
+    # validation/nodepool.py: Fast Socket needs gVNIC (error) and does not stack with GPUDirect (notice, ignored).
     gpuDirect: Literal["none", "tcpx", "tcpxo", "rdma"] | None = None
     fastSocket: bool = False
     gvnic: bool = True

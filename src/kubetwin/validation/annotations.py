@@ -110,12 +110,12 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/ready-after", POD, "a model server's startup time (image pull, weight load and engine "
                "init) instead of the cold-start model (serving/coldstart.py)", "90s", parse_duration, pod=True),
     Annotation("alibabacloud.com/gpu-milli", POD, "open-gpu-share: thousandths of one GPU the pod takes "
-               "(1-1000), with a Scenario gpuPlacementPolicy", "300", pod=True, checked_by="api/validate.py"),
+               "(1-1000), with a Scenario gpuPlacementPolicy", "300", pod=True, checked_by="validation/validate.py"),
     Annotation("alibabacloud.com/gpu-count", POD, "open-gpu-share: GPUs the pod takes (1-8; 1 when it shares one)",
-               "1", pod=True, checked_by="api/validate.py"),
+               "1", pod=True, checked_by="validation/validate.py"),
     Annotation("kubetwin.io/router", POOLS, "the pool's routing policy (a preset of serving/router/presets.py); "
                "default epp for an InferencePool, round-robin for a Service", "round-robin",
-               checked_by="api/serving_validate.py"),
+               checked_by="validation/serving.py"),
     Annotation("kubetwin.io/request-ttl", POOLS, "how long the gateway holds a request no endpoint can take before "
                "it answers 503 (default 10m, a twin assumption)", "10m", parse_duration),
     Annotation("kubetwin.io/slo-ttft", POOLS, "the pool's time-to-first-token objective for SLO attainment in "
@@ -123,7 +123,7 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/slo-tpot", POOLS, "the pool's time-per-output-token objective (default 200ms)", "200ms",
                parse_duration),
     Annotation("kubetwin.io/data-size", ("GCPDataSource",), "the bytes the GKE Volume Populator copies (the twin "
-               "cannot list the bucket)", "2Ti", checked_by="api/volume_validate.py"),
+               "cannot list the bucket)", "2Ti", checked_by="validation/volume.py"),
     Annotation("kubetwin.io/gpu-index", ("Pod",), "which GPUs of its node a pod got under a gpuPlacementPolicy",
                "0,3", written=True),
     Annotation("kubetwin.io/hourly-price-usd", ("Node", "NodePool"), "on a NodePool: what one of its nodes costs "

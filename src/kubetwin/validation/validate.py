@@ -19,20 +19,19 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 from referencing import Registry, Resource
 
-from kubetwin.api import crd_schema, fields, kinds, twin_errors
+from kubetwin.api import crd_schema, fields, kinds, limits, twin_errors
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
 from kubetwin.api.sweep import Sweep
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
 from kubetwin.api.units import parse_quantity
-from kubetwin.validation import accelerators, namespaces, pitfalls
+from kubetwin.validation import accelerators, namespaces, objectmeta, pitfalls
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.validation import dra as dra_validate
-from kubetwin.validation import jobs as job_validate
+from kubetwin.validation import kinds as kind_checks
 from kubetwin.validation import nodepool as nodepool_validate
 from kubetwin.validation import serving as serving_validate
-from kubetwin.validation import sweep as sweep_validate
 from kubetwin.validation import volume as volume_validate
 
 K8S_VERSION = "1.34.0"
@@ -55,7 +54,6 @@ KNOWN_GROUPS = {
     "monitoring.coreos.com": "Prometheus Operator",
     "monitoring.googleapis.com": "Google Cloud Managed Service for Prometheus",
 }
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NON_OVERCOMMITABLE_PREFIXES = ("nvidia.com/", "google.com/", "amd.com/")
 
 
@@ -74,7 +72,7 @@ _GROUP_VERSION = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|
 _KIND = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _FORMATS = jsonschema.FormatChecker(formats=())
 for _fmt in ("int32", "int64"):
-    _FORMATS.checks(_fmt)(lambda v, f=_fmt: fields.int_format_problem(v, f) is None)
+    _FORMATS.checks(_fmt)(lambda v, f=_fmt: limits.int_format_problem(v, f) is None)
 
 
 def _validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
@@ -197,9 +195,9 @@ def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnost
     if err.validator == "format" and err.validator_value in ("int32", "int64"):
         return Diagnostic(m.file, m.line_of(path), m.ref, path,
                           f"Invalid value: {shown(err.instance)}: "
-                          f"{fields.int_format_problem(err.instance, err.validator_value)}",
+                          f"{limits.int_format_problem(err.instance, err.validator_value)}",
                           "use a value between {} and {}".format(
-                              *(fields.INT32 if err.validator_value == "int32" else fields.INT64)))
+                              *(limits.INT32 if err.validator_value == "int32" else limits.INT64)))
     if err.validator in ("type", "format", "enum"):
         return Diagnostic(m.file, m.line_of(path), m.ref, path,
                           f"Invalid value: {json.dumps(err.instance, default=str)[:60]}: {shown(err.message, 200)}",
@@ -211,6 +209,7 @@ _TWIN_KINDS: dict[str, type[BaseModel]] = {**TWIN_KINDS, "Sweep": Sweep}  # kube
 
 
 def _validate_twin(m: Manifest) -> list[Diagnostic]:
+    """The kind's pydantic model (api.twin), then, when the model accepts it, the kind's own checks."""
     model = _TWIN_KINDS.get(m.kind)
     if model is None:
         close = crd_schema.closest_field(m.kind, sorted(_TWIN_KINDS))
@@ -227,7 +226,7 @@ def _validate_twin(m: Manifest) -> list[Diagnostic]:
             msg, fix = twin_errors.translate(model, e, field)
             out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, msg, fix))
         return out
-    return nodepool_validate.diagnostics(m) if m.kind == "NodePool" else []
+    return _kind_checks(m, kind_checks.REGISTRY.of(TWIN_API, m.kind), [])
 
 
 def _containers(obj: dict) -> tuple[str, dict] | None:
@@ -243,36 +242,9 @@ def _containers(obj: dict) -> tuple[str, dict] | None:
     return None
 
 
-def _name(m: Manifest) -> list[Diagnostic]:
-    """metadata.name: required, and a DNS-1123 subdomain; metadata.namespace a DNS-1123 label
-    (ValidateObjectMeta)."""
-    out: list[Diagnostic] = []
-    meta = m.obj.get("metadata")
-    meta = {} if meta is None else meta
-    if not isinstance(meta, dict):
-        return [Diagnostic(m.file, m.line_of("metadata"), m.ref, "metadata",
-                           f"Invalid value: {shown(json.dumps(meta, default=str))}: metadata must be an object "
-                           "(name, namespace, labels, annotations)", "write metadata: {name: my-name}")]
-    name = meta.get("name") or meta.get("generateName")
-    fix = re.sub(r"[^a-z0-9.-]+", "-", str(name).lower()).strip("-.")[:253] or "my-name"
-    if not name:
-        out.append(Diagnostic(m.file, m.line, m.ref, "metadata.name",
-                              "Required value: name or generateName is required", "add metadata.name"))
-    elif len(str(name)) > 253:
-        out.append(Diagnostic(m.file, m.line_of("metadata.name"), m.ref, "metadata.name",
-                              f'Invalid value: "{shown(name)}": must be no more than 253 characters',
-                              "rename it, e.g. " + fix))
-    elif not DNS1123_SUBDOMAIN.match(str(name)):
-        out.append(Diagnostic(m.file, m.line_of("metadata.name"), m.ref, "metadata.name",
-                              f'Invalid value: "{shown(name)}": a lowercase RFC 1123 subdomain must consist of lower '
-                              "case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
-                              "character", "rename it, e.g. " + fix))
-    return out + fields.namespace(m)
-
-
 def _semantic(m: Manifest) -> list[Diagnostic]:
     """API-server validation the OpenAPI schema does not carry."""
-    out = _name(m) + fields.null_items(m) + _gpu_share(m) + fields.diagnostics(m)
+    out = objectmeta.diagnostics(m) + fields.null_items(m) + _gpu_share(m) + fields.diagnostics(m)
     found = _containers(m.obj)
     if found:
         prefix, pod_spec = found
@@ -343,18 +315,6 @@ def _pod_spec(m: Manifest, prefix: str, spec: dict) -> list[Diagnostic]:
     return out
 
 
-def _flattened_configmap(m: Manifest) -> list[Diagnostic]:
-    """The seed's device-plugin ConfigMap lost its indentation: metadata/data fields ended up top-level."""
-    stray = [k for k in m.obj if k not in ("apiVersion", "kind", "metadata", "data", "binaryData", "immutable")]
-    if m.kind != "ConfigMap" or not stray or m.obj.get("metadata"):
-        return []
-    return [Diagnostic(m.file, m.line, m.ref, "metadata",
-                       f"Required value: metadata is empty and {', '.join(repr(s) for s in stray)} are top-level "
-                       "keys: the indentation of this ConfigMap was lost",
-                       "indent name/namespace under metadata:, and the device-plugin config under data.any: |- "
-                       "(version: v1 / sharing: / timeSlicing: / resources: - name: nvidia.com/gpu, replicas: 4)")]
-
-
 def with_overrides(manifests: list[Manifest], duration: str | None = None, seed: int | None = None,
                    trace_scheduling: bool = False) -> list[Manifest]:
     """The manifests with `kubetwin run --duration/--seed/--trace-scheduling` written into the Scenario (a new one
@@ -408,7 +368,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
 
     out += kueue_config.scenario_diagnostics(clean)
     out += volume_validate.addon_classes(clean)  # a claim naming a class only a GKE add-on installs
-    return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (api/pitfalls.py)
+    return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (validation/pitfalls.py)
 
 
 def validate_one(m: Manifest) -> list[Diagnostic]:
@@ -419,7 +379,19 @@ def validate_one(m: Manifest) -> list[Diagnostic]:
     return out
 
 
+def _kind_checks(m: Manifest, entry: kind_checks.KindChecks, out: list[Diagnostic]) -> list[Diagnostic]:
+    """A CRD or twin kind's own checks after its schema, each while nothing so far is an error: a validating
+    webhook never sees an object the schema refused."""
+    for check in entry.checks:
+        if any(d.severity == "error" for d in out):
+            break
+        out = out + check(m)
+    return out
+
+
 def _validate_one(m: Manifest) -> list[Diagnostic]:
+    """The generic path (schemas, API-server rules, the "not simulated" notices) with the kind's entry of
+    validation.kinds called at its places."""
     for key in ("apiVersion", "kind"):
         value = m.obj.get(key)
         if value is not None and not isinstance(value, str):
@@ -433,26 +405,13 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
                            "every object needs apiVersion and kind, e.g. apiVersion: v1, kind: Pod")]
     if api_version == TWIN_API:
         errors = _validate_twin(m)
-        if kind == "RequestTrace" and not errors:
-            errors = serving_validate.request_trace_file(m)
-        if kind == "Sweep" and not errors:
-            errors = sweep_validate.diagnostics(m)
-        return errors + [d for d in _name(m) if not any(e.field == d.field for e in errors)]
-    if kind == "Workload" and api_version in ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"):
-        from kubetwin.kueue.controller import perfrunner  # a bare Workload, queued as Kueue queues it
-
-        return _name(m) or perfrunner.diagnostics(m)
-    if kind == "Configuration" and api_version.startswith("config.kueue.x-k8s.io/"):
-        from kubetwin.kueue import config as kueue_config  # Kueue's manager config file
-
-        if api_version in kueue_config.API_VERSIONS:
-            return kueue_config.diagnostics(m)
-    if (api_version, kind) == ("datalayer.gke.io/v1", "GCPDataSource"):
-        return volume_validate.gcp_data_source(m) + _name(m)
+        return errors + [d for d in objectmeta.diagnostics(m) if not any(e.field == d.field for e in errors)]
+    entry = kind_checks.REGISTRY.of(api_version, kind)  # the kind's own checks (validation/kinds/)
+    if entry.first is not None:
+        own = entry.first(m)
+        if own is not None:
+            return own
     group = api_version.split("/")[0] if "/" in api_version else ""
-    flattened = _flattened_configmap(m)
-    if flattened:
-        return flattened
     validator = _validator(api_version, kind)
     if validator is None:
         no_kind = _no_such_kind(m, api_version, kind, group)
@@ -461,13 +420,10 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
     from kubetwin.api import crd  # CRD kinds: the real CRDs' schemas and CEL rules (api/crd.py)
 
     if validator is None and crd.handles(api_version, kind):
-        out = crd.diagnostics(m, object_meta=_name)
+        out = crd.diagnostics(m, object_meta=objectmeta.diagnostics)
         if not any(d.severity == "error" for d in out):
             out += fields.diagnostics(m)
-        if not out and kind == "ScaledObject":
-            out = serving_validate.scaled_object(m)
-        if kind == "JobSet" and not any(d.severity == "error" for d in out):
-            out += job_validate.diagnostics(m)
+        out = _kind_checks(m, entry, out)
         if not any(d.severity == "error" for d in out) and not kinds.is_simulated(api_version, kind):
             out.append(Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS.get(group, group)} kind {kind} "
                                   f"({api_version}) is accepted but not simulated yet: it is stored and has no "
@@ -475,7 +431,7 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         return out
     if validator is None:
         if group in KNOWN_GROUPS and _KIND.match(kind) and len(kind) <= 253:
-            named = _name(m)  # stored, so it needs what every object has
+            named = objectmeta.diagnostics(m)  # stored, so it needs what every object has
             if named:
                 return named
             return [Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS[group]} kind {kind} ({api_version}) is "
@@ -484,7 +440,7 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         if _custom_group(api_version) and _KIND.match(kind) and len(kind) <= 253:
             # a group that may be a CRD the cluster has and the twin does not know (issue 31 item 5: unknown kinds
             # in unknown groups stay notices)
-            named = _name(m)
+            named = objectmeta.diagnostics(m)
             if named:
                 return named
             return [Diagnostic(m.file, m.line, m.ref, "", f"kind {kind} ({api_version}) is not known to the twin "
@@ -497,23 +453,13 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
     out = [_schema_diagnostic(m, e) for e in schema_errors]
     if not out:
         out = _semantic(m) + dra_validate.diagnostics(m)
-        if kind == "Job":
-            out += job_validate.diagnostics(m)
-        if kind == "HorizontalPodAutoscaler":
-            out += serving_validate.horizontal_pod_autoscaler(m)
-        if kind == "ConfigMap":
-            from kubetwin.kueue import config as kueue_config  # kueue-system/kueue-manager-config
-
-            out += kueue_config.configmap_diagnostics(m)
+        for check in entry.checks:  # the API server aggregates a built-in kind's field errors: each check runs
+            out += check(m)
         out += serving_validate.model_servers(m)
-    if not out and kind == "DaemonSet":
-        from kubetwin.workloads import gpudirect  # GKE's NCCL plugin installers: read, not run
-
-        plugin = gpudirect.installs(m.obj)
-        if plugin:
-            return [Diagnostic(m.file, m.line, m.ref, "", f"DaemonSet ({api_version}) installs the {plugin} NCCL "
-                               "plugin: the twin reads it as installed on every node (one of the GPUDirect "
-                               "prerequisites) and runs no pods for it", "", "notice")]
+    if not out and entry.when_clean is not None:
+        clean = entry.when_clean(m)
+        if clean:
+            return clean
     if not out and not kinds.is_simulated(api_version, kind):
         note = KNOWN_GROUPS.get(group, "Kubernetes")
         out = [Diagnostic(m.file, m.line, m.ref, "", f"{kind} ({api_version}, {note}) is accepted but not "

@@ -347,7 +347,7 @@ def _chains(obj: dict) -> list[list[tuple[str, dict]]]:
 
 
 def diagnostics(m: Manifest, pools: list[dict[str, str]] | tuple = ()) -> list[Diagnostic]:
-    """Validation hook (api/validate.py): the annotations each pod of the object ends up with must parse as a
+    """Validation hook (validation/validate.py): the annotations each pod of the object ends up with must parse as a
     training spec when any of them is a training annotation; the error points at the set holding the bad key.
     `pools`: the scenario's NodePools' node labels, for the memory check on the device the pods get."""
     out: list[Diagnostic] = []

@@ -1,0 +1,8 @@
+"""Job: the API server's batch validation of its failure and success policies (validation.jobs)."""
+
+from __future__ import annotations
+
+from kubetwin.validation import jobs
+from kubetwin.validation.kinds.base import KindChecks
+
+CHECKS = KindChecks("batch", "Job", checks=(jobs.diagnostics,))
