@@ -32,8 +32,8 @@ import numpy as np
 import yaml
 
 from kubetwin.runner import run
-from kubetwin.serving.modelspec import lookup_model
-from kubetwin.serving.perf import GpuSpec, PerfModel
+from kubetwin.serving.modelserver.modelspec import lookup_model
+from kubetwin.serving.modelserver.perf import GpuSpec, PerfModel
 
 ROOT = Path(__file__).resolve().parent.parent
 MOONCAKE_EXAMPLE = ROOT / "examples" / "serving-mooncake-routing.yaml"

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubetwin.live.prompts import engine_request
-from kubetwin.serving.engine import Engine
-from kubetwin.serving.engine_request import EngineRequest
+from kubetwin.serving.engine.core import Engine
+from kubetwin.serving.engine.request import EngineRequest
 from kubetwin.serving.types import Request
 
 # Longest the loop sleeps when nothing is due (it is woken at once by a new request); bounds how stale the gauges

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from kubetwin.api.loader import load_paths
 from kubetwin.live.gateway.config import GatewayConfig, split_hostport
-from kubetwin.serving.pools import objective_priority, pool_selector
+from kubetwin.serving.dataplane.pools import objective_priority, pool_selector
 from kubetwin.store.store import matches
 
 PORT_NOTICE = ("notice: endpoints from manifests assume replica i of a Deployment listens on {host}:{port}+i "

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kubetwin.catalog import gpu_type
-from kubetwin.serving.modelspec import ModelSpec
+from kubetwin.serving.modelserver.modelspec import ModelSpec
 from kubetwin.workloads import collectives
 
 __all__ = ["CALIBRATIONS", "OPS", "Calibration", "GpuSpec", "OpEff", "PerfModel", "op_cost"]
@@ -109,7 +109,7 @@ class Calibration:
     request_overhead_s: float = 0.0
     moe_eta_c: float | None = None  # expert GEMMs' share of peak (None: the dense GEMMs' fit)
     graph_t0_scale: float = 1.0  # per-kernel floor inside a CUDA graph, as a share of Vidur's eager-mode floor
-    first_token_lag: bool = False  # the client sees the first token one iteration late (engine_sched: first_seen)
+    first_token_lag: bool = False  # the client sees the first token one iteration late (engine.scheduler: first_seen)
     extra: dict[str, float] = field(default_factory=dict)
 
 

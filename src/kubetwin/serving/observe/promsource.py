@@ -17,8 +17,8 @@ from collections import deque
 
 from kubetwin.prometheus import exposition
 from kubetwin.prometheus.staleness import STALE_NAN, is_stale
-from kubetwin.serving.dataplane import ServingDataPlane
-from kubetwin.serving.histograms import HISTOGRAMS, RequestHistograms
+from kubetwin.serving.dataplane.plane import ServingDataPlane
+from kubetwin.serving.observe.histograms import HISTOGRAMS, RequestHistograms
 from kubetwin.sim.env import Environment
 
 SCRAPE_INTERVAL = 15.0  # a typical PodMonitoring/ServiceMonitor interval (twin assumption; Prometheus' own default

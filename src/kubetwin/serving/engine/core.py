@@ -18,7 +18,7 @@ vllm/v1/core/sched/scheduler.py) followed by one forward pass timed by a `StepMo
 Priority sign: our Request.priority follows InferenceObjective (higher = more important); vLLM's lower value is served
 first, so vLLM priority = -Request.priority.
 
-KV cache and prefix cache: see `serving.kvcache` (segment-granular caching approximation of vLLM's 16-token blocks).
+KV cache and prefix cache: see `block_pool` (segment-granular caching approximation of vLLM's 16-token blocks).
 
 Speed: requests in steady decode are kept in aggregate (a shared decode tick, per-phase counts of who needs a new
 block at which tick, a heap of finish ticks), so an iteration costs O(prefilling requests), not O(batch); an
@@ -26,12 +26,12 @@ iteration that may preempt walks the running list in order but leaves the aggreg
 is decode-only and nothing waiting can be admitted, `advance` jumps k iterations in closed form (iteration times form
 an arithmetic series via StepModel.decode_line). `macro_steps=False` single-steps and gives the same results.
 
-Layout, as vLLM V1 splits its engine core (vllm/v1/engine/core.py, v1/core/sched/): this module's Engine is the
-engine core (configuration, requests in and out, the time loop, the forward pass timed by the StepModel); it drives
-collaborators with explicit interfaces: `engine_sched.Scheduler` (schedule() and update_from_output()), which holds
-the waiting queue (`engine_queue`), the decode aggregate (`engine_decode`) and the KV layout of each request
-(`engine_kv` over `kvcache`); `engine_jump.MacroSteps` takes the closed-form decode-only jumps. `engine_request` is
-the engine's view of one request and its RequestStatus.
+Layout, as vLLM V1 splits its engine core (vllm/v1/engine/core.py, v1/core/sched/): this module's Engine is the engine
+core (configuration, requests in and out, the time loop, the forward pass timed by the StepModel); it drives
+collaborators with explicit interfaces: `scheduler.Scheduler` (schedule() and update_from_output()), which holds the
+waiting queue (`request_queue`), the decode aggregate (`decode`) and the KV layout of each request (`kv_cache_manager`
+over `block_pool`); `macro_steps.MacroSteps` takes the closed-form decode-only jumps. `request` is the engine's view
+of one request and its RequestStatus.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-from kubetwin.serving.engine_jump import MacroSteps
-from kubetwin.serving.engine_request import DECODING, EngineRequest
-from kubetwin.serving.engine_sched import Scheduler
-from kubetwin.serving.kvcache import KVCache, max_model_len_error
+from kubetwin.serving.engine.block_pool import KVCache, max_model_len_error
+from kubetwin.serving.engine.macro_steps import MacroSteps
+from kubetwin.serving.engine.request import DECODING, EngineRequest
+from kubetwin.serving.engine.scheduler import Scheduler
 from kubetwin.serving.types import EngineArgs, Request, StepModel
 
 # vllm@7ded96b3c73f63400cdb048a73c34292ba862d99:vllm/entrypoints/openai/serving_engine.py `_validate_input` (HTTP 400)

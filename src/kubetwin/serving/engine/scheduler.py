@@ -1,14 +1,14 @@
 """vLLM V1's Scheduler (vllm/v1/core/sched/scheduler.py) for one engine: `schedule()` — the running loop with
 preemption, the waiting loop with prefix-cache hits and LoRA slots — and `update_from_output()` after the forward pass.
 
-This is the part that mirrors vLLM's policy line by line; see engine.py's docstring for the rules it follows. Two
+This is the part that mirrors vLLM's policy line by line; see core.py's docstring for the rules it follows. Two
 paths: the fast one, when every decode-aggregate request precedes every explicit one in running order and the whole
 running set fits the token budget and the free blocks (nobody is preempted, so order cannot matter); the exact one
 otherwise, which walks the running list in order and preempts as vLLM does.
 
-Collaborators: `waiting` (engine_queue), `decode` (engine_decode.DecodeAggregate, the running requests in steady
-decode), `kv_manager` (engine_kv.KVCacheManager). The engine core (engine.Engine) calls add_request, schedule,
-update_from_output and abort_all; the macro steps (engine_jump) read the queue, the aggregate and the LoRA sets and
+Collaborators: `waiting` (request_queue), `decode` (decode.DecodeAggregate, the running requests in steady
+decode), `kv_manager` (kv_cache_manager.KVCacheManager). The engine core (core.Engine) calls add_request, schedule,
+update_from_output and abort_all; the macro steps (macro_steps) read the queue, the aggregate and the LoRA sets and
 call first_seen and finish_due.
 """
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from kubetwin.serving.engine_decode import DecodeAggregate
-from kubetwin.serving.engine_kv import KVCacheManager
-from kubetwin.serving.engine_queue import create_request_queue
-from kubetwin.serving.engine_request import DECODING, FINISHED, RUNNING, WAITING, EngineRequest
-from kubetwin.serving.kvcache import KVCache
+from kubetwin.serving.engine.block_pool import KVCache
+from kubetwin.serving.engine.decode import DecodeAggregate
+from kubetwin.serving.engine.kv_cache_manager import KVCacheManager
+from kubetwin.serving.engine.request import DECODING, FINISHED, RUNNING, WAITING, EngineRequest
+from kubetwin.serving.engine.request_queue import create_request_queue
 from kubetwin.serving.types import EngineArgs, Request
 
 
