@@ -5,12 +5,14 @@ queue, KV layout, decode aggregate, macro steps) instead of inheriting mixins ov
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 import kubetwin.serving
 from kubetwin.serving.engine.core import Engine
+from kubetwin.serving.engine.output import SchedulerOutput
 from kubetwin.serving.engine.request import EngineRequest
 from kubetwin.serving.engine.request_queue import FCFSRequestQueue, PriorityRequestQueue, RequestQueue
 from kubetwin.serving.types import Request
@@ -66,3 +68,18 @@ def test_queue_iterates_in_the_order_it_pops(queue: type[RequestQueue]) -> None:
     else:
         assert seen == [2, 5, 1, 4, 0, 3]  # highest priority first (vLLM's lower value), then arrival
 
+
+def test_schedule_returns_vllms_scheduler_output() -> None:
+    """schedule() hands the forward pass a SchedulerOutput under vLLM's field names
+    (vllm/v1/core/sched/output.py): a 150-token prompt under a 100-token budget is one 100-token prefill chunk."""
+    from test_serving_engine import engine, mk
+
+    e, _, _ = engine(budget=100, macro=False)
+    e.add(mk(0, 150, 2), 0.0)
+    out = e.scheduler.schedule(0.0)
+    assert isinstance(out, SchedulerOutput)
+    assert {"num_scheduled_tokens", "total_num_scheduled_tokens"} <= {f.name for f in dataclasses.fields(out)}
+    assert [(s.req.id, x) for s, x in out.num_scheduled_tokens] == [(0, 100)]
+    assert (out.total_num_scheduled_tokens, out.num_decode_aggregate, out.preempted, out.num_lora_loads) == (
+        100, 0, False, 0)
+    assert out.num_prefill_pairs == 100 * (0 + 100 * 0.5)  # chunk x after c computed tokens: x * (c + x / 2)

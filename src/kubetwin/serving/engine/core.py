@@ -28,10 +28,10 @@ an arithmetic series via StepModel.decode_line). `macro_steps=False` single-step
 
 Layout, as vLLM V1 splits its engine core (vllm/v1/engine/core.py, v1/core/sched/): this module's Engine is the engine
 core (configuration, requests in and out, the time loop, the forward pass timed by the StepModel); it drives
-collaborators with explicit interfaces: `scheduler.Scheduler` (schedule() and update_from_output()), which holds the
-waiting queue (`request_queue`), the decode aggregate (`decode`) and the KV layout of each request (`kv_cache_manager`
-over `block_pool`); `macro_steps.MacroSteps` takes the closed-form decode-only jumps. `request` is the engine's view
-of one request and its RequestStatus.
+collaborators with explicit interfaces: `scheduler.Scheduler` (schedule(), which returns an `output.SchedulerOutput`,
+and update_from_output()), which holds the waiting queue (`request_queue`), the decode aggregate (`decode`) and the KV
+layout of each request (`kv_cache_manager` over `block_pool`); `macro_steps.MacroSteps` takes the closed-form
+decode-only jumps. `request` is the engine's view of one request and its RequestStatus.
 """
 
 from __future__ import annotations
@@ -254,13 +254,16 @@ class Engine:
                     continue
             # vLLM's EngineCore.step: schedule, the forward pass (timed by the StepModel), update_from_output; written
             # out here rather than as a method, one call less per iteration (it showed on benchmarks/bench_engine.py)
-            scheduled, nD, fast, preempted, loads, ntok, pairs, kvr = sched.schedule(self.now)
+            out = sched.schedule(self.now)
+            scheduled, nD, fast, ntok = (out.num_scheduled_tokens, out.num_decode_aggregate, out.fast_path,
+                                         out.total_num_scheduled_tokens)
             if ntok == 0:
-                if not preempted:
+                if not out.preempted:
                     self.stuck = True  # nothing fits even in an empty batch: wait for the next arrival
                 sched.update_from_output(scheduled, nD, fast, None)
                 continue
-            dur = self.step.iteration_time(ntok, pairs, kvr, nD + len(scheduled)) + loads * self.lora_load_time
+            dur = (self.step.iteration_time(ntok, out.num_prefill_pairs, out.num_kv_tokens_read, nD + len(scheduled))
+                   + out.num_lora_loads * self.lora_load_time)
             end = self.now + dur
             self.now = end
             self.busy_time += dur
@@ -290,18 +293,21 @@ class Engine:
             if len(q) < pp and (sched.running or sched.waiting) and not self.stuck:
                 if self.now >= t:
                     return
-                scheduled, nD, fast, preempted, loads, ntok, pairs, kvr = sched.schedule(self.now)
+                out = sched.schedule(self.now)
+                scheduled, nD, fast, ntok = (out.num_scheduled_tokens, out.num_decode_aggregate, out.fast_path,
+                                             out.total_num_scheduled_tokens)
                 if ntok == 0:
                     sched.update_from_output(scheduled, nD, fast, None)
                     if not infl:  # no batch in flight: nothing fits even in an empty batch
                         q.clear()
-                        if not preempted:
+                        if not out.preempted:
                             self.stuck = True  # wait for the next arrival
                         continue
                     while len(q) < pp:  # empty batches, done when the batches before them are
                         q.append((self.last_done, -1, [], fast))
                     continue
-                dur = self.step.iteration_time(ntok, pairs, kvr, nD + len(scheduled)) + loads * self.lora_load_time
+                dur = (self.step.iteration_time(ntok, out.num_prefill_pairs, out.num_kv_tokens_read,
+                                                nD + len(scheduled)) + out.num_lora_loads * self.lora_load_time)
                 d = dur / pp
                 c = self.now
                 for k in range(pp):
