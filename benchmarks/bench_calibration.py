@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from kubetwin.serving.modelserver.modelspec import ModelSpec
-from kubetwin.serving.modelserver.perf import CALIBRATIONS, OPS, GpuSpec, OpEff, PerfModel, _soft_roofline, op_cost
+from kubetwin.serving.modelserver.perf import CALIBRATIONS, OPS, GpuSpec, OpEff, PerfModel, op_cost, soft_roofline
 from kubetwin.workloads import collectives
 
 TOKEN_RANGES = ((1, 64), (65, 512), (513, 4096), (4097, 1 << 30))
@@ -57,7 +57,7 @@ def predict(model: ModelSpec, gpu: GpuSpec, cal_key: str, op: str, n: np.ndarray
     for t in np.unique(tp):
         sel = tp == t
         flops, nbytes = op_cost(model, op, n[sel], int(t))
-        out[sel] = _soft_roofline(flops, nbytes, gpu, CALIBRATIONS[cal_key].ops[op])
+        out[sel] = soft_roofline(flops, nbytes, gpu, CALIBRATIONS[cal_key].ops[op])
     return out
 
 
