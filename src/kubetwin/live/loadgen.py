@@ -12,7 +12,7 @@ measured from that due time, so a slow server (or a saturated client) shows up a
 offered load (Schroeder et al., "Open versus closed", NSDI'06; the "coordinated omission" of closed-loop tools).
 `--concurrency` caps requests in flight: a request waiting for a slot counts that wait in its TTFT.
 
-requests.csv and summary.json's serving section are the twin's own functions (serving/results.write_csv,
+requests.csv and summary.json's serving section are the twin's own functions (serving/observe/results.write_csv,
 summarize, overall_slo and install.pool_slos for the SLO annotations), times in the trace's seconds (wall times
 multiplied back by the time scale, from the RequestTrace's kubetwin.io/create-at like the twin's arrival column),
 so a live run and a twin run diff column for column. What the client cannot see is left as the twin writes an

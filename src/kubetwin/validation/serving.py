@@ -178,7 +178,7 @@ def request_trace_file(m: Manifest) -> list[Diagnostic]:
                        "RequestTrace")]
 
 
-ROUTER = "kubetwin.io/router"  # serving.dataplane.ROUTER: the pool's routing preset
+ROUTER = "kubetwin.io/router"  # serving.dataplane.plane.ROUTER: the pool's routing preset
 POOL_KINDS = ("InferencePool", "Service")
 
 
@@ -285,7 +285,7 @@ def mig_partitions(manifests: list[Manifest], node_selector: object) -> set[tupl
 def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
     """A warning for a model server whose parallel layout needs more devices than one CUDA process enumerates on
     the MIG instances its pods can only land on (devices/container.py: one MIG instance per process), in the
-    server's own start-up error words (serving/sizing.parallel_problems)."""
+    server's own start-up error words (serving/modelserver/sizing.parallel_problems)."""
     from kubetwin.devices import container, mig
     from kubetwin.serving.modelserver.modelspec import lookup_server_model
     from kubetwin.serving.modelserver.recognize import gpu_count, inspect_model_server
@@ -372,7 +372,7 @@ MAX_KNOTS = 10_000_000  # twin limit: diurnal grid points / on-off periods of on
 
 def request_budget(manifests: list[Manifest]) -> list[Diagnostic]:
     """RequestTrace generators whose expected arrivals, diurnal grid or on-off periods over the run
-    (serving.generator.size_estimate) would not fit in memory; across objects: the Scenario's duration is the
+    (serving.traces.generator.size_estimate) would not fit in memory; across objects: the Scenario's duration is the
     generators' default."""
     from pydantic import ValidationError
 

@@ -1,6 +1,6 @@
 """The emulator's configuration: vLLM's own command line (read by the twin's vLLM parser, so a flag vLLM rejects is
 rejected here in vLLM's words) plus the emulator's flags (device, time scale, fault injection), and the engine built
-from them exactly as the twin builds a vLLM pod's engine (`serving.sizing.build_engine`)."""
+from them exactly as the twin builds a vLLM pod's engine (`serving.modelserver.sizing.build_engine`)."""
 
 from __future__ import annotations
 

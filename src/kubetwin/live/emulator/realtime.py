@@ -1,4 +1,4 @@
-"""The twin's engine on the wall clock: one asyncio task owns the `serving.engine.Engine` and advances it to
+"""The twin's engine on the wall clock: one asyncio task owns the `serving.engine.core.Engine` and advances it to
 (wall time since start) x time_scale, so every request is timed by the same vLLM-V1 model `kubetwin run` uses.
 
 Token times: an engine iteration that ends at engine time t makes its tokens visible to the client at

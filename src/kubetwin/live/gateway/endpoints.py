@@ -1,6 +1,6 @@
 """Where the gateway's endpoints come from: a static host:port list, a file of host:port lines re-read on every scrape
 (the live replica supervisor writes it), or the twin's own manifests (InferencePool + Deployments + InferenceModel /
-InferenceObjective), read with the twin's loader and its pool-selector and objective rules (serving.pools)."""
+InferenceObjective), read with the twin's loader and its pool-selector and objective rules (serving.dataplane.pools)."""
 
 from __future__ import annotations
 
