@@ -2,8 +2,8 @@
 
 Reads ../shared/profiles/vidur (or $KUBETWIN_SHARED/profiles/vidur) and prints, per profile, operator and token
 range, the twin's predicted kernel time against Vidur's median: median and worst relative error; then all_reduce and
-send_recv per message-size range. Constants in serving/perf.py and workloads/collectives.py were fitted on the EVEN
-rows of each profile; the errors below are over ALL rows.
+send_recv per message-size range. Constants in serving/modelserver/perf.py and workloads/collectives.py were fitted on
+the EVEN rows of each profile; the errors below are over ALL rows.
 
     python benchmarks/bench_calibration.py          # report
     python benchmarks/bench_calibration.py --fit    # refit operator efficiencies (even rows) and print them
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kubetwin.serving.modelspec import ModelSpec
-from kubetwin.serving.perf import CALIBRATIONS, OPS, GpuSpec, OpEff, PerfModel, _soft_roofline, op_cost
+from kubetwin.serving.modelserver.modelspec import ModelSpec
+from kubetwin.serving.modelserver.perf import CALIBRATIONS, OPS, GpuSpec, OpEff, PerfModel, op_cost, soft_roofline
 from kubetwin.workloads import collectives
 
 TOKEN_RANGES = ((1, 64), (65, 512), (513, 4096), (4097, 1 << 30))
@@ -57,7 +57,7 @@ def predict(model: ModelSpec, gpu: GpuSpec, cal_key: str, op: str, n: np.ndarray
     for t in np.unique(tp):
         sel = tp == t
         flops, nbytes = op_cost(model, op, n[sel], int(t))
-        out[sel] = _soft_roofline(flops, nbytes, gpu, CALIBRATIONS[cal_key].ops[op])
+        out[sel] = soft_roofline(flops, nbytes, gpu, CALIBRATIONS[cal_key].ops[op])
     return out
 
 
@@ -154,7 +154,7 @@ def fit() -> None:
 
 
 def bench_call_cost() -> None:
-    from kubetwin.serving.modelspec import lookup_model
+    from kubetwin.serving.modelserver.modelspec import lookup_model
 
     m = PerfModel(lookup_model("llama-3-8b"), GpuSpec.from_catalog("nvidia-h100-80gb"))
     calls = 200_000

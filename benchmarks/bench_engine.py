@@ -1,4 +1,4 @@
-"""Speed of one serving engine (kubetwin.serving.engine) under a synthetic Poisson load.
+"""Speed of one serving engine (kubetwin.serving.engine.core) under a synthetic Poisson load.
 
 Lengths are Azure-conversation-like (lognormal prompt with mean ~1k tokens, output mean ~200); the step model is linear
 with the GIE simulator's A100/llama-3-8B constants (tools/simulations/llm_ig_simulation/src/constants.py @1748e829, see
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from kubetwin.serving.engine import Engine
+from kubetwin.serving.engine.core import Engine
 from kubetwin.serving.types import EngineArgs, Request
 
 

@@ -32,8 +32,8 @@ import numpy as np
 import yaml
 
 from kubetwin.runner import run
-from kubetwin.serving.modelspec import lookup_model
-from kubetwin.serving.perf import GpuSpec, PerfModel
+from kubetwin.serving.modelserver.modelspec import lookup_model
+from kubetwin.serving.modelserver.perf import GpuSpec, PerfModel
 
 ROOT = Path(__file__).resolve().parent.parent
 MOONCAKE_EXAMPLE = ROOT / "examples" / "serving-mooncake-routing.yaml"
@@ -144,7 +144,7 @@ def mooncake_bounds(path: Path, cache_tokens: int) -> dict[str, float]:
 
 
 def kv_tokens_per_pod(model: str, tp: int, utilization: float = 0.9) -> int:
-    """What the twin's engine allocates per pod (vLLM's profiling arithmetic in serving.perf)."""
+    """What the twin's engine allocates per pod (vLLM's profiling arithmetic in serving.modelserver.perf)."""
     spec = lookup_model(model)
     assert spec is not None, model
     perf = PerfModel(spec, GpuSpec.from_catalog("nvidia-h100-80gb"), tp=tp)

@@ -13,9 +13,9 @@ from test_serving_shared_gpus import _crash_messages, _last_pods, _waiting_reaso
 from kubetwin import catalog
 from kubetwin.devices import container, mig, tpu
 from kubetwin.runner import run
-from kubetwin.serving import sizing
-from kubetwin.serving.modelserver import find_model_server
-from kubetwin.serving.modelspec import lookup_server_model
+from kubetwin.serving.modelserver import sizing
+from kubetwin.serving.modelserver.modelspec import lookup_server_model
+from kubetwin.serving.modelserver.recognize import find_model_server
 
 MIG_GPUS = {"A100-SXM4-40GB": "nvidia-tesla-a100", "A100-SXM4-80GB": "nvidia-a100-80gb",
             "H100-SXM5-80GB": "nvidia-h100-80gb"}

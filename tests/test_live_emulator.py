@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kubetwin.live.emulator import EmulatorConfig, EmulatorConfigError, EmulatorProcess, EmulatorThread
 from kubetwin.live.emulator.config import build_served
 from kubetwin.live.prompts import VOCAB, engine_request
-from kubetwin.serving.engine import Engine
+from kubetwin.serving.engine.core import Engine
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 LORA = ["--enable-lora", "--max-loras", "2", "--lora-modules", "sql=/adapters/sql", "chat=/adapters/chat"]

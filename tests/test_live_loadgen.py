@@ -30,7 +30,7 @@ from starlette.routing import Route  # noqa: E402
 
 from kubetwin.live import loadgen as lg  # noqa: E402
 from kubetwin.live.prompts import tokens_of  # noqa: E402
-from kubetwin.serving.results import CSV_FIELDS  # noqa: E402
+from kubetwin.serving.observe.results import CSV_FIELDS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TTFT, ITL = 0.05, 0.01  # the fake server's time to first token and inter-token latency (wall seconds)

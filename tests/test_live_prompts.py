@@ -70,7 +70,7 @@ def test_int_hash_chain_is_the_numpy_one() -> None:
     """block_hashes chains with traces.mix_int; it must give exactly traces.mix's values (the twin's segment hashes)."""
     import random
 
-    from kubetwin.serving.traces import mix, mix_int
+    from kubetwin.serving.traces.arrays import mix, mix_int
 
     rng = random.Random(7)
     for _ in range(2000):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubetwin.serving.modelserver import (
+from kubetwin.serving.modelserver.recognize import (
     IMAGE_SIZES_GB,
     ModelServerError,
     find_model_server,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from serving_builders import MODEL, h100_pool, inference_model, inference_pool, serving_scenario, trace, vllm
 
 from kubetwin.runner import run
-from kubetwin.serving.results import CSV_FIELDS
+from kubetwin.serving.observe.results import CSV_FIELDS
 
 
 def test_model_and_requested_model_on_served_429_and_404_rows() -> None:

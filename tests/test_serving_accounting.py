@@ -15,9 +15,9 @@ from kubetwin.api.loader import Manifest
 from kubetwin.api.units import parse_duration
 from kubetwin.prometheus.promql import Evaluator
 from kubetwin.runner import RunResult, run
+from kubetwin.serving.dataplane.requestlog import RequestLog
 from kubetwin.serving.install import load_traces
-from kubetwin.serving.promsource import ServingMetricsSource
-from kubetwin.serving.results import RequestLog
+from kubetwin.serving.observe.promsource import ServingMetricsSource
 from kubetwin.sim.env import Environment
 
 UNTIL = 20 * 60.0

@@ -16,9 +16,9 @@ from autoscaling_builders import horizontal_pod_autoscaler, scaled_object
 from serving_builders import MODEL, h100_pool, inference_pool, serving_scenario, trace, vllm
 
 from kubetwin.runner import RunResult, run
-from kubetwin.serving.coldstart import ENGINE_INIT_S, IMAGE_PULL_MBPS, PROCESS_START_S
-from kubetwin.serving.modelserver import IMAGE_SIZES_GB
-from kubetwin.serving.modelspec import lookup_model
+from kubetwin.serving.modelserver.coldstart import ENGINE_INIT_S, IMAGE_PULL_MBPS, PROCESS_START_S
+from kubetwin.serving.modelserver.modelspec import lookup_model
+from kubetwin.serving.modelserver.recognize import IMAGE_SIZES_GB
 from kubetwin.workloads.storage import HF_HUB
 
 BOOT_S, DRIVER_S = 90.0, 180.0  # the pool's bootDelay and driverInstallDelay below

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from kubetwin.serving.engine import Engine
+from kubetwin.serving.engine.core import Engine
 from kubetwin.serving.types import EngineArgs, Request
 
 

@@ -9,8 +9,9 @@ import io
 import numpy as np
 import pytest
 
-from kubetwin.serving import results
-from kubetwin.serving.results import CSV_FIELDS, RequestLog, latencies, write_csv
+from kubetwin.serving.dataplane import requestlog
+from kubetwin.serving.dataplane.requestlog import RequestLog
+from kubetwin.serving.observe.results import CSV_FIELDS, latencies, write_csv
 from kubetwin.serving.types import Request
 from kubetwin.sim.env import Environment
 
@@ -109,7 +110,7 @@ def test_request_log_chunks_read_as_the_rows_did(monkeypatch: pytest.MonkeyPatch
     """The log keeps compact columns every _CHUNK rows: arrays() and columns() read the same values, in the same
     order, as one buffer of rows would (ids and counts exact, times float64)."""
     def logged(chunk: int) -> RequestLog:
-        monkeypatch.setattr(results, "_CHUNK", chunk)
+        monkeypatch.setattr(requestlog, "_CHUNK", chunk)
         rng = np.random.default_rng(5)
         log = RequestLog()
         for i in range(500):
@@ -136,7 +137,7 @@ def test_request_log_chunks_read_as_the_rows_did(monkeypatch: pytest.MonkeyPatch
 def test_histograms_grouped_by_pod_match_a_mask_per_pod() -> None:
     """vLLM's per-pod histograms from one sort of a scrape's rows: the counts, sums (bit for bit: each pod's values
     are added in log order) and observation counts a boolean mask per pod gives, over several scrapes."""
-    from kubetwin.serving.histograms import HISTOGRAMS, RequestHistograms
+    from kubetwin.serving.observe.histograms import HISTOGRAMS, RequestHistograms
 
     rng = np.random.default_rng(11)
     log, hist = RequestLog(), RequestHistograms()

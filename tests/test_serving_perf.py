@@ -8,8 +8,8 @@ import pytest
 from conftest import SHARED
 
 from kubetwin.catalog import gpu_type
-from kubetwin.serving.modelspec import ModelSpec, closest_models, known_models, lookup_model
-from kubetwin.serving.perf import OPS, GpuSpec, PerfModel
+from kubetwin.serving.modelserver.modelspec import ModelSpec, closest_models, known_models, lookup_model
+from kubetwin.serving.modelserver.perf import OPS, GpuSpec, PerfModel
 from kubetwin.workloads import collectives
 
 VIDUR = SHARED / "profiles" / "vidur"

@@ -20,9 +20,9 @@ import random
 import pytest
 from test_serving_engine import Lin, drive, engine, mk
 
-from kubetwin.serving.engine import Engine
-from kubetwin.serving.modelspec import lookup_model
-from kubetwin.serving.perf import GpuSpec, PerfModel
+from kubetwin.serving.engine.core import Engine
+from kubetwin.serving.modelserver.modelspec import lookup_model
+from kubetwin.serving.modelserver.perf import GpuSpec, PerfModel
 from kubetwin.serving.types import EngineArgs, Request
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kubetwin.live.emulator.config import EmulatorConfig, build_served
 from kubetwin.live.prompts import engine_request
-from kubetwin.serving.pools import REFRESH_INTERVAL, Endpoint, Pool
+from kubetwin.serving.dataplane.pools import REFRESH_INTERVAL, Endpoint, Pool
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
 from kubetwin.runner import run
-from kubetwin.serving.modelspec import lookup_model
+from kubetwin.serving.modelserver.modelspec import lookup_model
 
 
 def _ready_times(r) -> list[float]:
@@ -184,7 +184,7 @@ def test_ready_replicas_count_only_ready_pods() -> None:
 def test_vllm_histograms_and_info_series_in_metrics_prom(tmp_path: Path) -> None:
     """metrics.prom carries vLLM's TTFT / TPOT / E2E histograms per pod (vLLM's buckets), consistent with
     requests.csv, and the info gauges the EPP's autoTune and LoRA affinity read."""
-    from kubetwin.serving.histograms import TTFT_BUCKETS
+    from kubetwin.serving.observe.histograms import TTFT_BUCKETS
 
     args = ["--model", MODEL, "--enable-lora", "--max-loras", "2"]
     r = run(objects=[serving_scenario("15m").obj(), h100_pool(1).obj(), vllm("srv", 1).args(args).obj(),

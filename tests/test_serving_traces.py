@@ -10,9 +10,9 @@ import pytest
 
 from kubetwin.api.errors import KubetwinError
 from kubetwin.api.loader import load_text
-from kubetwin.serving import traces as T
-from kubetwin.serving.requesttrace import load_request_trace
-from kubetwin.serving.traces import requests, trace_stats
+from kubetwin.serving.traces import arrays as T
+from kubetwin.serving.traces.arrays import requests, trace_stats
+from kubetwin.serving.traces.requesttrace import load_request_trace
 from kubetwin.validation.validate import validate
 
 DATA = Path(__file__).parent / "data"

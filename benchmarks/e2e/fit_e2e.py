@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kubetwin.serving import perf, sizing
+from kubetwin.serving.modelserver import perf, sizing
 
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("bench_e2e", HERE.parent / "bench_e2e.py")

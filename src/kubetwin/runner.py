@@ -360,7 +360,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     if serving is not None and any(m.kind == "ScaledObject" for m in manifests):
         KedaController(store, env, events, serving.source)
     if serving is not None or serving_install.has_model_servers(manifests):
-        from kubetwin.serving.coldstart import cold_start_hook
+        from kubetwin.serving.modelserver.coldstart import cold_start_hook
 
         kubelet.startup_hooks.append(cold_start_hook(store, kubelet.gpus))
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),

@@ -312,7 +312,7 @@ class Scenario(_Strict):
     spec: ScenarioSpec = Field(default_factory=ScenarioSpec)
 
 
-# ---- RequestTrace: the requests an LLM serving scenario sends (serving/traces.py, serving/generator.py) ----
+# ---- RequestTrace: the requests an LLM serving scenario sends (serving/traces/arrays.py, generator.py) ----
 
 
 class TraceTarget(_Strict):

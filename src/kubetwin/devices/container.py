@@ -1,8 +1,8 @@
 """What one container of a pod gets on its node: the accelerator devices it sees, each one's memory and share of
 the chip's compute, the interconnect between them, and where it sits in a multi-host TPU slice.
 
-The one answer serving (serving/sizing.py), training (workloads/training_hook.py, memory.py), the DCGM and TPU
-metrics (workloads/dcgm.py), `kubetwin explain job` and `kubetwin validate` read; none keeps its own reckoning.
+The one answer serving (serving/modelserver/sizing.py), training (workloads/training_hook.py, memory.py), the DCGM and
+TPU metrics (workloads/dcgm.py), `kubetwin explain job` and `kubetwin validate` read; none keeps its own reckoning.
 
 Facts, by device kind (the node's labels say which one the device plugin hands out):
 - a whole GPU (`nvidia.com/gpu` on a node without sharing): the GPU's memory (catalog `memory_gib`), all its compute;

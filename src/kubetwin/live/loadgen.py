@@ -1,8 +1,8 @@
 """A RequestTrace replayed against a real OpenAI-compatible server (issue 20): the twin's requests, sent open-loop
 at their arrival times, measured as `kubetwin run` measures them, written as the twin writes them.
 
-The trace is read by the same loader `kubetwin run` uses (serving/requesttrace.load_request_trace: Mooncake jsonl,
-Azure csv, Vidur, generators; timeScale, startOffset, limit, loop), so the loadgen sends exactly the requests the
+The trace is read by the same loader `kubetwin run` uses (serving/traces/requesttrace.load_request_trace: Mooncake
+jsonl, Azure csv, Vidur, generators; timeScale, startOffset, limit, loop), so the loadgen sends exactly the requests the
 twin simulates. Each prompt is written by live.prompts.prompt_text from the request's segment hashes, so shared
 prefixes reach the server's prefix cache as shared text; max_tokens is the trace's output length (with vLLM's
 `ignore_eos`, a vLLM sampling parameter, so the server generates all of them).
@@ -12,7 +12,7 @@ measured from that due time, so a slow server (or a saturated client) shows up a
 offered load (Schroeder et al., "Open versus closed", NSDI'06; the "coordinated omission" of closed-loop tools).
 `--concurrency` caps requests in flight: a request waiting for a slot counts that wait in its TTFT.
 
-requests.csv and summary.json's serving section are the twin's own functions (serving/results.write_csv,
+requests.csv and summary.json's serving section are the twin's own functions (serving/observe/results.write_csv,
 summarize, overall_slo and install.pool_slos for the SLO annotations), times in the trace's seconds (wall times
 multiplied back by the time scale, from the RequestTrace's kubetwin.io/create-at like the twin's arrival column),
 so a live run and a twin run diff column for column. What the client cannot see is left as the twin writes an
@@ -42,11 +42,12 @@ from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.units import parse_duration
 from kubetwin.live.prompts import prompt_text
 from kubetwin.live.scrape import parse_exposition
-from kubetwin.serving import traces
+from kubetwin.serving.dataplane.pools import objective_priority
+from kubetwin.serving.dataplane.requestlog import RequestLog
 from kubetwin.serving.install import pool_slos
-from kubetwin.serving.pools import objective_priority
-from kubetwin.serving.requesttrace import load_request_trace
-from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, RequestLog, overall_slo, summarize, write_csv
+from kubetwin.serving.observe.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, overall_slo, summarize, write_csv
+from kubetwin.serving.traces import arrays as traces
+from kubetwin.serving.traces.requesttrace import load_request_trace
 from kubetwin.serving.types import Request
 
 # The Inference Extension's request headers (gateway-api-inference-extension pkg/epp: the objective header names an
@@ -126,7 +127,7 @@ def load_plan(path: str | Path, *, trace_name: str | None = None, seed: int | No
 
 
 def _objective(manifests: list[Manifest], ns: str, model: str, tspec: dict) -> tuple[str | None, int, bool]:
-    """The objective the data plane gives the trace's model (serving/dataplane: an InferenceObjective or
+    """The objective the data plane gives the trace's model (serving/dataplane/plane.py: an InferenceObjective or
     InferenceModel for it in the trace's namespace wins over spec.priority)."""
     for m in manifests:
         if m.kind in ("InferenceObjective", "InferenceModel"):

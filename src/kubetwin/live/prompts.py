@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from kubetwin.serving.traces import mix_int, splitmix64
+from kubetwin.serving.traces.arrays import mix_int, splitmix64
 from kubetwin.serving.types import BLOCK_TOKENS, Request
 
 # 256 common three-letter English words (a twin choice): with its separating space every token is 4 bytes on the

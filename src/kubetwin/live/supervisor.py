@@ -46,6 +46,7 @@ from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.autoscaler.hpa import SYNC_PERIOD, HorizontalPodAutoscalerController
 from kubetwin.autoscaler.keda import KedaController
 from kubetwin.live.scrape import parse_exposition
+from kubetwin.prometheus import storage
 from kubetwin.prometheus.staleness import STALE_NAN, is_stale
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -107,12 +108,8 @@ class ScrapedMetrics:
                 del samples[:bisect_left(samples, (cut,))]  # time-ordered: one slice, not one pop(0) a sample
 
     def series(self, name: str, start: float, end: float) -> list[tuple[Labels, list[tuple[float, float]]]]:
-        out = []
-        for labels, samples in self._series.get(name, {}).values():
-            pts = [(t, v) for t, v in samples if start <= t <= end]
-            if pts:
-                out.append((dict(labels), pts))
-        return out
+        """MetricsProvider.series over the scraped samples (prometheus.storage, as the twin's Prometheus reads)."""
+        return storage.select(self._series, name, start, end)
 
 
 def scrape(client: httpx.Client, url: str) -> list[tuple[str, Labels, float]] | None:

@@ -1,6 +1,6 @@
 """Prometheus' text exposition format (https://prometheus.io/docs/instrumenting/exposition_formats/), the one
-writer of every exporter the twin simulates: the gateway's and vLLM's series (serving.promsource), the DCGM exporter
-(workloads.dcgm) and Kueue's registry (kueue/metrics.py, whose metric types come from prometheus_client):
+writer of every exporter the twin simulates: the gateway's and vLLM's series (serving.observe.promsource), the DCGM
+exporter (workloads.dcgm) and Kueue's registry (kueue/metrics.py, whose metric types come from prometheus_client):
 `# HELP` and `# TYPE` lines, then `name{labels} value [timestamp_ms]`.
 
 Formatted as client_golang's expfmt writes it (prometheus/common expfmt/text_create.go), since Kueue, the DCGM exporter

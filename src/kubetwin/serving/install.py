@@ -11,7 +11,7 @@ from kubetwin.api import kinds
 from kubetwin.api.loader import Manifest
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Kubelet
-from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT
+from kubetwin.serving.observe.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
@@ -28,7 +28,7 @@ def wanted(manifests: list[Manifest]) -> bool:
 
 def has_model_servers(manifests: list[Manifest]) -> bool:
     """Any workload running vLLM or TGI: its pods pay the model server's cold start, traffic or not."""
-    from kubetwin.serving.modelserver import inspect_model_server
+    from kubetwin.serving.modelserver.recognize import inspect_model_server
 
     return any(inspect_model_server(ref.spec, ref.at("spec")) is not None
                for m in manifests if m.kind != "PodTemplate" for ref in kinds.pod_templates(m.obj))
@@ -37,7 +37,7 @@ def has_model_servers(manifests: list[Manifest]) -> bool:
 def load_traces(manifests: list[Manifest], seed: int, horizon: float) -> dict[tuple[str, str], Any]:
     """Every RequestTrace's requests, loaded before the clock starts so a missing file or a bad row is reported
     (file, field, line) before anything runs; spec.path is relative to the file that declares the trace."""
-    from kubetwin.serving.requesttrace import load_request_trace
+    from kubetwin.serving.traces.requesttrace import load_request_trace
 
     out = {}
     for m in manifests:
@@ -68,7 +68,7 @@ def pool_slos(manifests: list[Manifest]) -> dict[str, tuple[float, float]]:
 class ServingRun:
     plane: Any
     metrics: Any
-    source: Any  # the twin's Prometheus (serving.promsource), read by KEDA and the HPA
+    source: Any  # the twin's Prometheus (serving.observe.promsource), read by KEDA and the HPA
     slos: dict[str, tuple[float, float]]
 
     def contribute(self, until: float) -> Contribution:
@@ -84,9 +84,9 @@ class ServingRun:
 
 def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kubelet, manifests: list[Manifest],
             seed: int, sample_interval: float, horizon: float) -> ServingRun:
-    from kubetwin.serving.dataplane import ServingDataPlane
-    from kubetwin.serving.observe import ServingMetrics
-    from kubetwin.serving.promsource import ServingMetricsSource
+    from kubetwin.serving.dataplane.plane import ServingDataPlane
+    from kubetwin.serving.observe.metrics import ServingMetrics
+    from kubetwin.serving.observe.promsource import ServingMetricsSource
 
     plane = ServingDataPlane(store, env, events, seed, load_traces(manifests, seed, horizon), kubelet.gpus)
     slos = pool_slos(manifests)

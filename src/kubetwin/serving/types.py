@@ -91,7 +91,8 @@ class StepModel(Protocol):
 @dataclass(slots=True)
 class EngineArgs:
     """A model server's configuration as its command line gives it (vLLM's engine arguments; TGI's flags mapped
-    onto them). None means "the server's default", resolved by `serving.modelserver` for the GPU it runs on."""
+    onto them). None means "the server's default", resolved by `serving.modelserver.recognize` for the GPU it runs
+    on."""
 
     model: str
     engine: str = "vllm"  # "vllm" | "tgi"

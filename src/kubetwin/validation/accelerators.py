@@ -31,7 +31,7 @@ class Cell:
 
 _SERVER_GPU = {
     "whole GPU": Cell(MODELLED, "engine sized on the GPU's memory, start-up checks in the server's order and words "
-                      "(serving/sizing.py; vLLM V1 engine core, TGI's launcher defaults)"),
+                      "(serving/modelserver/sizing.py; vLLM V1 engine core, TGI's launcher defaults)"),
     "MIG": Cell(MODELLED, "the instance's memory and compute slices / 7; one MIG instance per CUDA process, so "
                 "tensor parallelism over two instances exits at start (NVIDIA MIG user guide, CUDA device "
                 "enumeration; vLLM gpu_worker.py / TGI dist.py assertions)"),
@@ -103,7 +103,7 @@ def _strings(container: dict) -> str:
 
 def workload(spec: dict, annotations: dict) -> str | None:
     """The workload a pod template runs, as the table names it; None for anything else."""
-    from kubetwin.serving.modelserver import ModelServerError, inspect_model_server
+    from kubetwin.serving.modelserver.recognize import ModelServerError, inspect_model_server
     from kubetwin.workloads.training_spec import has_training
 
     try:

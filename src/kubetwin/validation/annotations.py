@@ -108,7 +108,8 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/gpu-memory", POD, "the GPU memory the pod uses; over a shared GPU's memory the pod "
                "fails with a GPU OOM", "12Gi", _nonnegative_quantity, pod=True),
     Annotation("kubetwin.io/ready-after", POD, "a model server's startup time (image pull, weight load and engine "
-               "init) instead of the cold-start model (serving/coldstart.py)", "90s", parse_duration, pod=True),
+               "init) instead of the cold-start model (serving/modelserver/coldstart.py)", "90s", parse_duration,
+               pod=True),
     Annotation("alibabacloud.com/gpu-milli", POD, "open-gpu-share: thousandths of one GPU the pod takes "
                "(1-1000), with a Scenario gpuPlacementPolicy", "300", pod=True, checked_by="validation/validate.py"),
     Annotation("alibabacloud.com/gpu-count", POD, "open-gpu-share: GPUs the pod takes (1-8; 1 when it shares one)",

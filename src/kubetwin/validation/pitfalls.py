@@ -269,7 +269,7 @@ def _scale_to_zero(sc: _Scenario) -> list[Diagnostic]:
     """KEDA scales to zero by default (minReplicaCount 0). A prometheus query over series only the target's own
     pods export returns nothing (or 0) at zero replicas, and KEDA reads that as 0 (ignoreNullValues defaults to
     true): the target never activates again."""
-    from kubetwin.serving.promsource import AT_ZERO, KNOWN
+    from kubetwin.serving.observe.promsource import AT_ZERO, KNOWN
     from kubetwin.validation.serving import metric_names
 
     out = []

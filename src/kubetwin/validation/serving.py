@@ -28,7 +28,7 @@ def scaled_object(m: Manifest) -> list[Diagnostic]:
 def _unknown_metrics(m: Manifest, path: str, query: str) -> list[Diagnostic]:
     """A query over a metric no model server or gateway exports returns nothing; KEDA reads that as 0
     (ignoreNullValues defaults to true) and the target never scales."""
-    from kubetwin.serving.promsource import KNOWN
+    from kubetwin.serving.observe.promsource import KNOWN
 
     try:
         names = metric_names(query, strict=True) or set()
@@ -115,8 +115,8 @@ def server_templates(obj: dict) -> list[kinds.PodTemplateRef]:
 def model_servers(m: Manifest) -> list[Diagnostic]:
     """A vLLM or TGI container's command line as the server's argument parser reads it, and its model checked
     against the twin's model table (a model the twin cannot size serves no requests in a run)."""
-    from kubetwin.serving.modelserver import inspect_model_server
-    from kubetwin.serving.modelspec import closest_models, lookup_server_model
+    from kubetwin.serving.modelserver.modelspec import closest_models, lookup_server_model
+    from kubetwin.serving.modelserver.recognize import inspect_model_server
 
     out: list[Diagnostic] = []
     for ref in server_templates(m.obj):
@@ -129,8 +129,8 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
                            p.severity) for p in problems]
         model = lookup_server_model(args.model, args.served_model_name) if args is not None else None
         if args is not None and model is not None:
-            from kubetwin.serving.modelserver import gpu_count
-            from kubetwin.serving.sizing import parallel_problems
+            from kubetwin.serving.modelserver.recognize import gpu_count
+            from kubetwin.serving.modelserver.sizing import parallel_problems
 
             ctr = spec["containers"][ci]
             if not (ctr.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu") and not (
@@ -162,7 +162,7 @@ def request_trace_file(m: Manifest) -> list[Diagnostic]:
     from pathlib import Path
 
     from kubetwin.api.twin import RequestTrace
-    from kubetwin.serving.generator import missing_fields
+    from kubetwin.serving.traces.generator import missing_fields
 
     gen = RequestTrace.model_validate(m.obj).spec.generator  # already validated by the twin's model
     if gen is not None:
@@ -178,7 +178,7 @@ def request_trace_file(m: Manifest) -> list[Diagnostic]:
                        "RequestTrace")]
 
 
-ROUTER = "kubetwin.io/router"  # serving.dataplane.ROUTER: the pool's routing preset
+ROUTER = "kubetwin.io/router"  # serving.dataplane.plane.ROUTER: the pool's routing preset
 POOL_KINDS = ("InferencePool", "Service")
 
 
@@ -285,11 +285,11 @@ def mig_partitions(manifests: list[Manifest], node_selector: object) -> set[tupl
 def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
     """A warning for a model server whose parallel layout needs more devices than one CUDA process enumerates on
     the MIG instances its pods can only land on (devices/container.py: one MIG instance per process), in the
-    server's own start-up error words (serving/sizing.parallel_problems)."""
+    server's own start-up error words (serving/modelserver/sizing.parallel_problems)."""
     from kubetwin.devices import container, mig
-    from kubetwin.serving.modelserver import gpu_count, inspect_model_server
-    from kubetwin.serving.modelspec import lookup_server_model
-    from kubetwin.serving.sizing import parallel_problems
+    from kubetwin.serving.modelserver.modelspec import lookup_server_model
+    from kubetwin.serving.modelserver.recognize import gpu_count, inspect_model_server
+    from kubetwin.serving.modelserver.sizing import parallel_problems
 
     out: list[Diagnostic] = []
     for m in manifests:
@@ -328,7 +328,7 @@ def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
 
 
 def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
-    from kubetwin.serving.modelserver import inspect_model_server
+    from kubetwin.serving.modelserver.recognize import inspect_model_server
     from kubetwin.store.store import matches
 
     targets = set()
@@ -372,13 +372,13 @@ MAX_KNOTS = 10_000_000  # twin limit: diurnal grid points / on-off periods of on
 
 def request_budget(manifests: list[Manifest]) -> list[Diagnostic]:
     """RequestTrace generators whose expected arrivals, diurnal grid or on-off periods over the run
-    (serving.generator.size_estimate) would not fit in memory; across objects: the Scenario's duration is the
+    (serving.traces.generator.size_estimate) would not fit in memory; across objects: the Scenario's duration is the
     generators' default."""
     from pydantic import ValidationError
 
     from kubetwin.api.twin import RequestTrace, ScenarioSpec
     from kubetwin.api.units import parse_duration
-    from kubetwin.serving.generator import size_estimate
+    from kubetwin.serving.traces.generator import size_estimate
 
     horizon = 86400.0
     for m in manifests:

@@ -219,7 +219,7 @@ class DcgmExporter:
         return self._claimed[uid]
 
     def _sample_server(self, now: float, uid: str, pod: Obj) -> None:
-        """One scrape of a model server's GPUs (serving/dataplane.py's engine of a Ready pod): GPU_UTIL is the
+        """One scrape of a model server's GPUs (serving/dataplane/plane.py's engine of a Ready pod): GPU_UTIL is the
         share of the last interval the engine ran an iteration (a kernel was running), FB_USED what vLLM / TGI
         reserved at start, --gpu-memory-utilization (TGI: --cuda-memory-fraction) of the device's memory as its
         container sees it (devices/container.py), weights and KV cache preallocated. The profiling gauges need a

@@ -1,19 +1,19 @@
 """The emulator's configuration: vLLM's own command line (read by the twin's vLLM parser, so a flag vLLM rejects is
 rejected here in vLLM's words) plus the emulator's flags (device, time scale, fault injection), and the engine built
-from them exactly as the twin builds a vLLM pod's engine (`serving.sizing.build_engine`)."""
+from them exactly as the twin builds a vLLM pod's engine (`serving.modelserver.sizing.build_engine`)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 
-from kubetwin.serving.dataplane import lora_names
-from kubetwin.serving.engine import Engine
-from kubetwin.serving.modelspec import lookup_server_model
-from kubetwin.serving.server_args import ArgToken
-from kubetwin.serving.sizing import build_engine, parallel_problems
+from kubetwin.serving.dataplane.plane import lora_names
+from kubetwin.serving.engine.core import Engine
+from kubetwin.serving.modelserver.modelspec import lookup_server_model
+from kubetwin.serving.modelserver.server_args import ArgToken
+from kubetwin.serving.modelserver.sizing import build_engine, parallel_problems
+from kubetwin.serving.modelserver.vllm_args import parse_vllm
 from kubetwin.serving.types import EngineArgs
-from kubetwin.serving.vllm_args import parse_vllm
 
 METRICS_FAIL_MODES = ("error", "hang")
 
@@ -72,7 +72,7 @@ class Served:
 
 def lora_paths(modules: list[str]) -> dict[str, str]:
     """name -> path of each --lora-modules entry (`name=path` or the JSON form), named as the data plane names them
-    (serving.dataplane.lora_names); an entry without a name is skipped, as there."""
+    (serving.dataplane.plane.lora_names); an entry without a name is skipped, as there."""
     out: dict[str, str] = {}
     for m in modules:
         names = lora_names([m])

@@ -9,7 +9,8 @@ _total); vllm:lora_requests_info{max_lora, waiting_lora_adapters, running_lora_a
 (only with --enable-lora; no model_name label); vllm:cache_config_info (a gauge at 1 whose labels are the cache
 config). Histograms: TTFT, vllm:inter_token_latency_seconds and the older vllm:time_per_output_token_seconds (the
 same observations: one per output token after the first), vllm:e2e_request_latency_seconds, with the twin's copy
-of vLLM's bucket bounds (serving.histograms). All times are emulated seconds. The endpoint picker reads the gauges,
+of vLLM's bucket bounds (serving.observe.histograms). All times are emulated seconds. The endpoint picker reads the
+gauges,
 lora_requests_info and cache_config_info (gateway-api-inference-extension pkg/epp/backend/metrics, model server
 protocol docs/proposals/003-model-server-protocol).
 """
@@ -28,7 +29,7 @@ from prometheus_client.utils import floatToGoString
 
 from kubetwin.live.emulator.config import Served
 from kubetwin.live.emulator.realtime import Stream
-from kubetwin.serving.histograms import E2E_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
+from kubetwin.serving.observe.histograms import E2E_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LABELS = ("model_name", "engine")

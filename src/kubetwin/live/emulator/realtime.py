@@ -1,4 +1,4 @@
-"""The twin's engine on the wall clock: one asyncio task owns the `serving.engine.Engine` and advances it to
+"""The twin's engine on the wall clock: one asyncio task owns the `serving.engine.core.Engine` and advances it to
 (wall time since start) x time_scale, so every request is timed by the same vLLM-V1 model `kubetwin run` uses.
 
 Token times: an engine iteration that ends at engine time t makes its tokens visible to the client at
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubetwin.live.prompts import engine_request
-from kubetwin.serving.engine import Engine
-from kubetwin.serving.engine_request import EngineRequest
+from kubetwin.serving.engine.core import Engine
+from kubetwin.serving.engine.request import EngineRequest
 from kubetwin.serving.types import Request
 
 # Longest the loop sleeps when nothing is due (it is woken at once by a new request); bounds how stale the gauges

@@ -1,6 +1,6 @@
 """Where the gateway's endpoints come from: a static host:port list, a file of host:port lines re-read on every scrape
 (the live replica supervisor writes it), or the twin's own manifests (InferencePool + Deployments + InferenceModel /
-InferenceObjective), read with the twin's loader and its pool-selector and objective rules (serving.pools)."""
+InferenceObjective), read with the twin's loader and its pool-selector and objective rules (serving.dataplane.pools)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from kubetwin.api.loader import load_paths
 from kubetwin.live.gateway.config import GatewayConfig, split_hostport
-from kubetwin.serving.pools import objective_priority, pool_selector
+from kubetwin.serving.dataplane.pools import objective_priority, pool_selector
 from kubetwin.store.store import matches
 
 PORT_NOTICE = ("notice: endpoints from manifests assume replica i of a Deployment listens on {host}:{port}+i "

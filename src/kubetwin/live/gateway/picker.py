@@ -1,7 +1,7 @@
 """The live endpoint picker: the twin's router (kubetwin.serving.router, the same object `kubetwin run` simulates
 with, built by the same make_router / EndpointPickerConfig loader) fed with scraped endpoint state instead of
 simulated engines. Both front ends (ext_proc and standalone) call `LivePicker.pick`, then `routed` once the request
-is sent and `finished` when it completes, exactly as serving.dataplane calls the router.
+is sent and `finished` when it completes, exactly as serving.dataplane.plane calls the router.
 
 A request is the twin's serving.types.Request: the model from the body, the prompt hashed as GIE v1.0's prefix plugin
 does (serving.router.prompt_segments), the priority from the `x-gateway-priority` header, else the

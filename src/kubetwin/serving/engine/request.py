@@ -1,5 +1,5 @@
 """One request as the engine holds it (vLLM's `Request`, vllm/v1/request.py): its status, tokens computed and
-emitted, and its KV layout (segment-aligned, see `serving.kvcache` and `engine_kv.KVCacheManager`).
+emitted, and its KV layout (segment-aligned, see `block_pool` and `kv_cache_manager.KVCacheManager`).
 
 Field names are short because the scheduling loops read them per request per iteration; each one's vLLM counterpart
 is given beside it.
@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kubetwin.serving.kvcache import Unit
+    from kubetwin.serving.engine.block_pool import Unit
     from kubetwin.serving.types import Request
 
 # EngineRequest.status, vLLM's RequestStatus as far as this engine tells states apart (plain ints: the hot loops
 # compare them). RUNNING and DECODING are both vLLM's RUNNING: a DECODING request is running in steady decode and
-# held in the decode aggregate (engine_decode.DecodeAggregate); a RUNNING one is scheduled one by one.
+# held in the decode aggregate (decode.DecodeAggregate); a RUNNING one is scheduled one by one.
 WAITING, RUNNING, DECODING, FINISHED = 0, 1, 2, 3
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Startup, StartupHook
 from kubetwin.devices.gpuruntime import GpuRuntime
-from kubetwin.serving import modelserver
-from kubetwin.serving.modelspec import lookup_server_model
-from kubetwin.serving.sizing import StartupFailure
-from kubetwin.serving.sizing import start as start_server
+from kubetwin.serving.modelserver import recognize as modelserver
+from kubetwin.serving.modelserver.modelspec import lookup_server_model
+from kubetwin.serving.modelserver.sizing import StartupFailure
+from kubetwin.serving.modelserver.sizing import start as start_server
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.storage import read_path
 

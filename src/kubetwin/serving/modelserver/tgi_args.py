@@ -6,7 +6,7 @@ also reads its upper-case env var (`#[clap(long, env)]`, e.g. MODEL_ID, NUM_SHAR
 
 from __future__ import annotations
 
-from kubetwin.serving.server_args import ArgProblem, ArgToken, ignored_flag, unmodelled
+from kubetwin.serving.modelserver.server_args import ArgProblem, ArgToken, ignored_flag, unmodelled
 from kubetwin.serving.types import EngineArgs
 
 # ---- TGI's flags (launcher/src/main.rs Args); value-taking unless listed as switches ----

@@ -1,15 +1,15 @@
 """vLLM V1's Scheduler (vllm/v1/core/sched/scheduler.py) for one engine: `schedule()` — the running loop with
 preemption, the waiting loop with prefix-cache hits and LoRA slots — and `update_from_output()` after the forward pass.
 
-This is the part that mirrors vLLM's policy line by line; see engine.py's docstring for the rules it follows. Two
+This is the part that mirrors vLLM's policy line by line; see core.py's docstring for the rules it follows. Two
 paths: the fast one, when every decode-aggregate request precedes every explicit one in running order and the whole
 running set fits the token budget and the free blocks (nobody is preempted, so order cannot matter); the exact one
 otherwise, which walks the running list in order and preempts as vLLM does.
 
-Collaborators: `waiting` (engine_queue), `decode` (engine_decode.DecodeAggregate, the running requests in steady
-decode), `kv_manager` (engine_kv.KVCacheManager). The engine core (engine.Engine) calls add_request, schedule,
-update_from_output and abort_all; the macro steps (engine_jump) read the queue, the aggregate and the LoRA sets and
-call first_seen and finish_due.
+Collaborators: `waiting` (request_queue), `decode` (decode.DecodeAggregate, the running requests in steady
+decode), `kv_manager` (kv_cache_manager.KVCacheManager). The engine core (core.Engine) calls add_request, schedule
+(an output.SchedulerOutput), update_from_output and abort_all; the macro steps (macro_steps) read the queue, the
+aggregate and the LoRA sets and call first_seen and finish_due.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from kubetwin.serving.engine_decode import DecodeAggregate
-from kubetwin.serving.engine_kv import KVCacheManager
-from kubetwin.serving.engine_queue import create_request_queue
-from kubetwin.serving.engine_request import DECODING, FINISHED, RUNNING, WAITING, EngineRequest
-from kubetwin.serving.kvcache import KVCache
+from kubetwin.serving.engine.block_pool import KVCache
+from kubetwin.serving.engine.decode import DecodeAggregate
+from kubetwin.serving.engine.kv_cache_manager import KVCacheManager
+from kubetwin.serving.engine.output import SchedulerOutput
+from kubetwin.serving.engine.request import DECODING, FINISHED, RUNNING, WAITING, EngineRequest
+from kubetwin.serving.engine.request_queue import create_request_queue
 from kubetwin.serving.types import EngineArgs, Request
 
 
@@ -31,12 +32,6 @@ def _key(s: EngineRequest) -> tuple[int, float, int]:
 
 def _rpos(s: EngineRequest) -> int:
     return s.rpos
-
-
-# One iteration's batch, vLLM's SchedulerOutput plus what the step model reads of it: (scheduled explicit requests with
-# their token counts, decode-aggregate members (1 token each), fast path?, preempted?, adapters loaded, tokens,
-# prefill query-key pairs, KV tokens read). A plain tuple: one is made per iteration.
-SchedulerOutput = tuple[list[tuple[EngineRequest, int]], int, bool, bool, int, int, float, int]
 
 
 class Scheduler:
@@ -172,7 +167,7 @@ class Scheduler:
             if s.e == 0 or s.c != s.P + s.e - 1:  # a prefill chunk (an explicit decode adds no query-key pairs)
                 pairs += x * (s.c + x * 0.5)
             kvr += s.c + x
-        return sched, nD, fast, preempted, loads, ntok, pairs, kvr
+        return SchedulerOutput(sched, nD, fast, preempted, loads, ntok, pairs, kvr)
 
     def _schedule_running(self, sched: list[tuple[EngineRequest, int]]) -> tuple[int, bool]:
         """vLLM's running loop with preemption, in running order. Decode-aggregate members stay in the aggregate: each
@@ -344,9 +339,9 @@ class Scheduler:
     # ---------------------------------------------------------------- update_from_output()
     def update_from_output(self, scheduled: list[tuple[EngineRequest, int]], nD: int, fast: bool,
                            end: float | None) -> None:
-        """After the forward pass of schedule()'s batch (its first three fields) that ended at `end` (None: the batch
-        was empty and nothing ran): tokens computed and emitted, first tokens, finished requests, and the decode
-        aggregate rebuilt for the next step."""
+        """After the forward pass of schedule()'s batch (its SchedulerOutput's first three fields) that ended at
+        `end` (None: the batch was empty and nothing ran): tokens computed and emitted, first tokens, finished
+        requests, and the decode aggregate rebuilt for the next step."""
         if end is None:
             if not fast:
                 self._rebuild()

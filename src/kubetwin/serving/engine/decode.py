@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 
-from kubetwin.serving.engine_request import DECODING, RUNNING, EngineRequest
+from kubetwin.serving.engine.request import DECODING, RUNNING, EngineRequest
 
 
 class DecodeAggregate:

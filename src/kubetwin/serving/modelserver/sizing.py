@@ -9,7 +9,7 @@ One place for the three checks vLLM makes while it starts, in its order and word
    claims U x the whole GPU;
 2. model loading: weights that do not fit in the device's memory fail in PyTorch's caching allocator with its
    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ..." (c10/cuda/CUDACachingAllocator.cpp);
-3. memory profiling and KV-cache sizing (`PerfModel.num_gpu_blocks`, `kvcache.max_model_len_error`).
+3. memory profiling and KV-cache sizing (`PerfModel.num_gpu_blocks`, `engine.block_pool.max_model_len_error`).
 
 The device is what the node's GPU sharing gives one container (`devices.container`): a MIG instance's
 memory and compute slices / 7 of the SMs and memory slices / 8 of the memory bandwidth; an MPS client's pinned
@@ -28,11 +28,11 @@ from dataclasses import dataclass, replace
 from kubetwin.devices import container
 from kubetwin.devices.container import DeviceView
 from kubetwin.devices.gpuruntime import GpuRuntime, torch_oom_message
-from kubetwin.serving import modelserver
-from kubetwin.serving.engine import Engine
-from kubetwin.serving.kvcache import max_model_len_error
-from kubetwin.serving.modelspec import ModelSpec
-from kubetwin.serving.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel, heads_error
+from kubetwin.serving.engine.block_pool import max_model_len_error
+from kubetwin.serving.engine.core import Engine
+from kubetwin.serving.modelserver import recognize as modelserver
+from kubetwin.serving.modelserver.modelspec import ModelSpec
+from kubetwin.serving.modelserver.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel, heads_error
 from kubetwin.serving.types import EngineArgs, Request
 from kubetwin.store.store import Store
 

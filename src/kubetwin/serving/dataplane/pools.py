@@ -1,5 +1,5 @@
 """The gateway's view of a pool: an InferencePool or Service, the Ready model-server pods it selects (endpoints),
-and the snapshot of their engines its router picks from. Split from dataplane.py, which owns the pools' life."""
+and the snapshot of their engines its router picks from. Split from plane.py, which owns the pools' life."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from kubetwin.serving.engine import Engine
+from kubetwin.serving.engine.core import Engine
 from kubetwin.serving.types import EndpointSnapshot, Request
 from kubetwin.store.store import Obj
 

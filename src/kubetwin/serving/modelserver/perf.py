@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kubetwin.catalog import gpu_type
-from kubetwin.serving.modelspec import ModelSpec
+from kubetwin.serving.modelserver.modelspec import ModelSpec
 from kubetwin.workloads import collectives
 
 __all__ = ["CALIBRATIONS", "OPS", "Calibration", "GpuSpec", "OpEff", "PerfModel", "op_cost"]
@@ -109,7 +109,7 @@ class Calibration:
     request_overhead_s: float = 0.0
     moe_eta_c: float | None = None  # expert GEMMs' share of peak (None: the dense GEMMs' fit)
     graph_t0_scale: float = 1.0  # per-kernel floor inside a CUDA graph, as a share of Vidur's eager-mode floor
-    first_token_lag: bool = False  # the client sees the first token one iteration late (engine_sched: first_seen)
+    first_token_lag: bool = False  # the client sees the first token one iteration late (engine.scheduler: first_seen)
     extra: dict[str, float] = field(default_factory=dict)
 
 
@@ -224,7 +224,9 @@ def op_cost(model: ModelSpec, op: str, n: np.ndarray | float, tp: int = 1) -> tu
     return flops, weights + n * (k + m) * b
 
 
-def _soft_roofline(flops: np.ndarray, nbytes: np.ndarray, gpu: GpuSpec, eff: OpEff) -> np.ndarray:
+def soft_roofline(flops: np.ndarray, nbytes: np.ndarray, gpu: GpuSpec, eff: OpEff) -> np.ndarray:
+    """An operator's time in seconds: the larger of its compute and memory times, softened by a p-norm with the
+    smaller, plus a fixed launch cost (the calibrated OpEff). Public: benchmarks/bench_calibration.py scores it."""
     c = flops / (eff.eta_c * gpu.peak_flops)
     m = nbytes / (eff.eta_m * gpu.hbm_bw)
     p = eff.p
@@ -295,7 +297,7 @@ class PerfModel:
         eff = self.cal.ops["mlp_up_proj" if op == "lm_head" else op]
         if self.model.is_moe and op in ("mlp_up_proj", "mlp_down_proj") and self.cal.moe_eta_c is not None:
             eff = OpEff(self.cal.moe_eta_c, eff.eta_m, eff.p, eff.t0_us)
-        return _soft_roofline(flops, nbytes, self.gpu, eff)
+        return soft_roofline(flops, nbytes, self.gpu, eff)
 
     # --- StepModel --------------------------------------------------------------------------------------------
     def iteration_time(self, num_tokens: int, prefill_pairs: float, kv_read_tokens: int, num_seqs: int) -> float:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from kubetwin.prometheus import exposition
+from kubetwin.prometheus import exposition, storage
 from kubetwin.prometheus.staleness import STALE_NAN, is_stale
-from kubetwin.serving.dataplane import ServingDataPlane
-from kubetwin.serving.histograms import HISTOGRAMS, RequestHistograms
+from kubetwin.serving.dataplane.plane import ServingDataPlane
+from kubetwin.serving.observe.histograms import HISTOGRAMS, RequestHistograms
 from kubetwin.sim.env import Environment
 
 SCRAPE_INTERVAL = 15.0  # a typical PodMonitoring/ServiceMonitor interval (twin assumption; Prometheus' own default
@@ -141,12 +141,7 @@ class ServingMetricsSource:
 
     def series(self, name: str, start: float, end: float) -> list[tuple[Labels, list[tuple[float, float]]]]:
         """MetricsProvider.series: the samples in [start, end], staleness markers included (promql drops them)."""
-        out = []
-        for labels, samples in self._series.get(name, {}).values():
-            pts = [(t, v) for t, v in samples if start <= t <= end]
-            if pts:
-                out.append((dict(labels), pts))
-        return out
+        return storage.select(self._series, name, start, end)
 
     def exposition(self) -> str:
         """The last scrape of every series and the final histograms, in Prometheus' text format, sorted for

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from kubetwin.serving.server_args import ArgProblem, ArgToken, ignored_flag, unmodelled
+from kubetwin.serving.modelserver.server_args import ArgProblem, ArgToken, ignored_flag, unmodelled
 from kubetwin.serving.types import EngineArgs
 
 DEFAULT_VLLM_MODEL = "Qwen/Qwen3-0.6B"

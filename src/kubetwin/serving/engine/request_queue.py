@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Protocol
 
-from kubetwin.serving.engine_request import EngineRequest
+from kubetwin.serving.engine.request import EngineRequest
 
 
 class RequestQueue(Protocol):

@@ -15,7 +15,8 @@ its in-flight requests, which the gateway answers 503: vLLM's API server does no
 newer --shutdown-timeout, vllm-project/vllm#34730, would; not modelled). A deleted pool fails the requests it holds
 with 503 at once, as later arrivals for it; its requests and counters stay in the results.
 
-The pools and their routers' snapshots are in pools.py, a trace's arrivals pump in arrivals.py."""
+The pools and their routers' snapshots are in pools.py, a trace's arrivals pump in arrivals.py, the request log in
+requestlog.py."""
 
 from __future__ import annotations
 
@@ -29,12 +30,14 @@ from kubetwin.api.podresources import pod_requests
 from kubetwin.api.units import parse_duration
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
-from kubetwin.serving import modelserver, sizing, traces
-from kubetwin.serving.arrivals import Arrivals
-from kubetwin.serving.modelspec import lookup_server_model
-from kubetwin.serving.pools import Endpoint, Pool, objective_priority, pool_selector
-from kubetwin.serving.results import RequestLog
+from kubetwin.serving.dataplane.arrivals import Arrivals
+from kubetwin.serving.dataplane.pools import Endpoint, Pool, objective_priority, pool_selector
+from kubetwin.serving.dataplane.requestlog import RequestLog
+from kubetwin.serving.modelserver import recognize as modelserver
+from kubetwin.serving.modelserver import sizing
+from kubetwin.serving.modelserver.modelspec import lookup_server_model
 from kubetwin.serving.router import make_router
+from kubetwin.serving.traces import arrays as traces
 from kubetwin.serving.types import Request
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -121,7 +124,7 @@ class ServingDataPlane:
     def _release(self, pool: Pool) -> None:
         held, pool.held = pool.held, {}
         for req, trace in held.values():
-            self._route(pool, req, trace)
+            self.route(pool, req, trace)
 
     # ---- objectives --------------------------------------------------------------------------------------------
     def _on_objective(self, etype: str, obj: Obj, old: Obj | None) -> None:
@@ -244,7 +247,10 @@ class ServingDataPlane:
             req.arrival += self.env.now
             self.env.at(req.arrival, Arrivals(self, it, self.env.now, f"{ns}/{meta['name']}", key, req))
 
-    def _route(self, pool: Pool, req: Request, trace: str) -> None:
+    def route(self, pool: Pool, req: Request, trace: str) -> None:
+        """The gateway takes one request for `pool` now: held while the pool has no endpoint (an InferencePool; a
+        Service answers 503), else given to the engine of the endpoint the pool's router picks, or answered with the
+        router's status when it picks none."""
         now = self.env.now
         if not pool.endpoints:
             if not pool.holds:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from kubetwin.serving.engine_sched import Scheduler
+from kubetwin.serving.engine.scheduler import Scheduler
 from kubetwin.serving.types import StepModel
 
 _ADMIT, _FREE, _KV = 0, 1, 2  # what the waiting queue would do next step

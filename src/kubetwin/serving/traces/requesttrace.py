@@ -1,13 +1,13 @@
 """The RequestTrace kind (kubetwin.io/v1alpha1) turned into the requests it sends: the manifest validated, its
-file found relative to the manifest, read by its format's loader (serving/traces.py) or generated
-(serving/generator.py), then replayed with timeScale / startOffset / limit / loop."""
+file found relative to the manifest, read by its format's loader (serving/traces/arrays.py) or generated
+(serving/traces/generator.py), then replayed with timeScale / startOffset / limit / loop."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from kubetwin.serving.traces import TraceArrays, TraceError, load_trace, name_salt, replay
+from kubetwin.serving.traces.arrays import TraceArrays, TraceError, load_trace, name_salt, replay
 
 
 def load_request_trace(obj: dict | Any, manifest_file: str | Path, *, seed: int = 0, horizon: float | None = None,
@@ -36,7 +36,7 @@ def load_request_trace(obj: dict | Any, manifest_file: str | Path, *, seed: int 
     salt = name_salt(rt.metadata.namespace or "default", rt.metadata.name)
     try:
         if spec.format == "generator":
-            from kubetwin.serving.generator import generate
+            from kubetwin.serving.traces.generator import generate
 
             assert spec.generator is not None
             dur = parse_duration(spec.generator.duration) if spec.generator.duration else horizon

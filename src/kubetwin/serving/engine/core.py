@@ -18,7 +18,7 @@ vllm/v1/core/sched/scheduler.py) followed by one forward pass timed by a `StepMo
 Priority sign: our Request.priority follows InferenceObjective (higher = more important); vLLM's lower value is served
 first, so vLLM priority = -Request.priority.
 
-KV cache and prefix cache: see `serving.kvcache` (segment-granular caching approximation of vLLM's 16-token blocks).
+KV cache and prefix cache: see `block_pool` (segment-granular caching approximation of vLLM's 16-token blocks).
 
 Speed: requests in steady decode are kept in aggregate (a shared decode tick, per-phase counts of who needs a new
 block at which tick, a heap of finish ticks), so an iteration costs O(prefilling requests), not O(batch); an
@@ -26,12 +26,12 @@ iteration that may preempt walks the running list in order but leaves the aggreg
 is decode-only and nothing waiting can be admitted, `advance` jumps k iterations in closed form (iteration times form
 an arithmetic series via StepModel.decode_line). `macro_steps=False` single-steps and gives the same results.
 
-Layout, as vLLM V1 splits its engine core (vllm/v1/engine/core.py, v1/core/sched/): this module's Engine is the
-engine core (configuration, requests in and out, the time loop, the forward pass timed by the StepModel); it drives
-collaborators with explicit interfaces: `engine_sched.Scheduler` (schedule() and update_from_output()), which holds
-the waiting queue (`engine_queue`), the decode aggregate (`engine_decode`) and the KV layout of each request
-(`engine_kv` over `kvcache`); `engine_jump.MacroSteps` takes the closed-form decode-only jumps. `engine_request` is
-the engine's view of one request and its RequestStatus.
+Layout, as vLLM V1 splits its engine core (vllm/v1/engine/core.py, v1/core/sched/): this module's Engine is the engine
+core (configuration, requests in and out, the time loop, the forward pass timed by the StepModel); it drives
+collaborators with explicit interfaces: `scheduler.Scheduler` (schedule(), which returns an `output.SchedulerOutput`,
+and update_from_output()), which holds the waiting queue (`request_queue`), the decode aggregate (`decode`) and the KV
+layout of each request (`kv_cache_manager` over `block_pool`); `macro_steps.MacroSteps` takes the closed-form
+decode-only jumps. `request` is the engine's view of one request and its RequestStatus.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-from kubetwin.serving.engine_jump import MacroSteps
-from kubetwin.serving.engine_request import DECODING, EngineRequest
-from kubetwin.serving.engine_sched import Scheduler
-from kubetwin.serving.kvcache import KVCache, max_model_len_error
+from kubetwin.serving.engine.block_pool import KVCache, max_model_len_error
+from kubetwin.serving.engine.macro_steps import MacroSteps
+from kubetwin.serving.engine.request import DECODING, EngineRequest
+from kubetwin.serving.engine.scheduler import Scheduler
 from kubetwin.serving.types import EngineArgs, Request, StepModel
 
 # vllm@7ded96b3c73f63400cdb048a73c34292ba862d99:vllm/entrypoints/openai/serving_engine.py `_validate_input` (HTTP 400)
@@ -254,13 +254,16 @@ class Engine:
                     continue
             # vLLM's EngineCore.step: schedule, the forward pass (timed by the StepModel), update_from_output; written
             # out here rather than as a method, one call less per iteration (it showed on benchmarks/bench_engine.py)
-            scheduled, nD, fast, preempted, loads, ntok, pairs, kvr = sched.schedule(self.now)
+            out = sched.schedule(self.now)
+            scheduled, nD, fast, ntok = (out.num_scheduled_tokens, out.num_decode_aggregate, out.fast_path,
+                                         out.total_num_scheduled_tokens)
             if ntok == 0:
-                if not preempted:
+                if not out.preempted:
                     self.stuck = True  # nothing fits even in an empty batch: wait for the next arrival
                 sched.update_from_output(scheduled, nD, fast, None)
                 continue
-            dur = self.step.iteration_time(ntok, pairs, kvr, nD + len(scheduled)) + loads * self.lora_load_time
+            dur = (self.step.iteration_time(ntok, out.num_prefill_pairs, out.num_kv_tokens_read, nD + len(scheduled))
+                   + out.num_lora_loads * self.lora_load_time)
             end = self.now + dur
             self.now = end
             self.busy_time += dur
@@ -290,18 +293,21 @@ class Engine:
             if len(q) < pp and (sched.running or sched.waiting) and not self.stuck:
                 if self.now >= t:
                     return
-                scheduled, nD, fast, preempted, loads, ntok, pairs, kvr = sched.schedule(self.now)
+                out = sched.schedule(self.now)
+                scheduled, nD, fast, ntok = (out.num_scheduled_tokens, out.num_decode_aggregate, out.fast_path,
+                                             out.total_num_scheduled_tokens)
                 if ntok == 0:
                     sched.update_from_output(scheduled, nD, fast, None)
                     if not infl:  # no batch in flight: nothing fits even in an empty batch
                         q.clear()
-                        if not preempted:
+                        if not out.preempted:
                             self.stuck = True  # wait for the next arrival
                         continue
                     while len(q) < pp:  # empty batches, done when the batches before them are
                         q.append((self.last_done, -1, [], fast))
                     continue
-                dur = self.step.iteration_time(ntok, pairs, kvr, nD + len(scheduled)) + loads * self.lora_load_time
+                dur = (self.step.iteration_time(ntok, out.num_prefill_pairs, out.num_kv_tokens_read,
+                                                nD + len(scheduled)) + out.num_lora_loads * self.lora_load_time)
                 d = dur / pp
                 c = self.now
                 for k in range(pp):

@@ -1,5 +1,5 @@
 """How one request's tokens map onto KV blocks, the role of vLLM's KVCacheManager (vllm/v1/core/kv_cache_manager.py:
-get_computed_blocks, allocate_slots, free) over this twin's segment-granular cache (`serving.kvcache`).
+get_computed_blocks, allocate_slots, free) over this twin's segment-granular cache (`block_pool`).
 
 A request's cacheable leading segments are laid out block-aligned, one cached unit each (or private duplicate blocks
 when someone else cached the same segment meanwhile); the rest is a private tail. Checking a need (`blocks_needed`) is
@@ -8,8 +8,8 @@ apart from taking it (`allocate`) because the scheduler preempts or stops betwee
 
 from __future__ import annotations
 
-from kubetwin.serving.engine_request import EngineRequest
-from kubetwin.serving.kvcache import KVCache, Unit
+from kubetwin.serving.engine.block_pool import KVCache, Unit
+from kubetwin.serving.engine.request import EngineRequest
 
 
 class KVCacheManager:

@@ -14,10 +14,10 @@ import re
 import shlex
 from dataclasses import replace
 
-from kubetwin.serving.server_args import ArgProblem, ArgToken, ModelServerError
-from kubetwin.serving.tgi_args import parse_tgi
+from kubetwin.serving.modelserver.server_args import ArgProblem, ArgToken, ModelServerError
+from kubetwin.serving.modelserver.tgi_args import parse_tgi
+from kubetwin.serving.modelserver.vllm_args import parse_vllm
 from kubetwin.serving.types import EngineArgs
-from kubetwin.serving.vllm_args import parse_vllm
 
 # Container image sizes (GB, compressed, linux/amd64) for the image-pull part of a cold start.
 IMAGE_SIZES_GB: dict[str, float] = {

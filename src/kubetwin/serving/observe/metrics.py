@@ -9,8 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from kubetwin.serving.dataplane import ServingDataPlane
-from kubetwin.serving.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT, csv_chunks, latencies, overall_slo, summarize
+from kubetwin.serving.dataplane.plane import ServingDataPlane
+from kubetwin.serving.observe.results import (
+    DEFAULT_SLO_TPOT,
+    DEFAULT_SLO_TTFT,
+    csv_chunks,
+    latencies,
+    overall_slo,
+    summarize,
+)
 from kubetwin.sim.env import Environment
 
 

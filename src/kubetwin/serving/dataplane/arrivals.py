@@ -1,14 +1,26 @@
-"""A RequestTrace's arrivals pump, split from dataplane.py: it hands each request to the data plane when it is due."""
+"""A RequestTrace's arrivals pump, split from the data plane (plane.py): it hands each request to the gateway when it
+is due. It reaches the data plane only through `Gateway`, the three things it asks of it, so arrivals.py does not
+import plane.py (which creates the pumps)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from kubetwin.serving.dataplane.pools import Pool
 from kubetwin.serving.types import Request
+from kubetwin.sim.env import Environment
 
-if TYPE_CHECKING:
-    from kubetwin.serving.dataplane import ServingDataPlane
+
+class Gateway(Protocol):
+    """What the arrivals pump needs of the data plane (plane.ServingDataPlane)."""
+
+    env: Environment
+    pools: dict[str, Pool]  # pool key -> the pool, while it exists
+
+    def route(self, pool: Pool, req: Request, trace: str) -> None: ...
+
+    def no_route(self, req: Request, trace: str, key: str) -> None: ...
 
 
 class Arrivals:
@@ -18,9 +30,9 @@ class Arrivals:
 
     __slots__ = ("plane", "it", "t0", "trace", "key", "req")
 
-    def __init__(self, plane: ServingDataPlane, it: Iterator[Request], t0: float, trace: str, key: str,
-                 req: Request) -> None:
-        self.plane, self.it, self.t0, self.trace, self.key, self.req = plane, it, t0, trace, key, req
+    def __init__(self, plane: Gateway, it: Iterator[Request], t0: float, trace: str, key: str, req: Request) -> None:
+        self.plane, self.it, self.t0, self.trace, self.key = plane, it, t0, trace, key
+        self.req: Request | None = req  # the next request due; None once the trace is spent
 
     def __call__(self) -> None:
         plane, it, t0, trace, key = self.plane, self.it, self.t0, self.trace, self.key
@@ -31,7 +43,7 @@ class Arrivals:
             if pool is None:  # no such pool (yet, or any more): the gateway has no route
                 plane.no_route(req, trace, key)
             else:
-                plane._route(pool, req, trace)
+                plane.route(pool, req, trace)
             req = next(it, None)
             if req is None:
                 break

@@ -20,7 +20,7 @@ import numpy as np
 
 from kubetwin.api.twin import ArrivalProcess, RateSchedule, TokenDistribution, TraceGenerator
 from kubetwin.api.units import parse_duration
-from kubetwin.serving.traces import TraceArrays, TraceError, load_trace, mix, unique_segments
+from kubetwin.serving.traces.arrays import TraceArrays, TraceError, load_trace, mix, unique_segments
 
 _U64 = np.uint64
 _DIURNAL_GRID_S = 60.0  # the diurnal rate is integrated on a 1-minute grid (piecewise linear Lambda)
