@@ -5,22 +5,38 @@ $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-.PHONY: install demo test lint bench
-install: $(VENV)/bin/python
+# pytest with its assertion-rewrite cache (tests/__pycache__) even where PYTHONDONTWRITEBYTECODE is set: rewriting
+# the test modules' asserts is ~12 s of a run, every run, without it. -n auto: one xdist worker per core.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n auto
+
+.PHONY: install demo test test-fast lint bench
+# The package is installed (editable: source changes need no reinstall) again only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
 
 demo: install
 	$(VENV)/bin/kubetwin demo --out runs/demo
 
 # The browser tests (tests/test_report_browser.py) drive Debian's chromium through Playwright: Playwright's own
 # browser download is not reachable, so the system package is installed when it is missing.
-test: $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[test]'
+test: $(VENV)/.installed-test
 	test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q
+	$(PYTEST)
+
+# The edit loop's tier: every test but the slow, live-server, browser and documentation ones (pytest markers,
+# pyproject.toml), in under a minute on 2 cores; `make test` is the gate.
+test-fast: $(VENV)/.installed-test
+	$(PYTEST) -m "not slow and not live and not browser and not docs"
 
 bench: install
 	$(PY) benchmarks/bench_scheduling.py

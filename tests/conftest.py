@@ -31,6 +31,25 @@ SHORT_DURATION = {"serving-llama3-epp.yaml": "10m", "serving-llmd-shared-prefix.
                   "training-llama-8b-a3.yaml": "2h", "demo": "4h", "gpu-sharing": "2h", "dra": "2h"}
 
 
+def need_live_extra(*modules: str) -> None:
+    """Skip the calling test module, with the reason, when the live extra's packages are not installed (a
+    `pip install kubetwin` without `[live]`): at the top of the module, before it imports them."""
+    for name in modules:
+        pytest.importorskip(name, reason=f"needs {name} from the live extra: pip install 'kubetwin[live]'")
+
+
+# The tiers `make test-fast` leaves out, by module: servers on loopback, a browser, the documentation's commands.
+_MODULE_MARKS = {"test_report_browser": "browser", "test_docs_commands": "docs", "test_explain_doc": "docs"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__ if item.module is not None else ""
+        mark = "live" if module.startswith("test_live_") else _MODULE_MARKS.get(module)
+        if mark is not None:
+            item.add_marker(mark)
+
+
 def write_yaml(path: Path, objs: list[dict]) -> Path:
     path.write_text(yaml.safe_dump_all(objs, sort_keys=False))
     return path

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "bench_e2e.py"
 SLICE = ROOT / "tests" / "data" / "e2e-measured-slice.yaml"

@@ -235,6 +235,7 @@ def test_message_expression_reason_and_field_path(spec: dict, expected: list) ->
     assert [(e.path, e.message) for e in errors] == expected
 
 
+@pytest.mark.slow
 def test_every_shipped_rule_compiles_and_the_file_table_matches_the_files() -> None:
     folder = ROOT / "src" / "kubetwin" / "api" / "crds"
     seen = {}
@@ -336,6 +337,7 @@ def test_valid_crd_object_keeps_the_not_simulated_notice(api_version: str, kind:
     assert [d.message for d in diags] == expected
 
 
+@pytest.mark.slow
 def test_a_thousand_cluster_queues_validate_quickly() -> None:
     one = _cq("v1beta2", "  cohortName: all\n" + _GROUP % ", borrowingLimit: 4").replace("name: cq", "name: cq-{i}")
     manifests = load_text("---\n".join(one.replace("{i}", str(i)) for i in range(1000)), "many.yaml")

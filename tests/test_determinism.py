@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

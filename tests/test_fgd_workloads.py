@@ -7,12 +7,15 @@ import csv
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
 from kubetwin.devices.gpushare import FragTable, GpuShareCluster, TypicalPods, frag_amount
 from kubetwin.experiments import fgd, openb
 from kubetwin.scheduler.gpu_policies import POLICIES
+
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
 
 DATA = Path(__file__).parent / "data" / "openb"
 ROOT = Path(__file__).resolve().parents[1]

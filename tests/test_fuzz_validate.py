@@ -9,6 +9,10 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "fuzz_validate.py"
 
 

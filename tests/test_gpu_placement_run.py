@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from k8s_builders import make_node
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
 from kubetwin.experiments import fgd, openb, openb_replay
 from kubetwin.runner import run
+
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
 
 DATA = Path(__file__).parent / "data" / "openb"
 

@@ -3,6 +3,10 @@ prometheus_client, the twin engine's timing on the wall clock, and each fault fl
 
 from __future__ import annotations
 
+from conftest import need_live_extra
+
+need_live_extra("starlette", "httpx", "openai")
+
 import math
 import time
 
@@ -13,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kubetwin.live.emulator import EmulatorConfig, EmulatorConfigError, EmulatorProcess, EmulatorThread
 from kubetwin.live.emulator.config import build_served
+from kubetwin.live.emulator.realtime import Stream
 from kubetwin.live.prompts import VOCAB, engine_request
 from kubetwin.serving.engine.core import Engine
 
@@ -331,18 +336,28 @@ def until_gauges(e: EmulatorThread, running: int, waiting: int) -> None:
 def test_priority_scheduling_serves_the_lower_priority_value_first():
     """--scheduling-policy priority: with one sequence slot, of two waiting requests the one with the lower vLLM
     `priority` value is served first, whatever their arrival order. Each request is sent once the server shows the
-    one before it running or waiting (its /metrics gauges)."""
+    one before it running or waiting (its /metrics gauges), and the order is the server's: the emulated times its
+    engine finished them (responses that end in one loop wake-up reach their clients in any order)."""
     import concurrent.futures
 
     cfg = config(vllm_args=["--max-num-seqs", "1", "--scheduling-policy", "priority"], time_scale=5.0)
-    done: list[str] = []
+    ended: list[tuple[float, int]] = []  # (emulated finish, vLLM priority)
 
     with EmulatorThread(cfg) as e:
+        rt = e.emulator.rt
+        told = rt.on_done
+
+        def record(s: Stream) -> None:
+            ended.append((s.req.finish, -s.req.priority))  # the engine's priority is vLLM's negated
+            if told is not None:
+                told(s)
+
+        rt.on_done = record
+
         def send(name: str, prio: int, n: int) -> None:
             r = httpx.post(e.url + "/v1/completions", json={"model": MODEL, "prompt": name, "max_tokens": n,
                                                             "priority": prio}, timeout=T)
             assert r.status_code == 200
-            done.append(name)
 
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
             first = pool.submit(send, "first", 0, 1000)  # ~7 s emulated, ~1.4 s wall: the others wait behind it
@@ -351,10 +366,10 @@ def test_priority_scheduling_serves_the_lower_priority_value_first():
             until_gauges(e, 1, 1)
             urgent = pool.submit(send, "urgent", -5, 2)
             until_gauges(e, 1, 2)
-            assert done == []  # both queued while "first" still runs
+            assert ended == []  # both queued while "first" still runs
             for f in (first, late, urgent):
                 f.result(timeout=T)
-    assert done == ["first", "urgent", "low"]
+    assert [prio for _, prio in sorted(ended)] == [0, -5, 5]  # first, then urgent, then low
 
 
 def test_emulator_process_serves_on_a_free_port_and_reports_bad_flags():

@@ -5,6 +5,10 @@ process. Every wait is bounded. Skipped without an Envoy binary."""
 
 from __future__ import annotations
 
+from conftest import need_live_extra
+
+need_live_extra("starlette", "httpx", "openai")
+
 import json
 import threading
 import time

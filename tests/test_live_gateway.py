@@ -3,6 +3,10 @@ backends (tests/live_fakes.py), driven with the openai SDK streaming. Every wait
 
 from __future__ import annotations
 
+from conftest import need_live_extra
+
+need_live_extra("starlette", "httpx", "openai")
+
 import json
 import time
 from collections.abc import Iterator

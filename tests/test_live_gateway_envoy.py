@@ -4,6 +4,10 @@ binary is installed. Every wait is bounded."""
 
 from __future__ import annotations
 
+from conftest import need_live_extra
+
+need_live_extra("starlette", "grpc", "httpx", "openai")
+
 import json
 import time
 from collections.abc import Iterator

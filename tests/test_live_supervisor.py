@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from conftest import need_live_extra
+
+need_live_extra("starlette", "httpx")
+
 import sys
 import threading
 import time

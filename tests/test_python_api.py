@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
+
 POD = ("{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'p'}, 'spec': {'containers': "
        "[{'name': 'c', 'image': 'x'}]}}")
 

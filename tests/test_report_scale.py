@@ -23,6 +23,8 @@ from kubetwin.report.rundata import load_run
 from kubetwin.report.timeline import rows_of
 from kubetwin.runner import run
 
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
+
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "bench_report.py")
 assert _spec and _spec.loader

@@ -13,6 +13,8 @@ from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 import kubetwin.runner as run_module
 from kubetwin.runner import run
 
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
+
 
 def _preemption_scenario() -> list[dict]:
     pcs = [make_priority_class(n).value(v).obj() for n, v in (("low", 10), ("high", 1000))]

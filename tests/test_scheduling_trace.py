@@ -37,6 +37,7 @@ def _events(out: Path, reason: str, kind: str) -> list[tuple[float, str, str]]:
 
 
 @pytest.mark.parametrize("path", RUNNABLE, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_the_trace_agrees_with_the_scheduler(path: Path, tmp_path: Path) -> None:
     """Every FailedScheduling has its attempt in the trace, whose per-node Filter verdicts (scalar plugins) count
     exactly the message's "0/N nodes are available: ..." reasons; every bound attempt's nodes that pass every
@@ -124,6 +125,7 @@ def test_explain_workload_names_the_pending_conditions_reasons(name: str, tmp_pa
 @pytest.mark.parametrize("path", [ROOT / "examples" / "kueue-cohort-borrowing.yaml",
                                   ROOT / "src" / "kubetwin" / "scenarios" / "dra",
                                   ROOT / "src" / "kubetwin" / "scenarios" / "gpu-sharing"], ids=lambda p: p.name)
+@pytest.mark.slow
 def test_tracing_changes_no_decision(path: Path, tmp_path: Path) -> None:
     plain, traced = tmp_path / "off" / "run", tmp_path / "on" / "run"  # one folder name: report.html's title
     run([path], out=plain, duration="2h")

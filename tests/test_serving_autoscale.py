@@ -184,6 +184,7 @@ def test_requests_held_past_the_ttl_fail_with_503_while_the_pool_cold_starts() -
     assert r.summary["serving"]["overall"]["failed_503"] == (df.status == 503).sum()
 
 
+@pytest.mark.slow
 def test_hpa_scales_out_on_vllm_num_requests_waiting() -> None:
     """A plain autoscaling/v2 HPA with a Pods metric: the average of vllm:num_requests_waiting over the pods, as a
     Prometheus adapter serves it. One H100 cannot keep up with Llama-3.1-8B at 40 requests/s in this shape."""

@@ -4,6 +4,10 @@ and the twin then routed differently from the live picker on the same trace)."""
 
 from __future__ import annotations
 
+from conftest import need_live_extra
+
+need_live_extra("starlette")
+
 from kubetwin.live.emulator.config import EmulatorConfig, build_served
 from kubetwin.live.prompts import engine_request
 from kubetwin.serving.dataplane.pools import REFRESH_INTERVAL, Endpoint, Pool

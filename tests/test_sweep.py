@@ -18,6 +18,8 @@ from kubetwin.cli.main import app
 from kubetwin.sweep import cases, execute
 from kubetwin.validation.validate import validate
 
+pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
+
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "examples" / "training-llama-8b-a3.yaml"
 
