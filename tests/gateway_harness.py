@@ -30,6 +30,21 @@ class GatewayThread:
         return self.call(_f())
 
     @property
+    def picker(self) -> Any:
+        return self.gw.picker
+
+    def until_picker(self, pred: Any, timeout: float = 10.0) -> Any:
+        """Wait until the picker's own endpoint snapshot satisfies pred (tests sequence by what the gateway has
+        scraped, never by sleeps); the snapshot."""
+        deadline = time.monotonic() + timeout
+        while True:
+            snap = self.run(lambda: self.picker.state.snap)
+            if pred(snap):
+                return snap
+            assert time.monotonic() < deadline, f"the picker's endpoints never got there: {snap}"
+            time.sleep(0.01)
+
+    @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.gw.port}"
 
@@ -75,6 +90,10 @@ class EnvoyThread(GatewayThread):
         except BaseException:
             self.close()
             raise
+
+    @property
+    def picker(self) -> Any:
+        return self.eg.picker
 
     @property
     def url(self) -> str:

@@ -90,7 +90,8 @@ def test_prefix_affinity_and_load_spread(tmp_path: Path, fleet: FakeFleet) -> No
     bs[0].knobs.waiting = 50
     gt = start(tmp_path, endpoints=[b.address for b in bs])
     try:
-        time.sleep(0.2)  # a scrape sees the queue
+        gt.until_picker(lambda snap: bs[0].address in snap.names  # a scrape has seen the queue
+                        and snap.waiting[snap.names.index(bs[0].address)] == 50)
         c = client(gt)
         for _ in range(6):
             stream_text(c, n=2)
@@ -214,10 +215,9 @@ def test_dead_metrics_endpoint_goes_stale_but_keeps_serving(tmp_path: Path, flee
     gt = start(tmp_path, endpoints=[dead.address, err.address, ok.address], scrapeTimeout="100ms",
                metricsStalenessThreshold="300ms", preset="round-robin")
     try:
-        time.sleep(0.6)
-        snap = gt.run(lambda: gt.gw.picker.state.snap)
+        # the hanging and the failing endpoint go stale past 300 ms, the healthy one stays fresh
+        snap = gt.until_picker(lambda snap: snap.fresh.tolist() == [False, False, True])
         assert snap.names == [dead.address, err.address, ok.address]
-        assert snap.fresh.tolist() == [False, False, True]
         c = client(gt)
         for i in range(6):
             assert stream_text(c, prompt=str(i), headers={"x-gateway-priority": "1"}, n=2) == "w0 w1"

@@ -9,7 +9,6 @@ from conftest import need_live_extra
 need_live_extra("starlette", "grpc", "httpx", "openai")
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,7 +145,7 @@ def test_503_without_ready_endpoint_and_429_when_shed(tmp_path: Path, fleet: Fak
         assert info.value.status_code == 503
         b = fleet.add(Knobs(tokens=2, waiting=10))  # saturated: 10 waiting against the threshold 5
         eps.write_text(b.address + "\n")
-        time.sleep(0.3)
+        et.until_picker(lambda snap: snap.names == [b.address] and snap.waiting.tolist() == [10])  # read, scraped
         with pytest.raises(openai.APIStatusError) as info:
             client(et).completions.create(model="fake", prompt=PROMPT, max_tokens=2, stream=True,
                                           extra_headers={"x-gateway-priority": "-1"})
@@ -191,7 +190,7 @@ def test_dead_metrics_endpoint_loses_no_critical_request(tmp_path: Path, fleet: 
     ok = fleet.add(Knobs(tokens=2))
     et = EnvoyThread(config(tmp_path, endpoints=[dead.address, ok.address], scrapeTimeout="100ms"))
     try:
-        time.sleep(0.7)
+        et.until_picker(lambda snap: snap.fresh.tolist() == [False, True])  # the hanging endpoint went stale
         c = client(et)
         for i in range(6):
             s = c.completions.create(model="fake", prompt=f"{i}", max_tokens=2, stream=True,
