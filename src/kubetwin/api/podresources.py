@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubetwin.api.defaults import requests_with_limits
-from kubetwin.api.units import to_int, to_milli
+from kubetwin.k8s.units import to_int, to_milli
 
 Obj = dict[str, Any]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from kubetwin import catalog
 from kubetwin.api.twin import ZoneCapacity
-from kubetwin.api.units import parse_duration
+from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 

@@ -46,7 +46,6 @@ from kubetwin.api import twin
 from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
-from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
 from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, initial_node_count, pool_hourly_price
 from kubetwin.autoscaler.scaledown import ScaleDown
@@ -71,6 +70,7 @@ from kubetwin.autoscaler.simulation import (
     template_copy,
 )
 from kubetwin.devices.dra.allocator import Features
+from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable
 
 from kubetwin.api.conditions import is_condition_true
-from kubetwin.api.units import parse_quantity
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.prometheus.promql import LOOKBACK, MetricsProvider
 from kubetwin.prometheus.staleness import newest
 from kubetwin.sim.env import Environment

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from kubetwin import catalog
 from kubetwin.api.twin import DEFAULT_ZONE
-from kubetwin.api.units import format_bytes, parse_duration
 from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.units import format_bytes, parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from kubetwin.api.conditions import replace_or_append_condition
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.simulation import (
     SAFE_TO_EVICT,
@@ -42,6 +41,7 @@ from kubetwin.autoscaler.simulation import (
 )
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.nodelifecycle import node_is_ready
+from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 

@@ -175,7 +175,7 @@ def _sort_key(value: Any) -> tuple:
     if isinstance(value, (int, float)):
         return (1, value)
     if isinstance(value, str) and _QUANTITY.match(value):
-        from kubetwin.api.units import parse_quantity
+        from kubetwin.k8s.units import parse_quantity
 
         try:
             return (2, float(parse_quantity(value)), value)

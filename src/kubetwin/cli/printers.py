@@ -8,10 +8,10 @@ from datetime import datetime
 
 from kubetwin.api import kinds
 from kubetwin.api.conditions import is_condition_true
-from kubetwin.api.units import format_duration
 from kubetwin.catalog.storage import DEFAULT_CLASS_ANNOTATION
 from kubetwin.cli.jsonpath import first, go_text
 from kubetwin.controllers.volumes import ACCESS_MODE_SHORT, claim_class
+from kubetwin.k8s.units import format_duration
 
 
 @functools.lru_cache(maxsize=1 << 16)

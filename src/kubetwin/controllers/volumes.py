@@ -60,7 +60,6 @@ Cloud Storage -> Parallelstore and Cloud Storage -> Hyperdisk ML only (same page
 from __future__ import annotations
 
 from kubetwin.api import nodeaffinity
-from kubetwin.api.units import parse_quantity
 from kubetwin.catalog import GIB, MIB
 from kubetwin.catalog.storage import (
     DEFAULT_CLASS_ANNOTATION,
@@ -71,6 +70,7 @@ from kubetwin.catalog.storage import (
     provisioning_error,
     storage_class,
 )
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store, matches

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from kubetwin import catalog
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import to_int
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.units import to_int
 from kubetwin.store.store import Store
 
 GPU_RESOURCE, TPU_RESOURCE = "nvidia.com/gpu", tpu.RESOURCE

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import UnitError, to_int
 from kubetwin.devices import container, mig, sharing
 from kubetwin.devices.container import DeviceView
+from kubetwin.k8s.units import UnitError, to_int
 from kubetwin.sim.env import Environment
 
 GPU_UTIL, GPU_MEMORY = "kubetwin.io/gpu-util", "kubetwin.io/gpu-memory"

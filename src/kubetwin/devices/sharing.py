@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubetwin.api.units import to_int
+from kubetwin.k8s.units import to_int
 
 MPS_MAX_CLIENTS = 48  # NVIDIA MPS documentation: Volta and later support up to 48 clients per GPU
 STRATEGY_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"

@@ -18,7 +18,7 @@ from typing import Any
 
 from kubetwin.api.conditions import find_condition, is_condition_true
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import parse_quantity
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.store.store import matches
 
 GROUP = "kueue.x-k8s.io"

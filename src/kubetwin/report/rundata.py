@@ -72,7 +72,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 def _quantity(value: Any) -> float:
     """A Kueue usage quantity as a number (memory in GiB, CPU in cores)."""
-    from kubetwin.api.units import parse_quantity
+    from kubetwin.k8s.units import parse_quantity
 
     v = float(parse_quantity(str(value)))
     return v / 2**30 if v >= 2**30 else v

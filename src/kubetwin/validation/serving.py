@@ -377,7 +377,7 @@ def request_budget(manifests: list[Manifest]) -> list[Diagnostic]:
     from pydantic import ValidationError
 
     from kubetwin.api.twin import RequestTrace, ScenarioSpec
-    from kubetwin.api.units import parse_duration
+    from kubetwin.k8s.units import parse_duration
     from kubetwin.serving.traces.generator import size_estimate
 
     horizon = 86400.0

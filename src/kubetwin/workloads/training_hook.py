@@ -20,11 +20,11 @@ from dataclasses import replace
 from typing import Any
 
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import UnitError, parse_duration
 from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
 from kubetwin.devices import container
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.units import UnitError, parse_duration
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import gang, gpudirect, memory, storage
 from kubetwin.workloads.training import (

@@ -19,8 +19,8 @@ from decimal import Decimal
 from typing import Any
 
 from kubetwin.api.taints import tolerates
-from kubetwin.api.units import parse_quantity
 from kubetwin.cel import CelError, DeviceView, compile_selector
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.scheduler.plugins import node_selector_term_matches
 
 # resourceapi.AllocationResultsMaxSize (k8s.io/api resource/v1 types.go)

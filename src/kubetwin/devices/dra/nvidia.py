@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from kubetwin.api.units import parse_duration
 from kubetwin.devices import mig
 from kubetwin.devices.dra.claims import claim_name
+from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 

@@ -27,9 +27,9 @@ import numpy as np
 
 from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import parse_duration
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.k8s.units import parse_duration
 from kubetwin.serving.dataplane.arrivals import Arrivals
 from kubetwin.serving.dataplane.pools import Endpoint, Pool, objective_priority, pool_selector
 from kubetwin.serving.dataplane.requestlog import RequestLog

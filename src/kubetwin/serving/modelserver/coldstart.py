@@ -6,9 +6,9 @@ other than the weight load are twin assumptions, overridable per pod with `kubet
 
 from __future__ import annotations
 
-from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Startup, StartupHook
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.k8s.units import parse_duration
 from kubetwin.serving.modelserver import recognize as modelserver
 from kubetwin.serving.modelserver.modelspec import lookup_server_model
 from kubetwin.serving.modelserver.sizing import StartupFailure
