@@ -39,8 +39,8 @@ from kubetwin.autoscaler.simulation import (
     pod_info,
     shape_sig,
 )
-from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.nodelifecycle import node_is_ready
+from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj

@@ -26,7 +26,6 @@ from typing import Any
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.controllers.attachdetach import MOUNT_TIMEOUT, AttachDetachController
-from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet_admission import NodeAdmission
 from kubetwin.controllers.kubelet_status import kubelet_conditions
 from kubetwin.controllers.nodelifecycle import node_is_ready
@@ -34,6 +33,7 @@ from kubetwin.controllers.volumes import claim_volumes
 from kubetwin.devices import sharing
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution

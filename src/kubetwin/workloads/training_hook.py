@@ -20,10 +20,10 @@ from dataclasses import replace
 from typing import Any
 
 from kubetwin.api.podresources import pod_requests
-from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
 from kubetwin.devices import container
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.k8s.units import UnitError, parse_duration
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import gang, gpudirect, memory, storage
