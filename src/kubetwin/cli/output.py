@@ -210,7 +210,7 @@ _LABEL_TOKEN = re.compile(r"\s*(!=|==|=|!|\(|\)|,|[^\s!=(),]+)")
 
 
 def label_selector(text: str) -> dict:
-    """`-l a=b,c!=d,e in (x,y),f notin (z),g,!h` (apimachinery labels.Parse) as matchExpressions for store.matches;
+    """`-l a=b,c!=d,e in (x,y),f notin (z),g,!h` (apimachinery labels.Parse) as matchExpressions for k8s.labels.matches;
     errors in labels.Parse's words."""
     tokens = _LABEL_TOKEN.findall(text)
     if "".join(tokens).replace(" ", "") != re.sub(r"\s+", "", text):

@@ -70,10 +70,11 @@ from kubetwin.catalog.storage import (
     provisioning_error,
     storage_class,
 )
+from kubetwin.k8s.labels import matches
 from kubetwin.k8s.units import parse_quantity
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store, matches
+from kubetwin.store.store import Obj, Store
 
 POPULATOR_GROUP, POPULATOR_KIND = "datalayer.gke.io", "GCPDataSource"
 DATA_SIZE = "kubetwin.io/data-size"

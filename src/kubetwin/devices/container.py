@@ -29,6 +29,7 @@ from kubetwin import catalog
 from kubetwin.api.podresources import pod_requests
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.labels import set_matches
 from kubetwin.k8s.units import to_int
 from kubetwin.store.store import Store
 
@@ -285,7 +286,7 @@ def on_pools(pools: list[dict[str, str]], node_selector: dict, gpus: int, tpus: 
     sel = {str(k): str(v) for k, v in (node_selector or {}).items()} if isinstance(node_selector, dict) else {}
     out = []
     for labels in pools:
-        if all(labels.get(k) == v for k, v in sel.items()):
+        if set_matches(sel, labels):
             got = for_counts(labels, gpus, tpus)
             if got.devices and got not in out:
                 out.append(got)

@@ -328,8 +328,8 @@ def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
 
 
 def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
+    from kubetwin.k8s.labels import matches
     from kubetwin.serving.modelserver.recognize import inspect_model_server
-    from kubetwin.store.store import matches
 
     targets = set()
     for m in manifests:

@@ -29,6 +29,7 @@ from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.k8s.labels import matches
 from kubetwin.k8s.units import parse_duration
 from kubetwin.serving.dataplane.arrivals import Arrivals
 from kubetwin.serving.dataplane.pools import Endpoint, Pool, objective_priority, pool_selector
@@ -41,7 +42,7 @@ from kubetwin.serving.traces import arrays as traces
 from kubetwin.serving.types import Request
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store, matches
+from kubetwin.store.store import Obj, Store
 
 POOL_KINDS = ("InferencePool", "Service")
 ROUTER = "kubetwin.io/router"
