@@ -2,7 +2,7 @@
 pkg/labels/selector_test.go TestSelectorMatches, TestSetMatches and TestRequirementSelectorMatching, and
 pkg/apis/meta/v1/helpers_test.go's LabelSelectorAsSelector nil/empty cases. Their selector strings are written here
 as the metav1.LabelSelector each one means (x=y is matchLabels or In [y]; x!=y is NotIn [y]; x is Exists; !x is
-DoesNotExist). The Gt/Lt cases are node-selector operators (api.nodeaffinity), not LabelSelector ones."""
+DoesNotExist). The Gt/Lt cases are node-selector operators (k8s.nodeaffinity), not LabelSelector ones."""
 
 from __future__ import annotations
 

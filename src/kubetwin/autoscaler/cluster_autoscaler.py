@@ -43,7 +43,6 @@ import yaml
 
 from kubetwin import catalog
 from kubetwin.api import twin
-from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
@@ -70,6 +69,7 @@ from kubetwin.autoscaler.simulation import (
     template_copy,
 )
 from kubetwin.devices.dra.allocator import Features
+from kubetwin.k8s.conditions import conditions_of, find_condition
 from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo

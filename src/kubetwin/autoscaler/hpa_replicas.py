@@ -11,7 +11,7 @@ import math
 import weakref
 from collections.abc import Callable
 
-from kubetwin.api.conditions import is_condition_true
+from kubetwin.k8s.conditions import is_condition_true
 from kubetwin.k8s.labels import matches
 from kubetwin.k8s.units import parse_quantity
 from kubetwin.prometheus.promql import LOOKBACK, MetricsProvider

@@ -25,7 +25,6 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from kubetwin.api.conditions import replace_or_append_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.simulation import (
@@ -40,6 +39,7 @@ from kubetwin.autoscaler.simulation import (
     shape_sig,
 )
 from kubetwin.controllers.nodelifecycle import node_is_ready
+from kubetwin.k8s.conditions import replace_or_append_condition
 from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler.nodeinfo import NodeInfo

@@ -40,9 +40,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from kubetwin.api.conditions import set_condition
 from kubetwin.api.twin import DEFAULT_ZONE
 from kubetwin.controllers.kubelet_status import kubelet_conditions
+from kubetwin.k8s.conditions import set_condition
 from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution

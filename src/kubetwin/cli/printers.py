@@ -7,10 +7,10 @@ import functools
 from datetime import datetime
 
 from kubetwin.api import kinds
-from kubetwin.api.conditions import is_condition_true
 from kubetwin.catalog.storage import DEFAULT_CLASS_ANNOTATION
 from kubetwin.cli.jsonpath import first, go_text
 from kubetwin.controllers.volumes import ACCESS_MODE_SHORT, claim_class
+from kubetwin.k8s.conditions import is_condition_true
 from kubetwin.k8s.units import format_duration
 
 

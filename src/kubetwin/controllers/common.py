@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.k8s.conditions import conditions_of, find_condition
 from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment

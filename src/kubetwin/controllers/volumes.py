@@ -59,7 +59,6 @@ Cloud Storage -> Parallelstore and Cloud Storage -> Hyperdisk ML only (same page
 
 from __future__ import annotations
 
-from kubetwin.api import nodeaffinity
 from kubetwin.catalog import GIB, MIB
 from kubetwin.catalog.storage import (
     DEFAULT_CLASS_ANNOTATION,
@@ -70,6 +69,7 @@ from kubetwin.catalog.storage import (
     provisioning_error,
     storage_class,
 )
+from kubetwin.k8s import nodeaffinity
 from kubetwin.k8s.labels import matches
 from kubetwin.k8s.units import parse_quantity
 from kubetwin.sim.env import Environment

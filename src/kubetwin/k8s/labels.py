@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+# metav1.LabelSelectorOperator: the operators LabelSelectorAsSelector accepts.
+_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
 
 def matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool:
     """Whether `labels` satisfy the LabelSelector; no selector (None) or an empty one selects everything, as a list
@@ -25,16 +28,32 @@ def matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None
         if labels.get(k) != v:
             return False
     for expr in selector.get("matchExpressions") or []:
-        k, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        if op == "In" and labels.get(k) not in values:
-            return False
-        if op == "NotIn" and k in labels and labels[k] in values:
-            return False
-        if op == "Exists" and k not in labels:
-            return False
-        if op == "DoesNotExist" and k in labels:
+        if expr["operator"] in _SELECTOR_OPERATORS and not requirement_matches(expr, labels):
             return False
     return True
+
+
+def requirement_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """pkg/labels/selector.go Requirement.Matches: one requirement (a LabelSelector's matchExpressions entry, a
+    NodeSelectorRequirement) against labels. In: the key present with one of the values; NotIn: absent, or present
+    with none of them; Exists / DoesNotExist: presence; Gt / Lt (node selectors only): present, both sides
+    integers, compared as integers (a non-integer never matches); any other operator matches nothing."""
+    key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and values:
+        try:
+            a, b = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
 
 
 def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None) -> bool:

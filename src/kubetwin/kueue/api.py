@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from kubetwin.api.conditions import find_condition, is_condition_true
 from kubetwin.api.podresources import pod_requests
+from kubetwin.k8s.conditions import find_condition, is_condition_true
 from kubetwin.k8s.units import parse_quantity
 
 GROUP = "kueue.x-k8s.io"

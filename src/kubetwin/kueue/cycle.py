@@ -33,7 +33,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubetwin.api.conditions import set_conditions
+from kubetwin.k8s.conditions import set_conditions
 from kubetwin.k8s.labels import selects
 from kubetwin.kueue import api
 from kubetwin.kueue.fairsharing import fair_sharing_order

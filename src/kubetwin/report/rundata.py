@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.k8s.conditions import conditions_of, find_condition
 from kubetwin.report.historyindex import line_kind
 from kubetwin.report.rundir import history_file, run_meta
 from kubetwin.report.timeline import AGGREGATE_PODS, Key, Row, Timeline, key_of

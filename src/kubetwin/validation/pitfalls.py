@@ -327,8 +327,8 @@ def _gpu_toleration(sc: _Scenario) -> list[Diagnostic]:
     """GKE taints GPU nodes nvidia.com/gpu=present:NoSchedule; the ExtendedResourceToleration admission plugin
     (enabled on GKE, controllers/admission.py) adds the toleration only to pods that request nvidia.com/* extended
     resources. A pod that reaches GPUs another way (a DRA claim, or a GPU nodeSelector) must tolerate it itself."""
-    from kubetwin.api.taints import tolerates
     from kubetwin.autoscaler.nodepool import GPU_TAINT
+    from kubetwin.k8s.taints import tolerates
 
     if not any(any(t.get("key") == GPU_TAINT["key"] for t in taints) for _, _, taints in sc.node_label_sets):
         return []

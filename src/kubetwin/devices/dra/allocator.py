@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from kubetwin.api.taints import tolerates
 from kubetwin.cel import CelError, DeviceView, compile_selector
+from kubetwin.k8s.taints import tolerates
 from kubetwin.k8s.units import parse_quantity
 from kubetwin.scheduler.plugins import node_selector_term_matches
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kubetwin.api.conditions import remove_condition
+from kubetwin.k8s.conditions import remove_condition
 from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.kueue import api
 from kubetwin.kueue.config import KueueConfig

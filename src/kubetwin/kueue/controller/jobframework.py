@@ -15,7 +15,7 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 
-from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
+from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.store.store import Obj, Store
 

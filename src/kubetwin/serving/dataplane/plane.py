@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.k8s.conditions import is_condition_true
 from kubetwin.k8s.labels import matches
 from kubetwin.k8s.units import parse_duration
 from kubetwin.serving.dataplane.arrivals import Arrivals
