@@ -70,6 +70,7 @@ from kubetwin.autoscaler.simulation import (
 )
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.k8s.conditions import conditions_of, find_condition
+from kubetwin.k8s.names import GPU
 from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
@@ -234,7 +235,7 @@ class ClusterAutoscaler:
             return []
         names = self.registered(g)
         n = max(0, g.target - len(names))
-        wants_gpu = "nvidia.com/gpu" in tmpl_node["status"]["allocatable"]
+        wants_gpu = GPU in tmpl_node["status"]["allocatable"]
         tmpl = NodeInfo.from_node(tmpl_node)
         out = [template_copy(tmpl, f"upcoming-{i}") for i in range(n)]
         for name in names if wants_gpu else ():
