@@ -35,6 +35,12 @@ def resource_value(name: str, value: object) -> int:
     return to_milli(value) if name == "cpu" else to_int(value)
 
 
+def node_allocatable(node: Obj) -> dict[str, int]:
+    """A node's status.allocatable as integers: the scheduler's NodeInfo and the kubelet's admission (which upstream
+    reuses the scheduler framework's NodeInfo, pkg/kubelet/lifecycle/predicate.go) read it the same way."""
+    return _values(node.get("status", {}).get("allocatable"))
+
+
 def _values(rl: dict | None) -> dict[str, int]:
     return {k: resource_value(k, v) for k, v in (rl or {}).items()}
 
