@@ -195,7 +195,7 @@ def study_mooncake(quick: bool, seed: int, scales: tuple[float, ...] | None = No
 
 def llmd_stages(objects: list[dict]) -> list[tuple[float, float]]:
     """(start s from the trace start, rate) of each stage of the example's generator ladder."""
-    from kubetwin.api.units import parse_duration
+    from kubetwin.k8s.units import parse_duration
 
     gen = next(d for d in objects if d["kind"] == "RequestTrace")["spec"]["generator"]
     stages = [(0.0, float(gen["rate"]))]

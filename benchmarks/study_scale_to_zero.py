@@ -212,7 +212,7 @@ def analyse(r: RunResult, objs: list[Obj]) -> dict[str, Any]:
     app = dep["spec"]["selector"]["matchLabels"]["app"]
     pool = next(o for o in objs if o["kind"] == "InferencePool")
     ann = pool["metadata"].get("annotations") or {}
-    from kubetwin.api.units import parse_duration
+    from kubetwin.k8s.units import parse_duration
 
     slo_ttft = parse_duration(ann.get("kubetwin.io/slo-ttft", "1s"))
     slo_tpot = parse_duration(ann.get("kubetwin.io/slo-tpot", "100ms"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
+from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from kubetwin.api.podresources import pod_requests, resource_value
-from kubetwin.api.taints import tolerates
 from kubetwin.controllers.nodelifecycle import node_is_ready
+from kubetwin.k8s.taints import tolerates
 
 Obj = dict[str, Any]
 Entry = tuple[float, int, str, Obj]

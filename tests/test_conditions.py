@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from k8s_builders import init_pod, make_scenario, static_node
 
-from kubetwin.api.conditions import (
+from kubetwin.k8s.conditions import (
     find_condition,
     is_condition_false,
     is_condition_true,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from k8s_builders import make_pod, make_pool, make_scenario
 
-from kubetwin.api.units import UnitError
 from kubetwin.devices.gpuruntime import TIME_SLICE_OVERHEAD, Demand, SharedGpu, demand_of
+from kubetwin.k8s.units import UnitError
 from kubetwin.runner import run
 
 

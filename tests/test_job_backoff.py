@@ -14,8 +14,8 @@ from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 from kubetwin.controllers import admission
 from kubetwin.controllers import job_backoff as backoff
 from kubetwin.controllers import job_policy as policy
-from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import COMPLETION_INDEX, JobController
+from kubetwin.k8s.generatename import NameGenerator
 from kubetwin.runner import run
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

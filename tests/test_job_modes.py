@@ -19,8 +19,8 @@ from kubetwin.api import defaults
 from kubetwin.cli.describe import describe
 from kubetwin.cli.printers import table
 from kubetwin.controllers import admission
-from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import COMPLETION_INDEX, JobController
+from kubetwin.k8s.generatename import NameGenerator
 from kubetwin.runner import run
 from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment

@@ -16,8 +16,8 @@ from kubetwin.api.loader import Manifest
 from kubetwin.cli.describe import describe
 from kubetwin.controllers import admission
 from kubetwin.controllers import job_policy as policy
-from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import COMPLETION_INDEX, JobController
+from kubetwin.k8s.generatename import NameGenerator
 from kubetwin.runner import run
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

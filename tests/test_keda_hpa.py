@@ -13,8 +13,8 @@ from autoscaling_builders import horizontal_pod_autoscaler, scaled_object
 from kubetwin.api import crd
 from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController, format_milli
 from kubetwin.autoscaler.keda import KedaController, scaled_object_errors
-from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.replicaset import ReplicaSetController
+from kubetwin.k8s.generatename import NameGenerator
 from kubetwin.prometheus.promql import Evaluator, PromQLError
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

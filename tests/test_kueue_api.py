@@ -5,6 +5,7 @@ from __future__ import annotations
 from kueue_builders import make_cq, make_wl
 
 from kubetwin.api.podresources import pod_requests
+from kubetwin.k8s.labels import selects
 from kubetwin.kueue import api
 from kubetwin.kueue.quota import (
     ResourceNode,
@@ -24,8 +25,8 @@ def test_cluster_queue_defaults():
     assert cq.flavor_fungibility == api.FlavorFungibility("MayStopSearch", "TryNextFlavor", None)
     assert cq.namespace_selector is None and cq.cohort is None
     # nil selector matches no namespace, {} matches all
-    assert not api.selector_matches(cq.namespace_selector, {"a": "b"})
-    assert api.selector_matches({}, {})
+    assert not selects(cq.namespace_selector, {"a": "b"})
+    assert selects({}, {})
 
 
 def test_v1beta1_cluster_queue_converts():

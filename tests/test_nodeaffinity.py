@@ -1,12 +1,13 @@
-"""api.nodeaffinity: the one node selector rule, with component-helpers' nodeaffinity cases (Gt/Lt on integers,
+"""k8s.nodeaffinity: the one node selector rule, with component-helpers' nodeaffinity cases (Gt/Lt on integers,
 NotIn on a missing key, empty terms, matchFields on the node name), and the three places that use it agreeing."""
 
 from __future__ import annotations
 
 import pytest
 
-from kubetwin.api import nodeaffinity
 from kubetwin.controllers.volumes import node_affinity_ok
+from kubetwin.k8s import nodeaffinity
+from kubetwin.k8s.labels import requirement_matches
 from kubetwin.scheduler.plugins import node_selector_term_matches
 
 LABELS = {"zone": "us-central1-a", "gpus": "8", "pool": "a3"}
@@ -18,20 +19,20 @@ LABELS = {"zone": "us-central1-a", "gpus": "8", "pool": "a3"}
     ("Exists", [], True), ("DoesNotExist", [], False),
 ])
 def test_requirements_on_a_present_key(op: str, values: list[str], want: bool) -> None:
-    assert nodeaffinity.requirement_matches({"key": "zone", "operator": op, "values": values}, LABELS) is want
+    assert requirement_matches({"key": "zone", "operator": op, "values": values}, LABELS) is want
 
 
 @pytest.mark.parametrize(("op", "want"), [("In", False), ("NotIn", True), ("Exists", False),
                                           ("DoesNotExist", True), ("Gt", False), ("Lt", False)])
 def test_requirements_on_a_missing_key(op: str, want: bool) -> None:
-    assert nodeaffinity.requirement_matches({"key": "absent", "operator": op, "values": ["1"]}, LABELS) is want
+    assert requirement_matches({"key": "absent", "operator": op, "values": ["1"]}, LABELS) is want
 
 
 @pytest.mark.parametrize(("op", "value", "want"), [("Gt", "7", True), ("Gt", "8", False), ("Lt", "9", True),
                                                    ("Lt", "8", False), ("Gt", "seven", False)])
 def test_gt_and_lt_compare_integers(op: str, value: str, want: bool) -> None:
-    assert nodeaffinity.requirement_matches({"key": "gpus", "operator": op, "values": [value]}, LABELS) is want
-    assert nodeaffinity.requirement_matches({"key": "pool", "operator": op, "values": ["1"]}, LABELS) is False
+    assert requirement_matches({"key": "gpus", "operator": op, "values": [value]}, LABELS) is want
+    assert requirement_matches({"key": "pool", "operator": op, "values": ["1"]}, LABELS) is False
 
 
 def test_terms_and_fields() -> None:

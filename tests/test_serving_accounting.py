@@ -12,7 +12,7 @@ import pytest
 from serving_builders import MODEL, h100_pool, inference_model, inference_pool, serving_scenario, trace, vllm
 
 from kubetwin.api.loader import Manifest
-from kubetwin.api.units import parse_duration
+from kubetwin.k8s.units import parse_duration
 from kubetwin.prometheus.promql import Evaluator
 from kubetwin.runner import RunResult, run
 from kubetwin.serving.dataplane.requestlog import RequestLog

@@ -13,11 +13,11 @@ from kubetwin.api.loader import Manifest
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.spot import SHUTDOWN_MESSAGE, SpotPreemptionController
 from kubetwin.controllers import admission
-from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.kubelet import Kubelet, checkpoint_split
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController, default_toleration_seconds
 from kubetwin.devices.dra.allocator import Features
+from kubetwin.k8s.generatename import NameGenerator
 from kubetwin.runner import run
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.sim.env import Environment

@@ -1,11 +1,11 @@
-"""api.taints: v1.Toleration.ToleratesTaint as the one rule (k8s.io/api core/v1 toleration_test.go cases), and the
+"""k8s.taints: v1.Toleration.ToleratesTaint as the one rule (k8s.io/api core/v1 toleration_test.go cases), and the
 scheduler and Kueue's flavor assigner reading it (they had two copies that differed on an unknown operator)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kubetwin.api.taints import tolerates, toleration_tolerates
+from kubetwin.k8s.taints import tolerates, toleration_tolerates
 
 TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 

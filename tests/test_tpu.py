@@ -278,8 +278,8 @@ def test_job_pods_on_a_lost_slice_fail_as_podgc_fails_them() -> None:
                "metadata": {"annotations": {"kubetwin.io/duration": "3h"}},
                "spec": {"restartPolicy": "Never", "containers": [{"name": "w", "image": "x", "resources": {
                    "requests": {"cpu": "1"}, "limits": {"google.com/tpu": "4"}}}]}}}}
-    from kubetwin.controllers.common import NameGenerator
     from kubetwin.controllers.job import JobController
+    from kubetwin.k8s.generatename import NameGenerator
 
     c = Cluster(tpu_pool("v5e", "ct5lp-hightpu-4t", "4x4", nodes=4))
     JobController(c.store, c.env, c.events, NameGenerator(0))

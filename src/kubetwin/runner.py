@@ -15,7 +15,6 @@ from kubetwin.api import kinds, twin
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.twin import ScenarioSpec
-from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel
 from kubetwin.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController
@@ -26,7 +25,6 @@ from kubetwin.autoscaler.spot import SpotPreemptionController
 from kubetwin.catalog import storage as storage_catalog
 from kubetwin.controllers import admission, nodelifecycle
 from kubetwin.controllers.attachdetach import AttachDetachController
-from kubetwin.controllers.common import NameGenerator
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
@@ -40,6 +38,8 @@ from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
+from kubetwin.k8s.generatename import NameGenerator
+from kubetwin.k8s.units import parse_duration
 from kubetwin.kueue import config as kueue_config
 from kubetwin.report import historyindex as history_index
 from kubetwin.report.historylog import HistoryLog, dump_text

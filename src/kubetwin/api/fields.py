@@ -20,7 +20,7 @@ from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import INT64, shown
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import resource_value
-from kubetwin.api.units import UnitError, parse_quantity
+from kubetwin.k8s.units import UnitError, parse_quantity
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL_MAX = 63

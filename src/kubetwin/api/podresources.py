@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubetwin.api.defaults import requests_with_limits
-from kubetwin.api.units import to_int, to_milli
+from kubetwin.k8s.units import to_int, to_milli
 
 Obj = dict[str, Any]
 
@@ -33,6 +33,12 @@ Obj = dict[str, Any]
 def resource_value(name: str, value: object) -> int:
     """A quantity as an integer: milli-cpu for cpu, whole units (rounded up) otherwise."""
     return to_milli(value) if name == "cpu" else to_int(value)
+
+
+def node_allocatable(node: Obj) -> dict[str, int]:
+    """A node's status.allocatable as integers: the scheduler's NodeInfo and the kubelet's admission (which upstream
+    reuses the scheduler framework's NodeInfo, pkg/kubelet/lifecycle/predicate.go) read it the same way."""
+    return _values(node.get("status", {}).get("allocatable"))
 
 
 def _values(rl: dict | None) -> dict[str, int]:

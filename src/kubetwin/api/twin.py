@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from kubetwin.api.units import parse_duration, parse_positive_duration
+from kubetwin.k8s.units import parse_duration, parse_positive_duration
 
 TWIN_API = "kubetwin.io/v1alpha1"
 INT32_MAX = 2**31 - 1  # counts are int32, as Kubernetes API conventions have them

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from kubetwin import catalog
 from kubetwin.api.twin import ZoneCapacity
-from kubetwin.api.units import parse_duration
+from kubetwin.k8s.names import GKE_NODEPOOL, ZONE
+from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -112,7 +113,7 @@ class CapacityModel:
         if etype != "ADDED":
             return
         labels = node["metadata"].get("labels") or {}
-        pool, zone = labels.get("cloud.google.com/gke-nodepool"), labels.get("topology.kubernetes.io/zone")
+        pool, zone = labels.get(GKE_NODEPOOL), labels.get(ZONE)
         if pool is None or zone is None or self.store.get("NodePool", "", pool) is None:
             return
         self._nodes[name] = (pool, zone)

@@ -43,10 +43,8 @@ import yaml
 
 from kubetwin import catalog
 from kubetwin.api import twin
-from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
-from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
 from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, initial_node_count, pool_hourly_price
 from kubetwin.autoscaler.scaledown import ScaleDown
@@ -71,6 +69,9 @@ from kubetwin.autoscaler.simulation import (
     template_copy,
 )
 from kubetwin.devices.dra.allocator import Features
+from kubetwin.k8s.conditions import conditions_of, find_condition
+from kubetwin.k8s.names import GPU
+from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
@@ -234,7 +235,7 @@ class ClusterAutoscaler:
             return []
         names = self.registered(g)
         n = max(0, g.target - len(names))
-        wants_gpu = "nvidia.com/gpu" in tmpl_node["status"]["allocatable"]
+        wants_gpu = GPU in tmpl_node["status"]["allocatable"]
         tmpl = NodeInfo.from_node(tmpl_node)
         out = [template_copy(tmpl, f"upcoming-{i}") for i in range(n)]
         for name in names if wants_gpu else ():

@@ -19,11 +19,11 @@ status, conditions, events and the API server's field validation.
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import set_condition
 from kubetwin.autoscaler.hpa_behavior import HpaState, ScaleNormalizer
 from kubetwin.autoscaler.hpa_replicas import MetricError, ReplicaCalculator
 from kubetwin.autoscaler.hpa_replicas import format_milli as format_milli
 from kubetwin.autoscaler.hpa_replicas import register_external_metrics as register_external_metrics
+from kubetwin.k8s.conditions import set_condition
 from kubetwin.prometheus.promql import MetricsProvider
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

@@ -11,12 +11,13 @@ import math
 import weakref
 from collections.abc import Callable
 
-from kubetwin.api.conditions import is_condition_true
-from kubetwin.api.units import parse_quantity
+from kubetwin.k8s.conditions import is_condition_true
+from kubetwin.k8s.labels import matches
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.prometheus.promql import LOOKBACK, MetricsProvider
 from kubetwin.prometheus.staleness import newest
 from kubetwin.sim.env import Environment
-from kubetwin.store.store import Obj, Store, matches
+from kubetwin.store.store import Obj, Store
 
 # External metrics API servers per store: fn(namespace, metric name, selector) -> metric values, or raises.
 ExternalMetrics = Callable[[str, str, dict | None], list[float]]

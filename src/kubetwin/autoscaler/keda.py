@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 
-from kubetwin.api.conditions import find_condition, set_condition
 from kubetwin.autoscaler.hpa import format_milli, register_external_metrics
 from kubetwin.autoscaler.keda_spec import DEFAULT_MAX_REPLICAS, PrometheusTrigger, bounds_error, parse_trigger
 from kubetwin.autoscaler.keda_spec import scaled_object_errors as scaled_object_errors
-from kubetwin.controllers.common import owner_ref
+from kubetwin.k8s.conditions import find_condition, set_condition
+from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.prometheus.promql import Evaluator, MetricsProvider, PromQLError
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

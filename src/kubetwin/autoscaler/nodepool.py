@@ -16,16 +16,29 @@ from dataclasses import dataclass, field
 
 from kubetwin import catalog
 from kubetwin.api.twin import DEFAULT_ZONE
-from kubetwin.api.units import format_bytes, parse_duration
 from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.names import (
+    GKE_ACCELERATOR,
+    GKE_MACHINE_FAMILY,
+    GKE_NODEPOOL,
+    GKE_PLACEMENT_GROUP,
+    GKE_PROVISIONING,
+    GKE_SPOT,
+    GPU,
+    HOSTNAME,
+    INSTANCE_TYPE,
+    REGION,
+    ZONE,
+)
+from kubetwin.k8s.units import format_bytes, parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}  # GKE GPU node pools
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}  # GKE GPU node pools
 # Manual driver installation (gpuDriverInstallation INSTALLATION_DISABLED): GKE installs no driver until the NVIDIA
 # driver installer DaemonSet runs (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#installing_drivers:
 # GoogleCloudPlatform/container-engine-accelerators nvidia-driver-installer/cos/daemonset-preloaded.yaml, DaemonSet
@@ -98,24 +111,24 @@ def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_n
     pool_name = pool["metadata"]["name"]
     acc, gpu = pool_accelerator(spec, mt)
     labels = {
-        "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-        "beta.kubernetes.io/instance-type": mt.name, "node.kubernetes.io/instance-type": mt.name,
-        "topology.kubernetes.io/region": zone.rsplit("-", 1)[0], "topology.kubernetes.io/zone": zone,
-        "cloud.google.com/gke-nodepool": pool_name, "cloud.google.com/machine-family": mt.family,
+        HOSTNAME: node_name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/instance-type": mt.name, INSTANCE_TYPE: mt.name,
+        REGION: zone.rsplit("-", 1)[0], ZONE: zone,
+        GKE_NODEPOOL: pool_name, GKE_MACHINE_FAMILY: mt.family,
         "cloud.google.com/gke-os-distribution": "cos", "cloud.google.com/gke-boot-disk": "pd-balanced",
         **(spec.get("labels") or {}),
     }
     taints = [dict(t) for t in spec.get("taints") or []]
     if spec.get("spot"):
-        labels["cloud.google.com/gke-spot"] = "true"
-        labels["cloud.google.com/gke-provisioning"] = "spot"
+        labels[GKE_SPOT] = "true"
+        labels[GKE_PROVISIONING] = "spot"
     partition = acc.get("gpuPartitionSize")
     if partition:
         labels[mig.PARTITION_LABEL] = partition
     _, share_labels, _ = sharing.gke_sharing(acc.get("gpuSharingConfig"))
     labels.update(share_labels)
     if gpu:
-        labels["cloud.google.com/gke-accelerator"] = gpu
+        labels[GKE_ACCELERATOR] = gpu
         labels["cloud.google.com/gke-gpu"] = "true"
         taints.append(dict(GPU_TAINT))
     placement = spec.get("placementPolicy") or {}
@@ -124,7 +137,7 @@ def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_n
         labels[tpu.TOPOLOGY_LABEL] = tpu.pool_topology(spec) or ""
         taints.append(dict(tpu.TAINT))
     if placement and (not mt.tpu or placement.get("type")):
-        labels["cloud.google.com/gke-placement-group"] = f"{pool_name}-placement"
+        labels[GKE_PLACEMENT_GROUP] = f"{pool_name}-placement"
     labels.update(network_labels(spec))
     return labels, taints
 
@@ -155,7 +168,7 @@ def initial_node_count(spec: dict) -> int:
 def pool_of_node(node: Obj) -> str:
     """The node pool a Node is counted and billed under: its GKE nodepool label; "static" for a Node given in the
     scenario without one (as KWOK fakes them)."""
-    return str((node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "static"))
+    return str((node["metadata"].get("labels") or {}).get(GKE_NODEPOOL, "static"))
 
 
 class NodePoolController:
@@ -329,7 +342,7 @@ class NodePoolController:
         # scaled-down one) still cost what it cost while it lived.
         meta = node["metadata"]
         self._price[name] = (float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0),
-                             (meta.get("labels") or {}).get("cloud.google.com/gke-spot") == "true")
+                             (meta.get("labels") or {}).get(GKE_SPOT) == "true")
         if name in self._names:
             return
         # A Node given in the scenario itself (as KWOK fakes them): account it under its nodepool label.
@@ -421,7 +434,7 @@ class NodePoolController:
         driver = acc.get("gpuDriverInstallation", "DEFAULT")
         if gpus and partition:  # GKE advertises every MIG partition as one nvidia.com/gpu
             gpus *= mig.partition_count(mig.model_of(gpu) or "", partition)
-        gpus = shared.advertised({"nvidia.com/gpu": gpus})["nvidia.com/gpu"] if gpus else 0
+        gpus = shared.advertised({GPU: gpus})[GPU] if gpus else 0
         return node, gpus, driver
 
     # -- cluster autoscaler API -----------------------------------------------------------------------
@@ -435,8 +448,8 @@ class NodePoolController:
                                              f"template-{pool}-{zone}")
         if gpus and self._gets_driver(driver) and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
             st = node["status"]
-            node = {**node, "status": {**st, "capacity": {**st["capacity"], "nvidia.com/gpu": str(gpus)},
-                                       "allocatable": {**st["allocatable"], "nvidia.com/gpu": str(gpus)}}}
+            node = {**node, "status": {**st, "capacity": {**st["capacity"], GPU: str(gpus)},
+                                       "allocatable": {**st["allocatable"], GPU: str(gpus)}}}
         return node
 
     def registered_counts(self) -> Counter[tuple[str, str]]:
@@ -474,8 +487,8 @@ class NodePoolController:
         """The GKE driver installer finished: the device plugin advertises nvidia.com/gpu."""
         def add(n: Obj) -> Obj:
             st = n["status"]
-            return {**n, "status": {**st, "capacity": {**st["capacity"], "nvidia.com/gpu": str(gpus)},
-                                    "allocatable": {**st["allocatable"], "nvidia.com/gpu": str(gpus)}}}
+            return {**n, "status": {**st, "capacity": {**st["capacity"], GPU: str(gpus)},
+                                    "allocatable": {**st["allocatable"], GPU: str(gpus)}}}
         self.store.patch("Node", "", node_name, add)
 
     def finish(self, until: float) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-from kubetwin.store.store import Obj, Store, matches
+from kubetwin.k8s.labels import matches
+from kubetwin.store.store import Obj, Store
 
 
 def _scaled(value: int | str, total: int) -> int:

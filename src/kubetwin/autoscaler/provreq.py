@@ -27,7 +27,6 @@ for a request whose pods cannot be built). Unknown classes are left alone, as CA
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import conditions_of, find_condition, replace_or_append_condition
 from kubetwin.autoscaler.capacity import shape_of
 from kubetwin.autoscaler.cluster_autoscaler import (
     QUEUED_LABEL,
@@ -41,6 +40,7 @@ from kubetwin.autoscaler.cluster_autoscaler import (
 )
 from kubetwin.autoscaler.simulation import Snapshot, template_copy
 from kubetwin.controllers import admission
+from kubetwin.k8s.conditions import conditions_of, find_condition, replace_or_append_condition
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

@@ -25,9 +25,7 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from kubetwin.api.conditions import replace_or_append_condition
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.simulation import (
     SAFE_TO_EVICT,
@@ -40,8 +38,11 @@ from kubetwin.autoscaler.simulation import (
     pod_info,
     shape_sig,
 )
-from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.nodelifecycle import node_is_ready
+from kubetwin.k8s.conditions import replace_or_append_condition
+from kubetwin.k8s.names import GKE_ACCELERATOR, GPU
+from kubetwin.k8s.ownerrefs import controller_of
+from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
@@ -98,10 +99,10 @@ class ScaleDown:
         req: Counter = Counter()
         for p in [*self.ca.bound.get(node["metadata"]["name"], {}).values(), *extra]:
             req.update(pod_requests(p))
-        gpu = "cloud.google.com/gke-accelerator" in (node["metadata"].get("labels") or {})
+        gpu = GKE_ACCELERATOR in (node["metadata"].get("labels") or {})
         if gpu:
-            alloc = ni.allocatable.get("nvidia.com/gpu", 0)
-            return (req["nvidia.com/gpu"] / alloc if alloc else 0.0), True
+            alloc = ni.allocatable.get(GPU, 0)
+            return (req[GPU] / alloc if alloc else 0.0), True
         return max(req[r] / ni.allocatable[r] for r in ("cpu", "memory") if ni.allocatable.get(r)), False
 
     @staticmethod

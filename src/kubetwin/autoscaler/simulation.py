@@ -21,6 +21,7 @@ from kubetwin.api.podresources import pod_requests, requests_key
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.dra.allocator import AllocationError, Allocator, DeviceID, Features, slices_by_node
 from kubetwin.devices.dra.claims import claim_name
+from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL, GPU, HOSTNAME
 from kubetwin.scheduler import dra as DR
 from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
@@ -65,7 +66,6 @@ def pre_filter(store: Store, pod: Obj) -> str | None:
     return VB.prefilter(store, pod)[0] if pod["spec"].get("volumes") else None
 
 
-HOSTNAME = "kubernetes.io/hostname"
 _UNSET = object()
 
 
@@ -189,8 +189,8 @@ class Snapshot:
         slices = self._slices.get(ni.name)
         if slices is None:
             labels = ni.node["metadata"].get("labels") or {}
-            accel = labels.get("cloud.google.com/gke-accelerator")
-            pool = self.store.get("NodePool", "", labels.get("cloud.google.com/gke-nodepool", ""))
+            accel = labels.get(GKE_ACCELERATOR)
+            pool = self.store.get("NodePool", "", labels.get(GKE_NODEPOOL, ""))
             slices = []
             if accel and pool is not None and nvidia_dra.uses_dra(labels):
                 slices = nvidia_dra.slices_for(ni.name, accel, nvidia_dra.pool_gpu_count(pool["spec"]), labels,
@@ -258,5 +258,5 @@ def gpus_pending(node: Obj) -> bool:
     nvidia.com/gpu yet: cluster-autoscaler counts it as upcoming, not as an empty node to remove
     (utils/gpu FilterOutNodesWithUnreadyResources)."""
     labels = node["metadata"].get("labels") or {}
-    return ("cloud.google.com/gke-accelerator" in labels and not nvidia_dra.uses_dra(labels)
-            and "nvidia.com/gpu" not in ((node.get("status") or {}).get("allocatable") or {}))
+    return (GKE_ACCELERATOR in labels and not nvidia_dra.uses_dra(labels)
+            and GPU not in ((node.get("status") or {}).get("allocatable") or {}))

@@ -40,10 +40,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from kubetwin.api.conditions import set_condition
 from kubetwin.api.twin import DEFAULT_ZONE
-from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet_status import kubelet_conditions
+from kubetwin.k8s.conditions import set_condition
+from kubetwin.k8s.names import GKE_NODEPOOL, ZONE
+from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
@@ -57,7 +58,7 @@ DEFAULT_GRACE = 30  # the API default of terminationGracePeriodSeconds
 SHUTDOWN_REASON = "Terminated"
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 NODE_SHUTTING_DOWN = "node is shutting down"
-POOL_LABEL = "cloud.google.com/gke-nodepool"
+POOL_LABEL = GKE_NODEPOOL
 
 
 class SpotPreemptionController:
@@ -214,7 +215,7 @@ class SpotPreemptionController:
             node = self.store.get("Node", "", h)
             if node is None:
                 continue
-            zone = (node["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone", DEFAULT_ZONE)
+            zone = (node["metadata"].get("labels") or {}).get(ZONE, DEFAULT_ZONE)
             self.store.delete("Node", "", h)
             if slice_pool is None and hasattr(self.pools, "recreate"):
                 self.pools.recreate(h, zone)

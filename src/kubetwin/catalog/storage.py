@@ -3,8 +3,8 @@ Populator fills a Hyperdisk ML volume at that rate; workloads.storage reads thro
 
 from __future__ import annotations
 
-from kubetwin.api.units import parse_quantity
 from kubetwin.catalog import MIB
+from kubetwin.k8s.units import parse_quantity
 
 # Hyperdisk ML: throughput is provisioned per volume, 400 MiB/s minimum, shared by every reader attached read-only
 # (https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-ml via catalog_draft.yaml storage.hyperdisk_ml).

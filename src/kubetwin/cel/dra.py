@@ -17,8 +17,8 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from kubetwin.api.units import UnitError, parse_quantity
 from kubetwin.cel import library
+from kubetwin.k8s.units import UnitError, parse_quantity
 
 T = cel.Type
 # resourceapi.CELSelectorExpressionMaxLength (k8s.io/api resource/v1 types.go)

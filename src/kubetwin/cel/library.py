@@ -24,7 +24,7 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from kubetwin.api.units import UnitError, parse_quantity
+from kubetwin.k8s.units import UnitError, parse_quantity
 
 T = cel.Type
 _MAX_INT = 2**63 - 1

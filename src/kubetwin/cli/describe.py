@@ -336,7 +336,7 @@ def describe_job(job: dict, events: list[dict], now: datetime) -> list[str]:
     if st.get("completionTime"):
         lines.append(f"Completed At:\t{_when(st['completionTime'])}")
     if st.get("startTime") and st.get("completionTime"):
-        from kubetwin.api.units import format_duration
+        from kubetwin.k8s.units import format_duration
 
         took = (datetime.fromisoformat(st["completionTime"].replace("Z", "+00:00"))
                 - datetime.fromisoformat(st["startTime"].replace("Z", "+00:00"))).total_seconds()

@@ -118,8 +118,8 @@ def get_objects(run_dir: Path, args: list[str], opts: GetOptions, out: Callable[
                 err: Callable[[str], None]) -> int:
     """Print what `kubectl get ARGS` prints for the run's state; the exit code."""
     from kubetwin.cli.printers import table
+    from kubetwin.k8s.labels import matches
     from kubetwin.report.rundir import state_at
-    from kubetwin.store.store import matches
 
     fmt = parse_output(opts.output)
     if opts.show_labels and not fmt.human:
@@ -261,8 +261,8 @@ def describe_objects(run_dir: Path, args: list[str], namespace: str, at: str | N
                      out: Callable[[str], None], err: Callable[[str], None]) -> int:
     """Print `kubectl describe ARGS`: each object's description, a blank line between them (describe.go)."""
     from kubetwin.cli.describe import describe
+    from kubetwin.k8s.labels import matches
     from kubetwin.report.rundir import state_at
-    from kubetwin.store.store import matches
 
     reqs, _ = _requests(args, "describe")
     labels = label_selector(selector) if selector else None

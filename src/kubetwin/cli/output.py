@@ -175,7 +175,7 @@ def _sort_key(value: Any) -> tuple:
     if isinstance(value, (int, float)):
         return (1, value)
     if isinstance(value, str) and _QUANTITY.match(value):
-        from kubetwin.api.units import parse_quantity
+        from kubetwin.k8s.units import parse_quantity
 
         try:
             return (2, float(parse_quantity(value)), value)
@@ -210,7 +210,7 @@ _LABEL_TOKEN = re.compile(r"\s*(!=|==|=|!|\(|\)|,|[^\s!=(),]+)")
 
 
 def label_selector(text: str) -> dict:
-    """`-l a=b,c!=d,e in (x,y),f notin (z),g,!h` (apimachinery labels.Parse) as matchExpressions for store.matches;
+    """`-l a=b,c!=d,e in (x,y),f notin (z),g,!h` (apimachinery labels.Parse) as matchExpressions for k8s.labels.matches;
     errors in labels.Parse's words."""
     tokens = _LABEL_TOKEN.findall(text)
     if "".join(tokens).replace(" ", "") != re.sub(r"\s+", "", text):

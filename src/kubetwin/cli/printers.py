@@ -7,11 +7,12 @@ import functools
 from datetime import datetime
 
 from kubetwin.api import kinds
-from kubetwin.api.conditions import is_condition_true
-from kubetwin.api.units import format_duration
 from kubetwin.catalog.storage import DEFAULT_CLASS_ANNOTATION
 from kubetwin.cli.jsonpath import first, go_text
 from kubetwin.controllers.volumes import ACCESS_MODE_SHORT, claim_class
+from kubetwin.k8s.conditions import is_condition_true
+from kubetwin.k8s.names import GPU, INSTANCE_TYPE
+from kubetwin.k8s.units import format_duration
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -98,8 +99,8 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
                    age(n["metadata"].get("creationTimestamp"), now),
                    (st.get("nodeInfo") or {}).get("kubeletVersion") or ""]
             if wide:
-                row += [(n["metadata"].get("labels") or {}).get("node.kubernetes.io/instance-type", ""),
-                        (st.get("allocatable") or {}).get("nvidia.com/gpu", "0")]
+                row += [(n["metadata"].get("labels") or {}).get(INSTANCE_TYPE, ""),
+                        (st.get("allocatable") or {}).get(GPU, "0")]
             rows.append(row)
     elif kind == "Job":
         rows.append(["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"])

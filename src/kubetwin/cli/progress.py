@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.text import Text
 
-from kubetwin.api.units import format_duration
+from kubetwin.k8s.units import format_duration
 from kubetwin.store.store import Store
 
 LINE_EVERY_S = 5.0  # twin choice: a line every 5 s of wall time when stderr is not a terminal

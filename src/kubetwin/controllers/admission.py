@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from kubetwin.api import crd, defaults, kinds
 from kubetwin.api.podspec import SameInputs, TemplateMemo
+from kubetwin.k8s.names import TPU
 from kubetwin.store.store import Obj, Store
 
-EXTENDED_PREFIXES = ("nvidia.com/", "google.com/tpu")
+EXTENDED_PREFIXES = ("nvidia.com/", TPU)
 
 
 def extended_resource_toleration(obj: Obj) -> Obj:
@@ -133,7 +134,7 @@ def gke_tpu_worker_env(store: Store):
             return obj
         spec, meta = obj["spec"], obj["metadata"]
         subdomain, index = spec.get("subdomain"), (meta.get("annotations") or {}).get(COMPLETION_INDEX)
-        if not subdomain or index is None or "google.com/tpu" not in _extended_names(obj):
+        if not subdomain or index is None or TPU not in _extended_names(obj):
             return obj
         owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller") and r.get("kind") == "Job"),
                      None)
@@ -151,7 +152,7 @@ def gke_tpu_worker_env(store: Store):
         containers = []
         for c in spec.get("containers") or []:
             res = c.get("resources") or {}
-            if "google.com/tpu" in {**(res.get("requests") or {}), **(res.get("limits") or {})}:
+            if TPU in {**(res.get("requests") or {}), **(res.get("limits") or {})}:
                 env = list(c.get("env") or [])
                 have = {e.get("name") for e in env}
                 env += [{"name": k, "value": values[k]} for k in TPU_ENV if k not in have]

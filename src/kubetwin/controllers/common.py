@@ -1,39 +1,16 @@
-"""Helpers shared by the workload controllers: owner references, deterministic name suffixes."""
+"""Helpers shared by kube-controller-manager's workload controllers (pkg/controller/controller_utils.go): pods from a
+template, the order surplus pods are deleted in, writes paced per work-queue key. Owner references, the work queue
+and generateName are Kubernetes' shared rules in kubetwin.k8s."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Hashable
 
-from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.k8s.conditions import conditions_of, find_condition
+from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj
-
-# k8s.io/apiserver storage/names: 5 characters from this alphabet (no vowels, no confusables).
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-class NameGenerator:
-    """generateName suffixes, seeded so a run is reproducible."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-
-    def suffix(self, n: int = 5) -> str:
-        return "".join(self.rng.choices(_ALPHABET, k=n))
-
-    def generate(self, store: object, kind: str, ns: str, prefix: str) -> str:
-        """generateName: a fresh suffix until the name is free (the API server retries on conflict too)."""
-        while True:
-            name = f"{prefix}-{self.suffix()}"
-            if store.get(kind, ns, name) is None:  # type: ignore[attr-defined]
-                return name
-
-
-def owner_ref(owner: Obj) -> dict:
-    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
-            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
 def pod_from_template(template: dict, name: str, ns: str, owner: Obj, extra_labels: dict) -> Obj:
@@ -42,32 +19,6 @@ def pod_from_template(template: dict, name: str, ns: str, owner: Obj, extra_labe
             "metadata": {"name": name, "namespace": ns, "labels": {**(meta.get("labels") or {}), **extra_labels},
                          "annotations": dict(meta.get("annotations") or {}), "ownerReferences": [owner_ref(owner)]},
             "spec": dict(template.get("spec") or {}), "status": {"phase": "Pending"}}
-
-
-def controller_of(obj: Obj) -> tuple[str, str] | None:
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref["kind"], ref["name"]
-    return None
-
-
-class WorkQueue:
-    """A controller's work queue: keys added during one instant are processed once each, in sorted order, right
-    after the instant's other work (client-go's workqueue deduplicates a key until it is processed)."""
-
-    def __init__(self, env: Environment, process: Callable[[Hashable], None]) -> None:
-        self.env, self.process = env, process
-        self._dirty: set = set()
-
-    def add(self, key: Hashable) -> None:
-        if not self._dirty:
-            self.env.after(0, self._drain)
-        self._dirty.add(key)
-
-    def _drain(self) -> None:
-        dirty, self._dirty = sorted(self._dirty), set()
-        for key in dirty:
-            self.process(key)
 
 
 class KeyedWrites:

@@ -18,18 +18,14 @@ from collections.abc import Callable
 from itertools import islice
 
 from kubetwin.api import twin
-from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true, replace_or_append_condition
 from kubetwin.api.defaults import job_spec
 from kubetwin.controllers import job_backoff as backoff
 from kubetwin.controllers import job_policy as policy
-from kubetwin.controllers.common import (
-    KeyedWrites,
-    NameGenerator,
-    WorkQueue,
-    active_pods_rank,
-    controller_of,
-    pod_from_template,
-)
+from kubetwin.controllers.common import KeyedWrites, active_pods_rank, pod_from_template
+from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true, replace_or_append_condition
+from kubetwin.k8s.generatename import NameGenerator
+from kubetwin.k8s.ownerrefs import controller_of
+from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kubetwin.api.conditions import conditions_of, find_condition
 from kubetwin.controllers.job_policy import absolute_failure_count
+from kubetwin.k8s.conditions import conditions_of, find_condition
 from kubetwin.store.store import Obj
 
 DEFAULT_POD_FAILURE_BACKOFF = 10.0  # job_controller.go DefaultJobPodFailureBackOff

@@ -23,9 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.api.jobset_defaults import jobset_defaults
-from kubetwin.controllers.common import KeyedWrites, WorkQueue, owner_ref
+from kubetwin.controllers.common import KeyedWrites
 from kubetwin.controllers.jobset_webhook import (
     EXCLUSIVE_KEY,
     GLOBAL_REPLICAS,
@@ -40,6 +39,9 @@ from kubetwin.controllers.jobset_webhook import (
     PodWebhook,
     job_key,
 )
+from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
+from kubetwin.k8s.ownerrefs import owner_ref
+from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution

@@ -25,9 +25,7 @@ from typing import Any
 
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.podspec import TemplateMemo
-from kubetwin.api.units import parse_duration
 from kubetwin.controllers.attachdetach import MOUNT_TIMEOUT, AttachDetachController
-from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet_admission import NodeAdmission
 from kubetwin.controllers.kubelet_status import kubelet_conditions
 from kubetwin.controllers.nodelifecycle import node_is_ready
@@ -35,6 +33,9 @@ from kubetwin.controllers.volumes import claim_volumes
 from kubetwin.devices import sharing
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.k8s.names import GPU, TPU
+from kubetwin.k8s.ownerrefs import controller_of
+from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
@@ -45,8 +46,7 @@ FAIL_AFTER = "kubetwin.io/fail-after"
 EXIT_CODE = "kubetwin.io/exit-code"  # the code a fail-after container exits with (default 1)
 BACKOFF_INITIAL, BACKOFF_MAX = 10.0, 300.0  # kubelet's CrashLoopBackOff
 CHECKPOINT = "kubetwin.io/checkpoint-interval"
-GPU = "nvidia.com/gpu"
-ACCELERATORS = {GPU: "gpu_seconds", "google.com/tpu": "tpu_chip_seconds"}
+ACCELERATORS = {GPU: "gpu_seconds", TPU: "tpu_chip_seconds"}
 
 
 def checkpoint_split(ran: float, interval: float | None) -> tuple[float, float]:

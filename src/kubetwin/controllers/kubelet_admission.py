@@ -10,9 +10,8 @@ check (removeMissingExtendedResources)."""
 
 from __future__ import annotations
 
-from kubetwin.api.podresources import pod_requests
+from kubetwin.api.podresources import node_allocatable, pod_requests
 from kubetwin.api.podspec import TemplateMemo
-from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 
 ORDER = ("cpu", "memory", "ephemeral-storage")
@@ -47,7 +46,7 @@ class NodeAdmission:
         raw = node.get("status", {}).get("allocatable")
         cached = self._alloc.get(name)
         if cached is None or cached[0] is not raw:  # parsed once per allocatable, not per pod
-            cached = self._alloc[name] = (raw, NodeInfo.from_node(node).allocatable)
+            cached = self._alloc[name] = (raw, node_allocatable(node))
         alloc = cached[1]
         want = self._requests(pod)
         if len(pods) + 1 > alloc.get("pods", 0) and "pods" in alloc:

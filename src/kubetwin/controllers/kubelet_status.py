@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubetwin.api.conditions import Condition, replace_or_append_condition
+from kubetwin.k8s.conditions import Condition, replace_or_append_condition
 from kubetwin.store.store import Obj
 
 # kubetypes.PodConditionsByKubelet, in generateAPIPodStatus's order

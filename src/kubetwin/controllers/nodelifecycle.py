@@ -20,9 +20,9 @@ deleted without a grace period.
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import conditions_of, find_condition, replace_or_append_condition
 from kubetwin.api.podspec import SameInputs
-from kubetwin.api.taints import tolerates
+from kubetwin.k8s.conditions import conditions_of, find_condition, replace_or_append_condition
+from kubetwin.k8s.taints import tolerates
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store

@@ -20,8 +20,8 @@ import heapq
 import math
 
 from kubetwin.api import twin
-from kubetwin.api.conditions import replace_or_append_condition
-from kubetwin.controllers.common import controller_of
+from kubetwin.k8s.conditions import replace_or_append_condition
+from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store

@@ -12,15 +12,9 @@ import json
 from collections.abc import Hashable
 
 from kubetwin.api import twin
-from kubetwin.controllers.common import (
-    KeyedWrites,
-    NameGenerator,
-    active_pods_rank,
-    controller_of,
-    owner_ref,
-    pod_from_template,
-    ready_since,
-)
+from kubetwin.controllers.common import KeyedWrites, active_pods_rank, pod_from_template, ready_since
+from kubetwin.k8s.generatename import NameGenerator
+from kubetwin.k8s.ownerrefs import controller_of, owner_ref
 from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder

@@ -7,7 +7,7 @@ The delete goes through the controller's own client (``ttl-after-finished-contro
 from __future__ import annotations
 
 from kubetwin.api import twin
-from kubetwin.api.conditions import find_condition
+from kubetwin.k8s.conditions import find_condition
 from kubetwin.sim.apiclient import ApiClient
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store

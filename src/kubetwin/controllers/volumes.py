@@ -59,8 +59,6 @@ Cloud Storage -> Parallelstore and Cloud Storage -> Hyperdisk ML only (same page
 
 from __future__ import annotations
 
-from kubetwin.api import nodeaffinity
-from kubetwin.api.units import parse_quantity
 from kubetwin.catalog import GIB, MIB
 from kubetwin.catalog.storage import (
     DEFAULT_CLASS_ANNOTATION,
@@ -71,9 +69,12 @@ from kubetwin.catalog.storage import (
     provisioning_error,
     storage_class,
 )
+from kubetwin.k8s import nodeaffinity
+from kubetwin.k8s.labels import matches
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store, matches
+from kubetwin.store.store import Obj, Store
 
 POPULATOR_GROUP, POPULATOR_KIND = "datalayer.gke.io", "GCPDataSource"
 DATA_SIZE = "kubetwin.io/data-size"

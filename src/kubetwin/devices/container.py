@@ -27,13 +27,15 @@ from dataclasses import dataclass
 
 from kubetwin import catalog
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import to_int
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.labels import set_matches
+from kubetwin.k8s.names import GKE_ACCELERATOR, GPU
+from kubetwin.k8s.units import to_int
 from kubetwin.store.store import Store
 
-GPU_RESOURCE, TPU_RESOURCE = "nvidia.com/gpu", tpu.RESOURCE
-GPU_LABEL = "cloud.google.com/gke-accelerator"
+GPU_RESOURCE, TPU_RESOURCE = GPU, tpu.RESOURCE
+GPU_LABEL = GKE_ACCELERATOR
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # The TPU runtime keeps part of each chip's HBM: XLA's out-of-memory error on a 32 GiB v4 chip reads "Used 63.80G
 # of 30.75G hbm" with "reserved 1.25G" (erfanzar/EasyDeL#166); the same share on every generation is a twin
@@ -285,7 +287,7 @@ def on_pools(pools: list[dict[str, str]], node_selector: dict, gpus: int, tpus: 
     sel = {str(k): str(v) for k, v in (node_selector or {}).items()} if isinstance(node_selector, dict) else {}
     out = []
     for labels in pools:
-        if all(labels.get(k) == v for k, v in sel.items()):
+        if set_matches(sel, labels):
             got = for_counts(labels, gpus, tpus)
             if got.devices and got not in out:
                 out.append(got)

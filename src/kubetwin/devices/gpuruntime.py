@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import UnitError, to_int
 from kubetwin.devices import container, mig, sharing
 from kubetwin.devices.container import DeviceView
+from kubetwin.k8s.names import GPU
+from kubetwin.k8s.units import UnitError, to_int
 from kubetwin.sim.env import Environment
 
 GPU_UTIL, GPU_MEMORY = "kubetwin.io/gpu-util", "kubetwin.io/gpu-memory"
@@ -131,7 +132,7 @@ class GpuRuntime:
         MIG instance's compute share)."""
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
         mode, partition = labels.get(sharing.STRATEGY_LABEL), labels.get(mig.PARTITION_LABEL)
-        if not (mode or partition) or not pod_requests(pod).get("nvidia.com/gpu"):
+        if not (mode or partition) or not pod_requests(pod).get(GPU):
             self.env.after(duration, lambda: self.finish(pod, "Succeeded", 0, "Completed", ""))
             return
         demand = demand_of(pod["metadata"].get("annotations") or {})
@@ -167,7 +168,7 @@ class GpuRuntime:
         the GPUs, fewest tenants first."""
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
         clients = int(labels.get(sharing.CLIENTS_LABEL, "1"))
-        devices = max(1, to_int(((node or {}).get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0"))
+        devices = max(1, to_int(((node or {}).get("status") or {}).get("allocatable", {}).get(GPU, "0"))
                       // clients)
         name = node["metadata"]["name"] if node else ""
         gpus = [self._gpu(name, i, mode, hbm, clients, fraction) for i in range(devices)]

@@ -16,7 +16,9 @@ from importlib import resources
 
 import yaml
 
-PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"  # GKE's label on nodes with gpuPartitionSize
+from kubetwin.k8s.names import GKE_GPU_PARTITION_SIZE, GPU
+
+PARTITION_LABEL = GKE_GPU_PARTITION_SIZE  # GKE's label on nodes with gpuPartitionSize
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
 
@@ -159,7 +161,7 @@ def advertised(strategy: str, model: str, gpus: int, per_gpu: Sequence[Sequence[
         if names:
             layout(model, names)
     if strategy == "none":
-        return {"nvidia.com/gpu": gpus}
+        return {GPU: gpus}
     enabled = [names for names in layouts if names]
     if strategy == "single":
         kinds = {n for names in enabled for n in names}
@@ -167,10 +169,10 @@ def advertised(strategy: str, model: str, gpus: int, per_gpu: Sequence[Sequence[
             raise MigError("more than one MIG device type present on node (migStrategy single needs one profile)")
         if enabled and len(enabled) != gpus:
             raise MigError("all GPUs on a node must have the same MIG enabled value under migStrategy single")
-        return {"nvidia.com/gpu": sum(len(n) for n in enabled) if enabled else gpus}
+        return {GPU: sum(len(n) for n in enabled) if enabled else gpus}
     out: dict[str, int] = {}
     if gpus - len(enabled):
-        out["nvidia.com/gpu"] = gpus - len(enabled)  # MIG-enabled GPUs leave nvidia.com/gpu
+        out[GPU] = gpus - len(enabled)  # MIG-enabled GPUs leave nvidia.com/gpu
     for names in enabled:
         for n in names:
             key = f"nvidia.com/mig-{n}"

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubetwin.api.units import to_int
+from kubetwin.k8s.names import GKE_GPU_SHARING_STRATEGY, GKE_MAX_SHARED_CLIENTS_PER_GPU, GPU
+from kubetwin.k8s.units import to_int
 
 MPS_MAX_CLIENTS = 48  # NVIDIA MPS documentation: Volta and later support up to 48 clients per GPU
-STRATEGY_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"
-CLIENTS_LABEL = "cloud.google.com/gke-max-shared-clients-per-gpu"
+STRATEGY_LABEL = GKE_GPU_SHARING_STRATEGY
+CLIENTS_LABEL = GKE_MAX_SHARED_CLIENTS_PER_GPU
 GKE_STRATEGIES = {"TIME_SHARING": "time-sharing", "MPS": "mps"}
 
 
@@ -75,7 +76,7 @@ def parse_plugin_config(doc: object) -> tuple[SharingConfig, list[Problem]]:
     for i, r in enumerate(resources):
         path = f"sharing.{mode}.resources[{i}]"
         name, replicas = (r or {}).get("name"), (r or {}).get("replicas")
-        if not isinstance(name, str) or not (name == "nvidia.com/gpu" or name.startswith("nvidia.com/mig-")):
+        if not isinstance(name, str) or not (name == GPU or name.startswith("nvidia.com/mig-")):
             problems.append(Problem(f"{path}.name", f"unsupported resource name {name!r}",
                                     "use nvidia.com/gpu, or nvidia.com/mig-<profile> with migStrategy mixed"))
             continue
@@ -110,7 +111,7 @@ def gke_sharing(config: dict | None) -> tuple[SharingConfig, dict[str, str], lis
     if problems:
         return SharingConfig(), {}, problems
     label = GKE_STRATEGIES[strategy]
-    cfg = SharingConfig(label, {"nvidia.com/gpu": clients}, False, True)
+    cfg = SharingConfig(label, {GPU: clients}, False, True)
     return cfg, {STRATEGY_LABEL: label, CLIENTS_LABEL: str(clients)}, []
 
 
@@ -121,7 +122,7 @@ def admission_error(labels: dict[str, str], pod: dict) -> str | None:
         return None
     for c in pod["spec"].get("containers") or []:
         res = c.get("resources") or {}
-        want = (res.get("limits") or {}).get("nvidia.com/gpu") or (res.get("requests") or {}).get("nvidia.com/gpu")
+        want = (res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU)
         if want and to_int(want) > 1:
             return ("Pod Allocate failed due to rpc error: code = Unknown desc = [invalid request for sharing GPU "
                     f"({strategy}), at most 1 nvidia.com/gpu can be requested on GPU nodes], which is unexpected")

@@ -14,14 +14,15 @@ import math
 import re
 
 from kubetwin import catalog
+from kubetwin.k8s.names import GKE_NODEPOOL, GKE_TPU_ACCELERATOR, GKE_TPU_TOPOLOGY, TPU
 from kubetwin.store.store import Obj
 
 # GKE's node labels, resource and taint for TPU nodes (§4; xpk system_characteristics.py create_*_label).
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-RESOURCE = "google.com/tpu"
-TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
+ACCELERATOR_LABEL = GKE_TPU_ACCELERATOR
+TOPOLOGY_LABEL = GKE_TPU_TOPOLOGY
+NODEPOOL_LABEL = GKE_NODEPOOL
+RESOURCE = TPU
+TAINT = {"key": TPU, "value": "present", "effect": "NoSchedule"}
 
 _SMALL_3D = ("2x2x1", "2x2x2", "2x2x4", "2x4x4")  # xpk generate_tpu_topologies' fixed shapes
 _MAX_DIM = 256  # xpk: A, B, C in range 4..256

@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from kubetwin.api.units import to_milli
+from kubetwin.k8s.units import to_milli
 from kubetwin.kueue import api as kueue_api
 from kubetwin.kueue.controller.perfrunner import CLASS_LABEL, RUNNING_TIME_LABEL
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kubetwin.experiments.openb import TraceNode, TracePod
+from kubetwin.k8s.names import GKE_NODEPOOL, GPU, HOSTNAME
 from kubetwin.scheduler.gpushare import GPU_COUNT, GPU_MILLI
 
 MODEL_LABEL = "alibabacloud.com/gpu-card-model"
@@ -25,12 +26,12 @@ def _seconds(s: float) -> str:
 
 
 def node_object(n: TraceNode) -> dict:
-    labels = {"kubernetes.io/hostname": n.name, "cloud.google.com/gke-nodepool": "openb-gpu" if n.gpus else
+    labels = {HOSTNAME: n.name, GKE_NODEPOOL: "openb-gpu" if n.gpus else
               "openb-cpu"}
     cap = {"cpu": f"{n.cpu_milli}m", "memory": f"{n.memory_mib}Mi", "pods": MAX_PODS}
     if n.gpus:
         labels[MODEL_LABEL] = n.model
-        cap["nvidia.com/gpu"] = str(n.gpus)
+        cap[GPU] = str(n.gpus)
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name, "labels": labels},
             "status": {"capacity": cap, "allocatable": dict(cap),
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
@@ -43,8 +44,8 @@ def pod_object(p: TracePod, t0: float) -> dict:
         started = p.scheduled_time if p.scheduled_time is not None else p.creation_time or t0
         ann["kubetwin.io/duration"] = _seconds(max(1.0, p.deletion_time - started))
     if p.num_gpu and p.gpu_milli == 1000:
-        res["requests"]["nvidia.com/gpu"] = str(p.num_gpu)
-        res["limits"] = {"nvidia.com/gpu": str(p.num_gpu)}
+        res["requests"][GPU] = str(p.num_gpu)
+        res["limits"] = {GPU: str(p.num_gpu)}
     elif p.num_gpu:
         ann[GPU_MILLI], ann[GPU_COUNT] = str(p.gpu_milli), str(p.num_gpu)
     spec: dict = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "openb", "resources": res}]}

@@ -16,10 +16,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from kubetwin.api.conditions import find_condition, is_condition_true
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import parse_quantity
-from kubetwin.store.store import matches
+from kubetwin.k8s.conditions import find_condition, is_condition_true
+from kubetwin.k8s.units import parse_quantity
 
 GROUP = "kueue.x-k8s.io"
 CPU = "cpu"
@@ -386,11 +385,6 @@ def parse_workload(obj: dict, priority_classes: dict[str, int] | None = None) ->
         priority=int(priority), priority_class_name=pc_name, active=True if active is None else bool(active),
         pod_sets=tuple(pod_sets), admission=admission, conditions=tuple(status.get("conditions") or ()),
         labels=tuple(sorted((meta.get("labels") or {}).items())))
-
-
-def selector_matches(selector: dict | None, labels: dict[str, str]) -> bool:
-    """metav1.LabelSelector as LabelSelectorAsSelector reads it: None matches nothing, {} everything."""
-    return selector is not None and matches(selector, labels)
 
 
 def parse_any(obj: dict) -> Any:

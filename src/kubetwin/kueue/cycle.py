@@ -33,7 +33,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubetwin.api.conditions import set_conditions
+from kubetwin.k8s.conditions import set_conditions
+from kubetwin.k8s.labels import selects
 from kubetwin.kueue import api
 from kubetwin.kueue.fairsharing import fair_sharing_order
 from kubetwin.kueue.flavorassigner import FIT, MODE_NAMES, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
@@ -395,7 +396,7 @@ class KueueScheduler:
                 e.message = f"ClusterQueue {w.cluster_queue} is inactive"
             elif cq is None:
                 e.message = f"ClusterQueue {w.cluster_queue} not found"
-            elif not api.selector_matches(cq.spec.namespace_selector, labels):
+            elif not selects(cq.spec.namespace_selector, labels):
                 e.message = "workload namespace doesn't match ClusterQueue selector"
                 e.reason, e.requeue_reason = MISCONFIGURED, REQUEUE_NAMESPACE_MISMATCH
             else:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubetwin.api import nodeaffinity
-from kubetwin.api.taints import tolerates
+from kubetwin.k8s.labels import requirement_matches
+from kubetwin.k8s.taints import tolerates
 from kubetwin.kueue.api import (
     BORROWING_OVER_PREEMPTION,
     NEVER,
@@ -207,7 +207,7 @@ def flavor_matches_pod_set(flavor, ps: PodSet) -> str | None:
                 terms = []
                 break
             terms.append(exprs)
-        if terms and not any(all(nodeaffinity.requirement_matches(e, labels) for e in exprs) for exprs in terms):
+        if terms and not any(all(requirement_matches(e, labels) for e in exprs) for exprs in terms):
             return f"flavor {flavor.name} doesn't match node affinity"
     return None
 

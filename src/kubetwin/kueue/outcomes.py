@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kubetwin.api import conditions
+from kubetwin.k8s import conditions
 from kubetwin.kueue.api import format_time
 from kubetwin.store.store import Obj
 

@@ -39,7 +39,7 @@ import httpx
 import numpy as np
 
 from kubetwin.api.loader import Manifest, load_paths
-from kubetwin.api.units import parse_duration
+from kubetwin.k8s.units import parse_duration
 from kubetwin.live.prompts import prompt_text
 from kubetwin.live.scrape import parse_exposition
 from kubetwin.serving.dataplane.pools import objective_priority

@@ -7,17 +7,16 @@ from typing import Any
 
 from kubetwin.api.podresources import pod_requests, resource_value
 from kubetwin.api.podspec import TemplateMemo
-from kubetwin.api.units import parse_duration
 from kubetwin.autoscaler.nodepool import pool_of_node
 from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.names import GPU
+from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler.gpushare import GPU_INDEX, shape_of
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Sampler
 from kubetwin.sim.stats import percentile
 from kubetwin.store.store import Obj, Store
-
-GPU = "nvidia.com/gpu"
 
 
 class Metrics:

@@ -21,7 +21,8 @@ from typing import Any
 
 import orjson
 
-from kubetwin.api.conditions import conditions_of, find_condition
+from kubetwin.k8s.conditions import conditions_of, find_condition
+from kubetwin.k8s.names import GKE_NODEPOOL
 from kubetwin.report.historyindex import line_kind
 from kubetwin.report.rundir import history_file, run_meta
 from kubetwin.report.timeline import AGGREGATE_PODS, Key, Row, Timeline, key_of
@@ -31,7 +32,7 @@ __all__ = ["ClusterQueueSeries", "HistoryFeed", "Key", "RunData", "Version", "ke
 
 # The kinds the report's timeline and panels read; the rest of history.jsonl is skipped while reading.
 KINDS = frozenset({"Job", "JobSet", "Workload", "Pod", "ClusterQueue", "Node", "Event"})
-POOL_LABEL = "cloud.google.com/gke-nodepool"  # GKE's node pool label (kubetwin.autoscaler sets it on every node)
+POOL_LABEL = GKE_NODEPOOL  # GKE's node pool label (kubetwin.autoscaler sets it on every node)
 _NODE_MODIFIED_TAIL = b'"type":"MODIFIED"}'  # the end of a line (sorted keys, historylog.encode_line)
 
 
@@ -72,7 +73,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 def _quantity(value: Any) -> float:
     """A Kueue usage quantity as a number (memory in GiB, CPU in cores)."""
-    from kubetwin.api.units import parse_quantity
+    from kubetwin.k8s.units import parse_quantity
 
     v = float(parse_quantity(str(value)))
     return v / 2**30 if v >= 2**30 else v

@@ -56,7 +56,7 @@ def seconds_at(meta: dict, at: str) -> float:
     (run.json's startTime + simulated seconds, the clock every object's timestamps are written on)."""
     from datetime import timedelta
 
-    from kubetwin.api.units import UnitError, parse_duration
+    from kubetwin.k8s.units import UnitError, parse_duration
 
     if _RFC3339.match(at.strip()):
         start = _instant(meta["startTime"])

@@ -1,7 +1,7 @@
 """The report's timeline: one row per Job / JobSet / Kueue Workload / pod, with the states it really went through.
 
 A row's state at each moment is read from the stored versions of its objects (the Job or JobSet, its Kueue
-Workloads, its pods) with the API's condition helpers (kubetwin.api.conditions), so a Job whose Workload Kueue
+Workloads, its pods) with the API's condition helpers (kubetwin.k8s.conditions), so a Job whose Workload Kueue
 evicted shows `Preempted (InCohortReclamation)` for as long as the Workload's condition says so, not one green bar.
 
 Built in one pass over history.jsonl (`Timeline.add` per version, in the file's order) that keeps, per object, only
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
+from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
 
 if TYPE_CHECKING:
     from kubetwin.report.rundata import RunData

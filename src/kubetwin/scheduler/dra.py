@@ -13,9 +13,9 @@ from decimal import Decimal
 
 import numpy as np
 
-from kubetwin.api.units import parse_quantity
 from kubetwin.devices.dra.allocator import AllocationError, Allocator, DeviceID, Features, slices_by_node
 from kubetwin.devices.dra.claims import FINALIZER, claim_name
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.scheduler.framework import CycleState, Plugin, Rejected
 from kubetwin.scheduler.plugins import node_selector_term_matches
 from kubetwin.store.store import Obj, Store

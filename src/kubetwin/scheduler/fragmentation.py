@@ -20,11 +20,10 @@ import numpy as np
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.podspec import TemplateMemo
 from kubetwin.devices.gpushare import FULL, Shape, TypicalPods, frag_amount
+from kubetwin.k8s.names import GPU
 from kubetwin.scheduler.gpushare import GpuSharePlacement
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj, Store
-
-GPU = "nvidia.com/gpu"
 
 
 def cluster_fragmentation(nodes: list[NodeInfo], shapes: Counter[tuple[int, int]]) -> tuple[float, float] | None:

@@ -23,16 +23,16 @@ from collections import Counter
 import numpy as np
 
 from kubetwin.devices.gpushare import FULL, MAX_GPUS, Shape, TypicalPods, frag_amount
+from kubetwin.k8s.names import GKE_ACCELERATOR, GPU
 from kubetwin.scheduler.framework import CycleState, Plugin
 from kubetwin.scheduler.gpu_policies import TAGS, Scorer, tag_of
 from kubetwin.scheduler.nodetable import NodeTable
 from kubetwin.scheduler.preemption import pod_key
 from kubetwin.store.store import Obj
 
-GPU = "nvidia.com/gpu"
 GPU_MILLI, GPU_COUNT = "alibabacloud.com/gpu-milli", "alibabacloud.com/gpu-count"  # open-gpu-share
 GPU_INDEX = "kubetwin.io/gpu-index"  # which GPUs of the node the pod got, e.g. "0,3"
-MODEL_LABELS = ("cloud.google.com/gke-accelerator", "alibabacloud.com/gpu-card-model")
+MODEL_LABELS = (GKE_ACCELERATOR, "alibabacloud.com/gpu-card-model")
 REASON = "node(s) had no GPUs with enough free milli-GPU"
 PLUGIN = "GpuShare"
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubetwin.k8s.labels import selects
 from kubetwin.scheduler.framework import CycleState, Plugin
-from kubetwin.store.store import Obj, Store, matches
+from kubetwin.store.store import Obj, Store
 
 NAME = "InterPodAffinity"
 ERR_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -49,12 +50,9 @@ class Term:
     def matches(self, pod: Obj, ns_labels: Callable[[str], dict]) -> bool:
         meta = pod["metadata"]
         ns = meta.get("namespace") or "default"
-        if ns not in self.namespaces:
-            if self.ns_selector is None or (self.ns_selector and not matches(self.ns_selector, ns_labels(ns))):
-                return False
-        if self.selector is None:  # a nil labelSelector selects nothing
+        if ns not in self.namespaces and not selects(self.ns_selector, ns_labels(ns)):
             return False
-        return matches(self.selector, meta.get("labels"))
+        return selects(self.selector, meta.get("labels"))  # a nil labelSelector selects nothing
 
 
 def required_terms(pod: Obj, kind: str) -> tuple[Term, ...]:

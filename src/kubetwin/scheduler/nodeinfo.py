@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kubetwin.api.podresources import resource_value
+from kubetwin.api.podresources import node_allocatable
 from kubetwin.store.store import Obj
 
 # schedutil.DefaultMilliCPURequest / DefaultMemoryRequest: what scoring assumes for a pod requesting nothing
@@ -24,8 +24,7 @@ class NodeInfo:
 
     @classmethod
     def from_node(cls, node: Obj) -> NodeInfo:
-        alloc = {k: resource_value(k, v) for k, v in (node.get("status", {}).get("allocatable") or {}).items()}
-        return cls(node["metadata"]["name"], node, alloc)
+        return cls(node["metadata"]["name"], node, node_allocatable(node))
 
     def add_pod(self, pod: Obj, req: dict[str, int]) -> None:
         key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"

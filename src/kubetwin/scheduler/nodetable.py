@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from kubetwin.k8s.names import ZONE
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import DEFAULT_MEMORY, DEFAULT_MILLI_CPU, NodeInfo
 
-ZONE = "topology.kubernetes.io/zone"
 NO_PODS = np.iinfo(np.int64).max
 
 

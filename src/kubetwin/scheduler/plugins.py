@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from kubetwin.api import nodeaffinity
-from kubetwin.api.taints import tolerates
+from kubetwin.k8s import nodeaffinity
+from kubetwin.k8s.taints import tolerates
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
 

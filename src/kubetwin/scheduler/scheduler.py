@@ -26,9 +26,9 @@ import random
 import numpy as np
 
 from kubetwin.api import twin
-from kubetwin.api.conditions import find_condition, set_condition
 from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.dra.allocator import Features
+from kubetwin.k8s.conditions import find_condition, set_condition
 from kubetwin.scheduler import dra as D
 from kubetwin.scheduler import framework as F
 from kubetwin.scheduler import gpushare as G

@@ -3,7 +3,7 @@ PreEnqueue SchedulingGates plugin keeps such a pod out of the queue: scheduler.p
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import find_condition
+from kubetwin.k8s.conditions import find_condition
 from kubetwin.store.store import Obj
 
 GATED_REASON = "SchedulingGated"  # k8s.io/api/core/v1 PodReasonSchedulingGated

@@ -9,8 +9,8 @@ from typing import Any
 
 from kubetwin.api import kinds
 from kubetwin.api.loader import Manifest
-from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.k8s.units import parse_duration
 from kubetwin.serving.observe.results import DEFAULT_SLO_TPOT, DEFAULT_SLO_TTFT
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from kubetwin.k8s.labels import matches
 from kubetwin.sim.env import Environment
 
 Obj = dict[str, Any]
@@ -44,27 +45,6 @@ class NotFound(Exception):
 def key_of(obj: Obj) -> tuple[str, str, str]:
     meta = obj["metadata"]
     return obj["kind"], meta.get("namespace") or "", meta["name"]
-
-
-def matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
-    """metav1.LabelSelector semantics: matchLabels AND matchExpressions (In, NotIn, Exists, DoesNotExist)."""
-    if not selector:
-        return True
-    labels = labels or {}
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        k, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        if op == "In" and labels.get(k) not in values:
-            return False
-        if op == "NotIn" and k in labels and labels[k] in values:
-            return False
-        if op == "Exists" and k not in labels:
-            return False
-        if op == "DoesNotExist" and k in labels:
-            return False
-    return True
 
 
 class Store:

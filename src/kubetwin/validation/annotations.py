@@ -25,7 +25,7 @@ from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
-from kubetwin.api.units import UnitError, parse_duration, parse_positive_duration, parse_quantity
+from kubetwin.k8s.units import UnitError, parse_duration, parse_positive_duration, parse_quantity
 
 POD = ("Pod", "Job", "JobSet", "Deployment", "ReplicaSet")  # read from the pod (a template's annotations reach it)
 ANY = ("*",)

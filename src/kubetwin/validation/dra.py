@@ -14,9 +14,9 @@ import re
 
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
-from kubetwin.api.units import parse_quantity
 from kubetwin.cel import CelError, DeviceView, compile_selector
 from kubetwin.devices.dra import convert, nvidia
+from kubetwin.k8s.units import parse_quantity
 
 _COMPARE = re.compile(r'device\.(attributes|capacity)\[\s*"([^"]+)"\s*\](?:\.([A-Za-z_]\w*))?(?:\.quantity)?'
                       r'\s*(>=|>|<=|<|==|!=)\s*(?:quantity\()?"([^"]+)"\)?')

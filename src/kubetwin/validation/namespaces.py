@@ -57,7 +57,7 @@ DELETE_AT = "kubetwin.io/delete-at"  # when it deletes it
 def _created_at(obj: dict, key: str = CREATE_AT) -> tuple[float, str]:
     """When the run creates (or with key=DELETE_AT deletes) the object (seconds, as written); (0, "") without the
     annotation."""
-    from kubetwin.api.units import UnitError, parse_duration
+    from kubetwin.k8s.units import UnitError, parse_duration
 
     meta = obj.get("metadata")
     ann = meta.get("annotations") if isinstance(meta, dict) else None

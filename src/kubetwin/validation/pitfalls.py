@@ -20,6 +20,7 @@ from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE
+from kubetwin.k8s.names import GKE_ACCELERATOR, GPU, HOSTNAME
 
 WARNING = "warning"
 KUEUE = "kueue.x-k8s.io/"
@@ -109,7 +110,7 @@ def _flavor_labels(sc: _Scenario) -> list[Diagnostic]:
     out = []
     for m in sc.kind("ResourceFlavor", KUEUE):
         wanted = (m.obj.get("spec") or {}).get("nodeLabels") or {}
-        if "kubernetes.io/hostname" in wanted:  # pool node names are the run's to choose
+        if HOSTNAME in wanted:  # pool node names are the run's to choose
             continue
         if not wanted or any(all(labels.get(k) == str(v) for k, v in wanted.items())
                              for _, labels, _ in sc.node_label_sets):
@@ -303,7 +304,7 @@ def _device_class_driver(sc: _Scenario) -> list[Diagnostic]:
     if not sc.node_label_sets and not sc.by_kind.get("ResourceSlice"):
         return []
     running = {str((s.obj.get("spec") or {}).get("driver")) for s in sc.by_kind.get("ResourceSlice", [])}
-    if any(nvidia.uses_dra(labels) and labels.get("cloud.google.com/gke-accelerator")
+    if any(nvidia.uses_dra(labels) and labels.get(GKE_ACCELERATOR)
            for _, labels, _ in sc.node_label_sets):
         running.add(nvidia.DRIVER)
     out = []
@@ -327,8 +328,8 @@ def _gpu_toleration(sc: _Scenario) -> list[Diagnostic]:
     """GKE taints GPU nodes nvidia.com/gpu=present:NoSchedule; the ExtendedResourceToleration admission plugin
     (enabled on GKE, controllers/admission.py) adds the toleration only to pods that request nvidia.com/* extended
     resources. A pod that reaches GPUs another way (a DRA claim, or a GPU nodeSelector) must tolerate it itself."""
-    from kubetwin.api.taints import tolerates
     from kubetwin.autoscaler.nodepool import GPU_TAINT
+    from kubetwin.k8s.taints import tolerates
 
     if not any(any(t.get("key") == GPU_TAINT["key"] for t in taints) for _, _, taints in sc.node_label_sets):
         return []
@@ -341,7 +342,7 @@ def _gpu_toleration(sc: _Scenario) -> list[Diagnostic]:
                 continue
             selector = pod_spec.get("nodeSelector") or {}
             how = ("uses ResourceClaims" if pod_spec.get("resourceClaims") else
-                   "selects GPU nodes" if any(k in selector for k in ("cloud.google.com/gke-accelerator",
+                   "selects GPU nodes" if any(k in selector for k in (GKE_ACCELERATOR,
                                                                      "cloud.google.com/gke-gpu")) else "")
             if how:
                 out.append(_warn(m, f"{prefix}.tolerations", f"{how} but does not tolerate the GPU nodes' taint "
@@ -447,7 +448,7 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
     pools = []
     for where, labels, _ in sc.node_label_sets:
         plugin = gpudirect.node_plugin({"metadata": {"labels": labels}})
-        if labels.get("cloud.google.com/gke-accelerator"):
+        if labels.get(GKE_ACCELERATOR):
             pools.append((where, labels, plugin))
     if not any(plugin for _, _, plugin in pools):
         return []
@@ -457,7 +458,7 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
         if not trains(m.obj):
             continue
         for prefix, pod_spec, pod_meta in _pod_templates(m):
-            if not any(k == "nvidia.com/gpu" for _, _, res in _container_resources(pod_spec) for k in res):
+            if not any(k == GPU for _, _, res in _container_resources(pod_spec) for k in res):
                 continue
             selector = pod_spec.get("nodeSelector") or {}
             plugins = sorted({plugin for _, labels, plugin in pools

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
+from kubetwin.k8s.names import GKE_GPU_PARTITION_SIZE, GPU
 
 
 def _path_to_dotted(path: str) -> str:
@@ -133,8 +134,8 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
             from kubetwin.serving.modelserver.sizing import parallel_problems
 
             ctr = spec["containers"][ci]
-            if not (ctr.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu") and not (
-                    ctr.get("resources") or {}).get("requests", {}).get("nvidia.com/gpu") and (
+            if not (ctr.get("resources") or {}).get("limits", {}).get(GPU) and not (
+                    ctr.get("resources") or {}).get("requests", {}).get(GPU) and (
                     ctr.get("resources") or {}).get("claims"):
                 continue  # GPUs given through DRA ResourceClaims: the run checks the allocated devices at start
             visible = gpu_count(ctr)
@@ -306,7 +307,7 @@ def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
                 continue
             for accel, size in sorted(mig_partitions(manifests, spec.get("nodeSelector"))):
                 try:
-                    got = container.for_counts({container.GPU_LABEL: accel, "cloud.google.com/gke-gpu-partition-size":
+                    got = container.for_counts({container.GPU_LABEL: accel, GKE_GPU_PARTITION_SIZE:
                                                 size}, allocated, 0)
                 except (mig.MigError, KeyError):  # an unknown profile is nodepool validation's error
                     continue
@@ -328,8 +329,8 @@ def _servers_on_mig(manifests: list[Manifest]) -> list[Diagnostic]:
 
 
 def _unsimulated_servers(manifests: list[Manifest]) -> list[Diagnostic]:
+    from kubetwin.k8s.labels import matches
     from kubetwin.serving.modelserver.recognize import inspect_model_server
-    from kubetwin.store.store import matches
 
     targets = set()
     for m in manifests:
@@ -377,7 +378,7 @@ def request_budget(manifests: list[Manifest]) -> list[Diagnostic]:
     from pydantic import ValidationError
 
     from kubetwin.api.twin import RequestTrace, ScenarioSpec
-    from kubetwin.api.units import parse_duration
+    from kubetwin.k8s.units import parse_duration
     from kubetwin.serving.traces.generator import size_estimate
 
     horizon = 86400.0

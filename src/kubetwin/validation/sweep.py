@@ -20,7 +20,7 @@ from kubetwin.api.sweep import (
     find_object,
     scenario_paths,
 )
-from kubetwin.api.units import parse_duration
+from kubetwin.k8s.units import parse_duration
 
 
 def metric_names(sweep: Sweep) -> list[str]:

@@ -25,7 +25,7 @@ from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
 from kubetwin.api.sweep import Sweep
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
-from kubetwin.api.units import parse_quantity
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.validation import accelerators, namespaces, objectmeta, pitfalls
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.validation import dra as dra_validate

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
-from kubetwin.api.units import UnitError, parse_quantity
+from kubetwin.k8s.units import UnitError, parse_quantity
 
 
 def gcp_data_source(m: Manifest) -> list[Diagnostic]:

@@ -40,6 +40,7 @@ from typing import Any
 from kubetwin import catalog
 from kubetwin.devices.container import DeviceView, for_container
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_TPU_ACCELERATOR, GKE_TPU_TOPOLOGY, GPU, TPU
 from kubetwin.prometheus import exposition
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.memory import CONTEXT_MIB, capacity_mib, device_oom, gpu_memory_mib, used_mib
@@ -59,7 +60,7 @@ HELP = {GPU_UTIL: "GPU utilization (in %).", SM_ACTIVE: "The ratio of cycles an 
 SM_ACTIVE_COMPUTE = 0.9  # large GEMM grids cover every SM; launch gaps and small kernels the rest: twin assumption
 NCCL_CTAS = 16  # NCCL channels (one CTA each) a collective occupies; varies by version and topology: twin assumption
 DEFAULT_SMS = 132  # SMs of a GPU the catalog does not know (an H100's; twin assumption). Known GPUs: catalog `sms`
-ACCEL = "cloud.google.com/gke-accelerator"
+ACCEL = GKE_ACCELERATOR
 
 
 def sms_of(gpu: str) -> int:
@@ -267,8 +268,8 @@ class DcgmExporter:
         labels = (nobj.get("metadata") or {}).get("labels") or {}
         container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "")
         meta = {"Hostname": node, "container": container, "namespace": key[0], "pod": pod["metadata"]["name"],
-                "model": str(labels.get("cloud.google.com/gke-tpu-accelerator", "")),
-                "tpu_topology": str(labels.get("cloud.google.com/gke-tpu-topology", ""))}
+                "model": str(labels.get(GKE_TPU_ACCELERATOR, "")),
+                "tpu_topology": str(labels.get(GKE_TPU_TOPOLOGY, ""))}
         first = self.slots.get(node, {}).get(uid, 0)
         self.tpu_last[ref] = (now, meta, range(first, first + self._devices(pod)), g)
 
@@ -342,7 +343,7 @@ def _devices(pod: Obj) -> int:
     """The pod's GPUs or TPU chips (container limits): one DCGM or TPU series each (DcgmExporter._devices adds
     the devices of its DRA ResourceClaims)."""
     return sum(int(((c.get("resources") or {}).get("limits") or {}).get(r, 0) or 0)
-               for c in pod["spec"].get("containers") or [] for r in ("nvidia.com/gpu", "google.com/tpu"))
+               for c in pod["spec"].get("containers") or [] for r in (GPU, TPU))
 
 
 def is_tpu(placement: Placement) -> bool:

@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetwin.api import kinds
-from kubetwin.api.conditions import find_condition
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.kubelet import Kubelet, Work
 from kubetwin.devices import tpu
+from kubetwin.k8s.conditions import find_condition
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.training import BF16, DDP_BUCKET_BYTES

@@ -38,6 +38,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubetwin.k8s.names import GPU
 from kubetwin.workloads import network
 
 GROUP = "networking.gke.io"
@@ -144,7 +145,7 @@ def _gpu_container(spec: dict) -> dict:
     containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
     for c in containers:
         res = c.get("resources") or {}
-        if any(str(k) == "nvidia.com/gpu" for part in ("limits", "requests") for k in (res.get(part) or {})):
+        if any(str(k) == GPU for part in ("limits", "requests") for k in (res.get(part) or {})):
             return c
     return containers[0] if containers else {}
 

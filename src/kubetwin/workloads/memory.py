@@ -31,6 +31,7 @@ from kubetwin.devices import container
 from kubetwin.devices.container import DeviceView
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import torch_oom_message
+from kubetwin.k8s.names import GKE_ACCELERATOR, GPU, TPU
 from kubetwin.workloads.training_spec import TrainingSpec, object_pods
 
 STATE_BYTES = (("weights", 2), ("gradients", 2), ("optimizer states", 12))  # ZeRO §3.1 mixed-precision Adam
@@ -38,7 +39,7 @@ STATES_BYTES_PER_PARAM = sum(b for _, b in STATE_BYTES)  # 16
 ACT_BYTES_PER_SBH = 34  # Korthikanti et al. 2022: 34 sbh per layer with selective recomputation (tensor parallel /t)
 CONTEXT_MIB = 2048  # CUDA context, cuBLAS workspaces, NCCL buffers, allocator slack: twin assumption
 MIB = 2**20
-ACCEL = "cloud.google.com/gke-accelerator"
+ACCEL = GKE_ACCELERATOR
 FALLBACK_MIB = 81559  # an H100 80GB's NVML total when the GPU is unknown
 
 
@@ -113,7 +114,7 @@ def _world(obj: dict) -> tuple[int, dict, int, int]:
     world, selector, gpus, tpus = 0, {}, 0, 0
     for pod_spec, n in object_pods(str(obj.get("kind")), obj.get("spec") or {}):
         req = pod_requests({"spec": pod_spec})
-        g, t = int(req.get("nvidia.com/gpu", 0) or 0), int(req.get("google.com/tpu", 0) or 0)
+        g, t = int(req.get(GPU, 0) or 0), int(req.get(TPU, 0) or 0)
         world += n * (g + t)
         if (g or t) and not (gpus or tpus):
             selector, gpus, tpus = dict(pod_spec.get("nodeSelector") or {}), g, t

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import yaml
 
 from kubetwin import catalog
+from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL, GKE_PLACEMENT_GROUP, INSTANCE_TYPE, ZONE
 from kubetwin.workloads import collectives
 from kubetwin.workloads.collectives import Interconnect
 
@@ -182,10 +183,10 @@ def node_net(node: dict) -> NodeNet:
     meta = node.get("metadata") or {}
     labels = meta.get("labels") or {}
     name = meta.get("name", "")
-    mt = labels.get("node.kubernetes.io/instance-type", "")
+    mt = labels.get(INSTANCE_TYPE, "")
     fs = labels.get(FASTSOCKET_LABEL) == "true"
     gvnic = labels.get(GVNIC_LABEL, "true") == "true"
-    pool = labels.get("cloud.google.com/gke-nodepool", "")
+    pool = labels.get(GKE_NODEPOOL, "")
     tpu_gen = sl = None
     if capability(mt) == "tpu":
         from kubetwin.devices import tpu as tpu_dev
@@ -194,9 +195,9 @@ def node_net(node: dict) -> NodeNet:
         topo = labels.get(tpu_dev.TOPOLOGY_LABEL)
         sl = pool if topo and tpu_dev.is_multi_host(mt, topo) else name
     return NodeNet(name=name, machine_type=mt, tier=effective_tier(mt, labels.get(GPUDIRECT_LABEL), fs, gvnic),
-                   zone=labels.get("topology.kubernetes.io/zone", ""),
-                   placement_group=labels.get("cloud.google.com/gke-placement-group"), fast_socket=fs, gvnic=gvnic,
-                   gpu=labels.get("cloud.google.com/gke-accelerator"), tpu=tpu_gen, slice=sl, pool=pool)
+                   zone=labels.get(ZONE, ""),
+                   placement_group=labels.get(GKE_PLACEMENT_GROUP), fast_socket=fs, gvnic=gvnic,
+                   gpu=labels.get(GKE_ACCELERATOR), tpu=tpu_gen, slice=sl, pool=pool)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from kubetwin.api.units import parse_quantity
 from kubetwin.catalog import GIB, MIB
 from kubetwin.catalog.storage import GKE_DEFAULT_CLASS, PD_CSI, hdml_mibps, storage_class
+from kubetwin.k8s.units import parse_quantity
 from kubetwin.store.store import Obj, Store
 
 # Persistent Disk: MiB/s per GiB provisioned, and the per-VM read cap

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 from kubetwin import catalog
 from kubetwin.devices.container import DeviceView
+from kubetwin.k8s.names import GKE_PLACEMENT_GROUP, INSTANCE_TYPE
 from kubetwin.workloads.storage import MIB, ReadPath, per_vm_read_cap
 from kubetwin.workloads.training_spec import TrainingSpec
 
@@ -55,7 +56,7 @@ SHARED_STORES = ("parallelstore", "filestore", "hyperdisk-ml")
 # Default write rate when checkpoint-path is on no known volume: a pd-balanced disk's per-VM write cap, 1200 MiB/s
 # (https://cloud.google.com/compute/docs/disks/performance via catalog_draft.yaml storage.persistent_disk).
 DEFAULT_WRITE = ReadPath("pd-balanced", 1200 * MIB, "no checkpoint volume: pd-balanced per-VM write cap (1200 MiB/s)")
-PLACEMENT_GROUP = "cloud.google.com/gke-placement-group"  # the label nodepool.py gives a compact pool's nodes
+PLACEMENT_GROUP = GKE_PLACEMENT_GROUP  # the label nodepool.py gives a compact pool's nodes
 # Default MFU per accelerator: end-to-end published figures (they already include some exposed communication),
 # used here as the math efficiency, so the twin is on the slow side (twin assumption). Per GPU: the catalog's
 # `training_mfu` (machines.yaml, with sources); TPU 0.46: PaLM (Chowdhery et al. 2022, 46.2% MFU on 6144 TPU v4
@@ -322,7 +323,7 @@ def _file_rate(path: ReadPath | None, nodes: int) -> float:
 
 
 def _machine_type(node: dict) -> str:
-    return str(((node.get("metadata") or {}).get("labels") or {}).get("node.kubernetes.io/instance-type", ""))
+    return str(((node.get("metadata") or {}).get("labels") or {}).get(INSTANCE_TYPE, ""))
 
 
 def job_seconds(st: StepTime) -> float:

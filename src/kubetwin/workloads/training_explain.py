@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL, GKE_TPU_ACCELERATOR, INSTANCE_TYPE, ZONE
 from kubetwin.sim.historyfile import history_path, open_history
 from kubetwin.workloads import dcgm
 from kubetwin.workloads.storage import ReadPath
@@ -60,12 +61,12 @@ def job_record(ns: str, name: str, kind: str, spec: TrainingSpec, placement: Pla
     tier, where = _network(placement)
     ranks = placement.ranks_on(nodes)
     node_rows = [{"name": (n.get("metadata") or {}).get("name", ""), "ranks": r,
-                  "machine_type": _labels(n).get("node.kubernetes.io/instance-type", ""),
-                  "pool": _labels(n).get("cloud.google.com/gke-nodepool", ""),
-                  "zone": _labels(n).get("topology.kubernetes.io/zone", ""),
+                  "machine_type": _labels(n).get(INSTANCE_TYPE, ""),
+                  "pool": _labels(n).get(GKE_NODEPOOL, ""),
+                  "zone": _labels(n).get(ZONE, ""),
                   "placement_group": _labels(n).get(PLACEMENT_GROUP)} for n, r in zip(nodes, ranks, strict=True)]
-    accel = _labels(nodes[0]).get("cloud.google.com/gke-accelerator") or _labels(nodes[0]).get(
-        "cloud.google.com/gke-tpu-accelerator", "") if nodes else ""
+    accel = _labels(nodes[0]).get(GKE_ACCELERATOR) or _labels(nodes[0]).get(
+        GKE_TPU_ACCELERATOR, "") if nodes else ""
     ex = st.explain()
     return {
         "namespace": ns, "name": name, "kind": kind, "spec": asdict(spec),

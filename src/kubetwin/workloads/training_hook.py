@@ -20,11 +20,12 @@ from dataclasses import replace
 from typing import Any
 
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import UnitError, parse_duration
-from kubetwin.controllers.common import controller_of
 from kubetwin.controllers.kubelet import Work
 from kubetwin.devices import container
 from kubetwin.devices.dra import nvidia as nvidia_dra
+from kubetwin.k8s.names import GPU, TPU
+from kubetwin.k8s.ownerrefs import controller_of
+from kubetwin.k8s.units import UnitError, parse_duration
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads import gang, gpudirect, memory, storage
 from kubetwin.workloads.training import (
@@ -49,7 +50,7 @@ JOB_NAME, JOBSET_NAME = "batch.kubernetes.io/job-name", "jobset.sigs.k8s.io/jobs
 # Kueue's plain-pod groups (kueue pkg/controller/jobs/pod: GroupNameLabel, GroupTotalCountAnnotation)
 POD_GROUP, POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-name", "kueue.x-k8s.io/pod-group-total-count"
 GLOBAL_INDEX, COMPLETION_INDEX = "jobset.sigs.k8s.io/job-global-index", "batch.kubernetes.io/job-completion-index"
-ACCELERATORS = ("nvidia.com/gpu", "google.com/tpu")
+ACCELERATORS = (GPU, TPU)
 
 
 def wanted(objects: list[Obj]) -> bool:

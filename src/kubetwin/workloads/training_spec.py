@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
-from kubetwin.api.units import UnitError, parse_duration, parse_quantity
+from kubetwin.k8s.units import UnitError, parse_duration, parse_quantity
 
 PREFIX = "training.kubetwin.io/"
 DURATION, CHECKPOINT_INTERVAL = "kubetwin.io/duration", "kubetwin.io/checkpoint-interval"

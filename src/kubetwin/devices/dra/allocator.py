@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from kubetwin.api.taints import tolerates
-from kubetwin.api.units import parse_quantity
 from kubetwin.cel import CelError, DeviceView, compile_selector
-from kubetwin.scheduler.plugins import node_selector_term_matches
+from kubetwin.k8s import nodeaffinity
+from kubetwin.k8s.taints import tolerates
+from kubetwin.k8s.units import parse_quantity
 
 # resourceapi.AllocationResultsMaxSize (k8s.io/api resource/v1 types.go)
 ALLOCATION_RESULTS_MAX_SIZE = 32
@@ -109,7 +109,8 @@ def slice_matches_node(spec: dict, node: dict | None) -> bool:
         return True
     sel = spec.get("nodeSelector")
     if sel:
-        return any(node_selector_term_matches(t, node) for t in sel.get("nodeSelectorTerms") or [])
+        return nodeaffinity.terms_match(sel.get("nodeSelectorTerms") or [], node["metadata"].get("labels") or {},
+                                        node["metadata"]["name"])
     return False
 
 

@@ -8,7 +8,9 @@ deallocated (status.allocation cleared), and claims generated for a pod are dele
 
 from __future__ import annotations
 
-from kubetwin.controllers.common import NameGenerator, WorkQueue, owner_ref
+from kubetwin.k8s.generatename import NameGenerator
+from kubetwin.k8s.ownerrefs import owner_ref
+from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.store.store import Obj, Store
 
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"

@@ -16,9 +16,10 @@ from typing import Any
 
 import yaml
 
-from kubetwin.api.units import parse_duration
 from kubetwin.devices import mig
 from kubetwin.devices.dra.claims import claim_name
+from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL
+from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
@@ -171,9 +172,9 @@ class NvidiaDraDriver:
                 self.env.after(0, lambda: self._unpublish(gone))
             return
         labels = node["metadata"].get("labels") or {}
-        if etype != "ADDED" or not uses_dra(labels) or not labels.get("cloud.google.com/gke-accelerator"):
+        if etype != "ADDED" or not uses_dra(labels) or not labels.get(GKE_ACCELERATOR):
             return
-        pool = self.store.get("NodePool", "", labels.get("cloud.google.com/gke-nodepool", ""))
+        pool = self.store.get("NodePool", "", labels.get(GKE_NODEPOOL, ""))
         if pool is None:
             return
         spec = pool["spec"]
@@ -193,7 +194,7 @@ class NvidiaDraDriver:
         for cls in device_classes():
             if self.store.get("DeviceClass", "", cls["metadata"]["name"]) is None:
                 self.store.create(cls)
-        for sl in slices_for(node_name, labels["cloud.google.com/gke-accelerator"], count, labels, self.suffix):
+        for sl in slices_for(node_name, labels[GKE_ACCELERATOR], count, labels, self.suffix):
             self._slices.setdefault(node_name, []).append(sl["metadata"]["name"])
             self.store.create(sl)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kubetwin.api.conditions import conditions_of, set_condition
+from kubetwin.k8s.conditions import conditions_of, set_condition
 from kubetwin.kueue import api
 from kubetwin.kueue.controller.workload import set_evicted, update_status
 from kubetwin.kueue.cycle import KueueScheduler

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kubetwin.api.conditions import remove_condition
-from kubetwin.controllers.common import WorkQueue
+from kubetwin.k8s.conditions import remove_condition
+from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.kueue import api
 from kubetwin.kueue.config import KueueConfig
 from kubetwin.kueue.controller import workload

@@ -15,8 +15,8 @@ import copy
 import hashlib
 from dataclasses import dataclass, field
 
-from kubetwin.api.conditions import conditions_of, find_condition, is_condition_true
-from kubetwin.controllers.common import owner_ref
+from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
+from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.store.store import Obj, Store
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # pkg/controller/constants QueueLabel

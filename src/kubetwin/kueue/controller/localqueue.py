@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import cast
 
-from kubetwin.api.conditions import conditions_of, set_condition
-from kubetwin.controllers.common import WorkQueue
+from kubetwin.k8s.conditions import conditions_of, set_condition
+from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.outcomes import condition
 from kubetwin.sim.env import Environment

@@ -39,8 +39,8 @@ import hashlib
 import json
 from collections.abc import Callable
 
-from kubetwin.api.conditions import conditions_of, is_condition_true, replace_or_append_condition
-from kubetwin.controllers.common import controller_of
+from kubetwin.k8s.conditions import conditions_of, is_condition_true, replace_or_append_condition
+from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.kueue.controller.jobframework import DEFAULT_PODSET, GenericJob, PodSetInfo, workload_name
 from kubetwin.scheduler.scheduler import scheduling_gated_condition
 from kubetwin.store.store import Obj, Store

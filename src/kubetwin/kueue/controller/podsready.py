@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kubetwin.api.conditions import conditions_of, remove_condition
+from kubetwin.k8s.conditions import conditions_of, remove_condition
 from kubetwin.kueue import api
 from kubetwin.kueue.config import WaitForPodsReady
 from kubetwin.kueue.controller import workload

@@ -32,9 +32,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Protocol
 
-from kubetwin.api.conditions import conditions_of, set_condition
 from kubetwin.api.podresources import pod_requests
-from kubetwin.controllers.common import owner_ref
+from kubetwin.k8s.conditions import conditions_of, set_condition
+from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.kueue import api
 from kubetwin.kueue.controller import workload
 from kubetwin.kueue.controller.admissionchecks import PENDING, READY, REJECTED, RETRY

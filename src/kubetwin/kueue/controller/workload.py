@@ -3,7 +3,7 @@ pkg/workload: the status fields replaced, conditions merged by type with SetStat
 
 from __future__ import annotations
 
-from kubetwin.api.conditions import set_conditions
+from kubetwin.k8s.conditions import set_conditions
 from kubetwin.kueue.outcomes import condition
 from kubetwin.store.store import Obj, Store
 

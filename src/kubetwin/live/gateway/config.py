@@ -11,7 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kubetwin.api.units import parse_duration
+from kubetwin.k8s.units import parse_duration
 
 Duration = float
 

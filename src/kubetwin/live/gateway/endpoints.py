@@ -9,9 +9,9 @@ import sys
 from dataclasses import dataclass, field
 
 from kubetwin.api.loader import load_paths
+from kubetwin.k8s.labels import matches
 from kubetwin.live.gateway.config import GatewayConfig, split_hostport
 from kubetwin.serving.dataplane.pools import objective_priority, pool_selector
-from kubetwin.store.store import matches
 
 PORT_NOTICE = ("notice: endpoints from manifests assume replica i of a Deployment listens on {host}:{port}+i "
                "(the InferencePool's target port plus the replica's index); use endpointsFile for anything else")

@@ -25,11 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from kubetwin.api.conditions import is_condition_true
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.units import parse_duration
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.k8s.conditions import is_condition_true
+from kubetwin.k8s.labels import matches
+from kubetwin.k8s.names import GKE_ACCELERATOR, GPU
+from kubetwin.k8s.units import parse_duration
 from kubetwin.serving.dataplane.arrivals import Arrivals
 from kubetwin.serving.dataplane.pools import Endpoint, Pool, objective_priority, pool_selector
 from kubetwin.serving.dataplane.requestlog import RequestLog
@@ -41,14 +43,13 @@ from kubetwin.serving.traces import arrays as traces
 from kubetwin.serving.types import Request
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store, matches
+from kubetwin.store.store import Obj, Store
 
 POOL_KINDS = ("InferencePool", "Service")
 ROUTER = "kubetwin.io/router"
 REQUEST_TTL = "kubetwin.io/request-ttl"
 DEFAULT_TTL = 600.0
-ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-GPU = "nvidia.com/gpu"
+ACCELERATOR_LABEL = GKE_ACCELERATOR
 # Envoy's local replies (source/common/router/router.cc): no endpoint to send to, and an upstream that went away
 NO_UPSTREAM = "no healthy upstream"
 RESET = "upstream connect error or disconnect/reset before headers. reset reason: connection termination"
@@ -190,7 +191,7 @@ class ServingDataPlane:
         node = self.store.get("Node", "", pod["spec"]["nodeName"]) or {}
         price = float(((node.get("metadata") or {}).get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0)
                       or 0)
-        gpus = int(((node.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", 0) or 0)
+        gpus = int(((node.get("status") or {}).get("capacity") or {}).get(GPU, 0) or 0)
         if not gpus and nvidia_dra.uses_dra((node.get("metadata") or {}).get("labels") or {}):
             # the DRA driver's node advertises no nvidia.com/gpu: its published physical GPUs share the price
             gpus = nvidia_dra.published_gpus(self.store, pod["spec"]["nodeName"])

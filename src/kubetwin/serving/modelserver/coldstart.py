@@ -6,9 +6,10 @@ other than the weight load are twin assumptions, overridable per pod with `kubet
 
 from __future__ import annotations
 
-from kubetwin.api.units import parse_duration
 from kubetwin.controllers.kubelet import Startup, StartupHook
 from kubetwin.devices.gpuruntime import GpuRuntime
+from kubetwin.k8s.names import GKE_ACCELERATOR
+from kubetwin.k8s.units import parse_duration
 from kubetwin.serving.modelserver import recognize as modelserver
 from kubetwin.serving.modelserver.modelspec import lookup_server_model
 from kubetwin.serving.modelserver.sizing import StartupFailure
@@ -53,7 +54,7 @@ def cold_start_hook(store: Store, gpus: GpuRuntime | None = None) -> StartupHook
         pulls = [(image, size / (IMAGE_PULL_MBPS * 1e6), size)]
         spec = lookup_server_model(args.model, args.served_model_name)
         failure = None
-        accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get("cloud.google.com/gke-accelerator")
+        accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get(GKE_ACCELERATOR)
         if spec is not None and accel:
             try:
                 start_server(args, spec, pod, node, gpus, store)

@@ -14,6 +14,7 @@ import re
 import shlex
 from dataclasses import replace
 
+from kubetwin.k8s.names import GPU
 from kubetwin.serving.modelserver.server_args import ArgProblem, ArgToken, ModelServerError
 from kubetwin.serving.modelserver.tgi_args import parse_tgi
 from kubetwin.serving.modelserver.vllm_args import parse_vllm
@@ -150,7 +151,7 @@ def gpu_count(container: dict) -> int:
     """The container's nvidia.com/gpu (limits, else requests; at least 1): the devices the server sees."""
     res = container.get("resources") or {}
     for part in ("limits", "requests"):
-        v = (res.get(part) or {}).get("nvidia.com/gpu")
+        v = (res.get(part) or {}).get(GPU)
         if v is not None:
             try:
                 return max(1, int(str(v)))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from kubetwin.devices import container
 from kubetwin.devices.container import DeviceView
 from kubetwin.devices.gpuruntime import GpuRuntime, torch_oom_message
+from kubetwin.k8s.names import GKE_ACCELERATOR
 from kubetwin.serving.engine.block_pool import max_model_len_error
 from kubetwin.serving.engine.core import Engine
 from kubetwin.serving.modelserver import recognize as modelserver
@@ -198,7 +199,7 @@ def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus:
         raise StartupFailure(refused, "init")
     view = (got.device if got is not None and got.device is not None  # device_of's answer, already resolved
             else container.gpu_device(((node or {}).get("metadata") or {}).get("labels") or {}))
-    accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get("cloud.google.com/gke-accelerator", "")
+    accel = (((node or {}).get("metadata") or {}).get("labels") or {}).get(GKE_ACCELERATOR, "")
     if view is not None and view.shared and gpus is not None and node is not None and view.mode != "mps":
         gpu, _ = gpus.shared_gpu_for(node, view)
         check_free_memory(args, view, sum(t.demand.memory_mib for t in gpu.tenants.values()))

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from kubetwin.api.twin import ArrivalProcess, RateSchedule, TokenDistribution, TraceGenerator
-from kubetwin.api.units import parse_duration
+from kubetwin.k8s.units import parse_duration
 from kubetwin.serving.traces.arrays import TraceArrays, TraceError, load_trace, mix, unique_segments
 
 _U64 = np.uint64

@@ -21,7 +21,7 @@ def load_request_trace(obj: dict | Any, manifest_file: str | Path, *, seed: int 
 
     from kubetwin.api.errors import Diagnostic, KubetwinError
     from kubetwin.api.twin import RequestTrace
-    from kubetwin.api.units import parse_duration
+    from kubetwin.k8s.units import parse_duration
 
     try:
         rt = obj if isinstance(obj, RequestTrace) else RequestTrace.model_validate(obj)

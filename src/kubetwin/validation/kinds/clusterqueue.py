@@ -8,7 +8,7 @@ from __future__ import annotations
 from kubetwin.api import fields
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
-from kubetwin.api.units import UnitError, parse_quantity
+from kubetwin.k8s.units import UnitError, parse_quantity
 from kubetwin.validation.kinds.base import KindChecks
 
 

@@ -15,7 +15,7 @@ from typing import Any
 Condition = dict[str, Any]
 
 
-def conditions_of(obj: dict) -> Sequence[Condition]:
+def conditions_of(obj: dict[str, Any]) -> Sequence[Condition]:
     """obj.status.conditions, or () when the object has none."""
     return (obj.get("status") or {}).get("conditions") or ()
 

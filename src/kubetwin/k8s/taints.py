@@ -10,9 +10,10 @@ toleration is read as matching nothing; an unknown operator matches nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 
-def toleration_tolerates(toleration: Mapping, taint: Mapping) -> bool:
+def toleration_tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """One toleration against one taint."""
     effect = toleration.get("effect")
     if effect and effect != taint.get("effect"):
@@ -26,6 +27,6 @@ def toleration_tolerates(toleration: Mapping, taint: Mapping) -> bool:
     return op == "Equal" and bool(key) and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
-def tolerates(tolerations: Iterable[Mapping], taint: Mapping) -> bool:
+def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
     """Whether any of the tolerations tolerates the taint."""
     return any(toleration_tolerates(t, taint) for t in tolerations)

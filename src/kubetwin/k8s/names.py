@@ -1,0 +1,33 @@
+"""Well-known names: the extended resources and node labels every layer reads, spelled once.
+
+Kubernetes' own labels are k8s.io/api core/v1 well_known_labels.go (LabelHostname, LabelTopologyZone,
+LabelTopologyRegion, LabelInstanceTypeStable); the extended resources are the device plugins' (NVIDIA's
+k8s-device-plugin advertises nvidia.com/gpu, and nvidia.com/mig-<profile> under the mixed MIG strategy; GKE's TPU
+device plugin google.com/tpu); the cloud.google.com/ node labels are those GKE sets on a node pool's nodes
+(https://cloud.google.com/kubernetes-engine/docs/how-to/gpus, .../tpus, .../spot-vms, .../compact-placement,
+.../gpus-multi, .../timesharing-gpus)."""
+
+from __future__ import annotations
+
+# -- extended resources (device plugins) --------------------------------------------------------------------------
+GPU = "nvidia.com/gpu"
+TPU = "google.com/tpu"
+
+# -- Kubernetes' well-known node labels (k8s.io/api core/v1 well_known_labels.go) ---------------------------------
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+# -- GKE's node labels ---------------------------------------------------------------------------------------------
+GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
+GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
+GKE_MACHINE_FAMILY = "cloud.google.com/machine-family"
+GKE_SPOT = "cloud.google.com/gke-spot"
+GKE_PROVISIONING = "cloud.google.com/gke-provisioning"
+GKE_PLACEMENT_GROUP = "cloud.google.com/gke-placement-group"
+GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+GKE_GPU_PARTITION_SIZE = "cloud.google.com/gke-gpu-partition-size"
+GKE_GPU_SHARING_STRATEGY = "cloud.google.com/gke-gpu-sharing-strategy"
+GKE_MAX_SHARED_CLIENTS_PER_GPU = "cloud.google.com/gke-max-shared-clients-per-gpu"
