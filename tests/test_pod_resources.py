@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import write_yaml
 from k8s_builders import init_pod, make_scenario, static_node
 from typer.testing import CliRunner
@@ -76,3 +77,22 @@ def test_pod_level_requests_replace_the_containers_sum_for_cpu_and_memory(tmp_pa
                                          ["describe", "pod", "filler"], ["describe", "node", "n1"])
     assert "0/1 nodes are available: 1 Insufficient cpu." in filler
     assert re.search(r"pod-level\s+3 \(75%\)\s+3 \(75%\)", described)  # CPU requests and limits
+
+
+@pytest.mark.parametrize("resources", [{"limits": {"nvidia.com/gpu": "{n}"}},
+                                       {"limits": {"nvidia.com/gpu": "{n}"}, "requests": {"nvidia.com/gpu": "{n}"}}])
+@pytest.mark.parametrize("n", [1, 2, 8])
+def test_what_a_containers_devices_give_it_is_one_rule(resources: dict, n: int) -> None:
+    """The readers of a container's devices (GKE's sharing device plugin, the model server's visible GPUs) ask
+    api.podresources' container rule, so a GPU written as limits alone or as limits and requests reads the same."""
+    from kubetwin.api.podresources import container_limits, container_requests
+    from kubetwin.devices.sharing import admission_error
+    from kubetwin.serving.modelserver.recognize import gpu_count
+
+    c = {"name": "c", "image": "x", "resources": {k: {r: v.format(n=n) for r, v in rl.items()}
+                                                  for k, rl in resources.items()}}
+    assert container_requests(c)["nvidia.com/gpu"] == container_limits(c)["nvidia.com/gpu"] == n
+    assert gpu_count(c) == n
+    shared = admission_error({"cloud.google.com/gke-gpu-sharing-strategy": "time-sharing"},
+                             {"spec": {"containers": [c]}})
+    assert (shared is not None) == (n > 1)

@@ -45,14 +45,15 @@ def _values(rl: dict | None) -> dict[str, int]:
     return {k: resource_value(k, v) for k, v in (rl or {}).items()}
 
 
-def _container_requests(c: Obj) -> dict[str, int]:
+def container_requests(c: Obj) -> dict[str, int]:
     """A container's requests with SetDefaults_Pod's rule (api.defaults.requests_with_limits): a stored Pod
     already carries them, a manifest's pod or a template (which the API server never defaults this way; Kueue
     and the scheduler's callers do the same for templates) gets them here."""
     return _values(requests_with_limits(c.get("resources") or {}))
 
 
-def _container_limits(c: Obj) -> dict[str, int]:
+def container_limits(c: Obj) -> dict[str, int]:
+    """A container's limits as integers (what its devices give it: the device plugins allocate by limits)."""
     return _values((c.get("resources") or {}).get("limits"))
 
 
@@ -111,7 +112,7 @@ def requests_key(spec: Obj) -> list:
 def pod_requests(pod: Obj) -> dict[str, int]:
     """component-helpers PodRequests: the pod's effective requests (sidecars, init containers, overhead)."""
     spec = pod["spec"]
-    total = _aggregate(spec, _container_requests)
+    total = _aggregate(spec, container_requests)
     if spec.get("resources"):
         total.update(_pod_level(spec, "requests"))
     _add(total, _values(spec.get("overhead")))
@@ -121,7 +122,7 @@ def pod_requests(pod: Obj) -> dict[str, int]:
 def pod_limits(pod: Obj) -> dict[str, int]:
     """component-helpers PodLimits: overhead is added only to resources that already have a limit."""
     spec = pod["spec"]
-    total = _aggregate(spec, _container_limits)
+    total = _aggregate(spec, container_limits)
     if spec.get("resources"):
         total.update(_pod_level(spec, "limits"))
     for k, v in _values(spec.get("overhead")).items():

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kubetwin.api.podresources import container_requests
 from kubetwin.k8s.names import GKE_GPU_SHARING_STRATEGY, GKE_MAX_SHARED_CLIENTS_PER_GPU, GPU
-from kubetwin.k8s.units import to_int
 
 MPS_MAX_CLIENTS = 48  # NVIDIA MPS documentation: Volta and later support up to 48 clients per GPU
 STRATEGY_LABEL = GKE_GPU_SHARING_STRATEGY
@@ -121,9 +121,7 @@ def admission_error(labels: dict[str, str], pod: dict) -> str | None:
     if not strategy:
         return None
     for c in pod["spec"].get("containers") or []:
-        res = c.get("resources") or {}
-        want = (res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU)
-        if want and to_int(want) > 1:
+        if container_requests(c).get(GPU, 0) > 1:  # an extended resource's requests are its limits
             return ("Pod Allocate failed due to rpc error: code = Unknown desc = [invalid request for sharing GPU "
                     f"({strategy}), at most 1 nvidia.com/gpu can be requested on GPU nodes], which is unexpected")
     return None

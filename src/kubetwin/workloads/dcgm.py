@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from kubetwin import catalog
+from kubetwin.api.podresources import container_limits
 from kubetwin.devices.container import DeviceView, for_container
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_TPU_ACCELERATOR, GKE_TPU_TOPOLOGY, GPU, TPU
@@ -342,8 +343,7 @@ def _ref(pod: Obj) -> str:
 def _devices(pod: Obj) -> int:
     """The pod's GPUs or TPU chips (container limits): one DCGM or TPU series each (DcgmExporter._devices adds
     the devices of its DRA ResourceClaims)."""
-    return sum(int(((c.get("resources") or {}).get("limits") or {}).get(r, 0) or 0)
-               for c in pod["spec"].get("containers") or [] for r in (GPU, TPU))
+    return sum(container_limits(c).get(r, 0) for c in pod["spec"].get("containers") or [] for r in (GPU, TPU))
 
 
 def is_tpu(placement: Placement) -> bool:

@@ -14,6 +14,7 @@ import re
 import shlex
 from dataclasses import replace
 
+from kubetwin.api.podresources import container_requests
 from kubetwin.k8s.names import GPU
 from kubetwin.serving.modelserver.server_args import ArgProblem, ArgToken, ModelServerError
 from kubetwin.serving.modelserver.tgi_args import parse_tgi
@@ -148,16 +149,12 @@ def find_model_server(pod_spec: dict, path: str = "spec") -> tuple[int, EngineAr
 
 
 def gpu_count(container: dict) -> int:
-    """The container's nvidia.com/gpu (limits, else requests; at least 1): the devices the server sees."""
-    res = container.get("resources") or {}
-    for part in ("limits", "requests"):
-        v = (res.get(part) or {}).get(GPU)
-        if v is not None:
-            try:
-                return max(1, int(str(v)))
-            except ValueError:
-                return 1
-    return 1
+    """The container's nvidia.com/gpu (api.podresources' rule: requests, defaulted from limits; at least 1): the
+    devices the server sees. A quantity validate refuses counts 1 here (validate says why)."""
+    try:
+        return max(1, container_requests(container).get(GPU, 1))
+    except ValueError:
+        return 1
 
 
 # ---- defaults ----
