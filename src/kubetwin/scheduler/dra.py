@@ -114,7 +114,7 @@ class DynamicResources(Plugin):
     # -- PreEnqueue -----------------------------------------------------------------------------
     def pre_enqueue(self, pod: Obj) -> str | None:
         """PreEnqueue (dynamicresources.go): a pod whose generated claim is not named yet waits outside activeQ."""
-        if self.wants(pod) and self.awaiting_generated_claim(pod):
+        if pod["spec"].get("resourceClaims") and self.awaiting_generated_claim(pod):
             return f'pod "{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}": ResourceClaim not created yet'
         return None
 

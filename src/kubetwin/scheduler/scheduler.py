@@ -57,6 +57,7 @@ from kubetwin.store.store import Obj, Store
 MIN_FEASIBLE_NODES_TO_FIND = 100  # schedule_one.go minFeasibleNodesToFind
 MIN_FEASIBLE_NODES_PERCENTAGE = 5  # schedule_one.go minFeasibleNodesPercentageToFind
 ACTIONS = {"ADDED": ActionType.Add, "MODIFIED": ActionType.Update, "DELETED": ActionType.Delete}
+_FIT = frozenset({FIT})
 # A registered event's plugins: name -> its QueueingHintFns for the event (None among them: Queue)
 Registrants = dict[str, list["F.QueueingHintFn | None"]]
 
@@ -103,10 +104,19 @@ class Scheduler:
         self._prebind: dict[str, tuple[Obj, P.PodInfo, str, dict, tuple, int, int, list[F.Plugin]]] = {}
         self._prebind_attempts = 0
         self.points = F.extension_points(self.plugins, R.FIRST)
+        # the points called for every pod, as tuples (bound methods where the plugin itself is not needed)
+        self._forget = tuple(p.forget for p in self.points["forget"])
+        self._pre_enqueue_plugins = tuple(p.pre_enqueue for p in self.points["pre_enqueue"])
+        self._pre_flight = tuple((p, p.pre_bind_pre_flight) for p in self.points["pre_bind_pre_flight"])
+        self._binding_hooks = tuple(p.binding for p in self.points["binding"])
+        self._added_viewers = tuple(self.points["assigned_pod_added"])
+        self._deleted_viewers = tuple(self.points["assigned_pod_deleted"])
         # EnqueueExtensions: every plugin's registered events, in the profile's order
         self._registered = [(p.name, e) for p in self.plugins for e in p.events_to_register()]
-        self._by_event: dict[tuple[str, ActionType], Registrants] = {}
-        self._cache_registrants: dict[ActionType, Registrants] = {}  # Pod events: those without their own view
+        self._by_event: dict[tuple[str, str], Registrants] = {}
+        self._node_moves: dict[str, tuple[dict, Registrants, frozenset[str]]] = {}  # per profile index
+        self._cache_add, self._cache_delete = self._cache_registrants("ADDED"), self._cache_registrants("DELETED")
+        self._delete_queues_all = all(fn is None for fns in self._cache_delete[0].values() for fn in fns)
         store.admit(scheduling_gated_condition, ("Pod",))
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
@@ -130,35 +140,36 @@ class Scheduler:
         return Contribution(summary=summary)
 
     # -- cluster events -------------------------------------------------------------------------
-    def _registrants(self, resource: str, action: ActionType) -> Registrants:
-        """The plugins registered for a change of `resource`, with their hints (buildQueueingHintMap)."""
-        found = self._by_event.get((resource, action))
+    def _registrants(self, resource: str, etype: str) -> Registrants:
+        """The plugins registered for a change of `resource` (`etype` as the store's watch says it), with their
+        hints (buildQueueingHintMap). Cached by strings: an ActionType key would hash through Python code."""
+        found = self._by_event.get((resource, etype))
         if found is None:
             found = {}
             for name, reg in self._registered:
-                if reg.event.matches(resource, action):
+                if reg.event.matches(resource, ACTIONS[etype]):
                     found.setdefault(name, []).append(reg.queueing_hint_fn)
-            self._by_event[(resource, action)] = found
+            self._by_event[(resource, etype)] = found
         return found
 
     def _move(self, registrants: Registrants, old: object, new: object, core: Hint | None = None,
-              core_plugins: frozenset[str] = frozenset()) -> None:
+              plugins: frozenset[str] | None = None) -> None:
         """One MoveAllToActiveOrBackoffQueue for an event: a pod goes when one of the plugins that rejected it and
         registered the event says Queue (isPodWorthRequeuing); `core`: the hint of the core's own plugins
-        (`core_plugins`: NodeResourcesFit, the node-only filters) for it."""
+        (NodeResourcesFit, the node-only filters) for it; `plugins`: every plugin the event concerns (default: the
+        registrants)."""
         def hint(plugin: str, pi: object) -> bool:
             fns = registrants.get(plugin)
             if fns is None:
                 return core is not None and core(plugin, pi)
             return any(fn is None or fn(pi, old, new) is F.Queue for fn in fns)  # type: ignore[arg-type]
 
-        self.queue.move(hint, frozenset(registrants) | core_plugins)
+        self.queue.move(hint, frozenset(registrants) if plugins is None else plugins)
 
     def _on_object(self, kind: str, etype: str, obj: Obj, old: Obj | None) -> None:
         """An informer of a resource a plugin registered: a waiting PreBind re-checks when its plugin's hint says
         the change concerns the pod (its poll would see it), then the queue move."""
-        action = ACTIONS[etype]
-        registrants = self._registrants(kind, action)
+        registrants = self._registrants(kind, etype)
         if not registrants:
             return
         before, after = (obj, None) if etype == "DELETED" else (old, obj)
@@ -168,27 +179,28 @@ class Scheduler:
                 self.store.env.after(0, lambda key=key: self._check_prebind(key))
         self._move(registrants, before, after)
 
-    def _pod_event(self, action: ActionType, old: Obj | None, new: Obj | None) -> None:
-        """An assigned pod added or deleted, as the scheduler cache saw it (AssignedPodAdd / AssignedPodDelete):
-        one move for NodeResourcesFit (a pod leaving frees room) and the plugins that registered the event without
-        keeping their own view of assigned pods (those implementing the hook get their own moves)."""
-        registrants = self._cache_registrants.get(action)
-        if registrants is None:
-            point = "assigned_pod_added" if action is ActionType.Add else "assigned_pod_deleted"
-            own = {p.name for p in self.points[point]}
-            registrants = self._cache_registrants[action] = {
-                name: fns for name, fns in self._registrants("Pod", action).items() if name not in own}
-        if action is ActionType.Delete:
-            self._move(registrants, old, new, _queue, frozenset({FIT}))
-        elif registrants:
-            self._move(registrants, old, new)
+    def _cache_registrants(self, etype: str) -> tuple[Registrants, frozenset[str]]:
+        """For an assigned pod's add or delete: the plugins registered for it that keep no view of assigned pods
+        of their own, and the move's plugin names (NodeResourcesFit's too for a delete)."""
+        viewers = self._added_viewers if etype == "ADDED" else self._deleted_viewers
+        own = {p.name for p in viewers}
+        registrants = {name: fns for name, fns in self._registrants("Pod", etype).items() if name not in own}
+        return registrants, frozenset(registrants) | (_FIT if etype == "DELETED" else frozenset())
 
-    def _viewer_moves(self, viewers: list[F.Plugin], action: ActionType, old: Obj | None, new: Obj | None) -> None:
-        """A move of its own for each plugin whose view of assigned pods changed, in the profile's order."""
-        for plugin in viewers:
-            fns = self._registrants("Pod", action).get(plugin.name)
-            if fns is not None:
-                self._move({plugin.name: fns}, old, new)
+    def _assigned_pod_deleted(self, pod: Obj) -> None:
+        """AssignedPodDelete as the scheduler cache saw it (room freed): one move for NodeResourcesFit and the
+        plugins registered for it that keep no view of their own (those get their own moves)."""
+        registrants, names = self._cache_delete
+        if self._delete_queues_all:  # every one registered without a hint: Queue, nothing to ask
+            self.queue.move(_queue, names)
+        else:
+            self._move(registrants, pod, None, _queue, names)
+
+    def _viewer_move(self, plugin: F.Plugin, etype: str, old: Obj | None, new: Obj | None) -> None:
+        """A move of its own for a plugin whose view of assigned pods changed."""
+        fns = self._registrants("Pod", etype).get(plugin.name)
+        if fns is not None:
+            self._move({plugin.name: fns}, old, new)
 
     # -- informers ------------------------------------------------------------------------------
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
@@ -206,18 +218,28 @@ class Scheduler:
             before = NodeInfo(name, ni.node, ni.allocatable)
             ni.node, ni.allocatable = node, fresh.allocatable
         self.table.upsert(ni)
-        self._move(self._registrants("Node", ActionType.Add if before is None else ActionType.Update), before, fresh,
-                   lambda plugin, pi: self._node_hint(plugin, pi, fresh, before),  # type: ignore[arg-type]
-                   frozenset({FIT, *self.profile.by_name}))
+        change = "ADDED" if before is None else "MODIFIED"
+        cached = self._node_moves.get(change)
+        if cached is None or cached[0] is not self.profile.by_name:  # the core's plugins: NodeResourcesFit, filters
+            registrants = self._registrants("Node", change)
+            cached = self._node_moves[change] = (self.profile.by_name, registrants,
+                                                 frozenset(registrants) | _FIT | frozenset(self.profile.by_name))
+        regs = cached[1]
+        self.queue.move(lambda plugin, pi: self._node_hint(plugin, pi, fresh, before, regs),  # type: ignore[arg-type]
+                        cached[2])
 
-    def _node_hint(self, plugin: str, pi: P.PodInfo, new: NodeInfo, old: NodeInfo | None) -> bool:
-        """The core's QueueingHints for a Node add/update: NodeResourcesFit's and the node-only filters'."""
+    def _node_hint(self, plugin: str, pi: P.PodInfo, new: NodeInfo, old: NodeInfo | None,
+                   registrants: Registrants) -> bool:
+        """The QueueingHints for a Node add/update: NodeResourcesFit's and the node-only filters' (the core's), then
+        those of the plugins registered for it (`registrants`, as `_move` asks them)."""
         if plugin == FIT:  # noderesources isSchedulableAfterNodeChange
             if old is not None and not any(new.allocatable.get(k, 0) > old.allocatable.get(k, 0)
                                            for k, v in pi.requests.items() if v):
                 return False
             return P.node_resources_fit(pi, NodeInfo(new.name, new.node, new.allocatable))[0] == P.SUCCESS
-        node_filter = self.profile.by_name[plugin]
+        node_filter = self.profile.by_name.get(plugin)
+        if node_filter is None:
+            return any(fn is None or fn(pi, old, new) is F.Queue for fn in registrants[plugin])
         passes = node_filter.check(pi, new)[0] == P.SUCCESS
         return passes and (old is None or node_filter.check(pi, old)[0] != P.SUCCESS)
 
@@ -233,29 +255,34 @@ class Scheduler:
             nominated = self._clear_nomination(key)
             self.queue.forget(key)
             self._pre_enqueue_rejected.discard(key)
-            for plugin in self.points["forget"]:
-                plugin.forget(key)
-            viewers = [p for p in self.points["assigned_pod_deleted"] if p.assigned_pod_deleted(key, pod, node_name)]
+            for forget in self._forget:
+                forget(key)
+            viewers = [p for p in self._deleted_viewers if p.assigned_pod_deleted(key, pod, node_name)]
             req = self._requests.pop(key, None)
             if node_name and node_name in self.nodes and req is not None:
                 self.nodes[node_name].remove_pod(pod, req)
                 self.table.add_requests(node_name, req, -1)
             if (node_name and req is not None) or nominated:  # the cache freed room (or a nomination's)
-                self._pod_event(ActionType.Delete, pod, None)
-            self._viewer_moves(viewers, ActionType.Delete, pod, None)
+                if self._delete_queues_all:  # (inlined _assigned_pod_deleted: once per pod)
+                    self.queue.move(_queue, self._cache_delete[1])
+                else:
+                    self._assigned_pod_deleted(pod)
+            for plugin in viewers:  # then each plugin whose own view changed, in the profile's order
+                self._viewer_move(plugin, "DELETED", pod, None)
             return
         if node_name:
             bound_now = self._binding.pop(key, None) is not None  # the scheduler's own Binding landed
             if node_name in self.nodes:
-                viewers = [p for p in self.points["assigned_pod_added"]
-                           if p.assigned_pod_added(key, pod, node_name, bound_now)]
-                self._viewer_moves(viewers, ActionType.Add, None, pod)
+                for plugin in self._added_viewers:
+                    if plugin.assigned_pod_added(key, pod, node_name, bound_now):
+                        self._viewer_move(plugin, "ADDED", None, pod)
             if key not in self._requests and node_name in self.nodes:
                 req = pod_requests(pod)
                 self._requests[key] = req
                 self.nodes[node_name].add_pod(pod, req)
                 self.table.add_requests(node_name, req, 1, priority_of(pod))
-                self._pod_event(ActionType.Add, None, pod)
+                if self._cache_add[0]:  # AssignedPodAdd for plugins registered without a view of their own
+                    self._move(self._cache_add[0], None, pod)
             return
         spec = pod["spec"]
         if etype == "ADDED" and spec.get("schedulerName", "default-scheduler") == "default-scheduler":
@@ -270,8 +297,8 @@ class Scheduler:
 
     def _pre_enqueue_status(self, pod: Obj) -> str | None:
         """RunPreEnqueuePlugins: the first plugin's reason to keep the pod out of the queue, or None."""
-        for plugin in self.points["pre_enqueue"]:
-            reason = plugin.pre_enqueue(pod)
+        for pre_enqueue in self._pre_enqueue_plugins:
+            reason = pre_enqueue(pod)
             if reason is not None:
                 return reason
         return None
@@ -280,9 +307,10 @@ class Scheduler:
         """The plugins' PreEnqueue, then into the queue (SchedulingGates' is checked by the caller). A rejected
         pod waits outside the queue until an update of it passes them all (the twin's stand-in for the rejecting
         plugin's Pod/Update events, such as a generated claim's name recorded in the pod)."""
-        if self._pre_enqueue_status(pod) is not None:
-            self._pre_enqueue_rejected.add(key)
-            return
+        for pre_enqueue in self._pre_enqueue_plugins:
+            if pre_enqueue(pod) is not None:
+                self._pre_enqueue_rejected.add(key)
+                return
         self.queue.add(key, priority_of(pod))
 
     def _kick(self) -> None:
@@ -360,7 +388,10 @@ class Scheduler:
         for plugin in self.points["reserve"]:  # Reserve + PreBind, in the profile's order; then Bind
             annotations.update(plugin.reserve(state, best, ni.name) or {})
         key = pod_key(pod)
-        waiting = [p for p in self.points["pre_bind_pre_flight"] if p.pre_bind_pre_flight(key)]
+        waiting: list[F.Plugin] = []  # PreBindPreFlight (a loop: `key` is a cell, a comprehension would close over it)
+        for plugin, pre_flight in self._pre_flight:
+            if pre_flight(key):
+                waiting.append(plugin)
         if waiting:  # PreBind waits (e.g. for claims to bind): the pod is assumed, not bound
             self._assume(key, pod, pi, ni)
             self._prebind_attempts += 1
@@ -420,13 +451,13 @@ class Scheduler:
         """ForgetPod and the plugins' Unreserve after a failed binding cycle; the freed room requeues the pods
         it may help (handleBindingCycleError's AssignedPodDelete)."""
         self._prebind.pop(key, None)
-        for plugin in self.points["forget"]:
-            plugin.forget(key)
+        for forget in self._forget:
+            forget(key)
         req = self._requests.pop(key, None)
         if req is not None and node in self.nodes:
             self.nodes[node].remove_pod(pod, req)
             self.table.add_requests(node, req, -1)
-        self._pod_event(ActionType.Delete, pod, None)
+        self._assigned_pod_deleted(pod)
 
     def _rejected(self, state: F.CycleState, rejected: F.Rejected, cycle: int) -> None:
         """A PreFilter's rejection of every node, or a plugin's error."""
@@ -547,8 +578,8 @@ class Scheduler:
         env = self.store.env
         due = self.client.send(env, "pods/binding", "create", lambda: self._write_binding(pod, ni, annotations))
         if due > env.now:  # the cache's assumed pod counts for the plugins meanwhile
-            for plugin in self.points["binding"]:
-                plugin.binding(key, pod, ni.name)
+            for binding in self._binding_hooks:
+                binding(key, pod, ni.name)
         return due
 
     def _write_binding(self, pod: Obj, ni: NodeInfo, annotations: dict | None) -> None:
