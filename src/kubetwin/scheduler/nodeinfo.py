@@ -5,12 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kubetwin.api.podresources import resource_value
+from kubetwin.api.podspec import SameInputs
 from kubetwin.store.store import Obj
 
 # schedutil.DefaultMilliCPURequest / DefaultMemoryRequest: what scoring assumes for a pod requesting nothing
 # (k8s.io/kubernetes pkg/scheduler/util/pod_resources.go).
 DEFAULT_MILLI_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
+
+
+def _parse_allocatable(raw: dict | None) -> dict[str, int]:
+    return {k: resource_value(k, v) for k, v in (raw or {}).items()}
+
+
+# status.allocatable parsed once per stored dict: a node's status is rewritten far more often than its allocatable,
+# and a pool's nodes share one (10k-pod benchmark: 12,500 parses of 2,502 dicts). The parsed dict is shared, so no
+# NodeInfo changes its allocatable in place (they replace it).
+_allocatable = SameInputs(_parse_allocatable, limit=8192)
 
 
 @dataclass
@@ -24,8 +35,7 @@ class NodeInfo:
 
     @classmethod
     def from_node(cls, node: Obj) -> NodeInfo:
-        alloc = {k: resource_value(k, v) for k, v in (node.get("status", {}).get("allocatable") or {}).items()}
-        return cls(node["metadata"]["name"], node, alloc)
+        return cls(node["metadata"]["name"], node, _allocatable(node.get("status", {}).get("allocatable")))
 
     def add_pod(self, pod: Obj, req: dict[str, int]) -> None:
         key = f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"

@@ -110,12 +110,14 @@ class Scheduler:
         self._pre_flight = tuple((p, p.pre_bind_pre_flight) for p in self.points["pre_bind_pre_flight"])
         self._binding_hooks = tuple(p.binding for p in self.points["binding"])
         self._added_viewers = tuple(self.points["assigned_pod_added"])
+        self._added_hooks = tuple((p, p.assigned_pod_added) for p in self._added_viewers)
         self._deleted_viewers = tuple(self.points["assigned_pod_deleted"])
         # EnqueueExtensions: every plugin's registered events, in the profile's order
         self._registered = [(p.name, e) for p in self.plugins for e in p.events_to_register()]
         self._by_event: dict[tuple[str, str], Registrants] = {}
         self._node_moves: dict[str, tuple[dict, Registrants, frozenset[str]]] = {}  # per profile index
-        self._cache_add, self._cache_delete = self._cache_registrants("ADDED"), self._cache_registrants("DELETED")
+        self._cache_delete = self._cache_registrants("DELETED")
+        self._add_registrants = self._cache_registrants("ADDED")[0]
         self._delete_queues_all = all(fn is None for fns in self._cache_delete[0].values() for fn in fns)
         store.admit(scheduling_gated_condition, ("Pod",))
         store.watch("Pod", self._on_pod)
@@ -273,16 +275,16 @@ class Scheduler:
         if node_name:
             bound_now = self._binding.pop(key, None) is not None  # the scheduler's own Binding landed
             if node_name in self.nodes:
-                for plugin in self._added_viewers:
-                    if plugin.assigned_pod_added(key, pod, node_name, bound_now):
+                for plugin, added in self._added_hooks:
+                    if added(key, pod, node_name, bound_now):
                         self._viewer_move(plugin, "ADDED", None, pod)
             if key not in self._requests and node_name in self.nodes:
                 req = pod_requests(pod)
                 self._requests[key] = req
                 self.nodes[node_name].add_pod(pod, req)
                 self.table.add_requests(node_name, req, 1, priority_of(pod))
-                if self._cache_add[0]:  # AssignedPodAdd for plugins registered without a view of their own
-                    self._move(self._cache_add[0], None, pod)
+                if self._add_registrants:  # AssignedPodAdd for plugins registered without a view of their own
+                    self._move(self._add_registrants, None, pod)
             return
         spec = pod["spec"]
         if etype == "ADDED" and spec.get("schedulerName", "default-scheduler") == "default-scheduler":
