@@ -265,10 +265,7 @@ class Scheduler:
                 self.nodes[node_name].remove_pod(pod, req)
                 self.table.add_requests(node_name, req, -1)
             if (node_name and req is not None) or nominated:  # the cache freed room (or a nomination's)
-                if self._delete_queues_all:  # (inlined _assigned_pod_deleted: once per pod)
-                    self.queue.move(_queue, self._cache_delete[1])
-                else:
-                    self._assigned_pod_deleted(pod)
+                self._assigned_pod_deleted(pod)
             for plugin in viewers:  # then each plugin whose own view changed, in the profile's order
                 self._viewer_move(plugin, "DELETED", pod, None)
             return
@@ -390,7 +387,7 @@ class Scheduler:
         for plugin in self.points["reserve"]:  # Reserve + PreBind, in the profile's order; then Bind
             annotations.update(plugin.reserve(state, best, ni.name) or {})
         key = pod_key(pod)
-        waiting: list[F.Plugin] = []  # PreBindPreFlight (a loop: `key` is a cell, a comprehension would close over it)
+        waiting: list[F.Plugin] = []  # PreBindPreFlight: the plugins whose PreBind has to wait
         for plugin, pre_flight in self._pre_flight:
             if pre_flight(key):
                 waiting.append(plugin)
