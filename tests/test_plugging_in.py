@@ -17,6 +17,7 @@ import pytest
 import yaml
 from conftest import final_objects
 from k8s_builders import make_pod, make_pool, make_scenario, static_node
+from maintenance_window_plugin import CLOSED, LABEL, MaintenanceWindow
 from scheduler_builders import SAME_TEAM, TEAM
 from serving_builders import MODEL, h100_pool, inference_pool, serving_scenario, trace, vllm
 from typer.testing import CliRunner
@@ -26,6 +27,7 @@ from kubetwin.api.loader import load_paths
 from kubetwin.cli.main import app
 from kubetwin.runner import run
 from kubetwin.scheduler import plugins as P
+from kubetwin.scheduler import registry
 from kubetwin.validation import kinds as kind_checks
 from kubetwin.validation.validate import validate
 
@@ -185,6 +187,39 @@ def test_a_node_only_filter_reading_a_pod_label_is_one_registration() -> None:
     assert failed and failed[0] == ("0/2 nodes are available: 2 node(s) belong to another team. preemption: 0/2 "
                                     "nodes are available: 2 Preemption is not helpful for scheduling.")
     assert "SameTeam" not in P.DEFAULT.by_name  # the registration ended with the block
+
+
+def _config_map(name: str, at: str, **data: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "data": data,
+            "metadata": {"name": name, "namespace": "default", "annotations": {"kubetwin.io/create-at": at}}}
+
+
+@pytest.mark.parametrize("opens", [True, False])
+def test_a_plugin_that_reacts_to_cluster_events_is_one_file_and_one_registration(opens: bool) -> None:
+    """tests/maintenance_window_plugin.py, registered with one line: its PreFilter rejects the pod, the scheduler
+    watches the ConfigMaps its events_to_register names, a ConfigMap its QueueingHint answers QueueSkip for leaves
+    the pod waiting (no attempt at 1m), and the one it answers Queue for requeues it at once (bound at 2m, before
+    the 5-minute flush of unschedulable pods; a node event would not do it, as the plugin does not register Node)."""
+    pod = make_pod("pod").cpu("1").obj()
+    pod["metadata"]["labels"] = {LABEL: "true"}
+    objs = [make_scenario("4m").obj(), static_node("node-a").obj(), pod,
+            _config_map("unrelated", "1m", open="true"),  # QueueSkip: another ConfigMap
+            _config_map("maintenance-window", "2m", open="true" if opens else "false")]
+    late_node = static_node("node-b").obj()
+    late_node["metadata"]["annotations"] = {"kubetwin.io/create-at": "90s"}
+    count = len(registry.REGISTRY)
+    with registry.registered(lambda h: MaintenanceWindow(h.store)):
+        result = run(objects=[*objs, late_node])
+    assert len(registry.REGISTRY) == count  # the registration ended with the block
+    failed = [e for e in final_objects(result, "Event").values() if e["reason"] == "FailedScheduling"]
+    assert failed and failed[0]["message"] == f"0/1 nodes are available: {CLOSED}."
+    bound_at = result.first_time("Pod", lambda o: bool(o["spec"].get("nodeName")), "pod")
+    if opens:
+        assert bound_at == 120.0
+        assert result.summary["scheduler"]["attempts"] == 2  # at 0 s and at 2 m: nothing between requeued it
+    else:
+        assert bound_at is None
+        assert result.summary["scheduler"]["attempts"] == 1  # every later event was QueueSkip or not its own
 
 
 class FirstEndpointRouter:

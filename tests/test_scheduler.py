@@ -111,9 +111,11 @@ def test_same_seed_byte_identical_summary(tmp_path) -> None:
 
 
 def test_plugins_run_at_their_extension_points_in_the_profile_order() -> None:
-    """Each plugin is called at the points it implements, in the profile's order: DynamicResources' per-node
-    Filter before the GPU placement policy's (which filters what DynamicResources kept), the policy's Score
-    replacing the default ones, and InterPodAffinity's vector Filter narrowing the mask before the scan."""
+    """Each plugin is called at the points it implements, in the profile's order (default_plugins.go:
+    VolumeRestrictions, VolumeBinding, InterPodAffinity, DynamicResources; the GPU policy last) but InterPodAffinity's
+    PreFilter first: DynamicResources' per-node Filter before the GPU placement policy's (which filters what
+    DynamicResources kept), the policy's Score replacing the default ones, and InterPodAffinity's vector Filter
+    narrowing the mask before the scan."""
     env = Environment()
     store = Store(env, 0)
     sched = Scheduler(store, EventRecorder(store), 0, "LeastAllocated", Features.from_gates({}), "FGD")
@@ -121,8 +123,13 @@ def test_plugins_run_at_their_extension_points_in_the_profile_order() -> None:
     assert names == {"pre_filter": ["InterPodAffinity", "VolumeRestrictions", "VolumeBinding", "DynamicResources",
                                     "GpuShare"],
                      "filter_rows": ["VolumeRestrictions", "VolumeBinding", "DynamicResources", "GpuShare"],
-                     "rejections": ["InterPodAffinity", "VolumeBinding"],
-                     "preemptible": ["InterPodAffinity", "VolumeRestrictions", "VolumeBinding"], "select": ["GpuShare"],
-                     "reserve": ["VolumeBinding", "DynamicResources", "GpuShare"]}
+                     "rejections": ["VolumeBinding", "InterPodAffinity"],
+                     "preemptible": ["VolumeRestrictions", "VolumeBinding", "InterPodAffinity"], "select": ["GpuShare"],
+                     "reserve": ["VolumeBinding", "DynamicResources", "GpuShare"],
+                     "pre_bind_pre_flight": ["VolumeBinding"], "pre_bind": ["VolumeBinding"],
+                     "pre_enqueue": ["DynamicResources"],
+                     "assigned_pod_added": ["InterPodAffinity"],
+                     "assigned_pod_deleted": ["VolumeRestrictions", "InterPodAffinity"],
+                     "binding": ["InterPodAffinity"], "forget": ["VolumeBinding", "GpuShare"], "expect": ["GpuShare"]}
     plain = Scheduler(store, EventRecorder(store), 0, "LeastAllocated", Features.from_gates({}), None)
     assert [p.name for p in plain.points["select"]] == []  # the default Scores pick the node

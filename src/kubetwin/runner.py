@@ -45,7 +45,6 @@ from kubetwin.report import historyindex as history_index
 from kubetwin.report.historylog import HistoryLog, dump_text
 from kubetwin.report.metrics import Metrics
 from kubetwin.report.rundata import HistoryFeed
-from kubetwin.scheduler.gpushare import declared_workload
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
 from kubetwin.sim.apiclient import ApiClient, ClientBuilder
@@ -385,9 +384,7 @@ def seed_objects(cluster: Cluster, manifests: list[Manifest]) -> None:
     objs = sorted((m.obj for m in manifests if m.kind != "Scenario"
                    and not unknown_custom_kind(str(m.obj.get("apiVersion")))),  # validate's notice says so
                   key=lambda o: kinds.create_order(o["kind"]))
-    if cluster.scheduler.gpushare is not None:  # the GPU workload FGD measures fragmentation against
-        for shape, count in declared_workload(objs).items():
-            cluster.scheduler.gpushare.declare(shape, count)
+    cluster.scheduler.expect(objs)  # e.g. the GPU workload FGD measures fragmentation against
     for obj in objs:
         _schedule_object(store, env, obj)
 

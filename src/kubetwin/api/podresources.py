@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubetwin.api.defaults import requests_with_limits
+from kubetwin.api.podspec import SameInputs
 from kubetwin.k8s.units import to_int, to_milli
 
 Obj = dict[str, Any]
@@ -37,12 +38,18 @@ def resource_value(name: str, value: object) -> int:
 
 def node_allocatable(node: Obj) -> dict[str, int]:
     """A node's status.allocatable as integers: the scheduler's NodeInfo and the kubelet's admission (which upstream
-    reuses the scheduler framework's NodeInfo, pkg/kubelet/lifecycle/predicate.go) read it the same way."""
-    return _values(node.get("status", {}).get("allocatable"))
+    reuses the scheduler framework's NodeInfo, pkg/kubelet/lifecycle/predicate.go) read it the same way. Shared:
+    callers replace it, never change it in place."""
+    return _allocatable(node.get("status", {}).get("allocatable"))
 
 
 def _values(rl: dict | None) -> dict[str, int]:
     return {k: resource_value(k, v) for k, v in (rl or {}).items()}
+
+
+# status.allocatable parsed once per stored dict: a node's status is rewritten far more often than its allocatable,
+# and a pool's nodes share one (10k-pod benchmark: 12,500 parses of 2,502 dicts).
+_allocatable = SameInputs(_values, limit=8192)
 
 
 def container_requests(c: Obj) -> dict[str, int]:

@@ -16,7 +16,14 @@ import numpy as np
 from kubetwin.devices.dra.allocator import AllocationError, Allocator, DeviceID, Features, slices_by_node
 from kubetwin.devices.dra.claims import FINALIZER, claim_name
 from kubetwin.k8s.units import parse_quantity
-from kubetwin.scheduler.framework import CycleState, Plugin, Rejected
+from kubetwin.scheduler.framework import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    Plugin,
+    Rejected,
+)
 from kubetwin.scheduler.plugins import node_selector_term_matches
 from kubetwin.store.store import Obj, Store
 
@@ -95,7 +102,22 @@ class DynamicResources(Plugin):
     def wants(pod: Obj) -> bool:
         return bool(pod["spec"].get("resourceClaims"))
 
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """dynamicresources.go EventsToRegister: ResourceClaims, DeviceClasses and ResourceSlices (upstream Add |
+        Update; the twin also requeues on their deletes, and without isSchedulableAfterClaimChange's narrowing to
+        the pod's own claims), a node added or changed. The pod update that names a generated claim is PreEnqueue's
+        (below), not a queue move."""
+        return [*(ClusterEventWithHint(ClusterEvent(kind, ActionType.All))
+                  for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass")),
+                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.Update))]
+
     # -- PreEnqueue -----------------------------------------------------------------------------
+    def pre_enqueue(self, pod: Obj) -> str | None:
+        """PreEnqueue (dynamicresources.go): a pod whose generated claim is not named yet waits outside activeQ."""
+        if pod["spec"].get("resourceClaims") and self.awaiting_generated_claim(pod):
+            return f'pod "{pod["metadata"]["namespace"]}/{pod["metadata"]["name"]}": ResourceClaim not created yet'
+        return None
+
     def awaiting_generated_claim(self, pod: Obj) -> bool:
         """PreEnqueue: a pod whose claim from a template is not created yet waits outside the queue, and the
         pod update that records the claim's name (UpdatePodGeneratedResourceClaim) enqueues it

@@ -12,7 +12,7 @@ paper's simulator measures it inside its scheduler; the scheduler samples it for
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -61,8 +61,10 @@ class FragmentationGauge:
     """The scheduler's fragmentation at each of the run's sample instants (a sim.outputs Sampler), and its mean
     for summary.json's gpu_fragmentation. Keeps its own count of the GPU pods created (the typical pods)."""
 
-    def __init__(self, store: Store, nodes: Mapping[str, NodeInfo], gpushare: GpuSharePlacement | None) -> None:
-        self._nodes, self._gpushare = nodes, gpushare
+    def __init__(self, store: Store, nodes: Mapping[str, NodeInfo], plugins: Iterable[object] = ()) -> None:
+        # with a GPU placement policy among the scheduler's plugins, fragmentation is per GPU from its bookkeeping
+        self._nodes = nodes
+        self._gpushare = next((p for p in plugins if isinstance(p, GpuSharePlacement)), None)
         self._shapes: Counter[tuple[int, int]] = Counter()  # GPU pods by (cpu milli, GPUs): typical pods
         self._requests_of = TemplateMemo(pod_requests)
         self._samples: list[tuple[float, float]] = []

@@ -22,13 +22,14 @@ from collections import Counter
 
 import numpy as np
 
+from kubetwin.api.podresources import pod_requests
 from kubetwin.devices.gpushare import FULL, MAX_GPUS, Shape, TypicalPods, frag_amount
 from kubetwin.k8s.names import GKE_ACCELERATOR, GPU
-from kubetwin.scheduler.framework import CycleState, Plugin
+from kubetwin.scheduler.framework import ActionType, ClusterEvent, ClusterEventWithHint, CycleState, Plugin
 from kubetwin.scheduler.gpu_policies import TAGS, Scorer, tag_of
 from kubetwin.scheduler.nodetable import NodeTable
 from kubetwin.scheduler.preemption import pod_key
-from kubetwin.store.store import Obj
+from kubetwin.store.store import Obj, Store
 
 GPU_MILLI, GPU_COUNT = "alibabacloud.com/gpu-milli", "alibabacloud.com/gpu-count"  # open-gpu-share
 GPU_INDEX = "kubetwin.io/gpu-index"  # which GPUs of the node the pod got, e.g. "0,3"
@@ -53,7 +54,7 @@ class GpuSharePlacement(Plugin):
 
     name = PLUGIN
 
-    def __init__(self, table: NodeTable, policy: str, rng: random.Random) -> None:
+    def __init__(self, table: NodeTable, policy: str, rng: random.Random, store: Store | None = None) -> None:
         self.t, self.policy, self.rng = table, policy, rng
         self.idle = np.zeros((0, MAX_GPUS), np.int64)
         self.exists = np.zeros((0, MAX_GPUS), bool)
@@ -72,6 +73,26 @@ class GpuSharePlacement(Plugin):
         self._frag_seen = np.zeros(0, np.int64)
         self._frag_of = -1  # the typical-pods count the cached fragments were computed against
         self._scores: dict[Shape, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+        if store is not None:
+            store.watch("Pod", self._on_pod)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """A pod leaving a node frees its GPUs (and CPU); a node added or changed may have room."""
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete)),
+                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.Update))]
+
+    def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
+        """A pending pod for the default scheduler appeared: count it in the workload (`created`)."""
+        spec = pod["spec"]
+        if (etype == "ADDED" and not spec.get("nodeName")
+                and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
+            self.created(shape_of(pod, pod_requests(pod)))
+
+    def expect(self, objs: list[Obj]) -> None:
+        """The scenario's GPU workload, declared before its objects are created (declared_workload)."""
+        for shape, count in declared_workload(objs).items():
+            self.declare(shape, count)
 
     def declare(self, shape: Shape, count: int) -> None:
         """A GPU pod the scenario will create `count` times (the workload FGD measures against)."""
@@ -253,6 +274,9 @@ class GpuSharePlacement(Plugin):
         self.bound[key] = (node, shape, ids)
         return ids
 
+    def forget(self, key: str) -> None:
+        self.release(key)
+
     def release(self, key: str) -> None:
         entry = self.bound.pop(key, None)
         if entry is None:
@@ -273,8 +297,6 @@ class GpuSharePlacement(Plugin):
 
 def declared_workload(objs: list[Obj]) -> Counter[Shape]:
     """GPU pod shapes the scenario's objects will create: Pods, and pod templates times replicas/completions."""
-    from kubetwin.api.podresources import pod_requests
-
     out: Counter[Shape] = Counter()
     for o in objs:
         kind, spec = o.get("kind"), o.get("spec") or {}

@@ -21,7 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubetwin.k8s.labels import selects
-from kubetwin.scheduler.framework import CycleState, Plugin
+from kubetwin.scheduler.framework import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    Plugin,
+    Queue,
+    QueueingHint,
+    QueueSkip,
+)
+from kubetwin.scheduler.plugins import PodInfo
 from kubetwin.store.store import Obj, Store
 
 NAME = "InterPodAffinity"
@@ -115,6 +125,33 @@ class InterPodAffinity(Plugin):
         self.by_key: dict[str, set[str]] = {}
         self.anti: dict[str, tuple[Term, ...]] = {}
         self._cols: dict[str, tuple[int, int, np.ndarray, dict[str, int]]] = {}
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """interpodaffinity plugin.go EventsToRegister: a pod added to or deleted from a node (with the hints below),
+        a node added or changed (its labels are the topology)."""
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Add), self._after_pod_added),
+                ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), self._after_pod_deleted),
+                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.Update))]
+
+    # -- the scheduler cache's assigned pods -------------------------------------------------------
+    def assigned_pod_added(self, key: str, pod: Obj, node: str, bound: bool) -> bool:
+        """A pod landed on a node (`bound`: the scheduler's own Binding, which may replace the assumed copy): index
+        it once the cache is on (the first pod with terms switches it on); True when its Pod/Add hint is asked."""
+        if (key in self.pods and not bound) or not (self.active or has_terms(pod)):
+            return False
+        self.add(key, pod, node)
+        return True
+
+    def assigned_pod_deleted(self, key: str, pod: Obj, node: str | None) -> bool:
+        if not self.active or key not in self.pods:
+            return False
+        self.remove(key)
+        return True
+
+    def binding(self, key: str, pod: Obj, node: str) -> None:
+        """The cache's assumed pod counts while its Binding waits for the API client's token."""
+        if key not in self.pods and (self.active or has_terms(pod)):
+            self.add(key, pod, node)
 
     # -- cache ----------------------------------------------------------------------------------
     def wants(self, pod: Obj) -> bool:
@@ -276,6 +313,12 @@ class InterPodAffinity(Plugin):
     def hint_added(self, pending: Obj, added: Obj) -> bool:
         """A pod landed on a node: it may satisfy the pending pod's affinity."""
         return any(t.matches(added, self.ns_labels) for t in required_terms(pending, "podAffinity"))
+
+    def _after_pod_added(self, pi: PodInfo, old: object, new: object) -> QueueingHint:
+        return Queue if isinstance(new, dict) and self.hint_added(pi.pod, new) else QueueSkip
+
+    def _after_pod_deleted(self, pi: PodInfo, old: object, new: object) -> QueueingHint:
+        return Queue if isinstance(old, dict) and self.hint_deleted(pi.pod, old) else QueueSkip
 
     def signature(self, pod: Obj) -> str:
         """What hints must tell apart between pods of one scheduling shape: their terms, labels, namespace."""

@@ -4,9 +4,15 @@ Mirrors kube-scheduler's schedule_one.go: Filter over nodes starting at a rotati
 numFeasibleNodesToFind feasible nodes are found, Score those, pick the best (seeded random among the
 top scores, as selectHost), Reserve in the cache, Bind. Filter and Score run as numpy over the node
 table (nodetable.py); the node-only filters (NodeUnschedulable, TaintToleration, NodeAffinity: plugins.Profile) are
-evaluated once per pod shape and node change. The other plugins (VolumeBinding, InterPodAffinity, DynamicResources,
-a GPU placement policy) run at the extension points they implement (framework.py). Unschedulable pods get a
-FailedScheduling event with FitError's message and wait in the queue (queue.py) until a cluster event may help.
+evaluated once per pod shape and node change. The other plugins (registry.py builds them) run at the extension points
+they implement (framework.py); this module names none of them. Unschedulable pods get a FailedScheduling event with
+FitError's message and wait in the queue (queue.py) until a cluster event may help: the scheduler watches Pods,
+Nodes and every resource a plugin registered (events_to_register), and each change is one queue move
+(MoveAllToActiveOrBackoffQueue) over the plugins registered for it, each asked through its QueueingHint. The core's
+own plugins register too: NodeResourcesFit for Node add/update (noderesources isSchedulableAfterNodeChange) and for a
+pod that leaves a node, the node-only filters for Node add/update. Assigned-pod events follow the scheduler cache:
+its move when the cache freed room, then one move per plugin whose own view of assigned pods changed
+(framework.Plugin.assigned_pod_added/_deleted), in the profile's order.
 
 Its writes go through its API client (sim/apiclient.py; KubeSchedulerConfiguration clientConnection, 50 qps / 100
 burst by default): the binding cycle runs in a goroutine (schedule_one.go ScheduleOne: "bind the pod to its host
@@ -27,22 +33,19 @@ import numpy as np
 
 from kubetwin.api import twin
 from kubetwin.api.podresources import pod_requests
-from kubetwin.devices.dra.allocator import Features
 from kubetwin.k8s.conditions import find_condition, set_condition
-from kubetwin.scheduler import dra as D
 from kubetwin.scheduler import framework as F
-from kubetwin.scheduler import gpushare as G
-from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
+from kubetwin.scheduler import registry as R
 from kubetwin.scheduler import trace as T
-from kubetwin.scheduler import volumebinding as VB
 from kubetwin.scheduler.fiterror import FIT, diagnose, fit_error
 from kubetwin.scheduler.fragmentation import FragmentationGauge
+from kubetwin.scheduler.framework import ActionType
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.scheduler.nodetable import NodeTable, ScoreCache, StaticVerdicts
 from kubetwin.scheduler.podshapes import PodShapes
 from kubetwin.scheduler.preemption import DefaultPreemption, pod_key, priority_of
-from kubetwin.scheduler.queue import SchedulingQueue
+from kubetwin.scheduler.queue import Hint, SchedulingQueue
 from kubetwin.scheduler.schedulinggates import GATED_MESSAGE as GATED_MESSAGE  # re-exported
 from kubetwin.scheduler.schedulinggates import scheduling_gated_condition
 from kubetwin.sim.apiclient import ApiClient
@@ -53,7 +56,10 @@ from kubetwin.store.store import Obj, Store
 
 MIN_FEASIBLE_NODES_TO_FIND = 100  # schedule_one.go minFeasibleNodesToFind
 MIN_FEASIBLE_NODES_PERCENTAGE = 5  # schedule_one.go minFeasibleNodesPercentageToFind
-FREED = frozenset({FIT, G.PLUGIN})  # plugins whose rejections a pod leaving a node may resolve
+ACTIONS = {"ADDED": ActionType.Add, "MODIFIED": ActionType.Update, "DELETED": ActionType.Delete}
+_FIT = frozenset({FIT})
+# A registered event's plugins: name -> its QueueingHintFns for the event (None among them: Queue)
+Registrants = dict[str, list["F.QueueingHintFn | None"]]
 
 
 def num_feasible_nodes_to_find(num_all: int, percentage: int = 0) -> int:
@@ -68,7 +74,7 @@ class Scheduler:
     """default-scheduler, one profile."""
 
     def __init__(self, store: Store, events: EventRecorder, seed: int = 0, strategy: str = "LeastAllocated",
-                 features: Features = Features(), gpu_policy: str | None = None, profile: P.Profile = P.DEFAULT,
+                 features: R.Features = R.Features(), gpu_policy: str | None = None, profile: P.Profile = P.DEFAULT,
                  trace: SchedulingTrace | None = None, client: ApiClient | None = None):
         self.store, self.events, self.strategy, self.profile = store, events, strategy, profile
         # the scheduler's client (createClients: one clientset, so one token bucket, for all its requests)
@@ -84,36 +90,46 @@ class Scheduler:
         self.next_start = 0
         self._pending_run = False
         self._requests: dict[str, dict[str, int]] = {}  # bound pod -> requests, as reserved
-        self._awaiting_claims: set[str] = set()  # pods DynamicResources' PreEnqueue keeps out of the queue
+        self._pre_enqueue_rejected: set[str] = set()  # pods a PreEnqueue plugin keeps out of the queue
         self.schedule_attempts = 0
         self._diagnosed: tuple[tuple, tuple[dict[str, int], set[str]]] | None = None  # the last FitError histogram
         self.shapes = PodShapes(self.table, profile)  # the pod's PreFilter state, cached per pod shape
         self._nominated: dict[str, dict[str, tuple[int, dict[str, int], Obj]]] = {}  # node -> pod -> (prio, req)
         self.preemption = DefaultPreemption(store, events, self._requests, self._nominated, profile, self.client)
-        self.dra = D.DynamicResources(store, features)
-        self.gpushare = G.GpuSharePlacement(self.table, gpu_policy, self.rng) if gpu_policy else None
-        self.ipa = IPA.InterPodAffinity(self.nodes, IPA.namespace_labels(store))
-        self.fragmentation = FragmentationGauge(store, self.nodes, self.gpushare)  # sampled by the run's metrics
-        # The plugins beyond the node-only ones, in the default profile's order (default_plugins.go: VolumeBinding,
-        # InterPodAffinity, DynamicResources), but InterPodAffinity's PreFilter first: it never rejects, so the
-        # order is unobservable in kube-scheduler, while the twin's first pod with terms switches its cache of
-        # bound pods on there. The GPU placement policy (open-gpu-share in the FGD paper's simulator) comes last.
-        self.volume_binding = VB.VolumeBinding(store)
-        # Pods waiting in VolumeBinding's PreBind, assumed on their node: key -> (pod, pi, node, annotations,
-        # shape, cycle, attempt); the attempt tells a stale bindTimeoutSeconds deadline from the current one.
-        self._prebind: dict[str, tuple[Obj, P.PodInfo, str, dict, tuple, int, int]] = {}
+        # The plugins beyond the node-only ones, from the registry in the profile's order (registry.py)
+        self.plugins = R.build(R.Handle(store, features, gpu_policy, self.rng, self.table, self.nodes))
+        self.fragmentation = FragmentationGauge(store, self.nodes, self.plugins)  # sampled by the run's metrics
+        # Pods waiting in a plugin's PreBind, assumed on their node: key -> (pod, pi, node, annotations, shape,
+        # cycle, attempt, the waiting plugins); the attempt tells a stale timeout from the current one.
+        self._prebind: dict[str, tuple[Obj, P.PodInfo, str, dict, tuple, int, int, list[F.Plugin]]] = {}
         self._prebind_attempts = 0
-        plugins: list[F.Plugin] = [self.ipa, VB.VolumeRestrictions(store), self.volume_binding, self.dra]
-        if self.gpushare is not None:
-            plugins.append(self.gpushare)
-        self.points = F.extension_points(plugins)
+        self.points = F.extension_points(self.plugins, R.FIRST)
+        # the points called for every pod, as tuples (bound methods where the plugin itself is not needed)
+        self._forget = tuple(p.forget for p in self.points["forget"])
+        self._pre_enqueue_plugins = tuple(p.pre_enqueue for p in self.points["pre_enqueue"])
+        self._pre_flight = tuple((p, p.pre_bind_pre_flight) for p in self.points["pre_bind_pre_flight"])
+        self._binding_hooks = tuple(p.binding for p in self.points["binding"])
+        self._added_viewers = tuple(self.points["assigned_pod_added"])
+        self._added_hooks = tuple((p, p.assigned_pod_added) for p in self._added_viewers)
+        self._deleted_viewers = tuple(self.points["assigned_pod_deleted"])
+        # EnqueueExtensions: every plugin's registered events, in the profile's order
+        self._registered = [(p.name, e) for p in self.plugins for e in p.events_to_register()]
+        self._by_event: dict[tuple[str, str], Registrants] = {}
+        self._node_moves: dict[str, tuple[dict, Registrants, frozenset[str]]] = {}  # per profile index
+        self._cache_delete = self._cache_registrants("DELETED")
+        self._add_registrants = self._cache_registrants("ADDED")[0]
+        self._delete_queues_all = all(fn is None for fns in self._cache_delete[0].values() for fn in fns)
         store.admit(scheduling_gated_condition, ("Pod",))
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
-        for kind in ("ResourceSlice", "ResourceClaim", "DeviceClass"):  # DynamicResources' cluster events
-            store.watch(kind, self._on_dra_object)
-        store.watch("PersistentVolumeClaim", self._on_claim)
-        store.watch("PersistentVolume", self._on_volume)
+        for kind in dict.fromkeys(e.event.resource for _, e in self._registered):
+            if kind not in ("Pod", "Node", F.WILDCARD):  # the informers the plugins' events need
+                store.watch(kind, lambda etype, obj, old, kind=kind: self._on_object(kind, etype, obj, old))
+
+    def expect(self, objs: list[Obj]) -> None:
+        """The scenario's objects before they are created, for the plugins that plan for them (Plugin.expect)."""
+        for plugin in self.points["expect"]:
+            plugin.expect(objs)
 
     def sample(self) -> dict[str, float | None]:
         """The run's sampled series the scheduler's cache answers (sim.outputs.Sampler): GPU fragmentation."""
@@ -125,24 +141,68 @@ class Scheduler:
             summary["scheduler_api_client"] = self.client.summary()
         return Contribution(summary=summary)
 
-    def _on_dra_object(self, etype: str, obj: Obj, old: Obj | None) -> None:
-        self.queue.move(lambda plugin, pi: plugin == D.NAME, frozenset({D.NAME}))
+    # -- cluster events -------------------------------------------------------------------------
+    def _registrants(self, resource: str, etype: str) -> Registrants:
+        """The plugins registered for a change of `resource` (`etype` as the store's watch says it), with their
+        hints (buildQueueingHintMap). Cached by strings: an ActionType key would hash through Python code."""
+        found = self._by_event.get((resource, etype))
+        if found is None:
+            found = {}
+            for name, reg in self._registered:
+                if reg.event.matches(resource, ACTIONS[etype]):
+                    found.setdefault(name, []).append(reg.queueing_hint_fn)
+            self._by_event[(resource, etype)] = found
+        return found
 
-    def _on_claim(self, etype: str, pvc: Obj, old: Obj | None) -> None:
-        """VolumeBinding's and VolumeRestrictions' QueueingHint for a PVC add/update: queue the pods that use
-        this claim."""
-        if etype == "DELETED":
+    def _move(self, registrants: Registrants, old: object, new: object, core: Hint | None = None,
+              plugins: frozenset[str] | None = None) -> None:
+        """One MoveAllToActiveOrBackoffQueue for an event: a pod goes when one of the plugins that rejected it and
+        registered the event says Queue (isPodWorthRequeuing); `core`: the hint of the core's own plugins
+        (NodeResourcesFit, the node-only filters) for it; `plugins`: every plugin the event concerns (default: the
+        registrants)."""
+        def hint(plugin: str, pi: object) -> bool:
+            fns = registrants.get(plugin)
+            if fns is None:
+                return core is not None and core(plugin, pi)
+            return any(fn is None or fn(pi, old, new) is F.Queue for fn in fns)  # type: ignore[arg-type]
+
+        self.queue.move(hint, frozenset(registrants) if plugins is None else plugins)
+
+    def _on_object(self, kind: str, etype: str, obj: Obj, old: Obj | None) -> None:
+        """An informer of a resource a plugin registered: a waiting PreBind re-checks when its plugin's hint says
+        the change concerns the pod (its poll would see it), then the queue move."""
+        registrants = self._registrants(kind, etype)
+        if not registrants:
             return
-        ns, name = pvc["metadata"].get("namespace") or "default", pvc["metadata"]["name"]
-        for key, entry in self._prebind.items():  # PreBind's poll sees the claim change
-            if (entry[0]["metadata"].get("namespace") or "default") == ns and name in VB.pod_claims(entry[0]):
+        before, after = (obj, None) if etype == "DELETED" else (old, obj)
+        for key, entry in self._prebind.items():
+            if any(fn is not None and fn(entry[1], before, after) is F.Queue
+                   for plugin in entry[7] for fn in registrants.get(plugin.name, ())):
                 self.store.env.after(0, lambda key=key: self._check_prebind(key))
-        self.queue.move(VB.claim_hint(pvc), frozenset({VB.NAME, VB.RESTRICTIONS}))
+        self._move(registrants, before, after)
 
-    def _on_volume(self, etype: str, pv: Obj, old: Obj | None) -> None:
-        """VolumeBinding's QueueingHint for a PersistentVolume add/update: the pods it rejected."""
-        if etype != "DELETED":
-            self.queue.move(lambda plugin, pi: plugin == VB.NAME, frozenset({VB.NAME}))
+    def _cache_registrants(self, etype: str) -> tuple[Registrants, frozenset[str]]:
+        """For an assigned pod's add or delete: the plugins registered for it that keep no view of assigned pods
+        of their own, and the move's plugin names (NodeResourcesFit's too for a delete)."""
+        viewers = self._added_viewers if etype == "ADDED" else self._deleted_viewers
+        own = {p.name for p in viewers}
+        registrants = {name: fns for name, fns in self._registrants("Pod", etype).items() if name not in own}
+        return registrants, frozenset(registrants) | (_FIT if etype == "DELETED" else frozenset())
+
+    def _assigned_pod_deleted(self, pod: Obj) -> None:
+        """AssignedPodDelete as the scheduler cache saw it (room freed): one move for NodeResourcesFit and the
+        plugins registered for it that keep no view of their own (those get their own moves)."""
+        registrants, names = self._cache_delete
+        if self._delete_queues_all:  # every one registered without a hint: Queue, nothing to ask
+            self.queue.move(_queue, names)
+        else:
+            self._move(registrants, pod, None, _queue, names)
+
+    def _viewer_move(self, plugin: F.Plugin, etype: str, old: Obj | None, new: Obj | None) -> None:
+        """A move of its own for a plugin whose view of assigned pods changed."""
+        fns = self._registrants("Pod", etype).get(plugin.name)
+        if fns is not None:
+            self._move({plugin.name: fns}, old, new)
 
     # -- informers ------------------------------------------------------------------------------
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
@@ -160,10 +220,20 @@ class Scheduler:
             before = NodeInfo(name, ni.node, ni.allocatable)
             ni.node, ni.allocatable = node, fresh.allocatable
         self.table.upsert(ni)
-        self.queue.move(lambda plugin, pi: self._node_hint(plugin, pi, fresh, before))
+        change = "ADDED" if before is None else "MODIFIED"
+        cached = self._node_moves.get(change)
+        if cached is None or cached[0] is not self.profile.by_name:  # the core's plugins: NodeResourcesFit, filters
+            registrants = self._registrants("Node", change)
+            cached = self._node_moves[change] = (self.profile.by_name, registrants,
+                                                 frozenset(registrants) | _FIT | frozenset(self.profile.by_name))
+        regs = cached[1]
+        self.queue.move(lambda plugin, pi: self._node_hint(plugin, pi, fresh, before, regs),  # type: ignore[arg-type]
+                        cached[2])
 
-    def _node_hint(self, plugin: str, pi: P.PodInfo, new: NodeInfo, old: NodeInfo | None) -> bool:
-        """The rejecting plugins' QueueingHints for a Node add/update."""
+    def _node_hint(self, plugin: str, pi: P.PodInfo, new: NodeInfo, old: NodeInfo | None,
+                   registrants: Registrants) -> bool:
+        """The QueueingHints for a Node add/update: NodeResourcesFit's and the node-only filters' (the core's), then
+        those of the plugins registered for it (`registrants`, as `_move` asks them)."""
         if plugin == FIT:  # noderesources isSchedulableAfterNodeChange
             if old is not None and not any(new.allocatable.get(k, 0) > old.allocatable.get(k, 0)
                                            for k, v in pi.requests.items() if v):
@@ -171,7 +241,7 @@ class Scheduler:
             return P.node_resources_fit(pi, NodeInfo(new.name, new.node, new.allocatable))[0] == P.SUCCESS
         node_filter = self.profile.by_name.get(plugin)
         if node_filter is None:
-            return True
+            return any(fn is None or fn(pi, old, new) is F.Queue for fn in registrants[plugin])
         passes = node_filter.check(pi, new)[0] == P.SUCCESS
         return passes and (old is None or node_filter.check(pi, old)[0] != P.SUCCESS)
 
@@ -186,51 +256,60 @@ class Scheduler:
                 return
             nominated = self._clear_nomination(key)
             self.queue.forget(key)
-            self._awaiting_claims.discard(key)
-            if self.gpushare is not None:
-                self.gpushare.release(key)
+            self._pre_enqueue_rejected.discard(key)
+            for forget in self._forget:
+                forget(key)
+            viewers = [p for p in self._deleted_viewers if p.assigned_pod_deleted(key, pod, node_name)]
             req = self._requests.pop(key, None)
             if node_name and node_name in self.nodes and req is not None:
                 self.nodes[node_name].remove_pod(pod, req)
                 self.table.add_requests(node_name, req, -1)
-            if (node_name and req is not None) or nominated:
-                self.queue.move(lambda plugin, pi: plugin in FREED, FREED)
-            if node_name and VB.pod_claims(pod):  # VolumeRestrictions' hint: a ReadWriteOncePod claim is free
-                self.queue.move(VB.pod_gone_hint(pod), frozenset({VB.RESTRICTIONS}))
-            if self.ipa.active and key in self.ipa.pods:  # InterPodAffinity's hint for a pod leaving a node
-                self.ipa.remove(key)
-                self.queue.move(lambda plugin, pi: self.ipa.hint_deleted(pi.pod, pod), frozenset({IPA.NAME}))
+            if (node_name and req is not None) or nominated:  # the cache freed room (or a nomination's)
+                self._assigned_pod_deleted(pod)
+            for plugin in viewers:  # then each plugin whose own view changed, in the profile's order
+                self._viewer_move(plugin, "DELETED", pod, None)
             return
         if node_name:
             bound_now = self._binding.pop(key, None) is not None  # the scheduler's own Binding landed
-            if (key not in self.ipa.pods or bound_now) and (self.ipa.active or IPA.has_terms(pod)) and (
-                    node_name in self.nodes):
-                self.ipa.add(key, pod, node_name)  # the first pod with terms switches the cache on
-                self.queue.move(lambda plugin, pi: self.ipa.hint_added(pi.pod, pod), frozenset({IPA.NAME}))
+            if node_name in self.nodes:
+                for plugin, added in self._added_hooks:
+                    if added(key, pod, node_name, bound_now):
+                        self._viewer_move(plugin, "ADDED", None, pod)
             if key not in self._requests and node_name in self.nodes:
                 req = pod_requests(pod)
                 self._requests[key] = req
                 self.nodes[node_name].add_pod(pod, req)
                 self.table.add_requests(node_name, req, 1, priority_of(pod))
+                if self._add_registrants:  # AssignedPodAdd for plugins registered without a view of their own
+                    self._move(self._add_registrants, None, pod)
             return
         spec = pod["spec"]
         if etype == "ADDED" and spec.get("schedulerName", "default-scheduler") == "default-scheduler":
-            if self.gpushare is not None:
-                self.gpushare.created(G.shape_of(pod, pod_requests(pod)))
             if not spec.get("schedulingGates"):  # PreEnqueue SchedulingGates: a gated pod waits outside the queue
                 self._pre_enqueue(key, pod)
         elif (old is not None and old["spec"].get("schedulingGates") and not spec.get("schedulingGates")
               and spec.get("schedulerName", "default-scheduler") == "default-scheduler"):
             self._pre_enqueue(key, pod)  # the last gate was removed: the pod update enqueues it
-        elif key in self._awaiting_claims and not self.dra.awaiting_generated_claim(pod):
-            self._awaiting_claims.discard(key)  # its claim's name is recorded: the pod update enqueues it
+        elif key in self._pre_enqueue_rejected and self._pre_enqueue_status(pod) is None:
+            self._pre_enqueue_rejected.discard(key)  # e.g. its claim's name is recorded: the pod update enqueues it
             self.queue.add(key, priority_of(pod))
 
+    def _pre_enqueue_status(self, pod: Obj) -> str | None:
+        """RunPreEnqueuePlugins: the first plugin's reason to keep the pod out of the queue, or None."""
+        for pre_enqueue in self._pre_enqueue_plugins:
+            reason = pre_enqueue(pod)
+            if reason is not None:
+                return reason
+        return None
+
     def _pre_enqueue(self, key: str, pod: Obj) -> None:
-        """DynamicResources' PreEnqueue, then into the queue (SchedulingGates' is checked by the caller)."""
-        if self.dra.wants(pod) and self.dra.awaiting_generated_claim(pod):
-            self._awaiting_claims.add(key)
-            return
+        """The plugins' PreEnqueue, then into the queue (SchedulingGates' is checked by the caller). A rejected
+        pod waits outside the queue until an update of it passes them all (the twin's stand-in for the rejecting
+        plugin's Pod/Update events, such as a generated claim's name recorded in the pod)."""
+        for pre_enqueue in self._pre_enqueue_plugins:
+            if pre_enqueue(pod) is not None:
+                self._pre_enqueue_rejected.add(key)
+                return
         self.queue.add(key, priority_of(pod))
 
     def _kick(self) -> None:
@@ -308,13 +387,17 @@ class Scheduler:
         for plugin in self.points["reserve"]:  # Reserve + PreBind, in the profile's order; then Bind
             annotations.update(plugin.reserve(state, best, ni.name) or {})
         key = pod_key(pod)
-        if key in self.volume_binding.assumed:  # PreBind waits for the claims: the pod is assumed, not bound
+        waiting: list[F.Plugin] = []  # PreBindPreFlight: the plugins whose PreBind has to wait
+        for plugin, pre_flight in self._pre_flight:
+            if pre_flight(key):
+                waiting.append(plugin)
+        if waiting:  # PreBind waits (e.g. for claims to bind): the pod is assumed, not bound
             self._assume(key, pod, pi, ni)
             self._prebind_attempts += 1
             attempt = self._prebind_attempts
-            self._prebind[key] = (pod, pi, ni.name, annotations, state.shape, cycle, attempt)
+            self._prebind[key] = (pod, pi, ni.name, annotations, state.shape, cycle, attempt, waiting)
             self.store.env.after(0, lambda: self._check_prebind(key))
-            self.store.env.after(VB.BIND_TIMEOUT, lambda: self._check_prebind(key, attempt))
+            self.store.env.after(min(p.pre_bind_timeout for p in waiting), lambda: self._check_prebind(key, attempt))
             return ni.name
         due = self._bind(pod, pi, ni, annotations or None)
         if traced is not None and due > self.store.env.now:  # explain pod: the Binding waited for a token
@@ -322,20 +405,26 @@ class Scheduler:
         return ni.name
 
     def _check_prebind(self, key: str, deadline: int | None = None) -> None:
-        """VolumeBinding's PreBind poll for a pod waiting on its claims: Bind once they are bound; at its
-        bindTimeoutSeconds deadline (`deadline`: the attempt it ends), or on checkBindings' error, the binding
-        cycle fails (see scheduler/volumebinding.py)."""
+        """The PreBind poll for a pod a plugin keeps waiting: Bind once every plugin is done; at the wait's timeout
+        (`deadline`: the attempt it ends), or on a plugin's error, the binding cycle fails (schedule_one.go
+        handleBindingCycleError)."""
         entry = self._prebind.get(key)
         if entry is None or (deadline is not None and entry[6] != deadline):
             return
-        old, pi, node, annotations, shape, cycle, _ = entry
+        old, pi, node, annotations, shape, cycle, _, waiting = entry
         ns, name = key.split("/", 1)
         pod = self.store.get("Pod", ns, name)
         if pod is None or pod["metadata"].get("uid") != old["metadata"].get("uid") or (
                 (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
             self._forget_assumed(key, old, node)
             return
-        done, error = self.volume_binding.pre_bind(key, pod)
+        done, error, by = True, None, waiting[0]
+        for plugin in self.points["pre_bind"]:
+            plugin_done, error = plugin.pre_bind(key, pod)
+            if error is not None:
+                done, by = False, plugin
+                break
+            done = done and plugin_done
         if done:
             del self._prebind[key]
             ni = self.nodes.get(node)
@@ -344,10 +433,10 @@ class Scheduler:
                 return
             error = f'failed to get node "{node}"'
         if error is None and deadline is not None:
-            error = VB.PREBIND_TIMEOUT
+            error = F.DEADLINE_EXCEEDED
         if error is not None:
             self._forget_assumed(key, pod, node)
-            self._failed(pod, pi, shape, cycle, VB.PREBIND_FAILED + error, "SchedulerError", binding=True)
+            self._failed(pod, pi, shape, cycle, by.pre_bind_failed(error), "SchedulerError", binding=True)
 
     def _assume(self, key: str, pod: Obj, pi: P.PodInfo, ni: NodeInfo) -> None:
         """The scheduler cache's AssumePod: the pod's requests count on the node while its binding cycle runs
@@ -361,14 +450,13 @@ class Scheduler:
         """ForgetPod and the plugins' Unreserve after a failed binding cycle; the freed room requeues the pods
         it may help (handleBindingCycleError's AssignedPodDelete)."""
         self._prebind.pop(key, None)
-        self.volume_binding.unreserve(key)
-        if self.gpushare is not None:
-            self.gpushare.release(key)
+        for forget in self._forget:
+            forget(key)
         req = self._requests.pop(key, None)
         if req is not None and node in self.nodes:
             self.nodes[node].remove_pod(pod, req)
             self.table.add_requests(node, req, -1)
-        self.queue.move(lambda plugin, pi: plugin in FREED, FREED)
+        self._assigned_pod_deleted(pod)
 
     def _rejected(self, state: F.CycleState, rejected: F.Rejected, cycle: int) -> None:
         """A PreFilter's rejection of every node, or a plugin's error."""
@@ -488,8 +576,9 @@ class Scheduler:
         self._binding[key] = ni.name
         env = self.store.env
         due = self.client.send(env, "pods/binding", "create", lambda: self._write_binding(pod, ni, annotations))
-        if due > env.now and key not in self.ipa.pods and (self.ipa.active or IPA.has_terms(pod)):
-            self.ipa.add(key, pod, ni.name)  # the cache's assumed pod counts for InterPodAffinity meanwhile
+        if due > env.now:  # the cache's assumed pod counts for the plugins meanwhile
+            for binding in self._binding_hooks:
+                binding(key, pod, ni.name)
         return due
 
     def _write_binding(self, pod: Obj, ni: NodeInfo, annotations: dict | None) -> None:
@@ -564,6 +653,12 @@ class Scheduler:
                                      "message": msg, "lastTransitionTime": now}, nominated)
         self.events.event(pod, "Warning", "FailedScheduling", msg, "default-scheduler")
         self.queue.failed(key, frozenset(plugins), pi, shape, cycle)
+
+
+def _queue(plugin: str, pi: object) -> bool:
+    """NodeResourcesFit's hint for a pod leaving a node: the room it frees may help (the twin does not narrow it to
+    the resources the pending pod asks, as isSchedulableAfterPodEvent does)."""
+    return True
 
 
 def _pod_scheduled(status: dict, cond: dict) -> list[dict]:

@@ -37,14 +37,22 @@ claim's lower-priority holders on their node (CycleState.victims: evicted whatev
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from kubetwin.controllers import volumes as V
 from kubetwin.controllers.volumes import pod_claims
 from kubetwin.scheduler import plugins as P
-from kubetwin.scheduler.framework import CycleState, Plugin, Rejected
+from kubetwin.scheduler.framework import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    Plugin,
+    Queue,
+    QueueingHint,
+    QueueSkip,
+    Rejected,
+)
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.scheduler.preemption import pod_key, priority_of
 from kubetwin.store.store import Obj, Store
@@ -52,7 +60,6 @@ from kubetwin.store.store import Obj, Store
 NAME = "VolumeBinding"
 BIND_TIMEOUT = 600.0  # VolumeBindingArgs bindTimeoutSeconds default (pkg/scheduler/apis/config/v1 defaults.go)
 PREBIND_FAILED = 'running PreBind plugin "VolumeBinding": binding volumes: '  # framework.go RunPreBindPlugins
-PREBIND_TIMEOUT = "context deadline exceeded"
 RESTRICTIONS = "VolumeRestrictions"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"  # volumebinding/volume_binding.go PreFilter
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"  # volumebinding ErrReasonBindConflict
@@ -91,19 +98,24 @@ def claims_key(pod: Obj) -> tuple:
     return (_ns(pod), *pod_claims(pod))
 
 
-def claim_hint(pvc: Obj) -> Callable[[str, P.PodInfo], bool]:
+def claim_changed(pi: P.PodInfo, old: object, new: object) -> QueueingHint:
     """VolumeBinding's and VolumeRestrictions' QueueingHint for a PVC add/update (isSchedulableAfter
-    PersistentVolumeClaimChange): the pods they rejected that use this claim."""
-    ns, name = pvc["metadata"].get("namespace") or "default", pvc["metadata"]["name"]
-    return lambda plugin, pi: (plugin in (NAME, RESTRICTIONS) and name in pod_claims(pi.pod) and _ns(pi.pod) == ns)
+    PersistentVolumeClaimChange): Queue for the pods that use this claim."""
+    pvc = new if isinstance(new, dict) else {}
+    meta = pvc.get("metadata") or {}
+    return Queue if meta.get("name") in pod_claims(pi.pod) and _ns(pi.pod) == (meta.get("namespace") or "default") \
+        else QueueSkip
 
 
-def pod_gone_hint(pod: Obj) -> Callable[[str, P.PodInfo], bool]:
-    """VolumeRestrictions' QueueingHint for a pod that went away (isSchedulableAfterPodDeleted): the pods it
-    rejected that use one of the same claims."""
-    ns, claims = _ns(pod), set(pod_claims(pod))
-    return lambda plugin, pi: (plugin == RESTRICTIONS and _ns(pi.pod) == ns
-                               and not claims.isdisjoint(pod_claims(pi.pod)))
+def pod_gone(pi: P.PodInfo, old: object, new: object) -> QueueingHint:
+    """VolumeRestrictions' QueueingHint for a pod that went away (isSchedulableAfterPodDeleted): Queue for the pods
+    that use one of the same claims."""
+    gone = old if isinstance(old, dict) else {}
+    return Queue if _ns(pi.pod) == _ns(gone) and not set(pod_claims(gone)).isdisjoint(pod_claims(pi.pod)) \
+        else QueueSkip
+
+
+NODE_CHANGE = ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.Update))
 
 
 def can_provision(store: Store, pvc: Obj) -> bool:
@@ -141,6 +153,7 @@ class VolumeBinding(Plugin):
     """PreFilter and Reserve/PreBind (see the module docstring)."""
 
     name = NAME
+    pre_bind_timeout = BIND_TIMEOUT
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -262,6 +275,21 @@ class VolumeBinding(Plugin):
         self.assumed[pod_key(state.pod)] = (node, tuple(provisions))
         return None
 
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """volume_binding.go EventsToRegister, as far as the twin models: a claim added or updated (the pods that
+        use it), a volume added or updated, a node added or changed."""
+        return [ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", ActionType.Add | ActionType.Update),
+                                     claim_changed),
+                ClusterEventWithHint(ClusterEvent("PersistentVolume", ActionType.Add | ActionType.Update)),
+                NODE_CHANGE]
+
+    def pre_bind_pre_flight(self, key: str) -> bool:
+        """PreBindPreFlight: Reserve left claims to bind or provision for this pod, so PreBind waits for them."""
+        return key in self.assumed
+
+    def pre_bind_failed(self, why: str) -> str:
+        return PREBIND_FAILED + why  # volume_binding.go PreBind: "binding volumes: %w"
+
     def pre_bind(self, key: str, pod: Obj) -> tuple[bool, str | None]:
         """PreBind's poll for a pod Reserve left waiting: (done, the error that fails it). A pod Reserve did not
         leave waiting is done."""
@@ -273,7 +301,7 @@ class VolumeBinding(Plugin):
             self.assumed.pop(key, None)
         return done, error
 
-    def unreserve(self, key: str) -> None:
+    def forget(self, key: str) -> None:
         """Unreserve: forget the pod's bindings (the claims' API objects keep what PreBind wrote, as upstream)."""
         self.assumed.pop(key, None)
 
@@ -285,6 +313,18 @@ class VolumeRestrictions(Plugin):
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """volume_restrictions.go EventsToRegister: a pod deleted (its claims are free), a claim added or updated,
+        a node added or changed."""
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), pod_gone),
+                ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", ActionType.Add | ActionType.Update),
+                                     claim_changed),
+                NODE_CHANGE]
+
+    def assigned_pod_deleted(self, key: str, pod: Obj, node: str | None) -> bool:
+        """A scheduled pod that used claims went away: its Pod/Delete hint may requeue the pods it kept out."""
+        return bool(node) and bool(pod_claims(pod))
 
     def pre_filter(self, state: CycleState) -> None:
         pod = state.pod
