@@ -194,6 +194,29 @@ def _config_map(name: str, at: str, **data: str) -> dict:
             "metadata": {"name": name, "namespace": "default", "annotations": {"kubetwin.io/create-at": at}}}
 
 
+def test_the_cluster_autoscaler_honours_a_filter_registered_the_same_way() -> None:
+    """The same one registration binds the cluster autoscaler's simulations (simulator/clustersnapshot/predicate
+    SchedulerPluginRunner runs the scheduler's Filters on template nodes): of two autoscaling pools alike but for the
+    team label, only the pod's own team's pool is bought, and without the Filter the first pool would have been
+    (tests/test_ca_scheduler_filters.py holds the rule for every pool shape, scale-down included)."""
+    def pool(name: str, team: str) -> dict:
+        return make_pool(name, "n2-standard-8", 0).autoscaling(0, 2).node_labels(**{TEAM: team}).obj()
+
+    pod = make_pod("p").cpu("1").duration("30m").obj()
+    pod["metadata"]["labels"] = {TEAM: "a"}
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u",
+                                           "controller": True}]
+    objs = [make_scenario("20m").obj(), pool("aaa-theirs", "b"), pool("zzz-ours", "a"), pod]
+
+    def bought(result) -> set[str]:  # noqa: ANN001
+        return {o["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for _, _, etype, o in result.history
+                if o["kind"] == "Node" and etype == "ADDED"}
+
+    with P.registered(SAME_TEAM):
+        assert bought(run(objects=objs)) == {"zzz-ours"}
+    assert bought(run(objects=objs)) == {"aaa-theirs"}  # the expander's choice among equals, without the Filter
+
+
 @pytest.mark.parametrize("opens", [True, False])
 def test_a_plugin_that_reacts_to_cluster_events_is_one_file_and_one_registration(opens: bool) -> None:
     """tests/maintenance_window_plugin.py, registered with one line: its PreFilter rejects the pod, the scheduler
