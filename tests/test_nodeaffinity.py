@@ -51,3 +51,33 @@ def test_the_scheduler_and_the_pv_controller_agree(op: str) -> None:
     node = {"metadata": {"name": "n1", "labels": LABELS}}
     pv = {"spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [term]}}}}
     assert node_affinity_ok(pv, LABELS) is node_selector_term_matches(term, node) is (op == "Gt")
+
+
+ZONE_A = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["us-central1-a"]}]}
+ZONE_B = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["us-central1-b"]}]}
+
+
+@pytest.mark.parametrize(("node_selector", "terms", "want"), [
+    ({}, None, True),                              # no nodeSelector, no required affinity: every node
+    ({"pool": "a3"}, None, True),                  # nodeSelector alone
+    ({"pool": "a2"}, None, False),
+    ({"pool": "a3", "zone": "x"}, None, False),    # every pair must be present
+    ({}, [ZONE_B, ZONE_A], True),                  # terms are ORed
+    ({}, [ZONE_B], False),
+    ({}, [], False),                               # required affinity with no terms matches nothing
+    ({"pool": "a3"}, [ZONE_A], True),              # nodeSelector AND affinity
+    ({"pool": "a2"}, [ZONE_A], False),
+    ({"pool": "a3"}, [ZONE_B], False),
+])
+def test_required_node_affinity_is_the_selector_and_the_terms(node_selector: dict, terms: list | None,
+                                                               want: bool) -> None:
+    """component-helpers' GetRequiredNodeAffinity(pod).Match(node): the pod's nodeSelector map and its
+    requiredDuringSchedulingIgnoredDuringExecution terms, both; the scheduler's NodeAffinity filter says the same."""
+    from kubetwin.scheduler.nodeinfo import NodeInfo
+    from kubetwin.scheduler.plugins import SUCCESS, PodInfo, node_affinity
+
+    assert nodeaffinity.required_matches(node_selector, terms, LABELS, "n1") is want
+    node = {"metadata": {"name": "n1", "labels": LABELS}, "status": {"allocatable": {}}}
+    pi = PodInfo(pod={}, requests={}, tolerations=[], node_selector=node_selector, required_terms=terms,
+                 preferred_terms=[], priority=0)
+    assert (node_affinity(pi, NodeInfo.from_node(node))[0] == SUCCESS) is want

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubetwin.k8s.labels import requirement_matches
+from kubetwin.k8s.labels import requirement_matches, set_matches
 
 
 def term_matches(term: Mapping[str, Any], labels: Mapping[str, str], name: str | None = None) -> bool:
@@ -31,3 +31,13 @@ def term_matches(term: Mapping[str, Any], labels: Mapping[str, str], name: str |
 def terms_match(terms: Iterable[Mapping[str, Any]], labels: Mapping[str, str], name: str | None = None) -> bool:
     """A NodeSelector's nodeSelectorTerms: any of them."""
     return any(term_matches(t, labels, name) for t in terms)
+
+
+def required_matches(node_selector: Mapping[str, str], required_terms: Iterable[Mapping[str, Any]] | None,
+                     labels: Mapping[str, str], name: str | None = None) -> bool:
+    """A pod's required node affinity as RequiredNodeAffinity.Match evaluates it: its nodeSelector map (every pair
+    present) AND, when requiredDuringSchedulingIgnoredDuringExecution is set (`required_terms` not None), any of its
+    terms."""
+    if not set_matches(node_selector, labels):
+        return False
+    return required_terms is None or terms_match(required_terms, labels, name)

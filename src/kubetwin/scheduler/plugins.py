@@ -37,7 +37,7 @@ class PodInfo:
 
 
 def node_selector_term_matches(term: dict, node: Obj) -> bool:
-    """One NodeSelectorTerm against a Node (api.nodeaffinity, the one copy of the rule)."""
+    """One NodeSelectorTerm against a Node (k8s.nodeaffinity, the one copy of the rule)."""
     return nodeaffinity.term_matches(term, node["metadata"].get("labels") or {}, node["metadata"]["name"])
 
 
@@ -58,11 +58,8 @@ def taint_toleration(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
 
 
 def node_affinity(pi: PodInfo, ni: NodeInfo) -> tuple[int, list[str]]:
-    labels = ni.node["metadata"].get("labels") or {}
-    ok = all(labels.get(k) == v for k, v in pi.node_selector.items())
-    if ok and pi.required_terms is not None:
-        ok = any(node_selector_term_matches(t, ni.node) for t in pi.required_terms)
-    if not ok:
+    meta = ni.node["metadata"]
+    if not nodeaffinity.required_matches(pi.node_selector, pi.required_terms, meta.get("labels") or {}, meta["name"]):
         return UNRESOLVABLE, ["node(s) didn't match Pod's node affinity/selector"]
     return SUCCESS, []
 

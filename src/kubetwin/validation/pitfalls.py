@@ -20,6 +20,7 @@ from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE
+from kubetwin.k8s.labels import set_matches
 from kubetwin.k8s.names import GKE_ACCELERATOR, GPU, HOSTNAME
 
 WARNING = "warning"
@@ -462,7 +463,7 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
                 continue
             selector = pod_spec.get("nodeSelector") or {}
             plugins = sorted({plugin for _, labels, plugin in pools
-                              if plugin and all(labels.get(k) == v for k, v in selector.items())})
+                              if plugin and set_matches(selector, labels)})
             if not plugins or _pods_at_once(m, prefix, pod_spec, pod_meta) < 2:
                 continue
             for plugin in plugins:
