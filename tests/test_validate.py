@@ -229,3 +229,63 @@ spec:
     assert len(bad) == 1 and 'Invalid value: "1500": must be an integer from 1 to 1000' in bad[0]
     shared = _diags(pod.format(milli=500, count=2))
     assert len(shared) == 1 and "gets exactly one GPU" in shared[0]
+
+
+POD_HEAD = """apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+"""
+
+
+def _errors(text: str) -> list[tuple[str, str]]:
+    return [(d.field, d.message) for d in validate(load_text(text, "x.yaml")) if d.severity == "error"]
+
+
+def test_every_error_of_an_object_is_reported_not_only_the_schemas() -> None:
+    """A wrong type in one field and a bad quantity in another: both (issue 35 item 10), each at its own field,
+    as the API server's field.ErrorList aggregates them; the Job and a bare Pod alike."""
+    job = """apiVersion: batch/v1
+kind: Job
+metadata: {name: j, namespace: default}
+spec:
+  activeDeadlineSeconds: 1hr
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: busybox
+        resources:
+          requests: {memory: 32GB, cpu: "1"}
+"""
+    fields = [f for f, _ in _errors(job)]
+    assert fields == ["spec.activeDeadlineSeconds", "spec.template.spec.containers[0].resources.requests[memory]"]
+    pod = POD_HEAD + """  restartPolicy: Never
+  priorityy: 5
+  containers:
+  - name: c
+    image: busybox
+    resources: {limits: {nvidia.com/gpu: 1, memory: 2Gi}, requests: {memory: 1Gii}}
+"""
+    errs = _errors(pod)
+    assert [f for f, _ in errs] == ["spec.priorityy", "spec.containers[0].resources.requests[memory]"]
+    assert 'unknown field "spec.priorityy"' in errs[0][1] and '"1Gii"' in errs[1][1]
+
+
+def test_an_error_the_removal_of_a_refused_field_would_cause_is_not_reported() -> None:
+    """A container whose name has the wrong type: its list is set aside for the rest of the checks (and with it the
+    spec that now lacks its required containers), so neither a spurious "Required value" for them nor anything
+    inside them is reported; an invalid label outside the spec still is."""
+    pod = """apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default, labels: {app: -bad-}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: [c]
+    image: busybox
+    resources: {requests: {memory: 1Gii}}
+"""
+    errs = _errors(pod)
+    assert [f for f, _ in errs] == ["spec.containers[0].name", "metadata.labels"]

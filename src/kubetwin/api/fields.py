@@ -20,13 +20,10 @@ from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import INT64, shown
 from kubetwin.api.loader import Manifest
 from kubetwin.api.podresources import resource_value
+from kubetwin.k8s import validation as k8s_validation
 from kubetwin.k8s.units import UnitError, parse_quantity
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_LABEL_MAX = 63
-DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-                     "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+DNS1123_LABEL_MAX = k8s_validation.DNS1123_LABEL_MAX
 NEGATIVE_MSG = "must be greater than or equal to 0"
 NOT_INTEGER_MSG = "must be an integer"
 # Twin limit: the scheduler and the node table count resources in int64 (cpu in milli-units, as kube-scheduler's
@@ -47,13 +44,8 @@ NONNEGATIVE = {
 
 
 def label_problems(value: str) -> list[str]:
-    """IsDNS1123Label's messages."""
-    out = []
-    if len(value) > DNS1123_LABEL_MAX:
-        out.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
-    if not DNS1123_LABEL.match(value):
-        out.append(DNS1123_LABEL_MSG)
-    return out
+    """IsDNS1123Label's messages (k8s.validation)."""
+    return k8s_validation.is_dns1123_label(value)
 
 
 def label_diagnostics(m: Manifest, field: str, value: object) -> list[Diagnostic]:

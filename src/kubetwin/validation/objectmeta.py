@@ -1,5 +1,7 @@
-"""ValidateObjectMeta's name and namespace rules, which every stored object meets whatever its kind
-(k8s.io/apimachinery pkg/api/validation/objectmeta.go; the name a DNS-1123 subdomain, NameIsDNSSubdomain).
+"""ValidateObjectMeta's name, namespace, label and annotation rules, which every stored object meets whatever its
+kind (k8s.io/apimachinery pkg/api/validation/objectmeta.go; the name a DNS-1123 subdomain, NameIsDNSSubdomain;
+labels ValidateLabels and annotations ValidateAnnotations, `k8s.validation`), and a built-in pod template's labels
+and annotations (ValidatePodTemplateSpec checks its ObjectMeta under the template's own path: spec.template.labels).
 
 One copy for validate's generic path and for the kinds of validation.kinds that check an object themselves.
 """
@@ -13,8 +15,12 @@ from kubetwin.api import fields
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
+from kubetwin.k8s import validation as k8s_validation
 
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS1123_SUBDOMAIN = re.compile(f"^{k8s_validation.DNS1123_SUBDOMAIN_FMT}$")
+# built-in kinds whose pod template the API server validates as ObjectMeta under its own path
+TEMPLATES = {"Job": "spec.template", "Deployment": "spec.template", "ReplicaSet": "spec.template",
+             "StatefulSet": "spec.template", "DaemonSet": "spec.template", "PodTemplate": "template"}
 
 
 def diagnostics(m: Manifest) -> list[Diagnostic]:
@@ -41,4 +47,32 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
                               f'Invalid value: "{shown(name)}": a lowercase RFC 1123 subdomain must consist of lower '
                               "case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
                               "character", "rename it, e.g. " + fix))
-    return out + fields.namespace(m)
+    out += fields.namespace(m)
+    out += labels_and_annotations(m, "metadata", meta)
+    where = TEMPLATES.get(m.kind) if str(m.obj.get("apiVersion") or "") in ("v1", "apps/v1", "batch/v1") else None
+    if where is not None:
+        tmpl: object = m.obj
+        for part in where.split("."):
+            tmpl = tmpl.get(part) if isinstance(tmpl, dict) else None
+        tmpl_meta = tmpl.get("metadata") if isinstance(tmpl, dict) else None
+        if isinstance(tmpl_meta, dict):
+            out += labels_and_annotations(m, where, tmpl_meta, f"{where}.metadata")
+    return out
+
+
+def labels_and_annotations(m: Manifest, path: str, meta: dict, written: str | None = None) -> list[Diagnostic]:
+    """ValidateLabels and ValidateAnnotations of one ObjectMeta: errors at `path`.labels / .annotations (the API
+    server's paths), lines from `written` (where the metadata is in the file; `path` itself by default)."""
+    written = written or path
+    out = []
+    for key, check in (("labels", k8s_validation.label_errors), ("annotations", k8s_validation.annotation_errors)):
+        values = meta.get(key)
+        if not isinstance(values, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                     for k, v in values.items()):
+            continue  # the schema's type errors say it
+        for about, bad, msg in check(values):
+            line = m.line_of(f"{written}.{key}.{about}") if about is not None else m.line_of(f"{written}.{key}")
+            shown_value = "" if about is None else f'Invalid value: "{shown(bad)}": '
+            out.append(Diagnostic(m.file, line, m.ref, f"{path}.{key}", shown_value + msg,
+                                  f"fix the {key[:-1]} in {written}.{key}"))
+    return out

@@ -7,6 +7,7 @@ express are written in the API server's own words (k8s.io/kubernetes pkg/apis/co
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
@@ -252,6 +253,64 @@ def _semantic(m: Manifest) -> list[Diagnostic]:
     return out
 
 
+def _field_errors(m: Manifest, entry: kind_checks.KindChecks) -> list[Diagnostic]:
+    """The API server's field validation of a built-in kind on an object its schema accepts: every check runs and
+    their errors are aggregated, as field.ErrorList is."""
+    out = _semantic(m) + dra_validate.diagnostics(m)
+    for check in entry.checks:
+        out += check(m)
+    return out
+
+
+_PRUNE_ROUNDS = 4  # twin choice: a field removed may leave its parent missing a required field; give up after this
+
+
+def _rest_of_object(m: Manifest, validator: Any, errors: list[jsonschema.ValidationError],
+                    entry: kind_checks.KindChecks) -> list[Diagnostic]:
+    """The field errors of the rest of an object the schema refused (a wrong type in one field, a bad quantity in
+    another: both are reported, not only the first). The refused fields are removed from a copy (a list element
+    takes its whole list, whose indices would shift; a required field missing takes its parent) until the schema
+    accepts the copy, then `_field_errors` runs on it; errors on or above a removed field are dropped, being about
+    the removal. Nothing when the whole object would go."""
+    obj: Any = m.obj
+    removed: list[str] = []
+    for _ in range(_PRUNE_ROUNDS):
+        obj = copy.deepcopy(obj)
+        for err in errors:
+            for path in _refused_fields(err):
+                while path and isinstance(path[-1], int):
+                    path = path[:-1]
+                if not path:
+                    return []
+                parent = obj
+                for part in path[:-1]:
+                    parent = parent[part] if isinstance(parent, (dict, list)) else None
+                if isinstance(parent, dict):
+                    parent.pop(path[-1], None)
+                removed.append(_path(path))
+        errors = list(validator.iter_errors(obj))
+        if not errors:
+            break
+    else:
+        return []
+    rest = dataclasses.replace(m, obj=obj)
+
+    def about_removed(field: str) -> bool:
+        return any(field == r or field.startswith((r + ".", r + "[")) or r.startswith((field + ".", field + "["))
+                   for r in removed)
+
+    return [d for d in _field_errors(rest, entry) if d.severity == "error" and not about_removed(d.field)]
+
+
+def _refused_fields(err: jsonschema.ValidationError) -> list[list[Any]]:
+    """The paths a schema error refuses: the unknown keys of an additionalProperties error, the object missing a
+    required field, else the field itself."""
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties":
+        return [path + [extra] for extra in re.findall(r"'([^']+)'", err.message.split("(")[-1])]
+    return [path]
+
+
 def _gpu_share(m: Manifest) -> list[Diagnostic]:
     """open-gpu-share's annotations (scheduler.gpushare reads them): milli in 1..1000, count >= 1, one GPU if shared."""
     from kubetwin.scheduler.gpushare import GPU_COUNT, GPU_MILLI
@@ -452,10 +511,10 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
     schema_errors = sorted(validator.iter_errors(m.obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     out = [_schema_diagnostic(m, e) for e in schema_errors]
     if not out:
-        out = _semantic(m) + dra_validate.diagnostics(m)
-        for check in entry.checks:  # the API server aggregates a built-in kind's field errors: each check runs
-            out += check(m)
+        out = _field_errors(m, entry)
         out += serving_validate.model_servers(m)
+    else:
+        out += _rest_of_object(m, validator, schema_errors, entry)
     if not out and entry.when_clean is not None:
         clean = entry.when_clean(m)
         if clean:
