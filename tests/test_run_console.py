@@ -103,3 +103,15 @@ def test_the_console_table_keeps_each_row_whole_in_a_log() -> None:
     assert res.exit_code == 0, res.output
     best = [ln for ln in res.stdout.splitlines() if "best change" in ln]
     assert len(best) == 1 and "faster network tier (2x bandwidth): -42% job time" in best[0]
+
+
+@pytest.mark.parametrize(("duration", "title"), [("90s", "1m30s"), ("2h30m", "2h30m"), ("6h", "6h"),
+                                                 ("1d", "24h"), ("3725", "1h2m5s")])
+def test_the_summary_title_says_the_simulated_time_as_a_duration(duration: str, title: str, tmp_path: Path) -> None:
+    """A 90 s run is "1m30s simulated", not "0.0 h" (issue 35 item 11): Go's duration form without zero units."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("apiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: {name: s}\n"
+                        f"spec: {{duration: '{duration}'}}\n")
+    res = CliRunner().invoke(app, ["run", str(scenario)])
+    assert res.exit_code == 0, res.output
+    assert f"kubetwin run — {title} simulated" in res.output

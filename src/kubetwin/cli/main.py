@@ -43,9 +43,10 @@ err = make_console(stderr=True)
 
 
 def _print_summary(summary: dict, out: Path | None, training: dict | None = None) -> None:
+    from kubetwin.k8s.units import short_duration
     from kubetwin.report.headline import headline_rows
 
-    t = Table(title=f"kubetwin run — {summary['duration_seconds'] / 3600:.1f} h simulated")
+    t = Table(title=f"kubetwin run — {short_duration(summary['duration_seconds'])} simulated")
     t.add_column("metric")
     t.add_column("value", justify="right")
     for k, v in headline_rows(summary, training):

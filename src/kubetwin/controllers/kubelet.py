@@ -35,7 +35,7 @@ from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.gpuruntime import GpuRuntime
 from kubetwin.k8s.names import GPU, TPU
 from kubetwin.k8s.ownerrefs import controller_of
-from kubetwin.k8s.units import parse_duration
+from kubetwin.k8s.units import go_duration, parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
@@ -354,8 +354,8 @@ class Kubelet:
         if cur is None or cur["metadata"].get("uid") != meta.get("uid") or cur["status"].get("phase") != "Pending":
             return
         for img, sec, size in pulls:
-            self.events.event(cur, "Normal", "Pulled", f'Successfully pulled image "{img}" in {_go_duration(sec)} '
-                              f"({_go_duration(sec)} including waiting). Image size: {size} bytes.", "kubelet")
+            self.events.event(cur, "Normal", "Pulled", f'Successfully pulled image "{img}" in {go_duration(sec)} '
+                              f"({go_duration(sec)} including waiting). Image size: {size} bytes.", "kubelet")
         self._run_containers(cur, node, startup)
 
     def _run_containers(self, cur: Obj, node: Obj | None, startup: Startup | None) -> None:
@@ -556,13 +556,3 @@ class Kubelet:
 
 def meta_uid(pod: Obj) -> str:
     return pod["metadata"]["uid"]
-
-
-def _go_duration(seconds: float) -> str:
-    """A duration as Go's time.Duration prints it in kubelet events (1m2.5s, 850ms)."""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    m, sec = divmod(seconds, 60)
-    h, m = divmod(int(m), 60)
-    out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "")
-    return out + f"{sec:.3f}".rstrip("0").rstrip(".") + "s"

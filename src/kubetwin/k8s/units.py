@@ -142,3 +142,23 @@ def format_duration(seconds: float) -> str:
         return f"{s // 3600}h"
     d, h = divmod(s // 3600, 24)
     return f"{d}d{h}h" if h and d < 8 else f"{d}d"
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go's time.Duration.String prints it (1m2.5s, 1h0m0s, 850ms): kubelet events, kubectl."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    m, sec = divmod(seconds, 60)
+    h, m = divmod(int(m), 60)
+    out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "")
+    return out + f"{sec:.3f}".rstrip("0").rstrip(".") + "s"
+
+
+def short_duration(seconds: float) -> str:
+    """go_duration without its zero trailing units, the way a duration is written in a manifest: 90 s is 1m30s, 6 h
+    is 6h, 2.5 h is 2h30m (the run summary's title)."""
+    text = go_duration(seconds)
+    for zero in ("0s", "0m"):
+        if text.endswith(zero) and len(text) > len(zero) and not text[-len(zero) - 1].isdigit():
+            text = text[: -len(zero)]
+    return text
