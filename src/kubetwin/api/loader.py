@@ -123,8 +123,10 @@ def _files(paths: list[str | Path]) -> list[Path]:
         elif path.is_file():
             out.append(path)
         else:
+            flag_value = str(p).lower() in ("true", "false", "yes", "no", "1", "0")
             missing.append(Diagnostic(str(path), 0, "-", "", "no such file or directory",
-                                      "pass existing YAML files or folders of them"))
+                                      f"flags such as --overwrite take no value: drop '{p}' (write --overwrite "
+                                      "alone)" if flag_value else "pass existing YAML files or folders of them"))
     if missing:
         raise KubetwinError(missing)
     return out
