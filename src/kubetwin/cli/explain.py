@@ -91,9 +91,10 @@ def _filter_rows(attempt: dict[str, Any]) -> list[list[str]]:
     return [["NODE", *(p.upper() for p in plugins)], *_rows(attempt["filter"], cells)]
 
 
-def render_attempt(a: dict[str, Any]) -> str:
-    lines = [f"Attempt {a['attempt']} at {_clock(a['t'])} (t={a['t']:g}s): {a['numNodes']} nodes, "
-             f"numFeasibleNodesToFind {a['numFeasibleNodesToFind']}"]
+def render_attempt(a: dict[str, Any], number: int, of: int) -> str:
+    """One attempt, numbered among the pod's own (`number` of `of`); the scheduler's cycle counter in brackets."""
+    lines = [f"Attempt {number} of {of} at {_clock(a['t'])} (t={a['t']:g}s, scheduling cycle {a['attempt']}): "
+             f"{a['numNodes']} nodes, numFeasibleNodesToFind {a['numFeasibleNodesToFind']}"]
     for plugin, msg in a["preFilter"].items():
         lines.append(f"  PreFilter {plugin}: {msg}")
     if a["filter"]:
@@ -136,17 +137,19 @@ def explain_pod(run_dir: Path, name: str, namespace: str = "default", at: float 
     parts = [f"Pod {namespace}/{name}: {len(attempts)} scheduling attempt(s)"]
     last: tuple | None = None
     repeats: list[dict[str, Any]] = []
-    for a in [*attempts, None]:
+    for number, a in enumerate([*attempts, None], start=1):
         same = a is not None and tuple(json.dumps(a[k], sort_keys=True) for k in _SAME)
         if a is not None and same == last:
             repeats.append(a)
             continue
         if repeats:
-            parts.append(f"... {len(repeats)} more attempt(s) with the same result, the last at "
+            first = number - len(repeats)
+            which = f"attempt {first}" if len(repeats) == 1 else f"attempts {first}-{number - 1}"
+            parts.append(f"... {len(repeats)} more attempt(s) with the same result ({which}), the last at "
                          f"{_clock(repeats[-1]['t'])} (t={repeats[-1]['t']:g}s)")
             repeats = []
         if a is not None:
-            parts.append(render_attempt(a))
+            parts.append(render_attempt(a, number, len(attempts)))
             last = same
     return "\n\n".join(parts)
 
