@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from kubetwin.api import kinds
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli.output import (
     KubectlError,
     Output,
+    RememberingTable,
     custom_columns,
     field_matches,
     field_selector,
@@ -52,6 +54,10 @@ class GetOptions:
     no_headers: bool = False
     show_labels: bool = False
     at: str | None = None
+    label_columns: list[str] = field(default_factory=list)  # -L: one column per label key
+    watch: bool = False  # -w: the state at --at, then every change to the end of the run
+    watch_only: bool = False  # --watch-only: only the changes
+    output_watch_events: bool = False  # --output-watch-events: an EVENT column (ADDED / MODIFIED / DELETED)
 
 
 @dataclass
@@ -163,6 +169,8 @@ def get_objects(run_dir: Path, args: list[str], opts: GetOptions, out: Callable[
                                       e["metadata"].get("namespace") or ""))
         groups.append((r.info, found))
 
+    if opts.watch or opts.watch_only:
+        return _watch(run_dir, reqs, groups, opts, fmt, t, meta, labels, fields, errors, out, err)
     if not fmt.human:
         items = [o for _, found in groups for o in found]
         if single and errors:
@@ -209,10 +217,76 @@ def _decorate(rows: list[list[str]], info: kinds.KindInfo, objs: list[dict], wit
     if opts.all_namespaces and info.namespaced:
         head = ["NAMESPACE", *head]
         body = [[o["metadata"].get("namespace") or "", *r] for o, r in zip(objs, body, strict=True)]
-    if opts.show_labels:
+    if opts.label_columns:  # formatLabelHeaders: the key's last path segment, upper-cased; "" without the label
+        head = [*head, *(key.split("/")[-1].upper() for key in opts.label_columns)]
+        body = [[*r, *((o["metadata"].get("labels") or {}).get(key, "") for key in opts.label_columns)]
+                for o, r in zip(objs, body, strict=True)]
+    if opts.show_labels:  # LABELS is always the last column
         head = [*head, "LABELS"]
         body = [[*r, _labels_text(o)] for o, r in zip(objs, body, strict=True)]
     return body if opts.no_headers else [head, *body]
+
+
+_EVENT_TYPES = {"ADDED": "ADDED   ", "MODIFIED": "MODIFIED", "DELETED": "DELETED "}  # kubectl's formatEventType
+
+
+def _watch(run_dir: Path, reqs: list[_Request], groups: list[tuple[kinds.KindInfo, list[dict]]], opts: GetOptions,
+           fmt: Output, t: float, meta: dict, labels: Any, fields: dict[str, Any], errors: list[str],
+           out: Callable[[str], None], err: Callable[[str], None]) -> int:
+    """`kubectl get -w` over simulated time: the objects at --at as a table (not with --watch-only), then a row
+    for every change after it, to the end of the run, each printed as it comes (a watch flushes its tab writer per
+    event, so later rows are not aligned with the header); a deleted object's row is its last state. Other
+    formats print each changed object whole."""
+    from kubetwin.cli.printers import table
+    from kubetwin.k8s.labels import matches
+    from kubetwin.report.rundir import changes_after
+
+    for e in errors:
+        err(e)
+    by_kind = {r.info.kind: r for r in reqs}
+    with_kind = len(reqs) > 1
+    event_col = opts.output_watch_events and fmt.human
+
+    def rows_of(info: kinds.KindInfo, objs: list[dict], now: datetime, etype: str | None, header: bool
+                ) -> list[list[str]]:
+        rows = _decorate(table(info.kind, objs, now, fmt.format == "wide"), info, objs, with_kind,
+                         replace(opts, no_headers=not header))
+        if event_col:
+            rows = [["EVENT", *r] if header and i == 0 else [_EVENT_TYPES.get(etype or "", etype or ""), *r]
+                    for i, r in enumerate(rows)]
+        return rows
+
+    header_done = False
+    tabwriter = RememberingTable()
+    if not opts.watch_only:
+        for info, found in groups:
+            if not found:
+                continue
+            if fmt.human:
+                rows = rows_of(info, found, _now(meta, t), "ADDED", not opts.no_headers and not header_done)
+                out(tabwriter.text(rows) + "\n")
+                header_done = True
+            else:
+                for o in found:
+                    _print_generic(fmt, [o], True, True, out)
+    for when, etype, obj in changes_after(run_dir, t, set(by_kind)):
+        r = by_kind[obj["kind"]]
+        scope = obj["metadata"].get("namespace") or ""
+        if r.info.namespaced and not opts.all_namespaces and scope != opts.namespace:
+            continue
+        if r.names and obj["metadata"]["name"] not in r.names or not _same_kind(obj, r.info):
+            continue
+        if labels is not None and not matches(labels, obj["metadata"].get("labels")):
+            continue
+        if fields.get(r.info.kind) and not field_matches(obj, fields[r.info.kind]):
+            continue
+        if fmt.human:
+            rows = rows_of(r.info, [obj], _now(meta, when), etype, not opts.no_headers and not header_done)
+            out(tabwriter.text(rows) + "\n")
+            header_done = True
+        else:
+            _print_generic(fmt, [obj], True, True, out)
+    return 1 if errors else 0
 
 
 def _print_generic(fmt: Output, items: list[dict], single: bool, no_headers: bool,

@@ -189,12 +189,21 @@ def get(args: list[str] = typer.Argument(None, help="TYPE[,TYPE...] [NAME...] | 
         sort_by: Optional[str] = typer.Option(None, "--sort-by", help="JSONPath, e.g. .metadata.creationTimestamp"),
         no_headers: bool = typer.Option(False, "--no-headers"),
         show_labels: bool = typer.Option(False, "--show-labels"),
+        label_columns: Optional[list[str]] = typer.Option(None, "--label-columns", "-L",
+                                                          help="label keys to show as columns (repeat or comma-"
+                                                          "separate: -L app,tier)"),
+        watch: bool = typer.Option(False, "--watch", "-w", help="then every change after --at, to the end of the "
+                                   "run, as kubectl get -w prints it"),
+        watch_only: bool = typer.Option(False, "--watch-only", help="only the changes after --at"),
+        output_watch_events: bool = typer.Option(False, "--output-watch-events",
+                                                 help="with -w: an EVENT column (ADDED, MODIFIED, DELETED)"),
         run_dir: Path = _RUN, at: Optional[str] = _AT) -> None:
     """Print objects like kubectl get, at any simulated moment of a saved run."""
     from kubetwin.cli.get import GetOptions, get_objects, run
 
+    columns = [key.strip() for value in label_columns or [] for key in value.split(",") if key.strip()]
     opts = GetOptions(namespace, all_namespaces, output, selector, field_selector, sort_by, no_headers, show_labels,
-                      at)
+                      at, columns, watch, watch_only, output_watch_events)
     raise typer.Exit(run(get_objects, run_dir, list(args or []), opts))
 
 

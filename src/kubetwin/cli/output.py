@@ -124,6 +124,26 @@ def table_text(rows: list[list[str]]) -> str:
     return tabwrite("\n".join("\t".join(r) for r in rows), 6, 3)
 
 
+class RememberingTable:
+    """kubectl get's tabwriter across flushes: GetNewTabWriter sets liggitt/tabwriter's RememberWidths, so rows
+    flushed one watch event at a time stay aligned with the header, a column only ever widening (`get -w`)."""
+
+    def __init__(self) -> None:
+        self.widths: list[int] = []
+
+    def text(self, rows: list[list[str]]) -> str:
+        """The rows as one flush prints them (no final newline)."""
+        for cells in rows:
+            for i, cell in enumerate(cells[:-1]):
+                width = max(6, len(cell) + 3)
+                if i == len(self.widths):
+                    self.widths.append(width)
+                elif width > self.widths[i]:
+                    self.widths[i] = width
+        return "\n".join("".join(c.ljust(w) for c, w in zip(cells, self.widths, strict=False)) + cells[-1]
+                         for cells in rows)
+
+
 def name_of(obj: dict) -> str:
     """`-o name`: kind[.group]/name, the kind lower-cased (cli-runtime NamePrinter)."""
     group = str(obj.get("apiVersion") or "").rpartition("/")[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.report import historyindex as history_index
 from kubetwin.sim.historyfile import HISTORY_FILE, history_path, open_history
 
-__all__ = ["history_file", "kind_info", "kind_of", "run_meta", "seconds_at", "state_at"]
+__all__ = ["changes_after", "history_file", "kind_info", "kind_of", "run_meta", "seconds_at", "state_at"]
 
 
 def kind_info(resource: str) -> kinds.KindInfo:
@@ -149,3 +149,21 @@ def state_at(run_dir: Path, at: float | str | None, only_kinds: Collection[str] 
             else:
                 objs[key] = o
     return objs, until, meta
+
+
+def changes_after(run_dir: Path, after: float, only_kinds: Collection[str]) -> Iterator[tuple[float, str, dict]]:
+    """(t, watch event type, object) of every version of `only_kinds` written after simulated time `after`, to the
+    end of the run, in the order the store recorded them: what a watch started at `after` sees (`get -w`)."""
+    wanted = frozenset(only_kinds)
+    snapshot = history_index.snapshot_before(run_dir, after)
+    with open_history(history_file(run_dir)) as source:
+        for line in source.lines(snapshot.offset if snapshot is not None else 0):
+            t = history_index.line_time(line)
+            if t <= after:
+                continue
+            kind = history_index.line_kind(line)
+            if kind is not None and kind not in wanted:
+                continue
+            rec: dict[str, Any] = orjson.loads(line)
+            if rec["object"]["kind"] in wanted:
+                yield t, rec["type"], rec["object"]
