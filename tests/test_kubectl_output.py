@@ -146,8 +146,23 @@ def test_unknown_o_is_an_error_listing_the_formats_in_kubectls_words(run) -> Non
 
 def test_o_wide_adds_ip_node_and_nominated_node(run) -> None:
     rows = table(kt(run, "get", "pods", "-o", "wide")[0])
-    assert rows[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE"]
-    assert rows[1][6].startswith("gke-kubetwin-cpu-") and rows[1][7] == "<none>"
+    assert rows[0] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE", "READINESS GATES"]
+    assert rows[1][6].startswith("gke-kubetwin-cpu-") and rows[1][7] == "<none>" and rows[1][8] == "<none>"
+
+
+def test_o_wide_counts_the_readiness_gates_that_are_true() -> None:
+    """printPod: READINESS GATES is "<none>" without gates, else true conditions of the listed types / gates."""
+    from datetime import UTC, datetime
+
+    from kubetwin.cli.printers import table
+
+    pod = {"metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+           "spec": {"containers": [{"name": "c"}], "readinessGates": [{"conditionType": "a.io/ready"},
+                                                                       {"conditionType": "b.io/ready"}]},
+           "status": {"phase": "Running", "conditions": [{"type": "a.io/ready", "status": "True"},
+                                                         {"type": "b.io/ready", "status": "False"}]}}
+    rows = table("Pod", [pod], datetime(2026, 1, 1, 1, tzinfo=UTC), True)
+    assert rows[1][-1] == "1/2"
 
 
 def test_o_jsonpath_joins_results_with_spaces_and_adds_no_newline(run) -> None:

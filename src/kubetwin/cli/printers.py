@@ -78,7 +78,8 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
             rows.append([o["metadata"]["name"]] + [age(jsonpath(o, c.json_path) or None, now) if c.type == "date"
                                                    else jsonpath(o, c.json_path) for c in cols])
     elif kind == "Pod":
-        rows.append(["NAME", "READY", "STATUS", "RESTARTS", "AGE"] + (["IP", "NODE", "NOMINATED NODE"] if wide else []))
+        wide_cols = ["IP", "NODE", "NOMINATED NODE", "READINESS GATES"] if wide else []
+        rows.append(["NAME", "READY", "STATUS", "RESTARTS", "AGE", *wide_cols])
         for p in objs:
             cs = (p.get("status") or {}).get("containerStatuses") or []
             n = len(p["spec"].get("containers") or [])
@@ -87,8 +88,12 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
                 "creationTimestamp"), now)]
             if wide:
                 st = p.get("status") or {}
+                gates = p["spec"].get("readinessGates") or []
+                true = {c.get("type") for c in st.get("conditions") or [] if c.get("status") == "True"}
+                ready_gates = f"{sum(1 for g in gates if g.get('conditionType') in true)}/{len(gates)}" if gates \
+                    else "<none>"  # printPod: true readiness-gate conditions of those the pod lists
                 row += [st.get("podIP", "<none>"), p["spec"].get("nodeName") or "<none>",
-                        st.get("nominatedNodeName") or "<none>"]
+                        st.get("nominatedNodeName") or "<none>", ready_gates]
             rows.append(row)
     elif kind == "Node":
         rows.append(["NAME", "STATUS", "ROLES", "AGE", "VERSION"] + (["INSTANCE-TYPE", "GPUS"] if wide else []))

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetwin.k8s.units import short_duration
+
 Rows = list[tuple[str, str]]
 
 
 def _s(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds:.0f}s"
+    """A wait in whole seconds, written as a duration (84600 s is 23h30m, 7201 s 2h0m1s)."""
+    if seconds is None:
+        return "-"
+    whole = round(seconds)
+    return short_duration(whole) if whole else "0s"
 
 
 def cluster_rows(s: dict[str, Any]) -> Rows:
