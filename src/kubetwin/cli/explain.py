@@ -189,8 +189,10 @@ def podset_message(ps: dict[str, Any]) -> str:
     return f"couldn't assign flavors to pod set {ps['name']}: {', '.join(ps['reasons'])}"
 
 
-def render_cycle(r: dict[str, Any]) -> str:
-    lines = [f"Cycle {r['cycle']} at {_clock(r['t'])} (t={r['t']:g}s), ClusterQueue {r['clusterQueue']}: "
+def render_cycle(r: dict[str, Any], number: int, of: int) -> str:
+    """One cycle the Workload headed, numbered among its own (`number` of `of`); Kueue's cycle counter beside."""
+    lines = [f"Cycle {number} of {of} at {_clock(r['t'])} (t={r['t']:g}s, Kueue cycle {r['cycle']}), ClusterQueue "
+             f"{r['clusterQueue']}: "
              f"mode {r['mode'] or '-'}{', borrowing level ' + str(r['borrowing']) if r['borrowing'] else ''} -> "
              f"{r['outcome']} ({r['reason']})"]
     for ps in r["podSets"]:
@@ -220,7 +222,7 @@ def explain_workload(run_dir: Path, name: str, namespace: str = "default", at: f
     cycles = workload_cycles(run_dir, name, namespace, at)
     keys = sorted({r["workload"] for r in cycles})
     head = f"Workload {', '.join(keys)}: {len(cycles)} scheduling cycle(s) as a head"
-    return "\n\n".join([head, *(render_cycle(r) for r in cycles)])
+    return "\n\n".join([head, *(render_cycle(r, i, len(cycles)) for i, r in enumerate(cycles, start=1))])
 
 
 def explain(resource: str, name: str, namespace: str, run_dir: Path, at: str | None) -> str:

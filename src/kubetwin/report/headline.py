@@ -33,9 +33,10 @@ def cluster_rows(s: dict[str, Any]) -> Rows:
     if cost.get("spot_usd"):  # Spot VMs: what they cost, how often they went, what work was lost
         rows.append(("cost on-demand / Spot", f"${cost['on_demand_usd']:,.2f} / ${cost['spot_usd']:,.2f}"))
     rows += [(f"Spot preemptions {p}", str(n)) for p, n in ((s.get("spot") or {}).get("preemptions") or {}).items()]
-    if s.get("wasted_gpu_hours") or s.get("wasted_tpu_chip_hours"):
-        rows.append(("work lost (redone)", f"{s.get('wasted_gpu_hours', 0):,.2f} GPU-h, "
-                     f"{s.get('wasted_tpu_chip_hours', 0):,.2f} TPU chip-h"))
+    lost = [f"{s[k]:,.2f} {unit}" for k, unit in (("wasted_gpu_hours", "GPU-h"), ("wasted_tpu_chip_hours",
+                                                                                    "TPU chip-h")) if s.get(k)]
+    if lost:  # only the accelerators that lost work
+        rows.append(("work lost (redone)", ", ".join(lost)))
     for pool, g in (s.get("gpu_sharing") or {}).items():
         if g["gpu_oom_failures"] or (g["slowdown_max"] or 1) > 1:
             if g["slowdown_mean"]:
