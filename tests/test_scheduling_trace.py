@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,7 @@ def test_explain_pod_prints_the_failed_attempts_counts(pod: str, tmp_path: Path)
         assert len(victims) == 2 and f"victims {', '.join(victims)}" in res.output
     upto = sum(1 for a in read(out / FILE) if a["kind"] == "Pod" and a["pod"] == r["pod"] and a["t"] <= r["t"])
     assert f"Pod {r['pod']}: {upto} scheduling attempt(s)" in res.output
+    assert re.search(rf"^Attempt 1 of {upto} at .*, scheduling cycle \d+\): ", res.output, re.M)
     missing = CliRunner().invoke(app, ["explain", "pod", "nope", "--run", str(out)])
     assert missing.exit_code == 1 and 'pod "default/nope" has no scheduling attempts' in missing.output
 
@@ -117,6 +119,10 @@ def test_explain_workload_names_the_pending_conditions_reasons(name: str, tmp_pa
         res = CliRunner().invoke(app, ["explain", "workload", owner, "-n", wl_ns, "--run", str(out)])
         assert res.exit_code == 0, res.output
         assert "mode Preempt -> Preempting (WaitingForPreemptedWorkloads)" in res.output
+        # numbered among the Workload's own cycles, Kueue's counter beside (issue 35 item 7)
+        own = [r for r in records if r["workload"] == preempting["workload"]]
+        assert re.findall(r"^Cycle (\d+) of (\d+) at .*Kueue cycle (\d+)\)", res.output, re.M) == [
+            (str(i), str(len(own)), str(r["cycle"])) for i, r in enumerate(own, start=1)]
         assert "insufficient unused quota for nvidia.com/gpu in flavor h100, 16 more needed" in res.output
         assert "(ClusterQueue research): InCohortReclamation" in res.output
         assert f"message: {preempting['message']}" in res.output
