@@ -23,6 +23,13 @@ def cluster_rows(s: dict[str, Any]) -> Rows:
     pods = s["pods"]
     rows = [(f"pods {k}", str(v)) for k, v in pods["by_phase"].items()]
     rows.append(("pending p50 / p99", f"{_s(pods['pending_seconds']['p50'])} / {_s(pods['pending_seconds']['p99'])}"))
+    jobs = s.get("jobs")
+    if jobs:  # Jobs and JobSets: how many finished, and how long they took (creation to Complete)
+        rows.append(("jobs completed / failed / unfinished", f"{jobs['completed']} / {jobs['failed']} / "
+                     f"{jobs['unfinished']}"))
+        if jobs["completed"]:
+            jct = jobs["completion_seconds"]
+            rows.append(("job completion p50 / max", f"{_s(jct['p50'])} / {_s(jct['max'])}"))
     rows += [(f"GPU allocation {k}", f"{v['mean_pct']:.1f}%") for k, v in s["gpu_allocation"].items()
              if v.get("gpu_hours_allocatable", 1)]  # a pool without GPUs has no GPU allocation to speak of
     if (s.get("gpu_fragmentation") or {}).get("fragmented_gpu_pct_mean") is not None:

@@ -12,6 +12,7 @@ from kubetwin.controllers.kubelet import DURATION
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.k8s.names import GPU
 from kubetwin.k8s.units import parse_duration
+from kubetwin.report.jobtimes import DONE, JobTimes
 from kubetwin.scheduler.gpushare import GPU_INDEX, shape_of
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Sampler
@@ -53,8 +54,11 @@ class Metrics:
         self._started: dict[str, float] = {}  # pod uid -> when it started running
         self._sharing: dict[str, dict[str, Any]] = {}  # pool -> GPU pods' slowdowns and OOM failures
         self._requests_of = TemplateMemo(pod_requests)
+        self.jobs = JobTimes()  # Jobs' and JobSets' lifetimes (summary.json `jobs`)
         store.watch("Pod", self._on_pod)
         store.watch("Node", self._on_node)
+        for kind in DONE:
+            store.watch(kind, lambda etype, obj, old: self.jobs.add(self.env.now, etype, obj))
         for kind in ("ResourceSlice", "ResourceClaim"):  # DRA GPUs come and go with these
             store.watch(kind, self._gpus_changed)
         env.at(0, self._sample)
@@ -250,6 +254,9 @@ class Metrics:
                                          "max": max(waits, default=0.0)}},
             "gpu_allocation": gpu,
         }
+        jobs = self.jobs.summary()
+        if jobs is not None:
+            summary["jobs"] = jobs
         if self._sharing:
             summary["gpu_sharing"] = {pool: {
                 "gpu_pods_finished": len(v["slowdowns"]), "gpu_oom_failures": v["oom"],

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from kubetwin.api.sweep import PathMetric, Sweep
+from kubetwin.report.jobtimes import JobTimes
 from kubetwin.runner import RunResult
 from kubetwin.sim.stats import percentile
 
@@ -25,7 +26,6 @@ _SUMMARY_PATHS = {
     "usd_per_million_output_tokens": "serving.overall.usd_per_million_output_tokens",
     "serving_gpu_cost": "serving.overall.gpu_cost_usd",
 }
-_DONE = {"Job": "Complete", "JobSet": "Completed"}
 
 
 def summary_path(summary: Any, path: str) -> Any:
@@ -51,23 +51,12 @@ def _gpu_allocation(summary: dict[str, Any]) -> float | None:
 
 
 def job_times(result: RunResult) -> tuple[int, list[float], float | None]:
-    """(jobs, completion times of the finished ones, when the last finished: None while any is unfinished)."""
-    created: dict[tuple[str, str, str], float] = {}
-    done: dict[tuple[str, str, str], float] = {}
+    """(jobs, completion times of the finished ones, when the last finished: None while any is unfinished), from
+    the run's history through report.jobtimes (the run summary's `jobs` reads the same)."""
+    times = JobTimes()
     for t, _, etype, o in result.history:
-        kind = o["kind"]
-        if kind not in _DONE or etype == "DELETED":
-            continue
-        meta = o["metadata"]
-        if kind == "Job" and any(r.get("kind") == "JobSet" for r in meta.get("ownerReferences") or []):
-            continue
-        key = (kind, meta.get("namespace", ""), meta["name"])
-        created.setdefault(key, t)
-        if key not in done and any(c.get("type") == _DONE[kind] and c.get("status") == "True"
-                                   for c in (o.get("status") or {}).get("conditions") or []):
-            done[key] = t
-    jct = [done[k] - created[k] for k in sorted(done)]
-    return len(created), jct, (max(done.values()) if done else 0.0) if len(done) == len(created) else None
+        times.add(t, etype, o)
+    return len(times.created), times.completion_seconds(), times.last_completed()
 
 
 def collect(sweep: Sweep, result: RunResult) -> dict[str, Any]:
