@@ -118,8 +118,11 @@ def serving_rows(s: dict[str, Any]) -> Rows:
     if not o:
         return []
 
-    def sec(d: dict, k: str) -> str:
-        return "-" if d.get(k) is None else f"{d[k]:.3f} s"
+    def sec(d: dict, k: str) -> str:  # latencies under a second in ms, as vLLM's and Grafana's dashboards show them
+        v = d.get(k)
+        if v is None:
+            return "-"
+        return f"{v:.2f} s" if v >= 1 else f"{v * 1000:.1f} ms" if v < 0.01 else f"{v * 1000:.0f} ms"
 
     rows = [("requests (completed / 429 / 404 / 503)", f"{o['requests']} ({o['completed']} / {o['rejected_429']} / "
              f"{o.get('not_found_404', 0)} / {o['failed_503']})")]
