@@ -284,9 +284,8 @@ def test_kill_9_of_the_gateway_takes_its_envoy_and_frees_the_port(tmp_path: Path
     assert until_gone(tree) == []
 
 
-@need_envoy
 @linux_only
-@pytest.mark.parametrize("mode", ["envoy", "standalone"])
+@pytest.mark.parametrize("mode", [pytest.param("envoy", marks=need_envoy), "standalone"])
 def test_a_port_already_held_is_an_error(tmp_path: Path, mode: str) -> None:
     """The port held the way an orphaned Envoy holds it (SO_REUSEPORT, which would let a second Envoy bind beside
     it): the gateway exits 1 with the port and its holder, and starts nothing."""
