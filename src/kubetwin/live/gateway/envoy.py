@@ -136,7 +136,8 @@ def render_bootstrap(cfg: GatewayConfig, endpoints: list[str], extproc: str,
         access_log=json.dumps(e.accessLog), failure_mode_allow=str(e.failureMode == "FailOpen").lower(),
         message_timeout=_dur(e.messageTimeout), connect_timeout=_dur(cfg.connectTimeout),
         stream_idle_timeout=_dur(cfg.streamIdleTimeout), fallback_endpoints=json.dumps(fallback),
-        # FULL_DUPLEX_STREAMED needs request trailers SEND (Envoy's ext_proc.proto); BUFFERED takes none (GIE v0.1)
+        # FULL_DUPLEX_STREAMED needs request trailers SEND (Envoy's ext_proc.proto); BUFFERED skips them, as GIE's
+        # v1alpha1-era test/e2e Envoy config did
         request_body_mode=BODY_MODES[e.requestBodyMode], request_trailer_mode=(
             "SEND" if e.requestBodyMode == "FullDuplexStreamed" else "SKIP"),
         buffer_limit=e.maxRequestBytes if e.requestBodyMode == "Buffered" else ENVOY_BUFFER_LIMIT)

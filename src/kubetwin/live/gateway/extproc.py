@@ -66,8 +66,8 @@ def _picked(endpoint: str, body: bytes, with_body: bool, buffered: bool = False)
     body streamed back unchanged (GIE populateRequestHeaderResponse / HandleRequestBody). `endpoint` may be a
     comma-separated list, best first (maxNumOfEndpoints). Buffered body mode (the headers were already answered
     with CONTINUE): one BodyResponse carrying the header mutation and clear_route_cache, the body left as Envoy
-    buffered it (the Inference Extension's v0.1 protocol; Envoy applies a body response's header mutation while the
-    headers are still held, ext_proc.proto CommonResponse)."""
+    buffered it (the Inference Extension's v1alpha1-era wiring, its test/e2e Envoy config; Envoy applies a body
+    response's header mutation while the headers are still held, ext_proc.proto CommonResponse)."""
     sets = [_set(DEST_HEADER, endpoint)]
     md = struct_pb2.Struct()
     md.update({LB_NAMESPACE: {DEST_HEADER: endpoint}})
