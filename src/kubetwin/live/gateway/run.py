@@ -1,5 +1,6 @@
 """Running a gateway as a process: the standalone proxy or Envoy + the ext_proc server, until SIGINT/SIGTERM, then a
-bounded drain."""
+bounded drain. A port already held (an earlier gateway's, an orphaned Envoy's) is an error on stderr and exit status
+1, before anything listens."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import asyncio
 import signal
 import sys
 
-from kubetwin.live.gateway.config import GatewayConfig
+from kubetwin.live.gateway.config import GatewayConfig, split_hostport
+from kubetwin.live.lifetime import PortInUse, check_free
 
 
 async def _main(cfg: GatewayConfig) -> int:
@@ -19,7 +21,12 @@ async def _main(cfg: GatewayConfig) -> int:
         from kubetwin.live.gateway.envoy import EnvoyGateway
 
         eg = EnvoyGateway(cfg)
-        await eg.start()
+        try:
+            await eg.start()
+        except (PortInUse, RuntimeError) as exc:  # a held port, no envoy binary, an Envoy that failed to start
+            print(f"gateway: error: {exc}", file=sys.stderr, flush=True)
+            await eg.stop()
+            return 1
         print(f"gateway: envoy on http://{eg.listen_address}, ext_proc on {eg.extproc_address}, "
               f"metrics on http://{eg.admin_address}/metrics", file=sys.stderr, flush=True)
         waiter = asyncio.ensure_future(stop.wait())
@@ -32,6 +39,12 @@ async def _main(cfg: GatewayConfig) -> int:
         return rc
     from kubetwin.live.gateway.standalone import StandaloneGateway
 
+    try:
+        for what, addr in (("listen", cfg.listen), ("adminListen", cfg.adminListen)):
+            check_free(what, *split_hostport(addr))
+    except PortInUse as exc:
+        print(f"gateway: error: {exc}", file=sys.stderr, flush=True)
+        return 1
     gw = StandaloneGateway(cfg)
     await gw.start()
     print(f"gateway: standalone on http://127.0.0.1:{gw.port}, metrics on http://127.0.0.1:{gw.admin_port}/metrics "
