@@ -87,6 +87,15 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def marked(pid: int, mark: str) -> bool:
+    """Whether the process inherited this test's environment marker (a child of the process the test started,
+    however deep: other tests' processes, on other xdist workers, do not carry it)."""
+    try:
+        return f"KUBETWIN_TEST_MARK={mark}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
 def survivors(procs: dict[int, int], group: int | None = None) -> list[str]:
     """Those of `procs` still running (same pid and start time, not a zombie), and any process still in process
     group or session `group`, as 'pid cmdline'."""
@@ -299,15 +308,16 @@ def test_a_port_already_held_is_an_error(tmp_path: Path, mode: str) -> None:
         path = tmp_path / "gateway.yaml"
         path.write_text(yaml.safe_dump(cfg))
         before = set(_all())
+        mark = f"held-port-{os.getpid()}-{port}"
         p = subprocess.run([sys.executable, "-m", "kubetwin.cli.main", "gateway", "-c", str(path)],
-                           capture_output=True, text=True, env=ENV, timeout=60)
+                           capture_output=True, text=True, env={**ENV, "KUBETWIN_TEST_MARK": mark}, timeout=60)
         with pytest.raises(PortInUse, match=f"127.0.0.1:{port} is already in use by pid {os.getpid()} "):
             check_free("listen", "127.0.0.1", port)
     what = "envoy.listen" if mode == "envoy" else "listen"
     assert p.returncode == 1, p.stderr
     assert f"gateway: error: {what} 127.0.0.1:{port} is already in use by pid {os.getpid()} (" in p.stderr
     assert "Traceback" not in p.stderr
-    assert not [cmdline(pid) for pid in set(_all()) - before if "envoy" in cmdline(pid)]
+    assert not [cmdline(pid) for pid in set(_all()) - before if marked(pid, mark)]
 
 
 @linux_only
