@@ -25,6 +25,7 @@ __all__ = ["SYNC_JS", "TimeAxis", "human_duration", "place", "separate", "time_a
 
 RIGHT = 30  # px right of every time panel's plot area
 MIN_LEFT, MAX_LEFT = 80, 330  # px: y tick numbers and title at least; a long row label is cut beyond the most
+TITLE_PX = 22  # px left of the tick labels for the y axis' title
 CHAR_PX = 6.2  # px per character of plotly's 11-12 px sans-serif (an estimate that errs wide)
 ASSUMED_WIDTH = 1000  # px of a figure when the legend's rows are counted (the page is at most 1,152 px wide)
 DASHES = ("dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -74,12 +75,12 @@ def text_px(text: str) -> float:
 def time_axis(end: float, labels: list[str]) -> TimeAxis:
     """The axis for a page whose longest run ends at `end` and whose timelines label rows `labels`."""
     widest = max((text_px(x) for x in labels), default=0.0)
-    return TimeAxis(max(end, 1.0), int(min(MAX_LEFT, max(MIN_LEFT, widest + 16))))
+    return TimeAxis(max(end, 1.0), int(min(MAX_LEFT, max(MIN_LEFT, widest + 16 + TITLE_PX))))
 
 
 def cut_label(label: str, axis: TimeAxis) -> str:
     """A row label short enough for the left margin (the hover text keeps it whole)."""
-    room = int((axis.left - 16) / CHAR_PX) + 1
+    room = int((axis.left - 16 - TITLE_PX) / CHAR_PX) + 1
     return label if len(label) <= room else label[: max(room - 1, 1)] + "\u2026"
 
 

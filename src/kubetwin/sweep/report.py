@@ -30,8 +30,11 @@ COLOURS = {"best": "#d62728", "feasible": "#2ca02c", "infeasible": "#9a9a9a", "c
 FRONT, BOUND = "#ff7f0e", "#9467bd"
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+def _num(v: Any, inf: bool = False) -> float | None:
+    """A finite number, or None; with inf, +infinity too (a makespan of a case whose Jobs never all finished)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    return float(v) if math.isfinite(v) or (inf and v == math.inf) else None
 
 
 def _short(v: Any) -> str:
@@ -135,9 +138,13 @@ def _svg(title: str, xmetric: str, ymetric: str, points: list[Point], xticks: li
     if not points:
         return f"<figure><figcaption>{html.escape(title)}: no values</figcaption></figure>"
     hlines, vlines = hlines or [], vlines or []
-    ys = [p[1] for p in points] + [v for v, _ in hlines]
+    ys = [p[1] for p in points if math.isfinite(p[1])] + [v for v, _ in hlines] or [0.0]
     yt = ticks(ymetric, min(ys), max(ys))
-    sy = _scale(yt[0], yt[-1], H - BOTTOM, TOP)
+    scale_y = _scale(yt[0], yt[-1], H - BOTTOM, TOP + 12)
+
+    def sy(v: float) -> float:  # an infinite value (a makespan never reached) on a line of its own at the top
+        return TOP + 2 if math.isinf(v) else scale_y(v)
+
     if xticks:
         sx = _scale(-0.5, len(xticks) - 0.5, LEFT, W - RIGHT)
         xt: list[tuple[float, str]] = [(float(i), t) for i, t in enumerate(xticks)]
@@ -152,6 +159,8 @@ def _svg(title: str, xmetric: str, ymetric: str, points: list[Point], xticks: li
         out.append(f"<line x1='{x0}' y1='{sy(v):.1f}' x2='{x1}' y2='{sy(v):.1f}' stroke='#eee'/>"
                    f"<text x='{x0 - 4}' y='{sy(v) + 3:.1f}' text-anchor='end'>"
                    f"{html.escape(_tick_text(ymetric, v))}</text>")
+    if any(math.isinf(p[1]) for p in points):
+        out.append(f"<text x='{LEFT - 4}' y='{TOP + 5}' text-anchor='end'>&#8734;</text>")
     for v, label in xt:
         out.append(f"<line x1='{sx(v):.1f}' y1='{y0}' x2='{sx(v):.1f}' y2='{y0 + 4}' stroke='#999'/>"
                    f"<text x='{sx(v):.1f}' y='{y0 + 15}' text-anchor='middle'>{html.escape(label)}</text>")
@@ -179,7 +188,7 @@ def _svg(title: str, xmetric: str, ymetric: str, points: list[Point], xticks: li
         pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(line))
         out.append(f"<polyline class='front' points='{pts}' fill='none' stroke='{FRONT}' stroke-width='2'/>")
     for px, py, tip, kind in placed:
-        if kind == "best" and line is None:
+        if kind == "best":  # drawn below, last
             continue
         out.append(_marker(px, py, tip, kind))
     for px, py, tip, kind in placed:  # the winner over the front and every other case
@@ -266,7 +275,7 @@ def render(plan: Plan, out: Path, rows: list[dict[str, Any]], answer: Answer | N
             labels = [_short(v) for v in a.labels]
             pts = [(float(plan.case(int(c["case"][1:])).choice[a_i]), y,
                     f"{c['case']}: {a.name}={_short(c['values'][a.name])}, {m} {fmt(m, y)}", kind(c))
-                   for c in cases if (y := _num(c["metrics"].get(m))) is not None]
+                   for c in cases if (y := _num(c["metrics"].get(m), inf=True)) is not None]
             parts.append(_svg(f"{m} against {a.name}", a.name, m, pts, labels, hlines=bounds_on(m),
                               xtitle=f"{a.name} ({a.object} {a.path or 'patch'})"))
     head = ["case", *(a.name for a in axes), *metrics, "seeds", "run folders", "errors"]
