@@ -91,8 +91,8 @@ def timeline_figure(rows: list[Row], title: str, end: float, axis: TimeAxis | No
         fig.update_layout(legend_y=1.0 + 100 / (22 * len(rows) + 160))
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=labels, autorange="reversed",
                      tickmode="array", tickvals=labels, ticktext=[html.escape(cut_label(r.label, axis)) for r in rows],
-                     tickfont_size=11, title_text="object (its Job, JobSet or pod)", title_font_size=12,
-                     title_standoff=4)
+                     tickfont_size=11, title_font_size=12, title_standoff=4,
+                     title_text="object (its Job, JobSet or pod)" if len(rows) >= 12 else "object")
     return place(fig, axis, legend_below=False)
 
 
