@@ -15,7 +15,6 @@ drawn before it for a tenth or more of the time is drawn thinner and dashed over
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,13 +125,9 @@ def place(fig: go.Figure, axis: TimeAxis, legend_below: bool = True) -> go.Figur
     return fig
 
 
-def _at(xs: list[float], ys: list[Any], t: float) -> Any:
-    i = bisect.bisect_right(xs, t) - 1
-    return ys[i] if i >= 0 else None
-
-
 def _coincide(a: Any, b: Any) -> bool:
-    """Whether two (step) line series hold the same value for at least a tenth of the span they share."""
+    """Whether two (step) line series hold the same value for at least a tenth of the span they share (one walk
+    over both series' points, in time order)."""
     ax, ay, bx, by = list(a.x or ()), list(a.y or ()), list(b.x or ()), list(b.y or ())
     if len(ax) < 2 or len(bx) < 2 or len(ax) != len(ay) or len(bx) != len(by):
         return False
@@ -140,22 +135,35 @@ def _coincide(a: Any, b: Any) -> bool:
         lo, hi = max(ax[0], bx[0]), min(ax[-1], bx[-1])
         if hi <= lo:
             return False
-        ts = sorted({t for t in ax + bx if lo <= t <= hi} | {lo, hi})
-        same = sum(t1 - t0 for t0, t1 in zip(ts, ts[1:], strict=False)
-                   if _at(ax, ay, t0) is not None and _at(ax, ay, t0) == _at(bx, by, t0))
+        i = j = 0
+        t, same = lo, 0.0
+        while i + 1 < len(ax) and ax[i + 1] <= t:
+            i += 1
+        while j + 1 < len(bx) and bx[j + 1] <= t:
+            j += 1
+        while t < hi:
+            nxt = min(ax[i + 1] if i + 1 < len(ax) else hi, bx[j + 1] if j + 1 < len(bx) else hi, hi)
+            if ay[i] is not None and ay[i] == by[j]:
+                same += nxt - t
+            t = nxt
+            while i + 1 < len(ax) and ax[i + 1] <= t:
+                i += 1
+            while j + 1 < len(bx) and bx[j + 1] <= t:
+                j += 1
     except TypeError:  # categorical x: not a series over time
         return False
     return same >= 0.1 * (hi - lo)
 
 
-def separate(fig: go.Figure, max_pairs: int = 600) -> go.Figure:
+def separate(fig: go.Figure, budget: int = 1_000_000) -> go.Figure:
     """Draw each line that coincides with one drawn before it dashed and thinner, over a thicker one, so no series
     hides under another; a figure of too many lines for the pairwise check gets the dashes in turn."""
     lines = [tr for tr in fig.data if isinstance(tr, go.Scatter) and "lines" in (tr.mode or "lines")
              and tr.stackgroup is None]
     if len(lines) < 2:
         return fig
-    check = len(lines) * (len(lines) - 1) // 2 <= max_pairs
+    points = sum(len(tr.x or ()) for tr in lines)
+    check = points * (len(lines) - 1) <= budget  # each pair walks both series once
     under: dict[int, int] = {}
     for i, tr in enumerate(lines):
         hits = [j for j in range(i) if _coincide(lines[j], tr)] if check else [i - 1] if i else []
