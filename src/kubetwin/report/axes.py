@@ -118,7 +118,8 @@ def place(fig: go.Figure, axis: TimeAxis, legend_below: bool = True) -> go.Figur
                       hovermode="x unified" if legend_below and traces <= 10 else "closest",
                       hoverlabel={"bgcolor": "rgba(255,255,255,0.85)", "namelength": -1},
                       meta={"kubetwin_time_axis": axis.unit})
-    fig.update_xaxes(range=[0, axis.end / axis.per], title_text=axis.title, nticks=13, showspikes=True,
+    fig.update_xaxes(range=[0, axis.end / axis.per], title_text=axis.title, nticks=13, hoverformat=".2f",
+                     ticksuffix=f" {axis.unit}", showspikes=True,
                      spikemode="across", spikesnap="cursor", spikethickness=1, spikedash="solid", spikecolor="#666",
                      automargin=False)
     fig.update_yaxes(automargin=False)

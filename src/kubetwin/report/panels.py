@@ -60,6 +60,10 @@ def timeline_figure(rows: list[Row], title: str, end: float, axis: TimeAxis | No
     axis = axis or time_axis(end, [r.label for r in rows])
     labels = [html.escape(r.label) for r in rows]
     fig = go.Figure()
+
+    def at(t: float) -> str:  # an instant in the axis' unit
+        return f"{t / 3600:.2f} h" if axis.unit == "h" else f"{t / 60:.1f} min"
+
     for state, color in STATE_COLORS.items():
         segs = [(lab, row, s) for lab, row in zip(labels, rows, strict=True) for s in row.segments
                 if s.state == state]
@@ -68,11 +72,11 @@ def timeline_figure(rows: list[Row], title: str, end: float, axis: TimeAxis | No
         hover = []
         for lab, row, s in segs:
             evs = [e for e in row.events if s.start <= e[0] <= s.end]
-            lines = [f"{t / 3600:.2f} h {html.escape(text[:110])}" for t, text in evs[:6]]
+            lines = [f"{at(t)} {html.escape(text[:110])}" for t, text in evs[:6]]
             if len(evs) > 6:
                 lines.append(f"... {len(evs) - 6} more events")
             hover.append(f"<b>{lab}</b><br>{state}{': ' + html.escape(s.reason[:140]) if s.reason else ''}<br>"
-                         f"{s.start / 3600:.2f} h - {s.end / 3600:.2f} h ({_dur(s.end - s.start)})"
+                         f"{at(s.start)} - {at(s.end)} ({_dur(s.end - s.start)})"
                          + ("<br>" + "<br>".join(lines) if lines else ""))
         fig.add_trace(go.Bar(y=[x[0] for x in segs], x=[(x[2].end - x[2].start) / 3600 for x in segs],
                              base=[x[2].start / 3600 for x in segs], orientation="h", name=state,
@@ -81,7 +85,7 @@ def timeline_figure(rows: list[Row], title: str, end: float, axis: TimeAxis | No
     if marks:
         fig.add_trace(go.Scatter(x=[m[1] / 3600 for m in marks], y=[m[0] for m in marks], mode="markers",
                                  name="pod failed / disrupted", marker={"symbol": "x", "color": "black", "size": 8},
-                                 hovertext=[f"<b>{m[0]}</b><br>{m[1] / 3600:.2f} h {html.escape(m[2][:160])}"
+                                 hovertext=[f"<b>{m[0]}</b><br>{at(m[1])} {html.escape(m[2][:160])}"
                                             for m in marks], hoverinfo="text"))
     tall = len(rows) > 30  # the time axis on top, where a scrolled tall timeline still shows it
     fig.update_layout(title=title, barmode="overlay", xaxis_title=HOURS, height=max(260, 22 * len(rows) + 160),
