@@ -238,6 +238,11 @@ def test_demo_panels_share_one_time_axis_and_show_every_series(browser: Any, tmp
     page.mouse.move(timed[1]["left"] + timed[1]["width"] / 2, box["y"] + box["height"] / 2)
     xs = page.evaluate("() => Array.from(document.querySelectorAll('.kt-cross')).filter(d => d.style.display "
                        "=== 'block').map(d => d.getBoundingClientRect().left)")
+    # a zoom of one panel's time axis (drag, or the range set) is every time panel's
+    page.evaluate("() => Plotly.relayout(document.querySelectorAll('section.timed .js-plotly-plot')[2], "
+                  "{'xaxis.range': [2, 4]})")
+    page.wait_for_function("() => Array.from(document.querySelectorAll('section.timed .js-plotly-plot'))"
+                           ".every(gd => gd._fullLayout.xaxis.range[0] === 2 && gd._fullLayout.xaxis.range[1] === 4)")
     page.close()
     assert errors == []
     middle = timed[1]["left"] + timed[1]["width"] / 2
