@@ -130,6 +130,7 @@ def _cluster(runs: list[RunData], multi: bool) -> list[Panel]:
     if cost.data:
         totals = ", ".join(f"{'' if not multi else r.name + ' '}${r.summary['cost']['total_usd']:,.2f}"
                            for r in runs)
+        cost.update_yaxes(tickprefix="$", tickformat=",.0f")
         cost.update_layout(title=html.escape(f"Cost by node pool (total {totals})"), yaxis_title="cost (USD)",
                            xaxis_title="node pool",
                            barmode="group", showlegend=multi)
@@ -321,4 +322,21 @@ def panels(runs: list[RunData], axis: TimeAxis | None = None) -> list[Panel]:
         if p.fig.layout.xaxis.title.text == HOURS:  # built in simulated hours: on the page's time axis
             p.timed = True
             place(separate(p.fig), axis)
+            if (p.fig.layout.yaxis.title.text or "") in _COUNTS:
+                _whole(p.fig)
     return out
+
+
+# y axes that count things: ticks at whole numbers (plotly would tick 1 pending pod at 0.2, 0.4, ...)
+_COUNTS = frozenset({"pending pods", "nodes", "workloads", "ready replicas", "requests waiting"})
+
+
+def _whole(fig: go.Figure) -> None:
+    top = max((v for tr in fig.data if tr.y is not None for v in tr.y if isinstance(v, (int, float))), default=0)
+    if any(tr.stackgroup for tr in fig.data if isinstance(tr, go.Scatter)):  # the stack's top: the sum
+        top = max(top, sum(max((v for v in tr.y if isinstance(v, (int, float))), default=0)
+                           for tr in fig.data if isinstance(tr, go.Scatter) and tr.stackgroup))
+    if top <= 8:
+        fig.update_yaxes(dtick=1, tick0=0)
+    else:
+        fig.update_yaxes(tickformat=",d")
