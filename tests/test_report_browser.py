@@ -155,3 +155,168 @@ def test_compare_page_overlays_two_runs(browser: Any, runs: dict[str, Path], tmp
     assert timelines == ["kueue-cohort-borrowing", "spot-vs-on-demand"]
     nodes = next(n for n, p in zip(names, panels, strict=True) if "Nodes per pool" in str(p["title"]))
     assert "kueue-cohort-borrowing: " in nodes and "spot-vs-on-demand: " in nodes
+
+
+# ---- issue 35: pictures a person trusts (one time axis, every series visible, every axis titled) ----
+
+# Per plotly figure: where its plot area is on the page, its x range, its axes' titles, the traces it draws (with
+# something drawn: a line, a fill, a marker or a bar) and its legend's entries, and each visible scatter trace's
+# data and line style.
+CHARTS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
+    const fl = gd._fullLayout, box = gd.getBoundingClientRect();
+    const axes = Object.keys(fl).filter(k => /^[xy]axis[0-9]*$/.test(k))
+        .map(k => [k, (fl[k].title && fl[k].title.text) || '']);
+    const drawn = Array.from(gd.querySelectorAll('.scatterlayer .trace, .barlayer .trace')).filter(g =>
+        Array.from(g.querySelectorAll('path')).some(p => (p.getAttribute('d') || '').length > 2
+            && getComputedStyle(p).display !== 'none' && p.style.opacity !== '0')).length;
+    const lines = gd._fullData.filter(t => t.visible === true && t.type === 'scatter' && t.mode.includes('lines'))
+        .map(t => ({name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || []), dash: t.line.dash,
+                    width: t.line.width, stack: t.stackgroup || ''}));
+    return {id: gd.id, timed: !!gd.closest('section.timed'), title: (fl.title && fl.title.text) || '',
+            range: fl.xaxis.range.slice(), left: box.left + fl._size.l, width: fl._size.w, axes: axes,
+            drawn: drawn, legend: gd.querySelectorAll('.legend .traces').length, showlegend: fl.showlegend,
+            shown: gd._fullData.filter(t => t.visible === true && t.showlegend !== false).length, lines: lines};
+})"""
+
+
+def _step_at(xs: list[float], ys: list[float], t: float) -> float | None:
+    i = max((k for k, x in enumerate(xs) if x <= t), default=-1)
+    return ys[i] if i >= 0 else None
+
+
+def _coincide(a: dict, b: dict) -> bool:
+    """Two line series holding the same value over a tenth or more of the span they share."""
+    lo, hi = max(a["x"][0], b["x"][0]), min(a["x"][-1], b["x"][-1])
+    if hi <= lo:
+        return False
+    ts = sorted({t for t in a["x"] + b["x"] if lo <= t <= hi} | {lo, hi})
+    same = sum(t1 - t0 for t0, t1 in zip(ts, ts[1:], strict=False)
+               if (v := _step_at(a["x"], a["y"], t0)) is not None and v == _step_at(b["x"], b["y"], t0))
+    return same >= 0.1 * (hi - lo)
+
+
+def _assert_charts(figs: list[dict]) -> list[dict]:
+    """Every series drawn has its legend entry and no line hides another; every axis titled; the time panels on
+    one axis: the same x range and the same plot area, to the pixel. Returns the time panels."""
+    for f in figs:
+        if f["showlegend"]:  # visible series = legend entries
+            assert f["drawn"] == f["legend"] == f["shown"], f["title"]
+        else:  # a lone series (one run's cost by pool), its bars named on the axis
+            assert f["drawn"] == f["shown"] == 1 and f["legend"] == 0, f["title"]
+        assert all(title for _, title in f["axes"]), (f["title"], f["axes"])
+        lines = [ln for ln in f["lines"] if len(ln["x"]) > 1 and isinstance(ln["x"][0], (int, float))]
+        for i, a in enumerate(lines):
+            for b in lines[i + 1:]:
+                if not (a["stack"] and a["stack"] == b["stack"]) and _coincide(a, b):
+                    assert (a["dash"], a["width"]) != (b["dash"], b["width"]), (f["title"], a["name"], b["name"])
+    timed = [f for f in figs if f["timed"]]
+    assert len(timed) >= 2
+    for f in timed:
+        assert f["range"] == timed[0]["range"], f["title"]
+        assert abs(f["left"] - timed[0]["left"]) < 0.5 and abs(f["width"] - timed[0]["width"]) < 0.5, f["title"]
+    return timed
+
+
+def test_demo_panels_share_one_time_axis_and_show_every_series(browser: Any, tmp_path: Path) -> None:
+    """The demo (24 h, four pools of which three have two nodes): every time panel spans 0-24 h at the same pixels,
+    the four pools' node counts are four visible (stacked) series, every axis is titled, and the crosshair drawn
+    on one panel stands at the same x in all of them."""
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["demo", "--out", str(tmp_path / "demo")])
+    assert res.exit_code == 0, res.output
+    page, errors = _open(browser, tmp_path / "demo" / "report.html")
+    figs = page.evaluate(CHARTS_JS)
+    timed = _assert_charts(figs)
+    assert timed[0]["range"] == [0, 24] and "simulated time (h)" in dict(timed[0]["axes"])["xaxis"]
+    nodes = next(f for f in figs if f["title"].startswith("Nodes per pool"))
+    assert nodes["legend"] == 4 and len({ln["stack"] for ln in nodes["lines"]}) == 1  # stacked: all four seen
+    # the crosshair: hover the middle of the second time panel, every time panel's line at the same page x
+    second = page.query_selector_all("section.timed .js-plotly-plot")[1]
+    second.scroll_into_view_if_needed()
+    box = second.bounding_box()
+    page.mouse.move(timed[1]["left"] + timed[1]["width"] / 2, box["y"] + box["height"] / 2)
+    xs = page.evaluate("() => Array.from(document.querySelectorAll('.kt-cross')).filter(d => d.style.display "
+                       "=== 'block').map(d => d.getBoundingClientRect().left)")
+    # a zoom of one panel's time axis (drag, or the range set) is every time panel's
+    page.evaluate("() => Plotly.relayout(document.querySelectorAll('section.timed .js-plotly-plot')[2], "
+                  "{'xaxis.range': [2, 4]})")
+    page.wait_for_function("() => Array.from(document.querySelectorAll('section.timed .js-plotly-plot'))"
+                           ".every(gd => gd._fullLayout.xaxis.range[0] === 2 && gd._fullLayout.xaxis.range[1] === 4)")
+    page.close()
+    assert errors == []
+    middle = timed[1]["left"] + timed[1]["width"] / 2
+    assert len(xs) == len(timed) and max(xs) - min(xs) < 1 and abs(xs[0] - middle) < 2
+
+
+def test_compare_page_aligns_the_runs_and_shows_their_differences(browser: Any, runs: dict[str, Path],
+                                                                   tmp_path: Path) -> None:
+    """`kubetwin report A B`: both timelines and every overlaid panel on one axis (the longer run's), no pool
+    hidden under another, and a difference column: B - A, absolute and in percent."""
+    from typer.testing import CliRunner
+
+    out = tmp_path / "compare.html"
+    pair = [runs["kueue-cohort-borrowing"].parent, runs["spot-vs-on-demand"].parent]
+    res = CliRunner().invoke(app, ["report", *map(str, pair), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    page, errors = _open(browser, out)
+    figs = page.evaluate(CHARTS_JS)
+    head = page.evaluate("() => Array.from(document.querySelectorAll('table.headline tr')).map(tr => "
+                         "Array.from(tr.children).map(c => c.textContent))")
+    page.close()
+    assert errors == []
+    timed = _assert_charts(figs)
+    timelines = [f for f in figs if f["id"] in ("kubetwin-fig-0", "kubetwin-fig-1")]
+    assert len(timelines) == 2 and all(f in timed for f in timelines)  # the two timelines start at one pixel
+    nodes = next(f for f in figs if f["title"].startswith("Nodes per pool"))
+    assert nodes["legend"] == 4  # h100, a3-on-demand, a3-spot and the Spot events: none under another
+    assert head[0][-1] == "spot-vs-on-demand \u2212 kueue-cohort-borrowing"
+    rows = {r[0]: r[1:] for r in head[1:]}
+    assert rows["cost total"][-1] == "-$2,756.91 (-65.0%)"  # $4,238.67 -> $1,481.76
+    assert rows["pods"][-1].startswith("-4 (-50.0%)")
+
+
+def test_sweep_report_draws_the_answer(browser: Any, tmp_path: Path) -> None:
+    """A sweep of the A3 capacity mix: the winner is the last mark of each chart (drawn on top), the Pareto front
+    a line, every infeasible case a grey cross, the constraint a dashed threshold, every chart's axes titled."""
+    from typer.testing import CliRunner
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text((EXAMPLES / "sweeps" / "a3-capacity-mix.yaml").read_text()
+                     .replace("[a3-training-queue.yaml]", f"[{EXAMPLES / 'sweeps' / 'a3-training-queue.yaml'}]")
+                     .replace("values: [0, 1, 2, 3]", "values: [0, 3]").replace("values: [0, 1, 2, 3, 4]",
+                                                                               "values: [0, 4]")
+                     .replace("values: [0, 2, 4]", "values: [2]").replace("seeds: [0, 1, 2]", "seeds: [0]"))
+    res = CliRunner().invoke(app, ["sweep", str(sweep), "--out", str(tmp_path / "out"), "--jobs", "1"])
+    assert res.exit_code == 0, res.output
+    page = browser.new_page()
+    page.goto((tmp_path / "out" / "report.html").as_uri())
+    charts = page.evaluate("""() => Array.from(document.querySelectorAll('figure')).filter(f => f.querySelector('svg'))
+        .map(f => { const svg = f.querySelector('svg');
+            const marks = Array.from(svg.querySelectorAll('circle, g.infeasible'));
+            const texts = Array.from(svg.querySelectorAll(':scope > text')).map(t => t.textContent);
+            return {caption: f.querySelector('figcaption').textContent,
+                    last: marks.length ? marks[marks.length - 1].getAttribute('class') : '',
+                    best: svg.querySelectorAll('circle.best').length,
+                    infeasible: svg.querySelectorAll('g.infeasible').length,
+                    feasible: svg.querySelectorAll('circle.feasible').length,
+                    front: svg.querySelectorAll('polyline.front').length,
+                    constraints: Array.from(svg.querySelectorAll('g.constraint text')).map(t => t.textContent),
+                    xtitle: texts[texts.length - 2], ytitle: texts[texts.length - 1]}; })""")
+    legend = page.evaluate("() => document.querySelector('p.legend').textContent")
+    page.close()
+    assert len(charts) == 1 + 7 * 3  # the Pareto front, seven metrics against three axes
+    front = charts[0]
+    assert front["caption"].startswith("Pareto front: cost against jobs_unfinished") and front["front"] == 1
+    assert front["constraints"] == ["jobs_unfinished <= 0"]
+    assert front["xtitle"] == "cost (USD)" and front["ytitle"] == "jobs_unfinished (jobs)"
+    for c in charts:
+        assert c["xtitle"] and c["ytitle"], c
+        assert c["best"] == 1 and c["last"] == "best", c  # the winner drawn on top of every other case
+        assert c["infeasible"] + c["feasible"] + c["best"] == 4, c  # every case marked as what it is
+    assert front["infeasible"] >= 1
+    for entry in ("best feasible case", "feasible", "infeasible", "Pareto front", "constraint threshold"):
+        assert entry in legend
+    makespan = next(c for c in charts if c["caption"] == "makespan against spot")
+    assert makespan["ytitle"] == "makespan (duration)"
+    assert makespan["infeasible"] >= 1  # a case whose Jobs never all finished: its makespan drawn at infinity

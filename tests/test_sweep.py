@@ -355,8 +355,11 @@ def test_the_winner_is_shown_seed_by_seed_in_the_cli_and_the_report(tmp_path: Pa
     assert "jct_p50 <= 3h in every seed" in text and "9000" in text
     page = render(plan, tmp_path, rows, goals.answer(plan, rows))
     assert "<caption>c0001 seed by seed</caption>" in page
-    assert "<td>jct_p50 &lt;= 3h in every seed</td><td>9000.0</td><td>9000.0</td><td>9000.0</td><td>yes</td>" in page
-    assert "<td>cost (objective, mean over seeds)</td><td>150.0</td><td>150.0</td><td>150.0</td><td></td>" in page
+    # durations as a person writes them (9000 s is 2h30m), the number itself in the cell's tooltip; money in $
+    seconds = "".join(["<td title='9000.0'>2h30m</td>"] * 3)  # seed 0, seed 1, judged
+    assert f"<td>jct_p50 &lt;= 3h in every seed</td>{seconds}<td>yes</td>" in page
+    usd = "".join(["<td title='150.0'>$150.00</td>"] * 3)
+    assert f"<td>cost (objective, mean over seeds)</td>{usd}<td></td>" in page
 
 
 def test_a_bad_over_seeds_is_refused_at_validate(tmp_path: Path) -> None:

@@ -15,9 +15,11 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from kubetwin.report.axes import SYNC_JS, TimeAxis, human_duration
+from kubetwin.report.compare import difference
 from kubetwin.report.headline import headline_rows
 from kubetwin.report.pagebounds import bound_figure, bound_headline, bound_rows
-from kubetwin.report.panels import Panel, panels, timeline_figure
+from kubetwin.report.panels import Panel, page_axis, panels, timeline_figure
 from kubetwin.report.rundata import HistoryFeed, RunData, Version, load_run
 from kubetwin.report.timeline import Row, rows_of
 
@@ -26,13 +28,20 @@ __all__ = ["compare_page", "write_report"]
 STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align:left;padding-right:24px}"
          "td{padding-right:24px}table{border-collapse:collapse}tr:nth-child(even){background:#f6f6f6}"
          "h2{border-bottom:1px solid #ccc;margin-top:32px}.look li{margin:2px 0}pre{font-size:12px}"
-         ".timeline{max-height:900px;overflow-y:auto;border:1px solid #eee}")
+         ".timeline{max-height:900px;overflow-y:auto;border:1px solid #eee}"
+         # every time panel the same box as the timeline's (border, scrollbar gutter), so their plot areas align
+         "section.timed{position:relative;border:1px solid transparent;overflow-y:auto;scrollbar-gutter:stable}"
+         "section.timed.timeline{border-color:#eee}"
+         ".kt-cross{position:absolute;width:0;border-left:1px solid #444;pointer-events:none;display:none;z-index:5}"
+         "td.diff{color:#555}")
 
 
 def _fig_html(fig: go.Figure, div_id: str, note: str = "") -> str:
     """The figure's div, bounded in size (report.pagebounds), after a line on what the bounds left out."""
     notes = ([note] if note else []) + bound_figure(fig)
-    fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": fig.layout.margin.t or 60, "b": 50})
+    fig.update_layout(template="plotly_white")
+    if fig.layout.margin.autoexpand is not False:  # a time panel's margins are the page's (report.axes.place)
+        fig.update_layout(margin={"l": 60, "r": 20, "t": fig.layout.margin.t or 60, "b": 50})
     if fig.layout.height is None:
         fig.update_layout(height=380)
     if fig.layout.showlegend is None:  # plotly hides a lone trace's legend, and with it the pool's name
@@ -45,9 +54,10 @@ def headline(run: RunData) -> list[tuple[str, str]]:
     """The header's numbers: what ran, how long, then the run's headline rows (report.headline, as the console)."""
     s = run.summary
     rows = [("scenario", str((s.get("scenario") or {}).get("name") or run.name)), ("run folder", run.name),
-            ("simulated time", f"{run.duration / 3600:.1f} h"),
+            ("simulated time", human_duration(run.duration)),
             ("seed", str((s.get("scenario") or {}).get("seed", "-")))]
     rows += [("pods", str(s["pods"]["total"]))] if "total" in s["pods"] else []
+    # The console prints waits in seconds (a contract); the page writes them as a person would (23h30m).
     return rows + headline_rows(s, run.training)
 
 
@@ -92,17 +102,17 @@ def _panel_html(ps: list[Panel], start: int) -> str:
         if p.group != group:
             group = p.group
             parts.append(f"<h2>{html.escape(group)}</h2>")
-        parts.append(f"<section class='panel' data-group='{html.escape(p.group)}'>"
+        parts.append(f"<section class='panel{' timed' if p.timed else ''}' data-group='{html.escape(p.group)}'>"
                      f"{_fig_html(p.fig, f'kubetwin-fig-{i}')}{p.text}</section>")
     return "".join(parts)
 
 
-def _timeline(run: RunData, rows: list[Row], title: str, index: int, end: float) -> str:
+def _timeline(run: RunData, drawn: tuple[list[Row], str], title: str, index: int, axis: TimeAxis) -> str:
+    rows, note = drawn
     if not rows:
         return ""
-    drawn, note = bound_rows(rows)
-    return (f"<section class='panel timeline' data-group='Timeline' data-run='{html.escape(run.name)}'>"
-            f"{_fig_html(timeline_figure(drawn, title, end), f'kubetwin-fig-{index}', note)}</section>")
+    return (f"<section class='panel timed timeline' data-group='Timeline' data-run='{html.escape(run.name)}'>"
+            f"{_fig_html(timeline_figure(rows, title, axis.end, axis), f'kubetwin-fig-{index}', note)}</section>")
 
 
 def _page_around(title: str) -> tuple[str, str]:
@@ -115,7 +125,7 @@ def _page_around(title: str) -> tuple[str, str]:
 
 def _page(title: str, body: str) -> str:
     before, after = _page_around(title)
-    return f"{before}{get_plotlyjs()}{after}{body}</body></html>\n"
+    return f"{before}{get_plotlyjs()}{after}{body}{_SYNC}</body></html>\n"
 
 
 def _write_page(path: Path, title: str, body: str) -> None:
@@ -130,7 +140,10 @@ def _write_page(path: Path, title: str, body: str) -> None:
                 shutil.copyfileobj(js, f)
         else:
             f.write(get_plotlyjs().encode())
-        f.write(f"{after}{body}</body></html>\n".encode())
+        f.write(f"{after}{body}{_SYNC}</body></html>\n".encode())
+
+
+_SYNC = f"<script type='text/javascript'>{SYNC_JS}</script>"
 
 
 def _look_html(items: list[str]) -> str:
@@ -144,11 +157,13 @@ def _report_body(run: RunData) -> tuple[str, str]:
     rows = rows_of(run)
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
                     for k, v in bound_headline(headline(run)))
+    drawn = bound_rows(rows)
+    axis = page_axis([run], [drawn[0]])
     body = (f"<table class='headline'>{table}</table><h2>What to look at</h2>{_look_html(look_at(run, rows))}"
             + ("<h2>Timeline</h2>" if rows else "")
-            + _timeline(run, rows, f"Jobs, workloads and pods over time ({len(rows)} rows; hover for reasons "
-                        "and events; drag to zoom)", 0, run.duration)
-            + _panel_html(panels([run]), 1))
+            + _timeline(run, drawn, f"Jobs, workloads and pods over time ({len(rows)} rows; hover for reasons "
+                        "and events; drag to zoom)", 0, axis)
+            + _panel_html(panels([run], axis), 1))
     return f"kubetwin run report: {run.name}", body
 
 
@@ -172,17 +187,23 @@ def compare_page(run_dirs: list[Path]) -> str:
             r.name = f"{d.resolve().parent.name}/{r.name}"
     tables = [dict(headline(r)) for r in runs]
     keys = list(dict.fromkeys(k for t in tables for k in t if k not in ("scenario", "run folder")))
-    head = "<tr><th></th>" + "".join(f"<th>{html.escape(r.name)}</th>" for r in runs) + "</tr>"
-    body_rows = "".join(f"<tr><th>{html.escape(k)}</th>" + "".join(f"<td>{html.escape(t.get(k, '-'))}</td>"
-                                                                  for t in tables) + "</tr>" for k in keys)
+    # Each run after the first: its difference from the first (absolute and %), number by number (report.compare).
+    head = ("<tr><th></th>" + "".join(f"<th>{html.escape(r.name)}</th>" for r in runs)
+            + "".join(f"<th>{html.escape(r.name)} &minus; {html.escape(runs[0].name)}</th>" for r in runs[1:])
+            + "</tr>")
+    body_rows = "".join(
+        f"<tr><th>{html.escape(k)}</th>" + "".join(f"<td>{html.escape(t.get(k, '-'))}</td>" for t in tables)
+        + "".join(f"<td class='diff'>{html.escape(difference(tables[0].get(k), t.get(k)) if k != 'seed' else '')}</td>"
+                  for t in tables[1:]) + "</tr>" for k in keys)
     all_rows = [rows_of(r) for r in runs]
     looks = "".join(f"<h3>{html.escape(r.name)}</h3>{_look_html(look_at(r, rows))}"
                     for r, rows in zip(runs, all_rows, strict=True))
-    end = max(r.duration for r in runs)
+    drawn = [bound_rows(rows) for rows in all_rows]
+    axis = page_axis(runs, [d[0] for d in drawn])  # one axis: both timelines start at the same pixel and hour
     timelines = ""
-    for i, (r, rows) in enumerate(zip(runs, all_rows, strict=True)):
-        timelines += _timeline(r, rows, f"{r.name}: jobs, workloads and pods ({len(rows)} rows)", i, end)
+    for i, (r, d) in enumerate(zip(runs, drawn, strict=True)):
+        timelines += _timeline(r, d, f"{r.name}: jobs, workloads and pods ({len(all_rows[i])} rows)", i, axis)
     body = (f"<table class='headline'>{head}{body_rows}</table><h2>What to look at</h2>{looks}"
             + ("<h2>Timeline</h2>" + timelines if timelines else "")
-            + _panel_html(panels(runs), len(runs)))
+            + _panel_html(panels(runs, axis), len(runs)))
     return _page("kubetwin comparison: " + " vs ".join(r.name for r in runs), body)

@@ -6,7 +6,8 @@ Three rules, each a twin choice of size, each said on the page where it applies:
   others in creation order; the rest are one row per (kind, namespace) that shows the state most of them are in
   (ties: the legend's order), as an aggregated pods row does (timeline._Group), its reason counting them;
 - a line series of more than MAX_POINTS points is drawn from MAX_POINTS // 4 equal time intervals, each its first,
-  lowest, highest and last point (in time order), so no peak or trough is lost;
+  lowest, highest and last point (in time order), so no peak or trough is lost (stacked series: all at the points
+  their sum keeps, so they still stack point by point);
 - a marker series of more than MAX_MARKERS points draws its first MAX_MARKERS (in time order, or row by row
   on the timeline).
 A run below every size draws exactly what it drew before.
@@ -96,6 +97,22 @@ def _merged(kind: str, ns: str, members: list[Row]) -> Row:
 def bound_figure(fig: go.Figure) -> list[str]:
     """Downsample the figure's long line series and cut its long marker series in place; a note for each."""
     notes = []
+    stacks: dict[str, list[Any]] = {}
+    for trace in fig.data:
+        if isinstance(trace, go.Scatter) and trace.stackgroup and trace.x is not None:
+            stacks.setdefault(trace.stackgroup, []).append(trace)
+    for group in stacks.values():
+        # A stack's series share their instants (plotly stacks point by point and takes a missing point as 0): all
+        # are cut to the same points, those of the stack's top line (the sum).
+        if len(group[0].x) <= MAX_POINTS or any(len(t.x) != len(group[0].x) for t in group):
+            continue
+        total = [sum(float(t.y[i] or 0) for t in group) for i in range(len(group[0].x))]
+        keep = _extremes(list(group[0].x), total)
+        notes.append(f"{', '.join(str(t.name) for t in group)}: {len(group[0].x):,} points each drawn as "
+                     f"{len(keep):,} (the first, lowest, highest and last of their sum in each of "
+                     f"{MAX_POINTS // 4:,} intervals)")
+        for t in group:
+            _take(t, keep)
     for trace in fig.data:
         if not isinstance(trace, go.Scatter) or trace.x is None or len(trace.x) <= min(MAX_POINTS, MAX_MARKERS):
             continue

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from kubetwin.report.axes import TimeAxis, cut_label, place, separate, time_axis
 from kubetwin.report.pagebounds import MAX_SERIES, sum_steps
 from kubetwin.report.rundata import ClusterQueueSeries, RunData
 from kubetwin.report.serving_html import serving_figures
@@ -22,7 +23,7 @@ from kubetwin.workloads.dcgm import figures as dcgm_figures
 from kubetwin.workloads.training_explain import never_trained
 from kubetwin.workloads.training_explain import render as explain_render
 
-__all__ = ["Panel", "panels", "timeline_figure"]
+__all__ = ["Panel", "page_axis", "panels", "timeline_figure"]
 
 HOURS = "simulated hours"
 
@@ -34,6 +35,7 @@ class Panel:
     group: str
     fig: go.Figure
     text: str = ""
+    timed: bool = False  # drawn over simulated time, on the page's one time axis (report.axes)
 
 
 def _hours(ts: list[float]) -> list[float]:
@@ -48,10 +50,20 @@ def _dur(s: float) -> str:
     return f"{s / 3600:.2f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
 
 
-def timeline_figure(rows: list[Row], title: str, end: float) -> go.Figure:
+def page_axis(runs: list[RunData], rows: list[list[Row]]) -> TimeAxis:
+    """The page's time axis: to the longest run's end, its left margin wide enough for every timeline's labels."""
+    return time_axis(max(r.duration for r in runs), [r.label for rs in rows for r in rs])
+
+
+def timeline_figure(rows: list[Row], title: str, end: float, axis: TimeAxis | None = None) -> go.Figure:
     """One horizontal bar per state segment, every row labelled; hover: the object, its state, reason, events."""
+    axis = axis or time_axis(end, [r.label for r in rows])
     labels = [html.escape(r.label) for r in rows]
     fig = go.Figure()
+
+    def at(t: float) -> str:  # an instant in the axis' unit
+        return f"{t / 3600:.2f} h" if axis.unit == "h" else f"{t / 60:.1f} min"
+
     for state, color in STATE_COLORS.items():
         segs = [(lab, row, s) for lab, row in zip(labels, rows, strict=True) for s in row.segments
                 if s.state == state]
@@ -60,11 +72,11 @@ def timeline_figure(rows: list[Row], title: str, end: float) -> go.Figure:
         hover = []
         for lab, row, s in segs:
             evs = [e for e in row.events if s.start <= e[0] <= s.end]
-            lines = [f"{t / 3600:.2f} h {html.escape(text[:110])}" for t, text in evs[:6]]
+            lines = [f"{at(t)} {html.escape(text[:110])}" for t, text in evs[:6]]
             if len(evs) > 6:
                 lines.append(f"... {len(evs) - 6} more events")
             hover.append(f"<b>{lab}</b><br>{state}{': ' + html.escape(s.reason[:140]) if s.reason else ''}<br>"
-                         f"{s.start / 3600:.2f} h - {s.end / 3600:.2f} h ({_dur(s.end - s.start)})"
+                         f"{at(s.start)} - {at(s.end)} ({_dur(s.end - s.start)})"
                          + ("<br>" + "<br>".join(lines) if lines else ""))
         fig.add_trace(go.Bar(y=[x[0] for x in segs], x=[(x[2].end - x[2].start) / 3600 for x in segs],
                              base=[x[2].start / 3600 for x in segs], orientation="h", name=state,
@@ -73,7 +85,7 @@ def timeline_figure(rows: list[Row], title: str, end: float) -> go.Figure:
     if marks:
         fig.add_trace(go.Scatter(x=[m[1] / 3600 for m in marks], y=[m[0] for m in marks], mode="markers",
                                  name="pod failed / disrupted", marker={"symbol": "x", "color": "black", "size": 8},
-                                 hovertext=[f"<b>{m[0]}</b><br>{m[1] / 3600:.2f} h {html.escape(m[2][:160])}"
+                                 hovertext=[f"<b>{m[0]}</b><br>{at(m[1])} {html.escape(m[2][:160])}"
                                             for m in marks], hoverinfo="text"))
     tall = len(rows) > 30  # the time axis on top, where a scrolled tall timeline still shows it
     fig.update_layout(title=title, barmode="overlay", xaxis_title=HOURS, height=max(260, 22 * len(rows) + 160),
@@ -82,8 +94,10 @@ def timeline_figure(rows: list[Row], title: str, end: float) -> go.Figure:
     if tall:
         fig.update_layout(legend_y=1.0 + 100 / (22 * len(rows) + 160))
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=labels, autorange="reversed",
-                     tickmode="array", tickvals=labels, ticktext=labels, tickfont_size=11, automargin=True)
-    return fig
+                     tickmode="array", tickvals=labels, ticktext=[html.escape(cut_label(r.label, axis)) for r in rows],
+                     tickfont_size=11, title_font_size=12, title_standoff=4,
+                     title_text="object (its Job, JobSet or pod)" if len(rows) >= 12 else "object")
+    return place(fig, axis, legend_below=False)
 
 
 def _cluster(runs: list[RunData], multi: bool) -> list[Panel]:
@@ -94,20 +108,21 @@ def _cluster(runs: list[RunData], multi: bool) -> list[Panel]:
                        if _has_gpus(r, p, v)])
     if alloc.data:
         alloc.update_layout(title="GPU allocation per node pool (% of allocatable GPUs requested)",
-                            xaxis_title=HOURS, yaxis_title="%", yaxis_range=[0, 105])
+                            xaxis_title=HOURS, yaxis_title="GPUs requested (% of allocatable)", yaxis_range=[0, 105])
         out.append(Panel("Cluster", alloc))
     if any(any(r.timeseries.get("pending_pods") or ()) for r in runs):
         pending = go.Figure([go.Scatter(x=_hours(r.timeseries["t"]), y=r.timeseries["pending_pods"],
                                         name=_name(r, multi, "pending pods"), mode="lines", line_shape="hv")
                              for r in runs])
-        pending.update_layout(title="Pending pods", xaxis_title=HOURS, yaxis_title="pods", yaxis_rangemode="tozero")
+        pending.update_layout(title="Pending pods", xaxis_title=HOURS, yaxis_title="pending pods",
+                              yaxis_rangemode="tozero")
         out.append(Panel("Cluster", pending))
     if any(any(v for v in r.timeseries.get("fragmented_gpu_pct") or () if v) for r in runs):
         frag = go.Figure([go.Scatter(x=_hours(r.timeseries["t"]), y=r.timeseries["fragmented_gpu_pct"],
                                      name=_name(r, multi, "fragmented GPUs"), mode="lines", line_shape="hv")
                           for r in runs])
         frag.update_layout(title="Fragmented GPUs (% of all GPUs; idle GPUs the typical GPU pods cannot use)",
-                           xaxis_title=HOURS, yaxis_title="%", yaxis_rangemode="tozero")
+                           xaxis_title=HOURS, yaxis_title="fragmented GPUs (% of all)", yaxis_rangemode="tozero")
         out.append(Panel("Cluster", frag))
     cost = go.Figure([go.Bar(x=[html.escape(p) for p in r.summary["cost"]["by_pool"]],
                              y=list(r.summary["cost"]["by_pool"].values()), name=html.escape(r.name))
@@ -115,7 +130,9 @@ def _cluster(runs: list[RunData], multi: bool) -> list[Panel]:
     if cost.data:
         totals = ", ".join(f"{'' if not multi else r.name + ' '}${r.summary['cost']['total_usd']:,.2f}"
                            for r in runs)
-        cost.update_layout(title=html.escape(f"Cost by node pool (total {totals})"), yaxis_title="USD",
+        cost.update_yaxes(tickprefix="$", tickformat=",.0f")
+        cost.update_layout(title=html.escape(f"Cost by node pool (total {totals})"), yaxis_title="cost (USD)",
+                           xaxis_title="node pool",
                            barmode="group", showlegend=multi)
         out.append(Panel("Cluster", cost))
     return out
@@ -182,24 +199,39 @@ def _kueue(runs: list[RunData], multi: bool) -> list[Panel]:
 
 
 def _nodes(runs: list[RunData], multi: bool) -> list[Panel]:
+    # Stacked: the pools' node counts add up to the cluster's, and pools of equal size no longer draw one line on
+    # another; a second run's stack is outlined (dashed, no fill) over the first's.
     fig = go.Figure()
-    for r in runs:
+    for i, r in enumerate(runs):
         changes = r.node_changes
+        below: list[list[tuple[float, float]]] = []  # the pools stacked under the current one
+        tops: dict[str, list[tuple[float, float]]] = {}
+        # Every pool on the same instants: plotly stacks series point by point and takes a series as 0 at an x it
+        # lacks (stackgaps "infer zero"), which would drop a step series to 0 between its changes.
+        ts = sorted({0.0, r.duration, *(p[0] for pts in changes.values() for p in pts)})
         for pool, pts in sorted(changes.items()):
-            fig.add_trace(go.Scatter(x=[0.0] + [p[0] / 3600 for p in pts] + [r.duration / 3600],
-                                     y=[0] + [p[1] for p in pts] + [pts[-1][1]], mode="lines", line_shape="hv",
+            xs = [p[0] for p in pts]
+            fig.add_trace(go.Scatter(x=[t / 3600 for t in ts], mode="lines",
+                                     y=[pts[k][1] if (k := bisect.bisect_right(xs, t) - 1) >= 0 else 0 for t in ts],
+                                     line_shape="hv",
+                                     stackgroup=f"nodes-{i}", fill="tonexty" if i == 0 else "none",
+                                     line={"dash": "solid" if i == 0 else "dash", "width": 1.5 if i == 0 else 2.5},
+                                     hovertemplate="%{y} nodes<extra>%{fullData.name}</extra>",
                                      name=_name(r, multi, f"{pool} nodes")))
+            below.append(pts)
+            tops[pool] = sum_steps(below)
         notes = r.node_events
         if notes:
             fig.add_trace(go.Scatter(
                 x=[n[0] / 3600 for n in notes],
-                y=[_step(changes.get(n[1], []), n[0]) for n in notes], mode="markers",
+                y=[_step(tops.get(n[1], []), n[0]) for n in notes], mode="markers",
                 marker={"symbol": "triangle-down", "size": 11, "color": [n[3] for n in notes]},
                 name=_name(r, multi, "autoscaler / Spot / node events"),
                 hovertext=[html.escape(f"{n[0] / 3600:.2f} h {n[2]}") for n in notes], hoverinfo="text"))
     if not fig.data:
         return []
-    fig.update_layout(title="Nodes per pool; markers: autoscaler, Spot and node lifecycle events", xaxis_title=HOURS,
+    fig.update_layout(title="Nodes per pool (stacked: the top line is the cluster's total); markers: autoscaler, "
+                      "Spot and node lifecycle events", xaxis_title=HOURS,
                       yaxis_title="nodes", yaxis_rangemode="tozero")
     return [Panel("Nodes", fig)]
 
@@ -234,7 +266,8 @@ def _training(runs: list[RunData], multi: bool) -> list[Panel]:
     if not fig.data:
         return []
     fig.update_layout(title="Training step time by part (as `kubetwin explain job` prints it)", barmode="stack",
-                      xaxis_title="seconds per step", height=max(300, 40 * len(parts.get("compute", [])) + 160))
+                      xaxis_title="step time (s per step)", yaxis_title="training job",
+                      height=max(300, 40 * len(parts.get("compute", [])) + 160))
     fig.update_yaxes(automargin=True)
     return [Panel("Training", fig, "".join(texts))]
 
@@ -258,6 +291,9 @@ def _gpu_sharing(runs: list[RunData], multi: bool) -> list[Panel]:
         return []
     fig.update_layout(title="GPU sharing outcomes per pool", barmode="group", legend_orientation="h", legend_y=-0.2)
     fig.update_yaxes(rangemode="tozero")
+    fig.update_xaxes(title_text="node pool")
+    fig.update_yaxes(title_text="slowdown (x declared run time)", row=1, col=1)
+    fig.update_yaxes(title_text="pods failed", row=1, col=2)
     return [Panel("GPU sharing", fig)]
 
 
@@ -266,12 +302,41 @@ def _serving(runs: list[RunData], multi: bool) -> list[Panel]:
         [(r.name if multi else "", r.summary, r.timeseries.get("serving") or {}) for r in runs])]
 
 
-def panels(runs: list[RunData]) -> list[Panel]:
-    """Every panel the runs have data for, grouped by subsystem in the page's order."""
+_DCGM_Y = {"%": "GPU utilization (%)", "ratio": "SM active (ratio, 0-1)"}
+
+
+def panels(runs: list[RunData], axis: TimeAxis | None = None) -> list[Panel]:
+    """Every panel the runs have data for, grouped by subsystem in the page's order; those over simulated time
+    laid out on the page's one time axis (default: to the longest run's end)."""
     multi = len(runs) > 1
+    axis = axis or time_axis(max(r.duration for r in runs), [])
     out = _kueue(runs, multi) + _nodes(runs, multi) + _serving(runs, multi) + _training(runs, multi)
     out += _gpu_sharing(runs, multi)
     if not multi:
         for f in dcgm_figures(runs[0].timeseries):  # from zero: a steady gauge is a level, not a flat band
-            out.append(Panel("Training", f.update_yaxes(rangemode="tozero")))
-    return out + _cluster(runs, multi)
+            f.update_yaxes(rangemode="tozero", title_text=_DCGM_Y.get(f.layout.yaxis.title.text or "",
+                                                                        f.layout.yaxis.title.text))
+            out.append(Panel("Training", f))
+    out += _cluster(runs, multi)
+    for p in out:
+        if p.fig.layout.xaxis.title.text == HOURS:  # built in simulated hours: on the page's time axis
+            p.timed = True
+            place(separate(p.fig), axis)
+            if (p.fig.layout.yaxis.title.text or "") in _COUNTS:
+                _whole(p.fig)
+    return out
+
+
+# y axes that count things: ticks at whole numbers (plotly would tick 1 pending pod at 0.2, 0.4, ...)
+_COUNTS = frozenset({"pending pods", "nodes", "workloads", "ready replicas", "requests waiting"})
+
+
+def _whole(fig: go.Figure) -> None:
+    top = max((v for tr in fig.data if tr.y is not None for v in tr.y if isinstance(v, (int, float))), default=0)
+    if any(tr.stackgroup for tr in fig.data if isinstance(tr, go.Scatter)):  # the stack's top: the sum
+        top = max(top, sum(max((v for v in tr.y if isinstance(v, (int, float))), default=0)
+                           for tr in fig.data if isinstance(tr, go.Scatter) and tr.stackgroup))
+    if top <= 8:
+        fig.update_yaxes(dtick=1, tick0=0)
+    else:
+        fig.update_yaxes(tickformat=",d")

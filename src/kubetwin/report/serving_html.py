@@ -19,9 +19,14 @@ def _tick(v: float) -> str:
 
 def _cdf_axis(values: list[float]) -> dict[str, Any]:
     lo, hi = min(values), max(values)
-    ticks = [v for v in (_TICKS if hi > 4 * lo else _FINE) if lo / 1.5 <= v <= hi * 1.5] or [lo, hi]
+    ticks = [v for v in (_TICKS if hi > 4 * lo else _FINE) if lo / 1.5 <= v <= hi * 1.5]
+    if len(ticks) < 4:  # a narrow spread (1.6 s to 3.1 s) has one 1-2-5 tick in it: the finer steps, not one label
+        ticks = [v for v in _FINE if lo / 1.5 <= v <= hi * 1.5]
+    if len(ticks) > 12:  # labels that would overlap: every other one, or fewer
+        ticks = ticks[:: -(-len(ticks) // 12)]
+    ticks = ticks or [lo, hi]
     return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": [_tick(v) for v in ticks],
-            "title": "latency (log scale)"}
+            "title": "latency (ms / s, log scale)"}
 
 
 RunSeries = tuple[str, dict[str, Any], dict[str, Any]]  # (run name or "" for one run, summary, serving series)
@@ -72,10 +77,12 @@ def serving_figures(runs: list[RunSeries]) -> list[go.Figure]:
                     queue.add_trace(go.Scatter(x=[t / 3600 for t in s["t"]], y=ps[key], name=name(run, f"{p} {label}"),
                                                mode="lines", line_shape="hv"))
     queue.update_layout(title="Queue depth (vllm:num_requests_waiting summed; requests held by the gateway)",
-                        xaxis_title="simulated hours", yaxis_title="requests", yaxis_rangemode="tozero")
-    figs += [f for f in (lines("ready_replicas", "Ready model-server replicas per pool", "replicas"),
+                        xaxis_title="simulated hours", yaxis_title="requests waiting", yaxis_rangemode="tozero")
+    figs += [f for f in (lines("ready_replicas", "Ready model-server replicas per pool", "ready replicas"),
                          queue if queue.data else None,
-                         lines("prefix_hit_rate", "Prefix-cache hit rate per sample interval (tokens)", "fraction"),
-                         lines("kv_usage", "KV-cache usage (mean of vllm:kv_cache_usage_perc)", "fraction"))
+                         lines("prefix_hit_rate", "Prefix-cache hit rate per sample interval (tokens)",
+                               "hit rate (fraction of prompt tokens)"),
+                         lines("kv_usage", "KV-cache usage (mean of vllm:kv_cache_usage_perc)",
+                               "KV-cache used (fraction, 0-1)"))
              if f is not None]
     return figs

@@ -9,20 +9,103 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kubetwin.report.axes import human_duration
 from kubetwin.sweep.cases import Plan
 from kubetwin.sweep.goals import Answer, by_seed, case_table
 from kubetwin.sweep.results import cell, write_atomic
 from kubetwin.validation.sweep import metric_names
 
-W, H, PAD = 320, 200, 40
+W, H = 380, 250
+LEFT, RIGHT, TOP, BOTTOM = 70, 28, 14, 46  # px around the plot area: y tick labels and title, x ticks and title
+# What each named metric (sweep/metrics.py) is measured in: its axis title and how its numbers are written.
+_SECONDS = ("pending_", "makespan", "jct_", "ttft_", "tpot_", "e2e_")
+_USD = ("cost", "on_demand_cost", "spot_cost", "serving_gpu_cost", "usd_per_million_output_tokens")
+_UNITS = {"gpu_allocation": "% of allocatable GPU-hours", "jobs": "jobs", "jobs_unfinished": "jobs",
+          "never_scheduled": "pods", "wasted_gpu_hours": "GPU-hours", "goodput_rps": "requests/s",
+          "slo_attainment": "fraction of requests"}
+# Tick steps of a duration axis, in seconds: a person reads 30m, 1h, 2h, not 3600, 7200.
+_TIME_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900,
+               1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
+COLOURS = {"best": "#d62728", "feasible": "#2ca02c", "infeasible": "#9a9a9a", "case": "#1f77b4"}
+FRONT, BOUND = "#ff7f0e", "#9467bd"
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+def _num(v: Any, inf: bool = False) -> float | None:
+    """A finite number, or None; with inf, +infinity too (a makespan of a case whose Jobs never all finished)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    return float(v) if math.isfinite(v) or (inf and v == math.inf) else None
 
 
 def _short(v: Any) -> str:
     return cell(round(v, 4) if isinstance(v, float) and math.isfinite(v) else v)
+
+
+def _is_seconds(metric: str) -> bool:
+    return metric.startswith(_SECONDS)
+
+
+def _unit(metric: str) -> str:
+    if _is_seconds(metric):
+        return "duration"
+    if metric in _USD:
+        return "USD per million output tokens" if metric.startswith("usd_per") else "USD"
+    return _UNITS.get(metric, "")
+
+
+def title_of(metric: str) -> str:
+    """The axis title: the metric and its unit."""
+    unit = _unit(metric)
+    return f"{metric} ({unit})" if unit else metric
+
+
+def _seconds(v: float) -> str:
+    if v and abs(v) < 1:
+        return f"{v * 1000:.4g} ms"
+    return human_duration(v)
+
+
+def fmt(metric: str, v: Any) -> str:
+    """A metric's value as a person writes it: 2h30m, $1,234.56, 45.2%; other values as the table cells are."""
+    x = _num(v)
+    if x is None:
+        return "∞" if isinstance(v, float) and math.isinf(v) else _short(v)
+    if _is_seconds(metric):
+        return _seconds(x)
+    if metric in _USD:
+        return f"${x:,.2f}"
+    if metric == "gpu_allocation":
+        return f"{x:.1f}%"
+    return _short(v)
+
+
+def _tick_text(metric: str, v: float) -> str:
+    if _is_seconds(metric):
+        return _seconds(v)
+    if metric in _USD:
+        return f"${v:,.0f}" if abs(v) >= 100 or v == int(v) else f"${v:,.2f}"
+    return f"{v:,.0f}" if v == int(v) else f"{v:.4g}"
+
+
+def ticks(metric: str, lo: float, hi: float, n: int = 5) -> list[float]:
+    """About n evenly spaced round values covering [lo, hi] (durations in round minutes and hours); a single value
+    gets a range around it, so an axis never reads "0.0 / 0.0"."""
+    if hi <= lo:
+        pad = abs(lo) * 0.1 or 1.0
+        lo, hi = lo - pad, hi + pad
+        if lo < 0 <= hi - pad:
+            lo = 0.0
+    raw = (hi - lo) / n
+    if _is_seconds(metric):
+        step = next((t for t in _TIME_STEPS if t >= raw), raw)
+    else:
+        mag = 10 ** math.floor(math.log10(raw))
+        step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step + 1e-9) * step
+    out = [first]
+    while out[-1] < hi - 1e-9 * step:
+        out.append(round(first + len(out) * step, 12))
+    return out
 
 
 def _scale(lo: float, hi: float, a: float, b: float) -> Any:
@@ -30,35 +113,102 @@ def _scale(lo: float, hi: float, a: float, b: float) -> Any:
     return lambda v: a + (v - lo) / span * (b - a)
 
 
-def _svg(title: str, xlabel: str, ylabel: str, points: list[tuple[float, float, str, str]], xticks: list[str] | None,
-         line: list[tuple[float, float]] | None = None) -> str:
-    """A scatter plot: points (x, y, tooltip, colour); categorical x when xticks is given."""
+Point = tuple[float, float, str, str]  # x, y, tooltip, kind (COLOURS' keys)
+
+
+def _marker(x: float, y: float, tip: str, kind: str) -> str:
+    t = f"<title>{html.escape(tip)}</title>"
+    if kind == "infeasible":  # a grey cross: a case that breaks a constraint
+        return (f"<g class='infeasible' stroke='{COLOURS[kind]}' stroke-width='1.5'>{t}<line x1='{x - 3.5:.1f}' "
+                f"y1='{y - 3.5:.1f}' x2='{x + 3.5:.1f}' y2='{y + 3.5:.1f}'/><line x1='{x - 3.5:.1f}' "
+                f"y1='{y + 3.5:.1f}' x2='{x + 3.5:.1f}' y2='{y - 3.5:.1f}'/></g>")
+    if kind == "best":  # last, larger, ringed: the answer on top of everything
+        return (f"<circle class='best' cx='{x:.1f}' cy='{y:.1f}' r='7' fill='{COLOURS[kind]}' stroke='#000' "
+                f"stroke-width='2'>{t}</circle>")
+    return (f"<circle class='{kind}' cx='{x:.1f}' cy='{y:.1f}' r='4' fill='{COLOURS[kind]}' fill-opacity='0.8'>"
+            f"{t}</circle>")
+
+
+def _svg(title: str, xmetric: str, ymetric: str, points: list[Point], xticks: list[str] | None,
+         line: list[tuple[float, float]] | None = None, hlines: list[tuple[float, str]] | None = None,
+         vlines: list[tuple[float, str]] | None = None, xtitle: str | None = None) -> str:
+    """A scatter plot: points (x, y, tooltip, kind) with round ticks and titled axes; categorical x when xticks is
+    given (points of one category spread a little, so none hides another); line: the Pareto front; hlines/vlines:
+    constraints (value, label) as dashed thresholds. The winner is drawn last."""
     if not points:
         return f"<figure><figcaption>{html.escape(title)}: no values</figcaption></figure>"
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    sx = _scale(min(xs) - (0.5 if xticks else 0), max(xs) + (0.5 if xticks else 0), PAD, W - 10)
-    sy = _scale(min(ys), max(ys), H - PAD, 10)
-    out = [f"<figure><svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}' role='img'>",
-           f"<line x1='{PAD}' y1='{H - PAD}' x2='{W - 10}' y2='{H - PAD}' stroke='#999'/>",
-           f"<line x1='{PAD}' y1='10' x2='{PAD}' y2='{H - PAD}' stroke='#999'/>",
-           f"<text x='{PAD - 4}' y='14' font-size='10' text-anchor='end'>{_short(max(ys))}</text>",
-           f"<text x='{PAD - 4}' y='{H - PAD}' font-size='10' text-anchor='end'>{_short(min(ys))}</text>"]
+    hlines, vlines = hlines or [], vlines or []
+    ys = [p[1] for p in points if math.isfinite(p[1])] + [v for v, _ in hlines] or [0.0]
+    yt = ticks(ymetric, min(ys), max(ys))
+    scale_y = _scale(yt[0], yt[-1], H - BOTTOM, TOP + 12)
+
+    def sy(v: float) -> float:  # an infinite value (a makespan never reached) on a line of its own at the top
+        return TOP + 2 if math.isinf(v) else scale_y(v)
+
     if xticks:
-        for i, t in enumerate(xticks):
-            out.append(f"<text x='{sx(i):.1f}' y='{H - PAD + 14}' font-size='10' text-anchor='middle'>"
-                       f"{html.escape(t)}</text>")
+        sx = _scale(-0.5, len(xticks) - 0.5, LEFT, W - RIGHT)
+        xt: list[tuple[float, str]] = [(float(i), t) for i, t in enumerate(xticks)]
     else:
-        out.append(f"<text x='{PAD}' y='{H - PAD + 14}' font-size='10'>{_short(min(xs))}</text>")
-        out.append(f"<text x='{W - 10}' y='{H - PAD + 14}' font-size='10' text-anchor='end'>{_short(max(xs))}</text>")
+        xs = [p[0] for p in points] + [v for v, _ in vlines]
+        xv = ticks(xmetric, min(xs), max(xs))
+        sx = _scale(xv[0], xv[-1], LEFT, W - RIGHT)
+        xt = [(v, _tick_text(xmetric, v)) for v in xv]
+    x0, x1, y0, y1 = LEFT, W - RIGHT, H - BOTTOM, TOP
+    out = [f"<figure><svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}' role='img' font-size='10'>"]
+    for v in yt:
+        out.append(f"<line x1='{x0}' y1='{sy(v):.1f}' x2='{x1}' y2='{sy(v):.1f}' stroke='#eee'/>"
+                   f"<text x='{x0 - 4}' y='{sy(v) + 3:.1f}' text-anchor='end'>"
+                   f"{html.escape(_tick_text(ymetric, v))}</text>")
+    if any(math.isinf(p[1]) for p in points):
+        out.append(f"<text x='{LEFT - 4}' y='{TOP + 5}' text-anchor='end'>&#8734;</text>")
+    for v, label in xt:
+        out.append(f"<line x1='{sx(v):.1f}' y1='{y0}' x2='{sx(v):.1f}' y2='{y0 + 4}' stroke='#999'/>"
+                   f"<text x='{sx(v):.1f}' y='{y0 + 15}' text-anchor='middle'>{html.escape(label)}</text>")
+    out.append(f"<line x1='{x0}' y1='{y0}' x2='{x1}' y2='{y0}' stroke='#999'/>"
+               f"<line x1='{x0}' y1='{y1}' x2='{x0}' y2='{y0}' stroke='#999'/>")
+    for v, label in hlines:
+        out.append(f"<g class='constraint'><line x1='{x0}' y1='{sy(v):.1f}' x2='{x1}' y2='{sy(v):.1f}' "
+                   f"stroke='{BOUND}' stroke-width='1.5' stroke-dasharray='5,3'/><text x='{x1 - 2}' "
+                   f"y='{sy(v) - 3:.1f}' text-anchor='end' fill='{BOUND}'>{html.escape(label)}</text></g>")
+    for v, label in vlines:
+        out.append(f"<g class='constraint'><line x1='{sx(v):.1f}' y1='{y1}' x2='{sx(v):.1f}' y2='{y0}' "
+                   f"stroke='{BOUND}' stroke-width='1.5' stroke-dasharray='5,3'/><text x='{sx(v) + 3:.1f}' "
+                   f"y='{y1 + 9}' fill='{BOUND}'>{html.escape(label)}</text></g>")
+    order = {"infeasible": 0, "case": 1, "feasible": 2, "best": 4}
+    drawn = sorted(enumerate(points), key=lambda ip: (order[ip[1][3]], ip[0]))
+    spread: dict[float, int] = {}
+    placed = []
+    for _, (x, y, tip, kind) in drawn:
+        px = sx(x)
+        if xticks and kind != "best":  # spread a category's points over a few px, in case order
+            k = spread[x] = spread.get(x, -1) + 1
+            px += ((k % 9) - 4) * 2.5
+        placed.append((px, sy(y), tip, kind))
     if line:
-        pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in line)
-        out.append(f"<polyline points='{pts}' fill='none' stroke='#d62728' stroke-width='1.5'/>")
-    for x, y, tip, colour in points:
-        out.append(f"<circle cx='{sx(x):.1f}' cy='{sy(y):.1f}' r='4' fill='{colour}'><title>{html.escape(tip)}"
-                   "</title></circle>")
-    out.append(f"<text x='{(W + PAD) / 2:.0f}' y='{H - 6}' font-size='11' text-anchor='middle'>"
-               f"{html.escape(xlabel)}</text></svg><figcaption>{html.escape(title)}</figcaption></figure>")
+        pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(line))
+        out.append(f"<polyline class='front' points='{pts}' fill='none' stroke='{FRONT}' stroke-width='2'/>")
+    for px, py, tip, kind in placed:
+        if kind == "best":  # drawn below, last
+            continue
+        out.append(_marker(px, py, tip, kind))
+    for px, py, tip, kind in placed:  # the winner over the front and every other case
+        if kind == "best":
+            out.append(_marker(px, py, tip, kind))
+            out.append(f"<text x='{min(px + 9, x1 - 30):.1f}' y='{py - 8:.1f}' font-weight='bold' "
+                       f"fill='{COLOURS['best']}'>{html.escape(tip.split(':')[0])}</text>")
+    out.append(f"<text x='{(x0 + x1) / 2:.0f}' y='{H - 8}' font-size='11' text-anchor='middle'>"
+               f"{html.escape(xtitle or title_of(xmetric))}</text>"
+               f"<text transform='translate(12,{(y0 + y1) / 2:.0f}) rotate(-90)' font-size='11' "
+               f"text-anchor='middle'>{html.escape(title_of(ymetric))}</text>"
+               f"</svg><figcaption>{html.escape(title)}</figcaption></figure>")
     return "".join(out)
+
+
+LEGEND = (f"<p class='legend'><span style='color:{COLOURS['best']}'>&#11044;</span> best feasible case (drawn on "
+          f"top, named) &nbsp; <span style='color:{COLOURS['feasible']}'>&#9679;</span> feasible &nbsp; "
+          f"<span style='color:{COLOURS['infeasible']}'>&#10005;</span> infeasible (breaks a constraint) &nbsp; "
+          f"<span style='color:{FRONT}'>&#9473;</span> Pareto front &nbsp; <span style='color:{BOUND}'>"
+          "&#9476;</span> constraint threshold. Each mark: one case, its mean over seeds.</p>")
 
 
 def render(plan: Plan, out: Path, rows: list[dict[str, Any]], answer: Answer | None) -> str:
@@ -68,24 +218,32 @@ def render(plan: Plan, out: Path, rows: list[dict[str, Any]], answer: Answer | N
     feasible = {c["case"] for c in answer.feasible} if answer else set()
     best = answer.best["case"] if answer and answer.best else None
 
-    def colour(c: dict[str, Any]) -> str:
-        return "#d62728" if c["case"] == best else "#2ca02c" if c["case"] in feasible else "#1f77b4"
+    def kind(c: dict[str, Any]) -> str:
+        if answer is None:
+            return "case"
+        return "best" if c["case"] == best else "feasible" if c["case"] in feasible else "infeasible"
+
+    def bounds_on(metric: str) -> list[tuple[float, str]]:
+        """The constraints on a metric, as thresholds to draw: (value, "makespan <= 2h30m")."""
+        return [(float(b.value), b.text) for b in (answer.bounds if answer else []) if b.metric == metric
+                and _num(b.value) is not None]
 
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>kubetwin sweep report: "
              f"{html.escape(plan.sweep.metadata.name)}</title><style>body{{font-family:sans-serif;margin:24px}}"
              "figure{display:inline-block;margin:6px}figcaption{font-size:12px;text-align:center}"
              "table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left}"
-             "tr:nth-child(even){background:#f6f6f6}.best{font-weight:bold}</style></head><body>",
+             "tr:nth-child(even){background:#f6f6f6}.best{font-weight:bold}.legend{font-size:13px}</style></head><body>",
              f"<h1>kubetwin sweep report: {html.escape(plan.sweep.metadata.name)}</h1>",
              f"<p>{len(cases)} cases, {len(rows)} runs (cases &times; seeds); failed runs: "
-             f"{sum(1 for r in rows if r.get('error'))}. Dots: mean over seeds; red: best feasible case, green: "
-             "feasible cases.</p>"]
+             f"{sum(1 for r in rows if r.get('error'))}.</p>", LEGEND if answer is not None else
+             "<p class='legend'>Each dot: one case, its mean over seeds.</p>"]
     if answer is not None:
         goal = f"{'minimize' if answer.minimize else 'maximize'} {answer.objective}" + (
             f" subject to {', '.join(b.label for b in answer.bounds)}" if answer.bounds else "")
         found = (f"best feasible case: <b>{answer.best['case']}</b> (" + ", ".join(
             f"{html.escape(k)}={html.escape(_short(v))}" for k, v in answer.best["values"].items()) +
-            f"), {html.escape(answer.objective)} {_short(answer.best['metrics'][answer.objective])}"
+            f"), {html.escape(answer.objective)} "
+            f"{html.escape(fmt(answer.objective, answer.best['metrics'][answer.objective]))}"
             if answer.best else "no feasible case")
         parts.append(f"<h2>Goal</h2><p>{html.escape(goal)}: {found}; {len(answer.feasible)} of {len(cases)} "
                      "cases feasible.</p>")
@@ -93,29 +251,33 @@ def render(plan: Plan, out: Path, rows: list[dict[str, Any]], answer: Answer | N
             b = answer.best
             parts.append(f"<table><caption>{html.escape(b['case'])} seed by seed</caption><tr><th></th>" + "".join(
                 f"<th>seed {s}</th>" for s in b["seed_ids"]) + "<th>judged</th><th>holds</th></tr>")
-            for judged in by_seed(answer, b):
+            judged_metrics = [answer.objective] + [bd.metric for bd in answer.bounds]  # by_seed's rows, in order
+            for judged, m in zip(by_seed(answer, b), judged_metrics, strict=True):
                 ok = "" if judged["ok"] is None else "yes" if judged["ok"] else "no"
                 parts.append(f"<tr><td>{html.escape(judged['what'])}</td>" + "".join(
-                    f"<td>{html.escape(_short(v))}</td>" for v in judged["values"]) +
-                    f"<td>{html.escape(_short(judged['judged']))}</td><td>{ok}</td></tr>")
+                    f"<td title='{html.escape(_short(v))}'>{html.escape(fmt(m, v))}</td>" for v in judged["values"])
+                    + f"<td title='{html.escape(_short(judged['judged']))}'>{html.escape(fmt(m, judged['judged']))}"
+                    f"</td><td>{ok}</td></tr>")
             parts.append("</table>")
+        obj = answer.objective
         for metric, front in answer.fronts.items():
-            pts = [(x, y, f"{c['case']}: {answer.objective} {_short(x)}, {metric} {_short(y)}", colour(c))
-                   for c in cases if (x := _num(c["metrics"].get(answer.objective))) is not None
+            pts = [(x, y, f"{c['case']}: {obj} {fmt(obj, x)}, {metric} {fmt(metric, y)}", kind(c))
+                   for c in cases if (x := _num(c["metrics"].get(obj))) is not None
                    and (y := _num(c["metrics"].get(metric))) is not None]
-            line = [(x, y) for c in front if (x := _num(c["metrics"][answer.objective])) is not None
+            line = [(x, y) for c in front if (x := _num(c["metrics"][obj])) is not None
                     and (y := _num(c["metrics"][metric])) is not None]
-            parts.append(_svg(f"Pareto front: {answer.objective} against {metric} (red line)", answer.objective,
-                              metric, pts, None, line))
+            parts.append(_svg(f"Pareto front: {obj} against {metric} (orange line; dashed: the constraint)", obj,
+                              metric, pts, None, line, hlines=bounds_on(metric), vlines=bounds_on(obj)))
     parts.append("<h2>Metrics against each axis</h2>")
     for m in metrics:
         parts.append(f"<h3>{html.escape(m)}</h3>")
         for a_i, a in enumerate(axes):
             labels = [_short(v) for v in a.labels]
             pts = [(float(plan.case(int(c["case"][1:])).choice[a_i]), y,
-                    f"{c['case']}: {a.name}={_short(c['values'][a.name])}, {m} {_short(y)}", colour(c))
-                   for c in cases if (y := _num(c["metrics"].get(m))) is not None]
-            parts.append(_svg(f"{m} against {a.name}", a.name, m, pts, labels))
+                    f"{c['case']}: {a.name}={_short(c['values'][a.name])}, {m} {fmt(m, y)}", kind(c))
+                   for c in cases if (y := _num(c["metrics"].get(m), inf=True)) is not None]
+            parts.append(_svg(f"{m} against {a.name}", a.name, m, pts, labels, hlines=bounds_on(m),
+                              xtitle=f"{a.name} ({a.object} {a.path or 'patch'})"))
     head = ["case", *(a.name for a in axes), *metrics, "seeds", "run folders", "errors"]
     parts.append("<h2>Cases</h2><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
     for c in cases:
@@ -127,7 +289,8 @@ def render(plan: Plan, out: Path, rows: list[dict[str, Any]], answer: Answer | N
         cls = " class='best'" if c["case"] == best else ""
         parts.append(f"<tr{cls}><td>{c['case']}</td>" + "".join(
             f"<td>{html.escape(_short(c['values'][a.name]))}</td>" for a in axes) + "".join(
-            f"<td>{html.escape(_short(c['metrics'][m]))}</td>" for m in metrics) +
+            f"<td title='{html.escape(_short(c['metrics'][m]))}'>{html.escape(fmt(m, c['metrics'][m]))}</td>"
+            for m in metrics) +
             f"<td>{c['seeds']}</td><td>{' '.join(links)}</td><td>{html.escape('; '.join(c['errors']))}</td></tr>")
     parts.append("</table></body></html>\n")
     return "".join(parts)
