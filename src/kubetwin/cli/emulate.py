@@ -40,7 +40,7 @@ def vllm_cmd(ctx: typer.Context,
                                                         help="larger request bodies get 413 (vLLM has no cap)"),
              header_timeout: float = typer.Option(10.0, "--header-timeout", help="seconds a connection may take to "
                                                   "send a request head (408 / closed past it)"),
-             limit_concurrency: int = typer.Option(1000, "--limit-concurrency", help="open connections past which "
+             limit_concurrency: int = typer.Option(2048, "--limit-concurrency", help="open connections past which "
                                                    "requests get 503 (uvicorn's limit_concurrency)"),
              ) -> None:
     """vLLM's OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics). Any other

@@ -50,7 +50,7 @@ class EmulatorConfig:
     # connections requests get uvicorn's 503. Head size: vLLM's own --h11-max-incomplete-event-size (431 past it).
     max_request_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     header_timeout: float = 10.0
-    limit_concurrency: int = 1000
+    limit_concurrency: int = 2048
 
     def h11_max_incomplete_event_size(self) -> int:
         """vLLM's --h11-max-incomplete-event-size among the vLLM flags (default 4 MB, vLLM's)."""

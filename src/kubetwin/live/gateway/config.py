@@ -98,7 +98,7 @@ class GatewayConfig(_Model):
     maxRequestBodyBytes: int = DEFAULT_MAX_BODY_BYTES
     maxRequestHeadersKb: int = 60
     requestHeadersTimeout: Duration = 10.0
-    maxConnections: int = 1000
+    maxConnections: int = 2048
     maxModelLabels: int = 1000
     accessLog: str = "-"  # "-": stdout; "": off; else a file path
     envoy: EnvoySettings = Field(default_factory=EnvoySettings)

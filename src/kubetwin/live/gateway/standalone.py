@@ -269,7 +269,9 @@ class StandaloneGateway:
                 self._idle_clients.add(writer)
                 try:
                     got = await read_request(reader, self.cfg.maxRequestBodyBytes, self.cfg.requestHeadersTimeout)
-                except RequestError as e:
+                except (RequestError, ValueError) as e:
+                    if not isinstance(e, RequestError):  # a parse this module missed: still a 400, in words
+                        e = BadRequest("malformed request")
                     writer.write(local_reply(e.status, e.message, keep_alive=False))
                     self.log.write(objective="", model="", priority=None, endpoint=None, status=e.status,
                                    ttft_ms=None, duration_ms=0.0, retries=0, error=e.message)
@@ -483,7 +485,7 @@ async def start_admin(picker: LivePicker, address: str) -> asyncio.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                got = await read_request(reader)
+                got = await read_request(reader, head_timeout=picker.cfg.requestHeadersTimeout)
                 if got is None:
                     break
                 path = got[1].split(b"?")[0]
@@ -496,7 +498,8 @@ async def start_admin(picker: LivePicker, address: str) -> asyncio.Server:
                 writer.write(f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: {ctype}\r\n"
                              f"content-length: {len(body)}\r\n\r\n".encode() + body)
                 await writer.drain()
-        except (BadRequest, ConnectionError, asyncio.IncompleteReadError, ValueError, asyncio.CancelledError):
+        except (RequestError, IdleTimeout, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ValueError, asyncio.CancelledError):
             pass  # a cancelled handler (shutdown) ends quietly
         finally:
             writer.close()
