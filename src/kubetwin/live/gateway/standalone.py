@@ -74,6 +74,8 @@ async def read_request(reader: asyncio.StreamReader, max_body: int = DEFAULT_MAX
     except TimeoutError:
         raise RequestError(408, "request timeout") from None
     except asyncio.IncompleteReadError as e:
+        if not (first + e.partial).strip():  # a stray line end before the close
+            return None
         raise BadRequest("incomplete request head") from e
     except asyncio.LimitOverrunError as e:
         raise RequestError(431, "Request Header Fields Too Large") from e
