@@ -36,6 +36,12 @@ def vllm_cmd(ctx: typer.Context,
              seed: int = typer.Option(0, "--seed", help="seed of --error-rate's draws"),
              metrics_fail: Optional[str] = typer.Option(None, "--metrics-fail", help="GET /metrics fails: "
                                                         "'error' (500) or 'hang'"),
+             max_request_body_bytes: int = typer.Option(32 * 1024 * 1024, "--max-request-body-bytes",
+                                                        help="larger request bodies get 413 (vLLM has no cap)"),
+             header_timeout: float = typer.Option(10.0, "--header-timeout", help="seconds a connection may take to "
+                                                  "send a request head (408 / closed past it)"),
+             limit_concurrency: int = typer.Option(2048, "--limit-concurrency", help="open connections past which "
+                                                   "requests get 503 (uvicorn's limit_concurrency)"),
              ) -> None:
     """vLLM's OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics). Any other
     option is vLLM's own (`vllm serve --help`), read by the twin's vLLM parser: --max-num-seqs 64,
@@ -43,11 +49,14 @@ def vllm_cmd(ctx: typer.Context,
     import uvicorn
 
     from kubetwin.live.emulator import EmulatorConfig, EmulatorConfigError, build_app
+    from kubetwin.live.emulator.server import uvicorn_config
 
     config = EmulatorConfig(model=model, gpu=gpu, vllm_args=list(ctx.args), host=host, port=port,
                             time_scale=time_scale, startup_delay=startup_delay,
                             crash_after_tokens=crash_after_tokens, hang_after_tokens=hang_after_tokens,
-                            error_rate=error_rate, seed=seed, metrics_fail=metrics_fail)
+                            error_rate=error_rate, seed=seed, metrics_fail=metrics_fail,
+                            max_request_body_bytes=max_request_body_bytes, header_timeout=header_timeout,
+                            limit_concurrency=limit_concurrency)
     try:
         app_ = build_app(config)
     except EmulatorConfigError as exc:
@@ -58,4 +67,4 @@ def vllm_cmd(ctx: typer.Context,
               f"{served.max_model_len}, {served.engine.num_gpu_blocks} KV blocks, max_num_seqs "
               f"{served.args.max_num_seqs}; http://{host}:{port} (time scale {time_scale})", markup=False,
               highlight=False)
-    uvicorn.run(app_, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
+    uvicorn.Server(uvicorn_config(app_, config, host=host, port=port)).run()

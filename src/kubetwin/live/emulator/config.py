@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from kubetwin.live.requestbody import DEFAULT_MAX_BODY_BYTES
 from kubetwin.serving.dataplane.plane import lora_names
 from kubetwin.serving.engine.core import Engine
 from kubetwin.serving.modelserver.modelspec import lookup_server_model
@@ -16,6 +17,8 @@ from kubetwin.serving.modelserver.vllm_args import parse_vllm
 from kubetwin.serving.types import EngineArgs
 
 METRICS_FAIL_MODES = ("error", "hang")
+H11_FLAG = "--h11-max-incomplete-event-size"
+H11_MAX_INCOMPLETE_EVENT_SIZE_DEFAULT = 4 * 1024 * 1024  # vllm/entrypoints/constants.py
 
 
 class EmulatorConfigError(ValueError):
@@ -42,6 +45,27 @@ class EmulatorConfig:
     error_rate: float = 0.0  # fraction of requests answered 500
     seed: int = 0
     metrics_fail: str | None = None  # "error": GET /metrics answers 500; "hang": it never answers
+    # bounds against hostile clients (issue 34; docs/live-emulator.md): a body over the cap gets 413; a request head
+    # not in within header_timeout seconds is dropped (408 if it had started); past limit_concurrency open
+    # connections requests get uvicorn's 503. Head size: vLLM's own --h11-max-incomplete-event-size (431 past it).
+    max_request_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    header_timeout: float = 10.0
+    limit_concurrency: int = 2048
+
+    def h11_max_incomplete_event_size(self) -> int:
+        """vLLM's --h11-max-incomplete-event-size among the vLLM flags (default 4 MB, vLLM's)."""
+        args = self.vllm_args
+        for i, a in enumerate(args):
+            value = None
+            if a == H11_FLAG and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith(H11_FLAG + "="):
+                value = a.split("=", 1)[1]
+            if value is not None:
+                if not value.isdigit():
+                    raise EmulatorConfigError(f"argument {H11_FLAG}: invalid int value: {value!r}")
+                return int(value)
+        return H11_MAX_INCOMPLETE_EVENT_SIZE_DEFAULT
 
     def validate(self) -> None:
         if not self.time_scale > 0:
@@ -53,6 +77,13 @@ class EmulatorConfig:
         if self.metrics_fail is not None and self.metrics_fail not in METRICS_FAIL_MODES:
             raise EmulatorConfigError(f"--metrics-fail must be one of {', '.join(METRICS_FAIL_MODES)}, "
                                       f"got {self.metrics_fail!r}")
+        if self.max_request_body_bytes < 1:
+            raise EmulatorConfigError(f"--max-request-body-bytes must be >= 1, got {self.max_request_body_bytes}")
+        if not self.header_timeout > 0:
+            raise EmulatorConfigError(f"--header-timeout must be > 0, got {self.header_timeout}")
+        if self.limit_concurrency < 1:
+            raise EmulatorConfigError(f"--limit-concurrency must be >= 1, got {self.limit_concurrency}")
+        self.h11_max_incomplete_event_size()
         for name in ("crash_after_tokens", "hang_after_tokens"):
             v = getattr(self, name)
             if v is not None and v < 0:

@@ -79,12 +79,18 @@ class RealtimeEngine:
         return (self.clock() - self.t0) * self.time_scale
 
     def submit(self, prompt: str, max_tokens: int, *, model: str = "", lora: str | None = None,
-               priority: int = 0) -> Stream:
+               priority: int = 0, prompt_tokens: int | None = None) -> Stream:
         """The request arrives now. A request longer than max_model_len comes back rejected (handle None) with the
-        engine's reason (Engine.reject_message)."""
+        engine's reason (Engine.reject_message). With `prompt_tokens` known (live.prompts.count_tokens), an over-long
+        prompt is rejected without being split and hashed: its block hashes would never be used, and hashing
+        millions of words would stall the event loop every stream shares."""
         t = self.now()
         self.engine.advance(t)
-        req = engine_request(self.next_id, t, prompt, max_tokens, model=model, lora=lora, priority=priority)
+        if prompt_tokens is not None and prompt_tokens + max_tokens > self.engine.max_model_len:
+            req = Request(self.next_id, t, prompt_tokens, max_tokens, (), (), model=model, lora=lora,
+                          priority=priority)
+        else:
+            req = engine_request(self.next_id, t, prompt, max_tokens, model=model, lora=lora, priority=priority)
         self.next_id += 1
         handle = self.engine.add(req, t)
         s = Stream(req, handle)

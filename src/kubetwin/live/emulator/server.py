@@ -39,7 +39,8 @@ from kubetwin.live.emulator.config import EmulatorConfig, Served, build_served
 from kubetwin.live.emulator.faults import EmulatedCrash, Faults
 from kubetwin.live.emulator.metrics import CONTENT_TYPE, EmulatorMetrics
 from kubetwin.live.emulator.realtime import RealtimeEngine, Stream
-from kubetwin.live.prompts import chat_prompt, output_text, tokens_of
+from kubetwin.live.prompts import chat_prompt, count_tokens, output_text
+from kubetwin.live.requestbody import RequestError, check_length, decode_body_async, error_json, too_large
 
 # vLLM's error types by HTTP status (serving_engine.py create_error_response: the exception class's name)
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError", 503: "ServiceUnavailable"}
@@ -53,8 +54,7 @@ def _dumps(obj: object) -> str:
 
 
 def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": ERROR_TYPES.get(status, "BadRequestError"),
-                                   "param": None, "code": status}}, status_code=status)
+    return JSONResponse(error_json(status, message, ERROR_TYPES.get(status, "BadRequestError")), status_code=status)
 
 
 class Emulator:
@@ -82,15 +82,27 @@ class Emulator:
             return model, model
         return error(404, f"The model `{model}` does not exist.")
 
+    async def _body(self, request: HttpRequest) -> dict[str, Any]:
+        """The body as a JSON object, read up to the cap (413 past it, from the Content-Length before reading any
+        of it), decoded by the rule every live server shares (live.requestbody)."""
+        limit = self.config.max_request_body_bytes
+        check_length(request.headers.get("content-length"), limit)
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large(limit)
+            parts.append(chunk)
+        return await decode_body_async(b"".join(parts), limit)
+
     async def _admit(self, request: HttpRequest, chat: bool) -> tuple[dict, str, Stream] | Response:
         if not self.faults.ready():
             return error(503, "The server is starting up (--startup-delay).")
         try:
-            body = await request.json()
-        except (ValueError, UnicodeDecodeError):
-            return error(400, "Invalid JSON body.")
-        if not isinstance(body, dict):
-            return error(400, "The request body must be a JSON object.")
+            body = await self._body(request)
+        except RequestError as exc:
+            return error(exc.status, exc.message)
         target = self._target(body)
         if isinstance(target, Response):
             return target
@@ -111,18 +123,19 @@ class Emulator:
                 return error(400, "prompt: a string (or one string, or a list of token ids) is required")
             prompt = raw
             max_tokens = body.get("max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS)
+        n_prompt = await count_tokens(prompt)  # in slices: a huge prompt never holds the loop
         if max_tokens is None:  # vLLM: the rest of the context
-            max_tokens = max(1, self.served.max_model_len - len(tokens_of(prompt)))
+            max_tokens = max(1, self.served.max_model_len - n_prompt)
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             return error(400, f"max_tokens must be at least 1, got {max_tokens}.")
-        if not tokens_of(prompt):
+        if not n_prompt:
             return error(400, "The prompt is empty.")
         if self.faults.inject_error():
             return error(500, "Injected failure (--error-rate).")
         priority = body.get("priority", 0)
         priority = priority if isinstance(priority, int) else 0
         # vLLM serves a lower `priority` value first; the engine's Request.priority is InferenceObjective's sign
-        s = self.rt.submit(prompt, max_tokens, model=model, lora=lora, priority=-priority)
+        s = self.rt.submit(prompt, max_tokens, model=model, lora=lora, priority=-priority, prompt_tokens=n_prompt)
         if s.rejected:
             return error(400, s.req.reason)
         return body, model, s
@@ -265,6 +278,20 @@ def build_app(config: EmulatorConfig) -> Starlette:
     return app
 
 
+def uvicorn_config(app: Starlette, config: EmulatorConfig, **kw: Any) -> Any:
+    """uvicorn.Config for the emulator, bounded as live.emulator.http describes: the head timer and 431 (the h11
+    protocol subclass), vLLM's --h11-max-incomplete-event-size, uvicorn's limit_concurrency, and vLLM's 5 s
+    keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE)."""
+    import uvicorn
+
+    from kubetwin.live.emulator.http import protocol_class
+
+    return uvicorn.Config(app, http=protocol_class(config.header_timeout), log_level="warning",
+                          timeout_graceful_shutdown=1, limit_concurrency=config.limit_concurrency,
+                          h11_max_incomplete_event_size=config.h11_max_incomplete_event_size(),
+                          timeout_keep_alive=5, **kw)
+
+
 class EmulatorThread:
     """An emulator on a loopback port (0: a free one) in a background thread, for tests and notebooks:
     `with EmulatorThread(config) as emu: openai.OpenAI(base_url=emu.url + "/v1", ...)`."""
@@ -278,8 +305,7 @@ class EmulatorThread:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((config.host, config.port))
         self.host, self.port = self.sock.getsockname()[:2]
-        self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", timeout_graceful_shutdown=1,
-                                                    lifespan="on"))
+        self.server = uvicorn.Server(uvicorn_config(self.app, config, lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True,
                                        name=f"emulator-{self.port}")
         self.start_timeout = start_timeout
@@ -328,7 +354,9 @@ class EmulatorProcess:
                      "--host", c.host, "--port", str(port), "--time-scale", str(c.time_scale),
                      "--startup-delay", str(c.startup_delay), "--error-rate", str(c.error_rate), "--seed", str(c.seed)]
         for flag, value in (("--crash-after-tokens", c.crash_after_tokens),
-                            ("--hang-after-tokens", c.hang_after_tokens), ("--metrics-fail", c.metrics_fail)):
+                            ("--hang-after-tokens", c.hang_after_tokens), ("--metrics-fail", c.metrics_fail),
+                            ("--max-request-body-bytes", c.max_request_body_bytes),
+                            ("--header-timeout", c.header_timeout), ("--limit-concurrency", c.limit_concurrency)):
             if value is not None:
                 self.argv += [flag, str(value)]
         self.argv += list(c.vllm_args)

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kubetwin.k8s.units import parse_duration
+from kubetwin.live.requestbody import DEFAULT_MAX_BODY_BYTES
 
 Duration = float
 
@@ -98,11 +99,23 @@ class GatewayConfig(_Model):
     # (Envoy OverrideHost; the standalone proxy re-picks instead)
     maxNumOfEndpoints: int = 1
     drainTimeout: Duration = 30.0
+    # bounds against hostile clients (issue 34; docs/live-gateway.md "Limits"): a body over maxRequestBodyBytes gets
+    # 413 (a twin choice: vLLM sets no cap); a head over maxRequestHeadersKb 431 (Envoy's max_request_headers_kb,
+    # default 60); a connection that has not sent a whole request head requestHeadersTimeout after it opened or its
+    # previous response ended is closed (408 if the head had begun: Envoy's request_headers_timeout); connections
+    # past maxConnections get 503 and are closed (uvicorn's limit_concurrency); model names past maxModelLabels
+    # distinct unconfigured ones share the metrics label "other" (the EPP's bound, metrics.ModelLabels)
+    maxRequestBodyBytes: int = DEFAULT_MAX_BODY_BYTES
+    maxRequestHeadersKb: int = 60
+    requestHeadersTimeout: Duration = 10.0
+    maxConnections: int = 2048
+    maxModelLabels: int = 1000
     accessLog: str = "-"  # "-": stdout; "": off; else a file path
     envoy: EnvoySettings = Field(default_factory=EnvoySettings)
 
     _d = field_validator("refreshMetricsInterval", "metricsStalenessThreshold", "scrapeTimeout", "holdTimeout",
                          "connectTimeout", "firstByteTimeout", "streamIdleTimeout", "drainTimeout",
+                         "requestHeadersTimeout",
                          mode="before")(_dur)
 
     @model_validator(mode="after")
@@ -119,6 +132,13 @@ class GatewayConfig(_Model):
             raise ValueError("maxRetries must be >= 0")
         if self.maxNumOfEndpoints < 1:
             raise ValueError("maxNumOfEndpoints must be >= 1")
+        for name in ("maxRequestBodyBytes", "maxRequestHeadersKb", "maxConnections"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.maxModelLabels < 0:
+            raise ValueError("maxModelLabels must be >= 0")
+        if not self.requestHeadersTimeout > 0:
+            raise ValueError("requestHeadersTimeout must be > 0")
         return self
 
     def picker_config(self) -> str | dict[str, Any]:

@@ -35,6 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from kubetwin.live.gateway.accesslog import AccessLog
 from kubetwin.live.gateway.picker import DEST_HEADER, OBJECTIVE_HEADER, SERVED_HEADER, LivePicker
+from kubetwin.live.requestbody import RequestError, decode_body_async, too_large
 
 SERVICE = "envoy.service.ext_proc.v3.ExternalProcessor"
 LB_NAMESPACE = "envoy.lb"
@@ -53,8 +54,8 @@ def _set(key: str, value: str) -> base_pb2.HeaderValueOption:
 
 
 def _immediate(status: int, message: str) -> pb.ProcessingResponse:
-    body = json.dumps({"error": {"message": message, "type": "rate_limit_error" if status == 429
-                                 else "service_unavailable", "code": status}})
+    kind = {429: "rate_limit_error", 503: "service_unavailable"}.get(status, "error")  # as the standalone's
+    body = json.dumps({"error": {"message": message, "type": kind, "code": status}})
     return pb.ProcessingResponse(immediate_response=pb.ImmediateResponse(
         status=http_status_pb2.HttpStatus(code=status),
         headers=pb.HeaderMutation(set_headers=[_set("content-type", "application/json")]),
@@ -104,6 +105,7 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
         t0 = time.perf_counter()
         headers: dict[str, str] = {}
         chunks: list[bytes] = []
+        size = 0
         req = None
         endpoint = ""
         status = 0
@@ -121,7 +123,16 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
                     elif self.buffered:  # Envoy waits for this answer before it sends the buffered body
                         yield pb.ProcessingResponse(request_headers=pb.HeadersResponse())
                 elif kind == "request_body":
+                    if status:  # already answered (413): Envoy ends the stream; ignore what is still on the way
+                        continue
                     chunks.append(msg.request_body.body)
+                    size += len(msg.request_body.body)
+                    if size > self.picker.cfg.maxRequestBodyBytes:  # answered now, the rest never held here
+                        chunks.clear()
+                        exc = too_large(self.picker.cfg.maxRequestBodyBytes)
+                        status, error = exc.status, exc.message
+                        yield _immediate(status, error)
+                        continue
                     if msg.request_body.end_of_stream:
                         out, req, endpoint, status, error = await self._route(headers, b"".join(chunks), True)
                         for r in out:
@@ -156,11 +167,12 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
             if req is not None and endpoint:
                 self.picker.finished(req, endpoint)
             if req is not None or status:
-                m.requests.labels(model, model).inc()
+                label = m.model_label(model)
+                m.requests.labels(label, label).inc()
                 if status >= 400 or error:
-                    m.errors.labels(model, model, str(status)).inc()
+                    m.errors.labels(label, label, str(status)).inc()
                 else:
-                    m.duration.labels(model, model).observe(dur)
+                    m.duration.labels(label, label).observe(dur)
                 self.log.write(objective=headers.get(OBJECTIVE_HEADER, ""), model=model,
                                priority=req.priority if req is not None else None, endpoint=endpoint or None,
                                status=status, ttft_ms=None, duration_ms=round(dur * 1e3, 3), retries=0,
@@ -168,7 +180,10 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
 
     async def _route(self, headers: dict[str, str], body: bytes, with_body: bool
                      ) -> tuple[list[pb.ProcessingResponse], Any, str, int, str]:
-        req = self.picker.request_of(body, headers)
+        try:  # the rule the emulator and the standalone gateway apply (live.requestbody)
+            req = self.picker.request(await decode_body_async(body, self.picker.cfg.maxRequestBodyBytes), headers)
+        except RequestError as exc:
+            return [_immediate(exc.status, exc.message)], None, "", exc.status, exc.message
         p = await self.picker.pick(req, hold=self.hold_cap, n=self.picker.endpoints_per_pick)
         if p.endpoint is None:
             return [_immediate(p.status, p.reason)], req, "", p.status, p.reason

@@ -6,6 +6,8 @@ them), so they carry the twin's prefix."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 # GIE metrics.go request_duration_seconds buckets
@@ -14,9 +16,36 @@ DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5,
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+OTHER_MODEL = "other"  # the label value unconfigured model names fold into past the cap
+DEFAULT_MAX_MODEL_LABELS = 1000
+
+
+class ModelLabels:
+    """Bounded model-name label values, as the EPP bounds them (llm-d/llm-d-router PR #1909, for issue #1625
+    "epp/metrics: unbounded label cardinality from user-controlled inputs"; the EPP moved there from GIE): the
+    model names the configuration names (objectives, InferenceModel/InferenceObjective manifests) are pinned and
+    always their own label; other names, taken from request bodies, are admitted up to `cap` distinct values, and
+    past it fold into "other". Admission is sticky: a name admitted once keeps its label."""
+
+    def __init__(self, pinned: Iterable[str] = (), cap: int = DEFAULT_MAX_MODEL_LABELS) -> None:
+        self.pinned = frozenset(pinned)
+        self.cap = cap
+        self.admitted: set[str] = set()
+
+    def __call__(self, model: str) -> str:
+        if model in self.pinned or model in self.admitted:
+            return model
+        if len(self.admitted) < self.cap:
+            self.admitted.add(model)
+            return model
+        return OTHER_MODEL
+
+
 class GatewayMetrics:
-    def __init__(self, pool: str) -> None:
+    def __init__(self, pool: str, pinned_models: Iterable[str] = (),
+                 max_model_labels: int = DEFAULT_MAX_MODEL_LABELS) -> None:
         self.pool = pool
+        self.model_label = ModelLabels(pinned_models, max_model_labels)
         self.registry = r = CollectorRegistry()
         ml = ["model_name", "target_model_name"]
         self.requests = Counter("inference_objective_request_total", "Counter of inference objective requests "
@@ -39,6 +68,12 @@ class GatewayMetrics:
                           registry=r).labels(pool)
         self.retries = Counter("kubetwin_gateway_upstream_retries_total", "Requests sent again to another endpoint "
                                "before their first byte (connect error, 5xx or timeout).", registry=r)
+
+    def count_refused(self, status: int) -> None:
+        """A request refused before routing (a body that breaks live.requestbody's rules): counted with no model,
+        as a request whose body names none."""
+        self.requests.labels("", "").inc()
+        self.errors.labels("", "", str(status)).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

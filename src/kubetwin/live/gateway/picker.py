@@ -25,6 +25,7 @@ from kubetwin.live.gateway.config import GatewayConfig
 from kubetwin.live.gateway.endpoints import EndpointSource
 from kubetwin.live.gateway.metrics import GatewayMetrics
 from kubetwin.live.gateway.scrape import PoolState, Scraper
+from kubetwin.live.requestbody import decode_body
 from kubetwin.serving.router import make_router, prompt_segments
 from kubetwin.serving.router.epp import NO_ENDPOINT_REASON
 from kubetwin.serving.router.prefix_index import AVERAGE_CHARS_PER_TOKEN, DEFAULT_MAX_PREFIX_BLOCKS
@@ -88,7 +89,7 @@ class LivePicker:
         self.router = make_router(cfg.picker_config(), seed=cfg.seed)
         picker = getattr(getattr(self.router, "profile", None), "picker", None)  # EPP routers: their picker plugin
         self.endpoints_per_pick: int = getattr(picker, "max_num_of_endpoints", None) or cfg.maxNumOfEndpoints
-        self.metrics = GatewayMetrics(self.pool)
+        self.metrics = GatewayMetrics(self.pool, self.objectives, cfg.maxModelLabels)
         self._ids = itertools.count()
         self._ready: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -150,15 +151,11 @@ class LivePicker:
 
     # ---- requests ----------------------------------------------------------------------------------------------
     def request_of(self, raw: bytes, headers: Mapping[str, str]) -> Request:
-        """`request` for a raw body as both front ends receive it: a body that is not a JSON object routes as an
-        empty one (no model, no prompt), the backend then answering its own 400."""
-        body: Any = {}
-        if raw:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = {}
-        return self.request(body if isinstance(body, dict) else {}, headers)
+        """`request` for a raw body as both front ends receive it, decoded by the rule every live server shares
+        (live.requestbody.decode_body): a body that breaks it raises RequestError (400 / 413), answered by the front
+        end itself and never sent to a replica, as the EPP answers a body it cannot parse (GIE
+        pkg/epp/handlers/request.go: errutil.BadRequest -> an ImmediateResponse 400)."""
+        return self.request(decode_body(raw, self.cfg.maxRequestBodyBytes), headers)
 
     def request(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> Request:
         """The twin's Request for an OpenAI request body and its (lower-cased) headers."""

@@ -25,30 +25,60 @@ from kubetwin.live.gateway.accesslog import AccessLog
 from kubetwin.live.gateway.config import GatewayConfig, split_hostport
 from kubetwin.live.gateway.metrics import CONTENT_TYPE
 from kubetwin.live.gateway.picker import DEST_HEADER, OBJECTIVE_HEADER, SERVED_HEADER, LivePicker
+from kubetwin.live.requestbody import DEFAULT_MAX_BODY_BYTES, RequestError, check_length, decode_body_async, too_large
 
 HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"proxy-connection", b"upgrade",
        b"te", b"trailer", DEST_HEADER.encode()}
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 408: "Request Timeout", 413: "Payload Too Large",
+           429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 UPSTREAM_CONNECT = "upstream connect error or disconnect/reset before headers"  # Envoy's local reply words
 READ_CHUNK = 65536
+# the local replies' error types
+ERROR_KINDS = {429: "rate_limit_error", 503: "service_unavailable"}
+LINGER_S = 2.0  # after an error reply that closes, what the client still sends is dropped this long (nginx's
+# lingering close), so the reply is not lost to a TCP reset
 
 
-class BadRequest(Exception):
-    pass
+class BadRequest(RequestError):
+    """A request the gateway cannot parse as HTTP/1.1: 400."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400, message)
 
 
-async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]],
-                                                                 bytes] | None:
-    """(method, target, version, headers with lower-cased names, body) of one HTTP/1.1 request; None at EOF."""
+class IdleTimeout(Exception):
+    """No byte of a next request within the head timeout: the connection is closed without a reply."""
+
+
+async def read_request(reader: asyncio.StreamReader, max_body: int = DEFAULT_MAX_BODY_BYTES,
+                       head_timeout: float | None = None) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]],
+                                                                    bytes] | None:
+    """(method, target, version, headers with lower-cased names, body) of one HTTP/1.1 request; None at EOF.
+    RequestError for a request refused before routing: 400 (malformed), 408 (head not in within head_timeout once
+    begun, Envoy's request_headers_timeout), 413 (body over max_body: a Content-Length over it is refused before a
+    byte of the body is read, a chunked body as soon as it passes it), 431 (head over the reader's limit, Envoy's
+    max_request_headers_kb); IdleTimeout when no byte came within head_timeout."""
+    loop = asyncio.get_running_loop()
+    deadline = None if head_timeout is None else loop.time() + head_timeout
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as e:
-        if e.partial.strip():
-            raise BadRequest("incomplete request head") from e
+        async with asyncio.timeout_at(deadline):
+            first = await reader.read(1)
+    except TimeoutError:
+        raise IdleTimeout from None
+    if not first:
         return None
+    try:
+        async with asyncio.timeout_at(deadline):
+            head = first + await reader.readuntil(b"\r\n\r\n")
+    except TimeoutError:
+        raise RequestError(408, "request timeout") from None
+    except asyncio.IncompleteReadError as e:
+        if not (first + e.partial).strip():  # a stray line end before the close
+            return None
+        raise BadRequest("incomplete request head") from e
     except asyncio.LimitOverrunError as e:
-        raise BadRequest("request head too large") from e
+        raise RequestError(431, "Request Header Fields Too Large") from e
     lines = head[:-4].split(b"\r\n")
     try:
         method, target, version = lines[0].split(b" ", 2)
@@ -65,17 +95,27 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes, byte
         v = v.strip()
         headers.append((k, v))
         if k == b"content-length":
-            length = int(v)
+            length = check_length(v, max_body)
         elif k == b"transfer-encoding" and b"chunked" in v.lower():
             chunked = True
     if chunked:
         parts = []
+        size_total = 0
         while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            line = (await reader.readuntil(b"\r\n")).split(b";")[0].strip()
+            try:
+                size = int(line, 16)
+            except ValueError:
+                raise BadRequest("invalid chunk size") from None
+            if size < 0:
+                raise BadRequest("invalid chunk size")
             if size == 0:
                 while (await reader.readuntil(b"\r\n")) != b"\r\n":
                     pass
                 break
+            size_total += size
+            if size_total > max_body:
+                raise too_large(max_body)
             parts.append((await reader.readexactly(size + 2))[:-2])
         body = b"".join(parts)
     else:
@@ -85,7 +125,7 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes, byte
 
 def local_reply(status: int, message: str, keep_alive: bool = True, extra: bytes = b"") -> bytes:
     """An OpenAI-style JSON error as the gateway's own answer."""
-    kind = {429: "rate_limit_error", 503: "service_unavailable"}.get(status, "error")
+    kind = ERROR_KINDS.get(status, "error")
     body = json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
     return (f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\n{'' if keep_alive else 'connection: close' + chr(13) + chr(10)}"
@@ -191,7 +231,10 @@ class StandaloneGateway:
     async def start(self) -> None:
         await self.picker.start()
         host, port = split_hostport(self.cfg.listen)
-        self.server = await asyncio.start_server(self._client, host, port, limit=1 << 20)
+        # the reader's limit bounds the request head (Envoy's max_request_headers_kb): past it, 431
+        # (backlog: uvicorn's 2048, so a burst of connections is taken and answered, not left to SYN retries)
+        self.server = await asyncio.start_server(self._client, host, port, limit=self.cfg.maxRequestHeadersKb * 1024,
+                                                 backlog=2048)
         self.admin = await start_admin(self.picker, self.cfg.adminListen)
 
     async def drain(self, timeout: float | None = None) -> None:
@@ -217,17 +260,28 @@ class StandaloneGateway:
 
     # ---- the client side ---------------------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._clients) >= self.cfg.maxConnections:  # uvicorn's limit_concurrency answer: 503, then close
+            writer.write(local_reply(503, "Exceeded concurrency limit.", keep_alive=False))
+            await self._linger_close(reader, writer)
+            return
         self._clients.add(writer)
+        linger = False
         try:
             while not self.draining:
                 self._idle_clients.add(writer)
                 try:
-                    got = await read_request(reader)
-                except (BadRequest, ValueError) as e:
-                    writer.write(local_reply(400, str(e), keep_alive=False))
+                    got = await read_request(reader, self.cfg.maxRequestBodyBytes, self.cfg.requestHeadersTimeout)
+                except (RequestError, ValueError) as e:
+                    if not isinstance(e, RequestError):  # a parse this module missed: still a 400, in words
+                        e = BadRequest("malformed request")
+                    writer.write(local_reply(e.status, e.message, keep_alive=False))
+                    self.log.write(objective="", model="", priority=None, endpoint=None, status=e.status,
+                                   ttft_ms=None, duration_ms=0.0, retries=0, error=e.message)
+                    linger = True
                     break
-                except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-                    break  # a cancelled idle connection (shutdown) ends quietly
+                except (IdleTimeout, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                        asyncio.CancelledError):
+                    break  # an idle or cancelled connection (shutdown) ends quietly
                 finally:
                     self._idle_clients.discard(writer)
                 if got is None:
@@ -247,6 +301,25 @@ class StandaloneGateway:
         finally:
             self._clients.discard(writer)
             self._idle_clients.discard(writer)
+            if linger and not self.draining:
+                await self._linger_close(reader, writer)
+            else:
+                writer.close()
+
+    @staticmethod
+    async def _linger_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Half-close after an error reply, drop what the client still sends for up to LINGER_S, then close: a
+        close with unread data would send a reset that can destroy the reply before the client reads it."""
+        try:
+            await writer.drain()
+            if writer.can_write_eof():
+                writer.write_eof()
+            async with asyncio.timeout(LINGER_S):
+                while await reader.read(READ_CHUNK):
+                    pass
+        except (TimeoutError, ConnectionError, OSError, asyncio.CancelledError):
+            pass
+        finally:
             writer.close()
 
     async def _proxy(self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
@@ -254,8 +327,17 @@ class StandaloneGateway:
         """Route and relay one request; False when the client connection must close afterwards."""
         t0 = time.perf_counter()
         hmap = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
-        req = self.picker.request_of(body, hmap)
-        model = req.model
+        try:  # the rule the emulator applies too (live.requestbody): a bad body never reaches a replica
+            decoded = await decode_body_async(body, self.cfg.maxRequestBodyBytes)
+        except RequestError as exc:
+            client.write(local_reply(exc.status, exc.message))
+            self.picker.metrics.count_refused(exc.status)
+            self.log.write(objective=hmap.get(OBJECTIVE_HEADER, ""), model="", priority=None, endpoint=None,
+                           status=exc.status, ttft_ms=None, duration_ms=round((time.perf_counter() - t0) * 1e3, 3),
+                           retries=0, error=exc.message)
+            return True
+        req = self.picker.request(decoded, hmap)
+        model = self.picker.metrics.model_label(req.model)
         objective = hmap.get(OBJECTIVE_HEADER, "")
         fwd = b"".join(k + b": " + v + b"\r\n" for k, v in headers if k not in HOP)
         tried: set[str] = set()
@@ -337,7 +419,7 @@ class StandaloneGateway:
                 m.errors.labels(model, model, str(status)).inc()
             else:
                 m.duration.labels(model, model).observe(dur)
-            self.log.write(objective=objective, model=model, priority=req.priority, endpoint=endpoint,
+            self.log.write(objective=objective, model=req.model, priority=req.priority, endpoint=endpoint,
                            status=status, ttft_ms=round(ttft * 1e3, 3) if ttft >= 0 else None,
                            duration_ms=round(dur * 1e3, 3), retries=retries, error=error or None)
 
@@ -405,7 +487,7 @@ async def start_admin(picker: LivePicker, address: str) -> asyncio.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                got = await read_request(reader)
+                got = await read_request(reader, head_timeout=picker.cfg.requestHeadersTimeout)
                 if got is None:
                     break
                 path = got[1].split(b"?")[0]
@@ -418,7 +500,8 @@ async def start_admin(picker: LivePicker, address: str) -> asyncio.Server:
                 writer.write(f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: {ctype}\r\n"
                              f"content-length: {len(body)}\r\n\r\n".encode() + body)
                 await writer.drain()
-        except (BadRequest, ConnectionError, asyncio.IncompleteReadError, ValueError, asyncio.CancelledError):
+        except (RequestError, IdleTimeout, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ValueError, asyncio.CancelledError):
             pass  # a cancelled handler (shutdown) ends quietly
         finally:
             writer.close()
