@@ -20,6 +20,7 @@ need_live_extra("starlette", "grpc", "httpx")
 
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -129,9 +130,19 @@ def reap(proc: subprocess.Popen, tree: dict[int, int]) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the kernel's ephemeral range: no other test's bind to port 0 is handed it between this
+    test's kill and its restart on the same port (tests run in parallel)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random(os.getpid() * 1_000_003 + time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12_000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port below the ephemeral range")
 
 
 # --- the gateway as a process ---------------------------------------------------------------------------------------
@@ -177,7 +188,11 @@ class GatewayProcess:
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(30)
+        try:
+            return self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the gateway did not stop in 30 s after SIGTERM: {''.join(self.stderr)[-2000:]}"
+                                 ) from None
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import asyncio
 import json
 import os
 import random
-import select
+import selectors
 import socket
 import string
 import threading
@@ -108,11 +108,12 @@ def send_until_answered(addr: tuple[str, int], head: bytes, limit: int, chunked:
     body, body bytes sent)."""
     piece = b"x" * 65536
     sent = 0
-    with socket.create_connection(addr, timeout=T) as s:
+    with socket.create_connection(addr, timeout=T) as s, selectors.DefaultSelector() as sel:
+        sel.register(s, selectors.EVENT_READ)  # epoll: this worker's descriptors may pass select()'s 1024
         s.sendall(head)
         try:
             while sent < 4 * limit:
-                if select.select([s], [], [], 0.01)[0]:
+                if sel.select(0.01):
                     break
                 s.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" if chunked else piece)
                 sent += len(piece)
@@ -258,21 +259,25 @@ def open_slow_clients(addr: tuple[str, int], n: int) -> list[socket.socket]:
 def closed_by_server(socks: list[socket.socket], timeout: float) -> list[bytes]:
     """Wait until the server has closed every socket; what each received (408 or nothing)."""
     got = {id(s): b"" for s in socks}
-    open_ = list(socks)
-    deadline = time.monotonic() + timeout
-    while open_:
-        left = deadline - time.monotonic()
-        assert left > 0, f"{len(open_)} of {len(socks)} slow connections still open"
-        ready, _, _ = select.select(open_, [], [], min(left, 1.0))
-        for s in ready:
-            try:
-                data = s.recv(65536)
-            except ConnectionResetError:
-                data = b""
-            if data:
-                got[id(s)] += data
-            else:
-                open_.remove(s)
+    # epoll, not select(): a worker that has run other tests holds descriptors past select's FD_SETSIZE (1024)
+    with selectors.DefaultSelector() as sel:
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            assert left > 0, f"{len(sel.get_map())} of {len(socks)} slow connections still open"
+            for key, _ in sel.select(min(left, 1.0)):
+                s = key.fileobj
+                assert isinstance(s, socket.socket)
+                try:
+                    data = s.recv(65536)
+                except ConnectionResetError:
+                    data = b""
+                if data:
+                    got[id(s)] += data
+                else:
+                    sel.unregister(s)
     for s in socks:
         s.close()
     return [got[id(s)] for s in socks]

@@ -113,7 +113,7 @@ class LivePicker:
                 await self._task
             except asyncio.CancelledError:
                 pass
-        self.scraper.close()
+        await self.scraper.aclose()
 
     async def _refresh_loop(self) -> None:
         while True:

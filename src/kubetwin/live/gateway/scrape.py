@@ -271,3 +271,11 @@ class Scraper:
         for c in self._conns.values():
             c.close()
         self._conns.clear()
+
+    async def aclose(self) -> None:
+        """close, then wait for the scrape loops to end (a loop closed with them still pending warns "Task was
+        destroyed but it is pending")."""
+        tasks = list(self._tasks.values())
+        self.close()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
