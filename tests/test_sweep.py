@@ -294,7 +294,7 @@ def test_emitted_indexed_job_runs_the_same_cases(tmp_path: Path) -> None:
         r = CliRunner().invoke(app, ["sweep", str(sweep_in_pod), "--out", str(results), "--index", str(i)])
         assert r.exit_code == 0, r.output
     collect = CliRunner().invoke(app, ["sweep", str(sweep_in_pod), "--out", str(results), "--jobs", "1"])
-    assert "4 run" not in collect.output and "0 run, 4 already done" in collect.output
+    assert "4 run, " not in collect.output and "0 run, 4 already done" in collect.output
     local = execute.execute(cases.plan(f), tmp_path / "local", jobs=1)
     assert local.ran == 4
     assert (results / "results.csv").read_bytes() == (tmp_path / "local" / "results.csv").read_bytes()

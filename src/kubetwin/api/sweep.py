@@ -31,6 +31,7 @@ random and Bayesian search name the same configuration the same way as the grid 
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -177,6 +178,18 @@ class SweepSpec(_Strict):
         ["cost", "gpu_allocation", "pending_p99"]))
     search: Search = Field(default_factory=Search)
     goal: Goal | None = None
+
+    @property
+    def grid_size(self) -> int:
+        """The number of configurations the axes span: the product of their value counts (an int of any size)."""
+        return math.prod(len(a.labels) for a in self.axes)
+
+    @property
+    def case_count(self) -> int:
+        """The cases the sweep runs: the whole grid, or the budget of a random or Bayesian search (at most the
+        grid). What `--max-cases` bounds; each runs once per seed."""
+        size = self.grid_size
+        return size if self.search.strategy == "grid" else min(self.search.budget or size, size)
 
 
 class Sweep(_Strict):

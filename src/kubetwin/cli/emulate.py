@@ -63,8 +63,17 @@ def vllm_cmd(ctx: typer.Context,
         err.print(f"error: {exc}", markup=False, highlight=False)
         raise typer.Exit(1) from None
     served = app_.state.emulator.served
+    # bound here, before the banner, so it names the port the kernel gave (--port 0: a free one) and a port in
+    # use fails before anything is printed as served (uvicorn.Config.bind_socket: SO_REUSEADDR, as uvicorn.run)
+    server = uvicorn.Server(uvicorn_config(app_, config, host=host, port=port))
+    try:
+        sock = server.config.bind_socket()
+    except SystemExit:  # uvicorn logs the OSError (address in use) and exits 1
+        raise typer.Exit(1) from None
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
     err.print(f"emulating vLLM serving {', '.join(served.model_names)} on {gpu}: max_model_len "
               f"{served.max_model_len}, {served.engine.num_gpu_blocks} KV blocks, max_num_seqs "
-              f"{served.args.max_num_seqs}; http://{host}:{port} (time scale {time_scale})", markup=False,
+              f"{served.args.max_num_seqs}; http://{shown}:{bound} (time scale {time_scale})", markup=False,
               highlight=False)
-    uvicorn.Server(uvicorn_config(app_, config, host=host, port=port)).run()
+    server.run(sockets=[sock])

@@ -19,11 +19,14 @@ def gateway(config: Path = typer.Option(..., "--config", "-c", help="gateway con
     draining in-flight requests."""
     from pydantic import ValidationError
 
-    from kubetwin.live.gateway.config import load_config
+    from kubetwin.live.gateway.config import GatewayConfigError, load_config
     from kubetwin.live.gateway.run import run_gateway
 
     try:
         cfg = load_config(config, listen=listen, mode="envoy" if envoy else None)
+    except GatewayConfigError as exc:  # file:line: error: key: what, as validate prints it
+        sys.stderr.write(f"{exc}\n")
+        raise typer.Exit(2) from None
     except (OSError, ValueError, ValidationError) as exc:
         sys.stderr.write(f"error: {config}: {exc}\n")
         raise typer.Exit(2) from exc

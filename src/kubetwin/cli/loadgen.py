@@ -13,6 +13,7 @@ from kubetwin.cli.output import console as make_console
 from kubetwin.cli.output import fail
 
 console = make_console()
+err = make_console(stderr=True)
 
 
 def loadgen(trace_file: Path = typer.Argument(..., help="YAML holding a RequestTrace (other manifests are read "
@@ -44,6 +45,8 @@ def loadgen(trace_file: Path = typer.Argument(..., help="YAML holding a RequestT
     except (KubetwinError, lg.LoadgenError) as exc:
         fail(exc)
     console.print(summary_line(summary), highlight=False)
+    for problem in summary["loadgen"].get("problems") or []:
+        err.print(f"loadgen: {problem}", markup=False, highlight=False)
     if out is not None:
         console.print(f"run folder: {out}", highlight=False)
 
@@ -56,9 +59,13 @@ def summary_line(summary: dict) -> str:
         return "-" if d.get(k) is None else f"{1000 * d[k]:.0f} ms"
 
     slo = "-" if o["slo_attainment"] is None else f"{100 * o['slo_attainment']:.1f} %"
+    # the "other" failures by error code (a cut stream as stream_cut, not the 200 its headers said)
+    codes = {k: v for k, v in (c.get("error_codes") or {}).items() if k not in ("429", "503")}
+    other = f" ({', '.join(f'{k} {v}' for k, v in codes.items())})" if codes else ""
     hit = "" if o.get("prefix_cache_hit_rate") is None else f", prefix-cache hit rate {o['prefix_cache_hit_rate']}"
     return (f"loadgen: {o['requests']} requests in {c['wall_seconds']:.1f} s wall, {o['completed']} completed, "
-            f"{o['rejected_429']} 429, {o['failed_503']} 503, {o['failed_other']} other, {o['in_flight_at_end']} "
-            f"in flight at the end; TTFT p50 {ms(o['ttft_seconds'], 'p50')} p90 {ms(o['ttft_seconds'], 'p90')}, "
+            f"{o['rejected_429']} 429, {o['failed_503']} 503, {o['failed_other']} other{other}, "
+            f"{o['in_flight_at_end']} in flight at the end; TTFT p50 {ms(o['ttft_seconds'], 'p50')} "
+            f"p90 {ms(o['ttft_seconds'], 'p90')}, "
             f"TPOT p50 {ms(o['tpot_seconds'], 'p50')}, SLO attainment {slo}, goodput {o['goodput_rps']} req/s"
             f"{hit} (trace seconds; send lag p99 {c['send_lag_p99_seconds']} s wall)")

@@ -154,16 +154,20 @@ def demo(name: str = typer.Argument("demo", help="demo (the default), gpu-sharin
 
 
 @app.command("validate")
-def validate_cmd(paths: list[str] = typer.Argument(..., help="YAML files or folders")) -> None:
+def validate_cmd(paths: list[str] = typer.Argument(..., help="YAML files or folders"),
+                 max_cases: Optional[int] = typer.Option(None, "--max-cases", min=1, help="a Sweep may have up "
+                                                         "to N cases (default 10,000, as kubetwin sweep)")) -> None:
     """Check manifests against the real API shapes; exit 1 on any error."""
     from kubetwin.api.loader import load_paths
+    from kubetwin.validation.sweep import case_limit
     from kubetwin.validation.validate import validate
 
     try:
         manifests = load_paths(paths)
     except KubetwinError as exc:
         fail(exc)
-    diags = validate(manifests)
+    with case_limit(max_cases):
+        diags = validate(manifests)
     for d in diags:
         (err if d.severity == "error" else console).print(d.render(), markup=False, highlight=False)
     errors = sum(1 for d in diags if d.severity == "error")

@@ -95,7 +95,10 @@ def sweep_cmd(ctx: typer.Context,
               image: str = typer.Option("kubetwin:latest", "--image", help="--emit-job: the container image with "
                                         "kubetwin installed"),
               index: Optional[int] = typer.Option(None, "--index", help="run only this case and seed (a completion "
-                                                  "index of the emitted Job), then stop")) -> None:
+                                                  "index of the emitted Job), then stop"),
+              max_cases: Optional[int] = typer.Option(None, "--max-cases", min=1, help="run a sweep of up to N "
+                                                      "cases (default 10,000: a bigger one is refused before it "
+                                                      "starts; docs/sweep.md)")) -> None:
     """Run a Sweep: the base scenario varied along its axes, each case with each seed; results.csv/.parquet."""
     from kubetwin.sweep import backends, cases, execute
 
@@ -108,7 +111,7 @@ def sweep_cmd(ctx: typer.Context,
         if not sweep_file.is_file() and Path(address).is_file():  # kubetwin sweep --ray ADDRESS SWEEP.yaml
             sweep_file, address = Path(address), str(sweep_file)
     try:
-        plan = cases.plan(sweep_file)
+        plan = cases.plan(sweep_file, max_cases)
         if emit_job is not None:
             from kubetwin.sweep.emitjob import emit
 
@@ -126,6 +129,10 @@ def sweep_cmd(ctx: typer.Context,
             raise typer.Exit(1 if row["error"] else 0)
         jobs = jobs or backends.default_jobs()
         total = execute.task_count(plan)
+        from kubetwin.validation.sweep import case_summary
+
+        console.print(f"sweep {plan.sweep.metadata.name}: {case_summary(plan.sweep, len(plan.seeds()))}",
+                      highlight=False)
         started = time.monotonic()
         if err.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -66,6 +66,14 @@ POOL_SHARD = 16  # connections per httpx client (see replay_async)
 # one at most this long (wall seconds; a twin choice).
 ORDER_WAIT_S = 1.0
 HIT_METRIC, QUERY_METRIC = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"  # vllm/v1/metrics
+# A response that started (200 and its headers) and stopped before vLLM's closing `data: [DONE]`: the server or a
+# proxy cut it (a crash, a reset, an idle timeout). requests.csv keeps a failure status (502: the client's view of
+# an upstream that broke; the twin's status column is numeric), its reason starts with STREAM_CUT, and the summary's
+# error counts name it on its own, not as the 200 its headers said (Envoy's access log keeps 200 and a UR/UC flag).
+STREAM_CUT = "stream_cut"
+# A 404 that is not vLLM's (vLLM answers an unknown model with its error object, "The model `x` does not exist."):
+# the server has no such route, most often a base URL without /v1 (loadgen posts to BASE_URL/completions).
+NO_ROUTE = "no_route"
 
 
 class LoadgenError(ValueError):
@@ -189,6 +197,7 @@ async def _send(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reque
         headers[PRIORITY_HEADER] = str(req.priority)
     t_first = -1.0
     chunks = 0
+    started = False  # a 200 and its headers arrived
     usage: dict[str, Any] | None = None
     async with sem:
         try:
@@ -200,9 +209,12 @@ async def _send(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reque
                     if resp.status_code != 200:
                         await resp.aread()
                         req.status, req.reason = resp.status_code, _error_message(resp.text)
+                        if resp.status_code == 404 and not _is_openai_error(resp.text):
+                            req.reason = f"{NO_ROUTE}: {resp.request.url} answered {req.reason!r}"
                         req.finish = req.arrival + (time.perf_counter() - due) * scale
                         return
-                    status, reason = 502, "stream ended before [DONE]"
+                    started = True
+                    status, reason = 502, f"{STREAM_CUT}: the stream ended before [DONE]"
                     async for line in resp.aiter_lines():
                         if not line.startswith("data:"):
                             continue
@@ -224,7 +236,10 @@ async def _send(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reque
         except TimeoutError:
             status, reason = 504, f"no complete response within {opts.timeout:g}s (loadgen --timeout)"
         except httpx.HTTPError as exc:
-            status, reason = 503, f"upstream connect error or disconnect/reset before headers: {exc!r}"
+            if started:  # after a 200's headers: the response was cut, not refused
+                status, reason = 502, f"{STREAM_CUT}: the connection broke after {chunks} tokens: {exc!r}"
+            else:
+                status, reason = 503, f"upstream connect error or disconnect/reset before headers: {exc!r}"
     now = time.perf_counter()
     req.status, req.reason = status, reason
     req.finish = req.arrival + (now - due) * scale
@@ -248,6 +263,41 @@ async def _written(body: bytes, written: asyncio.Event | None) -> AsyncIterator[
     yield body
     if written is not None:
         written.set()
+
+
+def _is_openai_error(text: str) -> bool:
+    """An OpenAI-style error body ({"error": {...}} or vLLM's {"object": "error", ...}): the server understood the
+    route and refused the request."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and (isinstance(body.get("error"), dict) or body.get("object") == "error")
+
+
+def error_codes(reqs: Sequence[Request]) -> dict[str, int]:
+    """Failed requests by error code: the HTTP status, or STREAM_CUT for a response cut after its 200."""
+    out: dict[str, int] = {}
+    for r in reqs:
+        if r.status in (0, 200):
+            continue
+        code = STREAM_CUT if r.reason.startswith(STREAM_CUT) else str(r.status)
+        out[code] = out.get(code, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def problems(opts: Options, reqs: Sequence[Request]) -> list[str]:
+    """What went wrong that the counts alone do not say: 404s from a server without the route (the base URL
+    lacks /v1, most often)."""
+    out = []
+    missing = [r for r in reqs if r.status == 404 and r.reason.startswith(NO_ROUTE)]
+    if missing:
+        url = opts.url.rstrip("/")
+        fix = (f"the base URL probably lacks /v1: pass --url {url}/v1 (loadgen posts to BASE_URL/completions, as "
+               "the openai SDK takes its base_url)" if not url.endswith("/v1") else
+               "the server has no /v1/completions route: is it an OpenAI-compatible server?")
+        out.append(f"{len(missing)} of {len(reqs)} requests got 404 Not Found from {url}/completions: {fix}")
+    return out
 
 
 def _error_message(text: str) -> str:
@@ -371,7 +421,8 @@ def run(trace_file: str | Path, opts: Options, out: Path | None = None, *, trace
     summary = {"serving": serving,
                "loadgen": {"url": opts.url, "trace": plan.trace, "time_scale": opts.time_scale,
                            "concurrency": opts.concurrency, "timeout_seconds": opts.timeout,
-                           "metrics_urls": list(metrics_urls), **client}}
+                           "metrics_urls": list(metrics_urls), **client,
+                           "error_codes": error_codes(reqs), "problems": problems(opts, reqs)}}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "requests.csv").write_text(csv_text)

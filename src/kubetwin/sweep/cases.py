@@ -3,13 +3,18 @@
 The grid is the product of the axes' values in the order written (the last axis varies fastest); a case's id is
 its index in that grid (`c0007`), whatever strategy picked it, so ids, run folders and rows do not depend on the
 search or on the backend.
+
+Cases are enumerated lazily (itertools.product over the axes' value indices; a random sample drawn as indices), so
+the driver holds the cases it runs, never the grid: `kubetwin sweep` of a huge grid raised with --max-cases starts
+its first case at once with flat memory.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import random
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +53,12 @@ class Plan:
 
     @property
     def size(self) -> int:
-        return math.prod(len(a.labels) for a in self.axes)
+        return self.sweep.spec.grid_size
+
+    @property
+    def count(self) -> int:
+        """The cases this sweep runs (the grid, or the random / Bayesian budget)."""
+        return self.sweep.spec.case_count
 
     @property
     def width(self) -> int:
@@ -67,9 +77,18 @@ class Plan:
             index = index * len(a.labels) + i
         return index
 
-    def grid(self) -> list[Case]:
-        return [Case(self.index_of(c), c, self.width)
-                for c in itertools.product(*(range(len(a.labels)) for a in self.axes))]
+    def grid(self) -> Iterator[Case]:
+        """Every case in grid order, one at a time (never the whole grid in memory)."""
+        for c in itertools.product(*(range(len(a.labels)) for a in self.axes)):
+            yield Case(self.index_of(c), c, self.width)
+
+    def cases(self) -> Iterator[Case]:
+        """The cases a grid or random search runs, in the order their rows are numbered (--index)."""
+        return self.grid() if self.sweep.spec.search.strategy == "grid" else iter(self.random_cases())
+
+    def nth(self, position: int) -> Case:
+        """The `position`-th case of `cases()` without enumerating the ones before it (grid: the grid index)."""
+        return self.case(position) if self.sweep.spec.search.strategy == "grid" else self.random_cases()[position]
 
     def values(self, case: Case) -> dict[str, Any]:
         return {a.name: a.labels[i] for a, i in zip(self.axes, case.choice, strict=True)}
@@ -82,11 +101,21 @@ class Plan:
         return [int(spec.get("seed", 0))]
 
     def random_cases(self) -> list[Case]:
-        """search.strategy random: `budget` distinct grid cases drawn with search.seed (all when fewer)."""
+        """search.strategy random: `budget` distinct grid cases drawn with search.seed (all when fewer), as grid
+        indices: random.sample over a range never lists the range. A grid past sys.maxsize cases (len() of such a
+        range overflows) is drawn index by index with the same generator."""
         s = self.sweep.spec.search
-        budget = min(s.budget or self.size, self.size)
-        picked = sorted(random.Random(s.seed).sample(range(self.size), budget))
-        return [self.case(i) for i in picked]
+        size = self.size
+        budget = min(s.budget or size, size)
+        rng = random.Random(s.seed)
+        if size <= sys.maxsize:
+            picked = rng.sample(range(size), budget)
+        else:  # budget <= 100,000 out of > 9.2e18: a collision is all but impossible, still skipped
+            seen: set[int] = set()
+            while len(seen) < budget:
+                seen.add(rng.randrange(size))
+            picked = list(seen)
+        return [self.case(i) for i in sorted(picked)]
 
     def manifests(self, case: Case) -> list[Manifest]:
         """The base manifests with this case's patches applied (file and line kept: diagnostics still point at
@@ -108,11 +137,13 @@ class Plan:
         return out
 
 
-def plan(path: str | Path) -> Plan:
-    """Load a Sweep file and its base scenario; KubetwinError with validate's diagnostics when either is invalid."""
-    from kubetwin.validation.sweep import validate_sweep_file
+def plan(path: str | Path, max_cases: int | None = None) -> Plan:
+    """Load a Sweep file and its base scenario; KubetwinError with validate's diagnostics when either is invalid,
+    or when it has more cases than `max_cases` (None: validation.sweep.DEFAULT_MAX_CASES)."""
+    from kubetwin.validation.sweep import case_limit, validate_sweep_file
 
-    sweep_manifest, sweep, base = validate_sweep_file(path)
+    with case_limit(max_cases):
+        sweep_manifest, sweep, base = validate_sweep_file(path)
     files = sorted({str(Path(m.file).resolve().parent) for m in base})
     import os
 

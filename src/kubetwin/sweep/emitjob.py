@@ -18,6 +18,7 @@ import yaml
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.sweep.cases import Plan
 from kubetwin.sweep.execute import task_count
+from kubetwin.validation.sweep import DEFAULT_MAX_CASES
 
 CONFIGMAP_LIMIT = 1024 * 1024  # the API server's limit on a ConfigMap (etcd's request size)
 MOUNT, RESULTS = "/sweep", "/results"
@@ -69,6 +70,8 @@ def manifests(plan: Plan, sweep_file: Path, *, image: str, parallelism: int) -> 
     completions = task_count(plan)
     labels = {"app.kubernetes.io/name": "kubetwin-sweep", "app.kubernetes.io/instance": plan.sweep.metadata.name}
     script = (f"kubetwin sweep {sweep_path} --out {RESULTS} --index \"$JOB_COMPLETION_INDEX\"")
+    if plan.count > DEFAULT_MAX_CASES:  # emitted with --max-cases: each index must accept the same sweep
+        script += f" --max-cases {plan.count}"
     return [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-files", "labels": labels},
          "data": data},

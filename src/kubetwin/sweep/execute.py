@@ -8,10 +8,11 @@ rerun resumes only the same sweep; a changed Sweep or scenario needs a new --out
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from kubetwin.sweep.worker import Task
 from kubetwin.validation.sweep import metric_names
 
 Progress = Callable[[int, int, Task, Row], None]
+POOL_CHUNK = 2_000  # tasks handed to a process pool or Ray at once (a new pool per chunk: ~1 s of 2,000 runs' minutes)
 
 
 @dataclass
@@ -72,9 +74,10 @@ def prepare(out: Path, plan: Plan) -> None:
     (out / "cases").mkdir(exist_ok=True)
 
 
-def tasks(plan: Plan, cases: list[Case], out: Path | None, keep_runs: bool) -> list[Task]:
-    """Each case with each seed, with its patched scenario (files relative to the scenario's folder)."""
-    found = []
+def tasks(plan: Plan, cases: Iterable[Case], out: Path | None, keep_runs: bool) -> Iterator[Task]:
+    """Each case with each seed, with its patched scenario (files relative to the scenario's folder), one at a time
+    as the backend asks for them (a big sweep's cases are never all in memory before the first runs)."""
+    seeds = plan.seeds()
     for c in cases:
         error = ""
         try:
@@ -84,11 +87,10 @@ def tasks(plan: Plan, cases: list[Case], out: Path | None, keep_runs: bool) -> l
                               for m in plan.manifests(c))
         except KubetwinError as exc:  # this case fails; the others run
             manifests, error = (), "; ".join(d.render().replace("\n", " ") for d in exc.diagnostics)
-        for s in plan.seeds():
+        for s in seeds:
             key = f"{c.id}-s{s}"
-            found.append(Task(c.id, c.index, s, plan.values(c), manifests, str(plan.base_dir), plan.sweep,
-                              str(out / "runs" / key) if keep_runs and out is not None else None, error))
-    return found
+            yield Task(c.id, c.index, s, plan.values(c), manifests, str(plan.base_dir), plan.sweep,
+                       str(out / "runs" / key) if keep_runs and out is not None else None, error)
 
 
 def _done(out: Path, task: Task) -> Row | None:
@@ -110,25 +112,38 @@ class _Run:
                  progress: Progress | None, total: int):
         self.out, self.progress, self.total = out, progress, total
         self.go = backends.runner(backend, jobs, address, str(plan.base_dir))
+        # a pool or Ray submits every task it is given at once: hand it POOL_CHUNK at a time, so a sweep raised with
+        # --max-cases holds a chunk of patched scenarios, not all of them (a sweep that fits runs in one call)
+        self.chunk = None if backend == "process" and jobs <= 1 else POOL_CHUNK
         self.rows: dict[str, Row] = {}
         self.ran = self.skipped = 0
 
-    def __call__(self, todo: list[Task]) -> None:
-        fresh = []
+    def __call__(self, todo: Iterable[Task]) -> None:
+        fresh = self._fresh(todo)
+        if self.chunk is None:  # in this process: one task at a time
+            self._run(fresh)
+            return
+        while chunk := list(itertools.islice(fresh, self.chunk)):
+            self._run(chunk)
+
+    def _run(self, todo: Iterable[Task]) -> None:
+        for t, row in self.go(todo):
+            _save(self.out, t, row)
+            self.rows[t.key] = row
+            self.ran += 1
+            self._tick(t, row)
+
+    def _fresh(self, todo: Iterable[Task]) -> Iterator[Task]:
+        """The tasks not done yet, lazily; the done ones are counted as skipped on the way."""
         for t in todo:
             row = self.rows.get(t.key) or _done(self.out, t)
             if row is None:
-                fresh.append(t)
+                yield t
                 continue
             if t.key not in self.rows:
                 self.skipped += 1
                 self.rows[t.key] = row
                 self._tick(t, row)
-        for t, row in self.go(fresh):
-            _save(self.out, t, row)
-            self.rows[t.key] = row
-            self.ran += 1
-            self._tick(t, row)
 
     def _tick(self, t: Task, row: Row) -> None:
         if self.progress is not None:
@@ -141,14 +156,11 @@ def execute(plan: Plan, out: Path, *, backend: str = "process", jobs: int = 1, a
     prepare(out, plan)
     strategy = plan.sweep.spec.search.strategy
     seeds = len(plan.seeds())
+    runner = _Run(out, plan, backend, jobs, address, progress, plan.count * seeds)
     if strategy == "bayesian":
-        runner = _Run(out, plan, backend, jobs, address, progress,
-                      min(plan.sweep.spec.search.budget or plan.size, plan.size) * seeds)
         _bayesian(plan, out, keep_runs, runner)
     else:
-        cases = plan.grid() if strategy == "grid" else plan.random_cases()
-        runner = _Run(out, plan, backend, jobs, address, progress, len(cases) * seeds)
-        runner(tasks(plan, cases, out, keep_runs))
+        runner(tasks(plan, plan.cases(), out, keep_runs))
     rows = sort_rows(list(runner.rows.values()))
     files = write_tables(out, rows, [a.name for a in plan.axes], metric_names(plan.sweep))
     return Outcome(rows, runner.ran, runner.skipped, files)
@@ -159,21 +171,21 @@ def run_index(plan: Plan, out: Path, index: int, keep_runs: bool = False) -> Row
     if plan.sweep.spec.search.strategy == "bayesian":
         raise _refuse(out, "Invalid value: a Bayesian search picks its cases from earlier results; it cannot run "
                       "one case per index", "use search.strategy grid or random for --index / --emit-job")
-    cases = plan.grid() if plan.sweep.spec.search.strategy == "grid" else plan.random_cases()
-    todo = tasks(plan, cases, out, keep_runs)
-    if not 0 <= index < len(todo):
-        raise _refuse(out, f"Invalid value: --index {index}: the sweep has {len(todo)} cases and seeds",
-                      f"give an index from 0 to {len(todo) - 1}")
+    total = task_count(plan)
+    if not 0 <= index < total:
+        raise _refuse(out, f"Invalid value: --index {index}: the sweep has {total} cases and seeds",
+                      f"give an index from 0 to {total - 1}")
+    seeds = len(plan.seeds())
+    task = next(t for t in tasks(plan, [plan.nth(index // seeds)], out, keep_runs) if t.seed ==
+                plan.seeds()[index % seeds])  # the index-th task without listing the ones before it
     prepare(out, plan)
     runner = _Run(out, plan, "process", 1, None, None, 1)
-    runner([todo[index]])
-    return runner.rows[todo[index].key]
+    runner([task])
+    return runner.rows[task.key]
 
 
 def task_count(plan: Plan) -> int:
-    cases = plan.size if plan.sweep.spec.search.strategy == "grid" else min(
-        plan.sweep.spec.search.budget or plan.size, plan.size)
-    return cases * len(plan.seeds())
+    return plan.count * len(plan.seeds())
 
 
 def case_means(plan: Plan, rows: list[Row]) -> dict[str, dict[str, Any]]:

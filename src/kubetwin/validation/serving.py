@@ -139,6 +139,14 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
                     ctr.get("resources") or {}).get("claims"):
                 continue  # GPUs given through DRA ResourceClaims: the run checks the allocated devices at start
             visible = gpu_count(ctr)
+            from kubetwin.serving.modelserver.sizing import allows_long_max_model_len, context_length_error
+
+            env = {str(e.get("name")): str(e.get("value", "")) for e in ctr.get("env") or [] if isinstance(e, dict)}
+            too_long = context_length_error(args, model, allows_long_max_model_len(env))
+            if too_long:  # vLLM exits at start: the run's pod would crash-loop with these words
+                field = args.flag_fields.get("max_model_len", f"{path}.containers[{ci}]")
+                out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field, too_long,
+                                      f"lower --max-model-len to at most {model.max_position_embeddings}"))
             for dest, message, severity in parallel_problems(args, model, visible):
                 field = args.flag_fields.get(dest, f"{path}.containers[{ci}]")
                 hint = (f"set the container's nvidia.com/gpu to tensor x pipeline parallel size, or choose sizes "
@@ -158,11 +166,13 @@ def model_servers(m: Manifest) -> list[Diagnostic]:
 def request_trace_file(m: Manifest) -> list[Diagnostic]:
     """A generated RequestTrace needs the token counts its generator draws (`generator.missing_fields`, the rule
     the run applies). A RequestTrace's spec.path must name a file, resolved as the run resolves it (relative to the
-    manifest's folder): `validate` says so rather than passing a scenario the run then refuses. Only its existence
-    is checked here (a trace can be gigabytes); its rows are read, and reported by line, when the run loads it."""
+    manifest's folder): `validate` says so rather than passing a scenario the run then refuses. Its existence and
+    its first record are checked here (`arrays.check_format`: a CSV's header is spec.format's, in the loader's
+    words; a trace can be gigabytes); its rows are read, and reported by line, when the run loads it."""
     from pathlib import Path
 
     from kubetwin.api.twin import RequestTrace
+    from kubetwin.serving.traces.arrays import TraceError, check_format
     from kubetwin.serving.traces.generator import missing_fields
 
     gen = RequestTrace.model_validate(m.obj).spec.generator  # already validated by the twin's model
@@ -173,6 +183,13 @@ def request_trace_file(m: Manifest) -> list[Diagnostic]:
         return []
     full = Path(m.file).resolve().parent / path
     if full.is_file():
+        try:
+            check_format(str((m.obj.get("spec") or {}).get("format")), full.resolve())  # the path the run reads
+        except TraceError as exc:
+            return [Diagnostic(m.file, m.line_of(exc.field), m.ref, exc.field, exc.message, exc.hint)]
+        except (OSError, UnicodeDecodeError) as exc:  # a file the run could not read either
+            return [Diagnostic(m.file, m.line_of("spec.path"), m.ref, "spec.path", f"cannot read the trace: {exc}",
+                               "check spec.path and the file's permissions")]
         return []
     return [Diagnostic(m.file, m.line_of("spec.path"), m.ref, "spec.path", f"trace file not found: {full}",
                        "check spec.path; it is resolved relative to the folder of the manifest that declares the "

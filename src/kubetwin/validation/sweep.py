@@ -1,9 +1,17 @@
 """`kubetwin validate SWEEP.yaml`: a Sweep's base scenario, and every axis value applied to it, checked as
-`kubetwin run` would check the case, with each finding at the Sweep's file:line and field path."""
+`kubetwin run` would check the case, with each finding at the Sweep's file:line and field path.
+
+Each axis value is checked once, applied alone to the base object (the axes are independent patches), not each case:
+a grid of 10^9 cases is validated in the time of its few dozen values. The case count is checked against a limit
+(`DEFAULT_MAX_CASES`, raised per command with `--max-cases`) before anything runs, so a grid too big to finish is
+refused at validate and at `kubetwin sweep`'s start instead of filling memory with cases it never reaches."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
@@ -21,6 +29,64 @@ from kubetwin.api.sweep import (
     scenario_paths,
 )
 from kubetwin.k8s.units import parse_duration
+
+# The most cases a sweep runs unless --max-cases says otherwise (a twin choice, docs/sweep.md "Size"): 100x the
+# shipped examples' 60 cases, and at the measured ~600 small cases a minute per core (docs/sweep.md "Throughput")
+# about 17 core-minutes per seed; a realistic scenario (seconds a run) takes hours. Past it a grid is more likely a
+# typo (an axis of 1000 values, one axis too many) than a plan, and random or Bayesian search with a budget is the
+# way to explore it.
+DEFAULT_MAX_CASES = 10_000
+_MAX_CASES: ContextVar[int] = ContextVar("max_cases", default=DEFAULT_MAX_CASES)
+
+
+@contextlib.contextmanager
+def case_limit(n: int | None) -> Iterator[int]:
+    """Validate (and plan) sweeps with at most `n` cases inside the block (None: the default limit): the
+    `--max-cases` flag of `kubetwin validate` and `kubetwin sweep`."""
+    token = _MAX_CASES.set(DEFAULT_MAX_CASES if n is None else n)
+    try:
+        yield _MAX_CASES.get()
+    finally:
+        _MAX_CASES.reset(token)
+
+
+def max_cases() -> int:
+    return _MAX_CASES.get()
+
+
+def _grid(sweep: Sweep) -> str:
+    spec = sweep.spec
+    dims = " x ".join(str(len(a.labels)) for a in spec.axes)
+    return (f"{dims} grid" if spec.search.strategy == "grid" else
+            f"{spec.search.strategy} search of a {spec.grid_size:,}-case {dims} grid")
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def case_summary(sweep: Sweep, seeds: int) -> str:
+    """How many cases and runs: "60 cases (4 x 5 x 3 grid) x 3 seeds = 180 runs" (random and Bayesian search: the
+    budget "of a N-case grid")."""
+    count = sweep.spec.case_count
+    return (f"{count:,} case{'s' if count != 1 else ''} ({_grid(sweep)}) x {_seeds(seeds)} = "
+            f"{count * seeds:,} run{'s' if count * seeds != 1 else ''}")
+
+
+def _size(m: Manifest, sweep: Sweep) -> Diagnostic:
+    """The case count as a notice, or an error past the limit (API server words: field.TooMany)."""
+    spec = sweep.spec
+    seeds = len(spec.seeds or [0])
+    count, limit = spec.case_count, max_cases()
+    summary = case_summary(sweep, seeds)
+    if count <= limit:
+        return Diagnostic(m.file, m.line_of("spec.axes"), m.ref, "spec.axes", summary, "", "notice")
+    field = "spec.axes" if spec.search.strategy == "grid" else "spec.search.budget"
+    fix = ("reduce the grid (fewer axes or values), or sample it: search: {strategy: random, budget: N}"
+           if spec.search.strategy == "grid" else "lower spec.search.budget")
+    return Diagnostic(m.file, m.line_of(field), m.ref, field,
+                      f"Too many: {count:,} cases: must have at most {limit:,} ({_grid(sweep)}, x {_seeds(seeds)})",
+                      f"{fix}; or pass --max-cases {count} to run them all")
 
 
 def metric_names(sweep: Sweep) -> list[str]:
@@ -63,6 +129,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
         out.append(Diagnostic(m.file, m.line_of("spec.search.strategy"), m.ref, "spec.search.strategy",
                               "Required value: a Bayesian search needs spec.goal (the objective it optimizes)",
                               "add spec.goal: {minimize: METRIC}, or use strategy grid or random"))
+    out.append(_size(m, sweep))
     seeds = sweep.spec.seeds or []
     if len(set(seeds)) != len(seeds):
         out.append(Diagnostic(m.file, m.line_of("spec.seeds"), m.ref, "spec.seeds", "Duplicate value: a seed is "

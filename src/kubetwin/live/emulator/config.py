@@ -5,6 +5,7 @@ from them exactly as the twin builds a vLLM pod's engine (`serving.modelserver.s
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 from kubetwin.live.requestbody import DEFAULT_MAX_BODY_BYTES
@@ -12,7 +13,12 @@ from kubetwin.serving.dataplane.plane import lora_names
 from kubetwin.serving.engine.core import Engine
 from kubetwin.serving.modelserver.modelspec import lookup_server_model
 from kubetwin.serving.modelserver.server_args import ArgToken
-from kubetwin.serving.modelserver.sizing import build_engine, parallel_problems
+from kubetwin.serving.modelserver.sizing import (
+    allows_long_max_model_len,
+    build_engine,
+    context_length_error,
+    parallel_problems,
+)
 from kubetwin.serving.modelserver.vllm_args import parse_vllm
 from kubetwin.serving.types import EngineArgs
 
@@ -127,6 +133,9 @@ def build_served(config: EmulatorConfig) -> Served:
     spec = lookup_server_model(args.model, args.served_model_name)
     if spec is None:
         raise EmulatorConfigError(f"model {args.model!r} is not in the twin's model table")
+    too_long = context_length_error(args, spec, allows_long_max_model_len(dict(os.environ)))
+    if too_long:  # ModelConfig's check runs before any parallel layout is looked at
+        raise EmulatorConfigError(too_long)
     refused = [msg for _, msg, sev in parallel_problems(args, spec, args.tensor_parallel_size *
                                                         args.pipeline_parallel_size) if sev == "error"]
     if refused:

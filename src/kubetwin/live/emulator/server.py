@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator
 from json.encoder import encode_basestring_ascii
 from typing import IO, Any
 
+from pydantic import TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -55,6 +56,22 @@ def _dumps(obj: object) -> str:
 
 def error(status: int, message: str) -> JSONResponse:
     return JSONResponse(error_json(status, message, ERROR_TYPES.get(status, "BadRequestError")), status_code=status)
+
+
+_LAX_INT: TypeAdapter[int | None] = TypeAdapter(int | None)
+
+
+def lax_int(field: str, value: object) -> int | None | JSONResponse:
+    """An integer field as vLLM's pydantic request model reads it (lax mode: "5", 5.0 and true are 5, 5, 1); else
+    vLLM's 400 for a RequestValidationError, its message built from the errors as vLLM builds it
+    (vllm/entrypoints/serve/utils/server_utils.py validation_exception_handler: "1 validation error:" and each
+    error dict, loc ('body', field))."""
+    try:
+        return _LAX_INT.validate_python(value)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        shown = {"type": e["type"], "loc": ("body", field), "msg": e["msg"], "input": e["input"]}
+        return error(400, f"1 validation error:\n  {shown}")
 
 
 class Emulator:
@@ -123,10 +140,13 @@ class Emulator:
                 return error(400, "prompt: a string (or one string, or a list of token ids) is required")
             prompt = raw
             max_tokens = body.get("max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS)
+        max_tokens = lax_int("max_tokens", max_tokens)
+        if isinstance(max_tokens, Response):
+            return max_tokens
         n_prompt = await count_tokens(prompt)  # in slices: a huge prompt never holds the loop
         if max_tokens is None:  # vLLM: the rest of the context
             max_tokens = max(1, self.served.max_model_len - n_prompt)
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        if max_tokens < 1:  # vLLM SamplingParams._verify_args
             return error(400, f"max_tokens must be at least 1, got {max_tokens}.")
         if not n_prompt:
             return error(400, "The prompt is empty.")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kubetwin.k8s.units import parse_duration
 from kubetwin.live.requestbody import DEFAULT_MAX_BODY_BYTES
@@ -118,6 +118,18 @@ class GatewayConfig(_Model):
                          "requestHeadersTimeout",
                          mode="before")(_dur)
 
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str | None) -> str | None:
+        """A preset the picker has, checked when the file is read (not when the first request builds the
+        router): the twin's words for an unknown `kubetwin.io/router`, with a did-you-mean."""
+        from kubetwin.serving.router.presets import unknown_router
+
+        why = unknown_router(v) if v is not None else None
+        if why:
+            raise ValueError(why)
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> GatewayConfig:
         if self.preset is not None and self.endpointPickerConfig is not None:
@@ -154,10 +166,38 @@ class GatewayConfig(_Model):
         return self.preset or "epp"
 
 
+class GatewayConfigError(ValueError):
+    """A config file the gateway refuses, its findings rendered as `kubetwin validate` renders them (file:line,
+    the key's path, the closest real key for an unknown one)."""
+
+
+def _refusal(p: Path, text: str, exc: ValidationError) -> GatewayConfigError:
+    """The model's errors in validate's words (api.twin_errors.translate: "strict decoding error: unknown field",
+    "did you mean listen?"), each at its line in the file."""
+    from kubetwin.api.errors import Diagnostic
+    from kubetwin.api.loader import load_text
+    from kubetwin.api.twin_errors import translate
+
+    def line_of(field: str) -> int:
+        try:
+            return load_text(text, str(p))[0].line_of(field)
+        except Exception:  # lines are a courtesy: a file the loader refuses still gets its findings
+            return 0
+
+    out = []
+    for e in exc.errors():
+        field = ".".join(str(x) for x in e["loc"])
+        msg, fix = translate(GatewayConfig, e, field)
+        out.append(Diagnostic(str(p), line_of(field) if field else 0, "-", field, msg, fix).render())
+    return GatewayConfigError("\n".join(out))
+
+
 def load_config(path: str | Path, **overrides: Any) -> GatewayConfig:
-    """Read a YAML config; relative file paths in it are taken relative to the config file."""
+    """Read a YAML config; relative file paths in it are taken relative to the config file. GatewayConfigError
+    (file, line, key, did-you-mean) for a config the model refuses."""
     p = Path(path)
-    doc = yaml.safe_load(p.read_text()) or {}
+    text = p.read_text()
+    doc = yaml.safe_load(text) or {}
     if not isinstance(doc, dict):
         raise ValueError(f"{p}: the gateway config must be a mapping")
     doc.update({k: v for k, v in overrides.items() if v is not None})
@@ -169,4 +209,7 @@ def load_config(path: str | Path, **overrides: Any) -> GatewayConfig:
         doc["endpointPickerConfig"] = str(base / doc["endpointPickerConfig"])
     if isinstance(doc.get("manifests"), list):
         doc["manifests"] = [str(base / m) for m in doc["manifests"]]
-    return GatewayConfig.model_validate(doc)
+    try:
+        return GatewayConfig.model_validate(doc)
+    except ValidationError as exc:
+        raise _refusal(p, text, exc) from None

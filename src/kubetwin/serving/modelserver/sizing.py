@@ -99,6 +99,33 @@ def check_free_memory(args: EngineArgs, view: DeviceView, used_by_others_mib: in
     raise StartupFailure(torch_oom_message(want - free, total, free, NON_TORCH_BYTES, 0.0), "init")
 
 
+ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+
+
+def allows_long_max_model_len(env: dict[str, str]) -> bool:
+    """vLLM's envs.py reads VLLM_ALLOW_LONG_MAX_MODEL_LEN as on when it is "1" or "true" (any case)."""
+    return env.get(ALLOW_LONG_MAX_MODEL_LEN, "0").strip().lower() in ("1", "true")
+
+
+def context_length_error(args: EngineArgs, spec: ModelSpec, allow_long: bool = False) -> str | None:
+    """vLLM's refusal of a --max-model-len above the model's context (vllm/config/model.py _get_and_verify_max_len,
+    vllm-project/vllm@0052a5b8, raised from ModelConfig's validator, so `vllm serve` exits before loading
+    anything), in its words; None when it starts (or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, where vLLM only warns).
+    The derived length prints as a float for the RoPE models of the twin's table (vLLM multiplies it by the rope
+    scaling factor, 1.0 by default), an int for Gemma 3 (its 128K is already scaled)."""
+    user = args.max_model_len if args.engine == "vllm" else None
+    if user is None or user <= spec.max_position_embeddings or allow_long:
+        return None
+    mpe = spec.max_position_embeddings
+    derived = mpe if "gemma-3" in spec.name else float(mpe)
+    return (f"User-specified max_model_len ({user}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={derived} or model_max_length=None in model's config.json). To allow "
+            f"overriding this maximum, set the env var {ALLOW_LONG_MAX_MODEL_LEN}=1. {ALLOW_LONG_MAX_MODEL_LEN} must "
+            "be used with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
+            "derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding "
+            "derived_max_model_len will cause a CUDA array out-of-bounds error.")
+
+
 def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int,
                       allocated: int | None = None) -> list[tuple[str, str, str]]:
     """(flag dest, message, severity) for a parallel layout the server refuses or that leaves GPUs idle: attention
@@ -194,7 +221,9 @@ def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus:
     allocated = (got.allocated if got is not None and got.devices else
                  modelserver.gpu_count(ctr) if ctr is not None else 1)
     visible = got.visible if got is not None and got.devices else allocated
-    refused = next((msg for _, msg, sev in parallel_problems(args, spec, visible, allocated) if sev == "error"), None)
+    env = {str(e.get("name")): str(e.get("value", "")) for e in (ctr or {}).get("env") or [] if isinstance(e, dict)}
+    refused = context_length_error(args, spec, allows_long_max_model_len(env)) or next(
+        (msg for _, msg, sev in parallel_problems(args, spec, visible, allocated) if sev == "error"), None)
     if refused:
         raise StartupFailure(refused, "init")
     view = (got.device if got is not None and got.device is not None  # device_of's answer, already resolved

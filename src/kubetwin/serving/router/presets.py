@@ -333,4 +333,8 @@ def unknown_router(preset: str) -> str | None:
     it before `make_router` would raise it."""
     if preset in PRESETS:
         return None
-    return f"unknown router preset {preset!r}; known: {', '.join(PRESETS)}"
+    from kubetwin.api.crd_schema import closest_field  # validate's did-you-mean (difflib, same-name-other-case)
+
+    close = closest_field(preset, list(PRESETS))
+    return f"unknown router preset {preset!r}; known: {', '.join(PRESETS)}" + (
+        f"; did you mean {close!r}?" if close else "")

@@ -176,22 +176,46 @@ def _open(path: Path) -> Any:
     return path.open(newline="", encoding="utf-8")
 
 
+CSV_COLUMNS = {"azure-llm-2023": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+               "vidur": ("arrived_at", "num_prefill_tokens", "num_decode_tokens")}
+
+
+def _header_index(path: Path, header: list[str] | None, columns: tuple[str, ...], fmt: str) -> list[int]:
+    """Where the format's columns are in the header row; TraceError when it is not the format's."""
+    if header is None:
+        raise TraceError(f"{path}: empty file", f"a {fmt} trace has a header row {','.join(columns)}")
+    header = [h.strip() for h in header]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise TraceError(f"{path}:1: not a {fmt} trace: missing column(s) {', '.join(missing)} (header: "
+                         f"{','.join(header)})", f"a {fmt} trace has columns {','.join(columns)}; check "
+                         "spec.format")
+    return [header.index(c) for c in columns]
+
+
 def _csv_columns(path: Path, columns: tuple[str, ...], fmt: str) -> list[list[str]]:
     """The named columns of every non-empty row, checked against the header."""
     with _open(path) as f:
         reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            raise TraceError(f"{path}: empty file", f"a {fmt} trace has a header row {','.join(columns)}")
-        header = [h.strip() for h in header]
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise TraceError(f"{path}:1: not a {fmt} trace: missing column(s) {', '.join(missing)} (header: "
-                             f"{','.join(header)})", f"a {fmt} trace has columns {','.join(columns)}; check "
-                             "spec.format")
-        idx = [header.index(c) for c in columns]
+        idx = _header_index(path, next(reader, None), columns, fmt)
         rows = [[r[i] for i in idx] if len(r) > max(idx) else r for r in reader if r]
     return rows
+
+
+def check_format(fmt: str, path: str | Path) -> None:
+    """What `kubetwin validate` checks of a trace file without reading it whole (a trace can be gigabytes): it
+    exists and its first record is the format's (a CSV's header, a Mooncake file's first line), with the errors the
+    loader gives when `kubetwin run` reads it. TraceError otherwise."""
+    p = Path(path)
+    if fmt in CSV_COLUMNS:
+        with _open(p) as f:
+            _header_index(p, next(csv.reader(f), None), CSV_COLUMNS[fmt], fmt)
+    elif fmt == "mooncake":
+        with _open(p) as f:
+            for line, text in enumerate(f, start=1):
+                if text.strip():
+                    _mooncake_line(p, line, text)
+                    return
 
 
 def _ints(rows: list[list[str]], col: int, name: str, path: Path) -> np.ndarray:
@@ -215,7 +239,7 @@ def _ints(rows: list[list[str]], col: int, name: str, path: Path) -> np.ndarray:
 def load_azure(path: str | Path, salt: int = 0) -> TraceArrays:
     """Azure LLM inference trace 2023: absolute TIMESTAMPs (7 fractional digits) become seconds from the first."""
     p = Path(path)
-    rows = _csv_columns(p, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"), "azure-llm-2023")
+    rows = _csv_columns(p, CSV_COLUMNS["azure-llm-2023"], "azure-llm-2023")
     try:
         ts = np.array([r[0].strip().replace(" ", "T") for r in rows], dtype="datetime64[ns]")
     except ValueError:
@@ -235,7 +259,7 @@ def load_azure(path: str | Path, salt: int = 0) -> TraceArrays:
 def load_vidur(path: str | Path, salt: int = 0) -> TraceArrays:
     """Vidur's processed traces: arrived_at already in seconds from the start."""
     p = Path(path)
-    rows = _csv_columns(p, ("arrived_at", "num_prefill_tokens", "num_decode_tokens"), "vidur")
+    rows = _csv_columns(p, CSV_COLUMNS["vidur"], "vidur")
     try:
         secs = np.array([r[0] for r in rows], dtype=np.float64)
     except ValueError:
@@ -256,24 +280,7 @@ def load_mooncake(path: str | Path, salt: int = 0) -> TraceArrays:
         for line, text in enumerate(f, start=1):
             if not text.strip():
                 continue
-            try:
-                d = json.loads(text)
-                t, n_in, n_out, h = d["timestamp"], int(d["input_length"]), int(d["output_length"]), d["hash_ids"]
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{p}:{line}: not JSON: {exc.msg}", "each line is one JSON object") from None
-            except KeyError as exc:
-                raise TraceError(f"{p}:{line}: missing key {exc.args[0]!r}",
-                                 "a mooncake line has timestamp, input_length, output_length, hash_ids") from None
-            except (TypeError, ValueError):
-                raise TraceError(f"{p}:{line}: input_length/output_length must be integers",
-                                 "fix or remove that line") from None
-            if not isinstance(h, list) or not h:
-                raise TraceError(f"{p}:{line}: hash_ids must be a non-empty list of block ids",
-                                 "fix or remove that line")
-            if not MOONCAKE_BLOCK_TOKENS * (len(h) - 1) < n_in <= MOONCAKE_BLOCK_TOKENS * len(h):
-                raise TraceError(f"{p}:{line}: input_length {n_in} does not fit {len(h)} hash ids of "
-                                 f"{MOONCAKE_BLOCK_TOKENS} tokens", "each hash id covers 512 prompt tokens; the "
-                                 "last may be partial")
+            t, n_in, n_out, h = _mooncake_line(p, line, text)
             ts.append(float(t))
             ins.append(n_in)
             outs.append(n_out)
@@ -292,6 +299,28 @@ def load_mooncake(path: str | Path, salt: int = 0) -> TraceArrays:
     hashes = chain_hashes(offsets, raw.astype(_U64), salt)
     segs = (offsets, hashes, tokens)
     return _finish(np.array(ts, dtype=np.float64) / 1000.0, prompt, np.array(outs, dtype=np.int64), segs, salt)
+
+
+def _mooncake_line(p: Path, line: int, text: str) -> tuple[Any, int, int, list]:
+    """(timestamp, input_length, output_length, hash_ids) of one Mooncake line; TraceError with its line."""
+    try:
+        d = json.loads(text)
+        t, n_in, n_out, h = d["timestamp"], int(d["input_length"]), int(d["output_length"]), d["hash_ids"]
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{p}:{line}: not JSON: {exc.msg}", "each line is one JSON object") from None
+    except KeyError as exc:
+        raise TraceError(f"{p}:{line}: missing key {exc.args[0]!r}",
+                         "a mooncake line has timestamp, input_length, output_length, hash_ids") from None
+    except (TypeError, ValueError):
+        raise TraceError(f"{p}:{line}: input_length/output_length must be integers",
+                         "fix or remove that line") from None
+    if not isinstance(h, list) or not h:
+        raise TraceError(f"{p}:{line}: hash_ids must be a non-empty list of block ids", "fix or remove that line")
+    if not MOONCAKE_BLOCK_TOKENS * (len(h) - 1) < n_in <= MOONCAKE_BLOCK_TOKENS * len(h):
+        raise TraceError(f"{p}:{line}: input_length {n_in} does not fit {len(h)} hash ids of "
+                         f"{MOONCAKE_BLOCK_TOKENS} tokens", "each hash id covers 512 prompt tokens; the "
+                         "last may be partial")
+    return t, n_in, n_out, h
 
 
 def chain_hashes(offsets: np.ndarray, ids: np.ndarray, salt: int) -> np.ndarray:
