@@ -129,6 +129,20 @@ def reap(proc: subprocess.Popen, tree: dict[int, int]) -> None:
             pass
 
 
+def port_freed(port: int, timeout: float = 10.0) -> None:
+    """Wait (bounded) until the port can be bound again: the kernel lets go of a dead process's sockets at its own
+    pace on a loaded machine, an orphan never would."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            check_free("listen", "127.0.0.1", port)
+            return
+        except PortInUse:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def free_port() -> int:
     """A free port below the kernel's ephemeral range: no other test's bind to port 0 is handed it between this
     test's kill and its restart on the same port (tests run in parallel)."""
@@ -295,7 +309,7 @@ def test_kill_9_of_the_gateway_takes_its_envoy_and_frees_the_port(tmp_path: Path
         gw.proc.kill()  # kill -9: the gateway runs no cleanup
         gw.proc.wait(10)
         assert until_gone(tree) == []  # Envoy went with it (PR_SET_PDEATHSIG)
-        check_free("listen", "127.0.0.1", int(listen.rsplit(":", 1)[1]))  # nothing holds the listener
+        port_freed(int(listen.rsplit(":", 1)[1]))  # nothing holds the listener
         again = GatewayProcess(tmp_path, [b.address], listen=listen).ready()  # a restart binds it alone
         r, _ = completion(again.url)
         assert r is not None and r.status_code == 200

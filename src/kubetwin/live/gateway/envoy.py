@@ -19,7 +19,9 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
+from collections.abc import Awaitable
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -234,6 +236,9 @@ class EnvoyGateway:
         return await self.proc.wait()
 
     async def stop(self, timeout: float = 10.0) -> None:
+        """Envoy (SIGTERM, then SIGKILL after `timeout`), the ext_proc server, the admin port and the picker, each
+        step bounded: a step that does not finish in time is named on stderr and the next one runs, so SIGTERM
+        always ends the gateway."""
         if self.proc is not None and self.proc.returncode is None:
             try:
                 self.proc.send_signal(signal.SIGTERM)
@@ -241,12 +246,20 @@ class EnvoyGateway:
             except (TimeoutError, ProcessLookupError):
                 if self.proc.returncode is None:
                     self.proc.kill()
-                    await self.proc.wait()
+                    await _bounded("envoy's exit after SIGKILL", self.proc.wait(), 5.0)
         if self.extproc is not None:
-            await self.extproc.stop(1.0)
+            await _bounded("the ext_proc server's stop", self.extproc.stop(1.0), 5.0)
         if self.admin is not None:
             self.admin.close()
-        await self.picker.stop()
+        await _bounded("the picker's stop", self.picker.stop(), 5.0)
         self.log.close()
         if hasattr(self, "_log_fh"):
             self._log_fh.close()
+
+
+async def _bounded(what: str, step: Awaitable[object], timeout: float) -> None:
+    """Await `step` for at most `timeout` seconds; past it, say so on stderr and go on (shutting down)."""
+    try:
+        await asyncio.wait_for(step, timeout)
+    except TimeoutError:
+        print(f"gateway: {what} did not finish in {timeout:g}s; going on", file=sys.stderr, flush=True)
