@@ -192,6 +192,9 @@ def measure(e: EmulatorThread, prompt: str, max_tokens: int) -> tuple[float, flo
     return times[0], (times[-1] - times[0]) / (max_tokens - 1), times[-1]
 
 
+LATE = 0.25  # wall seconds a loaded machine may delay a token (the tight bound is the other side)
+
+
 @pytest.mark.parametrize("scale", [1.0, 8.0])
 def test_single_request_timing_matches_the_twin(scale):
     cfg = config(time_scale=scale)
@@ -200,10 +203,12 @@ def test_single_request_timing_matches_the_twin(scale):
     with EmulatorThread(cfg) as e:
         m_ttft, m_tpot, m_e2e = measure(e, prompt, n)
         hist = scrape(e)
-    # wall seconds x scale = emulated seconds; loopback HTTP and event-loop wake-ups add a few ms of wall time
-    assert m_ttft * scale == pytest.approx(ttft, rel=0.1, abs=0.03 * scale)
-    assert m_e2e * scale == pytest.approx(e2e, rel=0.1, abs=0.03 * scale)
-    assert m_tpot * scale == pytest.approx(tpot, rel=0.15, abs=0.002 * scale)
+    # wall seconds x scale = emulated seconds. A token is never early: each is sent at its emulated time on the
+    # wall clock, so the client cannot see it sooner (tight); a starved CPU (the suite runs two workers a core) can
+    # only make it late, bounded by LATE wall seconds. The server's histograms (the engine's times) are checked below.
+    assert ttft * 0.9 - 0.03 * scale <= m_ttft * scale <= ttft * 1.1 + (0.03 + LATE) * scale
+    assert e2e * 0.9 - 0.03 * scale <= m_e2e * scale <= e2e * 1.1 + (0.03 + LATE) * scale
+    assert m_tpot * scale == pytest.approx(tpot, rel=0.15, abs=(0.002 + 2 * LATE / (n - 1)) * scale)
     # the server's own histograms report emulated seconds
     ttft_sum = value(hist["vllm:time_to_first_token_seconds"], "vllm:time_to_first_token_seconds_sum")
     assert ttft_sum == pytest.approx(ttft, rel=0.1, abs=0.02 * scale)
