@@ -199,8 +199,12 @@ def test_backend_killed_mid_stream(tmp_path: Path, fleet: FakeFleet) -> None:
                 pass
         for i in range(9):
             assert stream_text(c, prompt=f"{i}", headers={"x-gateway-priority": "1"}, n=3) == "w0 w1 w2"
+        metrics = httpx.get(gt.admin_url + "/metrics", timeout=5).text
     finally:
         gt.close()
+    # the cut stream is an error of its own kind, not counted under the success status it began with
+    errors = [ln for ln in metrics.splitlines() if ln.startswith("inference_objective_request_error_total{")]
+    assert len(errors) == 1 and 'error_code="stream_cut"' in errors[0] and errors[0].endswith(" 1.0"), errors
     log = access(tmp_path)
     assert log[0]["endpoint"] == slow.address and log[0]["error"]
     assert all(r["status"] == 200 and r["error"] is None and r["endpoint"] != slow.address for r in log[1:])

@@ -170,7 +170,7 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
                 label = m.model_label(model)
                 m.requests.labels(label, label).inc()
                 if status >= 400 or error:
-                    m.errors.labels(label, label, str(status)).inc()
+                    m.count_error(label, status)
                 else:
                     m.duration.labels(label, label).observe(dur)
                 self.log.write(objective=headers.get(OBJECTIVE_HEADER, ""), model=model,

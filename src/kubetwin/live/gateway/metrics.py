@@ -69,6 +69,12 @@ class GatewayMetrics:
         self.retries = Counter("kubetwin_gateway_upstream_retries_total", "Requests sent again to another endpoint "
                                "before their first byte (connect error, 5xx or timeout).", registry=r)
 
+    def count_error(self, model: str, status: int) -> None:
+        """A request that ended in error: its status as error_code when it is one (>= 400), else `stream_cut` (the
+        response began with a success status and did not finish: the upstream closed or broke it mid-body), as
+        loadgen names it; never a success status as an error code."""
+        self.errors.labels(model, model, str(status) if status >= 400 else "stream_cut").inc()
+
     def count_refused(self, status: int) -> None:
         """A request refused before routing (a body that breaks live.requestbody's rules): counted with no model,
         as a request whose body names none."""

@@ -416,7 +416,7 @@ class StandaloneGateway:
         finally:
             dur = time.perf_counter() - t0
             if status >= 400 or error:
-                m.errors.labels(model, model, str(status)).inc()
+                m.count_error(model, status)
             else:
                 m.duration.labels(model, model).observe(dur)
             self.log.write(objective=objective, model=req.model, priority=req.priority, endpoint=endpoint,
