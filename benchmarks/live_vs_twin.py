@@ -58,15 +58,37 @@ def detied(src: Path, dst: Path, requests: int) -> None:
                 f.write(json.dumps(r) + "\n")
 
 
-def scenario(out: Path, requests: int) -> tuple[Path, dict]:
-    """The example with its trace cut to `requests` requests at the trace's own speed, ties spread (`detied`); the
-    duration leaves the twin's cold start (create-at) and the last request's end inside the run."""
+def sliced_csv(src: Path, dst: Path, offset: int, requests: int) -> None:
+    """An Azure LLM inference trace's header and its requests offset..offset+requests (timestamps as written: the
+    loader starts the trace at its first row)."""
+    with src.open() as f, dst.open("w") as g:
+        g.write(f.readline())
+        for line in itertools.islice(f, offset, offset + requests):
+            g.write(line)
+
+
+def scenario(out: Path, requests: int, trace_path: Path | None = None, offset: int = 0) -> tuple[Path, dict, str]:
+    """The example with its trace (or `trace_path`, Mooncake JSONL or an Azure LLM CSV) cut to `requests` requests
+    from the `offset`-th at the trace's own speed, Mooncake's ties spread (`detied`); the duration leaves the twin's
+    cold start (create-at) and the last request's end inside the run. Also the trace's name as its file is named."""
     docs = list(yaml.safe_load_all(EXAMPLE.read_text()))
     deployment: dict = {}
+    name = ""
     for d in docs:
         if d["kind"] == "RequestTrace":
-            trace = out / "trace.jsonl"
-            detied((EXAMPLE.parent / d["spec"]["path"]).resolve(), trace, requests)
+            src = trace_path or (EXAMPLE.parent / d["spec"]["path"]).resolve()
+            name = src.name
+            if src.suffix == ".csv":
+                trace = out / "trace.csv"
+                sliced_csv(src, trace, offset, requests)
+                d["spec"]["format"] = "azure-llm-2023"
+            else:
+                trace = out / "trace.jsonl"
+                window = out / "window.jsonl"
+                with src.open() as f, window.open("w") as g:
+                    g.writelines(itertools.islice(f, offset, offset + requests))
+                detied(window, trace, requests)
+                d["spec"]["format"] = "mooncake"
             d["spec"]["path"] = str(trace.resolve())
             d["spec"]["timeScale"] = 1.0
         elif d["kind"] == "Scenario":
@@ -75,7 +97,7 @@ def scenario(out: Path, requests: int) -> tuple[Path, dict]:
             deployment = d
     path = out / "scenario.yaml"
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    return path, deployment
+    return path, deployment, name
 
 
 def wait_health(url: str, timeout: float = 60.0) -> None:
@@ -119,12 +141,17 @@ def main() -> None:
     ap.add_argument("--time-scale", type=float, default=1.0)
     ap.add_argument("--replicas", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("runs/live-vs-twin"))
+    ap.add_argument("--trace", type=Path, help="a Mooncake JSONL or Azure LLM CSV trace instead of the example's "
+                    "(e.g. ../shared/traces/azure-llm-2023/AzureLLMInferenceTrace_code.csv)")
+    ap.add_argument("--offset", type=int, default=0, help="start at the trace's N-th request (another window)")
+    ap.add_argument("--max-lag", type=float, default=0.02, help="loadgen --max-lag: wall seconds of lag past which "
+                    "the run is not a valid comparison")
     a = ap.parse_args()
     out: Path = a.out
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    scn, deployment = scenario(out, a.requests)
+    scn, deployment, trace_name = scenario(out, a.requests, a.trace, a.offset)
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     vllm_args = list(container["args"])  # --model M and vLLM's flags, as the twin reads them
     model = vllm_args[vllm_args.index("--model") + 1]
@@ -159,7 +186,7 @@ def main() -> None:
         time.sleep(0.5)  # one scrape of every replica
         t0 = time.monotonic()
         cmd = [*KUBETWIN, "loadgen", str(scn), "--url", f"http://127.0.0.1:{gw_port}/v1", "--out", str(out / "live"),
-               "--time-scale", str(a.time_scale)]
+               "--time-scale", str(a.time_scale), "--max-lag", str(a.max_lag)]
         for p in ports:
             cmd += ["--metrics-url", f"http://127.0.0.1:{p}/metrics"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -175,6 +202,7 @@ def main() -> None:
                 proc.kill()
 
     twin, live = overall(out / "twin" / "summary.json"), overall(out / "live" / "summary.json")
+    verdict = json.loads((out / "live" / "summary.json").read_text())["loadgen"]["comparison"]
     rows = [("prefix-cache hit rate", twin["prefix_cache_hit_rate"], live["prefix_cache_hit_rate"]),
             ("TTFT p50 (s)", twin["ttft_seconds"]["p50"], live["ttft_seconds"]["p50"]),
             ("TTFT p90 (s)", twin["ttft_seconds"]["p90"], live["ttft_seconds"]["p90"]),
@@ -183,18 +211,23 @@ def main() -> None:
             ("E2E mean (s)", twin["e2e_seconds"]["mean"], live["e2e_seconds"]["mean"]),
             ("E2E mean, replicas' own (s)", twin["e2e_seconds"]["mean"], round(server_e2e, 4)),
             ("completed", twin["completed"], live["completed"])]
-    result = {"requests": a.requests, "time_scale": a.time_scale, "replicas": a.replicas, "cpu_count": os.cpu_count(),
+    result = {"trace": trace_name, "offset": a.offset, "requests": a.requests, "time_scale": a.time_scale,
+              "replicas": a.replicas, "cpu_count": os.cpu_count(), "comparison": verdict,
               "twin_wall_s": round(twin_s, 1), "live_wall_s": round(live_s, 1),
               "rows": [{"metric": m, "twin": t, "live": v,
                         "diff_pct": None if not t else round(100 * (v - t) / t, 1)} for m, t, v in rows]}
     (out / "comparison.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{a.requests} Mooncake requests, {a.replicas} replicas, live at --time-scale {a.time_scale} "
-          f"(twin {twin_s:.1f} s, live {live_s:.1f} s wall)")
+    print(f"{a.requests} requests of {trace_name} from the {a.offset}th, {a.replicas} replicas, live at --time-scale "
+          f"{a.time_scale} (twin {twin_s:.1f} s, live {live_s:.1f} s wall)")
+    if not verdict["valid"]:
+        print("NOT A VALID COMPARISON: " + "; ".join(verdict["reasons"]))
     print(f"| {'metric':<28} | {'kubetwin run':>12} | {'live':>12} | {'diff':>7} |")
     print(f"|{'-' * 30}|{'-' * 14}|{'-' * 14}|{'-' * 9}|")
     for r in result["rows"]:
         d = "" if r["diff_pct"] is None else f"{r['diff_pct']:+.1f}%"
         print(f"| {r['metric']:<28} | {r['twin']:>12} | {r['live']:>12} | {d:>7} |")
+    if not verdict["valid"]:
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -34,11 +34,14 @@ def loadgen(trace_file: Path = typer.Argument(..., help="YAML holding a RequestT
             timeout: float = typer.Option(600.0, "--timeout", min=0.001, help="wall seconds one request may take "
                                           "(then 504)"),
             ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="send vLLM's ignore_eos so "
-                                            "the server generates max_tokens")) -> None:
+                                            "the server generates max_tokens"),
+            max_lag: float = typer.Option(0.02, "--max-lag", min=0.0, help="wall seconds of lag (the client's sends, "
+                                          "p99; the emulators' tokens, mean, from --metrics-url) past which the "
+                                          "run is flagged as not a valid comparison")) -> None:
     """Replay a RequestTrace open-loop against a live server and record it as the twin records a run."""
     from kubetwin.live import loadgen as lg
 
-    opts = lg.Options(url, time_scale, concurrency, timeout, ignore_eos)
+    opts = lg.Options(url, time_scale, concurrency, timeout, ignore_eos, max_lag=max_lag)
     try:
         summary = lg.run(trace_file, opts, out, trace_name=trace, seed=seed, duration=duration,
                          metrics_urls=metrics_url)
@@ -47,6 +50,8 @@ def loadgen(trace_file: Path = typer.Argument(..., help="YAML holding a RequestT
     console.print(summary_line(summary), highlight=False)
     for problem in summary["loadgen"].get("problems") or []:
         err.print(f"loadgen: {problem}", markup=False, highlight=False)
+    for reason in summary["loadgen"]["comparison"]["reasons"]:
+        err.print(f"loadgen: not a valid comparison: {reason}", markup=False, highlight=False)
     if out is not None:
         console.print(f"run folder: {out}", highlight=False)
 

@@ -66,6 +66,15 @@ POOL_SHARD = 16  # connections per httpx client (see replay_async)
 # one at most this long (wall seconds; a twin choice).
 ORDER_WAIT_S = 1.0
 HIT_METRIC, QUERY_METRIC = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"  # vllm/v1/metrics
+# The emulator's lag behind the wall clock (live.emulator.metrics: every visible token's lateness, summed, counted,
+# and its maximum); a real vLLM exports none of them.
+LAG_SUM, LAG_COUNT, LAG_MAX = ("kubetwin_emulator_token_lag_seconds_sum", "kubetwin_emulator_token_lag_seconds_count",
+                               "kubetwin_emulator_token_lag_max_seconds")
+# Twin choice: a run is a valid comparison with the twin while the load generator sends its requests (p99) and the
+# emulators show their tokens (mean) within 20 ms of when they were due: a fifth of the smallest TTFT the examples
+# report (~100 ms), and past what loopback HTTP adds (~1-3 ms). Beyond it, the latencies measured are the machine's
+# (issue 34 item 6: a loaded 2-core machine put the emulators 10-41 % behind and the comparison at TTFT +443 %).
+MAX_LAG_S = 0.02
 # A response that started (200 and its headers) and stopped before vLLM's closing `data: [DONE]`: the server or a
 # proxy cut it (a crash, a reset, an idle timeout). requests.csv keeps a failure status (502: the client's view of
 # an upstream that broke; the twin's status column is numeric), its reason starts with STREAM_CUT, and the summary's
@@ -158,6 +167,7 @@ class Options:
     timeout: float = 600.0  # wall seconds one request may take before it counts as 504
     ignore_eos: bool = True
     headers: dict[str, str] = field(default_factory=dict)
+    max_lag: float = MAX_LAG_S  # wall seconds of lag past which a run is not a valid comparison
 
 
 def request_body(req: Request, opts: Options) -> bytes:
@@ -376,16 +386,38 @@ async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None
 # ---- metrics and results ----
 
 
-def scrape_prefix_counters(urls: Sequence[str], timeout: float = 5.0) -> tuple[float, float]:
-    """Sum of vLLM's prefix-cache hit and query token counters over the servers' /metrics (every label set)."""
-    hits = queries = 0.0
+def scrape_counters(urls: Sequence[str], timeout: float = 5.0) -> dict[str, float]:
+    """Over the servers' /metrics (every label set): vLLM's prefix-cache hit and query token counters and the
+    emulators' lag summary, summed (the lag's maximum: the largest); a name no server exports is absent."""
+    out: dict[str, float] = {}
     for url in urls:
         for name, _, value in parse_exposition(httpx.get(url, timeout=timeout).raise_for_status().text):
-            if name == HIT_METRIC:
-                hits += value
-            elif name == QUERY_METRIC:
-                queries += value
-    return hits, queries
+            if name in (HIT_METRIC, QUERY_METRIC, LAG_SUM, LAG_COUNT):
+                out[name] = out.get(name, 0.0) + value
+            elif name == LAG_MAX:
+                out[name] = max(out.get(name, 0.0), value)
+    return out
+
+
+def comparison(client: dict[str, float], before: dict[str, float] | None, after: dict[str, float] | None,
+               max_lag: float) -> dict[str, Any]:
+    """Whether the run measured the servers rather than the machine: the load generator's send lag (p99) and the
+    emulators' mean token lag during the run (from their /metrics, when scraped) within `max_lag` wall seconds."""
+    reasons = []
+    if client["send_lag_p99_seconds"] > max_lag:
+        reasons.append(f"the load generator sent its requests late (p99 {client['send_lag_p99_seconds']:.3f} s > "
+                       f"{max_lag:g} s): the client machine is too busy")
+    out: dict[str, Any] = {"max_lag_seconds": max_lag}
+    if before is not None and after is not None and LAG_COUNT in after:
+        tokens = after[LAG_COUNT] - before.get(LAG_COUNT, 0.0)
+        mean = (after.get(LAG_SUM, 0.0) - before.get(LAG_SUM, 0.0)) / tokens if tokens > 0 else 0.0
+        out["server_lag"] = {"mean_seconds": round(mean, 5), "max_seconds": round(after.get(LAG_MAX, 0.0), 5),
+                             "tokens": int(tokens)}
+        if mean > max_lag:
+            reasons.append(f"the emulators showed their tokens late (mean {mean:.3f} s > {max_lag:g} s): they fell "
+                           "behind the wall clock, so their latencies are the machine's, not the engine's")
+    out.update(valid=not reasons, reasons=reasons)
+    return out
 
 
 def results(plan: Plan, reqs: Sequence[Request], prefix: tuple[float, float] | None) -> tuple[dict[str, Any], str]:
@@ -411,18 +443,20 @@ def run(trace_file: str | Path, opts: Options, out: Path | None = None, *, trace
         seed: int | None = None, duration: str | None = None, metrics_urls: Sequence[str] = ()) -> dict[str, Any]:
     """Load, send, measure, write DIR/requests.csv and DIR/summary.json; returns the summary."""
     plan = load_plan(trace_file, trace_name=trace_name, seed=seed, duration=duration)
-    before = scrape_prefix_counters(metrics_urls) if metrics_urls else None
+    before = scrape_counters(metrics_urls) if metrics_urls else None
     reqs, client = asyncio.run(replay_async(plan, opts))
-    prefix = None
+    prefix = after = None
     if before is not None:
-        after = scrape_prefix_counters(metrics_urls)
-        prefix = (after[0] - before[0], after[1] - before[1])
+        after = scrape_counters(metrics_urls)
+        prefix = (after.get(HIT_METRIC, 0.0) - before.get(HIT_METRIC, 0.0),
+                  after.get(QUERY_METRIC, 0.0) - before.get(QUERY_METRIC, 0.0))
     serving, csv_text = results(plan, reqs, prefix)
     summary = {"serving": serving,
                "loadgen": {"url": opts.url, "trace": plan.trace, "time_scale": opts.time_scale,
                            "concurrency": opts.concurrency, "timeout_seconds": opts.timeout,
                            "metrics_urls": list(metrics_urls), **client,
-                           "error_codes": error_codes(reqs), "problems": problems(opts, reqs)}}
+                           "error_codes": error_codes(reqs), "problems": problems(opts, reqs),
+                           "comparison": comparison(client, before, after, opts.max_lag)}}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "requests.csv").write_text(csv_text)

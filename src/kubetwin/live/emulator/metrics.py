@@ -22,14 +22,24 @@ import time
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    SummaryMetricFamily,
+)
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from kubetwin.live.emulator.config import Served
-from kubetwin.live.emulator.realtime import Stream
+from kubetwin.live.emulator.realtime import RealtimeEngine, Stream
 from kubetwin.serving.observe.histograms import E2E_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS
+
+# The emulator's lag behind the wall clock (RealtimeEngine.lag_*): a summary of every visible token's lateness and
+# its maximum, read by `kubetwin loadgen --metrics-url` to say whether a comparison is valid (issue 34 item 6).
+LAG_METRIC = "kubetwin_emulator_token_lag_seconds"
+LAG_MAX_METRIC = "kubetwin_emulator_token_lag_max_seconds"
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LABELS = ("model_name", "engine")
@@ -128,11 +138,21 @@ class EmulatorMetrics(Collector):
                                "seconds.", TPOT_BUCKETS)
         self.e2e = _Histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
                               E2E_BUCKETS)
+        self.lag_source: RealtimeEngine | None = None  # set once the server's clock task exists
         self.registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         for h in (self.ttft, self.itl, self.tpot, self.e2e):
             yield h.family(self.labels)
+        rt = self.lag_source
+        if rt is not None:  # the emulator's own health as a clock, not a vLLM series (kubetwin_ prefix)
+            lag = SummaryMetricFamily(LAG_METRIC, "How late the emulator made tokens visible against the wall "
+                                      "clock, in wall seconds (a loaded machine's lag: latencies it reports are "
+                                      "that much longer than the engine's).", count_value=rt.lag_count,
+                                      sum_value=rt.lag_sum)
+            yield lag
+            yield GaugeMetricFamily(LAG_MAX_METRIC, "The longest such lag since the server started.",
+                                    value=rt.lag_max)
 
     def on_token(self, s: Stream, n: int, at: float) -> None:
         """n more tokens of s became visible at emulated time `at` (called before s.visible grows): the first one

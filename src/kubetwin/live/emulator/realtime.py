@@ -73,6 +73,12 @@ class RealtimeEngine:
         self.on_done = on_done
         self._wake: asyncio.Event | None = None
         self.wakeups = 0  # loop cycles, for the benchmark's CPU-per-token figure
+        # How late tokens became visible, in wall seconds, against the emulated time they were due at: a loop that
+        # falls behind the wall clock (a starved CPU, a stalled event loop) makes every latency it reports longer
+        # than the engine's, so a comparison run on it is not valid (issue 34 item 6; /metrics, loadgen)
+        self.lag_sum = 0.0
+        self.lag_count = 0
+        self.lag_max = 0.0
 
     def now(self) -> float:
         """Emulated seconds since the server started."""
@@ -118,6 +124,9 @@ class RealtimeEngine:
                 s.records.append((end + self.api_s, produced))
             req = s.req
             if req.finish >= 0 and t >= req.finish:
+                if s.visible < s.total:  # the earliest token still to show was due at its record (or the end)
+                    due = max(s.records[0][0], first) if s.records else req.finish
+                    self._late(t - min(due, req.finish), s.total - s.visible)
                 self._show(s, s.total, req.finish)
                 finished.append(s)
                 continue
@@ -126,8 +135,11 @@ class RealtimeEngine:
                 nxt = min(nxt, due)
                 continue
             n, at = s.visible, s.last_time
+            due = s.records[0][0] if s.records else at  # the earliest of the tokens now shown was due then
             while s.records and s.records[0][0] <= t:
                 at, n = s.records.popleft()
+            if min(n, s.total) > s.visible:  # counted at the earliest one's lateness: the batch's worst
+                self._late(t - max(due, first), min(n, s.total) - s.visible)
             self._show(s, n, max(at, first))
             if s.records:
                 nxt = min(nxt, s.records[0][0])
@@ -140,6 +152,14 @@ class RealtimeEngine:
             if self.on_done is not None:
                 self.on_done(s)
         return nxt
+
+    def _late(self, emulated: float, tokens: int) -> None:
+        """`tokens` tokens shown `emulated` seconds after they were due."""
+        lag = max(0.0, emulated) / self.time_scale
+        self.lag_sum += lag * tokens
+        self.lag_count += tokens
+        if lag > self.lag_max:
+            self.lag_max = lag
 
     def _show(self, s: Stream, n: int, at: float) -> None:
         n = min(n, s.total)

@@ -83,6 +83,7 @@ class Emulator:
         self.metrics = EmulatorMetrics(self.served)
         self.rt = RealtimeEngine(self.served.engine, config.time_scale, on_token=self.metrics.on_token,
                                  on_done=self.metrics.on_done)
+        self.metrics.lag_source = self.rt
         self.faults = Faults(config)
         self.created = int(time.time())
         self.task: asyncio.Task[None] | None = None
