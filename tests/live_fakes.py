@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -251,3 +252,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def generator_trace(tmp: Path, model: str, rate: float = 10.0, duration: str = "0.5s") -> Path:
+    """A Scenario and a generated RequestTrace (8-token prompts, 6 output tokens) in tmp/trace.yaml, for loadgen."""
+    import yaml
+
+    objs = [{"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
+             "spec": {"duration": "1h", "seed": 3}},
+            {"apiVersion": "kubetwin.io/v1alpha1", "kind": "RequestTrace",
+             "metadata": {"name": "gen", "namespace": "default"},
+             "spec": {"format": "generator", "target": {"kind": "InferencePool", "name": "pool"}, "model": model,
+                      "generator": {"rate": rate, "duration": duration, "promptTokens": 8, "outputTokens": 6}}}]
+    path = tmp / "trace.yaml"
+    path.write_text(yaml.safe_dump_all(objs, sort_keys=False))
+    return path

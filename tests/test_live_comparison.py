@@ -11,7 +11,7 @@ need_live_extra("starlette", "httpx", "uvicorn")
 from pathlib import Path
 
 import httpx
-import yaml
+from live_fakes import generator_trace
 from typer.testing import CliRunner
 
 from kubetwin.cli.main import app
@@ -55,15 +55,7 @@ def test_the_realtime_engine_measures_how_late_it_shows_tokens() -> None:
 
 
 def _trace(tmp: Path) -> Path:
-    objs = [{"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
-             "spec": {"duration": "1h", "seed": 3}},
-            {"apiVersion": "kubetwin.io/v1alpha1", "kind": "RequestTrace",
-             "metadata": {"name": "gen", "namespace": "default"},
-             "spec": {"format": "generator", "target": {"kind": "InferencePool", "name": "pool"}, "model": MODEL,
-                      "generator": {"rate": 10.0, "duration": "0.5s", "promptTokens": 8, "outputTokens": 6}}}]
-    path = tmp / "trace.yaml"
-    path.write_text(yaml.safe_dump_all(objs, sort_keys=False))
-    return path
+    return generator_trace(tmp, MODEL)
 
 
 def test_loadgen_flags_a_run_past_its_lag_bound(tmp_path: Path) -> None:

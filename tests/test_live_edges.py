@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from live_fakes import generator_trace
 from typer.testing import CliRunner
 
 from kubetwin.api.loader import load_text
@@ -145,15 +146,7 @@ def test_max_tokens_is_read_as_vllms_pydantic_model_reads_it() -> None:
 # ---- kubetwin loadgen ----
 
 def _trace(tmp: Path, model: str = MODEL) -> Path:
-    objs = [{"apiVersion": "kubetwin.io/v1alpha1", "kind": "Scenario", "metadata": {"name": "s"},
-             "spec": {"duration": "1h", "seed": 3}},
-            {"apiVersion": "kubetwin.io/v1alpha1", "kind": "RequestTrace",
-             "metadata": {"name": "gen", "namespace": "default"},
-             "spec": {"format": "generator", "target": {"kind": "InferencePool", "name": "pool"}, "model": model,
-                      "generator": {"rate": 10.0, "duration": "0.5s", "promptTokens": 8, "outputTokens": 6}}}]
-    path = tmp / "trace.yaml"
-    path.write_text(yaml.safe_dump_all(objs, sort_keys=False))
-    return path
+    return generator_trace(tmp, model)
 
 
 def test_loadgen_says_a_base_url_without_v1_is_the_problem(tmp_path: Path) -> None:
