@@ -181,7 +181,9 @@ def main() -> None:
         report_trees = [(n, src) for n, src in trees if has_command(src, "report")]
         for _ in range(a.repeat):
             for name, src in report_trees:
-                reports[name].append(timed(src, ["report", str(folder), "--out", str(Path(tmp) / "r.html")]))
+                rebuilt = Path(tmp) / "r.html"
+                rebuilt.unlink(missing_ok=True)  # `report --out` refuses an existing file; older trees lack --overwrite
+                reports[name].append(timed(src, ["report", str(folder), "--out", str(rebuilt)]))
         base = "baseline" if a.base else None
         print(f"{a.pods:,} pods onto {a.nodes:,} nodes, {a.repeat} runs each, medians; run folder {size:.0f} MB, "
               f"report.html {page:.1f} MB ({time.strftime('%Y-%m-%d')})")
