@@ -1,7 +1,8 @@
 """The Sweep's metrics from one run: named ones (api/sweep.py NAMED_METRICS) and paths into summary.json.
 
-Job completion times come from the run's history as `kubectl get jobs` shows them: a Job (or JobSet) from its
-creation to its Complete (JobSet: Completed) condition turning True; Jobs a JobSet owns are counted in their JobSet.
+Job completion times are summary.json's `jobs` (report.jobtimes), as `kubectl get jobs` shows them: a Job (or
+JobSet) from its creation to its Complete (JobSet: Completed) condition turning True; Jobs a JobSet owns are counted
+in their JobSet.
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ import math
 from typing import Any
 
 from kubetwin.api.sweep import PathMetric, Sweep
-from kubetwin.report.jobtimes import JobTimes
 from kubetwin.runner import RunResult
-from kubetwin.sim.stats import percentile
 
 _SUMMARY_PATHS = {
     "cost": "cost.total_usd", "on_demand_cost": "cost.on_demand_usd", "spot_cost": "cost.spot_usd",
@@ -50,19 +49,9 @@ def _gpu_allocation(summary: dict[str, Any]) -> float | None:
     return round(100 * req / alloc, 3) if alloc else None
 
 
-def job_times(result: RunResult) -> tuple[int, list[float], float | None]:
-    """(jobs, completion times of the finished ones, when the last finished: None while any is unfinished), from
-    the run's history through report.jobtimes (the run summary's `jobs` reads the same)."""
-    times = JobTimes()
-    for t, _, etype, o in result.history:
-        times.add(t, etype, o)
-    return len(times.created), times.completion_seconds(), times.last_completed()
-
-
 def collect(sweep: Sweep, result: RunResult) -> dict[str, Any]:
     """Each metric of the Sweep, in its order: a number, or None where the run has no such value."""
     summary = result.summary
-    jobs: tuple[int, list[float], float | None] | None = None
     out: dict[str, Any] = {}
     for m in sweep.spec.metrics:
         if isinstance(m, PathMetric):
@@ -73,11 +62,11 @@ def collect(sweep: Sweep, result: RunResult) -> dict[str, Any]:
             out[m] = summary_path(summary, _SUMMARY_PATHS[m])
         elif m == "gpu_allocation":
             out[m] = _gpu_allocation(summary)
-        else:
-            jobs = jobs or job_times(result)
-            count, jct, last = jobs
-            out[m] = {"jobs": count, "jobs_unfinished": count - len(jct),
-                      "jct_p50": percentile(jct, 50) if jct else None,
-                      "jct_p99": percentile(jct, 99) if jct else None,
-                      "makespan": math.inf if last is None else last}[m]
+        else:  # summary.json's `jobs` (report.jobtimes, fed by the run's own watch): no pass over the history
+            jobs = summary.get("jobs") or {}
+            jct = jobs.get("completion_seconds") or {}
+            total, completed = jobs.get("total", 0), jobs.get("completed", 0)
+            last = jobs.get("makespan_seconds", 0.0) if jobs else 0.0
+            out[m] = {"jobs": total, "jobs_unfinished": total - completed, "jct_p50": jct.get("p50"),
+                      "jct_p99": jct.get("p99"), "makespan": math.inf if last is None else last}[m]
     return out
