@@ -234,9 +234,9 @@ def _watch(run_dir: Path, reqs: list[_Request], groups: list[tuple[kinds.KindInf
            fmt: Output, t: float, meta: dict, labels: Any, fields: dict[str, Any], errors: list[str],
            out: Callable[[str], None], err: Callable[[str], None]) -> int:
     """`kubectl get -w` over simulated time: the objects at --at as a table (not with --watch-only), then a row
-    for every change after it, to the end of the run, each printed as it comes (a watch flushes its tab writer per
-    event, so later rows are not aligned with the header); a deleted object's row is its last state. Other
-    formats print each changed object whole."""
+    for every change after it, to the end of the run, each printed as it comes, aligned as kubectl's tab writer
+    remembers its widths (RememberingTable); a deleted object's row is its last state. Other formats print each
+    changed object whole."""
     from kubetwin.cli.printers import table
     from kubetwin.k8s.labels import matches
     from kubetwin.report.rundir import changes_after

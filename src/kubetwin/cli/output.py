@@ -119,9 +119,12 @@ def _columns(lines: list[list[str]], minwidth: int, padding: int) -> str:
     return "\n".join(line.format(*cells) for cells in lines)
 
 
+GET_MINWIDTH, GET_PADDING = 6, 3  # kubectl get's tabwriter (printers.GetNewTabWriter)
+
+
 def table_text(rows: list[list[str]]) -> str:
     """Rows through kubectl get's tabwriter (printers.GetNewTabWriter: minwidth 6, padding 3), no final newline."""
-    return tabwrite("\n".join("\t".join(r) for r in rows), 6, 3)
+    return tabwrite("\n".join("\t".join(r) for r in rows), GET_MINWIDTH, GET_PADDING)
 
 
 class RememberingTable:
@@ -135,7 +138,7 @@ class RememberingTable:
         """The rows as one flush prints them (no final newline)."""
         for cells in rows:
             for i, cell in enumerate(cells[:-1]):
-                width = max(6, len(cell) + 3)
+                width = max(GET_MINWIDTH, len(cell) + GET_PADDING)
                 if i == len(self.widths):
                     self.widths.append(width)
                 elif width > self.widths[i]:

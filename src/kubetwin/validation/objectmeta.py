@@ -11,16 +11,14 @@ from __future__ import annotations
 import json
 import re
 
-from kubetwin.api import fields
+from kubetwin.api import fields, kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
 from kubetwin.k8s import validation as k8s_validation
 
 DNS1123_SUBDOMAIN = re.compile(f"^{k8s_validation.DNS1123_SUBDOMAIN_FMT}$")
-# built-in kinds whose pod template the API server validates as ObjectMeta under its own path
-TEMPLATES = {"Job": "spec.template", "Deployment": "spec.template", "ReplicaSet": "spec.template",
-             "StatefulSet": "spec.template", "DaemonSet": "spec.template", "PodTemplate": "template"}
+BUILT_IN_APIS = ("v1", "apps/v1", "batch/v1")  # whose pod templates the API server validates as ObjectMeta
 
 
 def diagnostics(m: Manifest) -> list[Diagnostic]:
@@ -49,14 +47,10 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
                               "character", "rename it, e.g. " + fix))
     out += fields.namespace(m)
     out += labels_and_annotations(m, "metadata", meta)
-    where = TEMPLATES.get(m.kind) if str(m.obj.get("apiVersion") or "") in ("v1", "apps/v1", "batch/v1") else None
-    if where is not None:
-        tmpl: object = m.obj
-        for part in where.split("."):
-            tmpl = tmpl.get(part) if isinstance(tmpl, dict) else None
-        tmpl_meta = tmpl.get("metadata") if isinstance(tmpl, dict) else None
-        if isinstance(tmpl_meta, dict):
-            out += labels_and_annotations(m, where, tmpl_meta, f"{where}.metadata")
+    if str(m.obj.get("apiVersion") or "") in BUILT_IN_APIS:  # the kind registry knows where the templates are
+        for ref in kinds.REGISTRY.pod_templates(m.obj):
+            if ref.path:  # a Pod's own metadata is the object's, checked above
+                out += labels_and_annotations(m, ref.path, ref.metadata, ref.at("metadata"))
     return out
 
 

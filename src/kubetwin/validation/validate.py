@@ -181,7 +181,7 @@ def _path(parts: Any) -> str:
 def _schema_diagnostic(m: Manifest, err: jsonschema.ValidationError) -> Diagnostic:
     path = _path(err.absolute_path)
     if err.validator == "additionalProperties":
-        extra = re.findall(r"'([^']+)'", err.message.split("(")[-1])
+        extra = _unknown_fields(err)
         field = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else path)
         names = sorted((err.schema.get("properties") or {}) if isinstance(err.schema, dict) else {})
         close = crd_schema.closest_field(extra[0], names) if extra else None
@@ -307,8 +307,14 @@ def _refused_fields(err: jsonschema.ValidationError) -> list[list[Any]]:
     required field, else the field itself."""
     path = list(err.absolute_path)
     if err.validator == "additionalProperties":
-        return [path + [extra] for extra in re.findall(r"'([^']+)'", err.message.split("(")[-1])]
+        return [path + [extra] for extra in _unknown_fields(err)]
     return [path]
+
+
+def _unknown_fields(err: jsonschema.ValidationError) -> list[str]:
+    """The keys an additionalProperties error names ("Additional properties are not allowed ('a', 'b' were
+    unexpected)")."""
+    return re.findall(r"'([^']+)'", err.message.split("(")[-1])
 
 
 def _gpu_share(m: Manifest) -> list[Diagnostic]:
