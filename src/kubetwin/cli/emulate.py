@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -36,12 +36,16 @@ def vllm_cmd(ctx: typer.Context,
              seed: int = typer.Option(0, "--seed", help="seed of --error-rate's draws"),
              metrics_fail: Optional[str] = typer.Option(None, "--metrics-fail", help="GET /metrics fails: "
                                                         "'error' (500) or 'hang'"),
-             max_request_body_bytes: int = typer.Option(32 * 1024 * 1024, "--max-request-body-bytes",
-                                                        help="larger request bodies get 413 (vLLM has no cap)"),
-             header_timeout: float = typer.Option(10.0, "--header-timeout", help="seconds a connection may take to "
-                                                  "send a request head (408 / closed past it)"),
-             limit_concurrency: int = typer.Option(2048, "--limit-concurrency", help="open connections past which "
-                                                   "requests get 503 (uvicorn's limit_concurrency)"),
+             # these three default to EmulatorConfig's (live/emulator/config.py), the one place they are set
+             max_request_body_bytes: Optional[int] = typer.Option(None, "--max-request-body-bytes",
+                                                                  help="larger request bodies get 413 (vLLM has no "
+                                                                  "cap; default 32 MiB)"),
+             header_timeout: Optional[float] = typer.Option(None, "--header-timeout", help="seconds a connection "
+                                                            "may take to send a request head (408 / closed past "
+                                                            "it; default 10)"),
+             limit_concurrency: Optional[int] = typer.Option(None, "--limit-concurrency", help="open connections "
+                                                             "past which requests get 503 (uvicorn's "
+                                                             "limit_concurrency; default 2048)"),
              ) -> None:
     """vLLM's OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, /health, /metrics). Any other
     option is vLLM's own (`vllm serve --help`), read by the twin's vLLM parser: --max-num-seqs 64,
@@ -51,12 +55,14 @@ def vllm_cmd(ctx: typer.Context,
     from kubetwin.live.emulator import EmulatorConfig, EmulatorConfigError, build_app
     from kubetwin.live.emulator.server import uvicorn_config
 
+    limits: dict[str, Any] = {k: v for k, v in (("max_request_body_bytes", max_request_body_bytes),
+                                                ("header_timeout", header_timeout),
+                                                ("limit_concurrency", limit_concurrency)) if v is not None}
     config = EmulatorConfig(model=model, gpu=gpu, vllm_args=list(ctx.args), host=host, port=port,
                             time_scale=time_scale, startup_delay=startup_delay,
                             crash_after_tokens=crash_after_tokens, hang_after_tokens=hang_after_tokens,
                             error_rate=error_rate, seed=seed, metrics_fail=metrics_fail,
-                            max_request_body_bytes=max_request_body_bytes, header_timeout=header_timeout,
-                            limit_concurrency=limit_concurrency)
+                            **limits)
     try:
         app_ = build_app(config)
     except EmulatorConfigError as exc:

@@ -40,7 +40,9 @@ import numpy as np
 
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.k8s.units import parse_duration
+from kubetwin.live.emulator.metrics import LAG_MAX_METRIC, LAG_METRIC
 from kubetwin.live.prompts import prompt_text
+from kubetwin.live.requestbody import STREAM_CUT
 from kubetwin.live.scrape import parse_exposition
 from kubetwin.serving.dataplane.pools import objective_priority
 from kubetwin.serving.dataplane.requestlog import RequestLog
@@ -68,8 +70,7 @@ ORDER_WAIT_S = 1.0
 HIT_METRIC, QUERY_METRIC = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"  # vllm/v1/metrics
 # The emulator's lag behind the wall clock (live.emulator.metrics: every visible token's lateness, summed, counted,
 # and its maximum); a real vLLM exports none of them.
-LAG_SUM, LAG_COUNT, LAG_MAX = ("kubetwin_emulator_token_lag_seconds_sum", "kubetwin_emulator_token_lag_seconds_count",
-                               "kubetwin_emulator_token_lag_max_seconds")
+LAG_SUM, LAG_COUNT, LAG_MAX = f"{LAG_METRIC}_sum", f"{LAG_METRIC}_count", LAG_MAX_METRIC
 # Twin choice: a run is a valid comparison with the twin while the load generator sends its requests (p99) and the
 # emulators show their tokens (mean) within 20 ms of when they were due: a fifth of the smallest TTFT the examples
 # report (~100 ms), and past what loopback HTTP adds (~1-3 ms). Beyond it, the latencies measured are the machine's
@@ -79,7 +80,6 @@ MAX_LAG_S = 0.02
 # proxy cut it (a crash, a reset, an idle timeout). requests.csv keeps a failure status (502: the client's view of
 # an upstream that broke; the twin's status column is numeric), its reason starts with STREAM_CUT, and the summary's
 # error counts name it on its own, not as the 200 its headers said (Envoy's access log keeps 200 and a UR/UC flag).
-STREAM_CUT = "stream_cut"
 # A 404 that is not vLLM's (vLLM answers an unknown model with its error object, "The model `x` does not exist."):
 # the server has no such route, most often a base URL without /v1 (loadgen posts to BASE_URL/completions).
 NO_ROUTE = "no_route"

@@ -131,3 +131,17 @@ async def decode_body_async(raw: bytes, limit: int = DEFAULT_MAX_BODY_BYTES) -> 
 def error_json(status: int, message: str, kind: str) -> dict[str, Any]:
     """vLLM's ErrorResponse body (vllm/entrypoints/openai/protocol.py ErrorResponse / ErrorInfo)."""
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+
+
+# A response that began with a success status and broke off mid-body: loadgen's error code for it and the gateway's
+# error_code label (never the success status it began with)
+STREAM_CUT = "stream_cut"
+
+# The gateway's own answers (standalone and Envoy mode alike): OpenAI-style error types for what it refuses itself
+GATEWAY_ERROR_KINDS = {429: "rate_limit_error", 503: "service_unavailable"}
+
+
+def gateway_error_body(status: int, message: str) -> bytes:
+    """The JSON error body either gateway answers with when the reply is its own (no replica's)."""
+    kind = GATEWAY_ERROR_KINDS.get(status, "error")
+    return json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()

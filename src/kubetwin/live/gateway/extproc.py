@@ -20,7 +20,6 @@ reference handler GIE pkg/epp/handlers/{server,request}.go):
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -35,7 +34,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from kubetwin.live.gateway.accesslog import AccessLog
 from kubetwin.live.gateway.picker import DEST_HEADER, OBJECTIVE_HEADER, SERVED_HEADER, LivePicker
-from kubetwin.live.requestbody import RequestError, decode_body_async, too_large
+from kubetwin.live.requestbody import RequestError, decode_body_async, gateway_error_body, too_large
 
 SERVICE = "envoy.service.ext_proc.v3.ExternalProcessor"
 LB_NAMESPACE = "envoy.lb"
@@ -54,12 +53,10 @@ def _set(key: str, value: str) -> base_pb2.HeaderValueOption:
 
 
 def _immediate(status: int, message: str) -> pb.ProcessingResponse:
-    kind = {429: "rate_limit_error", 503: "service_unavailable"}.get(status, "error")  # as the standalone's
-    body = json.dumps({"error": {"message": message, "type": kind, "code": status}})
     return pb.ProcessingResponse(immediate_response=pb.ImmediateResponse(
         status=http_status_pb2.HttpStatus(code=status),
         headers=pb.HeaderMutation(set_headers=[_set("content-type", "application/json")]),
-        body=body.encode(), details=message.replace(" ", "_")[:64]))
+        body=gateway_error_body(status, message), details=message.replace(" ", "_")[:64]))
 
 
 def _picked(endpoint: str, body: bytes, with_body: bool, buffered: bool = False) -> list[pb.ProcessingResponse]:

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from kubetwin.live.requestbody import STREAM_CUT
+
 # GIE metrics.go request_duration_seconds buckets
 DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45,
                     60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600)
@@ -73,7 +75,7 @@ class GatewayMetrics:
         """A request that ended in error: its status as error_code when it is one (>= 400), else `stream_cut` (the
         response began with a success status and did not finish: the upstream closed or broke it mid-body), as
         loadgen names it; never a success status as an error code."""
-        self.errors.labels(model, model, str(status) if status >= 400 else "stream_cut").inc()
+        self.errors.labels(model, model, str(status) if status >= 400 else STREAM_CUT).inc()
 
     def count_refused(self, status: int) -> None:
         """A request refused before routing (a body that breaks live.requestbody's rules): counted with no model,

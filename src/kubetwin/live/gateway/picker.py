@@ -25,7 +25,6 @@ from kubetwin.live.gateway.config import GatewayConfig
 from kubetwin.live.gateway.endpoints import EndpointSource
 from kubetwin.live.gateway.metrics import GatewayMetrics
 from kubetwin.live.gateway.scrape import PoolState, Scraper
-from kubetwin.live.requestbody import decode_body
 from kubetwin.serving.router import make_router, prompt_segments
 from kubetwin.serving.router.epp import NO_ENDPOINT_REASON
 from kubetwin.serving.router.prefix_index import AVERAGE_CHARS_PER_TOKEN, DEFAULT_MAX_PREFIX_BLOCKS
@@ -150,13 +149,6 @@ class LivePicker:
             self._ready.clear()
 
     # ---- requests ----------------------------------------------------------------------------------------------
-    def request_of(self, raw: bytes, headers: Mapping[str, str]) -> Request:
-        """`request` for a raw body as both front ends receive it, decoded by the rule every live server shares
-        (live.requestbody.decode_body): a body that breaks it raises RequestError (400 / 413), answered by the front
-        end itself and never sent to a replica, as the EPP answers a body it cannot parse (GIE
-        pkg/epp/handlers/request.go: errutil.BadRequest -> an ImmediateResponse 400)."""
-        return self.request(decode_body(raw, self.cfg.maxRequestBodyBytes), headers)
-
     def request(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> Request:
         """The twin's Request for an OpenAI request body and its (lower-cased) headers."""
         model = str(body.get("model") or "")

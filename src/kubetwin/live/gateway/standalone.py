@@ -17,7 +17,6 @@ Behaviour, each as the Envoy + EPP pair does it unless noted:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import deque
 
@@ -25,7 +24,14 @@ from kubetwin.live.gateway.accesslog import AccessLog
 from kubetwin.live.gateway.config import GatewayConfig, split_hostport
 from kubetwin.live.gateway.metrics import CONTENT_TYPE
 from kubetwin.live.gateway.picker import DEST_HEADER, OBJECTIVE_HEADER, SERVED_HEADER, LivePicker
-from kubetwin.live.requestbody import DEFAULT_MAX_BODY_BYTES, RequestError, check_length, decode_body_async, too_large
+from kubetwin.live.requestbody import (
+    DEFAULT_MAX_BODY_BYTES,
+    RequestError,
+    check_length,
+    decode_body_async,
+    gateway_error_body,
+    too_large,
+)
 
 HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"proxy-connection", b"upgrade",
        b"te", b"trailer", DEST_HEADER.encode()}
@@ -35,7 +41,6 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 408: "Request Timeou
 UPSTREAM_CONNECT = "upstream connect error or disconnect/reset before headers"  # Envoy's local reply words
 READ_CHUNK = 65536
 # the local replies' error types
-ERROR_KINDS = {429: "rate_limit_error", 503: "service_unavailable"}
 LINGER_S = 2.0  # after an error reply that closes, what the client still sends is dropped this long (nginx's
 # lingering close), so the reply is not lost to a TCP reset
 
@@ -125,8 +130,7 @@ async def read_request(reader: asyncio.StreamReader, max_body: int = DEFAULT_MAX
 
 def local_reply(status: int, message: str, keep_alive: bool = True, extra: bytes = b"") -> bytes:
     """An OpenAI-style JSON error as the gateway's own answer."""
-    kind = ERROR_KINDS.get(status, "error")
-    body = json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
+    body = gateway_error_body(status, message)
     return (f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\n{'' if keep_alive else 'connection: close' + chr(13) + chr(10)}"
             ).encode() + extra + b"\r\n" + body
