@@ -8,7 +8,7 @@ import random
 import plotly.graph_objects as go
 import pytest
 
-from kubetwin.report.axes import human_duration, place, separate, time_axis
+from kubetwin.report.axes import RIGHT, human_duration, place, separate, time_axis
 from kubetwin.report.compare import difference
 from kubetwin.report.pagebounds import MAX_POINTS, bound_figure
 
@@ -68,7 +68,7 @@ def test_every_time_panel_gets_the_same_plot_area_and_range() -> None:
     figs = [place(go.Figure([go.Scatter(x=[0, 0.5], y=[1, 2], name="one")]), axis),
             place(go.Figure([go.Scatter(x=[0, 1.5], y=[1, 2], name=n) for n in "abcdefghijklmnop"]), axis)]
     for f in figs:
-        assert f.layout.margin.l == axis.left and f.layout.margin.r == figs[0].layout.margin.r
+        assert f.layout.margin.l == axis.left and f.layout.margin.r == RIGHT
         assert f.layout.margin.autoexpand is False and tuple(f.layout.xaxis.range) == (0, 90)
         assert f.layout.xaxis.title.text == "simulated time (min)"
     assert list(figs[0].data[0].x) == [0, 30]  # built in hours, drawn in minutes

@@ -10,36 +10,34 @@ from __future__ import annotations
 
 import re
 
+from kubetwin.k8s.units import parse_duration
 from kubetwin.report.axes import human_duration
 
 __all__ = ["difference"]
 
-# A duration as report.axes.human_duration writes it (2h30m, 45m, 1d2h, 12s, 0.5s) or a number ($, thousands
+# A duration as the page writes it (report.axes.human_duration's 2h30m, 45m, 1d2h, 0.5s; the headline rows'
+# k8s.units.short_duration, 2h0m1s) or a number ($, thousands
 # separators, decimals; a trailing % is kept as the number's unit).
 _DURATION = r"(?:\d+d)?(?:\d+h)?(?:\d+m(?!i))?(?:\d+(?:\.\d+)?s)?"
 _TOKEN = re.compile(rf"(?<![\w.])(?P<dur>(?=\d+(?:\.\d+)?[dhms])(?:{_DURATION}))(?![\w])"
                     r"|(?<![\w.])(?P<num>-?\$?\d[\d,]*(?:\.\d+)?)(?P<pct>%)?")
-_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-
-
-def _seconds(token: str) -> float:
-    return sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([dhms])", token))
 
 
 def _parts(text: str) -> tuple[str, list[tuple[str, float, str]]]:
-    """The value's sentence with each number replaced by {} and the numbers: (kind, value, its text)."""
+    """The value's sentence with each number replaced by a NUL placeholder, and the numbers: (kind, value, its
+    text)."""
     nums: list[tuple[str, float, str]] = []
 
     def take(m: re.Match[str]) -> str:
         if m.group("dur"):
-            nums.append(("dur", _seconds(m.group("dur")), m.group("dur")))
+            nums.append(("dur", parse_duration(m.group("dur")), m.group("dur")))
         else:
             raw = m.group("num")
             nums.append(("pct" if m.group("pct") else "usd" if "$" in raw else "num",
                          float(raw.replace("$", "").replace(",", "")), raw))
         return "\0"
 
-    return _TOKEN.sub(take, text.replace("{", "(").replace("}", ")")), nums
+    return _TOKEN.sub(take, text), nums
 
 
 def _decimals(raw: str) -> int:
@@ -54,7 +52,8 @@ def _delta(kind: str, a: float, b: float, ra: str, rb: str) -> str:
         places = max(_decimals(ra.lstrip("-$")), _decimals(rb.lstrip("-$")))
         grouped = "," in ra + rb or kind == "usd"
         body = f"{abs(d):,.{places}f}" if grouped else f"{abs(d):.{places}f}"
-        sign = "-" if d < 0 and float(body.replace(",", "")) else "+" if d > 0 and float(body.replace(",", "")) else ""
+        shown_nonzero = float(body.replace(",", "")) != 0  # a difference that rounds to 0 has no sign
+        sign = "" if not shown_nonzero else "-" if d < 0 else "+"
         absolute = f"{sign}{'$' if kind == 'usd' else ''}{body}{' pp' if kind == 'pct' else ''}"
     if a == 0:
         return absolute if b == 0 else f"{absolute} (new)"

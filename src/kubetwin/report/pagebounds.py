@@ -106,7 +106,8 @@ def bound_figure(fig: go.Figure) -> list[str]:
         # are cut to the same points, those of the stack's top line (the sum).
         if len(group[0].x) <= MAX_POINTS or any(len(t.x) != len(group[0].x) for t in group):
             continue
-        total = [sum(float(t.y[i] or 0) for t in group) for i in range(len(group[0].x))]
+        # each trace's y read once (plotly copies the array on every attribute read: per point that was quadratic)
+        total = [sum(float(v or 0) for v in col) for col in zip(*(list(t.y) for t in group), strict=True)]
         keep = _extremes(list(group[0].x), total)
         notes.append(f"{', '.join(str(t.name) for t in group)}: {len(group[0].x):,} points each drawn as "
                      f"{len(keep):,} (the first, lowest, highest and last of their sum in each of "

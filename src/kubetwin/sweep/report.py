@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kubetwin.api.sweep import NAMED_METRICS, SECONDS_METRICS
 from kubetwin.report.axes import human_duration
 from kubetwin.sweep.cases import Plan
 from kubetwin.sweep.goals import Answer, by_seed, case_table
@@ -17,9 +18,8 @@ from kubetwin.validation.sweep import metric_names
 
 W, H = 380, 250
 LEFT, RIGHT, TOP, BOTTOM = 70, 28, 14, 46  # px around the plot area: y tick labels and title, x ticks and title
-# What each named metric (sweep/metrics.py) is measured in: its axis title and how its numbers are written.
-_SECONDS = ("pending_", "makespan", "jct_", "ttft_", "tpot_", "e2e_")
-_USD = ("cost", "on_demand_cost", "spot_cost", "serving_gpu_cost", "usd_per_million_output_tokens")
+# What each named metric is measured in comes from api.sweep.NAMED_METRICS (seconds, USD); the axis titles of the
+# others, written out for a reader: a path metric (summary.json's) has none.
 _UNITS = {"gpu_allocation": "% of allocatable GPU-hours", "jobs": "jobs", "jobs_unfinished": "jobs",
           "never_scheduled": "pods", "wasted_gpu_hours": "GPU-hours", "goodput_rps": "requests/s",
           "slo_attainment": "fraction of requests"}
@@ -42,13 +42,17 @@ def _short(v: Any) -> str:
 
 
 def _is_seconds(metric: str) -> bool:
-    return metric.startswith(_SECONDS)
+    return metric in SECONDS_METRICS
+
+
+def _is_usd(metric: str) -> bool:
+    return NAMED_METRICS.get(metric, ("", ""))[1] == "USD"
 
 
 def _unit(metric: str) -> str:
     if _is_seconds(metric):
         return "duration"
-    if metric in _USD:
+    if _is_usd(metric):
         return "USD per million output tokens" if metric.startswith("usd_per") else "USD"
     return _UNITS.get(metric, "")
 
@@ -72,7 +76,7 @@ def fmt(metric: str, v: Any) -> str:
         return "∞" if isinstance(v, float) and math.isinf(v) else _short(v)
     if _is_seconds(metric):
         return _seconds(x)
-    if metric in _USD:
+    if _is_usd(metric):
         return f"${x:,.2f}"
     if metric == "gpu_allocation":
         return f"{x:.1f}%"
@@ -82,7 +86,7 @@ def fmt(metric: str, v: Any) -> str:
 def _tick_text(metric: str, v: float) -> str:
     if _is_seconds(metric):
         return _seconds(v)
-    if metric in _USD:
+    if _is_usd(metric):
         return f"${v:,.0f}" if abs(v) >= 100 or v == int(v) else f"${v:,.2f}"
     return f"{v:,.0f}" if v == int(v) else f"{v:.4g}"
 
