@@ -36,9 +36,10 @@ STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align
          "td.diff{color:#555}")
 
 
-def _fig_html(fig: go.Figure, div_id: str, note: str = "") -> str:
-    """The figure's div, bounded in size (report.pagebounds), after a line on what the bounds left out."""
-    notes = ([note] if note else []) + bound_figure(fig)
+def _fig_html(fig: go.Figure, div_id: str, note: str = "", bounded: list[str] | None = None) -> str:
+    """The figure's div, bounded in size (report.pagebounds; `bounded`: the notes of a figure bounded before), after
+    a line on what the bounds left out."""
+    notes = ([note] if note else []) + (bounded or []) + bound_figure(fig)
     fig.update_layout(template="plotly_white")
     if fig.layout.margin.autoexpand is not False:  # a time panel's margins are the page's (report.axes.place)
         fig.update_layout(margin={"l": 60, "r": 20, "t": fig.layout.margin.t or 60, "b": 50})
@@ -103,7 +104,7 @@ def _panel_html(ps: list[Panel], start: int) -> str:
             group = p.group
             parts.append(f"<h2>{html.escape(group)}</h2>")
         parts.append(f"<section class='panel{' timed' if p.timed else ''}' data-group='{html.escape(p.group)}'>"
-                     f"{_fig_html(p.fig, f'kubetwin-fig-{i}')}{p.text}</section>")
+                     f"{_fig_html(p.fig, f'kubetwin-fig-{i}', bounded=p.bounded)}{p.text}</section>")
     return "".join(parts)
 
 

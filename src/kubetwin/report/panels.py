@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import bisect
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from kubetwin.report.axes import TimeAxis, cut_label, place, separate, time_axis
-from kubetwin.report.pagebounds import MAX_SERIES, sum_steps
+from kubetwin.report.pagebounds import MAX_SERIES, bound_figure, sum_steps
 from kubetwin.report.rundata import ClusterQueueSeries, RunData
 from kubetwin.report.serving_html import serving_figures
 from kubetwin.report.timeline import STATE_COLORS, Row
@@ -36,6 +36,7 @@ class Panel:
     fig: go.Figure
     text: str = ""
     timed: bool = False  # drawn over simulated time, on the page's one time axis (report.axes)
+    bounded: list[str] = field(default_factory=list)  # what report.pagebounds left out of it (shown above it)
 
 
 def _hours(ts: list[float]) -> list[float]:
@@ -321,6 +322,8 @@ def panels(runs: list[RunData], axis: TimeAxis | None = None) -> list[Panel]:
     for p in out:
         if p.fig.layout.xaxis.title.text == HOURS:  # built in simulated hours: on the page's time axis
             p.timed = True
+            # bounded first: the coinciding-lines check and the axis rescale walk at most MAX_POINTS a series
+            p.bounded = bound_figure(p.fig)
             place(separate(p.fig), axis)
             if (p.fig.layout.yaxis.title.text or "") in _COUNTS:
                 _whole(p.fig)
