@@ -76,3 +76,17 @@ def test_int_hash_chain_is_the_numpy_one() -> None:
     for _ in range(2000):
         prev, value = rng.getrandbits(64), rng.getrandbits(40)
         assert mix_int(prev, value) == int(mix(prev, value))
+
+
+def test_a_prompt_is_split_once_or_counted_in_slices() -> None:
+    """tokens_or_count: a small prompt's tokens come back with their count (the request is built from them, not
+    split again); one past the slice is only counted, in slices, with the same count as splitting it whole."""
+    import asyncio
+
+    from kubetwin.live.prompts import tokens_of, tokens_or_count
+
+    small = "a bb  ccc\tdddd\n e"
+    assert asyncio.run(tokens_or_count(small)) == (5, tokens_of(small))
+    big = "word " * 3000 + "tail"
+    n, tokens = asyncio.run(tokens_or_count(big, slice_chars=1000))
+    assert tokens is None and n == len(tokens_of(big)) == 3001

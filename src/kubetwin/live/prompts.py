@@ -73,6 +73,15 @@ def tokens_of(text: str) -> list[str]:
 COUNT_SLICE_CHARS = 1 << 20  # count_tokens' slice: ~250k words, ~10 ms of str.split
 
 
+async def tokens_or_count(text: str, slice_chars: int = COUNT_SLICE_CHARS) -> tuple[int, list[str] | None]:
+    """A prompt's token count, and its tokens when it is small enough to split at once (so the request is built
+    from them without splitting again); a bigger one is counted by count_tokens, in slices, without the list."""
+    if len(text) <= slice_chars:
+        tokens = tokens_of(text)
+        return len(tokens), tokens
+    return await count_tokens(text, slice_chars), None
+
+
 async def count_tokens(text: str, slice_chars: int = COUNT_SLICE_CHARS) -> int:
     """len(tokens_of(text)) without the list, in bounded slices with the event loop served between them: a 50 MB
     prompt (over any max_model_len, so never hashed) costs the loop ~10 ms at a time, not seconds (issue 34)."""
@@ -120,9 +129,9 @@ def block_hashes(tokens: Sequence[str], block: int = BLOCK_TOKENS) -> tuple[tupl
 
 
 def engine_request(rid: int, arrival: float, prompt: str, max_tokens: int, model: str = "", lora: str | None = None,
-                   priority: int = 0) -> Request:
-    """The engine's Request for a prompt received over HTTP."""
-    tokens = tokens_of(prompt)
+                   priority: int = 0, tokens: list[str] | None = None) -> Request:
+    """The engine's Request for a prompt received over HTTP (`tokens`: the prompt already split, when it was)."""
+    tokens = tokens_of(prompt) if tokens is None else tokens
     hashes, sizes = block_hashes(tokens)
     return Request(rid, arrival, len(tokens), max_tokens, hashes, sizes, model=model, lora=lora, priority=priority)
 

@@ -85,7 +85,7 @@ class RealtimeEngine:
         return (self.clock() - self.t0) * self.time_scale
 
     def submit(self, prompt: str, max_tokens: int, *, model: str = "", lora: str | None = None,
-               priority: int = 0, prompt_tokens: int | None = None) -> Stream:
+               priority: int = 0, prompt_tokens: int | None = None, tokens: list[str] | None = None) -> Stream:
         """The request arrives now. A request longer than max_model_len comes back rejected (handle None) with the
         engine's reason (Engine.reject_message). With `prompt_tokens` known (live.prompts.count_tokens), an over-long
         prompt is rejected without being split and hashed: its block hashes would never be used, and hashing
@@ -96,7 +96,8 @@ class RealtimeEngine:
             req = Request(self.next_id, t, prompt_tokens, max_tokens, (), (), model=model, lora=lora,
                           priority=priority)
         else:
-            req = engine_request(self.next_id, t, prompt, max_tokens, model=model, lora=lora, priority=priority)
+            req = engine_request(self.next_id, t, prompt, max_tokens, model=model, lora=lora, priority=priority,
+                                 tokens=tokens)
         self.next_id += 1
         handle = self.engine.add(req, t)
         s = Stream(req, handle)

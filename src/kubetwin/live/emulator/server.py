@@ -40,7 +40,7 @@ from kubetwin.live.emulator.config import EmulatorConfig, Served, build_served
 from kubetwin.live.emulator.faults import EmulatedCrash, Faults
 from kubetwin.live.emulator.metrics import CONTENT_TYPE, EmulatorMetrics
 from kubetwin.live.emulator.realtime import RealtimeEngine, Stream
-from kubetwin.live.prompts import chat_prompt, count_tokens, output_text
+from kubetwin.live.prompts import chat_prompt, output_text, tokens_or_count
 from kubetwin.live.requestbody import RequestError, check_length, decode_body_async, error_json, too_large
 
 # vLLM's error types by HTTP status (serving_engine.py create_error_response: the exception class's name)
@@ -144,7 +144,7 @@ class Emulator:
         max_tokens = lax_int("max_tokens", max_tokens)
         if isinstance(max_tokens, Response):
             return max_tokens
-        n_prompt = await count_tokens(prompt)  # in slices: a huge prompt never holds the loop
+        n_prompt, tokens = await tokens_or_count(prompt)  # a huge prompt counted in slices, never held in a list
         if max_tokens is None:  # vLLM: the rest of the context
             max_tokens = max(1, self.served.max_model_len - n_prompt)
         if max_tokens < 1:  # vLLM SamplingParams._verify_args
@@ -156,7 +156,8 @@ class Emulator:
         priority = body.get("priority", 0)
         priority = priority if isinstance(priority, int) else 0
         # vLLM serves a lower `priority` value first; the engine's Request.priority is InferenceObjective's sign
-        s = self.rt.submit(prompt, max_tokens, model=model, lora=lora, priority=-priority, prompt_tokens=n_prompt)
+        s = self.rt.submit(prompt, max_tokens, model=model, lora=lora, priority=-priority, prompt_tokens=n_prompt,
+                           tokens=tokens)
         if s.rejected:
             return error(400, s.req.reason)
         return body, model, s
