@@ -84,7 +84,7 @@ def test_a_random_search_counts_its_budget_and_samples_a_huge_grid_without_listi
     assert plan.size == 10 ** 30 and plan.count == 50
     started = time.monotonic()
     picked = plan.random_cases()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # listing 10^30 cases would never end; a loaded CI core is slow, not that
     assert len({c.index for c in picked}) == 50 and [c.index for c in picked] == sorted(c.index for c in picked)
     assert picked == plan.random_cases()  # seeded: the same cases every time
     over = _sweep(tmp_path, file="over.yaml", search={"strategy": "random", "budget": DEFAULT_MAX_CASES + 1})
@@ -97,7 +97,7 @@ def test_the_grid_is_enumerated_lazily(tmp_path: Path) -> None:
     plan = cases.plan(_sweep(tmp_path), max_cases=BILLION)
     started = time.monotonic()
     first = list(itertools.islice(plan.grid(), 3))
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10  # three cases, not a listing of 10^9 (minutes, gigabytes)
     assert [c.id for c in first] == ["c000000000", "c000000001", "c000000002"]
     assert plan.nth(BILLION - 1).choice == (9,) * 9
 
