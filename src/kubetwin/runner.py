@@ -44,7 +44,6 @@ from kubetwin.kueue import config as kueue_config
 from kubetwin.report import historyindex as history_index
 from kubetwin.report.historylog import HistoryLog, dump_text
 from kubetwin.report.metrics import Metrics
-from kubetwin.report.rundata import HistoryFeed
 from kubetwin.scheduler.scheduler import Scheduler
 from kubetwin.serving import install as serving_install
 from kubetwin.sim.apiclient import ApiClient, ClientBuilder
@@ -102,7 +101,6 @@ class RunResult:
     metrics_text: bytes | None = None  # Prometheus exposition of the controllers' metrics (Kueue's)
     training: dict[str, Any] | None = None  # training.json: per training job, spec, placement, breakdown, advice
     scheduling_trace: str | None = None  # scheduling-trace.jsonl, when the run traced scheduling (sim/trace.py)
-    report_feed: HistoryFeed | None = None  # report.html's share of the history, built as the run recorded it
     # requests.csv: its chunks not yet written or joined, the text once read, whether the run folder holds it
     _csv_chunks: Iterator[str] | None = field(default=None, repr=False)
     _csv_text: str | None = field(default=None, repr=False)
@@ -239,9 +237,9 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     # With a run folder, the history goes to it as the clock runs (report.historylog), into the hidden sibling
     # folder write_run renames into place; a run that fails leaves nothing behind.
     # report.html is built from the versions as they are recorded, not from history.jsonl read back (issue 32).
-    feed = HistoryFeed(live=True) if out is not None and "html" in scenario.report else None
-    log = HistoryLog(_partial_folder(Path(out)), None if hold_history else 0,
-                     feed.add if feed is not None else None, scenario.historyCompression) if out is not None else None
+    # A second core writes the files (report.historyworker): the clock only encodes each version.
+    log = HistoryLog(_partial_folder(Path(out)), None if hold_history else 0, scenario.historyCompression,
+                     report="html" in scenario.report, worker=True) if out is not None else None
     try:
         cluster = wire(manifests, scenario, until, history=log)
         seed_objects(cluster, manifests)
@@ -255,15 +253,17 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
             result = RunResult(summary, series, cluster.store.history, [d for d in diags if d.severity == "notice"],
                                pod_rows)
             result.scheduling_trace = cluster.trace.lines() if cluster.trace is not None else None
-            result.report_feed = feed
             collect(result, [s.contribute(until) for s in cluster.subsystems])
             if out is not None:
                 result.out = write_run(Path(out), result, scenario)
     except BaseException:
         if log is not None:
-            log.close()
+            log.release()
             shutil.rmtree(log.folder, ignore_errors=True)
         raise
+    finally:
+        if log is not None:
+            log.release()
     return result
 
 
@@ -473,7 +473,8 @@ def write_run(out: Path, result: RunResult, scenario: ScenarioSpec) -> Path:
     A run's HistoryLog has written its history there already; a history held in memory is written first."""
     log = result.history if isinstance(result.history, HistoryLog) else None
     if log is None:
-        log = HistoryLog(_partial_folder(out), compression=scenario.historyCompression)
+        log = HistoryLog(_partial_folder(out), compression=scenario.historyCompression,
+                         report="html" in scenario.report)
         for entry in result.history:
             log.append(entry)
     tmp = log.folder
@@ -508,10 +509,5 @@ def _write_files(out: Path, result: RunResult, scenario: ScenarioSpec, name: str
     (out / "run.json").write_text(dump_text({"startTime": scenario.startTime, "duration": parse_duration(
         scenario.duration)}) + "\n")
     if "html" in scenario.report:
-        from kubetwin.report.html import write_report
-
-        # What the run built of its versions as it recorded them, or the versions from memory when the log still
-        # holds them: the same objects, not parsed back (issue 32); else the report reads the file in its one pass.
-        feed, result.report_feed = result.report_feed, None  # used once (it ends the timeline's segments)
-        write_report(out, name, ((t, etype, obj) for t, _, etype, obj in log) if log.in_memory else None,
-                     feed=feed)
+        # From what the log built of the versions as it wrote them (issue 32: not parsed back from the file).
+        log.write_report(name)

@@ -115,6 +115,14 @@ class IndexWriter:
         live_objects = sum(len(live) for live in self._live.values())
         self._next = self.offset + max(self.every, SPACING * 12 * live_objects)  # ~12 bytes an offset
 
+    def suspend(self) -> None:
+        """Before a fork: the snapshots so far in the file."""
+        self._file.flush()
+
+    def abandon(self) -> None:
+        """In the process that stops writing after the fork: its copy closed, the table not written."""
+        self._file.close()
+
     def close(self) -> None:
         self._file.write(orjson.dumps({"format": FORMAT, "historyBytes": self.offset, "snapshots": self._table},
                                       option=orjson.OPT_APPEND_NEWLINE))

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from kubetwin.report import historyindex
+from kubetwin.report import historyindex, historyworker
+from kubetwin.report.historyworker import HistoryWorker
+from kubetwin.report.rundata import HistoryFeed, Version
 from kubetwin.sim import historyfile
 from kubetwin.sim.historyfile import (
     EVENTS_FILE,
@@ -64,43 +66,157 @@ def read_entries(path: Path) -> Iterator[Entry]:
             yield rec["t"], rec["rv"], rec["type"], rec["object"]
 
 
-class HistoryLog:
-    """The store's history sink for a run that writes a folder: `append` writes each version's line (and tells
-    `listener`); iterating gives the versions back, from memory while there are at most KEEP, else from
-    history.jsonl. `compression`: Scenario.spec.historyCompression (historyfile)."""
+class _HistoryFiles:
+    """history.jsonl, events.jsonl, history.index and the report's feed, built from the history's lines: one at a
+    time with its object at hand (`add`, in the run's process), or whole chunks of lines parsed back (`add_lines`,
+    in the history worker). Both write the same bytes (FrameWriter cuts chunks where single lines would cut)."""
 
-    def __init__(self, folder: Path, keep: int | None = None,
-                 listener: Callable[[float, str, dict[str, Any]], None] | None = None,
-                 compression: Compression = "Auto") -> None:
-        self.folder = folder
-        self.listener = listener  # told each version as it is written (t, type, object): the report's HistoryFeed
-        self.keep = KEEP if keep is None else keep
-        self.count = 0
-        self._kept: list[Entry] | None = []
+    def __init__(self, folder: Path, compression: Compression, feed: HistoryFeed | None) -> None:
+        self.feed = feed
         self._auto = compression == "Auto"
         self._auto_bytes = historyfile.AUTO_BYTES
         self._files = contextlib.ExitStack()
         self._history = LineSink(folder, HISTORY_FILE, compression)
-        self._events = LineSink(folder, EVENTS_FILE, compression)
         self._files.callback(self._history.close)
+        self._events = LineSink(folder, EVENTS_FILE, compression)
         self._files.callback(self._events.close)
         self._index = self._files.enter_context(contextlib.closing(
             historyindex.IndexWriter(folder / historyindex.INDEX_FILE, historyindex.EVERY_BYTES)))
 
-    def append(self, entry: Entry) -> None:
-        t, rv, etype, obj = entry
-        line = encode_line({"t": t, "rv": rv, "type": etype, "object": obj})
+    def add(self, t: float, etype: str, obj: dict[str, Any], line: bytes) -> None:
         self._history.write(line)
         self._index.add(t, etype, obj, len(line))
         if obj["kind"] == "Event":
             self._events.write(line)
-        if self._auto and self._index.offset >= self._auto_bytes:  # both files compressed from here on
-            self._auto = False
-            self._history.compress()
-            self._events.compress()
-        if self.listener is not None:
-            self.listener(t, etype, obj)
+        if self._auto and self._index.offset >= self._auto_bytes:
+            self._compress()
+        if self.feed is not None:
+            self.feed.add(t, etype, obj)
+
+    def add_lines(self, data: bytes) -> None:
+        """Whole lines (data ends with a newline), each parsed back for the index and the feed."""
+        self._history.write_lines(data)
+        index_add, feed = self._index.add, self.feed
+        events = []
+        for line in data.split(b"\n")[:-1]:
+            rec = orjson.loads(line)
+            t, etype, obj = rec["t"], rec["type"], rec["object"]
+            index_add(t, etype, obj, len(line) + 1)
+            if obj["kind"] == "Event":
+                events.append(line)
+            if feed is not None:
+                feed.add(t, etype, obj)
+        if events:
+            events.append(b"")
+            self._events.write_lines(b"\n".join(events))
+        if self._auto and self._index.offset >= self._auto_bytes:
+            self._compress()
+
+    def suspend(self) -> None:
+        """Before the fork that hands the files to the worker: every byte so far in the files, no thread left."""
+        self._history.suspend()
+        self._events.suspend()
+        self._index.suspend()
+
+    def resume(self) -> None:
+        """In the worker, which goes on writing; the feed from here on holds parsed versions, slimmed."""
+        self._history.resume()
+        self._events.resume()
+        if self.feed is not None:
+            self.feed.timeline.live = False
+
+    def abandon(self) -> None:
+        """In the run, which stops writing: its copies of the files closed, nothing written."""
+        self._history.abandon()
+        self._events.abandon()
+        self._index.abandon()
+        self.feed = None
+
+    def _compress(self) -> None:
+        """Auto past its size: both files compressed from here on, what was written included."""
+        self._auto = False
+        self._history.compress()
+        self._events.compress()
+
+    def close(self) -> None:
+        self._files.close()
+
+    def write_report(self, folder: Path, name: str, versions: Iterable[Version] | None) -> None:
+        """report.html from the feed (built as the lines came) or `versions`, with the run's other files in `folder`."""
+        from kubetwin.report.html import write_report
+
+        feed, self.feed = self.feed, None  # used once (it ends the timeline's segments)
+        write_report(folder, name, versions, feed=feed)
+
+
+# Twin choice: the worker takes over past this many versions (~10 MB of history). Forking costs the run ~30 ms
+# and copy-on-write faults on every page it then writes; a run this size saves more than that, a smaller one
+# would not (measured: forking every run made the test suite's small runs ~13 % slower).
+HAND_OVER = 10_000
+
+
+def _warm() -> None:
+    """The report's imports (plotly: ~0.15 s), made by the worker while the run goes on."""
+    import kubetwin.report.html  # noqa: F401
+
+
+class HistoryLog:
+    """The store's history sink for a run that writes a folder: `append` writes each version's line; iterating
+    gives the versions back, from memory while there are at most KEEP, else from history.jsonl.
+    `compression`: Scenario.spec.historyCompression (historyfile). `report`: build report.html's share of the history
+    as it is written (`write_report` writes the page once the run's other files are in the folder).
+    `worker`: past HAND_OVER versions, hand the files to a forked process when historyworker.available() says a
+    second core can run it (the run then only encodes each line); the files are the same either way."""
+
+    def __init__(self, folder: Path, keep: int | None = None, compression: Compression = "Auto",
+                 report: bool = False, worker: bool = False) -> None:
+        self.folder = folder
+        self.keep = KEEP if keep is None else keep
+        self.count = 0
+        self._kept: list[Entry] | None = []
+        self._compression = compression
+        self._bytes = 0  # of history written: whether Auto compressed it (`compressed`)
+        self._report = report
+        self._files: _HistoryFiles | None = _HistoryFiles(folder, compression,
+                                                          HistoryFeed(live=True) if report else None)
+        self._worker: HistoryWorker | None = None
+        self._hand_over_at = HAND_OVER if worker and historyworker.available() else 0
+        self._closed = False
+
+    def _hand_over(self) -> None:
+        """Fork the worker, which takes the files (and the report's feed) as they stand and writes the rest."""
+        files = self._files
+        assert files is not None
+        files.suspend()
+        self._worker = HistoryWorker(self._served(files), files.resume, _warm if self._report else None)
+        files.abandon()
+        self._files = None
+
+    @staticmethod
+    def _served(files: _HistoryFiles) -> Callable[[bytes | str], None]:
+        """What the worker does with lines and commands (historyworker)."""
+        def serve(item: bytes | str) -> None:
+            if isinstance(item, bytes):
+                files.add_lines(item)
+            elif item == "close":
+                files.close()
+            else:  # "report FOLDER\tNAME"
+                folder, name = item.split(" ", 1)[1].split("\t", 1)
+                files.write_report(Path(folder), name, None)
+        return serve
+
+    def append(self, entry: Entry) -> None:
+        t, rv, etype, obj = entry
+        line = encode_line({"t": t, "rv": rv, "type": etype, "object": obj})
+        self._bytes += len(line)
         self.count += 1
+        if self._files is not None:
+            self._files.add(t, etype, obj, line)
+            if self.count == self._hand_over_at:
+                self._hand_over()
+        else:
+            assert self._worker is not None
+            self._worker.write(line)
         if self._kept is not None:
             if self.count <= self.keep:
                 self._kept.append(entry)
@@ -109,7 +225,31 @@ class HistoryLog:
 
     def close(self) -> None:
         """Flush and close the files (the index writes its table)."""
-        self._files.close()
+        if self._closed:
+            return
+        self._closed = True
+        if self._worker is not None:
+            self._worker.request("close")
+        else:
+            assert self._files is not None
+            self._files.close()
+
+    def write_report(self, name: str) -> None:
+        """report.html into the folder (after `close`, with the run's other files there); `name` labels the run."""
+        assert self._closed and self._report
+        if self._worker is not None:
+            self._worker.request(f"report {self.folder}\t{name}")
+        else:
+            assert self._files is not None
+            self._files.write_report(self.folder, name, ((t, etype, obj) for t, _, etype, obj in self)
+                                     if self.in_memory else None)
+
+    def release(self) -> None:
+        """End the worker, if any (idempotent; a run that fails calls it without `close`)."""
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            worker.stop()
+        self._closed = True
 
     def moved(self, folder: Path) -> None:
         """The run folder was renamed to `folder` (the files are read back from there)."""
@@ -118,7 +258,7 @@ class HistoryLog:
     @property
     def compressed(self) -> bool:
         """Whether the history went to history.jsonl.zst (historyfile)."""
-        return self._history.compressed
+        return self._compression == "Zstd" or (self._compression == "Auto" and self._bytes >= historyfile.AUTO_BYTES)
 
     @property
     def in_memory(self) -> bool:

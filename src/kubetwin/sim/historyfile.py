@@ -123,19 +123,21 @@ def open_history(path: Path) -> Iterator[HistorySource]:
 class LineSink:
     """Lines written to `folder/name`, plain or compressed as `compression` says; `compress()` turns a plain file
     written so far into the compressed one (what Auto does past AUTO_BYTES), the same bytes from the same lines.
-    `write(line)` is the underlying file's own method (one call a line: a day of 1,000,000 pods writes ~25,000,000)."""
+    `write(line)` is the underlying file's own method (one call a line: a day of 1,000,000 pods writes ~25,000,000);
+    `write_lines(data)` writes whole lines at once, the same bytes as writing them one by one."""
 
     def __init__(self, folder: Path, name: str, compression: Compression) -> None:
         self.folder, self.name = folder, name
         self._plain: IO[bytes] | None = None
         self._zstd: FrameWriter | None = None
         self.write: Callable[[bytes], object]
+        self.write_lines: Callable[[bytes], object]
         if compression == "Zstd":
             self._zstd = FrameWriter(folder / (name + ZSTD_SUFFIX))
-            self.write = self._zstd.write
+            self.write, self.write_lines = self._zstd.write, self._zstd.write_lines
         else:
             self._plain = (folder / name).open("wb", buffering=_BUFFER)
-            self.write = self._plain.write
+            self.write = self.write_lines = self._plain.write
 
     @property
     def compressed(self) -> bool:
@@ -149,7 +151,7 @@ class LineSink:
         self._plain = None
         plain = self.folder / self.name
         self._zstd = FrameWriter(self.folder / (self.name + ZSTD_SUFFIX))
-        self.write = self._zstd.write
+        self.write, self.write_lines = self._zstd.write, self._zstd.write_lines
         with plain.open("rb") as f:
             carry = b""
             while chunk := f.read(_BUFFER):
@@ -160,6 +162,25 @@ class LineSink:
             if carry:
                 self._zstd.write_lines(carry)
         plain.unlink()
+
+    def suspend(self) -> None:
+        """Before a fork: everything written so far in the file (FrameWriter.suspend)."""
+        if self._plain is not None:
+            self._plain.flush()
+        if self._zstd is not None:
+            self._zstd.suspend()
+
+    def resume(self) -> None:
+        """In the process that goes on writing after the fork."""
+        if self._zstd is not None:
+            self._zstd.resume()
+
+    def abandon(self) -> None:
+        """In the process that stops writing after the fork: its copy closed, nothing more written."""
+        if self._plain is not None:
+            self._plain.close()  # flushed by suspend: closing writes nothing
+        if self._zstd is not None:
+            self._zstd.abandon()
 
     def close(self) -> None:
         if self._plain is not None:

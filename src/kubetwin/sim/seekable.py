@@ -89,6 +89,22 @@ class FrameWriter:
         self._file.write(frame)
         self._entries.append(_ENTRY.pack(len(frame), len(data)))
 
+    def suspend(self) -> None:
+        """Before a fork (report.historyworker): every frame handed over written and flushed, and the worker thread
+        ended, so the process holds no thread and no unwritten bytes but the frame being filled."""
+        self._worker.shutdown()
+        while self._pending:
+            self._pending.popleft().result()
+        self._file.flush()
+
+    def resume(self) -> None:
+        """After `suspend`, in the process that goes on writing: a worker thread again."""
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="zstd")
+
+    def abandon(self) -> None:
+        """After `suspend`, in the process that stops writing: its copy of the file closed, nothing written."""
+        self._file.close()
+
     def close(self) -> None:
         """The last frame and the seek table; the file is closed."""
         if self._file.closed:
