@@ -20,7 +20,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["SYNC_JS", "TimeAxis", "human_duration", "place", "separate", "time_axis"]
+__all__ = ["SYNC_JS", "TimeAxis", "place", "separate", "time_axis"]
 
 RIGHT = 30  # px right of every time panel's plot area
 MIN_LEFT, MAX_LEFT = 80, 330  # px: y tick numbers and title at least; a long row label is cut beyond the most
@@ -28,22 +28,6 @@ TITLE_PX = 22  # px left of the tick labels for the y axis' title
 CHAR_PX = 6.2  # px per character of plotly's 11-12 px sans-serif (an estimate that errs wide)
 ASSUMED_WIDTH = 1000  # px of a figure when the legend's rows are counted (the page is at most 1,152 px wide)
 DASHES = ("dash", "dot", "dashdot", "longdash", "longdashdot")
-
-
-def human_duration(seconds: float) -> str:
-    """2h30m, 45m, 12s: how a person writes a duration (a makespan of 9000 s is 2h30m)."""
-    s = round(seconds)
-    if abs(s) < 60:
-        return f"{seconds:.3g}s" if abs(seconds) < 10 and seconds != s else f"{s}s"
-    sign, s = ("-" if s < 0 else ""), abs(s)
-    d, rest = divmod(s, 86400)
-    h, rest = divmod(rest, 3600)
-    m, sec = divmod(rest, 60)
-    if d:
-        return f"{sign}{d}d{h}h" if h else f"{sign}{d}d"
-    if h:
-        return f"{sign}{h}h{m}m" if m else f"{sign}{h}h"
-    return f"{sign}{m}m{sec}s" if sec and m < 10 else f"{sign}{m}m"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from kubetwin.report.axes import SYNC_JS, TimeAxis, human_duration
+from kubetwin.k8s.units import short_duration
+from kubetwin.report.axes import SYNC_JS, TimeAxis
 from kubetwin.report.compare import difference
 from kubetwin.report.headline import headline_rows
 from kubetwin.report.pagebounds import bound_figure, bound_headline, bound_rows
@@ -24,6 +25,8 @@ from kubetwin.report.rundata import HistoryFeed, RunData, Version, load_run
 from kubetwin.report.timeline import Row, rows_of
 
 __all__ = ["compare_page", "write_report"]
+
+_SEED = "n/a: a seed, not a quantity"  # the difference column's cell for the seed row
 
 STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align:left;padding-right:24px}"
          "td{padding-right:24px}table{border-collapse:collapse}tr:nth-child(even){background:#f6f6f6}"
@@ -55,7 +58,7 @@ def headline(run: RunData) -> list[tuple[str, str]]:
     """The header's numbers: what ran, how long, then the run's headline rows (report.headline, as the console)."""
     s = run.summary
     rows = [("scenario", str((s.get("scenario") or {}).get("name") or run.name)), ("run folder", run.name),
-            ("simulated time", human_duration(run.duration)),
+            ("simulated time", short_duration(run.duration)),
             ("seed", str((s.get("scenario") or {}).get("seed", "-")))]
     rows += [("pods", str(s["pods"]["total"]))] if "total" in s["pods"] else []
     # The console prints waits in seconds (a contract); the page writes them as a person would (23h30m).
@@ -74,7 +77,7 @@ def look_at(run: RunData, rows: list[Row]) -> list[str]:
     waits = sorted((w for w in waited if w[0] >= 300), key=lambda w: (-w[0], w[1]))
     if waits:
         out.append("waited longest before running: " + ", ".join(
-            f"{label} ({w / 3600:.2f} h)" if w >= 3600 else f"{label} ({w / 60:.0f} min)" for w, label in waits[:5]))
+            f"{label} ({short_duration(w)})" for w, label in waits[:5]))
     lost = [(r.label, n) for r in rows if (n := sum(s in ("Preempted", "Evicted") for s in r.states()))]
     if lost:
         out.append("preempted or evicted: " + ", ".join(f"{label} ({n}x)" for label, n in lost[:6])
@@ -194,7 +197,8 @@ def compare_page(run_dirs: list[Path]) -> str:
             + "</tr>")
     body_rows = "".join(
         f"<tr><th>{html.escape(k)}</th>" + "".join(f"<td>{html.escape(t.get(k, '-'))}</td>" for t in tables)
-        + "".join(f"<td class='diff'>{html.escape(difference(tables[0].get(k), t.get(k)) if k != 'seed' else '')}</td>"
+        + "".join(f"<td class='diff'>{html.escape(_SEED if k == 'seed' else difference(tables[0].get(k), t.get(k)))}"
+                  "</td>"
                   for t in tables[1:]) + "</tr>" for k in keys)
     all_rows = [rows_of(r) for r in runs]
     looks = "".join(f"<h3>{html.escape(r.name)}</h3>{_look_html(look_at(r, rows))}"

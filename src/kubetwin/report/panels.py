@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from kubetwin.k8s.units import short_duration
 from kubetwin.report.axes import TimeAxis, cut_label, place, separate, time_axis
 from kubetwin.report.pagebounds import MAX_SERIES, bound_figure, sum_steps
 from kubetwin.report.rundata import ClusterQueueSeries, RunData
@@ -48,7 +49,7 @@ def _name(run: RunData, multi: bool, label: str) -> str:
 
 
 def _dur(s: float) -> str:
-    return f"{s / 3600:.2f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
+    return short_duration(s)  # the page's one rule for a duration (k8s.units), as the headline writes it
 
 
 def page_axis(runs: list[RunData], rows: list[list[Row]]) -> TimeAxis:

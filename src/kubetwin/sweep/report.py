@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetwin.api.sweep import NAMED_METRICS, SECONDS_METRICS
-from kubetwin.report.axes import human_duration
+from kubetwin.k8s.units import short_duration
 from kubetwin.sweep.cases import Plan
 from kubetwin.sweep.goals import Answer, by_seed, case_table
 from kubetwin.sweep.results import cell, write_atomic
@@ -64,9 +64,7 @@ def title_of(metric: str) -> str:
 
 
 def _seconds(v: float) -> str:
-    if v and abs(v) < 1:
-        return f"{v * 1000:.4g} ms"
-    return human_duration(v)
+    return short_duration(v)  # the one rule for a duration (k8s.units), as report.html writes it
 
 
 def fmt(metric: str, v: Any) -> str:
