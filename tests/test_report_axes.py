@@ -140,3 +140,35 @@ def test_every_headline_row_has_a_difference_or_says_why_not() -> None:
     assert diffs["TTFT p50 / p90 / p99"] == "-60ms (-50.0%) / -600ms (-50.0%) / +2.5s (+100.0%)"
     assert diffs["pending p50 / p99"] == "+45s (new) / +1h (+100.0%)"
     assert diffs["SLO attainment"] == "+1.0 pp (+1.1%)"
+
+
+def test_a_long_panel_is_bounded_before_its_lines_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """report.panels bounds a time panel (pagebounds, MAX_POINTS a series) before the coinciding-lines check
+    (commit e51378b): two pools' GPU allocation of 200,000 samples each that coincide are still drawn apart (one
+    dashed over the other), a third that does not is left solid, and the check walks only bounded series. Checked
+    after the full series, 600,000 points x 2 pairs is past separate's budget: it dashed every line in turn,
+    the third too."""
+    from kubetwin.report import axes, panels
+    from kubetwin.report.rundata import RunData
+
+    n = 200_000
+    t = [30.0 * i for i in range(n)]
+    same = [float(25 * ((i // 5000) % 4)) for i in range(n)]
+    other = [float(10 + 80 * ((i // 7000) % 2)) for i in range(n)]
+    run = RunData("r", {"duration": t[-1]}, {"gpu_allocation": {p: {"gpu_hours_allocatable": 8} for p in "abc"},
+                                           "cost": {"by_pool": {}, "total_usd": 0}},
+                  {"t": t, "gpu_allocation_pct": {"a": same, "b": list(same), "c": other}}, {})
+    walked: list[int] = []
+    check = axes._coincide
+
+    def counting(a: go.Scatter, b: go.Scatter) -> bool:
+        walked.append(len(a.x) + len(b.x))
+        return check(a, b)
+
+    monkeypatch.setattr(axes, "_coincide", counting)
+    alloc = next(p for p in panels.panels([run]) if p.fig.layout.title.text.startswith("GPU allocation"))
+    a, b, c = alloc.fig.data
+    assert a.line.dash is None and b.line.dash == "dash" and b.line.width < a.line.width  # b drawn over a, apart
+    assert c.line.dash is None  # not on another line: solid
+    assert walked and max(walked) <= 2 * MAX_POINTS  # each pair walks two bounded series, never 200,000 points
+    assert alloc.bounded and len(a.x) <= MAX_POINTS  # and the page says what the bounds left out
