@@ -295,6 +295,12 @@ def test_sweep_report_draws_the_answer(browser: Any, tmp_path: Path) -> None:
         .map(f => { const svg = f.querySelector('svg');
             const marks = Array.from(svg.querySelectorAll('circle, g.infeasible'));
             const texts = Array.from(svg.querySelectorAll(':scope > text')).map(t => t.textContent);
+            const boxes = Array.from(svg.querySelectorAll('text')).map(t => [t.textContent, t.getBoundingClientRect()]);
+            const overlaps = [];  // two labels (ticks, thresholds, the winner's name) that cover each other
+            boxes.forEach(([ta, a], i) => boxes.slice(i + 1).forEach(([tb, b]) => {
+                const hit = a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+                if (hit) overlaps.push([ta, tb]);
+            }));
             return {caption: f.querySelector('figcaption').textContent,
                     last: marks.length ? marks[marks.length - 1].getAttribute('class') : '',
                     best: svg.querySelectorAll('circle.best').length,
@@ -302,7 +308,7 @@ def test_sweep_report_draws_the_answer(browser: Any, tmp_path: Path) -> None:
                     feasible: svg.querySelectorAll('circle.feasible').length,
                     front: svg.querySelectorAll('polyline.front').length,
                     constraints: Array.from(svg.querySelectorAll('g.constraint text')).map(t => t.textContent),
-                    xtitle: texts[texts.length - 2], ytitle: texts[texts.length - 1]}; })""")
+                    xtitle: texts[texts.length - 2], ytitle: texts[texts.length - 1], overlaps: overlaps}; })""")
     legend = page.evaluate("() => document.querySelector('p.legend').textContent")
     page.close()
     assert len(charts) == 1 + 7 * 3  # the Pareto front, seven metrics against three axes
@@ -312,6 +318,7 @@ def test_sweep_report_draws_the_answer(browser: Any, tmp_path: Path) -> None:
     assert front["xtitle"] == "cost (USD)" and front["ytitle"] == "jobs_unfinished (jobs)"
     for c in charts:
         assert c["xtitle"] and c["ytitle"], c
+        assert c["overlaps"] == [], (c["caption"], c["overlaps"])  # no label over another
         assert c["best"] == 1 and c["last"] == "best", c  # the winner drawn on top of every other case
         assert c["infeasible"] + c["feasible"] + c["best"] == 4, c  # every case marked as what it is
     assert front["infeasible"] >= 1
