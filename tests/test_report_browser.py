@@ -179,6 +179,28 @@ CHARTS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).ma
 })"""
 
 
+# Per timeline: its legend's box and the boxes it must stay off: the plot area, the title, the time axis' title and
+# tick labels (on top of a tall timeline).
+TIMELINE_LEGEND_JS = """() => Array.from(document.querySelectorAll('section.timeline .js-plotly-plot')).map(gd => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    return {legend: box(gd.querySelector('.infolayer .legend')), plot: box(gd.querySelector('.draglayer .nsewdrag')),
+            others: [gd.querySelector('.gtitle'), gd.querySelector('.xtitle'),
+                     ...gd.querySelectorAll('.xtick text')].filter(e => e).map(box)};
+})"""
+
+
+def _assert_timeline_legends(page: Any) -> None:
+    """Each timeline's legend lies off its plot area (a gap of 4 px or more), its title and its time axis."""
+    def meet(a: list[float], b: list[float], gap: float = 0.0) -> bool:
+        return a[0] < b[2] + gap and b[0] < a[2] + gap and a[1] < b[3] + gap and b[1] < a[3] + gap
+
+    timelines = page.evaluate(TIMELINE_LEGEND_JS)
+    assert timelines
+    for t in timelines:
+        assert not meet(t["legend"], t["plot"], 4), t
+        assert not [o for o in t["others"] if meet(t["legend"], o)], t
+
+
 def _step_at(xs: list[float], ys: list[float], t: float) -> float | None:
     i = max((k for k, x in enumerate(xs) if x <= t), default=-1)
     return ys[i] if i >= 0 else None
@@ -228,6 +250,7 @@ def test_demo_panels_share_one_time_axis_and_show_every_series(browser: Any, tmp
     page, errors = _open(browser, tmp_path / "demo" / "report.html")
     figs = page.evaluate(CHARTS_JS)
     timed = _assert_charts(figs)
+    _assert_timeline_legends(page)  # a tall timeline: title, legend, time axis on top, plot; none on another
     assert timed[0]["range"] == [0, 24] and "simulated time (h)" in dict(timed[0]["axes"])["xaxis"]
     nodes = next(f for f in figs if f["title"].startswith("Nodes per pool"))
     assert nodes["legend"] == 4 and len({ln["stack"] for ln in nodes["lines"]}) == 1  # stacked: all four seen
@@ -263,6 +286,7 @@ def test_compare_page_aligns_the_runs_and_shows_their_differences(browser: Any, 
     figs = page.evaluate(CHARTS_JS)
     head = page.evaluate("() => Array.from(document.querySelectorAll('table.headline tr')).map(tr => "
                          "Array.from(tr.children).map(c => c.textContent))")
+    _assert_timeline_legends(page)  # short timelines: the legend clear of the plot under it
     page.close()
     assert errors == []
     timed = _assert_charts(figs)

@@ -67,7 +67,8 @@ def cut_label(label: str, axis: TimeAxis) -> str:
     return label if len(label) <= room else label[: max(room - 1, 1)] + "\u2026"
 
 
-def _legend_rows(names: list[str], width: float) -> int:
+def legend_rows(names: list[str], width: float) -> int:
+    """How many rows a horizontal legend of these entries takes in `width` px (plotly wraps it)."""
     rows, used = 1, 0.0
     for n in names:
         w = 45 + text_px(n)
@@ -92,7 +93,7 @@ def place(fig: go.Figure, axis: TimeAxis, legend_below: bool = True) -> go.Figur
     bottom = 50
     named = [str(tr.name or "") for tr in fig.data if tr.showlegend is not False]
     if legend_below and named:
-        band = 19 * _legend_rows(named, ASSUMED_WIDTH - axis.left - RIGHT) + 12
+        band = 19 * legend_rows(named, ASSUMED_WIDTH - axis.left - RIGHT) + 12
         bottom += band
         height += band
         fig.update_layout(legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom",
