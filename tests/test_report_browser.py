@@ -261,6 +261,25 @@ def test_demo_panels_share_one_time_axis_and_show_every_series(browser: Any, tmp
     page.mouse.move(timed[1]["left"] + timed[1]["width"] / 2, box["y"] + box["height"] / 2)
     xs = page.evaluate("() => Array.from(document.querySelectorAll('.kt-cross')).filter(d => d.style.display "
                        "=== 'block').map(d => d.getBoundingClientRect().left)")
+    # the values at the cursor: every hover label shown lies off the plot area (plotly's unified box lay over the
+    # series it described), and names each pool with its value
+    alloc = page.query_selector_all("section.timed .js-plotly-plot")[[f["title"] for f in timed].index(
+        next(t["title"] for t in timed if t["title"].startswith("GPU allocation")))]
+    alloc.scroll_into_view_if_needed()
+    area = alloc.query_selector(".draglayer .nsewdrag").bounding_box()
+    for dx in (-3, 0):  # plotly hovers on a move inside the plot
+        page.mouse.move(area["x"] + area["width"] / 2 + dx, area["y"] + area["height"] / 2)
+    page.wait_for_function("gd => Array.from(gd.parentNode.querySelectorAll('.hoverlayer .legend, .kt-readout'))"
+                           ".some(e => getComputedStyle(e).display !== 'none')", arg=alloc)
+    labels = alloc.evaluate("""gd => Array.from(gd.parentNode.querySelectorAll('.hoverlayer .legend, .kt-readout'))
+        .filter(e => getComputedStyle(e).display !== 'none' && getComputedStyle(e).visibility !== 'hidden')
+        .map(e => { const r = e.getBoundingClientRect(); return {text: e.textContent, box: [r.left, r.top, r.right,
+                                                                                              r.bottom]}; })""")
+    assert labels and all(p in labels[0]["text"] for p in (" h", "a100-spot : ", "h100-pool : ", "l4-pool : "))
+    plot = [area["x"], area["y"], area["x"] + area["width"], area["y"] + area["height"]]
+    for label in labels:
+        b = label["box"]
+        assert not (b[0] < plot[2] and plot[0] < b[2] and b[1] < plot[3] and plot[1] < b[3]), (label, plot)
     # a zoom of one panel's time axis (drag, or the range set) is every time panel's
     page.evaluate("() => Plotly.relayout(document.querySelectorAll('section.timed .js-plotly-plot')[2], "
                   "{'xaxis.range': [2, 4]})")

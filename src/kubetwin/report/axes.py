@@ -188,7 +188,39 @@ SYNC_JS = """window.addEventListener('load', function () {
       d.style.top = (gd.offsetTop + f.t) + 'px'; d.style.height = f.h + 'px';
     });
   }
+  // The values at the cursor ("x unified" panels): plotly draws them in a box over the series; the box is hidden
+  // (html.STYLE) and its lines written out here instead, one row above the plot area, growing upwards over the
+  // title when they wrap, never over the data.
+  function readout(gd) {
+    var d = gd.parentNode.querySelector(':scope > .kt-readout');
+    if (!d) { d = document.createElement('div'); d.className = 'kt-readout'; gd.parentNode.appendChild(d); }
+    return d;
+  }
+  function fill(gd) {
+    var box = gd.querySelector('.hoverlayer .legend'), d = readout(gd);
+    if (!box) { d.style.display = 'none'; return; }
+    var head = box.querySelector('.legendtitletext');
+    var rows = Array.prototype.slice.call(box.querySelectorAll('.traces'));
+    d.innerHTML = (head ? '<b></b>' : '') + rows.map(function () { return '<span><i></i><span></span></span>'; })
+      .join(' ');
+    if (head) d.querySelector('b').textContent = head.textContent;
+    rows.forEach(function (row, k) {
+      var span = d.children[(head ? 1 : 0) + k], mark = row.querySelector('.legendpoints path, .legendlines path');
+      var colour = mark ? (getComputedStyle(mark).stroke !== 'none' ? getComputedStyle(mark).stroke
+                                                                   : getComputedStyle(mark).fill) : '#444';
+      span.querySelector('i').style.background = colour;
+      span.querySelector('span').textContent = (row.querySelector('.legendtext') || row).textContent;
+    });
+    var f = frame(gd);
+    d.style.left = (gd.offsetLeft + f.l) + 'px'; d.style.maxWidth = f.w + 'px';
+    d.style.top = ''; d.style.display = 'block';
+    d.style.top = (gd.offsetTop + f.t - 2 - d.offsetHeight) + 'px';
+  }
   gds.forEach(function (gd) {
+    if (gd._fullLayout.hovermode === 'x unified') {
+      gd.on('plotly_hover', function () { fill(gd); });
+      gd.on('plotly_unhover', function () { readout(gd).style.display = 'none'; });
+    }
     gd.addEventListener('mousemove', function (e) {
       var f = frame(gd), px = e.clientX - gd.getBoundingClientRect().left;
       if (px < f.l || px > f.l + f.w) { hide(); return; }

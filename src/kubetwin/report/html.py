@@ -36,6 +36,12 @@ STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align
          "section.timed{position:relative;border:1px solid transparent;overflow-y:auto;scrollbar-gutter:stable}"
          "section.timed.timeline{border-color:#eee}"
          ".kt-cross{position:absolute;width:0;border-left:1px solid #444;pointer-events:none;display:none;z-index:5}"
+         # the values at the cursor above the plot area, not in it (report.axes.SYNC_JS): plotly's unified hover
+         # box, drawn over the series, is read and hidden
+         "section.timed .hoverlayer .legend{visibility:hidden}"
+         ".kt-readout{position:absolute;font-size:12px;line-height:16px;background:rgba(255,255,255,0.92);"
+         "pointer-events:none;display:none;z-index:6;padding:0 4px;box-sizing:border-box}"
+         ".kt-readout i{display:inline-block;width:14px;height:3px;margin:0 4px 3px 10px;vertical-align:middle}"
          "td.diff{color:#555}")
 
 
