@@ -150,6 +150,31 @@ def test_o_wide_adds_ip_node_and_nominated_node(run) -> None:
     assert rows[1][6].startswith("gke-kubetwin-cpu-") and rows[1][7] == "<none>" and rows[1][8] == "<none>"
 
 
+def test_get_nodes_o_wide_has_kubectls_columns_then_the_twins(run) -> None:
+    """printNode's wide columns in kubectl's order; the twin's nodes have no addresses and no OS, kernel or runtime
+    in status.nodeInfo (run folders keep their node objects), so those read <none> / <unknown> as kubectl prints
+    them; INSTANCE-TYPE and GPUS follow, added after kubectl's."""
+    rows = table(kt(run, "get", "nodes", "-o", "wide")[0])
+    assert rows[0] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE",
+                       "KERNEL-VERSION", "CONTAINER-RUNTIME", "INSTANCE-TYPE", "GPUS"]
+    node = rows[1]
+    assert node[0].startswith("gke-kubetwin-") and node[1] == "Ready" and node[2] == "<none>"
+    assert node[4].startswith("v1.") and node[5:10] == ["<none>", "<none>", "<unknown>", "<unknown>", "<unknown>"]
+    assert node[10] and node[11].isdigit()  # the pool's machine type and its allocatable GPUs
+    # a Node that has them (an imported one): its addresses and nodeInfo, as kubectl reads them
+    from datetime import UTC, datetime
+
+    from kubetwin.cli.printers import table as printed
+
+    full = {"metadata": {"name": "n1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"addresses": [{"type": "Hostname", "address": "n1"}, {"type": "InternalIP",
+                                                                             "address": "10.128.0.7"}],
+                       "nodeInfo": {"kubeletVersion": "v1.33.5-gke.1000", "osImage": "Container-Optimized OS",
+                                    "kernelVersion": "6.6.93+", "containerRuntimeVersion": "containerd://2.0.6"}}}
+    assert printed("Node", [full], datetime(2026, 1, 1, 1, tzinfo=UTC), True)[1][4:10] == [
+        "v1.33.5-gke.1000", "10.128.0.7", "<none>", "Container-Optimized OS", "6.6.93+", "containerd://2.0.6"]
+
+
 def test_o_wide_counts_the_readiness_gates_that_are_true() -> None:
     """printPod: READINESS GATES is "<none>" without gates, else true conditions of the listed types / gates."""
     from datetime import UTC, datetime

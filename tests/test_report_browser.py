@@ -179,6 +179,28 @@ CHARTS_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).ma
 })"""
 
 
+# Per timeline: its legend's box and the boxes it must stay off: the plot area, the title, the time axis' title and
+# tick labels (on top of a tall timeline).
+TIMELINE_LEGEND_JS = """() => Array.from(document.querySelectorAll('section.timeline .js-plotly-plot')).map(gd => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    return {legend: box(gd.querySelector('.infolayer .legend')), plot: box(gd.querySelector('.draglayer .nsewdrag')),
+            others: [gd.querySelector('.gtitle'), gd.querySelector('.xtitle'),
+                     ...gd.querySelectorAll('.xtick text')].filter(e => e).map(box)};
+})"""
+
+
+def _assert_timeline_legends(page: Any) -> None:
+    """Each timeline's legend lies off its plot area (a gap of 4 px or more), its title and its time axis."""
+    def meet(a: list[float], b: list[float], gap: float = 0.0) -> bool:
+        return a[0] < b[2] + gap and b[0] < a[2] + gap and a[1] < b[3] + gap and b[1] < a[3] + gap
+
+    timelines = page.evaluate(TIMELINE_LEGEND_JS)
+    assert timelines
+    for t in timelines:
+        assert not meet(t["legend"], t["plot"], 4), t
+        assert not [o for o in t["others"] if meet(t["legend"], o)], t
+
+
 def _step_at(xs: list[float], ys: list[float], t: float) -> float | None:
     i = max((k for k, x in enumerate(xs) if x <= t), default=-1)
     return ys[i] if i >= 0 else None
@@ -228,6 +250,7 @@ def test_demo_panels_share_one_time_axis_and_show_every_series(browser: Any, tmp
     page, errors = _open(browser, tmp_path / "demo" / "report.html")
     figs = page.evaluate(CHARTS_JS)
     timed = _assert_charts(figs)
+    _assert_timeline_legends(page)  # a tall timeline: title, legend, time axis on top, plot; none on another
     assert timed[0]["range"] == [0, 24] and "simulated time (h)" in dict(timed[0]["axes"])["xaxis"]
     nodes = next(f for f in figs if f["title"].startswith("Nodes per pool"))
     assert nodes["legend"] == 4 and len({ln["stack"] for ln in nodes["lines"]}) == 1  # stacked: all four seen
@@ -238,6 +261,25 @@ def test_demo_panels_share_one_time_axis_and_show_every_series(browser: Any, tmp
     page.mouse.move(timed[1]["left"] + timed[1]["width"] / 2, box["y"] + box["height"] / 2)
     xs = page.evaluate("() => Array.from(document.querySelectorAll('.kt-cross')).filter(d => d.style.display "
                        "=== 'block').map(d => d.getBoundingClientRect().left)")
+    # the values at the cursor: every hover label shown lies off the plot area (plotly's unified box lay over the
+    # series it described), and names each pool with its value
+    alloc = page.query_selector_all("section.timed .js-plotly-plot")[[f["title"] for f in timed].index(
+        next(t["title"] for t in timed if t["title"].startswith("GPU allocation")))]
+    alloc.scroll_into_view_if_needed()
+    area = alloc.query_selector(".draglayer .nsewdrag").bounding_box()
+    for dx in (-3, 0):  # plotly hovers on a move inside the plot
+        page.mouse.move(area["x"] + area["width"] / 2 + dx, area["y"] + area["height"] / 2)
+    page.wait_for_function("gd => Array.from(gd.parentNode.querySelectorAll('.hoverlayer .legend, .kt-readout'))"
+                           ".some(e => getComputedStyle(e).display !== 'none')", arg=alloc)
+    labels = alloc.evaluate("""gd => Array.from(gd.parentNode.querySelectorAll('.hoverlayer .legend, .kt-readout'))
+        .filter(e => getComputedStyle(e).display !== 'none' && getComputedStyle(e).visibility !== 'hidden')
+        .map(e => { const r = e.getBoundingClientRect(); return {text: e.textContent, box: [r.left, r.top, r.right,
+                                                                                              r.bottom]}; })""")
+    assert labels and all(p in labels[0]["text"] for p in (" h", "a100-spot : ", "h100-pool : ", "l4-pool : "))
+    plot = [area["x"], area["y"], area["x"] + area["width"], area["y"] + area["height"]]
+    for label in labels:
+        b = label["box"]
+        assert not (b[0] < plot[2] and plot[0] < b[2] and b[1] < plot[3] and plot[1] < b[3]), (label, plot)
     # a zoom of one panel's time axis (drag, or the range set) is every time panel's
     page.evaluate("() => Plotly.relayout(document.querySelectorAll('section.timed .js-plotly-plot')[2], "
                   "{'xaxis.range': [2, 4]})")
@@ -263,6 +305,7 @@ def test_compare_page_aligns_the_runs_and_shows_their_differences(browser: Any, 
     figs = page.evaluate(CHARTS_JS)
     head = page.evaluate("() => Array.from(document.querySelectorAll('table.headline tr')).map(tr => "
                          "Array.from(tr.children).map(c => c.textContent))")
+    _assert_timeline_legends(page)  # short timelines: the legend clear of the plot under it
     page.close()
     assert errors == []
     timed = _assert_charts(figs)
@@ -295,6 +338,12 @@ def test_sweep_report_draws_the_answer(browser: Any, tmp_path: Path) -> None:
         .map(f => { const svg = f.querySelector('svg');
             const marks = Array.from(svg.querySelectorAll('circle, g.infeasible'));
             const texts = Array.from(svg.querySelectorAll(':scope > text')).map(t => t.textContent);
+            const boxes = Array.from(svg.querySelectorAll('text')).map(t => [t.textContent, t.getBoundingClientRect()]);
+            const overlaps = [];  // two labels (ticks, thresholds, the winner's name) that cover each other
+            boxes.forEach(([ta, a], i) => boxes.slice(i + 1).forEach(([tb, b]) => {
+                const hit = a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+                if (hit) overlaps.push([ta, tb]);
+            }));
             return {caption: f.querySelector('figcaption').textContent,
                     last: marks.length ? marks[marks.length - 1].getAttribute('class') : '',
                     best: svg.querySelectorAll('circle.best').length,
@@ -302,7 +351,7 @@ def test_sweep_report_draws_the_answer(browser: Any, tmp_path: Path) -> None:
                     feasible: svg.querySelectorAll('circle.feasible').length,
                     front: svg.querySelectorAll('polyline.front').length,
                     constraints: Array.from(svg.querySelectorAll('g.constraint text')).map(t => t.textContent),
-                    xtitle: texts[texts.length - 2], ytitle: texts[texts.length - 1]}; })""")
+                    xtitle: texts[texts.length - 2], ytitle: texts[texts.length - 1], overlaps: overlaps}; })""")
     legend = page.evaluate("() => document.querySelector('p.legend').textContent")
     page.close()
     assert len(charts) == 1 + 7 * 3  # the Pareto front, seven metrics against three axes
@@ -312,6 +361,7 @@ def test_sweep_report_draws_the_answer(browser: Any, tmp_path: Path) -> None:
     assert front["xtitle"] == "cost (USD)" and front["ytitle"] == "jobs_unfinished (jobs)"
     for c in charts:
         assert c["xtitle"] and c["ytitle"], c
+        assert c["overlaps"] == [], (c["caption"], c["overlaps"])  # no label over another
         assert c["best"] == 1 and c["last"] == "best", c  # the winner drawn on top of every other case
         assert c["infeasible"] + c["feasible"] + c["best"] == 4, c  # every case marked as what it is
     assert front["infeasible"] >= 1

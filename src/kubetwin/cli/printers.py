@@ -96,7 +96,13 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
                         st.get("nominatedNodeName") or "<none>", ready_gates]
             rows.append(row)
     elif kind == "Node":
-        rows.append(["NAME", "STATUS", "ROLES", "AGE", "VERSION"] + (["INSTANCE-TYPE", "GPUS"] if wide else []))
+        # -o wide: kubectl's columns (printNode, kubernetes pkg/printers/internalversion/printers.go), then the
+        # twin's INSTANCE-TYPE and GPUS after them. The twin's nodes carry no status.addresses and no OS, kernel or
+        # runtime in status.nodeInfo (adding them would change every run folder's node objects), so those cells
+        # read as kubectl prints a node without them: <none> for an address, <unknown> for the rest.
+        rows.append(["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+                    + (["INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME",
+                        "INSTANCE-TYPE", "GPUS"] if wide else []))
         for n in objs:  # a plain v1 Node may have no status, nodeInfo or labels: kubectl prints what is there
             st = n.get("status") or {}
             ready = is_condition_true(st.get("conditions"), "Ready")
@@ -104,6 +110,11 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
                    age(n["metadata"].get("creationTimestamp"), now),
                    (st.get("nodeInfo") or {}).get("kubeletVersion") or ""]
             if wide:
+                info = st.get("nodeInfo") or {}
+                addresses = st.get("addresses") or []
+                row += [next((a.get("address") for a in addresses if a.get("type") == t), None) or "<none>"
+                        for t in ("InternalIP", "ExternalIP")]
+                row += [info.get(k) or "<unknown>" for k in ("osImage", "kernelVersion", "containerRuntimeVersion")]
                 row += [(n["metadata"].get("labels") or {}).get(INSTANCE_TYPE, ""),
                         (st.get("allocatable") or {}).get(GPU, "0")]
             rows.append(row)

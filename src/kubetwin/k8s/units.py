@@ -155,10 +155,26 @@ def go_duration(seconds: float) -> str:
 
 
 def short_duration(seconds: float) -> str:
-    """go_duration without its zero trailing units, the way a duration is written in a manifest: 90 s is 1m30s, 6 h
-    is 6h, 2.5 h is 2h30m (the run summary's title)."""
-    text = go_duration(seconds)
-    for zero in ("0s", "0m"):
-        if text.endswith(zero) and len(text) > len(zero) and not text[-len(zero) - 1].isdigit():
-            text = text[: -len(zero)]
-    return text
+    """A duration as kubetwin writes it everywhere a person reads one (the console, report.html's headline, hover,
+    difference column and time notes, the sweep report's values and ticks): Go's time.Duration form
+    (go_duration) without its zero trailing units, the way a duration is written in a manifest. Hours do not roll
+    into days, as in Go (a day is 24h, parse_duration reads it back). From a minute up, whole seconds (2h30m, 6h,
+    2h0m1s, 1m30s); under a minute three significant digits (12.3s, 1.5s); under a second, milliseconds (350ms);
+    a negative duration (a difference) with its sign (-1h30m)."""
+    if seconds < 0:
+        return "-" + short_duration(-seconds)
+    if seconds == 0:
+        return "0s"
+    if seconds < 1 and round(seconds * 1000, 12) < 999.5:
+        return f"{seconds * 1000:.3g}ms"
+    if seconds < 59.95:
+        return f"{seconds:.3g}s"
+    whole = round(seconds)
+    h, rest = divmod(whole, 3600)
+    m, s = divmod(rest, 60)
+    parts = [(h, "h"), (m, "m"), (s, "s")]
+    while parts[0][0] == 0:
+        parts.pop(0)
+    while parts[-1][0] == 0:
+        parts.pop()
+    return "".join(f"{n}{unit}" for n, unit in parts)

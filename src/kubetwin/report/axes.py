@@ -20,7 +20,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["SYNC_JS", "TimeAxis", "human_duration", "place", "separate", "time_axis"]
+__all__ = ["SYNC_JS", "TimeAxis", "place", "separate", "time_axis"]
 
 RIGHT = 30  # px right of every time panel's plot area
 MIN_LEFT, MAX_LEFT = 80, 330  # px: y tick numbers and title at least; a long row label is cut beyond the most
@@ -28,22 +28,6 @@ TITLE_PX = 22  # px left of the tick labels for the y axis' title
 CHAR_PX = 6.2  # px per character of plotly's 11-12 px sans-serif (an estimate that errs wide)
 ASSUMED_WIDTH = 1000  # px of a figure when the legend's rows are counted (the page is at most 1,152 px wide)
 DASHES = ("dash", "dot", "dashdot", "longdash", "longdashdot")
-
-
-def human_duration(seconds: float) -> str:
-    """2h30m, 45m, 12s: how a person writes a duration (a makespan of 9000 s is 2h30m)."""
-    s = round(seconds)
-    if abs(s) < 60:
-        return f"{seconds:.3g}s" if abs(seconds) < 10 and seconds != s else f"{s}s"
-    sign, s = ("-" if s < 0 else ""), abs(s)
-    d, rest = divmod(s, 86400)
-    h, rest = divmod(rest, 3600)
-    m, sec = divmod(rest, 60)
-    if d:
-        return f"{sign}{d}d{h}h" if h else f"{sign}{d}d"
-    if h:
-        return f"{sign}{h}h{m}m" if m else f"{sign}{h}h"
-    return f"{sign}{m}m{sec}s" if sec and m < 10 else f"{sign}{m}m"
 
 
 @dataclass(frozen=True)
@@ -83,7 +67,8 @@ def cut_label(label: str, axis: TimeAxis) -> str:
     return label if len(label) <= room else label[: max(room - 1, 1)] + "\u2026"
 
 
-def _legend_rows(names: list[str], width: float) -> int:
+def legend_rows(names: list[str], width: float) -> int:
+    """How many rows a horizontal legend of these entries takes in `width` px (plotly wraps it)."""
     rows, used = 1, 0.0
     for n in names:
         w = 45 + text_px(n)
@@ -108,7 +93,7 @@ def place(fig: go.Figure, axis: TimeAxis, legend_below: bool = True) -> go.Figur
     bottom = 50
     named = [str(tr.name or "") for tr in fig.data if tr.showlegend is not False]
     if legend_below and named:
-        band = 19 * _legend_rows(named, ASSUMED_WIDTH - axis.left - RIGHT) + 12
+        band = 19 * legend_rows(named, ASSUMED_WIDTH - axis.left - RIGHT) + 12
         bottom += band
         height += band
         fig.update_layout(legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yanchor": "bottom",
@@ -203,7 +188,39 @@ SYNC_JS = """window.addEventListener('load', function () {
       d.style.top = (gd.offsetTop + f.t) + 'px'; d.style.height = f.h + 'px';
     });
   }
+  // The values at the cursor ("x unified" panels): plotly draws them in a box over the series; the box is hidden
+  // (html.STYLE) and its lines written out here instead, one row above the plot area, growing upwards over the
+  // title when they wrap, never over the data.
+  function readout(gd) {
+    var d = gd.parentNode.querySelector(':scope > .kt-readout');
+    if (!d) { d = document.createElement('div'); d.className = 'kt-readout'; gd.parentNode.appendChild(d); }
+    return d;
+  }
+  function fill(gd) {
+    var box = gd.querySelector('.hoverlayer .legend'), d = readout(gd);
+    if (!box) { d.style.display = 'none'; return; }
+    var head = box.querySelector('.legendtitletext');
+    var rows = Array.prototype.slice.call(box.querySelectorAll('.traces'));
+    d.innerHTML = (head ? '<b></b>' : '') + rows.map(function () { return '<span><i></i><span></span></span>'; })
+      .join(' ');
+    if (head) d.querySelector('b').textContent = head.textContent;
+    rows.forEach(function (row, k) {
+      var span = d.children[(head ? 1 : 0) + k], mark = row.querySelector('.legendpoints path, .legendlines path');
+      var colour = mark ? (getComputedStyle(mark).stroke !== 'none' ? getComputedStyle(mark).stroke
+                                                                   : getComputedStyle(mark).fill) : '#444';
+      span.querySelector('i').style.background = colour;
+      span.querySelector('span').textContent = (row.querySelector('.legendtext') || row).textContent;
+    });
+    var f = frame(gd);
+    d.style.left = (gd.offsetLeft + f.l) + 'px'; d.style.maxWidth = f.w + 'px';
+    d.style.top = ''; d.style.display = 'block';
+    d.style.top = (gd.offsetTop + f.t - 2 - d.offsetHeight) + 'px';
+  }
   gds.forEach(function (gd) {
+    if (gd._fullLayout.hovermode === 'x unified') {
+      gd.on('plotly_hover', function () { fill(gd); });
+      gd.on('plotly_unhover', function () { readout(gd).style.display = 'none'; });
+    }
     gd.addEventListener('mousemove', function (e) {
       var f = frame(gd), px = e.clientX - gd.getBoundingClientRect().left;
       if (px < f.l || px > f.l + f.w) { hide(); return; }

@@ -15,7 +15,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from kubetwin.report.axes import SYNC_JS, TimeAxis, human_duration
+from kubetwin.k8s.units import short_duration
+from kubetwin.report.axes import SYNC_JS, TimeAxis
 from kubetwin.report.compare import difference
 from kubetwin.report.headline import headline_rows
 from kubetwin.report.pagebounds import bound_figure, bound_headline, bound_rows
@@ -25,6 +26,8 @@ from kubetwin.report.timeline import Row, rows_of
 
 __all__ = ["compare_page", "write_report"]
 
+_SEED = "n/a: a seed, not a quantity"  # the difference column's cell for the seed row
+
 STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align:left;padding-right:24px}"
          "td{padding-right:24px}table{border-collapse:collapse}tr:nth-child(even){background:#f6f6f6}"
          "h2{border-bottom:1px solid #ccc;margin-top:32px}.look li{margin:2px 0}pre{font-size:12px}"
@@ -33,6 +36,12 @@ STYLE = ("body{font-family:sans-serif;margin:24px;max-width:1200px}th{text-align
          "section.timed{position:relative;border:1px solid transparent;overflow-y:auto;scrollbar-gutter:stable}"
          "section.timed.timeline{border-color:#eee}"
          ".kt-cross{position:absolute;width:0;border-left:1px solid #444;pointer-events:none;display:none;z-index:5}"
+         # the values at the cursor above the plot area, not in it (report.axes.SYNC_JS): plotly's unified hover
+         # box, drawn over the series, is read and hidden
+         "section.timed .hoverlayer .legend{visibility:hidden}"
+         ".kt-readout{position:absolute;font-size:12px;line-height:16px;background:rgba(255,255,255,0.92);"
+         "pointer-events:none;display:none;z-index:6;padding:0 4px;box-sizing:border-box}"
+         ".kt-readout i{display:inline-block;width:14px;height:3px;margin:0 4px 3px 10px;vertical-align:middle}"
          "td.diff{color:#555}")
 
 
@@ -55,7 +64,7 @@ def headline(run: RunData) -> list[tuple[str, str]]:
     """The header's numbers: what ran, how long, then the run's headline rows (report.headline, as the console)."""
     s = run.summary
     rows = [("scenario", str((s.get("scenario") or {}).get("name") or run.name)), ("run folder", run.name),
-            ("simulated time", human_duration(run.duration)),
+            ("simulated time", short_duration(run.duration)),
             ("seed", str((s.get("scenario") or {}).get("seed", "-")))]
     rows += [("pods", str(s["pods"]["total"]))] if "total" in s["pods"] else []
     # The console prints waits in seconds (a contract); the page writes them as a person would (23h30m).
@@ -74,7 +83,7 @@ def look_at(run: RunData, rows: list[Row]) -> list[str]:
     waits = sorted((w for w in waited if w[0] >= 300), key=lambda w: (-w[0], w[1]))
     if waits:
         out.append("waited longest before running: " + ", ".join(
-            f"{label} ({w / 3600:.2f} h)" if w >= 3600 else f"{label} ({w / 60:.0f} min)" for w, label in waits[:5]))
+            f"{label} ({short_duration(w)})" for w, label in waits[:5]))
     lost = [(r.label, n) for r in rows if (n := sum(s in ("Preempted", "Evicted") for s in r.states()))]
     if lost:
         out.append("preempted or evicted: " + ", ".join(f"{label} ({n}x)" for label, n in lost[:6])
@@ -194,7 +203,8 @@ def compare_page(run_dirs: list[Path]) -> str:
             + "</tr>")
     body_rows = "".join(
         f"<tr><th>{html.escape(k)}</th>" + "".join(f"<td>{html.escape(t.get(k, '-'))}</td>" for t in tables)
-        + "".join(f"<td class='diff'>{html.escape(difference(tables[0].get(k), t.get(k)) if k != 'seed' else '')}</td>"
+        + "".join(f"<td class='diff'>{html.escape(_SEED if k == 'seed' else difference(tables[0].get(k), t.get(k)))}"
+                  "</td>"
                   for t in tables[1:]) + "</tr>" for k in keys)
     all_rows = [rows_of(r) for r in runs]
     looks = "".join(f"<h3>{html.escape(r.name)}</h3>{_look_html(look_at(r, rows))}"

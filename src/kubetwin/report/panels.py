@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kubetwin.report.axes import TimeAxis, cut_label, place, separate, time_axis
+from kubetwin.k8s.units import short_duration
+from kubetwin.report.axes import ASSUMED_WIDTH as PAGE_PX
+from kubetwin.report.axes import RIGHT, TimeAxis, cut_label, legend_rows, place, separate, time_axis
 from kubetwin.report.pagebounds import MAX_SERIES, bound_figure, sum_steps
 from kubetwin.report.rundata import ClusterQueueSeries, RunData
 from kubetwin.report.serving_html import serving_figures
@@ -48,12 +50,17 @@ def _name(run: RunData, multi: bool, label: str) -> str:
 
 
 def _dur(s: float) -> str:
-    return f"{s / 3600:.2f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
+    return short_duration(s)  # the page's one rule for a duration (k8s.units), as the headline writes it
 
 
 def page_axis(runs: list[RunData], rows: list[list[Row]]) -> TimeAxis:
     """The page's time axis: to the longest run's end, its left margin wide enough for every timeline's labels."""
     return time_axis(max(r.duration for r in runs), [r.label for rs in rows for r in rs])
+
+
+TITLE_TOP, LEGEND_TOP = 12, 44  # px from a timeline's top to its title's top, and to its legend's
+LEGEND_ROW_PX = 22  # px a legend row takes (plotly's 19 px rows and their padding, erring wide)
+LEGEND_GAP_PX, AXIS_ON_TOP_PX = 16, 64  # px from the legend to the plot: a gap; the time axis' ticks and title
 
 
 def timeline_figure(rows: list[Row], title: str, end: float, axis: TimeAxis | None = None) -> go.Figure:
@@ -89,11 +96,18 @@ def timeline_figure(rows: list[Row], title: str, end: float, axis: TimeAxis | No
                                  hovertext=[f"<b>{m[0]}</b><br>{at(m[1])} {html.escape(m[2][:160])}"
                                             for m in marks], hoverinfo="text"))
     tall = len(rows) > 30  # the time axis on top, where a scrolled tall timeline still shows it
-    fig.update_layout(title=title, barmode="overlay", xaxis_title=HOURS, height=max(260, 22 * len(rows) + 160),
-                      xaxis_range=[0, end / 3600], xaxis_side="top" if tall else "bottom", legend_orientation="h",
-                      legend_y=1.0, legend_yanchor="bottom", margin_t=150 if tall else 90)
-    if tall:
-        fig.update_layout(legend_y=1.0 + 100 / (22 * len(rows) + 160))
+    # The top band, in px from the figure's top: the title, then the legend in rows of its own, then (tall) the
+    # time axis' tick labels and title, then the plot. Placed in the figure's own px (yref container), so the
+    # legend never lies on the title or the plot however many rows it wraps to (it was placed in fractions of the
+    # plot's height: over the title of a tall timeline, touching the plot of a short one).
+    rows_px = LEGEND_ROW_PX * legend_rows([str(tr.name) for tr in fig.data], PAGE_PX - axis.left - RIGHT)
+    top = LEGEND_TOP + rows_px + (AXIS_ON_TOP_PX if tall else LEGEND_GAP_PX)
+    height = max(260, 22 * len(rows) + 160) + top - (150 if tall else 90)
+    fig.update_layout(title={"text": title, "yref": "container", "y": 1 - TITLE_TOP / height, "yanchor": "top"},
+                      barmode="overlay", xaxis_title=HOURS, height=height,
+                      xaxis_range=[0, end / 3600], xaxis_side="top" if tall else "bottom",
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "yref": "container",
+                              "y": 1 - LEGEND_TOP / height, "yanchor": "top"}, margin_t=top)
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=labels, autorange="reversed",
                      tickmode="array", tickvals=labels, ticktext=[html.escape(cut_label(r.label, axis)) for r in rows],
                      tickfont_size=11, title_font_size=12, title_standoff=4,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetwin.api.sweep import NAMED_METRICS, SECONDS_METRICS
-from kubetwin.report.axes import human_duration
+from kubetwin.k8s.units import short_duration
 from kubetwin.sweep.cases import Plan
 from kubetwin.sweep.goals import Answer, by_seed, case_table
 from kubetwin.sweep.results import cell, write_atomic
@@ -64,9 +64,7 @@ def title_of(metric: str) -> str:
 
 
 def _seconds(v: float) -> str:
-    if v and abs(v) < 1:
-        return f"{v * 1000:.4g} ms"
-    return human_duration(v)
+    return short_duration(v)  # the one rule for a duration (k8s.units), as report.html writes it
 
 
 def fmt(metric: str, v: Any) -> str:
@@ -133,6 +131,39 @@ def _marker(x: float, y: float, tip: str, kind: str) -> str:
             f"{t}</circle>")
 
 
+Box = tuple[float, float, float, float]  # left, top, right, bottom (px) of a text drawn on a chart
+CHAR_PX = 6.2  # px per character of the charts' 10 px sans-serif, bold (an estimate that errs wide)
+
+
+def _text_box(x: float, y: float, text: str, anchor: str = "start") -> Box:
+    """Where an SVG <text> at (x, baseline y) lies."""
+    w = CHAR_PX * len(text)
+    left = x - w if anchor == "end" else x - w / 2 if anchor == "middle" else x
+    return (left, y - 9, left + w, y + 3)
+
+
+def _hits(box: Box, boxes: list[Box]) -> bool:
+    return any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in boxes)
+
+
+def _label_at(px: float, py: float, text: str, taken: list[Box], frame: Box) -> tuple[float, float, str]:
+    """Where the winner's name goes: beside its mark (above right, above left, below right, below left, then a
+    line further up or down), inside the plot area, at the first place where it covers no other label (tick,
+    threshold); else above right."""
+    left, top, right, bottom = frame
+    w = CHAR_PX * len(text)
+    tries = []
+    for dy in (-8.0, 17.0, -20.0, 29.0, -32.0):
+        for side in (1, -1):
+            x = px + 9 if side > 0 else px - 9 - w
+            x, y = min(max(x, left + 2), right - w - 2), min(max(py + dy, top + 10), bottom - 4)
+            tries.append((x, y))
+    for x, y in tries:
+        if not _hits(_text_box(x, y, text), taken):
+            return x, y, "start"
+    return tries[0][0], tries[0][1], "start"
+
+
 def _svg(title: str, xmetric: str, ymetric: str, points: list[Point], xticks: list[str] | None,
          line: list[tuple[float, float]] | None = None, hlines: list[tuple[float, str]] | None = None,
          vlines: list[tuple[float, str]] | None = None, xtitle: str | None = None) -> str:
@@ -144,7 +175,8 @@ def _svg(title: str, xmetric: str, ymetric: str, points: list[Point], xticks: li
     hlines, vlines = hlines or [], vlines or []
     ys = [p[1] for p in points if math.isfinite(p[1])] + [v for v, _ in hlines] or [0.0]
     yt = ticks(ymetric, min(ys), max(ys))
-    scale_y = _scale(yt[0], yt[-1], H - BOTTOM, TOP + 12)
+    infinite = any(math.isinf(p[1]) for p in points)  # the infinity row gets a line of its own above the ticks
+    scale_y = _scale(yt[0], yt[-1], H - BOTTOM, TOP + (24 if infinite else 12))
 
     def sy(v: float) -> float:  # an infinite value (a makespan never reached) on a line of its own at the top
         return TOP + 2 if math.isinf(v) else scale_y(v)
@@ -159,25 +191,31 @@ def _svg(title: str, xmetric: str, ymetric: str, points: list[Point], xticks: li
         xt = [(v, _tick_text(xmetric, v)) for v in xv]
     x0, x1, y0, y1 = LEFT, W - RIGHT, H - BOTTOM, TOP
     out = [f"<figure><svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}' role='img' font-size='10'>"]
+    taken: list[Box] = []  # the labels drawn so far: a later one goes where it covers none of them
     for v in yt:
         out.append(f"<line x1='{x0}' y1='{sy(v):.1f}' x2='{x1}' y2='{sy(v):.1f}' stroke='#eee'/>"
                    f"<text x='{x0 - 4}' y='{sy(v) + 3:.1f}' text-anchor='end'>"
                    f"{html.escape(_tick_text(ymetric, v))}</text>")
-    if any(math.isinf(p[1]) for p in points):
+        taken.append(_text_box(x0 - 4, sy(v) + 3, _tick_text(ymetric, v), "end"))
+    if infinite:
         out.append(f"<text x='{LEFT - 4}' y='{TOP + 5}' text-anchor='end'>&#8734;</text>")
     for v, label in xt:
         out.append(f"<line x1='{sx(v):.1f}' y1='{y0}' x2='{sx(v):.1f}' y2='{y0 + 4}' stroke='#999'/>"
                    f"<text x='{sx(v):.1f}' y='{y0 + 15}' text-anchor='middle'>{html.escape(label)}</text>")
     out.append(f"<line x1='{x0}' y1='{y0}' x2='{x1}' y2='{y0}' stroke='#999'/>"
                f"<line x1='{x0}' y1='{y1}' x2='{x0}' y2='{y0}' stroke='#999'/>")
-    for v, label in hlines:
+    for v, label in hlines:  # the label above its line, or under it where another label is
+        ty = sy(v) - 3 if not _hits(_text_box(x1 - 2, sy(v) - 3, label, "end"), taken) else sy(v) + 12
+        taken.append(_text_box(x1 - 2, ty, label, "end"))
         out.append(f"<g class='constraint'><line x1='{x0}' y1='{sy(v):.1f}' x2='{x1}' y2='{sy(v):.1f}' "
                    f"stroke='{BOUND}' stroke-width='1.5' stroke-dasharray='5,3'/><text x='{x1 - 2}' "
-                   f"y='{sy(v) - 3:.1f}' text-anchor='end' fill='{BOUND}'>{html.escape(label)}</text></g>")
+                   f"y='{ty:.1f}' text-anchor='end' fill='{BOUND}'>{html.escape(label)}</text></g>")
     for v, label in vlines:
+        ty = y1 + 9 if not _hits(_text_box(sx(v) + 3, y1 + 9, label), taken) else y1 + 21
+        taken.append(_text_box(sx(v) + 3, ty, label))
         out.append(f"<g class='constraint'><line x1='{sx(v):.1f}' y1='{y1}' x2='{sx(v):.1f}' y2='{y0}' "
                    f"stroke='{BOUND}' stroke-width='1.5' stroke-dasharray='5,3'/><text x='{sx(v) + 3:.1f}' "
-                   f"y='{y1 + 9}' fill='{BOUND}'>{html.escape(label)}</text></g>")
+                   f"y='{ty:.1f}' fill='{BOUND}'>{html.escape(label)}</text></g>")
     order = {"infeasible": 0, "case": 1, "feasible": 2, "best": 4}
     drawn = sorted(enumerate(points), key=lambda ip: (order[ip[1][3]], ip[0]))
     spread: dict[float, int] = {}
@@ -198,8 +236,10 @@ def _svg(title: str, xmetric: str, ymetric: str, points: list[Point], xticks: li
     for px, py, tip, kind in placed:  # the winner over the front and every other case
         if kind == "best":
             out.append(_marker(px, py, tip, kind))
-            out.append(f"<text x='{min(px + 9, x1 - 30):.1f}' y='{py - 8:.1f}' font-weight='bold' "
-                       f"fill='{COLOURS['best']}'>{html.escape(tip.split(':')[0])}</text>")
+            name = tip.split(":")[0]  # the only point named on the chart (the others: hover, their <title>)
+            lx, ly, _ = _label_at(px, py, name, taken, (x0, y1, x1, y0))
+            out.append(f"<text x='{lx:.1f}' y='{ly:.1f}' font-weight='bold' "
+                       f"fill='{COLOURS['best']}'>{html.escape(name)}</text>")
     out.append(f"<text x='{(x0 + x1) / 2:.0f}' y='{H - 8}' font-size='11' text-anchor='middle'>"
                f"{html.escape(xtitle or title_of(xmetric))}</text>"
                f"<text transform='translate(12,{(y0 + y1) / 2:.0f}) rotate(-90)' font-size='11' "
