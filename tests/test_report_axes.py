@@ -42,7 +42,7 @@ def test_the_header_writes_waits_as_durations() -> None:
 
     summary = {"pods": {"by_phase": {}, "pending_seconds": {"p50": 0.0, "p99": 84600.0}}, "gpu_allocation": {},
                "cost": {"by_pool": {}, "total_usd": 0.0}}
-    assert dict(cluster_rows(summary))["pending p50 / p99"] == "0s / 23h30m"
+    assert dict(cluster_rows(summary))["wait to schedule p50 / p99"] == "0s / 23h30m"
 
 
 @pytest.mark.parametrize(("a", "b", "diff"), [
@@ -138,7 +138,7 @@ def test_every_headline_row_has_a_difference_or_says_why_not() -> None:
     assert [k for k, d in diffs.items() if "n/a" in d] == []
     assert diffs["GPU sharing a3"] == "slowdown +0.15 (+12.0%), +1 (+100.0%) OOM"  # x1.25 against x1.40
     assert diffs["TTFT p50 / p90 / p99"] == "-60ms (-50.0%) / -600ms (-50.0%) / +2.5s (+100.0%)"
-    assert diffs["pending p50 / p99"] == "+45s (new) / +1h (+100.0%)"
+    assert diffs["wait to schedule p50 / p99"] == "+45s (new) / +1h (+100.0%)"
     assert diffs["SLO attainment"] == "+1.0 pp (+1.1%)"
 
 

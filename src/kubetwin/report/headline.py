@@ -22,7 +22,9 @@ def cluster_rows(s: dict[str, Any]) -> Rows:
     """Pods, waiting, GPU allocation and fragmentation, cost (per pool, Spot), work lost, GPU sharing."""
     pods = s["pods"]
     rows = [(f"pods {k}", str(v)) for k, v in pods["by_phase"].items()]
-    rows.append(("pending p50 / p99", f"{_s(pods['pending_seconds']['p50'])} / {_s(pods['pending_seconds']['p99'])}"))
+    # summary.json's pending_seconds: creation to binding (the pod stays phase Pending while its images pull)
+    waits = pods["pending_seconds"]
+    rows.append(("wait to schedule p50 / p99", f"{_s(waits['p50'])} / {_s(waits['p99'])}"))
     jobs = s.get("jobs")
     if jobs:  # Jobs and JobSets: how many finished, and how long they took (creation to Complete)
         rows.append(("jobs completed / failed / unfinished", f"{jobs['completed']} / {jobs['failed']} / "
