@@ -172,3 +172,18 @@ def test_a_long_panel_is_bounded_before_its_lines_are_told_apart(monkeypatch: py
     assert c.line.dash is None  # not on another line: solid
     assert walked and max(walked) <= 2 * MAX_POINTS  # each pair walks two bounded series, never 200,000 points
     assert alloc.bounded and len(a.x) <= MAX_POINTS  # and the page says what the bounds left out
+
+
+@pytest.mark.parametrize("events", [[], [(3600.0, "spot", "Spot VM reclaimed", "#d9534f")]])
+def test_the_nodes_panel_promises_markers_only_where_it_draws_some(events: list) -> None:
+    """A run with no autoscaler, Spot or node lifecycle event said "markers: ..." over a panel with none (the demo)."""
+    from kubetwin.report import panels
+    from kubetwin.report.rundata import RunData
+
+    run = RunData("r", {"duration": 7200.0}, {"cost": {"by_pool": {}, "total_usd": 0}}, {}, {})
+    run.node_changes = {"spot": [(0.0, 2), (3600.0, 1)]}
+    run.node_events = events
+    nodes = next(p for p in panels.panels([run]) if p.fig.layout.title.text.startswith("Nodes per pool"))
+    markers = [tr for tr in nodes.fig.data if tr.mode == "markers"]
+    assert len(markers) == (1 if events else 0)
+    assert ("markers: autoscaler" in nodes.fig.layout.title.text) == bool(events)

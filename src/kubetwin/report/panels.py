@@ -245,8 +245,10 @@ def _nodes(runs: list[RunData], multi: bool) -> list[Panel]:
                 hovertext=[html.escape(f"{n[0] / 3600:.2f} h {n[2]}") for n in notes], hoverinfo="text"))
     if not fig.data:
         return []
-    fig.update_layout(title="Nodes per pool (stacked: the top line is the cluster's total); markers: autoscaler, "
-                      "Spot and node lifecycle events", xaxis_title=HOURS,
+    marked = any(r.node_events for r in runs)  # the title promises markers only where there are some
+    fig.update_layout(title="Nodes per pool (stacked: the top line is the cluster's total)" + (
+                      "; markers: autoscaler, Spot and node lifecycle events" if marked else
+                      "; no autoscaler, Spot or node lifecycle events"), xaxis_title=HOURS,
                       yaxis_title="nodes", yaxis_rangemode="tozero")
     return [Panel("Nodes", fig)]
 
