@@ -199,3 +199,28 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"  # a zombie has exited (init reaps it)
+
+
+def test_no_worker_from_a_thread_or_beside_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork is not safe while gRPC's threads run (grpc doc/fork_support.md: a Ray worker, the live tools), nor
+    from a thread other than the main one; the run then writes its files itself."""
+    import threading
+    import types
+
+    monkeypatch.delenv(historyworker.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.delitem(sys.modules, "grpc", raising=False)
+    assert historyworker.available()
+    seen: list[bool] = []
+    thread = threading.Thread(target=lambda: seen.append(historyworker.available()))
+    thread.start()
+    thread.join()
+    assert seen == [False]
+    monkeypatch.setitem(sys.modules, "grpc", types.ModuleType("grpc"))
+    assert not historyworker.available()
+    monkeypatch.delitem(sys.modules, "grpc")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    assert not historyworker.available()  # one core: nothing to run it on
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setenv(historyworker.DISABLE_ENV, "0")
+    assert not historyworker.available()

@@ -42,9 +42,13 @@ DISABLE_ENV = "KUBETWIN_HISTORY_WORKER"  # "0": write the history in the run's o
 
 
 def available() -> bool:
-    """Whether a run may fork a worker: Linux (fork is safe there for a process like this one; elsewhere the
-    platform's own libraries may not survive it), more than one core to run it on, and not turned off."""
+    """Whether a run may fork a worker: Linux (elsewhere the platform's own libraries may not survive a fork), more
+    than one core to run it on, not turned off, from the main thread, and not in a process that has loaded gRPC
+    (a Ray worker's, or the live tools'): gRPC does not support a fork while its threads run
+    (grpc/grpc doc/fork_support.md), and a worker is not worth that risk."""
     if os.environ.get(DISABLE_ENV) == "0" or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return False
+    if threading.current_thread() is not threading.main_thread() or "grpc" in sys.modules:
         return False
     return len(os.sched_getaffinity(0)) > 1
 
@@ -128,6 +132,9 @@ def _serve(lines: int, answers: int, serve: Callable[[bytes | str], None], start
            warm: Callable[[], None] | None) -> int:
     """The worker's loop: whole lines to `serve`, commands to `serve` and answered; 0 when the pipe ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The run's other threads (a terminal's progress bar) may have held stdout's or stderr's lock at the fork: the
+    # worker writes neither (what goes wrong goes back to the run), so a warning it prints cannot wait on them.
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the worker ends with os._exit)
     gc.freeze()  # the run's objects, inherited: never scanned (a scan would copy every page it touches)
     gc.disable()  # what the worker makes is parsed JSON: no cycles to collect
     failed: tuple[BaseException | None, str] | None = None
