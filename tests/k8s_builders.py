@@ -225,3 +225,25 @@ def make_priority_class(name: str) -> PriorityClassWrapper:
 
 def make_namespace(name: str) -> Wrapper:
     return Wrapper({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+class ChangeWrapper(Wrapper):
+    def patch(self, body: Any, patch_type: str = "strategic") -> ChangeWrapper:
+        """`kubectl patch --type patch_type -p body` at the change's time."""
+        self._obj["spec"].update(patch=body, patchType=patch_type)
+        return self
+
+    def action(self, name: str, **fields: Any) -> ChangeWrapper:
+        """A shorthand (Cordon, Uncordon, Drain, Delete, Scale, Suspend, Resume) and its fields (replicas, drain)."""
+        self._obj["spec"].update(action=name, **fields)
+        return self
+
+
+def make_change(name: str, at: str, api_version: str, kind: str, target: str, ns: str | None = None
+                ) -> ChangeWrapper:
+    """A kubetwin Change writing to `kind`/`target` at simulated time `at`; end it with .patch() or .action()."""
+    t: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "name": target}
+    if ns is not None:
+        t["namespace"] = ns
+    return ChangeWrapper({"apiVersion": "kubetwin.io/v1alpha1", "kind": "Change", "metadata": {"name": name},
+                          "spec": {"at": at, "target": t}})

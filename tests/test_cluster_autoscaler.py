@@ -414,7 +414,7 @@ def test_scale_down_honours_pod_disruption_budgets():
 
 
 def test_budget_arithmetic():
-    from kubetwin.autoscaler.pdb import _scaled
+    from kubetwin.controllers.disruption import _scaled  # the disruption controller's, the autoscaler reads it
 
     assert _scaled("50%", 3) == 2 and _scaled(1, 3) == 1 and _scaled("10%", 5) == 1
 

@@ -204,12 +204,14 @@ def test_time_scale_sends_faster_and_reports_trace_seconds(server: tuple[str, Fa
     span = float(plan.arrays.arrival[-1])
     first = float(plan.arrays.arrival[0])
     scaled = [(float(a) - first) / 4.0 for a in plan.arrays.arrival]
-    offsets = [r["t"] - fake.seen[0]["t"] for r in fake.seen]
-    # never early: each request leaves no sooner than its trace time / 4 after the first (a starved CPU can only
-    # make it late), and the whole trace goes out well under its own span (1.9 s at 1x, 0.475 s at 4x)
-    assert len(offsets) == len(scaled) and all(o >= s - 0.01 for o, s in zip(sorted(offsets), scaled, strict=True))
-    assert max(offsets) <= scaled[-1] + 1.0
-    assert wall < span  # four times faster than the trace
+    # never early: each request reaches the server no sooner than its trace time / 4 after the run began (the
+    # server's clock is this process's; a starved CPU can only make a request late), and the trace goes out well
+    # inside its own span: its sends spread over about span / 4 (0.475 s here; 1.9 s at 1x). Measured from the
+    # run's start, not from the first request, whose connection set-up may make it later than the next one.
+    since_start = sorted(r["t"] - t for r in fake.seen)
+    assert len(since_start) == len(scaled) and all(o >= s for o, s in zip(since_start, scaled, strict=True))
+    assert since_start[-1] - since_start[0] < span / 2
+    assert wall < span + 2.0  # and the run did not wait out the trace at 1x (sanity; the spread above is the test)
     ttft = [float(r["ttft"]) for r in read_csv(tmp_path / "o" / "requests.csv")]
     assert min(ttft) >= 4.0 * TTFT  # the server's wall latency, in trace seconds
     assert summary["loadgen"]["time_scale"] == 4.0

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
-from kubetwin.api.loader import load_paths, load_text
+from kubetwin.api.loader import Manifest, load_paths, load_text
 from kubetwin.cli.main import app
 from kubetwin.validation.validate import validate
 
@@ -289,3 +290,18 @@ spec:
 """
     errs = _errors(pod)
     assert [f for f, _ in errs] == ["spec.containers[0].name", "metadata.labels"]
+
+
+@pytest.mark.parametrize("kind, spec_path", [("Pod", "spec"), ("PodTemplate", "template.spec")])
+def test_an_error_below_a_field_another_error_removed_is_still_reported(kind: str, spec_path: str) -> None:
+    """A pod spec missing its containers (the prune takes the whole spec) with an unknown field inside it: the walk
+    to the unknown field's parent went through the spec already removed (KeyError; found by the mutation fuzzer on
+    a PodTemplate). Both errors are reported, no traceback."""
+    inner = {"k": [{"k": 1}]}
+    obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "t", "namespace": "default"}}
+    if kind == "Pod":
+        obj["spec"] = inner
+    else:
+        obj["template"] = {"spec": inner}
+    found = {(d.field, d.message.split(":")[0]) for d in validate([Manifest(obj, "x.yaml", 1)])}
+    assert found == {(f"{spec_path}.containers", "Required value"), (f"{spec_path}.k", "strict decoding error")}

@@ -23,6 +23,7 @@ from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.provreq import ProvisioningRequestController
 from kubetwin.autoscaler.spot import SpotPreemptionController
 from kubetwin.catalog import storage as storage_catalog
+from kubetwin.changes.controller import ChangeController
 from kubetwin.controllers import admission, nodelifecycle
 from kubetwin.controllers.attachdetach import AttachDetachController
 from kubetwin.controllers.job import JobController
@@ -344,6 +345,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
         Features.from_gates(dict(scenario.featureGates)))  # idle unless a pool autoscales
     ProvisioningRequestController(store, env, events, ca)
     spot = SpotPreemptionController(store, env, events, pools, scenario.seed)  # Spot pools' spotPreemption
+    ChangeController(store, env, events)  # Change objects: a patch, cordon, drain, scale ... at a simulated time
     # Kueue is "installed" when the scenario has any Kueue object or its manager Configuration, as a cluster
     # has its CRDs and controller.
     kueue_cfg = _kueue_config(manifests)

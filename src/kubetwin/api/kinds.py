@@ -109,6 +109,13 @@ _WORKLOAD_COLUMNS = (PrinterColumn("Queue", ".spec.queueName"),
 WORKLOAD = KindInfo("kueue.x-k8s.io", "Workload", ("v1beta2", "v1beta1"), "workloads", ("wl",),
                     columns={"v1beta2": _WORKLOAD_COLUMNS, "v1beta1": _WORKLOAD_COLUMNS})
 
+# The twin's Change (kubetwin.changes): a write at a simulated time; its columns say what it did.
+CHANGE = KindInfo(TWIN_GROUP, "Change", ("v1alpha1",), "changes", (), False, create_order=9, columns={"v1alpha1": (
+    PrinterColumn("At", ".spec.at"), PrinterColumn("Kind", ".spec.target.kind"),
+    PrinterColumn("Target", ".spec.target.name"), PrinterColumn("Action", ".spec.action"),
+    PrinterColumn("Phase", ".status.phase"), PrinterColumn("Message", ".status.message", priority=1),
+    PrinterColumn("Age", ".metadata.creationTimestamp", "date"))})
+
 # Custom resources: (group, kind) -> (CRD file in api/crds/, simulated versions (None = all served), create order,
 # pod templates). Sources and licences of the files: api/crds/README.md.
 CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, ...]]] = {
@@ -394,7 +401,7 @@ def _walk(obj: dict, steps: tuple[str, ...]) -> list[PodTemplateRef]:
 
 def default_registry() -> KindRegistry:
     """The built-in kinds, Kueue's Workload and every shipped CRD (each parsed when first asked for)."""
-    registry = KindRegistry((*BUILT_IN, WORKLOAD))
+    registry = KindRegistry((*BUILT_IN, WORKLOAD, CHANGE))
     for (group, kind), (f, sim, o, t) in CRDS.items():
         registry.register_lazy(group, kind, functools.partial(_shipped, f, sim, o, t))
     return registry

@@ -1,10 +1,13 @@
-"""JSON patch (RFC 6902) and strategic merge patch on plain object dicts, for `kubetwin sweep`'s axes.
+"""kubectl patch's three types on plain object dicts: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic
+merge patch, for `kubetwin sweep`'s axes and the twin's Change objects (kubetwin.changes).
 
 JSON patch follows RFC 6902 (add, remove, replace, move, copy, test; "-" appends; JSON pointers per RFC 6901).
 The strategic merge patch follows kubectl's (k8s.io/apimachinery/pkg/util/strategicpatch): maps merge key by key,
-`null` deletes a key, `$patch: replace` / `$patch: delete` on a map, and lists of objects that carry a `name`
-merge item by item on that name, as the API's patchMergeKey "name" does for containers, env, volumes, Kueue's
-flavors and resources; other lists are replaced whole (the default for lists without a merge key).
+`null` deletes a key, `$patch: replace` / `$patch: delete` on a map, and a list merges item by item on its merge
+key: the sweep's policy (`by_name`) merges lists of objects that carry a `name` on it, as the API's patchMergeKey
+"name" does for containers, env, volumes, and as the sweep does for Kueue's flavors and resources; the API server's
+(`go_struct_keys`, a Change's) reads the built-in kinds' patchMergeKey per field (MERGE_KEYS); other lists are
+replaced whole (the default for lists without a merge key).
 
 `field_pointer` turns the twin's field paths (`spec.resourceGroups[0].flavors[name=a3].resources[0].nominalQuota`)
 into JSON pointers against an object, resolving `[name=X]` to the item's index.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 
@@ -143,49 +147,119 @@ def json_patch(doc: Any, ops: list[dict[str, Any]]) -> Any:
 
 
 MERGE_KEY = "name"  # the patchMergeKey of the lists the sweep's axes patch (containers, flavors, resources, ...)
+SET = ""  # a merge policy's answer for a list of scalars merged as a set (metadata.finalizers)
+# A merge policy: (field name, the list in the object, the list in the patch) -> the merge key its items merge on,
+# SET, or None (the list is replaced whole).
+MergePolicy = Callable[[str, list, list], "str | None"]
+
+# patchStrategy:"merge" lists of the built-in kinds and their patchMergeKey (k8s.io/api core/v1 and apps/v1
+# types.go): the API server's strategic merge patch reads them from the Go structs; a list not here is replaced.
+MERGE_KEYS: dict[str, str] = {
+    "containers": "name", "initContainers": "name", "ephemeralContainers": "name", "volumes": "name",
+    "imagePullSecrets": "name", "hostAliases": "ip", "topologySpreadConstraints": "topologyKey",
+    "resourceClaims": "name", "schedulingGates": "name", "env": "name", "ports": "containerPort",
+    "volumeMounts": "mountPath", "volumeDevices": "devicePath", "conditions": "type", "addresses": "type",
+    "ownerReferences": "uid", "finalizers": SET,
+}
 
 
 def _named_list(items: list) -> bool:
     return bool(items) and all(isinstance(i, dict) and MERGE_KEY in i for i in items)
 
 
-def strategic_merge(doc: Any, patch: Any) -> Any:
-    """kubectl's strategic merge patch of `patch` onto a deep copy of `doc` (module docstring)."""
+def by_name(field: str, doc: list, patch: list) -> str | None:
+    """The sweep's policy: lists whose items all carry a `name` merge on it (its axes patch CRDs' lists too,
+    Kueue's flavors and resources, which have no Go struct to read a strategy from); other lists are replaced."""
+    return MERGE_KEY if _named_list(doc) and all(isinstance(i, dict) and MERGE_KEY in i for i in patch) else None
+
+
+def go_struct_keys(kind: str) -> MergePolicy:
+    """The API server's policy for a built-in kind: MERGE_KEYS by field name (a Service's ports merge on `port`)."""
+    def policy(field: str, doc: list, patch: list) -> str | None:
+        if field == "ports" and kind == "Service":
+            return "port"
+        return MERGE_KEYS.get(field)
+    return policy
+
+
+def strategic_merge(doc: Any, patch: Any, policy: MergePolicy = by_name, field: str = "") -> Any:
+    """kubectl's strategic merge patch of `patch` onto a deep copy of `doc` (k8s.io/apimachinery/pkg/util/
+    strategicpatch): maps merge key by key, `null` deletes, `$patch: replace | delete | merge` on a map or a list
+    item, `$deleteFromPrimitiveList/<field>` and `$setElementOrder/<field>`; a list merges item by item on the key
+    `policy` names for its field (`by_name`: the sweep's; `go_struct_keys(kind)`: the API server's), else it is
+    replaced. None when the patch deletes `doc` itself (`$patch: delete` on a map)."""
     if isinstance(patch, dict) and isinstance(doc, dict):
         directive = patch.get("$patch")
         if directive == "replace":
-            return copy.deepcopy({k: v for k, v in patch.items() if k != "$patch"})
+            return copy.deepcopy(_strip({k: v for k, v in patch.items() if k != "$patch"}))
         if directive == "delete":
             return None
+        if directive not in (None, "merge"):
+            raise PatchError(f'{field or "the patch"}: $patch: unknown patch type "{directive}"')
         out = copy.deepcopy(doc)
+        orders: dict[str, list] = {}
         for k, v in patch.items():
             if k == "$patch":
                 continue
+            if k.startswith("$deleteFromPrimitiveList/"):
+                name = k.split("/", 1)[1]
+                out[name] = [x for x in out.get(name) or [] if x not in (v if isinstance(v, list) else [])]
+                continue
+            if k.startswith("$setElementOrder/"):
+                orders[k.split("/", 1)[1]] = v if isinstance(v, list) else []
+                continue
+            if k.startswith("$"):
+                raise PatchError(f'{field + "." if field else ""}{k}: unknown directive')
             if v is None:
                 out.pop(k, None)
             elif k in out:
-                merged = strategic_merge(out[k], v)
+                merged = strategic_merge(out[k], v, policy, k)
                 if merged is None:
                     out.pop(k)
                 else:
                     out[k] = merged
+            elif isinstance(v, list) and policy(k, [], v) not in (None, SET):
+                out[k] = _merge_items([], v, str(policy(k, [], v)), policy, k)
             else:
                 out[k] = copy.deepcopy(_strip(v))
+        for name, order in orders.items():  # the order the client saw; items it did not list keep theirs, after
+            out[name] = _ordered(out.get(name) or [], order, policy(name, out.get(name) or [], order))
         return out
-    if isinstance(patch, list) and isinstance(doc, list) and _named_list(doc) and all(
-            isinstance(i, dict) and MERGE_KEY in i for i in patch):
-        out_list = copy.deepcopy(doc)
-        for item in patch:
-            at = next((i for i, d in enumerate(out_list) if d[MERGE_KEY] == item[MERGE_KEY]), None)
-            if item.get("$patch") == "delete":
-                if at is not None:
-                    out_list.pop(at)
-            elif at is None:
-                out_list.append(copy.deepcopy(_strip(item)))
-            else:
-                out_list[at] = strategic_merge(out_list[at], item)
-        return out_list
+    if isinstance(patch, list) and isinstance(doc, list):
+        key = policy(field, doc, patch)
+        if key == SET:
+            return [*copy.deepcopy(doc), *(copy.deepcopy(x) for x in patch if x not in doc)]
+        if key is not None:
+            return _merge_items(doc, patch, key, policy, field)
     return copy.deepcopy(_strip(patch))
+
+
+def _merge_items(doc: list, patch: list, key: str, policy: MergePolicy, field: str) -> list:
+    """A list merged item by item on `key`: a patch item replaces, deletes ($patch: delete) or merges into the
+    item with its key; one with a new key is appended; `$patch: replace` as an item replaces the whole list."""
+    if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
+        return [copy.deepcopy(_strip(i)) for i in patch if not (isinstance(i, dict) and set(i) == {"$patch"})]
+    out_list = copy.deepcopy(doc)
+    for item in patch:
+        if not isinstance(item, dict) or key not in item:
+            raise PatchError(f"{field}: map: {item!r} does not contain declared merge key: {key}")
+        at = next((i for i, d in enumerate(out_list) if isinstance(d, dict) and d.get(key) == item[key]), None)
+        if item.get("$patch") == "delete":
+            if at is not None:
+                out_list.pop(at)
+        elif at is None:
+            out_list.append(copy.deepcopy(_strip(item)))
+        else:
+            out_list[at] = strategic_merge(out_list[at], item, policy, field)
+    return out_list
+
+
+def _ordered(items: list, order: list, key: str | None) -> list:
+    def ident(e: Any) -> Any:
+        return e.get(key) if key and isinstance(e, dict) else e
+
+    rank = {w: i for i, w in enumerate(ident(o) for o in order) if isinstance(w, (str, int, float))}
+    return sorted(items, key=lambda e: rank.get(ident(e), len(rank)))
 
 
 def _strip(v: Any) -> Any:
@@ -195,6 +269,54 @@ def _strip(v: Any) -> Any:
     if isinstance(v, list):
         return [_strip(x) for x in v]
     return v
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """JSON merge patch (RFC 7386 MergePatch): maps merge key by key, `null` deletes a key, anything else (lists
+    included) replaces. A new value; neither argument is changed."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+PATCH_TYPES = ("strategic", "merge", "json")  # kubectl patch --type (default strategic)
+UNSUPPORTED_STRATEGIC = ("the body of the request was in an unknown format - accepted media types include: "
+                         "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+
+
+def apply_patch(obj: dict[str, Any], patch: Any, patch_type: str, custom: bool = False) -> dict[str, Any]:
+    """`kubectl patch --type patch_type` as the API server applies it: `strategic` with the built-in kinds' merge
+    keys (go_struct_keys; refused for a custom resource, `custom`, which has no Go struct: 415), `merge` (RFC
+    7386), `json` (RFC 6902). The patch may not change what names the object (apiVersion, kind, metadata.name and
+    namespace): the API server answers 422."""
+    if patch_type == "json":
+        if not isinstance(patch, list):
+            raise PatchError("a json patch is a list of operations (RFC 6902)")
+        out = json_patch(obj, patch)
+    elif patch_type == "merge":
+        out = merge_patch(obj, patch)
+    elif patch_type == "strategic":
+        if custom:
+            raise PatchError(UNSUPPORTED_STRATEGIC)
+        out = strategic_merge(obj, patch, go_struct_keys(str(obj.get("kind", ""))))
+    else:
+        raise PatchError(f"--type must be one of {list(PATCH_TYPES)}, not {patch_type!r}")
+    if not isinstance(out, dict):
+        raise PatchError("the patch made the object something other than an object")
+    meta, new = obj.get("metadata") or {}, out.get("metadata") or {}
+    for name, before, after in (("apiVersion", obj.get("apiVersion"), out.get("apiVersion")),
+                                ("kind", obj.get("kind"), out.get("kind")),
+                                ("metadata.name", meta.get("name"), new.get("name")),
+                                ("metadata.namespace", meta.get("namespace"), new.get("namespace"))):
+        if before != after:
+            raise PatchError(f"{name}: Invalid value: {after!r}: field is immutable")
+    return out
 
 
 _STEP = re.compile(r"\.?([^.\[\]\"]+)|\[(\d+)\]|\[([A-Za-z_]+)=([^\]]*)\]|\[\"([^\"]+)\"\]")

@@ -495,5 +495,74 @@ class RequestTrace(_Strict):
     spec: RequestTraceSpec
 
 
+# ---- Change: a write to a named object at a simulated time (kubetwin.changes; issue 36 item 2) ----
+
+# What each shorthand acts on: kubectl cordon / uncordon / drain (Nodes), a delete the twin follows through (a Node's
+# pods go by PodGC, a NodePool's VMs with it; no garbage collector deletes other kinds' dependents), kubectl scale
+# (the kinds whose controllers the twin runs), and a Job's or JobSet's spec.suspend.
+CHANGE_ACTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "Cordon": (("v1", "Node"),), "Uncordon": (("v1", "Node"),), "Drain": (("v1", "Node"),),
+    "Delete": (("v1", "Node"), ("v1", "Pod"), (TWIN_API, "NodePool")),
+    "Scale": (("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet")),
+    "Suspend": (("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")),
+    "Resume": (("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")),
+}
+
+
+class ChangeTarget(_Strict):
+    """The object the change writes to, as `kubectl patch TYPE NAME -n NAMESPACE` names it."""
+
+    apiVersion: str
+    kind: str
+    name: str
+    namespace: str | None = None
+
+
+class DrainOptions(_Strict):
+    """kubectl drain's flags, with its defaults (k8s.io/kubectl/pkg/cmd/drain)."""
+
+    ignoreDaemonSets: bool = False  # --ignore-daemonsets
+    deleteEmptyDirData: bool = False  # --delete-emptydir-data
+    force: bool = False  # --force: pods that declare no controller go too
+    timeout: Annotated[str, BeforeValidator(_check_duration)] = "0s"  # --timeout; 0s: wait as long as it takes
+
+
+class ChangeSpec(_Strict):
+    at: Annotated[str, BeforeValidator(_check_duration)]  # simulated time from the run's start
+    target: ChangeTarget
+    patchType: Literal["strategic", "merge", "json"] = "strategic"  # kubectl patch --type (its default)
+    patch: Any = None  # the patch body: a map (strategic, merge) or a list of operations (json)
+    action: Literal["Cordon", "Uncordon", "Drain", "Delete", "Scale", "Suspend", "Resume"] | None = None
+    replicas: int | None = Field(default=None, ge=0, le=INT32_MAX)  # Scale's --replicas
+    drain: DrainOptions | None = None
+
+    @model_validator(mode="after")
+    def _one_change(self) -> ChangeSpec:
+        if (self.patch is None) == (self.action is None):
+            raise ValueError("set exactly one of spec.patch (with spec.patchType) or spec.action")
+        if self.patch is not None:
+            if self.patchType == "json" and not isinstance(self.patch, list):
+                raise ValueError("patchType json takes a list of operations (RFC 6902) in spec.patch")
+            if self.patchType != "json" and not isinstance(self.patch, dict):
+                raise ValueError(f"patchType {self.patchType} takes a map in spec.patch")
+            return self
+        targets = CHANGE_ACTIONS[str(self.action)]
+        if (self.target.apiVersion, self.target.kind) not in targets:
+            raise ValueError(f"action {self.action} acts on " + ", ".join(f"{k} ({v})" for v, k in targets) +
+                             f", not {self.target.kind} ({self.target.apiVersion})")
+        if (self.action == "Scale") != (self.replicas is not None):
+            raise ValueError("spec.replicas goes with action Scale, and Scale needs it")
+        if self.drain is not None and self.action != "Drain":
+            raise ValueError("spec.drain goes with action Drain")
+        return self
+
+
+class Change(_Strict):
+    apiVersion: Literal["kubetwin.io/v1alpha1"]
+    kind: Literal["Change"]
+    metadata: Metadata
+    spec: ChangeSpec
+
+
 TWIN_KINDS: dict[str, type[BaseModel]] = {"NodePool": NodePool, "Scenario": Scenario,
-                                         "RequestTrace": RequestTrace}
+                                         "RequestTrace": RequestTrace, "Change": Change}

@@ -38,6 +38,7 @@ from kubetwin.autoscaler.simulation import (
     pod_info,
     shape_sig,
 )
+from kubetwin.controllers.disruption import EVICTION_API_CONDITION
 from kubetwin.controllers.nodelifecycle import node_is_ready
 from kubetwin.k8s.conditions import replace_or_append_condition
 from kubetwin.k8s.names import GKE_ACCELERATOR, GPU
@@ -45,9 +46,6 @@ from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
-
-EVICTION_API_CONDITION = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
-                          "message": "Eviction API: evicting"}
 
 if TYPE_CHECKING:
     from kubetwin.api.twin import ClusterAutoscalerSpec

@@ -106,7 +106,11 @@ def table(kind: str, objs: list[dict], now: datetime, wide: bool) -> list[list[s
         for n in objs:  # a plain v1 Node may have no status, nodeInfo or labels: kubectl prints what is there
             st = n.get("status") or {}
             ready = is_condition_true(st.get("conditions"), "Ready")
-            row = [n["metadata"]["name"], "Ready" if ready else "NotReady", "<none>",
+            # printNode: the Ready condition, then SchedulingDisabled for a cordoned node (spec.unschedulable)
+            status = "Ready" if ready else "NotReady"
+            if (n.get("spec") or {}).get("unschedulable"):
+                status += ",SchedulingDisabled"
+            row = [n["metadata"]["name"], status, "<none>",
                    age(n["metadata"].get("creationTimestamp"), now),
                    (st.get("nodeInfo") or {}).get("kubeletVersion") or ""]
             if wide:

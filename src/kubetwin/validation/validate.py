@@ -29,6 +29,7 @@ from kubetwin.api.twin import TWIN_API, TWIN_KINDS
 from kubetwin.k8s.units import parse_quantity
 from kubetwin.validation import accelerators, namespaces, objectmeta, pitfalls
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
+from kubetwin.validation import changes as changes_validate
 from kubetwin.validation import dra as dra_validate
 from kubetwin.validation import kinds as kind_checks
 from kubetwin.validation import nodepool as nodepool_validate
@@ -283,8 +284,13 @@ def _rest_of_object(m: Manifest, validator: Any, errors: list[jsonschema.Validat
                 if not path:
                     return []
                 parent = obj
-                for part in path[:-1]:
-                    parent = parent[part] if isinstance(parent, (dict, list)) else None
+                for part in path[:-1]:  # a field an earlier error of this round removed takes its children with it
+                    if isinstance(parent, dict):
+                        parent = parent.get(part)
+                    elif isinstance(parent, list) and isinstance(part, int) and 0 <= part < len(parent):
+                        parent = parent[part]
+                    else:
+                        parent = None
                 if isinstance(parent, dict):
                     parent.pop(path[-1], None)
                 removed.append(_path(path))
@@ -433,6 +439,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
 
     out += kueue_config.scenario_diagnostics(clean)
     out += volume_validate.addon_classes(clean)  # a claim naming a class only a GKE add-on installs
+    out += changes_validate.diagnostics(clean, validate_one)  # Change objects against their targets
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (validation/pitfalls.py)
 
 
