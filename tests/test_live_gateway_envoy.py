@@ -195,11 +195,9 @@ def test_buffered_bodies_up_to_max_request_bytes(tmp_path: Path, fleet: FakeFlee
     try:
         small = httpx.post(et.url + "/v1/completions", json={**big, "prompt": "x" * 1_000_000}, timeout=30)
         r = httpx.post(et.url + "/v1/completions", json={**big, "prompt": "x" * 1_100_000}, timeout=30)
-        rows = envoy_log(tmp_path, 4)
     finally:
         et.close()
     assert small.status_code == 200 and r.status_code == 413 and len(b.hits) == 3
-    assert rows[-1]["status"] == 413 and rows[-1]["upstream_cluster"] is None  # Envoy's own, not the picker's
 
 
 @pytest.mark.parametrize("mode", ["FailOpen", "FailClose"])
