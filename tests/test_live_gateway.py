@@ -300,3 +300,18 @@ def test_config_rejects_mistakes() -> None:
         GatewayConfig(endpoints=["a:1"], preset="epp", endpointPickerConfig={"plugins": []})
     with pytest.raises(ValueError):
         GatewayConfig(endpoints=["a:1"], bogus=1)
+
+
+def test_envoy_mode_has_one_body_cap() -> None:
+    """envoy.maxRequestBytes (Envoy's buffer: its 413 comes first) and maxRequestBodyBytes (the picker's) are one
+    setting: they were 16 and 32 MiB by default, so the picker's never applied. Either follows the other; set both,
+    they must agree."""
+    mib = 1024 * 1024
+    assert GatewayConfig(endpoints=["a:1"]).envoy.maxRequestBytes == 32 * mib
+    assert GatewayConfig(endpoints=["a:1"], maxRequestBodyBytes=mib).envoy.maxRequestBytes == mib
+    assert GatewayConfig(endpoints=["a:1"], envoy={"maxRequestBytes": 2 * mib}).maxRequestBodyBytes == 2 * mib
+    both = GatewayConfig(endpoints=["a:1"], maxRequestBodyBytes=mib, envoy={"maxRequestBytes": mib})
+    assert both.envoy_body_cap == mib
+    with pytest.raises(ValueError, match=r"envoy.maxRequestBytes \(2097152\) and maxRequestBodyBytes \(1048576\) are "
+                                         "one body cap and disagree"):
+        GatewayConfig(endpoints=["a:1"], maxRequestBodyBytes=mib, envoy={"maxRequestBytes": 2 * mib})

@@ -168,8 +168,9 @@ def test_503_without_ready_endpoint_and_429_when_shed(tmp_path: Path, fleet: Fak
 
 def test_buffered_bodies_up_to_max_request_bytes(tmp_path: Path, fleet: FakeFleet) -> None:
     """Buffered mode holds the whole body in Envoy and hands it to the picker in one gRPC message: a 6 MB prompt
-    passes with the default maxRequestBytes (16 MiB; past gRPC's 4 MiB default message size), and past a smaller
-    limit Envoy answers 413 before the picker sees it."""
+    passes with the default body cap (32 MiB; past gRPC's 4 MiB default message size), and past a smaller
+    limit Envoy answers 413 before the picker sees it. The gateway's maxRequestBodyBytes alone sets Envoy's buffer
+    too (one body cap): 1 MiB there is Envoy's 413 for a 1.1 MB body."""
     b = fleet.add(Knobs(tokens=2))
     big = {"model": "fake", "prompt": "x" * 6_000_000, "max_tokens": 2}
     et = EnvoyThread(config(tmp_path, endpoints=[b.address]))
@@ -188,6 +189,15 @@ def test_buffered_bodies_up_to_max_request_bytes(tmp_path: Path, fleet: FakeFlee
     finally:
         et.close()
     assert small.status_code == 200 and r.status_code == 413 and len(b.hits) == 2
+    cfg = config(tmp_path, endpoints=[b.address], maxRequestBodyBytes=1024 * 1024)
+    assert cfg.envoy.maxRequestBytes == 1024 * 1024
+    et = EnvoyThread(cfg)
+    try:
+        small = httpx.post(et.url + "/v1/completions", json={**big, "prompt": "x" * 1_000_000}, timeout=30)
+        r = httpx.post(et.url + "/v1/completions", json={**big, "prompt": "x" * 1_100_000}, timeout=30)
+    finally:
+        et.close()
+    assert small.status_code == 200 and r.status_code == 413 and len(b.hits) == 3
 
 
 @pytest.mark.parametrize("mode", ["FailOpen", "FailClose"])

