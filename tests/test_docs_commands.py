@@ -113,7 +113,9 @@ def test_no_command_hides_outside_a_runnable_block(page: Path) -> None:
 
 def test_not_run_blocks_are_few_and_say_why() -> None:
     skipped = [b for p in PAGES for b in blocks(p) if b.lang in RUN and b.not_run]
-    assert len(skipped) <= 6, [(b.page.name, b.line, b.not_run) for b in skipped]
+    # each a command of minutes (the FGD studies, the scale-to-zero and serving studies, the 30-minute gateway soak)
+    # whose code path a shorter run on the same page or a test already covers, or make test itself
+    assert len(skipped) <= 7, [(b.page.name, b.line, b.not_run) for b in skipped]
     assert all(len(b.not_run or "") >= 15 for b in skipped)
 
 
