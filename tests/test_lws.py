@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+import yaml
 from conftest import condition, final_objects
 from k8s_builders import make_lws, make_pool, make_scenario
 
@@ -19,6 +21,10 @@ import kubetwin.runner as run_mod
 from kubetwin.api.loader import load_text
 from kubetwin.controllers import lws_webhook as W
 from kubetwin.runner import run
+from kubetwin.serving.modelserver import sizing
+from kubetwin.serving.modelserver.modelspec import lookup_server_model
+from kubetwin.serving.modelserver.perf import GpuSpec, PerfModel
+from kubetwin.serving.types import EngineArgs
 from kubetwin.store.store import Store
 from kubetwin.validation.validate import validate
 
@@ -387,3 +393,72 @@ def test_a_clean_lws_validates_and_max_surge_gets_a_notice() -> None:
     assert diags(lws_text(replicas=2, size=4)) == []
     notes = diags(lws_text(rollout="rolloutStrategy: {rollingUpdateConfiguration: {maxSurge: 1}}"))
     assert [d.severity for d in notes] == ["notice"] and "maxSurge" in notes[0].message
+
+
+# -- a vLLM server over an LWS group ---------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "lws-vllm-multihost.yaml"
+
+
+def example_objects(restart: str = "RecreateGroupOnPodRestart", worker_fails: str | None = None) -> list[dict]:
+    """examples/lws-vllm-multihost.yaml, with another restart policy and a worker that exits after a while."""
+    objs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    lws = next(o for o in objs if o["kind"] == "LeaderWorkerSet")
+    lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] = restart
+    if worker_fails:
+        lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"] = {
+            "annotations": {"kubetwin.io/fail-after": worker_fails}}
+    return objs
+
+
+def test_lws_leader_serves_over_the_groups_hosts() -> None:
+    """lws docs/examples/vllm/GPU/lws.yaml's layout (TP 8 in a host, PP 2 across two): the leader's vLLM is sized
+    over the group's 16 GPUs (one host's 8 could not hold Llama-3.1-405B's weights), serves every request, and
+    its GPU-hours count both hosts."""
+    result = run(objects=example_objects())
+    s = result.summary["serving"]["overall"]
+    assert s["completed"] > 2000 and s["failed_503"] == s["rejected_429"] == 0
+    assert s["completed"] + s["in_flight_at_end"] == s["requests"]
+    pods = lws_pods(result)
+    assert sorted(pods) == ["vllm-0", "vllm-0-1"]
+    assert pods["vllm-0"]["spec"]["nodeName"] != pods["vllm-0-1"]["spec"]["nodeName"]
+    bound = next(t for t, _, _, o in result.history if o["kind"] == "Pod" and o["metadata"]["name"] == "vllm-0"
+                 and o["spec"].get("nodeName"))
+    assert s["gpu_hours"] == pytest.approx(16 * (7200 - bound) / 3600, rel=1e-3)
+
+
+def test_a_worker_exit_under_each_restart_policy() -> None:
+    """leaderworkerset_test.go "Pod restart will delete the pod group when restart policy is
+    RecreateGroupOnPodRestart" / "... will not recreate the pod group when restart policy is None", with traffic:
+    recreating the group takes the 405B server down for a new cold start (503s), None keeps the leader serving."""
+    recreate = run(objects=example_objects(worker_fails="70m"))
+    none = run(objects=example_objects("None", worker_fails="70m"))
+    assert len(uids(recreate, "vllm-0")) == 2 and len(uids(none, "vllm-0")) == 1
+    assert recreate.summary["serving"]["overall"]["failed_503"] > 100
+    assert none.summary["serving"]["overall"]["failed_503"] == 0
+
+
+def test_pipeline_sends_between_hosts_cost_more_than_over_nvlink() -> None:
+    """The stage-to-stage sends of a server spread over hosts run over the pool's network tier (workloads.network:
+    TCPXO's per-GPU NIC share and latency), slower than the same sends over one host's NVLink."""
+    spec = lookup_server_model("meta-llama/Llama-3.1-405B-Instruct", ())
+    gpu = GpuSpec.from_catalog("nvidia-h100-mega-80gb")
+    node = {"metadata": {"name": "n", "labels": {
+        "node.kubernetes.io/instance-type": "a3-megagpu-8g",
+        "cloud.google.com/gke-accelerator": "nvidia-h100-mega-80gb",
+        "topology.kubernetes.io/zone": "us-central1-a"}}}
+    links = sizing.host_links(EngineArgs(model="m", tensor_parallel_size=8, pipeline_parallel_size=2), node, 2, 8)
+    assert links is not None and links.tier == "tcpxo" and links.interconnect("tp") is None
+    local = PerfModel(spec, gpu, 8, pp=2)
+    spread = PerfModel(spec, gpu, 8, pp=2, pp_link=links.interconnect("pp"))
+    assert spread.iteration_time(1, 0, 1000, 1) > local.iteration_time(1, 0, 1000, 1)
+    wide = sizing.host_links(EngineArgs(model="m", tensor_parallel_size=16), node, 2, 8)
+    assert wide is not None and wide.interconnect("tp") is not None  # TP 16 spans both hosts
+
+
+def test_only_a_groups_leader_spans_hosts() -> None:
+    """sizing.group_hosts: a leader (worker-index 0) with the size annotation spans its group; a worker or a
+    plain pod one host (a Deployment's vLLM with TP x PP over its GPUs is still refused as vLLM refuses it)."""
+    leader = {"metadata": {"labels": {W.WORKER_INDEX: "0"}, "annotations": {W.SIZE: "2"}}}
+    worker = {"metadata": {"labels": {W.WORKER_INDEX: "1"}, "annotations": {W.SIZE: "2"}}}
+    assert [sizing.group_hosts(p) for p in (leader, worker, {"metadata": {}})] == [2, 1, 1]

@@ -125,9 +125,11 @@ def what_the_run_does(m: Manifest) -> list[Diagnostic]:
     for name in ("leaderTemplate", "workerTemplate"):
         pspec = fields.get_path(obj, f"spec.leaderWorkerTemplate.{name}.spec")
         if isinstance(pspec, dict) and inspect_model_server(pspec, f"spec.leaderWorkerTemplate.{name}.spec"):
-            out.append(f"its {name} runs a model server: the groups are placed, started and restarted as the LWS "
-                       "controller does, but the serving model does not spread one server over a group's hosts "
-                       "(no multi-host tensor or pipeline parallelism is priced or timed)")
+            out.append(f"its {name} runs a model server: a group's leader serves with the GPUs of the whole "
+                       "group (size x its own, as vLLM over the group's Ray cluster), its pipeline stages' sends (and "
+                       "a tensor-parallel group wider than one host) timed over the pool's network tier; the "
+                       "workers run no engine of their own, and a worker that dies leaves the leader serving unless "
+                       "the restart policy recreates the group (real vLLM loses its Ray worker and exits)")
             break
     return [Diagnostic(m.file, m.line, m.ref, "", f"LeaderWorkerSet: {msg}", "", "notice") for msg in out]
 
