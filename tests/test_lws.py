@@ -131,6 +131,19 @@ def test_env_leads_a_containers_own_variables(monkeypatch) -> None:
     assert env[1]["value"] == "2"
 
 
+def test_unique_per_replica_subdomain() -> None:
+    """pod_webhook.go Default (subdomainPolicy UniquePerReplica: the leader's subdomain is its own name) and
+    pod_controller.go constructWorkerStatefulSetApplyConfiguration (the workers' serviceName is the leader's name);
+    leaderworkerset_test.go "subdomain policy ... more than one headless service created" names one per group."""
+    obj = make_lws("sd").replicas(2).size(2).obj()
+    obj["spec"]["networkConfig"] = {"subdomainPolicy": "UniquePerReplica"}
+    pods = lws_pods(run(objects=[*cluster(), obj]))
+    assert [pods[n]["spec"]["subdomain"] for n in ("sd-0", "sd-0-1", "sd-1", "sd-1-1")] == [
+        "sd-0", "sd-0", "sd-1", "sd-1"]
+    assert pods["sd-1-1"]["spec"]["containers"][0]["env"][0] == {"name": "LWS_LEADER_ADDRESS",
+                                                                 "value": "sd-1.sd-1.default"}
+
+
 def test_scale_up_and_down_by_whole_groups(monkeypatch) -> None:
     """leaderworkerset_test.go "scale up number of groups" and "scale down number of groups": groups past the
     new replicas go whole, new ones come whole."""
@@ -151,6 +164,20 @@ def test_scale_down_to_zero_and_up_from_zero(monkeypatch) -> None:
         (120, patch_lws("z", lambda s: {**s, "replicas": 2}))])
     assert sorted(lws_pods(result)) == ["z-0", "z-0-1", "z-1", "z-1-1"]
     assert len(uids(result, "z-0")) == 2
+
+
+def test_hpa_scales_groups_through_the_scale_subresource() -> None:
+    """leaderworkerset_test.go "HPA is able trigger scaling up/down through scale endpoint": an HPA whose
+    scaleTargetRef is the LeaderWorkerSet writes its replicas (the CRD's scale subresource: spec.replicas, the
+    leaders selected by status.hpaPodSelector) and the controller adds whole groups."""
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+           "spec": {"scaleTargetRef": {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                                       "name": "hp"}, "minReplicas": 3, "maxReplicas": 4}}
+    result = run(objects=[*cluster(), make_lws("hp").replicas(1).size(2).obj(), hpa])
+    assert sorted(lws_pods(result)) == ["hp-0", "hp-0-1", "hp-1", "hp-1-1", "hp-2", "hp-2-1"]
+    rescale = [o["message"] for _, _, _, o in result.history if o["kind"] == "Event"
+               and o.get("reason") == "SuccessfulRescale"]
+    assert rescale and rescale[0].startswith("New size: 3; reason: Current number of replicas below Spec.MinReplicas")
 
 
 def test_restart_policy_none_keeps_the_group_when_a_worker_restarts() -> None:
@@ -323,6 +350,23 @@ def created_at_nth(result, name: str, n: int) -> float:
             if o["kind"] == "Pod" and o["metadata"]["name"] == name and etype == "ADDED"][n]
 
 
+def test_max_surge_adds_burst_groups_for_the_update(monkeypatch) -> None:
+    """leaderworkerset_test.go "rolling update with maxUnavailable zero and maxSurge set": a burst group (index
+    replicas) at the new revision exists while the update runs, never fewer than replicas groups are ready once
+    it started, and the burst group is gone at the end."""
+    obj = make_lws("m").replicas(2).size(2).rollout(maxUnavailable=0, maxSurge=1).obj()
+    result = run_with(monkeypatch, [*cluster(), obj], [(300, patch_lws("m", lambda s: {
+        **s, "leaderWorkerTemplate": {**s["leaderWorkerTemplate"], "workerTemplate": {"spec": {"containers": [{
+            "name": "worker", "image": "busybox:2", "resources": {"requests": {"cpu": "1"}}}]}}}}))])
+    assert uids(result, "m-2") and uids(result, "m-2-1")  # the burst group came and went
+    assert sorted(lws_pods(result)) == ["m-0", "m-0-1", "m-1", "m-1-1"]
+    assert {p["spec"]["containers"][0]["image"] for p in lws_pods(result).values()} == {"busybox:2"}
+    ready = [o["status"].get("readyReplicas", 0) for t, _, _, o in result.history
+             if o["kind"] == "LeaderWorkerSet" and t >= 300 and o.get("status")]
+    assert ready and min(ready) >= 2  # maxUnavailable 0: the update never drops below 2 ready groups
+    assert final_objects(result, "LeaderWorkerSet")["m"]["status"]["replicas"] == 2
+
+
 def test_partition_keeps_groups_below_it(monkeypatch) -> None:
     """leaderworkerset_test.go "rolling update with the partition setting": groups below partition keep the old
     revision."""
@@ -388,11 +432,13 @@ def test_crd_schema_refuses_an_unknown_restart_policy() -> None:
     assert errors and errors[0].field == "spec.leaderWorkerTemplate.restartPolicy"
 
 
-def test_a_clean_lws_validates_and_max_surge_gets_a_notice() -> None:
-    """A valid LWS is accepted (simulated: no "not simulated" notice); a maxSurge says what the run does."""
+def test_a_clean_lws_validates_and_volume_claim_templates_get_a_notice() -> None:
+    """A valid LWS is accepted (simulated: no "not simulated" notice); volumeClaimTemplates say what the run does."""
     assert diags(lws_text(replicas=2, size=4)) == []
-    notes = diags(lws_text(rollout="rolloutStrategy: {rollingUpdateConfiguration: {maxSurge: 1}}"))
-    assert [d.severity for d in notes] == ["notice"] and "maxSurge" in notes[0].message
+    assert diags(lws_text(rollout="rolloutStrategy: {rollingUpdateConfiguration: {maxSurge: 1}}")) == []
+    notes = diags(lws_text(sub="volumeClaimTemplates: [{metadata: {name: d}, spec: {accessModes: [ReadWriteOnce], "
+                               "resources: {requests: {storage: 1Gi}}}}]"))
+    assert [d.severity for d in notes] == ["notice"] and "volumeClaimTemplates" in notes[0].message
 
 
 # -- a vLLM server over an LWS group ---------------------------------------------------------------------------

@@ -18,7 +18,9 @@ defaults to 500 qps / 500 burst (api/config/v1alpha1/defaults.go), far above wha
 Rolling update: a changed leaderWorkerTemplate (or networkConfig) is a new revision; groups at or above
 `partition` whose leader carries an older template-revision-hash are recreated at the new one, highest index first,
 while fewer than maxUnavailable + maxSurge groups (at least 1, as the leader StatefulSet's maxUnavailable) are not
-ready. maxSurge's extra groups are not created (validate says so).
+ready; maxSurge adds burst groups (indexes replicas..replicas+maxSurge-1, new revision) for the update's duration.
+Upstream's finer partition arithmetic (rollingUpdatePartition over continuously ready replicas, surge reclaimed
+group by group) is reduced to that rule.
 """
 
 from __future__ import annotations
@@ -131,19 +133,19 @@ class LeaderWorkerSetController:
         ns, name = meta.get("namespace") or "default", meta["name"]
         rev = revision_hash(spec)
         self._templates.setdefault(rev, spec)
-        replicas = spec.get("replicas", 1)
         if meta["uid"] not in self._announced:
             self._announced.add(meta["uid"])
             self.events.event(lws, "Normal", "GroupsProgressing", f"Created leader statefulset {name}", COMPONENT)
         workers = {i: self._workers(leader) for i, leader in leaders.items()}
         self._restarts(lws, leaders, workers, gone)
-        for i in sorted(leaders, reverse=True):  # scale down: the groups past replicas go
-            if i >= replicas:
+        target = self._target(lws, rev, leaders, workers)
+        for i in sorted(leaders, reverse=True):  # scale down: the groups past replicas (and any surge) go
+            if i >= target:
                 self._delete_group(leaders.pop(i))
                 workers.pop(i)
-        self._rolling_update(lws, rev, leaders, workers)
+        self._rolling_update(lws, rev, leaders, workers, target)
         partition = ((spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}).get("partition", 0)
-        for i in range(replicas):
+        for i in range(target):
             if i not in leaders:
                 remembered = self._group_rev.get((ns, name, i))
                 leader_rev = rev if i >= partition or remembered not in self._templates else remembered
@@ -196,16 +198,37 @@ class LeaderWorkerSetController:
                 self._delete(pod)
                 workers[i].remove(pod)
 
-    def _rolling_update(self, lws: Obj, rev: str, leaders: dict[int, Obj], workers: dict[int, list[Obj]]) -> None:
-        """The leader StatefulSet's RollingUpdate: groups at or above partition on an older revision are recreated,
-        highest index first, while fewer than max(maxUnavailable + maxSurge, 1) groups are not ready."""
+    def _target(self, lws: Obj, rev: str, leaders: dict[int, Obj], workers: dict[int, list[Obj]]) -> int:
+        """How many groups the leader StatefulSet holds: replicas, plus maxSurge burst groups (indexes from
+        replicas up, at the new revision) from the moment a group is found on an older revision until the update
+        is done -- partition 0 and every group below replicas updated and ready (rollingUpdateParameters; the
+        burst groups stay while a partition holds the update back, as the API's maxSurge doc says)."""
+        spec = lws["spec"]
+        replicas = spec.get("replicas", 1)
+        cfg = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+        surge = min(scaled(cfg.get("maxSurge", 0), replicas, True), replicas)
+        if surge == 0:
+            return replicas
+        stale = any(leader["metadata"]["labels"].get(W.REVISION) != rev for leader in leaders.values())
+        if not stale and not any(i >= replicas for i in leaders):
+            return replicas  # no rollout
+        done = cfg.get("partition", 0) == 0 and all(
+            i in leaders and leaders[i]["metadata"]["labels"].get(W.REVISION) == rev
+            and self._group_ready(leaders[i], workers[i]) for i in range(replicas))
+        return replicas if done else replicas + surge
+
+    def _rolling_update(self, lws: Obj, rev: str, leaders: dict[int, Obj], workers: dict[int, list[Obj]],
+                        target: int) -> None:
+        """The leader StatefulSet's RollingUpdate over its `target` groups: those at or above partition on an
+        older revision are recreated, highest index first, while fewer than max(maxUnavailable + maxSurge, 1) of
+        them are not ready (constructLeaderStatefulSetApplyConfiguration's maxUnavailable)."""
         spec = lws["spec"]
         replicas = spec.get("replicas", 1)
         cfg = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
         allowed = max(scaled(cfg.get("maxUnavailable", 1), replicas, False)
                       + min(scaled(cfg.get("maxSurge", 0), replicas, True), replicas), 1)
         ready = {i for i, leader in leaders.items() if self._group_ready(leader, workers[i])}
-        unavailable = replicas - len(ready & set(range(replicas)))
+        unavailable = target - len(ready & set(range(target)))
         for i in sorted(leaders, reverse=True):
             leader = leaders[i]
             if i < cfg.get("partition", 0) or leader["metadata"]["labels"].get(W.REVISION) == rev:

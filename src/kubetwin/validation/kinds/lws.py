@@ -115,10 +115,6 @@ def what_the_run_does(m: Manifest) -> list[Diagnostic]:
     obj = lws_defaults(m.obj)
     spec = obj.get("spec") or {}
     out: list[str] = []
-    surge = ((spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}).get("maxSurge", 0)
-    if surge not in (0, "0%"):
-        out.append("maxSurge is counted in how many groups a rolling update recreates at once, but its extra "
-                   "groups are not created")
     lwt = spec.get("leaderWorkerTemplate") or {}
     if lwt.get("volumeClaimTemplates"):
         out.append("volumeClaimTemplates are not simulated: the group's pods get no claims from them")
