@@ -120,6 +120,14 @@ def test_zero_replicas_makes_no_pods() -> None:
     assert condition(final_objects(result, "LeaderWorkerSet")["none"], "Available")["status"] == "True"
 
 
+def test_deleting_the_lws_deletes_its_groups() -> None:
+    """The leader StatefulSet is owned by the LWS and each worker StatefulSet by its leader pod
+    (leaderworkerset_controller.go SetupWithManager Owns; pod_controller.go setControllerReferenceWithStatefulSet):
+    the garbage collector removes every group with the LeaderWorkerSet."""
+    result = run(objects=[*cluster(), make_lws("g").size(3).annotation("kubetwin.io/delete-at", "10m").obj()])
+    assert lws_pods(result) == {} and len(uids(result, "g-0-2")) == 1
+
+
 def test_env_leads_a_containers_own_variables(monkeypatch) -> None:
     """pod_utils_test.go AddLWSVariables: the LWS variables come first and replace a container's own of the same
     name; its other variables follow."""
@@ -215,6 +223,19 @@ def test_deleted_worker_under_none_is_made_again_alone(monkeypatch) -> None:
     result = run_with(monkeypatch, [*cluster(), make_lws("k").size(2).restart_policy("None").obj()],
                       [(60, lambda s: s.delete("Pod", "default", "k-0-1"))])
     assert len(uids(result, "k-0")) == 1 and len(uids(result, "k-0-1")) == 2
+
+
+@pytest.mark.parametrize("policy", ["None", "RecreateGroupOnPodRestart"])
+def test_deleted_leader_takes_its_workers_with_it(monkeypatch, policy: str) -> None:
+    """leaderworkerset_test.go "leader statefulset deleted will be recreated" at the pod level, and
+    pod_controller_test.go TestHandleRestartPolicyUsesCurrentWorkerOwnership "stale worker statefulset owner is
+    ignored": a leader deleted by someone else is made again, its workers (owned by the old leader) are garbage
+    collected and made again for the new one, under either policy."""
+    result = run_with(monkeypatch, [*cluster(), make_lws("e").size(2).restart_policy(policy).obj()],
+                      [(60, lambda s: s.delete("Pod", "default", "e-0"))])
+    assert len(uids(result, "e-0")) == 2 and len(uids(result, "e-0-1")) == 2
+    pods = lws_pods(result)
+    assert pods["e-0-1"]["metadata"]["ownerReferences"][0]["uid"] == pods["e-0"]["metadata"]["uid"]
 
 
 def test_recreate_after_start_waits_while_a_pod_is_pending() -> None:

@@ -136,6 +136,9 @@ class LeaderWorkerSetController:
         if meta["uid"] not in self._announced:
             self._announced.add(meta["uid"])
             self.events.event(lws, "Normal", "GroupsProgressing", f"Created leader statefulset {name}", COMPONENT)
+        for pod in gone:  # a leader someone else deleted: the garbage collector takes its worker StatefulSet's pods
+            if pod["metadata"]["labels"].get(W.WORKER_INDEX) == "0":
+                self._delete_workers_of(pod)
         workers = {i: self._workers(leader) for i, leader in leaders.items()}
         self._restarts(lws, leaders, workers, gone)
         target = self._target(lws, rev, leaders, workers)
@@ -293,8 +296,8 @@ class LeaderWorkerSetController:
         ann = {**self._annotations(lws, spec), W.LEADER_NAME: lmeta["name"]}
         for j in range(1, size):
             pod_name = f"{lmeta['name']}-{j}"
-            if pod_name in names:
-                continue
+            if pod_name in names or self.store.get("Pod", ns, pod_name) is not None:
+                continue  # another leader's worker of that name is still there: made once it is gone
             pod = pod_from_template(spec["leaderWorkerTemplate"]["workerTemplate"], pod_name, ns, leader, labels)
             pod["metadata"]["annotations"] = {**pod["metadata"]["annotations"], **ann}
             pspec = {**pod["spec"], "hostname": pod_name,
@@ -322,9 +325,12 @@ class LeaderWorkerSetController:
 
     def _delete_group(self, leader: Obj) -> None:
         """Delete a leader and its workers (foreground propagation: the workers first)."""
+        self._delete_workers_of(leader)
+        self._delete(leader)
+
+    def _delete_workers_of(self, leader: Obj) -> None:
         for w in self._workers(leader):
             self._delete(w)
-        self._delete(leader)
 
     def _delete(self, pod: Obj) -> None:
         meta = pod["metadata"]
