@@ -529,3 +529,70 @@ def test_only_a_groups_leader_spans_hosts() -> None:
     leader = {"metadata": {"labels": {W.WORKER_INDEX: "0"}, "annotations": {W.SIZE: "2"}}}
     worker = {"metadata": {"labels": {W.WORKER_INDEX: "1"}, "annotations": {W.SIZE: "2"}}}
     assert [sizing.group_hosts(p) for p in (leader, worker, {"metadata": {}})] == [2, 1, 1]
+
+
+# -- TPU: pkg/utils/accelerators/tpu.go AddTPUVariables -------------------------------------------------------
+
+def tpu_spec() -> dict:
+    return {"subdomain": "default", "containers": [{"name": "c", "image": "x",
+                                                    "resources": {"limits": {"google.com/tpu": "4"}}}]}
+
+
+def tpu_env(name: str, worker: str, size: int = 2, leader_tpus: bool = False, sub: tuple[str, str] | None = None):
+    labels = {W.WORKER_INDEX: worker, **({W.SUBGROUP_INDEX: sub[0]} if sub else {})}
+    ann = {**({W.LEADER_REQUESTS_TPUS: "true"} if leader_tpus else {}), **({W.SUBGROUP_SIZE: sub[1]} if sub else {})}
+    spec = W.add_tpu_variables(name, labels, ann, tpu_spec(), size)
+    return {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+
+
+@pytest.mark.parametrize(("name", "worker", "leader_tpus", "sub", "want_id", "want_hosts"), [
+    # tpu_test.go TestAddTPUVariables "Leader requests TPU resources, leader pod" / "..., worker pod"
+    ("test-sample-0", "0", True, None, "0", "test-sample-0.default,test-sample-0-1.default"),
+    ("test-sample-0-1", "1", True, None, "1", "test-sample-0.default,test-sample-0-1.default"),
+    # "Leader does not request TPU resources, worker pod"
+    ("test-sample-0-1", "1", False, None, "0", "test-sample-0-1.default"),
+    # TestAddTPUVariablesSubGroup "Leader requests TPU resources, worker with subgroup index > 0"
+    ("test-sample-1-7", "7", True, ("1", "4"), "3",
+     "test-sample-1-4.default,test-sample-1-5.default,test-sample-1-6.default,test-sample-1-7.default"),
+    # "Leader does not request TPU resources, worker with subgroup index > 0"
+    ("test-sample-1-5", "5", False, ("1", "4"), "0",
+     "test-sample-1-5.default,test-sample-1-6.default,test-sample-1-7.default,test-sample-1-8.default"),
+    # "Worker 1 of group size 3 with subgroup size 1"
+    ("prefill-0-1", "1", True, ("1", "1"), "0", "prefill-0-1.default"),
+])
+def test_tpu_variables(name, worker, leader_tpus, sub, want_id, want_hosts) -> None:
+    """pkg/utils/accelerators/tpu_test.go's cases: TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPU_NAME and
+    TPU_PROCESS_ADDRESSES at the default TPU_PROCESS_PORT 8476."""
+    env = tpu_env(name, worker, leader_tpus=leader_tpus, sub=sub)
+    assert env["TPU_WORKER_ID"] == want_id and env["TPU_WORKER_HOSTNAMES"] == want_hosts
+    assert env["TPU_NAME"] == (name if worker == "0" else name.rsplit("-", 1)[0])
+    assert env["TPU_PROCESS_ADDRESSES"] == ",".join(f"{h}:8476" for h in want_hosts.split(","))
+    assert env["TPU_PROCESS_PORT"] == "8476"
+
+
+def test_tpu_variables_left_alone_when_set() -> None:
+    """tpu_test.go "Skip injection if TPU_WORKER_ID already exists, non-subgroup"."""
+    spec = tpu_spec()
+    spec["containers"][0]["env"] = [{"name": "TPU_WORKER_ID", "value": "0"}]
+    out = W.add_tpu_variables("t-0-1", {W.WORKER_INDEX: "1"}, {}, spec, 2)
+    assert out["containers"][0]["env"] == [{"name": "TPU_WORKER_ID", "value": "0"}]
+
+
+def test_tpu_lws_over_a_multi_host_slice() -> None:
+    """An LWS of 4 TPU pods (google.com/tpu: 4 each) on a v5e 4x4 slice (4 hosts): every pod placed on the slice,
+    with the group's hostnames in TPU_WORKER_HOSTNAMES and its TPU_WORKER_ID (the leader asks for TPUs too: the
+    leader-requests-tpus annotation on the workers)."""
+    pool = make_pool("tpu", "ct5lp-hightpu-4t", 4).spec(bootDelay="0s", placementPolicy={"tpuTopology": "4x4"}).obj()
+    obj = make_lws("t").size(4).obj()
+    tmpl = obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    tmpl["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                            "cloud.google.com/gke-tpu-topology": "4x4"}
+    tmpl["containers"][0]["resources"] = {"limits": {"google.com/tpu": "4"}}
+    pods = lws_pods(run(objects=[make_scenario("1h").obj(), pool, obj]))
+    assert sorted(pods) == ["t-0", "t-0-1", "t-0-2", "t-0-3"]
+    assert all(p["status"]["phase"] == "Running" for p in pods.values())
+    hosts = "t-0.t,t-0-1.t,t-0-2.t,t-0-3.t"
+    for name, want in (("t-0", "0"), ("t-0-2", "2")):
+        env = {e["name"]: e["value"] for e in pods[name]["spec"]["containers"][0]["env"]}
+        assert (env["TPU_WORKER_HOSTNAMES"], env["TPU_WORKER_ID"], env["TPU_NAME"]) == (hosts, want, "t-0")
+    assert pods["t-0-2"]["metadata"]["annotations"][W.LEADER_REQUESTS_TPUS] == "true"

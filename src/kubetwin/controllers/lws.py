@@ -294,6 +294,8 @@ class LeaderWorkerSetController:
         labels = {W.GROUP_INDEX: lmeta["labels"][W.GROUP_INDEX], W.NAME: lws["metadata"]["name"],
                   W.GROUP_KEY: lmeta["labels"][W.GROUP_KEY], W.REVISION: lmeta["labels"][W.REVISION]}
         ann = {**self._annotations(lws, spec), W.LEADER_NAME: lmeta["name"]}
+        if W.tpu_containers(leader["spec"]):  # AddTPUAnnotations
+            ann[W.LEADER_REQUESTS_TPUS] = "true"
         for j in range(1, size):
             pod_name = f"{lmeta['name']}-{j}"
             if pod_name in names or self.store.get("Pod", ns, pod_name) is not None:
