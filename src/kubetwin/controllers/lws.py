@@ -123,6 +123,9 @@ class LeaderWorkerSetController:
         lws = self.store.get("LeaderWorkerSet", ns, name)
         leaders = {W.ordinal(p["metadata"]["name"]): p for p in self.store.owned("Pod", ns, "LeaderWorkerSet", name)}
         if lws is None:  # the garbage collector removes a deleted LWS's groups
+            for pod in gone:
+                if pod["metadata"]["labels"].get(W.WORKER_INDEX) == "0":
+                    self._delete_workers_of(pod)
             for leader in leaders.values():
                 self._delete_group(leader)
             return
