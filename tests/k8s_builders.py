@@ -247,3 +247,58 @@ def make_change(name: str, at: str, api_version: str, kind: str, target: str, ns
         t["namespace"] = ns
     return ChangeWrapper({"apiVersion": "kubetwin.io/v1alpha1", "kind": "Change", "metadata": {"name": name},
                           "spec": {"at": at, "target": t}})
+class LeaderWorkerSetWrapper(Wrapper):
+    """A LeaderWorkerSet (kubernetes-sigs/lws; as its test/testutils wrappers build one)."""
+
+    def _lwt(self) -> dict:
+        return self._obj["spec"]["leaderWorkerTemplate"]
+
+    def replicas(self, n: int) -> LeaderWorkerSetWrapper:
+        self._obj["spec"]["replicas"] = n
+        return self
+
+    def size(self, n: int) -> LeaderWorkerSetWrapper:
+        self._lwt()["size"] = n
+        return self
+
+    def restart_policy(self, policy: str) -> LeaderWorkerSetWrapper:
+        self._lwt()["restartPolicy"] = policy
+        return self
+
+    def startup_policy(self, policy: str) -> LeaderWorkerSetWrapper:
+        self._obj["spec"]["startupPolicy"] = policy
+        return self
+
+    def subgroup(self, size: int, policy: str | None = None) -> LeaderWorkerSetWrapper:
+        self._lwt()["subGroupPolicy"] = {"subGroupSize": size, **({"subGroupPolicyType": policy} if policy else {})}
+        return self
+
+    def rollout(self, **cfg: Any) -> LeaderWorkerSetWrapper:
+        self._obj["spec"]["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": cfg}
+        return self
+
+    def worker_annotation(self, key: str, value: str) -> LeaderWorkerSetWrapper:
+        """An annotation on the worker template (kubetwin.io/fail-after, ...)."""
+        self._lwt()["workerTemplate"].setdefault("metadata", {}).setdefault("annotations", {})[key] = value
+        return self
+
+    def worker_image(self, image: str) -> LeaderWorkerSetWrapper:
+        self._lwt()["workerTemplate"]["spec"]["containers"][0]["image"] = image
+        return self
+
+    def leader_template(self, cpu: str = "1") -> LeaderWorkerSetWrapper:
+        """A leader template of its own: the worker's container with another cpu request."""
+        tmpl = copy.deepcopy(self._lwt()["workerTemplate"])
+        tmpl["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+        tmpl["spec"]["containers"][0]["name"] = "leader"
+        self._lwt()["leaderTemplate"] = tmpl
+        return self
+
+
+def make_lws(name: str, cpu: str = "1", ns: str = "default") -> LeaderWorkerSetWrapper:
+    """One group of one pod (the CRD's defaults), each pod asking `cpu`."""
+    return LeaderWorkerSetWrapper({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                                   "metadata": {"name": name, "namespace": ns}, "spec": {"leaderWorkerTemplate": {
+                                       "workerTemplate": {"spec": {"containers": [{
+                                           "name": "worker", "image": "busybox",
+                                           "resources": {"requests": {"cpu": cpu}}}]}}}}})

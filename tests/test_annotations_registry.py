@@ -31,7 +31,8 @@ def test_markdown_table_from_the_command_line() -> None:
                          text=True, check=True).stdout
     assert out == annotations.markdown()
     assert out.startswith("| annotation | on | value (example) | meaning |")
-    assert "| `kubetwin.io/fail-after` | Pod, Job, JobSet, Deployment, ReplicaSet (pod template) | `20m` |" in out
+    kinds = "Pod, Job, JobSet, Deployment, ReplicaSet, LeaderWorkerSet"
+    assert f"| `kubetwin.io/fail-after` | {kinds} (pod template) | `20m` |" in out
 
 
 def test_docs_table_is_the_generated_one() -> None:

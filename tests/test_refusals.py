@@ -110,8 +110,7 @@ def test_malformed_or_dotless_groups_stay_errors(api_version, kind) -> None:
 
 # Real kinds of groups GKE AI/ML manifests use that the twin ships no CRD for: stored with a notice (never refused),
 # and a typo in those groups is refused with the closest kind, as for the groups the twin simulates.
-REAL_UNSIMULATED = [
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+REAL_UNSIMULATED = [  # LeaderWorkerSet left this list: its CRD ships (tests/test_lws.py)
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("monitoring.coreos.com/v1", "PodMonitor"),
     ("monitoring.coreos.com/v1", "PrometheusRule"),

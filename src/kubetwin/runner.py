@@ -29,6 +29,7 @@ from kubetwin.controllers.attachdetach import AttachDetachController
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
+from kubetwin.controllers.lws import LeaderWorkerSetController
 from kubetwin.controllers.namespace import NamespaceController
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
@@ -334,6 +335,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     JobController(store, env, events, names, client=kcm.client("job-controller"))
     TTLAfterFinishedController(store, env, client=kcm.client("ttl-after-finished-controller"))
     jobset = JobSetController(store, env, events)
+    LeaderWorkerSetController(store, env, events)  # groups of a leader and its workers
     ReplicaSetController(store, env, events, names, client=kcm.client("replicaset-controller"))
     kubelet = Kubelet(store, env, events)
     kubelet.use_volumes(AttachDetachController(store, env, events))  # containers wait for bound, attached volumes

@@ -22,6 +22,7 @@ from kubetwin.api import crd_cel, crd_schema, kinds
 from kubetwin.api.crd_schema import FieldError
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.jobset_defaults import jobset_defaults
+from kubetwin.api.lws_defaults import lws_defaults
 
 INCOMPLETE = ('Invalid value: "null": some validation rules were not checked because the object was invalid; '
               "correct the existing errors to complete validation")
@@ -133,12 +134,16 @@ def check(obj: dict) -> list[FieldError]:
 
 def _mutating_webhooks(obj: dict) -> dict:
     """The projects' mutating webhooks, which the API server runs before schema and CEL validation: JobSet's
-    defaulting names failurePolicy rules, sets Indexed completion, ... (jobset pkg/webhooks/jobset_webhook.go)."""
-    if obj.get("kind") == "JobSet" and str(obj.get("apiVersion", "")).startswith("jobset.x-k8s.io/"):
-        try:
-            return jobset_defaults(obj)
-        except (AttributeError, TypeError, ValueError):  # a malformed spec: the schema check reports it
-            return obj
+    defaulting names failurePolicy rules, sets Indexed completion, ... (jobset pkg/webhooks/jobset_webhook.go);
+    LeaderWorkerSet's its rollout and restart policy (lws pkg/webhooks/leaderworkerset_webhook.go)."""
+    webhook = {("JobSet", "jobset.x-k8s.io/"): jobset_defaults,
+               ("LeaderWorkerSet", "leaderworkerset.x-k8s.io/"): lws_defaults}
+    for (kind, prefix), default in webhook.items():
+        if obj.get("kind") == kind and str(obj.get("apiVersion", "")).startswith(prefix):
+            try:
+                return default(obj)
+            except (AttributeError, TypeError, ValueError):  # a malformed spec: the schema check reports it
+                return obj
     return obj
 
 

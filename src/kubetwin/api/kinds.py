@@ -138,6 +138,10 @@ CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, .
     ("inference.networking.k8s.io", "InferencePool"): (
         "v1.6.0_inference.networking.k8s.io_inferencepools.yaml", None, 9, ()),
     ("keda.sh", "ScaledObject"): ("keda.sh_scaledobjects.yaml", None, 9, ()),
+    # LeaderWorkerSet (kubernetes-sigs/lws): the leader's template, else the worker's, and the worker's
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): (
+        "leaderworkerset.x-k8s.io_leaderworkersets.yaml", None, 9,
+        ("spec.leaderWorkerTemplate.{leaderTemplate,workerTemplate}",)),
     # GKE multi-networking: the Networks a GPUDirect pod's networking.gke.io/interfaces names and their params
     # (workloads/gpudirect.py reads them), created before the pods as the guides apply them.
     ("networking.gke.io", "GKENetworkParamSet"): ("networking.gke.io_gkenetworkparamsets.yaml", None, 1, ()),
@@ -169,7 +173,7 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
                           "ServiceNetworkEndpointGroup", "NetworkLogging", "FQDNNetworkPolicy"),
     # kubernetes-sigs/lws config/crd/bases; prometheus-operator example/prometheus-operator-crd; GoogleCloudPlatform/
     # prometheus-engine charts/operator/crds (Managed Service for Prometheus, GKE's default)
-    "leaderworkerset.x-k8s.io": ("LeaderWorkerSet",),
+    "leaderworkerset.x-k8s.io": (),  # LeaderWorkerSet: `CRDS`
     "monitoring.coreos.com": ("Alertmanager", "AlertmanagerConfig", "PodMonitor", "Probe", "Prometheus",
                               "PrometheusAgent", "PrometheusRule", "ScrapeConfig", "ServiceMonitor", "ThanosRuler"),
     "monitoring.googleapis.com": ("PodMonitoring", "ClusterPodMonitoring", "ClusterNodeMonitoring", "Rules",
@@ -177,9 +181,9 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
 }
 
 
-# The versions every kind of `UNSHIPPED_KINDS` of these groups is served in (kubernetes-sigs/lws config/crd/bases:
-# v1 only; kedacore/keda config/crd/bases: v1alpha1 only); other groups' unshipped kinds accept any version.
-UNSHIPPED_VERSIONS: dict[str, tuple[str, ...]] = {"leaderworkerset.x-k8s.io": ("v1",), "keda.sh": ("v1alpha1",)}
+# The versions every kind of `UNSHIPPED_KINDS` of these groups is served in (kedacore/keda config/crd/bases:
+# v1alpha1 only); other groups' unshipped kinds accept any version.
+UNSHIPPED_VERSIONS: dict[str, tuple[str, ...]] = {"keda.sh": ("v1alpha1",)}
 
 
 # Built-in kinds outside `BUILT_IN` that are cluster-scoped (`kubectl api-resources --namespaced=false` on
@@ -376,14 +380,17 @@ def _resolve(holder: Any, path: str, base: str) -> list[tuple[str, dict]]:
     found: list[tuple[str, Any]] = [(base, holder)]
     for step in [s for s in path.split(".") if s]:
         name, star = (step[:-3], True) if step.endswith("[*]") else (step, False)
+        # "{a,b}": either field, in that order (a LeaderWorkerSet's leaderTemplate and workerTemplate)
+        names = name[1:-1].split(",") if name.startswith("{") and name.endswith("}") else [name]
         nxt: list[tuple[str, Any]] = []
         for p, h in found:
-            v = h.get(name) if isinstance(h, dict) else None
-            here = f"{p}.{name}" if p else name
-            if star:
-                nxt += [(f"{here}[{i}]", x) for i, x in enumerate(v)] if isinstance(v, list) else []
-            elif v is not None:
-                nxt.append((here, v))
+            for name in names:
+                v = h.get(name) if isinstance(h, dict) else None
+                here = f"{p}.{name}" if p else name
+                if star:
+                    nxt += [(f"{here}[{i}]", x) for i, x in enumerate(v)] if isinstance(v, list) else []
+                elif v is not None:
+                    nxt.append((here, v))
         found = nxt
     return [(p, h) for p, h in found if isinstance(h, dict)]
 

@@ -33,6 +33,10 @@ COMPONENT = "horizontal-pod-autoscaler"  # the HPA controller's event source (ho
 SYNC_PERIOD = 15.0  # --horizontal-pod-autoscaler-sync-period default 15s
 DOWNSCALE_STABILIZATION = 300.0  # --horizontal-pod-autoscaler-downscale-stabilization default 5m
 TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance default 0.1
+# the kinds with a scale subresource the twin runs, by the group their "not found" names; a LeaderWorkerSet's scale
+# reads spec.replicas and selects its leaders (status.hpaPodSelector; its CRD's subresources.scale)
+SCALABLE = {"Deployment": "apps", "ReplicaSet": "apps", "StatefulSet": "apps",
+            "LeaderWorkerSet": "leaderworkerset.x-k8s.io"}
 
 
 class HorizontalPodAutoscalerController:
@@ -76,12 +80,11 @@ class HorizontalPodAutoscalerController:
         status = dict(hpa.get("status") or {})
         conds: list[dict] = [dict(c) for c in status.get("conditions") or []]
         ref = spec.get("scaleTargetRef") or {}
-        target = self.store.get(ref.get("kind", ""), ns, ref.get("name", "")) if ref.get("kind") in (
-            "Deployment", "ReplicaSet", "StatefulSet") else None
+        target = self.store.get(ref.get("kind", ""), ns, ref.get("name", "")) if ref.get("kind") in SCALABLE \
+            else None
         if target is None:
-            err = (f'{(ref.get("kind") or "").lower()}s.apps "{ref.get("name")}" not found'
-                   if ref.get("kind") in ("Deployment", "ReplicaSet", "StatefulSet") else
-                   f'no matches for kind "{ref.get("kind")}" in group ""')
+            err = (f'{(ref.get("kind") or "").lower()}s.{SCALABLE[ref["kind"]]} "{ref.get("name")}" not found'
+                   if ref.get("kind") in SCALABLE else f'no matches for kind "{ref.get("kind")}" in group ""')
             self.events.event(hpa, "Warning", "FailedGetScale", err, COMPONENT)
             self._set(conds, "AbleToScale", "False", "FailedGetScale",
                       f"the HPA controller was unable to get the target's current scale: {err}")

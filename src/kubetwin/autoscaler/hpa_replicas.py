@@ -172,6 +172,9 @@ class ReplicaCalculator:
 
     def _pods(self, ns: str, target: Obj) -> list[Obj]:
         sel = (target.get("spec") or {}).get("selector")
+        if target.get("kind") == "LeaderWorkerSet":  # its scale subresource's labelSelectorPath: the leaders
+            pairs = str((target.get("status") or {}).get("hpaPodSelector") or "")
+            sel = {"matchLabels": dict(kv.split("=", 1) for kv in pairs.split(",") if "=" in kv)} if pairs else None
         return [p for p in self.store.list("Pod", ns) if sel and matches(sel, p["metadata"].get("labels"))]
 
     def _usage_ratio_count(self, current: int, ratio: float, within: Callable[[float], bool], ns: str,

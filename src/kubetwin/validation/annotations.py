@@ -27,7 +27,8 @@ from kubetwin.api.limits import shown
 from kubetwin.api.loader import Manifest
 from kubetwin.k8s.units import UnitError, parse_duration, parse_positive_duration, parse_quantity
 
-POD = ("Pod", "Job", "JobSet", "Deployment", "ReplicaSet")  # read from the pod (a template's annotations reach it)
+# read from the pod (a template's annotations reach it)
+POD = ("Pod", "Job", "JobSet", "Deployment", "ReplicaSet", "LeaderWorkerSet")
 ANY = ("*",)
 POOLS = ("InferencePool", "Service")
 

@@ -496,6 +496,8 @@ def _validate_one(m: Manifest) -> list[Diagnostic]:
         if not any(d.severity == "error" for d in out):
             out += fields.diagnostics(m)
         out = _kind_checks(m, entry, out)
+        if not out and entry.when_clean is not None:  # what the run does with a clean custom resource
+            out = entry.when_clean(m)
         if not any(d.severity == "error" for d in out) and not kinds.is_simulated(api_version, kind):
             out.append(Diagnostic(m.file, m.line, m.ref, "", f"{KNOWN_GROUPS.get(group, group)} kind {kind} "
                                   f"({api_version}) is accepted but not simulated yet: it is stored and has no "

@@ -155,6 +155,7 @@ class ServingDataPlane:
                 # GPUs of the device plugin, else what its DRA ResourceClaims hold (a MIG device as its share)
                 gpus = float(pod_requests(pod).get(GPU, 0)) or (
                     nvidia_dra.pod_gpus(self.store, pod) if pod["spec"].get("resourceClaims") else 0.0)
+                gpus *= sizing.group_hosts(pod)  # an LWS leader's server holds its group's GPUs
                 self.pod_gpu_seconds[uid] = [self.env.now, -1.0, gpus, self._gpu_price(pod)]
         ready = etype != "DELETED" and status.get("phase") == "Running" and is_condition_true(
             status.get("conditions"), "Ready")
@@ -214,16 +215,19 @@ class ServingDataPlane:
                                                         f"{why}; the pod serves no requests", "kubetwin"))
             return None
         uid = meta["uid"]
+        hosts = sizing.group_hosts(pod)  # an LWS leader serves over its group's hosts
+        gpus = pod_requests(pod).get(GPU, 0)
+        links = sizing.host_links(args, node, hosts, int(gpus)) if hosts > 1 else None
         try:  # the kubelet's cold start ran the same checks (serving.sizing): a server that fails them never gets here
             args, engine = sizing.build_engine(args, spec, accel, sizing.device_of(node, pod, self.store),
                                                self.gpus.slowdown_of(uid) if self.gpus is not None else 1.0,
-                                               name=meta["name"], on_finish=self._finished)
+                                               name=meta["name"], on_finish=self._finished, links=links)
         except ValueError as err:
             msg = str(err)
             self.env.after(0, lambda: self.events.event(pod, "Warning", "ModelServerFailed", msg, "kubetwin"))
             return None
         return Endpoint(meta["name"], meta.get("namespace") or "default", uid, dict(meta.get("labels") or {}),
-                        engine, pod_requests(pod).get(GPU, 0), args.model,
+                        engine, gpus * hosts, args.model,
                         list(args.served_model_name) or [args.model], args,
                         frozenset(lora_names(args.lora_modules)) if args.enable_lora else frozenset())
 

@@ -251,13 +251,17 @@ class PerfModel:
     that time grows linearly with the last 1024-token slope."""
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, tp: int = 1, calibration: Calibration | None = None,
-                 max_tokens: int = 16384, pp: int = 1) -> None:
+                 max_tokens: int = 16384, pp: int = 1, tp_link: collectives.Interconnect | None = None,
+                 pp_link: collectives.Interconnect | None = None) -> None:
+        """`tp_link` / `pp_link`: the tier the tensor-parallel all-reduces / the stage-to-stage sends run over
+        when it is not the GPU's own NVLink (a server spread over hosts: sizing.inter_host_links)."""
         refused = heads_error(model, tp)
         if refused:
             raise ValueError(refused)
         self.model, self.gpu, self.tp, self.pp = model, gpu, tp, max(1, pp)
         self.cal = calibration or calibration_for(gpu.name)
-        self.link = collectives.for_gpu(gpu.name, None if gpu.nvlink_bw is None else gpu.nvlink_bw / 1e9)
+        self.link = tp_link or collectives.for_gpu(gpu.name, None if gpu.nvlink_bw is None else gpu.nvlink_bw / 1e9)
+        self.pp_link = pp_link or self.link
         cal, L = self.cal, model.num_layers
         self._max = max(2048, int(max_tokens))
         n = np.arange(self._max + 1, dtype=float)
@@ -272,7 +276,7 @@ class PerfModel:
             tok[1:CUDA_GRAPH_MAX_TOKENS + 1] -= (1.0 - cal.graph_t0_scale) * floors
         if self.pp > 1:  # the hidden states handed from stage to stage
             tok = tok + (self.pp - 1) * np.array([0.0] + [collectives.send_recv_time(
-                x * model.hidden_size * model.dtype_bytes, self.link) for x in n[1:]])
+                x * model.hidden_size * model.dtype_bytes, self.pp_link) for x in n[1:]])
         head = self._op_array("lm_head", n)
         if tp > 1:
             head = head + np.array([0.0] + [collectives.all_gather_time(x * model.vocab_size * model.dtype_bytes,

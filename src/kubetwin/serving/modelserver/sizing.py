@@ -36,6 +36,7 @@ from kubetwin.serving.modelserver.modelspec import ModelSpec
 from kubetwin.serving.modelserver.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel, heads_error
 from kubetwin.serving.types import EngineArgs, Request
 from kubetwin.store.store import Store
+from kubetwin.workloads import collectives
 
 GIB, MIB = 1024**3, 1024**2
 
@@ -156,10 +157,68 @@ def parallel_problems(args: EngineArgs, spec: ModelSpec, visible: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _perf_model(spec: ModelSpec, gpu: GpuSpec, tp: int, pp: int) -> PerfModel:
+def _perf_model(spec: ModelSpec, gpu: GpuSpec, tp: int, pp: int, links: HostLinks | None = None) -> PerfModel:
     """One step model per model, device and layout (read-only after it is built; ~26 ms to build): the kubelet's
     cold start and the data plane size the same server, and replicas share their shape."""
-    return PerfModel(spec, gpu, tp, pp=pp)
+    if links is None:
+        return PerfModel(spec, gpu, tp, pp=pp)
+    return PerfModel(spec, gpu, tp, pp=pp, tp_link=links.interconnect("tp"), pp_link=links.interconnect("pp"))
+
+
+# A LeaderWorkerSet group's leader pod (kubernetes-sigs/lws api/leaderworkerset/v1: worker-index "0" and the size
+# annotation): vLLM's multi-node recipe on LWS (lws docs/examples/vllm/GPU/lws.yaml) starts a Ray cluster over the
+# group's pods and serves from the leader with --tensor-parallel-size x --pipeline-parallel-size = every GPU of the
+# group, so the leader's server sees size x its own GPUs.
+LWS_SIZE, LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/size", "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def group_hosts(pod: dict | None) -> int:
+    """How many hosts (pods of one GPU count each) a pod's model server spans: its LWS group's size for a group's
+    leader, else 1."""
+    meta = (pod or {}).get("metadata") or {}
+    if (meta.get("labels") or {}).get(LWS_WORKER_INDEX) != "0":
+        return 1
+    size = str((meta.get("annotations") or {}).get(LWS_SIZE, "1"))
+    return max(1, int(size)) if size.isdigit() else 1
+
+
+@dataclass(frozen=True)
+class HostLinks:
+    """The tiers a server over `hosts` hosts of `per_host` GPUs talks over between hosts: the pool's network tier
+    (workloads.network: GPUDirect-TCPXO on A3 Mega, ...) as a point-to-point path for the pipeline stages' sends,
+    and, when the tensor-parallel group itself spans hosts, as the all-reduce's bus bandwidth (hierarchical:
+    2(N-1)/N of the buffer over each node's NICs, network.py's rule, written as a ring over all tp ranks)."""
+
+    tier: str
+    hosts: int
+    per_host: int
+    tp: int
+    node_gbs: float
+    gpu_gbs: float
+    latency_us: float
+
+    def interconnect(self, which: str) -> collectives.Interconnect | None:
+        src = f"workloads.network tier {self.tier} between {self.hosts} hosts"
+        if which == "pp":
+            return collectives.Interconnect(f"{self.tier}-p2p", self.gpu_gbs, self.latency_us, self.gpu_gbs,
+                                            self.latency_us, src)
+        if self.tp <= self.per_host:
+            return None  # the tensor-parallel group stays on one host's NVLink
+        n, hosts = self.tp, min(self.hosts, -(-self.tp // self.per_host))
+        busbw = self.node_gbs * ((n - 1) / n) / ((hosts - 1) / hosts)
+        return collectives.Interconnect(f"{self.tier}-ring", busbw, self.latency_us, self.gpu_gbs, self.latency_us,
+                                        src)
+
+
+def host_links(args: EngineArgs, node: dict | None, hosts: int, per_host: int) -> HostLinks | None:
+    """The links between the hosts of a multi-host server on this node's pool; None for one host."""
+    if hosts <= 1 or node is None or per_host < 1:
+        return None
+    from kubetwin.workloads import network
+
+    topo = network.topology([node, node], [per_host, per_host])  # the group's hosts: the leader's pool (exclusive)
+    return HostLinks(topo.tier, hosts, per_host, args.tensor_parallel_size, topo.node_gbs, topo.gpu_gbs,
+                     topo.base_latency_us + topo.hop_latency_us)
 
 
 def reset_step_models() -> None:
@@ -168,12 +227,12 @@ def reset_step_models() -> None:
 
 
 def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView | None,
-         slowdown: float = 1.0) -> Sized:
+         slowdown: float = 1.0, links: HostLinks | None = None) -> Sized:
     """The engine's args, step model and KV blocks on this device; StartupFailure when vLLM (or TGI) would exit."""
     gpu = effective_gpu(accelerator, view, slowdown)
     args = modelserver.resolve_defaults(args, gpu.hbm_bytes / GIB, spec.max_position_embeddings, accelerator)
     try:
-        perf = _perf_model(spec, gpu, args.tensor_parallel_size, args.pipeline_parallel_size)
+        perf = _perf_model(spec, gpu, args.tensor_parallel_size, args.pipeline_parallel_size, links)
     except ValueError as err:
         raise StartupFailure(str(err), "init") from None
     total = gpu.hbm_bytes * CUDA_VISIBLE_FRACTION
@@ -199,11 +258,12 @@ def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView |
 
 def build_engine(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView | None,
                  slowdown: float = 1.0, *, name: str = "",
-                 on_finish: Callable[[Request], None] | None = None) -> tuple[EngineArgs, Engine]:
+                 on_finish: Callable[[Request], None] | None = None,
+                 links: HostLinks | None = None) -> tuple[EngineArgs, Engine]:
     """(the resolved args, the engine) of a vLLM/TGI server on this device: the one way the data plane builds a
     pod's engine and the live emulator builds its own, so both time requests identically. ValueError
-    (StartupFailure) when the server would exit."""
-    sized = size(args, spec, accelerator, view, slowdown)
+    (StartupFailure) when the server would exit. `links`: a server spread over hosts (host_links)."""
+    sized = size(args, spec, accelerator, view, slowdown, links)
     args = sized.args
     engine = Engine(args, sized.perf, sized.blocks, name=name, max_model_len=args.max_model_len,  # type: ignore[arg-type]
                     on_finish=on_finish)
@@ -221,6 +281,9 @@ def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus:
     allocated = (got.allocated if got is not None and got.devices else
                  modelserver.gpu_count(ctr) if ctr is not None else 1)
     visible = got.visible if got is not None and got.devices else allocated
+    hosts = group_hosts(pod)  # an LWS leader's server sees its group's GPUs (the Ray cluster over the group)
+    links = host_links(args, node, hosts, visible)
+    allocated, visible = allocated * hosts, visible * hosts
     env = {str(e.get("name")): str(e.get("value", "")) for e in (ctr or {}).get("env") or [] if isinstance(e, dict)}
     refused = context_length_error(args, spec, allows_long_max_model_len(env)) or next(
         (msg for _, msg, sev in parallel_problems(args, spec, visible, allocated) if sev == "error"), None)
@@ -232,7 +295,7 @@ def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus:
     if view is not None and view.shared and gpus is not None and node is not None and view.mode != "mps":
         gpu, _ = gpus.shared_gpu_for(node, view)
         check_free_memory(args, view, sum(t.demand.memory_mib for t in gpu.tenants.values()))
-    sized = size(args, spec, accel, view)
+    sized = size(args, spec, accel, view, links=links)
     if view is not None and view.shared and gpus is not None and node is not None:
         gpus.attach(pod, node, view, claimed_mib(sized.args, view))
     return sized
