@@ -259,6 +259,22 @@ class WorkloadWrapper(Wrapper):
         self._obj["spec"]["podSets"].append(ps)
         return self
 
+    def topology_request(self, pod_set: str, **request) -> WorkloadWrapper:
+        """podSets[].topologyRequest in v1beta2 field names (required=..., preferred=..., unconstrained=True,
+        podSetSliceRequiredTopology=..., podSetSliceSize=...), as Kueue's PodSetWrapper.RequiredTopologyRequest."""
+        ps = next(p for p in self._obj["spec"]["podSets"] if p["name"] == pod_set)
+        ps["topologyRequest"] = dict(request)
+        return self
+
+    def topology_assignment(self, pod_set: str, levels: list[str], domains: list[tuple[list[str], int]]
+                            ) -> WorkloadWrapper:
+        """An admitted podSet's topologyAssignment (after ``admitted``), in v1beta1's domains form, which the twin
+        reads as Kueue's conversion does."""
+        psa = next(p for p in self._obj["status"]["admission"]["podSetAssignments"] if p["name"] == pod_set)
+        psa["topologyAssignment"] = {"levels": list(levels),
+                                     "domains": [{"values": list(v), "count": c} for v, c in domains]}
+        return self
+
     def request(self, res: str, q: str) -> WorkloadWrapper:
         """A single podSet "main" of one pod, as Kueue's MakeWorkload(...).Request(res, q)."""
         return self.podset("main", 1, res={res: q})

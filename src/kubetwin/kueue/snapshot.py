@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubetwin.kueue.api import ClusterQueue, Cohort, ResourceFlavor, ResourceGroup, ResourceQuota, Workload
 from kubetwin.kueue.quota import (
@@ -141,6 +142,7 @@ class Snapshot:
         self.cohort_specs: dict[str, Cohort] = {}
         self.resource_flavors: dict[str, ResourceFlavor] = {}
         self.inactive: dict[str, str] = {}  # ClusterQueue name -> why
+        self.tas_flavors: dict[str, Any] = {}  # TAS flavor name -> kueue.tas.snapshot.TASFlavorSnapshot, per cycle
         self._base_usage: list[tuple[ResourceNode, dict]] = []  # usage of each node before any workload
 
     @classmethod

@@ -13,10 +13,8 @@ SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 ANNOTATIONS = (REQUIRED, PREFERRED, UNCONSTRAINED, SLICE_REQUIRED, SLICE_SIZE, GROUP_NAME)
-# The scheduling gate Kueue puts on the pods of a TAS pod set (apis/kueue/v1beta2/topology_types.go), and the
-# label its pod webhook adds so the TAS caches tell TAS pods from the rest (kueue.x-k8s.io/tas).
+# The scheduling gate Kueue puts on the pods of a TAS pod set (apis/kueue/v1beta2/topology_types.go).
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
-TAS_LABEL = "kueue.x-k8s.io/tas"
 HOSTNAME = "kubernetes.io/hostname"
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}  # Go's strconv.ParseBool
 
@@ -48,6 +46,13 @@ class TopologyRequest:
         if self.group_name is not None:
             out["podSetGroupName"] = self.group_name
         return out
+
+
+def is_tas(annotations: dict | None) -> bool:
+    """utiltas.IsTAS: a pod whose template asked for a topology (or was given the unconstrained annotation as an
+    implied TAS pod); the TAS caches count such pods through their workload's assignment, not as non-TAS usage."""
+    ann = annotations or {}
+    return any(k in ann for k in (REQUIRED, PREFERRED, SLICE_REQUIRED, UNCONSTRAINED))
 
 
 def from_api(obj: dict | None) -> TopologyRequest | None:

@@ -18,14 +18,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kubetwin.api.podresources import pod_requests
+from kubetwin.api.podresources import pod_requests, resource_value
 from kubetwin.k8s.conditions import find_condition
 from kubetwin.k8s.labels import requirement_matches
 from kubetwin.k8s.taints import tolerates
-from kubetwin.kueue.api import PODS, amount
-from kubetwin.kueue.tas.request import HOSTNAME, TAS_LABEL, TopologyRequest
+from kubetwin.kueue.tas.assignment import Assignment
+from kubetwin.kueue.tas.request import HOSTNAME, TopologyRequest, is_tas
 
 _MAX = (1 << 31) - 1
+PODS = "pods"
 Requests = dict[str, int]
 
 
@@ -45,50 +46,6 @@ class Domain:
     @property
     def id(self) -> str:
         return ",".join(self.values)
-
-
-@dataclass
-class Assignment:
-    """TopologyAssignment: ``levels`` and, per domain, its values at those levels and its pod count."""
-
-    levels: tuple[str, ...]
-    domains: list[tuple[tuple[str, ...], int]]
-
-    def to_api(self) -> dict:
-        """The Workload's admission.podSetAssignments[].topologyAssignment, v1beta2's compressed form
-        (apis/kueue/v1beta2/workload_types.go TopologyAssignment: ``slices`` of ``domainCount`` domains with
-        each level's values -- a common prefix or individual values -- and their pod counts; one slice here,
-        individual values, as Kueue's encoder writes when no prefix is shared)."""
-        values = [{"individual": {"roots": [d[0][i] for d in self.domains]}} for i in range(len(self.levels))]
-        counts = [c for _, c in self.domains]
-        pod_counts = {"universal": counts[0]} if counts and len(set(counts)) == 1 else {"individual": counts}
-        return {"levels": list(self.levels),
-                "slices": [{"domainCount": len(self.domains), "valuesPerLevel": values, "podCounts": pod_counts}]}
-
-    def domain_counts(self) -> list[tuple[tuple[str, ...], int]]:
-        return list(self.domains)
-
-
-def assignment_from_api(obj: dict) -> Assignment:
-    """A topologyAssignment as written by ``to_api`` (or v1beta1's ``domains[{values, count}]``) read back."""
-    levels = tuple(obj.get("levels") or ())
-    if "domains" in obj:
-        return Assignment(levels, [(tuple(d["values"]), int(d["count"])) for d in obj["domains"]])
-    domains: list[tuple[tuple[str, ...], int]] = []
-    for sl in obj.get("slices") or []:
-        n = int(sl["domainCount"])
-        cols = []
-        for lv in sl.get("valuesPerLevel") or []:
-            if "universal" in lv:
-                cols.append([lv["universal"]] * n)
-            else:
-                ind = lv["individual"]
-                prefix, suffix = ind.get("prefix", ""), ind.get("suffix", "")
-                cols.append([f"{prefix}{r}{suffix}" for r in ind["roots"]])
-        pc = sl.get("podCounts") or {}
-        counts = [int(pc["universal"])] * n if "universal" in pc else [int(c) for c in pc["individual"]]
-        domains.extend((tuple(col[i] for col in cols), counts[i]) for i in range(n))
-    return Assignment(levels, domains)
 
 
 @dataclass
@@ -197,7 +154,7 @@ class TASFlavorSnapshot:
             leaf = self.leaves[leaf_id] = Domain(values, node=node if self.lowest_is_node else None)
             self._link(leaf, len(values) - 1)
         for res, q in ((node.get("status") or {}).get("allocatable") or {}).items():
-            leaf.capacity[res] = leaf.capacity.get(res, 0) + amount(res, q)
+            leaf.capacity[res] = leaf.capacity.get(res, 0) + resource_value(res, q)
         self.node_to_leaf[node["metadata"]["name"]] = leaf_id
 
     def _link(self, dom: Domain, level: int) -> None:
@@ -234,7 +191,7 @@ class TASFlavorSnapshot:
                 continue
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
-            if TAS_LABEL in ((pod.get("metadata") or {}).get("labels") or {}):
+            if is_tas((pod.get("metadata") or {}).get("annotations")):
                 continue
             self.add_non_tas_usage(node, pod_requests(pod))
 
@@ -245,6 +202,23 @@ class TASFlavorSnapshot:
             for res, v in usage.items():
                 tgt[res] = tgt.get(res, 0) + v
 
+    def fits(self, assignment: Assignment, single_pod: Requests) -> bool:
+        """Whether each domain of ``assignment`` still has room for its pods (Fits: what the scheduler asks before
+        admitting an entry, after others were assumed in the same cycle)."""
+        per_pod = dict(single_pod)
+        per_pod[PODS] = per_pod.get(PODS, 0) + 1
+        for values, count in assignment.domains:
+            leaf_id = ",".join(values)
+            leaf = self.leaves.get(leaf_id)
+            if leaf is None:
+                return False
+            remaining = dict(leaf.capacity)
+            for res, v in self.tas_usage.get(leaf_id, {}).items():
+                remaining[res] = remaining.get(res, 0) - v
+            if count_in(per_pod, remaining)[0] < count:
+                return False
+        return True
+
     def free_capacity(self) -> dict[str, Requests]:
         """Each leaf's capacity left (SerializeFreeCapacityPerDomain, as a dict)."""
         return {lid: {r: v - self.tas_usage.get(lid, {}).get(r, 0) for r, v in sorted(leaf.capacity.items())}
@@ -252,13 +226,22 @@ class TASFlavorSnapshot:
 
     # --- finding ---------------------------------------------------------------------------------------------
 
-    def find_assignments(self, requests: list[PodSetRequest]) -> dict[str, tuple[Assignment | None, str]]:
+    def has_level(self, tr: TopologyRequest | None) -> bool:
+        """Whether the topology has the request's level and slice level (HasLevel)."""
+        key = self._level_key(tr, False)
+        if key is None or key not in self.levels:
+            return False
+        return tr is None or tr.slice_required is None or tr.slice_required in self.levels
+
+    def find_assignments(self, requests: list[PodSetRequest], simulate_empty: bool = False
+                         ) -> dict[str, tuple[Assignment | None, str]]:
         """Assignments for a workload's pod sets on this flavor, in order, each seeing the usage the earlier
-        ones assumed (FindTopologyAssignmentsForFlavor); stops at the first that fails."""
+        ones assumed (FindTopologyAssignmentsForFlavor); stops at the first that fails. ``simulate_empty``: as if
+        every TAS workload were gone (WithSimulateEmpty, the check before waiting for preemption)."""
         assumed: dict[str, Requests] = {}
         out: dict[str, tuple[Assignment | None, str]] = {}
         for req in requests:
-            assignment, reason = self.find(req, assumed)
+            assignment, reason = self.find(req, assumed, simulate_empty)
             out[req.name] = (assignment, reason)
             if reason:
                 return out
@@ -281,7 +264,8 @@ class TASFlavorSnapshot:
                 return self.levels[-1]
         return self.levels[-1] if implied else None
 
-    def find(self, req: PodSetRequest, assumed: dict[str, Requests] | None = None) -> tuple[Assignment | None, str]:
+    def find(self, req: PodSetRequest, assumed: dict[str, Requests] | None = None, simulate_empty: bool = False
+             ) -> tuple[Assignment | None, str]:
         """One pod set's assignment, or the reason none fits in Kueue's words (findTopologyAssignment)."""
         tr = req.topology
         if not self.levels:
@@ -308,7 +292,7 @@ class TASFlavorSnapshot:
         if level_idx > slice_level:
             return None, f"podset slice topology {slice_key} is above the podset topology {key}"
 
-        stats = self._fill_in_counts(req, assumed or {}, slice_size, slice_level)
+        stats = self._fill_in_counts(req, assumed or {}, slice_size, slice_level, simulate_empty)
         fit_level, fit, reason = self._find_level_with_fit_domains(level_idx, req.count, slice_size, required,
                                                                    unconstrained, stats)
         if reason:
@@ -331,7 +315,7 @@ class TASFlavorSnapshot:
         return self._build_assignment(fit), ""
 
     def _fill_in_counts(self, req: PodSetRequest, assumed: dict[str, Requests], slice_size: int,
-                        slice_level: int) -> _Stats:
+                        slice_level: int, simulate_empty: bool = False) -> _Stats:
         for lvl in self.per_level:
             for d in lvl.values():
                 d.pod_count = d.slice_count = 0
@@ -343,7 +327,7 @@ class TASFlavorSnapshot:
             if self.lowest_is_node and not self._feasible(leaf.node or {}, req, tolerations, stats):
                 continue
             remaining = dict(leaf.capacity)
-            for res, v in self.tas_usage.get(leaf_id, {}).items():
+            for res, v in ({} if simulate_empty else self.tas_usage.get(leaf_id, {})).items():
                 remaining[res] = remaining.get(res, 0) - v
             for res, v in assumed.get(leaf_id, {}).items():
                 remaining[res] = remaining.get(res, 0) - v
