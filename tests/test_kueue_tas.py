@@ -544,3 +544,85 @@ def test_end_to_end_required_block_larger_than_a_block_stays_pending():
     assert qr["message"] == ('couldn\'t assign flavors to pod set main: topology "gke" allows to fit only 4 out '
                              'of 5 pod(s)')
     assert not result.versions("Pod", prefix="train-")
+
+
+def test_cluster_queue_with_a_tas_flavor_and_no_topology_is_inactive():
+    """clusterqueue_test.go (pkg/cache/scheduler) TopologyNotFound: a TAS flavor whose Topology does not exist
+    keeps its ClusterQueue inactive until the Topology is created."""
+    sched = KueueScheduler()
+    sched.set_namespace("default", {})
+    sched.tas_inputs = lambda: ([_single_node().obj()], [])
+    for obj in (_tas_flavor(topology="missing").obj(), make_cq("tas-main").flavor("tas-default", cpu="50").obj(),
+                make_lq("tas-main").cluster_queue("tas-main").obj()):
+        sched.apply(obj)
+    sched.add_workload(make_wl("default", "foo").queue("tas-main").podset("one", 1, cpu="1")
+                       .topology_request("one", required=HOST).obj())
+    assert sched.inactive_reason("tas-main") == (
+        'TopologyNotFound: there is no Topology "missing" for TAS flavor "tas-default"')
+    assert not sched.schedule(NOW).admitted  # an inactive ClusterQueue offers no head
+    sched.apply(make_topology("missing", HOST).obj())
+    assert sched.inactive_reason("tas-main") == ""
+    assert [a.key for a in sched.schedule(NOW + 1).admitted] == ["default/foo"]
+
+
+def test_validate_refuses_what_kueues_job_webhook_refuses():
+    """tas_validation_test.go through `kubetwin validate`: a queued Job with two topology annotations is an error
+    at its template, a numeric podset-group-name too; the multi-layer constraints annotation is accepted with a
+    notice (not modelled); an unqueued Job is not Kueue's."""
+    from kubetwin.api.loader import load_text
+    from kubetwin.validation.validate import validate
+
+    def job(annotations: dict, queued: bool = True) -> str:
+        labels = "{kueue.x-k8s.io/queue-name: main}" if queued else "{}"
+        ann = "".join(f"\n        {k}: {v}" for k, v in annotations.items())
+        return (f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: j, namespace: default, labels: {labels}}}\n"
+                f"spec:\n  template:\n    metadata:\n      annotations:{ann}\n    spec:\n      restartPolicy: Never\n"
+                "      containers: [{name: c, image: busybox}]\n")
+
+    two = {REQUIRED: BLOCK, PREFERRED: HOST}
+    diags = [d for d in validate(load_text(job(two), "j.yaml")) if d.field.startswith("spec.template")]
+    assert [(d.severity, d.field, d.line) for d in diags] == [("error", "spec.template.metadata.annotations", 7)]
+    assert not [d for d in validate(load_text(job(two, queued=False), "j.yaml")) if d.severity == "error"]
+    layers = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+    grouped = validate(load_text(job({REQUIRED: BLOCK, "kueue.x-k8s.io/podset-group-name": "g", layers: "x"}),
+                                 "j.yaml"))
+    assert [(d.severity, d.field.rsplit("[", 1)[-1]) for d in grouped if d.field.startswith("spec.template")] == [
+        ("notice", f"{layers}]")]
+    numeric = validate(load_text(job({REQUIRED: BLOCK, "kueue.x-k8s.io/podset-group-name": "'7'"}), "j.yaml"))
+    assert [d.message for d in numeric if "group-name" in d.field] == ['Invalid value: "7": must not be a number']
+
+
+def test_end_to_end_jobset_leader_and_workers_of_one_group_share_a_block():
+    """kueue.x-k8s.io/podset-group-name on a JobSet's leader and workers (KEP-2724's LeaderWorkerSet story): the
+    two pod sets are placed together, the leader beside a worker on a host with room for both, in the tighter of
+    the two blocks that holds the group (BestFit: the 3-node block, not the 4-node one)."""
+    from kueue_builders import make_configuration
+
+    def rjob(name: str, pods: int, cpu: str) -> dict:
+        return {"name": name, "replicas": 1, "template": {"spec": {
+            "parallelism": pods, "completions": pods, "completionMode": "Indexed", "template": {
+                "metadata": {"annotations": {"kubetwin.io/duration": "20m", REQUIRED: TOPO_BLOCK,
+                                             "kueue.x-k8s.io/podset-group-name": "lws"}},
+                "spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}}}}}
+
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "train", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "main"}},
+              "spec": {"replicatedJobs": [rjob("leader", 1, "2"), rjob("workers", 3, "12")]}}
+    objs = [make_scenario().obj(),
+            make_pool("block-a", "e2-standard-16", 3).node_labels(team="ml", **{TOPO_BLOCK: "block-a"}).obj(),
+            make_pool("block-b", "e2-standard-16", 4).node_labels(team="ml", **{TOPO_BLOCK: "block-b"}).obj(),
+            make_topology("gke", TOPO_BLOCK, HOST).obj(),
+            make_flavor("tas").node_labels({"team": "ml"}).topology_name("gke").obj(),
+            make_cq("cq").flavor("tas", cpu="128").obj(), make_lq("main").cluster_queue("cq").obj(),
+            make_configuration().fields(integrations={"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]}).obj(),
+            jobset]
+    result = kt_run(objects=objs)
+    wl = result.last("Workload", prefix="jobset-train-", at=300)
+    leader, workers = (assignment_from_api(psa["topologyAssignment"])
+                       for psa in wl["status"]["admission"]["podSetAssignments"])
+    assert sum(c for _, c in leader.domains) == 1 and sum(c for _, c in workers.domains) == 3
+    assert leader.domains[0][0] in [v for v, _ in workers.domains]  # the leader shares a worker's host
+    names = sorted({o["metadata"]["name"] for _, _, o in result.versions("Pod", prefix="train-")})
+    nodes = [result.last("Pod", prefix=n, at=300)["spec"]["nodeName"] for n in names]
+    assert {result.last("Node", prefix=n)["metadata"]["labels"][TOPO_BLOCK] for n in nodes} == {"block-a"}

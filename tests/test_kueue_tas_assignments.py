@@ -1920,6 +1920,505 @@ def test_find_topology_assignment_for_two_podsets_with_overlapping_domain():
     )
 
 
+def test_find_topology_assignment_for_two_podsets_with_the_same_group():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for two podsets with the same group"."""
+    _check(
+        [
+            make_topology_node("b1")
+            .label(BLOCK, "b1")
+            .allocatable({"cpu": "2", "example.com/gpu": "2", "memory": "2Gi", "pods": "10"})
+            .ready(),
+            make_topology_node("b2")
+            .label(BLOCK, "b2")
+            .allocatable({"cpu": "5", "example.com/gpu": "4", "pods": "10"})
+            .ready(),
+            make_topology_node("b3")
+            .label(BLOCK, "b3")
+            .allocatable({"cpu": "2", "example.com/gpu": "2", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000},
+                "count": 1,
+                "want": ([BLOCK], [(("b2",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 1},
+                "count": 4,
+                "want": ([BLOCK], [(("b2",), 4)]),
+            },
+        ],
+    )
+
+
+def test_find_topology_assignment_for_two_podsets_with_the_same_group_with_domains_that_can_tightly():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for two podsets with the same group with domains that can tightly fit leader and workers"."""  # noqa: E501
+    _check(
+        [
+            make_topology_node("b1")
+            .label(BLOCK, "b1")
+            .allocatable({"cpu": "2", "example.com/gpu": "2", "pods": "10"})
+            .ready(),
+            make_topology_node("b2")
+            .label(BLOCK, "b2")
+            .allocatable({"cpu": "8", "example.com/gpu": "8", "pods": "10"})
+            .ready(),
+            make_topology_node("b3")
+            .label(BLOCK, "b3")
+            .allocatable({"cpu": "2", "example.com/gpu": "2", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000},
+                "count": 1,
+                "want": ([BLOCK], [(("b2",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 2},
+                "count": 4,
+                "want": ([BLOCK], [(("b2",), 4)]),
+            },
+        ],
+    )
+
+
+def test_find_topology_assignment_for_grouped_podsets_skips_domain_where_only_workers_fit_without_l():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for grouped podsets skips domain where only workers fit without leader"."""
+    _check(
+        [
+            make_topology_node("small-used")
+            .label(BLOCK, "b1")
+            .label(RACK, "small")
+            .label(HOST, "small-used")
+            .allocatable({"cpu": "2800m", "pods": "10"})
+            .ready(),
+            make_topology_node("small-free")
+            .label(BLOCK, "b1")
+            .label(RACK, "small")
+            .label(HOST, "small-free")
+            .allocatable({"cpu": "2800m", "pods": "10"})
+            .ready(),
+            make_topology_node("large-free")
+            .label(BLOCK, "b1")
+            .label(RACK, "large")
+            .label(HOST, "large-free")
+            .allocatable({"cpu": "6", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK, RACK, HOST],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=RACK, group_name="sameGroup"),
+                "requests": {"cpu": 2500},
+                "count": 1,
+                "want": ([HOST], [(("large-free",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=RACK, group_name="sameGroup"),
+                "requests": {"cpu": 2500},
+                "count": 1,
+                "want": ([HOST], [(("large-free",), 1)]),
+            },
+        ],
+        pods=[make_bound_pod("filler").node_name("small-used").request("cpu", "2500m").phase("Running")],
+    )
+
+
+def test_find_topology_assignment_for_grouped_podsets_skips_domain_where_mixed_size_workers_only_fi():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for grouped podsets skips domain where mixed-size workers only fit without leader"."""
+    _check(
+        [
+            make_topology_node("small-used")
+            .label(BLOCK, "b1")
+            .label(RACK, "small")
+            .label(HOST, "small-used")
+            .allocatable({"cpu": "2800m", "pods": "10"})
+            .ready(),
+            make_topology_node("small-free")
+            .label(BLOCK, "b1")
+            .label(RACK, "small")
+            .label(HOST, "small-free")
+            .allocatable({"cpu": "2800m", "pods": "10"})
+            .ready(),
+            make_topology_node("large-free")
+            .label(BLOCK, "b1")
+            .label(RACK, "large")
+            .label(HOST, "large-free")
+            .allocatable({"cpu": "6", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK, RACK, HOST],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=RACK, group_name="sameGroup"),
+                "requests": {"cpu": 2500},
+                "count": 1,
+                "want": ([HOST], [(("large-free",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=RACK, group_name="sameGroup"),
+                "requests": {"cpu": 500},
+                "count": 2,
+                "want": ([HOST], [(("large-free",), 2)]),
+            },
+        ],
+        pods=[make_bound_pod("filler").node_name("small-used").request("cpu", "2500m").phase("Running")],
+    )
+
+
+def test_find_topology_assignment_for_grouped_podsets_keeps_tight_domain_when_leader_and_workers_fi():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for grouped podsets keeps tight domain when leader and workers fit together"."""
+    _check(
+        [
+            make_topology_node("small-used")
+            .label(BLOCK, "b1")
+            .label(RACK, "small")
+            .label(HOST, "small-used")
+            .allocatable({"cpu": "2800m", "pods": "10"})
+            .ready(),
+            make_topology_node("small-free")
+            .label(BLOCK, "b1")
+            .label(RACK, "small")
+            .label(HOST, "small-free")
+            .allocatable({"cpu": "2800m", "pods": "10"})
+            .ready(),
+            make_topology_node("large-free")
+            .label(BLOCK, "b1")
+            .label(RACK, "large")
+            .label(HOST, "large-free")
+            .allocatable({"cpu": "6", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK, RACK, HOST],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=RACK, group_name="sameGroup"),
+                "requests": {"cpu": 1000},
+                "count": 1,
+                "want": ([HOST], [(("small-free",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=RACK, group_name="sameGroup"),
+                "requests": {"cpu": 1000},
+                "count": 1,
+                "want": ([HOST], [(("small-free",), 1)]),
+            },
+        ],
+        pods=[make_bound_pod("filler").node_name("small-used").request("cpu", "2500m").phase("Running")],
+    )
+
+
+def test_find_topology_assignment_for_two_podsets_with_the_same_group_no_fit():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for two podsets with the same group - no fit"."""
+    _check(
+        [
+            make_topology_node("b1")
+            .label(BLOCK, "b1")
+            .allocatable({"cpu": "1", "example.com/gpu": "0", "pods": "10"})
+            .ready(),
+            make_topology_node("b2")
+            .label(BLOCK, "b2")
+            .allocatable({"cpu": "4", "example.com/gpu": "4", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000},
+                "count": 1,
+                "reason": 'topology "default" allows to fit only 4 out of 4 pod(s). Total nodes: 2; excluded: resource "example.com/gpu": 1',  # noqa: E501
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 1},
+                "count": 4,
+                "reason": 'topology "default" allows to fit only 4 out of 4 pod(s). Total nodes: 2; excluded: resource "example.com/gpu": 1',  # noqa: E501
+            },
+        ],
+    )
+
+
+def test_find_topology_assignment_for_two_podsets_with_the_same_group_optimizes_domain_for_both_lea():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for two podsets with the same group - optimizes domain for both leader and workers"."""
+    _check(
+        [
+            make_topology_node("b1")
+            .label(BLOCK, "b1")
+            .allocatable({"cpu": "11", "example.com/gpu": "8", "pods": "10"})
+            .ready(),
+            make_topology_node("b2")
+            .label(BLOCK, "b2")
+            .allocatable({"cpu": "4", "example.com/gpu": "4", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000},
+                "count": 1,
+                "want": ([BLOCK], [(("b1",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 1},
+                "count": 4,
+                "want": ([BLOCK], [(("b1",), 4)]),
+            },
+        ],
+    )
+
+
+def test_bestfit_podset_group_workers_spread_across_hosts():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "BestFit: podset group workers spread across hosts"."""
+    _check(
+        [
+            make_topology_node("b1-r1-x1")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x1")
+            .allocatable({"cpu": "20", "example.com/gpu": "4", "pods": "10"})
+            .ready(),
+            make_topology_node("b1-r1-x2")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x2")
+            .allocatable({"cpu": "20", "example.com/gpu": "2", "pods": "10"})
+            .ready(),
+            make_topology_node("b1-r1-x3")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x3")
+            .allocatable({"cpu": "20", "example.com/gpu": "2", "pods": "10"})
+            .ready(),
+            make_topology_node("b1-r1-x4")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x4")
+            .allocatable({"cpu": "20", "example.com/gpu": "2", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK, RACK, HOST],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(preferred=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000},
+                "count": 1,
+                "want": ([HOST], [(("x1",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(preferred=BLOCK, slice_size=2, slice_required=HOST, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 1},
+                "count": 6,
+                "want": ([HOST], [(("x1",), 4), (("x2",), 2)]),
+            },
+        ],
+    )
+
+
+def test_find_topology_assignment_for_two_podsets_with_the_same_group_leader_does_not_fit_anywhere():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for two podsets with the same group - leader does not fit anywhere"."""
+    _check(
+        [
+            make_topology_node("b1")
+            .label(BLOCK, "b1")
+            .allocatable({"cpu": "4", "example.com/gpu": "4", "pods": "10"})
+            .ready(),
+            make_topology_node("b2")
+            .label(BLOCK, "b2")
+            .allocatable({"cpu": "4", "example.com/gpu": "4", "pods": "10"})
+            .ready(),
+        ],
+        [BLOCK],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 10000},
+                "count": 1,
+                "reason": 'topology "default" allows to fit only 4 out of 4 pod(s)',
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 1},
+                "count": 4,
+                "reason": 'topology "default" allows to fit only 4 out of 4 pod(s)',
+            },
+        ],
+    )
+
+
+def test_find_topology_assignment_for_two_podsets_with_the_same_group_multiple_hosts():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for two podsets with the same group - multiple hosts"."""
+    _check(
+        [
+            make_topology_node("b1-r1-x3")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x3")
+            .allocatable({"cpu": "2", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b1-r1-x5")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x5")
+            .allocatable({"cpu": "2", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b1-r1-x1")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x1")
+            .allocatable({"cpu": "2", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b2-r4-x6")
+            .label(BLOCK, "b2")
+            .label(RACK, "r4")
+            .label(HOST, "x6")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b2-r5-x2")
+            .label(BLOCK, "b2")
+            .label(RACK, "r5")
+            .label(HOST, "x2")
+            .allocatable({"cpu": "2", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b2-r6-x4")
+            .label(BLOCK, "b2")
+            .label(RACK, "r6")
+            .label(HOST, "x4")
+            .allocatable({"cpu": "2", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+        ],
+        [BLOCK, RACK, HOST],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 2000},
+                "count": 1,
+                "want": ([HOST], [(("x1",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 1},
+                "count": 2,
+                "want": ([HOST], [(("x3",), 1), (("x5",), 1)]),
+            },
+        ],
+    )
+
+
+def test_find_topology_assignment_for_two_podsets_with_the_same_group_requesting_same_resources_and():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "find topology assignment for two podsets with the same group requesting same resources and nodes in the same rack"."""  # noqa: E501
+    _check(
+        [
+            make_topology_node("b1-r1-x3")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x3")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b1-r1-x5")
+            .label(BLOCK, "b1")
+            .label(RACK, "r1")
+            .label(HOST, "x5")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b1-r2-x1")
+            .label(BLOCK, "b1")
+            .label(RACK, "r2")
+            .label(HOST, "x1")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b1-r2-x6")
+            .label(BLOCK, "b1")
+            .label(RACK, "r2")
+            .label(HOST, "x6")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b2-r3-x2")
+            .label(BLOCK, "b2")
+            .label(RACK, "r3")
+            .label(HOST, "x2")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b2-r3-x4")
+            .label(BLOCK, "b2")
+            .label(RACK, "r3")
+            .label(HOST, "x4")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b2-r4-x7")
+            .label(BLOCK, "b2")
+            .label(RACK, "r4")
+            .label(HOST, "x7")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+            make_topology_node("b2-r4-x8")
+            .label(BLOCK, "b2")
+            .label(RACK, "r4")
+            .label(HOST, "x8")
+            .allocatable({"cpu": "1", "pods": "10", "example.com/gpu": "1"})
+            .ready(),
+        ],
+        [BLOCK, RACK, HOST],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 1},
+                "count": 1,
+                "want": ([HOST], [(("x3",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(required=BLOCK, group_name="sameGroup"),
+                "requests": {"cpu": 1000, "example.com/gpu": 1},
+                "count": 2,
+                "want": ([HOST], [(("x5",), 1), (("x1",), 1)]),
+            },
+        ],
+    )
+
+
 def test_multiple_podsets_rack_required_for_both_different_resource_requests_bestfit():
     """tas_cache_test.go TestFindTopologyAssignments:
     "multiple podsets: rack required for both, different resource requests; BestFit"."""
@@ -2051,6 +2550,54 @@ def test_multi_layer_topology_no_feature_gate_additional_layers_ignored():
                 "requests": {"cpu": 1000},
                 "count": 8,
                 "want": ([HOST], [(("x1",), 1), (("x2",), 3), (("x3",), 3), (("x4",), 1)]),
+            },
+        ],
+    )
+
+
+def test_optimize_the_last_domain_for_lws_using_bestfit():
+    """tas_cache_test.go TestFindTopologyAssignments:
+    "optimize the last domain for LWS using BestFit"."""
+    _check(
+        [
+            make_topology_node("dom1-node")
+            .label("cloud.com/topology-zone", "dom1")
+            .label("cloud.com/topology-rack", "rack1")
+            .label(HOST, "dom1-node")
+            .allocatable({"cpu": "10", "memory": "10Gi", "pods": "10"})
+            .ready(),
+            make_topology_node("dom2-node")
+            .label("cloud.com/topology-zone", "dom2")
+            .label("cloud.com/topology-rack", "rack2")
+            .label(HOST, "dom2-node")
+            .allocatable({"cpu": "6", "memory": "10Gi", "pods": "10"})
+            .ready(),
+        ],
+        ["cloud.com/topology-zone", "cloud.com/topology-rack", HOST],
+        [
+            {
+                "name": "leader",
+                "topology": TopologyRequest(
+                    required="cloud.com/topology-zone",
+                    slice_required="cloud.com/topology-rack",
+                    slice_size=1,
+                    group_name="lws",
+                ),
+                "requests": {"cpu": 1000, "memory": 1073741824},
+                "count": 1,
+                "want": ([HOST], [(("dom2-node",), 1)]),
+            },
+            {
+                "name": "workers",
+                "topology": TopologyRequest(
+                    required="cloud.com/topology-zone",
+                    slice_required="cloud.com/topology-rack",
+                    slice_size=1,
+                    group_name="lws",
+                ),
+                "requests": {"cpu": 1000, "memory": 1073741824},
+                "count": 5,
+                "want": ([HOST], [(("dom2-node",), 5)]),
             },
         ],
     )

@@ -162,6 +162,7 @@ class KueueScheduler:
         self.topologies: dict[str, tuple[str, ...]] = {}
         self.tas_inputs: Callable[[], tuple[list[dict], list[dict]]] | None = None
         self._tas_in_cycle: dict[str, TASFlavorSnapshot] = {}
+        self._tree_topologies: dict[str, tuple[str, ...]] | None = None  # replaced, never mutated: identity tells
 
     # ------------------------------------------------------------------------------------------------ specs
     def apply(self, obj: dict) -> None:
@@ -172,7 +173,8 @@ class KueueScheduler:
             return
         if kind == "Topology":
             levels = (obj.get("spec") or {}).get("levels") or []
-            self.topologies[obj["metadata"]["name"]] = tuple(lv.get("nodeLabel", "") for lv in levels)
+            self.topologies = {**self.topologies,
+                               obj["metadata"]["name"]: tuple(lv.get("nodeLabel", "") for lv in levels)}
             self.queue_inadmissible()
             return
         spec = api.parse_any(obj)
@@ -203,7 +205,7 @@ class KueueScheduler:
         elif kind == "WorkloadPriorityClass":
             self.priority_classes.pop(name, None)
         elif kind == "Topology":
-            self.topologies.pop(name, None)
+            self.topologies = {k: v for k, v in self.topologies.items() if k != name}
         elif kind == "Workload":
             self.remove_workload(f"{namespace}/{name}")
         self.queue_inadmissible()
@@ -308,7 +310,8 @@ class KueueScheduler:
         cycle), which Kueue's cache reports as the ClusterQueue's Active condition (pkg/cache ClusterQueueActive)."""
         if name not in self.cluster_queues:
             return None
-        snap = self._tree[1] if self._tree is not None and self._tree_current() else self._snapshot()
+        current = self._tree is not None and self._tree_current() and self._tree_topologies is self.topologies
+        snap = self._tree[1] if current and self._tree is not None else self._snapshot()
         return snap.inactive.get(name, "")  # `inactive` depends on the specs alone: no usage refill needed
 
     def pending(self, key: str) -> tuple[str, str] | None:
@@ -324,7 +327,7 @@ class KueueScheduler:
         parent what exceeds the local quota), so adding and removing workloads one by one gives what `fill` gives."""
         last = self._tree
         changes, self._changes = self._changes, []
-        if last is not None and self._tree_current():
+        if last is not None and self._tree_current() and self._tree_topologies is self.topologies:
             snap = last[1]
             if len(changes) > len(self.admitted):
                 snap.reset()
@@ -338,8 +341,9 @@ class KueueScheduler:
                         snap.remove_workload(wi)
             return snap
         specs = self._specs()
-        snap = Snapshot.build(*specs, self.admitted.values())
+        snap = Snapshot.build(*specs, self.admitted.values(), topologies=self.topologies)
         self._tree = (specs, snap)
+        self._tree_topologies = self.topologies
         return snap
 
     def snapshot(self) -> Snapshot:

@@ -147,8 +147,12 @@ class Snapshot:
 
     @classmethod
     def build(cls, cluster_queues: Iterable[ClusterQueue], cohorts: Iterable[Cohort],
-              flavors: Iterable[ResourceFlavor], workloads: Iterable[WorkloadInfo]) -> Snapshot:
+              flavors: Iterable[ResourceFlavor], workloads: Iterable[WorkloadInfo],
+              topologies: Iterable[str] = ()) -> Snapshot:
+        """``topologies``: the Topology objects that exist; a ClusterQueue with a TAS flavor whose Topology is
+        missing is inactive (clusterqueue.go: TopologyNotFound)."""
         snap = cls()
+        known_topologies = set(topologies)
         snap.resource_flavors = {f.name: f for f in flavors}
         snap.cohort_specs = {c.name: c for c in cohorts}
         parents: dict[str, str | None] = {c.name: c.parent for c in snap.cohort_specs.values()}
@@ -183,6 +187,13 @@ class Snapshot:
                 continue
             if cq.cohort and cq.cohort in cyclic:
                 snap.inactive[cq.name] = "CohortCycle"
+                continue
+            no_topology = sorted(
+                f'there is no Topology "{rf.topology_name}" for TAS flavor "{rf.name}"'
+                for rf in (snap.resource_flavors[fq.name] for rg in cq.resource_groups for fq in rg.flavors)
+                if rf.topology_name is not None and rf.topology_name not in known_topologies)
+            if no_topology:
+                snap.inactive[cq.name] = f"TopologyNotFound: {', '.join(no_topology)}"
                 continue
             cqs = ClusterQueueSnapshot(cq)
             snap.cluster_queues[cq.name] = cqs

@@ -1,6 +1,6 @@
 """What Kueue's job webhook refuses in a queued Job's or JobSet's pod-template TAS annotations
 (pkg/controller/jobframework/tas_validation.go ValidateTASPodSetRequest, in its words: kueue.tas.request), and a
-notice for what the twin's TAS does not model yet (podset-group-name, multi-layer slice constraints)."""
+notice for what the twin's TAS does not model yet (multi-layer slice constraints)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from kubetwin.kueue.tas import request
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _NOT_MODELLED = {
-    request.GROUP_NAME: "pod sets of one group are placed as independent pod sets (leader and workers apart)",
-    "kueue.x-k8s.io/podset-slice-required-topology-constraints": "only the first slice layer is used",
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints": "the slice topology and size annotations are "
+                                                                 "read, the additional layers are not",
 }
 
 

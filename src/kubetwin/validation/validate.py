@@ -283,8 +283,13 @@ def _rest_of_object(m: Manifest, validator: Any, errors: list[jsonschema.Validat
                 if not path:
                     return []
                 parent = obj
-                for part in path[:-1]:
-                    parent = parent[part] if isinstance(parent, (dict, list)) else None
+                for part in path[:-1]:  # a field pruned earlier in this round may have taken the path with it
+                    if isinstance(parent, dict):
+                        parent = parent.get(part)
+                    elif isinstance(parent, list) and isinstance(part, int) and 0 <= part < len(parent):
+                        parent = parent[part]
+                    else:
+                        parent = None
                 if isinstance(parent, dict):
                     parent.pop(path[-1], None)
                 removed.append(_path(path))

@@ -39,6 +39,9 @@ class Domain:
     children: list[Domain] = field(default_factory=list)
     pod_count: int = 0
     slice_count: int = 0
+    leader_count: int = 0  # with a pod-set group: whether the group's leader fits here too
+    pod_count_with_leader: int = 0
+    slice_count_with_leader: int = 0
     # leaves only
     capacity: Requests = field(default_factory=dict)
     node: dict | None = None
@@ -67,6 +70,18 @@ class PodSetRequest:
         return self.topology is None or (self.topology.required is None and self.topology.preferred is None
                                          and self.topology.unconstrained is None
                                          and self.topology.slice_required is None)
+
+
+@dataclass
+class _State:
+    """One find's parameters (topologyAssignmentParameters)."""
+
+    count: int
+    slice_size: int
+    leader_count: int
+    required: bool
+    unconstrained: bool = False
+    stats: _Stats = field(default_factory=lambda: _Stats())
 
 
 @dataclass
@@ -236,20 +251,32 @@ class TASFlavorSnapshot:
     def find_assignments(self, requests: list[PodSetRequest], simulate_empty: bool = False
                          ) -> dict[str, tuple[Assignment | None, str]]:
         """Assignments for a workload's pod sets on this flavor, in order, each seeing the usage the earlier
-        ones assumed (FindTopologyAssignmentsForFlavor); stops at the first that fails. ``simulate_empty``: as if
-        every TAS workload were gone (WithSimulateEmpty, the check before waiting for preemption)."""
+        ones assumed (FindTopologyAssignmentsForFlavor); pod sets of one ``podset-group-name`` are placed together,
+        the smaller one as the leader; stops at the first that fails. ``simulate_empty``: as if every TAS workload
+        were gone (WithSimulateEmpty, the check before waiting for preemption)."""
         assumed: dict[str, Requests] = {}
         out: dict[str, tuple[Assignment | None, str]] = {}
-        for req in requests:
-            assignment, reason = self.find(req, assumed, simulate_empty)
-            out[req.name] = (assignment, reason)
+        groups: dict[str, list[PodSetRequest]] = {}
+        for i, req in enumerate(requests):
+            group = req.topology.group_name if req.topology is not None else None
+            groups.setdefault(group if group is not None else f"#{i}", []).append(req)
+        for members in groups.values():
+            workers, leader = members[0], None
+            if len(members) > 1:
+                leader = members[1]
+                if leader.count > workers.count:
+                    workers, leader = members[1], members[0]
+            found, reason = self.find(workers, assumed, simulate_empty, leader)
+            for req in members:
+                out[req.name] = (found.get(req.name), reason)
             if reason:
                 return out
-            assert assignment is not None
-            for domain_id, usage in _usage_per_domain(assignment, req.single_pod).items():
-                tgt = assumed.setdefault(domain_id, {})
-                for res, v in usage.items():
-                    tgt[res] = tgt.get(res, 0) + v
+            for req in members:
+                placed = found[req.name]
+                for domain_id, usage in _usage_per_domain(placed, req.single_pod).items():
+                    tgt = assumed.setdefault(domain_id, {})
+                    for res, v in usage.items():
+                        tgt[res] = tgt.get(res, 0) + v
         return out
 
     def _level_key(self, tr: TopologyRequest | None, implied: bool) -> str | None:
@@ -264,64 +291,76 @@ class TASFlavorSnapshot:
                 return self.levels[-1]
         return self.levels[-1] if implied else None
 
-    def find(self, req: PodSetRequest, assumed: dict[str, Requests] | None = None, simulate_empty: bool = False
-             ) -> tuple[Assignment | None, str]:
-        """One pod set's assignment, or the reason none fits in Kueue's words (findTopologyAssignment)."""
+    def find(self, req: PodSetRequest, assumed: dict[str, Requests] | None = None, simulate_empty: bool = False,
+             leader: PodSetRequest | None = None) -> tuple[dict[str, Assignment], str]:
+        """The workers' (and their group leader's) assignment, or the reason none fits in Kueue's words
+        (findTopologyAssignment)."""
         tr = req.topology
         if not self.levels:
-            return None, "topology level not specified"
+            return {}, "topology level not specified"
         slice_size = 1
         if tr is not None and tr.slice_required is not None:
             if not tr.slice_size or tr.slice_size <= 0:
-                return None, "slice topology requested, but slice size not provided"
+                return {}, "slice topology requested, but slice size not provided"
             slice_size = tr.slice_size
         implied = req.implied
-        required = tr is not None and tr.required is not None
+        st = _State(count=req.count, slice_size=slice_size, leader_count=1 if leader is not None else 0,
+                    required=tr is not None and tr.required is not None)
         slice_only = tr is not None and tr.required is None and tr.preferred is None and tr.slice_required is not None
-        unconstrained = bool(tr is not None and tr.unconstrained) or implied or slice_only
+        st.unconstrained = bool(tr is not None and tr.unconstrained) or implied or slice_only
         key = self._level_key(tr, implied)
         if key is None:
-            return None, "topology level not specified"
+            return {}, "topology level not specified"
         if key not in self.levels:
-            return None, f"no requested topology level: {key}"
+            return {}, f"no requested topology level: {key}"
         level_idx = self.levels.index(key)
         slice_key = tr.slice_required if tr is not None and tr.slice_required is not None else self.levels[-1]
         if slice_key not in self.levels:
-            return None, f"no requested topology level for slices: {slice_key}"
+            return {}, f"no requested topology level for slices: {slice_key}"
         slice_level = self.levels.index(slice_key)
         if level_idx > slice_level:
-            return None, f"podset slice topology {slice_key} is above the podset topology {key}"
+            return {}, f"podset slice topology {slice_key} is above the podset topology {key}"
 
-        stats = self._fill_in_counts(req, assumed or {}, slice_size, slice_level, simulate_empty)
-        fit_level, fit, reason = self._find_level_with_fit_domains(level_idx, req.count, slice_size, required,
-                                                                   unconstrained, stats)
+        st.stats = self._fill_in_counts(req, assumed or {}, slice_size, slice_level, simulate_empty, leader)
+        fit_level, fit, reason = self._find_level_with_fit_domains(level_idx, st)
         if reason:
-            return None, reason
-        fit = self._update_counts_to_minimum(fit, req.count, slice_size, unconstrained, True)
+            return {}, reason
+        fit = self._update_counts_to_minimum(fit, st.count, st.leader_count, slice_size, st.unconstrained, True)
         level = fit_level
         while level < min(len(self.levels) - 1, slice_level):
-            lower = self._sorted([c for d in fit for c in d.children], unconstrained)
-            fit = self._update_counts_to_minimum(lower, req.count, slice_size, unconstrained, True)
+            lower = self._sorted([c for d in fit for c in d.children], st.unconstrained)
+            fit = self._update_counts_to_minimum(lower, st.count, st.leader_count, slice_size, st.unconstrained, True)
             level += 1
         while level < len(self.levels) - 1:
             size_here = slice_size if level < slice_level else 1
             new_fit: list[Domain] = []
             for dom in fit:
-                children = self._sorted(dom.children, unconstrained)
-                new_fit += self._update_counts_to_minimum(children, dom.pod_count, size_here, unconstrained,
-                                                          size_here > 1)
+                children = self._sorted(dom.children, st.unconstrained)
+                new_fit += self._update_counts_to_minimum(children, dom.pod_count, dom.leader_count, size_here,
+                                                          st.unconstrained, size_here > 1)
             fit = new_fit
             level += 1
-        return self._build_assignment(fit), ""
+        out: dict[str, Assignment] = {}
+        if leader is not None:
+            out[leader.name] = self._build_assignment([(d, d.leader_count) for d in fit if d.leader_count > 0])
+            fit = [d for d in fit if d.pod_count > 0]
+        out[req.name] = self._build_assignment([(d, d.pod_count) for d in fit])
+        return out, ""
 
     def _fill_in_counts(self, req: PodSetRequest, assumed: dict[str, Requests], slice_size: int,
-                        slice_level: int, simulate_empty: bool = False) -> _Stats:
+                        slice_level: int, simulate_empty: bool = False, leader: PodSetRequest | None = None
+                        ) -> _Stats:
         for lvl in self.per_level:
             for d in lvl.values():
-                d.pod_count = d.slice_count = 0
+                d.pod_count = d.slice_count = d.leader_count = d.pod_count_with_leader = 0
+                d.slice_count_with_leader = 0
         stats = _Stats(total_nodes=len(self.leaves))
         single = dict(req.single_pod)
         single[PODS] = single.get(PODS, 0) + 1
+        leader_single = None
+        if leader is not None:
+            leader_single = dict(leader.single_pod)
+            leader_single[PODS] = leader_single.get(PODS, 0) + 1
         tolerations = list(req.tolerations) + list(self.tolerations)
         for leaf_id, leaf in self.leaves.items():
             if self.lowest_is_node and not self._feasible(leaf.node or {}, req, tolerations, stats):
@@ -334,8 +373,13 @@ class TASFlavorSnapshot:
             leaf.pod_count, limiting = count_in(single, remaining)
             if leaf.pod_count == 0 and limiting:
                 stats.resources[limiting] = stats.resources.get(limiting, 0) + 1
+            if leader_single is not None and count_in(leader_single, remaining)[0] > 0:
+                leaf.leader_count = 1
+                for res, v in leader_single.items():
+                    remaining[res] = remaining.get(res, 0) - v
+            leaf.pod_count_with_leader = count_in(single, remaining)[0]
         for root in self.per_level[0].values():
-            self._roll_up(root, slice_size, slice_level, 0)
+            self._roll_up(root, slice_size, slice_level, 0, leader is not None)
         return stats
 
     def _feasible(self, node: dict, req: PodSetRequest, tolerations: list[dict], stats: _Stats) -> bool:
@@ -357,18 +401,38 @@ class TASFlavorSnapshot:
             return False
         return True
 
-    def _roll_up(self, dom: Domain, slice_size: int, slice_level: int, level: int) -> None:
+    def _roll_up(self, dom: Domain, slice_size: int, slice_level: int, level: int, leader_required: bool) -> None:
+        """A domain's counts from its children's (fillInCountsHelper): pods and slices summed; with a leader, the
+        room left beside it is the sum less the smallest loss a leader-capable child takes."""
         if not dom.children:
             if level == slice_level:
                 dom.slice_count = dom.pod_count // slice_size
+                dom.slice_count_with_leader = dom.pod_count_with_leader // slice_size
             return
-        pods = slices = 0
+        pods = slices = leaders = 0
+        contributor = False
+        min_pod_diff = min_slice_diff = _MAX
         for child in dom.children:
-            self._roll_up(child, slice_size, slice_level, level + 1)
+            self._roll_up(child, slice_size, slice_level, level + 1, leader_required)
             pods += child.pod_count
             slices += child.slice_count
+            if not leader_required or child.leader_count > 0:
+                contributor = True
+                min_pod_diff = min(min_pod_diff, child.pod_count - child.pod_count_with_leader)
+                min_slice_diff = min(min_slice_diff, child.slice_count - child.slice_count_with_leader)
+            leaders = max(leaders, child.leader_count)
         dom.pod_count = pods
-        dom.slice_count = pods // slice_size if level == slice_level else slices
+        slices_with_leader = 0
+        dom.pod_count_with_leader = 0
+        if contributor:
+            dom.pod_count_with_leader = pods - min_pod_diff
+            slices_with_leader = slices - min_slice_diff
+        dom.leader_count = leaders
+        if level == slice_level:
+            slices = pods // slice_size
+            slices_with_leader = dom.pod_count_with_leader // slice_size
+        dom.slice_count = slices
+        dom.slice_count_with_leader = slices_with_leader
 
     def _sorted(self, domains: Iterable[Domain], unconstrained: bool) -> list[Domain]:
         """BestFit: most slices first; LeastFreeCapacity (unconstrained): fewest first; then fewer pods, then
@@ -376,65 +440,137 @@ class TASFlavorSnapshot:
         sign = 1 if unconstrained else -1
         return sorted(domains, key=lambda d: (sign * d.slice_count, d.pod_count, d.values))
 
+    def _sorted_with_leader(self, domains: Iterable[Domain], unconstrained: bool) -> list[Domain]:
+        """Domains able to hold the leader first, then as ``_sorted`` by the room beside a leader
+        (sortedDomainsWithLeader)."""
+        sign = 1 if unconstrained else -1
+        return sorted(domains, key=lambda d: (-d.leader_count, sign * d.slice_count_with_leader,
+                                              d.pod_count_with_leader, d.values))
+
     @staticmethod
-    def _best_fit(domains: list[Domain], needed: int, slices: bool) -> Domain:
-        """The first domain with the smallest count that still holds ``needed``; else the first."""
+    def _best_fit(domains: list[Domain], needed: int, slices: bool, leader_count: int = 0) -> Domain:
+        """The first domain with the smallest count that still holds ``needed`` (and the leaders); else the
+        first (findBestFitDomainBy)."""
         best, best_count = domains[0], _MAX
         for d in domains:
-            c = d.slice_count if slices else d.pod_count
+            if d.leader_count < leader_count:
+                continue
+            if slices:
+                c = d.slice_count_with_leader if leader_count > 0 else d.slice_count
+            else:
+                c = d.pod_count_with_leader if leader_count > 0 else d.pod_count
             if needed <= c < best_count:
                 best, best_count = d, c
         return best
 
-    def _find_level_with_fit_domains(self, level: int, count: int, slice_size: int, required: bool,
-                                     unconstrained: bool, stats: _Stats) -> tuple[int, list[Domain], str]:
+    def _find_level_with_fit_domains(self, level: int, st: _State) -> tuple[int, list[Domain], str]:
+        """The domains at ``level`` (or, preferred, above it) to place the pod set in (findLevelWithFitDomains)."""
         domains = list(self.per_level[level].values())
         if not domains:
             return 0, [], f"no topology domains at level: {self.levels[level]}"
-        ordered = self._sorted(domains, unconstrained)
+        ordered = self._sorted_with_leader(domains, st.unconstrained)
         top = ordered[0]
-        slice_count = count // slice_size
-        if not unconstrained and top.slice_count >= slice_count:
-            top = self._best_fit(ordered, slice_count, True)
-        if unconstrained:
+        slice_count = st.count // st.slice_size
+        if not st.unconstrained and top.slice_count_with_leader >= slice_count and top.leader_count >= st.leader_count:
+            top = self._best_fit(ordered, slice_count, True, st.leader_count)
+        if st.unconstrained:
             for d in ordered:
-                if d.slice_count >= slice_count:
+                capacity = d.slice_count
+                if st.leader_count > 0:
+                    if d.leader_count < st.leader_count:
+                        continue
+                    capacity = d.slice_count_with_leader
+                if capacity >= slice_count:
                     return level, [d], ""
-            if required:
-                return 0, [], self._not_fit(ordered[-1].pod_count, slice_count, slice_size, stats)
-        if top.slice_count < slice_count:
-            if required:
-                return 0, [], self._not_fit(top.slice_count, slice_count, slice_size, stats)
-            if level > 0 and not unconstrained:
-                return self._find_level_with_fit_domains(level - 1, count, slice_size, required, unconstrained,
-                                                         stats)
+            if st.required:
+                return 0, [], self._not_fit(ordered[-1].pod_count, slice_count, st)
+        if top.slice_count_with_leader < slice_count or top.leader_count < st.leader_count:
+            if st.required:
+                return 0, [], self._not_fit(top.slice_count, slice_count, st)
+            if level > 0 and not st.unconstrained:
+                return self._find_level_with_fit_domains(level - 1, st)
             results: list[Domain] = []
-            remaining = slice_count
-            ordered = self._sorted(ordered, unconstrained)
-            for i, d in enumerate(ordered):
+            remaining, remaining_leaders = slice_count, st.leader_count
+            ordered = self._prioritize_leader_domain(ordered, st.count, st.leader_count, st.slice_size, True)
+            i = 0
+            while remaining_leaders > 0 and i < len(ordered) and ordered[i].leader_count > 0:
+                d = ordered[i]
+                if not st.unconstrained and d.slice_count_with_leader >= remaining:
+                    d = self._best_fit(ordered[i:], remaining, True, remaining_leaders)
+                results.append(d)
+                remaining_leaders -= d.leader_count
+                remaining -= d.slice_count_with_leader
+                i += 1
+            if remaining_leaders > 0:
+                return 0, [], self._not_fit(st.leader_count - remaining_leaders, slice_count, st)
+            rest = self._sorted(ordered[i:], st.unconstrained)
+            for j in range(len(rest)):
                 if remaining <= 0:
                     break
-                if not unconstrained and d.slice_count >= remaining:
-                    d = self._best_fit(ordered[i:], remaining, True)
+                d = rest[j]
+                if not st.unconstrained and d.slice_count >= remaining:
+                    d = self._best_fit(rest[j:], remaining, True)
                 results.append(d)
                 remaining -= d.slice_count
             if remaining > 0:
-                return 0, [], self._not_fit(slice_count - remaining, slice_count, slice_size, stats)
+                return 0, [], self._not_fit(slice_count - remaining, slice_count, st)
             return level, results, ""
         return level, [top], ""
 
-    def _update_counts_to_minimum(self, domains: list[Domain], count: int, slice_size: int, unconstrained: bool,
+    def _prioritize_leader_domain(self, domains: list[Domain], count: int, leader_count: int, slice_size: int,
                                   slices: bool) -> list[Domain]:
-        """Take domains in order until ``count`` pods (in whole slices when ``slices``) are placed, the last one
-        a best fit under BestFit; each kept domain's pod count cut to what it takes
-        (updateCountsToMinimumGeneric without leaders)."""
+        """Move to the front the first leader-capable domain whose loss to the leader the others can make up
+        (prioritizeLeaderDomain)."""
+        if leader_count == 0 or len(domains) < 2:
+            return domains
+        required = count // slice_size if slices else count
+        available = sum(d.slice_count if slices else d.pod_count for d in domains)
+        for i, d in enumerate(domains):
+            if d.leader_count < leader_count:
+                continue
+            penalty = (d.slice_count - d.slice_count_with_leader) if slices else (d.pod_count - d.pod_count_with_leader)
+            if available - penalty < required:
+                continue
+            return domains if i == 0 else [d, *domains[:i], *domains[i + 1:]]
+        return domains
+
+    def _update_counts_to_minimum(self, domains: list[Domain], count: int, leader_count: int, slice_size: int,
+                                  unconstrained: bool, slices: bool) -> list[Domain]:
+        """Take domains in order until ``count`` pods (in whole slices when ``slices``) and the leaders are
+        placed, the last one a best fit under BestFit; each kept domain's counts cut to what it takes
+        (updateCountsToMinimumGeneric)."""
+        domains = self._prioritize_leader_domain(domains, count, leader_count, slice_size, slices)
         result: list[Domain] = []
         remaining = count // slice_size if slices else count
+        remaining_leaders = leader_count
         for i, dom in enumerate(domains):
+            if remaining_leaders > 0:
+                with_leader = dom.slice_count_with_leader if slices else dom.pod_count_with_leader
+                if not unconstrained and with_leader >= remaining and dom.leader_count >= remaining_leaders:
+                    dom = self._best_fit(domains[i:], remaining, slices, remaining_leaders)
+                    with_leader = dom.slice_count_with_leader if slices else dom.pod_count_with_leader
+                factor = slice_size if slices else 1
+                if with_leader >= remaining and dom.leader_count >= remaining_leaders:
+                    dom.leader_count = remaining_leaders
+                    dom.pod_count = remaining * factor
+                    if slices:
+                        dom.slice_count = remaining
+                    result.append(dom)
+                    return result
+                with_leader = min(with_leader, remaining)
+                dom.leader_count = min(dom.leader_count, remaining_leaders)
+                if slices:
+                    dom.slice_count = with_leader
+                dom.pod_count = with_leader * factor
+                remaining_leaders -= dom.leader_count
+                remaining -= with_leader
+                result.append(dom)
+                continue
             have = dom.slice_count if slices else dom.pod_count
             if not unconstrained and have >= remaining:
                 dom = self._best_fit(domains[i:], remaining, slices)
                 have = dom.slice_count if slices else dom.pod_count
+            dom.leader_count = 0
             if have >= remaining:
                 if slices:
                     dom.pod_count, dom.slice_count = remaining * slice_size, remaining
@@ -448,22 +584,21 @@ class TASFlavorSnapshot:
             result.append(dom)
         return result
 
-    def _not_fit(self, fit: int, total: int, slice_size: int, stats: _Stats) -> str:
-        unit = "pod" if slice_size == 1 else "slice"
+    def _not_fit(self, fit: int, total: int, st: _State) -> str:
+        unit = "pod" if st.slice_size == 1 else "slice"
         if fit == 0:
             text = f'topology "{self.topology_name}" doesn\'t allow to fit any of {total} {unit}(s)'
         else:
             text = f'topology "{self.topology_name}" allows to fit only {fit} out of {total} {unit}(s)'
-        reasons = stats.reasons()
+        reasons = st.stats.reasons()
         if reasons:
-            text += f". Total nodes: {stats.total_nodes}; excluded: {reasons}"
+            text += f". Total nodes: {st.stats.total_nodes}; excluded: {reasons}"
         return text
 
-    def _build_assignment(self, domains: list[Domain]) -> Assignment:
+    def _build_assignment(self, domains: list[tuple[Domain, int]]) -> Assignment:
         level_idx = len(self.levels) - 1 if self.lowest_is_node else 0
-        kept = sorted((d for d in domains if d.pod_count > 0), key=lambda d: d.values)
-        return Assignment(self.levels[level_idx:], [(d.values[level_idx:], d.pod_count) for d in kept])
-
+        kept = sorted(((d, n) for d, n in domains if n > 0), key=lambda dn: dn[0].values)
+        return Assignment(self.levels[level_idx:], [(d.values[level_idx:], n) for d, n in kept])
 
 def _usage_per_domain(assignment: Assignment, single_pod: Requests) -> dict[str, Requests]:
     out: dict[str, Requests] = {}
