@@ -626,3 +626,74 @@ def test_end_to_end_jobset_leader_and_workers_of_one_group_share_a_block():
     names = sorted({o["metadata"]["name"] for _, _, o in result.versions("Pod", prefix="train-")})
     nodes = [result.last("Pod", prefix=n, at=300)["spec"]["nodeName"] for n in names]
     assert {result.last("Node", prefix=n)["metadata"]["labels"][TOPO_BLOCK] for n in nodes} == {"block-a"}
+
+
+def test_tas_workload_trimmed_by_partial_admission():
+    """scheduler_tas_test.go TestScheduleForTAS: "TAS workload gets scheduled as trimmed by partial admission" --
+    5 pods, minCount 1, one host with room for one: admitted with count 1 on x1."""
+    _, result = _cycle([_tas_flavor().obj(), make_cq("tas-main").flavor("tas-default", cpu="50", memory="50Gi").obj()],
+                       [make_wl("default", "foo").queue("tas-main").podset("one", 5, min_count=1, cpu="1")
+                        .topology_request("one", required=HOST).obj()])
+    psa = _assignment(result)["podSetAssignments"][0]
+    assert psa["count"] == 1 and psa["resourceUsage"] == {"cpu": "1"}
+    assert _domains(psa) == ((HOST,), [(("x1",), 1)])
+
+
+def test_workload_with_zero_value_request_gets_scheduled():
+    """scheduler_tas_test.go TestScheduleForTAS: "workload with zero value request gets scheduled"."""
+    _, result = _cycle([_tas_flavor().obj(), make_cq("tas-main").flavor("tas-default", cpu="50", memory="50Gi").obj()],
+                       [make_wl("default", "foo").queue("tas-main").podset("one", 1, cpu="0", memory="10Mi").obj()])
+    psa = _assignment(result)["podSetAssignments"][0]
+    assert psa["resourceUsage"] == {"cpu": "0", "memory": "10Mi"}
+    assert _domains(psa) == ((HOST,), [(("x1",), 1)])
+
+
+def _with_affinity(wl: dict, key: str, value: str) -> dict:
+    wl["spec"]["podSets"][0]["template"]["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]}}}
+    return wl
+
+
+def test_does_not_admit_workload_when_node_does_not_match_required_affinity():
+    """scheduler_tas_test.go TestScheduleForTAS: "does not admit workload when node does not match required
+    affinity" -- the host is excluded by affinity and the Workload stays inadmissible."""
+    wl = _with_affinity(make_wl("default", "foo").queue("tas-main").podset("one", 1, cpu="1")
+                        .topology_request("one", preferred=HOST).obj(), "unused-key", "value")
+    sched, result = _cycle([_tas_flavor().obj(), make_cq("tas-main").flavor("tas-default", cpu="50").obj()], [wl])
+    assert not result.admitted
+    [pending] = result.pending
+    assert pending.message.endswith("Total nodes: 1; excluded: affinity: 1")
+    assert sched.pending("default/foo") == ("tas-main", "inadmissible")
+
+
+def test_admits_workload_when_node_matches_required_affinity():
+    """scheduler_tas_test.go TestScheduleForTAS: "admits workload when node matches required affinity"."""
+    node = (make_topology_node("x1").label("tas-node", "true").label(HOST, "x1")
+            .label("expected-label", "expected-value").allocatable({"cpu": "1", "memory": "1Gi", "pods": "10"}).ready())
+    wl = _with_affinity(make_wl("default", "foo").queue("tas-main").podset("one", 1, cpu="1")
+                        .topology_request("one", preferred=HOST).obj(), "expected-label", "expected-value")
+    _, result = _cycle([_tas_flavor().obj(), make_cq("tas-main").flavor("tas-default", cpu="50").obj()], [wl],
+                       nodes=[node])
+    assert _domains(_assignment(result)["podSetAssignments"][0]) == ((HOST,), [(("x1",), 1)])
+
+
+def _zero_capacity_nodes():
+    """scheduler_tas_test.go `nodesWithZeroCapacityInstance`: x1 with 0 CPU, x2 and x3 with 1, all in rack r1."""
+    return [make_topology_node(n).label("tas-node", "true").label(HOST, n).label("cloud.provider.com/rack", "r1")
+            .allocatable({"cpu": cpu, "pods": "10"}).ready() for n, cpu in (("x1", "0"), ("x2", "1"), ("x3", "1"))]
+
+
+def test_admits_workload_when_nodes_are_partially_empty():
+    """scheduler_tas_test.go TestScheduleForTAS: "admits workload when nodes are partially empty; unconstrained",
+    "...; preferred" and "...; required" -- each lands on x2 and x3."""
+    rack = "cloud.provider.com/rack"
+    for request in ({"unconstrained": True}, {"preferred": rack}, {"required": rack}):
+        _, result = _cycle([make_topology("tas-two-level", rack, HOST).obj(),
+                            _tas_flavor(topology="tas-two-level").obj(),
+                            make_cq("tas-main").flavor("tas-default", cpu="50", memory="50Gi").obj()],
+                           [make_wl("default", "foo").queue("tas-main").podset("one", 2, cpu="1")
+                            .topology_request("one", **request).obj()], nodes=_zero_capacity_nodes())
+        psa = _assignment(result)["podSetAssignments"][0]
+        assert psa["resourceUsage"] == {"cpu": "2"}, request
+        assert _domains(psa) == ((HOST,), [(("x2",), 1), (("x3",), 1)]), request
