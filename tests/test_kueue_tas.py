@@ -25,7 +25,7 @@ from kueue_builders import (
 from kubetwin.kueue import KueueScheduler
 from kubetwin.kueue.controller.tas import TopologyUngater, assign_gated_pods, has_gate, pods_for_pod_set
 from kubetwin.kueue.tas.assignment import Assignment, assignment_from_api
-from kubetwin.kueue.tas.request import TOPOLOGY_GATE, from_annotations, is_tas, validation_errors
+from kubetwin.kueue.tas.request import TOPOLOGY_GATE, TopologyRequest, from_annotations, is_tas, validation_errors
 from kubetwin.runner import run as kt_run
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Store
@@ -351,42 +351,81 @@ def test_workload_annotation_and_pod_set_label_select_the_pods():
     assert pods_for_pod_set([no_annotation, no_label], "unit-test", "main") == []
 
 
+COMPLETION = "batch.kubernetes.io/job-completion-index"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOB_RANKS = TopologyRequest(pod_index_label=COMPLETION)
+
+
+def _indexed(name: str, index: int, job: int | None = None, gated: bool = True) -> dict:
+    pod = _gated(name)
+    pod["metadata"]["labels"][COMPLETION] = str(index)
+    if job is not None:
+        pod["metadata"]["labels"][JOB_INDEX] = str(job)
+    if not gated:
+        del pod["spec"]["schedulingGates"]
+    return pod
+
+
 def test_ranks_batch_job_for_all_pods():
     """topology_ungater_test.go TestReconcile: "ranks: ungate pods according to their ranks for batch/Job - for all
-    Pods" -- completion index i takes the i-th slot of the assignment."""
-    pods = [_gated(f"p{i}", batch__kubernetes__io_job_completion_index=str(i)) for i in (3, 0, 2, 1)]
-    for pod in pods:  # the helper's label key spelling
-        labels = pod["metadata"]["labels"]
-        labels["batch.kubernetes.io/job-completion-index"] = labels.pop(next(k for k in labels if "completion" in k))
+    Pods" -- completion index i takes the i-th slot of the assignment, whatever the pods' names."""
+    pods = [_indexed(n, i) for n, i in (("a", 3), ("b", 0), ("c", 2), ("d", 1))]
     got = assign_gated_pods(Assignment(tuple(LEVELS), [(("b1", "r1"), 1), (("b1", "r2"), 2), (("b2", "r1"), 1)]),
-                            pods)
-    assert {p["metadata"]["name"]: s[RACK] + s[BLOCK] for p, s in got} == {
-        "p0": "r1b1", "p1": "r2b1", "p2": "r2b1", "p3": "r1b2"}
+                            pods, JOB_RANKS, 4)
+    assert {p["metadata"]["name"]: (s[BLOCK], s[RACK]) for p, s in got} == {
+        "b": ("b1", "r1"), "d": ("b1", "r2"), "c": ("b1", "r2"), "a": ("b2", "r1")}
+
+
+def test_ranks_batch_job_some_pods_already_scheduled():
+    """topology_ungater_test.go TestReconcile: "ranks: ungate pods according to their ranks for batch/Job - some
+    Pods already scheduled" -- the ungated rank-0 pod sits in its slot, the gated ones take theirs."""
+    placed = _indexed("a", 0, gated=False)
+    placed["spec"]["nodeSelector"] = {BLOCK: "b1", RACK: "r1"}
+    pods = [placed, _indexed("b", 2), _indexed("c", 1)]
+    got = assign_gated_pods(Assignment(tuple(LEVELS), [(("b1", "r1"), 1), (("b1", "r2"), 1), (("b2", "r1"), 1)]),
+                            pods, JOB_RANKS, 3)
+    assert {p["metadata"]["name"]: s[BLOCK] + s[RACK] for p, s in got} == {"c": "b1r2", "b": "b2r1"}
 
 
 def test_ranks_jobset_for_all_pods():
     """topology_ungater_test.go TestReconcile: "ranks: support rank-based ordering for JobSet - for all Pods" --
-    rank = job index x pods per Job + completion index."""
-    pods = []
-    for job in (1, 0):
-        for ci in (1, 0):
-            pod = _gated(f"j{job}-{ci}")
-            pod["metadata"]["labels"].update({"batch.kubernetes.io/job-completion-index": str(ci),
-                                              "jobset.sigs.k8s.io/job-index": str(job)})
-            pods.append(pod)
-    got = assign_gated_pods(Assignment((HOST,), [(("x1",), 2), (("x2",), 2)]), pods)
-    assert {p["metadata"]["name"]: s[HOST] for p, s in got} == {"j0-0": "x1", "j0-1": "x1", "j1-0": "x2",
-                                                                 "j1-1": "x2"}
+    rank = job index x pods per Job (count / subGroupCount) + completion index."""
+    pods = [_indexed(f"p{n}", ci, job) for n, (job, ci) in enumerate(((1, 1), (0, 1), (1, 0), (0, 0)))]
+    request = TopologyRequest(pod_index_label=COMPLETION, sub_group_index_label=JOB_INDEX, sub_group_count=2)
+    got = assign_gated_pods(Assignment((HOST,), [(("x1",), 2), (("x2",), 2)]), pods, request, 4)
+    assert {p["metadata"]["name"]: s[HOST] for p, s in got} == {"p3": "x1", "p1": "x1", "p2": "x2", "p0": "x2"}
+
+
+def test_ranks_jobset_only_a_subset_of_pods_observed_so_far():
+    """topology_ungater_test.go TestReconcile: "ranks: support rank-based ordering for JobSet - only subset of pods
+    is observed so far" -- the pods per Job come from the PodSet's count, not from the pods seen."""
+    request = TopologyRequest(pod_index_label=COMPLETION, sub_group_index_label=JOB_INDEX, sub_group_count=2)
+    got = assign_gated_pods(Assignment((HOST,), [(("x1",), 2), (("x2",), 2)]), [_indexed("only", 0, 1)], request, 4)
+    assert [(p["metadata"]["name"], s[HOST]) for p, s in got] == [("only", "x2")]
 
 
 def test_ranks_repeated_ranks_fall_back_to_greedy():
     """topology_ungater_test.go TestReconcile: "ranks: gracefully handle situation with repeated ranks" -- every pod
     still gets a domain, greedily."""
-    pods = [_gated(f"p{i}") for i in range(3)]
-    for pod in pods:
-        pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = "0"
-    got = assign_gated_pods(Assignment((HOST,), [(("x1",), 1), (("x2",), 2)]), pods)
+    pods = [_indexed(f"p{i}", 0) for i in range(3)]
+    got = assign_gated_pods(Assignment((HOST,), [(("x1",), 1), (("x2",), 2)]), pods, JOB_RANKS, 3)
     assert _counts(got) == {((HOST, "x1"),): 1, ((HOST, "x2"),): 2}
+
+
+def test_ranks_going_below_zero_fall_back_to_greedy():
+    """topology_ungater_test.go TestReconcile: "ranks: gracefully handle situation with ranks going below 0" -- an
+    index below the group's offset is no rank."""
+    pods = [_indexed("p0", 0), _indexed("p1", 1)]
+    got = assign_gated_pods(Assignment((HOST,), [(("x1",), 1), (("x2",), 1)]), pods, JOB_RANKS, 2, offset=1,
+                            max_rank=3)
+    assert [(p["metadata"]["name"], s[HOST]) for p, s in got] == [("p0", "x1"), ("p1", "x2")]
+
+
+def test_ranks_assignment_shorter_than_the_pod_set_falls_back_to_greedy():
+    """topology_ungater_test.go TestReconcile: "ranks: TopologyAssignment shorter than the PodSet count falls back to
+    greedy assignment" -- rank 1 has no slot in a one-pod assignment; the pod takes the free one."""
+    got = assign_gated_pods(Assignment(tuple(LEVELS), [(("b1", "r1"), 1)]), [_indexed("w1", 1)], JOB_RANKS, 2)
+    assert [(p["metadata"]["name"], s) for p, s in got] == [("w1", {BLOCK: "b1", RACK: "r1"})]
 
 
 def _ungater_store(admitted: bool = True, with_assignment: bool = True):

@@ -28,6 +28,8 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # constants.WorkloadPrio
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # constants.JobUIDLabel
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"  # jobs/job JobMinParallelismAnnotation
 PODSET_LABEL = "kueue.x-k8s.io/podset"  # constants.PodSetLabel
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # batchv1.JobCompletionIndexAnnotation (and label)
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"  # jobsetapi.JobIndexKey
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"  # kueue.WorkloadAnnotation
 DEFAULT_PODSET = "main"  # kueue.DefaultPodSetName
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"  # the storage version
@@ -48,10 +50,11 @@ def queue_name(obj: Obj) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
 
 
-def with_topology_request(ps: dict) -> dict:
-    """The PodSet's topologyRequest from its template's TAS annotations, when it has any (jobframework/tas.go
-    podSetTopologyRequestBuilder)."""
-    tr = tas_request.from_annotations((ps["template"].get("metadata") or {}).get("annotations"))
+def with_topology_request(ps: dict, sub_group: tuple[str, int] | None = None) -> dict:
+    """The PodSet's topologyRequest from its template's TAS annotations, when it has any, with the pods' rank
+    labels (jobs/job and jobs/jobset PodSets: the completion index, and a JobSet's Job index over its replicas)."""
+    tr = tas_request.from_annotations((ps["template"].get("metadata") or {}).get("annotations"),
+                                      COMPLETION_INDEX, sub_group)
     if tr is not None:
         ps["topologyRequest"] = tr.to_api()
     return ps
@@ -266,8 +269,9 @@ class JobSetJob(GenericJob):
             per_job = int(jspec.get("parallelism", 1))
             if jspec.get("completions") is not None:
                 per_job = min(per_job, int(jspec["completions"]))
-            out.append(with_topology_request({"name": rj["name"], "count": int(rj.get("replicas", 1)) * per_job,
-                                              "template": copy.deepcopy(jspec["template"])}))
+            replicas = int(rj.get("replicas", 1))
+            out.append(with_topology_request({"name": rj["name"], "count": replicas * per_job,
+                                              "template": copy.deepcopy(jspec["template"])}, (JOB_INDEX, replicas)))
         return out
 
     def templates(self, spec: dict) -> dict[str, dict]:

@@ -29,6 +29,11 @@ class TopologyRequest:
     slice_required: str | None = None
     slice_size: int | None = None
     group_name: str | None = None
+    # what the integration says about its pods' ranks (jobs/job: the completion index; jobs/jobset: that and the
+    # Job index over `replicas` Jobs), read by the ungater
+    pod_index_label: str | None = None
+    sub_group_index_label: str | None = None
+    sub_group_count: int | None = None
 
     def to_api(self) -> dict:
         """The Workload's podSets[].topologyRequest (v1beta2 field names)."""
@@ -45,6 +50,12 @@ class TopologyRequest:
             out["podSetSliceSize"] = self.slice_size
         if self.group_name is not None:
             out["podSetGroupName"] = self.group_name
+        if self.pod_index_label is not None:
+            out["podIndexLabel"] = self.pod_index_label
+        if self.sub_group_index_label is not None:
+            out["subGroupIndexLabel"] = self.sub_group_index_label
+        if self.sub_group_count is not None:
+            out["subGroupCount"] = self.sub_group_count
         return out
 
 
@@ -59,31 +70,36 @@ def from_api(obj: dict | None) -> TopologyRequest | None:
     """A Workload's podSets[].topologyRequest back into a TopologyRequest (None when absent)."""
     if not obj:
         return None
-    size = obj.get("podSetSliceSize")
+    size, groups = obj.get("podSetSliceSize"), obj.get("subGroupCount")
     return TopologyRequest(obj.get("required"), obj.get("preferred"), obj.get("unconstrained"),
                            obj.get("podSetSliceRequiredTopology"), int(size) if size is not None else None,
-                           obj.get("podSetGroupName"))
+                           obj.get("podSetGroupName"), obj.get("podIndexLabel"), obj.get("subGroupIndexLabel"),
+                           int(groups) if groups is not None else None)
 
 
-def from_annotations(annotations: dict | None) -> TopologyRequest | None:
-    """The request a pod template's annotations make, None when it makes none (jobframework/tas.go: an
-    unconstrained annotation counts when it parses as true; a slice size is read only with a slice topology)."""
+def from_annotations(annotations: dict | None, pod_index_label: str | None = None,
+                     sub_group: tuple[str, int] | None = None) -> TopologyRequest | None:
+    """The request a pod template's annotations make, with the integration's rank labels, None when it makes none
+    (jobframework/tas.go podSetTopologyRequestBuilder.Build: an unconstrained annotation as parsed; a slice layer
+    only with both annotations; the group name only beside required or preferred). Upstream builds a request
+    with only the rank labels for every Job and JobSet; the twin writes one only when a TAS annotation is there,
+    so Workloads that ask for no topology look as they did (twin choice: every run without TAS unchanged)."""
     ann = annotations or {}
     required, preferred = ann.get(REQUIRED), ann.get(PREFERRED)
     unconstrained = None
-    if UNCONSTRAINED in ann:
+    if required is None and preferred is None and UNCONSTRAINED in ann:
         unconstrained = str(ann[UNCONSTRAINED]) in _TRUE
-    slice_required = ann.get(SLICE_REQUIRED)
-    slice_size = None
-    if slice_required is not None and SLICE_SIZE in ann:
+    slice_required = slice_size = None
+    if SLICE_REQUIRED in ann and SLICE_SIZE in ann:
         try:
-            slice_size = int(ann[SLICE_SIZE])
+            slice_required, slice_size = ann[SLICE_REQUIRED], int(ann[SLICE_SIZE])
         except ValueError:
-            slice_size = None
-    group = ann.get(GROUP_NAME)
+            slice_required = None
     if required is None and preferred is None and unconstrained is None and slice_required is None:
-        return TopologyRequest(group_name=group) if group is not None else None
-    return TopologyRequest(required, preferred, unconstrained, slice_required, slice_size, group)
+        return None
+    group = ann.get(GROUP_NAME) if (required is not None or preferred is not None) else None
+    return TopologyRequest(required, preferred, unconstrained, slice_required, slice_size, group, pod_index_label,
+                           sub_group[0] if sub_group else None, sub_group[1] if sub_group else None)
 
 
 def validation_errors(annotations: dict | None, path: str) -> list[tuple[str, str]]:
