@@ -8,9 +8,10 @@ a leaf's capacity is its nodes' allocatable minus what non-TAS pods bound there 
 workloads' assignments hold (the caches' two kinds of usage). ``find`` fills each domain's pod and slice counts
 (leaves from the remaining capacity, parents as their children's sum), takes the smallest single domain at the
 requested level that fits the pod set (BestFit), otherwise -- for preferred or unconstrained requests -- climbs
-a level or takes the domains greedily, and walks down level by level keeping as few domains as it can.
-Not modelled: pod-set groups (leader and workers placed together), multi-layer slice constraints, balanced
-placement, node replacement, elastic workloads' delta placement.
+a level or takes the domains greedily, and walks down level by level keeping as few domains as it can; a
+pod-set group's leader goes where it fits beside its workers (the ``*_with_leader`` counts). Not modelled:
+multi-layer slice constraints, balanced placement, preferred node affinity, node replacement, elastic workloads'
+delta placement, the scheduler library's other filters (only taints, nodeSelector and required affinity).
 """
 
 from __future__ import annotations
