@@ -133,10 +133,74 @@ class ResourceFlavorWrapper(Wrapper):
         self._obj["spec"]["tolerations"] = tolerations
         return self
 
+    def topology_name(self, name: str) -> ResourceFlavorWrapper:
+        """spec.topologyName: a TAS flavor (Kueue's ResourceFlavorWrapper.TopologyName)."""
+        self._obj["spec"]["topologyName"] = name
+        return self
+
 
 def make_flavor(name: str) -> ResourceFlavorWrapper:
     return ResourceFlavorWrapper({"apiVersion": V1BETA2, "kind": "ResourceFlavor", "metadata": {"name": name},
                                   "spec": {}})
+
+
+def make_topology(name: str, *levels: str) -> Wrapper:
+    """A kueue.x-k8s.io Topology with its levels' node labels, top first (Kueue's MakeTopology(name).Levels())."""
+    return Wrapper({"apiVersion": V1BETA2, "kind": "Topology", "metadata": {"name": name},
+                    "spec": {"levels": [{"nodeLabel": level} for level in levels]}})
+
+
+class TopologyNodeWrapper(Wrapper):
+    """A v1 Node as Kueue's testingnode.MakeNode builds it: only the labels it is given."""
+
+    def allocatable(self, resources: dict[str, str]) -> TopologyNodeWrapper:
+        self._obj["status"]["allocatable"] = dict(resources)
+        self._obj["status"]["capacity"] = dict(resources)
+        return self
+
+    def ready(self) -> TopologyNodeWrapper:
+        self._obj["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
+        return self
+
+    def not_ready(self) -> TopologyNodeWrapper:
+        self._obj["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]
+        return self
+
+    def unschedulable(self) -> TopologyNodeWrapper:
+        self._obj["spec"]["unschedulable"] = True
+        return self
+
+    def taint(self, key: str, value: str, effect: str) -> TopologyNodeWrapper:
+        taint = {"key": key, "effect": effect, **({"value": value} if value else {})}
+        self._obj["spec"].setdefault("taints", []).append(taint)
+        return self
+
+
+def make_topology_node(name: str) -> TopologyNodeWrapper:
+    return TopologyNodeWrapper({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
+                                "spec": {}, "status": {}})
+
+
+class BoundPodWrapper(Wrapper):
+    """A pod already on a node (Kueue's testingpod.MakePod(...).NodeName().Request().StatusPhase())."""
+
+    def node_name(self, node: str) -> BoundPodWrapper:
+        self._obj["spec"]["nodeName"] = node
+        return self
+
+    def request(self, res: str, q: str) -> BoundPodWrapper:
+        self._obj["spec"]["containers"][0]["resources"].setdefault("requests", {})[res] = q
+        return self
+
+    def phase(self, phase: str) -> BoundPodWrapper:
+        self._obj["status"]["phase"] = phase
+        return self
+
+
+def make_bound_pod(name: str, ns: str = "test-ns") -> BoundPodWrapper:
+    return BoundPodWrapper({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+                            "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {}}]},
+                            "status": {}})
 
 
 class LocalQueueWrapper(Wrapper):
@@ -193,6 +257,22 @@ class WorkloadWrapper(Wrapper):
         if min_count is not None:
             ps["minCount"] = min_count
         self._obj["spec"]["podSets"].append(ps)
+        return self
+
+    def topology_request(self, pod_set: str, **request) -> WorkloadWrapper:
+        """podSets[].topologyRequest in v1beta2 field names (required=..., preferred=..., unconstrained=True,
+        podSetSliceRequiredTopology=..., podSetSliceSize=...), as Kueue's PodSetWrapper.RequiredTopologyRequest."""
+        ps = next(p for p in self._obj["spec"]["podSets"] if p["name"] == pod_set)
+        ps["topologyRequest"] = dict(request)
+        return self
+
+    def topology_assignment(self, pod_set: str, levels: list[str], domains: list[tuple[list[str], int]]
+                            ) -> WorkloadWrapper:
+        """An admitted podSet's topologyAssignment (after ``admitted``), in v1beta1's domains form, which the twin
+        reads as Kueue's conversion does."""
+        psa = next(p for p in self._obj["status"]["admission"]["podSetAssignments"] if p["name"] == pod_set)
+        psa["topologyAssignment"] = {"levels": list(levels),
+                                     "domains": [{"values": list(v), "count": c} for v, c in domains]}
         return self
 
     def request(self, res: str, q: str) -> WorkloadWrapper:

@@ -124,7 +124,7 @@ CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, .
         ("WorkloadPriorityClass", "workloadpriorityclasses", None, 5), ("ClusterQueue", "clusterqueues", None, 6),
         ("LocalQueue", "localqueues", None, 7), ("AdmissionCheck", "admissionchecks", None, 9),
         ("ProvisioningRequestConfig", "provisioningrequestconfigs", None, 9),
-        ("Topology", "topologies", (), 9))},  # Topology-aware scheduling is not simulated
+        ("Topology", "topologies", None, 5))},  # Topology-aware scheduling: kueue/tas (docs/kueue-tas.md)
     ("jobset.x-k8s.io", "JobSet"): ("jobset.x-k8s.io_jobsets.yaml", None, 9,
                                     ("spec.replicatedJobs[*].template", "spec.template")),
     ("autoscaling.x-k8s.io", "ProvisioningRequest"): ("autoscaling.x-k8s.io_provisioningrequests.yaml", ("v1",), 9,

@@ -19,6 +19,9 @@ from typing import Any
 from kubetwin.api.podresources import pod_requests
 from kubetwin.k8s.conditions import find_condition, is_condition_true
 from kubetwin.k8s.units import parse_quantity
+from kubetwin.kueue.tas.assignment import assignment_from_api
+from kubetwin.kueue.tas.request import TopologyRequest
+from kubetwin.kueue.tas.request import from_api as topology_request_from_api
 
 GROUP = "kueue.x-k8s.io"
 CPU = "cpu"
@@ -161,6 +164,7 @@ class ResourceFlavor:
     node_labels: tuple[tuple[str, str], ...] = ()
     node_taints: tuple[dict, ...] = ()
     tolerations: tuple[dict, ...] = ()
+    topology_name: str | None = None  # spec.topologyName: a TAS flavor
 
 
 @dataclass(frozen=True)
@@ -247,7 +251,8 @@ def parse_resource_flavor(obj: dict) -> ResourceFlavor:
     _check_group(obj, "ResourceFlavor")
     spec = obj.get("spec") or {}
     return ResourceFlavor(obj["metadata"]["name"], tuple(sorted((spec.get("nodeLabels") or {}).items())),
-                          tuple(spec.get("nodeTaints") or ()), tuple(spec.get("tolerations") or ()))
+                          tuple(spec.get("nodeTaints") or ()), tuple(spec.get("tolerations") or ()),
+                          spec.get("topologyName"))
 
 
 def parse_local_queue(obj: dict) -> LocalQueue:
@@ -273,6 +278,7 @@ class PodSet:
     node_selector: tuple[tuple[str, str], ...] = ()
     required_affinity_terms: tuple[dict, ...] | None = None  # nodeSelectorTerms, None if unset
     tolerations: tuple[dict, ...] = ()
+    topology_request: TopologyRequest | None = None  # podSets[].topologyRequest (TAS)
 
 @dataclass(frozen=True)
 class PodSetAssignment:
@@ -280,6 +286,8 @@ class PodSetAssignment:
     flavors: tuple[tuple[str, str], ...]  # resource -> flavor
     resource_usage: tuple[tuple[str, int], ...]  # resource -> total amount
     count: int | None
+    # topologyAssignment as (levels, ((values, count), ...)), None without TAS
+    topology_assignment: tuple[tuple[str, ...], tuple[tuple[tuple[str, ...], int], ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -364,15 +372,20 @@ def parse_workload(obj: dict, priority_classes: dict[str, int] | None = None) ->
             requests=tuple(pod_requests({"spec": tmpl_spec}).items()),  # pkg/resources: PodRequests
             node_selector=tuple(sorted((tmpl_spec.get("nodeSelector") or {}).items())),
             required_affinity_terms=_affinity_terms(tmpl_spec),
-            tolerations=tuple(tmpl_spec.get("tolerations") or ())))
+            tolerations=tuple(tmpl_spec.get("tolerations") or ()),
+            topology_request=topology_request_from_api(ps.get("topologyRequest"))))
     admission = None
     if status.get("admission"):
         adm = status["admission"]
         psas = []
         for psa in adm.get("podSetAssignments") or []:
             usage = tuple(sorted((k, amount(k, v)) for k, v in (psa.get("resourceUsage") or {}).items()))
+            ta = None
+            if psa.get("topologyAssignment"):
+                parsed = assignment_from_api(psa["topologyAssignment"])
+                ta = (parsed.levels, tuple(parsed.domains))
             psas.append(PodSetAssignment(psa.get("name", "main"), tuple(sorted((psa.get("flavors") or {}).items())),
-                                         usage, None if psa.get("count") is None else int(psa["count"])))
+                                         usage, None if psa.get("count") is None else int(psa["count"]), ta))
         admission = Admission(adm.get("clusterQueue", ""), tuple(psas))
     pc_name = spec.get("priorityClassName") or ((spec.get("priorityClassRef") or {}).get("name")) or None
     priority = spec.get("priority")

@@ -37,7 +37,15 @@ from kubetwin.k8s.conditions import set_conditions
 from kubetwin.k8s.labels import selects
 from kubetwin.kueue import api
 from kubetwin.kueue.fairsharing import fair_sharing_order
-from kubetwin.kueue.flavorassigner import FIT, MODE_NAMES, NO_FIT, PREEMPT_MODE, Assignment, FlavorAssigner
+from kubetwin.kueue.flavorassigner import (
+    FIT,
+    MODE_NAMES,
+    NO_FIT,
+    PREEMPT_MODE,
+    TOPOLOGY_PLACEMENT_FAILED,
+    Assignment,
+    FlavorAssigner,
+)
 from kubetwin.kueue.outcomes import (
     EXCEEDS_MAX_QUOTA,
     MISCONFIGURED,
@@ -66,9 +74,11 @@ from kubetwin.kueue.queue import (
 )
 from kubetwin.kueue.quota import ResourceNode
 from kubetwin.kueue.snapshot import ClusterQueueSnapshot, Snapshot, Usage, WorkloadInfo, admission_usage
+from kubetwin.kueue.tas.assignment import Assignment as TopologyAssignment
+from kubetwin.kueue.tas.snapshot import TASFlavorSnapshot
 from kubetwin.sim.trace import SchedulingTrace
 
-_SEVERITY = {WAITING_FOR_QUOTA: 2, EXCEEDS_MAX_QUOTA: 3, NO_MATCHING_FLAVOR: 4}
+_SEVERITY = {TOPOLOGY_PLACEMENT_FAILED: 1, WAITING_FOR_QUOTA: 2, EXCEEDS_MAX_QUOTA: 3, NO_MATCHING_FLAVOR: 4}
 
 
 def no_fit_reason(assignment: Assignment) -> str:
@@ -95,6 +105,8 @@ def no_fit_reason(assignment: Assignment) -> str:
 
 
 def _reason_of(text: str) -> str:
+    if text == TOPOLOGY_PLACEMENT_FAILED:
+        return TOPOLOGY_PLACEMENT_FAILED
     if text.startswith("insufficient quota for"):
         return EXCEEDS_MAX_QUOTA
     if text.startswith("insufficient unused quota"):
@@ -145,6 +157,12 @@ class KueueScheduler:
         # moves a cohort tree's inadmissible workloads back at once; else released quota asks it with (the
         # tree's root, the ClusterQueue) and it calls queue_inadmissible(ClusterQueue) when its batch is due
         self.requeuer: Callable[[str, str], None] | None = None
+        # TAS: the Topology objects' levels, and the Nodes and Pods the TAS caches read (Kueue's node and pod
+        # informers), asked for only in a cycle that has a TAS flavor: () -> (nodes, pods)
+        self.topologies: dict[str, tuple[str, ...]] = {}
+        self.tas_inputs: Callable[[], tuple[list[dict], list[dict]]] | None = None
+        self._tas_in_cycle: dict[str, TASFlavorSnapshot] = {}
+        self._tree_topologies: dict[str, tuple[str, ...]] | None = None  # replaced, never mutated: identity tells
 
     # ------------------------------------------------------------------------------------------------ specs
     def apply(self, obj: dict) -> None:
@@ -152,6 +170,12 @@ class KueueScheduler:
         kind = obj.get("kind")
         if kind == "Workload":
             self.add_workload(obj)
+            return
+        if kind == "Topology":
+            levels = (obj.get("spec") or {}).get("levels") or []
+            self.topologies = {**self.topologies,
+                               obj["metadata"]["name"]: tuple(lv.get("nodeLabel", "") for lv in levels)}
+            self.queue_inadmissible()
             return
         spec = api.parse_any(obj)
         if isinstance(spec, api.ClusterQueue):
@@ -180,6 +204,8 @@ class KueueScheduler:
             self.queues.delete_local_queue(namespace, name)
         elif kind == "WorkloadPriorityClass":
             self.priority_classes.pop(name, None)
+        elif kind == "Topology":
+            self.topologies = {k: v for k, v in self.topologies.items() if k != name}
         elif kind == "Workload":
             self.remove_workload(f"{namespace}/{name}")
         self.queue_inadmissible()
@@ -284,7 +310,8 @@ class KueueScheduler:
         cycle), which Kueue's cache reports as the ClusterQueue's Active condition (pkg/cache ClusterQueueActive)."""
         if name not in self.cluster_queues:
             return None
-        snap = self._tree[1] if self._tree is not None and self._tree_current() else self._snapshot()
+        current = self._tree is not None and self._tree_current() and self._tree_topologies is self.topologies
+        snap = self._tree[1] if current and self._tree is not None else self._snapshot()
         return snap.inactive.get(name, "")  # `inactive` depends on the specs alone: no usage refill needed
 
     def pending(self, key: str) -> tuple[str, str] | None:
@@ -300,7 +327,7 @@ class KueueScheduler:
         parent what exceeds the local quota), so adding and removing workloads one by one gives what `fill` gives."""
         last = self._tree
         changes, self._changes = self._changes, []
-        if last is not None and self._tree_current():
+        if last is not None and self._tree_current() and self._tree_topologies is self.topologies:
             snap = last[1]
             if len(changes) > len(self.admitted):
                 snap.reset()
@@ -314,8 +341,9 @@ class KueueScheduler:
                         snap.remove_workload(wi)
             return snap
         specs = self._specs()
-        snap = Snapshot.build(*specs, self.admitted.values())
+        snap = Snapshot.build(*specs, self.admitted.values(), topologies=self.topologies)
         self._tree = (specs, snap)
+        self._tree_topologies = self.topologies
         return snap
 
     def snapshot(self) -> Snapshot:
@@ -338,6 +366,51 @@ class KueueScheduler:
             node.usage = usage
         self._touched = {}
 
+    def _tas_snapshots(self) -> dict[str, TASFlavorSnapshot]:
+        """Each TAS flavor's topology tree for this cycle: the flavor's Nodes, less the non-TAS pods on them and
+        the assignments the workloads holding quota have there (tas_cache.go / tas_flavor.go snapshot)."""
+        tas = {f.name: f for f in self.flavors.values() if f.topology_name and f.topology_name in self.topologies}
+        if not tas or self.tas_inputs is None:
+            return {}
+        nodes, pods = self.tas_inputs()
+        out: dict[str, TASFlavorSnapshot] = {}
+        for name, flavor in sorted(tas.items()):
+            assert flavor.topology_name is not None
+            snap = TASFlavorSnapshot.build(flavor.topology_name, self.topologies[flavor.topology_name], nodes,
+                                           dict(flavor.node_labels), flavor.tolerations)
+            snap.add_pods(pods)
+            out[name] = snap
+        for wi in self.admitted.values():
+            self._add_tas_usage(out, wi.obj)
+        return out
+
+    def _tas_fits(self, e: _Entry) -> bool:
+        """The TAS part of the ClusterQueue's Fits: each placed pod set's domains still have room after the
+        workloads assumed earlier in this cycle (ClusterQueueSnapshot.Fits -> TASFlavorSnapshot.Fits)."""
+        pod_sets = {ps.name: ps for ps in e.info.obj.pod_sets}
+        for psa in e.assignment.pod_sets:
+            tas = self._tas_in_cycle.get(psa.tas_flavor or "")
+            if psa.topology_assignment is None or tas is None:
+                continue
+            if not tas.fits(psa.topology_assignment, dict(pod_sets[psa.name].requests)):
+                return False
+        return True
+
+    @staticmethod
+    def _add_tas_usage(tas: dict[str, TASFlavorSnapshot], wl: api.Workload) -> None:
+        if wl.admission is None:
+            return
+        pod_sets = {ps.name: ps for ps in wl.pod_sets}
+        for psa in wl.admission.pod_set_assignments:
+            ps = pod_sets.get(psa.name)
+            if psa.topology_assignment is None or ps is None:
+                continue
+            for _, flavor in psa.flavors:
+                if flavor in tas:
+                    levels, domains = psa.topology_assignment
+                    tas[flavor].add_tas_usage(TopologyAssignment(levels, list(domains)), dict(ps.requests))
+                    break
+
     def _specs(self) -> tuple[list[Any], list[Any], list[Any]]:
         return list(self.cluster_queues.values()), list(self.cohorts.values()), list(self.flavors.values())
 
@@ -353,6 +426,7 @@ class KueueScheduler:
         if not self.queues.any_active():
             return CycleResult(now)  # no heads: nothing to snapshot
         snap = self._snapshot()
+        snap.tas_flavors = self._tas_in_cycle = self._tas_snapshots()
         self.cycles += 1
         heads = self.queues.heads(set(snap.cluster_queues))
         preemptor = Preemptor(now, self.fair_sharing, self.fair_sharing_strategies)
@@ -416,7 +490,7 @@ class KueueScheduler:
         mode = full.representative_mode()
         if mode == FIT:
             return full, []
-        if mode == PREEMPT_MODE:
+        if mode == PREEMPT_MODE and not full.tas_preempt:
             targets = preemptor.get_targets(w, full, snap)
             if targets:
                 return full, targets
@@ -426,7 +500,7 @@ class KueueScheduler:
                 m = a.representative_mode()
                 if m == FIT:
                     return (a, []), True
-                if m == PREEMPT_MODE:
+                if m == PREEMPT_MODE and not a.tas_preempt:
                     t = preemptor.get_targets(w, a, snap)
                     if t:
                         return (a, t), True
@@ -453,7 +527,7 @@ class KueueScheduler:
             return
         usage = {} if e.info.obj.has_quota_reservation else e.assignment.total_requests()
         revert = snap.simulate_removal(list(preempted.values()) + [t.workload for t in e.targets])
-        fits = cq.fits(usage)
+        fits = cq.fits(usage) and (e.info.obj.has_quota_reservation or self._tas_fits(e))
         revert()
         if not fits:
             e.status, e.message = "skipped", "Workload no longer fits after processing another workload"
@@ -515,10 +589,14 @@ class KueueScheduler:
         e.status = "assumed"
         obj = e.info.obj
         psas = tuple(api.PodSetAssignment(ps.name, tuple(sorted((r, f.name) for r, f in ps.flavors.items())),
-                                          tuple(sorted((r, ps.requests.get(r, 0)) for r in ps.flavors)), ps.count)
+                                          tuple(sorted((r, ps.requests.get(r, 0)) for r in ps.flavors)), ps.count,
+                                          None if ps.topology_assignment is None else
+                                          (ps.topology_assignment.levels, tuple(ps.topology_assignment.domains)))
                      for ps in e.assignment.pod_sets)
         obj = dataclasses.replace(obj, admission=api.Admission(cq.name, psas),
                                   conditions=tuple(set_conditions(obj.conditions, conds)))
+        if self._tas_in_cycle:
+            self._add_tas_usage(self._tas_in_cycle, obj)  # the cache's TAS usage of the assumed workload
         self.queues.admitted(obj.key, cq.name)
         self._reserve(WorkloadInfo(obj, cq.name, e.assignment.total_requests()))
         result.admitted.append(Admitted(obj.key, cq.name, admission, conds, event, e.assignment.borrowing))

@@ -7,8 +7,9 @@ Status.Message, Assignment.Message/ToAPI) and flavor_assignment_attempts.go (the
 
 Flavors of a resource group are tried in listed order; the scan stops at the first flavor fungibility accepts,
 otherwise the best seen wins (noFit worst; no preemption candidates below any viable mode; then the configured
-preference). Not modelled: resuming the scan at ``LastAssignment.NextFlavorToTry`` across cycles, TAS, DRA,
-podSet groups, workload slices.
+preference). TAS flavors (``spec.topologyName``) take the pod sets that ask for a topology, which are then
+placed by ``kueue.tas`` once their quota fits (tas_flavorassigner.go). Not modelled: resuming the scan at
+``LastAssignment.NextFlavorToTry`` across cycles, DRA, podSet groups, workload slices, TAS-aware preemption.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ from kubetwin.kueue.preemption import Preemptor
 from kubetwin.kueue.preemption.common import NO_CANDIDATES, PREEMPT, RECLAIM
 from kubetwin.kueue.quota import FlavorResource, find_height_of_lowest_subtree_that_fits
 from kubetwin.kueue.snapshot import ClusterQueueSnapshot, Snapshot, Usage, WorkloadInfo
+from kubetwin.kueue.tas.assignment import Assignment as TopologyAssignment
+from kubetwin.kueue.tas.snapshot import PodSetRequest
+
+# The QuotaReserved reason of a workload whose topology does not fit even on empty domains
+# (apis/kueue/v1beta2/workload_types.go WorkloadQuotaReservedReasonTopologyPlacementFailed).
+TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
 
 # FlavorAssignmentMode, ordered from least to most preferred.
 NO_FIT, PREEMPT_MODE, FIT = 0, 1, 3
@@ -98,6 +105,8 @@ class PodSetAssignment:
     reasons: list[str] = field(default_factory=list)
     error: str | None = None
     attempts: list[FlavorAttempt] = field(default_factory=list)
+    topology_assignment: TopologyAssignment | None = None  # TAS: where its pods go
+    tas_flavor: str | None = None  # the TAS flavor it was placed on (or failed on)
 
     @property
     def is_fit(self) -> bool:
@@ -117,10 +126,18 @@ class PodSetAssignment:
 
     def to_api(self) -> dict:
         """A status.admission.podSetAssignments entry as Kueue writes it."""
-        return {"name": self.name,
-                "flavors": {r: self.flavors[r].name for r in sorted(self.flavors)},
-                "resourceUsage": {r: format_amount(r, self.requests.get(r, 0)) for r in sorted(self.flavors)},
-                "count": self.count}
+        out = {"name": self.name,
+               "flavors": {r: self.flavors[r].name for r in sorted(self.flavors)},
+               "resourceUsage": {r: format_amount(r, self.requests.get(r, 0)) for r in sorted(self.flavors)},
+               "count": self.count}
+        if self.topology_assignment is not None:
+            out["topologyAssignment"] = self.topology_assignment.to_api()
+        return out
+
+    def update_mode(self, mode: int) -> None:
+        """Every flavor of the pod set to ``mode`` (PodSetAssignment.updateMode)."""
+        for fa in self.flavors.values():
+            fa.mode = mode
 
 
 @dataclass
@@ -128,6 +145,9 @@ class Assignment:
     pod_sets: list[PodSetAssignment] = field(default_factory=list)
     borrowing: int = 0
     usage: Usage = field(default_factory=dict)
+    # the quota fits but the topology does not: waiting for TAS workloads to leave (Kueue's TAS-aware preemption,
+    # which picks victims by the domains they free, is not modelled, so no quota preemption is tried for it)
+    tas_preempt: bool = False
 
     def append(self, psa: PodSetAssignment) -> None:
         """Add a podSet's assignment: its flavors' borrowing level and usage accumulate."""
@@ -184,6 +204,46 @@ class Assignment:
 def _taint_string(t: dict) -> str:
     value = t.get("value")
     return f"{t['key']}={value}:{t.get('effect', '')}" if value else f"{t['key']}:{t.get('effect', '')}"
+
+
+def tas_flavor_mismatch(flavor, ps: PodSet, cq: ClusterQueueSnapshot, snapshot: Snapshot,
+                        covered: tuple[str, ...]) -> str | None:
+    """Kueue's checkPodSetAndFlavorMatchForTAS (pkg/scheduler/flavorassigner/tas_flavorassigner.go): a pod set
+    asking for TAS needs a TAS flavor that knows its levels; a TAS flavor takes only pod sets that ask for TAS,
+    or any pod set when every flavor of the ClusterQueue is a TAS flavor (TAS implied)."""
+    if tas_requested(ps, cq, snapshot):
+        if not explicitly_requests_tas(ps):
+            return None
+        if flavor.topology_name is None:
+            if not any(r in covered for r, _ in ps.requests):
+                return None
+            return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
+        tas = snapshot.tas_flavors.get(flavor.name)
+        if tas is None:
+            return f'Flavor "{flavor.name}" information missing in TAS cache'
+        if not tas.has_level(ps.topology_request):
+            return f'Flavor "{flavor.name}" does not contain the requested level'
+        return None
+    if flavor.topology_name is not None:
+        return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
+    return None
+
+
+def explicitly_requests_tas(ps: PodSet) -> bool:
+    """workload.IsExplicitlyRequestingTAS: required, preferred, unconstrained or a slice topology."""
+    tr = ps.topology_request
+    return tr is not None and (tr.required is not None or tr.preferred is not None or bool(tr.unconstrained)
+                               or tr.slice_required is not None)
+
+
+def tas_only(cq: ClusterQueueSnapshot, snapshot: Snapshot) -> bool:
+    """ClusterQueueSnapshot.IsTASOnly: every flavor of every resource group is a TAS flavor."""
+    names = [fq.name for rg in cq.spec.resource_groups for fq in rg.flavors]
+    return bool(names) and all(snapshot.tas_flavors.get(n) is not None for n in names)
+
+
+def tas_requested(ps: PodSet, cq: ClusterQueueSnapshot, snapshot: Snapshot) -> bool:
+    return explicitly_requests_tas(ps) or (bool(snapshot.tas_flavors) and tas_only(cq, snapshot))
 
 
 def flavor_matches_pod_set(flavor, ps: PodSet) -> str | None:
@@ -252,7 +312,56 @@ class FlavorAssigner:
             assignment.append(psa)
             if failed:
                 return assignment
+        if self.snapshot.tas_flavors and assignment.representative_mode() != NO_FIT:
+            self._assign_topology(assignment)
         return assignment
+
+    def _tas_requests(self, assignment: Assignment) -> dict[str, list[tuple[PodSetAssignment, PodSetRequest]]]:
+        """Per TAS flavor, the pod sets to place there (Assignment.WorkloadsTopologyRequests)."""
+        out: dict[str, list[tuple[PodSetAssignment, PodSetRequest]]] = {}
+        for ps, psa in zip(self.wl.obj.pod_sets, assignment.pod_sets, strict=False):
+            if not tas_requested(ps, self.cq, self.snapshot) or psa.error is not None or psa.count == 0:
+                continue
+            tas_flavors = sorted({fa.name for fa in psa.flavors.values() if fa.name in self.snapshot.tas_flavors})
+            if len(tas_flavors) != 1:
+                psa.error = ("workload requires Topology, but there is no TAS cache information assigned"
+                             if not tas_flavors else
+                             f"more than one TAS flavor assigned: {', '.join(tas_flavors)}")
+                continue
+            tr = ps.topology_request if explicitly_requests_tas(ps) else None
+            out.setdefault(tas_flavors[0], []).append((psa, PodSetRequest(
+                ps.name, psa.count, dict(ps.requests), tr, dict(ps.node_selector), ps.required_affinity_terms,
+                tuple(ps.tolerations))))
+        return out
+
+    def _assign_topology(self, assignment: Assignment) -> None:
+        """Place the TAS pod sets when the quota fits; a pod set that does not fit makes the workload wait for
+        preemption if it would fit on empty domains, else NoFit (flavorassigner.go assignFlavors' TAS step)."""
+        requests = self._tas_requests(assignment)
+        if assignment.representative_mode() == FIT:
+            for flavor, items in sorted(requests.items()):
+                found = self.snapshot.tas_flavors[flavor].find_assignments([r for _, r in items])
+                for psa, req in items:
+                    ta, reason = found.get(req.name, (None, ""))
+                    psa.tas_flavor = flavor
+                    if reason:
+                        psa.reasons.append(reason)
+                        psa.update_mode(PREEMPT_MODE)
+                        assignment.tas_preempt = True
+                        break
+                    psa.topology_assignment = ta
+        if assignment.representative_mode() == PREEMPT_MODE and assignment.tas_preempt:
+            for flavor, items in sorted(requests.items()):
+                found = self.snapshot.tas_flavors[flavor].find_assignments([r for _, r in items],
+                                                                           simulate_empty=True)
+                for psa, req in items:
+                    _, reason = found.get(req.name, (None, ""))
+                    if reason:
+                        psa.update_mode(NO_FIT)
+                        psa.attempts = [FlavorAttempt(a.flavor, NO_FIT, a.borrow, a.possibility,
+                                                      a.reasons + (TOPOLOGY_PLACEMENT_FAILED,))
+                                        if a.flavor == flavor else a for a in psa.attempts]
+                        break
 
     def _find_flavor(self, ps: PodSet, requests: dict[str, int], res: str, usage: Usage,
                      attempts: dict[str, FlavorAttempt]) -> tuple[dict[str, FlavorAssignment] | None, list[str],
@@ -269,6 +378,9 @@ class FlavorAssigner:
             fname = fq.name
             flavor = self.snapshot.resource_flavors.get(fname)
             mismatch = f"flavor {fname} not found" if flavor is None else flavor_matches_pod_set(flavor, ps)
+            if mismatch is None and flavor is not None and (flavor.topology_name is not None
+                                                             or ps.topology_request is not None):
+                mismatch = tas_flavor_mismatch(flavor, ps, self.cq, self.snapshot, rg.covered_resources)
             if mismatch is not None:
                 reasons.append(mismatch)
                 _merge_attempt(attempts, FlavorAttempt(fname, NO_FIT, reasons=(mismatch,)))

@@ -50,7 +50,8 @@ def scheduling_hash(wi: WorkloadInfo) -> tuple:
     """What admission reads of a workload (workload.go computeSchedulingHash: the PodSets' shape and requests);
     the twin adds the priority, which preemption reads, so equivalent workloads are equivalent for it too."""
     return (wi.priority, tuple((ps.name, ps.count, ps.min_count, ps.requests, ps.node_selector,
-                                repr(ps.required_affinity_terms), repr(ps.tolerations)) for ps in wi.obj.pod_sets))
+                                repr(ps.required_affinity_terms), repr(ps.tolerations), ps.topology_request)
+                                for ps in wi.obj.pod_sets))
 
 
 def queue_order_key(wi: WorkloadInfo) -> tuple:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubetwin.kueue.api import ClusterQueue, Cohort, ResourceFlavor, ResourceGroup, ResourceQuota, Workload
 from kubetwin.kueue.quota import (
@@ -141,12 +142,17 @@ class Snapshot:
         self.cohort_specs: dict[str, Cohort] = {}
         self.resource_flavors: dict[str, ResourceFlavor] = {}
         self.inactive: dict[str, str] = {}  # ClusterQueue name -> why
+        self.tas_flavors: dict[str, Any] = {}  # TAS flavor name -> kueue.tas.snapshot.TASFlavorSnapshot, per cycle
         self._base_usage: list[tuple[ResourceNode, dict]] = []  # usage of each node before any workload
 
     @classmethod
     def build(cls, cluster_queues: Iterable[ClusterQueue], cohorts: Iterable[Cohort],
-              flavors: Iterable[ResourceFlavor], workloads: Iterable[WorkloadInfo]) -> Snapshot:
+              flavors: Iterable[ResourceFlavor], workloads: Iterable[WorkloadInfo],
+              topologies: Iterable[str] = ()) -> Snapshot:
+        """``topologies``: the Topology objects that exist; a ClusterQueue with a TAS flavor whose Topology is
+        missing is inactive (clusterqueue.go: TopologyNotFound)."""
         snap = cls()
+        known_topologies = set(topologies)
         snap.resource_flavors = {f.name: f for f in flavors}
         snap.cohort_specs = {c.name: c for c in cohorts}
         parents: dict[str, str | None] = {c.name: c.parent for c in snap.cohort_specs.values()}
@@ -181,6 +187,13 @@ class Snapshot:
                 continue
             if cq.cohort and cq.cohort in cyclic:
                 snap.inactive[cq.name] = "CohortCycle"
+                continue
+            no_topology = sorted(
+                f'there is no Topology "{rf.topology_name}" for TAS flavor "{rf.name}"'
+                for rf in (snap.resource_flavors[fq.name] for rg in cq.resource_groups for fq in rg.flavors)
+                if rf.topology_name is not None and rf.topology_name not in known_topologies)
+            if no_topology:
+                snap.inactive[cq.name] = f"TopologyNotFound: {', '.join(no_topology)}"
                 continue
             cqs = ClusterQueueSnapshot(cq)
             snap.cluster_queues[cq.name] = cqs

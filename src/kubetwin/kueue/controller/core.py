@@ -59,6 +59,7 @@ from kubetwin.kueue.controller.pods import webhook as pod_webhook
 from kubetwin.kueue.controller.podsready import PodsReady
 from kubetwin.kueue.controller.provisioning import PROVREQ_PREFIX, ProvisioningController
 from kubetwin.kueue.controller.queuestatus import QueueStatus
+from kubetwin.kueue.controller.tas import TopologyUngater
 from kubetwin.kueue.controller.workload import update_status
 from kubetwin.kueue.cycle import KueueScheduler
 from kubetwin.kueue.metrics import KueueMetrics
@@ -80,7 +81,7 @@ from kubetwin.sim.trace import SchedulingTrace
 from kubetwin.store.events import EventRecorder
 from kubetwin.store.store import Obj, Store
 
-SPEC_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "LocalQueue", "WorkloadPriorityClass")
+SPEC_KINDS = ("ClusterQueue", "Cohort", "ResourceFlavor", "LocalQueue", "WorkloadPriorityClass", "Topology")
 ADMISSION = "kueue-admission"  # the event source of Kueue's scheduler (cmd/kueue: constants.AdmissionName)
 # the ClusterQueue reconciler batches the status updates a Workload event asks for (NotifyWorkloadUpdate ->
 # AddAfter(cq, constants.UpdatesBatchPeriod), pkg/controller/core/clusterqueue_controller.go)
@@ -139,6 +140,11 @@ class KueueController:
             if kind != PodJob.kind:  # Pods: the one Pod watch below serves both
                 store.watch(kind, self._on_job)
         store.watch("Pod", self._on_pod)
+        # TAS (pkg/controller/tas): the caches read Nodes and Pods when a cycle has a TAS flavor; a Node or a
+        # non-TAS pod that changes what a TAS flavor holds retries its inadmissible workloads
+        self.sched.tas_inputs = lambda: (store.list("Node"), store.list("Pod"))
+        store.watch("Node", self._on_node)
+        self.ungater = TopologyUngater(store, env)
         # the performance suite's runner: the job controller of the bare Workloads labelled with a run time
         self.perf_runner = PerformanceRunner(store, env)
 
@@ -248,14 +254,41 @@ class KueueController:
             elif name is not None:
                 self._queue_job(PodJob.kind, ns, name)
             return
+        if self._tas_active() and etype == "MODIFIED" and old is not None and \
+                (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") and \
+                (old.get("status") or {}).get("phase") != (pod.get("status") or {}).get("phase"):
+            self.env.after(0, self._tas_requeue)  # a terminated pod no longer holds its node's capacity
         if etype != "DELETED":
             return
+        if self._tas_active() and (pod.get("spec") or {}).get("nodeName"):
+            self.env.after(0, self._tas_requeue)  # tas/pod_usage_controller.go: a bound pod's usage is freed
         job = labels.get("batch.kubernetes.io/job-name") or labels.get("job-name")
         if job and (pod["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name"):
             if "JobSet" in self.integrations:
                 self._queue_job("JobSet", pod["metadata"]["namespace"], labels["jobset.sigs.k8s.io/jobset-name"])
         elif job and "Job" in self.integrations:
             self._queue_job("Job", pod["metadata"]["namespace"], job)
+
+    def _tas_active(self) -> bool:
+        return any(f.topology_name for f in self.sched.flavors.values())
+
+    def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
+        """tas/node_controller.go: a node added, deleted, or changed in labels, allocatable, taints or readiness
+        may open a topology domain."""
+        if not self._tas_active():
+            return
+        if old is not None and etype != "DELETED":
+            keep = ("labels",)
+            if all(node["metadata"].get(k) == old["metadata"].get(k) for k in keep) and \
+                    node.get("spec") == old.get("spec") and \
+                    (node.get("status") or {}).get("allocatable") == (old.get("status") or {}).get("allocatable") and \
+                    _ready(node) == _ready(old):
+                return
+        self.env.after(0, self._tas_requeue)
+
+    def _tas_requeue(self) -> None:
+        self.sched.queue_inadmissible()
+        self.kick()
 
     def _collect_workload(self, ns: str, name: str) -> None:
         """The garbage collector deletes a Workload whose owner is gone: after the event, as its own work (it is
@@ -566,6 +599,11 @@ def _condition_changes(wl: Obj, p: Pending) -> bool:
     """The Pending result's QuotaReserved=False condition differs from the Workload's."""
     old = find_condition(wl, "QuotaReserved") or {}
     return (old.get("reason"), old.get("message"), old.get("status")) != (p.reason, p.message, "False")
+
+
+def _ready(node: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or ())
 
 
 def is_bare(wl: Obj) -> bool:

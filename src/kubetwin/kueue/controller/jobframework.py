@@ -6,7 +6,10 @@ workload_names.go) and the integrations in pkg/controller/jobs/job (batch/v1 Job
 - the reconciler creates one Workload per job, named `<kind>-<name>-<hash>`, with one PodSet per pod group;
 - on admission it injects each PodSet's flavor node labels and tolerations into the pod templates and
   unsuspends (RunWithPodSetsInfo); on eviction it suspends and restores the original templates
-  (RestorePodSetsInfo).
+  (RestorePodSetsInfo);
+- a pod template's TAS annotations (kueue.x-k8s.io/podset-required-topology ...) become the PodSet's
+  topologyRequest, and a PodSet admitted with a topologyAssignment starts gated by kueue.x-k8s.io/topology
+  (`controller.tas` lifts the gate with each pod's domain).
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ from dataclasses import dataclass, field
 
 from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.k8s.ownerrefs import owner_ref
+from kubetwin.kueue.tas import request as tas_request
 from kubetwin.store.store import Obj, Store
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # pkg/controller/constants QueueLabel
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # constants.WorkloadPriorityClassLabel
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # constants.JobUIDLabel
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"  # jobs/job JobMinParallelismAnnotation
+PODSET_LABEL = "kueue.x-k8s.io/podset"  # constants.PodSetLabel
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # batchv1.JobCompletionIndexAnnotation (and label)
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"  # jobsetapi.JobIndexKey
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"  # kueue.WorkloadAnnotation
 DEFAULT_PODSET = "main"  # kueue.DefaultPodSetName
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"  # the storage version
 _HASH_LENGTH = 5  # jobframework/workload_names.go hashLength
@@ -42,6 +50,16 @@ def queue_name(obj: Obj) -> str | None:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
 
 
+def with_topology_request(ps: dict, sub_group: tuple[str, int] | None = None) -> dict:
+    """The PodSet's topologyRequest from its template's TAS annotations, when it has any, with the pods' rank
+    labels (jobs/job and jobs/jobset PodSets: the completion index, and a JobSet's Job index over its replicas)."""
+    tr = tas_request.from_annotations((ps["template"].get("metadata") or {}).get("annotations"),
+                                      COMPLETION_INDEX, sub_group)
+    if tr is not None:
+        ps["topologyRequest"] = tr.to_api()
+    return ps
+
+
 @dataclass(frozen=True)
 class PodSetInfo:
     """What admission adds to one PodSet's pod template (podset.PodSetInfo)."""
@@ -53,12 +71,14 @@ class PodSetInfo:
     # the admission checks' podSetUpdates (e.g. the ProvisioningRequest consume annotations)
     annotations: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    scheduling_gates: list[str] = field(default_factory=list)  # TAS: kueue.x-k8s.io/topology
 
 
 def pod_set_infos(store: Store, wl: Obj, updates: dict[str, dict] | None = None) -> list[PodSetInfo]:
     """Each admitted PodSet's flavors' node labels and tolerations (podset.FromAssignment), merged with
     ``updates``: the admission checks' podSetUpdates per PodSet (annotations, labels, nodeSelector, tolerations)."""
     counts = {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]}
+    topology_requests = {ps["name"]: ps.get("topologyRequest") for ps in wl["spec"]["podSets"]}
     updates = updates or {}
     infos = []
     for psa in wl["status"]["admission"].get("podSetAssignments") or []:
@@ -72,8 +92,19 @@ def pod_set_infos(store: Store, wl: Obj, updates: dict[str, dict] | None = None)
         upd = updates.get(psa["name"]) or {}
         selector.update(upd.get("nodeSelector") or {})
         tolerations += [t for t in upd.get("tolerations") or [] if t not in tolerations]
+        annotations, labels, gates = dict(upd.get("annotations") or {}), dict(upd.get("labels") or {}), []
+        if psa.get("topologyAssignment"):
+            # podset.FromAssignment: the topology gate (the ungater lifts it with each pod's domain), and for an
+            # implied request the unconstrained annotation; the pod set's label and the workload's name, which
+            # the ungater finds the pods by (jobframework: PodSetLabel, WorkloadAnnotation)
+            request = topology_requests.get(psa["name"]) or {}
+            if not any(k in request for k in ("required", "preferred", "unconstrained")):
+                annotations[tas_request.UNCONSTRAINED] = "true"
+            annotations[WORKLOAD_ANNOTATION] = wl["metadata"]["name"]
+            labels[PODSET_LABEL] = psa["name"]
+            gates.append(tas_request.TOPOLOGY_GATE)
         infos.append(PodSetInfo(psa["name"], int(psa.get("count", counts.get(psa["name"], 1))), selector,
-                                tolerations, dict(upd.get("annotations") or {}), dict(upd.get("labels") or {})))
+                                tolerations, annotations, labels, gates))
     return infos
 
 
@@ -150,6 +181,10 @@ class GenericJob:
                     meta = tmpl.setdefault("metadata", {})
                     meta[key] = {**(meta.get(key) or {}), **extra}
             pod = tmpl.setdefault("spec", {})
+            if info.scheduling_gates:
+                gates = list(pod.get("schedulingGates") or [])
+                pod["schedulingGates"] = gates + [{"name": g} for g in info.scheduling_gates
+                                                  if {"name": g} not in gates]
             pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **info.node_selector}
             tols = list(pod.get("tolerations") or [])
             pod["tolerations"] = tols + [t for t in info.tolerations if t not in tols]
@@ -193,6 +228,7 @@ class BatchJob(GenericJob):
         if spec.get("completions") is not None:
             count = min(count, int(spec["completions"]))
         ps = {"name": DEFAULT_PODSET, "count": count, "template": copy.deepcopy(spec["template"])}
+        with_topology_request(ps)
         minimum = ((job["metadata"].get("annotations") or {}).get(MIN_PARALLELISM))
         if minimum is not None:
             ps["minCount"] = int(minimum)
@@ -233,8 +269,9 @@ class JobSetJob(GenericJob):
             per_job = int(jspec.get("parallelism", 1))
             if jspec.get("completions") is not None:
                 per_job = min(per_job, int(jspec["completions"]))
-            out.append({"name": rj["name"], "count": int(rj.get("replicas", 1)) * per_job,
-                        "template": copy.deepcopy(jspec["template"])})
+            replicas = int(rj.get("replicas", 1))
+            out.append(with_topology_request({"name": rj["name"], "count": replicas * per_job,
+                                              "template": copy.deepcopy(jspec["template"])}, (JOB_INDEX, replicas)))
         return out
 
     def templates(self, spec: dict) -> dict[str, dict]:

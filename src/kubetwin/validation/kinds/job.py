@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetwin.validation import jobs
+from kubetwin.validation import jobs, kueue_tas
 from kubetwin.validation.kinds.base import KindChecks
 
-CHECKS = KindChecks("batch", "Job", checks=(jobs.diagnostics,))
+CHECKS = KindChecks("batch", "Job", checks=(jobs.diagnostics, kueue_tas.diagnostics))

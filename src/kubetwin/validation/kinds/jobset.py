@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubetwin.api import fields
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
-from kubetwin.validation import jobs
+from kubetwin.validation import jobs, kueue_tas
 from kubetwin.validation.kinds.base import KindChecks
 
 
@@ -26,4 +26,4 @@ def pod_templates(m: Manifest) -> list[Diagnostic]:
     return out
 
 
-CHECKS = KindChecks("jobset.x-k8s.io", "JobSet", checks=(pod_templates, jobs.diagnostics))
+CHECKS = KindChecks("jobset.x-k8s.io", "JobSet", checks=(pod_templates, jobs.diagnostics, kueue_tas.diagnostics))
