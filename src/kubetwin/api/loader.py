@@ -132,6 +132,12 @@ def _files(paths: list[str | Path]) -> list[Path]:
     return out
 
 
+def expand_paths(paths: list[str | Path]) -> list[Path]:
+    """The files below the paths, in load_paths' order (folders: their .yaml, .yml and .json files, sorted);
+    KubetwinError for a path that does not exist."""
+    return _files(paths)
+
+
 def _documents(text: str, file: str) -> Iterator[tuple[yaml.Node, Any]]:
     """(composed node, value) per document, one document at a time so only one composed tree is held (each is
     bounded before it is constructed); YAML errors as diagnostics with the parser's position."""
