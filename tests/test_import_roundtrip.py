@@ -64,12 +64,12 @@ def test_a_runs_state_at_t_imported_continues_as_the_run_did(tmp_path: Path) -> 
     assert again.summary["cost"]["node_hours_by_pool"] == {"cpu-pool": 1.5, "h100-pool": 3.0, "l4-spot": 3.0}
 
 
-def test_kueue_jobs_are_queued_again_in_the_same_admission_state(tmp_path: Path) -> None:
-    """What the import says it does with Kueue (its report's line): the Workloads of jobs are created again by the
-    twin's Kueue, which admits the same ones at t=0 and keeps the same ones pending; a job running at the snapshot
-    is suspended, so its pods start again (admitted Workloads' status is not restored yet)."""
+def test_kueue_admitted_workloads_keep_their_quota_and_jobs_keep_running(tmp_path: Path) -> None:
+    """The Kueue example dumped at 90 min: the admitted Workloads hold their quota and their jobs' pods keep
+    running (no re-suspension, no duplicate Workload), the pending ones stay queued and are admitted at the instant
+    the original run admitted them, on the same flavor."""
     example = Path(__file__).parents[1] / "examples" / "kueue-cohort-borrowing.yaml"
-    run([example], duration="2h", out=tmp_path / "first")
+    first = run([example], duration="6h", out=tmp_path / "first")
     kinds = "nodes,nodepools,namespaces,resourceflavors,clusterqueues,localqueues,workloads,jobs,pods"
     res = CliRunner().invoke(app, ["get", kinds, "-A", "-o", "yaml", "--run", str(tmp_path / "first"),
                                    "--at", "90m"])
@@ -78,22 +78,50 @@ def test_kueue_jobs_are_queued_again_in_the_same_admission_state(tmp_path: Path)
     res = CliRunner().invoke(app, ["import", str(tmp_path / "state.yaml"), "--out", str(tmp_path / "imp"),
                                    "--snapshot-time", "2026-01-01T01:30:00Z"])
     assert res.exit_code == 0, res.output
-    assert "dropped: 5 Kueue Workloads of jobs: the twin's Kueue creates them again" in res.output
+    assert ("defaulted: 3 Kueue Workloads keep their status: admitted ones hold their quota and flavors, their jobs "
+            "run on") in res.output
     assert "defaulted: 4 objects of a twin run keep no kubetwin.io/create-at" in res.output
-    first = run([example], duration="90m")
-    again = run([tmp_path / "imp" / "cluster.yaml"], duration="1m")
+    again = run([tmp_path / "imp" / "cluster.yaml"], duration="270m")
+    T = 5400.0
 
-    def admitted(result: RunResult, at: float) -> dict[str, bool]:
-        return {v.object["metadata"]["name"]: any(c["type"] == "Admitted" and c["status"] == "True" for c in (
-            result.last("Workload", v.object["metadata"]["name"], at=at).get("status") or {}).get("conditions")
-            or []) for v in result.versions("Workload")}
+    def is_admitted(w: dict) -> bool:
+        return any(c["type"] == "Admitted" and c["status"] == "True"
+                   for c in (w.get("status") or {}).get("conditions") or [])
 
-    assert admitted(again, 0.0) == admitted(first, 5400.0) == {
-        "job-finetune-d1753": True, "job-sweep-a-91e4b": True, "job-sweep-b-ae126": True,
-        "job-sweep-c-9361e": False, "job-sweep-d-9ae17": False}
-    # the running jobs' pods start again at t=0 (new pods), as the report says
-    running = {v.object["metadata"]["name"] for v in again.versions("Pod") if v.time == 0.0
-               and v.object["status"].get("phase") == "Running"}
+    def admissions(result: RunResult, name: str) -> list[float]:
+        """When the Workload became admitted (each time)."""
+        out, was = [], False
+        for v in result.versions("Workload", name):
+            now = v.type != "DELETED" and is_admitted(v.object)
+            if now and not was:
+                out.append(v.time)
+            was = now
+        return out
+
+    names = {v.object["metadata"]["name"] for v in first.versions("Workload")}
+    assert {v.object["metadata"]["name"] for v in again.versions("Workload")} == names  # none created twice
+    for name in names:
+        assert is_admitted(again.last("Workload", name, at=0.0)) == is_admitted(first.last("Workload", name, at=T))
+        assert [t for t in admissions(again, name) if t > 0] == [t - T for t in admissions(first, name) if t > T]
+        cq = (first.last("Workload", name).get("status") or {}).get("admission", {}).get("clusterQueue")
+        assert (again.last("Workload", name).get("status") or {}).get("admission", {}).get("clusterQueue") == cq
+    assert {n for n in names if [t for t in admissions(first, n) if t > T]} == {"job-sweep-c-9361e",
+                                                                                "job-sweep-d-9ae17"}
+    # the jobs running at the snapshot keep their pods, never suspended
     dumped = yaml.safe_load((tmp_path / "state.yaml").read_text())["items"]
-    before = {o["metadata"]["name"] for o in dumped if o["kind"] == "Pod" and o["status"]["phase"] == "Running"}
-    assert len(running) == len(before) == 4 and not running & before
+    running = {o["metadata"]["name"] for o in dumped if o["kind"] == "Pod" and o["status"]["phase"] == "Running"}
+    assert len(running) == 4
+    for name in running:
+        assert again.first_time("Pod", lambda p: p["status"].get("phase") == "Running", name) == 0.0
+    suspended = {e.event["involvedObject"]["name"] for e in again.recorded_events("Suspended")}
+    assert suspended == {"sweep-c", "sweep-d"}  # the pending ones, created suspended as they were
+    # each job finishes when it did in the original run (those that finish within its 6 h)
+    finished = 0
+    for job in ("finetune", "sweep-a", "sweep-b", "sweep-c", "sweep-d"):
+        ns = "prod" if job == "finetune" else "research"
+        done = first.first_time("Job", lambda j: bool((j.get("status") or {}).get("completionTime")), job,
+                                namespace=ns)
+        finished += done is not None
+        assert again.first_time("Job", lambda j: bool((j.get("status") or {}).get("completionTime")), job,
+                                namespace=ns) == (None if done is None else done - T), job
+    assert finished == 3

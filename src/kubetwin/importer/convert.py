@@ -23,6 +23,10 @@ it has run by the snapshot; else, for pods of Jobs and bare pods, the import's d
 `--remaining-run-time '*=DURATION'`); pods of ReplicaSets, StatefulSets and DaemonSets run until stopped, as
 servers do. Unbound pending pods stay Pending and are scheduled. Succeeded and Failed pods keep their status (their
 Job counts them). Pods on a node the dump does not have are unbound and scheduled again (a warning says how many).
+
+**Kueue.** Workloads keep their status and come before their jobs: an admitted one holds its quota from t=0 and
+Kueue's webhook leaves its job running (kueue/controller/jobframework.py `suspend_queued_unless_admitted`); a
+pending one is queued again (kueue/controller/core.py takes in a Workload it did not create).
 """
 
 from __future__ import annotations
@@ -218,12 +222,6 @@ class _Converter:
                 self.drop("the run records its own", kind)
             elif kinds.REGISTRY.of(str(m.obj.get("apiVersion", "")), kind) is None:
                 self.drop("objects of kinds the twin does not know", kind)
-            elif m.kind == "Workload" and any(isinstance(r, dict) and r.get("controller") for r in as_dict(
-                    m.obj.get("metadata")).get("ownerReferences") or []):
-                # Admitted Workloads' status is not restored yet (issue 36): Kueue re-creates each from its job
-                self.drop("Kueue Workloads of jobs: the twin's Kueue creates them again from their jobs at t=0 and "
-                          "admits them in its own order; a job running at the snapshot is suspended and its pods "
-                          "start again once re-admitted (its work restarts unless it checkpoints)", kind)
             elif (m.obj.get("metadata") or {}).get("deletionTimestamp"):
                 self.drop("being deleted at the snapshot (deletionTimestamp set)", kind)
             else:
@@ -245,7 +243,8 @@ class _Converter:
         node_out, pools = self.nodes(nodes)
         namespaces = self.missing_namespaces(out, passthrough)
         first = [m for m in out if m.kind == "Namespace"] + namespaces
-        rest = [m for m in out if m.kind != "Namespace"]
+        # a Workload before its job: Kueue's webhook leaves a job whose Workload is admitted running
+        rest = sorted((m for m in out if m.kind != "Namespace"), key=lambda m: m.kind != "Workload")
         result = first + node_out + pools + rest
         if not any(m.kind == "Scenario" for m in passthrough):
             where = dumps[0] if dumps else None
@@ -288,13 +287,14 @@ class _Converter:
             if ann.get(ADOPT_NODES) != "true":
                 ann[ADOPT_NODES] = "true"
                 self.default(f"NodePools of the dump adopt its Nodes labelled with their name ({ADOPT_NODES})")
-        if "status" in obj:
+        if m.kind == "Workload":  # Kueue's state: admitted ones hold their quota and flavors, pending ones queue
+            admitted = bool(as_dict(as_dict(obj.get("status")).get("admission")))
+            self.default("Kueue Workloads keep their status: " + (
+                "admitted ones hold their quota and flavors, their jobs run on" if admitted else
+                "pending ones are queued again"))
+        elif "status" in obj:
             del obj["status"]
-            if m.kind == "Workload":
-                self.drop("statuses of bare Kueue Workloads (admission, conditions): the twin's Kueue queues and "
-                          "admits them again at t=0", "Workload")
-            else:
-                self.drop("statuses of objects the twin's controllers write again", m.kind)
+            self.drop("statuses of objects the twin's controllers write again", m.kind)
         return obj
 
     # -- pods --------------------------------------------------------------------------------------------------
