@@ -89,14 +89,15 @@ def test_remaining_run_time_per_owner_and_from_the_duration_annotation(tmp_path:
     pods = objs(manifests, "Pod")
     assert pods["train-llama-1-pz6wq"]["metadata"]["annotations"]["kubetwin.io/duration"] == "2700s"
     assert "kubetwin.io/duration" not in (pods["llm-server-6d9f7c8b5d-9tm2x"]["metadata"].get("annotations") or {})
-    # a pod that says its whole run time keeps what is left of it at the snapshot (started 09:00, t=0 09:59:30)
+    # a pod that says its whole run time runs what is left of it at the snapshot (started 09:00, t=0 09:59:30)
     dump = yaml.safe_load((DATA / "gke-kubectl.yaml").read_text())
     for item in dump["items"]:
         if item["kind"] == "Pod" and item["metadata"]["name"] == "train-llama-0-b8xkd":
             item["metadata"]["annotations"]["kubetwin.io/duration"] = "2h"
     (tmp_path / "d.yaml").write_text(yaml.safe_dump(dump))
     pods = objs(import_sources.load([tmp_path / "d.yaml"])[0], "Pod")
-    assert pods["train-llama-0-b8xkd"]["metadata"]["annotations"]["kubetwin.io/duration"] == f"{7200 - 3570}s"
+    ann = pods["train-llama-0-b8xkd"]["metadata"]["annotations"]
+    assert ann["kubetwin.io/duration"] == "2h" and ann["kubetwin.io/elapsed"] == "3570s"  # the kubelet counts it
 
 
 def test_plain_manifests_pass_through_untouched() -> None:

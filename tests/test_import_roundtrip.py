@@ -125,3 +125,35 @@ def test_kueue_admitted_workloads_keep_their_quota_and_jobs_keep_running(tmp_pat
         assert again.first_time("Job", lambda j: bool((j.get("status") or {}).get("completionTime")), job,
                                 namespace=ns) == (None if done is None else done - T), job
     assert finished == 3
+
+
+def test_spot_preemptions_and_checkpoints_continue_from_the_snapshot(tmp_path: Path) -> None:
+    """The Spot example dumped at 2 h: its scheduled preemptions (3 h, 7 h) come 1 h and 5 h after the snapshot,
+    the running pods' work counts from their real start (kubetwin.io/elapsed), so they checkpoint where they did,
+    and both Jobs finish when they did, losing the same work; new objects never reuse an imported uid."""
+    example = Path(__file__).parents[1] / "examples" / "spot-vs-on-demand.yaml"
+    first = run([example], out=tmp_path / "first")
+    res = CliRunner().invoke(app, ["get", "nodes,nodepools,namespaces,jobs,pods", "-A", "-o", "yaml", "--run",
+                                   str(tmp_path / "first"), "--at", "2h"])
+    assert res.exit_code == 0, res.output
+    (tmp_path / "state.yaml").write_text(res.output)
+    res = CliRunner().invoke(app, ["import", str(tmp_path / "state.yaml"), "--out", str(tmp_path / "imp"),
+                                   "--snapshot-time", "2026-01-01T02:00:00Z"])
+    assert res.exit_code == 0, res.output
+    assert "defaulted: 2 scheduled Spot preemptions of a twin run counted again from the snapshot" in res.output
+    again = run([tmp_path / "imp" / "cluster.yaml"], duration="10h")
+    T = 7200.0
+
+    def preempted(result: RunResult) -> list[float]:
+        return [e.first_seen for e in result.recorded_events("Killing")]
+
+    assert preempted(again) == [t - T for t in preempted(first)] == [3600.0, 18000.0]
+    for ns in ("on-demand", "spot"):
+        done = first.first_time("Job", lambda j: bool((j.get("status") or {}).get("completionTime")), "train",
+                                namespace=ns)
+        assert done is not None
+        assert again.first_time("Job", lambda j: bool((j.get("status") or {}).get("completionTime")), "train",
+                                namespace=ns) == done - T
+    assert again.summary["lost_work"] == first.summary["lost_work"]
+    uids = [v.object["metadata"]["uid"] for v in again.versions("Pod") if v.type == "ADDED"]
+    assert len(uids) == len(set(uids)) == 4

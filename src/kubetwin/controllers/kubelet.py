@@ -46,6 +46,9 @@ FAIL_AFTER = "kubetwin.io/fail-after"
 EXIT_CODE = "kubetwin.io/exit-code"  # the code a fail-after container exits with (default 1)
 BACKOFF_INITIAL, BACKOFF_MAX = 10.0, 300.0  # kubelet's CrashLoopBackOff
 CHECKPOINT = "kubetwin.io/checkpoint-interval"
+# How long an imported pod's containers had run before the run's start (importer/convert.py): its work counts from
+# its real start, so it ends and checkpoints where it would have.
+ELAPSED = "kubetwin.io/elapsed"
 ACCELERATORS = {GPU: "gpu_seconds", TPU: "tpu_chip_seconds"}
 
 
@@ -407,8 +410,10 @@ class Kubelet:
         key = work_key(running)
         resumed = min(self.progress.get(key, 0.0) * interval, duration) if key is not None and interval else 0.0
         overhead = work.setup + (work.restart if resumed > 0 else 0.0)  # work starts after it
+        if ELAPSED in annotations:  # already running at the run's start: no setup, its work under way
+            overhead = -min(self._duration(annotations[ELAPSED]), duration - resumed)
         if work.fail:
-            self.gpus.fail(running, work.fail, overhead)
+            self.gpus.fail(running, work.fail, max(overhead, 0.0))
             return
         if math.isinf(duration):  # no duration (a gang rank released without one): it runs until stopped
             return

@@ -18,11 +18,12 @@ Node objects (counted under their pool label, unbilled).
 
 **Pods.** A pod bound to a node (spec.nodeName) that is Pending or Running stays bound: its status is dropped, so
 the kubelet starts it on that node at t=0 (a pod with nodeName skips the scheduler, as in Kubernetes). Its remaining
-run time: `--remaining-run-time OWNER=DURATION` for its owner when given; else its kubetwin.io/duration less the time
-it has run by the snapshot; else, for pods of Jobs and bare pods, the import's default (DEFAULT_REMAINING, or
-`--remaining-run-time '*=DURATION'`); pods of ReplicaSets, StatefulSets and DaemonSets run until stopped, as
-servers do. Unbound pending pods stay Pending and are scheduled. Succeeded and Failed pods keep their status (their
-Job counts them). Pods on a node the dump does not have are unbound and scheduled again (a warning says how many).
+run time: `--remaining-run-time OWNER=DURATION` for its owner when given; else its kubetwin.io/duration less the
+time it has run by the snapshot (written as kubetwin.io/elapsed, so the kubelet also checkpoints where it would
+have); else, for pods of Jobs and bare pods, the import's default (DEFAULT_REMAINING, or `--remaining-run-time
+'*=DURATION'`); pods of ReplicaSets, StatefulSets and DaemonSets run until stopped, as servers do. Unbound pending
+pods stay Pending and are scheduled. Succeeded and Failed pods keep their status (their Job counts them). Pods on a
+node the dump does not have are unbound and scheduled again (a warning says how many).
 
 **Kueue.** Workloads keep their status and come before their jobs: an admitted one holds its quota from t=0 and
 Kueue's webhook leaves its job running (kueue/controller/jobframework.py `suspend_queued_unless_admitted`); a
@@ -49,6 +50,7 @@ from kubetwin.k8s.units import parse_duration
 
 DURATION = "kubetwin.io/duration"
 CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
+ELAPSED = "kubetwin.io/elapsed"  # how long a running pod had run at the snapshot (controllers/kubelet.py reads it)
 DEFAULT_REMAINING = 3600.0  # a Job's or bare pod's remaining run time when nothing says it (stated in the report)
 TWIN_GROUP = "kubetwin.io/v1alpha1"
 DROPPED_META = ("managedFields", "resourceVersion", "selfLink", "creationTimestamp", "generation", "finalizers",
@@ -283,6 +285,7 @@ class _Converter:
     def other(self, m: Manifest) -> dict[str, Any]:
         obj = self.clean(m.obj)
         if m.kind == "NodePool":
+            self.spot_schedule(obj, parse_time(as_dict(m.obj.get("metadata")).get("creationTimestamp")))
             ann = obj["metadata"].setdefault("annotations", {})
             if ann.get(ADOPT_NODES) != "true":
                 ann[ADOPT_NODES] = "true"
@@ -296,6 +299,28 @@ class _Converter:
             del obj["status"]
             self.drop("statuses of objects the twin's controllers write again", m.kind)
         return obj
+
+    def spot_schedule(self, pool: dict[str, Any], created: datetime | None) -> None:
+        """A twin run's NodePool preempts its Spot VMs at times counted from that run's start (the pool's creation):
+        counted again from the snapshot, those already past dropped."""
+        sched = as_dict(as_dict(pool.get("spec")).get("spotPreemption")).get("schedule")
+        if not isinstance(sched, list) or not sched or created is None:
+            return
+        elapsed = (self.at - created).total_seconds()
+        kept = []
+        for step in sched:
+            try:
+                at = parse_duration(as_dict(step).get("at"))
+            except ValueError:
+                return  # validate reports it
+            if at > elapsed:
+                kept.append({**step, "at": _seconds_text(at - elapsed)})
+        if len(kept) < len(sched):
+            self.drop("Spot preemptions of a twin run's schedule already past at the snapshot", "NodePool",
+                      len(sched) - len(kept))
+        if kept:
+            self.default("scheduled Spot preemptions of a twin run counted again from the snapshot", len(kept))
+        pool["spec"]["spotPreemption"]["schedule"] = kept
 
     # -- pods --------------------------------------------------------------------------------------------------
     def pod(self, m: Manifest, node_names: set[str]) -> dict[str, Any] | None:
@@ -348,13 +373,11 @@ class _Converter:
             self.default("bound pods run the time --remaining-run-time gives their owner")
         elif DURATION in ann:
             started = parse_time(status.get("startTime"))
-            try:
-                total = parse_duration(ann[DURATION])
-            except ValueError:
-                return  # validate reports the annotation
             ran = max(0.0, (self.at - started).total_seconds()) if started is not None else 0.0
-            ann[DURATION] = _seconds_text(max(0.0, total - ran))
-            self.default("bound pods run what is left of their kubetwin.io/duration")
+            if ran:  # the kubelet counts its duration and checkpoints from its real start (controllers/kubelet.py)
+                ann[ELAPSED] = _seconds_text(ran)
+            self.default(f"bound pods run what is left of their kubetwin.io/duration ({ELAPSED}: how long they "
+                         "had run)")
         elif kind in SERVER_OWNERS:
             self.default("bound pods of ReplicaSets, StatefulSets and DaemonSets run until stopped (no "
                          "kubetwin.io/duration)")

@@ -102,6 +102,9 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/checkpoint-interval", POD, "the pod saves its progress this often; a restarted pod "
                "resumes from its last checkpoint (without it a stopped pod's work is lost)", "30m",
                parse_positive_duration, pod=True),
+    Annotation("kubetwin.io/elapsed", ("Pod",), "how long the pod's containers had already run when the run "
+               "starts (a running pod of an imported cluster, kubetwin import): its kubetwin.io/duration counts "
+               "from its real start, and its checkpoints fall where they would have", "1h55m", parse_duration),
     Annotation("kubetwin.io/gpu-util", POD, "the fraction of a whole GPU the pod keeps busy alone; sharing a GPU "
                "(time-slicing, MPS, MIG) slows it down by the sum over the GPU (devices/gpuruntime.py)", "0.3",
                _fraction, pod=True),
