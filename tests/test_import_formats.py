@@ -87,7 +87,9 @@ def test_remaining_run_time_per_owner_and_from_the_duration_annotation(tmp_path:
     opts = convert.Options(remaining={"job/train-llama": 2700.0, "*": 600.0})
     manifests, _ = import_sources.load([DATA / "gke-kubectl.yaml"], opts)
     pods = objs(manifests, "Pod")
-    assert pods["train-llama-1-pz6wq"]["metadata"]["annotations"]["kubetwin.io/duration"] == "2700s"
+    # it had run 59m30s at the snapshot (kubetwin.io/elapsed, which the kubelet takes off): 45 min more
+    assert pods["train-llama-1-pz6wq"]["metadata"]["annotations"]["kubetwin.io/duration"] == f"{3570 + 2700}s"
+    assert pods["train-llama-1-pz6wq"]["metadata"]["annotations"]["kubetwin.io/elapsed"] == "3570s"
     assert "kubetwin.io/duration" not in (pods["llm-server-6d9f7c8b5d-9tm2x"]["metadata"].get("annotations") or {})
     # a pod that says its whole run time runs what is left of it at the snapshot (started 09:00, t=0 09:59:30)
     dump = yaml.safe_load((DATA / "gke-kubectl.yaml").read_text())

@@ -234,6 +234,7 @@ class _Converter:
         node_names = {str(m.obj["metadata"].get("name")) for m in nodes}
         uids = {str((m.obj.get("metadata") or {}).get("uid")) for m in known}
         out: list[Manifest] = []
+        created: dict[int, str] = {}  # the cluster's creation time of each object written
         for m in known:
             if m.kind == "Node":
                 continue
@@ -242,11 +243,14 @@ class _Converter:
                 continue
             self.owners(obj, uids)
             out.append(Manifest(obj, m.file, m.line, m.lines, blocks=m.blocks))
+            created[id(obj)] = str(as_dict(m.obj.get("metadata")).get("creationTimestamp") or "")
         node_out, pools = self.nodes(nodes)
         namespaces = self.missing_namespaces(out, passthrough)
         first = [m for m in out if m.kind == "Namespace"] + namespaces
-        # a Workload before its job: Kueue's webhook leaves a job whose Workload is admitted running
-        rest = sorted((m for m in out if m.kind != "Namespace"), key=lambda m: m.kind != "Workload")
+        # a Workload before its job: Kueue's webhook leaves a job whose Workload is admitted running; Workloads in
+        # the cluster's creation order (all are created at t=0)
+        rest = sorted((m for m in out if m.kind != "Namespace"),
+                      key=lambda m: (m.kind != "Workload", created.get(id(m.obj), "") if m.kind == "Workload" else ""))
         result = first + node_out + pools + rest
         if not any(m.kind == "Scenario" for m in passthrough):
             where = dumps[0] if dumps else None
@@ -345,7 +349,11 @@ class _Converter:
         if not node:
             self.default("Pending pods stay Pending and are scheduled")
             return obj
-        self.remaining(obj, status)
+        started = parse_time(status.get("startTime"))
+        ran = max(0.0, (self.at - started).total_seconds()) if phase == "Running" and started is not None else None
+        if ran is not None:  # it starts warm, its work under way (controllers/kubelet.py)
+            obj["metadata"].setdefault("annotations", {})[ELAPSED] = _seconds_text(ran)
+        self.remaining(obj, ran or 0.0)
         return obj
 
     def owner_keys(self, obj: dict[str, Any]) -> tuple[str | None, list[str]]:
@@ -362,20 +370,17 @@ class _Converter:
             keys += [f"{ns}/deployment/{dep}", f"deployment/{dep}"]
         return kind, keys
 
-    def remaining(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        """Set the bound pod's kubetwin.io/duration to the run time it has left at the snapshot."""
+    def remaining(self, obj: dict[str, Any], ran: float) -> None:
+        """The bound pod's run time left at the snapshot; `ran`: how long it had run (its kubetwin.io/elapsed,
+        which the kubelet takes off its kubetwin.io/duration)."""
         meta = obj["metadata"]
         ann = meta.setdefault("annotations", {})
         kind, keys = self.owner_keys(obj)
         given = next((self.options.remaining[k] for k in keys if k in self.options.remaining), None)
         if given is not None:
-            ann[DURATION] = _seconds_text(given)
+            ann[DURATION] = _seconds_text(ran + given)
             self.default("bound pods run the time --remaining-run-time gives their owner")
         elif DURATION in ann:
-            started = parse_time(status.get("startTime"))
-            ran = max(0.0, (self.at - started).total_seconds()) if started is not None else 0.0
-            if ran:  # the kubelet counts its duration and checkpoints from its real start (controllers/kubelet.py)
-                ann[ELAPSED] = _seconds_text(ran)
             self.default(f"bound pods run what is left of their kubetwin.io/duration ({ELAPSED}: how long they "
                          "had run)")
         elif kind in SERVER_OWNERS:
@@ -383,7 +388,7 @@ class _Converter:
                          "kubetwin.io/duration)")
         else:
             left = self.options.remaining.get("*", DEFAULT_REMAINING)
-            ann[DURATION] = _seconds_text(left)
+            ann[DURATION] = _seconds_text(ran + left)
             self.default(f"bound pods of Jobs or of no owner have no run time: they run {_seconds_text(left)} more "
                          "(--remaining-run-time OWNER=DURATION, or '*=DURATION' for all)")
         if not ann:

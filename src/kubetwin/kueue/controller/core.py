@@ -192,7 +192,7 @@ class KueueController:
             self.kick()
         elif not is_bare(wl):
             if etype == "ADDED" and not self._creating:  # an imported cluster's, with its status (importer/)
-                self.env.after(0, lambda: self._bare_added(key))
+                self.env.after(0, lambda: self._restored(key))
             return
         elif etype == "ADDED":
             self.env.after(0, lambda: self._bare_added(key))
@@ -211,6 +211,19 @@ class KueueController:
             self._not_queued(wl)
         self.metrics.created(key, self.env.now)
         self._arrived()
+
+    def _restored(self, key: str) -> None:
+        """A job's Workload the manifests restore (an imported cluster's): admitted, it holds its quota in the
+        cache; pending, it is queued. The cycle runs once all of the instant's objects are in, so a pending one
+        never takes quota an admitted one restored after it holds."""
+        wl = workload.get(self.store, key)
+        if wl is None or is_true(wl, "Finished"):
+            return
+        self.sched.add_workload(wl)
+        if not (wl.get("status") or {}).get("admission"):
+            self._not_queued(wl)
+        self.metrics.created(key, self.env.now)
+        self.kick()
 
     def _bare_finished(self, key: str) -> None:
         wl = workload.get(self.store, key)
