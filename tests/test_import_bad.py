@@ -140,3 +140,24 @@ def test_bad_remaining_run_time_flags_are_refused(tmp_path: Path) -> None:
     code, out = cli("import", str(DATA / "gke-kubectl.yaml"), "--out", str(tmp_path / "o"),
                     "--remaining-run-time", "job/train-llama=soon")
     assert code == 1 and "--remaining-run-time" in out
+
+
+def test_a_list_over_3_mib_is_read_item_by_item(tmp_path: Path) -> None:
+    """A kubectl List is not one request: `kubectl apply` sends its items one by one, so the API server's 3 MiB
+    body limit applies to each item (a dump of a real cluster's pods is larger), while one object over it is still
+    refused (tests/test_validate_hostile.py)."""
+    d = dump()
+    pod = next(o for o in d["items"] if o["kind"] == "Pod" and o["metadata"]["name"] == "batch-prep")
+    d["items"] = [o for o in d["items"] if o["kind"] == "Namespace"]
+    for i in range(1200):
+        p = copy.deepcopy(pod)
+        p["metadata"].update(name=f"w-{i}", uid=f"w-{i}")
+        d["items"].append(p)
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(d, indent=4))
+    assert path.stat().st_size > 3 * 1024 * 1024
+    manifests, report = import_sources.load([path])
+    assert report is not None and report.kept["Pod"] == 1200
+    pods = [m for m in manifests if m.kind == "Pod"]
+    text = path.read_text().splitlines()
+    assert '"name": "w-1199",' in text[pods[-1].line_of("metadata.name") - 1]  # each item keeps its own lines

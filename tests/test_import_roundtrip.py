@@ -5,8 +5,10 @@ for their GPUs is scheduled at the same instant on the same node, no pod is crea
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -38,16 +40,36 @@ def running(result: RunResult, name: str) -> tuple[float | None, str | None]:
     return t, result.last("Pod", name)["spec"].get("nodeName")
 
 
-def test_a_runs_state_at_t_imported_continues_as_the_run_did(tmp_path: Path) -> None:
+def as_format(text: str, fmt: str, tmp_path: Path) -> Path:
+    """`kubetwin get -o yaml`'s List as kubectl -o json prints it, or as kwokctl saves it (one document per object,
+    resourceVersion cleared)."""
+    dump = yaml.safe_load(text)
+    if fmt == "kubectl-yaml":
+        path = tmp_path / "state.yaml"
+        path.write_text(text)
+    elif fmt == "kubectl-json":
+        path = tmp_path / "state.json"
+        path.write_text(json.dumps(dump, indent=4))
+    else:
+        for o in dump["items"]:
+            o["metadata"].pop("resourceVersion", None)
+        path = tmp_path / "state-kwok.yaml"
+        path.write_text("---\n".join(yaml.safe_dump(o) for o in dump["items"]))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["kubectl-yaml", "kubectl-json", "kwokctl"])
+def test_a_runs_state_at_t_imported_continues_as_the_run_did(tmp_path: Path, fmt: str) -> None:
     (tmp_path / "waiting.yaml").write_text(WAITING)
     first = run([DATA / "gke-kubectl.yaml", tmp_path / "waiting.yaml"], duration="2h", out=tmp_path / "first")
     res = CliRunner().invoke(app, ["get", "nodes,nodepools,namespaces,deployments,replicasets,jobs,pods", "-A",
                                    "-o", "yaml", "--run", str(tmp_path / "first"), "--at", "30m"])
     assert res.exit_code == 0, res.output
-    (tmp_path / "state.yaml").write_text(res.output)
-    res = CliRunner().invoke(app, ["import", str(tmp_path / "state.yaml"), "--out", str(tmp_path / "imp"),
+    state = as_format(res.output, fmt, tmp_path)
+    res = CliRunner().invoke(app, ["import", str(state), "--out", str(tmp_path / "imp"),
                                    "--snapshot-time", "2026-12-01T10:29:30Z"])  # the first run's t=0 + 30m
     assert res.exit_code == 0, res.output
+    assert f"read: 1 {'kwokctl' if fmt == 'kwokctl' else 'kubectl'} file" in res.output
     again = run([tmp_path / "imp" / "cluster.yaml"], duration="90m")
 
     start, node = running(first, "wait-for-h100")
