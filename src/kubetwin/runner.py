@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from kubetwin.api import kinds, twin
 from kubetwin.api.errors import Diagnostic, KubetwinError
-from kubetwin.api.loader import Manifest, load_paths
+from kubetwin.api.loader import Manifest
 from kubetwin.api.twin import ScenarioSpec
 from kubetwin.autoscaler.capacity import CapacityModel
 from kubetwin.autoscaler.cluster_autoscaler import ClusterAutoscaler
@@ -40,6 +40,7 @@ from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
+from kubetwin.importer import sources as import_sources
 from kubetwin.k8s.generatename import NameGenerator
 from kubetwin.k8s.units import parse_duration
 from kubetwin.kueue import config as kueue_config
@@ -274,10 +275,12 @@ def load(paths: Sequence[str | Path] | None, objects: Sequence[Obj] | None, dura
          ) -> tuple[list[Manifest], list[Diagnostic], ScenarioSpec]:
     """The manifests with the command line's overrides, their diagnostics and the Scenario; KubetwinError with
     every error when validate rejects them (run accepts exactly what validate accepts)."""
-    manifests = list(loaded or []) + (load_paths(list(paths)) if paths else [])
+    # a cluster's dump (kubectl, kube-scheduler-simulator, kwokctl) is imported first (importer/), its report as notices
+    from_paths, report = import_sources.load(list(paths)) if paths else ([], None)
+    manifests = list(loaded or []) + from_paths
     manifests += [Manifest(o, "<object>", 0) for o in objects or []]
     manifests = with_overrides(manifests, duration, seed, trace_scheduling)  # flags checked as the fields they replace
-    diags = validate(manifests)
+    diags = (report.diagnostics() if report is not None else []) + validate(manifests)
     errors = [d for d in diags if d.severity == "error"]
     if errors:
         raise KubetwinError(errors)

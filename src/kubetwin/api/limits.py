@@ -63,10 +63,12 @@ def document_problem(node: yaml.Node, file: str) -> Diagnostic | None:
     go-yaml's heuristic. The walk follows go-yaml's decode order (depth first, in document order): the first
     visit of a node is its anchor, later visits are aliases (PyYAML's composer shares the node)."""
     line = node.start_mark.line + 1
-    size = node.end_mark.index - node.start_mark.index
-    if size > MAX_REQUEST_BODY_BYTES:
-        return Diagnostic(file, line, "-", "", f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}",
-                          "split the document: the API server reads at most 3 MiB per object")
+    for part in _list_items(node) or [node]:  # kubectl sends a List's items one request each
+        size = part.end_mark.index - part.start_mark.index
+        if size > MAX_REQUEST_BODY_BYTES:
+            return Diagnostic(file, part.start_mark.line + 1, "-", "",
+                              f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}",
+                              "split the document: the API server reads at most 3 MiB per object")
     decoded = aliased = 0
     seen: set[int] = set()
     stack: list[tuple[yaml.Node, int, bool]] = [(node, 1, False)]
@@ -89,14 +91,37 @@ def document_problem(node: yaml.Node, file: str) -> Diagnostic | None:
     return None
 
 
+def _list_items(node: yaml.Node) -> list[yaml.Node] | None:
+    """The items of a `kind: ...List` document (a kubectl dump), which kubectl apply sends as one request each
+    (its resource builder flattens a List: k8s.io/cli-runtime pkg/resource, FlattenListVisitor); None otherwise."""
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    fields = {str(k.value): v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+    kind, items = fields.get("kind"), fields.get("items")
+    if isinstance(kind, yaml.ScalarNode) and str(kind.value).endswith("List") and isinstance(items, yaml.SequenceNode):
+        return list(items.value)
+    if kind is None and "apiVersion" not in fields and fields and all(  # a snapshot of object lists (importer/)
+            isinstance(v, yaml.SequenceNode) or isinstance(v, yaml.ScalarNode) and v.value in ("", "null")
+            or k == "schedulerConfig" for k, v in fields.items()):
+        return [item for v in fields.values() if isinstance(v, yaml.SequenceNode) for item in v.value]
+    return None
+
+
+# A kubectl List's text: `items:` at the top level (kubectl sorts apiVersion before it), or JSON's "items" key;
+# kube-scheduler-simulator's export: a JSON object of object lists (pods, nodes, ...), read as kubectl reads a List.
+_LIST_TEXT = re.compile(r'^items:|^\s*\{\s*"apiVersion"\s*:\s*"v1"\s*,\s*"items"\s*:'
+                        r'|^\s*\{\s*"(pods|nodes|pvs|pvcs|storageClasses|priorityClasses|namespaces)"\s*:', re.M)
+
+
 def stream_too_large(text: str, file: str) -> Diagnostic | None:
-    """Before parsing: one document (text between `---` lines) over the request body limit."""
+    """Before parsing: one document (text between `---` lines) over the request body limit. A kubectl List is
+    not one request: its items are checked one by one once composed (document_problem), within the file limit."""
     if len(text) <= MAX_REQUEST_BODY_BYTES:
         return None
     starts = [m.start() for m in _DOC_START.finditer(text)]
     bounds = [0, *starts, len(text)]
     for a, b in zip(bounds, bounds[1:], strict=False):
-        if b - a > MAX_REQUEST_BODY_BYTES:
+        if b - a > MAX_REQUEST_BODY_BYTES and not _LIST_TEXT.search(text, a, min(b, a + 4096)):
             return Diagnostic(file, text.count("\n", 0, a) + 1, "-", "",
                               f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}",
                               "split the document: the API server reads at most 3 MiB per object")
@@ -130,6 +155,19 @@ def object_too_large(obj: Any, file: str, line: int) -> Diagnostic | None:
     if size > MAX_OBJECT_BYTES:
         return Diagnostic(file, line, "-", "", f"etcdserver: request is too large ({size} bytes; etcd takes "
                           f"at most {MAX_OBJECT_BYTES})", "make the object smaller: etcd stores at most 1.5 MiB")
+    return None
+
+
+def list_items(obj: Any) -> list[Any] | None:
+    """The objects of a decoded `kind: ...List` (or of a snapshot of object lists, _list_items), each stored on its
+    own; None for any other document."""
+    if not isinstance(obj, dict):
+        return None
+    if str(obj.get("kind", "")).endswith("List") and isinstance(obj.get("items"), list):
+        return list(obj["items"])
+    if "kind" not in obj and "apiVersion" not in obj and obj and all(
+            isinstance(v, list) or v is None or k == "schedulerConfig" for k, v in obj.items()):
+        return [o for v in obj.values() if isinstance(v, list) for o in v]
     return None
 
 

@@ -132,6 +132,12 @@ def _files(paths: list[str | Path]) -> list[Path]:
     return out
 
 
+def expand_paths(paths: list[str | Path]) -> list[Path]:
+    """The files below the paths, in load_paths' order (folders: their .yaml, .yml and .json files, sorted);
+    KubetwinError for a path that does not exist."""
+    return _files(paths)
+
+
 def _documents(text: str, file: str) -> Iterator[tuple[yaml.Node, Any]]:
     """(composed node, value) per document, one document at a time so only one composed tree is held (each is
     bounded before it is constructed); YAML errors as diagnostics with the parser's position."""
@@ -166,6 +172,17 @@ def _documents(text: str, file: str) -> Iterator[tuple[yaml.Node, Any]]:
         loader.dispose()
 
 
+def _per_item(lines: dict[str, int]) -> dict[int, dict[str, int]]:
+    """`items[i].path -> line` as {i: {path: line}}."""
+    out: dict[int, dict[str, int]] = {}
+    for key, line in lines.items():
+        if key.startswith("items["):
+            close = key.find("].", 6)
+            if close > 0 and key[6:close].isdigit():
+                out.setdefault(int(key[6:close]), {})[key[close + 2:]] = line
+    return out
+
+
 def load_text(text: str, file: str = "<string>") -> list[Manifest]:
     """Parse one YAML stream; raises KubetwinError with the YAML parser's position on syntax errors."""
     too_big = limits.stream_too_large(text, file)
@@ -189,20 +206,23 @@ def load_text(text: str, file: str = "<string>") -> list[Manifest]:
             errors.append(Diagnostic(file, line, "-", key, f'yaml: unmarshal errors: line {line}: key "{key}" '
                                      "already set in map", "remove one of the two entries"))
         obj = _plain(doc)
-        unsupported = limits.json_problem(obj, file, start) or limits.object_too_large(obj, file, start)
+        parts = limits.list_items(obj)  # a List's items (or a snapshot's objects) are stored one by one
+        unsupported = limits.json_problem(obj, file, start) or next(
+            (d for d in (limits.object_too_large(o, file, start) for o in (parts if parts is not None else [obj]))
+             if d), None)
         if unsupported:
             errors.append(unsupported)
             continue
         if obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj):
+            # each item's field lines, in one pass over the document's (a dump holds thousands of items)
+            item_lines, item_blocks = _per_item(lines), _per_item(blocks)
             for i, item in enumerate(obj.get("items") or []):
                 if not isinstance(item, dict):
                     errors.append(Diagnostic(file, lines.get(f"items[{i}]", start), "List", f"items[{i}]",
                                              "list items must be objects", ""))
                     continue
-                prefix = f"items[{i}]."
-                sub = {k[len(prefix):]: v for k, v in lines.items() if k.startswith(prefix)}
-                sub_blocks = {k[len(prefix):]: v for k, v in blocks.items() if k.startswith(prefix)}
-                out.append(Manifest(item, file, lines.get(f"items[{i}]", start), sub, blocks=sub_blocks))
+                out.append(Manifest(item, file, lines.get(f"items[{i}]", start), item_lines.get(i, {}),
+                                    blocks=item_blocks.get(i, {})))
         else:
             out.append(Manifest(obj, file, start, lines, blocks=blocks))
     if errors:

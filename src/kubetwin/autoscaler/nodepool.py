@@ -45,6 +45,9 @@ GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}  # GKE GPU 
 # nvidia-driver-installer in kube-system). The twin does not run DaemonSet pods; the installer's presence in the
 # store stands for them having run on every GPU node (after the pool's driverInstallDelay).
 DRIVER_INSTALLER = ("kube-system", "nvidia-driver-installer")
+# A pool whose first nodes are the scenario's own Node objects labelled with its name (an imported cluster's nodes,
+# importer/convert.py): they are its VMs from t=0 under their own names, and only the rest of nodeCount boots.
+ADOPT_NODES = "kubetwin.io/adopt-nodes"
 NODE_VERSION = "v1.34.1-gke.1829001"
 
 
@@ -225,11 +228,45 @@ class NodePoolController:
                 self.provision_slice(name, boot)
             return
         fixed = not spec.get("autoscaling")  # an autoscaled pool's first VMs are the autoscaler's upcoming nodes
+        if adopts_nodes(pool):  # once every object of this instant is created (the Nodes may come after the pool)
+            self.env.after(0, lambda: self._adopt(pool, mt, per_zone, boot, zones, fixed))
+            return
+        self._boot(pool, mt, per_zone, boot, zones, fixed, {})
+
+    def _boot(self, pool: Obj, mt: catalog.MachineType, per_zone: int, boot: float, zones: list[str], fixed: bool,
+              adopted: dict[str, int]) -> None:
+        """Boot the pool's first VMs: nodeCount per zone, less the nodes it adopted there."""
+        name = pool["metadata"]["name"]
         for zone in zones:
-            for i in range(per_zone):
+            for i in range(adopted.get(zone, 0), per_zone):
                 node_name = self._node_name(name, zone, i)
                 self.booting += fixed
                 self.env.after(boot, lambda z=zone, nn=node_name: self._first_boot(pool, mt, z, nn, fixed))
+
+    def _adopt(self, pool: Obj, mt: catalog.MachineType, per_zone: int, boot: float, zones: list[str],
+               fixed: bool) -> None:
+        """An imported pool takes the Nodes labelled with its name in its zones as its own VMs, as they are (their
+        labels, taints, allocatable and GPUs already advertised): billed at the pool's price unless a node says
+        its own, scaled and preempted as the pool's; then the rest of nodeCount boots."""
+        name = pool["metadata"]["name"]
+        live = self._live_pool(name)
+        if live is None or live["metadata"].get("uid") != pool["metadata"].get("uid"):
+            return
+        price = pool_hourly_price(pool, mt) or 0.0
+        adopted: Counter[str] = Counter()
+        for node in self.store.list("Node"):
+            labels = node["metadata"].get("labels") or {}
+            node_name, zone = node["metadata"]["name"], str(labels.get(ZONE, ""))
+            if labels.get(GKE_NODEPOOL) != name or zone not in zones or node_name in self._managed:
+                continue
+            adopted[zone] += 1
+            self._names.add(node_name)
+            self._managed[node_name] = pool["metadata"].get("uid", "")
+            self._zone_of[node_name] = zone
+            self.pool_of[node_name] = name
+            if not self._price.get(node_name, (0.0, False))[0]:
+                self._price[node_name] = (price, bool(pool["spec"].get("spot")))
+        self._boot(pool, mt, per_zone, boot, zones, fixed, dict(adopted))
 
     def _first_boot(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str, fixed: bool) -> None:
         self.booting -= fixed
@@ -548,6 +585,11 @@ def _own_recorder(store: Store) -> EventRecorder:
 
 
 POOL_PRICE = "kubetwin.io/hourly-price-usd"
+
+
+def adopts_nodes(pool: dict) -> bool:
+    """The NodePool adopts the scenario's Nodes labelled with its name (kubetwin.io/adopt-nodes: "true")."""
+    return str(((pool.get("metadata") or {}).get("annotations") or {}).get(ADOPT_NODES, "")) == "true"
 
 
 def pool_price_annotation(pool: dict) -> float | None:

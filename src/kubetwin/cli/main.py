@@ -1,4 +1,4 @@
-"""`kubetwin run | validate | get | describe | explain | demo | version | api-resources`: typer + rich, errors
+"""`kubetwin run | validate | import | get | describe | explain | demo | version | api-resources`: typer + rich, errors
 printed without tracebacks."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from rich.table import Table
 from kubetwin.api.errors import KubetwinError
 from kubetwin.cli import emulate, experiment
 from kubetwin.cli.gateway import gateway as gateway_cmd
+from kubetwin.cli.importer import import_cmd
 from kubetwin.cli.loadgen import loadgen as loadgen_cmd
 from kubetwin.cli.output import console as make_console
 from kubetwin.cli.output import fail
@@ -35,6 +36,7 @@ app.add_typer(experiment.app, name="experiment")
 app.add_typer(emulate.app, name="emulate")
 app.command("gateway")(gateway_cmd)
 app.command("report")(report_cmd)
+app.command("import")(import_cmd)
 app.command("sweep", context_settings={"allow_extra_args": True})(sweep_cmd)
 app.command("loadgen")(loadgen_cmd)
 app.command("supervise")(supervise_cmd)
@@ -158,16 +160,16 @@ def validate_cmd(paths: list[str] = typer.Argument(..., help="YAML files or fold
                  max_cases: Optional[int] = typer.Option(None, "--max-cases", min=1, help="a Sweep may have up "
                                                          "to N cases (default 10,000, as kubetwin sweep)")) -> None:
     """Check manifests against the real API shapes; exit 1 on any error."""
-    from kubetwin.api.loader import load_paths
+    from kubetwin.importer import sources as import_sources
     from kubetwin.validation.sweep import case_limit
     from kubetwin.validation.validate import validate
 
     try:
-        manifests = load_paths(paths)
+        manifests, report = import_sources.load(paths)  # a cluster's dump is imported first (docs/import.md)
     except KubetwinError as exc:
         fail(exc)
     with case_limit(max_cases):
-        diags = validate(manifests)
+        diags = (report.diagnostics() if report is not None else []) + validate(manifests)
     for d in diags:
         (err if d.severity == "error" else console).print(d.render(), markup=False, highlight=False)
     errors = sum(1 for d in diags if d.severity == "error")

@@ -46,6 +46,9 @@ FAIL_AFTER = "kubetwin.io/fail-after"
 EXIT_CODE = "kubetwin.io/exit-code"  # the code a fail-after container exits with (default 1)
 BACKOFF_INITIAL, BACKOFF_MAX = 10.0, 300.0  # kubelet's CrashLoopBackOff
 CHECKPOINT = "kubetwin.io/checkpoint-interval"
+# How long an imported pod's containers had run before the run's start (importer/convert.py): it starts warm (no
+# image pull or cold start), and its work counts from its real start, so it ends and checkpoints where it would have.
+ELAPSED = "kubetwin.io/elapsed"
 ACCELERATORS = {GPU: "gpu_seconds", TPU: "tpu_chip_seconds"}
 
 
@@ -360,7 +363,8 @@ class Kubelet:
 
     def _run_containers(self, cur: Obj, node: Obj | None, startup: Startup | None) -> None:
         meta = cur["metadata"]
-        now = self.store.timestamp(self.env.now)
+        elapsed = (meta.get("annotations") or {}).get(ELAPSED)  # started before the run: its real start time
+        now = self.store.timestamp(self.env.now - (self._duration(elapsed) if elapsed is not None else 0.0))
         ready_after = startup.ready_after if startup is not None else 0.0
         self._ips += 1
         ip = f"10.{4 + (self._ips >> 16) % 4}.{(self._ips >> 8) & 255}.{self._ips & 255}"
@@ -407,8 +411,10 @@ class Kubelet:
         key = work_key(running)
         resumed = min(self.progress.get(key, 0.0) * interval, duration) if key is not None and interval else 0.0
         overhead = work.setup + (work.restart if resumed > 0 else 0.0)  # work starts after it
+        if ELAPSED in annotations:  # already running at the run's start: no setup, its work under way
+            overhead = -min(self._duration(annotations[ELAPSED]), duration - resumed)
         if work.fail:
-            self.gpus.fail(running, work.fail, overhead)
+            self.gpus.fail(running, work.fail, max(overhead, 0.0))
             return
         if math.isinf(duration):  # no duration (a gang rank released without one): it runs until stopped
             return
@@ -498,7 +504,11 @@ class Kubelet:
         self._arm_failure(running, n)
 
     def _startup(self, pod: Obj, node: Obj | None) -> Startup | None:
-        """The first startup hook's answer for the pod on its node (serving's cold start), None when none has one."""
+        """The first startup hook's answer for the pod on its node (serving's cold start), None when none has one,
+        or for a pod that was already running when the run started (kubetwin.io/elapsed: its image is on the node,
+        its server warm)."""
+        if ELAPSED in (pod["metadata"].get("annotations") or {}):
+            return None
         return next((s for s in (h(pod, node) for h in self.startup_hooks) if s is not None), None)
 
     def _start_again(self, cur: Obj, n: int, now: str) -> None:

@@ -25,6 +25,23 @@ def template_hash(template: dict) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
 
 
+def _without_hash(template: dict) -> dict:
+    meta = template.get("metadata") or {}
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != "pod-template-hash"}
+    return {**template, "metadata": {**meta, "labels": labels}}
+
+
+def find_new_replicaset(d: Obj, sets: list[Obj]) -> Obj | None:
+    """The Deployment's current ReplicaSet: the oldest one whose pod template equals the Deployment's but for the
+    pod-template-hash label, as the deployment controller's FindNewReplicaSet / EqualIgnoreHash
+    (pkg/controller/deployment/util/deployment_util.go) finds it, whatever its name's hash (an imported cluster's
+    ReplicaSets are named by Kubernetes' FNV hash, the twin's by its own)."""
+    want = _without_hash(d["spec"]["template"])
+    same = [rs for rs in sets if _without_hash(rs["spec"]["template"]) == want]
+    return min(same, key=lambda rs: (rs["metadata"].get("creationTimestamp") or "", rs["metadata"]["name"]),
+               default=None)
+
+
 class ReplicaSetController:
     def __init__(self, store: Store, env: Environment, events: EventRecorder, names: NameGenerator,
                  client: ApiClient | None = None) -> None:
@@ -64,9 +81,11 @@ class ReplicaSetController:
     def sync_deployment(self, d: Obj) -> None:
         ns, name = d["metadata"].get("namespace") or "default", d["metadata"]["name"]
         h = template_hash(d["spec"]["template"])
-        rs_name = f"{name}-{h}"
+        owned = self.store.owned("ReplicaSet", ns, "Deployment", name)
+        found = find_new_replicaset(d, owned)  # an imported cluster's ReplicaSet, named by Kubernetes' own hash
+        rs_name = found["metadata"]["name"] if found is not None else f"{name}-{h}"
         replicas = d["spec"].get("replicas", 1)
-        for rs in self.store.owned("ReplicaSet", ns, "Deployment", name):
+        for rs in owned:
             if rs["metadata"]["name"] != rs_name and rs["spec"].get("replicas"):
                 self.store.update({**rs, "spec": {**rs["spec"], "replicas": 0}})
                 self.events.event(d, "Normal", "ScalingReplicaSet", f"Scaled down replica set "
@@ -143,7 +162,8 @@ class ReplicaSetController:
         if d is None:
             return
         sets = self.store.owned("ReplicaSet", ns, "Deployment", name)
-        current = f"{name}-{template_hash(d['spec']['template'])}"
+        found = find_new_replicaset(d, sets)
+        current = found["metadata"]["name"] if found is not None else f"{name}-{template_hash(d['spec']['template'])}"
         total = {k: sum((rs.get("status") or {}).get(k, 0) for rs in sets)
                  for k in ("replicas", "readyReplicas", "availableReplicas")}
         updated = sum((rs.get("status") or {}).get("replicas", 0) for rs in sets if rs["metadata"]["name"] == current)

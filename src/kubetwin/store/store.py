@@ -66,6 +66,8 @@ class Store:
         # uids: deterministic, unique and RFC 4122-shaped: a seeded uuid5 prefix and a 48-bit counter
         self._uid_prefix = str(uuid.uuid5(uuid.UUID(int=rng_seed), "kubetwin"))[:24]  # "xxxxxxxx-xxxx-xxxx-xxxx-"
         self._uid_n = 0
+        # uids objects came with (an imported cluster's; a run's own state, kubetwin import): never generated again
+        self._given_uids: set[str] = set()
         self.start_time = start_time
         self._ts_t, self._ts = -1.0, ""
         # (kind, ns, ownerKind, owner) -> names of the objects it controls, in creation order
@@ -185,7 +187,13 @@ class Store:
         meta = {**meta, "resourceVersion": str(rv)}
         if "uid" not in meta:
             self._uid_n += 1
-            meta["uid"] = f"{self._uid_prefix}{self._uid_n:012x}"
+            uid = f"{self._uid_prefix}{self._uid_n:012x}"
+            while uid in self._given_uids:
+                self._uid_n += 1
+                uid = f"{self._uid_prefix}{self._uid_n:012x}"
+            meta["uid"] = uid
+        else:
+            self._given_uids.add(str(meta["uid"]))
         meta["creationTimestamp"] = self.timestamp(self.env.now)
         if "generation" not in meta:
             meta["generation"] = 1

@@ -103,6 +103,9 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/checkpoint-interval", POD, "the pod saves its progress this often; a restarted pod "
                "resumes from its last checkpoint (without it a stopped pod's work is lost)", "30m",
                parse_positive_duration, pod=True),
+    Annotation("kubetwin.io/elapsed", ("Pod",), "how long the pod's containers had already run when the run "
+               "starts (a running pod of an imported cluster, kubetwin import): its kubetwin.io/duration counts "
+               "from its real start, and its checkpoints fall where they would have", "1h55m", parse_duration),
     Annotation("kubetwin.io/gpu-util", POD, "the fraction of a whole GPU the pod keeps busy alone; sharing a GPU "
                "(time-slicing, MPS, MIG) slows it down by the sum over the GPU (devices/gpuruntime.py)", "0.3",
                _fraction, pod=True),
@@ -131,6 +134,9 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/hourly-price-usd", ("Node", "NodePool"), "on a NodePool: what one of its nodes costs "
                "per hour (USD) where the catalog has no published price (Ironwood), required there; on a Node: the "
                "price the twin bills it at (written from the catalog or its pool)", "3.672", _positive_price),
+    Annotation("kubetwin.io/adopt-nodes", ("NodePool",), "the pool's first nodes are the scenario's Nodes labelled "
+               "cloud.google.com/gke-nodepool with its name in its zones (an imported cluster's, kubetwin import): "
+               "they are its VMs from t=0, as they are, and only the rest of nodeCount boots", "\"true\"", _bool),
 ]
 REGISTRY: dict[str, Annotation] = {}
 # Labels (not annotations) in the twin's prefix: the node labels NodePool sets from its spec

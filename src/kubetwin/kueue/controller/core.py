@@ -49,7 +49,7 @@ from kubetwin.kueue.controller.jobframework import (
     GenericJob,
     pod_set_infos,
     queue_name,
-    suspend_queued,
+    suspend_queued_unless_admitted,
     workload_name,
 )
 from kubetwin.kueue.controller.localqueue import LocalQueueReconciler
@@ -125,10 +125,11 @@ class KueueController:
             self.sched.requeuer = self._requeue_inadmissible_later
         self._missing_queue: dict[str, str] = {}  # Workload key -> "ns/name" of the LocalQueue it waited on
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
+        self._creating = False  # inside _create_workload's create
         managed = self.config.managed_kinds
         self.pods = PodJob() if PodJob.kind in managed else None  # the `pod` framework: plain Pods, gated
         self.integrations: dict[str, GenericJob] = {k: v for k, v in INTEGRATIONS.items() if k in managed}
-        store.admit(suspend_queued, tuple(self.integrations))
+        store.admit(suspend_queued_unless_admitted(store), tuple(self.integrations))
         if self.pods is not None:
             self.integrations[PodJob.kind] = self.pods
             store.admit(pod_webhook(managed), (PodJob.kind,))
@@ -196,6 +197,8 @@ class KueueController:
             self.sched.add_workload(wl)  # e.g. spec.active flipped by a user
             self.kick()
         elif not is_bare(wl):
+            if etype == "ADDED" and not self._creating:  # an imported cluster's, with its status (importer/)
+                self.env.after(0, lambda: self._restored(key))
             return
         elif etype == "ADDED":
             self.env.after(0, lambda: self._bare_added(key))
@@ -214,6 +217,19 @@ class KueueController:
             self._not_queued(wl)
         self.metrics.created(key, self.env.now)
         self._arrived()
+
+    def _restored(self, key: str) -> None:
+        """A job's Workload the manifests restore (an imported cluster's): admitted, it holds its quota in the
+        cache; pending, it is queued. The cycle runs once all of the instant's objects are in, so a pending one
+        never takes quota an admitted one restored after it holds."""
+        wl = workload.get(self.store, key)
+        if wl is None or is_true(wl, "Finished"):
+            return
+        self.sched.add_workload(wl)
+        if not (wl.get("status") or {}).get("admission"):
+            self._not_queued(wl)
+        self.metrics.created(key, self.env.now)
+        self.kick()
 
     def _bare_finished(self, key: str) -> None:
         wl = workload.get(self.store, key)
@@ -404,8 +420,12 @@ class KueueController:
         provreq = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PROVREQ_PREFIX)}
         if provreq:  # jobframework: the job's provreq.kueue.x-k8s.io/ annotations go to its Workload
             wmeta["annotations"] = {**(wmeta.get("annotations") or {}), **provreq}
-        wl = self.store.create({"apiVersion": WORKLOAD_API, "kind": "Workload", "metadata": wmeta,
-                                "spec": spec, "status": {}})
+        self._creating = True  # its own: not one restored with the manifests (_on_workload)
+        try:
+            wl = self.store.create({"apiVersion": WORKLOAD_API, "kind": "Workload", "metadata": wmeta,
+                                    "spec": spec, "status": {}})
+        finally:
+            self._creating = False
         self.sched.add_workload(wl)
         self._not_queued(wl)
         self.metrics.created(f"{meta['namespace']}/{wl['metadata']['name']}", self.env.now)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
@@ -301,3 +302,17 @@ def suspend_queued(obj: Obj) -> Obj:
     if obj.get("kind") in INTEGRATIONS and queue_name(obj) and not obj.get("spec", {}).get("suspend"):
         return {**obj, "spec": {**obj["spec"], "suspend": True}}
     return obj
+
+
+def suspend_queued_unless_admitted(store: Store) -> Callable[[Obj], Obj]:
+    """suspend_queued, except for a job restored with its admitted Workload (an imported cluster's, importer/
+    convert.py: the Workload, created before the job, names it by its uid): it was running at the snapshot and
+    stays running, its Workload holding the quota. A job created without a uid (every other) never has one yet."""
+    def admit(obj: Obj) -> Obj:
+        meta = obj.get("metadata") or {}
+        if meta.get("uid") and obj.get("kind") in INTEGRATIONS and queue_name(obj):
+            wl = store.get("Workload", meta.get("namespace") or "default", workload_name(obj))
+            if wl is not None and (wl.get("status") or {}).get("admission"):
+                return obj
+        return suspend_queued(obj)
+    return admit

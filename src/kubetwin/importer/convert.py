@@ -1,0 +1,506 @@
+"""A real cluster's objects -> the twin's manifests, with t=0 the snapshot's time (issue 36 item 1).
+
+What the twin must own is stripped (managedFields, resourceVersion, selfLink, creationTimestamp, generation,
+finalizers, kubectl's last-applied annotation, status); uids and ownerReferences stay, so owners reconnect: a
+ReplicaSet's pods, a Job's pods and a Deployment's ReplicaSet (controllers/replicaset.py finds it by its template,
+as FindNewReplicaSet does) are the controllers' own at t=0, and no controller creates a duplicate.
+
+**Nodes.** GKE nodes (label cloud.google.com/gke-nodepool) are grouped into kubetwin NodePools (machine type from
+node.kubernetes.io/instance-type, accelerator from cloud.google.com/gke-accelerator and the nvidia.com/gpu
+capacity, Spot from cloud.google.com/gke-spot / gke-provisioning, zones from topology.kubernetes.io/zone, nodeCount
+per zone = the nodes seen) so cost, Spot and the autoscaler work. The twin's NodePool controller names the VMs it
+boots itself (gke-<cluster>-<pool>-<hash>-<suffix>), and bound pods name their node, so the imported nodes stay
+the dump's own Node objects, under their own names, with their labels, taints, capacity and allocatable exactly as
+dumped; the NodePool carries `kubetwin.io/adopt-nodes: "true"`, and the controller takes them as the pool's first
+VMs at t=0 (billed at the pool's price, preempted and scaled down as its own) and boots only the rest of nodeCount
+(autoscaler/nodepool.py `_adopt`). Nodes of no GKE pool, or of a machine type the catalog does not know, stay static
+Node objects (counted under their pool label, unbilled).
+
+**Pods.** A pod bound to a node (spec.nodeName) that is Pending or Running stays bound: its status is dropped, so
+the kubelet starts it on that node at t=0 (a pod with nodeName skips the scheduler, as in Kubernetes). Its remaining
+run time: `--remaining-run-time OWNER=DURATION` for its owner when given; else its kubetwin.io/duration less the
+time it has run by the snapshot (written as kubetwin.io/elapsed, so the kubelet also checkpoints where it would
+have); else, for pods of Jobs and bare pods, the import's default (DEFAULT_REMAINING, or `--remaining-run-time
+'*=DURATION'`); pods of ReplicaSets, StatefulSets and DaemonSets run until stopped, as servers do. Unbound pending
+pods stay Pending and are scheduled. Succeeded and Failed pods keep their status (their Job counts them). Pods on a
+node the dump does not have are unbound and scheduled again (a warning says how many).
+
+**Kueue.** Workloads keep their status and come before their jobs: an admitted one holds its quota from t=0 and
+Kueue's webhook leaves its job running (kueue/controller/jobframework.py `suspend_queued_unless_admitted`); a
+pending one is queued again (kueue/controller/core.py takes in a Workload it did not create).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kubetwin import catalog
+from kubetwin.api import kinds
+from kubetwin.api.errors import Diagnostic
+from kubetwin.api.loader import Manifest
+from kubetwin.autoscaler.nodepool import ADOPT_NODES, GPU_TAINT
+from kubetwin.devices import tpu
+from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL, GKE_PROVISIONING, GKE_SPOT, GPU, INSTANCE_TYPE, TPU, ZONE
+from kubetwin.k8s.units import parse_duration
+
+DURATION = "kubetwin.io/duration"
+CREATE_AT, DELETE_AT = "kubetwin.io/create-at", "kubetwin.io/delete-at"
+ELAPSED = "kubetwin.io/elapsed"  # how long a running pod had run at the snapshot (controllers/kubelet.py reads it)
+DEFAULT_REMAINING = 3600.0  # a Job's or bare pod's remaining run time when nothing says it (stated in the report)
+TWIN_GROUP = "kubetwin.io/v1alpha1"
+DROPPED_META = ("managedFields", "resourceVersion", "selfLink", "creationTimestamp", "generation", "finalizers",
+                "deletionGracePeriodSeconds")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+NODE_STATUS = ("capacity", "allocatable", "conditions", "nodeInfo", "addresses")
+NODE_INFO = {"machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
+             "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture"}  # v1.NodeSystemInfo's required
+# Kinds the import drops even though the twin knows them: the run writes its own.
+OWN_HISTORY = ("Event",)
+# Node label prefixes GKE and Kubernetes set: not the pool's own `labels`.
+SYSTEM_PREFIXES = ("kubernetes.io/", "k8s.io/", "cloud.google.com/", "topology.gke.io/", "node.gke.io/",
+                   "kubetwin.io/", "addon.gke.io/", "iam.gke.io/", "node_pool", "components.gke.io/")
+SERVER_OWNERS = ("ReplicaSet", "StatefulSet", "DaemonSet")
+
+
+@dataclass
+class Options:
+    """`kubetwin import`'s choices: remaining run time per owner (seconds; key `*` is the default), the snapshot's
+    time (RFC 3339; default: the latest time the dump records)."""
+
+    remaining: dict[str, float] = field(default_factory=dict)
+    snapshot_time: str | None = None
+
+
+@dataclass
+class Report:
+    """What the import kept, dropped and defaulted, with counts (`kubetwin import` prints it, validate and run
+    show it as notices)."""
+
+    formats: Counter[str] = field(default_factory=Counter)  # source format -> files
+    kept: Counter[str] = field(default_factory=Counter)  # kind -> objects written
+    dropped: list[tuple[int, str]] = field(default_factory=list)  # (count, what and why)
+    defaulted: list[tuple[int, str]] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    snapshot_time: str = ""
+    file: str = ""
+
+    def lines(self) -> list[str]:
+        fmt = ", ".join(f"{n} {f} file{'s' if n > 1 else ''}" for f, n in sorted(self.formats.items()))
+        out = [f"read: {fmt}; t=0 is {self.snapshot_time}"]
+        out.append("kept: " + ", ".join(f"{n} {k}" for k, n in sorted(self.kept.items())))
+        out += [f"dropped: {n} {what}" for n, what in self.dropped]
+        out += [f"defaulted: {n} {what}" for n, what in self.defaulted]
+        return out
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """The report as validate's notices (one per line), then its warnings."""
+        return [Diagnostic(self.file, 0, "-", "", f"import {line}", severity="notice")
+                for line in self.lines()] + self.warnings
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    """A field that should be a mapping, or an empty one (validate reports a wrong type at its line)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (_group(str(obj.get("apiVersion", ""))), str(obj.get("kind", "")), str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""))
+
+
+def parse_time(text: object) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _times(obj: dict[str, Any]) -> Iterable[datetime]:
+    """Every time the object records: its creation, its managers' writes, its status's times."""
+    meta = obj.get("metadata") or {}
+    status = as_dict(obj.get("status"))
+    texts = [meta.get("creationTimestamp"), status.get("startTime"), status.get("completionTime")]
+    texts += [e.get("time") for e in meta.get("managedFields") or [] if isinstance(e, dict)]
+    for c in status.get("conditions") or []:
+        if isinstance(c, dict):
+            texts += [c.get("lastTransitionTime"), c.get("lastHeartbeatTime"), c.get("lastUpdateTime")]
+    return [t for t in map(parse_time, texts) if t is not None]
+
+
+def rfc3339(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _seconds_text(seconds: float) -> str:
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{seconds:.3f}s"
+
+
+def _drop_null_timestamps(value: Any) -> Any:
+    """Pod templates as the API server prints them carry `creationTimestamp: null`: not a field a user writes."""
+    if isinstance(value, dict):
+        return {k: _drop_null_timestamps(v) for k, v in value.items() if not (k == "creationTimestamp" and v is None)}
+    if isinstance(value, list):
+        return [_drop_null_timestamps(v) for v in value]
+    return value
+
+
+class _Converter:
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.report = Report()
+        self.dropped: dict[str, Counter[str]] = defaultdict(Counter)  # why -> kind -> count
+        self.defaulted: dict[str, int] = Counter()
+
+    def drop(self, why: str, kind: str, n: int = 1) -> None:
+        self.dropped[why][kind] += n
+
+    def default(self, what: str, n: int = 1) -> None:
+        self.defaulted[what] += n
+
+    # -- metadata ----------------------------------------------------------------------------------------------
+    def clean(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = _drop_null_timestamps(copy.deepcopy(obj))
+        meta = obj.setdefault("metadata", {})
+        self.schedule(obj["kind"] if "kind" in obj else "", meta)
+        for k in DROPPED_META:
+            meta.pop(k, None)
+        ann = meta.get("annotations")
+        if isinstance(ann, dict) and LAST_APPLIED in ann:
+            del ann[LAST_APPLIED]
+            if not ann:
+                del meta["annotations"]
+        return obj
+
+    def schedule(self, kind: str, meta: dict[str, Any]) -> None:
+        """A twin run's own state carries the scenario's kubetwin.io/create-at and delete-at, counted from that run's
+        start: the object exists at the snapshot, so it is not created later; its deletion is moved to the same
+        instant counted from the snapshot (the run's start is its creationTimestamp less create-at)."""
+        ann = as_dict(meta.get("annotations"))
+        if CREATE_AT not in ann and DELETE_AT not in ann:
+            return
+        try:
+            create_at = parse_duration(ann.pop(CREATE_AT, 0))
+            delete_at = parse_duration(ann[DELETE_AT]) if DELETE_AT in ann else None
+        except ValueError:
+            return  # validate reports the annotation
+        self.default(f"objects of a twin run keep no {CREATE_AT} (they exist at the snapshot)")
+        created = parse_time(meta.get("creationTimestamp"))
+        if delete_at is not None:
+            if created is None:
+                del ann[DELETE_AT]
+                self.drop(f"{DELETE_AT} of objects without a creationTimestamp to count it from", kind)
+            else:
+                left = (created.timestamp() - create_at + delete_at) - self.at.timestamp()
+                ann[DELETE_AT] = _seconds_text(max(0.0, left))
+                self.default(f"{DELETE_AT} counted again from the snapshot")
+        if not ann:
+            meta.pop("annotations", None)
+
+    # -- the whole import --------------------------------------------------------------------------------------
+    def convert(self, dumps: list[Manifest], passthrough: list[Manifest]) -> list[Manifest]:
+        at = parse_time(self.options.snapshot_time) if self.options.snapshot_time else None
+        if at is None:
+            at = max((t for m in dumps for t in _times(m.obj)), default=datetime(2026, 1, 1, tzinfo=UTC))
+        self.at = at
+        self.report.snapshot_time = rfc3339(at)
+        dumps = self.newest(dumps)
+        known: list[Manifest] = []
+        for m in dumps:
+            kind = m.kind
+            if kind in OWN_HISTORY:
+                self.drop("the run records its own", kind)
+            elif kinds.REGISTRY.of(str(m.obj.get("apiVersion", "")), kind) is None:
+                self.drop("objects of kinds the twin does not know", kind)
+            elif (m.obj.get("metadata") or {}).get("deletionTimestamp"):
+                self.drop("being deleted at the snapshot (deletionTimestamp set)", kind)
+            else:
+                known.append(m)
+        nodes = [m for m in known if m.kind == "Node"]
+        # a twin run's own state (kubetwin get nodepools,... -o yaml) holds its NodePools: they adopt their nodes
+        self.pools_given = {str(m.obj["metadata"].get("name")) for m in known if m.kind == "NodePool"}
+        node_names = {str(m.obj["metadata"].get("name")) for m in nodes}
+        uids = {str((m.obj.get("metadata") or {}).get("uid")) for m in known}
+        out: list[Manifest] = []
+        created: dict[int, str] = {}  # the cluster's creation time of each object written
+        for m in known:
+            if m.kind == "Node":
+                continue
+            obj = self.pod(m, node_names) if m.kind == "Pod" else self.other(m)
+            if obj is None:
+                continue
+            self.owners(obj, uids)
+            out.append(Manifest(obj, m.file, m.line, m.lines, blocks=m.blocks))
+            created[id(obj)] = str(as_dict(m.obj.get("metadata")).get("creationTimestamp") or "")
+        node_out, pools = self.nodes(nodes)
+        namespaces = self.missing_namespaces(out, passthrough)
+        first = [m for m in out if m.kind == "Namespace"] + namespaces
+        # a Workload before its job: Kueue's webhook leaves a job whose Workload is admitted running; Workloads in
+        # the cluster's creation order (all are created at t=0)
+        rest = sorted((m for m in out if m.kind != "Namespace"),
+                      key=lambda m: (m.kind != "Workload", created.get(id(m.obj), "") if m.kind == "Workload" else ""))
+        result = first + node_out + pools + rest
+        if not any(m.kind == "Scenario" for m in passthrough):
+            where = dumps[0] if dumps else None
+            result.insert(0, Manifest({"apiVersion": TWIN_GROUP, "kind": "Scenario", "metadata": {
+                "name": "imported"}, "spec": {"startTime": self.report.snapshot_time}},
+                where.file if where else "<import>", 0))
+        for m in result:
+            self.report.kept[m.kind] += 1
+        self.finish()
+        return result
+
+    def newest(self, dumps: list[Manifest]) -> list[Manifest]:
+        """One object per kind/namespace/name: the highest resourceVersion when several sources hold it (kwokctl's
+        have none: the later file wins). Differing versions mean the sources were taken at different times."""
+        chosen: dict[tuple[str, str, str, str], Manifest] = {}
+        gaps = 0
+        for m in dumps:
+            k = _key(m.obj)
+            old = chosen.get(k)
+            if old is None:
+                chosen[k] = m
+                continue
+            rv_old, rv_new = (str((x.obj.get("metadata") or {}).get("resourceVersion") or "") for x in (old, m))
+            if rv_old != rv_new:
+                gaps += 1
+            if not (rv_old.isdigit() and rv_new.isdigit() and int(rv_old) > int(rv_new)):
+                chosen[k] = m
+        if gaps:
+            self.report.warnings.append(Diagnostic(
+                dumps[0].file, 0, "-", "", f"{gaps} objects appear in more than one source with different "
+                "resourceVersions (the sources were taken at different times, a resourceVersion gap): the newest "
+                "version of each is kept", "dump every kind in one command (kubectl get a,b,c -A -o yaml) so the "
+                "state is one instant", severity="warning"))
+        return [m for m in dumps if chosen.get(_key(m.obj)) is m]
+
+    def other(self, m: Manifest) -> dict[str, Any]:
+        obj = self.clean(m.obj)
+        if m.kind == "NodePool":
+            self.spot_schedule(obj, parse_time(as_dict(m.obj.get("metadata")).get("creationTimestamp")))
+            ann = obj["metadata"].setdefault("annotations", {})
+            if ann.get(ADOPT_NODES) != "true":
+                ann[ADOPT_NODES] = "true"
+                self.default(f"NodePools of the dump adopt its Nodes labelled with their name ({ADOPT_NODES})")
+        if m.kind == "Workload":  # Kueue's state: admitted ones hold their quota and flavors, pending ones queue
+            admitted = bool(as_dict(as_dict(obj.get("status")).get("admission")))
+            self.default("Kueue Workloads keep their status: " + (
+                "admitted ones hold their quota and flavors, their jobs run on" if admitted else
+                "pending ones are queued again"))
+        elif "status" in obj:
+            del obj["status"]
+            self.drop("statuses of objects the twin's controllers write again", m.kind)
+        return obj
+
+    def spot_schedule(self, pool: dict[str, Any], created: datetime | None) -> None:
+        """A twin run's NodePool preempts its Spot VMs at times counted from that run's start (the pool's creation):
+        counted again from the snapshot, those already past dropped."""
+        sched = as_dict(as_dict(pool.get("spec")).get("spotPreemption")).get("schedule")
+        if not isinstance(sched, list) or not sched or created is None:
+            return
+        elapsed = (self.at - created).total_seconds()
+        kept = []
+        for step in sched:
+            try:
+                at = parse_duration(as_dict(step).get("at"))
+            except ValueError:
+                return  # validate reports it
+            if at > elapsed:
+                kept.append({**step, "at": _seconds_text(at - elapsed)})
+        if len(kept) < len(sched):
+            self.drop("Spot preemptions of a twin run's schedule already past at the snapshot", "NodePool",
+                      len(sched) - len(kept))
+        if kept:
+            self.default("scheduled Spot preemptions of a twin run counted again from the snapshot", len(kept))
+        pool["spec"]["spotPreemption"]["schedule"] = kept
+
+    # -- pods --------------------------------------------------------------------------------------------------
+    def pod(self, m: Manifest, node_names: set[str]) -> dict[str, Any] | None:
+        raw = m.obj
+        status = as_dict(raw.get("status"))
+        phase = status.get("phase") or "Pending"
+        obj = self.clean(raw)
+        spec = obj.setdefault("spec", {})
+        if phase in ("Succeeded", "Failed"):
+            self.default(f"{phase} pods keep their status (their Jobs count them)")
+            return obj
+        obj.pop("status", None)
+        node = spec.get("nodeName")
+        if node and node not in node_names:
+            del spec["nodeName"]
+            self.report.warnings.append(Diagnostic(
+                m.file, m.line_of("spec.nodeName"), m.ref, "spec.nodeName", f"bound to node {node}, which the dump "
+                "does not have: the pod is unbound and scheduled again", "dump the nodes too (kubectl get "
+                "nodes,pods -A -o yaml)", severity="warning"))
+            self.default("pods on nodes not in the dump, unbound and scheduled again")
+            node = None
+        if not node:
+            self.default("Pending pods stay Pending and are scheduled")
+            return obj
+        started = parse_time(status.get("startTime"))
+        ran = max(0.0, (self.at - started).total_seconds()) if phase == "Running" and started is not None else None
+        if ran is not None:  # it starts warm, its work under way (controllers/kubelet.py)
+            obj["metadata"].setdefault("annotations", {})[ELAPSED] = _seconds_text(ran)
+        self.remaining(obj, ran or 0.0)
+        return obj
+
+    def owner_keys(self, obj: dict[str, Any]) -> tuple[str | None, list[str]]:
+        meta = obj["metadata"]
+        ns = str(meta.get("namespace") or "default")
+        ctrl = next((r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")),
+                    None)
+        if ctrl is None:
+            return None, [f"{ns}/pod/{meta.get('name')}", f"pod/{meta.get('name')}"]
+        kind, name = str(ctrl.get("kind")), str(ctrl.get("name"))
+        keys = [f"{ns}/{kind.lower()}/{name}", f"{kind.lower()}/{name}"]
+        if kind == "ReplicaSet" and "-" in name:  # its Deployment, by the ReplicaSet's name
+            dep = name.rsplit("-", 1)[0]
+            keys += [f"{ns}/deployment/{dep}", f"deployment/{dep}"]
+        return kind, keys
+
+    def remaining(self, obj: dict[str, Any], ran: float) -> None:
+        """The bound pod's run time left at the snapshot; `ran`: how long it had run (its kubetwin.io/elapsed,
+        which the kubelet takes off its kubetwin.io/duration)."""
+        meta = obj["metadata"]
+        ann = meta.setdefault("annotations", {})
+        kind, keys = self.owner_keys(obj)
+        given = next((self.options.remaining[k] for k in keys if k in self.options.remaining), None)
+        if given is not None:
+            ann[DURATION] = _seconds_text(ran + given)
+            self.default("bound pods run the time --remaining-run-time gives their owner")
+        elif DURATION in ann:
+            self.default(f"bound pods run what is left of their kubetwin.io/duration ({ELAPSED}: how long they "
+                         "had run)")
+        elif kind in SERVER_OWNERS:
+            self.default("bound pods of ReplicaSets, StatefulSets and DaemonSets run until stopped (no "
+                         "kubetwin.io/duration)")
+        else:
+            left = self.options.remaining.get("*", DEFAULT_REMAINING)
+            ann[DURATION] = _seconds_text(ran + left)
+            self.default(f"bound pods of Jobs or of no owner have no run time: they run {_seconds_text(left)} more "
+                         "(--remaining-run-time OWNER=DURATION, or '*=DURATION' for all)")
+        if not ann:
+            del meta["annotations"]
+
+    def owners(self, obj: dict[str, Any], uids: set[str]) -> None:
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            if isinstance(ref, dict) and ref.get("controller") and str(ref.get("uid")) not in uids:
+                what = "pods" if obj.get("kind") == "Pod" else f"{obj.get('kind')} objects"
+                self.default(f"{what} whose controller ({ref.get('kind')}) is not in the dump keep running: nothing "
+                             "re-creates them")
+
+    # -- nodes and pools ---------------------------------------------------------------------------------------
+    def node(self, m: Manifest) -> dict[str, Any]:
+        obj = self.clean(m.obj)
+        status = as_dict(obj.get("status"))
+        kept = {k: status[k] for k in NODE_STATUS if k in status}
+        if "nodeInfo" in kept and not NODE_INFO <= set(as_dict(kept["nodeInfo"])):
+            del kept["nodeInfo"]  # partial (a twin run's own nodes): the schema requires every field
+            self.drop("Node status.nodeInfo missing required fields (a twin run's own nodes)", "Node")
+        if set(status) - set(kept) - {"nodeInfo"}:
+            self.drop("Node status fields the twin does not read (images, daemonEndpoints, volumes...)", "Node")
+        obj["status"] = kept
+        return obj
+
+    def nodes(self, nodes: list[Manifest]) -> tuple[list[Manifest], list[Manifest]]:
+        """The Nodes as they are, and a NodePool adopting them per GKE node pool."""
+        out = [Manifest(self.node(m), m.file, m.line, m.lines) for m in nodes]
+        by_pool: dict[str, list[Manifest]] = defaultdict(list)
+        for m in out:
+            pool = (m.obj["metadata"].get("labels") or {}).get(GKE_NODEPOOL)
+            if pool:
+                by_pool[str(pool)].append(m)
+            else:
+                self.default("Nodes of no GKE node pool stay static Nodes (unbilled, not autoscaled)")
+        pools = []
+        for name, ms in sorted(by_pool.items()):
+            if name in self.pools_given:
+                continue
+            pool, why = self.pool(name, ms)
+            if pool is None:
+                self.default(f"Nodes stay static Nodes: {why}", len(ms))
+                continue
+            pools.append(Manifest(pool, ms[0].file, ms[0].line))
+        return out, pools
+
+    def pool(self, name: str, ms: list[Manifest]) -> tuple[dict[str, Any] | None, str]:
+        labels = [m.obj["metadata"].get("labels") or {} for m in ms]
+        types = {str(lb.get(INSTANCE_TYPE) or lb.get("beta.kubernetes.io/instance-type") or "") for lb in labels}
+        if len(types) != 1 or "" in types:
+            return None, f"pool {name} has no single {INSTANCE_TYPE} ({', '.join(sorted(types)) or 'none'})"
+        machine = types.pop()
+        try:
+            mt = catalog.machine_type(machine)
+        except catalog.CatalogError:
+            return None, f"pool {name}'s machine type {machine} is not in the twin's catalog"
+        if mt.tpu or any(tpu.ACCELERATOR_LABEL in lb for lb in labels) or any(
+                TPU in ((m.obj.get("status") or {}).get("capacity") or {}) for m in ms):
+            return None, f"pool {name} is a TPU pool (the import groups GPU and CPU pools only)"
+        zones: Counter[str] = Counter(str(lb.get(ZONE) or "") for lb in labels)
+        if "" in zones:
+            return None, f"pool {name} has nodes without {ZONE}"
+        counts = set(zones.values())
+        per_zone = min(counts)
+        if len(counts) > 1:
+            self.default(f"pools whose zones hold different node counts: nodeCount is the smallest ({name}: "
+                         f"{', '.join(f'{z} {n}' for z, n in sorted(zones.items()))}; each zone keeps its nodes)")
+        spec: dict[str, Any] = {"machineType": mt.name, "nodeCount": per_zone, "zones": sorted(zones)}
+        if any(lb.get(GKE_SPOT) == "true" or lb.get(GKE_PROVISIONING) == "spot" for lb in labels):
+            spec["spot"] = True
+        acc = labels[0].get(GKE_ACCELERATOR)
+        if acc:
+            cap = (ms[0].obj.get("status") or {}).get("capacity") or {}
+            count = int(str(cap.get(GPU) or mt.gpu_count or 0) or 0)
+            spec["accelerators"] = [{"type": str(acc), "count": count or mt.gpu_count}]
+        common = {k: v for k, v in labels[0].items() if not any(p in k for p in SYSTEM_PREFIXES)
+                  and all(lb.get(k) == v for lb in labels)}
+        if common:
+            spec["labels"] = dict(sorted(common.items()))
+        taints = [t for t in (ms[0].obj.get("spec") or {}).get("taints") or []
+                  if isinstance(t, dict) and t != GPU_TAINT and t != tpu.TAINT
+                  and not str(t.get("key", "")).startswith(("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/",
+                                                            "ToBeDeletedByClusterAutoscaler"))]
+        if taints:
+            spec["taints"] = taints
+        return {"apiVersion": TWIN_GROUP, "kind": "NodePool",
+                "metadata": {"name": name, "annotations": {ADOPT_NODES: "true"}}, "spec": spec}, ""
+
+    def missing_namespaces(self, out: list[Manifest], passthrough: list[Manifest]) -> list[Manifest]:
+        have = {str(m.obj["metadata"].get("name")) for m in [*out, *passthrough] if m.kind == "Namespace"}
+        want: dict[str, Manifest] = {}
+        for m in out:
+            ns = (m.obj.get("metadata") or {}).get("namespace")
+            if ns and str(ns) not in have and not kinds.is_cluster_scoped(m.kind):
+                want.setdefault(str(ns), m)
+        if want:
+            self.default("Namespaces the dump's objects are in but it does not hold, created", len(want))
+        return [Manifest({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, m.file, m.line)
+                for ns, m in sorted(want.items())]
+
+    def finish(self) -> None:
+        for why, by_kind in self.dropped.items():
+            n = sum(by_kind.values())
+            self.report.dropped.append((n, f"{why}: " + ", ".join(f"{c} {k}" for k, c in sorted(by_kind.items()))))
+        self.report.defaulted = [(n, what) for what, n in self.defaulted.items()]
+
+
+def convert(dumps: list[Manifest], passthrough: list[Manifest], options: Options | None = None
+            ) -> tuple[list[Manifest], Report]:
+    """The twin's manifests for the dumps' objects (passthrough: the user's own manifests given beside them, kept
+    as written and after them), and the report of what was kept, dropped and defaulted."""
+    conv = _Converter(options or Options())
+    out = conv.convert(dumps, passthrough)
+    conv.report.file = dumps[0].file if dumps else ""
+    return out + passthrough, conv.report
