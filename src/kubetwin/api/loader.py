@@ -11,7 +11,7 @@ so no input takes more than bounded memory and time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,10 +250,15 @@ def load_paths(paths: list[str | Path]) -> list[Manifest]:
         except KubetwinError as exc:
             errors.extend(exc.diagnostics)
     if not errors and not manifests:
-        where = ", ".join(str(p) for p in paths) or "<no paths>"
-        errors.append(Diagnostic(where, 0, "-", "", "no objects passed to apply" if files else
-                                 "no objects passed to apply: no .yaml, .yml or .json files found",
-                                 "pass files that hold at least one manifest (apiVersion, kind, metadata...)"))
+        errors.append(no_objects(paths, bool(files)))
     if errors:
         raise KubetwinError(errors)
     return manifests
+
+
+def no_objects(paths: Sequence[str | Path], found_files: bool) -> Diagnostic:
+    """kubectl apply's answer to paths that hold no object (`found_files`: some .yaml/.yml/.json file was there)."""
+    where = ", ".join(str(p) for p in paths) or "<no paths>"
+    return Diagnostic(where, 0, "-", "", "no objects passed to apply" if found_files else
+                      "no objects passed to apply: no .yaml, .yml or .json files found",
+                      "pass files that hold at least one manifest (apiVersion, kind, metadata...)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kubetwin.api import limits
 from kubetwin.api.errors import Diagnostic, KubetwinError
-from kubetwin.api.loader import Manifest, expand_paths, load_text
+from kubetwin.api.loader import Manifest, expand_paths, load_text, no_objects
 from kubetwin.importer import convert, kubectl, kwok, simulator
 
 MANIFESTS = "manifests"
@@ -94,10 +94,7 @@ def read(paths: Sequence[str | Path]) -> list[Source]:
         except KubetwinError as exc:
             errors.extend(exc.diagnostics)
     if not errors and not any(s.manifests for s in sources):
-        where = ", ".join(str(p) for p in paths) or "<no paths>"
-        errors.append(Diagnostic(where, 0, "-", "", "no objects passed to apply" if sources else
-                                 "no objects passed to apply: no .yaml, .yml or .json files found",
-                                 "pass files that hold at least one manifest (apiVersion, kind, metadata...)"))
+        errors.append(no_objects(list(paths), bool(sources)))
     if errors:
         raise KubetwinError(errors)
     return sources

@@ -208,28 +208,28 @@ class KueueController:
                 wl.get("status") or {}).get("admission"):
             self.env.after(0, lambda: self._bare_released(key))
 
-    def _bare_added(self, key: str) -> None:
+    def _take_in(self, key: str) -> bool:
+        """A Workload the manager did not create (bare, or restored): into the cache (admitted: holding its quota)
+        or the queues (pending); False when it is gone or finished."""
         wl = workload.get(self.store, key)
         if wl is None or is_true(wl, "Finished"):
-            return
+            return False
         self.sched.add_workload(wl)
         if not (wl.get("status") or {}).get("admission"):
             self._not_queued(wl)
         self.metrics.created(key, self.env.now)
-        self._arrived()
+        return True
+
+    def _bare_added(self, key: str) -> None:
+        if self._take_in(key):
+            self._arrived()
 
     def _restored(self, key: str) -> None:
         """A job's Workload the manifests restore (an imported cluster's): admitted, it holds its quota in the
         cache; pending, it is queued. The cycle runs once all of the instant's objects are in, so a pending one
         never takes quota an admitted one restored after it holds."""
-        wl = workload.get(self.store, key)
-        if wl is None or is_true(wl, "Finished"):
-            return
-        self.sched.add_workload(wl)
-        if not (wl.get("status") or {}).get("admission"):
-            self._not_queued(wl)
-        self.metrics.created(key, self.env.now)
-        self.kick()
+        if self._take_in(key):
+            self.kick()
 
     def _bare_finished(self, key: str) -> None:
         wl = workload.get(self.store, key)
