@@ -262,3 +262,66 @@ def test_validate_notices_a_target_nobody_creates() -> None:
     notices = [d for d in _diags([change]) if d.severity == "notice"]
     assert any("Deployment default/ghost is not in the manifests" in d.message and "will find nothing" in d.message
                for d in notices)
+
+
+# -- a NodePool resized (gcloud container clusters resize) -----------------------------------------------------
+def _pool_run(change: dict, pods: int = 4) -> object:
+    from k8s_builders import make_pool
+
+    pool = make_pool("cpu", "n2-standard-8", 4).spec(bootDelay="0s").obj()
+    deployment = _deployment(pods)
+    deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
+    return run(objects=[make_scenario("1h").obj(), pool, deployment, change])
+
+
+def _nodes_at(result, t: float) -> list[str]:
+    last: dict[str, str] = {}
+    for v in result.versions("Node", until=t):
+        last[v.object["metadata"]["name"]] = v.type
+    return sorted(n for n, etype in last.items() if etype != "DELETED")
+
+
+def test_resizing_a_pool_down_drains_random_nodes_and_the_deployment_reschedules() -> None:
+    """gcloud's resize to 2 of 4 nodes at 10m: two instances go, running pods or not, their pods deleted first;
+    the Deployment's replacements find room on the two left (2 pods of 3 CPUs a node) or wait."""
+    res = _pool_run(make_change("shrink", "10m", "kubetwin.io/v1alpha1", "NodePool", "cpu").action(
+        "Scale", replicas=2).obj())
+    assert len(_nodes_at(res, 599)) == 4 and len(_nodes_at(res, 600)) == 2
+    assert _status(res, "shrink")["phase"] == "Applied"
+    assert res.last("NodePool", "cpu")["spec"]["nodeCount"] == 2
+    running = [p for p in _alive(res, "web-", 3600)
+               if res.last("Pod", p)["status"].get("phase") == "Running"]
+    assert len(running) == 4  # 4 replicas fit on the 2 nodes left
+    assert all(res.last("Pod", p)["spec"]["nodeName"] in _nodes_at(res, 3600) for p in running)
+    # the same run twice picks the same nodes (the random pick is seeded)
+    again = _pool_run(make_change("shrink", "10m", "kubetwin.io/v1alpha1", "NodePool", "cpu").action(
+        "Scale", replicas=2).obj())
+    assert _nodes_at(again, 3600) == _nodes_at(res, 3600)
+
+
+def test_resizing_a_pool_up_boots_new_nodes_and_pending_pods_land_there() -> None:
+    res = _pool_run(make_change("grow", "10m", "kubetwin.io/v1alpha1", "NodePool", "cpu").patch(
+        {"spec": {"nodeCount": 6}}, "merge").obj(), pods=12)
+    assert len(_nodes_at(res, 599)) == 4 and len(_nodes_at(res, 3600)) == 6
+    running = [p for p in _alive(res, "web-", 3600) if res.last("Pod", p)["status"].get("phase") == "Running"]
+    assert len(running) == 12  # 8 before, 4 more on the 2 new nodes after they boot
+
+
+def test_validate_refuses_a_resize_the_twin_would_not_make() -> None:
+    from k8s_builders import make_pool
+
+    auto = make_pool("auto", "n2-standard-8", 1).autoscaling(1, 5).obj()
+    fixed = make_pool("cpu", "n2-standard-8", 2).obj()
+    cases = [
+        (make_change("c", "1m", "kubetwin.io/v1alpha1", "NodePool", "auto").action("Scale", replicas=3).obj(),
+         "spec.target", "it autoscales"),
+        (make_change("c", "1m", "kubetwin.io/v1alpha1", "NodePool", "cpu").patch(
+            {"spec": {"nodeCount": 3, "machineType": "n2-standard-16"}}, "merge").obj(), "spec.patch",
+         "changes only spec.nodeCount"),
+    ]
+    for change, field, words in cases:
+        errors = [d for d in _diags([auto, fixed, change]) if d.severity == "error"]
+        assert errors and errors[0].field == field and words in errors[0].message, (field, errors)
+    ok = make_change("c", "1m", "kubetwin.io/v1alpha1", "NodePool", "cpu").patch({"spec": {"nodeCount": 3}},
+                                                                                 "merge").obj()
+    assert not [d for d in _diags([auto, fixed, ok]) if d.severity == "error"]

@@ -11,6 +11,7 @@ names (a repaired VM keeps its instance name). Pods on a lost node fail as PodGC
 from __future__ import annotations
 
 import hashlib
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -208,6 +209,11 @@ class NodePoolController:
         name = pool["metadata"]["name"]
         if etype == "DELETED":
             self.env.after(0, lambda: self._pool_deleted(pool))
+            return
+        if etype == "MODIFIED" and old is not None:
+            before, after = initial_node_count(old["spec"]), initial_node_count(pool["spec"])
+            if before != after and not pool["spec"].get("autoscaling"):
+                self.env.after(0, lambda: self.resize(name, before, after))
             return
         if etype != "ADDED":
             return
@@ -519,6 +525,28 @@ class NodePoolController:
             names.append(name)
             self.env.after(delay, lambda nn=name: self._register(obj, mt, zone, nn))
         return names
+
+    def resize(self, pool: str, before: int, after: int) -> None:
+        """`gcloud container clusters resize --node-pool POOL --num-nodes N` (a new spec.nodeCount, per zone): more
+        VMs boot as the pool's others do; fewer: in each zone the instance group removes instances "at random",
+        running pods or not, and each is drained first, its pods gracefully terminated (their controllers make
+        new ones elsewhere; bare pods are gone) -- gcloud container clusters resize's reference. Twin choices: the
+        random pick is seeded by the cluster, pool, zone and time; graceful termination is the pods' deletion,
+        at once. A multi-host TPU pool resizes whole slices (not modelled here: validate refuses it)."""
+        obj = self._live_pool(pool)
+        if obj is None or pool in self.slices:
+            return
+        for zone in obj["spec"].get("zones") or [DEFAULT_ZONE]:
+            if after > before:
+                self.scale(pool, zone, after - before)
+                continue
+            live = self.pool_nodes(pool, zone)
+            gone = sorted(random.Random(f"{self.cluster}/{pool}/{zone}/{self.env.now}").sample(
+                live, min(before - after, len(live))))
+            for name in gone:
+                for p in [p for p in self.store.list("Pod") if (p.get("spec") or {}).get("nodeName") == name]:
+                    self.store.delete("Pod", p["metadata"].get("namespace") or "", p["metadata"]["name"])
+                self.store.delete("Node", "", name)
 
     def _driver_ready(self, node_name: str, gpus: int) -> None:
         """The GKE driver installer finished: the device plugin advertises nvidia.com/gpu."""

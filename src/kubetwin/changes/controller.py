@@ -82,8 +82,9 @@ class ChangeController:
         elif action == "Delete":
             self.store.delete(t["kind"], ns, t["name"])
             self._status(change, "Applied", f"{_resource(t)} \"{t['name']}\" deleted")
-        elif action == "Scale":
-            self.store.update({**cur, "spec": {**cur.get("spec", {}), "replicas": int(spec["replicas"])}})
+        elif action == "Scale":  # a NodePool's size is its nodeCount per zone (the NodePool controller resizes)
+            field = "nodeCount" if t["kind"] == "NodePool" else "replicas"
+            self.store.update({**cur, "spec": {**cur.get("spec", {}), field: int(spec["replicas"])}})
             self._status(change, "Applied", f"{_resource(t)}/{t['name']} scaled")
         else:  # Suspend / Resume
             self.store.update({**cur, "spec": {**cur.get("spec", {}), "suspend": action == "Suspend"}})

@@ -74,6 +74,10 @@ def _change(m: Manifest, objects: dict[tuple[str, str, object], Manifest],
                            f"{t['kind']} {t.get('namespace') + '/' if t.get('namespace') else ''}{t['name']} is not "
                            f"in the manifests and the twin creates no {t['kind']}: at {spec['at']} the change will "
                            "find nothing and fail", "", "notice")]
+    if t["kind"] == "NodePool":
+        pool = _resizable(m, target)
+        if pool:
+            return pool
     if spec.get("patch") is None:
         return []
     try:
@@ -82,6 +86,10 @@ def _change(m: Manifest, objects: dict[tuple[str, str, object], Manifest],
     except PatchError as e:
         return [Diagnostic(m.file, m.line_of("spec.patch"), m.ref, "spec.patch", str(e),
                            f"the patch must apply to {target.ref} ({target.file}:{target.line})")]
+    if t["kind"] == "NodePool" and _without_count(patched) != _without_count(target.obj):
+        return [Diagnostic(m.file, m.line_of("spec.patch"), m.ref, "spec.patch", f"the twin changes only "
+                           f"spec.nodeCount of a running NodePool (a resize); the rest of this patch of {target.ref} "
+                           "would be ignored", "patch spec.nodeCount alone, or give the pool its final spec")]
     found = [d for d in validate_one(Manifest(patched, target.file, target.line)) if d.severity == "error"]
     return [Diagnostic(m.file, m.line_of("spec.patch"), m.ref, "spec.patch",
                        f"the patched {target.ref} would be invalid: {d.field}: {d.message}", d.hint) for d in found]
@@ -99,3 +107,24 @@ def _bad_op(op: object) -> str | None:
         if k in op and (not isinstance(op[k], str) or (op[k] and not op[k].startswith("/"))):
             return f"{k} {op[k]!r} is not a JSON pointer (RFC 6901: empty, or starting with /)"
     return None
+
+
+def _without_count(pool: dict) -> dict:
+    return {**pool, "spec": {k: v for k, v in (pool.get("spec") or {}).items() if k != "nodeCount"}}
+
+
+def _resizable(m: Manifest, target: Manifest) -> list[Diagnostic]:
+    """A NodePool the twin can resize: no autoscaling (the cluster autoscaler owns its size) and not a multi-host
+    TPU slice (it resizes by whole slices)."""
+    from kubetwin import catalog
+    from kubetwin.devices import tpu
+
+    pool = target.obj.get("spec") or {}
+    topology = tpu.pool_topology(pool)
+    slice_pool = topology is not None and tpu.is_multi_host(catalog.machine_type(pool["machineType"]).name, topology)
+    why = ("it autoscales: the cluster autoscaler owns its size" if pool.get("autoscaling") else
+           "it is a multi-host TPU slice: it resizes by whole slices" if slice_pool else "")
+    if not why:
+        return []
+    return [Diagnostic(m.file, m.line_of("spec.target"), m.ref, "spec.target", f"the twin does not resize "
+                       f"{target.ref}: {why}", "change a pool without autoscaling, or its min/max in its manifest")]
