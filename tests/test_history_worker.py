@@ -5,6 +5,7 @@ not."""
 
 from __future__ import annotations
 
+import html
 import os
 import signal
 import subprocess
@@ -224,3 +225,14 @@ def test_no_worker_from_a_thread_or_beside_grpc(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
     monkeypatch.setenv(historyworker.DISABLE_ENV, "0")
     assert not historyworker.available()
+
+
+def test_a_run_folder_name_with_spaces_tabs_and_newlines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report command carries the folder and the run's name through the pipe as JSON: any character survives."""
+    monkeypatch.setattr(historyworker, "available", lambda: True)
+    monkeypatch.setattr(historylog, "HAND_OVER", 10)
+    out = tmp_path / "a run\twith\nodd name"
+    run(objects=_objects(), out=out)
+    page = (out / "report.html").read_text()
+    assert f"<title>kubetwin run report: {html.escape(out.name)}</title>" in page
+    assert (out / "history.index").stat().st_size > 0 and _children(os.getpid()) == []

@@ -200,8 +200,8 @@ class HistoryLog:
                 files.add_lines(item)
             elif item == "close":
                 files.close()
-            else:  # "report FOLDER\tNAME"
-                folder, name = item.split(" ", 1)[1].split("\t", 1)
+            else:  # "report" and the JSON of [folder, name] (any character, newlines included, survives)
+                folder, name = json.loads(item.split(" ", 1)[1])
                 files.write_report(Path(folder), name, None)
         return serve
 
@@ -238,17 +238,21 @@ class HistoryLog:
         """report.html into the folder (after `close`, with the run's other files there); `name` labels the run."""
         assert self._closed and self._report
         if self._worker is not None:
-            self._worker.request(f"report {self.folder}\t{name}")
+            self._worker.request("report " + json.dumps([str(self.folder), name]))
         else:
             assert self._files is not None
             self._files.write_report(self.folder, name, ((t, etype, obj) for t, _, etype, obj in self)
                                      if self.in_memory else None)
 
     def release(self) -> None:
-        """End the worker, if any (idempotent; a run that fails calls it without `close`)."""
+        """End the worker, if any, or close the run's own files if `close` was not reached (idempotent; a run that
+        fails calls it, and then removes the folder)."""
         if self._worker is not None:
             worker, self._worker = self._worker, None
             worker.stop()
+        elif not self._closed and self._files is not None:
+            with contextlib.suppress(Exception):  # the run is failing already: its own error is the one to raise
+                self._files.close()
         self._closed = True
 
     def moved(self, folder: Path) -> None:

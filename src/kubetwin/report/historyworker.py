@@ -10,11 +10,11 @@ to import), and builds the files from the same lines with the same code, so the 
 the run would have written itself (tests/test_history_worker.py).
 
 The pipe carries history lines (each a JSON object, so never a NUL byte: orjson and the standard library escape
-control characters) and commands, a NUL byte then a word: `close` (finish the files), `report FOLDER<TAB>NAME`
-(write report.html). The worker answers each command on a second pipe: a length-prefixed pickle, None or the
-exception it raised (re-raised in the run, its traceback attached). When the pipe ends (the run is done with it,
-or gone) the worker exits at once, writing nothing more. It ignores SIGINT, which the terminal sends to both
-processes: the run decides what a Ctrl-C stops.
+control characters) and commands, a NUL byte then a word: `close` (finish the files), `report` and the JSON of
+[folder, name] (write report.html). The worker answers each command on a second pipe: a length-prefixed pickle,
+None or the exception it raised (re-raised in the run, its traceback attached). When the pipe ends (the run is done
+with it, or gone) the worker exits at once, writing nothing more. It ignores SIGINT, which the terminal sends to
+both processes: the run decides what a Ctrl-C stops.
 """
 
 from __future__ import annotations
