@@ -88,6 +88,7 @@ class Report:
     warnings: list[Diagnostic] = field(default_factory=list)
     snapshot_time: str = ""
     file: str = ""
+    replay: list[str] = field(default_factory=list)  # what a kwokctl recording became (importer/replay.py)
 
     def lines(self) -> list[str]:
         fmt = ", ".join(f"{n} {f} file{'s' if n > 1 else ''}" for f, n in sorted(self.formats.items()))
@@ -95,7 +96,7 @@ class Report:
         out.append("kept: " + ", ".join(f"{n} {k}" for k, n in sorted(self.kept.items())))
         out += [f"dropped: {n} {what}" for n, what in self.dropped]
         out += [f"defaulted: {n} {what}" for n, what in self.defaulted]
-        return out
+        return out + self.replay
 
     def diagnostics(self) -> list[Diagnostic]:
         """The report as validate's notices (one per line), then its warnings."""

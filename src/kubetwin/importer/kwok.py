@@ -3,13 +3,12 @@ lists it (apiVersion and kind set, managedFields and status kept), each with its
 between documents (kubernetes-sigs/kwok pkg/kwokctl/snapshot/save.go `Saver.Save`, pkg/utils/yaml/encoder.go;
 Apache-2.0, read for the format only, at 172defa).
 
-kwokctl's recordings (`kwokctl snapshot record`) add `ResourcePatch` documents (action.kwok.x-k8s.io/v1alpha1:
-resource, target, durationNanosecond, method, template; pkg/apis/action/v1alpha1): changes over time, which need
-issue 36 item 2's timeline; refused with a message saying so."""
+kwokctl's recordings (`kwokctl snapshot export --record`) add `ResourcePatch` documents (action.kwok.x-k8s.io/v1alpha1:
+resource, target, durationNanosecond, method, template; pkg/apis/action/v1alpha1): changes over time, replayed by
+importer/replay.py."""
 
 from __future__ import annotations
 
-from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 
 FORMAT = "kwokctl"
@@ -25,13 +24,7 @@ def is_snapshot(manifests: list[Manifest]) -> bool:
     return bool(objs) and all(m.get("creationTimestamp") and "resourceVersion" not in m for m in meta)
 
 
-def recordings(manifests: list[Manifest]) -> list[Diagnostic]:
-    """kwokctl's ResourcePatch documents, each refused (one line per file with their count)."""
+def recordings(manifests: list[Manifest]) -> tuple[list[Manifest], list[Manifest]]:
+    """The file's objects and its ResourcePatch documents, apart (importer/replay.py replays the latter)."""
     patches = [m for m in manifests if str(m.obj.get("apiVersion", "")).startswith(ACTION_GROUP + "/")]
-    if not patches:
-        return []
-    first = patches[0]
-    return [Diagnostic(first.file, first.line, first.ref, "", f"{len(patches)} kwokctl recording document(s) "
-                       f"({first.kind or 'ResourcePatch'}, {ACTION_GROUP}): replaying recorded changes needs a "
-                       "timeline of changes (issue 36 item 2), which the twin does not have yet",
-                       "import the state alone: kwokctl snapshot save --format k8s, or kubectl get ... -A -o yaml")]
+    return [m for m in manifests if m not in patches], patches

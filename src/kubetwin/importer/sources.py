@@ -5,26 +5,30 @@ is what it was; dumps go through `convert`, once, together (owners, nodes and po
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubetwin.api import limits
+from kubetwin.api import kinds, limits
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest, expand_paths, load_text, no_objects
-from kubetwin.importer import convert, kubectl, kwok, simulator
+from kubetwin.importer import convert, kubectl, kwok, replay, simulator
 
 MANIFESTS = "manifests"
 
 
 @dataclass
 class Source:
-    """One file: its format and its objects (a snapshot's lists already turned into objects)."""
+    """One file: its format and its objects (a snapshot's lists already turned into objects); a kwokctl recording's
+    ResourcePatch documents, and whether its times were relative to the recording's start (replay.py)."""
 
     file: str
     format: str
     manifests: list[Manifest]
+    patches: list[Manifest] = field(default_factory=list)
+    relative: bool = False
 
 
 def _json_problem(text: str, file: str) -> Diagnostic | None:
@@ -54,6 +58,9 @@ def read_file(path: Path) -> Source:
     recorded = simulator.recorder_lines(text, file)
     if recorded is not None:
         raise KubetwinError([recorded])
+    relative = replay.TIME_OFFSET.search(text) is not None  # kwokctl snapshot export: times from its start
+    if relative:
+        text = replay.revert_times(text)
     try:
         manifests = load_text(text, file)
     except KubetwinError as exc:
@@ -64,10 +71,12 @@ def read_file(path: Path) -> Source:
         if problems:
             raise KubetwinError(problems)
         return Source(file, simulator.FORMAT, objs)
-    problems = [d for d in (kubectl.truncated_list(m) for m in manifests) if d is not None] + kwok.recordings(
-        manifests)
+    problems = [d for d in (kubectl.truncated_list(m) for m in manifests) if d is not None]
     if problems:
         raise KubetwinError(problems)
+    manifests, patches = kwok.recordings(manifests)
+    if patches:
+        return Source(file, kwok.FORMAT, manifests, patches, relative)
     dumped = [m for m in manifests if kubectl.is_dump_object(m.obj)]
     if not dumped:
         return Source(file, MANIFESTS, manifests)
@@ -116,8 +125,30 @@ def load(paths: Sequence[str | Path], options: convert.Options | None = None
     for s in sources:
         for m in s.manifests:
             (dumps if s.format != MANIFESTS and kubectl.is_dump_object(m.obj) else own).append(m)
+    patches = [p for s in sources for p in s.patches]
+    if patches and any(s.relative for s in sources) and (options is None or options.snapshot_time is None):
+        options = dataclasses.replace(options or convert.Options(), snapshot_time=replay.RECORDING_START)
     manifests, report = convert.convert(dumps, own, options)
     for s in sources:
         if s.format != MANIFESTS:
             report.formats[s.format] += 1
+    if patches:
+        manifests = _replayed(manifests, patches, report)
     return manifests, report
+
+
+def _replayed(manifests: list[Manifest], patches: list[Manifest], report: convert.Report) -> list[Manifest]:
+    """The converted state with a recording's changes on its timeline (replay.py): deletions as delete-at on their
+    objects, objects created later and the Change objects after the rest."""
+    by_key = {(m.kind, "" if kinds.REGISTRY.is_cluster_scoped(m.kind) else str(
+        (m.obj.get("metadata") or {}).get("namespace") or "default"), str((m.obj.get("metadata") or {}).get("name"))):
+        m for m in manifests}
+    done = replay.replay(patches, set(by_key))
+    for key, seconds in done.deletes.items():
+        m = by_key.get(key)
+        if m is not None:
+            m.obj["metadata"].setdefault("annotations", {})[convert.DELETE_AT] = f"{seconds:g}s"
+    for m in done.creates + done.changes:
+        report.kept[m.kind] += 1
+    report.replay = done.lines()
+    return manifests + done.creates + done.changes
