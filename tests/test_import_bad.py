@@ -105,9 +105,9 @@ def test_a_resource_version_gap_between_sources_keeps_the_newest(tmp_path: Path)
         "1 objects appear in more than one source with different reso"]
 
 
-def test_kwok_recordings_replay_and_simulator_recorder_lines_name_item_2(tmp_path: Path) -> None:
-    """A kwokctl recording's ResourcePatch documents replay (importer/replay.py: here a bare pod deleted 5 s in);
-    kube-scheduler-simulator's recorder lines are still refused, naming what is missing."""
+def test_kwok_recordings_replay_and_bad_recorder_lines_are_refused_at_their_line(tmp_path: Path) -> None:
+    """A kwokctl recording's ResourcePatch documents replay (importer/replay.py: here a bare pod deleted 5 s in); a
+    recorder line that is not one is refused at its line."""
     rec = tmp_path / "rec.yaml"
     rec.write_text((DATA / "gke-kwokctl-snapshot.yaml").read_text() + "---\n" + yaml.safe_dump({
         "apiVersion": "action.kwok.x-k8s.io/v1alpha1", "kind": "ResourcePatch",
@@ -119,10 +119,11 @@ def test_kwok_recordings_replay_and_simulator_recorder_lines_name_item_2(tmp_pat
     prep = next(m.obj for m in manifests if m.kind == "Pod" and m.obj["metadata"]["name"] == "batch-prep")
     assert prep["metadata"]["annotations"]["kubetwin.io/delete-at"] == "5s"
     lines = tmp_path / "recorder.jsonl"
-    lines.write_text(json.dumps({"time": "2026-12-01T10:00:00Z", "event": "Add", "resource": {"kind": "Pod"}}) + "\n")
+    good = {"time": "2026-12-01T10:00:00Z", "event": "Add", "resource": {"apiVersion": "v1", "kind": "Namespace",
+                                                                          "metadata": {"name": "ml"}}}
+    lines.write_text(json.dumps(good) + "\n" + json.dumps({**good, "resource": {"kind": "Pod"}}) + "\n")
     code, out = cli("import", str(lines), "--out", str(tmp_path / "o"))
-    assert code == 1 and f"{lines}:1: error: kube-scheduler-simulator recorder lines" in out
-    assert "issue 36 item 2" in out
+    assert code == 1 and f"{lines}:2: error: kube-scheduler-simulator recorder lines: a record is" in out
 
 
 def test_validate_rejects_first_with_the_dumps_file_and_line(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ user did happens at its time, what the cluster's controllers did is left to the 
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -93,3 +94,56 @@ def test_a_recording_replays_what_users_did_and_skips_what_controllers_did(tmp_p
     assert res.first_time("Node", lambda o: bool((o.get("spec") or {}).get("unschedulable")), NODE) == 1200
     change = res.last("Change", "recorded-00001")
     assert change["status"]["phase"] == "Applied" and change["spec"]["patchType"] == "strategic"
+
+
+def _record(seconds: float, event: str, resource: dict) -> str:
+    t = datetime.fromtimestamp(START.timestamp() + seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return json.dumps({"time": t, "event": event, "resource": resource}) + "\n"
+
+
+def _node(name: str, **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "uid": f"u-{name}", "resourceVersion": "1", "creationTimestamp": "2026-12-01T09:00:00Z",
+        "labels": {"kubernetes.io/hostname": name}}, "spec": spec,
+        "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                   "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
+
+
+def _pod(name: str, **meta) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": name, "namespace": "default", "uid": f"u-{name}", "resourceVersion": "2",
+        "creationTimestamp": "2026-12-01T10:00:00Z", **meta},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending"}}
+
+
+def test_simulator_recorder_lines_replay_after_their_initial_sync(tmp_path: Path) -> None:
+    """The recorder's first Adds (its informers' initial list, within the first flush) are the state at t=0; later
+    Adds, Updates (as merge patches of what changed) and Deletes are the timeline; its first record is t=0."""
+    path = tmp_path / "record.jsonl"
+    path.write_text(
+        _record(0, "Add", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": "default", "uid": "u-ns", "resourceVersion": "1", "creationTimestamp": "2026-12-01T09:00:00Z"}})
+        + _record(0.2, "Add", _node("n1")) + _record(0.3, "Add", _node("n2"))
+        + _record(600, "Add", _pod("late"))
+        + _record(601, "Update", {**_pod("late"), "spec": {**_pod("late")["spec"], "nodeName": "n1"}})
+        + _record(1200, "Update", _node("n1", unschedulable=True))
+        + _record(1230, "Update", {**_node("n2"), "status": {**_node("n2")["status"], "conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": "x"}]}})
+        + _record(3000, "Delete", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "late",
+                                                                                 "namespace": "default"}}))
+    manifests, report = sources.load([path])
+    assert report is not None and report.snapshot_time == "2026-12-01T10:00:00Z"
+    assert "replayed: 1 created later (kubetwin.io/create-at), 1 changes (Change), 1 deleted later " \
+           "(kubetwin.io/delete-at) from a kwokctl recording" in report.lines()
+    change = next(m.obj for m in manifests if m.kind == "Change")
+    assert change["spec"]["patchType"] == "merge" and change["spec"]["patch"] == {"spec": {"unschedulable": True}}
+    res = run([path], duration="1h")
+    late = res.versions("Pod", "late")
+    assert late[0].time == 600 and late[-1].type == "DELETED" and late[-1].time == 3000
+    assert res.first_time("Node", lambda o: bool((o.get("spec") or {}).get("unschedulable")), "n1") == 1200
+    # the recorded binding to n1 is the real scheduler's: skipped; the twin's own scheduler binds the pod
+    assert any("pods' status and bindings" in line for line in report.lines())
+    assert [e.event["source"]["component"] for e in res.recorded_events("Scheduled", involved="late")] == [
+        "default-scheduler"]

@@ -170,7 +170,8 @@ def replay(patches: list[Manifest], known: set[tuple[str, str, str]]) -> Replay:
             change = {"apiVersion": TWIN_GROUP, "kind": "Change", "metadata": {"name": f"recorded-{n:05d}"},
                       "spec": {"at": _at(at), "target": {"apiVersion": api_version, "kind": k, "name": key[2],
                                                          **({"namespace": ns} if ns else {})},
-                               "patchType": "merge" if kinds.REGISTRY.is_custom(group, k) else "strategic",
+                               "patchType": p.get("patchType") or (
+                                   "merge" if kinds.REGISTRY.is_custom(group, k) else "strategic"),
                                "patch": body}}
             out.changes.append(Manifest(change, m.file, m.line))
         else:

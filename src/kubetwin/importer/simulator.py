@@ -9,7 +9,7 @@ the format only, at e61a4fc):
 The lists come from client-go's typed List calls, whose items carry no apiVersion/kind (TypeMeta is empty and
 omitted), so each item's kind comes from its key. System priority classes are left out by the simulator
 (isSystemPriorityClass). The recorder's JSON lines ({"time", "event", "resource"}, simulator/recorder/recorder.go)
-are a stream of changes: issue 36 item 2, refused here with a message saying so."""
+are a stream of changes: `recorder` turns them into the state at their start and a timeline (importer/replay.py)."""
 
 from __future__ import annotations
 
@@ -57,16 +57,97 @@ def read(m: Manifest) -> tuple[list[Manifest], list[Diagnostic], int]:
     return out, problems, int(m.obj.get(SCHEDULER_CONFIG) is not None)
 
 
-def recorder_lines(text: str, file: str) -> Diagnostic | None:
-    """The simulator's recorder output (one JSON object per line: time, event, resource): refused, naming why."""
+def is_recorder(text: str) -> bool:
+    """The simulator's recorder output: one JSON object per line with time, event and resource."""
     first = next((line for line in text.splitlines() if line.strip()), "")
     try:
         obj = json.loads(first)
     except ValueError:
-        return None
-    if not (isinstance(obj, dict) and {"time", "event", "resource"} <= set(obj)):
-        return None
-    return Diagnostic(file, 1, "-", "", "kube-scheduler-simulator recorder lines (time, event, resource) are a "
-                      "stream of changes: replaying them needs a timeline of changes (issue 36 item 2), which the "
-                      "twin does not have yet", "import a snapshot instead: the simulator's GET /api/v1/export, or "
-                      "kubectl get ... -A -o yaml")
+        return False
+    return isinstance(obj, dict) and {"time", "event", "resource"} <= set(obj)
+
+
+# Twin choice: the recorder's informers list every object first (an Add each) and its file is flushed every
+# --flush-interval (5 s by default, recorder.go defaultPollInterval): Adds within this long of the first record are
+# the cluster's state at the recording's start, t=0; later records are its timeline.
+INITIAL_SYNC_S = 5.0
+
+
+def recorder(text: str, file: str) -> tuple[list[Manifest], list[Manifest], str]:
+    """The recorder's lines (simulator/recorder/recorder.go `Record`: time, event Add|Update|Delete, resource; a
+    delete carries apiVersion, kind, name and namespace only) as the state at its start (the initial sync's objects),
+    the rest as kwokctl-shaped ResourcePatch documents (importer/replay.py replays them: an Update as a merge patch of
+    what changed), and the start's time (t=0). KubetwinError-style problems are raised by the caller's parse."""
+    from datetime import datetime
+
+    from kubetwin.api import kinds
+
+    records = []
+    times = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            t = datetime.fromisoformat(str(rec["time"]).replace("Z", "+00:00"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RecorderError(n, f"not a recorder line ({exc})") from None
+        res = rec.get("resource")
+        if rec.get("event") not in ("Add", "Update", "Delete") or not isinstance(res, dict) or not res.get(
+                "apiVersion") or not res.get("kind") or not (res.get("metadata") or {}).get("name"):
+            raise RecorderError(n, "a record is {time, event: Add|Update|Delete, resource} and its resource has "
+                                "apiVersion, kind and metadata.name")
+        records.append((n, rec))
+        times.append(t)
+    start = min(times)
+    state: list[Manifest] = []
+    patches: list[Manifest] = []
+    last: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for (n, rec), t in zip(records, times, strict=True):
+        obj = rec.get("resource") or {}
+        meta = obj.get("metadata") or {}
+        key = (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+        since = (t - start).total_seconds()
+        if rec.get("event") == "Add" and since <= INITIAL_SYNC_S:
+            state.append(Manifest(obj, file, n))
+            last[key] = obj
+            continue
+        info = kinds.REGISTRY.of(str(obj.get("apiVersion", "")), key[0])
+        group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+        doc: dict[str, Any] = {"apiVersion": "action.kwok.x-k8s.io/v1alpha1", "kind": "ResourcePatch",
+                               "resource": {"group": group, "version": version,
+                                            "resource": info.plural if info is not None else key[0].lower() + "s"},
+                               "target": {"name": key[2], **({"namespace": key[1]} if key[1] else {})},
+                               "durationNanosecond": int(since * 1e9)}
+        if rec.get("event") == "Add":
+            doc.update(method="create", template=obj)
+            last[key] = obj
+        elif rec.get("event") == "Update":
+            doc.update(method="patch", template=merge_diff(last.get(key) or {}, obj), patchType="merge")
+            last[key] = obj
+        else:
+            doc.update(method="delete")
+            last.pop(key, None)
+        patches.append(Manifest(doc, file, n))
+    return state, patches, start.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class RecorderError(ValueError):
+    """A recorder line that is not one (its line number and why)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def merge_diff(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`: changed keys, removed ones as null."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return new
+    out = {k: None for k in old if k not in new}
+    for k, v in new.items():
+        if k not in old:
+            out[k] = v
+        elif old[k] != v:
+            out[k] = merge_diff(old[k], v)
+    return out

@@ -17,6 +17,7 @@ from kubetwin.api.loader import Manifest, expand_paths, load_text, no_objects
 from kubetwin.importer import convert, kubectl, kwok, replay, simulator
 
 MANIFESTS = "manifests"
+RECORDER = "kube-scheduler-simulator recorder"
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Source:
     manifests: list[Manifest]
     patches: list[Manifest] = field(default_factory=list)
     relative: bool = False
+    start: str | None = None  # a recording's start (the simulator recorder's first record), t=0
 
 
 def _json_problem(text: str, file: str) -> Diagnostic | None:
@@ -55,9 +57,13 @@ def read_file(path: Path) -> Source:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise KubetwinError([Diagnostic(file, 0, "-", "", f"cannot read file: {exc}", "")]) from None
-    recorded = simulator.recorder_lines(text, file)
-    if recorded is not None:
-        raise KubetwinError([recorded])
+    if simulator.is_recorder(text):
+        try:
+            state, patches, start = simulator.recorder(text, file)
+        except simulator.RecorderError as exc:
+            raise KubetwinError([Diagnostic(file, exc.line, "-", "", f"kube-scheduler-simulator recorder lines: "
+                                            f"{exc}", "record again with the simulator's recorder")]) from None
+        return Source(file, RECORDER, state, patches, start=start)
     relative = replay.TIME_OFFSET.search(text) is not None  # kwokctl snapshot export: times from its start
     if relative:
         text = replay.revert_times(text)
@@ -124,10 +130,13 @@ def load(paths: Sequence[str | Path], options: convert.Options | None = None
     own: list[Manifest] = []
     for s in sources:
         for m in s.manifests:
-            (dumps if s.format != MANIFESTS and kubectl.is_dump_object(m.obj) else own).append(m)
+            (dumps if s.format != MANIFESTS and (s.format == RECORDER or kubectl.is_dump_object(m.obj))
+             else own).append(m)
     patches = [p for s in sources for p in s.patches]
-    if patches and any(s.relative for s in sources) and (options is None or options.snapshot_time is None):
-        options = dataclasses.replace(options or convert.Options(), snapshot_time=replay.RECORDING_START)
+    start = next((s.start for s in sources if s.start), None) or (
+        replay.RECORDING_START if any(s.relative for s in sources) else None)
+    if start and (options is None or options.snapshot_time is None):
+        options = dataclasses.replace(options or convert.Options(), snapshot_time=start)
     manifests, report = convert.convert(dumps, own, options)
     for s in sources:
         if s.format != MANIFESTS:
