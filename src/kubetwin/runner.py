@@ -26,6 +26,7 @@ from kubetwin.catalog import storage as storage_catalog
 from kubetwin.changes.controller import ChangeController
 from kubetwin.controllers import admission, nodelifecycle
 from kubetwin.controllers.attachdetach import AttachDetachController
+from kubetwin.controllers.garbagecollector import GarbageCollector
 from kubetwin.controllers.job import JobController
 from kubetwin.controllers.jobset import JobSetController
 from kubetwin.controllers.kubelet import Kubelet
@@ -327,6 +328,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     PersistentVolumeController(store, env, events)  # claims bound and provisioned; the GKE Volume Populator
     StorageProtectionController(store, env)  # a deleted claim or volume goes once nothing uses it
     NamespaceController(store, env)  # a deleted namespace's objects go with it
+    GarbageCollector(store, env)  # an object whose owners are all gone goes too (background propagation)
     trace = SchedulingTrace(env) if scenario.traceScheduling else None
     scheduler = Scheduler(store, events, scenario.seed, scenario.scoringStrategy,
                           Features.from_gates(dict(scenario.featureGates)), scenario.gpuPlacementPolicy, trace=trace,

@@ -498,12 +498,14 @@ class RequestTrace(_Strict):
 # ---- Change: a write to a named object at a simulated time (kubetwin.changes; issue 36 item 2) ----
 
 # What each shorthand acts on: kubectl cordon / uncordon / drain (Nodes), a delete the twin follows through (a Node's
-# pods go by PodGC, a NodePool's VMs with it; no garbage collector deletes other kinds' dependents), kubectl scale
+# pods go by PodGC, a NodePool's VMs with it, a workload's dependents by the garbage collector), kubectl scale
 # (the kinds whose controllers the twin runs; a NodePool's nodes per zone, as gcloud container clusters resize), and a
 # Job's or JobSet's spec.suspend.
 CHANGE_ACTIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "Cordon": (("v1", "Node"),), "Uncordon": (("v1", "Node"),), "Drain": (("v1", "Node"),),
-    "Delete": (("v1", "Node"), ("v1", "Pod"), (TWIN_API, "NodePool")),
+    "Delete": (("v1", "Node"), ("v1", "Pod"), (TWIN_API, "NodePool"), ("apps/v1", "Deployment"),
+               ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+               ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")),
     "Scale": (("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), (TWIN_API, "NodePool")),
     "Suspend": (("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")),
     "Resume": (("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")),

@@ -58,6 +58,7 @@ class Store:
         self.env = env
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
         self._watchers: dict[str, list[tuple[Handler, str | None]]] = {}  # kind -> (handler, owner kind)
+        self._every_kind: list[Handler] = []  # watch_all's handlers: told of every kind's changes
         self._dispatch: dict[tuple[str, str | None], list[Handler]] = {}  # (kind, controller kind) -> handlers
         self._admission: list[tuple[Callable[[Obj], Obj], tuple[str, ...] | None]] = []
         self._admission_of: dict[str, list[Callable[[Obj], Obj]]] = {}  # per kind, in registration order
@@ -83,10 +84,16 @@ class Store:
         self._watchers.setdefault(kind, []).append((handler, owner_kind))
         self._dispatch.clear()
 
+    def watch_all(self, handler: Handler) -> None:
+        """Call handler on every change of every kind (the garbage collector's view, as its monitors of every
+        resource discovery lists)."""
+        self._every_kind.append(handler)
+        self._dispatch.clear()
+
     def _handlers(self, kind: str, owner_kind: str | None) -> list[Handler]:
         """Build the dispatch list for objects of `kind` controlled by an `owner_kind` (looked up in _emit)."""
         handlers = self._dispatch[(kind, owner_kind)] = [
-            h for h, want in self._watchers.get(kind, ()) if want is None or want == owner_kind]
+            h for h, want in self._watchers.get(kind, ()) if want is None or want == owner_kind] + self._every_kind
         if self.reverse_dispatch:
             handlers.reverse()
         return handlers
