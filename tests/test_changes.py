@@ -325,3 +325,35 @@ def test_validate_refuses_a_resize_the_twin_would_not_make() -> None:
     ok = make_change("c", "1m", "kubetwin.io/v1alpha1", "NodePool", "cpu").patch({"spec": {"nodeCount": 3}},
                                                                                  "merge").obj()
     assert not [d for d in _diags([auto, fixed, ok]) if d.severity == "error"]
+
+
+def test_a_cluster_queue_held_released_and_given_more_quota() -> None:
+    """issue 36's shorthand list: "change a ClusterQueue's quota or stopPolicy" -- merge patches Kueue acts on. A
+    ClusterQueue of 4 CPUs admits a 2-CPU Job at 0; held (stopPolicy Hold) at 5m, the Job created at 6m waits until
+    the hold ends at 20m; a third created at 25m waits for quota until it is raised to 6 CPUs at 30m."""
+    from kueue_builders import make_cq, make_flavor, make_lq
+
+    def quota(cpus: int) -> list[dict]:
+        return [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [
+            {"name": "cpu", "nominalQuota": cpus}]}]}]
+
+    jobs = []
+    for name, at in (("first", "0s"), ("second", "6m"), ("third", "25m")):
+        job = make_job(name).cpu("2").queue("lq").create_at(at).obj()
+        job["spec"]["template"]["metadata"]["annotations"]["kubetwin.io/duration"] = "2h"
+        jobs.append(job)
+    cq_change = ("kueue.x-k8s.io/v1beta2", "ClusterQueue", "cq")
+    res = run(objects=[make_scenario("40m").obj(), static_node("n1").obj(), static_node("n2").obj(),
+                       make_flavor("default").obj(), make_cq("cq").flavor("default", cpu=4).obj(),
+                       make_lq("lq").cluster_queue("cq").obj(), *jobs,
+                       make_change("hold", "5m", *cq_change).patch({"spec": {"stopPolicy": "Hold"}}, "merge").obj(),
+                       make_change("go", "20m", *cq_change).patch({"spec": {"stopPolicy": "None"}}, "merge").obj(),
+                       make_change("more", "30m", *cq_change).patch({"spec": {"resourceGroups": quota(6)}},
+                                                                    "merge").obj()])
+
+    def admitted(job: str) -> float | None:
+        return res.first_time("Workload", lambda o: any(
+            c["type"] == "Admitted" and c["status"] == "True" for c in (o.get("status") or {}).get("conditions")
+            or []), prefix=f"job-{job}-")
+
+    assert (admitted("first"), admitted("second"), admitted("third")) == (0, 1200, 1800)
