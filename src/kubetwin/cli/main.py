@@ -24,6 +24,7 @@ from kubetwin.cli.loadgen import loadgen as loadgen_cmd
 from kubetwin.cli.output import console as make_console
 from kubetwin.cli.output import fail
 from kubetwin.cli.report import report as report_cmd
+from kubetwin.cli.simulate import simulate_cmd
 from kubetwin.cli.supervise import supervise as supervise_cmd
 from kubetwin.cli.sweep import sweep_cmd
 
@@ -37,6 +38,7 @@ app.add_typer(emulate.app, name="emulate")
 app.command("gateway")(gateway_cmd)
 app.command("report")(report_cmd)
 app.command("import")(import_cmd)
+app.command("simulate")(simulate_cmd)
 app.command("sweep", context_settings={"allow_extra_args": True})(sweep_cmd)
 app.command("loadgen")(loadgen_cmd)
 app.command("supervise")(supervise_cmd)
