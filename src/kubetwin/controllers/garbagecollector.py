@@ -29,23 +29,24 @@ class GarbageCollector:
         store.watch_all(self._on_object)
 
     def _on_object(self, etype: str, obj: Obj, old: Obj | None) -> None:
-        if etype == "DELETED" and obj["kind"] != "Event":  # Events own nothing
-            meta = obj["metadata"]
-            owner = (obj["kind"], meta.get("namespace") or "", meta["name"], meta.get("uid"))
+        if etype != "DELETED":
+            return
+        meta = obj["metadata"]
+        owner = (obj["kind"], meta.get("namespace") or "", meta["name"], meta.get("uid"))
+        if self.store.dependents(owner[1], owner[0], owner[2]):  # most deletions (pods, Events) own nothing
             self.env.after(0, lambda: self._collect(*owner))
 
     def _collect(self, kind: str, ns: str, name: str, uid: str | None) -> None:
-        for dep_kind in self.store.kinds():
-            for dep in self.store.owned(dep_kind, ns, kind, name):
-                refs = dep["metadata"].get("ownerReferences") or []
-                if not any(r.get("uid") == uid for r in refs):
-                    continue  # owned by a new object of the same name
-                live = [r for r in refs if self._alive(r, ns)]
-                meta = dep["metadata"]
-                if not live:
-                    self.store.delete(dep_kind, meta.get("namespace") or "", meta["name"])
-                elif len(live) != len(refs):  # a live owner keeps it: the dangling reference goes
-                    self.store.update({**dep, "metadata": {**meta, "ownerReferences": live}})
+        for dep in self.store.dependents(ns, kind, name):
+            refs = dep["metadata"].get("ownerReferences") or []
+            if not any(r.get("uid") == uid for r in refs):
+                continue  # owned by a new object of the same name
+            live = [r for r in refs if self._alive(r, ns)]
+            meta = dep["metadata"]
+            if not live:
+                self.store.delete(dep["kind"], meta.get("namespace") or "", meta["name"])
+            elif len(live) != len(refs):  # a live owner keeps it: the dangling reference goes
+                self.store.update({**dep, "metadata": {**meta, "ownerReferences": live}})
 
     def _alive(self, ref: dict, ns: str) -> bool:
         owner_ns = "" if kinds.REGISTRY.is_cluster_scoped(str(ref.get("kind"))) else ns

@@ -73,6 +73,7 @@ class Store:
         self._ts_t, self._ts = -1.0, ""
         # (kind, ns, ownerKind, owner) -> names of the objects it controls, in creation order
         self._owned: dict[tuple[str, str, str, str], dict[str, None]] = {}
+        self._dependent_kinds: dict[tuple[str, str, str], set[str]] = {}  # (ns, ownerKind, owner) -> kinds it owned
         # [the watch handler being dispatched, its event type, its object] while one is
         self._running: list[Any] | None = None
         self._finalizing: frozenset[str] = frozenset()  # kinds whose metadata.finalizers delay their deletion
@@ -135,9 +136,19 @@ class Store:
                     if etype == "DELETED":
                         self._owned.get(key, {}).pop(meta["name"], None)
                     else:
-                        self._owned.setdefault(key, {})[meta["name"]] = None
+                        names = self._owned.get(key)
+                        if names is None:  # the first object of its kind this owner controls
+                            names = self._owned[key] = {}
+                            self._dependent_kinds.setdefault(key[1:], set()).add(key[0])
+                        names[meta["name"]] = None
                 return str(ref["kind"])
         return None
+
+    def dependents(self, ns: str, owner_kind: str, owner_name: str) -> list[Obj]:
+        """Objects of any kind in `ns` whose controller is owner_kind/owner_name (the garbage collector's question),
+        without a pass over every kind: the kinds an owner ever controlled are indexed."""
+        kinds = self._dependent_kinds.get((ns or "", owner_kind, owner_name))
+        return [o for kind in sorted(kinds) for o in self.owned(kind, ns, owner_kind, owner_name)] if kinds else []
 
     def owned(self, kind: str, ns: str, owner_kind: str, owner_name: str) -> list[Obj]:
         """Objects of `kind` in `ns` whose controller is owner_kind/owner_name, in creation order."""
