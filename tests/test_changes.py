@@ -357,3 +357,16 @@ def test_a_cluster_queue_held_released_and_given_more_quota() -> None:
             or []), prefix=f"job-{job}-")
 
     assert (admitted("first"), admitted("second"), admitted("third")) == (0, 1200, 1800)
+
+
+def test_merge_diff_is_the_patch_merge_patch_undoes() -> None:
+    """api.patch.merge_diff (a recorded Update as a patch) and merge_patch are inverse: for each pair, applying the
+    diff to the old object gives the new one -- nested maps, removed keys, lists, scalars to maps and back."""
+    from kubetwin.api.patch import merge_diff
+
+    pairs = [({"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 5}}),
+             ({"spec": {"taints": [{"key": "x"}]}}, {"spec": {"taints": [], "unschedulable": True}}),
+             ({"a": {"b": 1}}, {"a": 2}), ({"a": 2}, {"a": {"b": 1}}), ({}, {"x": [1, 2]}), ({"x": 1}, {})]
+    for old, new in pairs:
+        assert merge_patch(old, merge_diff(old, new)) == new, (old, new)
+    assert merge_diff({"a": 1}, {"a": 1}) == {}  # nothing changed: an empty patch (replay skips it)

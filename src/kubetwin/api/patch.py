@@ -285,6 +285,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+def merge_diff(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`: changed keys, removed ones as null."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return new
+    out = {k: None for k in old if k not in new}
+    for k, v in new.items():
+        if k not in old:
+            out[k] = v
+        elif old[k] != v:
+            out[k] = merge_diff(old[k], v)
+    return out
+
+
 PATCH_TYPES = ("strategic", "merge", "json")  # kubectl patch --type (default strategic)
 UNSUPPORTED_STRATEGIC = ("the body of the request was in an unknown format - accepted media types include: "
                          "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")

@@ -543,9 +543,10 @@ class NodePoolController:
             live = self.pool_nodes(pool, zone)
             gone = sorted(random.Random(f"{self.cluster}/{pool}/{zone}/{self.env.now}").sample(
                 live, min(before - after, len(live))))
+            leaving = set(gone)  # their pods, found in one pass over the pods
+            for p in [p for p in self.store.list("Pod") if (p.get("spec") or {}).get("nodeName") in leaving]:
+                self.store.delete("Pod", p["metadata"].get("namespace") or "", p["metadata"]["name"])
             for name in gone:
-                for p in [p for p in self.store.list("Pod") if (p.get("spec") or {}).get("nodeName") == name]:
-                    self.store.delete("Pod", p["metadata"].get("namespace") or "", p["metadata"]["name"])
                 self.store.delete("Node", "", name)
 
     def _driver_ready(self, node_name: str, gpus: int) -> None:

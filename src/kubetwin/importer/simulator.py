@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kubetwin.api import patch
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 
@@ -123,7 +124,7 @@ def recorder(text: str, file: str) -> tuple[list[Manifest], list[Manifest], str]
             doc.update(method="create", template=obj)
             last[key] = obj
         elif rec.get("event") == "Update":
-            doc.update(method="patch", template=merge_diff(last.get(key) or {}, obj), patchType="merge")
+            doc.update(method="patch", template=patch.merge_diff(last.get(key) or {}, obj), patchType="merge")
             last[key] = obj
         else:
             doc.update(method="delete")
@@ -140,14 +141,3 @@ class RecorderError(ValueError):
         self.line = line
 
 
-def merge_diff(old: Any, new: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that turns `old` into `new`: changed keys, removed ones as null."""
-    if not (isinstance(old, dict) and isinstance(new, dict)):
-        return new
-    out = {k: None for k in old if k not in new}
-    for k, v in new.items():
-        if k not in old:
-            out[k] = v
-        elif old[k] != v:
-            out[k] = merge_diff(old[k], v)
-    return out
