@@ -60,7 +60,9 @@ def read(m: Manifest) -> tuple[list[Manifest], list[Diagnostic], int]:
 
 def is_recorder(text: str) -> bool:
     """The simulator's recorder output: one JSON object per line with time, event and resource."""
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    start = len(text) - len(text.lstrip())  # the first line with text, without splitting a large file's lines
+    end = text.find("\n", start)
+    first = text[start:end if end >= 0 else len(text)]
     try:
         obj = json.loads(first)
     except ValueError:
