@@ -19,6 +19,7 @@ __all__ = ["Answer", "Outcome", "simulate"]
 
 WORKLOAD_KINDS = frozenset({"Job", "JobSet", "Deployment", "ReplicaSet", "Pod", "LeaderWorkerSet"})
 PRICE = "kubetwin.io/hourly-price-usd"
+READ = frozenset({"Pod", "Workload"})  # the kinds whose versions an outcome reads, besides the incoming objects
 
 
 @dataclass
@@ -115,7 +116,8 @@ def _outcomes(res: Any, wanted: list[Manifest]) -> list[Outcome]:
         for ref in meta.get("ownerReferences") or []:
             if ref.get("controller"):
                 parent[uid] = ref.get("uid")
-        versions.setdefault(uid, []).append((t, etype, o))
+        if o["kind"] in READ or key in wanted_keys:  # the versions read; every other object only its owner link
+            versions.setdefault(uid, []).append((t, etype, o))
 
     def root(uid: str) -> str:
         seen = set()
