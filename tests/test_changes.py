@@ -370,3 +370,29 @@ def test_merge_diff_is_the_patch_merge_patch_undoes() -> None:
     for old, new in pairs:
         assert merge_patch(old, merge_diff(old, new)) == new, (old, new)
     assert merge_diff({"a": 1}, {"a": 1}) == {}  # nothing changed: an empty patch (replay skips it)
+
+
+def test_one_rule_for_which_pods_a_budget_covers() -> None:
+    """policy/v1: an empty selector selects every pod of the budget's namespace, a missing one none, another
+    namespace never; the Eviction API and the cluster autoscaler's drain read the same rule (the autoscaler's own
+    copy read an empty selector as selecting nothing)."""
+    from kubetwin.autoscaler.pdb import blocked_by_budget
+    from kubetwin.controllers.disruption import covers
+    from kubetwin.sim.env import Environment
+    from kubetwin.store.store import Store
+
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "a", "labels": {"app": "x"}},
+           "spec": {}, "status": {"phase": "Running"}}
+
+    def pdb(ns: str, selector) -> dict:
+        spec = {"maxUnavailable": 0} | ({} if selector is None else {"selector": selector})
+        return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": ns},
+                "spec": spec}
+
+    assert covers(pdb("a", {}), pod) and covers(pdb("a", {"matchLabels": {"app": "x"}}), pod)
+    assert not covers(pdb("a", None), pod) and not covers(pdb("a", {"matchLabels": {"app": "y"}}), pod)
+    assert not covers(pdb("b", {}), pod)
+    store = Store(Environment())
+    store.create({**pod, "apiVersion": "v1"})
+    store.create(pdb("a", {}))
+    assert blocked_by_budget(store, [store.get("Pod", "a", "p")]) == "not enough pod disruption budget to move a/p"

@@ -9,8 +9,7 @@ shutdown is not an eviction, autoscaler/spot.py).
 
 from __future__ import annotations
 
-from kubetwin.controllers.disruption import disruptions_allowed
-from kubetwin.k8s.labels import matches
+from kubetwin.controllers.disruption import covers, disruptions_allowed
 from kubetwin.store.store import Obj, Store
 
 
@@ -22,9 +21,7 @@ def blocked_by_budget(store: Store, pods: list[Obj]) -> str | None:
     for pod in pods:
         meta = pod["metadata"]
         for entry in budgets:
-            pdb = entry[0]
-            if (pdb["metadata"].get("namespace") or "default") != meta.get("namespace") or not matches(
-                    (pdb.get("spec") or {}).get("selector") or {"matchLabels": {"": ""}}, meta.get("labels")):
+            if not covers(entry[0], pod):  # the one rule of which pods a budget selects (controllers.disruption)
                 continue
             if entry[1] <= 0:
                 return f"not enough pod disruption budget to move {meta.get('namespace')}/{meta['name']}"

@@ -21,8 +21,8 @@ from kubetwin.k8s.conditions import replace_or_append_condition
 from kubetwin.k8s.labels import matches
 from kubetwin.store.store import Obj, Store
 
-__all__ = ["EVICTION_API_CONDITION", "MULTIPLE_BUDGETS", "VIOLATES_BUDGET", "budgets_of", "disruptions_allowed",
-           "evict"]
+__all__ = ["EVICTION_API_CONDITION", "MULTIPLE_BUDGETS", "VIOLATES_BUDGET", "budgets_of", "covers",
+           "disruptions_allowed", "evict"]
 
 EVICTION_API_CONDITION = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
                           "message": "Eviction API: evicting"}
@@ -56,15 +56,18 @@ def disruptions_allowed(store: Store) -> list[tuple[Obj, int]]:
     return out
 
 
-def budgets_of(store: Store, pod: Obj) -> list[tuple[Obj, int]]:
-    """The budgets whose selector matches the pod (policy/v1: an empty selector matches every pod of the
-    namespace, a missing one none), with the disruptions each allows."""
+def covers(pdb: Obj, pod: Obj) -> bool:
+    """Whether the budget's selector selects the pod (policy/v1: an empty selector selects every pod of its
+    namespace, a missing one none)."""
     meta = pod["metadata"]
-    ns = meta.get("namespace") or "default"
-    return [(pdb, allowed) for pdb, allowed in disruptions_allowed(store)
-            if (pdb["metadata"].get("namespace") or "default") == ns
-            and (pdb.get("spec") or {}).get("selector") is not None
-            and matches((pdb.get("spec") or {})["selector"], meta.get("labels"))]
+    selector = (pdb.get("spec") or {}).get("selector")
+    return ((pdb["metadata"].get("namespace") or "default") == (meta.get("namespace") or "default")
+            and selector is not None and matches(selector, meta.get("labels")))
+
+
+def budgets_of(store: Store, pod: Obj) -> list[tuple[Obj, int]]:
+    """The budgets that cover the pod, with the disruptions each allows."""
+    return [(pdb, allowed) for pdb, allowed in disruptions_allowed(store) if covers(pdb, pod)]
 
 
 def evict(store: Store, pod: Obj) -> str | None:
