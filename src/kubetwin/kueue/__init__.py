@@ -7,7 +7,24 @@ Modules (each ported from kubernetes-sigs/kueue, cited in its docstring): ``api`
 preemption and admission order, on with ``KueueScheduler(fair_sharing=True)``).
 """
 
-from kubetwin.kueue.cycle import KueueScheduler
-from kubetwin.kueue.outcomes import Admitted, CycleResult, Pending, Victim
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubetwin.kueue.cycle import KueueScheduler
+    from kubetwin.kueue.outcomes import Admitted, CycleResult, Pending, Victim
 
 __all__ = ["Admitted", "CycleResult", "KueueScheduler", "Pending", "Victim"]
+
+
+def __getattr__(name: str) -> Any:
+    """The library's names, imported on first use (PEP 562): every run reads kubetwin.kueue.config, and only a
+    cluster with Kueue installed needs the admission cycle (~25 ms of imports; issue 32)."""
+    if name == "KueueScheduler":
+        from kubetwin.kueue.cycle import KueueScheduler
+
+        return KueueScheduler
+    if name in ("Admitted", "CycleResult", "Pending", "Victim"):
+        from kubetwin.kueue import outcomes
+
+        return getattr(outcomes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
