@@ -191,3 +191,51 @@ def test_node_pool_puts_network_labels_on_nodes() -> None:
     assert built["metadata"]["labels"][nw.FASTSOCKET_LABEL] == "true"
     net = nw.node_net(built)
     assert (net.tier, net.placement_group, net.gvnic) == ("gvnic+fastsocket", "p-placement", True)
+
+
+BLOCK, SUBBLOCK = "cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock"
+
+
+def placed(machine: str, where: list[tuple[str | None, str | None]], group: str | None = None,
+           zones: list[str] | None = None) -> nw.Topology:
+    """A 2+-node job whose i-th node carries GKE's gce-topology labels where[i] = (block, sub-block)."""
+    nodes = []
+    for i, (block, sub) in enumerate(where):
+        n = node(f"n{i}", machine, zone=(zones or ["us-central1-a"] * len(where))[i], group=group)
+        n["metadata"]["labels"].update({k: v for k, v in ((BLOCK, block), (SUBBLOCK, sub)) if v is not None})
+        nodes.append(n)
+    return nw.topology(nodes, [8] * len(nodes))
+
+
+@pytest.mark.parametrize("machine", ["a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"])  # GKE labels these
+@pytest.mark.parametrize(("where", "group", "kind"), [
+    ([("b1", "s1"), ("b1", "s1")], None, "same_subblock"),
+    ([("b1", "s1"), ("b1", "s2")], None, "same_block"),
+    ([("b1", None), ("b1", None)], None, "same_block"),  # a block label without sub-blocks: one block, no more
+    ([("b1", "s1"), ("b2", "s1")], None, "cross_block"),  # a sub-block name means nothing across blocks
+    ([("b1", "s1"), ("b2", "s3"), ("b1", "s1")], "pg", "cross_block"),  # the labels win over a placement group
+    ([("b1", "s1"), (None, None)], "pg", "compact"),  # one node without them: what is known without them
+    ([("b1", "s1"), (None, None)], None, "same_zone"),
+])
+def test_placement_from_gke_topology_labels(machine: str, where: list, group: str | None, kind: str) -> None:
+    """GKE's gce-topology-block / -subblock labels (every node has them) decide where the job sits; one node
+    without them and the model falls back to placement groups and zones."""
+    assert placed(machine, where, group).placement == kind
+
+
+def test_topology_labels_in_two_zones_are_cross_zone() -> None:
+    t = placed("a3-megagpu-8g", [("b1", "s1"), ("b1", "s1")], zones=["us-central1-a", "us-central1-b"])
+    assert t.placement == "cross_zone"
+
+
+@pytest.mark.parametrize("machine", ["a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"])
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "send_recv"])
+def test_each_level_up_the_topology_costs_latency_not_bandwidth(machine: str, op: str) -> None:
+    """One sub-block <= one block <= across blocks <= one zone with nothing known, for small messages; the fabric's
+    bandwidth term is the same everywhere inside a cluster (non-blocking, ai-hypercomputer terminology)."""
+    levels = [[("b1", "s1")] * 4, [("b1", "s1"), ("b1", "s2")] * 2, [("b1", "s1"), ("b2", "s1")] * 2,
+              [(None, None)] * 4]
+    small = [nw.collective_time(op, 64 * 1024, placed(machine, w)) for w in levels]
+    assert small[0] <= small[1] < small[2] < small[3]
+    bandwidth = {nw.explain(op, GIB, placed(machine, w))["inter_s"] for w in levels[:3]}
+    assert len(bandwidth) == 1

@@ -26,6 +26,13 @@ GKE_MACHINE_FAMILY = "cloud.google.com/machine-family"
 GKE_SPOT = "cloud.google.com/gke-spot"
 GKE_PROVISIONING = "cloud.google.com/gke-provisioning"
 GKE_PLACEMENT_GROUP = "cloud.google.com/gke-placement-group"
+# Where a VM sits in Compute Engine's physical topology: GKE labels the nodes of A4X, A4, A3 Ultra and A3 Mega with
+# them (https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas). A block is sub-blocks
+# on one non-blocking fabric, a sub-block the hosts of one rack (an A4X sub-block is one NVL72 NVLink domain)
+# (https://cloud.google.com/ai-hypercomputer/docs/terminology).
+GCE_TOPOLOGY_BLOCK = "cloud.google.com/gce-topology-block"
+GCE_TOPOLOGY_SUBBLOCK = "cloud.google.com/gce-topology-subblock"
+GCE_TOPOLOGY_HOST = "cloud.google.com/gce-topology-host"
 GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 GKE_GPU_PARTITION_SIZE = "cloud.google.com/gke-gpu-partition-size"

@@ -14,6 +14,8 @@ Fast Socket, compact placement), so the model is hierarchical and every inter-no
   2-node rows show: all_reduce busbw 339 vs all_gather 189 on the same A3 Mega NICs). Intra- and inter-node phases
   pipeline, so the bandwidth term is their max, not their sum.
 - Latency: tier base + steps x (tier hop + placement hop); steps are ring steps (tree steps for all_reduce at scale).
+  Placement: GKE's gce-topology-block / -subblock labels where every node has them (one sub-block, one block,
+  across blocks: non-blocking fabric, so latency only), else a compact placement group, one zone, several zones.
 - TPU: ICI inside a slice at the documented per-chip all-reduce bandwidth, DCN across slices per host.
 
 Not modelled: NCCL protocol switching (LL/LL128/Simple) and channel ramp-up at mid sizes (1-128 MiB error in
@@ -32,7 +34,15 @@ from typing import Any, Literal
 import yaml
 
 from kubetwin import catalog
-from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL, GKE_PLACEMENT_GROUP, INSTANCE_TYPE, ZONE
+from kubetwin.k8s.names import (
+    GCE_TOPOLOGY_BLOCK,
+    GCE_TOPOLOGY_SUBBLOCK,
+    GKE_ACCELERATOR,
+    GKE_NODEPOOL,
+    GKE_PLACEMENT_GROUP,
+    INSTANCE_TYPE,
+    ZONE,
+)
 from kubetwin.workloads import collectives
 from kubetwin.workloads.collectives import Interconnect
 
@@ -40,6 +50,8 @@ __all__ = ["FASTSOCKET_LABEL", "GPUDIRECT_LABEL", "GVNIC_LABEL", "NodeNet", "Op"
            "collective_time", "effective_tier", "explain", "node_net", "pool_problems", "tier", "topology"]
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all"]
+PlacementKind = Literal["single_node", "same_subblock", "same_block", "cross_block", "compact", "same_zone",
+                        "cross_zone"]
 Group = Literal["all", "node", "cross_node"]
 GB = 1e9
 US = 1e-6
@@ -176,6 +188,8 @@ class NodeNet:
     tpu: str | None = None  # TPU generation (v5e, ...)
     slice: str | None = None  # TPU slice key: the pool for a multi-host slice, else the node itself
     pool: str = ""
+    block: str | None = None  # cloud.google.com/gce-topology-block
+    subblock: str | None = None  # cloud.google.com/gce-topology-subblock
 
 
 def node_net(node: dict) -> NodeNet:
@@ -197,7 +211,8 @@ def node_net(node: dict) -> NodeNet:
     return NodeNet(name=name, machine_type=mt, tier=effective_tier(mt, labels.get(GPUDIRECT_LABEL), fs, gvnic),
                    zone=labels.get(ZONE, ""),
                    placement_group=labels.get(GKE_PLACEMENT_GROUP), fast_socket=fs, gvnic=gvnic,
-                   gpu=labels.get(GKE_ACCELERATOR), tpu=tpu_gen, slice=sl, pool=pool)
+                   gpu=labels.get(GKE_ACCELERATOR), tpu=tpu_gen, slice=sl, pool=pool,
+                   block=labels.get(GCE_TOPOLOGY_BLOCK), subblock=labels.get(GCE_TOPOLOGY_SUBBLOCK))
 
 
 @dataclass(frozen=True)
@@ -209,7 +224,7 @@ class Topology:
     n_nodes: int
     n_ranks: int
     tier: str  # the slowest inter-node tier ("" for one node)
-    placement: Literal["single_node", "compact", "same_zone", "cross_zone"]
+    placement: PlacementKind
     same_placement_group: bool
     same_zone: bool
     intra: Interconnect  # the slowest node's intra-node link
@@ -247,7 +262,7 @@ def topology(nodes: list[dict], gpus_per_node: list[int]) -> Topology:
     groups = {nn.placement_group for nn in nets}
     same_pg = len(groups) == 1 and None not in groups
     same_zone = len({nn.zone for nn in nets}) == 1
-    placement = "single_node" if n_nodes == 1 else "compact" if same_pg else "same_zone" if same_zone else "cross_zone"
+    placement = _placement(nets, same_pg, same_zone)
     p_hop = 0.0 if n_nodes == 1 else float(data()["placement"][placement]["hop_us"])
     tpu_gen = nets[0].tpu if all(nn.tpu for nn in nets) else None
     if tpu_gen:
@@ -266,6 +281,23 @@ def topology(nodes: list[dict], gpus_per_node: list[int]) -> Topology:
     return Topology(nets, gpn, n_nodes, sum(gpn), name, placement, same_pg, same_zone, intra, intra_gpu,
                     node_bw[slow], gpu_bw, max(t.base_latency_us for t in tiers),
                     max(t.hop_latency_us for t in tiers) + p_hop)
+
+
+def _placement(nets: tuple[NodeNet, ...], same_pg: bool, same_zone: bool) -> PlacementKind:
+    """Where the job's nodes sit. GKE's gce-topology labels, where every node has them, say it exactly (one
+    sub-block, one block, or several blocks of the zone's cluster); else a shared compact placement group, one zone,
+    or several zones."""
+    if len(nets) == 1:
+        return "single_node"
+    if not same_zone:
+        return "cross_zone"
+    blocks = {nn.block for nn in nets}
+    if None not in blocks:
+        if len(blocks) > 1:
+            return "cross_block"
+        subblocks = {nn.subblock for nn in nets}
+        return "same_subblock" if len(subblocks) == 1 and None not in subblocks else "same_block"
+    return "compact" if same_pg else "same_zone"
 
 
 def _nvls(gpu: str | None, g: int) -> tuple[float, float] | None:

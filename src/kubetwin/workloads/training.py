@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from kubetwin import catalog
 from kubetwin.devices.container import DeviceView
-from kubetwin.k8s.names import GKE_PLACEMENT_GROUP, INSTANCE_TYPE
+from kubetwin.k8s.names import GCE_TOPOLOGY_BLOCK, GKE_PLACEMENT_GROUP, INSTANCE_TYPE
 from kubetwin.workloads.storage import MIB, ReadPath, per_vm_read_cap
 from kubetwin.workloads.training_spec import TrainingSpec
 
@@ -57,6 +57,7 @@ SHARED_STORES = ("parallelstore", "filestore", "hyperdisk-ml")
 # (https://cloud.google.com/compute/docs/disks/performance via catalog_draft.yaml storage.persistent_disk).
 DEFAULT_WRITE = ReadPath("pd-balanced", 1200 * MIB, "no checkpoint volume: pd-balanced per-VM write cap (1200 MiB/s)")
 PLACEMENT_GROUP = GKE_PLACEMENT_GROUP  # the label nodepool.py gives a compact pool's nodes
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"  # the advice's words (kueue.tas.request.REQUIRED)
 # Default MFU per accelerator: end-to-end published figures (they already include some exposed communication),
 # used here as the math efficiency, so the twin is on the slow side (twin assumption). Per GPU: the catalog's
 # `training_mfu` (machines.yaml, with sources); TPU 0.46: PaLM (Chowdhery et al. 2022, 46.2% MFU on 6144 TPU v4
@@ -346,6 +347,14 @@ def _advice(spec: TrainingSpec, placement: Placement, net: Network, base: StepTi
             **((n.get("metadata") or {}).get("labels") or {}), PLACEMENT_GROUP: "kubetwin-compact"}}} for n in nodes}
         pods = tuple((compact[_node_name(n)], c) for n, c in placement.pods)
         tries.append(("compact placement", spec, replace(placement, pods=pods), net))
+    blocks = {((n.get("metadata") or {}).get("labels") or {}).get(GCE_TOPOLOGY_BLOCK) for n in nodes}
+    if len(nodes) > 1 and base.exposed_comm > 0 and None not in blocks and len(blocks) > 1:
+        one = sorted(blocks)[0]
+        same = {_node_name(n): {**n, "metadata": {**(n.get("metadata") or {}), "labels": {
+            **((n.get("metadata") or {}).get("labels") or {}), GCE_TOPOLOGY_BLOCK: one}}} for n in nodes}
+        pods = tuple((same[_node_name(n)], c) for n, c in placement.pods)
+        tries.append((f"one block (Kueue {REQUIRED_TOPOLOGY}: {GCE_TOPOLOGY_BLOCK})", spec,
+                      replace(placement, pods=pods), net))
     if spec.loading == "streaming" and base.read > 0:
         tries.append(("pipelined loading", replace(spec, loading="pipelined"), placement, net))
     if spec.loading != "prestaged" and base.data_stall > 0:
