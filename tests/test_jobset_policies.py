@@ -651,3 +651,86 @@ def test_group_labels_and_uid_on_every_job() -> None:
     assert got == {"g-a-0": ("x", "4", "0"), "g-a-1": ("x", "4", "1"), "g-b-0": ("y", "1", "0"),
                    "g-c-0": ("x", "4", "2"), "g-c-1": ("x", "4", "3")}
     assert all(lab["jobset.sigs.k8s.io/jobset-uid"] == uid for lab in jobs.values())
+
+
+def _max_failed_indexes(rj: dict) -> dict:
+    """The replicatedJob's Jobs fail with reason MaxFailedIndexesExceeded: one failed index is past maxFailedIndexes
+    0 (backoffLimitPerIndex 0), as upstream's failFirstMatchingJobWithOptions(reason: MaxFailedIndexesExceeded)."""
+    rj = copy.deepcopy(rj)
+    jspec = rj["template"]["spec"]
+    jspec |= {"completionMode": "Indexed", "backoffLimitPerIndex": 0, "maxFailedIndexes": 0}
+    del jspec["backoffLimit"]
+    return rj
+
+
+_A_ONLY = {"onJobFailureReasons": ["MaxFailedIndexesExceeded"], "targetReplicatedJobs": ["replicated-job-a"]}
+
+
+@pytest.mark.parametrize(("case", "rules", "want"), [
+    ("[failure policy] failure policy rules order verification test 1",
+     [{"action": "FailJobSet", **_A_ONLY}, {"action": "RestartJobSet", **_A_ONLY}], (0, 0, True)),
+    ("[failure policy] failure policy rules order verification test 2",
+     [{"action": "RestartJobSet", **_A_ONLY}, {"action": "FailJobSet", **_A_ONLY}], (1, 1, False)),
+    ("[failure policy] failure policy rules order verification test 3",
+     [{"action": "RestartJobSetAndIgnoreMaxRestarts", **_A_ONLY}, {"action": "FailJobSet"}], (1, 0, False)),
+])
+def test_failure_policy_rules_order(case: str, rules: list, want: tuple[int, int, bool]) -> None:
+    """IT "<case>": the first rule matching decides, whatever the later ones say (the run stops after the first
+    failure, at 10m, and before the second, at 20m)."""
+    a = _max_failed_indexes(rjob("replicated-job-a", duration="1h", fail_after="10m"))
+    js = jobset("o", a, rjob("replicated-job-b", replicas=3, duration="1h"),
+                failurePolicy={"maxRestarts": 1, "rules": rules})
+    final = final_objects(run(objects=[*cluster(), js], duration="15m"), "JobSet")["o"]
+    got = (final["status"]["restarts"], final["status"].get("restartsCountTowardsMax", 0),
+           condition(final, "Failed").get("reason") == "FailJobSetFailurePolicyAction")
+    assert got == want, case
+
+
+def test_in_order_suspended_creates_every_job_suspended() -> None:
+    """IT "startupPolicy with InOrder; suspend should keep jobs suspended": a suspended InOrder JobSet creates all its
+    Jobs, suspended, without waiting for readiness (and sets no StartupPolicy condition)."""
+    js = jobset("s", rjob("replicated-job-a"), rjob("replicated-job-b", replicas=3), suspend=True,
+                startupPolicy={"startupPolicyOrder": "InOrder"})
+    final = final_objects(run(objects=[*cluster(), js], duration="10m"), "JobSet")["s"]
+    assert {s["name"]: s["suspended"] for s in final["status"]["replicatedJobsStatus"]} == {
+        "replicated-job-a": 1, "replicated-job-b": 3}
+    assert not condition(final, "StartupPolicyInProgress") and not condition(final, "StartupPolicyCompleted")
+
+
+def test_depends_on_resume_waits_for_the_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
+    """IT "DependsOn: resume suspended JobSet when rjob-b depends on ready status of rjob-a": while suspended only
+    rjob-a's Job exists (suspended); resumed at 10m, rjob-a runs and, once ready, rjob-b's 3 Jobs are created
+    running."""
+    from test_jobset import run_with
+
+    b = rjob("rjob-b", replicas=3, duration="10m")
+    b["dependsOn"] = [{"name": "rjob-a", "status": "Ready"}]
+    js = jobset("depends-on", rjob("rjob-a", duration="30m"), b, suspend=True)
+
+    def resume(store) -> None:
+        store.patch("JobSet", "default", "depends-on", lambda o: {**o, "spec": {**o["spec"], "suspend": False}})
+
+    result = run_with(monkeypatch, [*cluster(), js], [(600.0, resume)], duration="1h")
+    created = _created(result)
+    assert created["depends-on-rjob-a-0"] == 0.0
+    assert all(600 <= created[f"depends-on-rjob-b-{i}"] < 660 for i in range(3))
+    first_a = next(o for _, _, et, o in result.history if o["kind"] == "Job" and et == "ADDED")
+    assert first_a["spec"]["suspend"] is True
+    assert all(not o["spec"]["suspend"] for _, _, et, o in result.history
+               if o["kind"] == "Job" and et == "ADDED" and "rjob-b" in o["metadata"]["name"])
+    assert condition(final_objects(result, "JobSet")["depends-on"], "Completed")["lastTransitionTime"] == (
+        "2026-01-01T00:40:00Z")  # rjob-a's 30 minutes from the resume
+
+
+def test_volume_claim_policies_are_a_notice() -> None:
+    """volume_claim_policy.go is not modelled: validate says so instead of dropping the field silently (the
+    template's container mounts the claim, as the webhook requires)."""
+    rj = _rj("rj")
+    rj["template"]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = [{"name": "cache",
+                                                                                    "mountPath": "/cache"}]
+    spec = {"replicatedJobs": [rj], "volumeClaimPolicies": [{"templates": [
+        {"metadata": {"name": "cache"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                                 "resources": {"requests": {"storage": "1Gi"}}}}]}]}
+    obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"}, "spec": spec}
+    [d] = [d for d in validate([Manifest(obj, "js.yaml", 1)]) if d.field == "spec.volumeClaimPolicies"]
+    assert d.severity == "notice" and "volumeClaimPolicies are not simulated" in d.message

@@ -215,5 +215,14 @@ def pod_templates(m: Manifest) -> list[Diagnostic]:
     return out
 
 
+def what_the_run_does(m: Manifest) -> list[Diagnostic]:
+    """The parts of a JobSet the run does not model, said rather than dropped."""
+    if not fields.get_path(m.obj, "spec.volumeClaimPolicies"):
+        return []
+    return [Diagnostic(m.file, m.line_of("spec.volumeClaimPolicies"), m.ref, "spec.volumeClaimPolicies",
+                       "JobSet: volumeClaimPolicies are not simulated: no PersistentVolumeClaim <claim>-<jobset> is "
+                       "created and the Jobs' pods get no volume for it", "", "notice")]
+
+
 CHECKS = KindChecks("jobset.x-k8s.io", "JobSet", checks=(webhook, pod_templates, jobs.diagnostics,
-                                                        kueue_tas.diagnostics))
+                                                        kueue_tas.diagnostics, what_the_run_does))
