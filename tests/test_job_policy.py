@@ -474,13 +474,14 @@ def test_jobset_template_restart_policy_defaults_to_on_failure_so_a_pod_failure_
             'Invalid value: "OnFailure": only "Never" is supported when podFailurePolicy is specified') in errs
 
 
-def test_jobset_restart_job_action_is_a_notice_naming_what_the_twin_does() -> None:
+def test_jobset_restart_job_action_is_refused_without_the_feature_gate() -> None:
+    """RestartJob is modelled (controllers/jobset_policy.py); upstream's webhook refuses it while the JobSet
+    manager's RestartJob gate is off (pkg/webhooks/jobset_webhook.go validateFailurePolicy), as the twin does."""
     js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
           "metadata": {"name": "js", "namespace": "default"},
           "spec": {"failurePolicy": {"maxRestarts": 2, "rules": [{"action": "RestartJob"}]},
                    "replicatedJobs": [{"name": "w", "template": {"spec": {
                        "parallelism": 1, "completions": 1,
                        "template": {"spec": {"containers": [{"name": "main-container", "image": "x"}]}}}}}]}}
-    [d] = [d for d in validate([Manifest(js, "js.yaml", 1)]) if d.severity == "notice"
-           and d.field == "spec.failurePolicy.rules[0].action"]
-    assert "restarts the whole JobSet" in d.message and "RestartJobSet" in d.message
+    [d] = [d for d in validate([Manifest(js, "js.yaml", 1)]) if d.field == "spec.failurePolicy.rules[0].action"]
+    assert d.severity == "error" and "not allowed when RestartJob feature gate is disabled" in d.message

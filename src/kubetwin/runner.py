@@ -339,7 +339,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
         twin.CONTROLLER_MANAGER_QPS, twin.CONTROLLER_MANAGER_BURST))
     JobController(store, env, events, names, client=kcm.client("job-controller"))
     TTLAfterFinishedController(store, env, client=kcm.client("ttl-after-finished-controller"))
-    jobset = JobSetController(store, env, events)
+    jobset = JobSetController(store, env, events,
+                              restart_job=scenario.jobsetController.featureGates.get("RestartJob", False))
     LeaderWorkerSetController(store, env, events)  # groups of a leader and its workers
     ReplicaSetController(store, env, events, names, client=kcm.client("replicaset-controller"))
     kubelet = Kubelet(store, env, events)

@@ -231,6 +231,15 @@ class KubeControllerManagerSpec(_Strict):
     terminatedPodGCThreshold: int = Field(default=12_500, ge=-INT32_MAX - 1, le=INT32_MAX)
 
 
+class JobSetControllerSpec(_Strict):
+    """The JobSet controller manager's ``--feature-gates`` the twin models: ``RestartJob`` (kubernetes-sigs/jobset
+    pkg/features/features.go: alpha, off by default), which lets failurePolicy rules use the RestartJob and
+    RestartJobAndIgnoreMaxRestarts actions (recreate only the failed child Job); with it off the JobSet webhook
+    refuses them."""
+
+    featureGates: dict[Literal["RestartJob"], bool] = Field(default_factory=dict)
+
+
 Report = Literal["summary", "html"]
 ALL_REPORTS: tuple[Report, ...] = ("summary", "html")
 
@@ -269,6 +278,8 @@ class ScenarioSpec(_Strict):
     # PodGC threshold.
     kubeScheduler: KubeSchedulerSpec = Field(default_factory=KubeSchedulerSpec)
     kubeControllerManager: KubeControllerManagerSpec = Field(default_factory=KubeControllerManagerSpec)
+    # The JobSet controller manager's feature gates (RestartJob; docs/jobset.md)
+    jobsetController: JobSetControllerSpec = Field(default_factory=JobSetControllerSpec)
 
     # Cluster autoscaler, the zones' VM capacity and the project's Compute Engine quotas (autoscaler/capacity.py):
     # quotas[region][metric] = limit, e.g. {us-central1: {NVIDIA_H100_GPUS: 16}}; region "global" holds

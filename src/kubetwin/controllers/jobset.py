@@ -15,23 +15,34 @@ Its writes go through the manager's API client (sim/apiclient.py): main.go sets 
 the Configuration's clientConnection (api/config/v1alpha1/defaults.go: 500 / 500) and no RateLimiter, so
 controller-runtime gives each resource its own bucket (as Kueue's minimalkueue). Child Job creates, updates and
 deletes, the JobSet status update and the TTL delete wait on them; a JobSet whose writes wait is not synced again
-until they are through (common.KeyedWrites). The twin reads no JobSet Configuration: the defaults always apply.
+until they are through (common.KeyedWrites). The twin reads no JobSet Configuration: the defaults always apply,
+except the RestartJob feature gate (the Scenario's `jobsetController.featureGates`).
+
+The policies (failure, success, startup order, dependsOn) are pure functions in jobset_policy.py; with
+`network.enableDNSHostnames` (the default) the JobSet's pods get `subdomain` and a headless Service of that name is
+created, as createHeadlessSvcIfNecessary does (the twin resolves no DNS: the names are what a pod would look up).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from kubetwin.api.jobset_defaults import jobset_defaults
+from kubetwin.controllers import jobset_policy as P
 from kubetwin.controllers.common import KeyedWrites
 from kubetwin.controllers.jobset_webhook import (
+    COORDINATOR_KEY,
     EXCLUSIVE_KEY,
     GLOBAL_REPLICAS,
+    GROUP_NAME,
+    GROUP_REPLICAS,
     JOB_GLOBAL_INDEX,
+    JOB_GROUP_INDEX,
     JOB_INDEX,
     JOB_KEY,
+    JOB_RESTARTS_KEY,
     JOBSET_NAME,
+    JOBSET_UID,
     NODE_SELECTOR_STRATEGY,
     RESTARTS_KEY,
     RJOB_NAME,
@@ -39,7 +50,7 @@ from kubetwin.controllers.jobset_webhook import (
     PodWebhook,
     job_key,
 )
-from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
+from kubetwin.k8s.conditions import conditions_of, is_condition_true
 from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.sim.apiclient import ApiClient
@@ -52,25 +63,18 @@ CONTROLLER_NAME = "jobset.sigs.k8s.io/jobset-controller"
 # the manager's clientConnection defaults (kubernetes-sigs/jobset api/config/v1alpha1/defaults.go)
 CLIENT_QPS, CLIENT_BURST = 500.0, 500
 COMPONENT = "jobset"  # mgr.GetEventRecorderFor("jobset")
-# Condition reasons and messages, pkg/constants/constants.go
-COMPLETED = ("AllJobsCompleted", "jobset completed successfully")
-FAILED_JOBS = ("FailedJobs", "jobset failed due to one or more job failures")
-MAX_RESTARTS = ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts")
-FAIL_ACTION = ("FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action")
-RESTART_ACTION = ("RestartJobSetFailurePolicyAction", "applying RestartJobSet failure policy action")
-RESTART_IGNORE_ACTION = ("RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction",
-                         "applying RestartJobSetAndIgnoreMaxRestarts failure policy action")
-SUSPENDED, RESUMED = ("SuspendedJobs", "jobset is suspended"), ("ResumeJobs", "jobset is resumed")
-IN_ORDER = ("InOrderStartupPolicyInProgress", "in order startup policy is in progress")
-IN_ORDER_DONE = ("InOrderStartupPolicyCompleted", "in order startup policy has completed")
 _STATUS_ZERO = {"ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
 
 
 class JobSetController:
-    """Reconciles JobSets into child Jobs; registers the JobSet defaulting and the pod webhooks."""
+    """Reconciles JobSets into child Jobs and their headless Service; registers the JobSet defaulting and the pod
+    webhooks. `restart_job`: the manager's RestartJob feature gate (alpha, off by default; the Scenario's
+    jobsetController.featureGates turns it on), which lets failurePolicy rules recreate one failed Job."""
 
-    def __init__(self, store: Store, env: Environment, events: EventRecorder, client: ApiClient | None = None) -> None:
+    def __init__(self, store: Store, env: Environment, events: EventRecorder, client: ApiClient | None = None,
+                 restart_job: bool = False) -> None:
         self.store, self.env, self.events = store, env, events
+        self.restart_job = restart_job
         self._work = WorkQueue(env, self._process)
         self.client = client if client is not None else ApiClient("jobset-controller-manager", CLIENT_QPS,
                                                                   CLIENT_BURST, shared=False)
@@ -109,21 +113,25 @@ class JobSetController:
 
     # -- reconcile -------------------------------------------------------------------------------
     def sync(self, js: Obj) -> None:
+        """Reconcile: the child Jobs sorted into previous attempts, active, succeeded and failed; the
+        replicatedJobs' statuses; then the failure policy, the success policy, the headless Service, the
+        Jobs to create, suspend or resume; one status update whose events follow it."""
         spec, meta = js["spec"], js["metadata"]
         if spec.get("managedBy", CONTROLLER_NAME) != CONTROLLER_NAME:
             return  # managed by another controller (MultiKueue)
         ns, name = meta.get("namespace") or "default", meta["name"]
         status = {"restarts": 0, **(js.get("status") or {})}
         status["conditions"] = [dict(c) for c in status.get("conditions") or []]
-        events: list[tuple[str, str, str]] = []
+        status["replicatedJobsStatus"] = [dict(s) for s in status.get("replicatedJobsStatus") or []]
+        events: list[P.Event] = []
         prev, active, ok, failed = [], [], [], []
         for job in self.store.owned("Job", ns, "JobSet", name):
-            if int(job["metadata"]["labels"].get(RESTARTS_KEY, 0)) < status["restarts"]:
+            if self._previous(spec, status, job):
                 prev.append(job)
                 continue
             done = _finished(job)
             (active if done is None else ok if done == "Complete" else failed).append(job)
-        rstat = self._replicated_statuses(spec, active, ok, failed)
+        rstat = self._replicated_statuses(spec, status, active, ok, failed)
         status["replicatedJobsStatus"] = rstat
         if _finished_js(status):
             for job in active:
@@ -133,49 +141,81 @@ class JobSetController:
             self._reconcile(js, spec, status, events, prev, active, ok, failed, rstat)
         self._write(js, status, events)
 
+    def _previous(self, spec: dict, status: dict, job: Obj) -> bool:
+        """getChildJobs' previous attempts: restart-attempt below status.restarts; with RestartJob, also a
+        job-restart-attempt below the Job's jobRestarts entry."""
+        labels = job["metadata"]["labels"]
+        if int(labels.get(RESTARTS_KEY, 0)) < status["restarts"]:
+            return True
+        if not self.restart_job or JOB_RESTARTS_KEY not in labels:
+            return False
+        target = P.job_restarts(spec, status, labels.get(RJOB_NAME, ""))
+        idx = int(labels.get(JOB_INDEX, 0))
+        return idx < len(target) and int(labels[JOB_RESTARTS_KEY]) < target[idx]
+
     def _reconcile(self, js: Obj, spec: dict, status: dict, events: list, prev: list, active: list, ok: list,
                    failed: list, rstat: list[dict]) -> None:
         for job in prev:
             self._delete_job(job, js=js)
-        if failed:
-            self._failure_policy(spec, status, events, failed)
-            return
-        if ok and self._succeeded(spec, ok):
-            _set_condition(status, events, "Completed", "True", COMPLETED, "Normal")
-            status["terminalState"] = "Completed"
-            return
         suspended = bool(spec.get("suspend"))
-        in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
-        existing = {j["metadata"]["name"] for j in prev + active + ok + failed}
-        blocking = prev and (spec.get("failurePolicy") or {}).get("restartStrategy") == "BlockingRecreate"
+        if not suspended and P.all_jobs_ready(spec, rstat):
+            P.restarting_false(status, events, P.JOBS_READY)
+        if failed:
+            P.execute_failure_policy(spec, status, events, failed)
+            return
+        if ok and P.succeeded(spec, ok):
+            P.complete(status, events)
+            return
+        if spec["network"].get("enableDNSHostnames"):
+            self._headless_service(js)
+        self._create_jobs(js, spec, status, events, prev + active + ok + failed, bool(prev), rstat)
+        if suspended:
+            for job in active:
+                if not job["spec"].get("suspend"):
+                    self._update_job(js, job, lambda cur: {**cur, "spec": {**cur["spec"], "suspend": True}})
+            P.set_condition(status, events, "Suspended", "True", P.SUSPENDED, "Normal")
+            P.restarting_false(status, events, P.JOBSET_SUSPENDED)
+        else:
+            self._resume(js, spec, status, events, active, rstat)
+
+    def _create_jobs(self, js: Obj, spec: dict, status: dict, events: list, owned: list, any_prev: bool,
+                     rstat: list[dict]) -> None:
+        """reconcileReplicatedJobs: walk the replicatedJobs in order; one whose dependsOn is not reached is
+        skipped; InOrder creates one replicatedJob at a time (the next once every Job of this one is ready,
+        succeeded or failed). BlockingRecreate creates nothing while a previous attempt's Jobs remain."""
+        suspended, in_order = bool(spec.get("suspend")), P.in_order(spec)
+        existing = {j["metadata"]["name"] for j in owned}
+        blocking = any_prev and (spec.get("failurePolicy") or {}).get("restartStrategy") == "BlockingRecreate"
         by_rjob = {s["name"]: s for s in rstat}
+        seen: dict[str, int] = {}
         for rj in spec["replicatedJobs"]:
-            if not suspended and in_order and _all_started(rj, by_rjob[rj["name"]]):
+            seen[rj["name"]] = rj.get("replicas", 1)
+            if not P.dependency_reached(rj, seen, rstat):
+                continue
+            if not suspended and in_order and P.all_replicas_started(rj.get("replicas", 1), by_rjob.get(rj["name"])):
                 continue
             for idx in range(rj.get("replicas", 1)):
                 job_name = f"{js['metadata']['name']}-{rj['name']}-{idx}"
                 if job_name not in existing and not blocking:
                     self._create_job(js, self._construct_job(js, status, rj, idx))
             if not suspended and in_order:
-                _set_condition(status, events, "StartupPolicyInProgress", "True", IN_ORDER, "Normal")
-                break
-        else:
-            if not suspended and in_order:
-                _set_condition(status, events, "StartupPolicyCompleted", "True", IN_ORDER_DONE, "Normal")
-        if suspended:
-            for job in active:
-                if not job["spec"].get("suspend"):
-                    self._update_job(js, job, lambda cur: {**cur, "spec": {**cur["spec"], "suspend": True}})
-            _set_condition(status, events, "Suspended", "True", SUSPENDED, "Normal")
-        else:
-            self._resume(js, spec, status, events, active, by_rjob, in_order)
+                P.set_condition(status, events, "StartupPolicyInProgress", "True", P.IN_ORDER, "Normal")
+                return
+        if not suspended and in_order:
+            P.set_condition(status, events, "StartupPolicyCompleted", "True", P.IN_ORDER_DONE, "Normal")
 
-    def _resume(self, js: Obj, spec: dict, status: dict, events: list, active: list, by_rjob: dict,
-                in_order: bool) -> None:
-        """resumeJobsIfNecessary: unsuspend child Jobs, first merging what Kueue wrote into the JobSet's
-        pod templates while it was suspended (labels, annotations, nodeSelector, tolerations, schedulingGates)."""
+    def _resume(self, js: Obj, spec: dict, status: dict, events: list, active: list, rstat: list[dict]) -> None:
+        """resumeJobsIfNecessary: unsuspend child Jobs (replicatedJobs in order, dependsOn and InOrder as at
+        creation), first merging what Kueue wrote into the JobSet's pod templates while it was suspended
+        (labels, annotations, nodeSelector, tolerations, schedulingGates)."""
+        in_order = P.in_order(spec)
+        by_rjob = {s["name"]: s for s in rstat}
+        seen: dict[str, int] = {}
         for rj in spec["replicatedJobs"]:
-            if in_order and _all_started(rj, by_rjob[rj["name"]]):
+            seen[rj["name"]] = rj.get("replicas", 1)
+            if not P.dependency_reached(rj, seen, rstat):
+                continue
+            if in_order and P.all_replicas_started(rj.get("replicas", 1), by_rjob.get(rj["name"])):
                 continue
             tmpl = rj["template"]["spec"]["template"]
             for job in active:
@@ -183,45 +223,13 @@ class JobSetController:
                     continue
                 self._update_job(js, job, lambda cur, tmpl=tmpl: _resumed(cur, tmpl))
             if in_order:
-                _set_condition(status, events, "StartupPolicyInProgress", "True", IN_ORDER, "Normal")
+                P.set_condition(status, events, "StartupPolicyInProgress", "True", P.IN_ORDER, "Normal")
                 return
-        _set_condition(status, events, "Suspended", "False", RESUMED, "Normal")
+        P.set_condition(status, events, "Suspended", "False", P.RESUMED, "Normal")
 
-    def _failure_policy(self, spec: dict, status: dict, events: list, failed: list[Obj]) -> None:
-        """executeFailurePolicy: the first rule matching a failed Job (earliest failure) decides; no rule
-        matched -> RestartJobSet; no failurePolicy -> fail at once."""
-        fp = spec.get("failurePolicy")
-        first = min(failed, key=_failure_time)
-        if fp is None:
-            return _fail(status, events, FAILED_JOBS, first)
-        action, job = "RestartJobSet", first
-        for rule in fp.get("rules") or []:
-            matched = [j for j in failed if _rule_applies(rule, j)]
-            if matched:
-                action, job = rule["action"], min(matched, key=_failure_time)
-                break
-        if action == "FailJobSet":
-            return _fail(status, events, FAIL_ACTION, job)
-        counts = action in ("RestartJobSet", "RestartJob")  # per-Job restarts are not modelled: the whole set
-        if counts and status.get("restartsCountTowardsMax", 0) >= fp.get("maxRestarts", 0):
-            return _fail(status, events, MAX_RESTARTS, job)
-        reason, msg = RESTART_ACTION if counts else RESTART_IGNORE_ACTION
-        status["restarts"] += 1
-        if counts:
-            status["restartsCountTowardsMax"] = status.get("restartsCountTowardsMax", 0) + 1
-        events.append(("Warning", reason, f"{msg} (first failed job: {job['metadata']['name']})"))
-        return None
-
-    def _succeeded(self, spec: dict, ok: list[Obj]) -> bool:
-        sp = spec.get("successPolicy") or {"operator": "All"}
-        targets = sp.get("targetReplicatedJobs") or []
-        matching = sum(1 for j in ok if not targets or j["metadata"]["labels"].get(RJOB_NAME) in targets)
-        if sp.get("operator") == "Any":
-            return matching >= 1
-        return matching >= sum(rj.get("replicas", 1) for rj in spec["replicatedJobs"]
-                               if not targets or rj["name"] in targets)
-
-    def _replicated_statuses(self, spec: dict, active: list, ok: list, failed: list) -> list[dict]:
+    def _replicated_statuses(self, spec: dict, status: dict, active: list, ok: list, failed: list) -> list[dict]:
+        """calculateReplicatedJobStatuses; with RestartJob, each keeps its jobRestarts and
+        jobRestartsCountTowardsMax."""
         out = {rj["name"]: {"name": rj["name"], **_STATUS_ZERO} for rj in spec["replicatedJobs"]}
         for job in active:
             st, js_ = out.get(job["metadata"]["labels"].get(RJOB_NAME)), job.get("status") or {}
@@ -236,18 +244,54 @@ class JobSetController:
             for job in jobs:
                 if job["metadata"]["labels"].get(RJOB_NAME) in out:
                     out[job["metadata"]["labels"][RJOB_NAME]][key] += 1
+        if self.restart_job:
+            for old in status.get("replicatedJobsStatus") or []:
+                for key in ("jobRestarts", "jobRestartsCountTowardsMax"):
+                    if old["name"] in out and old.get(key):
+                        out[old["name"]][key] = list(old[key])
         return list(out.values())
 
+    def _headless_service(self, js: Obj) -> None:
+        """createHeadlessSvcIfNecessary: a Service named after the subdomain, clusterIP None, selecting the
+        JobSet's pods, publishNotReadyAddresses from the network (default true), owned by the JobSet; an
+        existing Service of that name is left as it is."""
+        meta, net = js["metadata"], js["spec"]["network"]
+        ns, sub = meta.get("namespace") or "default", P.subdomain(meta["name"], js["spec"])
+        if self.store.get("Service", ns, sub) is not None:
+            return
+        svc = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": sub, "namespace": ns, "ownerReferences": [owner_ref(js)]},
+               "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: meta["name"]},
+                        "publishNotReadyAddresses": net.get("publishNotReadyAddresses", True)}}
+
+        def create() -> None:
+            if self.store.get("Service", ns, sub) is None:
+                self.store.create(svc)
+        self._send(js, "services", "create", create)
+
     def _construct_job(self, js: Obj, status: dict, rj: dict, idx: int) -> Obj:
-        """constructJob + labelAndAnnotateObject: the same keys as labels and annotations on Job and pod template."""
-        meta, tmpl = js["metadata"], rj["template"]
+        """constructJob + labelAndAnnotateObject: the same keys as labels and annotations on Job and pod template
+        (the coordinator's endpoint among them when spec.coordinator is set)."""
+        meta, tmpl, spec = js["metadata"], rj["template"], js["spec"]
+        rjobs = spec["replicatedJobs"]
         ns, name = meta.get("namespace") or "default", f"{meta['name']}-{rj['name']}-{idx}"
-        global_idx = sum(r.get("replicas", 1) for r in js["spec"]["replicatedJobs"][
-            :next(i for i, r in enumerate(js["spec"]["replicatedJobs"]) if r["name"] == rj["name"])]) + idx
-        keys = {JOBSET_NAME: meta["name"], RJOB_NAME: rj["name"], RESTARTS_KEY: str(status["restarts"]),
-                RJOB_REPLICAS: str(rj.get("replicas", 1)),
-                GLOBAL_REPLICAS: str(sum(r.get("replicas", 1) for r in js["spec"]["replicatedJobs"])),
-                JOB_INDEX: str(idx), JOB_KEY: job_key(ns, name), JOB_GLOBAL_INDEX: str(global_idx)}
+        before = rjobs[:next(i for i, r in enumerate(rjobs) if r["name"] == rj["name"])]
+        group = rj.get("groupName", "default")
+        in_group = [r.get("replicas", 1) for r in rjobs if r.get("groupName", "default") == group]
+        keys = {JOBSET_NAME: meta["name"], JOBSET_UID: meta.get("uid", ""), RJOB_NAME: rj["name"],
+                RESTARTS_KEY: str(status["restarts"])}
+        if self.restart_job:
+            keys[JOB_RESTARTS_KEY] = str(P.job_restarts(spec, status, rj["name"])[idx])
+        keys |= {RJOB_REPLICAS: str(rj.get("replicas", 1)),
+                 GLOBAL_REPLICAS: str(sum(r.get("replicas", 1) for r in rjobs)),
+                 JOB_INDEX: str(idx), JOB_KEY: job_key(ns, name),
+                 JOB_GLOBAL_INDEX: str(sum(r.get("replicas", 1) for r in before) + idx),
+                 GROUP_NAME: group,
+                 GROUP_REPLICAS: str(sum(in_group)),
+                 JOB_GROUP_INDEX: str(sum(r.get("replicas", 1) for r in before
+                                          if r.get("groupName", "default") == group) + idx)}
+        if spec.get("coordinator"):
+            keys[COORDINATOR_KEY] = P.coordinator_endpoint(meta["name"], spec)
         extra = {}
         for src in (meta.get("annotations") or {}, (tmpl.get("metadata") or {}).get("annotations") or {}):
             if EXCLUSIVE_KEY in src:  # JobSet level, then replicatedJob level
@@ -262,10 +306,10 @@ class JobSetController:
         jspec = dict(tmpl["spec"])
         ptmpl = dict(jspec["template"])
         ptmpl["metadata"] = stamp(ptmpl.get("metadata") or {})
-        if js["spec"]["network"].get("enableDNSHostnames"):
-            ptmpl["spec"] = {**ptmpl["spec"], "subdomain": js["spec"]["network"].get("subdomain") or meta["name"]}
+        if spec["network"].get("enableDNSHostnames"):
+            ptmpl["spec"] = {**ptmpl["spec"], "subdomain": P.subdomain(meta["name"], spec)}
         jspec["template"] = ptmpl
-        jspec["suspend"] = bool(js["spec"].get("suspend"))
+        jspec["suspend"] = bool(spec.get("suspend"))
         jmeta = stamp({k: v for k, v in (tmpl.get("metadata") or {}).items() if k in ("labels", "annotations")})
         return {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {**jmeta, "name": name, "namespace": ns, "ownerReferences": [owner_ref(js)]},
@@ -374,52 +418,3 @@ def _finished(job: Obj) -> str | None:
 
 def _finished_js(status: dict) -> bool:
     return is_condition_true(status["conditions"], "Completed") or is_condition_true(status["conditions"], "Failed")
-
-
-def _failure_time(job: Obj) -> tuple[str, str]:
-    failed = find_condition(conditions_of(job), "Failed")
-    cond = failed if failed is not None and failed.get("status") == "True" else {}
-    return cond.get("lastTransitionTime", ""), job["metadata"]["name"]
-
-
-def _rule_applies(rule: dict, job: Obj) -> bool:
-    """ruleIsApplicable: the Job's failure reason (and message pattern) and its replicatedJob match."""
-    cond = find_condition(conditions_of(job), "Failed") or {}  # only failed Jobs are asked
-    reasons, patterns = rule.get("onJobFailureReasons") or [], rule.get("onJobFailureMessagePatterns") or []
-    targets = rule.get("targetReplicatedJobs") or []
-    return ((not reasons or cond.get("reason") in reasons)
-            and (not patterns or any(re.search(p, cond.get("message", "")) for p in patterns))
-            and (not targets or job["metadata"]["labels"].get(RJOB_NAME) in targets))
-
-
-def _all_started(rj: dict, st: dict) -> bool:
-    return rj.get("replicas", 1) == st["failed"] + st["ready"] + st["succeeded"]
-
-
-def _fail(status: dict, events: list, reason_msg: tuple[str, str], job: Obj) -> None:
-    reason, msg = reason_msg
-    _set_condition(status, events, "Failed", "True", (reason, f"{msg} (first failed job: {job['metadata']['name']})"),
-                   "Warning")
-    status["terminalState"] = "Failed"
-
-
-def _set_condition(status: dict, events: list, ctype: str, cstatus: str, reason_msg: tuple[str, str],
-                   etype: str) -> None:
-    """updateCondition: a changed status replaces the condition, a new True one is appended, StartupPolicy
-    InProgress/Completed exclude each other; each change queues an event with the condition's reason."""
-    reason, msg = reason_msg
-    conds, changed, found = status["conditions"], False, False
-    new = {"type": ctype, "status": cstatus, "reason": reason, "message": msg, "lastTransitionTime": ""}
-    pair = {"StartupPolicyInProgress", "StartupPolicyCompleted"}
-    for i, c in enumerate(conds):
-        if c["type"] == ctype:
-            found = True
-            if c["status"] != cstatus:
-                conds[i], changed = new, True
-        elif {c["type"], ctype} == pair and c["status"] == "True" and cstatus == "True":
-            conds[i], changed = {**c, "status": "False"}, True
-    if not found and cstatus == "True":
-        conds.append(new)
-        changed = True
-    if changed:
-        events.append((etype, reason, msg))

@@ -19,6 +19,10 @@ JOB_GLOBAL_INDEX, JOB_KEY = "jobset.sigs.k8s.io/job-global-index", "jobset.sigs.
 RESTARTS_KEY, PRIORITY_KEY = "jobset.sigs.k8s.io/restart-attempt", "jobset.sigs.k8s.io/priority"
 EXCLUSIVE_KEY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
+JOB_RESTARTS_KEY = "jobset.sigs.k8s.io/job-restart-attempt"  # JobRestartAttemptKey (with the RestartJob gate)
+GROUP_NAME, GROUP_REPLICAS = "jobset.sigs.k8s.io/group-name", "jobset.sigs.k8s.io/group-replicas"
+JOB_GROUP_INDEX = "jobset.sigs.k8s.io/job-group-index"
+COORDINATOR_KEY = "jobset.sigs.k8s.io/coordinator"  # <pod hostname>.<subdomain> of spec.coordinator's pod
 
 
 def job_key(ns: str, job_name: str) -> str:

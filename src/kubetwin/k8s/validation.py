@@ -14,6 +14,9 @@ DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
 DNS1123_SUBDOMAIN_MAX = 253
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+DNS1035_LABEL_MAX = 63
+HTTP_PATH_FMT = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+"
 QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 QUALIFIED_NAME_MAX = 63
 LABEL_VALUE_FMT = "(" + QUALIFIED_NAME_FMT + ")?"
@@ -22,6 +25,8 @@ TOTAL_ANNOTATION_SIZE = 256 * 1024  # TotalAnnotationSizeLimitB
 
 _DNS1123_LABEL = re.compile(f"^{DNS1123_LABEL_FMT}$")
 _DNS1123_SUBDOMAIN = re.compile(f"^{DNS1123_SUBDOMAIN_FMT}$")
+_DNS1035_LABEL = re.compile(f"^{DNS1035_LABEL_FMT}$")
+_HTTP_PATH = re.compile(f"^{HTTP_PATH_FMT}$")
 _QUALIFIED_NAME = re.compile(f"^{QUALIFIED_NAME_FMT}$")
 _LABEL_VALUE = re.compile(f"^{LABEL_VALUE_FMT}$")
 
@@ -33,6 +38,9 @@ _DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alp
                       "start and end with an alphanumeric character")
 _DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
                           "'.', and must start and end with an alphanumeric character")
+
+_DNS1035_LABEL_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                      "alphabetic character, and end with an alphanumeric character")
 
 
 def regex_error(msg: str, fmt: str, *examples: str) -> str:
@@ -58,6 +66,25 @@ def is_dns1123_subdomain(value: str) -> list[str]:
     out = [max_len_error(DNS1123_SUBDOMAIN_MAX)] if len(value) > DNS1123_SUBDOMAIN_MAX else []
     if not _DNS1123_SUBDOMAIN.match(value):
         out.append(regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return out
+
+
+def is_dns1035_label(value: str) -> list[str]:
+    out = [max_len_error(DNS1035_LABEL_MAX)] if len(value) > DNS1035_LABEL_MAX else []
+    if not _DNS1035_LABEL.match(value):
+        out.append(regex_error(_DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, "my-name", "abc-123"))
+    return out
+
+
+def domain_prefixed_path_errors(value: str) -> list[tuple[str, str]]:
+    """IsDomainPrefixedPath: (the invalid value field.Invalid shows, message) for each problem of a
+    `<dns-1123 subdomain>/<http path>` such as "acme.io/foo"."""
+    host, sep, path = value.partition("/")
+    if not sep or not host or not path:
+        return [(value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
+    out = [(host, msg) for msg in is_dns1123_subdomain(host)]
+    if not _HTTP_PATH.match(path):
+        out.append((path, regex_error("Invalid path", HTTP_PATH_FMT)))
     return out
 
 

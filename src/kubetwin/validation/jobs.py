@@ -272,22 +272,6 @@ def indexes_format(text: str, completions: int) -> tuple[int, str]:
     return total, ""
 
 
-def _jobset_restart_job_notices(m: Manifest, spec: dict) -> list[Diagnostic]:
-    """JobSet failurePolicy rules whose action restarts one child Job (RestartJob, RestartJobAndIgnoreMaxRestarts):
-    controllers/jobset.py restarts the whole JobSet for them, so a notice says so."""
-    out = []
-    for i, rule in enumerate(_list(_dict(spec.get("failurePolicy")).get("rules"))):
-        action = _dict(rule).get("action")
-        if action in ("RestartJob", "RestartJobAndIgnoreMaxRestarts"):
-            whole = "RestartJobSet" if action == "RestartJob" else "RestartJobSetAndIgnoreMaxRestarts"
-            path = f"spec.failurePolicy.rules[{i}].action"
-            out.append(Diagnostic(m.file, m.line_of(path), m.ref, path,
-                                  f"{action} is not simulated: the twin restarts the whole JobSet instead of the "
-                                  f"failed child Job ({whole})", f"use {whole}, or read the run knowing this",
-                                  "notice"))
-    return out
-
-
 def diagnostics(m: Manifest) -> list[Diagnostic]:
     """The API server's errors (and the twin's notices) for a Job's, or each JobSet job template's, policies."""
     spec = m.obj.get("spec")
@@ -296,7 +280,7 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
         _spec_errors(c, spec, jobset=False)
         return c.out
     if m.kind == "JobSet" and isinstance(spec, dict):
-        out = _jobset_restart_job_notices(m, spec)
+        out: list[Diagnostic] = []
         for i, rj in enumerate(spec.get("replicatedJobs") or []):
             tmpl = (rj or {}).get("template") if isinstance(rj, dict) else None
             jspec = (tmpl or {}).get("spec") if isinstance(tmpl, dict) else None

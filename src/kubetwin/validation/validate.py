@@ -438,6 +438,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     from kubetwin.kueue import config as kueue_config  # the ConfigMap and a bare Configuration both given
 
     out += kueue_config.scenario_diagnostics(clean)
+    out += kind_checks.jobset.restart_job_gate(clean)  # RestartJob actions need the JobSet manager's feature gate
     out += volume_validate.addon_classes(clean)  # a claim naming a class only a GKE add-on installs
     out += changes_validate.diagnostics(clean, validate_one)  # Change objects against their targets
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (validation/pitfalls.py)
