@@ -412,3 +412,35 @@ def test_scale_to_zero_on_the_pods_own_metric_never_wakes_in_the_run() -> None:
     assert replicas == {0}
     assert not [o for _, _, _, o in r.history if o["kind"] == "Pod"]
     assert not [o for _, _, _, o in r.history if o["kind"] == "Event" and o["reason"] == "KEDAScaleTargetActivated"]
+
+
+# ------------------------------------------------------------------------------------------ TAS topology levels
+TAS_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kueue-tas-two-blocks.yaml"
+
+
+def _tas_without_block_labels() -> str:
+    """examples/kueue-tas-two-blocks.yaml as GKE's TAS guide would have it written: the pools without the
+    gce-topology-block label GKE itself puts on A3 Mega nodes."""
+    text = TAS_EXAMPLE.read_text()
+    for block in ("block-a", "block-b"):
+        text = text.replace(f"  labels:\n    cloud.google.com/gce-topology-block: {block}\n", "")
+    assert "gce-topology-block: block" not in text
+    return text
+
+
+def test_topology_level_no_node_carries_warns_with_the_fix() -> None:
+    ws = _warnings(_tas_without_block_labels())
+    assert len(ws) == 1
+    w = ws[0]
+    assert (w.obj, w.field) == ("ResourceFlavor/h100-tas", "spec.topologyName")
+    assert "cloud.google.com/gce-topology-block that no node of this flavor carries" in w.message
+    assert "spec.labels" in w.hint and "cloud.google.com/gce-topology-block: block-a" in w.hint
+    assert not _warnings(TAS_EXAMPLE.read_text())  # the example's pools carry it
+
+
+def test_topology_level_no_node_carries_leaves_the_tas_job_waiting(tmp_path: Path) -> None:
+    r = _run(tmp_path, _tas_without_block_labels())
+    assert condition(r.last("Workload", prefix="job-spread"), "Admitted")["status"] == "True"
+    qr = condition(r.last("Workload", prefix="job-compact"), "QuotaReserved")
+    assert qr["status"] == "False"
+    assert r.last("Job", name="compact")["spec"]["suspend"] is True

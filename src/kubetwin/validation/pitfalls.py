@@ -128,6 +128,43 @@ def _flavor_labels(sc: _Scenario) -> list[Diagnostic]:
     return out
 
 
+def _topology_levels(sc: _Scenario) -> list[Diagnostic]:
+    """Kueue's TAS builds a flavor's topology tree only from nodes that carry every level's label (and the
+    flavor's nodeLabels): with a level label no such node has, the flavor has no domain and its workloads wait
+    (tas_flavor_snapshot.go: a node without a level's label is not in the snapshot). GKE labels A4X, A4, A3 Ultra and
+    A3 Mega nodes with cloud.google.com/gce-topology-*; the twin's NodePools do not (which nodes share a block is a
+    fact of the reservation), so a scenario written from GKE's TAS guide hits this."""
+    if not sc.node_label_sets:
+        return []
+    levels_of = {(m.obj.get("metadata") or {}).get("name"): [
+        (i, str((lv or {}).get("nodeLabel"))) for i, lv in enumerate((m.obj.get("spec") or {}).get("levels") or [])
+        if isinstance(lv, dict)] for m in sc.kind("Topology", KUEUE)}
+    out = []
+    for m in sc.kind("ResourceFlavor", KUEUE):
+        spec = m.obj.get("spec") or {}
+        levels = levels_of.get(spec.get("topologyName"))
+        if not levels:
+            continue
+        wanted = spec.get("nodeLabels") or {}
+        nodes = [labels for _, labels, _ in sc.node_label_sets
+                 if all(labels.get(k) == str(v) for k, v in wanted.items())]
+        if not nodes:  # _flavor_labels says so
+            continue
+        missing = [label for _, label in levels if not any(label in labels for labels in nodes)]
+        if not missing:
+            continue
+        gce = [label for label in missing if label.startswith("cloud.google.com/gce-topology-")]
+        fix = ("give each NodePool the labels its nodes would carry on GKE in spec.labels (one pool per block, "
+               "e.g. cloud.google.com/gce-topology-block: block-a; docs/kueue-tas.md)" if gce else
+               "label the flavor's nodes with every level of the Topology (NodePool spec.labels), or remove the level")
+        out.append(_warn(m, "spec.topologyName", f"Topology {spec.get('topologyName')!r} has level(s) "
+                         f"{', '.join(missing)} that no node of this flavor carries: Kueue's topology-aware "
+                         "scheduling builds its tree only from nodes with every level's label, so this flavor has no "
+                         "domain and workloads admitted through it wait (the twin's NodePools do not set GKE's "
+                         "gce-topology labels themselves)", fix))
+    return out
+
+
 def _uncovered_resources(sc: _Scenario) -> list[Diagnostic]:
     """Kueue counts every resource a pod requests; one its ClusterQueue does not cover makes the Workload
     inadmissible: "resource R unavailable in ClusterQueue" (pkg/scheduler/flavorassigner), forever."""
@@ -480,7 +517,7 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
 
 
 CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
-    _cluster_queue_selector, _flavor_labels, _uncovered_resources, _missing_local_queue,
+    _cluster_queue_selector, _flavor_labels, _topology_levels, _uncovered_resources, _missing_local_queue,
     _local_queue_without_cluster_queue, _local_queue_stop_policy, _unmodelled_integration, _scale_to_zero,
     _device_class_driver, _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
 
