@@ -291,3 +291,41 @@ def test_example_answers() -> None:
         "priorities[2]": (["l4-flex"], 6, 6), "priorities[3]": (["l4-ondemand-c"], 2, 2)}
     assert [v["cost_usd"] for v in rules.values()] == [39.09, 42.01, 27.66, 7.64]
     assert len(r.summary["compute_classes"]["l4-fallback"]["migrations"]) == 8
+
+
+def last(result, kind: str, name: str) -> dict:
+    """The object's last version in the run's history."""
+    return [o for _, _, _, o in result.history if o["kind"] == kind and o["metadata"]["name"] == name][-1]
+
+
+def test_class_health_status_conditions() -> None:
+    """The autoscaler writes the class's status.conditions as GKE's validator does: Health True "Crd is healthy.",
+    or False "Crd is not healthy." with one condition per misconfiguration kind (conditions_constants.go)."""
+    untainted = pool("g")
+    del untainted["spec"]["taints"]
+    r = run(objects=[make_scenario("1m").obj(), compute_class([{"machineFamily": "g2"}]), untainted])
+    klass = last(r, "ComputeClass", "c")
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in klass["status"]["conditions"]] == [
+        ("Health", "False", "Health", "Crd is not healthy."),
+        ("NodepoolMisconfigured", "True", "TaintMissing", "Crd taint is missing for the nodepool g.")]
+    r = run(objects=[make_scenario("1m").obj(), compute_class([{"machineFamily": "g2"}]), pool("g")])
+    assert [(c["type"], c["status"], c["message"]) for c in last(r, "ComputeClass", "c")["status"][
+        "conditions"]] == [("Health", "True", "Crd is healthy.")]
+    found = cc.misconfigurations(compute_class([{"machineFamily": "n4"}, {"nodepools": ["nope"]}]), [pool("g")])
+    assert [(f.type, f.reason) for f in found] == [
+        ("NodepoolMisconfigured", "NodepoolWillNeverScaleUp"),
+        ("CrdMisconfigured", "NapDisabledAndNoMatchingNodegroups"), ("CrdMisconfigured", "NodePoolNotExist")]
+
+
+def test_cluster_default_class_governs_unlabelled_pools() -> None:
+    """clusterAutoscaler.defaultComputeClass (gcloud --enable-default-compute-class): the class named "default"
+    orders the pools without the label (lister/ccc.go GetDefaultCrd), for pods that select no class; off, the
+    same class changes nothing."""
+    scenario = make_scenario("30m").spec(clusterAutoscaler={"defaultComputeClass": True}).obj()
+    pods = [make_pod(f"p{i}").gpus(1).cpu("2").duration("10m").obj() for i in range(2)]
+    default = compute_class([{"machineFamily": "g2", "spot": True}], name="default")
+    objs = [default, pool("a-ondemand", klass=""), pool("b-spot", klass="", spot=True), *pods]
+    r = run(objects=[scenario, *objs])
+    assert [g for _, g, _, _ in groups_grown(r)] == ["b-spot"]
+    r = run(objects=[make_scenario("30m").obj(), *objs])
+    assert [g for _, g, _, _ in groups_grown(r)] == ["a-ondemand"]  # least-waste tie, then the pool name

@@ -182,6 +182,10 @@ class ClusterAutoscalerSpec(_Strict):
     initialNodeGroupBackoffDuration: str = "5m"    # --initial-node-group-backoff-duration
     maxNodeGroupBackoffDuration: str = "30m"       # --max-node-group-backoff-duration
     nodeGroupBackoffResetTimeout: str = "3h"       # --node-group-backoff-reset-timeout
+    # GKE's cluster-level default ComputeClass (gcloud container clusters update --enable-default-compute-class;
+    # container/v1 ClusterAutoscaling.defaultComputeClassConfig.enabled): the ComputeClass named "default" then
+    # governs pods that select no class and node pools without the compute-class label (autoscaler/computeclass.py).
+    defaultComputeClass: bool = False
 
     _durations = field_validator("scanInterval", "scaleDownDelayAfterAdd", "scaleDownDelayAfterFailure",
                                  "scaleDownUnreadyTime",

@@ -52,6 +52,8 @@ from kubetwin.autoscaler.computeclass import (
     ComputeClasses,
     Migration,
     class_of,
+    misconfigurations,
+    status_conditions,
 )
 from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, initial_node_count, pool_hourly_price
 from kubetwin.autoscaler.pdb import blocked_by_budget
@@ -143,10 +145,12 @@ class ClusterAutoscaler:
         self.dirty = True  # a pod, node or pool changed since the last loop
         self._wake = 0.0  # the next time a loop must redo scale-up though nothing changed (backoff, capacity)
         self._failed_since_scan = False  # a resize failed in this loop (ComputeClass fallback needs the next one)
+        self._class_status = False  # a ComputeClass or NodePool changed: the classes' Health conditions again
         self.last_scale_up = self.last_scale_down_failure = -1e18
         self.scale_ups: list[dict] = []
         self.scaledown = ScaleDown(self)
-        self.classes = ComputeClasses(store, seed)  # GKE ComputeClasses: bucket order, fallback, migration
+        # GKE ComputeClasses: bucket order, fallback, migration, the cluster-level default class
+        self.classes = ComputeClasses(store, seed, self.spec.defaultComputeClass)
         store.watch("NodePool", self._on_pool)
         store.watch("ComputeClass", self._on_class)
 
@@ -165,7 +169,10 @@ class ClusterAutoscaler:
         self.dirty = True
 
     def _on_class(self, etype: str, cc: Obj, old: Obj | None) -> None:
+        if old is not None and old.get("spec") == cc.get("spec") and etype == "MODIFIED":
+            return  # its status (the Health conditions this autoscaler writes)
         self.dirty = True
+        self._class_status = True
 
     def _on_pool(self, etype: str, pool: Obj, old: Obj | None) -> None:
         name, spec = pool["metadata"]["name"], pool["spec"]
@@ -175,6 +182,7 @@ class ClusterAutoscaler:
             return
         auto = spec.get("autoscaling")
         self.dirty = True
+        self._class_status = True
         if etype != "ADDED" or not auto:
             return
         hosts = len(self.pools.slice_nodes(name))
@@ -210,6 +218,8 @@ class ClusterAutoscaler:
     def _scan(self) -> None:
         if self.provreq is not None:
             self.provreq.reconcile()
+        if self._class_status and self.classes:
+            self.class_health()
         if self.dirty or self.env.now >= self._wake:
             self.scale_up()
             if self.classes:
@@ -536,7 +546,22 @@ class ClusterAutoscaler:
         return {"scale_ups": self.scale_ups, "scale_downs": self.scaledown.scale_downs,
                 "refusals": self.capacity.refusals}
 
-    # -- ComputeClass active migration (autoscaler/computeclass.py) ------------------------------------------------
+    # -- ComputeClass status and active migration (autoscaler/computeclass.py) -----------------------------------
+    def class_health(self) -> None:
+        """status.conditions of every ComputeClass, as GKE's validator writes them (Health, then one condition per
+        kind of misconfiguration); written only when they change (crd.AnyConditionsChanged)."""
+        self._class_status = False
+        pools = self.store.list("NodePool")
+        now = self.store.timestamp(self.env.now)
+        for klass in self.classes.classes().values():
+            conds = status_conditions(misconfigurations(klass, pools, self.classes.default_enabled), now)
+            old = (klass.get("status") or {}).get("conditions") or []
+            if [{k: c.get(k) for k in ("type", "status", "reason", "message")} for c in old] == [
+                    {k: c[k] for k in ("type", "status", "reason", "message")} for c in conds]:
+                continue
+            self.store.patch("ComputeClass", "", klass["metadata"]["name"], lambda o, c=conds: {
+                **o, "status": {**(o.get("status") or {}), "conditions": c}})
+
     def migrate(self) -> None:
         """activeMigration.optimizeRulePriority: finish the attempt under way (drain the lower-rule node once the
         higher rule's nodes are ready; give up after the scale-up timeout), else start one for one node."""
@@ -553,7 +578,8 @@ class ClusterAutoscaler:
                 self.classes.migrations.remove(m)
                 self.scaledown.remove(node, m.group, pods)
                 self.scaledown.scale_downs[-1]["migration"] = True
-                self.classes.migrated.append({"t": now, "class": class_of(node["metadata"].get("labels")),
+                pool = self.store.get("NodePool", "", m.group.pool) or {}
+                self.classes.migrated.append({"t": now, "class": self.classes.pool_class(pool),
                                               "node": m.node, "to": m.added, "evicted": len(pods)})
             elif now - m.since >= MIGRATION_SCALE_UP_TIMEOUT:
                 self.classes.migrations.remove(m)

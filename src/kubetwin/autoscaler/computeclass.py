@@ -16,7 +16,10 @@ What it follows (GoogleCloudPlatform/cluster-autoscaler @7d250507, GKE's autosca
   binpacking limiter stops after the first bucket that gave any scale-up option, so the expander chooses within the
   highest-priority rule that can take the pods; a rule whose groups are in backoff (stockout, quota) gives none,
   and the next rule is tried at the next loop: that is the fallback. Upstream shuffles the classes so none starves;
-  the twin shuffles them with its own seeded RNG.
+  the twin shuffles them with its own seeded RNG. With the cluster-level default class on
+  (`clusterAutoscaler.defaultComputeClass`, gcloud --enable-default-compute-class), the ComputeClass named
+  `default` governs the pools without the label (lister/ccc.go GetDefaultCrd) and so the pods that select no
+  class; GKE does not change those pods' spec.
 - Matching a pool (rules/machine_spec.go, gpu.go, flex_start.go, reservations.go, nodepools.go, placement_policy.go,
   location.go, max_run_duration.go): machineFamily, machineType, spot (when set), minCores and minMemoryGb
   (integer GiB), gpu type/count/driverVersion, flexStart.enabled (a rule without it matches flex-start pools too),
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
     from kubetwin.autoscaler.cluster_autoscaler import NodeGroup
 
 KIND = "ComputeClass"
+DEFAULT_CLASS = "default"  # labels.DefaultCCCName
 NS_DEFAULT = "cloud.google.com/default-compute-class"
 NS_DEFAULT_NON_DS = "cloud.google.com/default-compute-class-non-daemonset"
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"  # gkeclient.ReservationNameKey
@@ -212,6 +216,81 @@ def first_rule(cc: Obj, pool: Obj) -> int | None:
     return next((i for i, p in enumerate(priorities(cc)) if rule_matches(p, pool)), None)
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One misconfiguration GKE's ComputeClass validator reports as a status condition (conditions_constants.go):
+    condition type, reason, message, and where (a pool name, or the class field) for validate's line."""
+
+    type: str
+    reason: str
+    message: str
+    pool: str | None = None
+    field: str = "spec.priorities"
+
+
+def misconfigurations(cc: Obj, pools: list[Obj], default_enabled: bool = False) -> list[Finding]:
+    """What GKE's validator says about a class and the cluster's node pools (status/validator/conditions): the
+    class's pools without its taint or with another value, pools that match no rule, no matching autoscaling pool
+    while node pool auto-creation is off, and `nodepools` naming pools that are not there or do not autoscale."""
+    name = cc["metadata"]["name"]
+    spec = cc.get("spec") or {}
+    prios = priorities(cc)
+    out: list[Finding] = []
+    matched = False
+    for p in pools:
+        pspec = p.get("spec") or {}
+        label = class_of(pspec.get("labels"))
+        if (label or (DEFAULT_CLASS if default_enabled else None)) != name:
+            continue
+        pool = p["metadata"]["name"]
+        taints = [t for t in pspec.get("taints") or [] if t.get("key") == COMPUTE_CLASS]
+        if label is None:
+            pass  # a pool of the cluster-level default class by having no label needs no class taint
+        elif not taints:
+            out.append(Finding("NodepoolMisconfigured", "TaintMissing",
+                               f"Crd taint is missing for the nodepool {pool}.", pool, "spec.taints"))
+        elif any(t.get("value") != name or t.get("effect") != "NoSchedule" for t in taints):
+            out.append(Finding("NodepoolMisconfigured", "TaintValueNotMatching",
+                               f"Crd taint value doesn't match Crd name for the nodepool {pool}.", pool,
+                               "spec.taints"))
+        hit = any(rule_matches(r, p) for r in prios)
+        matched |= hit and bool(pspec.get("autoscaling"))
+        if not hit and spec.get("whenUnsatisfiable") == "ScaleUpAnyway":
+            out.append(Finding("NodepoolMisconfigured", "NoRuleMatching",
+                               f"Nodepool {pool} has an Crd label but doesn't match any priority rule.", pool))
+        elif not hit:
+            out.append(Finding("NodepoolMisconfigured", "NodepoolWillNeverScaleUp",
+                               f"Nodepool {pool} doesn't match any priority rule and Crd is configured to not scale "
+                               "up in that case", pool))
+    if not (spec.get("nodePoolAutoCreation") or {}).get("enabled") and not matched:
+        out.append(Finding("CrdMisconfigured", "NapDisabledAndNoMatchingNodegroups",
+                           "Crd with NAP disabled should have at least one matching nodepool with autoscaling "
+                           "enabled."))
+    by_name = {p["metadata"]["name"]: p for p in pools}
+    for i, r in enumerate(prios):
+        for pool in r.get("nodepools") or []:
+            if pool not in by_name or not (by_name[pool].get("spec") or {}).get("autoscaling"):
+                out.append(Finding("CrdMisconfigured", "NodePoolNotExist", f"Nodepool {pool} specified by name has "
+                                   "autoscaling disabled or doesn't exist in the cluster.", None,
+                                   f"spec.priorities[{i}].nodepools"))
+    return out
+
+
+def status_conditions(findings: list[Finding], now: str) -> list[dict]:
+    """The class's status.conditions: Health True "Crd is healthy." or False "Crd is not healthy." (reason Health),
+    then one condition per finding type, the first finding's reason and message (conditions_constants.go)."""
+    healthy = not findings
+    out = [{"type": "Health", "status": "True" if healthy else "False", "lastTransitionTime": now,
+            "reason": "Health", "message": "Crd is healthy." if healthy else "Crd is not healthy."}]
+    seen: set[str] = set()
+    for f in findings:
+        if f.type not in seen:
+            seen.add(f.type)
+            out.append({"type": f.type, "status": "True", "lastTransitionTime": now, "reason": f.reason,
+                        "message": f.message})
+    return out
+
+
 def admit_pod(store: Store) -> Callable[[Obj], Obj]:
     """GKE's admission for ComputeClasses: a pod of a Namespace labelled with a default class (the non-DaemonSet
     variant for pods no DaemonSet owns) that selects no class gets the class's node selector; a pod selecting a
@@ -260,8 +339,9 @@ class ClassUsage:
 class ComputeClasses:
     """The cluster's ComputeClasses as the autoscaler reads them: bucket order, fallback, migration, policy."""
 
-    def __init__(self, store: Store, seed: int = 0) -> None:
+    def __init__(self, store: Store, seed: int = 0, default_enabled: bool = False) -> None:
         self.store = store
+        self.default_enabled = default_enabled  # the cluster-level default class (lister GetDefaultCrd)
         self.rng = random.Random(f"computeclass/{seed}")
         self.migrations: list[Migration] = []
         self.migration_backoff: dict[str, float] = {}  # node -> not before
@@ -280,7 +360,7 @@ class ComputeClasses:
     def bucket_of(self, pool: Obj, classes: dict[str, Obj]) -> tuple[str | None, int | None]:
         """(class, bucket index within it) of a pool: None index when the class's rules do not take the pool
         (leftover: ScaleUpAnyway only), (None, 0) for a pool of no (existing) class."""
-        name = class_of((pool.get("spec") or {}).get("labels"))
+        name = self.pool_class(pool)
         cc = classes.get(name) if name else None
         if cc is None:
             return None, 0
@@ -323,17 +403,24 @@ class ComputeClasses:
     def rule_label(self, pool: Obj, classes: dict[str, Obj] | None = None) -> tuple[str, str] | None:
         """("class", "priorities[i]" or "unmatched") for a pool of a class, for the per-rule report."""
         classes = self.classes() if classes is None else classes
-        name = class_of((pool.get("spec") or {}).get("labels"))
+        name = self.pool_class(pool)
         cc = classes.get(name) if name else None
         if cc is None:
             return None
         i = first_rule(cc, pool)
         return name, (f"priorities[{i}]" if i is not None else "unmatched")
 
+    def pool_class(self, pool: Obj) -> str | None:
+        """The class a pool belongs to: its label, else "default" when the cluster-level default class is on
+        (lister/ccc.go NodeGroupCrd falls back to GetDefaultCrd)."""
+        name = class_of((pool.get("spec") or {}).get("labels"))
+        return name if name or not self.default_enabled else DEFAULT_CLASS
+
     # -- policy ---------------------------------------------------------------------------------------------------
     def policy(self, node: Obj) -> dict:
         """autoscalingPolicy of the node's class ({} when none)."""
-        name = class_of((node.get("metadata") or {}).get("labels"))
+        name = class_of((node.get("metadata") or {}).get("labels")) or (DEFAULT_CLASS if self.default_enabled
+                                                                         else None)
         if not name:
             return {}
         cc = self.store.get(KIND, "", name)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
-from kubetwin.autoscaler.computeclass import KIND, rule_matches
+from kubetwin.autoscaler.computeclass import KIND, misconfigurations
 from kubetwin.k8s.names import COMPUTE_CLASS
 
 WARNING, NOTICE = "warning", "notice"
@@ -59,9 +59,10 @@ def diagnostics(clean: list[Manifest]) -> list[Diagnostic]:
         out += _unmodelled(m)
     for p in pools:
         out += _pool(p, classes)
+    scenario = next((m.obj for m in clean if m.kind == "Scenario"), None) or {}
+    default_on = bool(((scenario.get("spec") or {}).get("clusterAutoscaler") or {}).get("defaultComputeClass"))
     for name, m in classes.items():
-        out += _class_pools(m, name, [p for p in pools if (p.obj["spec"].get("labels") or {}).get(COMPUTE_CLASS)
-                                      == name], pools)
+        out += _class_pools(m, name, pools, default_on)
     for m in clean:
         if m.kind in (KIND, "NodePool"):
             continue
@@ -111,52 +112,32 @@ def _unmodelled(m: Manifest) -> list[Diagnostic]:
 
 
 def _pool(p: Manifest, classes: dict[str, Manifest]) -> list[Diagnostic]:
-    spec = p.obj["spec"]
-    name = (spec.get("labels") or {}).get(COMPUTE_CLASS)
-    if not name:
+    name = (p.obj["spec"].get("labels") or {}).get(COMPUTE_CLASS)
+    if not name or name in classes:
         return []
-    pool = p.obj["metadata"]["name"]
-    out = []
-    taints = [t for t in spec.get("taints") or [] if t.get("key") == COMPUTE_CLASS]
-    fix = (f"add the taint {{key: {COMPUTE_CLASS}, value: {name}, effect: NoSchedule}} (gcloud --node-taints="
-           f"{COMPUTE_CLASS}={name}:NoSchedule), so that only the class's pods land on the pool")
-    if not taints:
-        out.append(_note(p, "spec.taints", f"Crd taint is missing for the nodepool {pool}.", fix, WARNING))
-    elif any(t.get("value") != name or t.get("effect") != "NoSchedule" for t in taints):
-        out.append(_note(p, "spec.taints", f"Crd taint value doesn't match Crd name for the nodepool {pool}.", fix,
-                         WARNING))
-    if name not in classes:
-        out.append(_note(p, f"spec.labels.{COMPUTE_CLASS}", f"labelled for ComputeClass {name!r}, which the "
-                         "scenario does not define: the autoscaler treats the pool as a pool of no class",
-                         f"add the ComputeClass {name}, or fix the label", WARNING))
-    return out
+    return [_note(p, f"spec.labels.{COMPUTE_CLASS}", f"labelled for ComputeClass {name!r}, which the scenario does "
+                  "not define: the autoscaler treats the pool as a pool of no class",
+                  f"add the ComputeClass {name}, or fix the label", WARNING)]
 
 
-def _class_pools(m: Manifest, name: str, labelled: list[Manifest], pools: list[Manifest]) -> list[Diagnostic]:
-    spec = m.obj.get("spec") or {}
-    prios = spec.get("priorities") or []
-    scale_up_anyway = spec.get("whenUnsatisfiable") == "ScaleUpAnyway"
+FIXES = {
+    "TaintMissing": "add the taint {{key: {key}, value: {name}, effect: NoSchedule}} (gcloud --node-taints="
+                    "{key}={name}:NoSchedule), so that only the class's pods land on the pool",
+    "TaintValueNotMatching": "make the taint {{key: {key}, value: {name}, effect: NoSchedule}}",
+    "NoRuleMatching": "add a rule that matches {pool}, or remove its {key} label",
+    "NodepoolWillNeverScaleUp": "add a rule that matches {pool}, or remove its {key} label",
+    "NapDisabledAndNoMatchingNodegroups": "label an autoscaling node pool {key}: {name} (and taint it) that one of "
+                                          "the rules matches",
+    "NodePoolNotExist": "name an existing NodePool with autoscaling",
+}
+
+
+def _class_pools(m: Manifest, name: str, pools: list[Manifest], default_on: bool) -> list[Diagnostic]:
+    """GKE's Health-condition findings (autoscaler/computeclass.misconfigurations), each at its object's line."""
+    by_name = {p.obj["metadata"]["name"]: p for p in pools}
     out = []
-    matched = False
-    for p in labelled:
-        pool = p.obj["metadata"]["name"]
-        hit = any(rule_matches(r, p.obj) for r in prios)
-        matched |= hit and bool(p.obj["spec"].get("autoscaling"))
-        if not hit:
-            msg = (f"Nodepool {pool} has an Crd label but doesn't match any priority rule." if scale_up_anyway else
-                   f"Nodepool {pool} doesn't match any priority rule and Crd is configured to not scale up in "
-                   "that case")
-            out.append(_note(m, "spec.priorities", msg, f"add a rule that matches {pool}, or remove its "
-                             f"{COMPUTE_CLASS} label", WARNING))
-    if not (spec.get("nodePoolAutoCreation") or {}).get("enabled") and not matched:
-        out.append(_note(m, "spec.priorities", "Crd with NAP disabled should have at least one matching nodepool "
-                         "with autoscaling enabled.", f"label an autoscaling node pool {COMPUTE_CLASS}: {name} (and "
-                         "taint it) that one of the rules matches", WARNING))
-    names = {p.obj["metadata"]["name"]: p for p in pools}
-    for i, r in enumerate(prios):
-        for pool in r.get("nodepools") or []:
-            if pool not in names or not names[pool].obj["spec"].get("autoscaling"):
-                out.append(_note(m, f"spec.priorities[{i}].nodepools", f"Nodepool {pool} specified by name has "
-                                 "autoscaling disabled or doesn't exist in the cluster.",
-                                 "name an existing NodePool with autoscaling", WARNING))
+    for f in misconfigurations(m.obj, [p.obj for p in pools], default_on):
+        at = by_name[f.pool] if f.pool and f.field == "spec.taints" else m
+        fix = FIXES.get(f.reason, "").format(key=COMPUTE_CLASS, name=name, pool=f.pool)
+        out.append(_note(at, f.field, f.message, fix, WARNING))
     return out
