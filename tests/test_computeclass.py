@@ -291,6 +291,12 @@ def test_example_answers() -> None:
         "priorities[2]": (["l4-flex"], 6, 6), "priorities[3]": (["l4-ondemand-c"], 2, 2)}
     assert [v["cost_usd"] for v in rules.values()] == [39.09, 42.01, 27.66, 7.64]
     assert len(r.summary["compute_classes"]["l4-fallback"]["migrations"]) == 8
+    flex = next(o for _, _, e, o in r.history if o["kind"] == "Node" and e == "ADDED"
+                and o["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "l4-flex")
+    labels = flex["metadata"]["labels"]
+    assert (labels["cloud.google.com/gke-flex-start"], labels["cloud.google.com/gke-provisioning"]) == (
+        "true", "flex-start")
+    assert {"key": CLASS, "value": "l4-fallback", "effect": "NoSchedule"} in flex["spec"]["taints"]
 
 
 def last(result, kind: str, name: str) -> dict:
@@ -329,3 +335,21 @@ def test_cluster_default_class_governs_unlabelled_pools() -> None:
     assert [g for _, g, _, _ in groups_grown(r)] == ["b-spot"]
     r = run(objects=[make_scenario("30m").obj(), *objs])
     assert [g for _, g, _, _ in groups_grown(r)] == ["a-ondemand"]  # least-waste tie, then the pool name
+
+
+def test_quota_fallback_and_flex_start_counts_preemptible_quota() -> None:
+    """Out of quota falls back as a stockout does; flex-start VMs count against the preemptible quota, so with
+    PREEMPTIBLE_NVIDIA_L4_GPUS: 1 taken by the Spot node the flex-start rule is refused too (QUOTA_EXCEEDED) and
+    on-demand takes the rest."""
+    scenario = make_scenario("1h").spec(quotas={"us-central1": {"PREEMPTIBLE_NVIDIA_L4_GPUS": 1}}).obj()
+    rules = [{"machineFamily": "g2", "spot": True}, {"flexStart": {"enabled": True}}, {"machineFamily": "g2"}]
+    objs = [scenario, compute_class(rules), pool("a-spot", spot=True), pool("b-flex", flexStart=True),
+            pool("c-ondemand"), *[class_pod(f"p{i}") for i in range(3)]]
+    r = run(objects=objs)
+    assert groups_grown(r) == [(10.0, "a-spot", 3, 1), (20.0, "b-flex", 2, 0), (30.0, "c-ondemand", 2, 2)]
+    errors = [u["error"] for u in r.summary["cluster_autoscaler"]["scale_ups"] if u["error"]]
+    assert errors == ["QUOTA_EXCEEDED: Quota 'PREEMPTIBLE_NVIDIA_L4_GPUS' exceeded.  Limit: 1.0 in region "
+                      "us-central1."] * 2
+    flex_nodes = [o for _, _, e, o in r.history if o["kind"] == "Node" and e == "ADDED"
+                  and o["metadata"]["labels"].get("cloud.google.com/gke-flex-start") == "true"]
+    assert flex_nodes == []
