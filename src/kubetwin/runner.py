@@ -15,6 +15,7 @@ from kubetwin.api import kinds, twin
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.api.loader import Manifest
 from kubetwin.api.twin import ScenarioSpec
+from kubetwin.autoscaler import computeclass
 from kubetwin.autoscaler.capacity import CapacityModel
 from kubetwin.autoscaler.cluster_autoscaler import ClusterAutoscaler
 from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController
@@ -319,6 +320,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     store.admit(admission.priority(store), ("Pod",))
     store.admit(admission.extended_resource_toleration, ("Pod",))
     store.admit(admission.gke_tpu_worker_env(store), ("Pod",))  # TPU_WORKER_ID / TPU_WORKER_HOSTNAMES
+    store.admit(computeclass.admit_pod(store), ("Pod",))  # a class's taint tolerated, a Namespace's default class
     store.admit(nodelifecycle.default_toleration_seconds, ("Pod",))
     store.admit(admission.crd_defaults, tuple(kinds.REGISTRY.custom_kinds()))
     store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does

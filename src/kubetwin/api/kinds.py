@@ -146,6 +146,9 @@ CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, .
     # (workloads/gpudirect.py reads them), created before the pods as the guides apply them.
     ("networking.gke.io", "GKENetworkParamSet"): ("networking.gke.io_gkenetworkparamsets.yaml", None, 1, ()),
     ("networking.gke.io", "Network"): ("networking.gke.io_networks.yaml", None, 1, ()),
+    # GKE's ComputeClass (GoogleCloudPlatform/compute-class-api): the cluster autoscaler's priority rules
+    # (autoscaler/computeclass.py, docs/computeclass.md), created before the pools and pods that use it
+    ("cloud.google.com", "ComputeClass"): ("cloud.google.com_computeclasses.yaml", None, 1, ()),
 }
 
 # Kinds the projects of these groups define for which the twin ships no CRD (names only, any version): validate
@@ -162,11 +165,11 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
     "gateway.networking.k8s.io": ("GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant",
                                   "BackendTLSPolicy", "TCPRoute", "TLSRoute", "UDPRoute"),
     "jobset.x-k8s.io": (),
-    # GKE's own groups (cloud.google.com/kubernetes-engine/docs): ComputeClass (how-to/custom-compute-classes),
-    # BackendConfig (ingress-configuration); ManagedCertificate (managed-certs), FrontendConfig (ingress-
-    # configuration), GKE Gateway policies (configure-gateway-resources), ServiceNetworkEndpointGroup (standalone
-    # NEGs) beside the multi-networking kinds the twin ships.
-    "cloud.google.com": ("ComputeClass", "BackendConfig"),
+    # GKE's own groups (cloud.google.com/kubernetes-engine/docs): BackendConfig (ingress-configuration);
+    # ManagedCertificate (managed-certs), FrontendConfig (ingress-configuration), GKE Gateway policies
+    # (configure-gateway-resources), ServiceNetworkEndpointGroup (standalone NEGs) beside the multi-networking kinds
+    # the twin ships; ComputeClass is shipped (`CRDS`).
+    "cloud.google.com": ("BackendConfig",),  # ComputeClass: `CRDS`
     "networking.gke.io": ("ManagedCertificate", "FrontendConfig", "GCPBackendPolicy", "GCPGatewayPolicy",
                           "HealthCheckPolicy", "GCPSessionAffinityPolicy", "GCPSessionAffinityFilter",
                           "GCPTrafficDistributionPolicy", "GCPRoutingExtension", "GCPTrafficExtension",

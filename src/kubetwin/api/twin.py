@@ -67,6 +67,18 @@ class Autoscaling(_Strict):
         return self
 
 
+class ReservationAffinity(_Strict):
+    """GKE NodePool.config.reservationAffinity (container/v1 ReservationAffinity; gcloud --reservation-affinity,
+    --reservation): which Compute Engine reservations the pool's VMs consume. The twin reads it to match a
+    ComputeClass rule's `reservations` (autoscaler/computeclass.py); reserved capacity itself is not modelled yet
+    (issue 37 item 3): the VMs are obtained and billed as on-demand ones."""
+
+    consumeReservationType: Literal["UNSPECIFIED", "NO_RESERVATION", "ANY_RESERVATION", "SPECIFIC_RESERVATION",
+                                    "ANY_RESERVATION_THEN_FAIL"] = "UNSPECIFIED"
+    key: str | None = None  # compute.googleapis.com/reservation-name for SPECIFIC_RESERVATION
+    values: list[str] = Field(default_factory=list)
+
+
 class PlacementPolicy(_Strict):
     """GKE NodePool.placementPolicy: `type`, `tpuTopology` (a TPU pool's slice shape, e.g. "4x4" or "2x2x4";
     multi-host when it spans several VMs) and `policyName` (a workload/resource policy, as Ironwood (TPU7x)
@@ -109,6 +121,12 @@ class NodePoolSpec(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     placementPolicy: PlacementPolicy | None = None
+    # GKE flex-start (gcloud node-pools create --flex-start): the autoscaler obtains the VMs from Dynamic Workload
+    # Scheduler's flex-start capacity (Scenario.spec.capacity entries with flexStart: true), they count against
+    # preemptible quota, and the nodes carry cloud.google.com/gke-flex-start=true and gke-provisioning=flex-start
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training). Not with spot.
+    flexStart: bool = False
+    reservationAffinity: ReservationAffinity | None = None
     maxPodsPerNode: int = Field(default=110, ge=1, le=256)
     # Networking (workloads/network.py). gpuDirect: the GPUDirect plugin the pool runs (GKE: the pool's additional
     # GPU NICs + NCCL plugin); None = the machine's own (TCPX a3-high/edge, TCPXO a3-mega, RDMA a3-ultra/a4),
@@ -123,6 +141,14 @@ class NodePoolSpec(_Strict):
     driverInstallDelay: str = "3m"
 
     _durations = field_validator("bootDelay", "driverInstallDelay")(_check_duration)
+
+    @field_validator("flexStart")
+    @classmethod
+    def _flex_not_spot(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("spot"):
+            raise ValueError("a node pool is either Spot or flex-start (GKE refuses --flex-start with --spot): "
+                             "remove one of them")
+        return v
 
     @field_validator("spotPreemption")
     @classmethod
@@ -156,6 +182,10 @@ class ClusterAutoscalerSpec(_Strict):
     initialNodeGroupBackoffDuration: str = "5m"    # --initial-node-group-backoff-duration
     maxNodeGroupBackoffDuration: str = "30m"       # --max-node-group-backoff-duration
     nodeGroupBackoffResetTimeout: str = "3h"       # --node-group-backoff-reset-timeout
+    # GKE's cluster-level default ComputeClass (gcloud container clusters update --enable-default-compute-class;
+    # container/v1 ClusterAutoscaling.defaultComputeClassConfig.enabled): the ComputeClass named "default" then
+    # governs pods that select no class and node pools without the compute-class label (autoscaler/computeclass.py).
+    defaultComputeClass: bool = False
 
     _durations = field_validator("scanInterval", "scaleDownDelayAfterAdd", "scaleDownDelayAfterFailure",
                                  "scaleDownUnreadyTime",
@@ -179,11 +209,13 @@ class ZoneCapacity(_Strict):
     """How many VMs of a machine type the zone can give this project at once (twin assumption: GCE publishes no
     such number; a stockout is the zone refusing a VM, ZONE_RESOURCE_POOL_EXHAUSTED). `available` (None:
     unlimited) may change over time with `schedule`; `obtainability` is the chance each VM request succeeds
-    (seeded RNG). `spot` None covers both provisioning models."""
+    (seeded RNG). `spot` None covers both provisioning models; `flexStart` True: the entry is flex-start
+    (Dynamic Workload Scheduler) capacity, False: not flex-start, None (default): both."""
 
     zone: str
     machineType: str
     spot: bool | None = None
+    flexStart: bool | None = None
     available: int | None = Field(le=INT32_MAX, default=None, ge=0)
     schedule: list[CapacityStep] = Field(default_factory=list)
     obtainability: float = Field(default=1.0, ge=0, le=1)

@@ -14,6 +14,10 @@ The twin's capacity model is an assumption (Google publishes no capacity numbers
 says how many VMs of a machine type a zone can give this project at once (`available`, changing over time with
 `schedule`), and `obtainability` the chance each VM request succeeds (a seeded RNG). No entry: unlimited. Usage
 counts every live node of a NodePool plus the VMs requested and still booting.
+
+Flex-start VMs (a NodePool with `flexStart: true`) come from Dynamic Workload Scheduler's capacity: an entry with
+`flexStart: true` is that capacity (one without `flexStart` covers both), and they count against the preemptible
+quotas as Spot VMs do (https://cloud.google.com/compute/docs/instances/flex-start-vms, "Quota").
 """
 
 from __future__ import annotations
@@ -41,6 +45,12 @@ class VmShape:
     gpu: str | None
     gpus: int
     vcpus: int
+    flex: bool = False  # a flex-start VM
+
+    @property
+    def preemptible_quota(self) -> bool:
+        """Spot and flex-start VMs count under the PREEMPTIBLE_ metrics."""
+        return self.spot or self.flex
 
 
 def shape_of(pool: Obj) -> VmShape:
@@ -49,7 +59,8 @@ def shape_of(pool: Obj) -> VmShape:
     accels = [] if mt.tpu else spec.get("accelerators") or []
     gpu = accels[0]["type"] if accels else mt.gpu
     gpus = (accels[0]["count"] if accels else mt.gpu_count) if gpu else 0
-    return VmShape(mt.name, bool(spec.get("spot")), gpu, int(gpus or 0), int(mt.vcpus or 0))
+    return VmShape(mt.name, bool(spec.get("spot")), gpu, int(gpus or 0), int(mt.vcpus or 0),
+                   bool(spec.get("flexStart")))
 
 
 def gpu_metric(gpu: str, spot: bool) -> str:
@@ -133,10 +144,10 @@ class CapacityModel:
                 out.append((shape_of(obj), zone, n))
         return out
 
-    def available(self, zone: str, machine_type: str, spot: bool) -> int | None:
+    def available(self, zone: str, machine_type: str, spot: bool, flex: bool = False) -> int | None:
         """VMs the zone can give the project at once now (None: no limit)."""
         for c in self.capacity:
-            if c.zone == zone and c.machineType == machine_type and (c.spot is None or c.spot == spot):
+            if c.zone == zone and c.machineType == machine_type and _covers(c, spot, flex):
                 avail = c.available
                 for step in sorted(c.schedule, key=lambda s: parse_duration(s.at)):
                     if parse_duration(step.at) <= self.env.now:
@@ -148,9 +159,9 @@ class CapacityModel:
         """When the zones' capacity changes next (for the autoscaler to look again)."""
         return [parse_duration(step.at) for c in self.capacity for step in c.schedule if parse_duration(step.at) > t]
 
-    def _entry(self, zone: str, machine_type: str, spot: bool) -> ZoneCapacity | None:
+    def _entry(self, zone: str, machine_type: str, spot: bool, flex: bool = False) -> ZoneCapacity | None:
         return next((c for c in self.capacity if c.zone == zone and c.machineType == machine_type
-                     and (c.spot is None or c.spot == spot)), None)
+                     and _covers(c, spot, flex)), None)
 
     def headroom(self, shape: VmShape, zone: str) -> tuple[int, Refusal | None]:
         """How many more VMs of `shape` the quotas and the zone allow now, and what stops the next one."""
@@ -159,9 +170,9 @@ class CapacityModel:
         best: tuple[int, Refusal | None] = (math.inf, None)  # type: ignore[assignment]
         checks: list[tuple[str, str, int]] = []  # (quota region, metric, per-VM amount)
         if shape.gpu and shape.gpus:
-            checks += [(region, gpu_metric(shape.gpu, shape.spot), shape.gpus),
+            checks += [(region, gpu_metric(shape.gpu, shape.preemptible_quota), shape.gpus),
                        (GLOBAL, "GPUS_ALL_REGIONS", shape.gpus)]
-        checks.append((region, "PREEMPTIBLE_CPUS" if shape.spot else "CPUS", shape.vcpus))
+        checks.append((region, "PREEMPTIBLE_CPUS" if shape.preemptible_quota else "CPUS", shape.vcpus))
         for qregion, metric, per_vm in checks:
             limit = self.quotas.get(qregion, {}).get(metric)
             if limit is None or per_vm <= 0:
@@ -173,18 +184,20 @@ class CapacityModel:
                 if metric == "GPUS_ALL_REGIONS":
                     used += s.gpus * n
                 elif metric.endswith("CPUS") and not metric.endswith("GPUS"):
-                    used += s.vcpus * n if s.spot == (metric == "PREEMPTIBLE_CPUS") else 0
-                elif s.gpu and gpu_metric(s.gpu, s.spot) == metric:
+                    used += s.vcpus * n if s.preemptible_quota == (metric == "PREEMPTIBLE_CPUS") else 0
+                elif s.gpu and gpu_metric(s.gpu, s.preemptible_quota) == metric:
                     used += s.gpus * n
             room = max(0, int((limit - used) // per_vm))
             if room < best[0]:
                 where = "globally" if qregion == GLOBAL else f"in region {qregion}"
                 best = (room, Refusal("quota", QUOTA_EXCEEDED,
                                       f"Quota '{metric}' exceeded.  Limit: {float(limit)} {where}."))
-        avail = self.available(zone, shape.machine_type, shape.spot)
+        avail = self.available(zone, shape.machine_type, shape.spot, shape.flex)
         if avail is not None:
+            entry = self._entry(zone, shape.machine_type, shape.spot, shape.flex)
             used = sum(n for s, z, n in usage if z == zone and s.machine_type == shape.machine_type
-                       and s.spot == shape.spot)
+                       and s.spot == shape.spot and (s.flex == shape.flex or (entry is not None
+                                                                             and entry.flexStart is None)))
             room = max(0, avail - used)
             if room < best[0]:
                 best = (room, Refusal("stockout", STOCKOUT,
@@ -198,7 +211,7 @@ class CapacityModel:
         shape = shape_of(pool)
         room, refusal = self.headroom(shape, zone)
         granted = min(n, room)
-        entry = self._entry(zone, shape.machine_type, shape.spot)
+        entry = self._entry(zone, shape.machine_type, shape.spot, shape.flex)
         if entry is not None and entry.obtainability < 1.0 and granted:
             ok = sum(1 for _ in range(granted) if self.rng.random() < entry.obtainability)
             if ok < granted:
@@ -215,3 +228,8 @@ class CapacityModel:
             key = (pool["metadata"]["name"], zone)
             self._reserved[key] = self._reserved.get(key, 0) + granted
         return granted, (refusal if granted < n else None)
+
+
+def _covers(entry: ZoneCapacity, spot: bool, flex: bool) -> bool:
+    """Whether a capacity entry is the capacity for VMs of this provisioning model (None: any)."""
+    return (entry.spot is None or entry.spot == spot) and (entry.flexStart is None or entry.flexStart == flex)

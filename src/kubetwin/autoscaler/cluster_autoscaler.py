@@ -46,7 +46,17 @@ from kubetwin.api import twin
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
+from kubetwin.autoscaler.computeclass import (
+    MIGRATION_BACKOFF,
+    MIGRATION_SCALE_UP_TIMEOUT,
+    ComputeClasses,
+    Migration,
+    class_of,
+    misconfigurations,
+    status_conditions,
+)
 from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, initial_node_count, pool_hourly_price
+from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.scaledown import ScaleDown
 from kubetwin.autoscaler.simulation import (
     CONSUME,
@@ -134,10 +144,15 @@ class ClusterAutoscaler:
         self.active = False
         self.dirty = True  # a pod, node or pool changed since the last loop
         self._wake = 0.0  # the next time a loop must redo scale-up though nothing changed (backoff, capacity)
+        self._failed_since_scan = False  # a resize failed in this loop (ComputeClass fallback needs the next one)
+        self._class_status = False  # a ComputeClass or NodePool changed: the classes' Health conditions again
         self.last_scale_up = self.last_scale_down_failure = -1e18
         self.scale_ups: list[dict] = []
         self.scaledown = ScaleDown(self)
+        # GKE ComputeClasses: bucket order, fallback, migration, the cluster-level default class
+        self.classes = ComputeClasses(store, seed, self.spec.defaultComputeClass)
         store.watch("NodePool", self._on_pool)
+        store.watch("ComputeClass", self._on_class)
 
     # -- activation: nothing runs per pod unless a pool autoscales or a ProvisioningRequest exists ----------------
     def activate(self) -> None:
@@ -153,6 +168,12 @@ class ClusterAutoscaler:
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         self.dirty = True
 
+    def _on_class(self, etype: str, cc: Obj, old: Obj | None) -> None:
+        if old is not None and old.get("spec") == cc.get("spec") and etype == "MODIFIED":
+            return  # its status (the Health conditions this autoscaler writes)
+        self.dirty = True
+        self._class_status = True
+
     def _on_pool(self, etype: str, pool: Obj, old: Obj | None) -> None:
         name, spec = pool["metadata"]["name"], pool["spec"]
         if etype == "DELETED":
@@ -161,6 +182,7 @@ class ClusterAutoscaler:
             return
         auto = spec.get("autoscaling")
         self.dirty = True
+        self._class_status = True
         if etype != "ADDED" or not auto:
             return
         hosts = len(self.pools.slice_nodes(name))
@@ -174,6 +196,8 @@ class ClusterAutoscaler:
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
         self.dirty = True
+        if class_of(pod["spec"].get("nodeSelector")) is not None:
+            self.classes.observe_pod(etype, pod, self.env.now)
         key, node = pod_key(pod), pod["spec"].get("nodeName")
         if etype == "DELETED" or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             self.pending.pop(key, None)
@@ -194,12 +218,23 @@ class ClusterAutoscaler:
     def _scan(self) -> None:
         if self.provreq is not None:
             self.provreq.reconcile()
+        if self._class_status and self.classes:
+            self.class_health()
         if self.dirty or self.env.now >= self._wake:
             self.scale_up()
+            if self.classes:
+                self.migrate()
         if self.spec.scaleDownEnabled:
             self.scaledown.run()
         self.dirty = False
         future = [g.backoff_until for g in self.groups.values() if g.backoff_until > self.env.now]
+        future += [t for t in self.classes.migration_backoff.values() if t > self.env.now]
+        future += [m.since + MIGRATION_SCALE_UP_TIMEOUT for m in self.classes.migrations]
+        if self._failed_since_scan and self.classes:
+            # a rule that just failed is in backoff: CA's next loop tries the next rule (ComputeClass fallback);
+            # without classes the loop is skipped until something changes, which gives the same decisions
+            future.append(self.env.now + self.interval)
+        self._failed_since_scan = False
         future += self.capacity.changes_after(self.env.now)
         self._wake = min(future, default=float("inf"))
         self.env.after(self.interval, self._scan)
@@ -296,7 +331,11 @@ class ClusterAutoscaler:
         reasons: dict[str, Counter] = {pod_key(p): Counter() for p in pods}
         options = []
         cluster_room = self.cluster_room()  # the estimator's clusterCapacityThreshold (module doc)
+        with_classes = bool(self.classes)
         for g in self.scalable_groups():
+            pool_obj = self.store.get("NodePool", "", g.pool) if with_classes else None
+            if pool_obj is not None and not self.classes.eligible(pool_obj):
+                continue  # a class's pool outside its rules, under DoNotScaleUp (autoscaler/computeclass.py)
             tmpl = self.template(g)
             if tmpl is None:
                 continue
@@ -349,6 +388,8 @@ class ClusterAutoscaler:
                 if not g.hosts and b >= n:  # the estimator stopped at the group's max size
                     reasons[pod_key(p)][MAX_NODE_GROUP_SIZE] += 1
         options = self._any_policy(options)
+        if with_classes and options:  # the first rule bucket with options (ComputeClass priorities)
+            options = self.classes.order(options, lambda o: self.store.get("NodePool", "", o.group.pool))
         chosen = self.expand(options) if options else None
         if chosen is not None:
             self.execute(chosen)
@@ -482,6 +523,7 @@ class ClusterAutoscaler:
                         parse_duration(self.spec.maxNodeGroupBackoffDuration))
         g.backoff = initial if now - g.last_failure > reset or not g.backoff else min(2 * g.backoff, cap)
         g.backoff_until, g.last_failure = now + g.backoff, now
+        self._failed_since_scan = True
         for p in pods:
             self.events.event(p, "Warning", "FailedScaleUp", f"Node scale up in zones {g.zone} associated with this "
                               f"pod failed: {refusal.gke}. Pod is at risk of not being scheduled.", SOURCE)
@@ -492,11 +534,130 @@ class ClusterAutoscaler:
 
     def contribute(self, until: float) -> Contribution:
         """summary.json's cluster_autoscaler section, when a pool autoscaled or a ProvisioningRequest ran."""
-        return Contribution(summary={"cluster_autoscaler": self.summary()}) if self.active else Contribution()
+        if not self.active:
+            return Contribution()
+        out: dict = {"cluster_autoscaler": self.summary()}
+        if self.classes:  # what ran per ComputeClass rule: nodes, node-hours, cost, pods' waits, migrations
+            self.pools.finish(until)
+            out["compute_classes"] = self.classes.report(self.pools.node_costs())
+        return Contribution(summary=out)
 
     def summary(self) -> dict:
         return {"scale_ups": self.scale_ups, "scale_downs": self.scaledown.scale_downs,
                 "refusals": self.capacity.refusals}
+
+    # -- ComputeClass status and active migration (autoscaler/computeclass.py) -----------------------------------
+    def class_health(self) -> None:
+        """status.conditions of every ComputeClass, as GKE's validator writes them (Health, then one condition per
+        kind of misconfiguration); written only when they change (crd.AnyConditionsChanged)."""
+        self._class_status = False
+        pools = self.store.list("NodePool")
+        now = self.store.timestamp(self.env.now)
+        for klass in self.classes.classes().values():
+            conds = status_conditions(misconfigurations(klass, pools, self.classes.default_enabled), now)
+            old = (klass.get("status") or {}).get("conditions") or []
+            if [{k: c.get(k) for k in ("type", "status", "reason", "message")} for c in old] == [
+                    {k: c[k] for k in ("type", "status", "reason", "message")} for c in conds]:
+                continue
+            self.store.patch("ComputeClass", "", klass["metadata"]["name"], lambda o, c=conds: {
+                **o, "status": {**(o.get("status") or {}), "conditions": c}})
+
+    def migrate(self) -> None:
+        """activeMigration.optimizeRulePriority: finish the attempt under way (drain the lower-rule node once the
+        higher rule's nodes are ready; give up after the scale-up timeout), else start one for one node."""
+        now = self.env.now
+        for m in list(self.classes.migrations):
+            node = self.store.get("Node", "", m.node)
+            added = [self.store.get("Node", "", n) for n in m.added]
+            if node is None:
+                self.classes.migrations.remove(m)
+            elif all(a is not None and not self.scaledown.unready(a) for a in added):
+                pods = [p for p in self.bound.get(m.node, {}).values() if not _daemon(p)]
+                if blocked_by_budget(self.store, pods):
+                    continue  # GKE's drain respects PodDisruptionBudgets: wait for room
+                self.classes.migrations.remove(m)
+                self.scaledown.remove(node, m.group, pods)
+                self.scaledown.scale_downs[-1]["migration"] = True
+                pool = self.store.get("NodePool", "", m.group.pool) or {}
+                self.classes.migrated.append({"t": now, "class": self.classes.pool_class(pool),
+                                              "node": m.node, "to": m.added, "evicted": len(pods)})
+            elif now - m.since >= MIGRATION_SCALE_UP_TIMEOUT:
+                self.classes.migrations.remove(m)
+                self.classes.migration_backoff[m.node] = now + MIGRATION_BACKOFF
+        if self.classes.migrations:
+            return  # one candidate at a time (--defrag-candidate-node-limit 1)
+        classes = {n: c for n, c in self.classes.classes().items()
+                   if ((c.get("spec") or {}).get("activeMigration") or {}).get("optimizeRulePriority")}
+        if not classes:
+            return
+        all_classes = self.classes.classes()
+        groups = self.scalable_groups()
+        buckets = {}
+        for g in groups:
+            pool = self.store.get("NodePool", "", g.pool)
+            buckets[id(g)] = self.classes.bucket_of(pool, all_classes) if pool is not None else (None, 0)
+        for g in groups:
+            name, b = buckets[id(g)]
+            if name not in classes or b == 0:
+                continue
+            rank = 10**6 if b is None else b
+            higher = [h for h in groups if buckets[id(h)][0] == name and buckets[id(h)][1] is not None
+                      and buckets[id(h)][1] < rank and now >= h.backoff_until and h.max > h.target]
+            if not higher:
+                continue
+            for node_name in self.registered(g):
+                if self.classes.migration_backoff.get(node_name, -1.0) > now or node_name in self.protected:
+                    continue
+                node = self.store.get("Node", "", node_name)
+                if node is None or self.scaledown.unready(node) or any(
+                        t.get("key") == TO_BE_DELETED for t in node["spec"].get("taints") or []):
+                    continue
+                pods = [p for p in self.bound.get(node_name, {}).values() if not _daemon(p)]
+                if not pods or any(self.scaledown.blocking(p) for p in pods):
+                    continue
+                target = self._migration_target(pods, sorted(higher, key=lambda h: (buckets[id(h)][1], h.target,
+                                                                                      h.pool, h.zone)))
+                if target is None:
+                    continue
+                h, n = target
+                before = h.target
+                h.target += n
+                granted, refusal = self.grow(h, n)
+                self.record_scale_up(h, before, n, granted, refusal)
+                self.scale_ups[-1]["migration"] = node_name
+                if refusal is not None:
+                    self.fail(h, refusal, n - granted, [])
+                if granted == n:
+                    self.classes.migrations.append(Migration(node_name, g, h.added[-n:], now))
+                else:
+                    self.classes.migration_backoff[node_name] = now + MIGRATION_BACKOFF
+                return
+
+    def _migration_target(self, pods: list[Obj], higher: list[NodeGroup]) -> tuple[NodeGroup, int] | None:
+        """The first higher-rule group whose template nodes take all the candidate's pods, and how many."""
+        for h in higher:
+            tmpl = self.template(h)
+            if tmpl is None:
+                continue
+            snapshot = Snapshot([], self.store, self.features)
+            bins: list[NodeInfo] = []
+            ok = True
+            for p in pods:
+                pi = pod_info(p)
+                if place(pi, bins, snapshot) is not None:
+                    continue
+                fresh = template_copy(tmpl, len(bins))
+                if place(pi, [fresh], snapshot) is None:
+                    ok = False
+                    break
+                bins.append(fresh)
+            if ok and bins and len(bins) <= h.max - h.target:
+                return h, len(bins)
+        return None
+
+
+def _daemon(pod: Obj) -> bool:
+    return any(r.get("kind") == "DaemonSet" for r in pod["metadata"].get("ownerReferences") or [])
 
 
 def waste(o: Option) -> float:

@@ -22,6 +22,7 @@ from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.k8s.names import (
     GKE_ACCELERATOR,
+    GKE_FLEX_START,
     GKE_MACHINE_FAMILY,
     GKE_NODEPOOL,
     GKE_PLACEMENT_GROUP,
@@ -126,6 +127,9 @@ def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_n
     if spec.get("spot"):
         labels[GKE_SPOT] = "true"
         labels[GKE_PROVISIONING] = "spot"
+    if spec.get("flexStart"):  # gke-autoscaling labels.FlexStartLabel, FlexStartProvisioningValue
+        labels[GKE_FLEX_START] = "true"
+        labels[GKE_PROVISIONING] = "flex-start"
     partition = acc.get("gpuPartitionSize")
     if partition:
         labels[mig.PARTITION_LABEL] = partition
@@ -583,6 +587,14 @@ class NodePoolController:
             "spot_usd": round(sum(v[1] for v in split.values()), 2),
             "by_pool_provisioning": {k: {"on_demand_usd": round(v[0], 2), "spot_usd": round(v[1], 2)}
                                      for k, v in sorted(split.items())}}})
+
+    def node_costs(self) -> list[tuple[str, str, float, float]]:
+        """(node, pool, hours, USD) of every node whose lifetime is closed (after `finish`), in name order."""
+        out = []
+        for node, secs in sorted(self.node_seconds.items()):
+            price, _ = self._price.get(node, (0.0, False))
+            out.append((node, self.pool_of[node], secs / 3600, price * secs / 3600))
+        return out
 
     def recreate(self, node_name: str, zone: str, delay: float | None = None) -> None:
         """The pool's managed instance group re-creates a VM that Compute Engine stopped (a Spot preemption,

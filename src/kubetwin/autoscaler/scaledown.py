@@ -50,6 +50,7 @@ from kubetwin.store.store import Obj
 if TYPE_CHECKING:
     from kubetwin.api.twin import ClusterAutoscalerSpec
     from kubetwin.autoscaler.cluster_autoscaler import NodeGroup
+    from kubetwin.autoscaler.computeclass import ComputeClasses
     from kubetwin.autoscaler.nodepool import NodePoolController
     from kubetwin.devices.dra.allocator import Features
     from kubetwin.sim.env import Environment
@@ -75,6 +76,8 @@ class ClusterView(Protocol):
     last_scale_down_failure: float
     dirty: bool  # a pod, node or pool changed since the last loop
 
+    classes: ComputeClasses  # GKE ComputeClasses: a class's autoscalingPolicy replaces the thresholds below
+
     def registered(self, g: NodeGroup) -> list[str]: ...
 
     def node_infos(self, nodes: dict[str, Obj] | None = None, excluded: AbstractSet[str] = ...) -> list[NodeInfo]: ...
@@ -88,6 +91,7 @@ class ScaleDown:
         self.unneeded: dict[str, float] = {}  # node (or "slice/<pool>") -> since
         self._stuck: set[str] = set()  # unneeded nodes whose pods found no other place at the last try
         self._unready: set[str] = set()  # unneeded nodes that are unready (GPUs not advertised yet)
+        self._delay: dict[str, float] = {}  # node -> its ComputeClass's consolidationDelayMinutes, in seconds
         self.scale_downs: list[dict] = []
 
     # -- scale-down -------------------------------------------------------------------------------------
@@ -135,6 +139,8 @@ class ScaleDown:
         nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in self.ca.store.list("Node")}
         self._stuck = set()
         self._unready = set()
+        self._delay = {}
+        with_classes = bool(self.ca.classes)
         hinted = self._pending_placed(nodes)
         for g in list(self.ca.groups.values()):
             if g.hosts:  # a multi-host slice goes whole, once all its hosts are empty
@@ -151,7 +157,14 @@ class ScaleDown:
                     continue
                 util, gpu = self.utilization(node, hinted.get(name, []))
                 pods = list(self.ca.bound.get(name, {}).values())
-                if util >= (gthr if gpu else thr) or any(self.blocking(p) for p in pods):
+                limit = gthr if gpu else thr
+                policy = self.ca.classes.policy(node) if with_classes else {}
+                if policy:  # the node's ComputeClass autoscalingPolicy (percent; minutes)
+                    key = "gpuConsolidationThreshold" if gpu else "consolidationThreshold"
+                    limit = policy[key] / 100 if key in policy else limit
+                    if "consolidationDelayMinutes" in policy:
+                        self._delay[name] = 60.0 * policy["consolidationDelayMinutes"]
+                if util >= limit or any(self.blocking(p) for p in pods):
                     self.unneeded.pop(name, None)
                     continue
                 self.unneeded.setdefault(name, now)
@@ -184,7 +197,8 @@ class ScaleDown:
     def _remove_unneeded(self, now: float) -> None:
         unready_time = parse_duration(self.ca.spec.scaleDownUnreadyTime)
         due = sorted((since, key) for key, since in self.unneeded.items()
-                     if now - since >= (unready_time if key in self._unready else self.ca.unneeded_time)
+                     if now - since >= (unready_time if key in self._unready
+                                        else self._delay.get(key, self.ca.unneeded_time))
                      and key not in self._stuck)
         if not due or now - self.ca.last_scale_up < self._delay_after_add() or \
                 now - self.ca.last_scale_down_failure < parse_duration(self.ca.spec.scaleDownDelayAfterFailure):

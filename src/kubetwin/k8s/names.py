@@ -24,6 +24,8 @@ GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
 GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 GKE_MACHINE_FAMILY = "cloud.google.com/machine-family"
 GKE_SPOT = "cloud.google.com/gke-spot"
+GKE_FLEX_START = "cloud.google.com/gke-flex-start"
+COMPUTE_CLASS = "cloud.google.com/compute-class"  # a pod's node selector, a class's pools' label and taint
 GKE_PROVISIONING = "cloud.google.com/gke-provisioning"
 GKE_PLACEMENT_GROUP = "cloud.google.com/gke-placement-group"
 # Where a VM sits in Compute Engine's physical topology: GKE labels the nodes of A4X, A4, A3 Ultra and A3 Mega with

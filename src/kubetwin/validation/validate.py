@@ -30,6 +30,7 @@ from kubetwin.k8s.units import parse_quantity
 from kubetwin.validation import accelerators, namespaces, objectmeta, pitfalls
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.validation import changes as changes_validate
+from kubetwin.validation import computeclass as computeclass_validate
 from kubetwin.validation import dra as dra_validate
 from kubetwin.validation import kinds as kind_checks
 from kubetwin.validation import nodepool as nodepool_validate
@@ -441,6 +442,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     out += kind_checks.jobset.restart_job_gate(clean)  # RestartJob actions need the JobSet manager's feature gate
     out += volume_validate.addon_classes(clean)  # a claim naming a class only a GKE add-on installs
     out += changes_validate.diagnostics(clean, validate_one)  # Change objects against their targets
+    out += computeclass_validate.diagnostics(clean)  # GKE ComputeClasses, their pools and the pods selecting them
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (validation/pitfalls.py)
 
 
