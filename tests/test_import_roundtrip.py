@@ -179,3 +179,45 @@ def test_spot_preemptions_and_checkpoints_continue_from_the_snapshot(tmp_path: P
     assert again.summary["lost_work"] == first.summary["lost_work"]
     uids = [v.object["metadata"]["uid"] for v in again.versions("Pod") if v.type == "ADDED"]
     assert len(uids) == len(set(uids)) == 4
+
+
+TPU_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tpu-v5e-slice.yaml"
+
+
+def test_a_multi_host_tpu_slice_is_imported_as_its_node_pool(tmp_path: Path) -> None:
+    """A dump's multi-host TPU slice (four ct5lp-hightpu-4t hosts of a 4x4 v5e slice, GKE's gke-tpu-topology on
+    each) becomes its NodePool (placementPolicy.tpuTopology 4x4) that adopts the four Nodes as a Ready slice: no VM
+    boots, the training pods keep running on them and finish when the original run's did."""
+    first = run([TPU_EXAMPLE], out=tmp_path / "first")
+    res = CliRunner().invoke(app, ["get", "nodes,namespaces,jobs,pods", "-A", "-o", "yaml", "--run",
+                                   str(tmp_path / "first"), "--at", "30m"])
+    assert res.exit_code == 0, res.output
+    (tmp_path / "state.yaml").write_text(res.output)
+    res = CliRunner().invoke(app, ["import", str(tmp_path / "state.yaml"), "--out", str(tmp_path / "imp"),
+                                   "--snapshot-time", "2026-01-01T00:30:00Z"])
+    assert res.exit_code == 0, res.output
+    pools = {d["metadata"]["name"]: d for d in yaml.safe_load_all((tmp_path / "imp" / "cluster.yaml").read_text())
+             if d and d.get("kind") == "NodePool"}
+    assert pools["tpu-v5e-4x4"]["spec"] == {"machineType": "ct5lp-hightpu-4t", "nodeCount": 4,
+                                            "zones": ["us-central1-a"], "placementPolicy": {"tpuTopology": "4x4"}}
+    again = run([tmp_path / "imp" / "cluster.yaml"], duration="4h")
+    assert {v.object["metadata"]["name"] for v in again.versions("Node")} == {
+        v.object["metadata"]["name"] for v in first.versions("Node")}  # the slice adopted: no VM booted
+    for pod in [v.object["metadata"]["name"] for v in first.versions("Pod")]:
+        done = first.first_time("Pod", lambda p: p["status"].get("phase") == "Succeeded", pod)
+        assert done is not None
+        assert again.last("Pod", pod, at=0.0)["status"]["phase"] == "Running"
+        assert again.first_time("Pod", lambda p: p["status"].get("phase") == "Succeeded", pod) == done - T
+
+
+def test_a_partial_tpu_slice_stays_static_nodes_with_the_reason(tmp_path: Path) -> None:
+    first = run([TPU_EXAMPLE], out=tmp_path / "first")
+    res = CliRunner().invoke(app, ["get", "nodes", "-o", "yaml", "--run", str(tmp_path / "first"), "--at", "30m"])
+    dump = yaml.safe_load(res.output)
+    dump["items"] = [n for n in dump["items"] if not n["metadata"]["name"].endswith(
+        sorted(x["metadata"]["name"] for x in dump["items"] if "tpu" in x["metadata"]["name"])[0][-4:])]
+    (tmp_path / "partial.yaml").write_text(yaml.safe_dump(dump))
+    res = CliRunner().invoke(app, ["import", str(tmp_path / "partial.yaml"), "--out", str(tmp_path / "imp")])
+    assert res.exit_code == 0, res.output
+    assert ("3 Nodes stay static Nodes: pool tpu-v5e-4x4 is a multi-host TPU slice 4x4 of 4 hosts with 3 in the "
+            "dump (a partial slice: GKE would be repairing it)") in " ".join(res.output.split())

@@ -234,7 +234,9 @@ class NodePoolController:
                                               [self._node_name(name, zone, i) for i in range(hosts)])
             for n in sl.nodes:
                 self._slice_of[n] = name
-            if per_zone:  # validate holds it to 0 or the slice's host count
+            if adopts_nodes(pool):  # an imported slice: its hosts are the dump's Nodes (created this instant)
+                self.env.after(0, lambda: self._adopt_slice(pool, mt, per_zone, boot))
+            elif per_zone:  # validate holds it to 0 or the slice's host count
                 self.provision_slice(name, boot)
             return
         fixed = not spec.get("autoscaling")  # an autoscaled pool's first VMs are the autoscaler's upcoming nodes
@@ -277,6 +279,35 @@ class NodePoolController:
             if not self._price.get(node_name, (0.0, False))[0]:
                 self._price[node_name] = (price, bool(pool["spec"].get("spot")))
         self._boot(pool, mt, per_zone, boot, zones, fixed, dict(adopted))
+
+    def _adopt_slice(self, pool: Obj, mt: catalog.MachineType, per_zone: int, boot: float) -> None:
+        """An imported multi-host TPU slice pool takes the dump's Nodes of its pool and zone as its slice, Ready as
+        they are, when they are all its hosts (the importer makes a pool only then); else it provisions its own."""
+        name = pool["metadata"]["name"]
+        live, sl = self._live_pool(name), self.slices.get(name)
+        if live is None or sl is None or live["metadata"].get("uid") != pool["metadata"].get("uid"):
+            return
+        found = sorted(n["metadata"]["name"] for n in self.store.list("Node")
+                       if (n["metadata"].get("labels") or {}).get(GKE_NODEPOOL) == name
+                       and (n["metadata"].get("labels") or {}).get(ZONE) == sl.zone
+                       and n["metadata"]["name"] not in self._managed)
+        if len(found) != len(sl.nodes):
+            if per_zone:
+                self.provision_slice(name, boot)
+            return
+        price = pool_hourly_price(pool, mt) or 0.0
+        for n in sl.nodes:
+            self._slice_of.pop(n, None)
+        sl.nodes = found
+        for n in found:
+            self._slice_of[n] = name
+            self._names.add(n)
+            self._managed[n] = pool["metadata"].get("uid", "")
+            self._zone_of[n] = sl.zone
+            self.pool_of[n] = name
+            if not self._price.get(n, (0.0, False))[0]:
+                self._price[n] = (price, bool(pool["spec"].get("spot")))
+        sl.state = "Ready"
 
     def _first_boot(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str, fixed: bool) -> None:
         self.booting -= fixed

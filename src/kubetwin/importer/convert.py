@@ -446,18 +446,18 @@ class _Converter:
             mt = catalog.machine_type(machine)
         except catalog.CatalogError:
             return None, f"pool {name}'s machine type {machine} is not in the twin's catalog"
-        if mt.tpu or any(tpu.ACCELERATOR_LABEL in lb for lb in labels) or any(
-                TPU in ((m.obj.get("status") or {}).get("capacity") or {}) for m in ms):
-            return None, f"pool {name} is a TPU pool (the import groups GPU and CPU pools only)"
         zones: Counter[str] = Counter(str(lb.get(ZONE) or "") for lb in labels)
         if "" in zones:
             return None, f"pool {name} has nodes without {ZONE}"
+        tpu_spec, why = self.tpu_pool(name, mt, labels, ms, zones)
+        if why:
+            return None, why
         counts = set(zones.values())
         per_zone = min(counts)
         if len(counts) > 1:
             self.default(f"pools whose zones hold different node counts: nodeCount is the smallest ({name}: "
                          f"{', '.join(f'{z} {n}' for z, n in sorted(zones.items()))}; each zone keeps its nodes)")
-        spec: dict[str, Any] = {"machineType": mt.name, "nodeCount": per_zone, "zones": sorted(zones)}
+        spec: dict[str, Any] = {"machineType": mt.name, "nodeCount": per_zone, "zones": sorted(zones), **tpu_spec}
         if any(lb.get(GKE_SPOT) == "true" or lb.get(GKE_PROVISIONING) == "spot" for lb in labels):
             spec["spot"] = True
         acc = labels[0].get(GKE_ACCELERATOR)
@@ -477,6 +477,33 @@ class _Converter:
             spec["taints"] = taints
         return {"apiVersion": TWIN_GROUP, "kind": "NodePool",
                 "metadata": {"name": name, "annotations": {ADOPT_NODES: "true"}}, "spec": spec}, ""
+
+    @staticmethod
+    def tpu_pool(name: str, mt: catalog.MachineType, labels: list[dict], ms: list[Manifest],
+                 zones: Counter[str]) -> tuple[dict[str, Any], str]:
+        """A TPU node pool's spec fields ({} for a GPU or CPU pool), or why its nodes stay static Nodes. GKE gives
+        every node of a TPU pool its slice's cloud.google.com/gke-tpu-topology; a multi-host slice pool holds one
+        slice in one zone, all its hosts (placementPolicy.tpuTopology, as `gcloud container node-pools create
+        --tpu-topology`)."""
+        if not (mt.tpu or any(tpu.ACCELERATOR_LABEL in lb for lb in labels)
+                or any(TPU in ((m.obj.get("status") or {}).get("capacity") or {}) for m in ms)):
+            return {}, ""
+        if not mt.tpu:
+            return {}, f"pool {name} has TPU nodes of machine type {mt.name}, which has no TPU in the catalog"
+        topologies = {str(lb.get(tpu.TOPOLOGY_LABEL) or "") for lb in labels}
+        if len(topologies) != 1 or "" in topologies:
+            return {}, f"pool {name} has no single {tpu.TOPOLOGY_LABEL} ({', '.join(sorted(topologies)) or 'none'})"
+        topology = topologies.pop()
+        try:
+            hosts = tpu.slice_shape(mt.name, topology)[1]
+        except (ValueError, KeyError) as exc:
+            return {}, f"pool {name}'s TPU topology {topology} does not fit {mt.name}: {exc}"
+        if hosts <= 1:
+            return {}, ""
+        if len(zones) != 1 or sum(zones.values()) != hosts:
+            return {}, (f"pool {name} is a multi-host TPU slice {topology} of {hosts} hosts with "
+                        f"{sum(zones.values())} in the dump (a partial slice: GKE would be repairing it)")
+        return {"placementPolicy": {"tpuTopology": topology}}, ""
 
     def missing_namespaces(self, out: list[Manifest], passthrough: list[Manifest]) -> list[Manifest]:
         have = {str(m.obj["metadata"].get("name")) for m in [*out, *passthrough] if m.kind == "Namespace"}
