@@ -452,3 +452,23 @@ def test_a_pool_over_tritons_vllm_backend_sees_stale_metrics_and_sheds_sheddable
     req = r.requests()
     # a stale endpoint counts saturated: the EPP's admission drops every sheddable (negative priority) request
     assert len(req) and set(req.status) == {429}, req.status.value_counts()
+
+
+def test_a_model_json_key_the_twin_does_not_know_is_a_notice_and_the_rest_is_read() -> None:
+    cm = _configmap({"config.pbtxt": VLLM_CONFIG, "model.json": '{"model": "meta-llama/Llama-3.1-8B-Instruct", '
+                     '"max_num_seqs": 64, "frobnicate_level": 3, "disable_log_stats": false, "enforce_eager": true}'})
+    found = inspect_model_server(_spec(_triton()), configmaps=_lookup(cm))
+    assert found is not None and found[1] is not None, found
+    assert found[1].max_num_seqs == 64
+    said = [p.message for p in found[2]]
+    assert any("model.json key 'frobnicate_level' is not a vLLM engine argument the twin knows" in m for m in said)
+    assert not any("max_num_seqs" in m or "disable_log_stats" in m for m in said), said
+
+
+def test_metrics_carry_the_version_triton_serves() -> None:
+    # version_policy latest (model_configuration.md): the newest numeric folder is the one served
+    items = [{"key": "config.pbtxt", "path": "vllm_model/config.pbtxt"},
+             {"key": "model.json", "path": "vllm_model/3/model.json"}]
+    cm = _configmap({"config.pbtxt": VLLM_CONFIG, "model.json": MODEL_JSON})
+    found = find_model_server(_spec(_triton(items=items)), configmaps=_lookup(cm))
+    assert found is not None and found[1].triton is not None and found[1].triton.version == "3"

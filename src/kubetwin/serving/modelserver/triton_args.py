@@ -426,8 +426,9 @@ def _vllm_engine(model: RepoModel, files: dict[str, MountedFile], base: str
         if bad is None:
             problems += found  # in argparse's words, prog "model.json": the key shows as its --flag
             break
-        key = next(k for k in keys if _json_line(f.text, k) == parse_file_field(bad.field)[2]  # type: ignore[index]
-                   ) if parse_file_field(bad.field) else next(iter(keys))
+        flag = bad.message.split("unrecognized arguments: ", 1)[-1].split()[0]  # argparse names the first one
+        key = next((k for k in keys if flag in ("--" + k.replace("_", "-"), "--no-" + k.replace("_", "-"))),
+                   next(iter(keys)))
         problems.append(ArgProblem(bad.field, f"model.json key {key!r} is not a vLLM engine argument the twin knows; "
                                    "ignored (vLLM's AsyncEngineArgs refuses a key it lacks with a TypeError)", "",
                                    "notice"))
@@ -599,7 +600,14 @@ def triton_engine(argv: list[ArgToken], base: str, pod_spec: dict, container: di
                                                   ), f"instance_group count {count}: the twin runs one engine per "
                                        "pod (one model instance); more instances of an LLM on the same GPUs are not "
                                        "modelled", "scale with replicas instead", "notice"))
-        args.triton = TritonModel(model.name, model.backend, max_batch_size=batch, instance_count=count,
+        # Triton serves the newest version folder (version_policy latest: 1, model_configuration.md); the vLLM
+        # backend's is where model.json was read; a TensorRT-LLM engine's folder is not in the ConfigMaps: "1"
+        version = next((posixpath.basename(posixpath.dirname(p)) for p in sorted(
+            (p for p in files if posixpath.basename(p) == "model.json" and posixpath.dirname(posixpath.dirname(p))
+             == model.path and posixpath.basename(posixpath.dirname(p)).isdigit()),
+            key=lambda p: -int(posixpath.basename(posixpath.dirname(p))))), "1")
+        args.triton = TritonModel(model.name, model.backend, version=version, max_batch_size=batch,
+                                  instance_count=count,
                                   queue_delay_s=delay,
                                   report_vllm_metrics=model.parameters.get("REPORT_CUSTOM_METRICS", ("", 0))[0]
                                   .lower() in ("true", "yes", "1", "on"),
