@@ -472,3 +472,28 @@ def test_metrics_carry_the_version_triton_serves() -> None:
     cm = _configmap({"config.pbtxt": VLLM_CONFIG, "model.json": MODEL_JSON})
     found = find_model_server(_spec(_triton(items=items)), configmaps=_lookup(cm))
     assert found is not None and found[1].triton is not None and found[1].triton.version == "3"
+
+
+def _keda(query: str, threshold: str) -> dict:
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": {"name": "so", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"name": "triton"}, "minReplicaCount": 1, "maxReplicaCount": 2,
+                     "pollingInterval": 15, "triggers": [{"type": "prometheus", "metadata": {
+                         "serverAddress": "http://prometheus:9090", "query": query, "threshold": threshold}}]}}
+
+
+@pytest.mark.parametrize(("query", "threshold", "scales"), [
+    # the engine's own queue, as the TensorRT-LLM backend reports it: the rule sees the load
+    ('sum(nv_trt_llm_request_metrics{request_type="active"})', "8", True),
+    # Triton's queue time: the decoupled backend takes every request at once, the series stays at 0 us
+    ("sum(rate(nv_inference_queue_duration_us[1m]))", "1", False),
+])
+def test_keda_on_tritons_series_scales_as_the_series_say(query: str, threshold: str, scales: bool) -> None:
+    config = TRT_CONFIG.replace("max_queue_delay_microseconds: 50000", "max_queue_delay_microseconds: 0")
+    cm = _configmap({"config.pbtxt": config})
+    objs = [serving_scenario("14m").obj(), h100_pool(2).obj(), cm, _triton(image=TRT_IMAGE, items=_trt_items()),
+            inference_pool().obj(), _keda(query, threshold),
+            trace().rate(20).duration("5m").start("8m").model("tensorrt_llm").output(400).obj()]
+    r = run(objects=objs)
+    most = max(int(v.object["spec"]["replicas"]) for v in r.versions("Deployment", "triton"))
+    assert most == (2 if scales else 1)
