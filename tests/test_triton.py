@@ -155,6 +155,13 @@ def test_tritonserver_is_recognized_across_images_and_command_shapes(container: 
     assert found is not None and found[0] == 0 and found[1] is None  # no ConfigMaps given: not sized
 
 
+def test_getopt_takes_an_unambiguous_prefix_of_an_option() -> None:
+    cm = _configmap({"config.pbtxt": VLLM_CONFIG, "model.json": MODEL_JSON})
+    found = find_model_server(_spec(_triton(args=["--model-repo=/models", "--http-p", "9000"])),
+                              configmaps=_lookup(cm))
+    assert found is not None and found[1].triton is not None and found[1].triton.http_port == 9000
+
+
 def test_an_ngc_triton_image_without_a_tritonserver_command_runs_no_server() -> None:
     # nvidia_entrypoint.sh with no CMD: the container runs nothing the twin serves
     assert server_kind({"containers": [{"name": "t", "image": VLLM_IMAGE}]}) is None
@@ -176,6 +183,8 @@ def test_image_variants_ship_their_backends() -> None:
     (["--model-repository=/models", "--load-model=vllm_model"],
      "Use of '--load-model' requires setting '--model-control-mode=explicit' as well."),
     (["--model-repository=/models", "extra"], "Unexpected argument: extra"),
+    (["--model-repository=/models", "--grpc-keep=1"], "option '--grpc-keep' is ambiguous; possibilities: "
+     "'--grpc-keepalive-permit-without-calls' '--grpc-keepalive-time' '--grpc-keepalive-timeout'"),
 ])
 def test_command_line_errors_are_tritonservers(args: list[str], says: str) -> None:
     found = inspect_model_server(_spec(_triton(args=args)))

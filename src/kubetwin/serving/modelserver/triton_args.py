@@ -104,13 +104,22 @@ def parse_command_line(argv: list[ArgToken], base: str) -> tuple[CommandLine | N
                                        "tritonserver takes only --options; drop the word or give it to an option"))
             return None, problems
         name, value = (tok.text.split("=", 1) + [None])[:2] if "=" in tok.text else (tok.text, None)
+        known = [*_MODELLED, *_QUIET, *_OTHER, "--help"]
+        if name not in known:
+            # getopt_long takes an unambiguous prefix of a long option (`--model-repo=/models`)
+            cands = sorted({k for k in known if k.startswith(name)}) if len(name) > 2 else []
+            if len(cands) > 1:
+                problems.append(ArgProblem(tok.field, f"{PROG}: option '{name}' is ambiguous; possibilities: "
+                                           + " ".join(f"'{c}'" for c in cands), "spell the option out"))
+                return None, problems
+            if not cands:
+                problems.append(ArgProblem(tok.field, f"{PROG}: unrecognized option '{name}' (Usage: tritonserver "
+                                           "[options])", "check the option against `tritonserver --help`"))
+                return None, problems
+            name = cands[0]
         if name == "--help":
             problems.append(ArgProblem(tok.field, "Usage: tritonserver [options] (--help prints the usage and "
                                        "exits)", "remove --help"))
-            return None, problems
-        if name not in _MODELLED and name not in _QUIET and name not in _OTHER:
-            problems.append(ArgProblem(tok.field, f"{PROG}: unrecognized option '{name}' (Usage: tritonserver "
-                                       "[options])", "check the option against `tritonserver --help`"))
             return None, problems
         if value is None:
             if i >= len(argv):
