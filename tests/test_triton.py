@@ -506,3 +506,20 @@ def test_keda_on_tritons_series_scales_as_the_series_say(query: str, threshold: 
     r = run(objects=objs)
     most = max(int(v.object["spec"]["replicas"]) for v in r.versions("Deployment", "triton"))
     assert most == (2 if scales else 1)
+
+
+def test_the_engines_start_up_refusals_point_at_model_json(tmp_path: Path) -> None:
+    cm = _configmap({"config.pbtxt": VLLM_CONFIG, "model.json": '{"model": "meta-llama/Llama-3.1-8B-Instruct", '
+                     '"tensor_parallel_size": 2}'})
+    code, out = _validate(tmp_path, [serving_scenario("10m").obj(), h100_pool(1).obj(), cm, _triton()])
+    assert code != 0 and re.search(r"error: ConfigMap/default/repo: data\.model\.json: AssertionError: "
+                                   r"local_world_size \(2\) must be less than or equal to the number of visible "
+                                   r"devices \(1\)", out), out
+
+
+def test_a_tensorrtllm_container_with_several_gpus_serves_on_one_and_says_so() -> None:
+    d = _triton(image=TRT_IMAGE, items=_trt_items())
+    _spec(d)["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
+    found = inspect_model_server(_spec(d), configmaps=_lookup(_configmap({"config.pbtxt": TRT_CONFIG})))
+    assert found is not None and found[1] is not None and found[1].tensor_parallel_size == 1
+    assert any("the other 1 sit idle and are billed" in p.message for p in found[2])

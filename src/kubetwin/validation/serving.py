@@ -294,7 +294,9 @@ def triton_servers(manifests: list[Manifest]) -> list[Diagnostic]:
     from kubetwin.k8s.labels import matches
     from kubetwin.serving.dataplane.pools import pool_selector
     from kubetwin.serving.modelserver.modelspec import closest_models, lookup_server_model
-    from kubetwin.serving.modelserver.recognize import inspect_model_server, server_kind
+    from kubetwin.serving.modelserver.recognize import gpu_count, inspect_model_server, server_kind
+    from kubetwin.serving.modelserver.server_args import ArgProblem
+    from kubetwin.serving.modelserver.sizing import allows_long_max_model_len, context_length_error, parallel_problems
     from kubetwin.serving.modelserver.triton_args import epp_reads_metrics, parse_file_field, probe_refused
 
     maps: dict[tuple[str, str], Manifest] = {}
@@ -319,6 +321,21 @@ def triton_servers(manifests: list[Manifest]) -> list[Diagnostic]:
             if found is None:
                 continue
             ci, args, problems = found
+            ctr = spec["containers"][ci]
+            model = lookup_server_model(args.model, args.served_model_name) if args is not None else None
+            if args is not None and model is not None:
+                # the engine's own start-up refusals (vLLM's words for the vLLM backend), at the model.json line
+                env = {str(e.get("name")): str(e.get("value", "")) for e in ctr.get("env") or []
+                       if isinstance(e, dict)}
+                too_long = context_length_error(args, model, allows_long_max_model_len(env))
+                if too_long:
+                    problems.append(ArgProblem(args.flag_fields.get("max_model_len", f"{path}.containers[{ci}]"),
+                                               too_long, f"lower max_model_len to at most "
+                                               f"{model.max_position_embeddings}"))
+                for dest, message, severity in parallel_problems(args, model, gpu_count(ctr)):
+                    problems.append(ArgProblem(args.flag_fields.get(dest, f"{path}.containers[{ci}]"), message,
+                                               "give the container tensor x pipeline parallel GPUs" if
+                                               severity == "error" else "", severity))
             for p in problems:
                 if (p.field, p.message) in said:
                     continue
@@ -331,8 +348,7 @@ def triton_servers(manifests: list[Manifest]) -> list[Diagnostic]:
                 else:
                     out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(p.field)), m.ref, p.field, p.message,
                                           p.hint, p.severity))
-            ctr = spec["containers"][ci]
-            if args is not None and lookup_server_model(args.model, args.served_model_name) is None:
+            if args is not None and model is None:
                 near = closest_models(args.model)
                 field = f"{path}.containers[{ci}]"
                 out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field,

@@ -31,6 +31,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kubetwin.api.podresources import container_requests
+from kubetwin.k8s.names import GPU
 from kubetwin.serving.modelserver import pbtxt
 from kubetwin.serving.modelserver.server_args import ArgProblem, ArgToken, ignored_flag
 from kubetwin.serving.modelserver.vllm_args import parse_vllm
@@ -603,6 +605,16 @@ def triton_engine(argv: list[ArgToken], base: str, pod_spec: dict, container: di
         else:
             if batch > 0:
                 args.max_num_seqs = batch
+            try:
+                gpus = int(container_requests(container).get(GPU, 1))
+            except ValueError:
+                gpus = 1
+            if gpus > 1:
+                problems.append(ArgProblem(base, f"the container has {gpus} GPUs but a plain tritonserver runs a "
+                                           "TensorRT-LLM engine of one rank (a multi-GPU engine is started under "
+                                           "mpirun by launch_triton_server.py, which the twin does not recognize): "
+                                           f"the twin serves on one GPU and the other {gpus - 1} sit idle and are "
+                                           "billed", "", "notice"))
             args.max_num_batched_tokens = 8192  # trtllm-build's default max_num_tokens (twin assumption)
         if count > 1:
             problems.append(ArgProblem(file_field(model.file, cfg.first("instance_group").line  # type: ignore[union-attr]
