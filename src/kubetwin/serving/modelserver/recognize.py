@@ -33,8 +33,8 @@ IMAGE_SIZES_GB: dict[str, float] = {
     "vllm/vllm-openai": 12.0,
     "vllm/vllm-tpu": 8.0,  # twin assumption (no published size found)
     "ghcr.io/huggingface/text-generation-inference": 6.0,  # twin assumption (no published size found)
-    # NGC lists nvcr.io/nvidia/tritonserver:<yy.mm>-trtllm-python-py3 / -vllm-python-py3 at roughly 12-16 GB
-    # compressed (twin assumption: no size found in the sources read; the vLLM variant carries vLLM's image)
+    # twin assumption (no published size found in the sources read): the -trtllm- / -vllm-python-py3 images carry CUDA,
+    # the backends and, for -vllm-, vLLM itself, so at least vllm/vllm-openai's 12 GB
     "nvcr.io/nvidia/tritonserver": 14.0,
 }
 
