@@ -103,8 +103,8 @@ def test_the_run_summary_repeats_the_notice_and_refuses_what_validate_refuses() 
     from kubetwin.api.errors import KubetwinError
     from kubetwin.runner import run
 
-    res = run(objects=[make_scenario("1h").obj(), *_pools("MIG"), _object("Triton", "MIG")])
-    text = accelerators.MATRIX[("Triton", "MIG")].text
+    res = run(objects=[make_scenario("1h").obj(), *_pools("MIG"), _object("SGLang", "MIG")])
+    text = accelerators.MATRIX[("SGLang", "MIG")].text
     assert any(text in n for n in res.summary["notices"])
     with pytest.raises(KubetwinError, match="on TPU: the twin has no serving performance model"):
         run(objects=[make_scenario("1h").obj(), *_pools("TPU single-host"), _object("vLLM", "TPU single-host")])

@@ -115,21 +115,21 @@ def test_flags_that_would_change_the_answer_but_are_not_modelled_are_notices(tmp
     assert code == 0 and re.search(rf"notice: Deployment/default/srv: \S+: {re.escape(says)}", out), out
 
 
-def _triton() -> dict:
-    d = vllm("trt", 1).obj()
+def _sglang() -> dict:
+    d = vllm("sgl", 1).obj()
     c = d["spec"]["template"]["spec"]["containers"][0]
-    c.update(image="nvcr.io/nvidia/tritonserver:24.08-trtllm-python-py3",
-             command=["tritonserver", "--model-repository=/models"], args=[])
+    c.update(image="lmsysorg/sglang:v0.5.2", command=["python3", "-m", "sglang.launch_server", "--model-path", MODEL],
+             args=[])
     return d
 
 
 def test_an_unrecognised_server_behind_a_pool_is_a_notice_repeated_in_the_summary(tmp_path: Path) -> None:
-    objs = [serving_scenario("12m").obj(), h100_pool(1).obj(), _triton(), inference_pool().obj(),
+    objs = [serving_scenario("12m").obj(), h100_pool(1).obj(), _sglang(), inference_pool().obj(),
             trace().rate(1).duration("1m").start("8m").obj()]
     code, out, path = _validate(tmp_path, objs)
     assert code == 0
-    said = re.search(r"notice: Deployment/default/trt: spec\.template\.spec\.containers\[0\]: container 'vllm' "
-                     r"\(nvcr\.io/nvidia/tritonserver:24\.08-trtllm-python-py3\) is not a model server kubetwin "
+    said = re.search(r"notice: Deployment/default/sgl: spec\.template\.spec\.containers\[0\]: container 'vllm' "
+                     r"\(lmsysorg/sglang:v0\.5\.2\) is not a model server kubetwin "
                      r"simulates; requests to it through InferencePool/default/pool are answered 503", out)
     assert said, out
     r = run(objects=objs)

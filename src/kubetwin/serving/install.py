@@ -27,7 +27,7 @@ def wanted(manifests: list[Manifest]) -> bool:
 
 
 def has_model_servers(manifests: list[Manifest]) -> bool:
-    """Any workload running vLLM or TGI: its pods pay the model server's cold start, traffic or not."""
+    """Any workload running vLLM, TGI or Triton: its pods pay the model server's cold start, traffic or not."""
     from kubetwin.serving.modelserver.recognize import inspect_model_server
 
     return any(inspect_model_server(ref.spec, ref.at("spec")) is not None

@@ -88,6 +88,26 @@ class StepModel(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TritonModel:
+    """What Triton Inference Server adds around the engine of the one LLM model it serves (its config.pbtxt and the
+    command line): the names its metrics carry, its ports, its dynamic batcher's wait. Read by
+    `serving.modelserver.triton_args`."""
+
+    name: str  # the model's name in the repository: metrics' `model` label, /v2/models/<name>/generate
+    backend: str  # "vllm" | "tensorrtllm"
+    version: str = "1"
+    max_batch_size: int = 0
+    instance_count: int = 1
+    queue_delay_s: float = 0.0  # dynamic_batching.max_queue_delay_microseconds
+    report_vllm_metrics: bool = False  # the vLLM backend's REPORT_CUSTOM_METRICS parameter
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    kv_free_fraction: float | None = None  # TensorRT-LLM: kv_cache_free_gpu_mem_fraction (of free memory)
+    max_kv_tokens: int | None = None  # TensorRT-LLM: max_tokens_in_paged_kv_cache
+
+
 @dataclass(slots=True)
 class EngineArgs:
     """A model server's configuration as its command line gives it (vLLM's engine arguments; TGI's flags mapped
@@ -95,7 +115,7 @@ class EngineArgs:
     on."""
 
     model: str
-    engine: str = "vllm"  # "vllm" | "tgi"
+    engine: str = "vllm"  # "vllm" | "tgi" | "trtllm" (Triton's TensorRT-LLM backend)
     served_model_name: list[str] = field(default_factory=list)
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
@@ -118,5 +138,6 @@ class EngineArgs:
     kv_cache_dtype: str = "auto"
     quantization: str | None = None
     port: int = 8000
+    triton: TritonModel | None = None  # served by Triton Inference Server (its vLLM or TensorRT-LLM backend)
     # dest -> the manifest field its flag came from (e.g. spec.containers[0].args[3]), for validate's diagnostics
     flag_fields: dict[str, str] = field(default_factory=dict)

@@ -42,6 +42,10 @@ _SERVER_GPU = {
 }
 _SERVER_TPU = Cell(REFUSED, "{server} on TPU: the twin has no serving performance model for TPUs (vLLM's TPU "
                    "backend, TGI on optimum-tpu); serve it on GPUs to simulate it")
+_TRITON = ("its vLLM or TensorRT-LLM backend's engine from the model repository's config.pbtxt / model.json "
+           "mounted from ConfigMaps (serving/modelserver/triton_args.py; TensorRT-LLM timed as vLLM), as vLLM's: ")
+_TRITON_TPU = ("Triton on TPU: the twin has no serving performance model for TPUs (Triton's TPU support is not "
+               "modelled); serve it on GPUs to simulate it")
 _UNSIMULATED = Cell(NOTICE, "{server} is not a model server the twin simulates: its pods run and hold their "
                     "{device}, but serve no requests (requests a pool sends them are answered 503)")
 _TRAIN_GPU = {
@@ -69,7 +73,10 @@ for _w in WORKLOADS:
     for _d in DEVICES:
         if _w in ("vLLM", "TGI"):
             cell = _SERVER_GPU.get(_d) or Cell(REFUSED, _SERVER_TPU.text.replace("{server}", _w))
-        elif _w in ("Triton", "SGLang"):
+        elif _w == "Triton":
+            cell = (Cell(MODELLED, _TRITON + _SERVER_GPU[_d].text) if _d in _SERVER_GPU
+                    else Cell(REFUSED, _TRITON_TPU))
+        elif _w == "SGLang":
             cell = Cell(NOTICE, _UNSIMULATED.text.replace("{server}", _w).replace(
                 "{device}", "TPU chips" if _d.startswith("TPU") else _d if _d != "whole GPU" else "GPUs"))
         elif _d.startswith("TPU"):
@@ -103,9 +110,11 @@ def _strings(container: dict) -> str:
 
 def workload(spec: dict, annotations: dict) -> str | None:
     """The workload a pod template runs, as the table names it; None for anything else."""
-    from kubetwin.serving.modelserver.recognize import ModelServerError, inspect_model_server
+    from kubetwin.serving.modelserver.recognize import ModelServerError, inspect_model_server, server_kind
     from kubetwin.workloads.training_spec import has_training
 
+    if server_kind(spec) == "triton":
+        return "Triton"
     try:
         found = inspect_model_server(spec, "spec")
     except ModelServerError:

@@ -1,5 +1,6 @@
 """Serving objects checked beyond their schemas: what KEDA and the HPA's API validation reject, queries over metrics
-nobody exports, and model-server command lines as vLLM's or TGI's argument parser reads them."""
+nobody exports, model-server command lines as vLLM's, TGI's or tritonserver's argument parser reads them, and a
+Triton server's model repository (config.pbtxt, model.json) read from the ConfigMaps it mounts."""
 
 from __future__ import annotations
 
@@ -282,7 +283,108 @@ def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, why,
                                       "use one of the presets (docs/serving.md, Routing), or remove the annotation "
                                       "for the pool's default (epp for an InferencePool, round-robin for a Service)"))
-    return out + _unsimulated_servers(manifests) + _servers_on_mig(manifests) + metrics_adapters(manifests)
+    return (out + _unsimulated_servers(manifests) + _servers_on_mig(manifests) + metrics_adapters(manifests)
+            + triton_servers(manifests))
+
+
+def triton_servers(manifests: list[Manifest]) -> list[Diagnostic]:
+    """A tritonserver container's model repository as the server loads it from the ConfigMaps it mounts: config.pbtxt
+    and model.json errors at their line in the ConfigMap (the server exits: --exit-on-error), notices for what the
+    twin does instead, the model checked against the twin's table, and a readinessProbe Triton would answer 404."""
+    from kubetwin.k8s.labels import matches
+    from kubetwin.serving.dataplane.pools import pool_selector
+    from kubetwin.serving.modelserver.modelspec import closest_models, lookup_server_model
+    from kubetwin.serving.modelserver.recognize import gpu_count, inspect_model_server, server_kind
+    from kubetwin.serving.modelserver.server_args import ArgProblem
+    from kubetwin.serving.modelserver.sizing import allows_long_max_model_len, context_length_error, parallel_problems
+    from kubetwin.serving.modelserver.triton_args import epp_reads_metrics, parse_file_field, probe_refused
+
+    maps: dict[tuple[str, str], Manifest] = {}
+    for m in manifests:
+        if m.kind == "ConfigMap" and isinstance(m.obj.get("data"), dict):
+            maps[(_str(m.obj, "metadata.namespace", "default"), _str(m.obj, "metadata.name"))] = m
+    out: list[Diagnostic] = []
+    for m in manifests:
+        ns = _str(m.obj, "metadata.namespace", "default")
+        for ref in server_templates(m.obj):
+            path, spec = ref.at("spec"), ref.spec
+            if server_kind(spec) != "triton":
+                continue
+            bare = inspect_model_server(spec, path)
+            said = {(p.field, p.message) for p in (bare[2] if bare else [])}  # model_servers reported these
+
+            def lookup(name: str, ns: str = ns) -> dict[str, str] | None:
+                cm = maps.get((ns, name))
+                return {str(k): str(v) for k, v in cm.obj["data"].items()} if cm is not None else None
+
+            found = inspect_model_server(spec, path, lookup)
+            if found is None:
+                continue
+            ci, args, problems = found
+            ctr = spec["containers"][ci]
+            model = lookup_server_model(args.model, args.served_model_name) if args is not None else None
+            if args is not None and model is not None:
+                # the engine's own start-up refusals (vLLM's words for the vLLM backend), at the model.json line
+                env = {str(e.get("name")): str(e.get("value", "")) for e in ctr.get("env") or []
+                       if isinstance(e, dict)}
+                too_long = context_length_error(args, model, allows_long_max_model_len(env))
+                if too_long:
+                    problems.append(ArgProblem(args.flag_fields.get("max_model_len", f"{path}.containers[{ci}]"),
+                                               too_long, f"lower max_model_len to at most "
+                                               f"{model.max_position_embeddings}"))
+                for dest, message, severity in parallel_problems(args, model, gpu_count(ctr)):
+                    problems.append(ArgProblem(args.flag_fields.get(dest, f"{path}.containers[{ci}]"), message,
+                                               "give the container tensor x pipeline parallel GPUs" if
+                                               severity == "error" else "", severity))
+            for p in problems:
+                if (p.field, p.message) in said:
+                    continue
+                where = parse_file_field(p.field)
+                if where is not None and (ns, where[0]) in maps:
+                    cm = maps[(ns, where[0])]
+                    field = f"data.{where[1]}"
+                    out.append(Diagnostic(cm.file, cm.line_of(field) + where[2], cm.ref, field,
+                                          f"{p.message} (used by {m.ref} container {ci})", p.hint, p.severity))
+                else:
+                    out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(p.field)), m.ref, p.field, p.message,
+                                          p.hint, p.severity))
+            if args is not None and model is None:
+                near = closest_models(args.model)
+                field = f"{path}.containers[{ci}]"
+                out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
+                                      f"model {args.model!r} is not in the twin's model table: its pods start but "
+                                      "serve no requests in a run", f"use one of {', '.join(near)}" if near else "",
+                                      "notice"))
+            raw = ref.metadata.get("labels")
+            labels: dict = raw if isinstance(raw, dict) else {}
+            if args is not None and not epp_reads_metrics(args, labels):
+                for pool in (p for p in manifests if p.kind == "InferencePool"
+                             and _str(p.obj, "metadata.namespace", "default") == ns):
+                    selector = pool_selector(pool.obj)
+                    if selector and matches({"matchLabels": selector}, labels):
+                        field = f"{path}.containers[{ci}]"
+                        what = ("Triton's vLLM backend exports no queue or KV-cache gauge" if
+                                args.triton is not None and args.triton.backend == "vllm" else
+                                "without the label inference.networking.k8s.io/engine-type: triton-tensorrt-llm the "
+                                "endpoint picker asks this pod for vLLM's metric names")
+                        out.append(Diagnostic(
+                            m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
+                            f"{pool.ref}'s endpoint picker reads vllm:num_requests_waiting and "
+                            f"vllm:kv_cache_usage_perc from its pods; {what}, so the picker holds these pods' metrics "
+                            "stale: saturated to the saturation detector (sheddable requests dropped), zero queue and "
+                            "KV to the scorers (only prefix affinity and chance pick among them)",
+                            "serve with the TensorRT-LLM backend and label the pods "
+                            "inference.networking.k8s.io/engine-type: triton-tensorrt-llm, or route through a "
+                            "Service", "notice"))
+            refused = probe_refused(ctr)
+            if refused is not None:
+                field = f"{path}.containers[{ci}].readinessProbe.httpGet.path"
+                out.append(Diagnostic(m.file, m.line_of(_path_to_dotted(field)), m.ref, field,
+                                      f"Triton answers GET {refused} with 404 (its HTTP endpoint serves the KServe "
+                                      "v2 paths): the readiness probe fails and the pods never turn Ready",
+                                      "probe /v2/health/ready on the HTTP port (8000 unless --http-port says "
+                                      "otherwise)", "warning"))
+    return out
 
 
 def mig_partitions(manifests: list[Manifest], node_selector: object) -> set[tuple[str, str]]:

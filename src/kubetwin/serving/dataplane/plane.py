@@ -38,6 +38,7 @@ from kubetwin.serving.dataplane.requestlog import RequestLog
 from kubetwin.serving.modelserver import recognize as modelserver
 from kubetwin.serving.modelserver import sizing
 from kubetwin.serving.modelserver.modelspec import lookup_server_model
+from kubetwin.serving.modelserver.triton_args import epp_reads_metrics, pod_configmaps
 from kubetwin.serving.router import make_router
 from kubetwin.serving.traces import arrays as traces
 from kubetwin.serving.types import Request
@@ -183,7 +184,7 @@ class ServingDataPlane:
 
     def _model_server(self, pod: Obj) -> tuple[int, Any] | None:
         try:
-            return modelserver.find_model_server(pod["spec"])
+            return modelserver.find_model_server(pod["spec"], configmaps=pod_configmaps(self.store, pod))
         except modelserver.ModelServerError:
             return None  # validation reported the command line; this server never starts
 
@@ -229,7 +230,8 @@ class ServingDataPlane:
         return Endpoint(meta["name"], meta.get("namespace") or "default", uid, dict(meta.get("labels") or {}),
                         engine, gpus * hosts, args.model,
                         list(args.served_model_name) or [args.model], args,
-                        frozenset(lora_names(args.lora_modules)) if args.enable_lora else frozenset())
+                        frozenset(lora_names(args.lora_modules)) if args.enable_lora else frozenset(),
+                        epp_metrics=epp_reads_metrics(args, meta.get("labels") or {}))
 
     # ---- requests ----------------------------------------------------------------------------------------------
     def _on_trace(self, etype: str, obj: Obj, old: Obj | None) -> None:

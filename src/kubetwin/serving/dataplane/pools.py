@@ -30,6 +30,10 @@ class Endpoint:
     served_names: list[str]
     args: Any = None  # the resolved EngineArgs (vllm:cache_config_info, vllm:lora_requests_info)
     adapters: frozenset[str] = frozenset()  # LoRA adapters the server knows (--lora-modules, with --enable-lora)
+    # whether the endpoint picker can read its queue and KV gauges: False for a server that exports none of the
+    # names the EPP's engine-type mapping asks for (Triton's vLLM backend; Triton's TensorRT-LLM backend without the
+    # engine-type label): its metrics never refresh, so the EPP holds them stale (saturated, zeros to the scorers)
+    epp_metrics: bool = True
 
 
 @dataclass
@@ -82,19 +86,25 @@ class Pool:
         copied once per endpoint set (self.static) and shared by the snapshots until the endpoints change."""
         engines = [ep.engine for ep in self.endpoints]
         if self.static is None:
-            n = len(engines)
-            self.static = ([ep.name for ep in self.endpoints], np.ones(n, dtype=bool),
+            self.static = ([ep.name for ep in self.endpoints],
+                           np.array([ep.epp_metrics for ep in self.endpoints], dtype=bool),
                            np.array([e.max_loras for e in engines], dtype=np.int64),
                            np.array([e.num_gpu_blocks for e in engines], dtype=np.int64),
                            np.array([e.block_size for e in engines], dtype=np.int64))
         names, fresh, maxl, blocks, bsize = self.static
         # one pass over the engines (a fleet's hundreds, every refresh tick): advance, then read
         waiting, running, kv, active, queued = [], [], [], [], []
-        for e in engines:
+        hidden = None if fresh.all() else set(np.flatnonzero(~fresh).tolist())  # the EPP reads no gauges of these
+        for i, e in enumerate(engines):
             e.advance(now)
-            waiting.append(e.num_waiting)
-            running.append(e.num_running)
-            kv.append(e.kv_usage)
+            if hidden is not None and i in hidden:
+                waiting.append(0)
+                running.append(0)
+                kv.append(0.0)
+            else:
+                waiting.append(e.num_waiting)
+                running.append(e.num_running)
+                kv.append(e.kv_usage)
             active.append(e.active_loras())
             queued.append(e.waiting_loras())
         self.snap = EndpointSnapshot(names, np.array(waiting, dtype=np.int64), np.array(running, dtype=np.int64),

@@ -84,7 +84,10 @@ class Engine:
             raise ValueError(why)
         # pipeline stages (StepModel.pp, vLLM's --pipeline-parallel-size): more than one runs vLLM's batch queue
         self.pp = max(1, int(getattr(step, "pp", 1) or 1))
-        self.scheduler = Scheduler(args, self.kv, api_s=float(getattr(step, "request_overhead_s", 0.0)),
+        # Triton's dynamic batcher holds a request up to max_queue_delay before its backend sees it: a twin
+        # simplification adds the full wait to the client's TTFT and end (the engine takes the request at arrival)
+        self.scheduler = Scheduler(args, self.kv, api_s=float(getattr(step, "request_overhead_s", 0.0)) + (
+            args.triton.queue_delay_s if args.triton is not None else 0.0),
                                    lag=bool(getattr(step, "first_token_lag", False)), on_finish=on_finish,
                                    pipelined=self.pp > 1)
         # the macro steps jump over decode-aggregate ticks; a pipelined engine has no aggregate (the slow path)

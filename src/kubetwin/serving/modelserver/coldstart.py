@@ -14,6 +14,7 @@ from kubetwin.serving.modelserver import recognize as modelserver
 from kubetwin.serving.modelserver.modelspec import lookup_server_model
 from kubetwin.serving.modelserver.sizing import StartupFailure
 from kubetwin.serving.modelserver.sizing import start as start_server
+from kubetwin.serving.modelserver.triton_args import pod_configmaps, probe_refused
 from kubetwin.store.store import Obj, Store
 from kubetwin.workloads.storage import read_path
 
@@ -22,6 +23,7 @@ PROCESS_START_S = 15.0  # Python imports, CUDA context, tokenizer (twin assumpti
 ENGINE_INIT_S = 45.0  # memory profiling, torch.compile, CUDA graph capture (twin assumption; 0 with --enforce-eager
 #                       would be faster but the flag is not modelled)
 IMAGE_PULL_MBPS = 150.0  # node pulling from a registry in the same region, decompression included (twin assumption)
+NEVER_READY_S = 1e9  # a readiness probe the server answers 404: beyond any run's horizon
 DEFAULT_IMAGE_GB = 10.0  # when the image is not in modelserver's table (twin assumption)
 
 
@@ -42,7 +44,7 @@ def cold_start_hook(store: Store, gpus: GpuRuntime | None = None) -> StartupHook
 
     def hook(pod: Obj, node: Obj | None) -> Startup | None:
         try:
-            found = modelserver.find_model_server(pod["spec"])
+            found = modelserver.find_model_server(pod["spec"], configmaps=pod_configmaps(store, pod))
         except modelserver.ModelServerError:
             return None
         if found is None:
@@ -62,6 +64,10 @@ def cold_start_hook(store: Store, gpus: GpuRuntime | None = None) -> StartupHook
                 failure = err
             except ValueError:
                 pass  # a GPU the twin cannot size: the data plane says so when the pod turns Ready
+        refused = probe_refused(container) if args.triton is not None else None
+        if refused is not None:  # Triton answers the probe 404 for good: Running, never Ready
+            return Startup(pulls, NEVER_READY_S, f"Readiness probe failed: HTTP probe failed with statuscode: 404 "
+                           f"(Triton serves no {refused})")
         ann = pod["metadata"].get("annotations") or {}
         if READY_AFTER in ann:
             return Startup(pulls, parse_duration(ann[READY_AFTER]), f"{READY_AFTER} annotation",

@@ -1,8 +1,12 @@
-"""Recognize model servers (vLLM, TGI) in the pod specs users write and read their command lines into EngineArgs.
+"""Recognize model servers (vLLM, TGI, Triton Inference Server) in the pod specs users write and read their command
+lines into EngineArgs.
 
 The parsers follow the servers' own parsers so a flag the real server rejects is rejected here, in its words: vLLM's
-argparse in `vllm_args`, TGI's clap in `tgi_args` (what they share in `server_args`). This module finds the server's
-container (image entrypoints, `sh -c` scripts, Kubernetes' $(VAR) expansion) and fills in the defaults per GPU.
+argparse in `vllm_args`, TGI's clap in `tgi_args`, tritonserver's getopt and its model repository in `triton_args`
+(what they share in `server_args`). This module finds the server's container (image entrypoints, `sh -c` scripts,
+Kubernetes' $(VAR) expansion) and fills in the defaults per GPU. Triton's model configuration lives in files the pod
+mounts: callers that can read the scenario's ConfigMaps pass `configmaps` (a ConfigMap's data by name, in the pod's
+namespace); without it a Triton container is recognized but not sized (its EngineArgs are None).
 
 Entry points for the rest of the twin: `inspect_model_server` (problems as (field, message, hint, severity) for
 validate.py), `find_model_server` (raises on errors) and `resolve_defaults`.
@@ -18,6 +22,7 @@ from kubetwin.api.podresources import container_requests
 from kubetwin.k8s.names import GPU
 from kubetwin.serving.modelserver.server_args import ArgProblem, ArgToken, ModelServerError
 from kubetwin.serving.modelserver.tgi_args import parse_tgi
+from kubetwin.serving.modelserver.triton_args import ConfigMaps, triton_engine
 from kubetwin.serving.modelserver.vllm_args import parse_vllm
 from kubetwin.serving.types import EngineArgs
 
@@ -28,6 +33,9 @@ IMAGE_SIZES_GB: dict[str, float] = {
     "vllm/vllm-openai": 12.0,
     "vllm/vllm-tpu": 8.0,  # twin assumption (no published size found)
     "ghcr.io/huggingface/text-generation-inference": 6.0,  # twin assumption (no published size found)
+    # twin assumption (no published size found in the sources read): the -trtllm- / -vllm-python-py3 images carry CUDA,
+    # the backends and, for -vllm-, vLLM itself, so at least vllm/vllm-openai's 12 GB
+    "nvcr.io/nvidia/tritonserver": 14.0,
 }
 
 
@@ -95,13 +103,35 @@ def _kind_of(toks: list[ArgToken]) -> tuple[str, str, int] | None:
             return "vllm", "api_server.py", k + 3
         if name == "text-generation-launcher":
             return "tgi", "text-generation-launcher", k + 1
+        if name == "tritonserver":
+            return "triton", "tritonserver", k + 1
     return None
 
 
-def inspect_model_server(pod_spec: dict, path: str = "spec") -> tuple[int, EngineArgs | None, list[ArgProblem]] | None:
+def server_kind(pod_spec: dict) -> str | None:
+    """"vllm" | "tgi" | "triton" for the first container running a model server (by its command line or image
+    entrypoint alone), None when none does."""
+    for c in pod_spec.get("containers") or []:
+        if not isinstance(c, dict):
+            continue
+        toks, command_given = _tokens(c, "", {})
+        image = str(c.get("image", "")).split("@")[0]
+        if not command_given and _VLLM_IMAGE.search(image):
+            return "vllm"
+        if not command_given and _TGI_IMAGE.search(image):
+            return "tgi"
+        kind = _kind_of(toks)
+        if kind is not None:
+            return kind[0]
+    return None
+
+
+def inspect_model_server(pod_spec: dict, path: str = "spec", configmaps: ConfigMaps | None = None
+                         ) -> tuple[int, EngineArgs | None, list[ArgProblem]] | None:
     """(container index, EngineArgs or None when the command line has errors, problems) for the first
-    container running vLLM or TGI; None when no container does. `path` is the pod spec's field path
-    (spec.template.spec for a Deployment)."""
+    container running vLLM, TGI or Triton; None when no container does. `path` is the pod spec's field path
+    (spec.template.spec for a Deployment). A Triton container's EngineArgs are None without `configmaps` or when
+    its model repository cannot be read (notices say why)."""
     for ci, c in enumerate(pod_spec.get("containers") or []):
         if not isinstance(c, dict):
             continue
@@ -127,6 +157,10 @@ def inspect_model_server(pod_spec: dict, path: str = "spec") -> tuple[int, Engin
         argv = toks[start:]
         if engine == "vllm":
             args, problems = parse_vllm(argv, prog, base)
+        elif engine == "triton":
+            args, problems = triton_engine(argv, base, pod_spec, c, image, configmaps)
+            if args is None:
+                return ci, None, problems
         else:
             gpus = gpu_count(c)
             args, problems = parse_tgi(argv, env, base, gpus, bool(_TGI_IMAGE.search(image)))
@@ -136,15 +170,20 @@ def inspect_model_server(pod_spec: dict, path: str = "spec") -> tuple[int, Engin
     return None
 
 
-def find_model_server(pod_spec: dict, path: str = "spec") -> tuple[int, EngineArgs] | None:
-    """(container index, EngineArgs) of the pod's model server, None if it runs none; ModelServerError (with
-    the problems) when its command line would make the real server exit."""
-    found = inspect_model_server(pod_spec, path)
+def find_model_server(pod_spec: dict, path: str = "spec", configmaps: ConfigMaps | None = None
+                      ) -> tuple[int, EngineArgs] | None:
+    """(container index, EngineArgs) of the pod's model server, None if it runs none the twin can size (a Triton
+    whose model repository it cannot read); ModelServerError (with the problems) when its command line or model
+    configuration would make the real server exit."""
+    found = inspect_model_server(pod_spec, path, configmaps)
     if found is None:
         return None
     ci, args, problems = found
     if args is None:
-        raise ModelServerError([p for p in problems if p.severity == "error"])
+        errors = [p for p in problems if p.severity == "error"]
+        if not errors:
+            return None
+        raise ModelServerError(errors)
     return ci, args
 
 
@@ -174,7 +213,11 @@ def resolve_defaults(args: EngineArgs, gpu_memory_gib: float, max_position_embed
 
     TGI (huggingface/text-generation-inference@009c4e0b:launcher/src/main.rs Args docs): max_total_tokens
     default min(max_position_embeddings, 4096); max_input_tokens min(max_position_embeddings - 1, 4095);
-    max_batch_prefill_tokens max_input_tokens + 50; max_concurrent_requests 128; cuda_memory_fraction 1.0."""
+    max_batch_prefill_tokens max_input_tokens + 50; max_concurrent_requests 128; cuda_memory_fraction 1.0.
+
+    Triton's TensorRT-LLM backend: the engine's build limits (trtllm-build's max_batch_size 2048, max_num_tokens
+    8192, max_seq_len the model's context; twin assumptions: the engine folder is not read), Triton's
+    max_batch_size already applied as max_num_seqs when given."""
     out = replace(args, served_model_name=list(args.served_model_name), lora_modules=list(args.lora_modules))
     if args.engine == "tgi":
         mpe = max_position_embeddings or 4096
@@ -184,6 +227,15 @@ def resolve_defaults(args: EngineArgs, gpu_memory_gib: float, max_position_embed
             out.max_num_batched_tokens = min(mpe - 1, 4095, out.max_model_len - 1) + 50
         if out.max_num_seqs is None:
             out.max_num_seqs = 128
+        return out
+    if args.engine == "trtllm":
+        if out.max_model_len is None and max_position_embeddings is not None:
+            out.max_model_len = max_position_embeddings
+        if out.max_num_batched_tokens is None:
+            out.max_num_batched_tokens = 8192
+        if out.max_num_seqs is None:
+            out.max_num_seqs = 2048
+        out.enable_chunked_prefill = True
         return out
     out.enable_chunked_prefill = True
     big = gpu_memory_gib >= 70 and "a100" not in gpu_name.lower()

@@ -34,6 +34,7 @@ from kubetwin.serving.engine.core import Engine
 from kubetwin.serving.modelserver import recognize as modelserver
 from kubetwin.serving.modelserver.modelspec import ModelSpec
 from kubetwin.serving.modelserver.perf import CUDA_VISIBLE_FRACTION, NON_TORCH_BYTES, GpuSpec, PerfModel, heads_error
+from kubetwin.serving.modelserver.triton_args import pod_configmaps
 from kubetwin.serving.types import EngineArgs, Request
 from kubetwin.store.store import Store
 from kubetwin.workloads import collectives
@@ -61,7 +62,7 @@ def device_of(node: dict | None, pod: dict | None = None, store: Store | None = 
     """The GPU device one container of a pod gets on `node` (devices/container.py): with the pod and the store,
     the device its DRA ResourceClaims' allocation gives its model-server container, when it has one."""
     if pod is not None and store is not None:
-        found = modelserver.find_model_server(pod["spec"])
+        found = modelserver.find_model_server(pod["spec"], configmaps=pod_configmaps(store, pod))
         ctr = pod["spec"]["containers"][found[0]] if found else None
         got = container.for_container(pod, node, ctr, store) if ctr is not None else None
         if got is not None and got.device is not None:
@@ -244,11 +245,25 @@ def size(args: EngineArgs, spec: ModelSpec, accelerator: str, view: DeviceView |
         tensor /= args.tensor_parallel_size
         loaded = math.floor(room / tensor) * tensor if tensor < room else 0.0
         raise StartupFailure(torch_oom_message(tensor, total, room - loaded, NON_TORCH_BYTES + loaded, loaded), "load")
+    util = args.gpu_memory_utilization
+    if args.engine == "trtllm" and args.triton is not None:
+        # TensorRT-LLM sizes its KV cache as kv_cache_free_gpu_mem_fraction of the memory free once the engine
+        # (weights, activations, runtime) is loaded (tensorrtllm_backend docs/model_config.md), not as a fraction
+        # of the whole device: the same blocks as vLLM's rule at this utilization
+        used = (perf.weight_bytes_per_gpu + NON_TORCH_BYTES
+                + perf.activation_peak_bytes(args.max_num_batched_tokens or 8192, args.max_num_seqs or 256))
+        frac = args.triton.kv_free_fraction if args.triton.kv_free_fraction is not None else 0.9
+        util = min(1.0, (used + frac * max(0.0, total - used)) / total)
     try:
-        blocks = perf.num_gpu_blocks(args.gpu_memory_utilization, args.block_size, args.max_num_batched_tokens,
-                                     args.max_num_seqs)
+        blocks = perf.num_gpu_blocks(util, args.block_size, args.max_num_batched_tokens, args.max_num_seqs)
     except ValueError as err:
         raise StartupFailure(str(err), "profile") from None
+    if args.triton is not None and args.triton.max_kv_tokens:
+        blocks = max(1, min(blocks, -(-args.triton.max_kv_tokens // args.block_size)))  # max_tokens_in_paged_kv_cache
+    if args.engine == "trtllm" and args.max_model_len is not None:
+        # TensorRT-LLM does not refuse a sequence length its KV cache cannot hold: it caps the attention window at
+        # the cache's tokens (a warning) and serves shorter requests
+        args.max_model_len = min(args.max_model_len, max(1, blocks - 1) * args.block_size)  # vLLM's null block
     if args.max_model_len is not None:
         why = max_model_len_error(blocks, args.block_size, args.max_model_len, perf.kv_bytes_per_token_per_gpu)
         if why:
@@ -275,7 +290,7 @@ def start(args: EngineArgs, spec: ModelSpec, pod: dict, node: dict | None, gpus:
     """The server starting on its node: on a shared GPU it first checks the memory the GPU's other tenants hold,
     then, once sized, holds its own reservation there (released when the pod stops). With the `store`, devices
     given through DRA ResourceClaims count as the device plugin's (devices/container.for_container)."""
-    found = modelserver.find_model_server(pod["spec"])
+    found = modelserver.find_model_server(pod["spec"], configmaps=pod_configmaps(store, pod))
     ctr = pod["spec"]["containers"][found[0]] if found else None
     got = container.for_container(pod, node, ctr, store) if ctr is not None else None
     allocated = (got.allocated if got is not None and got.devices else

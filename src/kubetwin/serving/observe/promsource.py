@@ -9,10 +9,21 @@ the pre-0.10 `vllm:gpu_cache_usage_perc`, `vllm:request_success_total`, `vllm:pr
 `model_name`, reference section 2.3) plus the target labels Prometheus' Kubernetes discovery adds (`namespace`,
 `pod`); the EPP's pool gauges (`inference_pool_average_queue_size`, `inference_pool_average_kv_cache_utilization`,
 `inference_pool_ready_pods`, label `name`) and `inference_extension_flow_control_queue_size` (requests the gateway
-holds, label `inference_pool`) from GIE's metrics (reference 1.12)."""
+holds, label `inference_pool`) from GIE's metrics (reference 1.12).
+
+A pod served by Triton Inference Server exports Triton's names instead, labelled `model` and `version` as Triton
+labels them (server docs/user_guide/metrics.md): the nv_inference_* counters, nv_inference_pending_request_count,
+nv_gpu_utilization / nv_gpu_memory_{used,total}_bytes per GPU (label gpu_uuid); the TensorRT-LLM backend's
+nv_trt_llm_request_metrics{request_type} and nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type} (its README's
+Triton Metrics); the vLLM backend's vllm:* subset only with its REPORT_CUSTOM_METRICS parameter (vllm_backend
+src/utils/metrics.py: token counters and the TTFT / TPOT / E2E histograms; no gauges). Both LLM backends are
+decoupled: Triton hands each request to the engine at once and releases it, so its request, queue and compute
+durations measure that hand-off (plus the dynamic batcher's wait), not the generation, and the queue the engine
+holds shows in none of them."""
 
 from __future__ import annotations
 
+import uuid
 from collections import deque
 
 from kubetwin.prometheus import exposition, storage
@@ -33,10 +44,20 @@ COUNTERS = {"vllm:request_success_total": "finished", "vllm:prompt_tokens_total"
 POOL_GAUGES = ("inference_pool_average_queue_size", "inference_pool_average_kv_cache_utilization",
                "inference_pool_ready_pods", "inference_extension_flow_control_queue_size")
 INFO = ("vllm:cache_config_info", "vllm:lora_requests_info")
+TRITON_COUNTERS = ("nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+                   "nv_inference_exec_count", "nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+                   "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
+                   "nv_inference_compute_output_duration_us")
+TRITON_GAUGES = ("nv_inference_pending_request_count", "nv_gpu_utilization", "nv_gpu_memory_used_bytes",
+                 "nv_gpu_memory_total_bytes", "nv_trt_llm_request_metrics", "nv_trt_llm_kv_cache_block_metrics")
+# What one request costs Triton's core for a decoupled LLM backend (received, handed to the backend, released):
+# triton-inference-server/server#8463 measured nv_inference_request_duration_us / nv_inference_count = 858150828 /
+# 3075905 = 279 us on the vLLM backend (Llama-3-8B, TP2, A100, 25.03) -- the whole duration, not the generation.
+HANDOFF_US = 279.0
 # The one series that carries demand while a pool has no pod: the requests the gateway holds. Every other series
 # here is exported by the model-server pods or averaged over them (0 or absent at zero replicas).
 AT_ZERO = ("inference_extension_flow_control_queue_size",)
-KNOWN = (*GAUGES, *COUNTERS, *POOL_GAUGES, *INFO,
+KNOWN = (*GAUGES, *COUNTERS, *POOL_GAUGES, *INFO, *TRITON_COUNTERS, *TRITON_GAUGES,
          *(f"{h}{suffix}" for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")))
 
 Labels = dict[str, str]
@@ -55,6 +76,7 @@ class ServingMetricsSource:
         self._pod_labels: dict[str, Labels] = {}
         self._live: set[tuple[str, tuple]] = set()  # (name, label key) of every series the last scrape wrote
         self._scraped: set[tuple[str, tuple]] = set()  # the same, filling during the scrape in progress
+        self._busy: dict[str, tuple[float, float]] = {}  # pod -> (time, engine busy seconds) at its last scrape
         env.after(0, self._scrape)
 
     def _add(self, name: str, labels: Labels, value: float) -> None:
@@ -84,6 +106,9 @@ class ServingMetricsSource:
         for ep in self.plane.endpoints.values():
             e = ep.engine
             e.advance(now)
+            if ep.args is not None and ep.args.triton is not None:
+                self._triton(ep, now)
+                continue
             labels = {"namespace": ep.namespace, "pod": ep.name, "model_name": ep.served_names[0]}
             self._pod_labels[ep.name] = labels
             self._info(ep, labels)
@@ -110,6 +135,50 @@ class ServingMetricsSource:
                 self._add(name, labels, value)
         self._mark_stale()
         self.env.after(self.interval, self._scrape)
+
+    def _triton(self, ep: object, now: float) -> None:
+        """Triton's series for one pod (see the module docstring)."""
+        e, args = ep.engine, ep.args  # type: ignore[attr-defined]
+        tm = args.triton
+        base = {"namespace": ep.namespace, "pod": ep.name}  # type: ignore[attr-defined]
+        labels = {**base, "model": tm.name, "version": tm.version}
+        if tm.report_vllm_metrics:  # the vLLM backend's token counters and histograms, Triton's labels
+            self._pod_labels[ep.name] = labels  # type: ignore[attr-defined]
+            self._add("vllm:prompt_tokens_total", labels, e.prompt_tokens_total)
+            self._add("vllm:generation_tokens_total", labels, e.generation_tokens_total)
+        handed = e.finished + e.num_running + e.num_waiting  # released by Triton once the backend holds them
+        delay_us = tm.queue_delay_s * 1e6
+        self._add("nv_inference_request_success", labels, handed)
+        self._add("nv_inference_request_failure", {**labels, "reason": "BACKEND"}, e.rejected)
+        self._add("nv_inference_count", labels, handed)
+        self._add("nv_inference_exec_count", labels, handed)
+        self._add("nv_inference_request_duration_us", labels, handed * (HANDOFF_US + delay_us))
+        self._add("nv_inference_queue_duration_us", labels, handed * delay_us)
+        self._add("nv_inference_compute_input_duration_us", labels, 0.0)
+        self._add("nv_inference_compute_infer_duration_us", labels, handed * HANDOFF_US)
+        self._add("nv_inference_compute_output_duration_us", labels, 0.0)
+        self._add("nv_inference_pending_request_count", labels, 0)
+        step = e.step
+        prev_t, prev_busy = self._busy.get(ep.name, (now, e.busy_time))  # type: ignore[attr-defined]
+        self._busy[ep.name] = (now, e.busy_time)  # type: ignore[attr-defined]
+        util = min(1.0, (e.busy_time - prev_busy) / (now - prev_t)) if now > prev_t else 0.0
+        total = float(getattr(getattr(step, "gpu", None), "hbm_bytes", 0.0))
+        used = (float(getattr(step, "weight_bytes_per_gpu", 0.0)) + e.num_gpu_blocks * e.block_size
+                * float(getattr(step, "kv_bytes_per_token_per_gpu", 0)) / max(1, args.pipeline_parallel_size))
+        for i in range(max(1, int(ep.gpus))):  # type: ignore[attr-defined]
+            gpu = {**base, "gpu_uuid": "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_OID, f"{ep.uid}/{i}"))}  # type: ignore[attr-defined]
+            self._add("nv_gpu_utilization", gpu, round(util, 4))
+            self._add("nv_gpu_memory_total_bytes", gpu, total)
+            self._add("nv_gpu_memory_used_bytes", gpu, min(total, used) if total else used)
+        if tm.backend == "tensorrtllm":
+            for kind, value in (("waiting", e.num_waiting), ("context", 0), ("scheduled", e.num_running),
+                                ("max", args.max_num_seqs or 0), ("active", e.num_running)):
+                self._add("nv_trt_llm_request_metrics", {**labels, "request_type": kind}, value)
+            used_blocks = round(e.kv_usage * e.num_gpu_blocks)
+            for kind, value in (("max", e.num_gpu_blocks), ("free", e.num_gpu_blocks - used_blocks),
+                                ("used", used_blocks), ("tokens_per", e.block_size),
+                                ("fraction", round(e.kv_usage, 4))):  # fraction_used_blocks
+                self._add("nv_trt_llm_kv_cache_block_metrics", {**labels, "kv_cache_block_type": kind}, value)
 
     def _info(self, ep: object, labels: Labels) -> None:
         """vLLM's info gauges: cache_config_info (the EPP's autoTune reads block_size and num_gpu_blocks) and,
@@ -148,8 +217,8 @@ class ServingMetricsSource:
         byte-identical output."""
         lines: list[str] = []
         for name in sorted(n for n in self._series if not n.endswith(("_bucket", "_sum", "_count"))
-                           or n in COUNTERS):
-            lines += exposition.header(name, "counter" if name in COUNTERS else "gauge")
+                           or n in COUNTERS or n in TRITON_COUNTERS or n in TRITON_GAUGES):
+            lines += exposition.header(name, "counter" if name in COUNTERS or name in TRITON_COUNTERS else "gauge")
             for key in sorted(self._series[name]):
                 labels, samples = self._series[name][key]
                 if samples and not is_stale(samples[-1][1]):  # what a scrape of the run's end would read
