@@ -146,6 +146,12 @@ CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, .
     # (workloads/gpudirect.py reads them), created before the pods as the guides apply them.
     ("networking.gke.io", "GKENetworkParamSet"): ("networking.gke.io_gkenetworkparamsets.yaml", None, 1, ()),
     ("networking.gke.io", "Network"): ("networking.gke.io_networks.yaml", None, 1, ()),
+    # Monitoring objects: what the twin's Prometheus scrapes (prometheus/targets.py, docs/monitoring.md)
+    ("monitoring.googleapis.com", "PodMonitoring"): ("monitoring.googleapis.com_podmonitorings.yaml", None, 9, ()),
+    ("monitoring.googleapis.com", "ClusterPodMonitoring"): (
+        "monitoring.googleapis.com_clusterpodmonitorings.yaml", None, 9, ()),
+    ("monitoring.coreos.com", "PodMonitor"): ("monitoring.coreos.com_podmonitors.yaml", None, 9, ()),
+    ("monitoring.coreos.com", "ServiceMonitor"): ("monitoring.coreos.com_servicemonitors.yaml", None, 9, ()),
 }
 
 # Kinds the projects of these groups define for which the twin ships no CRD (names only, any version): validate
@@ -174,10 +180,10 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
     # kubernetes-sigs/lws config/crd/bases; prometheus-operator example/prometheus-operator-crd; GoogleCloudPlatform/
     # prometheus-engine charts/operator/crds (Managed Service for Prometheus, GKE's default)
     "leaderworkerset.x-k8s.io": (),  # LeaderWorkerSet: `CRDS`
-    "monitoring.coreos.com": ("Alertmanager", "AlertmanagerConfig", "PodMonitor", "Probe", "Prometheus",
-                              "PrometheusAgent", "PrometheusRule", "ScrapeConfig", "ServiceMonitor", "ThanosRuler"),
-    "monitoring.googleapis.com": ("PodMonitoring", "ClusterPodMonitoring", "ClusterNodeMonitoring", "Rules",
-                                  "ClusterRules", "GlobalRules", "OperatorConfig"),
+    "monitoring.coreos.com": ("Alertmanager", "AlertmanagerConfig", "Probe", "Prometheus", "PrometheusAgent",
+                              "PrometheusRule", "ScrapeConfig", "ThanosRuler"),  # PodMonitor, ServiceMonitor: CRDS
+    "monitoring.googleapis.com": ("ClusterNodeMonitoring", "Rules", "ClusterRules", "GlobalRules",
+                                  "OperatorConfig"),  # PodMonitoring, ClusterPodMonitoring: `CRDS`
 }
 
 

@@ -14,12 +14,14 @@ holds, label `inference_pool`) from GIE's metrics (reference 1.12)."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
-from kubetwin.prometheus import exposition, storage
+from kubetwin.prometheus import exposition, relabel, storage, targets
 from kubetwin.prometheus.staleness import STALE_NAN, is_stale
 from kubetwin.serving.dataplane.plane import ServingDataPlane
 from kubetwin.serving.observe.histograms import HISTOGRAMS, RequestHistograms
 from kubetwin.sim.env import Environment
+from kubetwin.store.store import Obj
 
 SCRAPE_INTERVAL = 15.0  # a typical PodMonitoring/ServiceMonitor interval (twin assumption; Prometheus' own default
 #                         scrape_interval is 1m, https://prometheus.io/docs/prometheus/latest/configuration/)
@@ -42,28 +44,55 @@ KNOWN = (*GAUGES, *COUNTERS, *POOL_GAUGES, *INFO,
 Labels = dict[str, str]
 
 
+class _Loop:
+    """One scrape loop's staleness bookkeeping: the series its last scrape wrote and those of the scrape in
+    progress (Prometheus tracks staleness per target's scrape loop)."""
+
+    def __init__(self) -> None:
+        self.live: set[tuple[str, tuple]] = set()  # (name, label key) of every series the last scrape wrote
+        self.scraped: set[tuple[str, tuple]] = set()  # the same, filling during the scrape in progress
+        self.stopped = False
+
+
 class ServingMetricsSource:
-    """A MetricsProvider (prometheus.promql) over scraped samples."""
+    """A MetricsProvider (prometheus.promql) over scraped samples.
+
+    Without `monitors` (the run has no PodMonitoring, ClusterPodMonitoring, PodMonitor or ServiceMonitor) every
+    model server is scraped every `interval`, labelled namespace / pod / model_name (the twin's assumption: the
+    cluster's scrape config lives outside the manifests and collects what its autoscalers read). With them, only
+    the targets they select are scraped, each job at its own interval, with the target labels and metric
+    relabelling its operator writes (prometheus.targets, prometheus.relabel); the monitoring objects are read from
+    the store, so one created, changed or deleted during the run takes effect then. The EPP's series are scraped
+    either way (see docs/monitoring.md)."""
 
     def __init__(self, plane: ServingDataPlane, env: Environment, interval: float = SCRAPE_INTERVAL,
-                 histogram_history: bool = False) -> None:
+                 histogram_history: bool = False, monitors: bool = False, site: targets.Site | None = None
+                 ) -> None:
         self.plane, self.env, self.interval = plane, env, interval
         self._series: dict[str, dict[tuple, tuple[Labels, deque]]] = {}
         self.hist = RequestHistograms()
         # histogram buckets are 20-odd series per pod each; their samples are kept only when a query reads them
         self.histogram_history = histogram_history
         self._pod_labels: dict[str, Labels] = {}
-        self._live: set[tuple[str, tuple]] = set()  # (name, label key) of every series the last scrape wrote
-        self._scraped: set[tuple[str, tuple]] = set()  # the same, filling during the scrape in progress
-        env.after(0, self._scrape)
+        self._main = _Loop()
+        self.site = site or targets.Site("kubetwin")
+        self._jobs: dict[tuple[str, str, str], tuple[object, list[_Loop]]] = {}  # monitor -> (its spec, loops)
+        # the cluster's own exporters scraped with the EPP (GKE's managed DCGM collection: workloads.dcgm samples)
+        self.exporters: list[Callable[[], list[tuple[str, Labels, float]]]] = []
+        if not monitors:
+            env.after(0, self._scrape)
+            return
+        env.after(0, self._scrape_epp)
+        for _, kind in sorted(targets.KINDS):
+            plane.store.watch(kind, self._on_monitor)
 
-    def _add(self, name: str, labels: Labels, value: float) -> None:
+    def _add(self, name: str, labels: Labels, value: float, loop: _Loop | None = None) -> None:
         key = tuple(sorted(labels.items()))
         per = self._series.setdefault(name, {})
         entry = per.get(key)
         if entry is None:
             entry = per[key] = (labels, deque())
-        self._scraped.add((name, key))
+        (loop or self._main).scraped.add((name, key))
         self._append(entry[1], float(value))
 
     def _append(self, samples: deque, value: float) -> None:
@@ -71,28 +100,112 @@ class ServingMetricsSource:
         while samples and samples[0][0] < self.env.now - RETENTION:
             samples.popleft()
 
-    def _mark_stale(self) -> None:
+    def _mark_stale(self, loop: _Loop | None = None) -> None:
         """Prometheus writes a staleness marker for every series the previous scrape had and this one has not (a
         deleted pod, a pool gone, an info series whose label values changed), so queries stop seeing it at once
         instead of for the 5-minute lookback. Sorted: the markers' order is part of the run's bytes."""
-        for name, key in sorted(self._live - self._scraped):
+        loop = loop or self._main
+        for name, key in sorted(loop.live - loop.scraped):
             self._append(self._series[name][key][1], STALE_NAN)
-        self._live, self._scraped = self._scraped, set()
+        loop.live, loop.scraped = loop.scraped, set()
+
+    # -- monitoring objects -------------------------------------------------------------------------------
+    def _on_monitor(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        """A monitoring object's jobs start (created), restart (spec changed) or stop (deleted): the operator
+        rewrites Prometheus' config and the old jobs' series go stale at once."""
+        if not targets.is_monitor(obj):
+            return
+        meta = obj["metadata"]
+        ref = (str(obj["kind"]), str(meta.get("namespace") or ""), str(meta["name"]))
+        spec = None if etype == "DELETED" else obj.get("spec")
+        cur = self._jobs.get(ref)
+        if cur is not None and cur[0] == spec:
+            return
+        for loop in cur[1] if cur is not None else []:
+            loop.stopped = True
+            self._mark_stale(loop)  # nothing scraped by this loop any more
+        if spec is None:
+            self._jobs.pop(ref, None)
+            return
+        loops = []
+        for job in targets.jobs([obj]):
+            loop = _Loop()
+            loops.append(loop)
+            self.env.after(0, lambda job=job, loop=loop: self._scrape_job(job, loop))
+        self._jobs[ref] = (spec, loops)
+
+    def _scrape_job(self, job: targets.ScrapeJob, loop: _Loop) -> None:
+        """One scrape of every target the job selects now: each Ready model server whose pod it keeps on the
+        server's port, the target labels over vLLM's own (target labels win, honor_labels false), then the
+        endpoint's metric relabelling (a renamed series is stored under its new name, a dropped one not at all)."""
+        if loop.stopped:
+            return
+        now = self.env.now
+        store = self.plane.store
+        services = store.list("Service") if job.kind == "ServiceMonitor" else []
+        if self.histogram_history:
+            self.hist.consume(self.plane.log)
+        for ep in self.plane.endpoints.values():
+            pod = store.get("Pod", ep.namespace, ep.name)
+            port = int(getattr(ep.args, "port", 0) or 8000)
+            found = job.target(pod, port, self.site, services) if pod is not None else None
+            if found is None:
+                continue
+            ep.engine.advance(now)
+            own = {"model_name": ep.served_names[0]}
+            self._pod_labels.setdefault(ep.name, {**own, **found})  # metrics.prom's histograms
+            samples = self._server_samples(ep, own)
+            if self.histogram_history:
+                samples += [(n, {k: v for k, v in lab.items() if k in ("model_name", "le")}, v)
+                            for n, lab, v in self._histogram_samples({ep.name})]
+            for name, labels, value in samples:
+                out = relabel.process({**labels, **found, "__name__": name}, job.rules)
+                if out is not None:
+                    self._add(out.pop("__name__"), out, value, loop)
+        self._mark_stale(loop)
+        self.env.after(job.interval, lambda: self._scrape_job(job, loop))
+
+    def _scrape_epp(self) -> None:
+        """The series that do not depend on the monitoring objects: the EPP's and the cluster's exporters'."""
+        self._scrape_pools()
+        for exporter in self.exporters:
+            for name, labels, value in exporter():
+                self._add(name, labels, value)
+        self._mark_stale()
+        self.env.after(self.interval, self._scrape_epp)
 
     def _scrape(self) -> None:
         now = self.env.now
         for ep in self.plane.endpoints.values():
-            e = ep.engine
-            e.advance(now)
+            ep.engine.advance(now)
             labels = {"namespace": ep.namespace, "pod": ep.name, "model_name": ep.served_names[0]}
             self._pod_labels[ep.name] = labels
-            self._info(ep, labels)
-            self._add("vllm:num_requests_waiting", labels, e.num_waiting)
-            self._add("vllm:num_requests_running", labels, e.num_running)
-            self._add("vllm:kv_cache_usage_perc", labels, e.kv_usage)
-            self._add("vllm:gpu_cache_usage_perc", labels, e.kv_usage)
-            for name, attr in COUNTERS.items():
-                self._add(name, labels, getattr(e, attr, 0))
+            for name, lab, value in self._server_samples(ep, labels):
+                self._add(name, lab, value)
+        self._scrape_pools()
+        for exporter in self.exporters:
+            for name, labels, value in exporter():
+                self._add(name, labels, value)
+        self.hist.consume(self.plane.log)
+        if self.histogram_history:
+            live = {ep.name for ep in self.plane.endpoints.values()}
+            for name, labels, value in self._histogram_samples(live):
+                self._add(name, labels, value)
+        self._mark_stale()
+        self.env.after(self.interval, self._scrape)
+
+    def _server_samples(self, ep: object, labels: Labels) -> list[tuple[str, Labels, float]]:
+        """One scrape of a model server's /metrics (its engine advanced to now), `labels` on every series."""
+        e = ep.engine  # type: ignore[attr-defined]
+        out = self._info(ep, labels)
+        out += [("vllm:num_requests_waiting", labels, e.num_waiting), ("vllm:num_requests_running", labels,
+                e.num_running), ("vllm:kv_cache_usage_perc", labels, e.kv_usage),
+                ("vllm:gpu_cache_usage_perc", labels, e.kv_usage)]
+        out += [(name, labels, getattr(e, attr, 0)) for name, attr in COUNTERS.items()]
+        return out
+
+    def _scrape_pools(self) -> None:
+        """The EPP's pool gauges (the gateway's own exporter, not a pod of the run)."""
         for pool in self.plane.pools.values():
             eps = pool.endpoints
             n = len(eps)
@@ -103,25 +216,19 @@ class ServingMetricsSource:
                       sum(ep.engine.kv_usage for ep in eps) / n if n else 0.0)
             self._add("inference_extension_flow_control_queue_size",
                       {"inference_pool": pool.name, "namespace": pool.namespace}, len(pool.held))
-        self.hist.consume(self.plane.log)
-        if self.histogram_history:
-            live = {ep.name for ep in self.plane.endpoints.values()}
-            for name, labels, value in self._histogram_samples(live):
-                self._add(name, labels, value)
-        self._mark_stale()
-        self.env.after(self.interval, self._scrape)
 
-    def _info(self, ep: object, labels: Labels) -> None:
+    def _info(self, ep: object, labels: Labels) -> list[tuple[str, Labels, float]]:
         """vLLM's info gauges: cache_config_info (the EPP's autoTune reads block_size and num_gpu_blocks) and,
         with --enable-lora, lora_requests_info (value: the time of the sample, as vLLM sets it)."""
         e, args = ep.engine, ep.args  # type: ignore[attr-defined]
-        self._add("vllm:cache_config_info", {**labels, "block_size": str(e.block_size),
-                                             "num_gpu_blocks": str(e.num_gpu_blocks)}, 1)
+        out: list[tuple[str, Labels, float]] = [("vllm:cache_config_info", {
+            **labels, "block_size": str(e.block_size), "num_gpu_blocks": str(e.num_gpu_blocks)}, 1)]
         if args is not None and args.enable_lora:
-            self._add("vllm:lora_requests_info", {
+            out.append(("vllm:lora_requests_info", {
                 **labels, "max_lora": str(e.max_loras),
                 "running_lora_adapters": ",".join(sorted(e.active_loras())),
-                "waiting_lora_adapters": ",".join(sorted(e.waiting_loras()))}, self.env.now)
+                "waiting_lora_adapters": ",".join(sorted(e.waiting_loras()))}, self.env.now))
+        return out
 
     def _histogram_samples(self, live: set[str] | None = None) -> list[tuple[str, Labels, float]]:
         """The histograms' series of every pod scraped so far, or only of the `live` pods (those a scrape reads)."""
@@ -147,8 +254,8 @@ class ServingMetricsSource:
         """The last scrape of every series and the final histograms, in Prometheus' text format, sorted for
         byte-identical output."""
         lines: list[str] = []
-        for name in sorted(n for n in self._series if not n.endswith(("_bucket", "_sum", "_count"))
-                           or n in COUNTERS):
+        for name in sorted(n for n in self._series if (not n.endswith(("_bucket", "_sum", "_count"))
+                                                       or n in COUNTERS) and not n.startswith("DCGM_")):
             lines += exposition.header(name, "counter" if name in COUNTERS else "gauge")
             for key in sorted(self._series[name]):
                 labels, samples = self._series[name][key]
