@@ -28,6 +28,7 @@ def with_namespaces(path: Path) -> list[Path]:
 # long ones cut short for whole-run checks (each prefix still has its Pending pods and its invariants)
 SHORT_DURATION = {"serving-llama3-epp.yaml": "10m", "serving-llmd-shared-prefix.yaml": "10m",
                   "serving-mooncake-routing.yaml": "10m", "serving-scale-to-zero.yaml": "20m",
+                  "keda-podmonitoring.yaml": "20m",
                   "training-llama-8b-a3.yaml": "2h", "demo": "4h", "gpu-sharing": "2h", "dra": "2h"}
 
 

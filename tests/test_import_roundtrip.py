@@ -211,7 +211,7 @@ def test_a_multi_host_tpu_slice_is_imported_as_its_node_pool(tmp_path: Path) -> 
 
 
 def test_a_partial_tpu_slice_stays_static_nodes_with_the_reason(tmp_path: Path) -> None:
-    first = run([TPU_EXAMPLE], out=tmp_path / "first")
+    run([TPU_EXAMPLE], out=tmp_path / "first")
     res = CliRunner().invoke(app, ["get", "nodes", "-o", "yaml", "--run", str(tmp_path / "first"), "--at", "30m"])
     dump = yaml.safe_load(res.output)
     dump["items"] = [n for n in dump["items"] if not n["metadata"]["name"].endswith(

@@ -110,12 +110,10 @@ def test_malformed_or_dotless_groups_stay_errors(api_version, kind) -> None:
 
 # Real kinds of groups GKE AI/ML manifests use that the twin ships no CRD for: stored with a notice (never refused),
 # and a typo in those groups is refused with the closest kind, as for the groups the twin simulates.
-REAL_UNSIMULATED = [  # LeaderWorkerSet left this list: its CRD ships (tests/test_lws.py)
-    ("monitoring.coreos.com/v1", "ServiceMonitor"),
-    ("monitoring.coreos.com/v1", "PodMonitor"),
+REAL_UNSIMULATED = [  # LeaderWorkerSet left this list: its CRD ships (tests/test_lws.py); so did PodMonitoring,
+    # ClusterPodMonitoring, PodMonitor and ServiceMonitor (tests/test_monitoring.py)
     ("monitoring.coreos.com/v1", "PrometheusRule"),
-    ("monitoring.googleapis.com/v1", "PodMonitoring"),
-    ("monitoring.googleapis.com/v1", "ClusterPodMonitoring"),
+    ("monitoring.googleapis.com/v1", "Rules"),
     ("cloud.google.com/v1", "BackendConfig"),  # ComputeClass left this list: its CRD ships (test_computeclass_crd)
     ("networking.gke.io/v1", "ManagedCertificate"),
     ("networking.gke.io/v1", "HealthCheckPolicy"),
@@ -136,7 +134,7 @@ def test_real_kinds_of_gke_and_ecosystem_groups_are_notices(api_version, kind) -
 @pytest.mark.parametrize(("api_version", "kind", "meant"), [
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSett", "LeaderWorkerSet"),
     ("monitoring.coreos.com/v1", "ServiceMonitr", "ServiceMonitor"),
-    ("monitoring.googleapis.com/v1", "PodMonitor", "PodMonitoring"),
+    ("monitoring.googleapis.com/v1", "PodMonitorin", "PodMonitoring"),
     ("cloud.google.com/v1", "ComputeClas", "ComputeClass"),
     ("networking.gke.io/v1", "Netwrk", "Network"),
     ("networking.gke.io/v1", "ManagedCertificat", "ManagedCertificate"),

@@ -366,7 +366,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
         kueue = KueueController(store, env, events, config=kueue_cfg, trace=trace)
     metrics = Metrics(store, env, parse_duration(scenario.sampleInterval), samplers=[scheduler])
     serving = serving_install.install(store, env, events, kubelet, manifests, scenario.seed, parse_duration(
-        scenario.sampleInterval), until) if serving_install.wanted(manifests) else None
+        scenario.sampleInterval), until, scenario.clusterName) if serving_install.wanted(manifests) else None
     HorizontalPodAutoscalerController(store, env, events, serving.source if serving is not None else None)
     if serving is not None and any(m.kind == "ScaledObject" for m in manifests):
         KedaController(store, env, events, serving.source)
@@ -377,6 +377,9 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     training = training_install.install(store, env, kubelet, manifests, parse_duration(scenario.sampleInterval),
                                         scenario.startTime, serving.plane if serving is not None else None)
     # training.kubetwin.io/* run times, DCGM gauges of training and serving GPUs (TPU metrics of TPU pods)
+    if serving is not None and training is not None and any(
+            m.kind in ("ScaledObject", "HorizontalPodAutoscaler") and "DCGM_" in str(m.obj) for m in manifests):
+        serving.source.exporters.append(training.dcgm.samples)  # an autoscaler reads DCGM_FI_* (docs/monitoring.md)
     subsystems: list[Subsystem] = [s for s in (scheduler, kcm, jobset, pools, kubelet, spot, kueue, ca, serving,
                                                training) if s is not None]
     return Cluster(env, store, pools, scheduler, metrics, subsystems, trace)

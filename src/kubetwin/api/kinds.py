@@ -149,6 +149,12 @@ CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, .
     # GKE's ComputeClass (GoogleCloudPlatform/compute-class-api): the cluster autoscaler's priority rules
     # (autoscaler/computeclass.py, docs/computeclass.md), created before the pools and pods that use it
     ("cloud.google.com", "ComputeClass"): ("cloud.google.com_computeclasses.yaml", None, 1, ()),
+    # Monitoring objects: what the twin's Prometheus scrapes (prometheus/targets.py, docs/monitoring.md)
+    ("monitoring.googleapis.com", "PodMonitoring"): ("monitoring.googleapis.com_podmonitorings.yaml", None, 9, ()),
+    ("monitoring.googleapis.com", "ClusterPodMonitoring"): (
+        "monitoring.googleapis.com_clusterpodmonitorings.yaml", None, 9, ()),
+    ("monitoring.coreos.com", "PodMonitor"): ("monitoring.coreos.com_podmonitors.yaml", None, 9, ()),
+    ("monitoring.coreos.com", "ServiceMonitor"): ("monitoring.coreos.com_servicemonitors.yaml", None, 9, ()),
 }
 
 # Kinds the projects of these groups define for which the twin ships no CRD (names only, any version): validate
@@ -177,10 +183,10 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
     # kubernetes-sigs/lws config/crd/bases; prometheus-operator example/prometheus-operator-crd; GoogleCloudPlatform/
     # prometheus-engine charts/operator/crds (Managed Service for Prometheus, GKE's default)
     "leaderworkerset.x-k8s.io": (),  # LeaderWorkerSet: `CRDS`
-    "monitoring.coreos.com": ("Alertmanager", "AlertmanagerConfig", "PodMonitor", "Probe", "Prometheus",
-                              "PrometheusAgent", "PrometheusRule", "ScrapeConfig", "ServiceMonitor", "ThanosRuler"),
-    "monitoring.googleapis.com": ("PodMonitoring", "ClusterPodMonitoring", "ClusterNodeMonitoring", "Rules",
-                                  "ClusterRules", "GlobalRules", "OperatorConfig"),
+    "monitoring.coreos.com": ("Alertmanager", "AlertmanagerConfig", "Probe", "Prometheus", "PrometheusAgent",
+                              "PrometheusRule", "ScrapeConfig", "ThanosRuler"),  # PodMonitor, ServiceMonitor: CRDS
+    "monitoring.googleapis.com": ("ClusterNodeMonitoring", "Rules", "ClusterRules", "GlobalRules",
+                                  "OperatorConfig"),  # PodMonitoring, ClusterPodMonitoring: `CRDS`
 }
 
 

@@ -9,8 +9,8 @@ form, so message equality is value equality (`quantity("1") == quantity("1000m")
 Functions: quantity/isQuantity, sign, isInteger, asInteger, asApproximateFloat, add, sub, compareTo,
 isGreaterThan, isLessThan; semver/isSemver, major, minor, patch, compareTo, isGreaterThan, isLessThan; the
 lists library (isSorted, sum, min, max; its list indexOf/lastIndexOf are left out because cel-cpp cannot add
-overloads to the strings extension's indexOf); plus cel-go's strings, optional and bindings extensions that the
-Kubernetes base environment enables.
+overloads to the strings extension's indexOf); the URLs library's isURL; plus cel-go's strings, optional and
+bindings extensions that the Kubernetes base environment enables.
 """
 
 from __future__ import annotations
@@ -176,8 +176,41 @@ def functions() -> list[Any]:
         "sum": [_ov("list_sum", A, [L], sum, True)],  # one overload: cel-cpp keys implementations by kind
         "min": [_ov("list_min", A, [L], _min_max(min), True)],
         "max": [_ov("list_max", A, [L], _min_max(max), True)],
+        # k8s.io/apiserver/pkg/cel/library/urls.go (GMP's proxyUrl rules)
+        "isURL": [_ov("is_url_string", T.BOOL, [T.STRING], is_url)],
     }
     return [cel.FunctionDecl(name, ovs) for name, ovs in decls.items()]
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def is_url(text: str) -> bool:
+    """isURL: whether Go's url.ParseRequestURI accepts the string -- no control characters, and either an absolute
+    path or a scheme ("http:", "https:" ...) whose authority, when "//" follows, has a valid port (digits after the
+    last colon outside an IPv6 literal's brackets) and balanced brackets."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return False
+    if text.startswith("/"):
+        return True
+    m = _SCHEME.match(text)
+    if m is None:
+        return False
+    rest = text[m.end():]
+    if not rest.startswith("//"):
+        return True
+    authority = re.split(r"[/?]", rest[2:], maxsplit=1)[0]
+    host = authority.rsplit("@", 1)[-1]
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return False
+        port = host[end + 1:]
+        return port == "" or (port.startswith(":") and (port == ":" or port[1:].isdigit()))
+    if "]" in host or "[" in host:
+        return False
+    _, colon, port = host.rpartition(":")
+    return not colon or port == "" or port.isdigit()
 
 
 def _is_sorted(xs: Any) -> bool:

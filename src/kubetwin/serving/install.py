@@ -83,7 +83,8 @@ class ServingRun:
 
 
 def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kubelet, manifests: list[Manifest],
-            seed: int, sample_interval: float, horizon: float) -> ServingRun:
+            seed: int, sample_interval: float, horizon: float, cluster: str = "kubetwin") -> ServingRun:
+    from kubetwin.prometheus import targets
     from kubetwin.serving.dataplane.plane import ServingDataPlane
     from kubetwin.serving.observe.metrics import ServingMetrics
     from kubetwin.serving.observe.promsource import ServingMetricsSource
@@ -91,5 +92,19 @@ def install(store: Store, env: Environment, events: EventRecorder, kubelet: Kube
     plane = ServingDataPlane(store, env, events, seed, load_traces(manifests, seed, horizon), kubelet.gpus)
     slos = pool_slos(manifests)
     scalers = [m for m in manifests if m.kind in ("ScaledObject", "HorizontalPodAutoscaler")]
-    source = ServingMetricsSource(plane, env, histogram_history=any("_bucket" in str(m.obj) for m in scalers))
+    # Monitoring objects anywhere in the manifests: they are the cluster's whole scrape config (docs/monitoring.md)
+    monitors = any(targets.is_monitor(m.obj) for m in manifests)
+    source = ServingMetricsSource(plane, env, histogram_history=any("_bucket" in str(m.obj) for m in scalers),
+                                  monitors=monitors, site=targets.Site(cluster, cluster_location(manifests)))
     return ServingRun(plane, ServingMetrics(plane, env, sample_interval), source, slos)
+
+
+def cluster_location(manifests: list[Manifest]) -> str:
+    """GMP's `location` label: the cluster's region, read from its first NodePool's first zone ("us-central1-a" ->
+    "us-central1"; a regional cluster, the twin's assumption); "" when no NodePool names a zone."""
+    for m in manifests:
+        if m.kind == "NodePool":
+            zones = (m.obj.get("spec") or {}).get("zones") or []
+            if zones:
+                return str(zones[0]).rsplit("-", 1)[0]
+    return ""

@@ -4,6 +4,8 @@ Triton server's model repository (config.pbtxt, model.json) read from the Config
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
@@ -17,19 +19,35 @@ def _path_to_dotted(path: str) -> str:
 def scaled_object(m: Manifest) -> list[Diagnostic]:
     from kubetwin.autoscaler import keda
 
-    out = [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, msg,
-                      "see https://keda.sh/docs/latest/reference/scaledobject-spec/ and the scaler's page")
-           for path, msg in keda.scaled_object_errors(m.obj)]
-    for i, trig in enumerate((m.obj.get("spec") or {}).get("triggers") or []):
-        query = str((trig.get("metadata") or {}).get("query") or "")
-        if trig.get("type") == "prometheus" and query:
-            out += _unknown_metrics(m, f"spec.triggers[{i}].metadata.query", query)
+    return [Diagnostic(m.file, m.line_of(_path_to_dotted(path)), m.ref, path, msg,
+                       "see https://keda.sh/docs/latest/reference/scaledobject-spec/ and the scaler's page")
+            for path, msg in keda.scaled_object_errors(m.obj)]
+
+
+def trigger_queries(manifests: list[Manifest]) -> list[Diagnostic]:
+    """Every ScaledObject's prometheus queries: PromQL that does not parse, and metrics nobody exports -- the
+    model servers' and the gateway's, the GPU pods' DCGM_FI_* (GKE's managed DCGM collection, workloads.dcgm),
+    and the names the scenario's monitoring objects' relabelling creates (validation.monitoring.renamed)."""
+    from kubetwin.validation.monitoring import renamed
+    from kubetwin.workloads.dcgm import FIELDS
+
+    extra: set[str] | None = None
+    out = []
+    for m in manifests:
+        if m.kind != "ScaledObject" or not isinstance(m.obj.get("spec"), dict):
+            continue
+        for i, trig in enumerate(m.obj["spec"].get("triggers") or []):
+            meta = trig.get("metadata") if isinstance(trig, dict) else None
+            query = str(meta.get("query") or "") if isinstance(meta, dict) else ""
+            if isinstance(trig, dict) and trig.get("type") == "prometheus" and query:
+                extra = renamed(manifests) | set(FIELDS) if extra is None else extra  # GPU pods' DCGM series
+                out += unknown_metrics(m, f"spec.triggers[{i}].metadata.query", query, extra)
     return out
 
 
-def _unknown_metrics(m: Manifest, path: str, query: str) -> list[Diagnostic]:
-    """A query over a metric no model server or gateway exports returns nothing; KEDA reads that as 0
-    (ignoreNullValues defaults to true) and the target never scales."""
+def unknown_metrics(m: Manifest, path: str, query: str, also: Collection[str] = ()) -> list[Diagnostic]:
+    """A query over a metric no model server or gateway exports (nor a monitoring object's relabelling, `also`)
+    returns nothing; KEDA reads that as 0 (ignoreNullValues defaults to true) and the target never scales."""
     from kubetwin.serving.observe.promsource import KNOWN
 
     try:
@@ -39,7 +57,7 @@ def _unknown_metrics(m: Manifest, path: str, query: str) -> list[Diagnostic]:
                            "fix the query; it is parsed as Prometheus parses it")]
     out = []
     for name in sorted(names):
-        if name and name not in KNOWN and not name.startswith("kube_"):
+        if name and name not in KNOWN and name not in also and not name.startswith("kube_"):
             guess = next((k for k in KNOWN if k.replace(":", "_") == name), None)
             hint = (f"vLLM exports {guess} (with a colon); use sum({guess})" if guess else
                     f"the twin's model servers and gateway export: {', '.join(sorted(KNOWN))}")
@@ -283,8 +301,10 @@ def scenario(manifests: list[Manifest]) -> list[Diagnostic]:
                 out.append(Diagnostic(m.file, m.line_of(field), m.ref, field, why,
                                       "use one of the presets (docs/serving.md, Routing), or remove the annotation "
                                       "for the pool's default (epp for an InferencePool, round-robin for a Service)"))
+    from kubetwin.validation import monitoring
+
     return (out + _unsimulated_servers(manifests) + _servers_on_mig(manifests) + metrics_adapters(manifests)
-            + triton_servers(manifests))
+            + trigger_queries(manifests) + monitoring.diagnostics(manifests) + triton_servers(manifests))
 
 
 def triton_servers(manifests: list[Manifest]) -> list[Diagnostic]:

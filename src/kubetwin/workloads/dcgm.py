@@ -295,19 +295,9 @@ class DcgmExporter:
         for f in FIELDS:
             lines += exposition.header(f, "gauge", HELP[f])
             for ref in sorted(self.last):
-                t, labels, gpus, g = self.last[ref]
-                if f not in self.fields.get(ref, FIELDS):
-                    continue
-                per_gpu = int(labels.get("per_gpu") or 1)
-                for slot in gpus:
-                    i = slot // per_gpu  # the physical GPU the device (a share, a MIG instance) is on
-                    uuid = nvidia_dra.device_uuid("GPU", f"{labels['Hostname']}/{i}")
-                    mig_labels = [("GPU_I_PROFILE", labels["profile"]), ("GPU_I_ID", str(slot % per_gpu))] \
-                        if labels.get("profile") else []
-                    lab = [("gpu", i), ("UUID", uuid), ("device", f"nvidia{i}"), ("modelName", labels["modelName"]),
-                           *mig_labels, ("Hostname", labels["Hostname"]), ("container", labels["container"]),
-                           ("namespace", labels["namespace"]), ("pod", labels["pod"])]  # dcgm-exporter's order
-                    lines.append(exposition.sample(f, lab, g.values()[f], round(self.epoch_ms + t * 1000)))
+                t = self.last[ref][0]
+                for lab, value in self._gpu_series(f, ref):
+                    lines.append(exposition.sample(f, lab, value, round(self.epoch_ms + t * 1000)))
         if not self.last:
             lines = []
         if self.tpu_last:
@@ -316,6 +306,33 @@ class DcgmExporter:
         if self.tpu_series:
             series["tpu_pods"] = dict(sorted(self.tpu_series.items()))
         return series, exposition.text(lines)
+
+
+    def _gpu_series(self, f: str, ref: str) -> list[tuple[list[tuple[str, Any]], float]]:
+        """(labels in dcgm-exporter's order, value) of field `f` for each device of pod `ref` at its last scrape."""
+        t, labels, gpus, g = self.last[ref]
+        if f not in self.fields.get(ref, FIELDS):
+            return []
+        out = []
+        per_gpu = int(labels.get("per_gpu") or 1)
+        for slot in gpus:
+            i = slot // per_gpu  # the physical GPU the device (a share, a MIG instance) is on
+            uuid = nvidia_dra.device_uuid("GPU", f"{labels['Hostname']}/{i}")
+            mig_labels = [("GPU_I_PROFILE", labels["profile"]), ("GPU_I_ID", str(slot % per_gpu))] \
+                if labels.get("profile") else []
+            lab = [("gpu", i), ("UUID", uuid), ("device", f"nvidia{i}"), ("modelName", labels["modelName"]),
+                   *mig_labels, ("Hostname", labels["Hostname"]), ("container", labels["container"]),
+                   ("namespace", labels["namespace"]), ("pod", labels["pod"])]  # dcgm-exporter's order
+            out.append((lab, g.values()[f]))
+        return out
+
+    def samples(self) -> list[tuple[str, dict[str, str], float]]:
+        """What a scrape of the dcgm-exporter DaemonSet reads now: every Running GPU pod's devices at their last
+        collection (dcgm-exporter serves the values it last collected; the twin collects every sampleInterval).
+        For the twin's Prometheus (serving.observe.promsource), so a KEDA or HPA query can read DCGM_FI_*."""
+        running = {_ref(p) for p in self.running.values()}
+        return [(f, {k: str(v) for k, v in lab}, value) for f in FIELDS for ref in sorted(self.last)
+                if ref in running for lab, value in self._gpu_series(f, ref)]
 
 
 def _sharing(device: DeviceView | None) -> dict[str, str]:
