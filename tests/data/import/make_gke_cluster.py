@@ -740,9 +740,10 @@ def ordered(objs: list[Obj]) -> list[Obj]:
 
 
 def kubectl_list(objs: list[Obj]) -> str:
-    """kubectl -o json: a v1 List, 4-space indent (printers.JSONPrinter), apiVersion/items/kind/metadata."""
-    return json.dumps({"apiVersion": "v1", "items": objs, "kind": "List", "metadata": {"resourceVersion": ""}},
-                      separators=(",", ":")) + "\n"
+    """kubectl -o json: a v1 List of unstructured objects, so every map's keys sorted (encoding/json), apiVersion/
+    items/kind/metadata; kubectl indents by 4 (printers.JSONPrinter), this file is compact to stay small."""
+    return json.dumps({"apiVersion": "v1", "items": sorted_keys(objs), "kind": "List",
+                       "metadata": {"resourceVersion": ""}}, separators=(",", ":")) + "\n"
 
 
 def sorted_keys(o: Any) -> Any:
