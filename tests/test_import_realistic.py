@@ -1,5 +1,5 @@
 """A realistic GKE cluster imported from each dump format (issue 36 item 4): 33 nodes in five GKE node pools, Kueue
-with admitted and pending Workloads, DRA claims allocated on the NVIDIA driver's ResourceSlices, 172 pods. The
+with admitted and pending Workloads, DRA claims allocated on the NVIDIA driver's ResourceSlices, a JobSet, 176 pods. The
 dump is written by tests/data/import/make_gke_cluster.py (examples/your-cluster/cluster.json is its kubectl -o json;
 the kwokctl snapshot and the simulator's export are written from the same objects into a temporary folder).
 
@@ -95,7 +95,7 @@ def test_the_dump_is_a_gke_cluster() -> None:
     items = json.loads(CLUSTER.read_text())["items"]
     nodes = [o for o in items if o["kind"] == "Node"]
     pods = [o for o in items if o["kind"] == "Pod"]
-    assert len(nodes) == 33 and len(pods) == 172
+    assert len(nodes) == 33 and len(pods) == 176
     spot = [n for n in nodes if n["metadata"]["labels"].get("cloud.google.com/gke-spot") == "true"]
     assert len(spot) == 16 and {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in spot} == {
         "us-central1-a", "us-central1-b"}
@@ -126,8 +126,8 @@ def test_each_format_imports_the_same_objects_with_the_same_counts(formats: dict
     results = {fmt: imported(paths) for fmt, paths in formats.items()}
     base, report = results["kubectl"]
     assert report.kept == {
-        "ClusterQueue": 2, "Deployment": 5, "DeviceClass": 2, "Job": 6, "LocalQueue": 2, "Namespace": 8, "Node": 33,
-        "NodePool": 5, "Pod": 172, "ReplicaSet": 5, "ResourceClaim": 3, "ResourceClaimTemplate": 1,
+        "ClusterQueue": 2, "Deployment": 5, "DeviceClass": 2, "Job": 8, "JobSet": 1, "LocalQueue": 2, "Namespace": 8,
+        "Node": 33, "NodePool": 5, "Pod": 176, "ReplicaSet": 5, "ResourceClaim": 3, "ResourceClaimTemplate": 1,
         "ResourceFlavor": 1, "ResourceSlice": 2, "Scenario": 1, "StorageClass": 3, "Workload": 6}
     assert report.snapshot_time == "2026-12-01T10:00:00Z"
     lines = report.lines()
@@ -208,7 +208,7 @@ def test_bound_pods_run_on_their_nodes_from_t0(runs: dict[str, RunResult]) -> No
     result = runs["kubectl"]
     dumped = [o for o in json.loads(CLUSTER.read_text())["items"] if o["kind"] == "Pod" and o["spec"].get(
         "nodeName")]
-    assert len(dumped) == 171
+    assert len(dumped) == 175
     for p in dumped:
         at0 = result.last("Pod", p["metadata"]["name"], namespace=p["metadata"]["namespace"], at=0.0)
         assert at0["status"]["phase"] == "Running" and at0["spec"]["nodeName"] == p["spec"]["nodeName"]
@@ -287,6 +287,20 @@ def test_dra_claims_keep_their_devices_and_new_claims_get_others(runs: dict[str,
     assert {p for p, _ in new["dra-four-a"]} == {other} and {p for p, _ in new["dra-two"]} == {busy}
     stuck = result.last("Pod", "dra-four-b")
     assert stuck["status"]["phase"] == "Pending" and not stuck["spec"].get("nodeName")
+
+
+def test_the_jobset_keeps_its_jobs_and_pods_and_completes(runs: dict[str, RunResult]) -> None:
+    """The JobSet's child Jobs are reconnected through their ownerReferences: none is created again, nor any pod;
+    its pods run the import's hour, then the Jobs and the JobSet complete."""
+    result = runs["kubectl"]
+    assert {v.object["metadata"]["name"] for v in result.versions("Job", prefix="llm-eval-")} == {
+        "llm-eval-shard-0", "llm-eval-shard-1"}
+    assert len({v.object["metadata"]["name"] for v in result.versions("Pod", prefix="llm-eval-shard-")}) == 4
+    assert all(v.time == 0.0 for v in result.versions("Pod", prefix="llm-eval-shard-") if v.type == "ADDED")
+    done = result.first_time("JobSet", lambda j: any(
+        c["type"] == "Completed" and c["status"] == "True" for c in (j.get("status") or {}).get("conditions") or []),
+        "llm-eval")
+    assert done == pytest.approx(3600.0, abs=5)
 
 
 def decisions(result: RunResult) -> dict[str, tuple[str | None, float | None]]:

@@ -4,7 +4,7 @@ Deterministic (names, uids, IPs and times come from hashes of the object's name)
 byte for byte the same. Written by the kubetwin project from the formats' code and documentation, not dumped from a
 real cluster (README.md beside this file says what each format is and where its shape comes from):
 
-  examples/your-cluster/cluster.json        kubectl get <every kind below> -A -o json (a v1 List, 4-space indent)
+  examples/your-cluster/cluster.json        kubectl get <every kind below> -A -o json (a v1 List, compact)
   tests/data/import/gke-large-kwokctl.yaml  kwokctl snapshot save --format k8s (documents, resourceVersion cleared)
   tests/data/import/gke-large-simulator-export.json   kube-scheduler-simulator GET /api/v1/export (pods, nodes,
                                             namespaces, storage and priority classes, schedulerConfig; no apiVersion
@@ -20,7 +20,8 @@ device plugin or the DRA kubelet plugin); kube-dns and Kueue's controller; an L4
 embeddings Deployment; Kueue v1beta2 with two ClusterQueues in one cohort, three admitted Indexed Jobs holding all 64
 H100s of h100-pool and three pending ones (suspended, Workloads QuotaReserved=False); DRA: the driver's DeviceClasses
 and ResourceSlices, a Deployment whose pods hold 4 GPUs each through claims from a ResourceClaimTemplate, and a
-notebook pod holding a named claim of 2 GPUs, all allocated. No TPU pool: the importer keeps TPU nodes as static
+notebook pod holding a named claim of 2 GPUs, all allocated; a JobSet of 2 Indexed Jobs on the free L4 nodes.
+No TPU pool: the importer keeps TPU nodes as static
 Nodes only (not grouped into NodePools), so a TPU slice would not exercise pools.
 
     PYTHONPATH=src python tests/data/import/make_gke_cluster.py
@@ -696,6 +697,70 @@ def workloads(c: Cluster) -> None:
     c.pod("tokenize-shard-7", "ml-serving", prep, None, None, created=ago(3))
 
 
+def jobset(c: Cluster) -> None:
+    """A JobSet (jobset.x-k8s.io/v1alpha2, as its webhook defaults it) of offline batch inference on the 4 L4 Spot
+    nodes the vLLM servers leave free: replicatedJob `shard`, 2 Indexed Jobs of 2 pods with 2 L4s each; the Jobs and
+    pods labelled and annotated as the JobSet controller's constructJob does (job-key: sha1 of namespace/job)."""
+    ns, name, rj, replicas, per_job = "ml-serving", "llm-eval", "shard", 2, 2
+    created = ago(35)
+    free = c.pool_nodes["l4-spot"][12:]
+    cont = container("infer", f"us-docker.pkg.dev/{PROJECT}/eval/batch-infer:2026.11", {
+        "cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "2"},
+        command=["python", "-m", "batch_infer", "--model=google/gemma-3-12b-it", "--shard=$(JOB_COMPLETION_INDEX)"])
+    tolerations = [GPU_TOLERATION, SPOT_TOLERATION]
+    job_tmpl = {"spec": {"backoffLimit": 0, "completionMode": "Indexed", "completions": per_job,
+                         "parallelism": per_job, "template": {"metadata": {"creationTimestamp": None}, "spec": {
+                             "containers": [cont], "restartPolicy": "Never", "tolerations": tolerations}}}}
+    js = c.add({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta(
+        name, created, ns=ns, generation=1, managed=[
+            mf("kubectl-client-side-apply", created, SPEC_F, api="jobset.x-k8s.io/v1alpha2"),
+            mf("manager", created + timedelta(minutes=2), {"f:status": {"f:replicatedJobsStatus": {}}}, "status",
+               "jobset.x-k8s.io/v1alpha2")]),
+        "spec": {"network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+                 "replicatedJobs": [{"groupName": "default", "name": rj, "replicas": replicas, "template": job_tmpl}],
+                 "startupPolicy": {"startupPolicyOrder": "AnyOrder"}, "successPolicy": {"operator": "All"},
+                 "suspend": False},
+        "status": {"replicatedJobsStatus": [{"active": replicas, "failed": 0, "name": rj, "ready": replicas,
+                                             "succeeded": 0, "suspended": 0}], "restarts": 0}})
+    node_i = 0
+    for idx in range(replicas):
+        jname = f"{name}-{rj}-{idx}"
+        keys = {"jobset.sigs.k8s.io/global-replicas": str(replicas), "jobset.sigs.k8s.io/job-global-index": str(idx),
+                "jobset.sigs.k8s.io/job-index": str(idx),
+                "jobset.sigs.k8s.io/job-key": hashlib.sha1(f"{ns}/{jname}".encode()).hexdigest(),
+                "jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": rj,
+                "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas), "jobset.sigs.k8s.io/restart-attempt": "0"}
+        juid = uid(ns, "job", jname)
+        batch = {"batch.kubernetes.io/controller-uid": juid, "batch.kubernetes.io/job-name": jname,
+                 "controller-uid": juid, "job-name": jname}
+        tspec = {"containers": [cont], "dnsPolicy": "ClusterFirst", "restartPolicy": "Never",
+                 "schedulerName": "default-scheduler", "securityContext": {}, "subdomain": name,
+                 "terminationGracePeriodSeconds": 30, "tolerations": tolerations}
+        started = created + timedelta(seconds=3)
+        job = c.add({"apiVersion": "batch/v1", "kind": "Job", "metadata": {**meta(
+            jname, created + timedelta(seconds=1), ns=ns, labels=keys, ann=dict(keys), generation=1,
+            owner=ref("jobset.x-k8s.io/v1alpha2", "JobSet", js),
+            managed=[mf("manager", created + timedelta(seconds=1), {"f:spec": {"f:template": {}}}, api="batch/v1"),
+                     mf("kube-controller-manager", started, {"f:status": {"f:active": {}}}, "status", "batch/v1")]),
+            "uid": juid},
+            "spec": {"backoffLimit": 0, "completionMode": "Indexed", "completions": per_job, "manualSelector": False,
+                     "parallelism": per_job, "podReplacementPolicy": "TerminatingOrFailed",
+                     "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": juid}}, "suspend": False,
+                     "template": {"metadata": {"annotations": dict(keys), "creationTimestamp": None,
+                                               "labels": {**keys, **batch}}, "spec": tspec}},
+            "status": {"active": per_job, "ready": per_job, "startTime": ts(started), "terminating": 0,
+                       "uncountedTerminatedPods": {}}})
+        for i in range(per_job):
+            pspec = pod_spec([cont], hostname=f"{jname}-{i}", restartPolicy="Never", subdomain=name,
+                             tolerations=[*tolerations, *TOLERATE_NOT_READY])
+            c.pod(f"{jname}-{i}-{suffix(5, ns, jname, i)}", ns, pspec, free[node_i], started + timedelta(seconds=2),
+                  labels={**keys, **batch, "batch.kubernetes.io/job-completion-index": str(i),
+                          "job-completion-index": str(i)},
+                  ann={**keys, "batch.kubernetes.io/job-completion-index": str(i)},
+                  owner=ref("batch/v1", "Job", job), created=started)
+            node_i += 1
+
+
 def namespaces(c: Cluster) -> None:
     for ns, extra in (("default", {}), ("kube-system", {}), ("kueue-system", {}), ("ml-dra", {}),
                       ("ml-serving", {}), ("nvidia-dra-driver-gpu", {}),
@@ -723,13 +788,14 @@ def build() -> list[Obj]:
     c.make_nodes()
     c.system_pods()
     workloads(c)
+    jobset(c)
     kueue(c)
     dra(c)
     return c.objs
 
 
-ORDER = ["Namespace", "Node", "StorageClass", "Deployment", "ReplicaSet", "Job", "ResourceFlavor", "ClusterQueue",
-         "LocalQueue", "Workload", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod"]
+ORDER = ["Namespace", "Node", "StorageClass", "Deployment", "ReplicaSet", "JobSet", "Job", "ResourceFlavor",
+         "ClusterQueue", "LocalQueue", "Workload", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod"]
 SIMULATOR = {"Pod": "pods", "Node": "nodes", "Namespace": "namespaces", "StorageClass": "storageClasses"}
 
 
