@@ -795,7 +795,8 @@ def build() -> list[Obj]:
 
 
 ORDER = ["Namespace", "Node", "StorageClass", "Deployment", "ReplicaSet", "JobSet", "Job", "ResourceFlavor",
-         "ClusterQueue", "LocalQueue", "Workload", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod"]
+         "ClusterQueue", "LocalQueue", "Workload", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate",
+         "ResourceClaim", "Pod"]
 SIMULATOR = {"Pod": "pods", "Node": "nodes", "Namespace": "namespaces", "StorageClass": "storageClasses"}
 
 
