@@ -28,6 +28,10 @@ node the dump does not have are unbound and scheduled again (a warning says how 
 **Kueue.** Workloads keep their status and come before their jobs: an admitted one holds its quota from t=0 and
 Kueue's webhook leaves its job running (kueue/controller/jobframework.py `suspend_queued_unless_admitted`); a
 pending one is queued again (kueue/controller/core.py takes in a Workload it did not create).
+
+**DRA.** ResourceSlices and DeviceClasses are kept as dumped (the driver twin publishes only for nodes it sees boot);
+an allocated ResourceClaim keeps status.allocation and reservedFor, and a pod keeps status.resourceClaimStatuses (the
+claims generated from its templates), so bound pods hold their devices from t=0 and no claim is made twice.
 """
 
 from __future__ import annotations
@@ -45,7 +49,17 @@ from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.autoscaler.nodepool import ADOPT_NODES, GPU_TAINT
 from kubetwin.devices import tpu
-from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL, GKE_PROVISIONING, GKE_SPOT, GPU, INSTANCE_TYPE, TPU, ZONE
+from kubetwin.k8s.names import (
+    CLUSTER_CREATION_TIMESTAMP,
+    GKE_ACCELERATOR,
+    GKE_NODEPOOL,
+    GKE_PROVISIONING,
+    GKE_SPOT,
+    GPU,
+    INSTANCE_TYPE,
+    TPU,
+    ZONE,
+)
 from kubetwin.k8s.units import parse_duration
 
 DURATION = "kubetwin.io/duration"
@@ -234,6 +248,7 @@ class _Converter:
         self.pools_given = {str(m.obj["metadata"].get("name")) for m in known if m.kind == "NodePool"}
         node_names = {str(m.obj["metadata"].get("name")) for m in nodes}
         uids = {str((m.obj.get("metadata") or {}).get("uid")) for m in known}
+        self.pod_uids = {str((m.obj.get("metadata") or {}).get("uid")) for m in known if m.kind == "Pod"}
         out: list[Manifest] = []
         created: dict[int, str] = {}  # the cluster's creation time of each object written
         for m in known:
@@ -297,13 +312,57 @@ class _Converter:
                 self.default(f"NodePools of the dump adopt its Nodes labelled with their name ({ADOPT_NODES})")
         if m.kind == "Workload":  # Kueue's state: admitted ones hold their quota and flavors, pending ones queue
             admitted = bool(as_dict(as_dict(obj.get("status")).get("admission")))
+            created = as_dict(m.obj.get("metadata")).get("creationTimestamp")
+            if created:  # Kueue queues by creation time; the store stamps t=0 on everything the import creates
+                obj["metadata"].setdefault("annotations", {})[CLUSTER_CREATION_TIMESTAMP] = str(created)
             self.default("Kueue Workloads keep their status: " + (
                 "admitted ones hold their quota and flavors, their jobs run on" if admitted else
                 "pending ones are queued again"))
-        elif "status" in obj:
+        elif m.kind == "Job":
+            self.job_run_time(obj)
+        if m.kind == "ResourceClaim" and as_dict(obj.get("status")).get("allocation"):
+            self.claim(obj)
+        elif m.kind != "Workload" and "status" in obj:
             del obj["status"]
             self.drop("statuses of objects the twin's controllers write again", m.kind)
         return obj
+
+    def job_run_time(self, job: dict[str, Any]) -> None:
+        """The pods a Job creates after the snapshot (a pending Job's once Kueue admits it, a running one's next
+        completions) run `--remaining-run-time job/NAME` (their whole run: they have not started), else the import's
+        default, when its pod template says no kubetwin.io/duration: a dump cannot say how long they run."""
+        template = as_dict(as_dict(job.get("spec")).get("template"))
+        if not template:
+            return
+        ann = template.setdefault("metadata", {}).setdefault("annotations", {})
+        if DURATION in ann:
+            return
+        meta = job["metadata"]
+        keys = [f"{meta.get('namespace') or 'default'}/job/{meta.get('name')}", f"job/{meta.get('name')}", "*"]
+        left = next((self.options.remaining[k] for k in keys if k in self.options.remaining), DEFAULT_REMAINING)
+        ann[DURATION] = _seconds_text(left)
+        self.default("Jobs' pod templates have no run time: the pods they create from t=0 on run "
+                     "--remaining-run-time's for the Job, else the import's default")
+
+    def claim(self, obj: dict[str, Any]) -> None:
+        """DRA: an allocated ResourceClaim keeps its allocation (status.allocation: devices.results, the node
+        selector) and the pods it is reserved for that the dump holds, so the scheduler's DynamicResources plugin
+        counts its devices in use from t=0 and a new claim never gets them; one reserved for no pod of the dump is
+        deallocated, as the resourceclaim controller does when its last consumer is gone."""
+        status = as_dict(obj["status"])
+        reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, dict)]
+        kept = [r for r in reserved if r.get("resource") != "pods" or str(r.get("uid")) in self.pod_uids]
+        if reserved and not kept:
+            del obj["status"]
+            self.drop("DRA allocations of ResourceClaims reserved only for pods not in the dump (deallocated)",
+                      "ResourceClaim")
+            return
+        obj["status"] = {k: v for k, v in (("allocation", status["allocation"]),
+                                          ("reservedFor", kept)) if v}
+        if len(kept) < len(reserved):
+            self.drop("ResourceClaims' reservedFor entries of pods not in the dump", "ResourceClaim",
+                      len(reserved) - len(kept))
+        self.default("DRA ResourceClaims keep their allocation and the pods they are reserved for")
 
     def spot_schedule(self, pool: dict[str, Any], created: datetime | None) -> None:
         """A twin run's NodePool preempts its Spot VMs at times counted from that run's start (the pool's creation):
@@ -338,6 +397,9 @@ class _Converter:
             self.default(f"{phase} pods keep their status (their Jobs count them)")
             return obj
         obj.pop("status", None)
+        if status.get("resourceClaimStatuses"):  # the claims made from its templates: not made twice
+            obj["status"] = {"phase": "Pending", "resourceClaimStatuses": status["resourceClaimStatuses"]}
+            self.default("pods keep status.resourceClaimStatuses, the ResourceClaims generated for them")
         node = spec.get("nodeName")
         if node and node not in node_names:
             del spec["nodeName"]
@@ -384,6 +446,8 @@ class _Converter:
         elif DURATION in ann:
             self.default(f"bound pods run what is left of their kubetwin.io/duration ({ELAPSED}: how long they "
                          "had run)")
+        elif kind == "Node":
+            self.default("static pods (mirror pods, owned by their Node: kube-proxy...) run until stopped")
         elif kind in SERVER_OWNERS:
             self.default("bound pods of ReplicaSets, StatefulSets and DaemonSets run until stopped (no "
                          "kubetwin.io/duration)")

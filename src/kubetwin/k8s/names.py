@@ -40,3 +40,9 @@ GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 GKE_GPU_PARTITION_SIZE = "cloud.google.com/gke-gpu-partition-size"
 GKE_GPU_SHARING_STRATEGY = "cloud.google.com/gke-gpu-sharing-strategy"
 GKE_MAX_SHARED_CLIENTS_PER_GPU = "cloud.google.com/gke-max-shared-clients-per-gpu"
+
+# -- the twin's own annotations read by several layers ------------------------------------------------------------
+# An imported object's creationTimestamp in the cluster it was dumped from (importer/convert.py writes it on Kueue
+# Workloads; the store stamps every object created at t=0 with t=0): Kueue's queue order reads it, so pending
+# Workloads keep the FIFO order they had (kueue/api.py).
+CLUSTER_CREATION_TIMESTAMP = "kubetwin.io/cluster-creation-timestamp"

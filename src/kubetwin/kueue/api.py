@@ -18,6 +18,7 @@ from typing import Any
 
 from kubetwin.api.podresources import pod_requests
 from kubetwin.k8s.conditions import find_condition, is_condition_true
+from kubetwin.k8s.names import CLUSTER_CREATION_TIMESTAMP
 from kubetwin.k8s.units import parse_quantity
 from kubetwin.kueue.tas.assignment import assignment_from_api
 from kubetwin.kueue.tas.request import TopologyRequest
@@ -394,7 +395,8 @@ def parse_workload(obj: dict, priority_classes: dict[str, int] | None = None) ->
     active = spec.get("active")
     return Workload(
         namespace=meta.get("namespace") or "default", name=meta["name"], uid=meta.get("uid") or "",
-        creation_time=parse_time(meta.get("creationTimestamp")), queue_name=spec.get("queueName") or "",
+        creation_time=parse_time((meta.get("annotations") or {}).get(CLUSTER_CREATION_TIMESTAMP)
+                                 or meta.get("creationTimestamp")), queue_name=spec.get("queueName") or "",
         priority=int(priority), priority_class_name=pc_name, active=True if active is None else bool(active),
         pod_sets=tuple(pod_sets), admission=admission, conditions=tuple(status.get("conditions") or ()),
         labels=tuple(sorted((meta.get("labels") or {}).items())))

@@ -20,6 +20,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
@@ -66,6 +67,13 @@ def _bool(raw: str) -> bool:
     return raw == "true"
 
 
+def _rfc3339(raw: str) -> object:
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("must be an RFC 3339 time, e.g. 2026-12-01T09:30:00Z") from None
+
+
 def _exit_code(raw: str) -> int:
     value = int(raw)
     if not 1 <= value <= 255:
@@ -106,6 +114,10 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/elapsed", ("Pod",), "how long the pod's containers had already run when the run "
                "starts (a running pod of an imported cluster, kubetwin import): its kubetwin.io/duration counts "
                "from its real start, and its checkpoints fall where they would have", "1h55m", parse_duration),
+    Annotation("kubetwin.io/cluster-creation-timestamp", ("Workload",), "when the Workload was created in the "
+               "cluster a dump came from (kubetwin import writes it: everything the import creates is created at "
+               "t=0); Kueue queues pending Workloads by it, so they keep the FIFO order they had",
+               "2026-12-01T09:30:00Z", _rfc3339),
     Annotation("kubetwin.io/gpu-util", POD, "the fraction of a whole GPU the pod keeps busy alone; sharing a GPU "
                "(time-slicing, MPS, MIG) slows it down by the sum over the GPU (devices/gpuruntime.py)", "0.3",
                _fraction, pod=True),

@@ -58,6 +58,8 @@ def _selectors(m: Manifest) -> list[tuple[str, str]]:
     if m.kind == "ResourceClaimTemplate":
         spec, base = spec.get("spec") or {}, "spec.spec"
     out = []
+    if m.kind == "ResourceSlice":  # spec.devices is the published devices' list: no selectors
+        return []
     if m.kind == "DeviceClass":
         for i, sel in enumerate(spec.get("selectors") or []):
             out.append((f"spec.selectors[{i}].cel.expression", (sel.get("cel") or {}).get("expression", "")))

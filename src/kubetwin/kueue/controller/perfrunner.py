@@ -117,7 +117,9 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
                               "is not queued: Kueue never admits it", "set spec.queueName to a LocalQueue of its "
                               "namespace", "notice"))
     ms = (m.obj.get("metadata") or {}).get("labels", {}).get(RUNNING_TIME_LABEL)
-    if ms is None:
+    owned = any(isinstance(r, dict) and r.get("controller")
+                for r in (m.obj.get("metadata") or {}).get("ownerReferences") or [])
+    if ms is None and not owned:  # a job's Workload (an imported cluster's): its job's pods run it
         out.append(Diagnostic(m.file, m.line, m.ref, "metadata.labels", "nothing runs a bare Workload: once "
                               "admitted it holds its quota until it is deleted, as in a cluster",
                               f"label it {RUNNING_TIME_LABEL}: \"<ms>\" to have it Finished that long after its "
