@@ -64,7 +64,8 @@ DEFAULT_NAME = "kueue-manager-config"  # stored under the ConfigMap's name when 
 CONFIGMAP_NAMESPACE = "kueue-system"  # config/default/kustomization.yaml namespace
 CONFIGMAP_KEY = "controller_manager_config.yaml"  # config/components/manager/kustomization.yaml files
 # integrations.frameworks names of the kinds the twin's job framework runs (pkg/controller/jobs/*).
-FRAMEWORK_KINDS = {"batch/job": "Job", "jobset.x-k8s.io/jobset": "JobSet", "pod": "Pod"}
+FRAMEWORK_KINDS = {"batch/job": "Job", "jobset.x-k8s.io/jobset": "JobSet", "pod": "Pod",
+                   "trainer.kubeflow.org/trainjob": "TrainJob", "kubeflow.org/pytorchjob": "PyTorchJob"}
 DEFAULT_FRAMEWORKS = ("batch/job",)  # defaults.go defaultJobFrameworkName
 # configuration_types.go Integrations.Frameworks: the built-in integrations (validateIntegrations: NotSupported).
 BUILTIN_FRAMEWORKS = (
