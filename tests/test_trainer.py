@@ -431,3 +431,47 @@ def test_suspended_trainjob_keeps_its_jobset_suspended_until_resumed() -> None:
     assert condition(final, "Complete")["status"] == "True" and not condition(final, "Suspended")
     assert final["status"]["jobsStatus"] == [{"name": "node", "ready": 0, "succeeded": 1, "failed": 0,
                                               "active": 0, "suspended": 0}]
+
+
+def test_kueue_preempts_a_trainjob_through_its_runtime_patch() -> None:
+    """kueue jobs/trainjob Stop and RunWithPodSetsInfo: a higher-priority TrainJob preempts a running one; Kueue
+    suspends the victim and empties its runtime patch, the Trainer suspends the victim's JobSet (its pods go); the
+    victim is admitted again once the quota is free, with the flavor's node labels back in the patch."""
+    kueue = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "cpu"},
+         "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "cpu"}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+         "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                  "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                      {"name": "cpu", "resources": [{"name": "cpu", "nominalQuota": 40}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace":
+                                                                                   "default"},
+         "spec": {"clusterQueue": "cq"}},
+        *({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": n},
+           "value": v} for n, v in (("low", 10), ("high", 100)))]
+    jobs = []
+    for name, prio, at in (("low-job", "low", None), ("high-job", "high", "10m")):
+        tj = trainjob(name, trainer={"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "16"}}})
+        tj["spec"]["runtimeRef"] = {"name": "test-runtime"}
+        tj["metadata"].pop("uid")
+        tj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/priority-class": prio}
+        if at:
+            tj["metadata"]["annotations"] = {"kubetwin.io/create-at": at}
+        jobs.append(tj)
+    result = run(objects=[*_cpu_cluster(), *kueue, _cpu_runtime(), *jobs])
+    low = [o for _, _, e, o in result.history if o["kind"] == "TrainJob" and o["metadata"]["name"] == "low-job"]
+
+    def patch_of(o: dict) -> list:
+        p = next(p for p in o["spec"]["runtimePatches"] if p["manager"] == "kueue.x-k8s.io/manager")
+        return p["trainingRuntimeSpec"]["template"]["spec"].get("replicatedJobs") or []
+    states = [(bool(o["spec"].get("suspend")), bool(patch_of(o))) for o in low]
+    collapsed = [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
+    assert collapsed == [(True, False), (False, True), (True, False), (False, True)]
+    js = [bool(o["spec"].get("suspend")) for _, _, _, o in result.history
+          if o["kind"] == "JobSet" and o["metadata"]["name"] == "low-job"]
+    assert [s for i, s in enumerate(js) if i == 0 or s != js[i - 1]] == [True, False, True, False]
+    assert condition(final_objects(result, "TrainJob")["low-job"], "Complete")["status"] == "True"
+    assert condition(final_objects(result, "TrainJob")["high-job"], "Complete")["status"] == "True"
+    evicted = [o for _, _, e, o in result.history if o["kind"] == "Workload"
+               and o["metadata"]["name"].startswith("trainjob-low-job-") and condition(o, "Evicted")]
+    assert evicted and condition(evicted[0], "Evicted")["reason"] == "Preempted"
