@@ -118,6 +118,25 @@ def test_torch_env_injection_into_an_init_container() -> None:
     assert {e["name"]: e.get("value") for e in init["env"]}["PET_NNODES"] == "2"
 
 
+def test_torch_env_injection_into_a_sidecar_and_not_into_unlisted_containers() -> None:
+    """torch_test.go "envInjection with sidecar (regular container)" and "envInjection with multiple targets in
+    different jobs leaves unlisted init container unchanged": a listed regular container gets the variables, an
+    unlisted init container keeps its own env."""
+    ml = {"torch": {"envInjection": {"targets": [{"jobName": R.NODE, "containerNames": ["sidecar"]},
+                                                 {"jobName": "aux", "containerNames": ["aux-init"]}]}}}
+    node = node_job([{"name": R.NODE, "image": "x"}, {"name": "sidecar", "image": "s"}],
+                    init=[{"name": "unlisted", "image": "u", "env": [{"name": "KEEP", "value": "1"}]}])
+    aux = node_job([{"name": "aux", "image": "a"}], name="aux", ancestor="other", init=[{"name": "aux-init",
+                                                                                          "image": "i"}])
+    js = R.build_jobset(trainjob(trainer={"numNodes": 3}), runtime(ml, [node, aux]))
+    assert env(js, R.NODE, "sidecar")["PET_NNODES"] == "3"
+    assert env(js, R.NODE, "sidecar")["PET_MASTER_ADDR"] == "test-job-node-0-0.test-job"
+    init = rjob(js)["template"]["spec"]["template"]["spec"]["initContainers"][0]
+    assert init["env"] == [{"name": "KEEP", "value": "1"}]
+    aux_init = rjob(js, "aux")["template"]["spec"]["template"]["spec"]["initContainers"][0]
+    assert {e["name"] for e in aux_init["env"]} == set(R.TORCH_ENVS)
+
+
 def _denied(tj: dict, rt: dict) -> list[str]:
     text = yaml.safe_dump_all([rt, tj])
     return [d.message for d in validate(load_text(text, "t.yaml")) if d.severity == "error"]
@@ -315,6 +334,16 @@ def test_trainjob_refused_when_its_runtime_is_missing_and_by_the_crd() -> None:
     assert out[0].message.endswith('clustertrainingruntimes.trainer.kubeflow.org "nope" not found: specified '
                                    "clusterTrainingRuntime must be created before the TrainJob is created")
     assert "numProcPerNode must be greater than or equal to 1" in out[1].message
+
+
+def test_trainjob_refused_for_an_unsupported_runtime_kind() -> None:
+    """trainjob_webhook.go ValidateCreate: a runtimeRef whose kind and group name no runtime the Trainer registers
+    ("unsupported runtime: <Kind>.<group>")."""
+    tj = trainjob()
+    tj["spec"]["runtimeRef"] = {"name": "x", "kind": "JobSetRuntime"}
+    out = [d for d in validate(load_text(yaml.safe_dump(tj), "tj.yaml")) if d.severity == "error"]
+    assert [(d.field, d.message.split("denied the request: ")[1]) for d in out] == [
+        ("spec.runtimeRef.kind", "unsupported runtime: JobSetRuntime.trainer.kubeflow.org")]
 
 
 def test_unmodelled_parts_are_notices() -> None:

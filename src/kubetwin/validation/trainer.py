@@ -93,6 +93,10 @@ def trainjob_webhook(m: Manifest, runtime: dict | None) -> list[Diagnostic]:
     ref = spec.get("runtimeRef") or {}
     kind = R.runtime_kind(m.obj)
     full_ref = {"name": ref.get("name"), "apiGroup": ref.get("apiGroup") or GROUP, "kind": kind}
+    if kind not in RUNTIME_WEBHOOK or full_ref["apiGroup"] != GROUP:  # ValidateCreate: no such runtime registry key
+        at = "spec.runtimeRef.kind" if kind not in RUNTIME_WEBHOOK else "spec.runtimeRef.apiGroup"
+        return [Diagnostic(m.file, m.line_of(at), m.ref, at, f'admission webhook "{TRAINJOB_WEBHOOK}" denied the '
+                           f"request: unsupported runtime: {kind}.{full_ref['apiGroup']}", "")]
     if runtime is None:
         lower = kind[0].lower() + kind[1:]
         plural = "clustertrainingruntimes" if kind == "ClusterTrainingRuntime" else "trainingruntimes"
