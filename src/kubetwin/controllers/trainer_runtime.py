@@ -222,8 +222,8 @@ def build_jobset(trainjob: dict, runtime: dict) -> dict:
         _upsert_env(node_container.setdefault("env", []), *(trainer.get("env") or []))
     num_nodes = counts.get(trainer_rj["name"], 1) if trainer_rj is not None else 1
     if source == "torch":
-        resources = trainer.get("resourcesPerNode") or _runtime_resources(
-            (rspec.get("template") or {}).get("spec") or {})
+        resources = trainer["resourcesPerNode"] if trainer.get("resourcesPerNode") is not None else \
+            _runtime_resources((rspec.get("template") or {}).get("spec") or {})
         pet, master = torch_envs(trainjob, num_nodes, num_proc_per_node(trainjob, resources))
         if node_container is not None:
             _upsert_env(node_container["env"], *pet)

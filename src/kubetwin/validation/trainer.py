@@ -200,6 +200,9 @@ def scenario(clean: list[Manifest]) -> list[Diagnostic]:
             continue
         if ((m.obj.get("spec") or {}).get("managedBy") or "trainer.kubeflow.org/trainjob-controller") != \
                 "trainer.kubeflow.org/trainjob-controller":
+            out.append(Diagnostic(m.file, m.line_of("spec.managedBy"), m.ref, "spec.managedBy", "TrainJob: managed "
+                                  "by MultiKueue: the Trainer leaves it to a worker cluster, which the twin does not "
+                                  "run; it gets no JobSet", "", "notice"))
             continue
         kind, ns, name = R.runtime_key({**m.obj, "metadata": {**(m.obj.get("metadata") or {}),
                                                                "namespace": (m.obj.get("metadata") or {}).get(

@@ -77,6 +77,9 @@ def what_the_run_does(m: Manifest) -> list[Diagnostic]:
     if spec.get("elasticPolicy") is not None:
         notes.append("elasticPolicy is not modelled: the pods get no PET_RDZV_* variables or HPA, PET_NNODES is "
                      "left unset as upstream leaves it, and the job runs at its replica counts")
+    if (spec.get("runPolicy") or {}).get("managedBy") == "kueue.x-k8s.io/multikueue":
+        notes.append("managed by MultiKueue: the operator leaves it to a worker cluster, which the twin does not "
+                     "run; it gets no pods")
     if (spec.get("runPolicy") or {}).get("schedulingPolicy") is not None:
         notes.append("runPolicy.schedulingPolicy is not modelled: no PodGroup is created; the default scheduler "
                      "places the pods one by one")
