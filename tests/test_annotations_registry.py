@@ -31,7 +31,8 @@ def test_markdown_table_from_the_command_line() -> None:
                          text=True, check=True).stdout
     assert out == annotations.markdown()
     assert out.startswith("| annotation | on | value (example) | meaning |")
-    kinds = "Pod, Job, JobSet, Deployment, ReplicaSet, LeaderWorkerSet"
+    kinds = ("Pod, Job, JobSet, Deployment, ReplicaSet, LeaderWorkerSet, PyTorchJob, TrainingRuntime, "
+             "ClusterTrainingRuntime")
     assert f"| `kubetwin.io/fail-after` | {kinds} (pod template) | `20m` |" in out
 
 

@@ -35,7 +35,9 @@ from kubetwin.controllers.lws import LeaderWorkerSetController
 from kubetwin.controllers.namespace import NamespaceController
 from kubetwin.controllers.nodelifecycle import NodeLifecycleController
 from kubetwin.controllers.podgc import PodGC
+from kubetwin.controllers.pytorchjob import PyTorchJobController
 from kubetwin.controllers.replicaset import ReplicaSetController
+from kubetwin.controllers.trainer import TrainJobController
 from kubetwin.controllers.ttlafterfinished import TTLAfterFinishedController
 from kubetwin.controllers.volumes import PersistentVolumeController, StorageProtectionController
 from kubetwin.devices.dra import convert as dra_convert
@@ -344,6 +346,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     jobset = JobSetController(store, env, events,
                               restart_job=scenario.jobsetController.featureGates.get("RestartJob", False))
     LeaderWorkerSetController(store, env, events)  # groups of a leader and its workers
+    TrainJobController(store, env, events)  # Kubeflow Trainer: a TrainJob's JobSet
+    PyTorchJobController(store, env, events)  # the training operator v1: a PyTorchJob's pods
     ReplicaSetController(store, env, events, names, client=kcm.client("replicaset-controller"))
     kubelet = Kubelet(store, env, events)
     kubelet.use_volumes(AttachDetachController(store, env, events))  # containers wait for bound, attached volumes

@@ -142,6 +142,18 @@ CRDS: dict[tuple[str, str], tuple[str, tuple[str, ...] | None, int, tuple[str, .
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): (
         "leaderworkerset.x-k8s.io_leaderworkersets.yaml", None, 9,
         ("spec.leaderWorkerTemplate.{leaderTemplate,workerTemplate}",)),
+    # Kubeflow Trainer v2 (kubeflow/trainer manifests/base/crds): the runtimes before the TrainJobs naming them
+    # (the Trainer's webhook refuses a TrainJob whose runtime does not exist yet); controllers/trainer.py
+    ("trainer.kubeflow.org", "TrainingRuntime"): (
+        "trainer.kubeflow.org_trainingruntimes.yaml", None, 8,
+        ("spec.template.spec.replicatedJobs[*].template.spec.template",)),
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): (
+        "trainer.kubeflow.org_clustertrainingruntimes.yaml", None, 8,
+        ("spec.template.spec.replicatedJobs[*].template.spec.template",)),
+    ("trainer.kubeflow.org", "TrainJob"): ("trainer.kubeflow.org_trainjobs.yaml", None, 9, ()),
+    # the Kubeflow training operator v1's PyTorchJob (kubeflow/training-operator release-1.9); controllers/pytorchjob.py
+    ("kubeflow.org", "PyTorchJob"): ("kubeflow.org_pytorchjobs.yaml", None, 9,
+                                     ("spec.pytorchReplicaSpecs.{Master,Worker}.template",)),
     # GKE multi-networking: the Networks a GPUDirect pod's networking.gke.io/interfaces names and their params
     # (workloads/gpudirect.py reads them), created before the pods as the guides apply them.
     ("networking.gke.io", "GKENetworkParamSet"): ("networking.gke.io_gkenetworkparamsets.yaml", None, 1, ()),
@@ -171,6 +183,9 @@ UNSHIPPED_KINDS: dict[str, tuple[str, ...]] = {
     "gateway.networking.k8s.io": ("GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant",
                                   "BackendTLSPolicy", "TCPRoute", "TLSRoute", "UDPRoute"),
     "jobset.x-k8s.io": (),
+    "trainer.kubeflow.org": ("OptimizationJob",),  # kubeflow/trainer manifests/base/crds; the rest: `CRDS`
+    # kubeflow/training-operator release-1.9 manifests/base/crds (PyTorchJob: `CRDS`)
+    "kubeflow.org": ("TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob"),
     # GKE's own groups (cloud.google.com/kubernetes-engine/docs): BackendConfig (ingress-configuration);
     # ManagedCertificate (managed-certs), FrontendConfig (ingress-configuration), GKE Gateway policies
     # (configure-gateway-resources), ServiceNetworkEndpointGroup (standalone NEGs) beside the multi-networking kinds

@@ -29,7 +29,8 @@ from kubetwin.api.loader import Manifest
 from kubetwin.k8s.units import UnitError, parse_duration, parse_positive_duration, parse_quantity
 
 # read from the pod (a template's annotations reach it)
-POD = ("Pod", "Job", "JobSet", "Deployment", "ReplicaSet", "LeaderWorkerSet")
+POD = ("Pod", "Job", "JobSet", "Deployment", "ReplicaSet", "LeaderWorkerSet", "PyTorchJob", "TrainingRuntime",
+       "ClusterTrainingRuntime")
 ANY = ("*",)
 POOLS = ("InferencePool", "Service")
 
@@ -172,7 +173,9 @@ def _training_rows() -> list[Annotation]:
     """training.kubetwin.io/* (workloads/training_spec.py validates them together: required keys, parallelism)."""
     from kubetwin.workloads import training_spec
 
-    return [Annotation(training_spec.PREFIX + key, POD, training_spec.DOCS[key][1], training_spec.DOCS[key][0],
+    # a Kubeflow TrainJob's too: its JobSet's pods read them (workloads/training_hook.py)
+    return [Annotation(training_spec.PREFIX + key, (*POD, "TrainJob"), training_spec.DOCS[key][1],
+                       training_spec.DOCS[key][0],
                        checked_by="workloads/training_spec.py")
             for key in (*training_spec.KEYS, *training_spec.GANG_KEYS)]
 

@@ -271,8 +271,7 @@ UNMODELLED_INTEGRATIONS = {"Deployment": "deployment", "StatefulSet": "statefuls
                            "LeaderWorkerSet": "leaderworkerset.x-k8s.io/leaderworkerset",
                            "RayJob": "ray.io/rayjob",
                            "RayCluster": "ray.io/raycluster", "RayService": "ray.io/rayservice",
-                           "MPIJob": "kubeflow.org/mpijob", "PyTorchJob": "kubeflow.org/pytorchjob",
-                           "TrainJob": "trainer.kubeflow.org/trainjob",
+                           "MPIJob": "kubeflow.org/mpijob",
                            "AppWrapper": "workload.codeflare.dev/appwrapper"}
 
 

@@ -35,6 +35,7 @@ from kubetwin.validation import dra as dra_validate
 from kubetwin.validation import kinds as kind_checks
 from kubetwin.validation import nodepool as nodepool_validate
 from kubetwin.validation import serving as serving_validate
+from kubetwin.validation import trainer as trainer_validate
 from kubetwin.validation import volume as volume_validate
 
 K8S_VERSION = "1.34.0"
@@ -54,6 +55,8 @@ KNOWN_GROUPS = {
     "networking.gke.io": "GKE networking",
     "cloud.google.com": "GKE",
     "leaderworkerset.x-k8s.io": "LeaderWorkerSet",
+    "trainer.kubeflow.org": "Kubeflow Trainer",
+    "kubeflow.org": "Kubeflow training operator",
     "monitoring.coreos.com": "Prometheus Operator",
     "monitoring.googleapis.com": "Google Cloud Managed Service for Prometheus",
 }
@@ -422,7 +425,8 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     pools = accelerators.pool_node_labels(manifests)  # the devices a training pod gets (devices/container.py)
     for m in manifests:
         found = validate_one(m)
-        if m.kind in ("Pod", "Job", "JobSet") and not any(d.severity == "error" for d in found):
+        if m.kind in ("Pod", "Job", "JobSet", "TrainJob", "PyTorchJob") and \
+                not any(d.severity == "error" for d in found):
             found += training_spec.diagnostics(m, pools)
         if m.flags:
             found = [_named_by_flag(m, d) for d in found]
@@ -443,6 +447,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     out += volume_validate.addon_classes(clean)  # a claim naming a class only a GKE add-on installs
     out += changes_validate.diagnostics(clean, validate_one)  # Change objects against their targets
     out += computeclass_validate.diagnostics(clean)  # GKE ComputeClasses, their pools and the pods selecting them
+    out += trainer_validate.scenario(clean)  # TrainJobs against their runtimes (the Trainer's webhook)
     return out + pitfalls.diagnostics(clean)  # cross-object platform pitfalls (validation/pitfalls.py)
 
 

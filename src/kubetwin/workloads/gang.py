@@ -95,7 +95,11 @@ def launcher_of(pod_spec: dict) -> Launcher | None:
         text = " ".join(str(x) for x in [*(c.get("command") or []), *(c.get("args") or [])])
         if _TORCHRUN.search(text):
             nnodes = _NNODES.search(text)
-            low = (nnodes.group(1).split(":")[0] if nnodes else "1").strip("\"'")
+            # torchrun reads an option it is not given from its PET_<OPTION> variable (torch.distributed.run's
+            # env action): Kubeflow Trainer's torch plugin and the training operator set PET_NNODES
+            pet = next((str(e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)
+                        and e.get("name") == "PET_NNODES" and e.get("value") is not None), None)
+            low = (nnodes.group(1).split(":")[0] if nnodes else pet or "1").strip("\"'")
             if low == "1" or "--standalone" in text:  # torchrun's default --nnodes is 1:1; standalone: one node
                 continue
             join = _JOIN.search(text)
@@ -141,6 +145,11 @@ def might_be_gang(kind: str, obj: dict) -> bool:
     """Whether a Job, JobSet or Kueue pod group's Pod may be a gang without gang annotations: it runs more than one
     pod at once and one of its pod templates requests TPU chips or starts a multi-node launcher (install wires the
     gang coordinator then; the kubelet hook decides per pod where it lands)."""
+    if kind == "TrainJob":  # Kubeflow Trainer: a multi-node trainer runs torchrun / JAX over its nodes
+        return int(((obj.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1) > 1
+    if kind == "PyTorchJob":  # the training operator: its master and workers are one torch.distributed world
+        specs = (obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}
+        return sum(int((rs or {}).get("replicas", 1)) for rs in specs.values() if isinstance(rs, dict)) > 1
     if kind not in ("Job", "JobSet", "Pod") or not isinstance(obj.get("spec"), dict):
         return False
     if kind == "Pod":  # kueue pkg/controller/jobs/pod: GroupNameLabel, GroupTotalCountAnnotation

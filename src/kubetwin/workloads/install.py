@@ -43,8 +43,8 @@ def install(store: Store, env: Environment, kubelet: Kubelet, manifests: list[Ma
     from kubetwin.workloads import training_hook
     from kubetwin.workloads.dcgm import DcgmExporter
 
-    trains = any(m.kind in ("Pod", "Job", "JobSet") for m in manifests) and training_hook.wanted(
-        [m.obj for m in manifests])
+    trains = any(m.kind in ("Pod", "Job", "JobSet", "TrainJob", "PyTorchJob") for m in manifests) and \
+        training_hook.wanted([m.obj for m in manifests])
     if not trains:
         if servers is None:
             return None

@@ -1,16 +1,16 @@
 """The kubelet's duration hook for training pods: find the job's placement, run the step-time model, and return
 the pod's work (steps x step time + checkpoint writes), checkpoint interval, prestage and restart times.
 
-Annotations merge outermost first: the JobSet's metadata, the Job's metadata, then the pod's own (from its
-template); the pod's win. The placement is the nodes the job's accelerator pods are bound to when this pod starts,
-in rank order (JobSet job-global-index, then completion index, then name). Pods of the job not bound yet are
-counted on nodes of their own shaped like this pod's (twin assumption: the gang lands in the same pool, on distinct
-VMs); the job's size comes from its spec (Job parallelism; a JobSet's replicas x parallelism of each replicated
-Job whose pods request accelerators; a Kueue pod group's kueue.x-k8s.io/pod-group-total-count). A job of more than
-one pod is a gang by workloads/gang.py's rule (a training spec, a multi-host TPU slice, a multi-node launcher): its
-pods' work is held until every rank runs, then computed again on the
-placement they all have. A rank whose model states do not fit its GPU fails at start with PyTorch's CUDA
-out-of-memory error (workloads/memory.py).
+Annotations merge outermost first: a Kubeflow TrainJob's metadata (for the JobSet it owns), the JobSet's metadata,
+the Job's metadata, then the pod's own (from its template); the pod's win. The placement is the nodes the job's
+accelerator pods are bound to when this pod starts, in rank order (JobSet job-global-index, then completion index,
+then name). Pods of the job not bound yet are counted on nodes of their own shaped like this pod's (twin assumption:
+the gang lands in the same pool, on distinct VMs); the job's size comes from its spec (Job parallelism; a JobSet's
+replicas x parallelism of each replicated Job whose pods request accelerators; a Kueue pod group's
+kueue.x-k8s.io/pod-group-total-count). A job of more than one pod is a gang by workloads/gang.py's rule (a
+training spec, a multi-host TPU slice, a multi-node launcher): its pods' work is held until every rank runs, then
+computed again on the placement they all have. A rank whose model states do not fit its GPU fails at start with
+PyTorch's CUDA out-of-memory error (workloads/memory.py).
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ from kubetwin.workloads.training_spec import (
 JOB_NAME, JOBSET_NAME = "batch.kubernetes.io/job-name", "jobset.sigs.k8s.io/jobset-name"
 # Kueue's plain-pod groups (kueue pkg/controller/jobs/pod: GroupNameLabel, GroupTotalCountAnnotation)
 POD_GROUP, POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-name", "kueue.x-k8s.io/pod-group-total-count"
+# the Kubeflow training operator's pods (kubeflow.org/v1 common_types.go JobNameLabel; controllers/pytorchjob.py)
+KUBEFLOW_JOB = "training.kubeflow.org/job-name"
 GLOBAL_INDEX, COMPLETION_INDEX = "jobset.sigs.k8s.io/job-global-index", "batch.kubernetes.io/job-completion-index"
 ACCELERATORS = (GPU, TPU)
 
@@ -106,10 +108,14 @@ class TrainingModel:
         merged: dict = {}
         if labels.get(JOBSET_NAME):
             js = self.store.get("JobSet", ns, labels[JOBSET_NAME])
+            owner = controller_of(js) if js is not None else None
+            if owner and owner[0] == "TrainJob":  # Kubeflow Trainer's JobSet: the TrainJob's spec, outermost
+                tj = self.store.get("TrainJob", ns, owner[1])
+                merged.update(((tj or {}).get("metadata") or {}).get("annotations") or {})
             merged.update(((js or {}).get("metadata") or {}).get("annotations") or {})
         owner = controller_of(pod)
-        if owner and owner[0] == "Job":
-            job = self.store.get("Job", ns, owner[1])
+        if owner and owner[0] in ("Job", "PyTorchJob"):
+            job = self.store.get(owner[0], ns, owner[1])
             merged.update(((job or {}).get("metadata") or {}).get("annotations") or {})
         return {**merged, **(meta.get("annotations") or {})}
 
@@ -177,7 +183,7 @@ class TrainingModel:
         meta = pod["metadata"]
         labels = meta.get("labels") or {}
         return meta.get("namespace") or "", (labels.get(JOBSET_NAME) or labels.get(JOB_NAME)
-                                             or labels.get(POD_GROUP) or meta["name"])
+                                             or labels.get(POD_GROUP) or labels.get(KUBEFLOW_JOB) or meta["name"])
 
     def gang_pods(self, key: tuple[str, str]) -> list[Obj]:
         """Every pod of the job `key` in the store, finished ones included."""
@@ -189,6 +195,11 @@ class TrainingModel:
         meta = pod["metadata"]
         labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
         idx = str(labels.get(COMPLETION_INDEX) or ann.get(COMPLETION_INDEX) or "")
+        if labels.get(KUBEFLOW_JOB):  # the operator's RANK: the master 0, worker i at i + 1 (pytorch/envvar.go)
+            rank = next((str(e.get("value")) for c in pod["spec"].get("containers") or []
+                         for e in c.get("env") or [] if e.get("name") == "RANK"), "")
+            if rank.isdigit():
+                return int(rank)
         if idx.isdigit():
             base = 0
             if labels.get(JOBSET_NAME) and str(labels.get(GLOBAL_INDEX) or "").isdigit():
@@ -210,6 +221,13 @@ class TrainingModel:
             accel = [(n, s) for n, s in rjs if _template_accelerators(s)] or rjs  # CPU gangs count every Job
             return sum(n * job_pods(s) for n, s in accel)
         owner = controller_of(pod)
+        if owner and owner[0] == "PyTorchJob":  # every replica of the job (each master and worker pod)
+            specs = ((self.store.get("PyTorchJob", ns, owner[1]) or {}).get("spec") or {}).get(
+                "pytorchReplicaSpecs") or {}
+            reps = [(int(rs.get("replicas", 1)), (rs.get("template") or {}).get("spec") or {})
+                    for rs in specs.values() if isinstance(rs, dict)]
+            accel = [n for n, s in reps if _accelerators({"spec": s})] or [n for n, _ in reps]
+            return max(1, sum(accel))
         job = self.store.get("Job", ns, owner[1]) if owner and owner[0] == "Job" else None
         if job is None:
             count = str((meta.get("annotations") or {}).get(POD_GROUP_COUNT, ""))
@@ -228,7 +246,7 @@ class TrainingModel:
         """The job's accelerator pods bound to a node and not finished, this pod included, in rank order."""
         meta = pod["metadata"]
         ns, labels = meta.get("namespace") or "", meta.get("labels") or {}
-        key = next(((k, labels[k]) for k in (JOBSET_NAME, JOB_NAME, POD_GROUP) if labels.get(k)), None)
+        key = next(((k, labels[k]) for k in (JOBSET_NAME, JOB_NAME, POD_GROUP, KUBEFLOW_JOB) if labels.get(k)), None)
         if key is None:
             return [pod]
         out = [p for p in self.store.list("Pod", ns) if (p["metadata"].get("labels") or {}).get(key[0]) == key[1]

@@ -128,7 +128,8 @@ class KueueController:
         self._creating = False  # inside _create_workload's create
         managed = self.config.managed_kinds
         self.pods = PodJob() if PodJob.kind in managed else None  # the `pod` framework: plain Pods, gated
-        self.integrations: dict[str, GenericJob] = {k: v for k, v in INTEGRATIONS.items() if k in managed}
+        self.integrations: dict[str, GenericJob] = {k: v.bind(store) for k, v in INTEGRATIONS.items()
+                                                    if k in managed}
         store.admit(suspend_queued_unless_admitted(store), tuple(self.integrations))
         if self.pods is not None:
             self.integrations[PodJob.kind] = self.pods

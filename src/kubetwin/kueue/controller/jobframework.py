@@ -1,7 +1,8 @@
 """Kueue's job framework: how a Job or JobSet becomes a Workload, and how admission starts and stops it.
 
 Follows kubernetes-sigs/kueue pkg/controller/jobframework (interface.go GenericJob, reconciler.go,
-workload_names.go) and the integrations in pkg/controller/jobs/job (batch/v1 Job) and jobs/jobset:
+workload_names.go) and the integrations in pkg/controller/jobs/job (batch/v1 Job), jobs/jobset, jobs/trainjob
+(Kubeflow Trainer's TrainJob) and jobs/kubeflow (the training operator's PyTorchJob):
 - the webhook suspends a queued job on create (jobframework.ApplyDefaultForSuspend);
 - the reconciler creates one Workload per job, named `<kind>-<name>-<hash>`, with one PodSet per pod group;
 - on admission it injects each PodSet's flavor node labels and tolerations into the pod templates and
@@ -114,6 +115,10 @@ class GenericJob:
 
     kind = ""
     api_version = ""
+
+    def bind(self, store: Store) -> GenericJob:
+        """The integration as one run's manager holds it (one that reads other objects keeps the store)."""
+        return self
 
     def load(self, store: Store, ns: str, name: str) -> Obj | None:
         """The job a work-queue key names (a composable job, as the Pod integration's group, builds a view)."""
@@ -294,11 +299,168 @@ class JobSetJob(GenericJob):
         return False, False, ""
 
 
-INTEGRATIONS: dict[str, GenericJob] = {j.kind: j for j in (BatchJob(), JobSetJob())}
+class TrainJobJob(GenericJob):
+    """Kubeflow Trainer's TrainJob (kueue pkg/controller/jobs/trainjob): its PodSets are those of the JobSet the
+    Trainer would build from it and its runtime (getChildJobSet, then the JobSet integration's PodSets); admission
+    writes each PodSet's node selector, tolerations, labels, annotations and scheduling gates into the runtime
+    patch the webhook added (manager kueue.x-k8s.io/manager) and unsuspends; eviction suspends and empties that
+    patch. The Trainer then re-applies its JobSet with them (controllers/trainer.py)."""
+
+    kind, api_version = "TrainJob", "trainer.kubeflow.org/v1alpha1"
+
+    def __init__(self, store: Store | None = None) -> None:
+        self.store = store
+
+    def bind(self, store: Store) -> GenericJob:
+        return TrainJobJob(store)
+
+    def _jobset(self, job: Obj) -> Obj | None:
+        from kubetwin.controllers import trainer_runtime as trainer
+
+        if self.store is None:
+            return None
+        runtime = self.store.get(*trainer.runtime_key(job))
+        return trainer.build_jobset(job, runtime) if runtime is not None else None
+
+    def compose_error(self, job: Obj) -> str | None:
+        """getChildJobSet's error while the runtime is missing."""
+        from kubetwin.controllers import trainer_runtime as trainer
+
+        if self._jobset(job) is None:
+            return f"runtime '{trainer.runtime_key(job)[2]}' not found"
+        return None
+
+    def pod_sets(self, job: Obj) -> list[dict]:
+        js = self._jobset(job)
+        return JobSetJob().pod_sets(js) if js is not None else []
+
+    def templates(self, spec: dict) -> dict[str, dict]:
+        return {}
+
+    def active(self, store: Store, job: Obj) -> bool:
+        """IsActive: a Job of its JobSet still has active pods (status.jobsStatus[*].active)."""
+        return any(int(st.get("active") or 0) > 0 for st in (job.get("status") or {}).get("jobsStatus") or [])
+
+    def pods_ready(self, job: Obj) -> bool:
+        """PodsReady: ready + succeeded Jobs over jobsStatus cover every replica of the JobSet."""
+        js = self._jobset(job)
+        if js is None:
+            return False
+        replicas = sum(int(rj.get("replicas", 1)) for rj in js["spec"].get("replicatedJobs") or [])
+        done = sum(int(st.get("ready") or 0) + int(st.get("succeeded") or 0)
+                   for st in (job.get("status") or {}).get("jobsStatus") or [])
+        return done == replicas
+
+    def finished(self, job: Obj) -> tuple[bool, bool, str]:
+        conds = conditions_of(job)
+        if is_condition_true(conds, "Complete"):
+            return True, True, (find_condition(conds, "Complete") or {}).get("message") or ""
+        if is_condition_true(conds, "Failed"):
+            return True, False, (find_condition(conds, "Failed") or {}).get("message") or ""
+        return False, False, ""
+
+    def run_with_pod_sets_info(self, job: Obj, infos: list[PodSetInfo]) -> Obj:
+        patches = []
+        for info in infos:
+            meta = {k: v for k, v in (("annotations", info.annotations), ("labels", info.labels)) if v}
+            pod = {k: v for k, v in (("nodeSelector", info.node_selector), ("tolerations", info.tolerations),
+                                     ("schedulingGates", [{"name": g} for g in info.scheduling_gates])) if v}
+            tmpl: dict = {"spec": pod} if not meta else {"metadata": meta, "spec": pod}
+            patches.append({"name": info.name, "template": {"spec": {"template": tmpl}}})
+        spec = copy.deepcopy(job["spec"])
+        _kueue_patch(spec)["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"] = patches
+        spec["suspend"] = False
+        return {**job, "spec": spec}
+
+    def stop(self, job: Obj, original: list[dict]) -> Obj:
+        """Stop: suspend, then RestorePodSetsInfo empties Kueue's runtime patch."""
+        spec = copy.deepcopy(job["spec"])
+        _kueue_patch(spec)["trainingRuntimeSpec"]["template"]["spec"].pop("replicatedJobs", None)
+        spec["suspend"] = True
+        return {**job, "spec": spec}
+
+
+class PyTorchJobJob(GenericJob):
+    """The training operator's PyTorchJob (kueue pkg/controller/jobs/kubeflow/kubeflowjob and jobs/pytorchjob): one
+    PodSet per replica type in Master, Worker order, named in lower case, count = replicas; suspended through
+    runPolicy.suspend; active while a replica type has active pods; its pods are ready once it is Running."""
+
+    kind, api_version = "PyTorchJob", "kubeflow.org/v1"
+    TYPES = ("Master", "Worker")
+
+    def pod_sets(self, job: Obj) -> list[dict]:
+        specs = job["spec"].get("pytorchReplicaSpecs") or {}
+        return [with_topology_request({"name": t.lower(), "count": int(specs[t].get("replicas", 1)),
+                                       "template": copy.deepcopy(specs[t].get("template") or {})},
+                                      ("training.kubeflow.org/replica-index", int(specs[t].get("replicas", 1))))
+                for t in self.TYPES if specs.get(t) is not None]
+
+    def templates(self, spec: dict) -> dict[str, dict]:
+        specs = spec.get("pytorchReplicaSpecs") or {}
+        return {t.lower(): specs[t].setdefault("template", {}) for t in self.TYPES if specs.get(t) is not None}
+
+    def suspended(self, job: Obj) -> bool:
+        return bool((job["spec"].get("runPolicy") or {}).get("suspend"))
+
+    def active(self, store: Store, job: Obj) -> bool:
+        return any(int(st.get("active") or 0) for st in ((job.get("status") or {}).get("replicaStatuses")
+                                                          or {}).values())
+
+    def pods_ready(self, job: Obj) -> bool:
+        return is_condition_true(conditions_of(job), "Running")
+
+    def finished(self, job: Obj) -> tuple[bool, bool, str]:
+        for c in conditions_of(job):
+            if c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True":
+                return True, c["type"] != "Failed", c.get("message") or ""
+        return False, False, ""
+
+    def run_with_pod_sets_info(self, job: Obj, infos: list[PodSetInfo]) -> Obj:
+        out = super().run_with_pod_sets_info(job, infos)
+        spec = out["spec"]
+        spec.pop("suspend", None)
+        spec["runPolicy"] = {**(spec.get("runPolicy") or {}), "suspend": False}
+        return out
+
+    def stop(self, job: Obj, original: list[dict]) -> Obj:
+        out = super().stop(job, original)
+        spec = out["spec"]
+        spec.pop("suspend", None)
+        spec["runPolicy"] = {**(spec.get("runPolicy") or {}), "suspend": True}
+        return out
+
+
+TRAINJOB_PATCH_MANAGER = "kueue.x-k8s.io/manager"  # jobs/trainjob runtimePatchManagerName
+
+
+def _kueue_patch(spec: dict) -> dict:
+    """Kueue's runtime patch in a TrainJob spec (the webhook's, added again if someone removed it)."""
+    patches = spec.setdefault("runtimePatches", [])
+    for p in patches:
+        if p.get("manager") == TRAINJOB_PATCH_MANAGER:
+            p.setdefault("trainingRuntimeSpec", {}).setdefault("template", {}).setdefault("spec", {})
+            return p
+    patch = {"manager": TRAINJOB_PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}}
+    patches.append(patch)
+    return patch
+
+
+INTEGRATIONS: dict[str, GenericJob] = {j.kind: j for j in (BatchJob(), JobSetJob(), TrainJobJob(), PyTorchJobJob())}
 
 
 def suspend_queued(obj: Obj) -> Obj:
-    """The integrations' mutating webhook: a job with a queue name is created suspended."""
+    """The integrations' mutating webhook: a job with a queue name is created suspended; a TrainJob also gets
+    Kueue's empty runtime patch (jobs/trainjob TrainJobWebhook.Default), which admission fills."""
+    if obj.get("kind") == "TrainJob" and queue_name(obj):
+        spec = copy.deepcopy(obj.get("spec") or {})
+        if not any(p.get("manager") == TRAINJOB_PATCH_MANAGER for p in spec.get("runtimePatches") or []):
+            _kueue_patch(spec)
+        obj = {**obj, "spec": spec}
+    if obj.get("kind") == PyTorchJobJob.kind and queue_name(obj):  # kubeflowjob: runPolicy.suspend
+        run = (obj.get("spec") or {}).get("runPolicy") or {}
+        if not run.get("suspend"):
+            return {**obj, "spec": {**(obj.get("spec") or {}), "runPolicy": {**run, "suspend": True}}}
+        return obj
     if obj.get("kind") in INTEGRATIONS and queue_name(obj) and not obj.get("spec", {}).get("suspend"):
         return {**obj, "spec": {**obj["spec"], "suspend": True}}
     return obj

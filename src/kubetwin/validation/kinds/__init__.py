@@ -34,9 +34,11 @@ from kubetwin.validation.kinds import (
     jobset,
     lws,
     nodepool,
+    pytorchjob,
     requesttrace,
     scaledobject,
     sweep,
+    trainingruntime,
     workload,
 )
 from kubetwin.validation.kinds.base import KindChecks, KindChecksRegistry
@@ -55,6 +57,9 @@ REGISTRY = KindChecksRegistry((
     clusterqueue.CHECKS,
     jobset.CHECKS,
     lws.CHECKS,
+    trainingruntime.TRAINING_RUNTIME,
+    trainingruntime.CLUSTER_TRAINING_RUNTIME,
+    pytorchjob.CHECKS,
     scaledobject.CHECKS,
     nodepool.CHECKS,
     requesttrace.CHECKS,
