@@ -43,6 +43,7 @@ from kubetwin.controllers.volumes import PersistentVolumeController, StorageProt
 from kubetwin.devices.dra import convert as dra_convert
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.devices.dra.claims import ResourceClaimController
+from kubetwin.devices.dra.dranet import DranetDriver
 from kubetwin.devices.dra.nvidia import NvidiaDraDriver
 from kubetwin.importer import sources as import_sources
 from kubetwin.k8s.generatename import NameGenerator
@@ -328,6 +329,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does
     pools = NodePoolController(store, env, scenario.clusterName, events=events)
     NvidiaDraDriver(store, env, names.suffix)
+    DranetDriver(store, env, names.suffix)  # RDMA NICs as DRA devices on nodes labelled for GKE's DRANET
     ResourceClaimController(store, names)
     PersistentVolumeController(store, env, events)  # claims bound and provisioned; the GKE Volume Populator
     StorageProtectionController(store, env)  # a deleted claim or volume goes once nothing uses it

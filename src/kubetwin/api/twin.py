@@ -272,6 +272,24 @@ class JobSetControllerSpec(_Strict):
     featureGates: dict[Literal["RestartJob"], bool] = Field(default_factory=dict)
 
 
+class ClusterNetworkConfig(_Strict):
+    """The GKE cluster API's ``networkConfig`` fields that decide whether multi-network Pods exist: ``datapathProvider``
+    (``gcloud container clusters create --enable-dataplane-v2`` sets ADVANCED_DATAPATH) and ``enableMultiNetworking``
+    (``--enable-multi-networking``). GKE's "Set up multi-network support for Pods" page: multi-network support
+    "requires GKE Dataplane V2". Defaults: both on, as the clusters Google's GPUDirect-RDMA and H4D guides create
+    (the setting the examples' GPUDirect pods need); GKE's own API default for a new Standard cluster is neither.
+    validation/multinetwork.py refuses what such a cluster refuses."""
+
+    datapathProvider: Literal["ADVANCED_DATAPATH", "LEGACY_DATAPATH"] = "ADVANCED_DATAPATH"
+    enableMultiNetworking: bool = True
+
+
+class ClusterSpec(_Strict):
+    """GKE cluster settings the twin reads (the cluster API's field names)."""
+
+    networkConfig: ClusterNetworkConfig = Field(default_factory=ClusterNetworkConfig)
+
+
 Report = Literal["summary", "html"]
 ALL_REPORTS: tuple[Report, ...] = ("summary", "html")
 
@@ -304,6 +322,9 @@ class ScenarioSpec(_Strict):
     # Filestore StorageClasses standard-rwx, premium-rwx, zonal-rwx, enterprise-rwx, enterprise-multishare-rwx
     # (catalog/storage.py ADDON_STORAGE_CLASSES; Autopilot enables it by default, Standard does not).
     gkeAddons: list[Literal["GcpFilestoreCsiDriver"]] = Field(default_factory=list)
+    # The cluster's networkConfig (datapathProvider, enableMultiNetworking): multi-network Pods (GPUDirect NICs, H4D's
+    # Cloud RDMA) exist only with both on (validation/multinetwork.py; docs/training.md "Multi-networking").
+    cluster: ClusterSpec = Field(default_factory=ClusterSpec)
 
     # The API clients of kube-scheduler and kube-controller-manager (sim/apiclient.py): token buckets on the simulated
     # clock that pace their writes (binds, status patches, pod creates and deletes); the controller manager's

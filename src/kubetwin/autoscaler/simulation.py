@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kubetwin.api.podresources import pod_requests, requests_key
+from kubetwin.devices.dra import dranet
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.devices.dra.allocator import AllocationError, Allocator, DeviceID, Features, slices_by_node
 from kubetwin.devices.dra.claims import claim_name
-from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL, GPU, HOSTNAME
+from kubetwin.k8s.names import GKE_ACCELERATOR, GKE_NODEPOOL, GPU, HOSTNAME, INSTANCE_TYPE
 from kubetwin.scheduler import dra as DR
 from kubetwin.scheduler import interpodaffinity as IPA
 from kubetwin.scheduler import plugins as P
@@ -170,7 +171,7 @@ class Snapshot:
         """DeviceClasses (the driver's own included: its chart installs them with it), slices by node, and the
         devices allocated to claims (admin access does not count), read once per simulation."""
         if self._dra is None:
-            classes = {c["metadata"]["name"]: c for c in nvidia_dra.device_classes()}
+            classes = {c["metadata"]["name"]: c for c in [*nvidia_dra.device_classes(), *dranet.device_classes()]}
             classes.update({c["metadata"]["name"]: c for c in self.store.list("DeviceClass")})
             used: set[DeviceID] = set()
             for claim in self.store.list("ResourceClaim"):
@@ -195,6 +196,10 @@ class Snapshot:
             if accel and pool is not None and nvidia_dra.uses_dra(labels):
                 slices = nvidia_dra.slices_for(ni.name, accel, nvidia_dra.pool_gpu_count(pool["spec"]), labels,
                                                lambda: "simulated")
+            nics = dranet.slice_for(ni.name, labels.get(INSTANCE_TYPE, ""), labels, lambda: "simulated") \
+                if dranet.uses_dranet(labels) else None  # the NICs DRANET will publish on a labelled RDMA node
+            if nics is not None:
+                slices = [*slices, nics]
             self._slices[ni.name] = slices
         return slices + by_node.get("", [])
 

@@ -100,7 +100,8 @@ class TPUType:
 
 @dataclass(frozen=True)
 class MachineType:
-    """One Compute Engine machine type with us-central1 prices (TPU hosts: see TPUType.price_region)."""
+    """One Compute Engine machine type with us-central1 prices (TPU hosts: see TPUType.price_region); a price of
+    None means no source gave one (H4D, tpu7x): validate then asks the NodePool for it."""
 
     name: str
     family: str
@@ -136,9 +137,10 @@ def _machines() -> dict[str, MachineType]:
             memory_gib=float(r["memory_gib"]),
             gpu=r.get("gpu"),
             gpu_count=int(r.get("gpu_count") or 0),
-            on_demand_usd_hour=float(r["on_demand_usd_hour"]),
-            spot_usd_hour=float(r["spot_usd_hour"]),
+            on_demand_usd_hour=_float(r.get("on_demand_usd_hour")),  # None: no price read (H4D)
+            spot_usd_hour=_float(r.get("spot_usd_hour")),
             source=r["source"],
+            note=r.get("note", ""),
         )
     return out
 

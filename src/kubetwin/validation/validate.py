@@ -27,7 +27,7 @@ from kubetwin.api.loader import Manifest
 from kubetwin.api.sweep import Sweep
 from kubetwin.api.twin import TWIN_API, TWIN_KINDS
 from kubetwin.k8s.units import parse_quantity
-from kubetwin.validation import accelerators, namespaces, objectmeta, pitfalls
+from kubetwin.validation import accelerators, multinetwork, namespaces, objectmeta, pitfalls
 from kubetwin.validation import annotations as twin_annotations  # the module, not __future__'s feature
 from kubetwin.validation import changes as changes_validate
 from kubetwin.validation import computeclass as computeclass_validate
@@ -445,6 +445,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
     out += kueue_config.scenario_diagnostics(clean)
     out += kind_checks.jobset.restart_job_gate(clean)  # RestartJob actions need the JobSet manager's feature gate
     out += volume_validate.addon_classes(clean)  # a claim naming a class only a GKE add-on installs
+    out += multinetwork.diagnostics(clean)  # Network objects and pod interfaces need Dataplane V2 + multi-networking
     out += changes_validate.diagnostics(clean, validate_one)  # Change objects against their targets
     out += computeclass_validate.diagnostics(clean)  # GKE ComputeClasses, their pools and the pods selecting them
     out += trainer_validate.scenario(clean)  # TrainJobs against their runtimes (the Trainer's webhook)

@@ -29,7 +29,9 @@ what the pod asks for, not what a real host would do with a half set-up (a parti
 to start): anything missing is the fallback (twin assumption, fail closed). Only traffic between nodes is
 affected: ranks on one node talk over NVLink either way, so a single-pod job needs none of this. GKE's managed
 RDMA through DRA ResourceClaims (gpudirect-rdma/nccl-test-managed-rdma.yaml) is not modelled: such a pod is read
-as missing its interfaces.
+as missing its interfaces, unless its claims hold RDMA NICs from DRANET (devices/dra/dranet.py): one per GPU it
+holds stands in for the interfaces (GKE's managed DRANET attaches GPU NICs by ResourceClaim, class
+mrdma.google.com); the NCCL plugin is still needed.
 """
 
 from __future__ import annotations
@@ -237,14 +239,27 @@ def _daemon(spec: dict, gpu: dict, vols: dict[str, str], plugin: str, req: Requi
     return out
 
 
-def check(pod: dict[str, Any], plugin: str, cluster: Cluster) -> Setup:
-    """The pod's set-up for `plugin` (a network.capability: tcpx, tcpxo, rdma, rdma_a4x)."""
+def _dra_nics(nics: int, gpus: int, req: Requirement) -> list[str]:
+    """What is missing when the pod's NICs come from DRANET ResourceClaims instead of multi-network interfaces:
+    one RDMA NIC per GPU the pod holds (twin rule: fewer NICs than GPUs is read as missing, not as shared NICs)."""
+    if req.device_mode != "RDMA":
+        return [f"{req.name} NICs through multi-network interfaces: DRANET's RDMA NICs serve GPUDirect-RDMA only"]
+    if nics < max(gpus, 1):
+        return [f"an RDMA NIC per GPU from its DRANET ResourceClaims (it holds {nics} for {gpus} GPUs; ask for as many "
+                "NICs as GPUs, with matchAttribute resource.kubernetes.io/pcieRoot to keep each beside its GPU)"]
+    return []
+
+
+def check(pod: dict[str, Any], plugin: str, cluster: Cluster, dra_nics: int = 0, gpus: int = 0) -> Setup:
+    """The pod's set-up for `plugin` (a network.capability: tcpx, tcpxo, rdma, rdma_a4x). `dra_nics`: the RDMA NICs
+    the pod's allocated ResourceClaims hold from DRANET (devices/dra/dranet.py), which stand in for the
+    multi-network interfaces when there are any (GKE's DRANET guides attach the NICs by claim, not annotation)."""
     req = REQUIREMENTS[plugin]
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     vols = _volumes(spec)
     gpu = _gpu_container(spec)
-    missing = [*_interfaces(meta.get("annotations") or {}, req, cluster),
-               *_plugin(spec, gpu, vols, plugin, req, cluster), *_daemon(spec, gpu, vols, plugin, req)]
+    nics = _dra_nics(dra_nics, gpus, req) if dra_nics else _interfaces(meta.get("annotations") or {}, req, cluster)
+    missing = [*nics, *_plugin(spec, gpu, vols, plugin, req, cluster), *_daemon(spec, gpu, vols, plugin, req)]
     return Setup(plugin, tuple(missing))
 
 
@@ -260,13 +275,13 @@ def node_plugin(node: dict) -> str | None:
     return tier if tier in REQUIREMENTS else None
 
 
-def as_used(node: dict, pod: dict, cluster: Cluster) -> tuple[dict, Setup | None]:
+def as_used(node: dict, pod: dict, cluster: Cluster, dra_nics: int = 0, gpus: int = 0) -> tuple[dict, Setup | None]:
     """The node as the pod's NCCL sees it, and the set-up checked (None: not a GPUDirect node): a pod missing
     any of it sees the node as a pool without GPUDirect (gpuDirect: none: plain TCP, or Fast Socket)."""
     plugin = node_plugin(node)
     if plugin is None:
         return node, None
-    setup = check(pod, plugin, cluster)
+    setup = check(pod, plugin, cluster, dra_nics, gpus)
     if setup.ok:
         return node, setup
     meta = node.get("metadata") or {}

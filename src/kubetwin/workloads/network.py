@@ -47,7 +47,7 @@ from kubetwin.workloads import collectives
 from kubetwin.workloads.collectives import Interconnect
 
 __all__ = ["FASTSOCKET_LABEL", "GPUDIRECT_LABEL", "GVNIC_LABEL", "NodeNet", "Op", "Tier", "Topology", "capability",
-           "collective_time", "effective_tier", "explain", "node_net", "pool_problems", "tier", "topology"]
+           "collective_time", "cpu_tier", "effective_tier", "explain", "node_net", "pool_problems", "tier", "topology"]
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all"]
 PlacementKind = Literal["single_node", "same_subblock", "same_block", "cross_block", "compact", "same_zone",
@@ -76,7 +76,7 @@ class Tier:
     """One inter-node path as the twin uses it. `node_gbs(g)` is what a node with g ranks moves off-node."""
 
     name: str
-    kind: str  # socket | gpudirect | tpu
+    kind: str  # socket | gpudirect | tpu | cpu_rdma (H4D Cloud RDMA, MPI)
     per_gpu_gbs: float | None  # GPUDirect: the NIC share of one GPU (line rate)
     achieved_node_gbs: float | None  # socket: per-node rate NCCL reaches
     efficiency: float
@@ -86,6 +86,8 @@ class Tier:
 
     def node_gbs(self, g: int, n_nodes: int) -> float:
         """Achieved off-node bandwidth of one node with g ranks in a job of n_nodes (GB/s)."""
+        if self.kind == "cpu_rdma":  # the node's RDMA NIC, whatever its rank count
+            return float(data()["tiers"]["cloud_rdma"]["node_line_gbs"]) * self.efficiency
         if self.kind == "gpudirect":
             mn = data()["multi_node_factor"]
             factor = mn["factor"] if n_nodes >= mn["from_nodes"] else 1.0
@@ -128,6 +130,16 @@ def capability(machine_type: str) -> str:
         if any(fnmatch.fnmatch(machine_type, p) for p in data()["tiers"][name]["machines"]):
             return name
     return "none"
+
+
+def cpu_tier(machine_type: str) -> Tier | None:
+    """The RDMA tier a CPU machine is built for (H4D: Cloud RDMA), for HPC jobs that use MPI over RDMA; None for
+    every other machine. The GPU collective model keeps `capability` ("none" for CPU machines)."""
+    raw = data()["tiers"]
+    for name, r in raw.items():
+        if r.get("kind") == "cpu_rdma" and any(fnmatch.fnmatch(machine_type, p) for p in r["machines"]):
+            return tier(name)
+    return None
 
 
 def effective_tier(machine_type: str, gpu_direct: str | None = None, fast_socket: bool = False,

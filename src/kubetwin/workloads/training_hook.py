@@ -22,6 +22,7 @@ from typing import Any
 from kubetwin.api.podresources import pod_requests
 from kubetwin.controllers.kubelet import Work
 from kubetwin.devices import container
+from kubetwin.devices.dra import dranet
 from kubetwin.devices.dra import nvidia as nvidia_dra
 from kubetwin.k8s.names import GPU, TPU
 from kubetwin.k8s.ownerrefs import controller_of
@@ -279,11 +280,13 @@ class TrainingModel:
         direct = any(gpudirect.node_plugin(n) for n, _, _ in bound) or gpudirect.node_plugin(node)
         cluster = gpudirect.Cluster.of([*self.store.list("Network"), *self.store.list("GKENetworkParamSet"),
                                         *self.store.list("DaemonSet")] if direct else [])
-        used = [(gpudirect.as_used(n, p, cluster), k) for n, p, k in bound]
+        used = [(gpudirect.as_used(n, p, cluster, len(dranet.claimed_nics(self.store, p)) if direct else 0,
+                                   int(k)), k) for n, p, k in bound]
         pods = [(n, k) for (n, _), k in used]
         set_up = [(n, k) for n, _, k in bound]
         setups = [s for (_, s), _ in used if s is not None and not s.ok]
-        own_node, own = gpudirect.as_used(node, pod, cluster)
+        own_node, own = gpudirect.as_used(node, pod, cluster, len(dranet.claimed_nics(self.store, pod)) if direct
+                                          else 0, int(self.accelerators(pod)))
         own_count = self.accelerators(pod)  # each rank not bound yet counts as this pod (DRA: a claim read each)
         for i in range(self._expected_pods(pod) - len(pods)):
             ghost = {**own_node, "metadata": {**own_node["metadata"],

@@ -264,6 +264,12 @@ def pod_gpus(store: Store, pod: Obj) -> float:
 def _claim_results(store: Store, pod: Obj, container: dict | None = None) -> list[dict]:
     """The driver's allocation results (admin access excluded) of the claims `container` uses -- those its
     resources.claims name (a request, when one is named) --, or of every claim of the pod when it is None."""
+    return claim_results(store, pod, DRIVER, container)
+
+
+def claim_results(store: Store, pod: Obj, driver: str, container: dict | None = None) -> list[dict]:
+    """`driver`'s allocation results (admin access excluded) of the pod's allocated claims (those `container`
+    uses, when given): what a DRA driver's kubelet plugin prepares for the pod (this driver, or DRANET's NICs)."""
     ns = pod["metadata"].get("namespace") or "default"
     entries = {pc.get("name"): pc for pc in pod["spec"].get("resourceClaims") or []}
     uses = ((container or {}).get("resources") or {}).get("claims") if container is not None else None
@@ -276,7 +282,7 @@ def _claim_results(store: Store, pod: Obj, container: dict | None = None) -> lis
         claim = store.get("ResourceClaim", ns, name) if name else None
         alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
         results += [r for r in (alloc.get("devices") or {}).get("results") or []
-                    if r.get("driver") == DRIVER and not r.get("adminAccess")
+                    if r.get("driver") == driver and not r.get("adminAccess")
                     and (not request or str(r.get("request", "")).split("/")[0] == request)]
     return results
 
