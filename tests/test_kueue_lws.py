@@ -276,6 +276,23 @@ def test_scaling_down_deletes_the_extra_group_workload():
     assert sorted(final_objects(result, "Pod")) == ["vllm-0", "vllm-0-1"]
 
 
+def test_a_changed_queue_label_moves_the_workloads_to_the_new_queue():
+    """TestReconciler "should update prebuilt workload if queue-name label is updated": the LWS names a LocalQueue
+    that does not exist (its Workloads Inadmissible), then, at 5m, the right one: they move there and the group
+    is admitted."""
+    objs = scenario(groups=1)
+    objs[5]["metadata"]["labels"][QUEUE] = "nowhere"
+    change = make_change("requeue", "5m", W.API, "LeaderWorkerSet", "vllm", "default").patch(
+        {"metadata": {"labels": {QUEUE: "lq"}}}, "merge").obj()
+    result = run(objects=[*objs, change])
+    name = K.group_workload_name(result.last("LeaderWorkerSet", "vllm"), 0)
+    before = condition(result.last("Workload", name, at=299), "QuotaReserved")
+    assert (before["reason"], before["message"]) == ("Inadmissible", "LocalQueue nowhere doesn't exist")
+    assert result.last("Workload", name)["spec"]["queueName"] == "lq"
+    assert result.first_time("Workload", lambda o: is_true(o, "Admitted"), prefix=name) == 300.0
+    assert all(p["status"]["phase"] == "Running" for p in final_objects(result, "Pod").values())
+
+
 def test_lws_without_queue_label_is_unchanged():
     objs = scenario()
     del objs[5]["metadata"]["labels"][QUEUE]

@@ -27,7 +27,8 @@ leaderworkerset_reconciler.go, leaderworkerset_controller.go) and the pod-group 
   with the flavors' nodeSelector / tolerations when admitted, its running pods deleted on eviction (the LWS
   controller makes the group again, gated), and, a serving group, never finished.
 
-Not modelled: a queue-name or priority change on a live LWS (updateWorkload), the default LocalQueue, the
+A changed queue label moves the group's Workloads to the new queue (updateWorkload). Not modelled: a priority
+change on a live LWS (UpdateWorkloadPriority), the default LocalQueue, the
 StatefulSet-rollout ungating of old-revision pods (ShouldUngatePod: the twin runs no StatefulSets),
 AdmissionGatedBy, MultiKueue, and the webhook's validation (replicas bounds, immutable templates while managed).
 The group's pods are not added as the Workload's owners (EnsureWorkloadOwnedByAllMembers): the LWS owns it and
@@ -280,8 +281,11 @@ class LeaderWorkerSetReconciler:
                 if any(r.get("uid") == meta["uid"] for r in wl["metadata"].get("ownerReferences") or ())}
         for i in range(wanted_groups(lws)):
             name = group_workload_name(lws, i)
-            if have.pop(name, None) is None:
+            wl = have.pop(name, None)
+            if wl is None:
                 self.kueue.create_workload(lws, self._workload_meta(lws, name, i), pod_sets(lws))
+            elif wl["spec"].get("queueName") != queue_name(lws):  # updateWorkload: the LWS changed queue
+                self.store.update({**wl, "spec": {**wl["spec"], "queueName": queue_name(lws)}})
         for name in sorted(have):
             self.store.delete("Workload", ns, name)
 
