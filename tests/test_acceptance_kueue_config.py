@@ -63,7 +63,8 @@ def test_the_shipped_configmap_is_read_as_kueue_reads_it() -> None:
     assert [d.message for d in found if d.severity != "info"] == []  # plumbing only: nothing changes a decision
     cfg = config_of(text)
     assert cfg is not None and cfg.wait_for_pods_ready is None and not cfg.fair_sharing
-    assert cfg.managed_kinds == {"Job", "JobSet", "Pod", "TrainJob"}  # the shipped list comments out pytorchjob
+    # the shipped list comments out pytorchjob; it lists leaderworkerset, which the twin's Kueue runs (controller.lws)
+    assert cfg.managed_kinds == {"Job", "JobSet", "Pod", "TrainJob", "LeaderWorkerSet"}
     assert "deployment" in cfg.frameworks and "leaderworkerset.x-k8s.io/leaderworkerset" in cfg.frameworks
 
 
@@ -150,7 +151,7 @@ def test_fair_sharing_uncommented_in_the_shipped_file() -> None:
 def test_jobset_removed_from_the_frameworks_is_said_and_applied() -> None:
     text = manifests_yaml(DEFAULT.replace('  - "jobset.x-k8s.io/jobset"\n', ""))
     cfg = config_of(text)
-    assert cfg is not None and cfg.managed_kinds == {"Job", "Pod", "TrainJob"}
+    assert cfg is not None and cfg.managed_kinds == {"Job", "Pod", "TrainJob", "LeaderWorkerSet"}
     assert any("JobSets labelled kueue.x-k8s.io/queue-name are not queued" in d.message
                for d in diagnostics(text) if d.severity == "notice")
 

@@ -24,9 +24,11 @@ the fields that change what Kueue decides, with Kueue's own defaults, and valida
   of the manager's requests, and a negative qps turns it off. Kueue's writes wait on it (`sim.apiclient`).
 - ``integrations.frameworks``: which kinds Kueue manages; defaults.go sets ["batch/job"] when the list is empty,
   so a Configuration without ``jobset.x-k8s.io/jobset`` leaves queued JobSets unmanaged (they start at once). With
-  no Configuration at all the twin manages Jobs, JobSets, plain Pods, Kubeflow TrainJobs and PyTorchJobs (the
-  release manifests' config lists batch/job, jobset and trainer.kubeflow.org/trainjob and has its "pod" and
-  "kubeflow.org/pytorchjob" lines commented out).
+  no Configuration at all the twin manages Jobs, JobSets, plain Pods (``pod``), LeaderWorkerSets
+  (``leaderworkerset.x-k8s.io/leaderworkerset``, `controller.lws`), Kubeflow TrainJobs and PyTorchJobs; the release
+  manifests' config at kubernetes-sigs/kueue@ff69552e lists batch/job, jobset, trainer.kubeflow.org/trainjob, pod and
+  leaderworkerset (with kubeflow.org/pytorchjob commented out); listing the LWS framework without ``pod`` enables the
+  pod framework only for the LWS's pods (ImplicitlyEnabledFrameworkNames).
 
 The fields that change Kueue's decisions but are not modelled (`UNMODELLED`: managedJobsNamespaceSelector,
 resources, objectRetentionPolicies, multiKueue, integrations.externalFrameworks / labelKeysToCopy, ...) are each a
@@ -66,7 +68,8 @@ CONFIGMAP_NAMESPACE = "kueue-system"  # config/default/kustomization.yaml namesp
 CONFIGMAP_KEY = "controller_manager_config.yaml"  # config/components/manager/kustomization.yaml files
 # integrations.frameworks names of the kinds the twin's job framework runs (pkg/controller/jobs/*).
 FRAMEWORK_KINDS = {"batch/job": "Job", "jobset.x-k8s.io/jobset": "JobSet", "pod": "Pod",
-                   "trainer.kubeflow.org/trainjob": "TrainJob", "kubeflow.org/pytorchjob": "PyTorchJob"}
+                   "trainer.kubeflow.org/trainjob": "TrainJob", "kubeflow.org/pytorchjob": "PyTorchJob",
+                   "leaderworkerset.x-k8s.io/leaderworkerset": "LeaderWorkerSet"}
 DEFAULT_FRAMEWORKS = ("batch/job",)  # defaults.go defaultJobFrameworkName
 # configuration_types.go Integrations.Frameworks: the built-in integrations (validateIntegrations: NotSupported).
 BUILTIN_FRAMEWORKS = (

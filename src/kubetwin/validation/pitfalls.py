@@ -268,7 +268,6 @@ def _local_queue_stop_policy(sc: _Scenario) -> list[Diagnostic]:
 # Kinds Kueue integrates (apis/config/v1beta2 Integrations.Frameworks) that the twin's Kueue does not run, by the
 # framework name that enables each.
 UNMODELLED_INTEGRATIONS = {"Deployment": "deployment", "StatefulSet": "statefulset",
-                           "LeaderWorkerSet": "leaderworkerset.x-k8s.io/leaderworkerset",
                            "RayJob": "ray.io/rayjob",
                            "RayCluster": "ray.io/raycluster", "RayService": "ray.io/rayservice",
                            "MPIJob": "kubeflow.org/mpijob",

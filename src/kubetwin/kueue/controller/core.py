@@ -40,7 +40,7 @@ from kubetwin.k8s.conditions import remove_condition
 from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.kueue import api
 from kubetwin.kueue.config import KueueConfig
-from kubetwin.kueue.controller import workload
+from kubetwin.kueue.controller import lws, workload
 from kubetwin.kueue.controller.admissionchecks import AdmissionChecks
 from kubetwin.kueue.controller.jobframework import (
     INTEGRATIONS,
@@ -48,6 +48,7 @@ from kubetwin.kueue.controller.jobframework import (
     WORKLOAD_API,
     GenericJob,
     pod_set_infos,
+    prebuilt_workload,
     queue_name,
     suspend_queued_unless_admitted,
     workload_name,
@@ -127,13 +128,19 @@ class KueueController:
         self._jobs = WorkQueue(env, self._reconcile_job)  # (kind, ns, name) of jobs to reconcile
         self._creating = False  # inside _create_workload's create
         managed = self.config.managed_kinds
-        self.pods = PodJob() if PodJob.kind in managed else None  # the `pod` framework: plain Pods, gated
+        # the `pod` framework: plain Pods, gated; the LeaderWorkerSet framework enables it implicitly, for the pods
+        # its webhook marks only (ImplicitlyEnabledFrameworkNames; pod_controller.go Skip)
+        self.pods = PodJob() if PodJob.kind in managed or lws.KIND in managed else None
         self.integrations: dict[str, GenericJob] = {k: v.bind(store) for k, v in INTEGRATIONS.items()
                                                     if k in managed}
         store.admit(suspend_queued_unless_admitted(store), tuple(self.integrations))
         if self.pods is not None:
             self.integrations[PodJob.kind] = self.pods
-            store.admit(pod_webhook(managed), (PodJob.kind,))
+            store.admit(pod_webhook(managed, plain=PodJob.kind in managed), (PodJob.kind,))
+        self.lws = None
+        if lws.KIND in managed:  # one Workload per group, the group's pods run by the pod framework
+            store.admit(lws.webhook(self.config.feature_gates.get("TopologyAwareScheduling", True)), (lws.KIND,))
+            self.lws = lws.LeaderWorkerSetReconciler(store, env, self)
         for kind in SPEC_KINDS:
             store.watch(kind, self._on_spec)
         store.watch("Namespace", self._on_namespace)
@@ -379,7 +386,11 @@ class KueueController:
         wl = self.store.get("Workload", ns, integ.workload_name(job))
         finished, succeeded, message = integ.finished(job)
         if wl is None:
-            if not finished:
+            if prebuilt_workload(job):  # handleJobWithNoWorkload: a prebuilt one is never made here; the job
+                # stops (its running pods deleted, StopReasonNoMatchingWorkload) and waits for it
+                for stopped in integ.stop_job(self.store, job, [], "missing workload"):
+                    self.events.event(stopped, "Normal", "Stopped", "missing workload", MANAGER)
+            elif not finished:
                 self._create_workload(integ, job)
             return
         key = f"{ns}/{wl['metadata']['name']}"
@@ -410,14 +421,21 @@ class KueueController:
         self.kick()
 
     def _create_workload(self, integ: GenericJob, job: Obj) -> None:
-        meta = job["metadata"]
         error = integ.compose_error(job)
         if error:
             self.events.event(job, "Warning", "ErrWorkloadCompose", error, MANAGER)
             return
-        spec: dict = {"queueName": queue_name(job), "podSets": integ.pod_sets(job), "active": True}
+        self.create_workload(job, {"name": integ.workload_name(job), **integ.workload_meta(job)},
+                             integ.pod_sets(job))
+
+    def create_workload(self, job: Obj, wmeta: dict, pod_sets: list[dict]) -> Obj:
+        """Create job's Workload (metadata `wmeta`: name, labels, annotations, owners) with these PodSets, queue
+        it and say so (a CreatedWorkload event on the job); the job reconciler's, and the LWS reconciler's."""
+        meta = job["metadata"]
+        spec: dict = {"queueName": queue_name(job), "podSets": pod_sets, "active": True}
         spec.update(self._priority(job, spec["podSets"]))
-        wmeta = {"name": integ.workload_name(job), "namespace": meta["namespace"], **integ.workload_meta(job)}
+        wmeta = {"name": wmeta["name"], "namespace": meta["namespace"], **{k: v for k, v in wmeta.items()
+                                                                          if k != "name"}}
         provreq = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PROVREQ_PREFIX)}
         if provreq:  # jobframework: the job's provreq.kueue.x-k8s.io/ annotations go to its Workload
             wmeta["annotations"] = {**(wmeta.get("annotations") or {}), **provreq}
@@ -433,6 +451,7 @@ class KueueController:
         self.events.event(job, "Normal", "CreatedWorkload",
                           f"Created Workload: {meta['namespace']}/{wl['metadata']['name']}", MANAGER)
         self.kick()  # inside the job's reconcile: a cycle here would race the other controllers' watches
+        return wl
 
     def _not_queued(self, wl: Obj) -> None:
         """A Workload no queue takes is Inadmissible, in the workload controller's words (workload_controller.go)."""

@@ -28,6 +28,7 @@ from kubetwin.store.store import Obj, Store
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # pkg/controller/constants QueueLabel
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # constants.WorkloadPriorityClassLabel
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # constants.JobUIDLabel
+PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"  # constants.PrebuiltWorkloadLabel
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"  # jobs/job JobMinParallelismAnnotation
 PODSET_LABEL = "kueue.x-k8s.io/podset"  # constants.PodSetLabel
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # batchv1.JobCompletionIndexAnnotation (and label)
@@ -46,6 +47,11 @@ def workload_name(owner: Obj) -> str:
     prefix = f"{kind.lower()}-{meta['name']}"[:_MAX_PREFIX]
     digest = hashlib.sha1("\n".join((kind, group, meta["name"], meta["uid"])).encode()).hexdigest()
     return f"{prefix}-{digest[:_HASH_LENGTH]}"
+
+
+def prebuilt_workload(obj: Obj) -> str | None:
+    """PrebuiltWorkloadNameFor: the Workload another controller made for this job (the LWS reconciler's)."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(PREBUILT_WORKLOAD_LABEL) or None
 
 
 def queue_name(obj: Obj) -> str | None:

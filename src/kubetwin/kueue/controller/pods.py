@@ -23,9 +23,16 @@ and keps/976-plain-pods:
   garbage collector, once its only owner is deleted), it is not requeued. A group's Workload goes when its last pod
   is gone; while some pods remain it is requeued like a Job's.
 
+A parent integration's pods (annotation `kueue.x-k8s.io/pod-suspending-parent`, the LeaderWorkerSet's:
+`controller.lws`) are gated whatever their queue or namespace and adopted by the parent's reconciler, their group
+run against the Workload it made (label `kueue.x-k8s.io/prebuilt-workload-name`: never created here; missing, the
+group's running pods are stopped, "missing workload"; it stays when the group's last pod goes); a serving group
+(`kueue.x-k8s.io/pod-group-serving: "true"`) never finishes; a group is PodsReady only once all its total-count
+pods exist.
+
 Not modelled: the `kueue.x-k8s.io/managed` finalizer (the twin deletes at once, so a Pod is never seen
 terminating), excess pods beyond the total count (Kueue deletes the youngest), replacement pods and the
-WaitingForReplacementPods condition, `pod-group-sets`, fast admission, serving groups, reclaimablePods, and
+WaitingForReplacementPods condition, `pod-group-sets`, fast admission, reclaimablePods, and
 podOptions / managedJobsNamespaceSelector beyond Kueue's default (kube-system and kueue-system excluded). The role
 hash covers the fields Kueue hashes (getRoleHash: containers' requests and ports, nodeSelector, affinity,
 tolerations, runtimeClassName, priority, topologySpreadConstraints, overhead, resourceClaims) as sorted JSON, so
@@ -41,7 +48,13 @@ from collections.abc import Callable
 
 from kubetwin.k8s.conditions import conditions_of, is_condition_true, replace_or_append_condition
 from kubetwin.k8s.ownerrefs import controller_of
-from kubetwin.kueue.controller.jobframework import DEFAULT_PODSET, GenericJob, PodSetInfo, workload_name
+from kubetwin.kueue.controller.jobframework import (
+    DEFAULT_PODSET,
+    GenericJob,
+    PodSetInfo,
+    prebuilt_workload,
+    workload_name,
+)
 from kubetwin.scheduler.scheduler import scheduling_gated_condition
 from kubetwin.store.store import Obj, Store
 
@@ -53,6 +66,8 @@ GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"  # constants.GroupTot
 ROLE_HASH = "kueue.x-k8s.io/role-hash"  # constants.RoleHashAnnotation
 RETRIABLE_IN_GROUP = "kueue.x-k8s.io/retriable-in-group"  # constants.RetriableInGroupAnnotationKey
 IS_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"  # constants.IsGroupWorkloadAnnotationKey
+SUSPENDED_BY_PARENT = "kueue.x-k8s.io/pod-suspending-parent"  # constants.SuspendedByParentAnnotation
+GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"  # constants.GroupServingAnnotationKey, value "true"
 TERMINATION_TARGET = "TerminationTarget"  # pod_controller.go ConditionTypeTerminationTarget
 STOP_REASON_EVICTED = "WorkloadEvicted"  # jobframework.StopReasonWorkloadEvicted
 UNMANAGED_NAMESPACES = frozenset({"kube-system", "kueue-system"})  # managedJobsNamespaceSelector's default
@@ -86,12 +101,26 @@ def role_hash(pod: Obj) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:8]
 
 
-def webhook(managed_kinds: frozenset[str]) -> Callable[[Obj], Obj]:
-    """PodWebhook.Default for the Pod kinds: gate and label a queued Pod at create."""
+def webhook(managed_kinds: frozenset[str], plain: bool = True) -> Callable[[Obj], Obj]:
+    """PodWebhook.Default for the Pod kinds: gate and label a queued Pod at create; a pod whose parent
+    integration marked it (`kueue.x-k8s.io/pod-suspending-parent`) is gated whatever its queue or namespace,
+    without the managed label (its parent's reconciler adopts it). ``plain`` False: the pod framework is only
+    implicitly enabled, and unmarked pods are left alone."""
 
     def default(pod: Obj) -> Obj:
         meta = pod["metadata"]
         labels = meta.get("labels") or {}
+        if SUSPENDED_BY_PARENT in (meta.get("annotations") or {}):
+            spec = dict(pod["spec"])
+            gates = list(spec.get("schedulingGates") or [])
+            if not any(g.get("name") == SCHEDULING_GATE for g in gates):
+                gates.append({"name": SCHEDULING_GATE})
+            spec["schedulingGates"] = gates
+            pod = {**pod, "spec": spec}
+            pod["metadata"] = {**meta, "annotations": {**meta["annotations"], ROLE_HASH: role_hash(pod)}}
+            return scheduling_gated_condition(pod)
+        if not plain:
+            return pod
         if not labels.get("kueue.x-k8s.io/queue-name") or meta.get("namespace") in UNMANAGED_NAMESPACES:
             return pod
         owner = controller_of(pod)
@@ -134,7 +163,8 @@ class PodJob(GenericJob):
             names.pop(meta["name"], None)
             if not names:
                 del self._groups[key]
-                return None, group
+                # a prebuilt Workload is its maker's (the LWS's), not its pods': it stays
+                return None, None if prebuilt_workload(pod) else group
         else:
             names[meta["name"]] = None
         return GROUP_PREFIX + group, None
@@ -148,7 +178,7 @@ class PodJob(GenericJob):
 
     # -- GenericJob ----------------------------------------------------------------------------------------
     def workload_name(self, job: Obj) -> str:
-        return _group(job) or workload_name(job)
+        return prebuilt_workload(job) or _group(job) or workload_name(job)
 
     def workload_meta(self, job: Obj) -> dict:
         pods = job.get(_PODS)
@@ -190,6 +220,8 @@ class PodJob(GenericJob):
             if phase in ("Succeeded", "Failed"):
                 return True, phase == "Succeeded", status.get("message") or ""
             return False, False, ""
+        if (job["metadata"].get("annotations") or {}).get(GROUP_SERVING) == "true":
+            return False, True, ""  # isServing: a serving group runs until its pods are deleted
         total = _total(job)
         succeeded = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Succeeded")
         active = any(not _terminated(p) for p in pods)
@@ -202,7 +234,11 @@ class PodJob(GenericJob):
         return any(gated(p) or _terminated(p) for p in job.get(_PODS) or (job,))
 
     def pods_ready(self, job: Obj) -> bool:
-        return all(is_condition_true(conditions_of(p), "Ready") for p in job.get(_PODS) or (job,))
+        """PodsReady: every pod Ready, a group's only once all its total-count pods exist."""
+        pods = job.get(_PODS)
+        if pods is not None and len(pods) < _total(job):
+            return False
+        return all(is_condition_true(conditions_of(p), "Ready") for p in pods or (job,))
 
     def start(self, store: Store, job: Obj, infos: list[PodSetInfo]) -> list[Obj]:
         """Run: remove the gate and merge the PodSet's node selector, tolerations, labels and annotations."""
