@@ -152,6 +152,37 @@ def test_unique_per_replica_subdomain() -> None:
                                                                  "value": "sd-1.sd-1.default"}
 
 
+def _services(result) -> dict[str, dict]:
+    return final_objects(result, "Service")
+
+
+def test_shared_subdomain_makes_one_headless_service_owned_by_the_lws() -> None:
+    """leaderworkerset_test.go "headless service created" / controller_utils.go CreateHeadlessServiceIfNotExists:
+    subdomainPolicy Shared (the default) gives one Service named after the LWS, clusterIP None,
+    publishNotReadyAddresses, selecting the LWS's pods, labelled with its name and owned by it; it goes with the
+    LWS."""
+    result = run(objects=[*cluster(), make_lws("hs").replicas(2).size(2).obj()])
+    svc = _services(result)["hs"]
+    want = {"clusterIP": "None", "selector": {W.NAME: "hs"}, "publishNotReadyAddresses": True}
+    assert {k: svc["spec"][k] for k in want} == want  # the API server defaults the rest (type, sessionAffinity)
+    assert svc["metadata"]["labels"] == {W.NAME: "hs"}
+    assert [(r["kind"], r["name"], r["controller"]) for r in svc["metadata"]["ownerReferences"]] == [
+        ("LeaderWorkerSet", "hs", True)]
+    gone = run(objects=[*cluster(), make_lws("hs").size(2).annotation("kubetwin.io/delete-at", "10m").obj()])
+    assert "hs" not in _services(gone)
+
+
+def test_unique_per_replica_makes_a_headless_service_per_group_owned_by_its_leader() -> None:
+    """pod_controller.go Reconcile (UniquePerReplica): a Service per leader pod, named after it, selecting its
+    group (name and group-index labels), owned by the leader pod; none named after the LWS."""
+    obj = make_lws("sd").replicas(2).size(2).obj()
+    obj["spec"]["networkConfig"] = {"subdomainPolicy": "UniquePerReplica"}
+    svcs = _services(run(objects=[*cluster(), obj]))
+    assert sorted(svcs) == ["sd-0", "sd-1"]
+    assert svcs["sd-1"]["spec"]["selector"] == {W.NAME: "sd", W.GROUP_INDEX: "1"}
+    assert [(r["kind"], r["name"]) for r in svcs["sd-1"]["metadata"]["ownerReferences"]] == [("Pod", "sd-1")]
+
+
 def test_scale_up_and_down_by_whole_groups(monkeypatch) -> None:
     """leaderworkerset_test.go "scale up number of groups" and "scale down number of groups": groups past the
     new replicas go whole, new ones come whole."""
@@ -492,6 +523,10 @@ def test_lws_leader_serves_over_the_groups_hosts() -> None:
     bound = next(t for t, _, _, o in result.history if o["kind"] == "Pod" and o["metadata"]["name"] == "vllm-0"
                  and o["spec"].get("nodeName"))
     assert s["gpu_hours"] == pytest.approx(16 * (7200 - bound) / 3600, rel=1e-3)
+    # the LWS's headless Service selects the same pods but is no serving pool (no virtual IP): the pool's SLO
+    # (kubetwin.io/slo-tpot 100ms) stays the run's
+    assert "vllm" in final_objects(result, "Service")
+    assert s["slo"] == {"ttft_seconds": 2.0, "tpot_seconds": 0.1}
 
 
 def test_a_worker_exit_under_each_restart_policy() -> None:

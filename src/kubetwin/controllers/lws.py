@@ -11,8 +11,11 @@ worker StatefulSet (pods <lws>-<i>-<j>, j = 1..size-1, parallel pod management).
 StatefulSet controller, so this controller makes the pods those StatefulSets would make, with their names,
 hostname and subdomain (the headless Service's name), labels and annotations: a leader pod is owned by the
 LeaderWorkerSet and a worker by its leader pod (owner kind Pod, which upstream's workerPodBelongsToLeader accepts),
-so deleting a leader deletes its workers as the garbage collector does upstream. No headless Service is created
-(the twin resolves no DNS; LWS_LEADER_ADDRESS is still set). Writes go straight to the store: the manager's client
+so deleting a leader deletes its workers as the garbage collector does upstream. The headless Services are created
+as upstream's CreateHeadlessServiceIfNotExists makes them (pkg/utils/controller/controller_utils.go): one named
+after the LWS for subdomainPolicy Shared (the LWS controller), one per group named after its leader for
+UniquePerReplica (the pod controller, owned by the leader pod); the twin resolves no DNS, so they are objects to
+list and inspect. Writes go straight to the store: the manager's client
 defaults to 500 qps / 500 burst (api/config/v1alpha1/defaults.go), far above what a group's few pods need.
 
 Rolling update: a changed leaderWorkerTemplate (or networkConfig) is a new revision; groups at or above
@@ -33,6 +36,7 @@ from kubetwin.api.lws_defaults import lws_defaults
 from kubetwin.controllers import lws_webhook as W
 from kubetwin.controllers.common import pod_from_template, ready_since
 from kubetwin.k8s.conditions import set_condition
+from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -139,6 +143,8 @@ class LeaderWorkerSetController:
         if meta["uid"] not in self._announced:
             self._announced.add(meta["uid"])
             self.events.event(lws, "Normal", "GroupsProgressing", f"Created leader statefulset {name}", COMPONENT)
+        if (spec.get("networkConfig") or {}).get("subdomainPolicy", "Shared") == "Shared":
+            self._headless_service(lws, name, {W.NAME: name}, lws)  # reconcileHeadlessServices
         for pod in gone:  # a leader someone else deleted: the garbage collector takes its worker StatefulSet's pods
             if pod["metadata"]["labels"].get(W.WORKER_INDEX) == "0":
                 self._delete_workers_of(pod)
@@ -272,6 +278,9 @@ class LeaderWorkerSetController:
         if _terminal(leader) or lmeta["labels"].get(W.REVISION) not in self._templates:
             return
         spec = self._templates[lmeta["labels"][W.REVISION]]
+        if (lws["spec"].get("networkConfig") or {}).get("subdomainPolicy") == "UniquePerReplica":
+            self._headless_service(lws, lmeta["name"], {W.NAME: lws["metadata"]["name"],
+                                                        W.GROUP_INDEX: lmeta["labels"][W.GROUP_INDEX]}, leader)
         size = spec["leaderWorkerTemplate"].get("size", 1)
         if size == 1 or len(have) >= size - 1:
             return
@@ -311,6 +320,17 @@ class LeaderWorkerSetController:
                 pspec["nodeSelector"] = {**(pspec.get("nodeSelector") or {}), **node_selector}
             pod["spec"] = pspec
             self.store.create(pod)
+
+    def _headless_service(self, lws: Obj, name: str, selector: dict[str, str], owner: Obj) -> None:
+        """CreateHeadlessServiceIfNotExists: clusterIP None, publishNotReadyAddresses, labelled with the LWS's name,
+        controlled by `owner`; one that exists (whoever made it) is left as it is."""
+        ns = lws["metadata"].get("namespace") or "default"
+        if self.store.get("Service", ns, name) is not None:
+            return
+        self.store.create({"apiVersion": "v1", "kind": "Service",
+                           "metadata": {"name": name, "namespace": ns, "labels": {W.NAME: lws["metadata"]["name"]},
+                                        "ownerReferences": [owner_ref(owner)]},
+                           "spec": {"clusterIP": "None", "selector": selector, "publishNotReadyAddresses": True}})
 
     @staticmethod
     def _annotations(lws: Obj, spec: dict) -> dict[str, str]:

@@ -85,6 +85,8 @@ class ServingDataPlane:
 
     # ---- pools -------------------------------------------------------------------------------------------------
     def _on_pool(self, etype: str, obj: Obj, old: Obj | None) -> None:
+        if obj["kind"] == "Service" and (obj.get("spec") or {}).get("clusterIP") == "None":
+            return  # headless (a JobSet's, a LeaderWorkerSet's): no virtual IP for kube-proxy to balance requests over
         meta = obj["metadata"]
         key = f"{obj['kind']}/{meta.get('namespace') or 'default'}/{meta['name']}"
         if etype == "DELETED":
