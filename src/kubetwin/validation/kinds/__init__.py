@@ -35,6 +35,7 @@ from kubetwin.validation.kinds import (
     lws,
     nodepool,
     requesttrace,
+    reservation,
     scaledobject,
     sweep,
     workload,
@@ -58,6 +59,7 @@ REGISTRY = KindChecksRegistry((
     scaledobject.CHECKS,
     nodepool.CHECKS,
     requesttrace.CHECKS,
+    reservation.CHECKS,
     sweep.CHECKS,
 ))
 
