@@ -323,6 +323,24 @@ def test_fixed_pool_past_specific_reservation_gets_no_more_vms() -> None:
     assert r.summary["cost"]["reservations"]["res"]["in_use_peak"] == 2
 
 
+def test_autoscaled_pool_on_dense_reservation_scales_up_for_a_block_selector() -> None:
+    """The autoscaler's template node of a pool on a dense reservation carries the next VM's block, so a pod that
+    selects that block (as Kueue's ungater writes it) triggers the scale-up and runs there."""
+    res = reservation("d", machine="a3-ultragpu-8g", zone="us-central1-b", count=2, required=True,
+                      deploymentType="DENSE", blocks=[{"name": "blk-1", "count": 2}])
+    np = pool("a3u", machine="a3-ultragpu-8g", affinity=specific("d"), zones=("us-central1-b",),
+              accelerators=[{"type": "nvidia-h200-141gb", "count": 8}])
+    pod = make_pod("p").gpus(8).cpu("8").duration("30m").obj()
+    pod["spec"]["nodeSelector"] = {rsv.GCE_TOPOLOGY_BLOCK: "blk-1"}
+    r = run(objects=[make_scenario("1h").obj(), res, np, pod])
+    bound = [o for _, _, _, o in r.history if o["kind"] == "Pod" and o["spec"].get("nodeName")]
+    assert bound
+    node = next(o for _, _, _, o in r.history if o["kind"] == "Node")
+    labels = node["metadata"]["labels"]
+    assert (labels[rsv.GCE_TOPOLOGY_BLOCK], labels[rsv.GCE_TOPOLOGY_SUBBLOCK]) == ("blk-1", "blk-1-sub-1")
+    assert rsv.BLOCKS_LABEL not in labels  # the pool targets the reservation, not one of its blocks
+
+
 def test_no_reservation_no_new_cost_keys() -> None:
     """Without Reservation objects summary.json's cost is as before (existing run folders stay the same)."""
     r = run(objects=[make_scenario("1h").obj(), gpu_pool("np", None), l4_pod("p0")])

@@ -523,6 +523,10 @@ class NodePoolController:
             return None
         node, gpus, driver = self.build_node(obj, catalog.machine_type(obj["spec"]["machineType"]), zone,
                                              f"template-{pool}-{zone}")
+        book = self.reservations
+        slot = book.peek(obj, zone) if book is not None and book else None
+        if book is not None and slot is not None:  # the next VM's place: pods selecting its block can scale it up
+            node["metadata"]["labels"].update(book.node_labels(obj, slot))
         if gpus and self._gets_driver(driver) and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
             st = node["status"]
             node = {**node, "status": {**st, "capacity": {**st["capacity"], GPU: str(gpus)},

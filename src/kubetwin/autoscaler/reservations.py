@@ -283,6 +283,11 @@ class Reservations:
         values = (pool_spec.get("reservationAffinity") or {}).get("values") or []
         return str(values[0]) if values else "any"
 
+    def peek(self, pool: Obj, zone: str) -> Slot | None:
+        """The slot the pool's next VM in `zone` would take (for the autoscaler's template node), None: none."""
+        target = affinity(pool.get("spec") or {})
+        return next((free[0] for b in self.candidates(pool, zone) if (free := self._free(b, target))), None)
+
     def claim(self, pool: Obj, zone: str, node: str, now: float) -> Slot | None:
         """The VM `node` is created: it consumes the first free slot of a matching reservation (None: none)."""
         key = (pool["metadata"]["name"], zone)
