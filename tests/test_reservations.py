@@ -393,3 +393,7 @@ def test_example_answers(tmp_path: Path) -> None:
         where.setdefault(job, set()).add((labels[rsv.GCE_TOPOLOGY_BLOCK], labels[rsv.GCE_TOPOLOGY_SUBBLOCK]))
     assert {b for b, _ in where["one-block"]} == {"block-a"}
     assert where["one-subblock"] == {("block-b", "b-1")}
+    from kubetwin.report.headline import cluster_rows
+
+    assert ("cost reserved / idle reserved / Spot / flex-start / on-demand",
+            "$12,467.41 / $4,190.51 / $0.00 / $0.00 / $0.00") in cluster_rows(r.summary)
