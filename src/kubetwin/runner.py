@@ -22,6 +22,7 @@ from kubetwin.autoscaler.hpa import HorizontalPodAutoscalerController
 from kubetwin.autoscaler.keda import KedaController
 from kubetwin.autoscaler.nodepool import NodePoolController
 from kubetwin.autoscaler.provreq import ProvisioningRequestController
+from kubetwin.autoscaler.reservations import Reservations
 from kubetwin.autoscaler.spot import SpotPreemptionController
 from kubetwin.catalog import storage as storage_catalog
 from kubetwin.changes.controller import ChangeController
@@ -327,7 +328,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     store.admit(nodelifecycle.default_toleration_seconds, ("Pod",))
     store.admit(admission.crd_defaults, tuple(kinds.REGISTRY.custom_kinds()))
     store.admit(dra_convert.to_v1, dra_convert.KINDS)  # stored as resource.k8s.io/v1, as the API server does
-    pools = NodePoolController(store, env, scenario.clusterName, events=events)
+    book = Reservations(store)  # Compute Engine reservations (Reservation objects) the pools' VMs consume
+    pools = NodePoolController(store, env, scenario.clusterName, events=events, reservations=book)
     NvidiaDraDriver(store, env, names.suffix)
     DranetDriver(store, env, names.suffix)  # RDMA NICs as DRA devices on nodes labelled for GKE's DRANET
     ResourceClaimController(store, names)
@@ -357,7 +359,7 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     # pods bound to a node name no Node has; terminated pods past --terminated-pod-gc-threshold
     PodGC(store, env, scenario.kubeControllerManager.terminatedPodGCThreshold, kcm.client("pod-garbage-collector"))
     ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(
-        store, env, scenario.capacity, scenario.quotas, scenario.seed), scenario.seed,
+        store, env, scenario.capacity, scenario.quotas, scenario.seed, book), scenario.seed,
         Features.from_gates(dict(scenario.featureGates)))  # idle unless a pool autoscales
     ProvisioningRequestController(store, env, events, ca)
     spot = SpotPreemptionController(store, env, events, pools, scenario.seed)  # Spot pools' spotPreemption

@@ -93,6 +93,7 @@ BUILT_IN: tuple[KindInfo, ...] = tuple(KindInfo(g, k, v, p, s, ns, simulated=sim
     ("config.kueue.x-k8s.io", "Configuration", ("v1beta2", "v1beta1"), "configurations", (), False, 9, (), None),
     ("datalayer.gke.io", "GCPDataSource", ("v1",), "gcpdatasources", (), True, 9, (), None),
     (TWIN_GROUP, "NodePool", ("v1alpha1",), "nodepools", (), False, 2, (), None),
+    (TWIN_GROUP, "Reservation", ("v1alpha1",), "reservations", (), False, 1, (), None),  # Compute Engine's
     (TWIN_GROUP, "Scenario", ("v1alpha1",), "scenarios", (), False, 9, (), None),
     (TWIN_GROUP, "RequestTrace", ("v1alpha1",), "requesttraces", (), True, 9, (), None),
     (TWIN_GROUP, "Sweep", ("v1alpha1",), "sweeps", (), False, 9, (), ()),  # kubetwin sweep's input, not run

@@ -69,9 +69,9 @@ class Autoscaling(_Strict):
 
 class ReservationAffinity(_Strict):
     """GKE NodePool.config.reservationAffinity (container/v1 ReservationAffinity; gcloud --reservation-affinity,
-    --reservation): which Compute Engine reservations the pool's VMs consume. The twin reads it to match a
-    ComputeClass rule's `reservations` (autoscaler/computeclass.py); reserved capacity itself is not modelled yet
-    (issue 37 item 3): the VMs are obtained and billed as on-demand ones."""
+    --reservation): which Compute Engine reservations (the twin's `Reservation` kind) the pool's VMs consume
+    (autoscaler/reservations.py); it also matches a ComputeClass rule's `reservations` (autoscaler/computeclass.py).
+    A pool without it consumes any matching reservation (Compute Engine's default, ANY_RESERVATION)."""
 
     consumeReservationType: Literal["UNSPECIFIED", "NO_RESERVATION", "ANY_RESERVATION", "SPECIFIC_RESERVATION",
                                     "ANY_RESERVATION_THEN_FAIL"] = "UNSPECIFIED"
@@ -624,6 +624,83 @@ class ChangeSpec(_Strict):
         return self
 
 
+class ReservationAccelerator(_Strict):
+    acceleratorType: str
+    acceleratorCount: int = Field(ge=1, le=INT32_MAX)
+
+
+class ReservationInstanceProperties(_Strict):
+    machineType: str
+    guestAccelerators: list[ReservationAccelerator] = Field(default_factory=list)
+
+
+class SpecificReservation(_Strict):
+    count: int = Field(ge=1, le=INT32_MAX)
+    instanceProperties: ReservationInstanceProperties
+
+
+class ShareSettings(_Strict):
+    """Compute Engine's shareSettings: LOCAL (the owner project only) or SPECIFIC_PROJECTS (`projects`: the
+    consumer projects, gcloud --share-with)."""
+
+    shareType: Literal["LOCAL", "SPECIFIC_PROJECTS"] = "LOCAL"
+    projects: list[str] = Field(default_factory=list)
+
+
+class ReservationSubBlock(_Strict):
+    name: str
+    count: int = Field(ge=1, le=INT32_MAX)
+
+
+class ReservationBlock(_Strict):
+    """One reservationBlocks entry of a DENSE reservation: its VMs and, optionally, its sub-blocks."""
+
+    name: str
+    count: int = Field(ge=1, le=INT32_MAX)
+    subBlocks: list[ReservationSubBlock] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _sub_sum(self) -> ReservationBlock:
+        if self.subBlocks and sum(s.count for s in self.subBlocks) != self.count:
+            raise ValueError(f"block {self.name}: its subBlocks hold {sum(s.count for s in self.subBlocks)} VMs, "
+                             f"its count is {self.count}")
+        return self
+
+
+class ReservationSpec(_Strict):
+    """A Compute Engine reservation's fields (compute/v1 Reservation: zone, specificReservation{count,
+    instanceProperties}, specificReservationRequired, shareSettings, deploymentType) plus the twin's: `project`
+    (the owner; the cluster's project `kubetwin` when absent), `blocks` (the layout Compute Engine reports as
+    reservationBlocks / reservationSubBlocks) and `hourlyPriceUsd` (per VM, e.g. a committed use rate; default the
+    machine type's on-demand price). autoscaler/reservations.py."""
+
+    zone: str = DEFAULT_ZONE
+    project: str | None = None
+    specificReservation: SpecificReservation
+    specificReservationRequired: bool = False
+    shareSettings: ShareSettings = Field(default_factory=ShareSettings)
+    deploymentType: Literal["DENSE", "DEPLOYMENT_TYPE_UNSPECIFIED"] | None = None
+    blocks: list[ReservationBlock] = Field(default_factory=list)
+    hourlyPriceUsd: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _block_sum(self) -> ReservationSpec:
+        if self.blocks and self.deploymentType != "DENSE":
+            raise ValueError("blocks go with deploymentType: DENSE (only dense reservations are made of blocks)")
+        total = sum(b.count for b in self.blocks)
+        if self.blocks and total != self.specificReservation.count:
+            raise ValueError(f"the blocks hold {total} VMs, specificReservation.count is "
+                             f"{self.specificReservation.count}")
+        return self
+
+
+class Reservation(_Strict):
+    apiVersion: Literal["kubetwin.io/v1alpha1"]
+    kind: Literal["Reservation"]
+    metadata: Metadata
+    spec: ReservationSpec
+
+
 class Change(_Strict):
     apiVersion: Literal["kubetwin.io/v1alpha1"]
     kind: Literal["Change"]
@@ -632,4 +709,5 @@ class Change(_Strict):
 
 
 TWIN_KINDS: dict[str, type[BaseModel]] = {"NodePool": NodePool, "Scenario": Scenario,
-                                         "RequestTrace": RequestTrace, "Change": Change}
+                                         "RequestTrace": RequestTrace, "Change": Change,
+                                         "Reservation": Reservation}

@@ -18,6 +18,11 @@ counts every live node of a NodePool plus the VMs requested and still booting.
 Flex-start VMs (a NodePool with `flexStart: true`) come from Dynamic Workload Scheduler's capacity: an entry with
 `flexStart: true` is that capacity (one without `flexStart` covers both), and they count against the preemptible
 quotas as Spot VMs do (https://cloud.google.com/compute/docs/instances/flex-start-vms, "Quota").
+
+Reservations (autoscaler/reservations.py) come first: a VM that fits a matching reservation's free room is
+granted from it, whatever the zone's capacity (that is what a reservation is for); the rest fall to the zone's
+on-demand capacity for an ANY_RESERVATION pool, and fail with RESERVATION_CAPACITY_EXCEEDED for SPECIFIC_RESERVATION
+and ANY_RESERVATION_THEN_FAIL pools. VMs consuming a reservation do not count against the zone's capacity.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 
 from kubetwin import catalog
 from kubetwin.api.twin import ZoneCapacity
+from kubetwin.autoscaler import reservations as rsv
 from kubetwin.k8s.names import GKE_NODEPOOL, ZONE
 from kubetwin.k8s.units import parse_duration
 from kubetwin.sim.env import Environment
@@ -92,17 +98,23 @@ class Refusal:
 
     @property
     def gke(self) -> str:  # what GKE's cluster autoscaler writes on the pod
+        if self.kind == "reservation":  # visibility/events failed_scale_up_event_logger.go
+            return "Reservation capacity exceeded"
         return "GCE quota exceeded" if self.kind == "quota" else "GCE out of resources"
 
     @property
     def explanation(self) -> str:
+        if self.kind == "reservation":
+            return "reservation capacity"
         return ("project quota" if self.kind == "quota" else "hardware availability in the zone (stockout)")
 
 
 class CapacityModel:
     def __init__(self, store: Store, env: Environment, capacity: list[ZoneCapacity] | None = None,
-                 quotas: dict[str, dict[str, float]] | None = None, seed: int = 0) -> None:
+                 quotas: dict[str, dict[str, float]] | None = None, seed: int = 0,
+                 reservations: rsv.Reservations | None = None) -> None:
         self.store, self.env = store, env
+        self.reservations = reservations
         self.capacity = list(capacity or [])
         self.quotas = {r: dict(m) for r, m in (quotas or {}).items()}
         self.rng = random.Random(f"capacity/{seed}")
@@ -127,7 +139,12 @@ class CapacityModel:
         pool, zone = labels.get(GKE_NODEPOOL), labels.get(ZONE)
         if pool is None or zone is None or self.store.get("NodePool", "", pool) is None:
             return
-        self._nodes[name] = (pool, zone)
+        book = self.reservations
+        if book is not None and book.is_reserved(name):  # a reserved VM: not the zone's capacity
+            if name in book.from_promise:
+                return
+        else:
+            self._nodes[name] = (pool, zone)
         key = (pool, zone)
         if self._reserved.get(key, 0) > 0:  # a requested VM registered
             self._reserved[key] -= 1
@@ -162,6 +179,17 @@ class CapacityModel:
     def _entry(self, zone: str, machine_type: str, spot: bool, flex: bool = False) -> ZoneCapacity | None:
         return next((c for c in self.capacity if c.zone == zone and c.machineType == machine_type
                      and _covers(c, spot, flex)), None)
+
+    def pool_headroom(self, pool: Obj, zone: str) -> tuple[int, Refusal | None]:
+        """`headroom` for a pool's VMs, its reservations' free room first (module doc)."""
+        book = self.reservations
+        if book is None or not book:
+            return self.headroom(shape_of(pool), zone)
+        reserved = book.room(pool, zone)
+        if book.must_reserve(pool):
+            return reserved, None if reserved else _reservation_refusal(book.target_name(pool))
+        room, refusal = self.headroom(shape_of(pool), zone)
+        return reserved + room, refusal
 
     def headroom(self, shape: VmShape, zone: str) -> tuple[int, Refusal | None]:
         """How many more VMs of `shape` the quotas and the zone allow now, and what stops the next one."""
@@ -207,7 +235,32 @@ class CapacityModel:
 
     def request(self, pool: Obj, zone: str, n: int, atomic: bool = False) -> tuple[int, Refusal | None]:
         """Ask Compute Engine for `n` VMs of the pool in `zone`: returns how many it gives (reserved until they
-        register) and, when fewer, why. `atomic`: all or none (a DWS / atomic resize)."""
+        register) and, when fewer, why. `atomic`: all or none (a DWS / atomic resize). A matching reservation's
+        free room is used first (module doc)."""
+        book = self.reservations
+        if book is None or not book:
+            return self._request(pool, zone, n, atomic)
+        from_res = min(n, book.room(pool, zone))
+        rest = n - from_res
+        granted, refusal = from_res, None
+        if rest and book.must_reserve(pool):
+            refusal = _reservation_refusal(book.target_name(pool))
+            if atomic:
+                granted = 0
+            self.refusals.append({"t": self.env.now, "pool": pool["metadata"]["name"], "zone": zone, "asked": n,
+                                  "granted": granted, "error": refusal.gce})
+        elif rest:
+            more, refusal = self._request(pool, zone, rest, atomic)
+            granted += more
+            if atomic and granted < n:  # all or none: give back the on-demand part too
+                if more:
+                    self._reserved[(pool["metadata"]["name"], zone)] -= more
+                granted = 0
+        if granted:
+            book.promise(pool["metadata"]["name"], zone, min(from_res, granted))
+        return granted, refusal
+
+    def _request(self, pool: Obj, zone: str, n: int, atomic: bool = False) -> tuple[int, Refusal | None]:
         shape = shape_of(pool)
         room, refusal = self.headroom(shape, zone)
         granted = min(n, room)
@@ -228,6 +281,12 @@ class CapacityModel:
             key = (pool["metadata"]["name"], zone)
             self._reserved[key] = self._reserved.get(key, 0) + granted
         return granted, (refusal if granted < n else None)
+
+
+def _reservation_refusal(target: str) -> Refusal:
+    """Compute Engine's error for a VM its targeted reservation cannot hold (reservations.py module doc)."""
+    return Refusal("reservation", rsv.CAPACITY_EXCEEDED,
+                   f"Specified reservation {target} does not have available resources for the request.")
 
 
 def _covers(entry: ZoneCapacity, spot: bool, flex: bool) -> bool:

@@ -45,7 +45,7 @@ from kubetwin import catalog
 from kubetwin.api import twin
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
-from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
+from kubetwin.autoscaler.capacity import CapacityModel, Refusal
 from kubetwin.autoscaler.computeclass import (
     MIGRATION_BACKOFF,
     MIGRATION_SCALE_UP_TIMEOUT,
@@ -412,7 +412,7 @@ class ClusterAutoscaler:
         for name, opts in by_pool.items():
             pool = self.store.get("NodePool", "", name)
             if len(opts) > 1 and pool is not None and pool["spec"].get("spot") and self.capacity.limited:
-                room = {o.group.zone: self.capacity.headroom(shape_of(pool), o.group.zone)[0] for o in opts}
+                room = {o.group.zone: self.capacity.pool_headroom(pool, o.group.zone)[0] for o in opts}
                 if any(room.values()):
                     opts = [o for o in opts if room[o.group.zone]]
             out += opts
@@ -539,7 +539,9 @@ class ClusterAutoscaler:
         out: dict = {"cluster_autoscaler": self.summary()}
         if self.classes:  # what ran per ComputeClass rule: nodes, node-hours, cost, pods' waits, migrations
             self.pools.finish(until)
-            out["compute_classes"] = self.classes.report(self.pools.node_costs())
+            book = self.pools.reservations
+            out["compute_classes"] = self.classes.report(self.pools.node_costs(), self.pools.capacity_type
+                                                         if book is not None and book else None)
         return Contribution(summary=out)
 
     def summary(self) -> dict:

@@ -39,8 +39,12 @@ What it follows (GoogleCloudPlatform/cluster-autoscaler @7d250507, GKE's autosca
   use consolidationDelayMinutes as the scale-down unneeded time and the thresholds (percent) as the utilization
   thresholds, in place of the cluster's.
 
-Not modelled (validate gives a notice): node pool auto-creation (issue 37 item 2), reserved capacity (item 3),
-maxRunDurationSeconds, storage, nodeSystemConfig, minCpuPlatform, minimumCapacity, ensureAllDaemonSetPodsRunning.
+Reserved capacity: a rule's `reservations` matches pools by their reservationAffinity, and those pools' VMs consume
+the reservations as any pool's do (autoscaler/reservations.py); a rule whose reservation is full fails with
+RESERVATION_CAPACITY_EXCEEDED and the class falls back down its list like for a stockout.
+
+Not modelled (validate gives a notice): node pool auto-creation (issue 37 item 2), maxRunDurationSeconds, storage,
+nodeSystemConfig, minCpuPlatform, minimumCapacity, ensureAllDaemonSetPodsRunning.
 """
 
 from __future__ import annotations
@@ -449,9 +453,12 @@ class ComputeClasses:
         self.waits.setdefault(where, []).append(now - since)
         self.pods_by_rule[where] = self.pods_by_rule.get(where, 0) + 1
 
-    def report(self, node_cost: Iterable[tuple[str, str, float, float]]) -> dict:
+    def report(self, node_cost: Iterable[tuple[str, str, float, float]],
+               capacity_type: Callable[[str], str] | None = None) -> dict:
         """summary.json's compute_classes: per class and rule, its pools, node-hours, cost and the waits of the
-        pods that landed there. `node_cost`: (node, pool, hours, usd) of every node of the run."""
+        pods that landed there. `node_cost`: (node, pool, hours, usd) of every node of the run; `capacity_type`
+        (when the scenario has reservations): each node's capacity (reserved, spot, flex-start, on-demand), for
+        a per-rule `by_capacity_type`."""
         classes = self.classes()
         out: dict[str, dict] = {}
         for name, cc in sorted(classes.items()):
@@ -473,6 +480,11 @@ class ComputeClasses:
             r["nodes"] += 1
             r["node_hours"] += hours
             r["cost_usd"] += usd
+            if capacity_type is not None:
+                t = r.setdefault("by_capacity_type", {}).setdefault(capacity_type(_node), {"node_hours": 0.0,
+                                                                                          "cost_usd": 0.0})
+                t["node_hours"] += hours
+                t["cost_usd"] += usd
         for where, waits in sorted(self.waits.items()):
             name, _, rule = where.partition("/")
             if name not in out:
@@ -484,6 +496,8 @@ class ComputeClasses:
         for name in out:
             for r in out[name]["rules"].values():
                 r["node_hours"], r["cost_usd"] = round(r["node_hours"], 3), round(r["cost_usd"], 2)
+                for t in (r.get("by_capacity_type") or {}).values():
+                    t["node_hours"], t["cost_usd"] = round(t["node_hours"], 3), round(t["cost_usd"], 2)
             out[name]["rules"] = dict(sorted(out[name]["rules"].items(), key=lambda kv: _rule_sort(kv[0])))
             out[name]["migrations"] = [m for m in self.migrated if m["class"] == name]
         return out

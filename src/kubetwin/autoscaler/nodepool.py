@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from kubetwin import catalog
 from kubetwin.api.twin import DEFAULT_ZONE
+from kubetwin.autoscaler import reservations as rsv
+from kubetwin.autoscaler.reservations import Reservations
 from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
 from kubetwin.devices import mig, sharing, tpu
 from kubetwin.devices.dra import nvidia as nvidia_dra
@@ -187,8 +189,10 @@ class NodePoolController:
     and `provision_slice` / `delete_slice` to scale a multi-host pool 0 <-> whole slice."""
 
     def __init__(self, store: Store, env: Environment, cluster: str = "kubetwin",
-                 events: EventRecorder | None = None) -> None:
+                 events: EventRecorder | None = None, reservations: Reservations | None = None) -> None:
         self.store, self.env, self.cluster = store, env, cluster
+        self.reservations = reservations  # Compute Engine reservations the pools' VMs consume (reservations.py)
+        self._capacity_type: dict[str, str] = {}  # node -> reserved | spot | flex-start | on-demand
         self.events = events if events is not None else _own_recorder(store)
         self.node_seconds: dict[str, float] = {}
         self._up_since: dict[str, float] = {}
@@ -431,6 +435,8 @@ class NodePoolController:
         """Close the node's lifetime and note its pods now (a watch handler only updates its cache and enqueues);
         then PodGC takes the pods and, for a slice host, the slice is repaired."""
         name = node["metadata"]["name"]
+        if self.reservations is not None:
+            self.reservations.release(name, self.env.now)
         since = self._up_since.pop(name, None)
         if since is not None:
             self.node_seconds[name] = self.node_seconds.get(name, 0.0) + (self.env.now - since)
@@ -456,6 +462,10 @@ class NodePoolController:
         if live is None or live["metadata"].get("uid") != pool["metadata"].get("uid"):
             return  # the pool was deleted while the VM booted
         node, gpus, driver = self.build_node(pool, mt, zone, node_name)
+        book = self.reservations
+        if book is not None and book:
+            if not self._reserve(pool, zone, node_name, node, book):
+                return
         self.store.create(node)
         self.pool_of[node_name] = pool_name
         self._managed[node_name] = pool["metadata"].get("uid", "")
@@ -468,6 +478,26 @@ class NodePoolController:
                 self.env.after(delay, lambda: self._driver_ready(node_name, gpus))
             else:
                 self._no_driver[node_name] = gpus
+
+    def _reserve(self, pool: Obj, zone: str, node_name: str, node: Obj, book: Reservations) -> bool:
+        """The VM consumes a matching reservation's slot when one is free: GKE's reservation labels and its place
+        in a dense reservation's blocks on the Node, billed at the reservation's price. False: a pool that may only
+        use reservations found none free (a fixed pool past its reservation), and Compute Engine refused the VM."""
+        slot = book.claim(pool, zone, node_name, self.env.now)
+        spec = pool["spec"]
+        kind = "spot" if spec.get("spot") else "flex-start" if spec.get("flexStart") else "on-demand"
+        if slot is None:
+            if book.must_reserve(pool):
+                self.events.event(pool, "Warning", "FailedToCreateInstance", f"Instance {node_name} in zone {zone}: "
+                                  f"{rsv.CAPACITY_EXCEEDED}: Specified reservation {book.target_name(pool)} does "
+                                  "not have available resources for the request.", "nodepool-controller")
+                return False
+            self._capacity_type[node_name] = kind
+            return True
+        node["metadata"]["labels"].update(book.node_labels(pool, slot))
+        node["metadata"]["annotations"][POOL_PRICE] = f"{book.price(slot.reservation):.6f}"
+        self._capacity_type[node_name] = "reserved"
+        return True
 
     def _gets_driver(self, driver: str) -> bool:
         """GKE installs the driver, or the manual installer DaemonSet is there to do it."""
@@ -524,6 +554,10 @@ class NodePoolController:
             return None
         node, gpus, driver = self.build_node(obj, catalog.machine_type(obj["spec"]["machineType"]), zone,
                                              f"template-{pool}-{zone}")
+        book = self.reservations
+        slot = book.peek(obj, zone) if book is not None and book else None
+        if book is not None and slot is not None:  # the next VM's place: pods selecting its block can scale it up
+            node["metadata"]["labels"].update(book.node_labels(obj, slot))
         if gpus and self._gets_driver(driver) and not nvidia_dra.uses_dra(node["metadata"]["labels"]):
             st = node["status"]
             node = {**node, "status": {**st, "capacity": {**st["capacity"], GPU: str(gpus)},
@@ -610,14 +644,43 @@ class NodePoolController:
             cost_by_pool[pool] = cost_by_pool.get(pool, 0.0) + price * secs / 3600
             node_hours[pool] = node_hours.get(pool, 0.0) + secs / 3600
             split.setdefault(pool, [0.0, 0.0])[1 if spot else 0] += price * secs / 3600
-        return Contribution(summary={"cost": {
+        cost = {
             "currency": "USD", "total_usd": round(sum(cost_by_pool.values()), 2),
             "by_pool": {k: round(v, 2) for k, v in sorted(cost_by_pool.items())},
             "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())},
             "on_demand_usd": round(sum(v[0] for v in split.values()), 2),
             "spot_usd": round(sum(v[1] for v in split.values()), 2),
             "by_pool_provisioning": {k: {"on_demand_usd": round(v[0], 2), "spot_usd": round(v[1], 2)}
-                                     for k, v in sorted(split.items())}}})
+                                     for k, v in sorted(split.items())}}
+        if self.reservations is not None and self.reservations:
+            cost.update(self._reservation_cost(until, sum(cost_by_pool.values())))
+        return Contribution(summary={"cost": cost})
+
+    def capacity_type(self, node: str) -> str:
+        """reserved, spot, flex-start or on-demand: the capacity the node's VM came from."""
+        return self._capacity_type.get(node, "on-demand")
+
+    def _reservation_cost(self, until: float, nodes_usd: float) -> dict:
+        """With reservations in the scenario: the cost per capacity type (reserved, Spot, flex-start, on-demand),
+        per pool too, and each reservation's used and idle VM-hours; the idle reserved VMs of the reservations the
+        cluster's project owns are billed (Compute Engine bills a reservation's VMs whether or not they run) and
+        added to the total."""
+        types = ("reserved", "spot", "flex-start", "on-demand")
+        by_type = dict.fromkeys(types, 0.0)
+        by_pool: dict[str, dict[str, float]] = {}
+        for node, pool, _hours, usd in self.node_costs():
+            kind = self.capacity_type(node)
+            by_type[kind] += usd
+            by_pool.setdefault(pool, dict.fromkeys(types, 0.0))[kind] += usd
+        assert self.reservations is not None
+        report = self.reservations.report(until)
+        idle = sum(r["idle_usd"] for r in report.values() if r["billed_to"] == rsv.PROJECT)
+        return {"total_usd": round(nodes_usd + idle, 2), "idle_reserved_usd": round(idle, 2),
+                "by_capacity_type": {**{k: round(v, 2) for k, v in by_type.items()},
+                                     "idle-reserved": round(idle, 2)},
+                "by_pool_capacity_type": {p: {k: round(v, 2) for k, v in t.items()} for p, t in sorted(
+                    by_pool.items())},
+                "reservations": report}
 
     def node_costs(self) -> list[tuple[str, str, float, float]]:
         """(node, pool, hours, USD) of every node whose lifetime is closed (after `finish`), in name order."""

@@ -41,6 +41,11 @@ def cluster_rows(s: dict[str, Any]) -> Rows:
     rows.append(("cost total", f"${cost['total_usd']:,.2f}"))
     if cost.get("spot_usd"):  # Spot VMs: what they cost, how often they went, what work was lost
         rows.append(("cost on-demand / Spot", f"${cost['on_demand_usd']:,.2f} / ${cost['spot_usd']:,.2f}"))
+    if "by_capacity_type" in cost:  # a scenario with Compute Engine reservations: what ran on which capacity
+        t = cost["by_capacity_type"]
+        rows.append(("cost reserved / idle reserved / Spot / flex-start / on-demand",
+                     " / ".join(f"${t[k]:,.2f}" for k in ("reserved", "idle-reserved", "spot", "flex-start",
+                                                         "on-demand"))))
     rows += [(f"Spot preemptions {p}", str(n)) for p, n in ((s.get("spot") or {}).get("preemptions") or {}).items()]
     lost = [f"{s[k]:,.2f} {unit}" for k, unit in (("wasted_gpu_hours", "GPU-h"), ("wasted_tpu_chip_hours",
                                                                                     "TPU chip-h")) if s.get(k)]

@@ -144,7 +144,8 @@ def _cluster(runs: list[RunData], multi: bool) -> list[Panel]:
                       for r in runs if r.summary.get("cost", {}).get("total_usd")])
     if cost.data:
         totals = ", ".join(f"{'' if not multi else r.name + ' '}${r.summary['cost']['total_usd']:,.2f}"
-                           for r in runs)
+                           + (f" with ${r.summary['cost']['idle_reserved_usd']:,.2f} of idle reserved VMs"
+                              if "idle_reserved_usd" in r.summary["cost"] else "") for r in runs)
         cost.update_yaxes(tickprefix="$", tickformat=",.0f")
         cost.update_layout(title=html.escape(f"Cost by node pool (total {totals})"), yaxis_title="cost (USD)",
                            xaxis_title="node pool",

@@ -101,10 +101,6 @@ def _unmodelled(m: Manifest) -> list[Diagnostic]:
             out.append(_note(m, f"{at}.maxRunDurationSeconds", "the twin's node pools have no max run duration, so "
                              "this rule matches no pool (GKE matches pools created with the same "
                              "--max-run-duration)", "remove maxRunDurationSeconds to use this rule"))
-        if "reservations" in p and (p["reservations"] or {}).get("affinity") != "None":
-            out.append(_note(m, f"{at}.reservations", "reserved capacity is not modelled yet (issue 37 item 3): the "
-                             "rule matches pools by their reservationAffinity, and their VMs are obtained and billed "
-                             "as on-demand"))
         if ((p.get("flexStart") or {}).get("nodeRecycling")):
             out.append(_note(m, f"{at}.flexStart.nodeRecycling", "node recycling is not modelled: flex-start nodes "
                              "are not replaced before they expire"))

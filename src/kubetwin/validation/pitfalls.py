@@ -53,7 +53,9 @@ def _nodes(by_kind: dict[str, list[Manifest]]) -> Iterator[tuple[str, dict[str, 
     """(where from, labels, taints) of every node the scenario's NodePools make (one per zone) and its v1 Nodes."""
     from kubetwin import catalog
     from kubetwin.autoscaler.nodepool import node_labels_and_taints
+    from kubetwin.autoscaler.reservations import first_slot_labels
 
+    reservations = [r.obj for r in by_kind.get("Reservation", [])]
     for m in by_kind.get("NodePool", []):
         spec = m.obj.get("spec") or {}
         try:
@@ -62,6 +64,8 @@ def _nodes(by_kind: dict[str, list[Manifest]]) -> Iterator[tuple[str, dict[str, 
             continue
         for zone in spec.get("zones") or [DEFAULT_ZONE]:
             labels, taints = node_labels_and_taints(m.obj, mt, zone, f"{m.obj['metadata']['name']}-node")
+            if reservations:  # a dense reservation's VMs carry GKE's topology labels (autoscaler/reservations.py)
+                labels = {**labels, **first_slot_labels(m.obj, reservations, zone)}
             yield f"NodePool {m.obj['metadata']['name']}", labels, taints
     for m in by_kind.get("Node", []):
         meta = m.obj.get("metadata") or {}
@@ -133,7 +137,8 @@ def _topology_levels(sc: _Scenario) -> list[Diagnostic]:
     flavor's nodeLabels): with a level label no such node has, the flavor has no domain and its workloads wait
     (tas_flavor_snapshot.go: a node without a level's label is not in the snapshot). GKE labels A4X, A4, A3 Ultra and
     A3 Mega nodes with cloud.google.com/gce-topology-*; the twin's NodePools do not (which nodes share a block is a
-    fact of the reservation), so a scenario written from GKE's TAS guide hits this."""
+    fact of the reservation: a pool consuming a DENSE `Reservation` gets them from it), so a scenario written from
+    GKE's TAS guide hits this."""
     if not sc.node_label_sets:
         return []
     levels_of = {(m.obj.get("metadata") or {}).get("name"): [
@@ -514,10 +519,49 @@ def _gpudirect_setup(sc: _Scenario) -> list[Diagnostic]:
     return out
 
 
+def _reservation_targets(sc: _Scenario) -> list[Diagnostic]:
+    """A pool that targets a specific reservation gets no VM unless Compute Engine can find it, it requires
+    specific targeting, it is shared with the cluster's project and its shape fits the pool's VMs
+    (autoscaler/reservations.py); the words are Compute Engine's and GKE's autoscaler's (reservations/matcher.go)."""
+    from kubetwin.autoscaler import reservations as rsv
+
+    by_name = {(rsv.owner(m.obj), m.obj["metadata"]["name"]): m.obj for m in sc.kind("Reservation", "kubetwin.io")}
+    out = []
+    for m in sc.kind("NodePool", "kubetwin.io"):
+        spec = m.obj.get("spec") or {}
+        target = rsv.affinity(spec)
+        if target.type != rsv.SPECIFIC:
+            continue
+        fld = "spec.reservationAffinity.values"
+        path = rsv.Reservations.target_name_of(spec)
+        res = by_name.get((target.project, target.name))
+        if res is None:
+            out.append(_warn(m, fld, f"Could not find the given reservation with the following name: {path} (no "
+                             "Reservation of that name and project in the scenario): the pool's VMs fail with "
+                             f"{rsv.CAPACITY_EXCEEDED}", "add the Reservation, or name one the scenario has"))
+            continue
+        if not (res.get("spec") or {}).get("specificReservationRequired"):
+            out.append(_warn(m, fld, f"Specified reservations [projects/{target.project}/reservations/{target.name}] "
+                             "can not be targeted as specificReservationRequired is not set",
+                             "create the Reservation with specificReservationRequired: true (gcloud "
+                             "--require-specific-reservation), or consume it with ANY_RESERVATION"))
+        elif not rsv.shared_with_cluster(res):
+            out.append(_warn(m, fld, f"Reservation not found or incorrectly shared: {path} belongs to project "
+                             f"{target.project} and is not shared with {rsv.PROJECT}", "set the Reservation's "
+                             f"shareSettings: {{shareType: SPECIFIC_PROJECTS, projects: [{rsv.PROJECT}]}}"))
+        for zone in spec.get("zones") or [DEFAULT_ZONE]:
+            why = rsv.shape_mismatches(res, spec, zone)
+            if why:
+                out.append(_warn(m, fld, f"reservation {path} does not fit the pool's VMs in {zone}: "
+                                 f"{'; '.join(why)}", "match the pool's machine type, GPUs and zone to the "
+                                 "Reservation's"))
+    return out
+
+
 CHECKS: tuple[Callable[[_Scenario], list[Diagnostic]], ...] = (
     _cluster_queue_selector, _flavor_labels, _topology_levels, _uncovered_resources, _missing_local_queue,
     _local_queue_without_cluster_queue, _local_queue_stop_policy, _unmodelled_integration, _scale_to_zero,
-    _device_class_driver, _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup)
+    _device_class_driver, _gpu_toleration, _driver_installer, _tpu_chips, _gpudirect_setup, _reservation_targets)
 
 
 def diagnostics(clean: list[Manifest]) -> list[Diagnostic]:

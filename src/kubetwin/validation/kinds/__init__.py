@@ -36,6 +36,7 @@ from kubetwin.validation.kinds import (
     nodepool,
     pytorchjob,
     requesttrace,
+    reservation,
     scaledobject,
     sweep,
     trainingruntime,
@@ -63,6 +64,7 @@ REGISTRY = KindChecksRegistry((
     scaledobject.CHECKS,
     nodepool.CHECKS,
     requesttrace.CHECKS,
+    reservation.CHECKS,
     sweep.CHECKS,
 ))
 
