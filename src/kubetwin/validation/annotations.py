@@ -153,9 +153,9 @@ _ROWS: list[Annotation] = [
 ]
 REGISTRY: dict[str, Annotation] = {}
 # Labels (not annotations) in the twin's prefix: the node labels NodePool sets from its spec
-# (workloads/network.py) and the NodePool label that turns on the NVIDIA DRA driver's DynamicMIG
-# (devices/dra/nvidia.py).
-LABELS = ("kubetwin.io/gvnic", "kubetwin.io/gpudirect", "kubetwin.io/nvidia-dra-dynamic-mig")
+# (workloads/network.py), the NodePool label that turns on the NVIDIA DRA driver's DynamicMIG
+# (devices/dra/nvidia.py), and the node label naming the Reservation a node's VM consumes (autoscaler/reservations.py).
+LABELS = ("kubetwin.io/gvnic", "kubetwin.io/gpudirect", "kubetwin.io/nvidia-dra-dynamic-mig", "kubetwin.io/reservation")
 
 
 def register(row: Annotation) -> None:
