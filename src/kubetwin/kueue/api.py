@@ -80,6 +80,23 @@ def format_amount(resource: str, value: int) -> str:
     return f"{sign}{v}"
 
 
+# An imported Workload's creationTimestamp in the dumped cluster (importer/convert.py): it was created before the
+# snapshot, the twin's t=0, so it queues ahead of every Workload created in the run, in the cluster's order (Kueue
+# orders a ClusterQueue by creation time: pkg/workload/workload.go Ordering.GetQueueOrderTimestamp).
+CREATED_IN_CLUSTER = "kubetwin.io/creation-timestamp"
+
+
+def _creation_time(meta: dict[str, Any]) -> float:
+    created = parse_time(meta.get("creationTimestamp"))
+    before = (meta.get("annotations") or {}).get(CREATED_IN_CLUSTER)
+    if before:
+        try:
+            return min(created, parse_time(before)) if created else parse_time(before)
+        except ValueError:
+            return created  # validate does not read it: a bad one is ignored
+    return created
+
+
 def parse_time(value: object) -> float:
     """RFC 3339 timestamp (metav1.Time) to epoch seconds; numbers pass through; missing is 0."""
     if value is None or value == "":
@@ -394,7 +411,7 @@ def parse_workload(obj: dict, priority_classes: dict[str, int] | None = None) ->
     active = spec.get("active")
     return Workload(
         namespace=meta.get("namespace") or "default", name=meta["name"], uid=meta.get("uid") or "",
-        creation_time=parse_time(meta.get("creationTimestamp")), queue_name=spec.get("queueName") or "",
+        creation_time=_creation_time(meta), queue_name=spec.get("queueName") or "",
         priority=int(priority), priority_class_name=pc_name, active=True if active is None else bool(active),
         pod_sets=tuple(pod_sets), admission=admission, conditions=tuple(status.get("conditions") or ()),
         labels=tuple(sorted((meta.get("labels") or {}).items())))
