@@ -20,6 +20,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
@@ -80,6 +81,14 @@ def _finite(raw: str) -> float:
     return value
 
 
+def _rfc3339(raw: str) -> str:
+    try:
+        datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("not an RFC 3339 time") from None
+    return raw
+
+
 def _positive_price(raw: str) -> float:
     value = _finite(raw)
     if value <= 0:
@@ -106,6 +115,9 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/elapsed", ("Pod",), "how long the pod's containers had already run when the run "
                "starts (a running pod of an imported cluster, kubetwin import): its kubetwin.io/duration counts "
                "from its real start, and its checkpoints fall where they would have", "1h55m", parse_duration),
+    Annotation("kubetwin.io/creation-timestamp", ("Workload",), "when the Workload was created in the imported "
+               "cluster (kubetwin import writes it): Kueue queues it by that time, ahead of the run's own Workloads, "
+               "in the cluster's order", "2026-12-01T09:58:00Z", _rfc3339),
     Annotation("kubetwin.io/gpu-util", POD, "the fraction of a whole GPU the pod keeps busy alone; sharing a GPU "
                "(time-slicing, MPS, MIG) slows it down by the sum over the GPU (devices/gpuruntime.py)", "0.3",
                _fraction, pod=True),
