@@ -227,7 +227,7 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
         out: str | Path | None = None, duration: str | None = None, seed: int | None = None,
         progress: Callable[[float, float, Store], None] | None = None, overwrite: bool = False,
         trace_scheduling: bool = False, manifests: Sequence[Manifest] | None = None,
-        hold_history: bool = True) -> RunResult:
+        hold_history: bool = True, validated: bool = False) -> RunResult:
     """Run a scenario from YAML paths and/or object dicts; write the run folder when `out` is given: load (and
     validate), wire the controllers, seed the objects, run the clock, collect the subsystems' contributions.
 
@@ -236,10 +236,11 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
     `manifests`: objects already loaded with their files and lines (kubetwin sweep's patched cases), run before
     those of `paths` and `objects`. `hold_history=False` (`kubetwin run`, which reads only the summary after the
     run) keeps none of a run folder's history in memory: RunResult.history and the report read it back from the
-    folder (report.historylog)."""
+    folder (report.historylog). `validated`: the same manifests passed validate already, but for values that
+    stay valid (kubetwin simulate's runs differ in the run times they draw): validate is not run again."""
     if out is not None:
         check_out(Path(out), overwrite)
-    manifests, diags, scenario = load(paths, objects, duration, seed, trace_scheduling, manifests)
+    manifests, diags, scenario = load(paths, objects, duration, seed, trace_scheduling, manifests, check=not validated)
     until = parse_duration(scenario.duration)
     if out is not None and overwrite:
         _remove_run_folder(Path(out))  # the scenario is valid: a run that now fails leaves no stale run behind
@@ -277,16 +278,17 @@ def run(paths: Sequence[str | Path] | None = None, objects: Sequence[Obj] | None
 
 
 def load(paths: Sequence[str | Path] | None, objects: Sequence[Obj] | None, duration: str | None,
-         seed: int | None, trace_scheduling: bool = False, loaded: Sequence[Manifest] | None = None
-         ) -> tuple[list[Manifest], list[Diagnostic], ScenarioSpec]:
+         seed: int | None, trace_scheduling: bool = False, loaded: Sequence[Manifest] | None = None,
+         check: bool = True) -> tuple[list[Manifest], list[Diagnostic], ScenarioSpec]:
     """The manifests with the command line's overrides, their diagnostics and the Scenario; KubetwinError with
-    every error when validate rejects them (run accepts exactly what validate accepts)."""
+    every error when validate rejects them (run accepts exactly what validate accepts; `check=False`: they were
+    validated before, the diagnostics are the import report's only)."""
     # a cluster's dump (kubectl, kube-scheduler-simulator, kwokctl) is imported first (importer/), its report as notices
     from_paths, report = import_sources.load(list(paths)) if paths else ([], None)
     manifests = list(loaded or []) + from_paths
     manifests += [Manifest(o, "<object>", 0) for o in objects or []]
     manifests = with_overrides(manifests, duration, seed, trace_scheduling)  # flags checked as the fields they replace
-    diags = (report.diagnostics() if report is not None else []) + validate(manifests)
+    diags = (report.diagnostics() if report is not None else []) + (validate(manifests) if check else [])
     errors = [d for d in diags if d.severity == "error"]
     if errors:
         raise KubetwinError(errors)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from kubetwin.api import limits
+from kubetwin.api import jsonfast, limits
 from kubetwin.api.errors import Diagnostic, KubetwinError
 
 
@@ -183,11 +183,25 @@ def _per_item(lines: dict[str, int]) -> dict[int, dict[str, int]]:
     return out
 
 
+def field_lines(text: str) -> dict[str, int]:
+    """Every field path's line in one YAML (or JSON) document's text (jsonfast.LazyLines asks, for one item)."""
+    lines: dict[str, int] = {}
+    for node, _ in _documents(text, "<item>"):
+        _lines(node, "", lines, [])
+        break
+    return lines
+
+
 def load_text(text: str, file: str = "<string>") -> list[Manifest]:
-    """Parse one YAML stream; raises KubetwinError with the YAML parser's position on syntax errors."""
+    """Parse one YAML stream; raises KubetwinError with the YAML parser's position on syntax errors. A JSON
+    document takes the C decoder, its field lines found when asked (api/jsonfast.py); whatever that path does not
+    take comes here."""
     too_big = limits.stream_too_large(text, file)
     if too_big:
         raise KubetwinError([too_big])
+    fast = jsonfast.documents(text, lambda item: field_lines(item)) if text.lstrip()[:1] == "{" else None
+    if fast is not None:
+        return [Manifest(obj, file, line, lines) for line, obj, lines in fast]
     out: list[Manifest] = []
     errors: list[Diagnostic] = []
     for node, doc in _documents(text, file):

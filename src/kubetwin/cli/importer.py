@@ -53,19 +53,25 @@ def import_cmd(sources: list[str] = typer.Argument(..., help="kubectl -o yaml|js
                                                    "'*=DURATION' for bound pods of Jobs or of no owner (default 1h)"),
                snapshot_time: Optional[str] = typer.Option(None, "--snapshot-time", help="the snapshot's time, "
                                                            "RFC 3339 (default: the latest time the dump records)"),
-               overwrite: bool = typer.Option(False, "--overwrite", help=f"replace DIR/{FILE} if it exists")) -> None:
+               overwrite: bool = typer.Option(False, "--overwrite", help=f"replace DIR/{FILE} if it exists"),
+               runtime: list[str] = typer.Option([], "--runtime", help="OWNER=DIST: the run time of OWNER's pods "
+                                                 "drawn from a distribution (docs/import.md; fixed:1h, exp:mean=30m, "
+                                                 "lognormal:median=2h,sigma=0.5, uniform:min=10m,max=1h, "
+                                                 "empirical:FILE); first match wins"),
+               seed: int = typer.Option(0, "--seed", help="the seed --runtime's draws take")) -> None:
     """Turn a real cluster's state into manifests `kubetwin run` takes; print what was kept, dropped, defaulted."""
     import yaml
 
     from kubetwin.importer import convert
     from kubetwin.importer import sources as import_sources
+    from kubetwin.importer.runtime import parse_rules
 
     target = out / FILE
     if target.exists() and not overwrite:
         fail(KubetwinError([Diagnostic(str(target), 0, "-", "--out", "Invalid value: the file exists",
                                        "pass --overwrite to replace it, or choose another --out")]))
     try:
-        options = convert.Options(parse_remaining(remaining), snapshot_time)
+        options = convert.Options(parse_remaining(remaining), snapshot_time, parse_rules(runtime), seed)
         if snapshot_time is not None and convert.parse_time(snapshot_time) is None:
             raise KubetwinError([Diagnostic("-", 0, "-", "--snapshot-time", f"Invalid value: {snapshot_time!r}: "
                                             "not an RFC 3339 time", "e.g. 2026-12-01T10:00:00Z")])

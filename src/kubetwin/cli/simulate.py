@@ -27,7 +27,14 @@ def simulate_cmd(files: list[str] = typer.Option(..., "--filename", "-f", help="
                  duration: str = typer.Option("24h", "--duration", help="how long to look ahead"),
                  runs: int = typer.Option(1, "--runs", min=1, max=1000, help="runs over seeds 0..N-1: the start's "
                                           "P10 / P50 / P90"),
-                 output: Optional[str] = typer.Option(None, "--output", "-o", help="json")) -> None:
+                 output: Optional[str] = typer.Option(None, "--output", "-o", help="json"),
+                 runtime: list[str] = typer.Option([], "--runtime", help="OWNER=DIST: the run time of OWNER's pods "
+                                                   "(job/NAME, ns/job/train-*, '*'...), drawn again each run: "
+                                                   "fixed:1h, exp:mean=30m, lognormal:median=2h,sigma=0.5, "
+                                                   "uniform:min=10m,max=1h, empirical:FILE; first match wins"),
+                 snapshot_time: Optional[str] = typer.Option(None, "--snapshot-time", help="t=0, RFC 3339 "
+                                                             "(default: the latest time the dump records)")
+                 ) -> None:
     """When would this start, where, when would it end, what would it cost, and why would it wait?"""
     from kubetwin.simulate import simulate
 
@@ -36,7 +43,7 @@ def simulate_cmd(files: list[str] = typer.Option(..., "--filename", "-f", help="
                       "are: json", markup=False)
         raise typer.Exit(1)
     try:
-        answer = simulate(files, sources, duration, runs)
+        answer = simulate(files, sources, duration, runs, runtime=runtime, snapshot_time=snapshot_time)
     except KubetwinError as exc:
         fail(exc)
     if output == "json":

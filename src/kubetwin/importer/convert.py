@@ -22,8 +22,12 @@ run time: `--remaining-run-time OWNER=DURATION` for its owner when given; else i
 time it has run by the snapshot (written as kubetwin.io/elapsed, so the kubelet also checkpoints where it would
 have); else, for pods of Jobs and bare pods, the import's default (DEFAULT_REMAINING, or `--remaining-run-time
 '*=DURATION'`); pods of ReplicaSets, StatefulSets and DaemonSets run until stopped, as servers do. Unbound pending
-pods stay Pending and are scheduled. Succeeded and Failed pods keep their status (their Job counts them). Pods on a
-node the dump does not have are unbound and scheduled again (a warning says how many).
+pods stay Pending and are scheduled. `--runtime OWNER=DIST` (importer/runtime.py) gives a distribution instead:
+it comes after an owner's own --remaining-run-time and before kubetwin.io/duration (a dump of a twin run carries the
+run times it realized; the user's distribution is what they know); running pods draw given how long they had run,
+a Job not finished and its pending pods share one draw per Job (its template's kubetwin.io/duration), and
+`Report.draw(seed)` draws them all again for another seed. Succeeded and Failed pods keep their status (their Job
+counts them). Pods on a node the dump does not have are unbound and scheduled again (a warning says how many).
 
 **Kueue.** Workloads keep their status and come before their jobs: an admitted one holds its quota from t=0 and
 Kueue's webhook leaves its job running (kueue/controller/jobframework.py `suspend_queued_unless_admitted`); a
@@ -36,7 +40,6 @@ claims generated from its templates), so bound pods hold their devices from t=0 
 
 from __future__ import annotations
 
-import copy
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -49,6 +52,7 @@ from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.autoscaler.nodepool import ADOPT_NODES, GPU_TAINT
 from kubetwin.devices import tpu
+from kubetwin.importer import runtime
 from kubetwin.k8s.names import (
     CLUSTER_CREATION_TIMESTAMP,
     GKE_ACCELERATOR,
@@ -84,10 +88,24 @@ SERVER_OWNERS = ("ReplicaSet", "StatefulSet", "DaemonSet")
 @dataclass
 class Options:
     """`kubetwin import`'s choices: remaining run time per owner (seconds; key `*` is the default), the snapshot's
-    time (RFC 3339; default: the latest time the dump records)."""
+    time (RFC 3339; default: the latest time the dump records), run-time distributions per owner (`--runtime`,
+    importer/runtime.py; first match wins) and the seed their draws take (`draw` draws again for another)."""
 
     remaining: dict[str, float] = field(default_factory=dict)
     snapshot_time: str | None = None
+    runtime: list[runtime.Rule] = field(default_factory=list)
+    seed: int = 0
+
+
+@dataclass
+class Draw:
+    """Where a run time is drawn: the annotations it is written to, the uid seeding it, how long the pod had run,
+    the distribution (a Job and its pods not yet running share the Job's uid, so they share the draw)."""
+
+    annotations: dict[str, Any]
+    uid: str
+    ran: float
+    dist: runtime.RunTime
 
 
 @dataclass
@@ -103,6 +121,12 @@ class Report:
     snapshot_time: str = ""
     file: str = ""
     replay: list[str] = field(default_factory=list)  # what a kwokctl recording became (importer/replay.py)
+    draws: list[Draw] = field(default_factory=list)  # run times drawn from --runtime's distributions
+
+    def draw(self, seed: int) -> None:
+        """Draw every --runtime run time again for `seed` (kubetwin simulate, once per run), in place."""
+        for d in self.draws:
+            d.annotations[DURATION] = _seconds_text(round(d.dist.draw(runtime.rng(seed, d.uid), d.ran), 3))
 
     def lines(self) -> list[str]:
         fmt = ", ".join(f"{n} {f} file{'s' if n > 1 else ''}" for f, n in sorted(self.formats.items()))
@@ -164,7 +188,8 @@ def _seconds_text(seconds: float) -> str:
 
 
 def _drop_null_timestamps(value: Any) -> Any:
-    """Pod templates as the API server prints them carry `creationTimestamp: null`: not a field a user writes."""
+    """Pod templates as the API server prints them carry `creationTimestamp: null`: not a field a user writes. A
+    copy (new mappings and lists; scalars are immutable), so the source objects are never changed."""
     if isinstance(value, dict):
         return {k: _drop_null_timestamps(v) for k, v in value.items() if not (k == "creationTimestamp" and v is None)}
     if isinstance(value, list):
@@ -187,7 +212,10 @@ class _Converter:
 
     # -- metadata ----------------------------------------------------------------------------------------------
     def clean(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = _drop_null_timestamps(copy.deepcopy(obj))
+        meta = obj.get("metadata")
+        if isinstance(meta, dict) and "managedFields" in meta:  # dropped below: not copied first (most of a dump)
+            obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        obj = _drop_null_timestamps(obj)  # a copy: new mappings and lists all the way down
         meta = obj.setdefault("metadata", {})
         self.schedule(obj["kind"] if "kind" in obj else "", meta)
         for k in DROPPED_META:
@@ -325,6 +353,8 @@ class _Converter:
         elif m.kind != "Workload" and "status" in obj:
             del obj["status"]
             self.drop("statuses of objects the twin's controllers write again", m.kind)
+        if m.kind == "Job":
+            self.job_template(obj, m.obj)
         return obj
 
     def job_run_time(self, job: dict[str, Any]) -> None:
@@ -395,6 +425,7 @@ class _Converter:
         spec = obj.setdefault("spec", {})
         if phase in ("Succeeded", "Failed"):
             self.default(f"{phase} pods keep their status (their Jobs count them)")
+            self.image_ids(obj)
             return obj
         obj.pop("status", None)
         if status.get("resourceClaimStatuses"):  # the claims made from its templates: not made twice
@@ -411,6 +442,7 @@ class _Converter:
             node = None
         if not node:
             self.default("Pending pods stay Pending and are scheduled")
+            self.pending_pod(obj)
             return obj
         started = parse_time(status.get("startTime"))
         ran = max(0.0, (self.at - started).total_seconds()) if phase == "Running" and started is not None else None
@@ -418,6 +450,16 @@ class _Converter:
             obj["metadata"].setdefault("annotations", {})[ELAPSED] = _seconds_text(ran)
         self.remaining(obj, ran or 0.0)
         return obj
+
+    def image_ids(self, obj: dict[str, Any]) -> None:
+        """v1.ContainerStatus requires imageID (no omitempty; the kubelet writes "" before the image is pulled); a
+        twin run's own pods carry none, so its Succeeded pods would not validate: "" as the kubelet's own."""
+        status = as_dict(obj.get("status"))
+        for key in ("containerStatuses", "initContainerStatuses"):
+            for cs in status.get(key) or []:
+                if isinstance(cs, dict) and "imageID" not in cs:
+                    cs["imageID"] = ""
+                    self.default("container statuses without imageID (a twin run's own pods) given imageID \"\"")
 
     def owner_keys(self, obj: dict[str, Any]) -> tuple[str | None, list[str]]:
         meta = obj["metadata"]
@@ -440,9 +482,14 @@ class _Converter:
         ann = meta.setdefault("annotations", {})
         kind, keys = self.owner_keys(obj)
         given = next((self.options.remaining[k] for k in keys if k in self.options.remaining), None)
+        rule = self.rule(kind, keys)
         if given is not None:
             ann[DURATION] = _seconds_text(ran + given)
             self.default("bound pods run the time --remaining-run-time gives their owner")
+        elif rule is not None:
+            self.drawn(ann, str(meta.get("uid") or "/".join(keys[:1])), ran, rule)
+            self.default("bound pods draw their run time from the distribution --runtime gives their owner, given "
+                         "how long they had run")
         elif DURATION in ann:
             self.default(f"bound pods run what is left of their kubetwin.io/duration ({ELAPSED}: how long they "
                          "had run)")
@@ -458,6 +505,51 @@ class _Converter:
                          "(--remaining-run-time OWNER=DURATION, or '*=DURATION' for all)")
         if not ann:
             del meta["annotations"]
+
+    def rule(self, kind: str | None, keys: list[str]) -> runtime.Rule | None:
+        """The first --runtime rule for the owner (runtime.Rule.matches)."""
+        return next((r for r in self.options.runtime if r.matches(kind, keys)), None)
+
+    def drawn(self, ann: dict[str, Any], uid: str, ran: float, rule: runtime.Rule) -> None:
+        """A run time drawn from the rule's distribution, written now for the options' seed, again per seed by
+        Report.draw."""
+        d = Draw(ann, uid, ran, rule.dist)
+        self.report.draws.append(d)
+        ann[DURATION] = _seconds_text(round(d.dist.draw(runtime.rng(self.options.seed, uid), ran), 3))
+
+    def pending_pod(self, obj: dict[str, Any]) -> None:
+        """An unbound pod of an owner --runtime names runs a drawn time (its Job's draw: one per Job)."""
+        kind, keys = self.owner_keys(obj)
+        rule = self.rule(kind, keys)
+        if rule is None:
+            return
+        meta = obj["metadata"]
+        ctrl = next((r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")),
+                    None)
+        uid = str((ctrl or meta).get("uid") or keys[0])
+        self.drawn(meta.setdefault("annotations", {}), uid, 0.0, rule)
+        self.default("Pending pods draw their run time from the distribution --runtime gives their owner")
+
+    def job_template(self, obj: dict[str, Any], raw: dict[str, Any]) -> None:
+        """A Job not finished whose pods --runtime names: the pods it creates from now run a drawn time (one draw
+        per Job, shared with its pending pods)."""
+        if not self.options.runtime:
+            return
+        conds = as_dict(raw.get("status")).get("conditions") or []
+        if any(isinstance(c, dict) and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in conds):
+            return
+        meta = obj["metadata"]
+        ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        rule = self.rule("Job", [f"{ns}/job/{name}", f"job/{name}"])
+        template = as_dict(as_dict(obj.get("spec")).get("template"))
+        if rule is None or not template:
+            return
+        tmeta = template.setdefault("metadata", {})
+        if not isinstance(tmeta, dict):
+            return
+        self.drawn(tmeta.setdefault("annotations", {}), str(meta.get("uid") or f"{ns}/job/{name}"), 0.0, rule)
+        self.default("Jobs' pods not yet created draw their run time from the distribution --runtime gives the Job")
 
     def owners(self, obj: dict[str, Any], uids: set[str]) -> None:
         for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:

@@ -214,20 +214,21 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
     kubetwin.io/ key gets the closest real one."""
     out: list[Diagnostic] = []
     known = _by_key(len(REGISTRY))
+    line = m.line_of  # looked up only for a finding (a JSON dump's lines are found when asked: api/jsonfast.py)
     for prefix, anns, on_pod in annotation_sets(m.obj):
         for key in sorted(anns):
             field = f'{prefix}.annotations["{key}"]'
-            line = m.line_of(f"{prefix}.annotations.{key}")
+            where = f"{prefix}.annotations.{key}"
             row = known.get(key)
             if row is None:
                 if key.startswith("kubetwin.io/"):
                     close = difflib.get_close_matches(key, [k for k in known if k.startswith("kubetwin.io/")], n=1)
-                    out.append(Diagnostic(m.file, line, m.ref, field, f"unknown twin annotation {key}: the twin "
+                    out.append(Diagnostic(m.file, line(where), m.ref, field, f"unknown twin annotation {key}: the twin "
                                           "does not read it", f"did you mean {close[0]}?" if close else
                                           "see `python -m kubetwin.validation.annotations --markdown`", "notice"))
                 continue
             if row.written:
-                out.append(Diagnostic(m.file, line, m.ref, field, f"{key} is written by the twin; the value set "
+                out.append(Diagnostic(m.file, line(where), m.ref, field, f"{key} is written by the twin; the value set "
                                       "here is replaced", "remove it", "notice"))
                 continue
             if row.parse is not None:
@@ -235,15 +236,15 @@ def diagnostics(m: Manifest) -> list[Diagnostic]:
                 try:
                     row.parse(str(raw))
                 except (ValueError, OverflowError) as exc:
-                    out.append(Diagnostic(m.file, line, m.ref, field, f'Invalid value: "{shown(raw)}": {exc}',
+                    out.append(Diagnostic(m.file, line(where), m.ref, field, f'Invalid value: "{shown(raw)}": {exc}',
                                           f"e.g. {key}: \"{row.example}\" ({row.meaning})"))
                     continue
             if row.pod and not on_pod and m.kind in POD and not key.startswith("training.kubetwin.io/"):
-                out.append(Diagnostic(m.file, line, m.ref, field, f"{key} is read from the pod: on the {m.kind}'s "
-                                      f"own metadata it has no effect", "move it to the pod template's metadata."
-                                      "annotations", "notice"))
+                out.append(Diagnostic(m.file, line(where), m.ref, field, f"{key} is read from the pod: on the "
+                                      f"{m.kind}'s own metadata it has no effect",
+                                      "move it to the pod template's metadata.annotations", "notice"))
             elif "*" not in row.kinds and m.kind not in row.kinds:
-                out.append(Diagnostic(m.file, line, m.ref, field, f"{key} is read from "
+                out.append(Diagnostic(m.file, line(where), m.ref, field, f"{key} is read from "
                                       f"{', '.join(row.kinds)} objects: on a {m.kind} it has no effect",
                                       "remove it, or put it on the object that reads it", "notice"))
     return out
