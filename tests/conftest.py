@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
+import kubetwin.runner as run_mod
 from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
+from kubetwin.runner import run
+from kubetwin.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -108,3 +112,19 @@ def condition(obj: dict, ctype: str) -> dict:
 def is_true(obj: dict, ctype: str) -> bool:
     """Whether the object's condition of that type is True: apimachinery's IsStatusConditionTrue."""
     return is_condition_true(conditions_of(obj), ctype)
+
+
+def run_with(monkeypatch, objects: list[dict], actions: list[tuple[float, Callable[[Store], None]]], **kw):
+    """kubetwin.run with store writes at given times (what kubectl, Kueue or the HPA would do mid-run): the actions
+    are armed when the run schedules its first object."""
+    orig = run_mod._schedule_object
+    armed: list[bool] = []
+
+    def spy(store, env, obj) -> None:
+        if not armed:
+            armed.append(True)
+            for t, fn in actions:
+                env.at(t, lambda fn=fn: fn(store))
+        orig(store, env, obj)
+    monkeypatch.setattr(run_mod, "_schedule_object", spy)
+    return run(objects=objects, **kw)

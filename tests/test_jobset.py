@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, condition, final_objects
+from conftest import SHARED, condition, final_objects, run_with
 from k8s_builders import make_pool, make_scenario
 
-import kubetwin.runner as run_mod
 from kubetwin.controllers import jobset_webhook as J
 from kubetwin.runner import run
 from kubetwin.store.store import Store
@@ -31,21 +29,6 @@ def rjob(name: str, replicas: int = 1, pods: int = 1, duration: str = "10m", fai
 def jobset(name: str, *rjobs: dict, annotations: dict | None = None, **spec) -> dict:
     return {"apiVersion": J.API, "kind": "JobSet", "metadata": {"name": name, "annotations": annotations or {}},
             "spec": {"replicatedJobs": list(rjobs), **spec}}
-
-
-def run_with(monkeypatch, objects: list[dict], actions: list[tuple[float, Callable[[Store], None]]], **kw):
-    """kubetwin.run with store writes at given times (what Kueue or kubectl would do mid-run)."""
-    orig = run_mod._schedule_object
-    armed: list[bool] = []
-
-    def spy(store, env, obj) -> None:
-        if not armed:
-            armed.append(True)
-            for t, fn in actions:
-                env.at(t, lambda fn=fn: fn(store))
-        orig(store, env, obj)
-    monkeypatch.setattr(run_mod, "_schedule_object", spy)
-    return run(objects=objects, **kw)
 
 
 def cluster(pools: int = 1, nodes: int = 4) -> list[dict]:

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import condition, final_objects
+from conftest import condition, final_objects, run_with
 from k8s_builders import make_lws, make_pool, make_scenario
 
-import kubetwin.runner as run_mod
 from kubetwin.api.loader import load_text
 from kubetwin.controllers import lws_webhook as W
 from kubetwin.runner import run
@@ -34,21 +33,6 @@ POOL_KEY = "cloud.google.com/gke-nodepool"
 def cluster(pools: int = 1, nodes: int = 4, boot: str = "0s") -> list[dict]:
     return [make_scenario("1h").obj(),
             *(make_pool(f"pool-{i}", "n2-standard-32", nodes).spec(bootDelay=boot).obj() for i in range(pools))]
-
-
-def run_with(monkeypatch, objects: list[dict], actions: list[tuple[float, Callable[[Store], None]]]):
-    """kubetwin.run with store writes at given times (what kubectl or the HPA would do mid-run)."""
-    orig = run_mod._schedule_object
-    armed: list[bool] = []
-
-    def spy(store, env, obj) -> None:
-        if not armed:
-            armed.append(True)
-            for t, fn in actions:
-                env.at(t, lambda fn=fn: fn(store))
-        orig(store, env, obj)
-    monkeypatch.setattr(run_mod, "_schedule_object", spy)
-    return run(objects=objects)
 
 
 def patch_lws(name: str, fn: Callable[[dict], dict]) -> Callable[[Store], None]:

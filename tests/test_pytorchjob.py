@@ -15,10 +15,9 @@ from collections.abc import Callable
 
 import pytest
 import yaml
-from conftest import condition, final_objects
+from conftest import condition, final_objects, run_with
 from k8s_builders import make_pool, make_scenario
 
-import kubetwin.runner as run_mod
 from kubetwin.api.loader import load_text
 from kubetwin.controllers import pytorchjob as P
 from kubetwin.runner import run
@@ -50,21 +49,6 @@ def pytorchjob(name: str = "test-job", master: dict | None = None, worker: dict 
 
 def cluster(duration: str = "2h") -> list[dict]:
     return [make_scenario(duration).obj(), make_pool("cpu", "n2-standard-32", 3).spec(bootDelay="0s").obj()]
-
-
-def run_with(monkeypatch, objects: list[dict], actions: list[tuple[float, Callable[[Store], None]]]):
-    """kubetwin.run with store writes at given times (what kubectl would do mid-run)."""
-    orig = run_mod._schedule_object
-    armed: list[bool] = []
-
-    def spy(store, env, obj) -> None:
-        if not armed:
-            armed.append(True)
-            for t, fn in actions:
-                env.at(t, lambda fn=fn: fn(store))
-        orig(store, env, obj)
-    monkeypatch.setattr(run_mod, "_schedule_object", spy)
-    return run(objects=objects)
 
 
 def set_suspend(value: bool) -> Callable[[Store], None]:
