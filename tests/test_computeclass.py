@@ -299,6 +299,23 @@ def test_example_answers() -> None:
     assert {"key": CLASS, "value": "l4-fallback", "effect": "NoSchedule"} in flex["spec"]["taints"]
 
 
+def test_reservation_example_answers() -> None:
+    """examples/computeclass-reservation-fallback.yaml (issue 37's acceptance example): Spot, then a specific
+    reservation, then flex-start, then on-demand; what ran on each kind of capacity per rule, and the reservation's
+    idle VM-hours billed (docs/computeclass.md)."""
+    r = run([ROOT / "examples" / "computeclass-reservation-fallback.yaml"])
+    rules = r.summary["compute_classes"]["l4-fallback"]["rules"]
+    assert {k: (v["pools"], list(v["by_capacity_type"]), v["pods_started"]) for k, v in rules.items()} == {
+        "priorities[0]": (["l4-spot"], ["spot"], 10), "priorities[1]": (["l4-reserved"], ["reserved"], 4),
+        "priorities[2]": (["l4-flex"], ["flex-start"], 6), "priorities[3]": (["l4-ondemand-c"], ["on-demand"], 2)}
+    cost = r.summary["cost"]
+    assert cost["by_capacity_type"] == {"flex-start": 27.66, "idle-reserved": 39.94, "on-demand": 7.64,
+                                        "reserved": 42.01, "spot": 39.09}
+    res = cost["reservations"]["l4-reserved"]
+    assert res["vm_hours_used"] + res["vm_hours_idle"] == pytest.approx(4 * 24, abs=0.01)
+    assert res["in_use_peak"] == 4 and res["in_use_at_end"] == 0  # migrated up to Spot at 18h: idle, still billed
+
+
 def last(result, kind: str, name: str) -> dict:
     """The object's last version in the run's history."""
     return [o for _, _, _, o in result.history if o["kind"] == kind and o["metadata"]["name"] == name][-1]
