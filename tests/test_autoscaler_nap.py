@@ -156,3 +156,32 @@ def test_enabling_needs_cpu_and_memory_limits() -> None:
 
 def test_limit_reason_words() -> None:
     assert nap.limit_reason(["cpu", "memory"]) == "max cluster cpu, memory limit reached"
+
+
+@pytest.mark.parametrize(("topology", "hosts"), [("2x2", 1), ("4x4", 4)])
+def test_tpu_pod_gets_a_slice_pool_of_its_topology(topology: str, hosts: int) -> None:
+    """gke-tpu-accelerator + gke-tpu-topology + google.com/tpu: a v6e pool of that topology; a multi-host topology
+    is one slice, scaled up whole."""
+    pod = make_pod("p").cpu("1").duration("10m").obj()
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                   "cloud.google.com/gke-tpu-topology": topology}
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+    r = run(objects=[nap_scenario("1h", limits=[{"resourceType": "tpu-v6e-slice", "maximum": 64}]), pod])
+    (created,) = pools_created(r)
+    assert created[2]["machineType"] == "ct6e-standard-4t"
+    assert created[2]["placementPolicy"] == {"tpuTopology": topology}
+    (up,) = r.summary["cluster_autoscaler"]["scale_ups"]
+    assert (up["from"], up["to"], up["granted"]) == (0, hosts, hosts)
+    assert r.summary["pods"]["by_phase"] == {"Succeeded": 1}
+
+
+def test_tpu_slice_past_the_chip_limit_is_not_created() -> None:
+    """A 4-host slice (16 chips) against a 8-chip maximum: atomic, so nothing is created."""
+    pod = make_pod("p").cpu("1").duration("10m").obj()
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                   "cloud.google.com/gke-tpu-topology": "4x4"}
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+    r = run(objects=[nap_scenario("30m", limits=[{"resourceType": "tpu-v6e-slice", "maximum": 8}]), pod])
+    assert pools_created(r) == []
+    assert dict(events(r, "NotTriggerScaleUp")) == {
+        "p": "pod didn't trigger scale-up: 1 max cluster tpu-v6e-slice limit reached"}
