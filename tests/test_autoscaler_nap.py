@@ -185,3 +185,20 @@ def test_tpu_slice_past_the_chip_limit_is_not_created() -> None:
     assert pools_created(r) == []
     assert dict(events(r, "NotTriggerScaleUp")) == {
         "p": "pod didn't trigger scale-up: 1 max cluster tpu-v6e-slice limit reached"}
+
+
+def test_example_answers() -> None:
+    """examples/node-auto-provisioning.yaml gives what docs/autoscaler.md says."""
+    from pathlib import Path
+
+    r = run([Path(__file__).resolve().parents[1] / "examples" / "node-auto-provisioning.yaml"])
+    ca = r.summary["cluster_autoscaler"]
+    assert ca["autoprovisioning"] == {
+        "created": [{"t": 10.0, "pool": "nap-g2-standard-4-f5dc5d67", "machineType": "g2-standard-4", "pods": 2}],
+        "deleted": [{"t": 3940.0, "pool": "nap-g2-standard-4-f5dc5d67"}]}
+    assert [(u["from"], u["to"]) for u in ca["scale_ups"]] == [(0, 2)]
+    assert [d["t"] for d in ca["scale_downs"]] == [2750.0, 3340.0]
+    late = [m for n, m in events(r, "NotTriggerScaleUp") if n.startswith("l4-late")]
+    assert late == ["pod didn't trigger scale-up: 1 max cluster nvidia-l4 limit reached"]
+    assert sorted(row["scheduled"] for row in r.pod_rows) == [340.0, 340.0, 2140.0]
+    assert r.summary["cost"]["total_usd"] == 1.13
