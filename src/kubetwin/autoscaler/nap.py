@@ -31,7 +31,6 @@ machine series"). One candidate pool is created per autoscaler loop, in the firs
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from typing import TYPE_CHECKING
 
 from kubetwin import catalog
@@ -72,21 +71,20 @@ def limit_reason(resources: list[str]) -> str:
     return f"max cluster {', '.join(resources)} limit reached"
 
 
-def node_usage(node: Obj) -> Counter[str]:
+def node_usage(node: Obj) -> dict[str, float]:
     """What a node counts against the cluster's resource limits: cores, memory (GiB) and its accelerators."""
     cap = node["status"].get("capacity") or {}
     labels = node["metadata"].get("labels") or {}
-    out: Counter[str] = Counter()
-    out["cpu"] = float(parse_quantity(cap.get("cpu", "0")))  # type: ignore[assignment]
-    out["memory"] = float(parse_quantity(cap.get("memory", "0"))) / GIB  # type: ignore[assignment]
+    out = {"cpu": float(parse_quantity(cap.get("cpu", "0"))),
+           "memory": float(parse_quantity(cap.get("memory", "0"))) / GIB}
     if labels.get(GKE_ACCELERATOR):  # the VM's physical GPUs, advertised yet or not (driver still installing)
         try:
             gpus = catalog.machine_type(str(labels.get(INSTANCE_TYPE))).gpu_count
         except catalog.CatalogError:
             gpus = 0
-        out[labels[GKE_ACCELERATOR]] += gpus or int(cap.get(GPU, 0))
+        out[labels[GKE_ACCELERATOR]] = out.get(labels[GKE_ACCELERATOR], 0) + (gpus or int(cap.get(GPU, 0)))
     if labels.get(GKE_TPU_ACCELERATOR) and cap.get(tpu.RESOURCE):
-        out[labels[GKE_TPU_ACCELERATOR]] += int(cap[tpu.RESOURCE])
+        out[labels[GKE_TPU_ACCELERATOR]] = out.get(labels[GKE_TPU_ACCELERATOR], 0) + int(cap[tpu.RESOURCE])
     return out
 
 
@@ -203,21 +201,25 @@ class NodeAutoprovisioning:
                 "metadata": {"name": name, "annotations": {AUTOPROVISIONED: "true"}}, "spec": spec}
 
     # -- resource limits ------------------------------------------------------------------------------------------
-    def usage(self) -> Counter[str]:
+    def usage(self) -> dict[str, float]:
         """The cluster's cores, memory and accelerators: every Node, and the VMs its groups have asked for that
         have not registered (as upstream counts nodes and upcoming nodes)."""
-        total: Counter[str] = Counter()
+        total: dict[str, float] = {}
+
+        def add(node: Obj, n: int) -> None:
+            for k, v in node_usage(node).items():
+                total[k] = total.get(k, 0.0) + v * n
         for node in self.ca.store.list("Node"):
-            total.update(node_usage(node))
+            add(node, 1)
         registered = self.ca.pools.registered_counts()
         for g in self.ca.groups.values():
             n = max(0, g.target - registered[(g.pool, g.zone)])
-            node = self.ca.pools.template_node(g.pool, g.zone) if n else None
-            if node is not None:
-                total.update({k: v * n for k, v in node_usage(node).items()})
+            tmpl = self.ca.pools.template_node(g.pool, g.zone) if n else None
+            if tmpl is not None:
+                add(tmpl, n)
         return total
 
-    def cap(self, node: Obj, n: int, usage: Counter[str]) -> tuple[int, list[str]]:
+    def cap(self, node: Obj, n: int, usage: dict[str, float]) -> tuple[int, list[str]]:
         """How many of n nodes like `node` the resource limits allow, and which limits stop the rest."""
         if not self.limits:
             return n, []
