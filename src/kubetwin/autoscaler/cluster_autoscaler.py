@@ -456,9 +456,12 @@ class ClusterAutoscaler:
         within the resource limits, estimated as an existing group is; created in the store, it is the option."""
         usage = None
         tried: set[str] = set()
+        shapes: set[str] = set()  # a pod shape whose candidates were all tried gives the same answer again
         for p in pods:
-            if pre[pod_key(p)] is not None:
+            sig = shape_sig(p)
+            if pre[pod_key(p)] is not None or sig in shapes:
                 continue
+            shapes.add(sig)
             for pool in self.nap.candidates(p):
                 name = pool["metadata"]["name"]
                 if name in tried or self.nap.exists(pool):
