@@ -362,7 +362,8 @@ def wire(manifests: list[Manifest], scenario: ScenarioSpec, until: float, histor
     PodGC(store, env, scenario.kubeControllerManager.terminatedPodGCThreshold, kcm.client("pod-garbage-collector"))
     ca = ClusterAutoscaler(store, env, events, pools, scenario.clusterAutoscaler, CapacityModel(
         store, env, scenario.capacity, scenario.quotas, scenario.seed, book), scenario.seed,
-        Features.from_gates(dict(scenario.featureGates)))  # idle unless a pool autoscales
+        Features.from_gates(dict(scenario.featureGates)), scenario.clusterAutoscaling)  # idle unless a pool
+    # autoscales, node auto-provisioning is on or a ComputeClass auto-creates pools
     ProvisioningRequestController(store, env, events, ca)
     spot = SpotPreemptionController(store, env, events, pools, scenario.seed)  # Spot pools' spotPreemption
     ChangeController(store, env, events)  # Change objects: a patch, cordon, drain, scale ... at a simulated time

@@ -198,6 +198,38 @@ class ClusterAutoscalerSpec(_Strict):
         return None if v is None else _check_duration(v)
 
 
+class ResourceLimit(_Strict):
+    """container/v1 ResourceLimit (gcloud container clusters update --max-cpu --max-memory --max-accelerator):
+    resourceType `cpu` (cores), `memory` (gigabytes; the twin counts GiB, as the catalog lists machines' memory)
+    or an accelerator type (`nvidia-l4`, `nvidia-h100-80gb`, a TPU's `tpu-v6e-slice` ...). The cluster autoscaler
+    never grows the cluster past a maximum; `minimum` is stored (GKE does not scale up to it)."""
+
+    resourceType: str
+    minimum: int = Field(default=0, ge=0)
+    maximum: int = Field(ge=0)
+
+
+class ClusterAutoscaling(_Strict):
+    """container/v1 Cluster.autoscaling, the cluster's node auto-provisioning (autoscaler/nap.py): with
+    `enableNodeAutoprovisioning` the autoscaler creates node pools for pending pods no pool fits, within
+    `resourceLimits`, in `autoprovisioningLocations` (default: the cluster's zone). Off by default.
+    https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-provisioning"""
+
+    enableNodeAutoprovisioning: bool = False
+    resourceLimits: list[ResourceLimit] = Field(default_factory=list)
+    autoprovisioningLocations: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _cpu_memory(self) -> ClusterAutoscaling:
+        """GKE refuses node auto-provisioning without the cluster's cpu and memory maxima (gcloud requires
+        --max-cpu and --max-memory with --enable-autoprovisioning)."""
+        kinds = {r.resourceType for r in self.resourceLimits}
+        if self.enableNodeAutoprovisioning and not {"cpu", "memory"} <= kinds:
+            raise ValueError("node auto-provisioning needs resourceLimits for cpu and memory (gcloud: --max-cpu "
+                             "and --max-memory)")
+        return self
+
+
 class CapacityStep(_Strict):
     at: str
     available: int = Field(le=INT32_MAX, ge=0)
@@ -338,6 +370,8 @@ class ScenarioSpec(_Strict):
     # quotas[region][metric] = limit, e.g. {us-central1: {NVIDIA_H100_GPUS: 16}}; region "global" holds
     # GPUS_ALL_REGIONS (https://cloud.google.com/compute/resource-usage#gpu_quota).
     clusterAutoscaler: ClusterAutoscalerSpec = Field(default_factory=ClusterAutoscalerSpec)
+    # GKE's Cluster.autoscaling: node auto-provisioning and the cluster's resource limits (autoscaler/nap.py)
+    clusterAutoscaling: ClusterAutoscaling = Field(default_factory=ClusterAutoscaling)
     capacity: list[ZoneCapacity] = Field(default_factory=list)
     quotas: dict[str, dict[str, float]] = Field(default_factory=dict)
 

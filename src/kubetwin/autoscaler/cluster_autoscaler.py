@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +44,7 @@ import yaml
 from kubetwin import catalog
 from kubetwin.api import twin
 from kubetwin.api.podresources import pod_requests
-from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec
+from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec, ClusterAutoscaling
 from kubetwin.autoscaler.capacity import CapacityModel, Refusal
 from kubetwin.autoscaler.computeclass import (
     MIGRATION_BACKOFF,
@@ -55,6 +55,7 @@ from kubetwin.autoscaler.computeclass import (
     misconfigurations,
     status_conditions,
 )
+from kubetwin.autoscaler.nap import POOL_CREATION, NodeAutoprovisioning, limit_reason
 from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, initial_node_count, pool_hourly_price
 from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.scaledown import ScaleDown
@@ -124,7 +125,8 @@ class Option:
 class ClusterAutoscaler:
     def __init__(self, store: Store, env: Environment, events: EventRecorder, pools: NodePoolController,
                  spec: ClusterAutoscalerSpec | None = None, capacity: CapacityModel | None = None,
-                 seed: int = 0, features: Features = Features()) -> None:
+                 seed: int = 0, features: Features = Features(), autoscaling: ClusterAutoscaling | None = None
+                 ) -> None:
         self.store, self.env, self.events, self.pools = store, env, events, pools
         self.features = features  # the DRA feature gates, as the scheduler has them
         self.spec = spec or ClusterAutoscalerSpec()
@@ -153,6 +155,10 @@ class ClusterAutoscaler:
         self.classes = ComputeClasses(store, seed, self.spec.defaultComputeClass)
         store.watch("NodePool", self._on_pool)
         store.watch("ComputeClass", self._on_class)
+        # GKE node auto-provisioning and the cluster's resource limits (autoscaler/nap.py); off by default
+        self.nap = NodeAutoprovisioning(self, autoscaling or ClusterAutoscaling())
+        if self.nap.enabled:
+            env.after(0, self.activate)
 
     # -- activation: nothing runs per pod unless a pool autoscales or a ProvisioningRequest exists ----------------
     def activate(self) -> None:
@@ -173,6 +179,8 @@ class ClusterAutoscaler:
             return  # its status (the Health conditions this autoscaler writes)
         self.dirty = True
         self._class_status = True
+        if not self.active and ((cc.get("spec") or {}).get("nodePoolAutoCreation") or {}).get("enabled"):
+            self.env.after(0, self.activate)  # the class's pods may need a pool created (autoscaler/nap.py)
 
     def _on_pool(self, etype: str, pool: Obj, old: Obj | None) -> None:
         name, spec = pool["metadata"]["name"], pool["spec"]
@@ -226,6 +234,8 @@ class ClusterAutoscaler:
                 self.migrate()
         if self.spec.scaleDownEnabled:
             self.scaledown.run()
+        if self.nap:
+            self.nap.reap()
         self.dirty = False
         future = [g.backoff_until for g in self.groups.values() if g.backoff_until > self.env.now]
         future += [t for t in self.classes.migration_backoff.values() if t > self.env.now]
@@ -236,6 +246,9 @@ class ClusterAutoscaler:
             future.append(self.env.now + self.interval)
         self._failed_since_scan = False
         future += self.capacity.changes_after(self.env.now)
+        reap = self.nap.next_reap() if self.nap else None
+        if reap is not None:
+            future.append(reap)
         self._wake = min(future, default=float("inf"))
         self.env.after(self.interval, self._scan)
 
@@ -339,39 +352,7 @@ class ClusterAutoscaler:
             tmpl = self.template(g)
             if tmpl is None:
                 continue
-            bins: list[NodeInfo] = []
-            helped: list[tuple[Obj, int]] = []
-            verdict: dict[str, str | None] = {}  # pod shape -> why it cannot use this group's template
-            mark = snapshot.mark()  # this group's estimate is undone after it (CA forks its snapshot per option)
-            for p in pods:
-                pi, sig = infos[pod_key(p)], shape_sig(p)
-                if pre[pod_key(p)] is not None:
-                    reasons[pod_key(p)][pre[pod_key(p)]] += 1
-                    continue
-                if sig not in verdict:
-                    why = static_reason(pi, tmpl)
-                    empty = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)
-                    if why is None and not P.fits_request(pi.requests, empty):
-                        _, fit = P.node_resources_fit(pi, empty)
-                        why = fit[0] if fit else "Insufficient resources"
-                    verdict[sig] = why
-                why = verdict[sig]
-                ni = None if why is not None else place(pi, bins, snapshot)
-                if why is None and ni is None and not g.hosts and len(bins) >= cluster_room:
-                    why = MAX_NODES_TOTAL
-                elif why is None and ni is None:
-                    fresh = template_copy(tmpl, len(bins))
-                    why = snapshot.reason(p, fresh)
-                    if why is None:
-                        ni = fresh
-                        ni.add_pod(p, pi.requests)
-                        snapshot.placed(p, ni)
-                        bins.append(ni)
-                if why is not None or ni is None:
-                    reasons[pod_key(p)][why or "Insufficient resources"] += 1
-                    continue
-                helped.append((p, next(i for i, b in enumerate(bins) if b is ni)))
-            snapshot.revert(mark, [b.name for b in bins])
+            bins, helped = self.estimate(g.hosts, tmpl, pods, infos, pre, snapshot, cluster_room, reasons)
             if not helped:
                 continue
             headroom = (g.hosts if g.target == 0 else 0) if g.hosts else self._room(g)
@@ -387,12 +368,21 @@ class ClusterAutoscaler:
             for p, b in helped:
                 if not g.hosts and b >= n:  # the estimator stopped at the group's max size
                     reasons[pod_key(p)][MAX_NODE_GROUP_SIZE] += 1
+        if self.nap.limits:  # the cluster's resource limits (autoscaler/nap.py)
+            options = self._within_limits(options, reasons)
+        nap_delay = None
+        if not options and (self.nap or with_classes):  # node auto-provisioning: a pool for pods no pool helps
+            made = self._autoprovision(pods, infos, pre, snapshot, cluster_room, reasons)
+            if made is not None:
+                options = [made]
+                nap_delay = POOL_CREATION + parse_duration(
+                    (self.store.get("NodePool", "", made.group.pool) or {}).get("spec", {}).get("bootDelay", "90s"))
         options = self._any_policy(options)
         if with_classes and options:  # the first rule bucket with options (ComputeClass priorities)
             options = self.classes.order(options, lambda o: self.store.get("NodePool", "", o.group.pool))
         chosen = self.expand(options) if options else None
         if chosen is not None:
-            self.execute(chosen)
+            self.execute(chosen, nap_delay)
         helped_any = {pod_key(p) for o in options for p in o.pods}
         for p in pods:
             key = pod_key(p)
@@ -402,6 +392,104 @@ class ClusterAutoscaler:
             msg = ", ".join(sorted(f"{c} {r}" for r, c in counts.items() if c))
             self.events.event(p, "Normal", "NotTriggerScaleUp", f"pod didn't trigger scale-up: {msg}".rstrip(),
                               SOURCE)
+
+    def estimate(self, hosts: int, tmpl: NodeInfo, pods: list[Obj], infos: dict[str, P.PodInfo],
+                 pre: dict[str, str | None], snapshot: Snapshot, cluster_room: int,
+                 reasons: dict[str, Counter]) -> tuple[list[NodeInfo], list[tuple[Obj, int]]]:
+        """CA's estimator for one node group: bin-pack the pods onto new template nodes (the pods' reasons when
+        one cannot use it go to `reasons`); the snapshot is left as it was (CA forks it per option)."""
+        bins: list[NodeInfo] = []
+        helped: list[tuple[Obj, int]] = []
+        verdict: dict[str, str | None] = {}  # pod shape -> why it cannot use this group's template
+        mark = snapshot.mark()  # this group's estimate is undone after it (CA forks its snapshot per option)
+        for p in pods:
+            pi, sig = infos[pod_key(p)], shape_sig(p)
+            if pre[pod_key(p)] is not None:
+                reasons[pod_key(p)][pre[pod_key(p)]] += 1
+                continue
+            if sig not in verdict:
+                why = static_reason(pi, tmpl)
+                empty = NodeInfo(tmpl.name, tmpl.node, tmpl.allocatable)
+                if why is None and not P.fits_request(pi.requests, empty):
+                    _, fit = P.node_resources_fit(pi, empty)
+                    why = fit[0] if fit else "Insufficient resources"
+                verdict[sig] = why
+            why = verdict[sig]
+            ni = None if why is not None else place(pi, bins, snapshot)
+            if why is None and ni is None and not hosts and len(bins) >= cluster_room:
+                why = MAX_NODES_TOTAL
+            elif why is None and ni is None:
+                fresh = template_copy(tmpl, len(bins))
+                why = snapshot.reason(p, fresh)
+                if why is None:
+                    ni = fresh
+                    ni.add_pod(p, pi.requests)
+                    snapshot.placed(p, ni)
+                    bins.append(ni)
+            if why is not None or ni is None:
+                reasons[pod_key(p)][why or "Insufficient resources"] += 1
+                continue
+            helped.append((p, next(i for i, b in enumerate(bins) if b is ni)))
+        snapshot.revert(mark, [b.name for b in bins])
+        return bins, helped
+
+    def _within_limits(self, options: list[Option], reasons: dict[str, Counter]) -> list[Option]:
+        """Cap each option at what the cluster's resource limits leave (upstream CA's resource manager:
+        ApplyLimits; a group whose one node, or whole TPU slice, passes a limit is skipped with
+        "max cluster <resource> limit reached")."""
+        usage = self.nap.usage()
+        out = []
+        for o in options:
+            allowed, over = self.nap.cap(o.template.node, o.nodes, usage)
+            if allowed >= o.nodes:
+                out.append(o)
+            elif allowed == 0 or o.group.hosts:
+                for p in o.pods:
+                    reasons[pod_key(p)][limit_reason(over)] += 1
+            else:
+                out.append(Option(o.group, allowed, o.pods, o.template))
+        return out
+
+    def _autoprovision(self, pods: list[Obj], infos: dict[str, P.PodInfo], pre: dict[str, str | None],
+                       snapshot: Snapshot, cluster_room: int, reasons: dict[str, Counter]) -> Option | None:
+        """Node auto-provisioning (autoscaler/nap.py): the first candidate pool of the first pod that one helps,
+        within the resource limits, estimated as an existing group is; created in the store, it is the option."""
+        usage = None
+        tried: set[str] = set()
+        shapes: set[str] = set()  # a pod shape whose candidates were all tried gives the same answer again
+        for p in pods:
+            sig = shape_sig(p)
+            if pre[pod_key(p)] is not None or sig in shapes:
+                continue
+            shapes.add(sig)
+            for pool in self.nap.candidates(p):
+                name = pool["metadata"]["name"]
+                if name in tried or self.nap.exists(pool):
+                    continue
+                tried.add(name)
+                try:
+                    node, tmpl, hosts = self.nap.template(pool)
+                except (catalog.CatalogError, ValueError):
+                    continue
+                scratch: dict[str, Counter] = defaultdict(Counter)
+                bins, helped = self.estimate(hosts, tmpl, pods, infos, pre, snapshot, cluster_room, scratch)
+                if not any(q is p for q, _ in helped) or (hosts and hosts > cluster_room):
+                    continue
+                n = hosts or len(bins)
+                if usage is None:
+                    usage = self.nap.usage()
+                allowed, over = self.nap.cap(node, n, usage)
+                if allowed == 0 or (hosts and allowed < n):
+                    for q, _ in helped:  # once per pod: its preferred machine's limit (not one per candidate)
+                        if not any(r.startswith("max cluster ") for r in reasons[pod_key(q)]):
+                            reasons[pod_key(q)][limit_reason(over)] += 1
+                    continue
+                n = n if hosts else min(n, allowed)
+                chosen = [q for q, b in helped if hosts or b < n]
+                self.nap.create(pool, chosen)
+                g = self.groups.get((name, pool["spec"]["zones"][0]))
+                return None if g is None else Option(g, n, chosen, self.template(g) or tmpl)
+        return None
 
     def _any_policy(self, options: list[Option]) -> list[Option]:
         """Location policy ANY (Spot pools): among one pool's zones, prefer those Compute Engine can serve now."""
@@ -473,7 +561,7 @@ class ClusterAutoscaler:
             plan[best.zone] += 1
         return {z: n for z, n in plan.items() if n}
 
-    def execute(self, o: Option) -> None:
+    def execute(self, o: Option, delay: float | None = None) -> None:
         plan = self.spread(o)
         changes = []
         for zone, n in plan.items():
@@ -486,7 +574,7 @@ class ClusterAutoscaler:
         for p in o.pods:
             self.events.event(p, "Normal", "TriggeredScaleUp", msg, SOURCE)
         for g, before, n in changes:
-            granted, refusal = self.grow(g, n, atomic=bool(g.hosts))
+            granted, refusal = self.grow(g, n, atomic=bool(g.hosts), delay=delay)
             self.record_scale_up(g, before, n, granted, refusal)
             if refusal is not None:
                 self.fail(g, refusal, n - granted, o.pods)
@@ -545,8 +633,11 @@ class ClusterAutoscaler:
         return Contribution(summary=out)
 
     def summary(self) -> dict:
-        return {"scale_ups": self.scale_ups, "scale_downs": self.scaledown.scale_downs,
-                "refusals": self.capacity.refusals}
+        out = {"scale_ups": self.scale_ups, "scale_downs": self.scaledown.scale_downs,
+               "refusals": self.capacity.refusals}
+        if self.nap.enabled or self.nap.created:
+            out["autoprovisioning"] = self.nap.summary()
+        return out
 
     # -- ComputeClass status and active migration (autoscaler/computeclass.py) -----------------------------------
     def class_health(self) -> None:

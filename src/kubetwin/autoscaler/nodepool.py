@@ -550,8 +550,11 @@ class NodePoolController:
         """A node as the pool's next VM in `zone` will look once its GPU driver is up (the cluster autoscaler's
         node template, built from the pool's spec as a MIG instance template is)."""
         obj = self._live_pool(pool)
-        if obj is None:
-            return None
+        return None if obj is None else self.template_for(obj, zone)
+
+    def template_for(self, obj: Obj, zone: str) -> Obj:
+        """`template_node` of a pool object, stored or not (node auto-provisioning's candidate pools, nap.py)."""
+        pool = obj["metadata"]["name"]
         node, gpus, driver = self.build_node(obj, catalog.machine_type(obj["spec"]["machineType"]), zone,
                                              f"template-{pool}-{zone}")
         book = self.reservations

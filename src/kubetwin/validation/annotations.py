@@ -150,6 +150,9 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/adopt-nodes", ("NodePool",), "the pool's first nodes are the scenario's Nodes labelled "
                "cloud.google.com/gke-nodepool with its name in its zones (an imported cluster's, kubetwin import): "
                "they are its VMs from t=0, as they are, and only the rest of nodeCount boots", "\"true\"", _bool),
+    Annotation("kubetwin.io/autoprovisioned", ("NodePool",), "written by the cluster autoscaler on a pool node "
+               "auto-provisioning created (GKE's NodePool autoscaling.autoprovisioned): it deletes the pool once it "
+               "has been empty for 10 minutes (a twin assumption)", "\"true\"", _bool),
 ]
 REGISTRY: dict[str, Annotation] = {}
 # Labels (not annotations) in the twin's prefix: the node labels NodePool sets from its spec

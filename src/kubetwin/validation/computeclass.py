@@ -78,11 +78,6 @@ def diagnostics(clean: list[Manifest]) -> list[Diagnostic]:
 def _unmodelled(m: Manifest) -> list[Diagnostic]:
     spec = m.obj.get("spec") or {}
     out = []
-    auto = spec.get("nodePoolAutoCreation") or {}
-    if auto.get("enabled"):
-        out.append(_note(m, "spec.nodePoolAutoCreation.enabled", "node pool auto-creation is not modelled yet "
-                         "(issue 37 item 2): the twin creates no pool for the class; only the node pools labelled "
-                         f"{COMPUTE_CLASS}: {m.obj['metadata']['name']} that match a rule are scaled"))
     for key, why in UNMODELLED_SPEC.items():
         if key in spec:
             out.append(_note(m, f"spec.{key}", f"{why}: the field is stored and has no effect on the run"))

@@ -1,0 +1,204 @@
+"""GKE node auto-provisioning in the cluster autoscaler twin (autoscaler/nap.py): the pool created for a pod no pool
+fits (machine from the pod's GPU selector and request), the cluster's resource limits and the pod's
+NotTriggerScaleUp when a scale-up would pass one, the empty pool's deletion, ComputeClass nodePoolAutoCreation, and
+node auto-provisioning off leaving today's behaviour.
+
+GKE's behaviour: https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning; the limit's reason
+is upstream CA's (core/scaleup/resource: MaxResourceLimitReached, "max cluster %s limit reached").
+"""
+
+from __future__ import annotations
+
+import pytest
+from k8s_builders import make_pod, make_scenario
+
+from kubetwin.api import twin
+from kubetwin.autoscaler import nap
+from kubetwin.runner import run
+
+ACCEL = "cloud.google.com/gke-accelerator"
+CLASS = "cloud.google.com/compute-class"
+LIMITS = [{"resourceType": "cpu", "maximum": 1000}, {"resourceType": "memory", "maximum": 10000}]
+
+
+def nap_scenario(duration: str = "2h", limits: list[dict] | None = None, **spec) -> dict:
+    return make_scenario(duration).spec(clusterAutoscaling={
+        "enableNodeAutoprovisioning": True, "resourceLimits": LIMITS + (limits or [])}, **spec).obj()
+
+
+def gpu_pod(name: str, gpu: str = "nvidia-l4", count: int = 1, duration: str = "30m") -> dict:
+    pod = make_pod(name).gpus(count).cpu("1").duration(duration).obj()
+    pod["spec"]["nodeSelector"] = {ACCEL: gpu}
+    return pod
+
+
+def pools_created(r) -> list[tuple[float, str, dict]]:
+    """(t, name, spec) of every NodePool the run's history created after t=0."""
+    return [(t, o["metadata"]["name"], o["spec"]) for t, _, etype, o in r.history
+            if o.get("kind") == "NodePool" and etype == "ADDED" and t > 0]
+
+
+def events(r, reason: str) -> list[tuple[str, str]]:
+    return [(o["involvedObject"]["name"], o["message"]) for _, _, etype, o in r.history
+            if o.get("kind") == "Event" and o.get("reason") == reason and etype == "ADDED"]
+
+
+@pytest.mark.parametrize(("gpu", "count", "machine"), [
+    ("nvidia-l4", 1, "g2-standard-4"),        # the cheapest G2 with one L4
+    ("nvidia-l4", 2, "g2-standard-24"),       # the only G2 with two
+    ("nvidia-h100-80gb", 8, "a3-highgpu-8g"),  # A3 High, not A3 Edge
+    ("nvidia-tesla-a100", 4, "a2-highgpu-4g"),
+])
+def test_gpu_pod_gets_a_pool_of_the_machine_it_asks_for_and_runs(gpu: str, count: int, machine: str) -> None:
+    r = run(objects=[nap_scenario(limits=[{"resourceType": gpu, "maximum": 64}]), gpu_pod("p", gpu, count)])
+    created = pools_created(r)
+    assert len(created) == 1
+    t, name, spec = created[0]
+    assert t == 10.0 and name.startswith(f"nap-{machine}-") and spec["machineType"] == machine
+    assert spec["autoscaling"]["minNodeCount"] == 0
+    nodes = [(t, o) for t, _, etype, o in r.history if o.get("kind") == "Node" and etype == "ADDED"]
+    # pool creation (60 s, twin assumption) then the VM's boot (90 s) after the 10 s scan
+    assert nodes and nodes[0][0] == 10.0 + nap.POOL_CREATION + 90.0
+    assert nodes[0][1]["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == name
+    assert r.summary["pods"]["by_phase"] == {"Succeeded": 1}
+    assert r.summary["cluster_autoscaler"]["autoprovisioning"]["created"][0]["pool"] == name
+    assert r.summary["cost"]["by_pool"][name] > 0  # billed under the created pool
+
+
+def test_scale_up_past_the_resource_limit_leaves_the_pod_pending_with_the_reason() -> None:
+    """Two 1-L4 pods, the cluster's nvidia-l4 maximum 1: one node, the other pod stays Pending."""
+    r = run(objects=[nap_scenario("1h", limits=[{"resourceType": "nvidia-l4", "maximum": 1}]),
+                     gpu_pod("a", duration="2h"), gpu_pod("b", duration="2h")])
+    grown = [(u["group"].split("/")[0], u["to"]) for u in r.summary["cluster_autoscaler"]["scale_ups"]]
+    assert len(grown) == 1 and grown[0][1] == 1
+    msgs = dict(events(r, "NotTriggerScaleUp"))
+    assert msgs == {"b": "pod didn't trigger scale-up: 1 max cluster nvidia-l4 limit reached"}
+    assert r.summary["pods"]["by_phase"] == {"Running": 1, "Pending": 1}
+
+
+def test_cpu_limit_counts_the_cluster_nodes() -> None:
+    """A 6-core maximum: a 4-vCPU E2 node fits, a second does not (upstream counts node capacity)."""
+    scenario = make_scenario("1h").spec(clusterAutoscaling={"enableNodeAutoprovisioning": True, "resourceLimits": [
+        {"resourceType": "cpu", "maximum": 6}, {"resourceType": "memory", "maximum": 100}]}).obj()
+    pods = [make_pod(f"p{i}").cpu("3").duration("2h").obj() for i in range(2)]
+    r = run(objects=[scenario, *pods])
+    (created,) = pools_created(r)
+    assert created[2]["machineType"] == "e2-standard-4"
+    assert dict(events(r, "NotTriggerScaleUp")) == {"p1": "pod didn't trigger scale-up: 1 max cluster cpu limit "
+                                                          "reached"}
+
+
+def test_empty_auto_created_pool_is_deleted() -> None:
+    r = run(objects=[nap_scenario("2h"), gpu_pod("p", duration="10m")])
+    (created,) = pools_created(r)
+    ca = r.summary["cluster_autoscaler"]
+    (down,) = ca["scale_downs"]
+    (deleted,) = ca["autoprovisioning"]["deleted"]
+    assert deleted["pool"] == created[1] and deleted["t"] == down["t"] + nap.EMPTY_POOL_TTL
+    gone = [t for t, _, etype, o in r.history if o.get("kind") == "NodePool" and etype == "DELETED"]
+    assert gone == [deleted["t"]]
+
+
+def test_node_auto_provisioning_off_creates_no_pool() -> None:
+    """The default: the pod stays Pending, no pool, the autoscaler idle (no section in summary.json)."""
+    r = run(objects=[make_scenario("1h").obj(), gpu_pod("p")])
+    assert pools_created(r) == [] and "cluster_autoscaler" not in r.summary
+    assert r.summary["pods"]["by_phase"] == {"Pending": 1}
+
+
+def test_pod_without_a_gpu_type_selector_gets_no_gpu_pool() -> None:
+    """GKE auto-provisions GPUs for pods that name the GPU type (gke-accelerator); a bare GPU request does not."""
+    pod = make_pod("p").gpus(1).cpu("1").duration("10m").obj()
+    r = run(objects=[nap_scenario("30m"), pod])
+    assert pools_created(r) == [] and r.summary["pods"]["by_phase"] == {"Pending": 1}
+
+
+def test_compute_class_auto_creation_takes_the_first_available_rule() -> None:
+    """nodePoolAutoCreation without cluster NAP: rule 1 (Spot g2-standard-4) first; its zone has none, so the
+    resize fails, the pool backs off and the next loop creates rule 2's on-demand pool; both carry the class's label
+    and taint."""
+    scenario = make_scenario("2h").spec(capacity=[{"zone": "us-central1-a", "machineType": "g2-standard-4",
+                                                   "spot": True, "available": 0}]).obj()
+    klass = {"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": {"name": "c"},
+             "spec": {"priorities": [{"machineType": "g2-standard-4", "spot": True},
+                                     {"machineType": "g2-standard-4"}],
+                      "nodePoolAutoCreation": {"enabled": True}}}
+    pod = make_pod("p").gpus(1).cpu("1").duration("20m").obj()
+    pod["spec"]["nodeSelector"] = {CLASS: "c"}
+    r = run(objects=[scenario, klass, pod])
+    created = pools_created(r)
+    assert [(c[2]["machineType"], bool(c[2].get("spot"))) for c in created] == [("g2-standard-4", True),
+                                                                                ("g2-standard-4", False)]
+    assert created[0][0] == 10.0 and created[1][0] > created[0][0]
+    for _, _, spec in created:
+        assert spec["labels"][CLASS] == "c"
+        assert {"key": CLASS, "value": "c", "effect": "NoSchedule"} in spec["taints"]
+    assert r.summary["pods"]["by_phase"] == {"Succeeded": 1}
+    rules = r.summary["compute_classes"]["c"]["rules"]
+    assert rules["priorities[1]"]["pods_started"] == 1
+
+
+def test_compute_class_without_auto_creation_creates_nothing() -> None:
+    klass = {"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": {"name": "c"},
+             "spec": {"priorities": [{"machineFamily": "g2"}]}}
+    pod = make_pod("p").gpus(1).cpu("1").duration("20m").obj()
+    pod["spec"]["nodeSelector"] = {CLASS: "c"}
+    r = run(objects=[nap_scenario("30m"), klass, pod])
+    assert pools_created(r) == []
+
+
+def test_enabling_needs_cpu_and_memory_limits() -> None:
+    with pytest.raises(ValueError, match="--max-cpu and --max-memory"):
+        twin.ClusterAutoscaling(enableNodeAutoprovisioning=True,
+                                resourceLimits=[{"resourceType": "cpu", "maximum": 8}])  # type: ignore[list-item]
+    assert not twin.ClusterAutoscaling().enableNodeAutoprovisioning
+
+
+def test_limit_reason_words() -> None:
+    assert nap.limit_reason(["cpu", "memory"]) == "max cluster cpu, memory limit reached"
+
+
+@pytest.mark.parametrize(("topology", "hosts"), [("2x2", 1), ("4x4", 4)])
+def test_tpu_pod_gets_a_slice_pool_of_its_topology(topology: str, hosts: int) -> None:
+    """gke-tpu-accelerator + gke-tpu-topology + google.com/tpu: a v6e pool of that topology; a multi-host topology
+    is one slice, scaled up whole."""
+    pod = make_pod("p").cpu("1").duration("10m").obj()
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                   "cloud.google.com/gke-tpu-topology": topology}
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+    r = run(objects=[nap_scenario("1h", limits=[{"resourceType": "tpu-v6e-slice", "maximum": 64}]), pod])
+    (created,) = pools_created(r)
+    assert created[2]["machineType"] == "ct6e-standard-4t"
+    assert created[2]["placementPolicy"] == {"tpuTopology": topology}
+    (up,) = r.summary["cluster_autoscaler"]["scale_ups"]
+    assert (up["from"], up["to"], up["granted"]) == (0, hosts, hosts)
+    assert r.summary["pods"]["by_phase"] == {"Succeeded": 1}
+
+
+def test_tpu_slice_past_the_chip_limit_is_not_created() -> None:
+    """A 4-host slice (16 chips) against a 8-chip maximum: atomic, so nothing is created."""
+    pod = make_pod("p").cpu("1").duration("10m").obj()
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                   "cloud.google.com/gke-tpu-topology": "4x4"}
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+    r = run(objects=[nap_scenario("30m", limits=[{"resourceType": "tpu-v6e-slice", "maximum": 8}]), pod])
+    assert pools_created(r) == []
+    assert dict(events(r, "NotTriggerScaleUp")) == {
+        "p": "pod didn't trigger scale-up: 1 max cluster tpu-v6e-slice limit reached"}
+
+
+def test_example_answers() -> None:
+    """examples/node-auto-provisioning.yaml gives what docs/autoscaler.md says."""
+    from pathlib import Path
+
+    r = run([Path(__file__).resolve().parents[1] / "examples" / "node-auto-provisioning.yaml"])
+    ca = r.summary["cluster_autoscaler"]
+    assert ca["autoprovisioning"] == {
+        "created": [{"t": 10.0, "pool": "nap-g2-standard-4-f5dc5d67", "machineType": "g2-standard-4", "pods": 2}],
+        "deleted": [{"t": 3940.0, "pool": "nap-g2-standard-4-f5dc5d67"}]}
+    assert [(u["from"], u["to"]) for u in ca["scale_ups"]] == [(0, 2)]
+    assert [d["t"] for d in ca["scale_downs"]] == [2750.0, 3340.0]
+    late = [m for n, m in events(r, "NotTriggerScaleUp") if n.startswith("l4-late")]
+    assert late == ["pod didn't trigger scale-up: 1 max cluster nvidia-l4 limit reached"]
+    assert sorted(row["scheduled"] for row in r.pod_rows) == [340.0, 340.0, 2140.0]
+    assert r.summary["cost"]["total_usd"] == 1.13
