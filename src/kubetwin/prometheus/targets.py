@@ -174,14 +174,7 @@ class ScrapeJob:
         spec = self.obj.get("spec") or {}
         out = {"namespace": str(meta.get("namespace") or "default"), "container": found, "pod": meta["name"]}
         out.update(_pod_target_labels(pod, spec.get("podTargetLabels")))
-        out["job"] = f"{self.namespace}/{self.name}"
-        job_label = spec.get("jobLabel")
-        if job_label and (meta.get("labels") or {}).get(job_label):
-            out["job"] = meta["labels"][job_label]
-        if ep.get("port") or ep.get("targetPort") is not None:
-            out["endpoint"] = str(ep.get("port") or ep.get("targetPort"))
-        out["instance"] = f"{_ip(pod)}:{port}"
-        return {k: v for k, v in out.items() if v}
+        return _operator_tail(out, ep, spec, f"{self.namespace}/{self.name}", meta.get("labels") or {}, pod, port)
 
     def _service_monitor(self, pod: Mapping[str, Any], port: int, svc: Mapping[str, Any]) -> dict[str, str] | None:
         ep, meta = self.endpoint, pod["metadata"]
@@ -206,14 +199,22 @@ class ScrapeJob:
         for k in spec.get("targetLabels") or []:  # Service labels onto the target
             if (smeta.get("labels") or {}).get(k):
                 out[_sanitize(k)] = smeta["labels"][k]
-        out["job"] = smeta["name"]
-        job_label = spec.get("jobLabel")
-        if job_label and (smeta.get("labels") or {}).get(job_label):
-            out["job"] = smeta["labels"][job_label]
-        if ep.get("port") or ep.get("targetPort") is not None:
-            out["endpoint"] = str(ep.get("port") or ep.get("targetPort"))
-        out["instance"] = f"{_ip(pod)}:{port}"
-        return {k: v for k, v in out.items() if v}
+        return _operator_tail(out, ep, spec, smeta["name"], smeta.get("labels") or {}, pod, port)
+
+
+def _operator_tail(out: dict[str, str], ep: Mapping[str, Any], spec: Mapping[str, Any], job: str,
+                   labelled: Mapping[str, Any], pod: Mapping[str, Any], port: int) -> dict[str, str]:
+    """The target labels prometheus-operator adds last for a PodMonitor or ServiceMonitor endpoint: `job` (the
+    monitor's default, or the value of spec.jobLabel on the pod / Service), `endpoint` (the port it names) and
+    `instance`; empty values dropped."""
+    out["job"] = job
+    job_label = spec.get("jobLabel")
+    if job_label and labelled.get(job_label):
+        out["job"] = str(labelled[job_label])
+    if ep.get("port") or ep.get("targetPort") is not None:
+        out["endpoint"] = str(ep.get("port") or ep.get("targetPort"))
+    out["instance"] = f"{_ip(pod)}:{port}"
+    return {k: v for k, v in out.items() if v}
 
 
 def _ports(pod: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
