@@ -9,6 +9,7 @@ from conftest import need_live_extra
 need_live_extra("starlette", "grpc", "httpx", "openai")
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -254,3 +255,30 @@ def test_grpc_health(tmp_path: Path, fleet: FakeFleet) -> None:
                 assert r.status == health_pb2.HealthCheckResponse.SERVING, svc
     finally:
         et.close()
+
+
+def test_a_refused_body_takes_no_model_label_slot(tmp_path: Path, fleet: FakeFleet) -> None:
+    """A body the picker refuses before routing (400: not JSON) is counted with no model, as the standalone gateway
+    counts it, and does not take one of maxModelLabels' slots: with a cap of 1 the next request's model still gets
+    its own label."""
+    b = fleet.add(Knobs(tokens=2))
+    et = EnvoyThread(config(tmp_path, endpoints=[b.address], maxModelLabels=1))
+    try:
+        et.until_picker(lambda snap: snap.names == [b.address])
+        bad = httpx.post(et.url + "/v1/completions", content=b"{not json", timeout=10,
+                         headers={"content-type": "application/json"})
+        assert bad.status_code == 400
+        s = client(et).completions.create(model="a", prompt=PROMPT, max_tokens=2, stream=True)
+        assert "".join(ch.choices[0].text for ch in s) == "w0 w1"
+
+        def counted() -> list[str]:  # the ext_proc stream ends (and counts) just after the client's last byte
+            return [line for line in et.picker.metrics.render().decode().splitlines()
+                    if line.startswith("inference_objective_request_total{")]
+        deadline = time.monotonic() + 5
+        while len(counted()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        requests = counted()
+    finally:
+        et.close()
+    assert any('model_name="a"' in line for line in requests), requests
+    assert not any('model_name="other"' in line for line in requests), requests

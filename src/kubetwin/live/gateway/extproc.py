@@ -163,7 +163,9 @@ class ExtProcServicer(pb_grpc.ExternalProcessorServicer):
             model = req.model if req is not None else ""
             if req is not None and endpoint:
                 self.picker.finished(req, endpoint)
-            if req is not None or status:
+            if req is None and status:  # refused before routing: no model, no label slot (as standalone counts it)
+                m.count_refused(status)
+            elif req is not None:
                 label = m.model_label(model)
                 m.requests.labels(label, label).inc()
                 if status >= 400 or error:
