@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
@@ -128,3 +131,15 @@ def run_with(monkeypatch, objects: list[dict], actions: list[tuple[float, Callab
         orig(store, env, obj)
     monkeypatch.setattr(run_mod, "_schedule_object", spy)
     return run(objects=objects, **kw)
+
+
+def load_script(path: Path, name: str | None = None) -> ModuleType:
+    """A script outside the package (benchmarks/*.py, a data generator) imported as a module, registered in
+    sys.modules under its name first so its dataclasses can look their module up."""
+    name = name or path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module

@@ -4,11 +4,10 @@ saturation rule are read as documented, and the twin stays within the accuracy t
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
 
@@ -16,11 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "bench_e2e.py"
 SLICE = ROOT / "tests" / "data" / "e2e-measured-slice.yaml"
 
-_spec = importlib.util.spec_from_file_location("bench_e2e", BENCH)
-assert _spec and _spec.loader
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["bench_e2e"] = bench  # dataclasses look their module up there
-_spec.loader.exec_module(bench)
+bench = load_script(BENCH)
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,13 @@ DRA claims keep their devices and a new claim never gets one of them; the three 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from conftest import load_script
 
 from kubetwin.api.loader import Manifest
 from kubetwin.importer import convert, kubectl, kwok, simulator
@@ -58,11 +58,7 @@ spec:
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_gke_cluster", GENERATOR)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(GENERATOR)
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ through the CLI, report included, in a fresh child process: a figure that is not
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 from k8s_builders import make_pod, make_pool, make_scenario
 
 import kubetwin.report.rundata as rundata
@@ -26,10 +26,7 @@ from kubetwin.runner import run
 pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "bench_report.py")
-assert _spec and _spec.loader
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+bench = load_script(ROOT / "benchmarks" / "bench_report.py")
 
 # Peak RSS ceiling of the 10,000-pod run with its report: measured 277 MB (Python 3.11, 2 cores; 255 MB without
 # the report, 787 MB when the report loaded the whole history); the margin absorbs other Python builds and

@@ -5,19 +5,13 @@ distributions, against the same world continued with the job submitted at T."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("bench_simulate_calibration",
-                                               ROOT / "benchmarks" / "bench_simulate_calibration.py")
-assert _spec is not None and _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["bench_simulate_calibration"] = bench
-_spec.loader.exec_module(bench)
+bench = load_script(ROOT / "benchmarks" / "bench_simulate_calibration.py")
 
 
 @pytest.mark.slow

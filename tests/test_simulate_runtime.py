@@ -5,15 +5,14 @@ and imported pending Workloads queue ahead of the incoming one whatever the seed
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import load_script
 from typer.testing import CliRunner
 
 from kubetwin.api.errors import KubetwinError
@@ -25,12 +24,7 @@ from kubetwin.k8s.units import parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 DUMP = ROOT / "tests" / "data" / "import" / "gke-kubectl.yaml"
-_spec = importlib.util.spec_from_file_location("bench_simulate_calibration",
-                                               ROOT / "benchmarks" / "bench_simulate_calibration.py")
-assert _spec is not None and _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["bench_simulate_calibration"] = bench
-_spec.loader.exec_module(bench)
+bench = load_script(ROOT / "benchmarks" / "bench_simulate_calibration.py")
 
 
 @pytest.mark.parametrize(("text", "kind", "mean"), [
