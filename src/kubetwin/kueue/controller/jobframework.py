@@ -20,6 +20,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kubetwin.k8s import podgates
 from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.k8s.ownerrefs import owner_ref
 from kubetwin.kueue.tas import request as tas_request
@@ -193,10 +194,8 @@ class GenericJob:
                     meta = tmpl.setdefault("metadata", {})
                     meta[key] = {**(meta.get(key) or {}), **extra}
             pod = tmpl.setdefault("spec", {})
-            if info.scheduling_gates:
-                gates = list(pod.get("schedulingGates") or [])
-                pod["schedulingGates"] = gates + [{"name": g} for g in info.scheduling_gates
-                                                  if {"name": g} not in gates]
+            for name in info.scheduling_gates:
+                pod = tmpl["spec"] = podgates.gate(pod, name)
             pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **info.node_selector}
             tols = list(pod.get("tolerations") or [])
             pod["tolerations"] = tols + [t for t in info.tolerations if t not in tols]

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from kubetwin.controllers import lws_webhook as W
+from kubetwin.k8s import podgates
 from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.kueue.controller.jobframework import (
     DEFAULT_PODSET,
@@ -190,7 +191,7 @@ def set_default(lws: Obj, pod: Obj) -> Obj | None:
     wl = group_workload_name(lws, labels[W.GROUP_INDEX])
     ann = dict(meta.get("annotations") or {})
     labels[MANAGED_LABEL] = "true"
-    if queue_name(lws) and any(g.get("name") == SCHEDULING_GATE for g in pod["spec"].get("schedulingGates") or ()):
+    if queue_name(lws) and podgates.has_gate(pod["spec"], SCHEDULING_GATE):
         labels[QUEUE_LABEL] = queue_name(lws) or ""
     labels[GROUP_NAME_LABEL] = wl
     labels[PREBUILT_WORKLOAD] = wl

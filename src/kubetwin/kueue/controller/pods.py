@@ -46,6 +46,7 @@ import hashlib
 import json
 from collections.abc import Callable
 
+from kubetwin.k8s import podgates
 from kubetwin.k8s.conditions import conditions_of, is_condition_true, replace_or_append_condition
 from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.kueue.controller.jobframework import (
@@ -76,7 +77,7 @@ _PODS = "_pods"  # a group's view: its first pod, with the group's pods under th
 
 
 def gated(pod: Obj) -> bool:
-    return any(g.get("name") == SCHEDULING_GATE for g in pod["spec"].get("schedulingGates") or ())
+    return podgates.has_gate(pod["spec"], SCHEDULING_GATE)
 
 
 def _terminated(pod: Obj) -> bool:
@@ -111,12 +112,7 @@ def webhook(managed_kinds: frozenset[str], plain: bool = True) -> Callable[[Obj]
         meta = pod["metadata"]
         labels = meta.get("labels") or {}
         if SUSPENDED_BY_PARENT in (meta.get("annotations") or {}):
-            spec = dict(pod["spec"])
-            gates = list(spec.get("schedulingGates") or [])
-            if not any(g.get("name") == SCHEDULING_GATE for g in gates):
-                gates.append({"name": SCHEDULING_GATE})
-            spec["schedulingGates"] = gates
-            pod = {**pod, "spec": spec}
+            pod = {**pod, "spec": podgates.gate(pod["spec"], SCHEDULING_GATE)}
             pod["metadata"] = {**meta, "annotations": {**meta["annotations"], ROLE_HASH: role_hash(pod)}}
             return scheduling_gated_condition(pod)
         if not plain:
@@ -126,13 +122,8 @@ def webhook(managed_kinds: frozenset[str], plain: bool = True) -> Callable[[Obj]
         owner = controller_of(pod)
         if owner is not None and owner[0] in managed_kinds:  # its owner is Kueue's already
             return pod
-        spec = dict(pod["spec"])
-        gates = list(spec.get("schedulingGates") or [])
-        if not any(g.get("name") == SCHEDULING_GATE for g in gates):
-            gates.append({"name": SCHEDULING_GATE})
-        spec["schedulingGates"] = gates
         meta = {**meta, "labels": {**labels, MANAGED_LABEL: "true"}}
-        pod = {**pod, "metadata": meta, "spec": spec}
+        pod = {**pod, "metadata": meta, "spec": podgates.gate(pod["spec"], SCHEDULING_GATE)}
         if labels.get(GROUP_NAME_LABEL):
             pod["metadata"] = {**meta, "annotations": {**(meta.get("annotations") or {}), ROLE_HASH: role_hash(pod)}}
         # the API server's PrepareForCreate runs after the webhooks: the gate shows as PodScheduled SchedulingGated
@@ -310,12 +301,7 @@ def _runnable(pod: Obj) -> bool:
 
 
 def _ungate(pod: Obj, info: PodSetInfo) -> Obj:
-    spec = dict(pod["spec"])
-    gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != SCHEDULING_GATE]
-    if gates:
-        spec["schedulingGates"] = gates
-    else:
-        spec.pop("schedulingGates", None)
+    spec = podgates.ungate(pod["spec"], SCHEDULING_GATE)
     if info.node_selector:
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **info.node_selector}
     tols = list(spec.get("tolerations") or ())

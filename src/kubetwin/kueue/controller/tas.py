@@ -10,6 +10,7 @@ that domain. Pods whose rank the PodSet's topologyRequest can read (``podIndexLa
 
 from __future__ import annotations
 
+from kubetwin.k8s import podgates
 from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.kueue.controller.jobframework import PODSET_LABEL, WORKLOAD_ANNOTATION
 from kubetwin.kueue.tas.assignment import Assignment, assignment_from_api
@@ -21,7 +22,7 @@ POD_INDEX_OFFSET = "kueue.x-k8s.io/pod-index-offset"  # kueue.PodIndexOffsetAnno
 
 
 def has_gate(pod: Obj) -> bool:
-    return any(g.get("name") == TOPOLOGY_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or ())
+    return podgates.has_gate(pod.get("spec") or {}, TOPOLOGY_GATE)
 
 
 def pods_for_pod_set(pods: list[Obj], workload: str, pod_set: str) -> list[Obj]:
@@ -171,11 +172,6 @@ class TopologyUngater:
 
 def _ungate(pod: Obj, selector: dict[str, str]) -> Obj:
     """utilpod.Ungate plus the domain's labels merged into spec.nodeSelector."""
-    spec = dict(pod["spec"])
-    gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != TOPOLOGY_GATE]
-    if gates:
-        spec["schedulingGates"] = gates
-    else:
-        spec.pop("schedulingGates", None)
+    spec = podgates.ungate(pod["spec"], TOPOLOGY_GATE)
     spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **selector}
     return {**pod, "spec": spec}
