@@ -239,3 +239,26 @@ def test_kubectl_get_for_the_serving_kinds(tmp_path: Path) -> None:
     row = hpa.splitlines()[1].split()
     assert row[1].startswith("keda-hpa-") and row[2].startswith("Deployment/") and row[3].endswith("/64")
     assert "(avg)" in hpa
+
+
+@pytest.mark.parametrize("targeted", [True, False])
+def test_a_headless_service_is_a_pool_only_when_a_trace_sends_to_it(targeted: bool) -> None:
+    """A headless Service (clusterIP None: a JobSet's, a LeaderWorkerSet's) has no virtual IP: the data plane does not
+    count it among the run's pools unless a RequestTrace names it, whose clients then reach its pods as DNS gives
+    them (served like a Service). Either way the InferencePool's requests are the same."""
+    headless = service("hl").obj()
+    headless["spec"]["clusterIP"] = "None"
+    traces = [trace("a").rate(1).duration("5m").start("8m").obj()]
+    if targeted:
+        traces.append(trace("b").target("Service", "hl").rate(1).duration("5m").start("8m").obj())
+    objs = [serving_scenario("20m").obj(), h100_pool(1).obj(), vllm("srv", 1).obj(), inference_pool().obj(),
+            headless, *traces]
+    r = run(objects=objs)
+    pools = set(r.requests().pool)
+    if targeted:
+        assert pools == {"InferencePool/default/pool", "Service/default/hl"}
+        hl = r.requests()[r.requests().pool == "Service/default/hl"]
+        assert len(hl) > 200 and set(hl.status) == {200}
+    else:
+        assert pools == {"InferencePool/default/pool"}
+        assert list(r.summary["serving"]["pools"]) == ["InferencePool/default/pool"]

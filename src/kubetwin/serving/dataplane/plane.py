@@ -85,8 +85,8 @@ class ServingDataPlane:
 
     # ---- pools -------------------------------------------------------------------------------------------------
     def _on_pool(self, etype: str, obj: Obj, old: Obj | None) -> None:
-        if obj["kind"] == "Service" and (obj.get("spec") or {}).get("clusterIP") == "None":
-            return  # headless (a JobSet's, a LeaderWorkerSet's): no virtual IP for kube-proxy to balance requests over
+        if _headless(obj) and not self._targeted(obj):
+            return  # a JobSet's, a LeaderWorkerSet's: no virtual IP, and no trace sends to it (see _start_trace)
         meta = obj["metadata"]
         key = f"{obj['kind']}/{meta.get('namespace') or 'default'}/{meta['name']}"
         if etype == "DELETED":
@@ -111,6 +111,17 @@ class ServingDataPlane:
         self.pools[key] = pool
         self.deleted.pop(key, None)
         self._resync(pool)
+
+    def _targeted(self, svc: Obj) -> bool:
+        """Whether a RequestTrace of the run sends to this Service."""
+        meta = svc["metadata"]
+        ns, name = meta.get("namespace") or "default", meta["name"]
+        for trace in self.store.list("RequestTrace"):
+            target = (trace.get("spec") or {}).get("target") or {}
+            if (target.get("kind") == "Service" and target.get("name") == name
+                    and (target.get("namespace") or trace["metadata"].get("namespace") or "default") == ns):
+                return True
+        return False
 
     def _resync(self, pool: Pool) -> None:
         if not pool.selector:
@@ -246,6 +257,10 @@ class ServingDataPlane:
         ns = meta.get("namespace") or "default"
         target = spec["target"]
         key = f"{target.get('kind', 'InferencePool')}/{target.get('namespace') or ns}/{target['name']}"
+        if key not in self.pools and target.get("kind") == "Service":
+            svc = self.store.get("Service", target.get("namespace") or ns, target["name"])
+            if svc is not None and _headless(svc):  # sent to by name: DNS gives the pods, a pool like any Service's
+                self._on_pool("ADDED", svc, None)
         arrays = self.traces[(ns, meta["name"])]
         model = spec.get("model", "")
         prio = self.priorities.get((ns, model), int(spec.get("priority") or 0))
@@ -358,3 +373,9 @@ def lora_names(modules: list[str]) -> list[str]:
         else:
             out.append(m.split("=", 1)[0])
     return out
+
+
+def _headless(obj: Obj) -> bool:
+    """A headless Service (clusterIP None): kube-proxy gives it no virtual IP to balance requests over; a client
+    that names it resolves the pods' own addresses."""
+    return obj["kind"] == "Service" and (obj.get("spec") or {}).get("clusterIP") == "None"
