@@ -58,6 +58,18 @@ def as_format(text: str, fmt: str, tmp_path: Path) -> Path:
     return path
 
 
+def dump_and_import(tmp_path: Path, kinds: str, at: str, snapshot_time: str) -> str:
+    """The first run's state (tmp_path/first) at `at` as `kubetwin get KINDS -A -o yaml` prints it, imported into
+    tmp_path/imp with t=0 at `snapshot_time`: what `import` printed."""
+    res = CliRunner().invoke(app, ["get", kinds, "-A", "-o", "yaml", "--run", str(tmp_path / "first"), "--at", at])
+    assert res.exit_code == 0, res.output
+    (tmp_path / "state.yaml").write_text(res.output)
+    res = CliRunner().invoke(app, ["import", str(tmp_path / "state.yaml"), "--out", str(tmp_path / "imp"),
+                                   "--snapshot-time", snapshot_time])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
 @pytest.mark.parametrize("fmt", ["kubectl-yaml", "kubectl-json", "kwokctl"])
 def test_a_runs_state_at_t_imported_continues_as_the_run_did(tmp_path: Path, fmt: str) -> None:
     (tmp_path / "waiting.yaml").write_text(WAITING)
@@ -92,17 +104,11 @@ def test_kueue_admitted_workloads_keep_their_quota_and_jobs_keep_running(tmp_pat
     the original run admitted them, on the same flavor."""
     example = Path(__file__).parents[1] / "examples" / "kueue-cohort-borrowing.yaml"
     first = run([example], duration="6h", out=tmp_path / "first")
-    kinds = "nodes,nodepools,namespaces,resourceflavors,clusterqueues,localqueues,workloads,jobs,pods"
-    res = CliRunner().invoke(app, ["get", kinds, "-A", "-o", "yaml", "--run", str(tmp_path / "first"),
-                                   "--at", "90m"])
-    assert res.exit_code == 0, res.output
-    (tmp_path / "state.yaml").write_text(res.output)
-    res = CliRunner().invoke(app, ["import", str(tmp_path / "state.yaml"), "--out", str(tmp_path / "imp"),
-                                   "--snapshot-time", "2026-01-01T01:30:00Z"])
-    assert res.exit_code == 0, res.output
+    out = dump_and_import(tmp_path, "nodes,nodepools,namespaces,resourceflavors,clusterqueues,localqueues,workloads,"
+                          "jobs,pods", "90m", "2026-01-01T01:30:00Z")
     assert ("defaulted: 3 Kueue Workloads keep their status: admitted ones hold their quota and flavors, their jobs "
-            "run on") in res.output
-    assert "defaulted: 4 objects of a twin run keep no kubetwin.io/create-at" in res.output
+            "run on") in out
+    assert "defaulted: 4 objects of a twin run keep no kubetwin.io/create-at" in out
     again = run([tmp_path / "imp" / "cluster.yaml"], duration="270m")
     T = 5400.0
 
@@ -155,14 +161,8 @@ def test_spot_preemptions_and_checkpoints_continue_from_the_snapshot(tmp_path: P
     and both Jobs finish when they did, losing the same work; new objects never reuse an imported uid."""
     example = Path(__file__).parents[1] / "examples" / "spot-vs-on-demand.yaml"
     first = run([example], out=tmp_path / "first")
-    res = CliRunner().invoke(app, ["get", "nodes,nodepools,namespaces,jobs,pods", "-A", "-o", "yaml", "--run",
-                                   str(tmp_path / "first"), "--at", "2h"])
-    assert res.exit_code == 0, res.output
-    (tmp_path / "state.yaml").write_text(res.output)
-    res = CliRunner().invoke(app, ["import", str(tmp_path / "state.yaml"), "--out", str(tmp_path / "imp"),
-                                   "--snapshot-time", "2026-01-01T02:00:00Z"])
-    assert res.exit_code == 0, res.output
-    assert "defaulted: 2 scheduled Spot preemptions of a twin run counted again from the snapshot" in res.output
+    out = dump_and_import(tmp_path, "nodes,nodepools,namespaces,jobs,pods", "2h", "2026-01-01T02:00:00Z")
+    assert "defaulted: 2 scheduled Spot preemptions of a twin run counted again from the snapshot" in out
     again = run([tmp_path / "imp" / "cluster.yaml"], duration="10h")
     T = 7200.0
 
@@ -189,13 +189,7 @@ def test_a_multi_host_tpu_slice_is_imported_as_its_node_pool(tmp_path: Path) -> 
     each) becomes its NodePool (placementPolicy.tpuTopology 4x4) that adopts the four Nodes as a Ready slice: no VM
     boots, the training pods keep running on them and finish when the original run's did."""
     first = run([TPU_EXAMPLE], out=tmp_path / "first")
-    res = CliRunner().invoke(app, ["get", "nodes,namespaces,jobs,pods", "-A", "-o", "yaml", "--run",
-                                   str(tmp_path / "first"), "--at", "30m"])
-    assert res.exit_code == 0, res.output
-    (tmp_path / "state.yaml").write_text(res.output)
-    res = CliRunner().invoke(app, ["import", str(tmp_path / "state.yaml"), "--out", str(tmp_path / "imp"),
-                                   "--snapshot-time", "2026-01-01T00:30:00Z"])
-    assert res.exit_code == 0, res.output
+    dump_and_import(tmp_path, "nodes,namespaces,jobs,pods", "30m", "2026-01-01T00:30:00Z")
     pools = {d["metadata"]["name"]: d for d in yaml.safe_load_all((tmp_path / "imp" / "cluster.yaml").read_text())
              if d and d.get("kind") == "NodePool"}
     assert pools["tpu-v5e-4x4"]["spec"] == {"machineType": "ct5lp-hightpu-4t", "nodeCount": 4,
