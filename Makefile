@@ -13,10 +13,10 @@ $(VENV)/bin/python:
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q --dist worksteal
 
-.PHONY: install demo test test-fast lint bench
+.PHONY: install demo test test-fast lint bench native
 # The package is installed (editable: source changes need no reinstall) again only when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[native]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
@@ -24,6 +24,12 @@ $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 install: $(VENV)/.installed
+	$(MAKE) native
+
+# The hot modules compiled by mypyc (src/kubetwin/native; about a minute on 2 cores, only when a source changed since
+# the last build). Where it cannot build (no C compiler), the pure Python runs: the same results, slower.
+native:
+	$(PY) -m kubetwin.native build || echo "kubetwin.native: not built, the pure Python runs"
 
 demo: install
 	$(VENV)/bin/kubetwin demo --out runs/demo
@@ -35,6 +41,7 @@ test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(MAKE) native
 	$(PYTEST) -n $(TEST_WORKERS)
 
 # The edit loop's tier: every test but the slow, live-server, browser and documentation ones (pytest markers,

@@ -93,6 +93,15 @@ def measured(src: Path, args: list[str]) -> tuple[float, float, float]:
     return float(out[0]), int(out[1]) / 1024, float(out[3])
 
 
+def code_of(src: Path) -> str:
+    """What a tree's runs execute: its compiled modules (kubetwin.native, when built from its sources) or the pure
+    Python, and why; trees from before kubetwin.native are pure Python."""
+    code = "import kubetwin.native as n; print(n.status())"
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(src)},
+                          capture_output=True, text=True)
+    return done.stdout.strip()[:60] if done.returncode == 0 else "pure Python (no kubetwin.native)"
+
+
 def timed(src: Path, args: list[str]) -> tuple[float, float]:
     """(wall seconds, peak RSS in MB) of `kubetwin ARGS`, as measured() gives them."""
     wall, peak, _ = measured(src, args)
@@ -187,6 +196,7 @@ def main() -> None:
         base = "baseline" if a.base else None
         print(f"{a.pods:,} pods onto {a.nodes:,} nodes, {a.repeat} runs each, medians; run folder {size:.0f} MB, "
               f"report.html {page:.1f} MB ({time.strftime('%Y-%m-%d')})")
+        print("code: " + "; ".join(f"{name} {code_of(src)}" for name, src in trees))
         print(ratio_line("kubetwin run (report included)", runs["this tree"], runs[base] if base else None))
         print(cpu_line("kubetwin run (report included)", cpu["this tree"], cpu[base] if base else None))
         base_reports = reports.get(base) if base else None

@@ -37,7 +37,7 @@ import yaml
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE / "benchmarks"))
 
-from bench_report import paces_clients, ratio_line, scenario, timed  # noqa: E402
+from bench_report import code_of, paces_clients, ratio_line, scenario, timed  # noqa: E402
 from bench_scheduling import _pools  # noqa: E402
 
 DAY = 86400
@@ -116,6 +116,7 @@ def main() -> None:
         root = a.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         trees = [("this", HERE / "src")] + ([("base", a.base / "src")] if a.base else [])
+        print("code: " + "; ".join(f"{tree} {code_of(src)}" for tree, src in trees))
         for name in names:
             # this tree runs with the API clients unpaced (unless --paced): the decisions of a baseline from
             # before their token buckets, and the twin's own cost per pod rather than 20 pod creates a second

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,11 @@ from types import ModuleType
 import pytest
 import yaml
 
-import kubetwin.runner as run_mod
+# The suite runs the pure Python, the reference the compiled modules are checked against (tests/test_native.py):
+# tests monkeypatch functions and classes that compiled code would bind early. Before kubetwin is first imported.
+os.environ.setdefault("KUBETWIN_NATIVE", "0")
+
+import kubetwin.runner as run_mod  # noqa: E402
 from kubetwin.k8s.conditions import conditions_of, find_condition, is_condition_true
 from kubetwin.runner import run
 from kubetwin.store.store import Store

@@ -240,7 +240,7 @@ def test_controller_passes_configuration_strategies(strategies):
     version = "v1beta2" if strategies else "v1beta1"
     cfg = kueue_config.parse(make_configuration().version(version).fields(fairSharing=fs).obj())
     env = Environment()
-    store = Store(env, 0, NOW)
+    store = Store(env, 0)  # start_time: RFC 3339 text (NOW is the builders' epoch seconds)
     ctrl = KueueController(store, env, EventRecorder(store), config=cfg)
     assert ctrl.sched.fair_sharing
     assert ctrl.sched.fair_sharing_strategies == tuple(strategies or ("LessThanOrEqualToFinalShare",

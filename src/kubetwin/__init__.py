@@ -3,6 +3,10 @@
 import importlib
 from typing import Any
 
+from kubetwin.native import install
+
+install()  # the compiled hot modules, when built from these sources (kubetwin.native), before any of them loads
+
 __all__ = ["RunResult", "run"]
 __version__ = "0.1.0"
 

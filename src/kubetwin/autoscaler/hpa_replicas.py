@@ -8,7 +8,6 @@ loop."""
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable
 
 from kubetwin.k8s.conditions import is_condition_true
@@ -19,15 +18,15 @@ from kubetwin.prometheus.staleness import newest
 from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
-# External metrics API servers per store: fn(namespace, metric name, selector) -> metric values, or raises.
+# An External metrics API server: fn(namespace, metric name, selector) -> metric values, or raises.
 ExternalMetrics = Callable[[str, str, dict | None], list[float]]
-_EXTERNAL: weakref.WeakKeyDictionary[Store, list[ExternalMetrics]] = weakref.WeakKeyDictionary()
+EXTERNAL_METRICS_API = "external.metrics.k8s.io/v1beta1"  # the group/version the HPA controller's client asks
 
 
 def register_external_metrics(store: Store, server: ExternalMetrics) -> None:
     """Serve external.metrics.k8s.io for this store (what an APIService registration does). Servers are asked in
     registration order; one that does not know the metric raises LookupError."""
-    _EXTERNAL.setdefault(store, []).append(server)
+    store.api_services.setdefault(EXTERNAL_METRICS_API, []).append(server)
 
 
 def milli(value: object) -> int:
@@ -163,7 +162,7 @@ class ReplicaCalculator:
         raise MetricError("InvalidMetricSourceType", err, err)
 
     def _external(self, ns: str, name: str, selector: dict | None) -> list[float]:
-        for server in _EXTERNAL.get(self.store, []):
+        for server in self.store.api_services.get(EXTERNAL_METRICS_API, []):
             try:
                 return server(ns, name, selector)
             except LookupError:

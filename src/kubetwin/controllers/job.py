@@ -15,6 +15,7 @@ controller's client; a twin simplification)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from itertools import islice
 
 from kubetwin.api import twin
@@ -157,6 +158,11 @@ class JobController:
     def _queue(self, ns: str, name: str) -> None:
         self._work.add((ns, name))
 
+    def _resync(self, timers: set[tuple[tuple[str, str], float]], key: tuple[str, str], due: float) -> None:
+        """A delayed sync is due (an activeDeadlineSeconds check or a back-off): forget its timer, queue the Job."""
+        timers.discard((key, due))
+        self._queue(*key)
+
     def _process(self, key: tuple[str, str]) -> None:
         if self._writes.busy(key):  # its last sync's writes are in flight: synced again once they are through
             return
@@ -276,8 +282,8 @@ class JobController:
         if remove:  # deletion takes precedence: a sync either deletes or creates pods, never both
             for p in remove:
                 self._delete_pod((ns, name), p)
-            gone = {id(p) for p in remove}
-            active = [p for p in active if id(p) not in gone]
+            removed = {id(p) for p in remove}
+            active = [p for p in active if id(p) not in removed]
             new["ready"] = sum(map(_ready, active))
         if self._complete(job, new, conds, completions, succeeded, active, now):
             return
@@ -301,7 +307,7 @@ class JobController:
             else:  # getPodCreationInfoForIndependentIndexes: the indexes whose own back-off has passed, else wait
                 waits = {i: backoff.remaining_time_per_index(_replaced(failed_pods, i), at) for i in indexes
                          if i is not None}
-                ready = [i for i in indexes if waits.get(i, 0.0) < _EPSILON]
+                ready = [i for i in indexes if (0.0 if i is None else waits.get(i, 0.0)) < _EPSILON]
                 wait = 0.0 if ready else min(waits.values())
                 indexes = list(ready)
             if wait >= _EPSILON:
@@ -314,8 +320,10 @@ class JobController:
             if index is not None:
                 labels[COMPLETION_INDEX] = str(index)
             # the pod's name is generated when the create reaches the API server (generateName)
-            self._writes.send((ns, name), "pods", "create", lambda index=index, labels=labels: self._create(
-                job, lambda: self._new_pod(job, spec, index, labels, pfp, per_index, failed_pods), active, refused))
+            def create(index: int | None = index, labels: dict[str, str] = labels) -> None:
+                self._create(job, lambda: self._new_pod(job, spec, index, labels, pfp, per_index, failed_pods), active,
+                             refused)
+            self._writes.send((ns, name), "pods", "create", create)
             if refused:  # the slow-start batch stops at the first error; a pod change retries
                 break
         self._write(job, lambda: {**new, "active": len(active), "conditions": conds})
@@ -379,7 +387,7 @@ class JobController:
         due = self.env.now + left
         if (key, due) not in self._deadlines:  # queue.AddAfter(key, syncDuration)
             self._deadlines.add((key, due))
-            self.env.after(left, lambda: (self._deadlines.discard((key, due)), self._queue(*key)))
+            self.env.after(left, partial(self._resync, self._deadlines, key, due))
         return None
 
     def _resync_after(self, key: tuple[str, str], delay: float) -> None:
@@ -388,7 +396,7 @@ class JobController:
         due = self.env.now + delay
         if (key, due) not in self._backoffs:
             self._backoffs.add((key, due))
-            self.env.after(delay, lambda: (self._backoffs.discard((key, due)), self._queue(*key)))
+            self.env.after(delay, partial(self._resync, self._backoffs, key, due))
 
     def _finish(self, job: Obj, new: dict, conds: list[dict], finished: tuple[str, str, str], active: list[Obj],
                 surplus: list[Obj], pfp: dict | None, now: str) -> None:
@@ -426,7 +434,7 @@ class JobController:
     def _write(self, job: Obj, status: dict | Callable[[], dict]) -> None:
         """The status update (UpdateStatus) when it changed, through the client, after the sync's other writes;
         ``status`` may be computed when it goes out (the pods created by then)."""
-        make: Callable[[], dict] = status if callable(status) else (lambda: status)  # type: ignore[assignment]
+        make: Callable[[], dict] = status if callable(status) else (lambda: status)
         if make() == job.get("status"):
             return
         meta = job["metadata"]

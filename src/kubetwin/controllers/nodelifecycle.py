@@ -20,6 +20,8 @@ deleted without a grace period.
 
 from __future__ import annotations
 
+from functools import partial
+
 from kubetwin.api.podspec import SameInputs
 from kubetwin.k8s.conditions import conditions_of, find_condition, replace_or_append_condition
 from kubetwin.k8s.taints import tolerates
@@ -139,7 +141,7 @@ class NodeLifecycleController:
             uid = pod["metadata"]["uid"]
             if self._timers.get(uid, float("inf")) > due:
                 self._timers[uid] = due
-                self.env.at(due, lambda p=pod: self._due(p))
+                self.env.at(due, partial(self._due, pod))
 
     def _due(self, pod: Obj) -> None:
         meta = pod["metadata"]

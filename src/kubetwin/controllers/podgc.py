@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from functools import partial
 
 from kubetwin.api import twin
 from kubetwin.k8s.conditions import replace_or_append_condition
@@ -137,7 +138,7 @@ class PodGC:
             if self._terminated.get(key[4]) != key:
                 continue  # deleted by someone else since (a TTL, a Job's cleanup)
             del self._terminated[key[4]]
-            end = max(end, self.client.send(self.env, "pods", "delete", lambda k=key: self._delete(k)))
+            end = max(end, self.client.send(self.env, "pods", "delete", partial(self._delete, key)))
             surplus -= 1
         self._loop_end = end
         if len(self._order) > 2 * len(self._terminated) + 1024:  # mostly entries of pods already gone

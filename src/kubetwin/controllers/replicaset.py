@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Hashable
+from functools import partial
 
 from kubetwin.api import twin
 from kubetwin.controllers.common import KeyedWrites, active_pods_rank, pod_from_template, ready_since
@@ -50,8 +51,8 @@ class ReplicaSetController:
         self.client = client if client is not None else ApiClient(
             "replicaset-controller", twin.CONTROLLER_MANAGER_QPS, twin.CONTROLLER_MANAGER_BURST)
         self._writes = KeyedWrites(env, self.client, self._requeue)
-        store.watch("Deployment", lambda e, o, _: e != "DELETED" and self._queue("Deployment", o))
-        store.watch("ReplicaSet", lambda e, o, _: e != "DELETED" and self._queue("ReplicaSet", o))
+        store.watch("Deployment", partial(self._on_owner, "Deployment"))
+        store.watch("ReplicaSet", partial(self._on_owner, "ReplicaSet"))
         store.watch("Pod", self._on_pod, owner_kind="ReplicaSet")
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
@@ -60,6 +61,10 @@ class ReplicaSetController:
             if not self._dirty:
                 self.env.after(0, self._sync_all)
             self._dirty.add(("ReplicaSet", pod["metadata"].get("namespace") or "default", owner[1]))
+
+    def _on_owner(self, kind: str, etype: str, obj: Obj, old: Obj | None) -> None:
+        if etype != "DELETED":
+            self._queue(kind, obj)
 
     def _queue(self, kind: str, obj: Obj) -> None:
         self._requeue((kind, obj["metadata"].get("namespace") or "default", obj["metadata"]["name"]))
@@ -120,7 +125,7 @@ class ReplicaSetController:
         # ranked them all, 0.3 s of a 10,000-pod run; issue 32).
         excess = sorted(pods, key=active_pods_rank)[:len(pods) - want] if len(pods) > want else []
         for p in excess:
-            self._writes.send(key, "pods", "delete", lambda p=p: self._delete(rs, p))
+            self._writes.send(key, "pods", "delete", partial(self._delete, rs, p))
         ready = sum(1 for p in pods if p["status"].get("phase") == "Running" and ready_since(p) is not None)
         status = {"replicas": want,  # the sync above created or deleted pods up to spec.replicas
                   "readyReplicas": ready, "availableReplicas": ready, "observedGeneration": 1}

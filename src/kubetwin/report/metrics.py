@@ -48,7 +48,7 @@ class Metrics:
         self._node_place: dict[str, int] = {}
         self._places = 0
         self._counted: dict[str, tuple[str, int, int]] = {}  # pod uid -> (node, GPUs, milli-GPUs) counted there
-        self._gpu_held: dict[str, tuple[int, int]] = {}  # GPUs per pool since _last_t, until the next change
+        self._gpu_held: dict[str, tuple[float, int]] = {}  # GPUs per pool since _last_t, until the next change
         self._last_t = 0.0
         self._settle_armed = False
         self._started: dict[str, float] = {}  # pod uid -> when it started running
@@ -197,8 +197,8 @@ class Metrics:
                 acc = out.setdefault(pool, [0, 0])
                 acc[0] += used
                 acc[1] += total
-        for pool in self.store.list("NodePool"):
-            out.setdefault(pool["metadata"]["name"], [0, 0])
+        for pool_obj in self.store.list("NodePool"):
+            out.setdefault(pool_obj["metadata"]["name"], [0, 0])
         result = {k: (v[0], int(v[1])) for k, v in out.items()}
         self._gpu_now = (self.store.rv, result)
         return result

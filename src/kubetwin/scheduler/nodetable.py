@@ -257,7 +257,7 @@ class NodeTable:
         out = []
         pods_alloc = self.alloc.get("pods")
         pods_used = self.used.get("pods")
-        if pods_alloc is None:
+        if pods_alloc is None or pods_used is None:
             out.append(("Too many pods", np.ones(len(rows), bool)))
         else:
             out.append(("Too many pods", pods_used[rows] + 1 > pods_alloc[rows]))

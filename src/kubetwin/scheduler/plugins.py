@@ -173,8 +173,10 @@ class Profile:
     def _index(self) -> None:
         self.by_name = {f.name: f for f in self.filters}
         paths: dict[PodPath, None] = {}
-        for plugin in (*self.filters, *self.scores):
+        for plugin in self.filters:
             paths.update(dict.fromkeys(plugin.reads))
+        for score in self.scores:
+            paths.update(dict.fromkeys(score.reads))
         self.shape_paths: tuple[PodPath, ...] = tuple(paths)
 
     def add_filter(self, plugin: NodeFilter, before: str | None = None) -> None:

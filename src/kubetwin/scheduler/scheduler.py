@@ -28,6 +28,7 @@ assumption: the broadcaster queues them without blocking the scheduler).
 from __future__ import annotations
 
 import random
+from functools import partial
 
 import numpy as np
 
@@ -124,7 +125,7 @@ class Scheduler:
         store.watch("Node", self._on_node)
         for kind in dict.fromkeys(e.event.resource for _, e in self._registered):
             if kind not in ("Pod", "Node", F.WILDCARD):  # the informers the plugins' events need
-                store.watch(kind, lambda etype, obj, old, kind=kind: self._on_object(kind, etype, obj, old))
+                store.watch(kind, partial(self._on_object, kind))
 
     def expect(self, objs: list[Obj]) -> None:
         """The scenario's objects before they are created, for the plugins that plan for them (Plugin.expect)."""
@@ -178,7 +179,7 @@ class Scheduler:
         for key, entry in self._prebind.items():
             if any(fn is not None and fn(entry[1], before, after) is F.Queue
                    for plugin in entry[7] for fn in registrants.get(plugin.name, ())):
-                self.store.env.after(0, lambda key=key: self._check_prebind(key))
+                self.store.env.after(0, partial(self._check_prebind, key))
         self._move(registrants, before, after)
 
     def _cache_registrants(self, etype: str) -> tuple[Registrants, frozenset[str]]:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from kubetwin.k8s.labels import matches
 from kubetwin.sim.env import Environment
+from kubetwin.store.errors import WriteDuringDispatch as WriteDuringDispatch  # where it was defined before
 
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old object)
@@ -26,16 +27,6 @@ class HistorySink(Protocol):
 
 class AlreadyExists(Exception):
     pass
-
-
-class WriteDuringDispatch(RuntimeError):
-    """A watch handler wrote to the store while its event was being dispatched.
-
-    A handler must only enqueue work (env.after(0, ...)) or update its own cache, as informer event handlers
-    hand keys to a workqueue (client-go tools/cache ResourceEventHandler; sample-controller's enqueue). A write
-    inside dispatch reaches the handlers registered after it before the ones registered earlier have seen the
-    first event, so results would depend on the order controllers were created.
-    """
 
 
 class NotFound(Exception):
@@ -77,6 +68,9 @@ class Store:
         # [the watch handler being dispatched, its event type, its object] while one is
         self._running: list[Any] | None = None
         self._finalizing: frozenset[str] = frozenset()  # kinds whose metadata.finalizers delay their deletion
+        # the aggregation layer: API group/version -> the servers registered for it (an APIService each), asked in
+        # registration order (kube-aggregator; external.metrics.k8s.io is KEDA's metrics server's)
+        self.api_services: dict[str, list[Any]] = {}
 
     # -- plumbing -------------------------------------------------------------------------------
     def watch(self, kind: str, handler: Handler, owner_kind: str | None = None) -> None:
