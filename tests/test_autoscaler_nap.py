@@ -214,6 +214,22 @@ def test_example_answers() -> None:
     assert late == ["pod didn't trigger scale-up: 1 max cluster nvidia-l4 limit reached"]
     assert sorted(row["scheduled"] for row in r.pod_rows) == [340.0, 340.0, 2140.0]
     assert r.summary["cost"]["total_usd"] == 1.13
+    from kubetwin.report.headline import autoscaler_rows
+
+    assert dict(autoscaler_rows(r.summary))["cluster autoscaler noScaleUp"] == (
+        "no.scale.up.mig.skipped [max cluster nvidia-l4 limit reached]; "
+        "no.scale.up.nap.pod.zonal.resources.exceeded [us-central1-a]")
+
+
+def test_tpu_type_without_a_limit_is_not_auto_provisioned() -> None:
+    pod = make_pod("p").cpu("1").duration("10m").obj()
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                   "cloud.google.com/gke-tpu-topology": "2x2"}
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+    r = run(objects=[nap_scenario("30m"), pod])
+    assert pools_created(r) == []
+    (why,) = r.summary["cluster_autoscaler"]["autoprovisioning"]["no_scale_up"]
+    assert (why["messageId"], why["parameters"]) == (nap.NAP_TPU_NO_LIMIT, ["tpu-v6e-slice"])
 
 
 def affinity_pod(name: str, **labels: str) -> dict:
