@@ -38,12 +38,13 @@ estimate on the NodePool controller's template of the pool that would be created
 Twin assumptions (labelled; GKE publishes neither figure): creating the pool takes `POOL_CREATION` (60 s) before
 its first VM boots (then the pool's usual boot delay); an empty auto-created pool is deleted after
 `EMPTY_POOL_TTL` (10 min) empty. When no memory unit is given, `memory` limits are GiB (gcloud says gigabytes).
-Candidates are tried only for pods no existing pool helps (GKE's fork injects them for every pending pod and
-weighs them against the existing groups in its gkeprice expander, with a penalty for creating a group:
-pkg/expander/gkeprice/gke_price.go GroupCreationPenalty; not ported); among machines, the cheapest that takes
-the pod comes first; with no machine selector, GKE's default E2 series (https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning, "default
-machine series"). One candidate pool is created per autoscaler loop. `autoprovisioningNodePoolDefaults` is
-accepted and changes nothing (kubetwin validate says so).
+Candidates are tried only for pods no existing pool helps (GKE's fork injects them for every pending pod and weighs
+them against the existing groups in its gkeprice expander, with a penalty for creating a group:
+pkg/expander/gkeprice/gke_price.go GroupCreationPenalty; not ported); among machines, the cheapest that takes the
+pod comes first; with no machine selector, GKE's default E2 series
+(https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning, "default machine series"). One
+candidate pool is created per autoscaler loop. `autoprovisioningNodePoolDefaults` is accepted and changes nothing
+(kubetwin validate says so).
 """
 
 from __future__ import annotations
