@@ -289,6 +289,9 @@ def test_scale_up_loop_writes_no_not_triggered_events() -> None:
                      gpu_pod("a", duration="1h"), gpu_pod("b", duration="1h")])
     times = [(e.first_seen, e.event["involvedObject"]["name"]) for e in r.recorded_events("NotTriggerScaleUp")]
     assert times and all(t > 10.0 and name == "b" for t, name in times)
+    # GKE's noScaleUp log likewise: the pool's skip is logged from the first loop that scaled nothing up
+    why = r.summary["cluster_autoscaler"]["autoprovisioning"]["no_scale_up"]
+    assert why and why[0]["messageId"] == nap.MIG_SKIPPED and why[0]["t"] == times[0][0]
 
 
 def test_validate_says_nap_pool_defaults_are_not_modelled(tmp_path) -> None:

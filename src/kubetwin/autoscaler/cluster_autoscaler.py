@@ -405,8 +405,11 @@ class ClusterAutoscaler:
                             chosen.pods, chosen.template)
         if chosen is not None and chosen.nodes > 0:
             self.execute(chosen, nap_delay)
-            # upstream's eventing processor writes NotTriggerScaleUp only in a loop without a scale-up
+            # upstream's eventing processor writes NotTriggerScaleUp only in a loop without a scale-up (and GKE
+            # logs no noScaleUp for it)
+            self.nap.end_loop(scaled_up=True)
             return
+        self.nap.end_loop(scaled_up=False)
         for p in pods:
             key = pod_key(p)
             counts = reasons[key] + skipped

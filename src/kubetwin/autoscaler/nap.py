@@ -174,6 +174,7 @@ class NodeAutoprovisioning:
         self.deleted: list[dict] = []
         self.no_scale_up: list[dict] = []  # GKE's noScaleUp visibility reasons, first time each (module doc)
         self._noted: set[tuple] = set()
+        self._loop: list[tuple[tuple, dict]] = []  # this loop's reasons, kept only if the loop scales nothing up
         self._empty_since: dict[str, float] = {}
 
     def __bool__(self) -> bool:
@@ -306,19 +307,26 @@ class NodeAutoprovisioning:
     # -- GKE's visibility reasons -----------------------------------------------------------------------------
     def note(self, message_id: str, parameters: list[str], pod: Obj | None = None, pool: str | None = None,
              zone: str | None = None) -> None:
-        """Record a noScaleUp reason the first time it happens (GKE logs one per loop; the twin keeps the first)."""
+        """A noScaleUp reason of this loop: kept by end_loop(False) the first time it happens (GKE logs a noScaleUp
+        record per loop that scaled nothing up; the twin keeps the first of each)."""
         who = (f"{pod['metadata'].get('namespace', 'default')}/{pod['metadata']['name']}" if pod is not None
                else None)
-        key = (message_id, tuple(parameters), who, pool, zone)
-        if key in self._noted:
-            return
-        self._noted.add(key)
         entry: dict = {"t": self.ca.env.now, "messageId": message_id, "parameters": list(parameters)}
         if who is not None:
             entry["pod"] = who
         if pool is not None:
             entry["mig"] = {"nodepool": pool, "zone": zone}
-        self.no_scale_up.append(entry)
+        self._loop.append(((message_id, tuple(parameters), who, pool, zone), entry))
+
+    def end_loop(self, scaled_up: bool) -> None:
+        """Keep this loop's reasons unless it scaled something up (a loop with a scale-up logs no noScaleUp)."""
+        loop, self._loop = self._loop, []
+        if scaled_up:
+            return
+        for key, entry in loop:
+            if key not in self._noted:
+                self._noted.add(key)
+                self.no_scale_up.append(entry)
 
     # -- pools ------------------------------------------------------------------------------------------------------
     def exists(self, pool: Obj) -> bool:
