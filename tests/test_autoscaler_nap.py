@@ -4,7 +4,8 @@ NotTriggerScaleUp when a scale-up would pass one, the empty pool's deletion, Com
 node auto-provisioning off leaving today's behaviour.
 
 GKE's behaviour: https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning; the limit's reason
-is upstream CA's (core/scaleup/resource: MaxResourceLimitReached, "max cluster %s limit reached").
+is upstream CA's (core/scaleup/orchestrator/skippedreasons.go: NewMaxResourceLimitReached, "max cluster %s limit
+reached"). Upstream's own cases, ported: tests/test_autoscaler_nap_upstream.py.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def test_cpu_limit_counts_the_cluster_nodes() -> None:
 
 
 def test_empty_auto_created_pool_is_deleted() -> None:
-    r = run(objects=[nap_scenario("2h"), gpu_pod("p", duration="10m")])
+    r = run(objects=[nap_scenario("2h", limits=[{"resourceType": "nvidia-l4", "maximum": 4}]),
+                     gpu_pod("p", duration="10m")])
     (created,) = pools_created(r)
     ca = r.summary["cluster_autoscaler"]
     (down,) = ca["scale_downs"]
@@ -183,8 +185,12 @@ def test_tpu_slice_past_the_chip_limit_is_not_created() -> None:
     pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
     r = run(objects=[nap_scenario("30m", limits=[{"resourceType": "tpu-v6e-slice", "maximum": 8}]), pod])
     assert pools_created(r) == []
-    assert dict(events(r, "NotTriggerScaleUp")) == {
-        "p": "pod didn't trigger scale-up: 1 max cluster tpu-v6e-slice limit reached"}
+    # the pool that would be created does not exist: upstream's event names no reason for it; GKE's visibility
+    # log says no.scale.up.nap.pod.zonal.resources.exceeded for the zone
+    assert dict(events(r, "NotTriggerScaleUp")) == {"p": "pod didn't trigger scale-up:"}
+    (why,) = r.summary["cluster_autoscaler"]["autoprovisioning"]["no_scale_up"]
+    assert (why["messageId"], why["parameters"], why["pod"]) == (nap.NAP_RESOURCES_EXCEEDED, ["us-central1-a"],
+                                                                 "default/p")
 
 
 def test_example_answers() -> None:
@@ -195,10 +201,113 @@ def test_example_answers() -> None:
     ca = r.summary["cluster_autoscaler"]
     assert ca["autoprovisioning"] == {
         "created": [{"t": 10.0, "pool": "nap-g2-standard-4-f5dc5d67", "machineType": "g2-standard-4", "pods": 2}],
-        "deleted": [{"t": 3940.0, "pool": "nap-g2-standard-4-f5dc5d67"}]}
+        "deleted": [{"t": 3940.0, "pool": "nap-g2-standard-4-f5dc5d67"}],
+        # GKE's visibility reasons: the L4 pool skipped at the limit, and no other G2 pool created for the late pod
+        "no_scale_up": [{"t": 310.0, "messageId": "no.scale.up.mig.skipped",
+                         "parameters": ["max cluster nvidia-l4 limit reached"],
+                         "mig": {"nodepool": "nap-g2-standard-4-f5dc5d67", "zone": "us-central1-a"}},
+                        {"t": 310.0, "messageId": "no.scale.up.nap.pod.zonal.resources.exceeded",
+                         "parameters": ["us-central1-a"], "pod": "default/l4-late-7rk2v"}]}
     assert [(u["from"], u["to"]) for u in ca["scale_ups"]] == [(0, 2)]
     assert [d["t"] for d in ca["scale_downs"]] == [2750.0, 3340.0]
     late = [m for n, m in events(r, "NotTriggerScaleUp") if n.startswith("l4-late")]
     assert late == ["pod didn't trigger scale-up: 1 max cluster nvidia-l4 limit reached"]
     assert sorted(row["scheduled"] for row in r.pod_rows) == [340.0, 340.0, 2140.0]
     assert r.summary["cost"]["total_usd"] == 1.13
+    from kubetwin.report.headline import autoscaler_rows
+
+    assert dict(autoscaler_rows(r.summary))["cluster autoscaler noScaleUp"] == (
+        "no.scale.up.mig.skipped [max cluster nvidia-l4 limit reached]; "
+        "no.scale.up.nap.pod.zonal.resources.exceeded [us-central1-a]")
+
+
+def test_tpu_type_without_a_limit_is_not_auto_provisioned() -> None:
+    pod = make_pod("p").cpu("1").duration("10m").obj()
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                   "cloud.google.com/gke-tpu-topology": "2x2"}
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+    r = run(objects=[nap_scenario("30m"), pod])
+    assert pools_created(r) == []
+    (why,) = r.summary["cluster_autoscaler"]["autoprovisioning"]["no_scale_up"]
+    assert (why["messageId"], why["parameters"]) == (nap.NAP_TPU_NO_LIMIT, ["tpu-v6e-slice"])
+
+
+def affinity_pod(name: str, **labels: str) -> dict:
+    pod = make_pod(name).cpu("1").duration("10m").obj()
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]}
+                                                    for k, v in labels.items()]}]}}}
+    return pod
+
+
+def test_required_node_affinity_names_the_pool_as_a_node_selector_does() -> None:
+    """A machine family and a custom label through required node affinity: an N2 pool with the label, and the pod
+    runs on it (the affinity matches the new node)."""
+    pod = affinity_pod("p", **{"cloud.google.com/machine-family": "n2", "team": "ml"})
+    r = run(objects=[nap_scenario("1h"), pod])
+    (created,) = pools_created(r)
+    assert created[2]["machineType"].startswith("n2-") and created[2]["labels"] == {"team": "ml"}
+    assert r.summary["pods"]["by_phase"] == {"Succeeded": 1}
+
+
+def test_node_affinity_with_two_values_names_no_label() -> None:
+    """Twin assumption (nap.required_affinity_labels): `In` with two values names no label, and the default E2 pool
+    without it would not take the pod: no pool is created and the pod stays Pending."""
+    pod = affinity_pod("p", team="ml")
+    pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = ["ml", "web"]
+    r = run(objects=[nap_scenario("30m"), pod])
+    assert pools_created(r) == [] and r.summary["pods"]["by_phase"] == {"Pending": 1}
+
+
+def test_auto_created_pool_spans_every_autoprovisioning_location() -> None:
+    """autoprovisioningLocations a and b: the pool has both zones (one MIG each, as GKE's nodePoolCreated events list
+    them); two L4 pods get one node in each zone (BALANCED)."""
+    zones = ["us-central1-a", "us-central1-b"]
+    scenario = nap_scenario("1h", limits=[{"resourceType": "nvidia-l4", "maximum": 4}])
+    scenario["spec"]["clusterAutoscaling"]["autoprovisioningLocations"] = zones
+    r = run(objects=[scenario, gpu_pod("a"), gpu_pod("b")])
+    (created,) = pools_created(r)
+    assert created[2]["zones"] == zones
+    grown = sorted((u["group"].split("/")[1], u["from"], u["to"]) for u in r.summary["cluster_autoscaler"]["scale_ups"])
+    assert grown == [(zones[0], 0, 1), (zones[1], 0, 1)]
+
+
+def test_gpu_type_without_a_limit_is_not_auto_provisioned() -> None:
+    """GKE's fork (pkg/autoprovisioning/gpu_requests_test.go, "pod requesting a GPU without a limit defined"): no
+    pool; GKE logs no.scale.up.nap.pod.gpu.no.limit.defined."""
+    r = run(objects=[nap_scenario("30m"), gpu_pod("p")])
+    assert pools_created(r) == [] and r.summary["pods"]["by_phase"] == {"Pending": 1}
+    (why,) = r.summary["cluster_autoscaler"]["autoprovisioning"]["no_scale_up"]
+    assert (why["messageId"], why["parameters"], why["pod"]) == (nap.NAP_GPU_NO_LIMIT, ["nvidia-l4"], "default/p")
+
+
+def test_scale_up_loop_writes_no_not_triggered_events() -> None:
+    """Upstream's eventing processor writes NotTriggerScaleUp only in loops without a scale-up: the pod the limit
+    leaves out gets none in the loop that grows the pool for the other, one once the pool is skipped."""
+    r = run(objects=[nap_scenario("30m", limits=[{"resourceType": "nvidia-l4", "maximum": 1}]),
+                     gpu_pod("a", duration="1h"), gpu_pod("b", duration="1h")])
+    times = [(e.first_seen, e.event["involvedObject"]["name"]) for e in r.recorded_events("NotTriggerScaleUp")]
+    assert times and all(t > 10.0 and name == "b" for t, name in times)
+    # GKE's noScaleUp log likewise: the pool's skip is logged from the first loop that scaled nothing up
+    why = r.summary["cluster_autoscaler"]["autoprovisioning"]["no_scale_up"]
+    assert why and why[0]["messageId"] == nap.MIG_SKIPPED and why[0]["t"] == times[0][0]
+
+
+def test_validate_says_nap_pool_defaults_are_not_modelled(tmp_path) -> None:
+    from kubetwin.api.loader import load_paths
+    from kubetwin.validation.validate import validate
+
+    f = tmp_path / "s.yaml"
+    f.write_text("apiVersion: kubetwin.io/v1alpha1\nkind: Scenario\nmetadata: {name: s}\nspec:\n"
+                 "  clusterAutoscaling:\n    enableNodeAutoprovisioning: true\n    resourceLimits:\n"
+                 "    - {resourceType: cpu, maximum: 8}\n    - {resourceType: memory, maximum: 32}\n"
+                 "    autoprovisioningNodePoolDefaults: {diskSizeGb: 100, serviceAccount: sa@p.iam}\n")
+    found = validate(load_paths([f]))
+    assert [(d.severity, d.field) for d in found] == [
+        ("notice", "spec.clusterAutoscaling.autoprovisioningNodePoolDefaults.diskSizeGb"),
+        ("notice", "spec.clusterAutoscaling.autoprovisioningNodePoolDefaults.serviceAccount")]
+    assert all("not modelled" in d.message and "ignores it" in d.message for d in found)
+    bad = tmp_path / "b.yaml"
+    bad.write_text(f.read_text().replace("diskSizeGb", "diskSizeGB"))
+    assert any(d.severity == "error" for d in validate(load_paths([bad])))

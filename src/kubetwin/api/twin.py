@@ -209,15 +209,35 @@ class ResourceLimit(_Strict):
     maximum: int = Field(ge=0)
 
 
+class AutoprovisioningNodePoolDefaults(_Strict):
+    """container/v1 AutoprovisioningNodePoolDefaults, the settings GKE gives every pool node auto-provisioning
+    creates. Accepted with GKE's field names; none changes the run (`kubetwin validate` says so per field, see
+    validation/nodepool.autoprovisioning): auto-created pools take the twin's node template."""
+
+    oauthScopes: list[str] | None = None
+    serviceAccount: str | None = None
+    upgradeSettings: dict[str, Any] | None = None
+    management: dict[str, Any] | None = None
+    minCpuPlatform: str | None = None
+    diskSizeGb: int | None = Field(default=None, ge=0)
+    diskType: str | None = None
+    shieldedInstanceConfig: dict[str, Any] | None = None
+    bootDiskKmsKey: str | None = None
+    imageType: str | None = None
+    insecureKubeletReadonlyPortEnabled: bool | None = None
+
+
 class ClusterAutoscaling(_Strict):
     """container/v1 Cluster.autoscaling, the cluster's node auto-provisioning (autoscaler/nap.py): with
     `enableNodeAutoprovisioning` the autoscaler creates node pools for pending pods no pool fits, within
-    `resourceLimits`, in `autoprovisioningLocations` (default: the cluster's zone). Off by default.
+    `resourceLimits`, in `autoprovisioningLocations` (each auto-created pool spans them all, as GKE's do; default:
+    the cluster's zone). Off by default.
     https://cloud.google.com/kubernetes-engine/docs/how-to/node-auto-provisioning"""
 
     enableNodeAutoprovisioning: bool = False
     resourceLimits: list[ResourceLimit] = Field(default_factory=list)
     autoprovisioningLocations: list[str] = Field(default_factory=list)
+    autoprovisioningNodePoolDefaults: AutoprovisioningNodePoolDefaults | None = None
 
     @model_validator(mode="after")
     def _cpu_memory(self) -> ClusterAutoscaling:

@@ -55,7 +55,17 @@ from kubetwin.autoscaler.computeclass import (
     misconfigurations,
     status_conditions,
 )
-from kubetwin.autoscaler.nap import POOL_CREATION, NodeAutoprovisioning, limit_reason
+from kubetwin.autoscaler.nap import (
+    MIG_SKIPPED,
+    NAP_RESOURCES_EXCEEDED,
+    POOL_CREATION,
+    NodeAutoprovisioning,
+    apply_limits,
+    exceeded,
+    limit_reason,
+    node_usage,
+    scaled,
+)
 from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, initial_node_count, pool_hourly_price
 from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.scaledown import ScaleDown
@@ -345,6 +355,10 @@ class ClusterAutoscaler:
         options = []
         cluster_room = self.cluster_room()  # the estimator's clusterCapacityThreshold (module doc)
         with_classes = bool(self.classes)
+        # the cluster's resource limits (autoscaler/nap.py): a group whose next node (or whole slice) passes one is
+        # skipped before simulation, and its reason counts for every pod left pending (upstream skippedNodeGroups)
+        left = self.nap.left() if self.nap.limits else None
+        skipped: Counter = Counter()
         for g in self.scalable_groups():
             pool_obj = self.store.get("NodePool", "", g.pool) if with_classes else None
             if pool_obj is not None and not self.classes.eligible(pool_obj):
@@ -352,6 +366,13 @@ class ClusterAutoscaler:
             tmpl = self.template(g)
             if tmpl is None:
                 continue
+            if left and self.env.now >= g.backoff_until and (
+                    (g.hosts and g.target == 0) or (not g.hosts and self._room(g) > 0)):
+                over = exceeded(left, scaled(node_usage(tmpl.node), g.hosts or 1))
+                if over:
+                    skipped[limit_reason(over)] += 1
+                    self.nap.note(MIG_SKIPPED, [limit_reason(over)], pool=g.pool, zone=g.zone)
+                    continue
             bins, helped = self.estimate(g.hosts, tmpl, pods, infos, pre, snapshot, cluster_room, reasons)
             if not helped:
                 continue
@@ -368,11 +389,9 @@ class ClusterAutoscaler:
             for p, b in helped:
                 if not g.hosts and b >= n:  # the estimator stopped at the group's max size
                     reasons[pod_key(p)][MAX_NODE_GROUP_SIZE] += 1
-        if self.nap.limits:  # the cluster's resource limits (autoscaler/nap.py)
-            options = self._within_limits(options, reasons)
         nap_delay = None
         if not options and (self.nap or with_classes):  # node auto-provisioning: a pool for pods no pool helps
-            made = self._autoprovision(pods, infos, pre, snapshot, cluster_room, reasons)
+            made = self._autoprovision(pods, infos, pre, snapshot, cluster_room)
             if made is not None:
                 options = [made]
                 nap_delay = POOL_CREATION + parse_duration(
@@ -381,14 +400,19 @@ class ClusterAutoscaler:
         if with_classes and options:  # the first rule bucket with options (ComputeClass priorities)
             options = self.classes.order(options, lambda o: self.store.get("NodePool", "", o.group.pool))
         chosen = self.expand(options) if options else None
-        if chosen is not None:
+        if chosen is not None and left and not chosen.group.hosts:  # upstream ApplyLimits on the chosen option
+            chosen = Option(chosen.group, apply_limits(chosen.nodes, left, node_usage(chosen.template.node)),
+                            chosen.pods, chosen.template)
+        if chosen is not None and chosen.nodes > 0:
             self.execute(chosen, nap_delay)
-        helped_any = {pod_key(p) for o in options for p in o.pods}
+            # upstream's eventing processor writes NotTriggerScaleUp only in a loop without a scale-up (and GKE
+            # logs no noScaleUp for it)
+            self.nap.end_loop(scaled_up=True)
+            return
+        self.nap.end_loop(scaled_up=False)
         for p in pods:
             key = pod_key(p)
-            if key in helped_any:
-                continue
-            counts = reasons[key]
+            counts = reasons[key] + skipped
             msg = ", ".join(sorted(f"{c} {r}" for r, c in counts.items() if c))
             self.events.event(p, "Normal", "NotTriggerScaleUp", f"pod didn't trigger scale-up: {msg}".rstrip(),
                               SOURCE)
@@ -433,28 +457,13 @@ class ClusterAutoscaler:
         snapshot.revert(mark, [b.name for b in bins])
         return bins, helped
 
-    def _within_limits(self, options: list[Option], reasons: dict[str, Counter]) -> list[Option]:
-        """Cap each option at what the cluster's resource limits leave (upstream CA's resource manager:
-        ApplyLimits; a group whose one node, or whole TPU slice, passes a limit is skipped with
-        "max cluster <resource> limit reached")."""
-        usage = self.nap.usage()
-        out = []
-        for o in options:
-            allowed, over = self.nap.cap(o.template.node, o.nodes, usage)
-            if allowed >= o.nodes:
-                out.append(o)
-            elif allowed == 0 or o.group.hosts:
-                for p in o.pods:
-                    reasons[pod_key(p)][limit_reason(over)] += 1
-            else:
-                out.append(Option(o.group, allowed, o.pods, o.template))
-        return out
-
     def _autoprovision(self, pods: list[Obj], infos: dict[str, P.PodInfo], pre: dict[str, str | None],
-                       snapshot: Snapshot, cluster_room: int, reasons: dict[str, Counter]) -> Option | None:
+                       snapshot: Snapshot, cluster_room: int) -> Option | None:
         """Node auto-provisioning (autoscaler/nap.py): the first candidate pool of the first pod that one helps,
-        within the resource limits, estimated as an existing group is; created in the store, it is the option."""
-        usage = None
+        within the resource limits, estimated as an existing group is; created in the store, it is the option.
+        A candidate past a limit adds nothing to the pods' events (it does not exist: upstream's ReasonsMessage
+        skips it); GKE logs no.scale.up.nap.pod.zonal.resources.exceeded for it."""
+        left = None
         tried: set[str] = set()
         shapes: set[str] = set()  # a pod shape whose candidates were all tried gives the same answer again
         for p in pods:
@@ -471,21 +480,19 @@ class ClusterAutoscaler:
                     node, tmpl, hosts = self.nap.template(pool)
                 except (catalog.CatalogError, ValueError):
                     continue
+                if left is None:
+                    left = self.nap.left()
+                delta = node_usage(node)
+                if exceeded(left, scaled(delta, hosts or 1)):
+                    for z in pool["spec"]["zones"]:
+                        self.nap.note(NAP_RESOURCES_EXCEEDED, [z], pod=p)
+                    continue
                 scratch: dict[str, Counter] = defaultdict(Counter)
                 bins, helped = self.estimate(hosts, tmpl, pods, infos, pre, snapshot, cluster_room, scratch)
                 if not any(q is p for q, _ in helped) or (hosts and hosts > cluster_room):
                     continue
-                n = hosts or len(bins)
-                if usage is None:
-                    usage = self.nap.usage()
-                allowed, over = self.nap.cap(node, n, usage)
-                if allowed == 0 or (hosts and allowed < n):
-                    for q, _ in helped:  # once per pod: its preferred machine's limit (not one per candidate)
-                        if not any(r.startswith("max cluster ") for r in reasons[pod_key(q)]):
-                            reasons[pod_key(q)][limit_reason(over)] += 1
-                    continue
-                n = n if hosts else min(n, allowed)
-                chosen = [q for q, b in helped if hosts or b < n]
+                chosen = [q for q, _ in helped]
+                n = hosts or apply_limits(len(bins), left, delta)
                 self.nap.create(pool, chosen)
                 g = self.groups.get((name, pool["spec"]["zones"][0]))
                 return None if g is None else Option(g, n, chosen, self.template(g) or tmpl)
@@ -635,7 +642,7 @@ class ClusterAutoscaler:
     def summary(self) -> dict:
         out = {"scale_ups": self.scale_ups, "scale_downs": self.scaledown.scale_downs,
                "refusals": self.capacity.refusals}
-        if self.nap.enabled or self.nap.created:
+        if self.nap.enabled or self.nap.created or self.nap.no_scale_up:
             out["autoprovisioning"] = self.nap.summary()
         return out
 

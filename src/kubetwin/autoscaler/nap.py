@@ -7,14 +7,30 @@ Cluster.autoscaling) a pending pod's requests and node selectors say what pool t
 (`cloud.google.com/gke-accelerator`) and the GPUs it requests pick the accelerator machine, a TPU type and
 topology (`cloud.google.com/gke-tpu-accelerator`, `cloud.google.com/gke-tpu-topology`) a TPU slice pool,
 `cloud.google.com/gke-spot: "true"` Spot VMs, `cloud.google.com/machine-family` / `node.kubernetes.io/instance-type`
-the machine; other selected labels become node labels, and a selector the pod also tolerates becomes a NoSchedule
-taint (GKE's workload separation). A ComputeClass with `nodePoolAutoCreation.enabled` creates pools for the pods
-that select it, whether or not the cluster enables node auto-provisioning, from the first priority rule a new pool
-can satisfy (the pool carries the class's label and taint). The cluster-wide `resourceLimits` (cpu cores, memory,
-per accelerator type) bound every scale-up while they are set, auto-created pools or not; a scale-up past one leaves
-the pod Pending with `NotTriggerScaleUp` "pod didn't trigger scale-up: 1 max cluster cpu limit reached" (upstream
-CA's core/scaleup/resource manager: MaxResourceLimitReached, "max cluster %s limit reached"). Auto-created pools
-have no minimum and are deleted once empty.
+the machine, as nodeSelector or as required node affinity (one term, `In` one value); other selected labels become
+node labels, and a selector the pod also tolerates becomes a NoSchedule taint (GKE's workload separation). A GPU
+or TPU type is auto-provisioned only when a machine has it (`no.scale.up.nap.pod.gpu.type.not.supported`) and the
+cluster's resourceLimits give it a maximum (GKE's fork, pkg/autoprovisioning/gpu_requests_test.go "pod requesting
+a GPU without a limit defined"; visibility reason `no.scale.up.nap.pod.gpu.no.limit.defined`). A ComputeClass with
+`nodePoolAutoCreation.enabled` creates pools for the pods that select it, whether or not the cluster enables node
+auto-provisioning, from the first priority rule a new pool can satisfy (the pool carries the class's label and
+taint). An auto-created pool spans every `autoprovisioningLocations` zone (one MIG per zone, as GKE's
+nodePoolCreated visibility events list them) and its nodes are spread over them as any BALANCED pool's; TPU slice
+pools and a ComputeClass rule's `location.zones` keep one zone.
+
+Resource limits (upstream CA core/scaleup/resource/manager.go, kubernetes/autoscaler@16c271a3): what is left of
+each limit is its maximum less the cluster's nodes and upcoming nodes (`resources_left`; a maximum of 0 is no
+limit); a node group whose next node (an atomic TPU slice: the whole slice) would take more than is left is
+skipped before simulation (`exceeded`, CheckDeltaWithinLimits), and a chosen scale-up is capped to what is left
+(`apply_limits`, ApplyLimits). The skipped group's reason, "max cluster <resources, sorted, joined by ', '> limit
+reached" (core/scaleup/orchestrator/skippedreasons.go NewMaxResourceLimitReached), counts in the
+`NotTriggerScaleUp` event of every pod left pending that loop, as it does upstream for every existing group
+(processors/status/eventing_scale_up_processor.go ReasonsMessage: groups that do not exist yet, such as a pool
+node auto-provisioning would create, add nothing to the event). GKE's visibility log says the same with message
+ids (https://cloud.google.com/kubernetes-engine/docs/how-to/cluster-autoscaler-visibility): a skipped pool is
+noScaleUp.skippedMigs `no.scale.up.mig.skipped` ["max cluster cpu limit reached"], a pool node auto-provisioning
+did not create for the limits is napFailureReasons `no.scale.up.nap.pod.zonal.resources.exceeded` [zone]; the
+twin lists both in summary.json's `cluster_autoscaler.autoprovisioning.no_scale_up`.
 
 The same estimator as an existing pool's scale-up decides whether a candidate pool helps (ClusterAutoscaler.
 estimate on the NodePool controller's template of the pool that would be created): no second scheduler.
@@ -22,10 +38,13 @@ estimate on the NodePool controller's template of the pool that would be created
 Twin assumptions (labelled; GKE publishes neither figure): creating the pool takes `POOL_CREATION` (60 s) before
 its first VM boots (then the pool's usual boot delay); an empty auto-created pool is deleted after
 `EMPTY_POOL_TTL` (10 min) empty. When no memory unit is given, `memory` limits are GiB (gcloud says gigabytes).
-Candidates are tried only for pods no existing pool helps (upstream also weighs them against existing groups
-with the expander); among machines, the cheapest that takes the pod comes first; with no machine selector, GKE's
-default E2 series (https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning, "default
-machine series"). One candidate pool is created per autoscaler loop, in the first autoprovisioning location.
+Candidates are tried only for pods no existing pool helps (GKE's fork injects them for every pending pod and weighs
+them against the existing groups in its gkeprice expander, with a penalty for creating a group:
+pkg/expander/gkeprice/gke_price.go GroupCreationPenalty; not ported); among machines, the cheapest that takes the
+pod comes first; with no machine selector, GKE's default E2 series
+(https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning, "default machine series"). One
+candidate pool is created per autoscaler loop. `autoprovisioningNodePoolDefaults` is accepted and changes nothing
+(kubetwin validate says so).
 """
 
 from __future__ import annotations
@@ -66,9 +85,42 @@ _MACHINE_KEYS = {GKE_ACCELERATOR, GKE_SPOT, GKE_TPU_ACCELERATOR, GKE_TPU_TOPOLOG
                  "topology.kubernetes.io/region", "cloud.google.com/gke-provisioning"}
 
 
+# GKE's cluster autoscaler visibility message ids (docs: cluster-autoscaler-visibility, "noScaleUp" reasons)
+MIG_SKIPPED = "no.scale.up.mig.skipped"
+NAP_RESOURCES_EXCEEDED = "no.scale.up.nap.pod.zonal.resources.exceeded"
+NAP_GPU_NO_LIMIT = "no.scale.up.nap.pod.gpu.no.limit.defined"
+NAP_GPU_NOT_SUPPORTED = "no.scale.up.nap.pod.gpu.type.not.supported"
+NAP_TPU_NO_LIMIT = "no.scale.up.nap.pod.tpu.no.limit.defined"
+_EPS = 1e-9
+
+
 def limit_reason(resources: list[str]) -> str:
-    """Upstream CA's NotTriggerScaleUp reason for a scale-up past the cluster's resource limits."""
-    return f"max cluster {', '.join(resources)} limit reached"
+    """Upstream CA's skipped-group reason for a scale-up past the cluster's resource limits (skippedreasons.go
+    NewMaxResourceLimitReached), resources in CheckDeltaWithinLimits' sorted order."""
+    return f"max cluster {', '.join(sorted(resources))} limit reached"
+
+
+def resources_left(limits: dict[str, float], usage: dict[str, float]) -> dict[str, float]:
+    """Upstream ResourcesLeft: each limit's maximum less what the cluster has, never below 0; a maximum of 0 is
+    no limit (upstream keeps "only actual limits")."""
+    return {r: max(0.0, m - usage.get(r, 0.0)) for r, m in limits.items() if m > 0}
+
+
+def exceeded(left: dict[str, float], delta: dict[str, float]) -> list[str]:
+    """Upstream CheckDeltaWithinLimits: the limited resources `delta` would take past what is left, sorted."""
+    return sorted(r for r, d in delta.items() if d > 0 and r in left and d > left[r] + _EPS)
+
+
+def apply_limits(n: int, left: dict[str, float], delta: dict[str, float]) -> int:
+    """Upstream ApplyLimits: n nodes of `delta` each, capped by every limit to what is left (floor)."""
+    for r, d in delta.items():
+        if r in left and d > 0 and n * d > left[r] + _EPS:
+            n = int((left[r] + _EPS) // d)
+    return n
+
+
+def scaled(delta: dict[str, float], n: int) -> dict[str, float]:
+    return {k: v * n for k, v in delta.items()}
 
 
 def node_usage(node: Obj) -> dict[str, float]:
@@ -88,6 +140,20 @@ def node_usage(node: Obj) -> dict[str, float]:
     return out
 
 
+def required_affinity_labels(pod: Obj) -> dict[str, str]:
+    """The labels a pod's required node affinity names as one value each (a single nodeSelectorTerm, `In` with one
+    value), read as node selectors: GKE's auto-provisioning takes a machine family, Spot or a custom label from
+    node affinity as from nodeSelector (https://cloud.google.com/kubernetes-engine/docs/how-to/
+    node-auto-provisioning, "workload separation"). Twin assumption: several terms or values name no label."""
+    req = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {})
+           .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = req.get("nodeSelectorTerms") or []
+    if len(terms) != 1:
+        return {}
+    return {e["key"]: e["values"][0] for e in terms[0].get("matchExpressions") or []
+            if e.get("operator") == "In" and len(e.get("values") or []) == 1}
+
+
 def _tolerated(pod: Obj, key: str, value: str) -> dict | None:
     for t in pod["spec"].get("tolerations") or []:
         if t.get("key") == key and (t.get("operator") == "Exists" or t.get("value") == value):
@@ -102,9 +168,13 @@ class NodeAutoprovisioning:
         self.ca, self.spec = ca, spec
         self.enabled = spec.enableNodeAutoprovisioning
         self.limits = {r.resourceType: r.maximum for r in spec.resourceLimits}
-        self.zone = (spec.autoprovisioningLocations or [DEFAULT_ZONE])[0]
+        self.zones = list(spec.autoprovisioningLocations or [DEFAULT_ZONE])
+        self.zone = self.zones[0]
         self.created: list[dict] = []
         self.deleted: list[dict] = []
+        self.no_scale_up: list[dict] = []  # GKE's noScaleUp visibility reasons, first time each (module doc)
+        self._noted: set[tuple] = set()
+        self._loop: list[tuple[tuple, dict]] = []  # this loop's reasons, kept only if the loop scales nothing up
         self._empty_since: dict[str, float] = {}
 
     def __bool__(self) -> bool:
@@ -113,7 +183,7 @@ class NodeAutoprovisioning:
     # -- what pool a pod asks for ---------------------------------------------------------------------------------
     def candidates(self, pod: Obj) -> list[Obj]:
         """The pools that could be created for the pod, in preference order (not stored)."""
-        sel = pod["spec"].get("nodeSelector") or {}
+        sel = {**required_affinity_labels(pod), **(pod["spec"].get("nodeSelector") or {})}
         klass = class_of(sel)
         if klass is not None:
             cc = self.ca.classes.classes().get(klass)
@@ -126,6 +196,9 @@ class NodeAutoprovisioning:
         spot = sel.get(GKE_SPOT) == "true"
         topo = sel.get(GKE_TPU_TOPOLOGY)
         if sel.get(GKE_TPU_ACCELERATOR):
+            if self.limits.get(sel[GKE_TPU_ACCELERATOR], 0) <= 0:
+                self.note(NAP_TPU_NO_LIMIT, [sel[GKE_TPU_ACCELERATOR]], pod=pod)
+                return []  # GKE auto-provisions a TPU type only within a limit for it
             chips = req.get(tpu.RESOURCE, 0)
             mts = [mt for mt in catalog.tpu_machine_types() if mt.tpu
                    and catalog.tpu_type(mt.tpu).gke_accelerator == sel[GKE_TPU_ACCELERATOR]
@@ -133,6 +206,12 @@ class NodeAutoprovisioning:
         elif sel.get(GKE_ACCELERATOR) or req.get(GPU):
             if not sel.get(GKE_ACCELERATOR):
                 return []  # GKE needs the GPU type in the pod's node selector to auto-provision GPUs
+            if not any(mt.gpu == sel[GKE_ACCELERATOR] for mt in catalog.machine_types()):
+                self.note(NAP_GPU_NOT_SUPPORTED, [sel[GKE_ACCELERATOR]], pod=pod)
+                return []  # a GPU type no machine has (the fork checks this before the limit)
+            if self.limits.get(sel[GKE_ACCELERATOR], 0) <= 0:
+                self.note(NAP_GPU_NO_LIMIT, [sel[GKE_ACCELERATOR]], pod=pod)
+                return []  # ... and a resourceLimits maximum for that type (module doc)
             mts = [mt for mt in catalog.machine_types() if mt.gpu == sel[GKE_ACCELERATOR]
                    and mt.gpu_count >= req.get(GPU, 0) and _auto(mt)]
         else:
@@ -181,9 +260,11 @@ class NodeAutoprovisioning:
 
     def _pool(self, mt: catalog.MachineType, spot: bool, labels: dict, taints: list[dict], topology: str | None,
               zone: str | None = None, flex: bool = False) -> Obj:
+        # one zone for a ComputeClass rule's location or a TPU slice pool, else every autoprovisioning location
+        zones = [zone] if zone else ([self.zone] if mt.tpu else list(self.zones))
         spec: dict = {"machineType": mt.name, "autoscaling": {"minNodeCount": 0,
                                                               "maxNodeCount": MAX_NODES_PER_POOL_ZONE},
-                      "zones": [zone or self.zone]}
+                      "zones": zones}
         if spot:
             spec["spot"] = True
         if flex:
@@ -219,20 +300,33 @@ class NodeAutoprovisioning:
                 add(tmpl, n)
         return total
 
-    def cap(self, node: Obj, n: int, usage: dict[str, float]) -> tuple[int, list[str]]:
-        """How many of n nodes like `node` the resource limits allow, and which limits stop the rest."""
-        if not self.limits:
-            return n, []
-        per = node_usage(node)
-        allowed, over = n, []
-        for res in ["cpu", "memory", *sorted(k for k in per if k not in ("cpu", "memory"))]:
-            if res not in self.limits or not per.get(res):
-                continue
-            room = int((self.limits[res] - usage.get(res, 0) + 1e-9) // per[res])
-            if room < n:
-                over.append(res)
-            allowed = min(allowed, max(0, room))
-        return allowed, over
+    def left(self) -> dict[str, float]:
+        """What is left of each limit now (resources_left over usage())."""
+        return resources_left(self.limits, self.usage()) if self.limits else {}
+
+    # -- GKE's visibility reasons -----------------------------------------------------------------------------
+    def note(self, message_id: str, parameters: list[str], pod: Obj | None = None, pool: str | None = None,
+             zone: str | None = None) -> None:
+        """A noScaleUp reason of this loop: kept by end_loop(False) the first time it happens (GKE logs a noScaleUp
+        record per loop that scaled nothing up; the twin keeps the first of each)."""
+        who = (f"{pod['metadata'].get('namespace', 'default')}/{pod['metadata']['name']}" if pod is not None
+               else None)
+        entry: dict = {"t": self.ca.env.now, "messageId": message_id, "parameters": list(parameters)}
+        if who is not None:
+            entry["pod"] = who
+        if pool is not None:
+            entry["mig"] = {"nodepool": pool, "zone": zone}
+        self._loop.append(((message_id, tuple(parameters), who, pool, zone), entry))
+
+    def end_loop(self, scaled_up: bool) -> None:
+        """Keep this loop's reasons unless it scaled something up (a loop with a scale-up logs no noScaleUp)."""
+        loop, self._loop = self._loop, []
+        if scaled_up:
+            return
+        for key, entry in loop:
+            if key not in self._noted:
+                self._noted.add(key)
+                self.no_scale_up.append(entry)
 
     # -- pools ------------------------------------------------------------------------------------------------------
     def exists(self, pool: Obj) -> bool:
@@ -278,7 +372,10 @@ class NodeAutoprovisioning:
         return min((t + EMPTY_POOL_TTL for t in self._empty_since.values()), default=None)
 
     def summary(self) -> dict:
-        return {"created": self.created, "deleted": self.deleted}
+        out: dict = {"created": self.created, "deleted": self.deleted}
+        if self.no_scale_up:
+            out["no_scale_up"] = self.no_scale_up
+        return out
 
 
 def _auto(mt: catalog.MachineType) -> bool:

@@ -68,9 +68,18 @@ def autoscaler_rows(s: dict[str, Any]) -> Rows:
         return []
     ups, downs, refused = (ca.get(k) or [] for k in ("scale_ups", "scale_downs", "refusals"))
     for_requests = sum(1 for u in ups if u.get("provisioning_request"))
-    return [("cluster autoscaler", f"{len(ups)} scale-ups" + (f" ({for_requests} for ProvisioningRequests)"
+    rows = [("cluster autoscaler", f"{len(ups)} scale-ups" + (f" ({for_requests} for ProvisioningRequests)"
                                                                if for_requests else "")
              + f", {len(downs)} scale-downs, {len(refused)} refused by the cloud")]
+    # GKE's noScaleUp visibility reasons (autoscaler/nap.py): message id and parameters, as GKE logs them
+    why: dict[str, int] = {}
+    for w in (ca.get("autoprovisioning") or {}).get("no_scale_up") or []:
+        key = f"{w['messageId']} [{', '.join(w['parameters'])}]"
+        why[key] = why.get(key, 0) + 1
+    if why:
+        rows.append(("cluster autoscaler noScaleUp", "; ".join(k + (f" x{n}" if n > 1 else "")
+                                                              for k, n in sorted(why.items()))))
+    return rows
 
 
 def kueue_rows(s: dict[str, Any]) -> Rows:

@@ -287,3 +287,40 @@ def cluster_size(manifests: list[Manifest]) -> list[Diagnostic]:
                                 "lower maxNodeCount if the pools are not meant to reach the limit", "notice")
         most += top
     return [notice] if notice is not None else []
+
+
+# what each of GKE's AutoprovisioningNodePoolDefaults fields would change, and what the twin does instead
+_NAP_DEFAULTS = {
+    "oauthScopes": "the nodes' access scopes (the twin has no Google APIs to call)",
+    "serviceAccount": "the nodes' service account (the twin has no Google APIs to call)",
+    "upgradeSettings": "surge upgrades of auto-created pools (the twin runs no node upgrades)",
+    "management": "auto-upgrade and auto-repair (the twin runs no node upgrades or repairs)",
+    "minCpuPlatform": "the CPU platform (the twin's machines run at the catalog's speed)",
+    "diskSizeGb": "the boot disk (the twin bills the machine only, not its boot disk)",
+    "diskType": "the boot disk (the twin bills the machine only, not its boot disk)",
+    "shieldedInstanceConfig": "Shielded VM options (no effect on the twin's nodes)",
+    "bootDiskKmsKey": "boot disk encryption (no effect on the twin's nodes)",
+    "imageType": "the node image (the twin's nodes boot in the pool's bootDelay whatever the image)",
+    "insecureKubeletReadonlyPortEnabled": "the kubelet's read-only port (the twin has no kubelet endpoint)",
+}
+
+
+def autoprovisioning(manifests: list[Manifest]) -> list[Diagnostic]:
+    """Scenario spec.clusterAutoscaling.autoprovisioningNodePoolDefaults (GKE's names, accepted by api.twin): one
+    notice per field set, naming what it would change and what the run does instead (auto-created pools take the
+    twin's node template, autoscaler/nap.py)."""
+    from kubetwin.api import twin
+
+    out: list[Diagnostic] = []
+    for m in manifests:
+        if m.kind != "Scenario" or m.obj.get("apiVersion") != twin.TWIN_API:
+            continue
+        defaults = ((m.obj.get("spec") or {}).get("clusterAutoscaling") or {}).get(
+            "autoprovisioningNodePoolDefaults") or {}
+        for key in sorted(defaults):
+            field = f"spec.clusterAutoscaling.autoprovisioningNodePoolDefaults.{key}"
+            what = _NAP_DEFAULTS.get(key, "this setting")
+            out.append(Diagnostic(m.file, m.line_of(field), m.ref, field,
+                                  f"not modelled: {key} sets {what}; the run creates auto-provisioned pools with "
+                                  "the twin's node template and ignores it", "", "notice"))
+    return out

@@ -463,6 +463,7 @@ def validate(manifests: list[Manifest]) -> list[Diagnostic]:
             clean.append(m)
     out += namespaces.diagnostics(clean)  # objects in a namespace that does not exist (NamespaceLifecycle)
     out += nodepool_validate.cluster_size(clean)  # GKE's nodes per cluster (api.twin.MAX_NODES_PER_CLUSTER)
+    out += nodepool_validate.autoprovisioning(clean)  # GKE's NAP pool defaults: accepted, not modelled
     out += serving_validate.scenario(clean)
     out += accelerators.check(clean)  # the workload x device-kind support matrix (docs/devices.md)
     out += accelerators.shared_gpu_requests(clean)  # more than one shared GPU per container
