@@ -224,7 +224,8 @@ def _service(obj: Obj) -> Obj:
     external = spec["type"] in EXTERNALLY_ACCESSIBLE or (spec["type"] == "ClusterIP" and spec.get("externalIPs"))
     if external and not spec.get("externalTrafficPolicy"):
         spec["externalTrafficPolicy"] = "Cluster"
-    if spec.get("internalTrafficPolicy") is None and spec["type"] in ("ClusterIP", *EXTERNALLY_ACCESSIBLE):
+    if spec.get("internalTrafficPolicy") is None and (spec["type"] == "ClusterIP"
+                                                   or spec["type"] in EXTERNALLY_ACCESSIBLE):
         spec["internalTrafficPolicy"] = "Cluster"
     if spec["type"] == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is None:
         spec["allocateLoadBalancerNodePorts"] = True

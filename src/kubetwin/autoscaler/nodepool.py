@@ -14,6 +14,8 @@ import hashlib
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from kubetwin import catalog
 from kubetwin.api.twin import DEFAULT_ZONE
@@ -181,6 +183,13 @@ def pool_of_node(node: Obj) -> str:
     return str((node["metadata"].get("labels") or {}).get(GKE_NODEPOOL, "static"))
 
 
+
+def _usd(total: Any) -> Any:
+    """A dollar figure for summary.json, rounded to cents as Python rounds the number it is: a sum of no prices is
+    the int 0 (written `0`). Typed Any so the compiled module (kubetwin.native) keeps that int where a float-typed
+    value would become 0.0."""
+    return round(total, 2)
+
 class NodePoolController:
     """Creates nodeCount nodes per zone (else minNodeCount: `initial_node_count`) and tracks node lifetimes.
 
@@ -257,7 +266,7 @@ class NodePoolController:
             for i in range(adopted.get(zone, 0), per_zone):
                 node_name = self._node_name(name, zone, i)
                 self.booting += fixed
-                self.env.after(boot, lambda z=zone, nn=node_name: self._first_boot(pool, mt, z, nn, fixed))
+                self.env.after(boot, partial(self._first_boot, pool, mt, zone, node_name, fixed))
 
     def _adopt(self, pool: Obj, mt: catalog.MachineType, per_zone: int, boot: float, zones: list[str],
                fixed: bool) -> None:
@@ -450,7 +459,9 @@ class NodePoolController:
         self.events.event(node, "Normal", "RemovingNode", f"Node {name} event: Removing Node {name} from Controller",
                           "node-controller")
         if uids:
-            self.env.after(PODGC_QUARANTINE, lambda: fail_orphans(self.store, self.env, name, uids))
+            def orphaned() -> None:
+                fail_orphans(self.store, self.env, name, uids)
+            self.env.after(PODGC_QUARANTINE, orphaned)
         pool = self._slice_of.get(name)
         sl = self.slices.get(pool) if pool else None
         if sl is not None and sl.state == "Ready":
@@ -516,7 +527,7 @@ class NodePoolController:
             if pool is None or self.store.get("Node", "", node_name) is None:
                 continue
             delay = parse_duration(pool["spec"].get("driverInstallDelay", "3m"))
-            self.env.after(delay, lambda n=node_name, g=gpus: self._driver_ready(n, g))
+            self.env.after(delay, partial(self._driver_ready, node_name, gpus))
 
     def build_node(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str) -> tuple[Obj, int, str]:
         """The Node a pool's VM registers as, the nvidia.com/gpu count its device plugin will advertise, and the
@@ -541,7 +552,7 @@ class NodePoolController:
         gpus = (acc["count"] if acc else mt.gpu_count) if gpu else 0
         driver = acc.get("gpuDriverInstallation", "DEFAULT")
         if gpus and partition:  # GKE advertises every MIG partition as one nvidia.com/gpu
-            gpus *= mig.partition_count(mig.model_of(gpu) or "", partition)
+            gpus *= mig.partition_count(mig.model_of(gpu or "") or "", partition)
         gpus = shared.advertised({GPU: gpus})[GPU] if gpus else 0
         return node, gpus, driver
 
@@ -595,7 +606,7 @@ class NodePoolController:
             self._grown[(pool, zone)] = i = self._grown.get((pool, zone), 0) + 1
             name = self._node_name(pool, zone, 10000 + i)
             names.append(name)
-            self.env.after(delay, lambda nn=name: self._register(obj, mt, zone, nn))
+            self.env.after(delay, partial(self._register, obj, mt, zone, name))
         return names
 
     def resize(self, pool: str, before: int, after: int) -> None:
@@ -648,11 +659,11 @@ class NodePoolController:
             node_hours[pool] = node_hours.get(pool, 0.0) + secs / 3600
             split.setdefault(pool, [0.0, 0.0])[1 if spot else 0] += price * secs / 3600
         cost = {
-            "currency": "USD", "total_usd": round(sum(cost_by_pool.values()), 2),
+            "currency": "USD", "total_usd": _usd(sum(cost_by_pool.values())),
             "by_pool": {k: round(v, 2) for k, v in sorted(cost_by_pool.items())},
             "node_hours_by_pool": {k: round(v, 3) for k, v in sorted(node_hours.items())},
-            "on_demand_usd": round(sum(v[0] for v in split.values()), 2),
-            "spot_usd": round(sum(v[1] for v in split.values()), 2),
+            "on_demand_usd": _usd(sum(v[0] for v in split.values())),
+            "spot_usd": _usd(sum(v[1] for v in split.values())),
             "by_pool_provisioning": {k: {"on_demand_usd": round(v[0], 2), "spot_usd": round(v[1], 2)}
                                      for k, v in sorted(split.items())}}
         if self.reservations is not None and self.reservations:
@@ -663,7 +674,7 @@ class NodePoolController:
         """reserved, spot, flex-start or on-demand: the capacity the node's VM came from."""
         return self._capacity_type.get(node, "on-demand")
 
-    def _reservation_cost(self, until: float, nodes_usd: float) -> dict:
+    def _reservation_cost(self, until: float, nodes_usd: Any) -> dict:
         """With reservations in the scenario: the cost per capacity type (reserved, Spot, flex-start, on-demand),
         per pool too, and each reservation's used and idle VM-hours; the idle reserved VMs of the reservations the
         cluster's project owns are billed (Compute Engine bills a reservation's VMs whether or not they run) and
@@ -678,7 +689,7 @@ class NodePoolController:
         assert self.reservations is not None
         report = self.reservations.report(until)
         idle = sum(r["idle_usd"] for r in report.values() if r["billed_to"] == rsv.PROJECT)
-        return {"total_usd": round(nodes_usd + idle, 2), "idle_reserved_usd": round(idle, 2),
+        return {"total_usd": _usd(nodes_usd + idle), "idle_reserved_usd": _usd(idle),
                 "by_capacity_type": {**{k: round(v, 2) for k, v in by_type.items()},
                                      "idle-reserved": round(idle, 2)},
                 "by_pool_capacity_type": {p: {k: round(v, 2) for k, v in t.items()} for p, t in sorted(
@@ -700,14 +711,15 @@ class NodePoolController:
         whole by fail_slice instead; a node that exists again, or a pool deleted meanwhile, is left alone."""
         pool_name = self.pool_of.get(node_name)
         obj = self._live_pool(pool_name) if pool_name else None
-        if obj is None or node_name not in self._managed or node_name in self._slice_of:
+        if pool_name is None or obj is None or node_name not in self._managed or node_name in self._slice_of:
             return
+        owner: str = pool_name
         uid = obj["metadata"].get("uid")
         if delay is None:
             delay = parse_duration(obj["spec"].get("bootDelay", "90s"))
 
         def up() -> None:
-            live = self._live_pool(pool_name)
+            live = self._live_pool(owner)
             if live is None or live["metadata"].get("uid") != uid or self.store.get("Node", "", node_name):
                 return
             self._register(live, catalog.machine_type(live["spec"]["machineType"]), zone, node_name)

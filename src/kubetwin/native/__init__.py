@@ -8,6 +8,11 @@ about 20-30 % less CPU for a run. `make install` / `make test` build them (`pyth
 only when the build's fingerprint matches the package's sources as they are now: edit any module and the pure
 Python runs until the next build, never a stale binary. `KUBETWIN_NATIVE=0` turns them off (the test suite runs the
 pure Python, whose functions it may monkeypatch). No compiler, no mypy, another Python: the pure Python runs.
+
+What compiling changes, and so what the modules' code must respect: a value is held as its annotation says. A
+`float` variable, attribute, parameter or return that is an int at run time becomes a float (`0` -> `0.0`): a number
+that goes to the run folder keeps the type it has in pure Python only through `Any` or a union (nodepool's `_usd`).
+A class declares every attribute it sets, takes no weak reference and no monkeypatched method.
 """
 
 from __future__ import annotations
@@ -36,18 +41,28 @@ GROUP = "kubetwin_native"  # mypyc's shared library: kubetwin_native__mypyc
 # path, the kubelet, the ReplicaSet / Job / PodGC / node lifecycle controllers and the history writer (the
 # py-spy profile of a 10,000-pod run and of a churn day; issue 32). Each compiles under mypy's checks.
 MODULES: tuple[str, ...] = (
+    "kubetwin.api.defaults",
     "kubetwin.api.podresources",
     "kubetwin.api.podspec",
+    "kubetwin.autoscaler.nodepool",
+    "kubetwin.controllers.admission",
+    "kubetwin.controllers.attachdetach",
     "kubetwin.controllers.common",
     "kubetwin.controllers.garbagecollector",
     "kubetwin.controllers.job",
+    "kubetwin.controllers.jobset_webhook",
     "kubetwin.controllers.kubelet",
     "kubetwin.controllers.kubelet_admission",
     "kubetwin.controllers.kubelet_status",
+    "kubetwin.controllers.lws_webhook",
     "kubetwin.controllers.nodelifecycle",
     "kubetwin.controllers.podgc",
     "kubetwin.controllers.replicaset",
+    "kubetwin.controllers.ttlafterfinished",
+    "kubetwin.devices.dra.dranet",
     "kubetwin.k8s.conditions",
+    "kubetwin.k8s.generatename",
+    "kubetwin.k8s.ownerrefs",
     "kubetwin.k8s.workqueue",
     "kubetwin.report.historylog",
     "kubetwin.report.metrics",
@@ -55,7 +70,9 @@ MODULES: tuple[str, ...] = (
     "kubetwin.scheduler.nodetable",
     "kubetwin.scheduler.plugins",
     "kubetwin.scheduler.podshapes",
+    "kubetwin.scheduler.queue",
     "kubetwin.scheduler.scheduler",
+    "kubetwin.scheduler.schedulinggates",
     "kubetwin.sim.apiclient",
     "kubetwin.sim.env",
     "kubetwin.store.eventttl",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kubetwin.sim.env import Environment
 
@@ -43,8 +44,8 @@ class QueuedPodInfo:
     attempts: int = 0
     timestamp: float = 0.0  # QueuedPodInfo.Timestamp: added, or re-added after its last failed attempt
     plugins: frozenset[str] = frozenset()  # UnschedulablePlugins of the last failure
-    shape: object = None  # what the hints need to know about the pod (the scheduler's PodInfo)
-    group: object = None  # pods of one group get the same hint verdicts (same spec as far as plugins see)
+    shape: Any = None  # what the hints need to know about the pod (the scheduler's PodInfo)
+    group: Any = None  # pods of one group get the same hint verdicts (same spec as far as plugins see)
     since: float = 0.0  # when it entered unschedulablePods
     entered: int = 0  # the order it entered unschedulablePods in (moves requeue in this order)
 
