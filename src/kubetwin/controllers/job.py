@@ -320,13 +320,18 @@ class JobController:
             if index is not None:
                 labels[COMPLETION_INDEX] = str(index)
             # the pod's name is generated when the create reaches the API server (generateName)
-            def create(index: int | None = index, labels: dict[str, str] = labels) -> None:
-                self._create(job, lambda: self._new_pod(job, spec, index, labels, pfp, per_index, failed_pods), active,
-                             refused)
-            self._writes.send((ns, name), "pods", "create", create)
+            self._writes.send((ns, name), "pods", "create", partial(
+                self._create_pod, job, spec, index, labels, pfp, per_index, failed_pods, active, refused))
             if refused:  # the slow-start batch stops at the first error; a pod change retries
                 break
         self._write(job, lambda: {**new, "active": len(active), "conditions": conds})
+
+    def _create_pod(self, job: Obj, spec: dict, index: int | None, labels: dict, pfp: dict | None,
+                    per_index: int | None, failed_pods: list[Obj], active: list[Obj], refused: list[str]) -> None:
+        """One pod create of the sync, when its turn comes (methods and partials, not closures: a closure kept by
+        another closure is a reference cycle in the compiled module, kubetwin.native)."""
+        self._create(job, partial(self._new_pod, job, spec, index, labels, pfp, per_index, failed_pods), active,
+                     refused)
 
     def _new_pod(self, job: Obj, spec: dict, index: int | None, labels: dict, pfp: dict | None,
                  per_index: int | None, failed_pods: list[Obj]) -> Obj:
@@ -434,21 +439,25 @@ class JobController:
     def _write(self, job: Obj, status: dict | Callable[[], dict]) -> None:
         """The status update (UpdateStatus) when it changed, through the client, after the sync's other writes;
         ``status`` may be computed when it goes out (the pods created by then)."""
-        make: Callable[[], dict] = status if callable(status) else (lambda: status)
+        make: Callable[[], dict] = status if callable(status) else partial(_given, status)
         if make() == job.get("status"):
             return
         meta = job["metadata"]
         ns, name, uid = meta.get("namespace") or "default", meta["name"], meta.get("uid")
+        self._writes.send((ns, name), "jobs/status", "update", partial(self._update_status, ns, name, uid, make))
 
-        def update() -> None:
-            cur = self.store.current("Job", ns, name, uid)
-            if cur is None:
-                return
-            final = make()
-            if final != cur.get("status"):
-                self.store.update({**cur, "status": final})
+    def _update_status(self, ns: str, name: str, uid: str | None, make: Callable[[], dict]) -> None:
+        """The status update as it goes out: to the Job it was meant for, only if the status still differs."""
+        cur = self.store.current("Job", ns, name, uid)
+        if cur is None:
+            return
+        final = make()
+        if final != cur.get("status"):
+            self.store.update({**cur, "status": final})
 
-        self._writes.send((ns, name), "jobs/status", "update", update)
+
+def _given(status: dict) -> dict:
+    return status
 
 
 def _no_finalizer() -> None:
