@@ -68,10 +68,11 @@ def _shape(value: Any) -> tuple[int, int]:
         below: list[Any] = []
         add = below.append
         for container in level:
+            values: Any = container
             if type(container) is dict:
                 keys += len(container)
-                container = container.values()
-            for v in container:
+                values = container.values()
+            for v in values:
                 if type(v) is dict or type(v) is list:
                     add(v)
         level = below
