@@ -90,6 +90,13 @@ def document_problem(node: yaml.Node, file: str) -> Diagnostic | None:
     return None
 
 
+def part_too_large(node: yaml.Node) -> bool:
+    """Whether the document, or one of a List's items, is over the request body limit (document_problem's first
+    check, alone: loader's fast path checks the rest as it walks)."""
+    return any(part.end_mark.index - part.start_mark.index > MAX_REQUEST_BODY_BYTES
+               for part in _list_items(node) or [node])
+
+
 def _list_items(node: yaml.Node) -> list[yaml.Node] | None:
     """The items of a `kind: ...List` document (a kubectl dump), which kubectl apply sends as one request each
     (its resource builder flattens a List: k8s.io/cli-runtime pkg/resource, FlattenListVisitor); None otherwise."""
