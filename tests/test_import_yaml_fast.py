@@ -99,6 +99,12 @@ def test_dumps_and_examples_are_the_general_paths(monkeypatch: pytest.MonkeyPatc
     "a: 'unterminated\n",
     "a:\tb\n",
     "pods:\n- metadata: {name: p}\nnodes: []\n",  # a kube-scheduler-simulator export
+    # objects over etcd's 1.5 MiB as stored (JSON): a long string, non-ASCII text (6 JSON characters each), a
+    # snapshot-like document whose small items add up (measured whole: its `nodes: ''` is no list)
+    "apiVersion: v1\nkind: List\nitems:\n- kind: ConfigMap\n  data: {a: '" + "x" * 1_600_000 + "'}\n",
+    "apiVersion: v1\nkind: List\nitems:\n- kind: ConfigMap\n  data: {a: '" + "\u00e9" * 300_000 + "'}\n",
+    "kind: ConfigMap\ndata: {a: '" + "\u00e9" * 300_000 + "'}\n",
+    "pods:\n" + "- {a: '" + "x" * 1000 + "'}\n" * 1600 + "nodes: ''\n",
 ])
 def test_what_the_fast_path_leaves_is_the_general_paths(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _same(text, monkeypatch)

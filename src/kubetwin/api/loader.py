@@ -71,6 +71,26 @@ _Loader.yaml_implicit_resolvers = {
     for k, v in _Base.yaml_implicit_resolvers.items()}
 
 
+class _FastLoader(_Loader):
+    """_Loader with the tag of a plain scalar remembered by its text: libyaml's composer asks Python's resolver for
+    each one (its regular expressions, in order: 12 % of reading a large dump), and a dump repeats the same keys
+    and values thousands of times. The same tags: with no path resolvers (none is added), a plain scalar's tag is
+    a function of its text alone (BaseResolver.resolve)."""
+
+    _tags: dict[str, str] = {}
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode and implicit[0] and not self.yaml_path_resolvers:
+            tag = self._tags.get(value)
+            if tag is None:
+                tag = super().resolve(kind, value, implicit)
+                if len(self._tags) >= 100_000:
+                    self._tags.clear()
+                self._tags[value] = tag
+            return tag
+        return super().resolve(kind, value, implicit)
+
+
 def _lines(node: yaml.Node, path: str, lines: dict[str, int], dups: list[tuple[int, str]],
            blocks: dict[str, int] | None = None) -> None:
     """Record the 1-based line of every field path below a composed node (and of literal block scalars' `|`);
@@ -287,13 +307,30 @@ class _FileLines:
         return item_lines.get(i, {}), item_blocks.get(i, {})
 
 
+# An object's stored JSON is at most ~10 characters per character of its YAML text (an astral character, written
+# as two \\u escapes, as the key of an implicit null in a flow mapping: `{😀, ...}`); text 16 times under etcd's limit
+# holds no object over it, so its objects are not encoded to be measured.
+_SMALL_TEXT = limits.MAX_OBJECT_BYTES // 16
+
+
+def _may_be_too_large(node: yaml.Node, obj: dict[str, Any], parts: list[Any] | None) -> bool:
+    """Whether an object load_text measures (the document, or each List item: limits.list_items) has text over
+    _SMALL_TEXT; a snapshot of object lists is always measured."""
+    if parts is None:
+        return node.end_mark.index - node.start_mark.index > _SMALL_TEXT
+    if str(obj.get("kind", "")).endswith("List"):
+        items = next(v for key, v in node.value if key.value == "items")
+        return any(item.end_mark.index - item.start_mark.index > _SMALL_TEXT for item in items.value)
+    return True
+
+
 def _fast_yaml(text: str, file: str) -> list[Manifest] | None:
     """The manifests of a YAML stream whose documents `_value` takes, the same as the general path gives, their
     field lines found only when a message asks for one (a LazyLines, as a JSON dump's; issue 36: a `-o yaml`
     dump of a 1,000-node cluster read ~2x faster). None: the general path reads it (and reports what is wrong)."""
     out: list[Manifest] = []
     found = _FileLines(text)
-    loader = _Loader(text)
+    loader = _FastLoader(text)
     k = -1
     try:
         while loader.check_node():
@@ -309,7 +346,8 @@ def _fast_yaml(text: str, file: str) -> list[Manifest] | None:
             if not isinstance(obj, dict):
                 return None
             parts = limits.list_items(obj)
-            if any(limits.object_too_large(o, file, 0) for o in (parts if parts is not None else [obj])):
+            if len(text) > _SMALL_TEXT and _may_be_too_large(node, obj, parts) and any(
+                    limits.object_too_large(o, file, 0) for o in (parts if parts is not None else [obj])):
                 return None
             start = node.start_mark.line + 1
             if obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj):
