@@ -2,7 +2,9 @@
 
 PyYAML on libyaml: values from its loader, each field's line from its composed node tree (a pass over the same
 stream). Scalars follow YAML 1.1 as go-yaml does for kubectl (`yes` is a boolean), timestamps stay strings,
-and duplicate keys are an error as in sigs.k8s.io/yaml's strict decoding.
+and duplicate keys are an error as in sigs.k8s.io/yaml's strict decoding. A JSON document takes api/jsonfast.py;
+a stream of plain documents (a `kubectl get -o yaml` dump) takes `_fast_yaml`: the same values built in one walk
+over the composed nodes, the lines composed again only when a message asks for one.
 
 Hostile input is bounded the way the API server bounds it (api/limits.py): a document over the request body limit
 is refused before it is composed, alias expansion is capped by go-yaml's own heuristic, and nesting by a depth cap,
