@@ -158,3 +158,17 @@ def test_diagnostics_are_the_python_paths(monkeypatch: pytest.MonkeyPatch) -> No
     finally:
         validation._rs_registry.cache_clear()
         validation._rs_validator.cache_clear()
+
+
+def test_an_int_format_left_unconverted_keeps_the_schema_on_the_python_path() -> None:
+    """A property named `format` is a field, not the keyword; an int32/int64 format under a keyword the conversion
+    does not walk (`additionalItems`) is found, and such a schema is not given to jsonschema-rs."""
+    schema = {"type": "object", "properties": {"format": {"type": "integer", "format": "int32"}},
+              "items": {"format": "int64"}}
+    converted = validation._ranges_for_formats(schema)
+    assert converted["properties"]["format"] == {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
+    assert converted["items"] == {"minimum": -(2**63), "maximum": 2**63 - 1}
+    assert not validation._int_formats_left(converted)
+    older = {**schema, "additionalItems": {"format": "int64"}}
+    assert validation._int_formats_left(validation._ranges_for_formats(older))
+    assert schema["properties"]["format"]["format"] == "int32"  # a copy: the Python validator's schema unchanged

@@ -150,12 +150,27 @@ def _ranges_for_formats(schema: Any) -> Any:
     return out
 
 
+def _int_formats_left(value: Any) -> bool:
+    """Whether an int32/int64 `format` is still anywhere in a converted schema (under a keyword _ranges_for_formats
+    does not walk): jsonschema-rs would not enforce it, so that schema is left to the Python validator."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if isinstance(v.get("format"), str) and v["format"] in _INT_RANGES:
+                return True
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
+
+
 @functools.cache
 def _rs_registry() -> Any:
     if jsonschema_rs is None:
         return None
     defs = _ranges_for_formats(json.loads(_schema_dir().joinpath("_definitions.json").read_text()))
-    return jsonschema_rs.Registry([(defs["$id"], defs)])
+    return None if _int_formats_left(defs) else jsonschema_rs.Registry([(defs["$id"], defs)])
 
 
 @functools.cache
@@ -166,9 +181,11 @@ def _rs_validator(api_version: str, kind: str) -> Any:
     registry = _rs_registry()
     if registry is None or not f.is_file():
         return None
+    schema = _ranges_for_formats(json.loads(f.read_text()))
+    if _int_formats_left(schema):
+        return None
     try:
-        return jsonschema_rs.Draft202012Validator(_ranges_for_formats(json.loads(f.read_text())),
-                                                  registry=registry, validate_formats=False)
+        return jsonschema_rs.Draft202012Validator(schema, registry=registry, validate_formats=False)
     except Exception:  # noqa: BLE001 - a schema it cannot compile: the Python validator alone, as without it
         return None
 
