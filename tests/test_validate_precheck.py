@@ -172,3 +172,28 @@ def test_an_int_format_left_unconverted_keeps_the_schema_on_the_python_path() ->
     older = {**schema, "additionalItems": {"format": "int64"}}
     assert validation._int_formats_left(validation._ranges_for_formats(older))
     assert schema["properties"]["format"]["format"] == "int32"  # a copy: the Python validator's schema unchanged
+
+
+def test_without_jsonschema_rs_installed_the_answers_are_the_same(tmp_path: Path) -> None:
+    """`import jsonschema_rs` failing (an install without the wheel): validate still runs, on the Python path
+    alone, and says the same of every fixture and of refused objects, in a fresh interpreter."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers:\n  - name: c\n"
+                   "    image: x\n    ports: [{containerPort: 3000000000}]\n    imagePullPolicy: Sometimes\n"
+                   "  priority: high\n  notAField: 1\n---\napiVersion: apps/v1\nkind: Deployment\n"
+                   "metadata: {name: d}\nspec: {replicas: -1, selector: {}, template: {spec: {containers: []}}}\n")
+    import subprocess
+    import sys
+
+    script = ("import sys, json; sys.modules['jsonschema_rs'] = None\n"
+              "from kubetwin.api.loader import load_paths\n"
+              "from kubetwin.validation import validate as v\n"
+              "assert v.jsonschema_rs is None and not v.schema_precheck('v1', 'Pod', {})\n"
+              "print(json.dumps([d.render() for f in sys.argv[1:] for d in v.validate(load_paths([f]))]))\n")
+    files = [str(f) for f in sorted(FIXTURES.iterdir()) if f.suffix in (".json", ".yaml")] + [str(bad)]
+    done = subprocess.run([sys.executable, "-c", script, *files], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    here = [d.render() for f in files for d in validation.validate(load_paths([f]))]
+    assert json.loads(done.stdout) == here
+    assert sum(str(bad) in d for d in here) >= 4  # the refused objects' errors, each at its line
