@@ -9,6 +9,7 @@ would; then its parts again: reading and converting (importer.sources.load) and 
 
     python benchmarks/bench_import_scale.py                      # 1,000 nodes, 8,000 pods
     python benchmarks/bench_import_scale.py --nodes 100 --pods 800 --keep /tmp/dump
+    python benchmarks/bench_import_scale.py --format yaml        # the same dump as `kubectl get -o yaml`
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "import" / "gke-kubectl.json"
@@ -90,29 +93,37 @@ def _job_labels(uid: str, name: str) -> dict[str, str]:
             "controller-uid": uid, "job-name": name}
 
 
-def write(folder: Path, nodes: int, pods: int) -> list[Path]:
+def write(folder: Path, nodes: int, pods: int, fmt: str = "json") -> list[Path]:
+    """The dump's files, as `kubectl get -o json` prints them (4-space indent), or `-o yaml` (block style, keys in
+    the same order, long strings on one line)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, items in dump(nodes, pods).items():
-        path = folder / name
-        path.write_text(json.dumps({"apiVersion": "v1", "items": items, "kind": "List",  # kubectl's order
-                                    "metadata": {"resourceVersion": ""}}, indent=4))
+        doc = {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
+        if fmt == "yaml":
+            path = folder / name.replace(".json", ".yaml")
+            path.write_text(yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                                      default_flow_style=False, width=1 << 20, allow_unicode=True))
+        else:
+            path = folder / name
+            path.write_text(json.dumps(doc, indent=4))  # kubectl's order
         paths.append(path)
     return paths
 
 
-def measure(paths: list[Path], incoming: Path) -> dict[str, float]:
+def measure(paths: list[Path], incoming: Path) -> dict[str, Any]:
     """`simulate` first (cold, as the command runs it), then its parts again: reading and converting, validating
     (validate's cache of valid subschema instances emptied first, when this version has one)."""
     from kubetwin.importer import sources
     from kubetwin.simulate import simulate
     from kubetwin.validation import validate as validation
 
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     t = time.perf_counter()
     answer = simulate([incoming], list(paths), duration="10m")
     out["simulate_s"] = time.perf_counter() - t
     out["started_at_s"] = float("nan") if answer.runs[0][0].started is None else answer.runs[0][0].started
+    out["node"] = ",".join(answer.runs[0][0].nodes)
     getattr(validation, "_VALID", set()).clear()
     t = time.perf_counter()
     manifests, _ = sources.load(paths)
@@ -131,10 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=8000)
     ap.add_argument("--keep", type=Path, help="write the dump here and keep it")
+    ap.add_argument("--format", choices=("json", "yaml"), default="json", help="the dump as -o json or -o yaml")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kubetwin-scale-") as tmp:
         folder = args.keep or Path(tmp)
-        paths = write(folder, args.nodes, args.pods)
+        paths = write(folder, args.nodes, args.pods, args.format)
         size = sum(p.stat().st_size for p in paths)
         incoming = folder / "incoming.yaml"
         incoming.write_text(json.dumps({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
@@ -142,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                 "kubetwin.io/duration": "5m"}}, "spec": {"restartPolicy": "Never", "containers": [
                     {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "500m"}}}]}}}}))
         result = measure(paths, incoming)
-    print(json.dumps({"nodes": args.nodes, "pods": args.pods, "megabytes": round(size / 1e6, 1),
-                      **{k: round(v, 2) for k, v in result.items()}}, indent=1))
+    print(json.dumps({"nodes": args.nodes, "pods": args.pods, "format": args.format,
+                      "megabytes": round(size / 1e6, 1),
+                      **{k: round(v, 2) if isinstance(v, float) else v for k, v in result.items()}}, indent=1))
     return 0
 
 

@@ -17,7 +17,6 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from itertools import accumulate
 from typing import Any
 
 from kubetwin.api import limits
@@ -25,9 +24,6 @@ from kubetwin.api import limits
 __all__ = ["LazyLines", "documents"]
 
 _WS = re.compile(r"[ \t\n\r]*")
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_BRACKETS = re.compile(r"[^\[\]{}]+")
-_DEPTH = str.maketrans({"[": "1", "{": "1", "]": "0", "}": "0"})
 
 
 def _skip(text: str, i: int) -> int:
@@ -51,20 +47,36 @@ def _constant(_: str) -> Any:
     raise _NotFast  # NaN, Infinity: not JSON an API server takes
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _NotFast  # a duplicate key: the YAML path names its line
-    return out
+# Without an object_pairs_hook the C decoder builds the dicts itself (~2x faster than a hook per object), and a key
+# written twice keeps its last value silently: duplicates are found by counting, the keys in the text (each string
+# token, a key when a colon follows it) against the keys of the decoded objects.
+_DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_constant)
+_STRING_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"[ \t\n\r]*(:)?')
 
 
-_DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_constant, object_pairs_hook=_pairs)
+def _keys_in(text: str) -> int:
+    """How many keys the JSON text writes (it has been decoded: every string token is whole)."""
+    return _STRING_TOKEN.findall(text).count(":")
 
 
-def _too_deep(text: str) -> bool:
-    """Nested past MAX_DEPTH: the brackets outside strings, each opening one deeper, each closing one up."""
-    brackets = _BRACKETS.sub("", _STRING.sub("", text)).translate(_DEPTH)
-    return max(accumulate((1 if c == "1" else -1) for c in brackets), default=0) > limits.MAX_DEPTH
+def _shape(value: Any) -> tuple[int, int]:
+    """(keys of all the objects, nesting depth: objects and arrays one level each) of a decoded value."""
+    keys = depth = 0
+    level = [value] if type(value) is dict or type(value) is list else []
+    while level:
+        depth += 1
+        below: list[Any] = []
+        add = below.append
+        for container in level:
+            values: Any = container
+            if type(container) is dict:
+                keys += len(container)
+                values = container.values()
+            for v in values:
+                if type(v) is dict or type(v) is list:
+                    add(v)
+        level = below
+    return keys, depth
 
 
 class LazyLines(dict[str, int]):
@@ -147,17 +159,20 @@ def documents(text: str, field_lines: Callable[[str], dict[str, int]]
     """(line, object, field lines) per object of a JSON document, a List's items one by one; None: the YAML path
     reads it (and says what is wrong, where). `field_lines`: the YAML path's lines of one document's text."""
     i = _skip(text, 0)
-    if not text.startswith("{", i) or _too_deep(text):
+    if not text.startswith("{", i):
         return None
     try:
-        return _top(text, i, field_lines)
+        top, spans = _top(text, i)
     except (_NotFast, ValueError, RecursionError):
         return None
+    keys, depth = _shape(top)
+    if depth > limits.MAX_DEPTH or keys != _keys_in(text):
+        return None  # nested past the limit, or a key written twice in one object: the YAML path names its line
+    return _documents(text, top, spans, field_lines)
 
 
-def _top(text: str, i: int, field_lines: Callable[[str], dict[str, int]]
-         ) -> list[tuple[int, dict[str, Any], dict[str, int]]] | None:
-    """The top-level object's keys, its `items` decoded element by element with their spans."""
+def _top(text: str, i: int) -> tuple[dict[str, Any], list[tuple[int, int]]]:
+    """The top-level object, its `items` decoded element by element with their spans."""
     top: dict[str, Any] = {}
     spans: list[tuple[int, int]] = []
     i = _skip(text, i + 1)
@@ -203,6 +218,12 @@ def _top(text: str, i: int, field_lines: Callable[[str], dict[str, int]]
                 raise _NotFast
     if _skip(text, i) != len(text):
         raise _NotFast  # more after the object (several JSON documents): the YAML path
+    return top, spans
+
+
+def _documents(text: str, top: dict[str, Any], spans: list[tuple[int, int]],
+               field_lines: Callable[[str], dict[str, int]]) -> list[tuple[int, dict[str, Any], dict[str, int]]] | None:
+    """(line, object, field lines) of the top-level object, or of each List item."""
     if not (str(top.get("kind", "")).endswith("List") and isinstance(top.get("items"), list)):
         if limits.list_items(top) is not None:  # the simulator's export: the YAML path's line per list element
             return None

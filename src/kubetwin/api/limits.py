@@ -38,7 +38,6 @@ MAX_DEPTH = 100  # twin limit (Python recursion); go-yaml: 10000, libyaml: 1000
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
 _ALIAS_RATIO_LOW, _ALIAS_RATIO_HIGH = 400_000, 4_000_000  # go-yaml alias_ratio_range_low / _high
-_DOC_START = re.compile(r"^---", re.M)
 
 
 def allowed_alias_ratio(decode_count: int) -> float:
@@ -91,6 +90,13 @@ def document_problem(node: yaml.Node, file: str) -> Diagnostic | None:
     return None
 
 
+def part_too_large(node: yaml.Node) -> bool:
+    """Whether the document, or one of a List's items, is over the request body limit (document_problem's first
+    check, alone: loader's fast path checks the rest as it walks)."""
+    return any(part.end_mark.index - part.start_mark.index > MAX_REQUEST_BODY_BYTES
+               for part in _list_items(node) or [node])
+
+
 def _list_items(node: yaml.Node) -> list[yaml.Node] | None:
     """The items of a `kind: ...List` document (a kubectl dump), which kubectl apply sends as one request each
     (its resource builder flattens a List: k8s.io/cli-runtime pkg/resource, FlattenListVisitor); None otherwise."""
@@ -118,14 +124,24 @@ def stream_too_large(text: str, file: str) -> Diagnostic | None:
     not one request: its items are checked one by one once composed (document_problem), within the file limit."""
     if len(text) <= MAX_REQUEST_BODY_BYTES:
         return None
-    starts = [m.start() for m in _DOC_START.finditer(text)]
-    bounds = [0, *starts, len(text)]
+    bounds = [0, *_document_starts(text), len(text)]
     for a, b in zip(bounds, bounds[1:], strict=False):
         if b - a > MAX_REQUEST_BODY_BYTES and not _LIST_TEXT.search(text, a, min(b, a + 4096)):
             return Diagnostic(file, text.count("\n", 0, a) + 1, "-", "",
                               f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}",
                               "split the document: the API server reads at most 3 MiB per object")
     return None
+
+
+def _document_starts(text: str) -> list[int]:
+    """Where each `---` that starts a line is (re's `^---` in MULTILINE mode), found by str.find: a regex tries
+    every position of a 13 MB dump (~50 ms), find skips to the newlines (~8 ms)."""
+    starts = [0] if text.startswith("---") else []
+    i = text.find("\n---")
+    while i >= 0:
+        starts.append(i + 1)
+        i = text.find("\n---", i + 1)
+    return starts
 
 
 def file_too_large(file: str, size: int) -> Diagnostic:

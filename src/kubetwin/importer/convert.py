@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from kubetwin import catalog
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
@@ -189,12 +191,41 @@ def _seconds_text(seconds: float) -> str:
 
 def _drop_null_timestamps(value: Any) -> Any:
     """Pod templates as the API server prints them carry `creationTimestamp: null`: not a field a user writes. A
-    copy (new mappings and lists; scalars are immutable), so the source objects are never changed."""
+    copy (new mappings and lists; scalars are immutable), so the source objects are never changed.
+
+    The copy is orjson's encoding decoded again (C: ~2x faster than copying in Python, a dump's every object is
+    copied); the values are a loaded dump's (JSON's: the loaders refuse NaN and infinities, which orjson would
+    write as null). What orjson does not encode (a key not a string, an integer past 64 bits) is copied in
+    Python."""
+    try:
+        data = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _copy_without_null_timestamps(value)
+    out = orjson.loads(data)
+    if b'"creationTimestamp":null' in data:  # compact: a key and its null are written so, and only so
+        _remove_null_timestamps(out)
+    return out
+
+
+def _copy_without_null_timestamps(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _drop_null_timestamps(v) for k, v in value.items() if not (k == "creationTimestamp" and v is None)}
+        return {k: _copy_without_null_timestamps(v) for k, v in value.items()
+                if not (k == "creationTimestamp" and v is None)}
     if isinstance(value, list):
-        return [_drop_null_timestamps(v) for v in value]
+        return [_copy_without_null_timestamps(v) for v in value]
     return value
+
+
+def _remove_null_timestamps(value: Any) -> None:
+    """In place, on orjson's fresh copy."""
+    if isinstance(value, dict):
+        if "creationTimestamp" in value and value["creationTimestamp"] is None:
+            del value["creationTimestamp"]
+        for v in value.values():
+            _remove_null_timestamps(v)
+    elif isinstance(value, list):
+        for v in value:
+            _remove_null_timestamps(v)
 
 
 class _Converter:
