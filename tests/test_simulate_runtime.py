@@ -183,3 +183,153 @@ def test_simulate_runtime_errors_are_messages(tmp_path: Path) -> None:
             (["--snapshot-time", "noon"], "error: --snapshot-time: Invalid value: 'noon': not an RFC 3339 time")]:
         res = CliRunner().invoke(app, ["simulate", "-f", str(job), "--from", str(manifests), *args])
         assert res.exit_code != 0 and message in res.output and "Traceback" not in res.output, res.output
+
+
+# -- JobSets, LeaderWorkerSets and the incoming workload (issue 36's leftover: --runtime named none of them) ----------
+CLUSTER = ROOT / "examples" / "your-cluster" / "cluster.json"
+
+
+def _ann(template: dict) -> dict:
+    return (template.get("metadata") or {}).get("annotations") or {}
+
+
+def test_a_jobset_rule_draws_for_its_running_pods_its_jobs_and_its_template() -> None:
+    """your-cluster's running JobSet ml-serving/llm-eval (2 Jobs of 2 pods): a rule naming the JobSet reaches its
+    pods through their Job (the pod's owner chain), each drawing given how long it ran; the Jobs made from its
+    replicatedJob `shard` and the JobSet's own template (what it makes a Job from again) share one draw per seed."""
+    rules = parse_rules(["ml-serving/jobset/llm-eval=lognormal:median=3h,sigma=0.5"])
+
+    def drawn(seed: int) -> tuple[dict[str, float], set[str]]:
+        manifests, report = sources.load([CLUSTER], Options(runtime=rules, seed=seed))
+        assert report is not None
+        pods = {m.obj["metadata"]["name"]: m.obj["metadata"]["annotations"] for m in manifests
+                if m.kind == "Pod" and m.obj["metadata"]["name"].startswith("llm-eval-")}
+        assert len(pods) == 4
+        templates = {_ann(m.obj["spec"]["template"])["kubetwin.io/duration"] for m in manifests
+                     if m.kind == "Job" and m.obj["metadata"]["name"].startswith("llm-eval-")}
+        (js,) = [m.obj for m in manifests if m.kind == "JobSet"]
+        templates |= {_ann(rj["template"]["spec"]["template"])["kubetwin.io/duration"]
+                      for rj in js["spec"]["replicatedJobs"]}
+        for ann in pods.values():  # not the import's 1 h default, and never less than it has run
+            assert parse_duration(ann["kubetwin.io/duration"]) > parse_duration(ann["kubetwin.io/elapsed"]) > 0
+        return {n: parse_duration(a["kubetwin.io/duration"]) for n, a in pods.items()}, templates
+
+    pods0, templates0 = drawn(0)
+    assert len(set(pods0.values())) == 4  # each running pod its own draw
+    assert len(templates0) == 1  # one draw for the replicatedJob: its Jobs and the JobSet's template
+    pods1, templates1 = drawn(1)
+    assert pods1 != pods0 and templates1 != templates0
+    assert drawn(0) == (pods0, templates0)
+
+
+def _dump(*items: dict) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+                           "items": list(items)}, sort_keys=False)
+
+
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "n1-uid", "labels": {
+    "kubernetes.io/hostname": "n1"}, "creationTimestamp": "2026-12-01T08:00:00Z"},
+    "status": {"capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+               "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                               "lastTransitionTime": "2026-12-01T08:00:00Z"}]}}
+CONTAINER = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
+
+
+def test_a_queued_jobset_draws_its_templates_per_replicated_job(tmp_path: Path) -> None:
+    """A JobSet Kueue keeps suspended has no Jobs yet: the rule draws into each replicatedJob's template (one draw
+    per replicatedJob: the Jobs made from it share it), again per seed; a rule for another JobSet leaves it be."""
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {
+        "name": "sweep", "namespace": "default", "uid": "js-uid", "creationTimestamp": "2026-12-01T09:00:00Z",
+        "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"suspend": True, "replicatedJobs": [
+            {"name": name, "replicas": 2, "template": {"spec": {"parallelism": 1, "completions": 1, "template": {
+                "spec": {"restartPolicy": "Never", "containers": [CONTAINER]}}}}} for name in ("driver", "workers")]},
+        "status": {"conditions": [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs",
+                                   "message": "jobset is suspended", "lastTransitionTime": "2026-12-01T09:00:00Z"}]}}
+    (tmp_path / "dump.yaml").write_text(_dump(NODE, js))
+
+    def durations(rule: str, seed: int) -> list[str | None]:
+        manifests, _ = sources.load([tmp_path / "dump.yaml"], Options(runtime=parse_rules([rule]), seed=seed))
+        (obj,) = [m.obj for m in manifests if m.kind == "JobSet"]
+        return [_ann(rj["template"]["spec"]["template"]).get("kubetwin.io/duration")
+                for rj in obj["spec"]["replicatedJobs"]]
+
+    d0 = durations("jobset/sweep=exp:mean=1h", 0)
+    assert all(d0) and d0[0] != d0[1]
+    assert durations("jobset/sweep=exp:mean=1h", 1) != d0 and durations("jobset/sweep=exp:mean=1h", 0) == d0
+    assert durations("jobset/other=exp:mean=1h", 0) == [None, None]
+
+
+def test_a_leaderworkerset_rule_reaches_its_leader_and_the_workers_the_leader_owns(tmp_path: Path) -> None:
+    """A LeaderWorkerSet's leader pod is its own, its workers are their leader's (the twin's and upstream's
+    ownerReferences): a rule naming the LWS draws for both, given how long they ran, and for its templates (one
+    draw: a group's pods run together)."""
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {
+        "name": "infer", "namespace": "default", "uid": "lws-uid", "creationTimestamp": "2026-12-01T09:00:00Z"},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {
+            "containers": [CONTAINER]}}}}}
+
+    def pod(name: str, owner: tuple[str, str, str]) -> dict:
+        kind, oname, ouid = owner
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": "default", "uid": f"{name}-uid", "creationTimestamp": "2026-12-01T09:00:00Z",
+            "ownerReferences": [{"apiVersion": "leaderworkerset.x-k8s.io/v1" if kind == "LeaderWorkerSet" else "v1",
+                                 "kind": kind, "name": oname, "uid": ouid, "controller": True}]},
+            "spec": {"nodeName": "n1", "containers": [CONTAINER]},
+            "status": {"phase": "Running", "startTime": "2026-12-01T09:30:00Z"}}
+
+    (tmp_path / "dump.yaml").write_text(_dump(NODE, lws, pod("infer-0", ("LeaderWorkerSet", "infer", "lws-uid")),
+                                              pod("infer-0-1", ("Pod", "infer-0", "infer-0-uid"))))
+    manifests, report = sources.load([tmp_path / "dump.yaml"], Options(
+        runtime=parse_rules(["leaderworkerset/infer=fixed:2h"]), snapshot_time="2026-12-01T10:00:00Z"))
+    assert report is not None
+    pods = {m.obj["metadata"]["name"]: m.obj["metadata"]["annotations"] for m in manifests if m.kind == "Pod"}
+    assert {n: (a["kubetwin.io/elapsed"], a["kubetwin.io/duration"]) for n, a in pods.items()} == {
+        "infer-0": ("1800s", "7200s"), "infer-0-1": ("1800s", "7200s")}
+    (obj,) = [m.obj for m in manifests if m.kind == "LeaderWorkerSet"]
+    assert _ann(obj["spec"]["leaderWorkerTemplate"]["workerTemplate"])["kubetwin.io/duration"] == "7200s"
+
+
+def _node_manifest(tmp_path: Path) -> Path:
+    """NODE as a manifest, not a dump (no server-set uid or creationTimestamp)."""
+    node = {**NODE, "metadata": {"name": "n1", "labels": NODE["metadata"]["labels"]}}
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(node, sort_keys=False))
+    return tmp_path / "cluster.yaml"
+
+
+def test_the_incoming_workload_runs_what_its_rule_draws(tmp_path: Path) -> None:
+    """The rules reach the workloads simulate is asked about, as the snapshot's (before their own
+    kubetwin.io/duration), from plain manifests too: a fixed rule is its run time; a distribution spreads its finish
+    over the runs (the same seed the same), not its start on an idle node; a JobSet's rule its Jobs'; a rule that
+    names none of them is still refused when --from holds no dump."""
+    job = bench.incoming(bench.WORLDS["mixed"])  # job/default/incoming, 600 s of its own
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "pair"},
+          "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {
+              "parallelism": 1, "completions": 1, "template": {"spec": {"restartPolicy": "Never",
+                                                                        "containers": [CONTAINER]}}}}}]}}
+    (tmp_path / "jobset.yaml").write_text(yaml.safe_dump(js))
+    cluster = _node_manifest(tmp_path)
+
+    def runs(f: str, *rules: str, n: int = 1) -> list[dict]:
+        args = ["simulate", "-f", str(tmp_path / f), "--from", str(cluster), "--duration", "6h", "--runs", str(n),
+                "-o", "json"]
+        for r in rules:
+            args += ["--runtime", r]
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, res.output
+        return [r[0] for r in yaml.safe_load(res.output)["runs"]]
+
+    (own,) = runs("job.yaml")
+    assert own["finished"] - own["started"] == pytest.approx(600, abs=5)
+    (fixed,) = runs("job.yaml", "job/incoming=fixed:25m")
+    assert fixed["finished"] - fixed["started"] == pytest.approx(1500, abs=5)
+    spread = runs("job.yaml", "default/job/incoming=exp:mean=30m", n=4)
+    assert len({r["started"] for r in spread}) == 1 and len({round(r["finished"]) for r in spread}) == 4
+    assert runs("job.yaml", "default/job/incoming=exp:mean=30m", n=4) == spread
+    (pair,) = runs("jobset.yaml", "jobset/pair=fixed:40m")
+    assert pair["finished"] - pair["started"] == pytest.approx(2400, abs=10)
+    res = CliRunner().invoke(app, ["simulate", "-f", str(tmp_path / "job.yaml"), "--from", str(cluster),
+                                   "--runtime", "job/x=1h"])
+    assert res.exit_code != 0 and "no cluster dump among --from's sources" in res.output

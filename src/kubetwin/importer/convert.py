@@ -25,9 +25,11 @@ have); else, for pods of Jobs and bare pods, the import's default (DEFAULT_REMAI
 pods stay Pending and are scheduled. `--runtime OWNER=DIST` (importer/runtime.py) gives a distribution instead:
 it comes after an owner's own --remaining-run-time and before kubetwin.io/duration (a dump of a twin run carries the
 run times it realized; the user's distribution is what they know); running pods draw given how long they had run,
-a Job not finished and its pending pods share one draw per Job (its template's kubetwin.io/duration), and
-`Report.draw(seed)` draws them all again for another seed. Succeeded and Failed pods keep their status (their Job
-counts them). Pods on a node the dump does not have are unbound and scheduled again (a warning says how many).
+a Job not finished and its pending pods share one draw per Job (its template's kubetwin.io/duration), the Jobs of a
+JobSet's replicatedJob one with its template, a LeaderWorkerSet's templates one; a rule matches a pod by its
+controller and that one's controllers (chain_keys), and `Report.draw(seed)` draws them all again for another
+seed. Succeeded and Failed pods keep their status (their Job counts them). Pods on a node the dump does not have are
+unbound and scheduled again (a warning says how many).
 
 **Kueue.** Workloads keep their status and come before their jobs: an admitted one holds its quota from t=0 and
 Kueue's webhook leaves its job running (kueue/controller/jobframework.py `suspend_queued_unless_admitted`); a
@@ -85,6 +87,7 @@ OWN_HISTORY = ("Event",)
 SYSTEM_PREFIXES = ("kubernetes.io/", "k8s.io/", "cloud.google.com/", "topology.gke.io/", "node.gke.io/",
                    "kubetwin.io/", "addon.gke.io/", "iam.gke.io/", "node_pool", "components.gke.io/")
 SERVER_OWNERS = ("ReplicaSet", "StatefulSet", "DaemonSet")
+JOBSET_RJOB = "jobset.sigs.k8s.io/replicatedjob-name"  # the JobSet controller's label on its Jobs (constructJob)
 
 
 @dataclass
@@ -110,6 +113,12 @@ class Draw:
     dist: runtime.RunTime
 
 
+def redraw(draws: list[Draw], seed: int) -> None:
+    """Write each draw's run time for `seed` into its annotations (kubetwin.io/duration), in place."""
+    for d in draws:
+        d.annotations[DURATION] = _seconds_text(round(d.dist.draw(runtime.rng(seed, d.uid), d.ran), 3))
+
+
 @dataclass
 class Report:
     """What the import kept, dropped and defaulted, with counts (`kubetwin import` prints it, validate and run
@@ -127,8 +136,7 @@ class Report:
 
     def draw(self, seed: int) -> None:
         """Draw every --runtime run time again for `seed` (kubetwin simulate, once per run), in place."""
-        for d in self.draws:
-            d.annotations[DURATION] = _seconds_text(round(d.dist.draw(runtime.rng(seed, d.uid), d.ran), 3))
+        redraw(self.draws, seed)
 
     def lines(self) -> list[str]:
         fmt = ", ".join(f"{n} {f} file{'s' if n > 1 else ''}" for f, n in sorted(self.formats.items()))
@@ -142,6 +150,11 @@ class Report:
         """The report as validate's notices (one per line), then its warnings."""
         return [Diagnostic(self.file, 0, "-", "", f"import {line}", severity="notice")
                 for line in self.lines()] + self.warnings
+
+
+def _controller(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The object's controller's ownerReference (controller: true), if any."""
+    return next((r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")), None)
 
 
 def as_dict(value: object) -> dict[str, Any]:
@@ -234,6 +247,7 @@ class _Converter:
         self.report = Report()
         self.dropped: dict[str, Counter[str]] = defaultdict(Counter)  # why -> kind -> count
         self.defaulted: dict[str, int] = Counter()
+        self.by_uid: dict[str, dict[str, Any]] = {}  # the dump's objects by uid (convert fills it)
 
     def drop(self, why: str, kind: str, n: int = 1) -> None:
         self.dropped[why][kind] += n
@@ -307,6 +321,8 @@ class _Converter:
         self.pools_given = {str(m.obj["metadata"].get("name")) for m in known if m.kind == "NodePool"}
         node_names = {str(m.obj["metadata"].get("name")) for m in nodes}
         uids = {str((m.obj.get("metadata") or {}).get("uid")) for m in known}
+        self.by_uid = {str(as_dict(m.obj.get("metadata")).get("uid")): m.obj for m in known
+                       if as_dict(m.obj.get("metadata")).get("uid")}  # owners up a pod's chain (chain_keys)
         self.pod_uids = {str((m.obj.get("metadata") or {}).get("uid")) for m in known if m.kind == "Pod"}
         out: list[Manifest] = []
         created: dict[int, str] = {}  # the cluster's creation time of each object written
@@ -386,6 +402,8 @@ class _Converter:
             self.drop("statuses of objects the twin's controllers write again", m.kind)
         if m.kind == "Job":
             self.job_template(obj, m.obj)
+        elif m.kind in ("JobSet", "LeaderWorkerSet"):
+            self.workload_templates(obj, m.obj)
         return obj
 
     def job_run_time(self, job: dict[str, Any]) -> None:
@@ -493,18 +511,45 @@ class _Converter:
                     self.default("container statuses without imageID (a twin run's own pods) given imageID \"\"")
 
     def owner_keys(self, obj: dict[str, Any]) -> tuple[str | None, list[str]]:
+        """The pod's controller's kind (None: a bare pod) and the keys --runtime and --remaining-run-time match:
+        its controller's, then that one's controllers' (chain_keys)."""
         meta = obj["metadata"]
         ns = str(meta.get("namespace") or "default")
-        ctrl = next((r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")),
-                    None)
+        ctrl = _controller(meta)
         if ctrl is None:
             return None, [f"{ns}/pod/{meta.get('name')}", f"pod/{meta.get('name')}"]
-        kind, name = str(ctrl.get("kind")), str(ctrl.get("name"))
-        keys = [f"{ns}/{kind.lower()}/{name}", f"{kind.lower()}/{name}"]
-        if kind == "ReplicaSet" and "-" in name:  # its Deployment, by the ReplicaSet's name
-            dep = name.rsplit("-", 1)[0]
-            keys += [f"{ns}/deployment/{dep}", f"deployment/{dep}"]
-        return kind, keys
+        return str(ctrl.get("kind")), self.chain_keys(obj)
+
+    def chain_keys(self, obj: dict[str, Any]) -> list[str]:
+        """NAMESPACE/KIND/NAME and KIND/NAME of the object's controller, then of that one's controller and so on
+        up the ownerReferences the dump holds (a JobSet's Job's pods are the JobSet's too; a LeaderWorkerSet's
+        worker pods are owned by their leader pod, owned by the LeaderWorkerSet); a ReplicaSet's Deployment by the
+        ReplicaSet's name, as it is named, when the dump lacks the ReplicaSet."""
+        keys: list[str] = []
+        seen: set[str] = set()
+        meta = as_dict(obj.get("metadata"))
+        ns = str(meta.get("namespace") or "default")
+        ctrl = _controller(meta)
+        while ctrl is not None and str(ctrl.get("uid")) not in seen:
+            seen.add(str(ctrl.get("uid")))
+            kind, name = str(ctrl.get("kind")), str(ctrl.get("name"))
+            keys += [f"{ns}/{kind.lower()}/{name}", f"{kind.lower()}/{name}"]
+            if kind == "ReplicaSet" and "-" in name:  # its Deployment, by the ReplicaSet's name
+                dep = name.rsplit("-", 1)[0]
+                keys += [f"{ns}/deployment/{dep}", f"deployment/{dep}"]
+            ctrl = _controller(as_dict(as_dict(self.by_uid.get(str(ctrl.get("uid")))).get("metadata")))
+        return list(dict.fromkeys(keys))
+
+    def job_draw_uid(self, job: dict[str, Any]) -> str:
+        """What seeds the draw of a Job's pods not yet running: the Job's uid; a JobSet's Job's, its replicatedJob
+        (the JobSet's uid and the replicatedJob's name: the Jobs made from one template share its draw, as the
+        JobSet's template itself, see workload_templates)."""
+        meta = as_dict(job.get("metadata"))
+        ctrl = _controller(meta)
+        rjob = as_dict(meta.get("labels")).get(JOBSET_RJOB)
+        if ctrl is not None and ctrl.get("kind") == "JobSet" and rjob:
+            return f"{ctrl.get('uid')}/{rjob}"
+        return str(meta.get("uid") or f"{meta.get('namespace') or 'default'}/job/{meta.get('name')}")
 
     def remaining(self, obj: dict[str, Any], ran: float) -> None:
         """The bound pod's run time left at the snapshot; `ran`: how long it had run (its kubetwin.io/elapsed,
@@ -546,7 +591,7 @@ class _Converter:
         Report.draw."""
         d = Draw(ann, uid, ran, rule.dist)
         self.report.draws.append(d)
-        ann[DURATION] = _seconds_text(round(d.dist.draw(runtime.rng(self.options.seed, uid), ran), 3))
+        redraw([d], self.options.seed)
 
     def pending_pod(self, obj: dict[str, Any]) -> None:
         """An unbound pod of an owner --runtime names runs a drawn time (its Job's draw: one per Job)."""
@@ -555,9 +600,10 @@ class _Converter:
         if rule is None:
             return
         meta = obj["metadata"]
-        ctrl = next((r for r in meta.get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")),
-                    None)
-        uid = str((ctrl or meta).get("uid") or keys[0])
+        ctrl = _controller(meta)
+        job = self.by_uid.get(str((ctrl or {}).get("uid")))
+        uid = self.job_draw_uid(job) if kind == "Job" and job is not None else str((ctrl or meta).get("uid")
+                                                                                   or keys[0])
         self.drawn(meta.setdefault("annotations", {}), uid, 0.0, rule)
         self.default("Pending pods draw their run time from the distribution --runtime gives their owner")
 
@@ -572,15 +618,35 @@ class _Converter:
             return
         meta = obj["metadata"]
         ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
-        rule = self.rule("Job", [f"{ns}/job/{name}", f"job/{name}"])
-        template = as_dict(as_dict(obj.get("spec")).get("template"))
-        if rule is None or not template:
+        rule = self.rule("Job", [f"{ns}/job/{name}", f"job/{name}", *self.chain_keys(obj)])
+        if rule is None:
             return
-        tmeta = template.setdefault("metadata", {})
-        if not isinstance(tmeta, dict):
+        for _, ann in runtime.templates(obj):
+            self.drawn(ann, self.job_draw_uid(obj), 0.0, rule)
+            self.default("Jobs' pods not yet created draw their run time from the distribution --runtime gives the "
+                         "Job")
+
+    def workload_templates(self, obj: dict[str, Any], raw: dict[str, Any]) -> None:
+        """A JobSet not finished or a LeaderWorkerSet whose --runtime rule names it: the pods made from its templates
+        from now on run a drawn time (one draw per replicatedJob of a JobSet, shared with the Jobs made from it;
+        one per LeaderWorkerSet, its leader's and workers' templates alike)."""
+        if not self.options.runtime:
             return
-        self.drawn(tmeta.setdefault("annotations", {}), str(meta.get("uid") or f"{ns}/job/{name}"), 0.0, rule)
-        self.default("Jobs' pods not yet created draw their run time from the distribution --runtime gives the Job")
+        conds = as_dict(raw.get("status")).get("conditions") or []
+        if any(isinstance(c, dict) and c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
+               for c in conds):
+            return
+        meta = obj["metadata"]
+        kind, ns, name = str(obj["kind"]), str(meta.get("namespace") or "default"), str(meta.get("name"))
+        rule = self.rule(runtime.POD_OWNER.get(kind), [f"{ns}/{kind.lower()}/{name}", f"{kind.lower()}/{name}",
+                                                        *self.chain_keys(obj)])
+        if rule is None:
+            return
+        uid = str(meta.get("uid") or f"{ns}/{kind.lower()}/{name}")
+        for part, ann in runtime.templates(obj):
+            self.drawn(ann, f"{uid}/{part}" if part else uid, 0.0, rule)
+            self.default(f"{kind}s' pods not yet created draw their run time from the distribution --runtime gives "
+                         f"the {kind}")
 
     def owners(self, obj: dict[str, Any], uids: set[str]) -> None:
         for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:

@@ -18,8 +18,10 @@ transform from F(ran) up; the exponential's is memoryless), so a job that has ru
 once nor to start over; one already past every value the distribution allows ends at t=0.
 
 OWNER picks whose pods: `*` (every Job's pods and pods of no owner, as `--remaining-run-time '*=...'`),
-KIND/NAME or NAMESPACE/KIND/NAME with KIND as kubectl writes it (job, pod, replicaset, deployment, statefulset...);
-NAME and NAMESPACE may be shell-style patterns (job/sweep-*, research/job/*). The first rule that matches wins.
+KIND/NAME or NAMESPACE/KIND/NAME with KIND as kubectl writes it (job, pod, replicaset, deployment, statefulset,
+jobset, leaderworkerset...): a pod's owners are its controller and that one's controllers (a JobSet's Job, a
+LeaderWorkerSet's leader pod); NAME and NAMESPACE may be shell-style patterns (job/sweep-*, research/job/*). The first
+rule that matches wins. The rules apply to the workloads `kubetwin simulate` is asked about too (`templates`).
 
 Each draw is seeded by (seed, the object's uid), so a run's draws do not depend on the order objects are read in,
 and the same seed draws the same run times again.
@@ -33,11 +35,12 @@ import random
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kubetwin.api.errors import Diagnostic, KubetwinError
 from kubetwin.k8s.units import UnitError, parse_duration
 
-__all__ = ["Rule", "RunTime", "parse_rules", "rng"]
+__all__ = ["POD_OWNER", "Rule", "RunTime", "parse_rules", "rng", "templates"]
 
 KINDS = ("fixed", "exp", "lognormal", "uniform", "empirical")
 EXAMPLES = "e.g. --runtime 'job/*=lognormal:median=20m,sigma=0.6', ml/job/eval=exp:mean=30m or '*=fixed:1h'"
@@ -98,6 +101,48 @@ class Rule:
         if self.owner == "*":
             return kind in (None, "Job")
         return any(fnmatch.fnmatchcase(k, self.owner) for k in keys if k.count("/") == self.owner.count("/"))
+
+
+# A workload kind -> the kind of its pods' controller (what `*` looks at: a JobSet's pods are its Jobs')
+POD_OWNER: dict[str, str | None] = {"Job": "Job", "JobSet": "Job", "Pod": None, "Deployment": "ReplicaSet",
+                                    "ReplicaSet": "ReplicaSet", "StatefulSet": "StatefulSet",
+                                    "LeaderWorkerSet": "LeaderWorkerSet"}
+
+
+def templates(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Where a workload's pods take their run time from (kubetwin.io/duration in these annotations), each with the
+    part of the workload it is: a Job's, Deployment's, ReplicaSet's or StatefulSet's pod template (""), each of a
+    JobSet's replicatedJobs' (its name: the Jobs made from one template share it), a LeaderWorkerSet's leaderTemplate
+    and workerTemplate ("": a group's pods run together), a bare Pod's own metadata. Missing or malformed parts are
+    left out (validate reports them); the annotations mappings are made where absent."""
+    kind, spec = obj.get("kind"), obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    found: list[tuple[str, Any]] = []
+    if kind == "Pod":
+        found = [("", obj)]
+    elif kind in ("Job", "Deployment", "ReplicaSet", "StatefulSet"):
+        found = [("", spec.get("template"))]
+    elif kind == "JobSet":
+        for rj in spec.get("replicatedJobs") or []:
+            job = rj.get("template") if isinstance(rj, dict) else None
+            job_spec = job.get("spec") if isinstance(job, dict) else None
+            if isinstance(job_spec, dict):
+                found.append((str(rj.get("name") or ""), job_spec.get("template")))
+    elif kind == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate")
+        if isinstance(lwt, dict):
+            found = [("", lwt.get("leaderTemplate")), ("", lwt.get("workerTemplate"))]
+    out = []
+    for part, tmpl in found:
+        if not isinstance(tmpl, dict):
+            continue
+        meta = tmpl.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            continue
+        ann = meta.setdefault("annotations", {})
+        if isinstance(ann, dict):
+            out.append((part, ann))
+    return out
 
 
 def rng(seed: int, uid: str) -> random.Random:

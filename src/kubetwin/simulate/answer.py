@@ -12,7 +12,7 @@ from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.api.podresources import pod_requests
 from kubetwin.importer import runtime as runtime_rules
 from kubetwin.importer import sources as import_sources
-from kubetwin.importer.convert import Options, parse_time
+from kubetwin.importer.convert import Draw, Options, parse_time, redraw
 from kubetwin.k8s.conditions import find_condition
 from kubetwin.k8s.names import GKE_NODEPOOL, GPU
 from kubetwin.k8s.units import parse_quantity
@@ -81,7 +81,8 @@ def simulate(incoming: list[str | Path], snapshot: list[str | Path], duration: s
              seed: int = 0, runtime: list[str] | None = None, snapshot_time: str | None = None) -> Answer:
     """Run the snapshot with the incoming objects created at t=0, `runs` times (seeds seed, seed+1, ...).
 
-    `runtime`: `--runtime OWNER=DIST` rules (importer/runtime.py) for the snapshot's pods and queued Jobs, drawn
+    `runtime`: `--runtime OWNER=DIST` rules (importer/runtime.py) for the snapshot's pods and queued Jobs, and for
+    the incoming workloads (their own kubetwin.io/duration as a dump's, the first matching rule before it), drawn
     again for each seed, so the runs spread over the run times too; `snapshot_time`: t=0 (RFC 3339; default: the
     latest time the dump records), from which running pods' elapsed time is counted."""
     rules = runtime_rules.parse_rules(list(runtime or []))
@@ -90,20 +91,22 @@ def simulate(incoming: list[str | Path], snapshot: list[str | Path], duration: s
                                         "an RFC 3339 time", "e.g. 2026-12-01T10:00:00Z")])
     options = Options(runtime=rules, snapshot_time=snapshot_time, seed=seed)
     state, report = import_sources.load(list(snapshot), options) if snapshot else ([], None)
-    if (rules or snapshot_time) and report is None:
-        flag = "--runtime" if rules else "--snapshot-time"
+    new = load_paths(list(incoming))
+    wanted = [m for m in new if m.kind in WORKLOAD_KINDS]
+    draws = _incoming_draws(wanted, rules)
+    if report is None and ((rules and not draws) or snapshot_time):
+        flag = "--runtime" if rules and not draws else "--snapshot-time"
         raise KubetwinError([Diagnostic("-", 0, "-", flag, "Invalid value: no cluster dump among --from's sources "
                                         "(they are manifests: their own kubetwin.io/duration is their run time)",
                                         "give --from a kubectl, kube-scheduler-simulator or kwokctl dump, or drop "
                                         + flag)])
-    new = load_paths(list(incoming))
-    wanted = [m for m in new if m.kind in WORKLOAD_KINDS]
     notices = report.lines() if report is not None else []
     seeds = list(range(seed, seed + max(1, runs)))
     results = []
     for s in seeds:
         if report is not None and report.draws:
             report.draw(s)  # this run's run times
+        redraw(draws, s)  # and the incoming workloads'
         # validated once: the runs differ only in their seed and the run times drawn (valid durations)
         res = run(manifests=[*state, *new], duration=duration, seed=s, validated=s != seeds[0])
         notices = notices or [n for n in res.summary.get("notices", [])]
@@ -111,6 +114,27 @@ def simulate(incoming: list[str | Path], snapshot: list[str | Path], duration: s
     from kubetwin.k8s.units import parse_duration
 
     return Answer(parse_duration(duration), seeds, results, notices)
+
+
+def _incoming_draws(wanted: list[Manifest], rules: list[runtime_rules.Rule]) -> list[Draw]:
+    """The incoming workloads' run times that a --runtime rule gives, by the same matching as the snapshot's (the
+    workload's own NAMESPACE/KIND/NAME and KIND/NAME; `*` for Jobs, JobSets and bare pods): drawn for each run into
+    their pod templates (one draw per workload; per replicatedJob of a JobSet), seeded by the run's seed and the
+    workload's uid, else its name."""
+    draws = []
+    for m in wanted:
+        meta = m.obj.get("metadata")
+        if not isinstance(meta, dict):
+            continue  # validate says what is wrong with it
+        ns, name, kind = meta.get("namespace") or "default", meta.get("name") or "", m.kind.lower()
+        rule = next((r for r in rules if r.matches(runtime_rules.POD_OWNER.get(m.kind),
+                                                   [f"{ns}/{kind}/{name}", f"{kind}/{name}"])), None)
+        if rule is None:
+            continue
+        uid = str(meta.get("uid") or f"{ns}/{kind}/{name}")
+        draws += [Draw(ann, f"{uid}/{part}" if part else uid, 0.0, rule.dist)
+                  for part, ann in runtime_rules.templates(m.obj)]
+    return draws
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
