@@ -105,29 +105,6 @@ def test_an_edited_source_runs_the_pure_python_until_rebuilt(tmp_path: Path):
     assert status() == "pure Python: sources changed since the build"
 
 
-_CYCLES = """
-import contextlib, gc, sys
-import kubetwin.runner as run_module
-from kubetwin.runner import run
-found = []
-
-@contextlib.contextmanager
-def counting():
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        found.append(gc.collect())  # unreachable cycles made while the clock ran
-        gc.enable()
-
-run_module.no_cyclic_gc = counting
-for _ in range(2):  # libraries initialise lazily (and may leave cycles) on first use
-    run([sys.argv[1]])
-print(found[-1])
-"""
-
-
 @needs_build
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["demo", "scale"])
@@ -141,8 +118,8 @@ def test_a_compiled_run_makes_no_cyclic_garbage(scenario: str, tmp_path: Path):
         bench = load_script(ROOT / "benchmarks" / "bench_report.py", "bench_report_native_gc")
         path = tmp_path / "scale.yaml"
         path.write_text(yaml.safe_dump_all(bench.scenario(1000, 2000, True), sort_keys=False))
-    done = subprocess.run([sys.executable, "-c", _CYCLES, str(path)], env=_env(True), capture_output=True,
-                          text=True, timeout=600, cwd=tmp_path)
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "cyclic_garbage.py"), str(path)], env=_env(True),
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-1] == "0"
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Iterator
 from importlib import resources
 
 import pytest
+from cyclic_garbage import cycles_left
 from k8s_builders import make_pod, make_pool, make_priority_class, make_scenario
 
-import kubetwin.runner as run_module
 from kubetwin.runner import run
 
 pytestmark = pytest.mark.slow  # whole runs or processes: make test-fast leaves them out
@@ -27,19 +25,6 @@ def _preemption_scenario() -> list[dict]:
 
 @pytest.mark.parametrize("source", ["demo", "preemption"])
 def test_run_makes_no_cyclic_garbage(source: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    found: list[int] = []
-
-    @contextlib.contextmanager
-    def counting() -> Iterator[None]:
-        gc.collect()
-        gc.disable()
-        try:
-            yield
-        finally:
-            found.append(gc.collect())  # unreachable cycles made while the clock ran
-            gc.enable()
-
-    monkeypatch.setattr(run_module, "no_cyclic_gc", counting)
     demo = resources.files("kubetwin").joinpath("scenarios", "demo")
 
     def once() -> None:
@@ -49,9 +34,7 @@ def test_run_makes_no_cyclic_garbage(source: str, monkeypatch: pytest.MonkeyPatc
         else:
             run(objects=_preemption_scenario())
 
-    once()  # libraries initialise lazily (and may leave cycles) on first use
-    once()
-    assert found[-1] == 0
+    assert cycles_left(monkeypatch, once) == 0
 
 
 def test_run_restores_the_collector() -> None:
