@@ -59,6 +59,8 @@ Cloud Storage -> Parallelstore and Cloud Storage -> Hyperdisk ML only (same page
 
 from __future__ import annotations
 
+from functools import partial
+
 from kubetwin.catalog import GIB, MIB
 from kubetwin.catalog.storage import (
     DEFAULT_CLASS_ANNOTATION,
@@ -576,7 +578,7 @@ class StorageProtectionController:
             ns = _ns(pod)
             for claim in pod_claims(pod):
                 if claim:
-                    self.env.after(0, lambda claim=claim: self._sync_claim(ns, claim))
+                    self.env.after(0, partial(self._sync_claim, ns, claim))
 
     def _sync_claim(self, ns: str, name: str) -> None:
         pvc = self.store.get("PersistentVolumeClaim", ns, name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from kubetwin.api.podresources import pod_requests
 from kubetwin.devices import container, mig, sharing
@@ -233,7 +234,7 @@ class GpuRuntime:
                 continue  # a server: it runs until it is stopped
             token = self._token.get(uid, 0) + 1
             self._token[uid] = token
-            self.env.after(t.work_left * slow, lambda u=uid, k=token: self._done(u, k))
+            self.env.after(t.work_left * slow, partial(self._done, uid, token))
 
     def _done(self, uid: str, token: int) -> None:
         if self._token.get(uid) != token:

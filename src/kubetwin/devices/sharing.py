@@ -12,6 +12,7 @@ admission. GKE (cloud.google.com/kubernetes-engine/docs/concepts/timesharing-gpu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubetwin.api.podresources import container_requests
 from kubetwin.k8s.names import GKE_GPU_SHARING_STRATEGY, GKE_MAX_SHARED_CLIENTS_PER_GPU, GPU
@@ -96,8 +97,8 @@ def gke_sharing(config: dict | None) -> tuple[SharingConfig, dict[str, str], lis
     """GKE gpuSharingConfig: the sharing it sets up, the node labels, and any problem with the config."""
     if not config:
         return SharingConfig(), {}, []
-    strategy = config.get("gpuSharingStrategy")
-    clients = config.get("maxSharedClientsPerGpu")
+    strategy: Any = config.get("gpuSharingStrategy")
+    clients: Any = config.get("maxSharedClientsPerGpu")
     problems = []
     if strategy not in GKE_STRATEGIES:
         problems.append(Problem("gpuSharingStrategy", f"Unsupported value: {strategy!r}",

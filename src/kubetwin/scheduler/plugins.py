@@ -211,7 +211,7 @@ class Profile:
         return node_resources_fit(pi, ni)[0]
 
 
-DEFAULT = Profile(
+DEFAULT: Profile = Profile(
     [NodeFilter("NodeUnschedulable", node_unschedulable, (TOLERATIONS,)),
      NodeFilter("TaintToleration", taint_toleration, (TOLERATIONS,)),
      NodeFilter("NodeAffinity", node_affinity, (NODE_SELECTOR, REQUIRED_NODE_AFFINITY))],
