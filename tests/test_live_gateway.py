@@ -346,6 +346,31 @@ def test_picker_stops_while_its_first_scrapes_complete() -> None:
     asyncio.run(asyncio.wait_for(scenario(), 10))
 
 
+def test_the_comparison_reads_the_pickers_data_layer_timings(tmp_path: Path, fleet: FakeFleet) -> None:
+    """benchmarks/live_vs_twin.py's summary of the two histograms, from a running gateway: one age per candidate per
+    request, scrapes counted, quantiles inside the buckets; and its histogram_quantile is Prometheus'."""
+    from conftest import load_script
+
+    lvt = load_script(ROOT / "benchmarks" / "live_vs_twin.py")
+    assert lvt.histogram_quantile(0.5, [(0.01, 0), (0.05, 10), (float("inf"), 10)]) == 0.03
+    assert lvt.histogram_quantile(0.9, [(0.01, 5), (0.05, 5), (float("inf"), 10)]) == 0.05
+    eps = [fleet.add(Knobs(tokens=2)) for _ in range(3)]
+    gt = start(tmp_path, endpoints=[e.address for e in eps])
+    try:
+        gt.until_picker(lambda snap: len(snap) == 3)
+        c = client(gt)
+        for i in range(4):
+            stream_text(c, prompt=str(i), n=2)
+        got = lvt.picker_data_layer(gt.gw.admin_port, tmp_path)
+    finally:
+        gt.close()
+    assert got["metrics_age"]["count"] == 4 * 3
+    assert got["scrape_rtt"]["count"] >= 3
+    for k in ("metrics_age", "scrape_rtt"):
+        assert 0 <= got[k]["p50_ms"] <= got[k]["p90_ms"] <= 5000 and got[k]["mean_ms"] >= 0
+    assert "kubetwin_gateway_scheduler_metrics_age_seconds_bucket" in (tmp_path / "gateway-metrics.txt").read_text()
+
+
 def test_framing_tracks_chunked_split_anywhere() -> None:
     body = b"5\r\nhello\r\n3;ext=1\r\nabc\r\n0\r\nx-trailer: 1\r\n\r\n"
     for cut in range(1, len(body)):
