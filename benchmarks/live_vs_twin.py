@@ -135,6 +135,45 @@ def server_mean_e2e(ports: list[int]) -> float:
     return total / count if count else float("nan")
 
 
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
+    """Prometheus' histogram_quantile over cumulative (upper bound, count) buckets: linear inside the bucket."""
+    buckets = sorted(buckets)
+    total = buckets[-1][1] if buckets else 0.0
+    if not total:
+        return float("nan")
+    rank, lo, below = q * total, 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return lo
+            return lo + (le - lo) * (rank - below) / max(count - below, 1e-12)
+        lo, below = le, count
+    return lo
+
+
+def picker_data_layer(admin_port: int, out: Path) -> dict:
+    """The gateway's data-layer timings (docs/live-gateway.md): how old the scraped metrics each pick scored were
+    (kubetwin_gateway_scheduler_metrics_age_seconds, one per candidate per pick) and the scrapes' round trip, in
+    wall milliseconds; the exposition is kept in gateway-metrics.txt. The twin's model of the same age: uniform over
+    the 50 ms refresh period (mean 25 ms), no round trip (serving.dataplane.pools.Pool.view)."""
+    import httpx
+
+    from kubetwin.live.scrape import parse_exposition
+
+    text = httpx.get(f"http://127.0.0.1:{admin_port}/metrics", timeout=5).text
+    (out / "gateway-metrics.txt").write_text(text)
+    got: dict = {}
+    for key, name in (("metrics_age", "kubetwin_gateway_scheduler_metrics_age_seconds"),
+                      ("scrape_rtt", "kubetwin_gateway_metrics_scrape_duration_seconds")):
+        samples = [(n, lb, v) for n, lb, v in parse_exposition(text) if n.startswith(name)]
+        total = sum(v for n, _, v in samples if n == name + "_sum")
+        count = sum(v for n, _, v in samples if n == name + "_count")
+        buckets = [(float(lb["le"]), v) for n, lb, v in samples if n == name + "_bucket"]
+        got[key] = {"count": int(count), "mean_ms": round(1000 * total / count, 2) if count else None,
+                    **{f"p{int(q * 100)}_ms": round(1000 * histogram_quantile(q, buckets), 2) for q in (0.5, 0.9)}}
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=600)
@@ -192,6 +231,7 @@ def main() -> None:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         live_s = time.monotonic() - t0
         server_e2e = server_mean_e2e(ports)
+        data_layer = picker_data_layer(admin_port, out)
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
@@ -213,7 +253,7 @@ def main() -> None:
             ("completed", twin["completed"], live["completed"])]
     result = {"trace": trace_name, "offset": a.offset, "requests": a.requests, "time_scale": a.time_scale,
               "replicas": a.replicas, "cpu_count": os.cpu_count(), "comparison": verdict,
-              "twin_wall_s": round(twin_s, 1), "live_wall_s": round(live_s, 1),
+              "twin_wall_s": round(twin_s, 1), "live_wall_s": round(live_s, 1), "picker_data_layer": data_layer,
               "rows": [{"metric": m, "twin": t, "live": v,
                         "diff_pct": None if not t else round(100 * (v - t) / t, 1)} for m, t, v in rows]}
     (out / "comparison.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -221,6 +261,10 @@ def main() -> None:
           f"{a.time_scale} (twin {twin_s:.1f} s, live {live_s:.1f} s wall)")
     if not verdict["valid"]:
         print("NOT A VALID COMPARISON: " + "; ".join(verdict["reasons"]))
+    age, rtt = data_layer["metrics_age"], data_layer["scrape_rtt"]
+    print(f"live picker: metrics {age['mean_ms']} ms old at a pick on average (p50 {age['p50_ms']}, p90 "
+          f"{age['p90_ms']}; the twin: uniform over the 50 ms refresh, mean 25 ms), scrape round trip "
+          f"{rtt['mean_ms']} ms mean (p90 {rtt['p90_ms']}), wall ms")
     print(f"| {'metric':<28} | {'kubetwin run':>12} | {'live':>12} | {'diff':>7} |")
     print(f"|{'-' * 30}|{'-' * 14}|{'-' * 14}|{'-' * 9}|")
     for r in result["rows"]:

@@ -38,7 +38,7 @@ class GatewayThread:
         scraped, never by sleeps); the snapshot."""
         deadline = time.monotonic() + timeout
         while True:
-            snap = self.run(lambda: self.picker.state.snap)
+            snap = self.run(self.picker.current)
             if pred(snap):
                 return snap
             assert time.monotonic() < deadline, f"the picker's endpoints never got there: {snap}"

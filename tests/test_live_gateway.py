@@ -265,6 +265,112 @@ def test_parse_vllm_metrics() -> None:
     assert (m.num_gpu_blocks, m.block_size) == (4096, 32)
 
 
+class _FakeMetricsConn:
+    """Stands in for a replica's /metrics connection: answers the gauges it is given, counting fetches."""
+
+    def __init__(self, waiting: int) -> None:
+        self.waiting, self.fetches = waiting, 0
+
+    async def get(self, path: str = "/metrics") -> tuple[int, bytes]:
+        self.fetches += 1
+        return 200, (f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {self.waiting}\n'
+                     f'vllm:num_requests_running{{engine="0",model_name="m"}} 0\n').encode()
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_scrape_reaches_the_next_pick_at_once_and_its_age_is_measured() -> None:
+    """GIE's collector swaps an endpoint's metrics as its scrape is parsed and the scheduler reads the latest
+    (pkg/epp/datalayer/collector.go, extractor.go UpdateMetrics): a pick after a scrape scores that scrape, not a
+    snapshot rebuilt on a second refresh clock (which left picks up to two intervals behind the replicas). The
+    refresh clock here is an hour, so only the scrape itself can make the pick see the new queue."""
+    import asyncio
+
+    from kubetwin.live.gateway.picker import LivePicker
+
+    a, b = "127.0.0.1:9", "127.0.0.1:10"  # never dialled: the connections are fakes
+
+    async def scenario() -> None:
+        picker = LivePicker(GatewayConfig(endpoints=[a, b], refreshMetricsInterval="1h", preset="load"))
+        conns = {a: _FakeMetricsConn(0), b: _FakeMetricsConn(9)}
+        picker.scraper._conns.update(conns)  # noqa: SLF001 - the test's fake transport
+        await picker.start()
+        try:
+            reg = picker.metrics.registry
+            assert picker.current().waiting.tolist() == [0, 9]
+            req = picker.request({"model": "m", "prompt": "x"}, {})
+            assert (await picker.pick(req)).endpoint == a
+            assert reg.get_sample_value("kubetwin_gateway_scheduler_metrics_age_seconds_count") == 2
+            # the queues swap sides; one scrape of each, and the very next pick follows them
+            conns[a].waiting, conns[b].waiting = 9, 0
+            await picker.scraper.scrape_one(a)
+            await picker.scraper.scrape_one(b)
+            t_scraped = time.monotonic()
+            assert (await picker.pick(picker.request({"model": "m", "prompt": "y"}, {}))).endpoint == b
+            assert picker.current().waiting.tolist() == [9, 0]
+            assert reg.get_sample_value("kubetwin_gateway_scheduler_metrics_age_seconds_count") == 4
+            # every good scrape's round trip is observed: the start-up round, each loop's first, the two above
+            fetches = sum(c.fetches for c in conns.values())
+            assert reg.get_sample_value("kubetwin_gateway_metrics_scrape_duration_seconds_count") == fetches >= 4
+            # each age is the time since that candidate's last scrape arrived: the two just made are younger than
+            # the time since, and all four are far under the hour the refresh clock waits
+            age = "kubetwin_gateway_scheduler_metrics_age_seconds_bucket"
+            assert reg.get_sample_value(age, {"le": "5.0"}) == 4
+            assert 0 <= reg.get_sample_value("kubetwin_gateway_scheduler_metrics_age_seconds_sum")
+            assert picker.state.updated.min() <= t_scraped
+        finally:
+            await picker.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # bounded, whatever the picker does
+
+
+def test_picker_stops_while_its_first_scrapes_complete() -> None:
+    """A stop that lands as the scrape loops' first fetches finish still ends them: on Python 3.11 asyncio.wait_for
+    drops that cancellation (python/cpython#86296) and the loop slept on, so the gateway's shutdown waited for
+    ever (here, an hour's refresh interval)."""
+    import asyncio
+
+    from kubetwin.live.gateway.picker import LivePicker
+
+    a, b = "127.0.0.1:9", "127.0.0.1:10"
+
+    async def scenario() -> None:
+        picker = LivePicker(GatewayConfig(endpoints=[a, b], refreshMetricsInterval="1h", preset="load"))
+        picker.scraper._conns.update({a: _FakeMetricsConn(0), b: _FakeMetricsConn(1)})  # noqa: SLF001
+        await picker.start()
+        tasks = list(picker.scraper._tasks.values())  # noqa: SLF001
+        await picker.stop()
+        assert tasks and all(t.done() for t in tasks)
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_the_comparison_reads_the_pickers_data_layer_timings(tmp_path: Path, fleet: FakeFleet) -> None:
+    """benchmarks/live_vs_twin.py's summary of the two histograms, from a running gateway: one age per candidate per
+    request, scrapes counted, quantiles inside the buckets; and its histogram_quantile is Prometheus'."""
+    from conftest import load_script
+
+    lvt = load_script(ROOT / "benchmarks" / "live_vs_twin.py")
+    assert lvt.histogram_quantile(0.5, [(0.01, 0), (0.05, 10), (float("inf"), 10)]) == 0.03
+    assert lvt.histogram_quantile(0.9, [(0.01, 5), (0.05, 5), (float("inf"), 10)]) == 0.05
+    eps = [fleet.add(Knobs(tokens=2)) for _ in range(3)]
+    gt = start(tmp_path, endpoints=[e.address for e in eps])
+    try:
+        gt.until_picker(lambda snap: len(snap) == 3)
+        c = client(gt)
+        for i in range(4):
+            stream_text(c, prompt=str(i), n=2)
+        got = lvt.picker_data_layer(gt.gw.admin_port, tmp_path)
+    finally:
+        gt.close()
+    assert got["metrics_age"]["count"] == 4 * 3
+    assert got["scrape_rtt"]["count"] >= 3
+    for k in ("metrics_age", "scrape_rtt"):
+        assert 0 <= got[k]["p50_ms"] <= got[k]["p90_ms"] <= 5000 and got[k]["mean_ms"] >= 0
+    assert "kubetwin_gateway_scheduler_metrics_age_seconds_bucket" in (tmp_path / "gateway-metrics.txt").read_text()
+
+
 def test_framing_tracks_chunked_split_anywhere() -> None:
     body = b"5\r\nhello\r\n3;ext=1\r\nabc\r\n0\r\nx-trailer: 1\r\n\r\n"
     for cut in range(1, len(body)):

@@ -2,7 +2,9 @@
 subsystems inference_objective, inference_pool, inference_extension): request totals, errors and durations per
 model, the pool gauges averaged over its endpoints, and the flow-control queue the twin's scale-to-zero example
 queries (`inference_extension_flow_control_queue_size{inference_pool=...}`). Retries have no EPP name (Envoy counts
-them), so they carry the twin's prefix."""
+them), so they carry the twin's prefix, as do the two data-layer timings the EPP does not export: how old the scraped
+metrics each pick scores are, and each /metrics scrape's round trip (named as GIE names its own histograms:
+subsystem, then what, then the unit)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,10 @@ from kubetwin.live.requestbody import STREAM_CUT
 # GIE metrics.go request_duration_seconds buckets
 DURATION_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45,
                     60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600)
+# the data-layer timings: sub-millisecond scrapes on loopback to the 2 s staleness threshold, fine around the 50 ms
+# refresh interval
+AGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5,
+               1.0, 2.0, 5.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -70,6 +76,13 @@ class GatewayMetrics:
                           registry=r).labels(pool)
         self.retries = Counter("kubetwin_gateway_upstream_retries_total", "Requests sent again to another endpoint "
                                "before their first byte (connect error, 5xx or timeout).", registry=r)
+        self.metrics_age = Histogram("kubetwin_gateway_scheduler_metrics_age_seconds", "Age of the scraped metrics "
+                                     "the scheduler scored each candidate endpoint on, at the pick: time since the "
+                                     "response of that endpoint's last good /metrics scrape arrived (one observation "
+                                     "per candidate per request).", buckets=AGE_BUCKETS, registry=r)
+        self.scrape_duration = Histogram("kubetwin_gateway_metrics_scrape_duration_seconds", "Round trip of each "
+                                         "good /metrics scrape of an endpoint, request written to response parsed.",
+                                         buckets=AGE_BUCKETS, registry=r)
 
     def count_error(self, model: str, status: int) -> None:
         """A request that ended in error: its status as error_code when it is one (>= 400), else `stream_cut` (the

@@ -24,7 +24,7 @@ import numpy as np
 from kubetwin.live.gateway.config import GatewayConfig
 from kubetwin.live.gateway.endpoints import EndpointSource
 from kubetwin.live.gateway.metrics import GatewayMetrics
-from kubetwin.live.gateway.scrape import PoolState, Scraper
+from kubetwin.live.gateway.scrape import NEVER, PoolState, Scraper
 from kubetwin.serving.router import make_router, prompt_segments
 from kubetwin.serving.router.epp import NO_ENDPOINT_REASON
 from kubetwin.serving.router.prefix_index import AVERAGE_CHARS_PER_TOKEN, DEFAULT_MAX_PREFIX_BLOCKS
@@ -84,11 +84,12 @@ class LivePicker:
         self.pool = self.source.pool_name
         self.state = PoolState(cfg.metricsStalenessThreshold)
         self.state.set_endpoints(self.source.current)
-        self.scraper = Scraper(self.state, cfg.refreshMetricsInterval, cfg.scrapeTimeout)
+        self.metrics = GatewayMetrics(self.pool, self.objectives, cfg.maxModelLabels)
+        self.scraper = Scraper(self.state, cfg.refreshMetricsInterval, cfg.scrapeTimeout,
+                               on_scrape=self.metrics.scrape_duration.observe)
         self.router = make_router(cfg.picker_config(), seed=cfg.seed)
         picker = getattr(getattr(self.router, "profile", None), "picker", None)  # EPP routers: their picker plugin
         self.endpoints_per_pick: int = getattr(picker, "max_num_of_endpoints", None) or cfg.maxNumOfEndpoints
-        self.metrics = GatewayMetrics(self.pool, self.objectives, cfg.maxModelLabels)
         self._ids = itertools.count()
         self._ready: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -115,6 +116,8 @@ class LivePicker:
         await self.scraper.aclose()
 
     async def _refresh_loop(self) -> None:
+        """The endpoints file and the snapshot's freshness flags on the refresh clock; the scraped values
+        themselves reach picks as each scrape lands (`current`)."""
         while True:
             await asyncio.sleep(self.cfg.refreshMetricsInterval)
             self.refresh()
@@ -127,6 +130,16 @@ class LivePicker:
                 self.router.remove(name)
             self.state.set_endpoints(self.source.current)
             self.scraper.sync()
+        self._rebuild()
+
+    def current(self) -> EndpointSnapshot:
+        """The snapshot a pick reads: rebuilt first when a scrape has landed since (GIE's scheduler reads each
+        endpoint's latest metrics pointer, swapped by its collector as the scrape is parsed; see scrape's doc)."""
+        if self.state.dirty:
+            self._rebuild()
+        return self.state.snap
+
+    def _rebuild(self) -> None:
         old = self.state.snap.names
         self.state.rebuild(time.monotonic())
         for name in sorted(set(old) - set(self.state.snap.names)):  # went unready: forget its prefix entries
@@ -176,7 +189,7 @@ class LivePicker:
         """Hold while the pool has no ready endpoint (up to holdTimeout, or `hold` if shorter, then 503), then one
         scheduling cycle of the router over the ready endpoints not in `exclude` and its PreRequest (the request is
         on its way to the endpoint); with n > 1, up to n - 1 fallbacks after it."""
-        snap = self.state.snap
+        snap = self.current()
         if not len(snap):
             assert self._ready is not None
             self.held += 1
@@ -189,13 +202,20 @@ class LivePicker:
             finally:
                 self.held -= 1
                 self.metrics.held.set(self.held)
-            snap = self.state.snap
+            snap = self.current()
+        updated = self.state.updated
         if exclude:
             keep = np.array([i for i, name in enumerate(snap.names) if name not in exclude], dtype=np.intp)
             if not len(keep):
                 return Pick(None, 503, NO_ENDPOINT_REASON)
             snap = subset(snap, keep)
-        d = self.router.pick(req, snap, time.monotonic())
+            updated = updated[keep]
+        now = time.monotonic()
+        observe = self.metrics.metrics_age.observe
+        for t in updated.tolist():  # each candidate's metrics, as old as they are at this pick
+            if t != NEVER:
+                observe(now - t)
+        d = self.router.pick(req, snap, now)
         if d.index is None:
             return Pick(None, d.status, d.reason)
         first = snap.names[d.index]

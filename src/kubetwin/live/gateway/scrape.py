@@ -6,12 +6,20 @@ stale endpoint as saturated (serving.router.saturation), as GIE's utilization de
 
 One twin choice: an endpoint whose /metrics port refuses connections is taken out of the candidate set (it stands in
 for the kubelet's readiness probe, which removes a dead pod from the InferencePool's endpoints), and comes back on
-its next good scrape. A metrics endpoint that hangs or answers an error only goes stale."""
+its next good scrape. A metrics endpoint that hangs or answers an error only goes stale.
+
+Each scrape's values reach the picker as soon as its response is parsed, as in GIE: the per-endpoint Collector's
+extractor swaps the endpoint's metrics pointer at once (GIE@1748e829 pkg/epp/datalayer/collector.go,
+framework/plugins/datalayer/extractor/metrics/extractor.go `ep.UpdateMetrics(clone)`, framework/interface/datalayer/
+endpoint.go `atomic.Pointer[Metrics]`) and the scheduler reads the latest pointer per request. So a scrape marks the
+snapshot dirty and the next pick rebuilds it (PoolState.dirty); the metrics a pick reads are then 0-50 ms old plus
+the scrape's own round trip, not up to twice that (a snapshot rebuilt on a second 50 ms clock, as before)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +31,7 @@ RUNNING = "vllm:num_requests_running"
 KV = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # vLLM >= 0.10, and the older name
 LORA_INFO = "vllm:lora_requests_info"
 CACHE_INFO = "vllm:cache_config_info"
+NEVER = -1e18  # Metrics.updated of an endpoint never scraped well
 
 
 @dataclass(slots=True)
@@ -38,7 +47,8 @@ class Metrics:
     max_loras: int = 0
     num_gpu_blocks: int = 0
     block_size: int = 0
-    updated: float = -1e18  # monotonic time of the last good scrape
+    updated: float = NEVER  # monotonic time the last good scrape's response arrived
+    rtt: float = 0.0  # that scrape's round trip (request written to response parsed), seconds
     refused: bool = False  # the last scrape could not connect (see the module doc)
     errors: int = 0
 
@@ -169,7 +179,10 @@ class PoolState:
     metrics: dict[str, Metrics] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     snap: EndpointSnapshot = field(default_factory=lambda: empty_snapshot())
+    # per snapshot row: when the scrape it was built from arrived (monotonic), for the pick's metrics-age metric
+    updated: np.ndarray = field(default_factory=lambda: np.zeros(0))
     version: int = 0
+    dirty: bool = False  # a scrape landed since the snapshot was built: the next pick rebuilds it
 
     def set_endpoints(self, eps: list[str]) -> None:
         self.order = list(eps)
@@ -182,7 +195,11 @@ class PoolState:
     def rebuild(self, now: float) -> EndpointSnapshot:
         """The snapshot of the ready endpoints (those not refusing connections), in endpoint order."""
         names = [e for e in self.order if not self.metrics[e].refused]
+        if names == self.snap.names:
+            names = self.snap.names  # the same list object: the router's per-names caches stay warm
         ms = [self.metrics[e] for e in names]
+        self.updated = np.array([m.updated for m in ms], dtype=np.float64)
+        self.dirty = False
         self.snap = EndpointSnapshot(
             names,
             np.array([m.waiting for m in ms], dtype=np.int64),
@@ -208,10 +225,13 @@ class Scraper:
     """One scrape loop per endpoint (as the EPP runs one collector per pod), each fetch bounded by `timeout`, so a
     hanging endpoint delays only its own refresh."""
 
-    def __init__(self, state: PoolState, interval: float, timeout: float) -> None:
+    def __init__(self, state: PoolState, interval: float, timeout: float,
+                 on_scrape: Callable[[float], None] | None = None) -> None:
         self.state, self.interval, self.timeout = state, interval, timeout
+        self.on_scrape = on_scrape  # called with each good scrape's round trip (seconds)
         self._conns: dict[str, _Conn] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._closed = False
 
     async def scrape_one(self, ep: str) -> None:
         m = self.state.metrics.get(ep)
@@ -221,29 +241,45 @@ class Scraper:
         if conn is None:
             host, _, port = ep.rpartition(":")
             conn = self._conns[ep] = _Conn(host, int(port))
+        sent = time.monotonic()
         try:
             status, body = await asyncio.wait_for(conn.get(), self.timeout)
         except (ConnectionRefusedError, ConnectionResetError) as exc:
             conn.close()
             m.errors += 1
-            m.refused = isinstance(exc, ConnectionRefusedError)
+            refused = isinstance(exc, ConnectionRefusedError)
+            if refused != m.refused:
+                m.refused = refused
+                self.state.dirty = True
             return
         except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, IndexError):
             conn.close()
             m.errors += 1
             return
-        m.refused = False
+        if m.refused:
+            m.refused = False
+            self.state.dirty = True
         if status != 200:
             m.errors += 1
             return
         parse_vllm_metrics(body.decode("utf-8", "replace"), m)
         m.updated = time.monotonic()
+        m.rtt = m.updated - sent
+        self.state.dirty = True
+        if self.on_scrape is not None:
+            self.on_scrape(m.rtt)
 
     async def _loop(self, ep: str) -> None:
+        """Scrape every interval until the endpoint leaves or the scraper closes. The closed flag, not only the
+        task's cancellation, ends it: Python 3.11's asyncio.wait_for drops a cancellation that lands as the fetch it
+        waits on completes (python/cpython#86296, fixed in 3.12), and the loop would then sleep on and keep
+        aclose (a gateway's shutdown) waiting."""
         loop = asyncio.get_running_loop()
-        while ep in self.state.metrics:
+        while not self._closed and ep in self.state.metrics:
             t0 = loop.time()
             await self.scrape_one(ep)
+            if self._closed:
+                break
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - t0)))
 
     def sync(self) -> None:
@@ -265,6 +301,7 @@ class Scraper:
         self.state.rebuild(time.monotonic())
 
     def close(self) -> None:
+        self._closed = True
         for t in self._tasks.values():
             t.cancel()
         self._tasks.clear()
