@@ -162,6 +162,13 @@ def as_dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _ended(raw: dict[str, Any], terminal: tuple[str, ...]) -> bool:
+    """Whether a dumped object has one of its terminal conditions True (its conditions as the dump has them: an
+    entry that is not a mapping is skipped, validate reports it)."""
+    conds = as_dict(raw.get("status")).get("conditions") or []
+    return any(isinstance(c, dict) and c.get("type") in terminal and c.get("status") == "True" for c in conds)
+
+
 def _group(api_version: str) -> str:
     return api_version.rpartition("/")[0]
 
@@ -612,9 +619,7 @@ class _Converter:
         per Job, shared with its pending pods)."""
         if not self.options.runtime:
             return
-        conds = as_dict(raw.get("status")).get("conditions") or []
-        if any(isinstance(c, dict) and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in conds):
+        if _ended(raw, ("Complete", "Failed")):
             return
         meta = obj["metadata"]
         ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
@@ -632,9 +637,7 @@ class _Converter:
         one per LeaderWorkerSet, its leader's and workers' templates alike)."""
         if not self.options.runtime:
             return
-        conds = as_dict(raw.get("status")).get("conditions") or []
-        if any(isinstance(c, dict) and c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
-               for c in conds):
+        if _ended(raw, ("Completed", "Failed")):  # a JobSet's terminal conditions
             return
         meta = obj["metadata"]
         kind, ns, name = str(obj["kind"]), str(meta.get("namespace") or "default"), str(meta.get("name"))

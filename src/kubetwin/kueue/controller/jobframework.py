@@ -421,18 +421,18 @@ class PyTorchJobJob(GenericJob):
         return False, False, ""
 
     def run_with_pod_sets_info(self, job: Obj, infos: list[PodSetInfo]) -> Obj:
-        out = super().run_with_pod_sets_info(job, infos)
-        spec = out["spec"]
-        spec.pop("suspend", None)
-        spec["runPolicy"] = {**(spec.get("runPolicy") or {}), "suspend": False}
-        return out
+        return _run_policy_suspend(super().run_with_pod_sets_info(job, infos), False)
 
     def stop(self, job: Obj, original: list[dict]) -> Obj:
-        out = super().stop(job, original)
-        spec = out["spec"]
-        spec.pop("suspend", None)
-        spec["runPolicy"] = {**(spec.get("runPolicy") or {}), "suspend": True}
-        return out
+        return _run_policy_suspend(super().stop(job, original), True)
+
+
+def _run_policy_suspend(out: Obj, suspend: bool) -> Obj:
+    """A PyTorchJob suspends through spec.runPolicy.suspend, not spec.suspend (the generic job's field)."""
+    spec = out["spec"]
+    spec.pop("suspend", None)
+    spec["runPolicy"] = {**(spec.get("runPolicy") or {}), "suspend": suspend}
+    return out
 
 
 TRAINJOB_PATCH_MANAGER = "kueue.x-k8s.io/manager"  # jobs/trainjob runtimePatchManagerName
