@@ -3,11 +3,12 @@
 mypyc (the mypy project's compiler, as black and mypy itself ship) turns the typed Python of the store, the clock,
 the scheduler's and kubelet's per-pod paths and the history writer into C extension modules: the same code, the same
 decisions and bytes (tests/test_native.py runs examples both ways and compares every file of their run folders),
-about a third less CPU in the run's process (x0.67-0.70 on a 10,000-pod run, measured). `make install` /
-`make test` build them (`python -m kubetwin.native build`) into `lib/` here (not tracked); `install()`, called
-first thing by `import kubetwin`, puts them in front of the .py files only when the build's fingerprint matches the package's sources as they are now: edit any module and the pure
-Python runs until the next build, never a stale binary. `KUBETWIN_NATIVE=0` turns them off (the test suite runs the
-pure Python, whose functions it may monkeypatch). No compiler, no mypy, another Python: the pure Python runs.
+about a third less CPU in the run's process (x0.67-0.70 on a 10,000-pod run, measured). `make install` and
+`make test` build them (`python -m kubetwin.native build`) into `lib/` here (not tracked); `install()`, called first
+thing by `import kubetwin`, puts them in front of the .py files only when the build's fingerprint matches the
+package's sources as they are now: edit any module and the pure Python runs until the next build, never a stale
+binary. `KUBETWIN_NATIVE=0` turns them off (the test suite runs the pure Python, whose functions it may
+monkeypatch). No compiler, no mypy, another Python: the pure Python runs.
 
 What compiling changes, and so what the modules' code must respect: a value is held as its annotation says. A
 `float` variable, attribute, parameter or return that is an int at run time becomes a float (`0` -> `0.0`): a number
