@@ -102,3 +102,12 @@ def test_the_validity_cache_never_hides_an_error() -> None:
         errors = [d for d in validate([ns, loader.Manifest(bad_pod, "p.yaml", 1)]) if d.severity == "error"]
         assert [d.field for d in errors] == ["spec.containers[0].imagePullPolicy"]
     assert not [d for d in validate([ns, good]) if d.severity == "error"]
+
+
+@pytest.mark.parametrize("text", ['{"apiVersion":"v1","kind":"List"}', '{"apiVersion":"v1","kind":"List","items":null}',
+                                  '{"apiVersion":"v1","kind":"PodList","items":null}'])
+def test_a_list_without_items_holds_no_objects_on_the_fast_path_too(text: str) -> None:
+    """kubectl reads `kind: List` with no items as no objects ("no objects passed to apply"): the JSON fast path
+    answers as the general one (it used to return the List itself as one object)."""
+    assert load_text(text) == []
+    assert load_text(" " + text.replace(",", ",\n")) == []  # the general path, for comparison

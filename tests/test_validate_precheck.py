@@ -197,3 +197,18 @@ def test_without_jsonschema_rs_installed_the_answers_are_the_same(tmp_path: Path
     here = [d.render() for f in files for d in validation.validate(load_paths([f]))]
     assert json.loads(done.stdout) == here
     assert sum(str(bad) in d for d in here) >= 4  # the refused objects' errors, each at its line
+
+
+def test_a_tuple_is_refused_whatever_was_validated_before() -> None:
+    """The $ref cache keys instances by their JSON: a tuple dumps as an array but is not one to jsonschema, so a
+    tuple's answer must not come from a list validated earlier (it did: the order of objects changed the answer)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"priority": "high",  # invalid: both pods take the Python validator, whose $ref cache this is
+                    "containers": [{"name": "c", "image": "i", "args": ["a", "b"]}]}}
+    as_tuple = copy.deepcopy(pod)
+    as_tuple["spec"]["containers"][0]["args"] = ("a", "b")
+    alone = [d.message for d in validation.validate([Manifest(as_tuple, "t.yaml", 1)]) if d.severity == "error"]
+    assert any("is not of type 'array'" in m for m in alone), alone
+    validation.validate([Manifest(pod, "l.yaml", 1)])
+    after = [d.message for d in validation.validate([Manifest(as_tuple, "t.yaml", 1)]) if d.severity == "error"]
+    assert after == alone

@@ -224,7 +224,9 @@ def _top(text: str, i: int) -> tuple[dict[str, Any], list[tuple[int, int]]]:
 def _documents(text: str, top: dict[str, Any], spans: list[tuple[int, int]],
                field_lines: Callable[[str], dict[str, int]]) -> list[tuple[int, dict[str, Any], dict[str, int]]] | None:
     """(line, object, field lines) of the top-level object, or of each List item."""
-    if not (str(top.get("kind", "")).endswith("List") and isinstance(top.get("items"), list)):
+    if limits.is_list(top) and not isinstance(top.get("items"), list):
+        return None  # a List with no items (or not a list of them): the YAML path reads it as kubectl does
+    if not limits.is_list(top):
         if limits.list_items(top) is not None:  # the simulator's export: the YAML path's line per list element
             return None
         a = _skip(text, 0)

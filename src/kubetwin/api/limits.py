@@ -174,6 +174,12 @@ def object_too_large(obj: Any, file: str, line: int) -> Diagnostic | None:
     return None
 
 
+def is_list(obj: dict[str, Any]) -> bool:
+    """Whether a document is a `kind: List` (or a `...List` with items) whose items are the objects, as kubectl reads
+    it: `kind: List` with no items is a list of none ("no objects passed to apply")."""
+    return obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj)
+
+
 def list_items(obj: Any) -> list[Any] | None:
     """The objects of a decoded `kind: ...List` (or of a snapshot of object lists, _list_items), each stored on its
     own; None for any other document."""

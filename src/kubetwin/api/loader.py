@@ -352,7 +352,7 @@ def _fast_yaml(text: str, file: str) -> list[Manifest] | None:
                     limits.object_too_large(o, file, 0) for o in (parts if parts is not None else [obj])):
                 return None
             start = node.start_mark.line + 1
-            if obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj):
+            if limits.is_list(obj):
                 items = obj.get("items") or []
                 item_nodes = next((v.value for key, v in node.value if key.value == "items"), None)
                 if not isinstance(items, list) or not isinstance(item_nodes, list) \
@@ -408,7 +408,7 @@ def load_text(text: str, file: str = "<string>") -> list[Manifest]:
         if unsupported:
             errors.append(unsupported)
             continue
-        if obj.get("kind") == "List" or (str(obj.get("kind", "")).endswith("List") and "items" in obj):
+        if limits.is_list(obj):
             # each item's field lines, in one pass over the document's (a dump holds thousands of items)
             item_lines, item_blocks = _per_item(lines), _per_item(blocks)
             for i, item in enumerate(obj.get("items") or []):

@@ -234,10 +234,11 @@ _VALID_MAX = 200_000
 
 def _cached_ref(validator: Any, ref: str, instance: Any, schema: Any) -> Any:
     base = getattr(getattr(validator, "_resolver", None), "_base_uri", None)
-    if base is None or not isinstance(instance, (dict, list)):
+    if base is None or not isinstance(instance, (dict, list)) or not _plain_json(instance):
+        # a tuple dumps as a JSON array but is not one to jsonschema: only plain JSON values share a cache key
         yield from validator._validate_reference(ref=ref, instance=instance)
         return
-    key = (str(base), ref, json.dumps(instance, separators=(",", ":"), default=str))
+    key = (str(base), ref, json.dumps(instance, separators=(",", ":")))
     if key in _VALID:
         return
     errors = list(validator._validate_reference(ref=ref, instance=instance))
