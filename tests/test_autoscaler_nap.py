@@ -14,6 +14,7 @@ import pytest
 from k8s_builders import make_pod, make_scenario
 
 from kubetwin.api import twin
+from kubetwin.api.twin import ClusterAutoscaling
 from kubetwin.autoscaler import nap
 from kubetwin.runner import run
 
@@ -108,11 +109,36 @@ def test_node_auto_provisioning_off_creates_no_pool() -> None:
     assert r.summary["pods"]["by_phase"] == {"Pending": 1}
 
 
-def test_pod_without_a_gpu_type_selector_gets_no_gpu_pool() -> None:
-    """GKE auto-provisions GPUs for pods that name the GPU type (gke-accelerator); a bare GPU request does not."""
-    pod = make_pod("p").gpus(1).cpu("1").duration("10m").obj()
+@pytest.mark.parametrize("resource", ["nvidia.com/gpu", "google.com/tpu"])
+def test_pod_without_an_accelerator_type_selector_gets_no_pool(resource: str) -> None:
+    """GKE auto-provisions GPUs and TPUs for pods that name the type (gke-accelerator, gke-tpu-accelerator); a bare
+    accelerator request gets no pool, and no candidate pools are weighed for it (a TPU request used to get every
+    E2 machine as a candidate)."""
+    pod = make_pod("p").cpu("1").duration("10m").obj()
+    pod["spec"]["containers"][0]["resources"]["limits"] = {resource: "1"}
+    spec = ClusterAutoscaling(enableNodeAutoprovisioning=True, resourceLimits=LIMITS)
+    assert nap.NodeAutoprovisioning(None, spec).candidates(pod) == []  # type: ignore[arg-type]
     r = run(objects=[nap_scenario("30m"), pod])
     assert pools_created(r) == [] and r.summary["pods"]["by_phase"] == {"Pending": 1}
+
+
+def test_a_pool_is_tainted_only_for_what_the_pod_tolerates_by_the_toleration_rule() -> None:
+    """A selector label the pod also tolerates becomes the pool's taint (k8s.taints' rule): an Equal toleration of
+    another value, or of another operator, does not."""
+    spec = ClusterAutoscaling(enableNodeAutoprovisioning=True, resourceLimits=LIMITS)
+    auto = nap.NodeAutoprovisioning(None, spec)  # type: ignore[arg-type]
+
+    def taints(tolerations: list[dict]) -> list:
+        pod = make_pod("p").cpu("1").obj()
+        pod["spec"]["nodeSelector"] = {"team": "a"}
+        pod["spec"]["tolerations"] = tolerations
+        return auto.candidates(pod)[0]["spec"].get("taints") or []
+
+    assert taints([{"key": "team", "operator": "Equal", "value": "a", "effect": "NoExecute"}]) == [
+        {"key": "team", "value": "a", "effect": "NoExecute"}]
+    assert taints([{"key": "team", "operator": "Exists"}]) == [{"key": "team", "value": "a", "effect": "NoSchedule"}]
+    assert taints([{"key": "team", "operator": "Equal", "value": "b"}]) == []
+    assert taints([{"key": "team", "operator": "Gt", "value": "a"}]) == []
 
 
 def test_compute_class_auto_creation_takes_the_first_available_rule() -> None:

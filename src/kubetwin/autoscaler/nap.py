@@ -67,6 +67,7 @@ from kubetwin.k8s.names import (
     GPU,
     INSTANCE_TYPE,
 )
+from kubetwin.k8s.taints import toleration_tolerates
 from kubetwin.k8s.units import parse_quantity
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.store.store import Obj
@@ -155,8 +156,11 @@ def required_affinity_labels(pod: Obj) -> dict[str, str]:
 
 
 def _tolerated(pod: Obj, key: str, value: str) -> dict | None:
+    """The pod's own toleration for a `key=value` taint on the pool (k8s.taints' rule, with the toleration's effect),
+    or None: a pool GKE creates for a selector the pod also tolerates carries that taint."""
     for t in pod["spec"].get("tolerations") or []:
-        if t.get("key") == key and (t.get("operator") == "Exists" or t.get("value") == value):
+        if t.get("key") == key and toleration_tolerates(t, {"key": key, "value": value,
+                                                            "effect": t.get("effect") or "NoSchedule"}):
             return t
     return None
 
@@ -214,6 +218,8 @@ class NodeAutoprovisioning:
                 return []  # ... and a resourceLimits maximum for that type (module doc)
             mts = [mt for mt in catalog.machine_types() if mt.gpu == sel[GKE_ACCELERATOR]
                    and mt.gpu_count >= req.get(GPU, 0) and _auto(mt)]
+        elif req.get(tpu.RESOURCE):
+            return []  # likewise TPUs: the TPU type (gke-tpu-accelerator) in the node selector
         else:
             fam = sel.get(GKE_MACHINE_FAMILY, DEFAULT_FAMILY if INSTANCE_TYPE not in sel else None)
             mts = [mt for mt in catalog.machine_types() if not mt.gpu and not mt.tpu
