@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.api.loader import Manifest, load_paths
@@ -472,3 +473,21 @@ def test_a_booting_multi_host_slice_is_not_bought_twice():
     r = run(objects=[make_scenario("30m").obj(), tpu, *pods])
     assert not events(r, "TriggeredScaleUp")
     assert len([n for _, e, n in nodes_over_time(r) if e == "ADDED"]) == 2
+
+
+@pytest.mark.parametrize(("entry", "spot_nodes"), [({}, 0), ({"spot": True}, 1), ({"spot": False}, 1)])
+def test_a_capacity_entry_without_spot_is_shared_by_spot_and_on_demand_vms(entry: dict, spot_nodes: int):
+    """An entry with `spot` unset covers both provisioning models: one zone's stock of the machine type, so an
+    on-demand node already there leaves a Spot pool nothing of `available: 1` (each model was counted alone, and
+    the zone gave out twice its stock); an entry for one model leaves the other unlimited or its own."""
+    cap = [{"zone": "us-central1-a", "machineType": "a3-highgpu-8g", "available": 1, **entry}]
+    pod = owned(gpu_pod("p", gpus=8, cpu="50"))
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-spot": "true"}
+    pod["spec"]["tolerations"] = [{"key": "cloud.google.com/gke-spot", "operator": "Exists"}]
+    pod["metadata"].setdefault("annotations", {})["kubetwin.io/create-at"] = "5m"  # once the on-demand node is up
+    r = run(objects=[make_scenario("10m").spec(capacity=cap).obj(),
+                     pool("od", "a3-highgpu-8g", 1, 1, "nvidia-h100-80gb", 8),
+                     pool("sp", "a3-highgpu-8g", 0, 1, "nvidia-h100-80gb", 8, spot=True), pod])
+    spot = [n for _, e, n in nodes_over_time(r) if e == "ADDED" and "-sp-" in n]
+    assert len(spot) == spot_nodes
+    assert bool(events(r, "FailedScaleUp")) == (spot_nodes == 0)

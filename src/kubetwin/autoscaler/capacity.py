@@ -163,14 +163,16 @@ class CapacityModel:
 
     def available(self, zone: str, machine_type: str, spot: bool, flex: bool = False) -> int | None:
         """VMs the zone can give the project at once now (None: no limit)."""
-        for c in self.capacity:
-            if c.zone == zone and c.machineType == machine_type and _covers(c, spot, flex):
-                avail = c.available
-                for step in sorted(c.schedule, key=lambda s: parse_duration(s.at)):
-                    if parse_duration(step.at) <= self.env.now:
-                        avail = step.available
-                return avail
-        return None
+        entry = self._entry(zone, machine_type, spot, flex)
+        return None if entry is None else self._available(entry)
+
+    def _available(self, entry: ZoneCapacity) -> int:
+        """An entry's VMs now: its schedule's last step that has begun, else its starting figure."""
+        avail = entry.available
+        for step in sorted(entry.schedule, key=lambda s: parse_duration(s.at)):
+            if parse_duration(step.at) <= self.env.now:
+                avail = step.available
+        return avail
 
     def changes_after(self, t: float) -> list[float]:
         """When the zones' capacity changes next (for the autoscaler to look again)."""
@@ -220,13 +222,13 @@ class CapacityModel:
                 where = "globally" if qregion == GLOBAL else f"in region {qregion}"
                 best = (room, Refusal("quota", QUOTA_EXCEEDED,
                                       f"Quota '{metric}' exceeded.  Limit: {float(limit)} {where}."))
-        avail = self.available(zone, shape.machine_type, shape.spot, shape.flex)
-        if avail is not None:
-            entry = self._entry(zone, shape.machine_type, shape.spot, shape.flex)
+        entry = self._entry(zone, shape.machine_type, shape.spot, shape.flex)
+        if entry is not None:
+            # every VM the entry covers draws on it: with `spot` (or `flexStart`) unset, Spot and on-demand (flex and
+            # not) VMs share the zone's stock
             used = sum(n for s, z, n in usage if z == zone and s.machine_type == shape.machine_type
-                       and s.spot == shape.spot and (s.flex == shape.flex or (entry is not None
-                                                                             and entry.flexStart is None)))
-            room = max(0, avail - used)
+                       and _covers(entry, s.spot, s.flex))
+            room = max(0, self._available(entry) - used)
             if room < best[0]:
                 best = (room, Refusal("stockout", STOCKOUT,
                                       f"The zone 'projects/{PROJECT}/zones/{zone}' does not have enough resources "
