@@ -166,8 +166,9 @@ class CapacityModel:
         entry = self._entry(zone, machine_type, spot, flex)
         return None if entry is None else self._available(entry)
 
-    def _available(self, entry: ZoneCapacity) -> int:
-        """An entry's VMs now: its schedule's last step that has begun, else its starting figure."""
+    def _available(self, entry: ZoneCapacity) -> int | None:
+        """An entry's VMs now: its schedule's last step that has begun, else its starting figure (None: no limit,
+        an entry that only sets obtainability)."""
         avail = entry.available
         for step in sorted(entry.schedule, key=lambda s: parse_duration(s.at)):
             if parse_duration(step.at) <= self.env.now:
@@ -223,12 +224,13 @@ class CapacityModel:
                 best = (room, Refusal("quota", QUOTA_EXCEEDED,
                                       f"Quota '{metric}' exceeded.  Limit: {float(limit)} {where}."))
         entry = self._entry(zone, shape.machine_type, shape.spot, shape.flex)
-        if entry is not None:
+        avail = None if entry is None else self._available(entry)
+        if entry is not None and avail is not None:
             # every VM the entry covers draws on it: with `spot` (or `flexStart`) unset, Spot and on-demand (flex and
             # not) VMs share the zone's stock
             used = sum(n for s, z, n in usage if z == zone and s.machine_type == shape.machine_type
                        and _covers(entry, s.spot, s.flex))
-            room = max(0, self._available(entry) - used)
+            room = max(0, avail - used)
             if room < best[0]:
                 best = (room, Refusal("stockout", STOCKOUT,
                                       f"The zone 'projects/{PROJECT}/zones/{zone}' does not have enough resources "
