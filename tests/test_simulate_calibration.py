@@ -65,4 +65,4 @@ def test_the_backlog_world_without_distributions_gives_the_realized_start(tmp_pa
     answer = simulate([base / "incoming.yaml"], [base / "state.yaml"], duration=bench.HORIZON, runs=2, seed=11,
                       snapshot_time=bench._rfc3339(bench.T))
     assert t.realized is not None and t.realized > 3600
-    assert all(abs(o.started - t.realized) < 1.0 for (o,) in answer.runs if o.started is not None), answer.runs
+    assert all(o.started is not None and abs(o.started - t.realized) < 1.0 for (o,) in answer.runs), answer.runs
