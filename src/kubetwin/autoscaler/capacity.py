@@ -40,7 +40,7 @@ from kubetwin.sim.env import Environment
 from kubetwin.store.store import Obj, Store
 
 QUOTA_EXCEEDED, STOCKOUT = "QUOTA_EXCEEDED", "ZONE_RESOURCE_POOL_EXHAUSTED"
-PROJECT = "kubetwin"  # the providerID's project (autoscaler/nodepool.py)
+PROJECT = rsv.PROJECT  # the providerID's project (autoscaler/nodepool.py)
 GLOBAL = "global"
 
 

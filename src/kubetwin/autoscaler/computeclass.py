@@ -43,30 +43,33 @@ Reserved capacity: a rule's `reservations` matches pools by their reservationAff
 the reservations as any pool's do (autoscaler/reservations.py); a rule whose reservation is full fails with
 RESERVATION_CAPACITY_EXCEEDED and the class falls back down its list like for a stockout.
 
-Not modelled (validate gives a notice): node pool auto-creation (issue 37 item 2), maxRunDurationSeconds, storage,
-nodeSystemConfig, minCpuPlatform, minimumCapacity, ensureAllDaemonSetPodsRunning.
+nodePoolAutoCreation: the class's pools are created by node auto-provisioning (autoscaler/nap.py), rule by rule.
+
+Not modelled (validate gives a notice): maxRunDurationSeconds, storage, nodeSystemConfig, minCpuPlatform,
+minimumCapacity, ensureAllDaemonSetPodsRunning.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubetwin import catalog
+from kubetwin.autoscaler import reservations as rsv
 from kubetwin.k8s.names import COMPUTE_CLASS, GKE_NODEPOOL
 from kubetwin.store.store import Obj, Store
 
 if TYPE_CHECKING:
-    from kubetwin.autoscaler.cluster_autoscaler import NodeGroup
+    pass
 
 KIND = "ComputeClass"
 DEFAULT_CLASS = "default"  # labels.DefaultCCCName
 NS_DEFAULT = "cloud.google.com/default-compute-class"
 NS_DEFAULT_NON_DS = "cloud.google.com/default-compute-class-non-daemonset"
-RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"  # gkeclient.ReservationNameKey
-PROJECT = "kubetwin"  # the cluster's project (autoscaler/capacity.PROJECT)
+RESERVATION_NAME_KEY = rsv.NAME_KEY  # gkeclient.ReservationNameKey
+PROJECT = rsv.PROJECT  # the cluster's project
 AFFINITY = {"None": "NO_RESERVATION", "AnyBestEffort": "ANY_RESERVATION", "AnyThenFail": "ANY_RESERVATION_THEN_FAIL",
             "Specific": "SPECIFIC_RESERVATION"}
 DRIVER = {"DEFAULT": "default", "LATEST": "latest", "INSTALLATION_DISABLED": "autoinstall-disabled"}
@@ -333,13 +336,6 @@ class Migration:
     since: float
 
 
-@dataclass
-class ClassUsage:
-    """What ran per rule, for summary.json (filled by ComputeClasses.observe_pod)."""
-
-    waits: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (class, rule label) -> waits (s)
-
-
 class ComputeClasses:
     """The cluster's ComputeClasses as the autoscaler reads them: bucket order, fallback, migration, policy."""
 
@@ -352,7 +348,6 @@ class ComputeClasses:
         self.migrated: list[dict] = []
         self._created: dict[str, float] = {}  # pod key -> first seen
         self.waits: dict[str, list[float]] = {}  # "class/rule" -> pod waits in seconds
-        self.pods_by_rule: dict[str, int] = {}
 
     def classes(self) -> dict[str, Obj]:
         return {c["metadata"]["name"]: c for c in self.store.list(KIND)}
@@ -451,7 +446,6 @@ class ComputeClasses:
         label = self.rule_label(pool) if pool is not None else None
         where = "/".join(label) if label else f"{class_of(pod['spec'].get('nodeSelector'))}/no-class-pool"
         self.waits.setdefault(where, []).append(now - since)
-        self.pods_by_rule[where] = self.pods_by_rule.get(where, 0) + 1
 
     def report(self, node_cost: Iterable[tuple[str, str, float, float]],
                capacity_type: Callable[[str], str] | None = None) -> dict:
@@ -513,6 +507,3 @@ def _rule_sort(label: str) -> tuple[int, int]:
         return (0, int(label[len("priorities["):-1]))
     return (1, 0)
 
-
-def group_pool(store: Store, g: NodeGroup) -> Obj | None:
-    return store.get("NodePool", "", g.pool)

@@ -169,7 +169,7 @@ class NodeAutoprovisioning:
     """The autoscaler's node pool creation and empty pool deletion (module doc)."""
 
     def __init__(self, ca: ClusterAutoscaler, spec: ClusterAutoscaling) -> None:
-        self.ca, self.spec = ca, spec
+        self.ca = ca
         self.enabled = spec.enableNodeAutoprovisioning
         self.limits = {r.resourceType: r.maximum for r in spec.resourceLimits}
         self.zones = list(spec.autoprovisioningLocations or [DEFAULT_ZONE])
