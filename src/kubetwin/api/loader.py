@@ -333,6 +333,7 @@ def _fast_yaml(text: str, file: str) -> list[Manifest] | None:
     out: list[Manifest] = []
     found = _FileLines(text)
     loader = _FastLoader(text)
+    anchors = "&" in text  # once for the file, not per document (a scan of the whole text)
     k = -1
     try:
         while loader.check_node():
@@ -342,7 +343,7 @@ def _fast_yaml(text: str, file: str) -> list[Manifest] | None:
             k += 1
             if limits.part_too_large(node):
                 return None
-            obj = _value(loader, node, 1, set() if "&" in text else None)
+            obj = _value(loader, node, 1, set() if anchors else None)
             if obj is None:
                 continue
             if not isinstance(obj, dict):

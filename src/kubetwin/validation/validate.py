@@ -74,9 +74,15 @@ def _schema_dir() -> Any:
 
 
 @functools.cache
+def _definitions() -> dict[str, Any]:
+    """kubernetes-validate's _definitions.json (1.5 MB), parsed once for the Python validator's registry,
+    jsonschema-rs's and the built-in kinds' table; read only (the fast schemas are copies, _ranges_for_formats)."""
+    return dict(json.loads(_schema_dir().joinpath("_definitions.json").read_text()))
+
+
+@functools.cache
 def _registry() -> Registry:
-    defs = json.loads(_schema_dir().joinpath("_definitions.json").read_text())
-    return Resource.from_contents(defs) @ Registry()
+    return Resource.from_contents(_definitions()) @ Registry()
 
 
 _GROUP_VERSION = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$")
@@ -169,7 +175,7 @@ def _int_formats_left(value: Any) -> bool:
 def _rs_registry() -> Any:
     if jsonschema_rs is None:
         return None
-    defs = _ranges_for_formats(json.loads(_schema_dir().joinpath("_definitions.json").read_text()))
+    defs = _ranges_for_formats(_definitions())
     return None if _int_formats_left(defs) else jsonschema_rs.Registry([(defs["$id"], defs)])
 
 
@@ -258,7 +264,7 @@ def _builtin_kinds() -> dict[str, dict[str, frozenset[str]]]:
     """group -> kind -> served versions of the built-in API (the schemas' x-kubernetes-group-version-kind, less
     apimachinery's meta kinds and the *List kinds, which are no resources)."""
     found: dict[str, dict[str, set[str]]] = {}
-    for name, schema in json.loads(_schema_dir().joinpath("_definitions.json").read_text())["$defs"].items():
+    for name, schema in _definitions()["$defs"].items():
         for gvk in schema.get("x-kubernetes-group-version-kind") or ():
             if not name.startswith("io.k8s.apimachinery") and not gvk["kind"].endswith("List"):
                 found.setdefault(gvk["group"], {}).setdefault(gvk["kind"], set()).add(gvk["version"])
