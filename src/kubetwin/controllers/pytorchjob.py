@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import copy
 
-from kubetwin.k8s.ownerrefs import owner_ref
+from kubetwin.k8s.conditions import is_condition_true
+from kubetwin.k8s.ownerrefs import controller_of, owner_ref
 from kubetwin.k8s.workqueue import WorkQueue
 from kubetwin.sim.env import Environment
 from kubetwin.store.events import EventRecorder
@@ -173,7 +174,7 @@ def _condition(status: dict, ctype: str, cstatus: str, reason: str, message: str
 
 
 def _is(status: dict, ctype: str) -> bool:
-    return any(c["type"] == ctype and c["status"] == "True" for c in status.get("conditions") or [])
+    return is_condition_true(status.get("conditions"), ctype)
 
 
 class PyTorchJobController:
@@ -191,9 +192,9 @@ class PyTorchJobController:
             self._work.add((job["metadata"].get("namespace") or "default", job["metadata"]["name"]))
 
     def _on_pod(self, etype: str, pod: Obj, old: Obj | None) -> None:
-        for ref in pod["metadata"].get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") == KIND:
-                self._work.add((pod["metadata"].get("namespace") or "default", ref["name"]))
+        owner = controller_of(pod)  # a PyTorchJob: the watch is filtered on the controller's kind
+        if owner is not None:
+            self._work.add((pod["metadata"].get("namespace") or "default", owner[1]))
 
     def _process(self, key: tuple[str, str]) -> None:
         job = self.store.get(KIND, *key)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubetwin.k8s.labels import matches, set_matches
+from kubetwin.k8s.ownerrefs import controller_of
 from kubetwin.k8s.units import parse_duration
 from kubetwin.prometheus.relabel import RelabelError, Rule, compile_regex, compile_rules
 
@@ -257,9 +258,9 @@ def _metadata(pod: Mapping[str, Any], keys: set[str], container: str | None) -> 
         out["container"] = container
     if "node" in keys and spec.get("nodeName"):
         out["node"] = spec["nodeName"]
-    owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+    owner = controller_of(pod)
     if owner is not None and keys & {"top_level_controller_name", "top_level_controller_type"}:
-        kind, name = str(owner.get("kind")), str(owner.get("name"))
+        kind, name = owner
         hashed = _HASHED.fullmatch(name)
         if kind == "ReplicaSet" and "pod-template-hash" in (meta.get("labels") or {}) and hashed:
             kind, name = "Deployment", hashed.group(1)
