@@ -7,6 +7,7 @@ from conftest import need_live_extra
 
 need_live_extra("starlette", "httpx", "openai")
 
+import json
 import math
 import time
 
@@ -77,6 +78,19 @@ def test_raw_sse_ends_with_done(emu):
     events = [e for e in raw.split("\n\n") if e]
     assert all(e.startswith("data: ") for e in events)
     assert events[-1] == "data: [DONE]" and len(events) == 4
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("route,prefix", [("completions", "cmpl-"), ("chat/completions", "chatcmpl-")])
+def test_response_id_is_the_clients_x_request_id(emu, stream, route, prefix):
+    """vLLM takes the X-Request-Id header as its request id (serving_engine.py _base_request_id)."""
+    body = {"model": MODEL, "max_tokens": 2, "stream": stream,
+            **({"messages": [{"role": "user", "content": "a b"}]} if "chat" in route else {"prompt": "a b"})}
+    r = httpx.post(f"{emu.url}/v1/{route}", json=body, headers={"x-request-id": "trace-42"}, timeout=T)
+    chunks = [json.loads(e[6:]) for e in r.text.split("\n\n") if e.startswith("data: {")] if stream else [r.json()]
+    assert chunks and {c["id"] for c in chunks} == {prefix + "trace-42"}
+    other = httpx.post(f"{emu.url}/v1/{route}", json=body, timeout=T).text
+    assert "trace-42" not in other and prefix in other
 
 
 def test_chat_stream_and_non_stream(emu):
@@ -389,3 +403,87 @@ def test_emulator_process_serves_on_a_free_port_and_reports_bad_flags():
     assert p.proc is not None and p.proc.returncode is not None  # stopped
     with pytest.raises(RuntimeError, match="invalid int value: 'x'"):
         EmulatorProcess(config(vllm_args=["--max-num-seqs", "x"])).start()
+
+
+@pytest.mark.parametrize("vllm_args", [[], LORA], ids=["plain", "lora"])
+def test_metrics_exposition_is_rendered_again_only_when_a_value_changed(vllm_args):
+    """An idle replica's /metrics is the previous exposition (the picker scrapes every 50 ms); at every step of
+    requests running, finishing and lagging it is byte for byte what prometheus_client renders from the state,
+    and with LoRA (whose info gauge carries the scrape's time) it is rendered every time."""
+    from prometheus_client import generate_latest
+
+    from kubetwin.live.emulator.server import Emulator
+
+    e = Emulator(config(vllm_args=vllm_args))
+    now = [0.0]
+    e.rt.clock, e.rt.t0 = (lambda: now[0]), 0.0
+    m = e.metrics
+    first = m.render()
+    assert (m.render() is first) == (not vllm_args)  # nothing changed: the same bytes object, unless LoRA
+    for i in range(3):
+        e.rt.submit(words(40 * (i + 1)), 5)
+    seen = set()
+    while e.rt.streams or now[0] < 0.05:
+        e.rt.step()
+        got = m.render()
+        assert got == generate_latest(m.registry) or vllm_args  # LoRA: the info gauge's time moved meanwhile
+        seen.add(got)
+        now[0] += 0.003
+    e.rt.lag_sum, e.rt.lag_count, e.rt.lag_max = e.rt.lag_sum + 0.5, e.rt.lag_count + 1, 0.5  # a lag alone shows
+    assert b"kubetwin_emulator_token_lag_max_seconds 0.5" in m.render()
+    assert len(seen) > 3  # the exposition followed the engine
+
+
+@pytest.mark.parametrize("scale", [1.0, 8.0])
+@pytest.mark.parametrize("spent_wall", [0.0, 0.004, 0.5])
+def test_reading_the_request_counts_toward_the_api_share_not_on_top(scale, spent_wall):
+    """The step model's API-server share (11 ms on every GPU: perf.Calibration.request_overhead_s) stands for vLLM's
+    HTTP and tokenization path; the wall time the emulator itself spent reading a request before the engine saw it
+    is taken out of that share (never more than all of it), so the client sees the twin's times from when the
+    server received the request, and the server's own histograms say the same."""
+    from kubetwin.live.emulator.server import Emulator
+
+    cfg = config(vllm_args=[], time_scale=scale)
+    prompt, n = words(3000), 8
+    ttft, _tpot, e2e = twin_times(cfg, prompt, n)
+    e = Emulator(cfg)
+    api = e.rt.api_s
+    assert api == pytest.approx(0.011)
+    now = [10.0]
+    e.rt.clock, e.rt.t0 = (lambda: now[0]), 10.0
+    received = now[0]
+    now[0] += spent_wall  # the body read and tokenized: the engine sees the request only now
+    s = e.rt.submit(prompt, n, received=received)
+    spent = spent_wall * scale
+    credit = min(spent, api)
+    assert s.credit == pytest.approx(credit) and s.req.arrival == pytest.approx(spent - credit)
+    while not s.done:
+        nxt = e.rt.step()
+        now[0] = 10.0 + nxt / scale + 1e-9 if math.isfinite(nxt) else now[0] + 0.001
+    # emulated times since the request was received: the twin's, plus what the share could not absorb
+    assert s.first_token == pytest.approx(ttft + spent - credit, abs=1e-9)
+    assert s.req.finish == pytest.approx(e2e + spent - credit, abs=1e-9)
+    # the server's histograms: from the request's arrival, which is when the server received it plus what the share
+    # could not absorb (the engine's own time, the twin's)
+    assert e.metrics.ttft.sum == pytest.approx(ttft, abs=1e-9)
+    assert e.metrics.e2e.sum == pytest.approx(e2e, abs=1e-9)
+
+
+def test_the_front_proxys_request_start_begins_the_api_share():
+    """X-Request-Start (live.requeststart: stamped by the gateway when the request reached it) starts the request's
+    API-server share: a request that spent longer than the whole share on its way shows its first token the whole
+    share (11 emulated ms) sooner than one that came straight in. At time-scale 0.1 that is 110 wall ms."""
+    from kubetwin.live import requeststart
+
+    with EmulatorThread(config(vllm_args=[], time_scale=0.1)) as e:
+        def ttft(headers: dict[str, str]) -> float:
+            t0 = time.monotonic()
+            with httpx.stream("POST", e.url + "/v1/completions", headers=headers, timeout=T,
+                              json={"model": MODEL, "prompt": words(50), "max_tokens": 2, "stream": True}) as r:
+                next(r.iter_lines())
+                return time.monotonic() - t0
+
+        ttft({})  # a warm connection and code path
+        plain = min(ttft({}) for _ in range(2))
+        proxied = min(ttft({"x-request-start": requeststart.stamp(time.time() - 1.0)}) for _ in range(2))
+    assert plain - proxied == pytest.approx(0.11, abs=0.04)

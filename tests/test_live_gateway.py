@@ -18,6 +18,7 @@ import pytest
 from gateway_harness import GatewayThread
 from live_fakes import FakeFleet, Knobs
 
+from kubetwin.live import requeststart
 from kubetwin.live.gateway.config import GatewayConfig, load_config
 from kubetwin.live.gateway.endpoints import from_manifests, parse_endpoint_lines
 from kubetwin.live.gateway.scrape import Metrics, parse_vllm_metrics
@@ -59,12 +60,13 @@ def access(tmp_path: Path) -> list[dict]:
 def test_traffic_lands_only_on_picked_endpoints(tmp_path: Path, fleet: FakeFleet) -> None:
     bs = [fleet.add(Knobs(tokens=4)) for _ in range(3)]
     gt = start(tmp_path, endpoints=[b.address for b in bs])
+    before = time.time()
     try:
         c = client(gt)
         served = []
         for i in range(24):
             raw = c.completions.with_raw_response.create(model="fake", prompt=f"{i} " + PROMPT, max_tokens=4,
-                                                         stream=True)
+                                                         stream=True, extra_headers={"x-request-id": f"r{i}"})
             served.append(raw.headers["x-gateway-destination-endpoint-served"])
             assert "".join(ch.choices[0].text for ch in raw.parse()) == "w0 w1 w2 w3"
         chat = c.chat.completions.create(model="fake", messages=[{"role": "user", "content": "hi"}], stream=True)
@@ -80,7 +82,30 @@ def test_traffic_lands_only_on_picked_endpoints(tmp_path: Path, fleet: FakeFleet
     for addr, hs in hits.items():
         assert sum(1 for r in log if r["endpoint"] == addr) == len(hs)
     assert [r["endpoint"] for r in log[:24]] == served
+    assert [r["request_id"] for r in log] == [f"r{i}" for i in range(24)] + [None]  # the client's x-request-id
+    stamps = [requeststart.parse(h.headers["x-request-start"]) for hs in hits.values() for h in hs]
+    assert all(s is not None and before <= s <= time.time() for s in stamps)  # when the gateway received each
     assert all(r["ttft_ms"] is not None and r["duration_ms"] >= r["ttft_ms"] for r in log)
+
+
+def test_the_first_proxys_request_start_is_kept(tmp_path: Path, fleet: FakeFleet) -> None:
+    b = fleet.add(Knobs(tokens=2))
+    gt = start(tmp_path, endpoints=[b.address])
+    try:
+        stream_text(client(gt), headers={"x-request-start": "t=1700000000123"}, n=2)
+    finally:
+        gt.close()
+    assert b.hits[0].headers["x-request-start"] == "t=1700000000123"
+
+
+@pytest.mark.parametrize(("value", "seconds"), [
+    ("t=1700000000.123456", 1700000000.123456), ("t=1700000000123", 1700000000.123),  # nginx's msec; Heroku's ms
+    ("t=1700000000123456", 1700000000.123456), ("1700000000", 1700000000.0),  # microseconds; no t=
+    (None, None), ("", None), ("t=", None), ("t=abc", None), ("t=-5", None), ("t=nan", None), ("t=inf", None)])
+def test_request_start_values(value, seconds) -> None:
+    got = requeststart.parse(value)
+    assert got == (None if seconds is None else pytest.approx(seconds, abs=1e-6))
+    assert requeststart.parse(requeststart.stamp(1700000000.25)) == 1700000000.25
 
 
 def test_prefix_affinity_and_load_spread(tmp_path: Path, fleet: FakeFleet) -> None:

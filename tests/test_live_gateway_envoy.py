@@ -22,6 +22,7 @@ from gateway_harness import envoy_log as read_envoy_log
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from live_fakes import FakeFleet, Knobs
 
+from kubetwin.live import requeststart
 from kubetwin.live.gateway.config import GatewayConfig
 from kubetwin.live.gateway.envoy import find_envoy, render_bootstrap
 
@@ -87,7 +88,7 @@ def test_traffic_follows_the_picker_and_envoy_logs_it(tmp_path: Path, fleet: Fak
         served = []
         for i in range(12):
             raw = c.completions.with_raw_response.create(model="fake", prompt=f"{i} {PROMPT}", max_tokens=4,
-                                                         stream=True)
+                                                         stream=True, extra_headers={"x-request-id": f"r{i}"})
             served.append(raw.headers["x-gateway-destination-endpoint-served"])
             assert "".join(ch.choices[0].text for ch in raw.parse()) == "w0 w1 w2 w3"
         chat = c.chat.completions.create(model="fake", messages=[{"role": "user", "content": "hi"}], stream=True)
@@ -103,6 +104,9 @@ def test_traffic_follows_the_picker_and_envoy_logs_it(tmp_path: Path, fleet: Fak
         assert r["status"] == 200 and r["upstream_host"] == r["destination_endpoint"]
         assert r["upstream_cluster"] == "picked-endpoint"
     assert [r["upstream_host"] for r in rows[:12]] == served
+    assert [r["request_id"] for r in rows[:12]] == [f"r{i}" for i in range(12)]  # the client's x-request-id
+    stamps = [requeststart.parse(h.headers.get("x-request-start")) for b in bs for h in b.hits]
+    assert all(s is not None and abs(s - time.time()) < 60 for s in stamps)  # Envoy's START_TIME, µs
     assert {r["upstream_host"] for r in rows} <= {b.address for b in bs}
     picker = [json.loads(x) for x in (tmp_path / "picker.log").read_text().splitlines()]
     assert sorted(r["endpoint"] for r in picker) == sorted(r["upstream_host"] for r in rows)

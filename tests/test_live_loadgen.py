@@ -48,7 +48,8 @@ class FakeVllm:
 
     async def completions(self, request: HttpRequest) -> Response:
         body = await request.json()
-        self.seen.append({"t": time.perf_counter(), "headers": dict(request.headers), "body": body})
+        self.seen.append({"t": time.perf_counter(), "headers": dict(request.headers), "body": body,
+                          "client": request.client})
         model = body["model"]
         if model.startswith("status-"):
             code = int(model.split("-")[1])
@@ -215,6 +216,24 @@ def test_time_scale_sends_faster_and_reports_trace_seconds(server: tuple[str, Fa
     ttft = [float(r["ttft"]) for r in read_csv(tmp_path / "o" / "requests.csv")]
     assert min(ttft) >= 4.0 * TTFT  # the server's wall latency, in trace seconds
     assert summary["loadgen"]["time_scale"] == 4.0
+
+
+def test_a_light_load_reuses_its_connections(server: tuple[str, FakeVllm], tmp_path: Path) -> None:
+    """At a few requests in flight the same kept-alive connections carry them all (the default --concurrency 1024
+    is 64 httpx clients: dealt round robin, each request opened a new TCP connection, a cost in its TTFT)."""
+    url, fake = server
+    lg.run(trace_yaml(tmp_path, rate=10.0, duration="1.5s"), lg.Options(url + "/v1", timeout=20), tmp_path / "o")
+    assert len(fake.seen) >= 10
+    # each request lasts ~0.1 s, a few overlap at most: a handful of connections (was one per request)
+    assert len({r["client"] for r in fake.seen}) <= len(fake.seen) // 2
+
+
+def test_shards_fill_the_first_with_room_then_the_least_busy() -> None:
+    pool = lg.Shards(3, 2)
+    assert [pool.take() for _ in range(5)] == [0, 0, 1, 1, 2]
+    pool.give_back(0)
+    assert pool.take() == 0
+    assert [pool.take() for _ in range(2)] == [2, 0]  # all full: the least busy (ties: the first)
 
 
 def test_error_statuses_are_counted_with_the_servers_message(server: tuple[str, FakeVllm], tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import ssl
 import time
@@ -61,7 +62,12 @@ PRIORITY_HEADER = "x-gateway-priority"
 # returns it in a response header, else the destination header if a gateway echoes that
 SERVED_HEADER, DESTINATION_HEADER = "x-gateway-destination-endpoint-served", "x-gateway-destination-endpoint"
 CREATE_AT = "kubetwin.io/create-at"
+# the trace's request id (requests.csv's id) on every request: vLLM takes X-Request-Id as its request id
+# (serving_engine.py _base_request_id: "cmpl-<id>"), and the gateways' access logs carry it as request_id
+REQUEST_ID_HEADER = "x-request-id"
 POOL_SHARD = 16  # connections per httpx client (see replay_async)
+DRAIN_S = 1.0  # wall seconds a stream's end is awaited after its [DONE] (see _drain)
+SPIN_S = 1e-3  # the last stretch before a request is due is waited for by yielding, not by a timer (see _until)
 # Requests the trace sends at the same instant are written in trace order, each once the one before it has its whole
 # body on the socket, as the twin's gateway receives them in trace order; without it a long prompt's body, written in
 # many chunks, reaches the server after the short ones sent beside it. Bounded: a stalled connection delays the next
@@ -200,12 +206,12 @@ async def _one(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reques
 async def _send(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Request, body: bytes, due: float,
                 sem: asyncio.Semaphore, admitted: asyncio.Event | None) -> None:
     scale = opts.time_scale
-    headers = {"content-type": "application/json", **opts.headers}
+    headers = {"content-type": "application/json", REQUEST_ID_HEADER: str(req.id), **opts.headers}
     if plan.objective:
         headers[OBJECTIVE_HEADER] = plan.objective
     if plan.send_priority:
         headers[PRIORITY_HEADER] = str(req.priority)
-    t_first = -1.0
+    t_first = t_done = -1.0
     chunks = 0
     started = False  # a 200 and its headers arrived
     usage: dict[str, Any] | None = None
@@ -225,12 +231,15 @@ async def _send(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reque
                         return
                     started = True
                     status, reason = 502, f"{STREAM_CUT}: the stream ended before [DONE]"
-                    async for line in resp.aiter_lines():
+                    lines = resp.aiter_lines()
+                    async for line in lines:
                         if not line.startswith("data:"):
                             continue
                         data = line[5:].strip()
                         if data == "[DONE]":
                             status, reason = 200, ""
+                            t_done = time.perf_counter()
+                            await _drain(lines)
                             break
                         ev = json.loads(data)
                         if "error" in ev:  # vLLM streams an error event mid-stream (serving_completion.py)
@@ -250,7 +259,7 @@ async def _send(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reque
                 status, reason = 502, f"{STREAM_CUT}: the connection broke after {chunks} tokens: {exc!r}"
             else:
                 status, reason = 503, f"upstream connect error or disconnect/reset before headers: {exc!r}"
-    now = time.perf_counter()
+    now = time.perf_counter() if t_done < 0 else t_done
     req.status, req.reason = status, reason
     req.finish = req.arrival + (now - due) * scale
     if t_first >= 0:
@@ -265,6 +274,28 @@ async def _send(client: httpx.AsyncClient, opts: Options, plan: Plan, req: Reque
             req.output_tokens = chunks
         if req.first_token < 0:  # zero tokens generated: the response itself is the first (and last) byte
             req.first_token = req.finish
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Read a finished stream to its end (vLLM closes the body right after `data: [DONE]`), so httpx keeps its
+    connection for the next request: a response left unread is closed with its connection, and every request then
+    paid a new TCP connection in its TTFT (issue 34). Bounded: a server that holds the body open past [DONE] loses
+    the connection after DRAIN_S, as before."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_S):
+            async for _ in lines:
+                pass
+
+
+async def _until(due: float) -> None:
+    """Wait until perf_counter() reaches `due`, serving the other tasks meanwhile. The event loop's timers wake up
+    to a millisecond late (epoll's timeout is whole milliseconds, rounded up), a lateness every request's latency
+    would carry: sleep to within SPIN_S of the due time, then yield to the loop until it comes."""
+    delay = due - time.perf_counter()
+    if delay > SPIN_S:
+        await asyncio.sleep(delay - SPIN_S)
+    while time.perf_counter() < due:
+        await asyncio.sleep(0)
 
 
 async def _written(body: bytes, written: asyncio.Event | None) -> AsyncIterator[bytes]:
@@ -327,6 +358,26 @@ def _error_message(text: str) -> str:
     return text.strip()[:200]
 
 
+class Shards:
+    """Which httpx client a request goes to: the first with a connection to spare (so the connections in use are the
+    same few, kept alive), else the least busy (requests waiting for the concurrency cap)."""
+
+    def __init__(self, shards: int, per: int) -> None:
+        self.busy = [0] * shards
+        self.per = per
+
+    def take(self) -> int:
+        busy = self.busy
+        k = next((i for i, n in enumerate(busy) if n < self.per), None)
+        if k is None:
+            k = busy.index(min(busy))
+        busy[k] += 1
+        return k
+
+    def give_back(self, k: int, _task: object = None) -> None:
+        self.busy[k] -= 1
+
+
 async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None = None) -> tuple[list[Request],
                                                                                                     dict[str, float]]:
     """Send every request at its due time; at the end of the run (the plan's horizon, trace seconds from the
@@ -336,9 +387,13 @@ async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None
     scale = opts.time_scale
     sem = asyncio.Semaphore(opts.concurrency)
     # httpx's connection pool scans its connections per request (httpcore's pool is linear in them), so one client
-    # with hundreds of connections runs several times slower than a few clients of POOL_SHARD connections each
+    # with hundreds of connections runs several times slower than a few clients of POOL_SHARD connections each. A
+    # request goes to the first shard with a free connection (`Shards`), so the connections in use stay warm: dealt
+    # round robin over 64 shards, a trace at a few requests a second found every connection past httpx's 5 s
+    # keep-alive and paid a new TCP connection per request (~2 ms of its TTFT on loopback, issue 34)
     shards = -(-opts.concurrency // POOL_SHARD)
     per = -(-opts.concurrency // shards)
+    pool = Shards(shards, per)
     limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
     timeout = httpx.Timeout(opts.timeout, connect=min(opts.timeout, 10.0))
     lags: list[float] = []
@@ -357,14 +412,14 @@ async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None
                 break
             due = t0 + offset
             body = request_body(req, opts)
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await _until(due)
             lags.append(max(0.0, time.perf_counter() - due))
             after = prev_admitted if req.arrival == prev_arrival else None
             prev_arrival, prev_admitted = req.arrival, asyncio.Event()
-            tasks.append(asyncio.create_task(_one(clients[len(tasks) % shards], opts, plan, req, body, due, sem,
-                                                  after, prev_admitted)))
+            k = pool.take()
+            task = asyncio.create_task(_one(clients[k], opts, plan, req, body, due, sem, after, prev_admitted))
+            task.add_done_callback(functools.partial(pool.give_back, k))
+            tasks.append(task)
         if tasks:
             left = t0 + end_wall - time.perf_counter()
             _, pending = await asyncio.wait(tasks, timeout=max(left, 0.0))
@@ -378,9 +433,10 @@ async def replay_async(plan: Plan, opts: Options, reqs: Sequence[Request] | None
         if r.status == 0:  # cancelled at the end of the run: nothing measured counts
             r.first_token = r.finish = -1.0
     lag = np.asarray(lags) if lags else np.zeros(1)
+    # lags to the microsecond: _until makes the client punctual to a few of them
     return sent, {"wall_seconds": round(wall, 3), "sent": len(sent),
-                  "send_lag_p99_seconds": round(float(np.percentile(lag, 99)), 4),
-                  "send_lag_max_seconds": round(float(lag.max()), 4)}
+                  "send_lag_p99_seconds": round(float(np.percentile(lag, 99)), 6),
+                  "send_lag_max_seconds": round(float(lag.max()), 6)}
 
 
 # ---- metrics and results ----

@@ -4,8 +4,15 @@
 Token times: an engine iteration that ends at engine time t makes its tokens visible to the client at
 t + the step model's API-server share (`request_overhead_s`), the same shift the twin applies to a request's first
 and last token; the first token is visible at the request's `first_token` once the engine has fixed it (with the
-step model's first-token lag, one iteration after the prefill). So a single request's TTFT, TPOT and end-to-end
-latency over HTTP are the twin's own numbers (scaled by time_scale), up to the event loop's wake-up jitter.
+step model's first-token lag, one iteration after the prefill). That share stands for vLLM's whole API-server path
+(HTTP, tokenization, detokenization, streaming: serving.modelserver.perf), so the emulator's own work on that path
+counts toward it, not on top of it: a request reaches the engine only after the server has read and tokenized it
+(`received` -> submit, real wall time; received is when the gateway in front got it when the gateway says so,
+live.requeststart, since the twin's request reaches the engine the moment it reaches the gateway), and the stream's
+times are moved that much earlier, up to the whole share (`Stream.credit`; the request's arrival is when it was
+received). So a single request's TTFT, TPOT and end-to-end
+latency over HTTP are the twin's own numbers (scaled by time_scale), up to the event loop's wake-up jitter and the
+response's own way back.
 
 Twin assumptions carried over: a request always generates exactly max_tokens (no EOS: the twin's requests have a
 fixed output length), and a client that disconnects does not abort its request (the twin's engine has no
@@ -44,6 +51,7 @@ class Stream:
     recorded: int = 0  # tokens produced by the engine so far (not yet all visible)
     records: deque[tuple[float, int]] = field(default_factory=deque)  # (visible at, produced count)
     first_token: float = -1.0  # emulated time the first token became visible
+    credit: float = 0.0  # emulated seconds of the API-server share the server already spent reading the request
     last_time: float = -1.0  # emulated time of the last visible token
     done: bool = False
 
@@ -85,22 +93,28 @@ class RealtimeEngine:
         return (self.clock() - self.t0) * self.time_scale
 
     def submit(self, prompt: str, max_tokens: int, *, model: str = "", lora: str | None = None,
-               priority: int = 0, prompt_tokens: int | None = None, tokens: list[str] | None = None) -> Stream:
-        """The request arrives now. A request longer than max_model_len comes back rejected (handle None) with the
-        engine's reason (Engine.reject_message). With `prompt_tokens` known (live.prompts.count_tokens), an over-long
-        prompt is rejected without being split and hashed: its block hashes would never be used, and hashing
-        millions of words would stall the event loop every stream shares."""
+               priority: int = 0, prompt_tokens: int | None = None, tokens: list[str] | None = None,
+               received: float | None = None) -> Stream:
+        """The request reaches the engine now; the server received it at `received` (a `clock` reading, default
+        now), the time its reading and tokenizing took counts toward the API-server share (module doc). A request
+        longer than max_model_len comes back rejected (handle None) with the engine's reason
+        (Engine.reject_message). With `prompt_tokens` known (live.prompts.count_tokens), an over-long prompt is
+        rejected without being split and hashed: its block hashes would never be used, and hashing millions of
+        words would stall the event loop every stream shares."""
         t = self.now()
+        spent = 0.0 if received is None else max(0.0, (self.clock() - received) * self.time_scale)
+        credit = min(spent, self.api_s)
         self.engine.advance(t)
+        arrival = t - credit
         if prompt_tokens is not None and prompt_tokens + max_tokens > self.engine.max_model_len:
-            req = Request(self.next_id, t, prompt_tokens, max_tokens, (), (), model=model, lora=lora,
+            req = Request(self.next_id, arrival, prompt_tokens, max_tokens, (), (), model=model, lora=lora,
                           priority=priority)
         else:
-            req = engine_request(self.next_id, t, prompt, max_tokens, model=model, lora=lora, priority=priority,
-                                 tokens=tokens)
+            req = engine_request(self.next_id, arrival, prompt, max_tokens, model=model, lora=lora,
+                                 priority=priority, tokens=tokens)
         self.next_id += 1
         handle = self.engine.add(req, t)
-        s = Stream(req, handle)
+        s = Stream(req, handle, credit=credit)
         if handle is None:
             s.done = True
             return s
@@ -120,11 +134,19 @@ class RealtimeEngine:
         for s in self.streams:
             assert s.handle is not None
             produced, first = eng.progress(s.handle)
+            credit = s.credit
+            if first >= 0:
+                first -= credit
             if produced > s.recorded:
                 s.recorded = produced
-                s.records.append((end + self.api_s, produced))
+                s.records.append((end + self.api_s - credit, produced))
             req = s.req
-            if req.finish >= 0 and t >= req.finish:
+            if req.finish >= 0 and t >= req.finish - credit:
+                if credit:  # the engine is done with it: the client's times, as the twin's request carries them
+                    req.finish -= credit
+                    if req.first_token >= 0:
+                        req.first_token -= credit
+                    s.credit = 0.0
                 if s.visible < s.total:  # the earliest token still to show was due at its record (or the end)
                     due = max(s.records[0][0], first) if s.records else req.finish
                     self._late(t - min(due, req.finish), s.total - s.visible)
@@ -145,7 +167,7 @@ class RealtimeEngine:
             if s.records:
                 nxt = min(nxt, s.records[0][0])
             if req.finish >= 0:
-                nxt = min(nxt, req.finish)
+                nxt = min(nxt, req.finish - credit)
         for s in finished:
             del self.streams[s]
             s.done = True

@@ -42,6 +42,8 @@ from kubetwin.live.emulator.metrics import CONTENT_TYPE, EmulatorMetrics
 from kubetwin.live.emulator.realtime import RealtimeEngine, Stream
 from kubetwin.live.prompts import chat_prompt, output_text, tokens_or_count
 from kubetwin.live.requestbody import RequestError, check_length, decode_body_async, error_json, too_large
+from kubetwin.live.requeststart import REQUEST_START_HEADER
+from kubetwin.live.requeststart import parse as parse_request_start
 
 # vLLM's error types by HTTP status (serving_engine.py create_error_response: the exception class's name)
 ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError", 503: "ServiceUnavailable"}
@@ -115,6 +117,12 @@ class Emulator:
         return await decode_body_async(b"".join(parts), limit)
 
     async def _admit(self, request: HttpRequest, chat: bool) -> tuple[dict, str, Stream] | Response:
+        # when the request reached this server, or the front proxy before it (X-Request-Start): from there on its
+        # way to the engine is part of the API-server share the engine's step model adds (live.emulator.realtime)
+        received = self.rt.clock()
+        proxied = parse_request_start(request.headers.get(REQUEST_START_HEADER))
+        if proxied is not None:
+            received -= max(0.0, time.time() - proxied)
         if not self.faults.ready():
             return error(503, "The server is starting up (--startup-delay).")
         try:
@@ -157,7 +165,7 @@ class Emulator:
         priority = priority if isinstance(priority, int) else 0
         # vLLM serves a lower `priority` value first; the engine's Request.priority is InferenceObjective's sign
         s = self.rt.submit(prompt, max_tokens, model=model, lora=lora, priority=-priority, prompt_tokens=n_prompt,
-                           tokens=tokens)
+                           tokens=tokens, received=received)
         if s.rejected:
             return error(400, s.req.reason)
         return body, model, s
@@ -187,8 +195,7 @@ class Emulator:
         p = s.req.prompt_tokens
         return {"prompt_tokens": p, "total_tokens": p + n, "completion_tokens": n, "prompt_tokens_details": None}
 
-    async def _sse(self, body: dict, model: str, s: Stream, chat: bool) -> AsyncIterator[bytes]:
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+    async def _sse(self, body: dict, model: str, s: Stream, chat: bool, rid: str) -> AsyncIterator[bytes]:
         created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
         opts = body.get("stream_options") or {}
@@ -215,7 +222,7 @@ class Emulator:
                                           "choices": [], "usage": self._usage(s, n)}).encode() + b"\n\n"
         yield b"data: [DONE]\n\n"
 
-    async def _whole(self, model: str, s: Stream, chat: bool) -> AsyncIterator[bytes]:
+    async def _whole(self, model: str, s: Stream, chat: bool, rid: str) -> AsyncIterator[bytes]:
         """A non-streamed answer, sent once the last token is visible (a fault cuts or stalls it first)."""
         words = [w async for w in self._words(s)]
         text = " ".join(words)
@@ -225,7 +232,7 @@ class Emulator:
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length", "stop_reason": None,
                       "prompt_logprobs": None}
-        yield _dumps({"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+        yield _dumps({"id": rid,
                           "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
                           "model": model, "choices": [choice], "usage": self._usage(s, len(words))}).encode()
 
@@ -234,13 +241,16 @@ class Emulator:
         if isinstance(admitted, Response):
             return admitted
         body, model, s = admitted
+        # vLLM's response id: the client's X-Request-Id when it sent one (serving_engine.py _base_request_id), else
+        # a random one, after "cmpl-" / "chatcmpl-"
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{request.headers.get('x-request-id') or uuid.uuid4().hex}"
         if self.faults.limit() == (0, "hang"):  # a wedged server: not even the status line
             await asyncio.sleep(HANG_S)
         if body.get("stream"):
-            return StreamingResponse(self._sse(body, model, s, chat), media_type="text/event-stream")
+            return StreamingResponse(self._sse(body, model, s, chat, rid), media_type="text/event-stream")
         if self.faults.limit()[0] is not None:  # headers first, so a cut or stall happens mid-response
-            return StreamingResponse(self._whole(model, s, chat), media_type="application/json")
-        payload = b"".join([b async for b in self._whole(model, s, chat)])
+            return StreamingResponse(self._whole(model, s, chat, rid), media_type="application/json")
+        payload = b"".join([b async for b in self._whole(model, s, chat, rid)])
         return Response(payload, media_type="application/json")
 
     async def chat(self, request: HttpRequest) -> Response:

@@ -32,6 +32,7 @@ from kubetwin.live.requestbody import (
     gateway_error_body,
     too_large,
 )
+from kubetwin.live.requeststart import REQUEST_START_HEADER, stamp
 
 HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"proxy-connection", b"upgrade",
        b"te", b"trailer", DEST_HEADER.encode()}
@@ -40,6 +41,9 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 408: "Request Timeou
            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 UPSTREAM_CONNECT = "upstream connect error or disconnect/reset before headers"  # Envoy's local reply words
 READ_CHUNK = 65536
+# the request's id as the client gave it (vLLM takes X-Request-Id as its request id, serving_engine.py
+# _base_request_id; Envoy logs it as %REQ(X-REQUEST-ID)%): the access log's request_id joins a line to the client's
+REQUEST_ID_HEADER = "x-request-id"
 # the local replies' error types
 LINGER_S = 2.0  # after an error reply that closes, what the client still sends is dropped this long (nginx's
 # lingering close), so the reply is not lost to a TCP reset
@@ -330,6 +334,7 @@ class StandaloneGateway:
                      client: asyncio.StreamWriter) -> bool:
         """Route and relay one request; False when the client connection must close afterwards."""
         t0 = time.perf_counter()
+        received = time.time()
         hmap = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers}
         try:  # the rule the emulator applies too (live.requestbody): a bad body never reaches a replica
             decoded = await decode_body_async(body, self.cfg.maxRequestBodyBytes)
@@ -338,12 +343,14 @@ class StandaloneGateway:
             self.picker.metrics.count_refused(exc.status)
             self.log.write(objective=hmap.get(OBJECTIVE_HEADER, ""), model="", priority=None, endpoint=None,
                            status=exc.status, ttft_ms=None, duration_ms=round((time.perf_counter() - t0) * 1e3, 3),
-                           retries=0, error=exc.message)
+                           retries=0, error=exc.message, request_id=hmap.get(REQUEST_ID_HEADER))
             return True
         req = self.picker.request(decoded, hmap)
         model = self.picker.metrics.model_label(req.model)
         objective = hmap.get(OBJECTIVE_HEADER, "")
         fwd = b"".join(k + b": " + v + b"\r\n" for k, v in headers if k not in HOP)
+        if REQUEST_START_HEADER not in hmap:  # the first proxy stamps it (live.requeststart)
+            fwd += f"{REQUEST_START_HEADER}: {stamp(received)}\r\n".encode()
         tried: set[str] = set()
         retries = 0
         status = 0
@@ -425,7 +432,8 @@ class StandaloneGateway:
                 m.duration.labels(model, model).observe(dur)
             self.log.write(objective=objective, model=req.model, priority=req.priority, endpoint=endpoint,
                            status=status, ttft_ms=round(ttft * 1e3, 3) if ttft >= 0 else None,
-                           duration_ms=round(dur * 1e3, 3), retries=retries, error=error or None)
+                           duration_ms=round(dur * 1e3, 3), retries=retries, error=error or None,
+                           request_id=hmap.get(REQUEST_ID_HEADER))
 
     async def _send(self, ep: str, method: bytes, target: bytes, fwd: bytes, body: bytes
                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes, bool]:

@@ -1,0 +1,45 @@
+"""X-Request-Start: when the front proxy received a request, stamped by the proxy for the servers behind it.
+
+The convention of nginx (`proxy_set_header X-Request-Start "t=${msec}"`), Heroku's router and Envoy configs
+(`t=%START_TIME(%s.%6f)%`), read by APM agents (New Relic, Datadog, Scout) as the request's queueing time before the
+application: `t=` and the Unix time in seconds, milliseconds or microseconds (told apart by magnitude, as those
+agents do). The first proxy stamps it; a proxy behind another keeps the value it got.
+
+The live gateways stamp it; the emulator starts a request's API-server share there (live.emulator.realtime): in the
+twin a request reaches the engine the moment it reaches the gateway, and the share it adds afterwards stands for the
+whole way from the client to the engine and back, so the way from the gateway to the emulator's engine is counted in
+it, not on top of it.
+"""
+
+from __future__ import annotations
+
+import time
+
+REQUEST_START_HEADER = "x-request-start"
+# Envoy's own stamp, as a request_headers_to_add value (the access log's START_TIME command, microseconds)
+ENVOY_REQUEST_START = "t=%START_TIME(%s.%6f)%"
+
+
+def stamp(now: float | None = None) -> str:
+    """The header's value for a request received at Unix time `now` (default: now), in seconds to the µs."""
+    return f"t={time.time() if now is None else now:.6f}"
+
+
+def parse(value: str | None) -> float | None:
+    """The Unix time in seconds a header value says, or None when it says none (absent, malformed, not positive)."""
+    if not value:
+        return None
+    v = value.strip()
+    if v.startswith("t="):
+        v = v[2:]
+    try:
+        t = float(v)
+    except ValueError:
+        return None
+    if not t > 0 or t != t or t == float("inf"):
+        return None
+    if t > 1e14:  # microseconds
+        return t / 1e6
+    if t > 1e11:  # milliseconds
+        return t / 1e3
+    return t
