@@ -41,6 +41,7 @@ import numpy as np
 
 from kubetwin.api.loader import Manifest, load_paths
 from kubetwin.k8s.units import parse_duration
+from kubetwin.live import eventloop
 from kubetwin.live.emulator.metrics import LAG_MAX_METRIC, LAG_METRIC
 from kubetwin.live.prompts import prompt_text
 from kubetwin.live.requestbody import STREAM_CUT
@@ -500,7 +501,7 @@ def run(trace_file: str | Path, opts: Options, out: Path | None = None, *, trace
     """Load, send, measure, write DIR/requests.csv and DIR/summary.json; returns the summary."""
     plan = load_plan(trace_file, trace_name=trace_name, seed=seed, duration=duration)
     before = scrape_counters(metrics_urls) if metrics_urls else None
-    reqs, client = asyncio.run(replay_async(plan, opts))
+    reqs, client = eventloop.run(replay_async(plan, opts))
     prefix = after = None
     if before is not None:
         after = scrape_counters(metrics_urls)

@@ -8,6 +8,7 @@ import asyncio
 import signal
 import sys
 
+from kubetwin.live import eventloop
 from kubetwin.live.gateway.config import GatewayConfig, split_hostport
 from kubetwin.live.lifetime import PortInUse, check_free
 
@@ -58,4 +59,4 @@ async def _main(cfg: GatewayConfig) -> int:
 
 
 def run_gateway(cfg: GatewayConfig) -> int:
-    return asyncio.run(_main(cfg))
+    return eventloop.run(_main(cfg))
