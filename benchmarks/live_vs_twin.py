@@ -9,7 +9,7 @@ EPP) with its Mooncake conversation trace cut to its first --requests requests a
 (RequestTrace timeScale 1: about 3.4 requests/s, a moderate load for this pool); `--time-scale` replays the live
 side that many times faster than real time (the emulators and the load generator take the same factor, and every
 latency is reported in trace seconds; wall-clock overheads grow by the same factor, so 1, real time, is the fair
-comparison). Everything listens on 127.0.0.1. Measured (README): hit rate -2.9 %, TTFT p50 +7.0 %, p90 +1.4 %.
+comparison). Everything listens on 127.0.0.1. Measured (README): hit rate -8.3 %, TTFT p50 +1.4 %, p90 -1.4 %.
 """
 
 from __future__ import annotations
