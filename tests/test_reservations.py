@@ -397,3 +397,26 @@ def test_example_answers(tmp_path: Path) -> None:
 
     assert ("cost reserved / idle reserved / Spot / flex-start / on-demand",
             "$12,467.41 / $4,190.51 / $0.00 / $0.00 / $0.00") in cluster_rows(r.summary)
+
+
+def test_adopted_nodes_bill_as_their_labels_say() -> None:
+    """A dump's nodes keep the capacity their VMs came from: the Spot nodes of an imported pool bill as Spot, the
+    on-demand ones as on-demand (they were all on-demand); a Reservation elsewhere only makes the split reported."""
+    from kubetwin.autoscaler.nodepool import node_capacity_type, pool_capacity_type
+    from kubetwin.importer import sources as import_sources
+
+    manifests, _ = import_sources.load([Path(__file__).parent / "data" / "import" / "gke-kubectl.yaml"])
+    objects = [m.obj for m in manifests] + [reservation(machine="n2-standard-4", count=1)]
+    cost = run(objects=objects).summary["cost"]
+    by_type = cost["by_capacity_type"]
+    assert by_type["spot"] == pytest.approx(cost["by_pool"]["l4-spot"], abs=0.01) and by_type["spot"] > 0
+    assert by_type["on-demand"] == pytest.approx(cost["by_pool"]["h100-pool"] + cost["by_pool"]["cpu-pool"], abs=0.02)
+    assert by_type["reserved"] == 0.0
+    # the rule, each label GKE writes
+    assert [node_capacity_type(lb) for lb in (
+        {"cloud.google.com/gke-spot": "true"}, {"cloud.google.com/gke-provisioning": "spot"},
+        {"cloud.google.com/gke-flex-start": "true"}, {"cloud.google.com/gke-provisioning": "flex-start"},
+        {rsv.NAME_LABEL: "res"}, {rsv.CONSUMED_LABEL: "res"}, {"cloud.google.com/gke-provisioning": "standard"},
+        {})] == ["spot", "spot", "flex-start", "flex-start", "reserved", "reserved", None, None]
+    assert [pool_capacity_type(s) for s in ({"spot": True}, {"flexStart": True}, {})] == [
+        "spot", "flex-start", "on-demand"]

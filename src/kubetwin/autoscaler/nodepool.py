@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -56,6 +57,26 @@ DRIVER_INSTALLER = ("kube-system", "nvidia-driver-installer")
 ADOPT_NODES = "kubetwin.io/adopt-nodes"
 NODE_VERSION = "v1.34.1-gke.1829001"
 
+
+
+def node_capacity_type(labels: Mapping[str, str]) -> str | None:
+    """spot, flex-start or reserved as a GKE node's labels say where its VM came from (gke-spot / gke-flex-start /
+    gke-provisioning, the reservation labels: the labels GKE and this controller put on a node, so a dump's nodes say
+    it too); None when they say nothing (on-demand, or a reservation consumed by ANY affinity, which GKE does not
+    label)."""
+    provisioning = labels.get(GKE_PROVISIONING)
+    if labels.get(GKE_SPOT) == "true" or provisioning == "spot":
+        return "spot"
+    if labels.get(GKE_FLEX_START) == "true" or provisioning == "flex-start":
+        return "flex-start"
+    if labels.get(rsv.NAME_LABEL) or labels.get(rsv.CONSUMED_LABEL):
+        return "reserved"
+    return None
+
+
+def pool_capacity_type(spec: Mapping[str, Any]) -> str:
+    """spot, flex-start or on-demand: what a pool's new VMs are, reservations aside."""
+    return "spot" if spec.get("spot") else "flex-start" if spec.get("flexStart") else "on-demand"
 
 def network_labels(spec: dict) -> dict[str, str]:
     """A pool's networking choices on its Nodes: GKE's Fast Socket label, twin labels for gVNIC / GPUDirect
@@ -289,8 +310,7 @@ class NodePoolController:
             self._managed[node_name] = pool["metadata"].get("uid", "")
             self._zone_of[node_name] = zone
             self.pool_of[node_name] = name
-            if not self._price.get(node_name, (0.0, False))[0]:
-                self._price[node_name] = (price, bool(pool["spec"].get("spot")))
+            self._adopt_billing(node_name, labels, pool, price)
         self._boot(pool, mt, per_zone, boot, zones, fixed, dict(adopted))
 
     def _adopt_slice(self, pool: Obj, mt: catalog.MachineType, per_zone: int, boot: float) -> None:
@@ -318,9 +338,17 @@ class NodePoolController:
             self._managed[n] = pool["metadata"].get("uid", "")
             self._zone_of[n] = sl.zone
             self.pool_of[n] = name
-            if not self._price.get(n, (0.0, False))[0]:
-                self._price[n] = (price, bool(pool["spec"].get("spot")))
+            node = self.store.get("Node", "", n)
+            self._adopt_billing(n, ((node or {}).get("metadata") or {}).get("labels") or {}, pool, price)
         sl.state = "Ready"
+
+    def _adopt_billing(self, node_name: str, labels: Mapping[str, str], pool: Obj, price: float) -> None:
+        """An adopted node bills as its labels say its VM came (a dump's Spot node is Spot), else as its pool's new
+        VMs would; at the pool's price unless the node says its own."""
+        kind = node_capacity_type(labels) or pool_capacity_type(pool["spec"])
+        self._capacity_type[node_name] = kind
+        if not self._price.get(node_name, (0.0, False))[0]:
+            self._price[node_name] = (price, kind == "spot")
 
     def _first_boot(self, pool: Obj, mt: catalog.MachineType, zone: str, node_name: str, fixed: bool) -> None:
         self.booting -= fixed
@@ -432,10 +460,12 @@ class NodePoolController:
         # Billing: each node's price as it registered; a node deleted before the end (a preempted Spot VM, a
         # scaled-down one) still cost what it cost while it lived.
         meta = node["metadata"]
+        kind = node_capacity_type(meta.get("labels") or {})
         self._price[name] = (float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0),
-                             (meta.get("labels") or {}).get(GKE_SPOT) == "true")
+                             kind == "spot")
         if name in self._names:
             return
+        self._capacity_type[name] = kind or "on-demand"
         # A Node given in the scenario itself (as KWOK fakes them): account it under its nodepool label.
         self.pool_of[name] = pool_of_node(node)
         self._up_since[name] = self.env.now
@@ -495,8 +525,7 @@ class NodePoolController:
         in a dense reservation's blocks on the Node, billed at the reservation's price. False: a pool that may only
         use reservations found none free (a fixed pool past its reservation), and Compute Engine refused the VM."""
         slot = book.claim(pool, zone, node_name, self.env.now)
-        spec = pool["spec"]
-        kind = "spot" if spec.get("spot") else "flex-start" if spec.get("flexStart") else "on-demand"
+        kind = pool_capacity_type(pool["spec"])
         if slot is None:
             if book.must_reserve(pool):
                 self.events.event(pool, "Warning", "FailedToCreateInstance", f"Instance {node_name} in zone {zone}: "

@@ -54,15 +54,13 @@ from kubetwin import catalog
 from kubetwin.api import kinds
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
-from kubetwin.autoscaler.nodepool import ADOPT_NODES, GPU_TAINT
+from kubetwin.autoscaler.nodepool import ADOPT_NODES, GPU_TAINT, node_capacity_type
 from kubetwin.devices import tpu
 from kubetwin.importer import runtime
 from kubetwin.k8s.names import (
     CLUSTER_CREATION_TIMESTAMP,
     GKE_ACCELERATOR,
     GKE_NODEPOOL,
-    GKE_PROVISIONING,
-    GKE_SPOT,
     GPU,
     INSTANCE_TYPE,
     TPU,
@@ -714,7 +712,7 @@ class _Converter:
             self.default(f"pools whose zones hold different node counts: nodeCount is the smallest ({name}: "
                          f"{', '.join(f'{z} {n}' for z, n in sorted(zones.items()))}; each zone keeps its nodes)")
         spec: dict[str, Any] = {"machineType": mt.name, "nodeCount": per_zone, "zones": sorted(zones), **tpu_spec}
-        if any(lb.get(GKE_SPOT) == "true" or lb.get(GKE_PROVISIONING) == "spot" for lb in labels):
+        if any(node_capacity_type(lb) == "spot" for lb in labels):
             spec["spot"] = True
         acc = labels[0].get(GKE_ACCELERATOR)
         if acc:
