@@ -10,9 +10,8 @@ counts toward it, not on top of it: a request reaches the engine only after the 
 (`received` -> submit, real wall time; received is when the gateway in front got it when the gateway says so,
 live.requeststart, since the twin's request reaches the engine the moment it reaches the gateway), and the stream's
 times are moved that much earlier, up to the whole share (`Stream.credit`; the request's arrival is when it was
-received). So a single request's TTFT, TPOT and end-to-end
-latency over HTTP are the twin's own numbers (scaled by time_scale), up to the event loop's wake-up jitter and the
-response's own way back.
+received). So a single request's TTFT, TPOT and end-to-end latency over HTTP are the twin's own numbers (scaled
+by time_scale), up to the event loop's wake-up jitter and the response's own way back.
 
 Twin assumptions carried over: a request always generates exactly max_tokens (no EOS: the twin's requests have a
 fixed output length), and a client that disconnects does not abort its request (the twin's engine has no
