@@ -11,7 +11,7 @@ reached"). Upstream's own cases, ported: tests/test_autoscaler_nap_upstream.py.
 from __future__ import annotations
 
 import pytest
-from k8s_builders import make_pod, make_scenario
+from k8s_builders import make_pod, make_pool, make_scenario
 
 from kubetwin.api import twin
 from kubetwin.api.twin import ClusterAutoscaling
@@ -297,6 +297,30 @@ def test_auto_created_pool_spans_every_autoprovisioning_location() -> None:
     assert created[2]["zones"] == zones
     grown = sorted((u["group"].split("/")[1], u["from"], u["to"]) for u in r.summary["cluster_autoscaler"]["scale_ups"])
     assert grown == [(zones[0], 0, 1), (zones[1], 0, 1)]
+
+
+@pytest.mark.parametrize("case", ["fixed", "other-zone", "autoscaled"])
+def test_a_pool_of_the_same_machine_stands_in_only_where_it_can_grow(case: str) -> None:
+    """A user's g2-standard-4 pool holding one L4 pod, and a second L4 pod for zone a: without autoscaling (it cannot
+    grow) or autoscaled only in zone b, NAP creates a pool for the pod, as GKE provisions one for a pod no existing
+    pool can be scaled up to fit; autoscaled where NAP would create, it is scaled up and no pool is created."""
+    user = make_pool("l4", "g2-standard-4", 1).gpus("nvidia-l4", 1)
+    if case != "fixed":
+        user.autoscaling(1, 4)
+    if case == "other-zone":
+        user.spec(zones=["us-central1-b"])
+    b = gpu_pod("b", duration="2h")
+    b["spec"]["nodeSelector"]["topology.kubernetes.io/zone"] = "us-central1-a"  # where NAP provisions
+    r = run(objects=[nap_scenario("1h", limits=[{"resourceType": "nvidia-l4", "maximum": 4}]), user.obj(),
+                     gpu_pod("a", duration="2h"), b])
+    created = pools_created(r)
+    assert r.summary["pods"]["by_phase"] == {"Running": 2}
+    if case == "autoscaled":
+        assert created == [] and [u["group"].split("/")[0] for u in r.summary["cluster_autoscaler"]["scale_ups"]] == [
+            "l4"]
+    else:
+        (pool,) = created
+        assert pool[1].startswith("nap-g2-standard-4-") and pool[2]["zones"] == ["us-central1-a"]
 
 
 def test_gpu_type_without_a_limit_is_not_auto_provisioned() -> None:

@@ -336,11 +336,17 @@ class NodeAutoprovisioning:
 
     # -- pools ------------------------------------------------------------------------------------------------------
     def exists(self, pool: Obj) -> bool:
-        """A stored pool of the same configuration (the autoscaler already weighed it as a node group)."""
-        spec = pool["spec"]
+        """The candidate itself, or a stored pool of the same configuration that the autoscaler already weighs as a
+        node group in every zone the candidate would cover. A pool without autoscaling, or without one of those
+        zones, cannot grow there, and GKE auto-provisions a pool for a pod that no existing pool can be scaled up to
+        fit (https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning)."""
+        spec, name = pool["spec"], pool["metadata"]["name"]
         keys = ("machineType", "spot", "flexStart", "labels", "taints", "placementPolicy")
-        return any(p["metadata"]["name"] == pool["metadata"]["name"]
-                   or all((p["spec"].get(k) or None) == (spec.get(k) or None) for k in keys)
+        zones = spec.get("zones") or []
+        groups = self.ca.groups
+        return any(p["metadata"]["name"] == name
+                   or (all((p["spec"].get(k) or None) == (spec.get(k) or None) for k in keys)
+                       and all((p["metadata"]["name"], z) in groups for z in zones))
                    for p in self.ca.store.list("NodePool"))
 
     def template(self, pool: Obj) -> tuple[Obj, NodeInfo, int]:
