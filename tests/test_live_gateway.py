@@ -105,6 +105,9 @@ def test_the_first_proxys_request_start_is_kept(tmp_path: Path, fleet: FakeFleet
 def test_request_start_values(value, seconds) -> None:
     got = requeststart.parse(value)
     assert got == (None if seconds is None else pytest.approx(seconds, abs=1e-6))
+
+
+def test_request_start_stamp_reads_back() -> None:
     assert requeststart.parse(requeststart.stamp(1700000000.25)) == 1700000000.25
 
 

@@ -45,6 +45,7 @@ from kubetwin.live import eventloop
 from kubetwin.live.emulator.metrics import LAG_MAX_METRIC, LAG_METRIC
 from kubetwin.live.prompts import prompt_text
 from kubetwin.live.requestbody import STREAM_CUT
+from kubetwin.live.requeststart import REQUEST_ID_HEADER  # the trace's request id on every request
 from kubetwin.live.scrape import parse_exposition
 from kubetwin.serving.dataplane.pools import objective_priority
 from kubetwin.serving.dataplane.requestlog import RequestLog
@@ -63,9 +64,6 @@ PRIORITY_HEADER = "x-gateway-priority"
 # returns it in a response header, else the destination header if a gateway echoes that
 SERVED_HEADER, DESTINATION_HEADER = "x-gateway-destination-endpoint-served", "x-gateway-destination-endpoint"
 CREATE_AT = "kubetwin.io/create-at"
-# the trace's request id (requests.csv's id) on every request: vLLM takes X-Request-Id as its request id
-# (serving_engine.py _base_request_id: "cmpl-<id>"), and the gateways' access logs carry it as request_id
-REQUEST_ID_HEADER = "x-request-id"
 POOL_SHARD = 16  # connections per httpx client (see replay_async)
 DRAIN_S = 1.0  # wall seconds a stream's end is awaited after its [DONE] (see _drain)
 SPIN_S = 1e-3  # the last stretch before a request is due is waited for by yielding, not by a timer (see _until)

@@ -13,9 +13,14 @@ it, not on top of it.
 
 from __future__ import annotations
 
+import math
 import time
 
 REQUEST_START_HEADER = "x-request-start"
+# The other header every hop passes on: the request's id as the client gave it. vLLM takes X-Request-Id as its
+# request id (serving_engine.py _base_request_id: "cmpl-<id>"), Envoy logs it as %REQ(X-REQUEST-ID)%; `kubetwin
+# loadgen` sends the trace's request id, the gateways' access logs carry it as request_id.
+REQUEST_ID_HEADER = "x-request-id"
 # Envoy's own stamp, as a request_headers_to_add value (the access log's START_TIME command, microseconds)
 ENVOY_REQUEST_START = "t=%START_TIME(%s.%6f)%"
 
@@ -36,7 +41,7 @@ def parse(value: str | None) -> float | None:
         t = float(v)
     except ValueError:
         return None
-    if not t > 0 or t != t or t == float("inf"):
+    if not (math.isfinite(t) and t > 0):
         return None
     if t > 1e14:  # microseconds
         return t / 1e6

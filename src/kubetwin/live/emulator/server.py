@@ -42,7 +42,7 @@ from kubetwin.live.emulator.metrics import CONTENT_TYPE, EmulatorMetrics
 from kubetwin.live.emulator.realtime import RealtimeEngine, Stream
 from kubetwin.live.prompts import chat_prompt, output_text, tokens_or_count
 from kubetwin.live.requestbody import RequestError, check_length, decode_body_async, error_json, too_large
-from kubetwin.live.requeststart import REQUEST_START_HEADER
+from kubetwin.live.requeststart import REQUEST_ID_HEADER, REQUEST_START_HEADER
 from kubetwin.live.requeststart import parse as parse_request_start
 
 # vLLM's error types by HTTP status (serving_engine.py create_error_response: the exception class's name)
@@ -243,7 +243,7 @@ class Emulator:
         body, model, s = admitted
         # vLLM's response id: the client's X-Request-Id when it sent one (serving_engine.py _base_request_id), else
         # a random one, after "cmpl-" / "chatcmpl-"
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-{request.headers.get('x-request-id') or uuid.uuid4().hex}"
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{request.headers.get(REQUEST_ID_HEADER) or uuid.uuid4().hex}"
         if self.faults.limit() == (0, "hang"):  # a wedged server: not even the status line
             await asyncio.sleep(HANG_S)
         if body.get("stream"):

@@ -32,7 +32,7 @@ from kubetwin.live.requestbody import (
     gateway_error_body,
     too_large,
 )
-from kubetwin.live.requeststart import REQUEST_START_HEADER, stamp
+from kubetwin.live.requeststart import REQUEST_ID_HEADER, REQUEST_START_HEADER, stamp
 
 HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"proxy-connection", b"upgrade",
        b"te", b"trailer", DEST_HEADER.encode()}
@@ -41,9 +41,6 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 408: "Request Timeou
            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 UPSTREAM_CONNECT = "upstream connect error or disconnect/reset before headers"  # Envoy's local reply words
 READ_CHUNK = 65536
-# the request's id as the client gave it (vLLM takes X-Request-Id as its request id, serving_engine.py
-# _base_request_id; Envoy logs it as %REQ(X-REQUEST-ID)%): the access log's request_id joins a line to the client's
-REQUEST_ID_HEADER = "x-request-id"
 # the local replies' error types
 LINGER_S = 2.0  # after an error reply that closes, what the client still sends is dropped this long (nginx's
 # lingering close), so the reply is not lost to a TCP reset
