@@ -4,9 +4,9 @@ vLLM's OpenAI server runs on uvloop (vllm/entrypoints/openai/api_server.py: `uvl
 does `kubetwin emulate vllm` (uvicorn's loop "auto" takes uvloop when it can import it); the gateway stands for
 Envoy and a Go endpoint picker and the load generator for a client outside the servers, so the less of their own
 time they add to each request the better. Measured on the Azure code slice (benchmarks/live_vs_twin.py, 2 cores):
-the loopback path's cost per request, where live and twin made the same picks, fell from 3.7-3.9 ms to 2.7 ms at
-the median with every process on uvloop. The `live` extra installs it; without it the results are the same, a
-little slower.
+live minus twin TTFT at the median of the requests within 15 ms of the twin's (where both made the same picks) fell
+from 4.0-4.2 ms to 2.7-2.9 ms with every process on uvloop (two runs each; docs/live-gateway.md). The `live`
+extra installs it; without it the results are the same, a little slower.
 """
 
 from __future__ import annotations
