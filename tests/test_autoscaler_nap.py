@@ -323,6 +323,37 @@ def test_a_pool_of_the_same_machine_stands_in_only_where_it_can_grow(case: str) 
         assert pool[1].startswith("nap-g2-standard-4-") and pool[2]["zones"] == ["us-central1-a"]
 
 
+def test_a_second_multi_host_slice_gets_its_own_pool() -> None:
+    """Four pods on v6e 2x4 slices (2 hosts of 4 chips each; each pod takes a host's 4 chips): they need two
+    slices. A slice pool holds one slice and cannot grow past it, so it does not stand in for the second: GKE
+    creates a node pool per multi-host slice."""
+    pods = []
+    for i in range(4):
+        pod = make_pod(f"w{i}").cpu("1").duration("30m").obj()
+        pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                       "cloud.google.com/gke-tpu-topology": "2x4"}
+        pod["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+        pods.append(pod)
+    r = run(objects=[nap_scenario("2h", limits=[{"resourceType": "tpu-v6e-slice", "maximum": 64}]), *pods])
+    created = pools_created(r)
+    assert len(created) == 2 and len({name for _, name, _ in created}) == 2
+    assert created[1][1] == created[0][1] + "-2"  # the same configuration: GKE's name, made unique
+    assert all(spec["placementPolicy"] == {"tpuTopology": "2x4"} for _, _, spec in created)
+    assert r.summary["pods"]["by_phase"] == {"Succeeded": 4}
+
+
+def test_a_pool_at_its_max_size_does_not_stand_in() -> None:
+    """A user's autoscaled g2-standard-4 pool at its maximum (1) and a second L4 pod: that pool cannot be scaled up
+    to fit it, so NAP creates a pool (GKE: a pool for a pod no existing pool can be scaled up to fit)."""
+    user = make_pool("l4", "g2-standard-4", 1).gpus("nvidia-l4", 1).autoscaling(1, 1)
+    user.spec(zones=["us-central1-a"])
+    r = run(objects=[nap_scenario("1h", limits=[{"resourceType": "nvidia-l4", "maximum": 4}]), user.obj(),
+                     gpu_pod("a", duration="2h"), gpu_pod("b", duration="2h")])
+    (pool,) = pools_created(r)
+    assert pool[1].startswith("nap-g2-standard-4-")
+    assert r.summary["pods"]["by_phase"] == {"Running": 2}
+
+
 def test_gpu_type_without_a_limit_is_not_auto_provisioned() -> None:
     """GKE's fork (pkg/autoprovisioning/gpu_requests_test.go, "pod requesting a GPU without a limit defined"): no
     pool; GKE logs no.scale.up.nap.pod.gpu.no.limit.defined."""

@@ -125,22 +125,30 @@ def test_spot_cheaper_than_on_demand_everywhere():
     assert machine_types()
     for mt in machine_types():
         od, spot = hourly_price(mt, spot=False), hourly_price(mt, spot=True)
-        if od is None:  # no price read (H4D): validate asks the pool for it (test_catalog_complete.py)
-            assert spot is None and mt.family == "h4d", mt.name
-            continue
-        assert spot is not None and 0 < spot < od, mt.name
+        assert od is not None and spot is not None and 0 < spot < od, mt.name
 
 
 def test_h4d_machine_types():
-    """H4D as Google's HPC-optimized page gives it: 192 vCPUs (SMT off), 720 GB standard, 1,488 GB highmem, no GPU;
-    no price was found in a source, so the catalog holds none rather than a guess."""
+    """H4D as GKE's own cluster autoscaler sizes and prices it (machinetypes table, us-central1 per-resource
+    rates): 192 vCPUs (SMT off), 720 GB standard, 1,488 GB highmem, no GPU; on-demand = vCPUs x 0.03224 + GB x
+    0.00231, Spot x 0.6 (the table's PreemptibleDiscount), -lssd at the table's own override."""
     shapes = {n: (machine_type(n).vcpus, machine_type(n).memory_gib, machine_type(n).gpu) for n in
               ("h4d-standard-192", "h4d-highmem-192", "h4d-highmem-192-lssd")}
     assert shapes == {"h4d-standard-192": (192, 720, None), "h4d-highmem-192": (192, 1488, None),
                       "h4d-highmem-192-lssd": (192, 1488, None)}
-    for name in shapes:
+    for name, (vcpus, gb, _) in shapes.items():
         mt = machine_type(name)
-        assert mt.family == "h4d" and hourly_price(mt, spot=False) is None and "hpc-optimized-machines" in mt.source
+        assert mt.family == "h4d" and "cluster-autoscaler" in mt.source and "hpc-optimized-machines" in (
+            mt.source + machine_type("h4d-standard-192").source)
+        if name.endswith("-lssd"):
+            assert (hourly_price(mt, spot=False), hourly_price(mt, spot=True)) == (10.030586, 5.776885)
+        else:
+            assert hourly_price(mt, spot=False) == pytest.approx(vcpus * 0.03224 + gb * 0.00231, abs=1e-6)
+            assert hourly_price(mt, spot=True) == pytest.approx(0.6 * (vcpus * 0.03224 + gb * 0.00231), abs=1e-6)
+    # the bundled Local SSDs cost something: -lssd above the plain highmem shape, both ways
+    lssd, plain = machine_type("h4d-highmem-192-lssd"), machine_type("h4d-highmem-192")
+    for spot in (False, True):
+        assert hourly_price(lssd, spot) > hourly_price(plain, spot)
 
 
 def test_every_machine_has_source():

@@ -1,6 +1,6 @@
-"""H4D (HPC, AMD EPYC Turin, Cloud RDMA) in the catalog and on a NodePool: the machine types validate and run with
-the price the pool gives (no H4D price was found in a source, so the catalog holds none and validate asks for it),
-and its Cloud RDMA tier is what network.cpu_tier reports for MPI jobs."""
+"""H4D (HPC, AMD EPYC Turin, Cloud RDMA) in the catalog and on a NodePool: the machine types validate and run at
+the catalog's price (GKE's autoscaler's own table) unless the pool says what it pays, and its Cloud RDMA tier is
+what network.cpu_tier reports for MPI jobs."""
 
 from __future__ import annotations
 
@@ -31,11 +31,19 @@ def errors(*objs: dict) -> list:
 
 
 @pytest.mark.parametrize("machine", ["h4d-standard-192", "h4d-highmem-192", "h4d-highmem-192-lssd"])
-def test_an_h4d_pool_without_a_price_is_refused_and_with_one_validates(machine: str) -> None:
-    errs = errors(h4d_pool(machine, price=None))
-    assert [d.field for d in errs] == ["spec.machineType"]
-    assert "no published price" in errs[0].message and machine in errs[0].message and PRICE in errs[0].hint
-    assert errors(h4d_pool(machine)) == []
+@pytest.mark.parametrize("spot", [False, True])
+def test_an_h4d_pool_validates_and_bills_at_the_catalog_price_unless_it_gives_its_own(machine: str, spot: bool) -> None:
+    assert errors(h4d_pool(machine, price=None)) == [] and errors(h4d_pool(machine)) == []
+    pool = h4d_pool(machine, price=None, nodes=1)
+    if spot:
+        pool["spec"]["spot"] = True
+    result = run(objects=[make_scenario("1h").obj(), pool])
+    hourly = catalog.hourly_price(catalog.machine_type(machine), spot)
+    assert hourly is not None
+    billed_h = 1 - 90 / 3600  # the node bills from when it is up (as the 190-CPU test below)
+    assert result.summary["cost"]["total_usd"] == pytest.approx(hourly * billed_h, abs=0.01)
+    given = run(objects=[make_scenario("1h").obj(), h4d_pool(machine, price="8.0", nodes=1)])
+    assert given.summary["cost"]["total_usd"] == pytest.approx(8.0 * billed_h, abs=0.01)
 
 
 def test_a_pod_asking_for_190_cpus_runs_on_h4d_and_is_billed_at_the_pools_price() -> None:

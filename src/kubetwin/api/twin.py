@@ -12,6 +12,7 @@ TWIN_API = "kubetwin.io/v1alpha1"
 INT32_MAX = 2**31 - 1  # counts are int32, as Kubernetes API conventions have them
 DEFAULT_ZONE = "us-central1-a"  # twin assumption: where a NodePool without spec.zones runs (the twin's location)
 MAX_SEED = 2**63 - 1  # twin limit: seeds are int64, as --seed flags of Go tools are
+FLEX_START_MAX_RUN = 7 * 86400  # GKE flex-start: VMs run up to seven days (docs/concepts/dws)
 MAX_SAMPLES = 1_000_000  # twin limit: time-series samples of one run (duration / sampleInterval)
 
 
@@ -126,6 +127,11 @@ class NodePoolSpec(_Strict):
     # preemptible quota, and the nodes carry cloud.google.com/gke-flex-start=true and gke-provisioning=flex-start
     # (https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training). Not with spot.
     flexStart: bool = False
+    # gcloud node-pools create --max-run-duration (NodeConfig.maxRunDuration, "3600s"): each VM is deleted that long
+    # after Compute Engine created it, and the pool shrinks by it. None: the VMs live on, except flex-start's,
+    # which run at most 7 days (https://cloud.google.com/kubernetes-engine/docs/concepts/dws: "for up to seven
+    # days"), so a flex-start pool without one ends its VMs at 7 days (autoscaler/nodepool.py max_run_seconds).
+    maxRunDuration: str | None = None
     reservationAffinity: ReservationAffinity | None = None
     maxPodsPerNode: int = Field(default=110, ge=1, le=256)
     # Networking (workloads/network.py). gpuDirect: the GPUDirect plugin the pool runs (GKE: the pool's additional
@@ -141,6 +147,18 @@ class NodePoolSpec(_Strict):
     driverInstallDelay: str = "3m"
 
     _durations = field_validator("bootDelay", "driverInstallDelay")(_check_duration)
+
+    @field_validator("maxRunDuration")
+    @classmethod
+    def _max_run(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return v
+        if parse_duration(v) <= 0:
+            raise ValueError(f"maxRunDuration must be positive, got {v!r}")
+        if info.data.get("flexStart") and parse_duration(v) > FLEX_START_MAX_RUN:
+            raise ValueError(f"flex-start VMs run at most 7 days ({FLEX_START_MAX_RUN}s): maxRunDuration {v!r} is "
+                             "longer; use 604800s or less")
+        return v
 
     @field_validator("flexStart")
     @classmethod

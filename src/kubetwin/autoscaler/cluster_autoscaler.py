@@ -91,14 +91,14 @@ from kubetwin.autoscaler.simulation import (
 )
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.k8s.conditions import conditions_of, find_condition
-from kubetwin.k8s.names import GPU
+from kubetwin.k8s.names import GKE_NODEPOOL, GKE_RECYCLE_LEAD_TIME, GPU, MACHINE_TERMINATION, ZONE
 from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store
+from kubetwin.store.store import Obj, Store, sim_seconds
 
 __all__ = ["CONSUME", "QUEUED_LABEL", "SAFE_TO_EVICT", "SOURCE", "TO_BE_DELETED", "ClusterAutoscaler", "NodeGroup",
            "Option", "consumes", "place", "pod_info", "pod_key"]
@@ -106,6 +106,7 @@ __all__ = ["CONSUME", "QUEUED_LABEL", "SAFE_TO_EVICT", "SOURCE", "TO_BE_DELETED"
 
 EXPENDABLE_CUTOFF = -10  # --expendable-pods-priority-cutoff
 MAX_NODES_TOTAL = "max node total count already reached"  # orchestrator.go GetCappedNewNodeCount's error
+RECYCLING_BACKOFF = 60.0  # defrag/plugins/recycling BackoffDuration
 ATOMIC_OVER_LIMIT = "atomic scale-up exceeds cluster node count limit"  # filterValidScaleUpNodeGroups' skip reason
 
 
@@ -152,6 +153,8 @@ class ClusterAutoscaler:
         self.pending: dict[str, Obj] = {}  # unschedulable pods
         self.bound: dict[str, dict[str, Obj]] = {}  # node -> pod key -> pod
         self.protected: set[str] = set()  # nodes booked by ProvisioningRequests
+        # flex-start nodes with a recycling lead time: name -> (termination, lead time s) (defrag recycling)
+        self._recyclable: dict[str, tuple[float, int]] = {}
         self.provreq: Any = None  # autoscaler/provreq.py sets itself here
         self.active = False
         self.dirty = True  # a pod, node or pool changed since the last loop
@@ -183,6 +186,19 @@ class ClusterAutoscaler:
 
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         self.dirty = True
+        meta = node["metadata"]
+        end = (meta.get("annotations") or {}).get(MACHINE_TERMINATION)
+        if end is None:
+            return
+        name, labels = meta["name"], meta.get("labels") or {}
+        if etype == "DELETED":
+            self._recyclable.pop(name, None)
+            if end <= self.store.timestamp(self.env.now):  # Compute Engine deleted it at its max run duration
+                g = self.groups.get((labels.get(GKE_NODEPOOL, ""), labels.get(ZONE, DEFAULT_ZONE)))
+                if g is not None:
+                    g.target = max(g.min, g.target - 1)
+        elif etype == "ADDED" and GKE_RECYCLE_LEAD_TIME in labels:
+            self._recyclable[name] = (sim_seconds(self.store.start_time, end), int(labels[GKE_RECYCLE_LEAD_TIME]))
 
     def _on_class(self, etype: str, cc: Obj, old: Obj | None) -> None:
         if old is not None and old.get("spec") == cc.get("spec") and etype == "MODIFIED":
@@ -240,7 +256,7 @@ class ClusterAutoscaler:
             self.class_health()
         if self.dirty or self.env.now >= self._wake:
             self.scale_up()
-            if self.classes:
+            if self.classes or self._recyclable:
                 self.migrate()
         if self.spec.scaleDownEnabled:
             self.scaledown.run()
@@ -250,6 +266,9 @@ class ClusterAutoscaler:
         future = [g.backoff_until for g in self.groups.values() if g.backoff_until > self.env.now]
         future += [t for t in self.classes.migration_backoff.values() if t > self.env.now]
         future += [m.since + MIGRATION_SCALE_UP_TIMEOUT for m in self.classes.migrations]
+        # a flex-start node becomes a recycling candidate once less than its lead time is left (whole seconds, as
+        # upstream's int TTL): wake the loop just past that point
+        future += [end - lead + 1 for end, lead in self._recyclable.values() if end - lead + 1 > self.env.now]
         if self._failed_since_scan and self.classes:
             # a rule that just failed is in backoff: CA's next loop tries the next rule (ComputeClass fallback);
             # without classes the loop is skipped until something changes, which gives the same decisions
@@ -476,6 +495,8 @@ class ClusterAutoscaler:
                 if name in tried or self.nap.exists(pool):
                     continue
                 tried.add(name)
+                pool = self.nap.named(pool)
+                name = pool["metadata"]["name"]
                 try:
                     node, tmpl, hosts = self.nap.template(pool)
                 except (catalog.CatalogError, ValueError):
@@ -672,20 +693,27 @@ class ClusterAutoscaler:
             if node is None:
                 self.classes.migrations.remove(m)
             elif all(a is not None and not self.scaledown.unready(a) for a in added):
-                pods = [p for p in self.bound.get(m.node, {}).values() if not _daemon(p)]
+                pods = [p for h in m.hosts or [m.node] for p in self.bound.get(h, {}).values() if not _daemon(p)]
                 if blocked_by_budget(self.store, pods):
                     continue  # GKE's drain respects PodDisruptionBudgets: wait for room
                 self.classes.migrations.remove(m)
-                self.scaledown.remove(node, m.group, pods)
-                self.scaledown.scale_downs[-1]["migration"] = True
+                if m.hosts:
+                    self.scaledown.remove_slice(m.group, m.hosts, pods)
+                else:
+                    self.scaledown.remove(node, m.group, pods)
+                self.scaledown.scale_downs[-1]["migration" if m.plugin != "recycling" else "recycling"] = True
                 pool = self.store.get("NodePool", "", m.group.pool) or {}
                 self.classes.migrated.append({"t": now, "class": self.classes.pool_class(pool),
-                                              "node": m.node, "to": m.added, "evicted": len(pods)})
+                                              "node": m.node, "to": m.added, "evicted": len(pods),
+                                              **({"plugin": m.plugin} if m.plugin == "recycling" else {})})
             elif now - m.since >= MIGRATION_SCALE_UP_TIMEOUT:
                 self.classes.migrations.remove(m)
-                self.classes.migration_backoff[m.node] = now + MIGRATION_BACKOFF
+                self.classes.migration_backoff[m.node] = now + (
+                    MIGRATION_BACKOFF if m.plugin != "recycling" else RECYCLING_BACKOFF)
         if self.classes.migrations:
             return  # one candidate at a time (--defrag-candidate-node-limit 1)
+        if self._recyclable and self.recycle():
+            return
         classes = {n: c for n, c in self.classes.classes().items()
                    if ((c.get("spec") or {}).get("activeMigration") or {}).get("optimizeRulePriority")}
         if not classes:
@@ -733,6 +761,73 @@ class ClusterAutoscaler:
                     self.classes.migration_backoff[node_name] = now + MIGRATION_BACKOFF
                 return
 
+    def recycle(self) -> bool:
+        """Flex-start node recycling (GKE's defrag recycling plugin, pkg/defrag/plugins/recycling): a node whose
+        time left before its machine-termination-datetime is under its recycle lead time is a candidate, the one
+        closest to its end first (a multi-host TPU slice as a whole); a replacement for its pods is scaled up in
+        the first group of its class (rule order, its own group included) whose nodes take them all, else in a pool
+        node auto-provisioning creates for them, and once it is ready the node (slice) is drained as an active
+        migration drains. A failed attempt waits 1 min (the plugin's BackoffDuration)."""
+        now = self.env.now
+        due = sorted((end, name) for name, (end, lead) in self._recyclable.items() if end - now < lead)
+        if not due:
+            return False
+        all_classes = self.classes.classes()
+        groups = self.scalable_groups()
+
+        def rank(h: NodeGroup) -> tuple:
+            pool = self.store.get("NodePool", "", h.pool)
+            b = self.classes.bucket_of(pool, all_classes)[1] if pool is not None and all_classes else 0
+            return (10**6 if b is None else b, h.target, h.pool, h.zone)
+        for _, name in due:
+            if self.classes.migration_backoff.get(name, -1.0) > now or name in self.protected:
+                continue
+            node = self.store.get("Node", "", name)
+            labels = (node or {}).get("metadata", {}).get("labels") or {}
+            g = self.groups.get((labels.get(GKE_NODEPOOL, ""), labels.get(ZONE, DEFAULT_ZONE)))
+            if node is None or g is None:
+                continue
+            slice_pool = self.pools.slice_of(name)
+            hosts = self.pools.slice_nodes(slice_pool) if slice_pool is not None else [name]
+            nodes = [self.store.get("Node", "", h) for h in hosts]
+            if any(n is None or self.scaledown.unready(n) or any(
+                    t.get("key") == TO_BE_DELETED for t in n["spec"].get("taints") or []) for n in nodes):
+                continue
+            pods = [p for h in hosts for p in self.bound.get(h, {}).values() if not _daemon(p)]
+            if not pods or any(self.scaledown.blocking(p) for p in pods):
+                continue
+            klass = self.classes.pool_class(self.store.get("NodePool", "", g.pool) or {})
+            usable = [h for h in groups if now >= h.backoff_until and h.max > h.target and (
+                not klass or self.classes.pool_class(self.store.get("NodePool", "", h.pool) or {}) == klass)]
+            target = self._migration_target(pods, sorted(usable, key=rank))
+            delay = None
+            if target is None and (self.nap or self.classes):
+                made = self._autoprovision(pods, {pod_key(p): pod_info(p) for p in pods},
+                                           {pod_key(p): pre_filter(self.store, p) for p in pods},
+                                           Snapshot(self.node_infos(), self.store, self.features), self.cluster_room())
+                if made is not None:
+                    target = (made.group, made.nodes)
+                    delay = POOL_CREATION + parse_duration((self.store.get("NodePool", "", made.group.pool) or {})
+                                                           .get("spec", {}).get("bootDelay", "90s"))
+            if target is None:
+                self.classes.migration_backoff[name] = now + RECYCLING_BACKOFF
+                continue
+            h, n = target
+            before = h.target
+            h.target += n
+            granted, refusal = self.grow(h, n, atomic=bool(h.hosts), delay=delay)
+            self.record_scale_up(h, before, n, granted, refusal)
+            self.scale_ups[-1]["recycling"] = name
+            if refusal is not None:
+                self.fail(h, refusal, n - granted, [])
+            if granted == n:
+                self.classes.migrations.append(Migration(name, g, h.added[-n:], now, plugin="recycling",
+                                                         hosts=hosts if slice_pool is not None else None))
+            else:
+                self.classes.migration_backoff[name] = now + RECYCLING_BACKOFF
+            return True
+        return False
+
     def _migration_target(self, pods: list[Obj], higher: list[NodeGroup]) -> tuple[NodeGroup, int] | None:
         """The first higher-rule group whose template nodes take all the candidate's pods, and how many."""
         for h in higher:
@@ -751,7 +846,9 @@ class ClusterAutoscaler:
                     ok = False
                     break
                 bins.append(fresh)
-            if ok and bins and len(bins) <= h.max - h.target:
+            if ok and bins and h.hosts and h.target == 0 and len(bins) <= h.hosts:
+                return h, h.hosts  # a multi-host slice grows whole
+            if ok and bins and not h.hosts and len(bins) <= h.max - h.target:
                 return h, len(bins)
         return None
 

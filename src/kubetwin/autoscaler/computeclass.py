@@ -28,7 +28,11 @@ What it follows (GoogleCloudPlatform/cluster-autoscaler @7d250507, GKE's autosca
   compute.googleapis.com/reservation-name and the reservation's path; `zones` must cover the pool's zones),
   placement.policyName, location.zones, nodepools (by name), nodeLabels and taints. priorityDefaults fills a
   priority's location and nodeSystemConfig (ccc.go applyDefaultsToPriority). maxRunDurationSeconds matches a pool
-  with that max run duration: the twin's NodePools have none, so such a rule matches no pool (validate says so).
+  whose maxRunDuration is that many seconds; an enabled flexStart matches a flex-start pool whose recycling lead-time
+  label equals the rule's nodeRecycling.leadTimeSeconds (both absent counts as equal).
+- Node recycling (defrag/plugins/recycling): a node labelled with a recycle lead time whose
+  machine-termination-datetime is nearer than that is replaced and drained, as active migration does
+  (autoscaler/cluster_autoscaler.py `recycle`); a failed attempt waits 1 min (BackoffDuration).
 - Active migration (defrag/plugins/highprioritymigration, defrag flags): with `activeMigration.optimizeRulePriority`
   a node whose pool is not in the class's first bucket is a candidate (one node at a time,
   --defrag-candidate-node-limit 1); its pods must fit a node of a higher rule's group, which is scaled up; once the
@@ -45,8 +49,8 @@ RESERVATION_CAPACITY_EXCEEDED and the class falls back down its list like for a 
 
 nodePoolAutoCreation: the class's pools are created by node auto-provisioning (autoscaler/nap.py), rule by rule.
 
-Not modelled (validate gives a notice): maxRunDurationSeconds, storage, nodeSystemConfig, minCpuPlatform,
-minimumCapacity, ensureAllDaemonSetPodsRunning.
+Not modelled (validate gives a notice): storage, nodeSystemConfig, minCpuPlatform, minimumCapacity,
+ensureAllDaemonSetPodsRunning.
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubetwin import catalog
 from kubetwin.autoscaler import reservations as rsv
-from kubetwin.k8s.names import COMPUTE_CLASS, GKE_NODEPOOL
+from kubetwin.k8s.names import COMPUTE_CLASS, GKE_NODEPOOL, GKE_RECYCLE_LEAD_TIME
+from kubetwin.k8s.units import parse_duration
 from kubetwin.store.store import Obj, Store
 
 if TYPE_CHECKING:
@@ -169,10 +174,15 @@ def rule_matches(rule: dict, pool: Obj) -> bool:
     if tpu_rule is not None and not _tpu_matches(tpu_rule, spec, mt):
         return False
     flex = rule.get("flexStart") or {}
-    if flex.get("enabled") and not spec.get("flexStart"):
-        return False
-    if "maxRunDurationSeconds" in rule:  # the twin's pools have no max run duration (module doc)
-        return False
+    if flex.get("enabled"):  # rules/flex_start.go: a flex-start pool with the rule's recycling lead time, or none
+        lead = (flex.get("nodeRecycling") or {}).get("leadTimeSeconds")
+        if not spec.get("flexStart") or (spec.get("labels") or {}).get(GKE_RECYCLE_LEAD_TIME, "") != (
+                "" if lead is None else str(int(lead))):
+            return False
+    if "maxRunDurationSeconds" in rule:  # rules/max_run_duration.go: the pool's --max-run-duration, in seconds
+        run = spec.get("maxRunDuration")
+        if run is None or int(parse_duration(run)) != int(rule["maxRunDurationSeconds"]):
+            return False
     if "reservations" in rule and not _reservations_match(rule["reservations"], spec):
         return False
     policy = (rule.get("placement") or {}).get("policyName")
@@ -328,12 +338,15 @@ def admit_pod(store: Store) -> Callable[[Obj], Obj]:
 
 @dataclass
 class Migration:
-    """One active-migration attempt: the lower-rule node, the higher group grown for it, the nodes it added."""
+    """One defrag attempt: the node to move off, its group, the group grown for it and the nodes it added; the
+    plugin that chose it: highprioritymigration (activeMigration) or recycling (flex-start node recycling)."""
 
     node: str
     group: Any  # NodeGroup
     added: list[str]
     since: float
+    plugin: str = "highprioritymigration"
+    hosts: list[str] | None = None  # a multi-host TPU slice's nodes: it moves, and goes, whole
 
 
 class ComputeClasses:

@@ -60,7 +60,9 @@ from kubetwin.devices import tpu
 from kubetwin.k8s.names import (
     COMPUTE_CLASS,
     GKE_ACCELERATOR,
+    GKE_ACCELERATOR_COUNT,
     GKE_MACHINE_FAMILY,
+    GKE_RECYCLE_LEAD_TIME,
     GKE_SPOT,
     GKE_TPU_ACCELERATOR,
     GKE_TPU_TOPOLOGY,
@@ -81,9 +83,9 @@ EMPTY_POOL_TTL = 600.0  # twin assumption: an auto-created pool empty this long 
 DEFAULT_FAMILY = "e2"
 GIB = 1024**3
 # selectors GKE answers with the machine itself (not copied to the pool's labels)
-_MACHINE_KEYS = {GKE_ACCELERATOR, GKE_SPOT, GKE_TPU_ACCELERATOR, GKE_TPU_TOPOLOGY, GKE_MACHINE_FAMILY, INSTANCE_TYPE,
-                 COMPUTE_CLASS, "kubernetes.io/os", "kubernetes.io/arch", "topology.kubernetes.io/zone",
-                 "topology.kubernetes.io/region", "cloud.google.com/gke-provisioning"}
+_MACHINE_KEYS = {GKE_ACCELERATOR, GKE_ACCELERATOR_COUNT, GKE_SPOT, GKE_TPU_ACCELERATOR, GKE_TPU_TOPOLOGY,
+                 GKE_MACHINE_FAMILY, INSTANCE_TYPE, COMPUTE_CLASS, "kubernetes.io/os", "kubernetes.io/arch",
+                 "topology.kubernetes.io/zone", "topology.kubernetes.io/region", "cloud.google.com/gke-provisioning"}
 
 
 # GKE's cluster autoscaler visibility message ids (docs: cluster-autoscaler-visibility, "noScaleUp" reasons)
@@ -206,7 +208,8 @@ class NodeAutoprovisioning:
             chips = req.get(tpu.RESOURCE, 0)
             mts = [mt for mt in catalog.tpu_machine_types() if mt.tpu
                    and catalog.tpu_type(mt.tpu).gke_accelerator == sel[GKE_TPU_ACCELERATOR]
-                   and (not chips or mt.tpu_chips == chips)]
+                   and (not chips or mt.tpu_chips == chips)
+                   and sel.get(GKE_ACCELERATOR_COUNT, str(mt.tpu_chips)) == str(mt.tpu_chips)]
         elif sel.get(GKE_ACCELERATOR) or req.get(GPU):
             if not sel.get(GKE_ACCELERATOR):
                 return []  # GKE needs the GPU type in the pod's node selector to auto-provision GPUs
@@ -236,9 +239,10 @@ class NodeAutoprovisioning:
     def _class_candidates(self, pod: Obj, klass: str, cc: Obj) -> list[Obj]:
         """A ComputeClass's rules in priority order, each as the pools it could create (cheapest machine first)."""
         req = pod_requests(pod)
+        pod_sel = {**required_affinity_labels(pod), **(pod["spec"].get("nodeSelector") or {})}
         out = []
         for rule in priorities(cc):
-            if "nodepools" in rule or "reservations" in rule or "maxRunDurationSeconds" in rule:
+            if "nodepools" in rule or "reservations" in rule:
                 continue  # rules naming existing pools, or capacity a new pool cannot be given here
             spot = bool(rule.get("spot"))
             gpu, tpu_rule = rule.get("gpu") or {}, rule.get("tpu") or {}
@@ -253,19 +257,27 @@ class NodeAutoprovisioning:
             else:
                 fam = rule.get("machineFamily", DEFAULT_FAMILY)
                 mts = [mt for mt in catalog.machine_types() if mt.family == fam and _auto(mt)]
+            # a pod's chips-per-VM selector must match a TPU machine's (injection.go: "accelerator count ... doesn't
+            # match TPU machine type")
+            mts = [mt for mt in mts if not mt.tpu
+                   or pod_sel.get(GKE_ACCELERATOR_COUNT, str(mt.tpu_chips)) == str(mt.tpu_chips)]
             labels = {COMPUTE_CLASS: klass, **(rule.get("nodeLabels") or {})}
+            flex = rule.get("flexStart") or {}
+            lead = (flex.get("nodeRecycling") or {}).get("leadTimeSeconds") if flex.get("enabled") else None
+            if lead is not None:  # GKE puts the rule's recycling lead time on the pool's nodes (rules/flex_start.go)
+                labels[GKE_RECYCLE_LEAD_TIME] = str(int(lead))
             taints = [{"key": COMPUTE_CLASS, "value": klass, "effect": "NoSchedule"},
                       *[dict(t) for t in rule.get("taints") or []]]
             zones = (rule.get("location") or {}).get("zones") or []
             for mt in _by_price(mts, spot):
                 pool = self._pool(mt, spot, labels, taints, tpu_rule.get("topology"), zones[0] if zones else None,
-                                  flex=bool((rule.get("flexStart") or {}).get("enabled")))
+                                  flex=bool(flex.get("enabled")), max_run=rule.get("maxRunDurationSeconds"))
                 if rule_matches(rule, pool):
                     out.append(pool)
         return out
 
     def _pool(self, mt: catalog.MachineType, spot: bool, labels: dict, taints: list[dict], topology: str | None,
-              zone: str | None = None, flex: bool = False) -> Obj:
+              zone: str | None = None, flex: bool = False, max_run: int | None = None) -> Obj:
         # one zone for a ComputeClass rule's location or a TPU slice pool, else every autoprovisioning location
         zones = [zone] if zone else ([self.zone] if mt.tpu else list(self.zones))
         spec: dict = {"machineType": mt.name, "autoscaling": {"minNodeCount": 0,
@@ -275,6 +287,10 @@ class NodeAutoprovisioning:
             spec["spot"] = True
         if flex:
             spec["flexStart"] = True
+        if max_run is not None:  # a rule's maxRunDurationSeconds: the pool is created with --max-run-duration
+            spec["maxRunDuration"] = f"{int(max_run)}s"
+        if mt.tpu:  # NAP labels its TPU pools with the chips per VM (injection.go AcceleratorCountLabel)
+            labels = {**labels, GKE_ACCELERATOR_COUNT: str(mt.tpu_chips)}
         if labels:
             spec["labels"] = dict(labels)
         if taints:
@@ -336,18 +352,30 @@ class NodeAutoprovisioning:
 
     # -- pools ------------------------------------------------------------------------------------------------------
     def exists(self, pool: Obj) -> bool:
-        """The candidate itself, or a stored pool of the same configuration that the autoscaler already weighs as a
-        node group in every zone the candidate would cover. A pool without autoscaling, or without one of those
-        zones, cannot grow there, and GKE auto-provisions a pool for a pod that no existing pool can be scaled up to
-        fit (https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning)."""
-        spec, name = pool["spec"], pool["metadata"]["name"]
-        keys = ("machineType", "spot", "flexStart", "labels", "taints", "placementPolicy")
+        """A stored pool of the candidate's configuration (the candidate itself included) that can still be scaled
+        up in every zone the candidate would cover: the autoscaler weighs it as a node group there, below its
+        maximum (a multi-host slice pool: its one slice not yet provisioned). A pool without autoscaling, without
+        one of those zones, or full cannot grow there, and GKE auto-provisions a pool for a pod that no existing
+        pool can be scaled up to fit (https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning),
+        a new one per multi-host TPU slice."""
+        spec = pool["spec"]
         zones = spec.get("zones") or []
         groups = self.ca.groups
-        return any(p["metadata"]["name"] == name
-                   or (all((p["spec"].get(k) or None) == (spec.get(k) or None) for k in keys)
-                       and all((p["metadata"]["name"], z) in groups for z in zones))
-                   for p in self.ca.store.list("NodePool"))
+        for p in self.ca.store.list("NodePool"):
+            if not all((p["spec"].get(k) or None) == (spec.get(k) or None) for k in _SAME_CONFIG):
+                continue
+            gs = [groups.get((p["metadata"]["name"], z)) for z in zones]
+            if all(g is not None and g.target < (g.hosts or g.max) for g in gs):
+                return True
+        return False
+
+    def named(self, pool: Obj) -> Obj:
+        """The candidate under a name no stored pool has: GKE's nap-<machine>-<hash>, with -2, -3 ... when a full
+        pool of the same configuration holds it (a second multi-host slice)."""
+        name, n = pool["metadata"]["name"], 2
+        while self.ca.store.get("NodePool", "", name) is not None:
+            name, n = f"{pool['metadata']['name']}-{n}", n + 1
+        return pool if name == pool["metadata"]["name"] else {**pool, "metadata": {**pool["metadata"], "name": name}}
 
     def template(self, pool: Obj) -> tuple[Obj, NodeInfo, int]:
         """The candidate's template node (the NodePool controller's), and its hosts when a multi-host TPU slice."""
@@ -388,6 +416,10 @@ class NodeAutoprovisioning:
         if self.no_scale_up:
             out["no_scale_up"] = self.no_scale_up
         return out
+
+
+# what makes two pools the same to node auto-provisioning (one stands in for the other)
+_SAME_CONFIG = ("machineType", "spot", "flexStart", "maxRunDuration", "labels", "taints", "placementPolicy")
 
 
 def _auto(mt: catalog.MachineType) -> bool:

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from kubetwin import catalog
-from kubetwin.api.twin import DEFAULT_ZONE
+from kubetwin.api.twin import DEFAULT_ZONE, FLEX_START_MAX_RUN
 from kubetwin.autoscaler import reservations as rsv
 from kubetwin.autoscaler.reservations import Reservations
 from kubetwin.controllers.podgc import PODGC_QUARANTINE, fail_orphans
@@ -29,6 +29,7 @@ from kubetwin.k8s.names import (
     GKE_ACCELERATOR,
     GKE_FLEX_START,
     GKE_MACHINE_FAMILY,
+    GKE_MAX_RUN_DURATION,
     GKE_NODEPOOL,
     GKE_PLACEMENT_GROUP,
     GKE_PROVISIONING,
@@ -36,6 +37,7 @@ from kubetwin.k8s.names import (
     GPU,
     HOSTNAME,
     INSTANCE_TYPE,
+    MACHINE_TERMINATION,
     REGION,
     ZONE,
 )
@@ -155,6 +157,8 @@ def node_labels_and_taints(pool: Obj, mt: catalog.MachineType, zone: str, node_n
     if spec.get("flexStart"):  # gke-autoscaling labels.FlexStartLabel, FlexStartProvisioningValue
         labels[GKE_FLEX_START] = "true"
         labels[GKE_PROVISIONING] = "flex-start"
+    if spec.get("maxRunDuration"):  # the pool's --max-run-duration, in seconds (labels.MaxRunDurationLabelKey)
+        labels[GKE_MAX_RUN_DURATION] = str(int(parse_duration(spec["maxRunDuration"])))
     partition = acc.get("gpuPartitionSize")
     if partition:
         labels[mig.PARTITION_LABEL] = partition
@@ -187,6 +191,14 @@ class TpuSlice:
     state: str = "Empty"  # Empty | Provisioning | Ready | Repairing | Deleted
     generation: int = 0  # bumped on every transition so a stale timer does nothing
     repairs: int = 0
+
+
+def max_run_seconds(spec: Mapping[str, Any]) -> float | None:
+    """How long each of the pool's VMs runs before Compute Engine deletes it: its maxRunDuration, else 7 days for
+    flex-start (api.twin.FLEX_START_MAX_RUN), else None (no end)."""
+    if spec.get("maxRunDuration"):
+        return float(parse_duration(spec["maxRunDuration"]))
+    return float(FLEX_START_MAX_RUN) if spec.get("flexStart") else None
 
 
 def initial_node_count(spec: dict) -> int:
@@ -238,6 +250,7 @@ class NodePoolController:
         # first VMs of pools without autoscaling still booting: nodes of the cluster the autoscaler's
         # --max-nodes-total must count before they register (cluster_autoscaler.cluster_room)
         self.booting = 0
+        self.ran_out: Counter[str] = Counter()  # pool -> VMs Compute Engine deleted at their max run duration
         store.watch("NodePool", self._on_pool)
         store.watch("Node", self._on_node)
         store.watch("DaemonSet", self._on_daemonset)
@@ -507,7 +520,15 @@ class NodePoolController:
         if book is not None and book:
             if not self._reserve(pool, zone, node_name, node, book):
                 return
-        self.store.create(node)
+        run = max_run_seconds(pool["spec"])
+        end = None
+        if run is not None:
+            # the VM's run counts from when Compute Engine created it, bootDelay before it registered
+            end = self.env.now - parse_duration(pool["spec"].get("bootDelay", "90s")) + run
+            node["metadata"].setdefault("annotations", {})[MACHINE_TERMINATION] = self.store.timestamp(end)
+        node = self.store.create(node)
+        if end is not None:
+            self.env.after(max(0.0, end - self.env.now), partial(self._run_out, node_name, node["metadata"]["uid"]))
         self.pool_of[node_name] = pool_name
         self._managed[node_name] = pool["metadata"].get("uid", "")
         self._zone_of[node_name] = zone
@@ -519,6 +540,22 @@ class NodePoolController:
                 self.env.after(delay, lambda: self._driver_ready(node_name, gpus))
             else:
                 self._no_driver[node_name] = gpus
+
+    def _run_out(self, node_name: str, uid: str) -> None:
+        """Max run duration reached: Compute Engine deletes the VM (a multi-host slice goes whole) and the pool
+        shrinks by it (the cluster autoscaler lowers its group's size, autoscaler/cluster_autoscaler.py); pods on
+        it end as on any lost node (PodGC). The Node event is the twin's wording."""
+        node = self.store.get("Node", "", node_name)
+        if node is None or node["metadata"].get("uid") != uid:
+            return
+        self.events.event(node, "Normal", "MaxRunDurationReached", f"Compute Engine deleted VM {node_name}: its max "
+                          "run duration was reached", "compute-engine")
+        self.ran_out[self.pool_of.get(node_name, "")] += 1
+        slice_pool = self._slice_of.get(node_name)
+        if slice_pool is not None:
+            self.delete_slice(slice_pool)
+        else:
+            self.store.delete("Node", "", node_name)
 
     def _reserve(self, pool: Obj, zone: str, node_name: str, node: Obj, book: Reservations) -> bool:
         """The VM consumes a matching reservation's slot when one is free: GKE's reservation labels and its place
@@ -697,7 +734,10 @@ class NodePoolController:
                                      for k, v in sorted(split.items())}}
         if self.reservations is not None and self.reservations:
             cost.update(self._reservation_cost(until, sum(cost_by_pool.values())))
-        return Contribution(summary={"cost": cost})
+        out: dict[str, Any] = {"cost": cost}
+        if self.ran_out:
+            out["max_run_duration"] = {"vms_deleted_by_pool": dict(sorted(self.ran_out.items()))}
+        return Contribution(summary=out)
 
     def capacity_type(self, node: str) -> str:
         """reserved, spot, flex-start or on-demand: the capacity the node's VM came from."""
@@ -772,8 +812,9 @@ def adopts_nodes(pool: dict) -> bool:
 
 
 def pool_price_annotation(pool: dict) -> float | None:
-    """The price per node-hour a NodePool gives for a machine type without a published one (Ironwood); None when
-    not given or not a positive finite number (the annotation registry reports a bad value at validate)."""
+    """The price per node-hour a NodePool says it pays (a negotiated or committed price, or one for a machine type
+    without a published price, Ironwood); None when not given or not a positive finite number (the annotation
+    registry reports a bad value at validate)."""
     raw = ((pool.get("metadata") or {}).get("annotations") or {}).get(POOL_PRICE)
     if raw is None:
         return None
@@ -785,7 +826,8 @@ def pool_price_annotation(pool: dict) -> float | None:
 
 
 def pool_hourly_price(pool: dict, mt: catalog.MachineType) -> float | None:
-    """What one of the pool's nodes costs per hour: the catalog's published price (Spot or on-demand), else the
-    price the NodePool says it pays (validate refuses a pool with neither, so nothing is billed at $0)."""
-    published = catalog.hourly_price(mt, bool((pool.get("spec") or {}).get("spot")))
-    return published if published is not None else pool_price_annotation(pool)
+    """What one of the pool's nodes costs per hour: the price the NodePool says it pays, else the catalog's
+    published price (Spot or on-demand); validate refuses a pool with neither, so nothing is billed at $0. The
+    pool's own figure wins: a price written on the object and then ignored would be a silent wrong answer."""
+    given = pool_price_annotation(pool)
+    return given if given is not None else catalog.hourly_price(mt, bool((pool.get("spec") or {}).get("spot")))

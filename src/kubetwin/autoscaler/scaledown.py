@@ -240,10 +240,35 @@ class ScaleDown:
 
     def remove(self, node: Obj, g: NodeGroup, pods: list[Obj]) -> None:
         name = node["metadata"]["name"]
+        self._mark(node)
+        self._evict(pods)
+        self.ca.store.delete("Node", "", name)
+        self.unneeded.pop(name, None)
+        g.target = max(g.min, g.target - 1)
+        self.scale_downs.append({"t": self.ca.env.now, "node": name, "group": f"{g.pool}/{g.zone}",
+                                 "evicted": len(pods)})
+
+    def remove_slice(self, g: NodeGroup, hosts: list[str], pods: list[Obj]) -> None:
+        """Drain a multi-host TPU slice and delete it whole (its pool back to no slice), as one scale-down."""
+        for name in hosts:
+            node = self.ca.store.get("Node", "", name)
+            if node is not None:
+                self._mark(node)
+        self._evict(pods)
+        self.ca.pools.delete_slice(g.pool)
+        g.target = 0
+        self.unneeded.pop(f"slice/{g.pool}", None)
+        self.scale_downs.append({"t": self.ca.env.now, "node": hosts[0], "slice": list(hosts),
+                                 "group": f"{g.pool}/{g.zone}", "evicted": len(pods)})
+
+    def _mark(self, node: Obj) -> None:
+        name = node["metadata"]["name"]
         taint = {"key": TO_BE_DELETED, "value": str(int(self.store_epoch())), "effect": "NoSchedule"}
         node = self.ca.store.patch("Node", "", name, lambda n: {**n, "spec": {**n["spec"], "taints": [
             *(n["spec"].get("taints") or []), taint]}}) or node
         self.ca.events.event(node, "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable", SOURCE)
+
+    def _evict(self, pods: list[Obj]) -> None:
         for p in pods:
             self.ca.events.event(p, "Normal", "ScaleDown", "deleting pod for node scale down", SOURCE)
             ns = p["metadata"].get("namespace") or "default"
@@ -254,11 +279,6 @@ class ScaleDown:
                     (cur.get("status") or {}).get("conditions"), {**EVICTION_API_CONDITION, "lastTransitionTime":
                                                                    self.ca.store.timestamp(self.ca.env.now)})}}) or p
             self.ca.store.delete("Pod", ns, p["metadata"]["name"])
-        self.ca.store.delete("Node", "", name)
-        self.unneeded.pop(name, None)
-        g.target = max(g.min, g.target - 1)
-        self.scale_downs.append({"t": self.ca.env.now, "node": name, "group": f"{g.pool}/{g.zone}",
-                                 "evicted": len(pods)})
 
     def store_epoch(self) -> float:
         start = datetime.fromisoformat(self.ca.store.timestamp(0).replace("Z", "+00:00"))

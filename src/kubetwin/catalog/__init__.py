@@ -101,7 +101,7 @@ class TPUType:
 @dataclass(frozen=True)
 class MachineType:
     """One Compute Engine machine type with us-central1 prices (TPU hosts: see TPUType.price_region); a price of
-    None means no source gave one (H4D, tpu7x): validate then asks the NodePool for it."""
+    None means no source gave one (tpu7x): validate then asks the NodePool for it."""
 
     name: str
     family: str
@@ -137,7 +137,7 @@ def _machines() -> dict[str, MachineType]:
             memory_gib=float(r["memory_gib"]),
             gpu=r.get("gpu"),
             gpu_count=int(r.get("gpu_count") or 0),
-            on_demand_usd_hour=_float(r.get("on_demand_usd_hour")),  # None: no price read (H4D)
+            on_demand_usd_hour=_float(r.get("on_demand_usd_hour")),  # None: no price read (tpu7x)
             spot_usd_hour=_float(r.get("spot_usd_hour")),
             source=r["source"],
             note=r.get("note", ""),

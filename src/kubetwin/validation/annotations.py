@@ -145,7 +145,8 @@ _ROWS: list[Annotation] = [
     Annotation("kubetwin.io/gpu-index", ("Pod",), "which GPUs of its node a pod got under a gpuPlacementPolicy",
                "0,3", written=True),
     Annotation("kubetwin.io/hourly-price-usd", ("Node", "NodePool"), "on a NodePool: what one of its nodes costs "
-               "per hour (USD) where the catalog has no published price (Ironwood, H4D), required there; on a Node: "
+               "per hour (USD), over the catalog's price (a negotiated one), required where the catalog has none "
+               "(Ironwood); on a Node: "
                "the price the twin bills it at (written from the catalog or its pool)", "3.672", _positive_price),
     Annotation("kubetwin.io/adopt-nodes", ("NodePool",), "the pool's first nodes are the scenario's Nodes labelled "
                "cloud.google.com/gke-nodepool with its name in its zones (an imported cluster's, kubetwin import): "

@@ -26,7 +26,8 @@ WARNING, NOTICE = "warning", "notice"
 
 # priority fields the twin reads; the others get a notice (autoscaler/computeclass.py)
 MODELLED_PRIORITY = {"machineFamily", "machineType", "spot", "minCores", "minMemoryGb", "gpu", "tpu", "flexStart",
-                     "reservations", "placement", "location", "nodepools", "nodeLabels", "taints", "priorityScore"}
+                     "reservations", "placement", "location", "nodepools", "nodeLabels", "taints", "priorityScore",
+                     "maxRunDurationSeconds"}
 UNMODELLED_SPEC = {
     "nodePoolConfig": "node pool configuration matching (image type, service account ...) is not modelled",
     "nodePoolGroup": "node pool groups are not modelled",
@@ -89,16 +90,9 @@ def _unmodelled(m: Manifest) -> list[Diagnostic]:
                          "has no effect on the run"))
     for i, p in enumerate(spec.get("priorities") or []):
         at = f"spec.priorities[{i}]"
-        for key in sorted(set(p) - MODELLED_PRIORITY - {"maxRunDurationSeconds"}):
+        for key in sorted(set(p) - MODELLED_PRIORITY):
             out.append(_note(m, f"{at}.{key}", f"{key} is not modelled: the rule matches pools without regard "
                              "to it"))
-        if "maxRunDurationSeconds" in p:
-            out.append(_note(m, f"{at}.maxRunDurationSeconds", "the twin's node pools have no max run duration, so "
-                             "this rule matches no pool (GKE matches pools created with the same "
-                             "--max-run-duration)", "remove maxRunDurationSeconds to use this rule"))
-        if ((p.get("flexStart") or {}).get("nodeRecycling")):
-            out.append(_note(m, f"{at}.flexStart.nodeRecycling", "node recycling is not modelled: flex-start nodes "
-                             "are not replaced before they expire"))
     return out
 
 
