@@ -392,3 +392,17 @@ def test_validate_says_nap_pool_defaults_are_not_modelled(tmp_path) -> None:
     bad = tmp_path / "b.yaml"
     bad.write_text(f.read_text().replace("diskSizeGb", "diskSizeGB"))
     assert any(d.severity == "error" for d in validate(load_paths([bad])))
+
+
+def test_the_next_loop_provisions_for_the_pods_the_last_scale_up_left_out() -> None:
+    """Two pending pods no pool helps, of different shapes (a class's and a plain machine family's): a loop creates
+    one pool (the autoscaler scales one option per loop); the next loop, 10 s later, creates the other's, as CA
+    runs every --scan-interval, rather than waiting until the first pool's node registers."""
+    klass = {"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": {"name": "c"},
+             "spec": {"priorities": [{"machineFamily": "n2"}], "nodePoolAutoCreation": {"enabled": True}}}
+    a = make_pod("a").cpu("2").duration("30m").obj()
+    a["spec"]["nodeSelector"] = {CLASS: "c"}
+    b = make_pod("b").cpu("2").duration("30m").obj()
+    b["spec"]["nodeSelector"] = {"cloud.google.com/machine-family": "n2d"}
+    r = run(objects=[nap_scenario("1h"), klass, a, b])
+    assert [t for t, _, _ in pools_created(r)] == [10.0, 20.0]

@@ -236,3 +236,14 @@ def test_node_recycling_of_a_multi_host_slice_provisions_a_new_slice_pool_and_dr
     running = [o["spec"]["nodeName"] for _, _, e, o in r.history if o.get("kind") == "Pod" and e == "MODIFIED"
                and (o.get("status") or {}).get("phase") == "Running"]
     assert any(created[1][1] in n for n in running)  # the Deployment's pods run on the new slice
+
+
+def test_the_run_summary_says_which_vms_ran_out_and_which_were_recycled() -> None:
+    from kubetwin.report.headline import autoscaler_rows
+
+    ran_out = dict(autoscaler_rows(recycling_run(recycle=False).summary))
+    assert ran_out["max run duration reached"].startswith("1 VM of nap-g2-standard-4-")
+    recycled = dict(autoscaler_rows(recycling_run(recycle=True).summary))
+    # within the hour: the first node at 26 min, its replacement (which has its own 50 min) at 51 min
+    assert recycled["cluster autoscaler recycling"] == "2 nodes replaced before their max run duration"
+    assert "max run duration reached" not in recycled

@@ -160,6 +160,9 @@ class ClusterAutoscaler:
         self.dirty = True  # a pod, node or pool changed since the last loop
         self._wake = 0.0  # the next time a loop must redo scale-up though nothing changed (backoff, capacity)
         self._failed_since_scan = False  # a resize failed in this loop (ComputeClass fallback needs the next one)
+        # a loop scaled one option up: other pending pods may need another, which CA's next loop (one
+        # --scan-interval later) gives them; nothing the store sees changes until the new VMs register
+        self._scaled_since_scan = False
         self._class_status = False  # a ComputeClass or NodePool changed: the classes' Health conditions again
         self.last_scale_up = self.last_scale_down_failure = -1e18
         self.scale_ups: list[dict] = []
@@ -180,6 +183,8 @@ class ClusterAutoscaler:
         self.active = True
         for pod in self.store.list("Pod"):
             self._on_pod("ADDED", pod, None)
+        for node in self.store.list("Node"):  # nodes that registered before the autoscaler had work
+            self._on_node("ADDED", node, None)
         self.store.watch("Pod", self._on_pod)
         self.store.watch("Node", self._on_node)
         self.env.after(self.interval, self._scan)
@@ -274,6 +279,9 @@ class ClusterAutoscaler:
             # without classes the loop is skipped until something changes, which gives the same decisions
             future.append(self.env.now + self.interval)
         self._failed_since_scan = False
+        if self._scaled_since_scan:
+            future.append(self.env.now + self.interval)
+        self._scaled_since_scan = False
         future += self.capacity.changes_after(self.env.now)
         reap = self.nap.next_reap() if self.nap else None
         if reap is not None:
@@ -424,6 +432,7 @@ class ClusterAutoscaler:
                             chosen.pods, chosen.template)
         if chosen is not None and chosen.nodes > 0:
             self.execute(chosen, nap_delay)
+            self._scaled_since_scan = len(chosen.pods) < len(pods)  # pods it does not help: the next loop
             # upstream's eventing processor writes NotTriggerScaleUp only in a loop without a scale-up (and GKE
             # logs no noScaleUp for it)
             self.nap.end_loop(scaled_up=True)

@@ -79,6 +79,14 @@ def autoscaler_rows(s: dict[str, Any]) -> Rows:
     if why:
         rows.append(("cluster autoscaler noScaleUp", "; ".join(k + (f" x{n}" if n > 1 else "")
                                                               for k, n in sorted(why.items()))))
+    recycled = sum(1 for u in ups if u.get("recycling"))
+    if recycled:  # flex-start node recycling (autoscaler/cluster_autoscaler.py recycle)
+        rows.append(("cluster autoscaler recycling", f"{recycled} node{'s' if recycled != 1 else ''} replaced before "
+                     f"{'its' if recycled == 1 else 'their'} max run duration"))
+    ended = (s.get("max_run_duration") or {}).get("vms_deleted_by_pool") or {}
+    if ended:  # Compute Engine deleted VMs at their max run duration: their pods ended with them
+        rows.append(("max run duration reached", ", ".join(f"{n} VM{'s' if n != 1 else ''} of {pool}"
+                                                           for pool, n in sorted(ended.items()))))
     return rows
 
 
