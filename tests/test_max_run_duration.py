@@ -247,3 +247,18 @@ def test_the_run_summary_says_which_vms_ran_out_and_which_were_recycled() -> Non
     # within the hour: the first node at 26 min, its replacement (which has its own 50 min) at 51 min
     assert recycled["cluster autoscaler recycling"] == "2 nodes replaced before their max run duration"
     assert "max run duration reached" not in recycled
+
+
+def test_a_given_node_with_a_termination_time_ends_then() -> None:
+    """A Node given in the scenario (or adopted from a dump) that carries GKE's machine-termination-datetime, as
+    flex-start nodes do, is deleted by Compute Engine at that time like the twin's own."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "flex-1",
+        "labels": {"cloud.google.com/gke-nodepool": "imported", "cloud.google.com/gke-flex-start": "true"},
+        "annotations": {TERMINATION: "2026-01-01T00:30:00Z"}},
+        "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                   "conditions": [{"type": "Ready", "status": "True"}]}}
+    r = run(objects=[make_scenario("1h").obj(), node])
+    assert [(t, e) for t, e, n in node_events(r) if n == "flex-1"] == [(0.0, "ADDED"), (1800.0, "DELETED")]
+    assert [(t, n) for t, n, _ in events(r, "MaxRunDurationReached")] == [(1800.0, "flex-1")]

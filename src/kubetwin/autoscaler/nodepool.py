@@ -45,7 +45,7 @@ from kubetwin.k8s.units import format_bytes, parse_duration
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store
+from kubetwin.store.store import Obj, Store, sim_seconds
 
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}  # GKE GPU node pools
 # Manual driver installation (gpuDriverInstallation INSTALLATION_DISABLED): GKE installs no driver until the NVIDIA
@@ -476,6 +476,10 @@ class NodePoolController:
         kind = node_capacity_type(meta.get("labels") or {})
         self._price[name] = (float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0),
                              kind == "spot")
+        end = (meta.get("annotations") or {}).get(MACHINE_TERMINATION)
+        if end is not None:  # the VM's end, as this controller wrote it or as an imported/given Node carries it
+            at = sim_seconds(self.store.start_time, end)
+            self.env.after(max(0.0, at - self.env.now), partial(self._run_out, name, meta.get("uid", "")))
         if name in self._names:
             return
         self._capacity_type[name] = kind or "on-demand"
@@ -521,14 +525,11 @@ class NodePoolController:
             if not self._reserve(pool, zone, node_name, node, book):
                 return
         run = max_run_seconds(pool["spec"])
-        end = None
         if run is not None:
             # the VM's run counts from when Compute Engine created it, bootDelay before it registered
             end = self.env.now - parse_duration(pool["spec"].get("bootDelay", "90s")) + run
             node["metadata"].setdefault("annotations", {})[MACHINE_TERMINATION] = self.store.timestamp(end)
-        node = self.store.create(node)
-        if end is not None:
-            self.env.after(max(0.0, end - self.env.now), partial(self._run_out, node_name, node["metadata"]["uid"]))
+        self.store.create(node)  # the node watch schedules the VM's end from its annotation
         self.pool_of[node_name] = pool_name
         self._managed[node_name] = pool["metadata"].get("uid", "")
         self._zone_of[node_name] = zone
