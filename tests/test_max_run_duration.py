@@ -262,3 +262,14 @@ def test_a_given_node_with_a_termination_time_ends_then() -> None:
     r = run(objects=[make_scenario("1h").obj(), node])
     assert [(t, e) for t, e, n in node_events(r) if n == "flex-1"] == [(0.0, "ADDED"), (1800.0, "DELETED")]
     assert [(t, n) for t, n, _ in events(r, "MaxRunDurationReached")] == [(1800.0, "flex-1")]
+
+
+def test_a_malformed_termination_time_is_a_warning_and_ends_nothing() -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "flex-1", "annotations": {TERMINATION: "soon"}},
+            "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                       "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}
+    diags = [d for d in validate([Manifest(node, "t.yaml", 1)]) if d.severity != "notice"]
+    assert [(d.severity, d.field) for d in diags] == [("warning", f"metadata.annotations[{TERMINATION}]")]
+    assert "RFC 3339" in diags[0].message
+    r = run(objects=[make_scenario("1h").obj(), node])
+    assert [e for _, e, n in node_events(r) if n == "flex-1"] == ["ADDED"]

@@ -66,7 +66,13 @@ from kubetwin.autoscaler.nap import (
     node_usage,
     scaled,
 )
-from kubetwin.autoscaler.nodepool import NodePoolController, group_hash, initial_node_count, pool_hourly_price
+from kubetwin.autoscaler.nodepool import (
+    NodePoolController,
+    group_hash,
+    initial_node_count,
+    pool_hourly_price,
+    termination_time,
+)
 from kubetwin.autoscaler.pdb import blocked_by_budget
 from kubetwin.autoscaler.scaledown import ScaleDown
 from kubetwin.autoscaler.simulation import (
@@ -91,14 +97,14 @@ from kubetwin.autoscaler.simulation import (
 )
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.k8s.conditions import conditions_of, find_condition
-from kubetwin.k8s.names import GKE_NODEPOOL, GKE_RECYCLE_LEAD_TIME, GPU, MACHINE_TERMINATION, ZONE
+from kubetwin.k8s.names import GKE_NODEPOOL, GKE_RECYCLE_LEAD_TIME, GPU, ZONE
 from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store, sim_seconds
+from kubetwin.store.store import Obj, Store
 
 __all__ = ["CONSUME", "QUEUED_LABEL", "SAFE_TO_EVICT", "SOURCE", "TO_BE_DELETED", "ClusterAutoscaler", "NodeGroup",
            "Option", "consumes", "place", "pod_info", "pod_key"]
@@ -192,18 +198,18 @@ class ClusterAutoscaler:
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         self.dirty = True
         meta = node["metadata"]
-        end = (meta.get("annotations") or {}).get(MACHINE_TERMINATION)
+        end = termination_time(meta, self.store.start_time)
         if end is None:
             return
         name, labels = meta["name"], meta.get("labels") or {}
         if etype == "DELETED":
             self._recyclable.pop(name, None)
-            if end <= self.store.timestamp(self.env.now):  # Compute Engine deleted it at its max run duration
+            if end <= self.env.now:  # Compute Engine deleted it at its max run duration
                 g = self.groups.get((labels.get(GKE_NODEPOOL, ""), labels.get(ZONE, DEFAULT_ZONE)))
                 if g is not None:
                     g.target = max(g.min, g.target - 1)
-        elif etype == "ADDED" and GKE_RECYCLE_LEAD_TIME in labels:
-            self._recyclable[name] = (sim_seconds(self.store.start_time, end), int(labels[GKE_RECYCLE_LEAD_TIME]))
+        elif etype == "ADDED" and str(labels.get(GKE_RECYCLE_LEAD_TIME, "")).isdigit():
+            self._recyclable[name] = (end, int(labels[GKE_RECYCLE_LEAD_TIME]))
 
     def _on_class(self, etype: str, cc: Obj, old: Obj | None) -> None:
         if old is not None and old.get("spec") == cc.get("spec") and etype == "MODIFIED":

@@ -201,6 +201,18 @@ def max_run_seconds(spec: Mapping[str, Any]) -> float | None:
     return float(FLEX_START_MAX_RUN) if spec.get("flexStart") else None
 
 
+def termination_time(meta: Mapping[str, Any], start: str) -> float | None:
+    """When the node's VM ends (node.gke.io/machine-termination-datetime), in simulated seconds; None without the
+    annotation or when it is no RFC 3339 time (GKE's autoscaler logs that and skips the node, recycling.go)."""
+    end = (meta.get("annotations") or {}).get(MACHINE_TERMINATION)
+    if not isinstance(end, str):
+        return None
+    try:
+        return sim_seconds(start, end)
+    except ValueError:
+        return None
+
+
 def initial_node_count(spec: dict) -> int:
     """The nodes a pool starts with per zone: `nodeCount` (GKE's initial node count, the instance group's size),
     else the autoscaler's `minNodeCount`. The cluster autoscaler's target for the group starts here too: CA reads
@@ -476,9 +488,8 @@ class NodePoolController:
         kind = node_capacity_type(meta.get("labels") or {})
         self._price[name] = (float((meta.get("annotations") or {}).get("kubetwin.io/hourly-price-usd", 0) or 0),
                              kind == "spot")
-        end = (meta.get("annotations") or {}).get(MACHINE_TERMINATION)
-        if end is not None:  # the VM's end, as this controller wrote it or as an imported/given Node carries it
-            at = sim_seconds(self.store.start_time, end)
+        at = termination_time(meta, self.store.start_time)
+        if at is not None:  # the VM's end, as this controller wrote it or as an imported/given Node carries it
             self.env.after(max(0.0, at - self.env.now), partial(self._run_out, name, meta.get("uid", "")))
         if name in self._names:
             return
