@@ -289,7 +289,10 @@ def test_example_answers() -> None:
     assert {k: (v["pools"], v["nodes"], v["pods_started"]) for k, v in rules.items()} == {
         "priorities[0]": (["l4-spot"], 10, 10), "priorities[1]": (["l4-ondemand-b"], 4, 4),
         "priorities[2]": (["l4-flex"], 6, 6), "priorities[3]": (["l4-ondemand-c"], 2, 2)}
-    assert [v["cost_usd"] for v in rules.values()] == [39.09, 42.01, 27.66, 7.64]
+    assert [v["cost_usd"] for v in rules.values()] == [39.09, 42.01, 27.66, 7.22]
+    # the last 2 pods of 12h waited out flex-start's 15 min resize request before on-demand took them
+    assert (rules["priorities[3]"]["wait_s_mean"], rules["priorities[3]"]["wait_s_max"]) == (1180.0, 1180.0)
+    assert r.summary["cost"]["total_usd"] == 115.97
     assert len(r.summary["compute_classes"]["l4-fallback"]["migrations"]) == 8
     flex = next(o for _, _, e, o in r.history if o["kind"] == "Node" and e == "ADDED"
                 and o["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "l4-flex")
@@ -309,8 +312,9 @@ def test_reservation_example_answers() -> None:
         "priorities[0]": (["l4-spot"], ["spot"], 10), "priorities[1]": (["l4-reserved"], ["reserved"], 4),
         "priorities[2]": (["l4-flex"], ["flex-start"], 6), "priorities[3]": (["l4-ondemand-c"], ["on-demand"], 2)}
     cost = r.summary["cost"]
-    assert cost["by_capacity_type"] == {"flex-start": 27.66, "idle-reserved": 39.94, "on-demand": 7.64,
+    assert cost["by_capacity_type"] == {"flex-start": 27.66, "idle-reserved": 39.94, "on-demand": 7.22,
                                         "reserved": 42.01, "spot": 39.09}
+    assert cost["total_usd"] == 155.91
     res = cost["reservations"]["l4-reserved"]
     assert res["vm_hours_used"] + res["vm_hours_idle"] == pytest.approx(4 * 24, abs=0.01)
     assert res["in_use_peak"] == 4 and res["in_use_at_end"] == 0  # migrated up to Spot at 18h: idle, still billed

@@ -45,7 +45,7 @@ from kubetwin import catalog
 from kubetwin.api import twin
 from kubetwin.api.podresources import pod_requests
 from kubetwin.api.twin import DEFAULT_ZONE, ClusterAutoscalerSpec, ClusterAutoscaling
-from kubetwin.autoscaler.capacity import CapacityModel, Refusal
+from kubetwin.autoscaler.capacity import CapacityModel, Refusal, shape_of
 from kubetwin.autoscaler.computeclass import (
     MIGRATION_BACKOFF,
     MIGRATION_SCALE_UP_TIMEOUT,
@@ -97,7 +97,7 @@ from kubetwin.autoscaler.simulation import (
 )
 from kubetwin.devices.dra.allocator import Features
 from kubetwin.k8s.conditions import conditions_of, find_condition
-from kubetwin.k8s.names import GKE_NODEPOOL, GKE_RECYCLE_LEAD_TIME, GPU, ZONE
+from kubetwin.k8s.names import GKE_CAPACITY_CHECK_WAIT, GKE_NODEPOOL, GKE_RECYCLE_LEAD_TIME, GPU, ZONE
 from kubetwin.k8s.units import parse_duration
 from kubetwin.scheduler import plugins as P
 from kubetwin.scheduler.nodeinfo import NodeInfo
@@ -129,6 +129,22 @@ class NodeGroup:
     backoff: float = 0.0
     last_failure: float = -1e18
     added: list[str] = field(default_factory=list)
+    waits: list[CapacityWait] = field(default_factory=list)  # flex-start resize requests waiting for capacity
+
+
+@dataclass
+class CapacityWait:
+    """A flex-start resize request Compute Engine could not fill when it was made: GKE's autoscaler keeps it open,
+    its VMs counted as coming, for the pool's capacity-check wait time (the ComputeClass rule's
+    capacityCheckWaitTimeSeconds, at least the 15 min default), taking capacity as it appears; what is still
+    missing then fails the scale-up (backoff, the class falls back). GoogleCloudPlatform/cluster-autoscaler
+    pkg/resizerequests/error_reporter.go handleFailedResizeRequestScaleUps, gke_manager.go
+    capacityCheckWaitTimeSecondsLabelValue, gke_cloud_provider_impl.go DefaultFlexStartCapacityCheckWaitTime."""
+
+    missing: int
+    until: float
+    refusal: Refusal
+    pods: list[Obj]
 
 
 @dataclass
@@ -265,6 +281,8 @@ class ClusterAutoscaler:
             self.provreq.reconcile()
         if self._class_status and self.classes:
             self.class_health()
+        if any(g.waits for g in self.groups.values()):
+            self.retry_waits()
         if self.dirty or self.env.now >= self._wake:
             self.scale_up()
             if self.classes or self._recyclable:
@@ -280,6 +298,7 @@ class ClusterAutoscaler:
         # a flex-start node becomes a recycling candidate once less than its lead time is left (whole seconds, as
         # upstream's int TTL): wake the loop just past that point
         future += [end - lead + 1 for end, lead in self._recyclable.values() if end - lead + 1 > self.env.now]
+        future += [w.until for g in self.groups.values() for w in g.waits]
         if self._failed_since_scan and self.classes:
             # a rule that just failed is in backoff: CA's next loop tries the next rule (ComputeClass fallback);
             # without classes the loop is skipped until something changes, which gives the same decisions
@@ -617,7 +636,7 @@ class ClusterAutoscaler:
         for p in o.pods:
             self.events.event(p, "Normal", "TriggeredScaleUp", msg, SOURCE)
         for g, before, n in changes:
-            granted, refusal = self.grow(g, n, atomic=bool(g.hosts), delay=delay)
+            granted, refusal = self.grow(g, n, atomic=bool(g.hosts), delay=delay, waiting=o.pods)
             self.record_scale_up(g, before, n, granted, refusal)
             if refusal is not None:
                 self.fail(g, refusal, n - granted, o.pods)
@@ -629,13 +648,17 @@ class ClusterAutoscaler:
         includes both."""
         entry: dict = {"t": self.env.now, "group": f"{g.pool}/{g.zone}", "from": before, "to": before + n,
                        "granted": granted, "error": refusal.gce if refusal else None}
+        if refusal is None and granted < n:  # a flex-start resize waiting for capacity (CapacityWait)
+            entry["waiting_for_capacity"] = n - granted
         if provisioning_request is not None:
             entry["provisioning_request"] = provisioning_request
         self.scale_ups.append(entry)
 
-    def grow(self, g: NodeGroup, n: int, atomic: bool = False, delay: float | None = None
-             ) -> tuple[int, Refusal | None]:
-        """Resize the MIG by n: Compute Engine gives what capacity and quota allow (all or none when atomic)."""
+    def grow(self, g: NodeGroup, n: int, atomic: bool = False, delay: float | None = None,
+             waiting: list[Obj] | None = None) -> tuple[int, Refusal | None]:
+        """Resize the MIG by n: Compute Engine gives what capacity and quota allow (all or none when atomic). With
+        `waiting` (the scale-up's pods), a flex-start pool's stockout leaves the rest of the resize waiting for
+        capacity (CapacityWait) instead of failing now: returns what was granted and no refusal."""
         pool = self.store.get("NodePool", "", g.pool)
         if pool is None:
             return 0, None
@@ -643,9 +666,36 @@ class ClusterAutoscaler:
         if granted:
             g.added += self.pools.scale(g.pool, g.zone, granted, delay)
             self.last_scale_up = self.env.now
+        if (granted < n and waiting is not None and not atomic and refusal is not None
+                and refusal.kind == "stockout" and waits_for_capacity(pool)):
+            g.waits.append(CapacityWait(n - granted, self.env.now + capacity_check_wait(pool), refusal, waiting))
+            return granted, None
         if granted < n:
             g.target -= n - granted
         return granted, refusal
+
+    def retry_waits(self) -> None:
+        """Flex-start resize requests waiting for capacity take what has appeared; past their wait time, what is
+        still missing fails as a refused resize does (CapacityWait)."""
+        for g in self.groups.values():
+            for w in list(g.waits):
+                pool = self.store.get("NodePool", "", g.pool)
+                if pool is None:
+                    g.waits.remove(w)
+                    continue
+                room, _ = self.capacity.headroom(shape_of(pool), g.zone)
+                if room > 0:
+                    got, _ = self.capacity.request(pool, g.zone, min(room, w.missing))
+                    if got:
+                        g.added += self.pools.scale(g.pool, g.zone, got)
+                        self.last_scale_up = self.env.now
+                        w.missing -= got
+                if w.missing <= 0:
+                    g.waits.remove(w)
+                elif self.env.now >= w.until:
+                    g.waits.remove(w)
+                    g.target -= w.missing
+                    self.fail(g, w.refusal, w.missing, w.pods)
 
     def fail(self, g: NodeGroup, refusal: Refusal, failed: int, pods: list[Obj]) -> None:
         now = self.env.now
@@ -866,6 +916,23 @@ class ClusterAutoscaler:
             if ok and bins and not h.hosts and len(bins) <= h.max - h.target:
                 return h, len(bins)
         return None
+
+
+CAPACITY_CHECK_WAIT = 900.0  # gke_cloud_provider_impl.go DefaultFlexStartCapacityCheckWaitTime (15 min)
+
+
+def waits_for_capacity(pool: Obj) -> bool:
+    """A flex-start pool that is not queued provisioning (GKE's FlexStartNonQueued MIGs: their resizes are resize
+    requests that wait for capacity)."""
+    spec = pool.get("spec") or {}
+    return bool(spec.get("flexStart")) and (spec.get("labels") or {}).get(QUEUED_LABEL) != "true"
+
+
+def capacity_check_wait(pool: Obj) -> float:
+    """The pool's capacity-check wait: its label (a ComputeClass rule's capacityCheckWaitTimeSeconds), never below
+    the 15 min default (a lower or invalid value is ignored, gke_manager.go capacityCheckWaitTimeSecondsLabelValue)."""
+    raw = str(((pool.get("spec") or {}).get("labels") or {}).get(GKE_CAPACITY_CHECK_WAIT, ""))
+    return max(CAPACITY_CHECK_WAIT, float(raw)) if raw.isdigit() and int(raw) >= 1 else CAPACITY_CHECK_WAIT
 
 
 def _daemon(pod: Obj) -> bool:

@@ -61,6 +61,7 @@ from kubetwin.k8s.names import (
     COMPUTE_CLASS,
     GKE_ACCELERATOR,
     GKE_ACCELERATOR_COUNT,
+    GKE_CAPACITY_CHECK_WAIT,
     GKE_MACHINE_FAMILY,
     GKE_RECYCLE_LEAD_TIME,
     GKE_SPOT,
@@ -266,6 +267,9 @@ class NodeAutoprovisioning:
             lead = (flex.get("nodeRecycling") or {}).get("leadTimeSeconds") if flex.get("enabled") else None
             if lead is not None:  # GKE puts the rule's recycling lead time on the pool's nodes (rules/flex_start.go)
                 labels[GKE_RECYCLE_LEAD_TIME] = str(int(lead))
+            wait = rule.get("capacityCheckWaitTimeSeconds")
+            if wait is not None:  # selfservice/capacity_check_wait_time.go: a label on the pool it creates
+                labels[GKE_CAPACITY_CHECK_WAIT] = str(int(wait))
             taints = [{"key": COMPUTE_CLASS, "value": klass, "effect": "NoSchedule"},
                       *[dict(t) for t in rule.get("taints") or []]]
             zones = (rule.get("location") or {}).get("zones") or []

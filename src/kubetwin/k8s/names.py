@@ -36,6 +36,9 @@ GKE_ACCELERATOR_COUNT = "cloud.google.com/gke-accelerator-count"
 GKE_MAX_RUN_DURATION = "cloud.google.com/gke-max-run-duration-seconds"
 MACHINE_TERMINATION = "node.gke.io/machine-termination-datetime"  # a Node annotation, RFC 3339
 GKE_RECYCLE_LEAD_TIME = "cloud.google.com/gke-node-recycle-lead-time-seconds"
+# how long a flex-start pool's resize waits for capacity (labels.CapacityCheckWaitTimeSecondsLabel; a ComputeClass
+# rule's capacityCheckWaitTimeSeconds)
+GKE_CAPACITY_CHECK_WAIT = "cloud.google.com/gke-capacity-check-wait-time-seconds"
 GKE_PLACEMENT_GROUP = "cloud.google.com/gke-placement-group"
 # Where a VM sits in Compute Engine's physical topology: GKE labels the nodes of A4X, A4, A3 Ultra and A3 Mega with
 # them (https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas). A block is sub-blocks

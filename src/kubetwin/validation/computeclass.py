@@ -27,7 +27,7 @@ WARNING, NOTICE = "warning", "notice"
 # priority fields the twin reads; the others get a notice (autoscaler/computeclass.py)
 MODELLED_PRIORITY = {"machineFamily", "machineType", "spot", "minCores", "minMemoryGb", "gpu", "tpu", "flexStart",
                      "reservations", "placement", "location", "nodepools", "nodeLabels", "taints", "priorityScore",
-                     "maxRunDurationSeconds"}
+                     "maxRunDurationSeconds", "capacityCheckWaitTimeSeconds"}
 UNMODELLED_SPEC = {
     "nodePoolConfig": "node pool configuration matching (image type, service account ...) is not modelled",
     "nodePoolGroup": "node pool groups are not modelled",
@@ -93,6 +93,11 @@ def _unmodelled(m: Manifest) -> list[Diagnostic]:
         for key in sorted(set(p) - MODELLED_PRIORITY):
             out.append(_note(m, f"{at}.{key}", f"{key} is not modelled: the rule matches pools without regard "
                              "to it"))
+        if "capacityCheckWaitTimeSeconds" in p and not (p.get("flexStart") or {}).get("enabled"):
+            # the CRD allows it only with flex-start or a multi-host TPU: the latter's wait is not modelled
+            out.append(_note(m, f"{at}.capacityCheckWaitTimeSeconds", "GKE waits that long for a multi-host TPU "
+                             "slice's capacity; the twin models the wait for flex-start only, so this rule's "
+                             "scale-ups fail at once when Compute Engine has no capacity"))
     return out
 
 
