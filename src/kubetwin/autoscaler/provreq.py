@@ -27,6 +27,7 @@ for a request whose pods cannot be built). Unknown classes are left alone, as CA
 
 from __future__ import annotations
 
+from kubetwin.api.twin import FLEX_START_MAX_RUN
 from kubetwin.autoscaler.capacity import shape_of
 from kubetwin.autoscaler.cluster_autoscaler import (
     QUEUED_LABEL,
@@ -51,7 +52,7 @@ ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 QUEUED = "queued-provisioning.gke.io"
 CLASSES = (CHECK, ATOMIC, QUEUED)
 BOOKING = 600.0  # KEP-1136 / CA: capacity stays booked 10 minutes after Provisioned=True
-MAX_RUN = 7 * 86400  # GKE: maxRunDurationSeconds at most 7 days
+MAX_RUN = FLEX_START_MAX_RUN  # GKE: maxRunDurationSeconds at most 7 days (DWS flex-start's limit)
 ACCEPTED_MSG = "ProvisioningRequest is accepted by ClusterAutoscaler"
 NOT_FOUND_MSG = "Capacity is not found, CA will try to find it later."
 
