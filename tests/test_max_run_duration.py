@@ -264,8 +264,10 @@ def test_a_given_node_with_a_termination_time_ends_then() -> None:
     assert [(t, n) for t, n, _ in events(r, "MaxRunDurationReached")] == [(1800.0, "flex-1")]
 
 
-def test_a_malformed_termination_time_is_a_warning_and_ends_nothing() -> None:
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "flex-1", "annotations": {TERMINATION: "soon"}},
+@pytest.mark.parametrize("value", ["soon", "2026-01-01T00:30:00", "2026-01-01", "2026-01-01T00:30Z"])
+def test_a_malformed_termination_time_is_a_warning_and_ends_nothing(value: str) -> None:
+    """Not RFC 3339 (Go's time.RFC3339, what GKE writes): a word, a time without its offset, a date, no seconds."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "flex-1", "annotations": {TERMINATION: value}},
             "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
                        "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}
     diags = [d for d in validate([Manifest(node, "t.yaml", 1)]) if d.severity != "notice"]

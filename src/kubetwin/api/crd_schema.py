@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from kubetwin.api.limits import int_format_problem
+from kubetwin.k8s.units import RFC3339
 
 # metav1.ObjectMeta as a structural schema: CRD schemas leave the root `metadata` as a bare object because the
 # API server decodes it into ObjectMeta itself (unknown metadata fields are strict errors there too).
@@ -39,7 +40,6 @@ OBJECT_META: dict = {"type": "object", "properties": {
 BLOCKING = frozenset({"type", "enum", "required", "too-long", "too-many"})
 _DNS1123 = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _QUANTITY_PREFIX = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"  # resource.Quantity's pattern in CRDs
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def _string(value: str, schema: dict, path: str, out: list) -> None:
                 if pattern.startswith(_QUANTITY_PREFIX) else f"make it match {pattern}")
         out.append(FieldError(path, f"Invalid value: {go_value(value)}: {path} in body should match '{pattern}'",
                               hint, "invalid"))
-    if schema.get("format") == "date-time" and not _RFC3339.match(value):
+    if schema.get("format") == "date-time" and not RFC3339.match(value):
         out.append(FieldError(path, f"Invalid value: {go_value(value)}: {path} in body must be of type date-time: "
                               f"{go_value(value)}", "write an RFC 3339 time such as 2026-01-02T15:04:05Z", "invalid"))
 

@@ -41,11 +41,11 @@ from kubetwin.k8s.names import (
     REGION,
     ZONE,
 )
-from kubetwin.k8s.units import format_bytes, parse_duration
+from kubetwin.k8s.units import format_bytes, parse_duration, parse_time
 from kubetwin.sim.env import Environment
 from kubetwin.sim.outputs import Contribution
 from kubetwin.store.events import EventRecorder
-from kubetwin.store.store import Obj, Store, sim_seconds
+from kubetwin.store.store import Obj, Store
 
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}  # GKE GPU node pools
 # Manual driver installation (gpuDriverInstallation INSTALLATION_DISABLED): GKE installs no driver until the NVIDIA
@@ -58,7 +58,6 @@ DRIVER_INSTALLER = ("kube-system", "nvidia-driver-installer")
 # importer/convert.py): they are its VMs from t=0 under their own names, and only the rest of nodeCount boots.
 ADOPT_NODES = "kubetwin.io/adopt-nodes"
 NODE_VERSION = "v1.34.1-gke.1829001"
-
 
 
 def node_capacity_type(labels: Mapping[str, str]) -> str | None:
@@ -79,6 +78,7 @@ def node_capacity_type(labels: Mapping[str, str]) -> str | None:
 def pool_capacity_type(spec: Mapping[str, Any]) -> str:
     """spot, flex-start or on-demand: what a pool's new VMs are, reservations aside."""
     return "spot" if spec.get("spot") else "flex-start" if spec.get("flexStart") else "on-demand"
+
 
 def network_labels(spec: dict) -> dict[str, str]:
     """A pool's networking choices on its Nodes: GKE's Fast Socket label, twin labels for gVNIC / GPUDirect
@@ -202,15 +202,12 @@ def max_run_seconds(spec: Mapping[str, Any]) -> float | None:
 
 
 def termination_time(meta: Mapping[str, Any], start: str) -> float | None:
-    """When the node's VM ends (node.gke.io/machine-termination-datetime), in simulated seconds; None without the
-    annotation or when it is no RFC 3339 time (GKE's autoscaler logs that and skips the node, recycling.go)."""
-    end = (meta.get("annotations") or {}).get(MACHINE_TERMINATION)
-    if not isinstance(end, str):
-        return None
-    try:
-        return sim_seconds(start, end)
-    except ValueError:
-        return None
+    """When the node's VM ends (node.gke.io/machine-termination-datetime), in simulated seconds from `start`; None
+    without the annotation or when it is no RFC 3339 time (GKE's autoscaler logs that and skips the node,
+    recycling.go: time.Parse(time.RFC3339))."""
+    end = parse_time((meta.get("annotations") or {}).get(MACHINE_TERMINATION))
+    begin = parse_time(start)
+    return None if end is None or begin is None else (end - begin).total_seconds()
 
 
 def initial_node_count(spec: dict) -> int:

@@ -1,8 +1,9 @@
-"""Kubernetes quantities and kubetwin durations, parsed once into integers/floats."""
+"""Kubernetes quantities, times and kubetwin durations, parsed once into integers/floats."""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
 # Suffixes as in k8s.io/apimachinery/pkg/api/resource/quantity.go.
@@ -11,6 +12,20 @@ _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), ""
             "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
             "P": Decimal(10**15), "E": Decimal(10**18)}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+
+
+# RFC 3339 as Go's time.RFC3339 reads it (metav1.Time, OpenAPI format date-time): seconds and an offset required
+RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def parse_time(value: object) -> datetime | None:
+    """An RFC 3339 time (RFC3339 above) as an aware datetime; None for anything else (a date alone, no offset)."""
+    if not isinstance(value, str) or not RFC3339.match(value):
+        return None
+    try:
+        return datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:  # well-formed but impossible: month 13, hour 25
+        return None
 
 
 class UnitError(ValueError):

@@ -5,17 +5,15 @@ from __future__ import annotations
 from kubetwin.api.errors import Diagnostic
 from kubetwin.api.loader import Manifest
 from kubetwin.k8s.names import MACHINE_TERMINATION
+from kubetwin.k8s.units import parse_time
 from kubetwin.validation.kinds.base import KindChecks
 
 
 def termination(m: Manifest) -> list[Diagnostic]:
     """node.gke.io/machine-termination-datetime must be an RFC 3339 time: GKE's autoscaler logs one it cannot parse
     and skips the node (defrag/plugins/recycling), and the twin then neither ends the VM nor recycles it."""
-    from kubetwin.autoscaler.nodepool import termination_time
-
-    meta = m.obj.get("metadata") or {}
-    value = (meta.get("annotations") or {}).get(MACHINE_TERMINATION)
-    if value is None or termination_time(meta, "2026-01-01T00:00:00Z") is not None:
+    value = ((m.obj.get("metadata") or {}).get("annotations") or {}).get(MACHINE_TERMINATION)
+    if value is None or parse_time(value) is not None:
         return []
     field = f"metadata.annotations[{MACHINE_TERMINATION}]"
     return [Diagnostic(m.file, m.line_of("metadata.annotations"), m.ref, field,
