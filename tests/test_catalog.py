@@ -138,13 +138,13 @@ def test_h4d_machine_types():
                       "h4d-highmem-192-lssd": (192, 1488, None)}
     for name, (vcpus, gb, _) in shapes.items():
         mt = machine_type(name)
-        assert mt.family == "h4d" and "cluster-autoscaler" in mt.source and "hpc-optimized-machines" in (
-            mt.source + machine_type("h4d-standard-192").source)
+        assert mt.family == "h4d" and "cluster-autoscaler" in mt.source and "machine_types_config" in mt.source
         if name.endswith("-lssd"):
             assert (hourly_price(mt, spot=False), hourly_price(mt, spot=True)) == (10.030586, 5.776885)
         else:
             assert hourly_price(mt, spot=False) == pytest.approx(vcpus * 0.03224 + gb * 0.00231, abs=1e-6)
             assert hourly_price(mt, spot=True) == pytest.approx(0.6 * (vcpus * 0.03224 + gb * 0.00231), abs=1e-6)
+    assert "hpc-optimized-machines" in machine_type("h4d-standard-192").source  # the series' page
     # the bundled Local SSDs cost something: -lssd above the plain highmem shape, both ways
     lssd, plain = machine_type("h4d-highmem-192-lssd"), machine_type("h4d-highmem-192")
     for spot in (False, True):

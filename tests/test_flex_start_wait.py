@@ -144,3 +144,63 @@ def test_a_spot_stockout_still_fails_at_once() -> None:
     up = r.summary["cluster_autoscaler"]["scale_ups"][0]
     assert up["error"] and "waiting_for_capacity" not in up
     assert events(r, "FailedScaleUp")[0][0] == 10.0
+
+
+# -- TPU flex-start: a multi-host slice's resize request waits whole; a single-host TPU pool waits the
+# autoscaler's max node provision time (15 min + 15 min offset) and takes no custom wait -------------------------
+TPU = "ct6e-standard-4t"
+TPU_ZONE = "us-central1-b"  # a zone with v6e
+
+
+def tpu_pool(topology: str, labels: dict | None = None) -> dict:
+    return {"apiVersion": "kubetwin.io/v1alpha1", "kind": "NodePool", "metadata": {"name": "v6e"},
+            "spec": {"machineType": TPU, "zones": [TPU_ZONE], "flexStart": True,
+                     "autoscaling": {"minNodeCount": 0, "maxNodeCount": 2 if topology == "2x4" else 4},
+                     "placementPolicy": {"tpuTopology": topology}, "labels": labels or {}}}
+
+
+def tpu_pods(n: int, topology: str) -> list[dict]:
+    pods = []
+    for i in range(n):
+        p = make_pod(f"w{i}").cpu("1").duration("1h").obj()
+        p["spec"]["nodeSelector"] = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                                     "cloud.google.com/gke-tpu-topology": topology}
+        p["spec"]["containers"][0]["resources"]["limits"] = {"google.com/tpu": "4"}
+        pods.append(p)
+    return pods
+
+
+def tpu_run(topology: str, pods: int, flex_at: str, labels: dict | None = None):
+    cap = [{"zone": TPU_ZONE, "machineType": TPU, "flexStart": True, "available": 0,
+            "schedule": [{"at": flex_at, "available": 4}]}]
+    return run(objects=[make_scenario("3h").spec(capacity=cap).obj(), tpu_pool(topology, labels),
+                        *tpu_pods(pods, topology)])
+
+
+@pytest.mark.parametrize(("flex_at", "waited"), [("10m", True), ("20m", False)])
+def test_a_multi_host_slice_waits_whole_for_flex_start_capacity(flex_at: str, waited: bool) -> None:
+    r = tpu_run("2x4", 2, flex_at)
+    up = r.summary["cluster_autoscaler"]["scale_ups"][0]
+    assert (up["from"], up["to"], up["granted"], up["error"], up["waiting_for_capacity"]) == (0, 2, 0, None, 2)
+    nodes = [t for t, _, e, o in r.history if o.get("kind") == "Node" and e == "ADDED"]
+    failed = [t for t, name in events(r, "FailedScaleUp") if name.startswith("w")]
+    if waited:  # the slice registers whole once its 2 hosts' capacity appears within the 15 min
+        assert len(nodes) >= 2 and nodes[0] == nodes[1] and 600 <= nodes[0] < 900 and failed == []
+    else:  # 15 min with no capacity: the scale-up fails, the group backs off
+        assert failed and failed[0] == pytest.approx(10 + ca.CAPACITY_CHECK_WAIT, abs=10)
+
+
+def test_a_single_host_tpu_pool_waits_its_provision_time_and_no_custom_wait() -> None:
+    """GKE: single-host TPU flex-start MIGs take no capacityCheckWaitTimeSeconds (customCapacityCheckWaitTime...
+    Enabled excludes them) and time out at the max node provision time, DefaultFlexStartCapacityCheckWaitTime +
+    maxNodeProvisionTimeOffset = 30 min (gke_cloud_provider_impl.go getMaxNodeProvisionTime)."""
+    labelled = tpu_pool("2x2", {"cloud.google.com/gke-capacity-check-wait-time-seconds": "3600"})
+    assert ca.capacity_check_wait(labelled, multi_host=False) == 1800.0
+    assert ca.capacity_check_wait(labelled, multi_host=True) == 3600.0
+    r = tpu_run("2x2", 1, "25m", {"cloud.google.com/gke-capacity-check-wait-time-seconds": "3600"})
+    assert events(r, "FailedScaleUp") == []  # capacity at 25 min: within its 30 min
+    nodes = [t for t, _, e, o in r.history if o.get("kind") == "Node" and e == "ADDED"]
+    assert nodes and 1500 <= nodes[0] < 1800
+    r = tpu_run("2x2", 1, "40m")
+    failed = [t for t, name in events(r, "FailedScaleUp") if name.startswith("w")]
+    assert failed and failed[0] == pytest.approx(10 + 1800, abs=10)

@@ -112,6 +112,7 @@ __all__ = ["CONSUME", "QUEUED_LABEL", "SAFE_TO_EVICT", "SOURCE", "TO_BE_DELETED"
 
 EXPENDABLE_CUTOFF = -10  # --expendable-pods-priority-cutoff
 MAX_NODES_TOTAL = "max node total count already reached"  # orchestrator.go GetCappedNewNodeCount's error
+RECYCLING = "recycling"  # the defrag plugin that replaces flex-start nodes before their end
 RECYCLING_BACKOFF = 60.0  # defrag/plugins/recycling BackoffDuration
 ATOMIC_OVER_LIMIT = "atomic scale-up exceeds cluster node count limit"  # filterValidScaleUpNodeGroups' skip reason
 
@@ -145,6 +146,7 @@ class CapacityWait:
     until: float
     refusal: Refusal
     pods: list[Obj]
+    atomic: bool = False  # a multi-host TPU slice: all its hosts at once
 
 
 @dataclass
@@ -221,7 +223,7 @@ class ClusterAutoscaler:
         if etype == "DELETED":
             self._recyclable.pop(name, None)
             if end <= self.env.now:  # Compute Engine deleted it at its max run duration
-                g = self.groups.get((labels.get(GKE_NODEPOOL, ""), labels.get(ZONE, DEFAULT_ZONE)))
+                g = self._group_of(labels)
                 if g is not None:
                     g.target = max(g.min, g.target - 1)
         elif etype == "ADDED" and str(labels.get(GKE_RECYCLE_LEAD_TIME, "")).isdigit():
@@ -446,8 +448,7 @@ class ClusterAutoscaler:
             made = self._autoprovision(pods, infos, pre, snapshot, cluster_room)
             if made is not None:
                 options = [made]
-                nap_delay = POOL_CREATION + parse_duration(
-                    (self.store.get("NodePool", "", made.group.pool) or {}).get("spec", {}).get("bootDelay", "90s"))
+                nap_delay = self._new_pool_delay(made.group.pool)
         options = self._any_policy(options)
         if with_classes and options:  # the first rule bucket with options (ComputeClass priorities)
             options = self.classes.order(options, lambda o: self.store.get("NodePool", "", o.group.pool))
@@ -666,9 +667,10 @@ class ClusterAutoscaler:
         if granted:
             g.added += self.pools.scale(g.pool, g.zone, granted, delay)
             self.last_scale_up = self.env.now
-        if (granted < n and waiting is not None and not atomic and refusal is not None
-                and refusal.kind == "stockout" and waits_for_capacity(pool)):
-            g.waits.append(CapacityWait(n - granted, self.env.now + capacity_check_wait(pool), refusal, waiting))
+        if (granted < n and waiting is not None and refusal is not None and refusal.kind == "stockout"
+                and waits_for_capacity(pool)):
+            until = self.env.now + capacity_check_wait(pool, multi_host=bool(g.hosts))
+            g.waits.append(CapacityWait(n - granted, until, refusal, waiting, atomic))
             return granted, None
         if granted < n:
             g.target -= n - granted
@@ -678,14 +680,14 @@ class ClusterAutoscaler:
         """Flex-start resize requests waiting for capacity take what has appeared; past their wait time, what is
         still missing fails as a refused resize does (CapacityWait)."""
         for g in self.groups.values():
+            pool = self.store.get("NodePool", "", g.pool) if g.waits else None
+            if pool is None:
+                g.waits.clear()
+                continue
             for w in list(g.waits):
-                pool = self.store.get("NodePool", "", g.pool)
-                if pool is None:
-                    g.waits.remove(w)
-                    continue
                 room, _ = self.capacity.headroom(shape_of(pool), g.zone)
-                if room > 0:
-                    got, _ = self.capacity.request(pool, g.zone, min(room, w.missing))
+                if room >= (w.missing if w.atomic else 1):
+                    got, _ = self.capacity.request(pool, g.zone, min(room, w.missing), w.atomic)
                     if got:
                         g.added += self.pools.scale(g.pool, g.zone, got)
                         self.last_scale_up = self.env.now
@@ -766,15 +768,15 @@ class ClusterAutoscaler:
                     self.scaledown.remove_slice(m.group, m.hosts, pods)
                 else:
                     self.scaledown.remove(node, m.group, pods)
-                self.scaledown.scale_downs[-1]["migration" if m.plugin != "recycling" else "recycling"] = True
+                self.scaledown.scale_downs[-1]["migration" if m.plugin != RECYCLING else RECYCLING] = True
                 pool = self.store.get("NodePool", "", m.group.pool) or {}
                 self.classes.migrated.append({"t": now, "class": self.classes.pool_class(pool),
                                               "node": m.node, "to": m.added, "evicted": len(pods),
-                                              **({"plugin": m.plugin} if m.plugin == "recycling" else {})})
+                                              **({"plugin": m.plugin} if m.plugin == RECYCLING else {})})
             elif now - m.since >= MIGRATION_SCALE_UP_TIMEOUT:
                 self.classes.migrations.remove(m)
                 self.classes.migration_backoff[m.node] = now + (
-                    MIGRATION_BACKOFF if m.plugin != "recycling" else RECYCLING_BACKOFF)
+                    MIGRATION_BACKOFF if m.plugin != RECYCLING else RECYCLING_BACKOFF)
         if self.classes.migrations:
             return  # one candidate at a time (--defrag-candidate-node-limit 1)
         if self._recyclable and self.recycle():
@@ -801,12 +803,8 @@ class ClusterAutoscaler:
             for node_name in self.registered(g):
                 if self.classes.migration_backoff.get(node_name, -1.0) > now or node_name in self.protected:
                     continue
-                node = self.store.get("Node", "", node_name)
-                if node is None or self.scaledown.unready(node) or any(
-                        t.get("key") == TO_BE_DELETED for t in node["spec"].get("taints") or []):
-                    continue
-                pods = [p for p in self.bound.get(node_name, {}).values() if not _daemon(p)]
-                if not pods or any(self.scaledown.blocking(p) for p in pods):
+                pods = self._movable_pods([node_name])
+                if not pods:
                     continue
                 target = self._migration_target(pods, sorted(higher, key=lambda h: (buckets[id(h)][1], h.target,
                                                                                       h.pool, h.zone)))
@@ -848,18 +846,13 @@ class ClusterAutoscaler:
             if self.classes.migration_backoff.get(name, -1.0) > now or name in self.protected:
                 continue
             node = self.store.get("Node", "", name)
-            labels = (node or {}).get("metadata", {}).get("labels") or {}
-            g = self.groups.get((labels.get(GKE_NODEPOOL, ""), labels.get(ZONE, DEFAULT_ZONE)))
-            if node is None or g is None:
+            g = self._group_of(node["metadata"].get("labels") or {}) if node is not None else None
+            if g is None:
                 continue
             slice_pool = self.pools.slice_of(name)
             hosts = self.pools.slice_nodes(slice_pool) if slice_pool is not None else [name]
-            nodes = [self.store.get("Node", "", h) for h in hosts]
-            if any(n is None or self.scaledown.unready(n) or any(
-                    t.get("key") == TO_BE_DELETED for t in n["spec"].get("taints") or []) for n in nodes):
-                continue
-            pods = [p for h in hosts for p in self.bound.get(h, {}).values() if not _daemon(p)]
-            if not pods or any(self.scaledown.blocking(p) for p in pods):
+            pods = self._movable_pods(hosts)
+            if not pods:
                 continue
             klass = self.classes.pool_class(self.store.get("NodePool", "", g.pool) or {})
             usable = [h for h in groups if now >= h.backoff_until and h.max > h.target and (
@@ -871,9 +864,7 @@ class ClusterAutoscaler:
                                            {pod_key(p): pre_filter(self.store, p) for p in pods},
                                            Snapshot(self.node_infos(), self.store, self.features), self.cluster_room())
                 if made is not None:
-                    target = (made.group, made.nodes)
-                    delay = POOL_CREATION + parse_duration((self.store.get("NodePool", "", made.group.pool) or {})
-                                                           .get("spec", {}).get("bootDelay", "90s"))
+                    target, delay = (made.group, made.nodes), self._new_pool_delay(made.group.pool)
             if target is None:
                 self.classes.migration_backoff[name] = now + RECYCLING_BACKOFF
                 continue
@@ -882,16 +873,37 @@ class ClusterAutoscaler:
             h.target += n
             granted, refusal = self.grow(h, n, atomic=bool(h.hosts), delay=delay)
             self.record_scale_up(h, before, n, granted, refusal)
-            self.scale_ups[-1]["recycling"] = name
+            self.scale_ups[-1][RECYCLING] = name
             if refusal is not None:
                 self.fail(h, refusal, n - granted, [])
             if granted == n:
-                self.classes.migrations.append(Migration(name, g, h.added[-n:], now, plugin="recycling",
+                self.classes.migrations.append(Migration(name, g, h.added[-n:], now, plugin=RECYCLING,
                                                          hosts=hosts if slice_pool is not None else None))
             else:
                 self.classes.migration_backoff[name] = now + RECYCLING_BACKOFF
             return True
         return False
+
+    def _new_pool_delay(self, pool: str) -> float:
+        """From asking for a pool node auto-provisioning creates to its first VM registering: GKE creating the pool
+        (nap.POOL_CREATION), then the VM's boot."""
+        spec = (self.store.get("NodePool", "", pool) or {}).get("spec") or {}
+        return POOL_CREATION + parse_duration(spec.get("bootDelay", "90s"))
+
+    def _group_of(self, labels: dict[str, str]) -> NodeGroup | None:
+        """The node group (pool, zone) a node's GKE labels place it in."""
+        return self.groups.get((labels.get(GKE_NODEPOOL, ""), labels.get(ZONE, DEFAULT_ZONE)))
+
+    def _movable_pods(self, hosts: list[str]) -> list[Obj] | None:
+        """The pods a defrag attempt would move off these nodes (DaemonSet pods stay): None when a node is gone,
+        not ready or already being deleted, or a pod may not be evicted; [] when there is nothing to move."""
+        for h in hosts:
+            node = self.store.get("Node", "", h)
+            if node is None or self.scaledown.unready(node) or any(
+                    t.get("key") == TO_BE_DELETED for t in node["spec"].get("taints") or []):
+                return None
+        pods = [p for h in hosts for p in self.bound.get(h, {}).values() if not _daemon(p)]
+        return None if any(self.scaledown.blocking(p) for p in pods) else pods
 
     def _migration_target(self, pods: list[Obj], higher: list[NodeGroup]) -> tuple[NodeGroup, int] | None:
         """The first higher-rule group whose template nodes take all the candidate's pods, and how many."""
@@ -919,6 +931,7 @@ class ClusterAutoscaler:
 
 
 CAPACITY_CHECK_WAIT = 900.0  # gke_cloud_provider_impl.go DefaultFlexStartCapacityCheckWaitTime (15 min)
+MAX_NODE_PROVISION_OFFSET = 900.0  # gke_cloud_provider_impl.go maxNodeProvisionTimeOffset (15 min)
 
 
 def waits_for_capacity(pool: Obj) -> bool:
@@ -928,11 +941,21 @@ def waits_for_capacity(pool: Obj) -> bool:
     return bool(spec.get("flexStart")) and (spec.get("labels") or {}).get(QUEUED_LABEL) != "true"
 
 
-def capacity_check_wait(pool: Obj) -> float:
-    """The pool's capacity-check wait: its label (a ComputeClass rule's capacityCheckWaitTimeSeconds), never below
-    the 15 min default (a lower or invalid value is ignored, gke_manager.go capacityCheckWaitTimeSecondsLabelValue)."""
-    raw = str(((pool.get("spec") or {}).get("labels") or {}).get(GKE_CAPACITY_CHECK_WAIT, ""))
-    return max(CAPACITY_CHECK_WAIT, float(raw)) if raw.isdigit() and int(raw) >= 1 else CAPACITY_CHECK_WAIT
+def capacity_check_wait(pool: Obj, multi_host: bool = False) -> float:
+    """How long a flex-start pool's resize waits for capacity: its label (a ComputeClass rule's
+    capacityCheckWaitTimeSeconds), never below the 15 min default (a lower or invalid value is ignored, gke_manager.go
+    capacityCheckWaitTimeSecondsLabelValue). A single-host TPU pool takes no custom wait and has no capacity-check
+    wait at all (customCapacityCheckWaitTimeSecondsEnabled, fetchDefaultCheckCapacityWaitTime): its scale-up times
+    out at the max node provision time, the default plus its 15 min offset (getMaxNodeProvisionTime)."""
+    spec = pool.get("spec") or {}
+    try:
+        tpu_host = bool(catalog.machine_type(str(spec.get("machineType"))).tpu)
+    except catalog.CatalogError:
+        tpu_host = False
+    if tpu_host and not multi_host:
+        return CAPACITY_CHECK_WAIT + MAX_NODE_PROVISION_OFFSET
+    raw = str((spec.get("labels") or {}).get(GKE_CAPACITY_CHECK_WAIT, ""))
+    return max(CAPACITY_CHECK_WAIT, float(raw) if raw.isdigit() else 0.0)
 
 
 def _daemon(pod: Obj) -> bool:

@@ -27,12 +27,12 @@ GKE_SPOT = "cloud.google.com/gke-spot"
 GKE_FLEX_START = "cloud.google.com/gke-flex-start"
 COMPUTE_CLASS = "cloud.google.com/compute-class"  # a pod's node selector, a class's pools' label and taint
 GKE_PROVISIONING = "cloud.google.com/gke-provisioning"
-# A VM's end (max run duration): GKE's autoscaler reads them (GoogleCloudPlatform/cluster-autoscaler
-# pkg/cloudprovider/gke/labels/system_labels.go MaxRunDurationLabelKey, InstanceTerminationAnnotationKey,
-# NodeRecycleLeadTimeSecondsLabelKey)
 # chips (GPUs) per VM on the node pools node auto-provisioning creates for TPUs (pkg/autoprovisioning/injection.go:
 # spec.Labels[AcceleratorCountLabel]); pods may select it
 GKE_ACCELERATOR_COUNT = "cloud.google.com/gke-accelerator-count"
+# A VM's end (max run duration): GKE's autoscaler reads them (GoogleCloudPlatform/cluster-autoscaler
+# pkg/cloudprovider/gke/labels/system_labels.go MaxRunDurationLabelKey, InstanceTerminationAnnotationKey,
+# NodeRecycleLeadTimeSecondsLabelKey)
 GKE_MAX_RUN_DURATION = "cloud.google.com/gke-max-run-duration-seconds"
 MACHINE_TERMINATION = "node.gke.io/machine-termination-datetime"  # a Node annotation, RFC 3339
 GKE_RECYCLE_LEAD_TIME = "cloud.google.com/gke-node-recycle-lead-time-seconds"

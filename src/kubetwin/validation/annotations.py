@@ -146,8 +146,8 @@ _ROWS: list[Annotation] = [
                "0,3", written=True),
     Annotation("kubetwin.io/hourly-price-usd", ("Node", "NodePool"), "on a NodePool: what one of its nodes costs "
                "per hour (USD), over the catalog's price (a negotiated one), required where the catalog has none "
-               "(Ironwood); on a Node: "
-               "the price the twin bills it at (written from the catalog or its pool)", "3.672", _positive_price),
+               "(Ironwood); on a Node: the price the twin bills it at (written from the catalog or its pool)",
+               "3.672", _positive_price),
     Annotation("kubetwin.io/adopt-nodes", ("NodePool",), "the pool's first nodes are the scenario's Nodes labelled "
                "cloud.google.com/gke-nodepool with its name in its zones (an imported cluster's, kubetwin import): "
                "they are its VMs from t=0, as they are, and only the rest of nodeCount boots", "\"true\"", _bool),
