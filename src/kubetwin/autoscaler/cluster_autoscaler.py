@@ -215,6 +215,8 @@ class ClusterAutoscaler:
 
     def _on_node(self, etype: str, node: Obj, old: Obj | None) -> None:
         self.dirty = True
+        if etype == "MODIFIED":  # a VM's end is read when its node registers and when it goes
+            return
         meta = node["metadata"]
         end = termination_time(meta, self.store.start_time)
         if end is None:

@@ -5,10 +5,10 @@ The convention of nginx (`proxy_set_header X-Request-Start "t=${msec}"`), Heroku
 application: `t=` and the Unix time in seconds, milliseconds or microseconds (told apart by magnitude, as those
 agents do). The first proxy stamps it; a proxy behind another keeps the value it got.
 
-The live gateways stamp it; the emulator starts a request's API-server share there (live.emulator.realtime): in the
-twin a request reaches the engine the moment it reaches the gateway, and the share it adds afterwards stands for the
-whole way from the client to the engine and back, so the way from the gateway to the emulator's engine is counted in
-it, not on top of it.
+The live gateways stamp it (Envoy by its bootstrap's request_headers_to_add, the value above); the emulator starts
+a request's API-server share there (live.emulator.realtime): in the twin a request reaches the engine the moment it
+reaches the gateway, and the share it adds afterwards stands for the whole way from the client to the engine and
+back, so the way from the gateway to the emulator's engine is counted in it, not on top of it.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ REQUEST_START_HEADER = "x-request-start"
 # request id (serving_engine.py _base_request_id: "cmpl-<id>"), Envoy logs it as %REQ(X-REQUEST-ID)%; `kubetwin
 # loadgen` sends the trace's request id, the gateways' access logs carry it as request_id.
 REQUEST_ID_HEADER = "x-request-id"
-# Envoy's own stamp, as a request_headers_to_add value (the access log's START_TIME command, microseconds)
-ENVOY_REQUEST_START = "t=%START_TIME(%s.%6f)%"
 
 
 def stamp(now: float | None = None) -> str:
